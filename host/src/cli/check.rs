@@ -1,0 +1,164 @@
+//! `wasmsched check POLICY.wasm [--config FILE]`: load, validate, describe and
+//! smoke-run a policy, and say exactly what is wrong when something is.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use wasmsched::policy::smoke::{SmokeReport, smoke_run};
+use wasmsched::policy::{
+    LoadedPolicy, PolicyEngine, PolicyError, PolicySource, ScoreOrder, config_to_json,
+};
+
+use super::limits::LimitArgs;
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The policy component (.wasm).
+    pub policy: PathBuf,
+    /// The policy's configuration (YAML or JSON).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let limits = args.limits.to_limits()?;
+    let source = PolicySource::from_file(&args.policy)
+        .with_context(|| format!("reading {}", args.policy.display()))?;
+    let config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            config_to_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+        }
+        None => "{}".to_string(),
+    };
+    let engine = PolicyEngine::new()?;
+    let policy = match engine.load(&source, &config, limits) {
+        Ok(policy) => policy,
+        Err(e) => {
+            println!("FAIL  {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    policy.capture_logs();
+    let report = smoke_run(&policy);
+    print_report(&policy, &report);
+    Ok(if report.failure().is_some() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn print_report(policy: &LoadedPolicy, report: &SmokeReport) {
+    let p = &policy.provenance;
+    let info = &policy.info;
+    let phases: Vec<&str> = [(info.phases.filter, "filter"), (info.phases.score, "score")]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+    let order = match (info.phases.score, info.score_order) {
+        (false, _) => "",
+        (true, ScoreOrder::HigherIsBetter) => " (higher raw score is better)",
+        (true, ScoreOrder::LowerIsBetter) => " (lower raw score is better)",
+    };
+    println!(
+        "policy      {} {}{}",
+        info.name,
+        info.version,
+        dash(&info.description)
+    );
+    println!(
+        "file        {} ({:.1} KiB, sha256 {})",
+        p.origin,
+        p.size as f64 / 1024.0,
+        &p.sha256[..16]
+    );
+    println!("contract    wasmsched:policy@{}", policy.contract.as_str());
+    println!("phases      {}{order}", phases.join(", "));
+    println!(
+        "compile     {:.1} ms{}, first instance + init {:.2} ms",
+        p.compile_time.as_secs_f64() * 1e3,
+        if p.from_cache {
+            " (precompiled cache)"
+        } else {
+            ""
+        },
+        policy.instantiate_time.as_secs_f64() * 1e3
+    );
+    println!(
+        "limits      memory {} MiB, deadline {} ms per call",
+        policy.limits.memory_bytes >> 20,
+        policy.limits.call_deadline.as_millis()
+    );
+    let pod = &report.pod;
+    println!(
+        "smoke run   pod {}/{} ({}m cpu, {} MiB) over {} synthetic nodes in {:.2} ms",
+        pod.namespace,
+        pod.name,
+        pod.requests.milli_cpu,
+        pod.requests.memory >> 20,
+        report.nodes.len(),
+        report.duration.as_secs_f64() * 1e3
+    );
+    println!("  {:<8} {:<44} RAW SCORE", "NODE", "FILTER");
+    for (i, node) in report.nodes.iter().enumerate() {
+        let filter = match &report.filter {
+            None => "-".to_string(),
+            Some(Ok(outcome)) => outcome
+                .rejection(i)
+                .map_or("feasible".to_string(), |r| format!("rejected: {r}")),
+            Some(Err(e)) => outcome_word(e).to_string(),
+        };
+        let score = match &report.score {
+            None => "-".to_string(),
+            Some(Ok(scores)) => format!("{}", scores[i]),
+            Some(Err(e)) => outcome_word(e).to_string(),
+        };
+        println!("  {node:<8} {filter:<44} {score}");
+    }
+    for line in policy.captured_logs() {
+        println!("  log: {line}");
+    }
+    for result in [
+        report.filter.as_ref().map(|r| r.as_ref().err()),
+        report.score.as_ref().map(|r| r.as_ref().err()),
+    ]
+    .into_iter()
+    .flatten()
+    .flatten()
+    {
+        println!(
+            "  {}: {result}",
+            if report.failure().is_some() {
+                "error"
+            } else {
+                "note"
+            }
+        );
+    }
+    match report.failure() {
+        Some(e) => println!("FAIL  {e}"),
+        None => println!("OK    {} is ready to schedule", info.name),
+    }
+}
+
+fn outcome_word(e: &PolicyError) -> &'static str {
+    if matches!(e, PolicyError::Declined { .. }) {
+        "declined"
+    } else {
+        "error"
+    }
+}
+
+fn dash(description: &str) -> String {
+    if description.is_empty() {
+        String::new()
+    } else {
+        format!(" — {description}")
+    }
+}

@@ -1,0 +1,70 @@
+//! Sandbox limit flags shared by the commands that load policies.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use wasmsched::policy::PolicyLimits;
+
+#[derive(Args, Debug, Clone)]
+pub struct LimitArgs {
+    /// Memory cap per policy instance, as a Kubernetes quantity.
+    #[arg(long, value_name = "QUANTITY", default_value = "64Mi")]
+    pub memory_limit: String,
+    /// Deadline of one policy call, e.g. 100ms or 2s.
+    #[arg(long, value_name = "DURATION", default_value = "100ms")]
+    pub deadline: String,
+}
+
+impl LimitArgs {
+    pub fn to_limits(&self) -> anyhow::Result<PolicyLimits> {
+        let memory_bytes =
+            wasmsched_sdk::quantity::value(&self.memory_limit).context("--memory-limit")?;
+        let call_deadline = parse_duration(&self.deadline).context("--deadline")?;
+        Ok(PolicyLimits {
+            memory_bytes: memory_bytes as usize,
+            call_deadline,
+            ..PolicyLimits::default()
+        })
+    }
+}
+
+/// `250ms`, `2s`, `1.5s`, `1m`.
+pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
+    let text = text.trim();
+    let (number, unit) = text.split_at(
+        text.find(|c: char| c.is_ascii_alphabetic())
+            .unwrap_or(text.len()),
+    );
+    let value: f64 = number
+        .parse()
+        .with_context(|| format!("{text:?} is not a duration like 100ms or 2s"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => bail!("{text:?} has no unit; write e.g. 100ms, 2s or 1m"),
+    };
+    if !(seconds.is_finite() && seconds > 0.0) {
+        bail!("{text:?} must be a positive duration");
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("100ms").unwrap(), Duration::from_millis(100));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert!(
+            parse_duration("100")
+                .unwrap_err()
+                .to_string()
+                .contains("no unit")
+        );
+        assert!(parse_duration("-1s").is_err());
+    }
+}

@@ -1,0 +1,53 @@
+//! Policy configuration as operators write it (YAML or JSON) turned into the
+//! JSON document the `config` import hands to the policy.
+
+/// Converts YAML or JSON text to compact JSON. Empty text is `{}`. The error
+/// says where the problem is (`line 3 column 7: ...`).
+pub fn config_to_json(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Ok("{}".to_string());
+    }
+    let value: serde_json::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+    if !value.is_object() {
+        return Err(format!(
+            "a policy configuration must be a mapping of fields, got {}",
+            kind(&value)
+        ));
+    }
+    Ok(value.to_string())
+}
+
+fn kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "nothing",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "a list",
+        serde_json::Value::Object(_) => "a mapping",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_and_json_become_json() {
+        assert_eq!(config_to_json("").unwrap(), "{}");
+        assert_eq!(
+            config_to_json("metric: latency\nmaxAgeSeconds: 30\n").unwrap(),
+            r#"{"maxAgeSeconds":30,"metric":"latency"}"#
+        );
+        assert_eq!(
+            config_to_json(r#"{"metric": "x"}"#).unwrap(),
+            r#"{"metric":"x"}"#
+        );
+        let err = config_to_json("metric: [unclosed\n").unwrap_err();
+        assert!(err.contains("line"), "{err}");
+        assert_eq!(
+            config_to_json("- a\n- b\n").unwrap_err(),
+            "a policy configuration must be a mapping of fields, got a list"
+        );
+    }
+}

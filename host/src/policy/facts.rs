@@ -1,0 +1,153 @@
+//! What the scheduler tells policies about pods and nodes, independent of any
+//! WIT version: each versioned binding (`v0_1`, later `v0_2`) converts from
+//! these, so the scheduling core never changes when the contract does.
+
+use std::time::Duration;
+
+/// Index of a node in a [`super::NodeTable`].
+pub type NodeId = u32;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resources {
+    pub milli_cpu: u64,
+    pub memory: u64,
+    pub ephemeral_storage: u64,
+    pub pods: u32,
+    /// Extended resources such as `nvidia.com/gpu`.
+    pub scalar: Vec<(String, u64)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: TaintEffect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TolerationOperator {
+    Exists,
+    Equal,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Toleration {
+    pub key: String,
+    pub operator: TolerationOperator,
+    pub value: String,
+    pub effect: Option<TaintEffect>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SelectorOperator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+    Gt,
+    Lt,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectorRequirement {
+    pub key: String,
+    pub operator: SelectorOperator,
+    pub values: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeSelectorTerm {
+    pub match_expressions: Vec<SelectorRequirement>,
+    pub match_fields: Vec<SelectorRequirement>,
+}
+
+/// The policy-visible facts of a node: what changes rarely. Heartbeats and
+/// conditions are deliberately absent, so they never cause a resync.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeFacts {
+    pub name: String,
+    pub labels: Vec<(String, String)>,
+    pub annotations: Vec<(String, String)>,
+    pub taints: Vec<Taint>,
+    pub allocatable: Resources,
+    pub unschedulable: bool,
+}
+
+/// The pod being scheduled, as policies see it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodFacts {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub labels: Vec<(String, String)>,
+    pub annotations: Vec<(String, String)>,
+    pub priority: i32,
+    pub requests: Resources,
+    pub nonzero_milli_cpu: u64,
+    pub nonzero_memory: u64,
+    pub node_selector: Vec<(String, String)>,
+    pub required_node_affinity: Vec<NodeSelectorTerm>,
+    pub tolerations: Vec<Toleration>,
+}
+
+/// A node that passed the built-in filters and what is already placed on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Candidate {
+    pub node: NodeId,
+    pub requested_milli_cpu: u64,
+    pub requested_memory: u64,
+    pub requested_ephemeral_storage: u64,
+    pub nonzero_requested_milli_cpu: u64,
+    pub nonzero_requested_memory: u64,
+    pub pod_count: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScoreOrder {
+    HigherIsBetter,
+    LowerIsBetter,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Phases {
+    pub filter: bool,
+    pub score: bool,
+}
+
+/// What a policy says about itself in `describe`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyInfo {
+    pub name: String,
+    pub version: String,
+    pub description: String,
+    pub phases: Phases,
+    pub score_order: ScoreOrder,
+}
+
+/// A policy's filter answer: per candidate, `None` if feasible, else the
+/// index of its reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterOutcome {
+    pub reasons: Vec<String>,
+    pub verdicts: Vec<Option<usize>>,
+}
+
+impl FilterOutcome {
+    pub fn rejection(&self, candidate: usize) -> Option<&str> {
+        self.verdicts[candidate].map(|r| self.reasons[r].as_str())
+    }
+}
+
+/// A metric value with its age.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MetricSample {
+    pub value: f64,
+    pub age: Duration,
+}

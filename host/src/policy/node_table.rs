@@ -1,0 +1,232 @@
+//! The host's side of the node table that every policy instance mirrors.
+//!
+//! Strings cross into a policy only when a node's policy-visible facts change:
+//! each change bumps the table's generation and is logged; an instance that
+//! last synced at generation `g` receives just the nodes changed since `g`,
+//! or the whole table when it is new, was synced with another table, or fell
+//! behind the bounded log.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::facts::{NodeFacts, NodeId};
+
+static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Below this many entries the change log is never trimmed.
+const MIN_LOG_ENTRIES: usize = 4096;
+
+#[derive(Debug, Clone)]
+pub struct NodeTable {
+    id: u64,
+    generation: u64,
+    slots: Vec<Option<Arc<NodeFacts>>>,
+    by_name: HashMap<String, NodeId>,
+    free: Vec<NodeId>,
+    /// `(generation at which the change happened, node)`, oldest first.
+    log: VecDeque<(u64, NodeId)>,
+    /// Instances synced at a generation below this get a full reset.
+    oldest_delta_base: u64,
+}
+
+/// Where a mirror stands: which table, and at which generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncPoint {
+    pub table: u64,
+    pub generation: u64,
+}
+
+/// What a mirror needs to catch up.
+#[derive(Debug)]
+pub enum NodeSync<'a> {
+    UpToDate,
+    /// Forget everything, then take these nodes.
+    Reset(Vec<(NodeId, &'a NodeFacts)>),
+    /// Apply these: `Some` upserts, `None` removes.
+    Delta(Vec<(NodeId, Option<&'a NodeFacts>)>),
+}
+
+impl Default for NodeTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl NodeTable {
+    pub fn new() -> Self {
+        NodeTable {
+            id: NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed),
+            generation: 0,
+            slots: Vec::new(),
+            by_name: HashMap::new(),
+            free: Vec::new(),
+            log: VecDeque::new(),
+            oldest_delta_base: 0,
+        }
+    }
+
+    /// Inserts or updates a node by name. Unchanged facts change nothing, so
+    /// node status updates never cost a policy resync.
+    pub fn upsert(&mut self, facts: NodeFacts) -> NodeId {
+        if let Some(&id) = self.by_name.get(&facts.name) {
+            if self.slots[id as usize].as_deref() != Some(&facts) {
+                self.slots[id as usize] = Some(Arc::new(facts));
+                self.record(id);
+            }
+            return id;
+        }
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as NodeId
+            }
+        };
+        self.by_name.insert(facts.name.clone(), id);
+        self.slots[id as usize] = Some(Arc::new(facts));
+        self.record(id);
+        id
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<NodeId> {
+        let id = self.by_name.remove(name)?;
+        self.slots[id as usize] = None;
+        self.free.push(id);
+        self.record(id);
+        Some(id)
+    }
+
+    fn record(&mut self, id: NodeId) {
+        self.generation += 1;
+        self.log.push_back((self.generation, id));
+        let limit = MIN_LOG_ENTRIES.max(2 * self.by_name.len());
+        while self.log.len() > limit {
+            if let Some((generation, _)) = self.log.pop_front() {
+                self.oldest_delta_base = generation;
+            }
+        }
+    }
+
+    pub fn id_of(&self, name: &str) -> Option<NodeId> {
+        self.by_name.get(name).copied()
+    }
+
+    pub fn get(&self, id: NodeId) -> Option<&NodeFacts> {
+        self.slots.get(id as usize)?.as_deref()
+    }
+
+    pub fn name(&self, id: NodeId) -> Option<&str> {
+        self.get(id).map(|n| n.name.as_str())
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (NodeId, &NodeFacts)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(id, slot)| slot.as_deref().map(|n| (id as NodeId, n)))
+    }
+
+    pub fn sync_point(&self) -> SyncPoint {
+        SyncPoint {
+            table: self.id,
+            generation: self.generation,
+        }
+    }
+
+    /// What a mirror last synced at `since` needs to match this table.
+    pub fn changes_since(&self, since: Option<SyncPoint>) -> NodeSync<'_> {
+        match since {
+            Some(p) if p.table == self.id && p.generation == self.generation => NodeSync::UpToDate,
+            Some(p)
+                if p.table == self.id
+                    && p.generation >= self.oldest_delta_base
+                    && p.generation < self.generation =>
+            {
+                let start = self.log.partition_point(|(g, _)| *g <= p.generation);
+                let mut ids: Vec<NodeId> = self.log.range(start..).map(|(_, id)| *id).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                NodeSync::Delta(ids.into_iter().map(|id| (id, self.get(id))).collect())
+            }
+            _ => NodeSync::Reset(self.iter().collect()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, zone: &str) -> NodeFacts {
+        NodeFacts {
+            name: name.into(),
+            labels: vec![("zone".into(), zone.into())],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn deltas_carry_only_changed_nodes() {
+        let mut table = NodeTable::new();
+        let a = table.upsert(node("a", "1"));
+        let b = table.upsert(node("b", "1"));
+        assert!(matches!(table.changes_since(None), NodeSync::Reset(nodes) if nodes.len() == 2));
+        let synced = table.sync_point();
+        assert!(matches!(
+            table.changes_since(Some(synced)),
+            NodeSync::UpToDate
+        ));
+        // Re-upserting identical facts (a status heartbeat) is not a change.
+        table.upsert(node("a", "1"));
+        assert!(matches!(
+            table.changes_since(Some(synced)),
+            NodeSync::UpToDate
+        ));
+        table.upsert(node("b", "2"));
+        table.upsert(node("b", "3"));
+        table.remove("a");
+        match table.changes_since(Some(synced)) {
+            NodeSync::Delta(changes) => {
+                assert_eq!(changes.len(), 2);
+                assert_eq!(changes[0], (a, None));
+                assert_eq!(changes[1].0, b);
+                assert_eq!(changes[1].1.unwrap().labels[0].1, "3");
+            }
+            other => panic!("expected a delta, got {other:?}"),
+        }
+        // Removed ids are reused; another table always means a reset.
+        assert_eq!(table.upsert(node("c", "1")), a);
+        let other = NodeTable::new();
+        assert!(
+            matches!(other.changes_since(Some(table.sync_point())), NodeSync::Reset(nodes) if nodes.is_empty())
+        );
+    }
+
+    #[test]
+    fn a_mirror_behind_the_trimmed_log_is_reset() {
+        let mut table = NodeTable::new();
+        table.upsert(node("a", "0"));
+        let synced = table.sync_point();
+        for i in 0..(MIN_LOG_ENTRIES + 10) {
+            table.upsert(node("a", &i.to_string()));
+        }
+        assert!(matches!(
+            table.changes_since(Some(synced)),
+            NodeSync::Reset(_)
+        ));
+        let recent = SyncPoint {
+            generation: table.sync_point().generation - 5,
+            ..synced
+        };
+        assert!(matches!(table.changes_since(Some(recent)), NodeSync::Delta(d) if d.len() == 1));
+    }
+}

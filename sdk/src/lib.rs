@@ -1,0 +1,114 @@
+//! # wasmsched-sdk
+//!
+//! Write a wasmsched scheduling policy in Rust and ship it as one `.wasm`.
+//!
+//! ```ignore
+//! use wasmsched_sdk::*;
+//!
+//! struct MostFreeCpu;
+//!
+//! impl Policy for MostFreeCpu {
+//!     const NAME: &'static str = "most-free-cpu";
+//!     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+//!     const PHASES: Phases = Phases::SCORE;
+//!
+//!     fn new(_config: &Config) -> Result<Self, String> {
+//!         Ok(MostFreeCpu)
+//!     }
+//!
+//!     fn score(&self, _cycle: &Cycle<'_>, _pod: &Pod, node: &NodeView<'_>) -> f64 {
+//!         node.free_milli_cpu() as f64
+//!     }
+//! }
+//!
+//! export_policy!(MostFreeCpu);
+//! ```
+//!
+//! Build with `cargo build --target wasm32-wasip2 --release`, check with
+//! `wasmsched check target/wasm32-wasip2/release/NAME.wasm`, and unit-test the
+//! logic natively with [`testing::Harness`].
+
+// The generated bindings refer to this crate by name, also from inside it.
+extern crate self as wasmsched_sdk;
+
+pub mod bindings {
+    //! Raw bindings generated from `wit/0.1.0`. Policies normally use the
+    //! typed views of the crate root instead.
+    wit_bindgen::generate!({
+        path: "../wit/0.1.0",
+        world: "scheduler-policy",
+        pub_export_macro: true,
+        export_macro_name: "__export_scheduler_policy",
+        default_bindings_module: "wasmsched_sdk::bindings",
+        runtime_path: "wasmsched_sdk::__wit_bindgen::rt",
+        additional_derives: [PartialEq],
+    });
+}
+
+#[doc(hidden)]
+pub use wit_bindgen as __wit_bindgen;
+
+mod config;
+pub mod host;
+mod policy;
+pub mod quantity;
+mod rng;
+#[doc(hidden)]
+pub mod runtime;
+pub mod testing;
+mod view;
+
+pub use bindings::wasmsched::policy::types::{
+    Candidate, FilterVerdicts, LogLevel, MetricSample, NodeChange, NodeId, NodeInfo,
+    NodeSelectorTerm, PodInfo, PolicyInfo, Resources, ScoreOrder, SelectorOperator,
+    SelectorRequirement, Taint, TaintEffect, Toleration, TolerationOperator,
+};
+pub use config::Config;
+pub use policy::{Phases, Policy};
+pub use rng::SplitMix64;
+pub use view::{Cycle, Node, NodeView, Pod};
+
+/// The WIT package version this SDK builds policies against.
+pub const WIT_VERSION: &str = "0.1.0";
+
+/// Exports a type implementing [`Policy`] as the component's
+/// `wasmsched:policy/policy` interface. Use it once per policy crate.
+///
+/// Only expands on wasm targets, so the same crate also builds natively for
+/// `cargo test` through [`testing::Harness`].
+#[macro_export]
+macro_rules! export_policy {
+    ($policy:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct WasmschedPolicyExport;
+
+            impl $crate::bindings::exports::wasmsched::policy::policy::Guest for WasmschedPolicyExport {
+                fn describe() -> $crate::PolicyInfo {
+                    $crate::runtime::describe::<$policy>()
+                }
+                fn init() -> ::core::result::Result<(), ::std::string::String> {
+                    $crate::runtime::guest::init::<$policy>()
+                }
+                fn sync_nodes(reset: bool, changes: ::std::vec::Vec<$crate::NodeChange>) {
+                    $crate::runtime::guest::sync_nodes::<$policy>(reset, changes)
+                }
+                fn filter(
+                    pod: $crate::PodInfo,
+                    candidates: ::std::vec::Vec<$crate::Candidate>,
+                ) -> ::core::result::Result<$crate::FilterVerdicts, ::std::string::String> {
+                    $crate::runtime::guest::filter::<$policy>(pod, candidates)
+                }
+                fn score(
+                    pod: $crate::PodInfo,
+                    candidates: ::std::vec::Vec<$crate::Candidate>,
+                    seed: u64,
+                ) -> ::core::result::Result<::std::vec::Vec<f64>, ::std::string::String> {
+                    $crate::runtime::guest::score::<$policy>(pod, candidates, seed)
+                }
+            }
+
+            $crate::bindings::__export_scheduler_policy!(WasmschedPolicyExport with_types_in $crate::bindings);
+        };
+    };
+}

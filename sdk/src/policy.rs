@@ -1,0 +1,72 @@
+use crate::{Config, Cycle, NodeView, Pod, ScoreOrder};
+
+/// Which phases a policy takes part in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Phases {
+    pub filter: bool,
+    pub score: bool,
+}
+
+impl Phases {
+    pub const FILTER: Phases = Phases {
+        filter: true,
+        score: false,
+    };
+    pub const SCORE: Phases = Phases {
+        filter: false,
+        score: true,
+    };
+    pub const FILTER_AND_SCORE: Phases = Phases {
+        filter: true,
+        score: true,
+    };
+}
+
+/// A scheduling policy. Implement the phases you declare in [`Policy::PHASES`];
+/// the defaults accept every node and score every node the same.
+///
+/// One value is created per instance by [`Policy::new`] from the operator's
+/// configuration, then called for every pod. Keep per-pod state on the stack:
+/// the host may run several instances of the same policy side by side.
+pub trait Policy: Sized + 'static {
+    /// Shown in `wasmsched check`, decision records and metrics.
+    const NAME: &'static str;
+    /// Usually `env!("CARGO_PKG_VERSION")`.
+    const VERSION: &'static str;
+    const DESCRIPTION: &'static str = "";
+    const PHASES: Phases;
+    /// Whether a higher or a lower raw score is better. The host normalises
+    /// either way to kube-scheduler's 0..100, 100 best.
+    const SCORE_ORDER: ScoreOrder = ScoreOrder::HigherIsBetter;
+
+    /// Reads and validates the configuration. An error rejects the policy when
+    /// it is loaded, with this message shown to the operator.
+    fn new(config: &Config) -> Result<Self, String>;
+
+    /// `Err(reason)` rejects the node for this pod. The reason appears in the
+    /// pod's `FailedScheduling` message, counted like kube-scheduler's, so
+    /// phrase it like kube does: `node(s) are not labelled for app web`.
+    fn filter(&self, _cycle: &Cycle<'_>, _pod: &Pod, _node: &NodeView<'_>) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// The raw score of one node: finite, magnitude at most 2^53.
+    fn score(&self, _cycle: &Cycle<'_>, _pod: &Pod, _node: &NodeView<'_>) -> f64 {
+        0.0
+    }
+
+    /// Scores every candidate at once. Override this when a score depends on
+    /// the other nodes, or to fail the whole phase with a message (the host
+    /// then places the pod with its fallback and records why).
+    fn score_all(
+        &self,
+        cycle: &Cycle<'_>,
+        pod: &Pod,
+        nodes: &[NodeView<'_>],
+    ) -> Result<Vec<f64>, String> {
+        Ok(nodes
+            .iter()
+            .map(|node| self.score(cycle, pod, node))
+            .collect())
+    }
+}

@@ -1,0 +1,426 @@
+//! A native test harness: run a policy's logic with plain `cargo test`, on
+//! fixture pods and nodes, through the same driver code the wasm export uses.
+//!
+//! ```ignore
+//! let mut h = Harness::<MyPolicy>::with_config(r#"{"metric":"latency"}"#).unwrap();
+//! h.add_node(NodeBuilder::new("fast").cpu("4").memory("8Gi"));
+//! h.add_node(NodeBuilder::new("slow").cpu("4").memory("8Gi"));
+//! h.set_metric("fast", "latency", 0.02, 1_000);
+//! assert_eq!(h.best(&PodBuilder::new("web").cpu("100m")), Some("fast".to_string()));
+//! ```
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use crate::runtime::Instance;
+use crate::{
+    Candidate, MetricSample, NodeChange, NodeId, NodeInfo, NodeSelectorTerm, PodInfo, Policy,
+    Resources, ScoreOrder, Taint, TaintEffect, Toleration, TolerationOperator, quantity,
+};
+
+/// What the host imports return in native builds, per thread.
+#[derive(Default)]
+pub(crate) struct TestHost {
+    pub config: String,
+    pub metrics: HashMap<(NodeId, String), MetricSample>,
+    pub logs: Vec<String>,
+}
+
+thread_local! {
+    pub(crate) static TEST_HOST: RefCell<TestHost> = RefCell::new(TestHost::default());
+}
+
+fn parse_or_panic(
+    what: &str,
+    raw: &str,
+    parse: fn(&str) -> Result<u64, quantity::QuantityError>,
+) -> u64 {
+    parse(raw).unwrap_or_else(|e| panic!("fixture {what}: {e}"))
+}
+
+/// A fixture node: allocatable resources, labels, taints, and what is
+/// already requested on it.
+#[derive(Debug, Clone)]
+pub struct NodeBuilder {
+    info: NodeInfo,
+    usage: Candidate,
+}
+
+impl NodeBuilder {
+    /// 4 cpu, 16Gi memory, 100Gi ephemeral storage, 110 pods, nothing used.
+    pub fn new(name: &str) -> Self {
+        NodeBuilder {
+            info: NodeInfo {
+                id: 0,
+                name: name.to_string(),
+                labels: vec![("kubernetes.io/hostname".to_string(), name.to_string())],
+                annotations: vec![],
+                taints: vec![],
+                allocatable: Resources {
+                    milli_cpu: 4000,
+                    memory: 16 << 30,
+                    ephemeral_storage: 100 << 30,
+                    pods: 110,
+                    scalar: vec![],
+                },
+                unschedulable: false,
+            },
+            usage: Candidate {
+                node: 0,
+                requested_milli_cpu: 0,
+                requested_memory: 0,
+                requested_ephemeral_storage: 0,
+                nonzero_requested_milli_cpu: 0,
+                nonzero_requested_memory: 0,
+                pod_count: 0,
+            },
+        }
+    }
+
+    pub fn cpu(mut self, quantity: &str) -> Self {
+        self.info.allocatable.milli_cpu = parse_or_panic("cpu", quantity, quantity::milli_value);
+        self
+    }
+
+    pub fn memory(mut self, quantity: &str) -> Self {
+        self.info.allocatable.memory = parse_or_panic("memory", quantity, quantity::value);
+        self
+    }
+
+    pub fn pods(mut self, pods: u32) -> Self {
+        self.info.allocatable.pods = pods;
+        self
+    }
+
+    pub fn scalar(mut self, name: &str, amount: u64) -> Self {
+        self.info
+            .allocatable
+            .scalar
+            .push((name.to_string(), amount));
+        self
+    }
+
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.info.labels.retain(|(k, _)| k != key);
+        self.info.labels.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.info
+            .annotations
+            .push((key.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn taint(mut self, key: &str, value: &str, effect: TaintEffect) -> Self {
+        self.info.taints.push(Taint {
+            key: key.to_string(),
+            value: value.to_string(),
+            effect,
+        });
+        self
+    }
+
+    pub fn unschedulable(mut self) -> Self {
+        self.info.unschedulable = true;
+        self
+    }
+
+    /// What bound pods already request (used as the scoring view too).
+    pub fn requested(mut self, cpu: &str, memory: &str) -> Self {
+        let cpu = parse_or_panic("cpu", cpu, quantity::milli_value);
+        let memory = parse_or_panic("memory", memory, quantity::value);
+        self.usage.requested_milli_cpu = cpu;
+        self.usage.requested_memory = memory;
+        self.usage.nonzero_requested_milli_cpu = cpu;
+        self.usage.nonzero_requested_memory = memory;
+        self
+    }
+
+    pub fn pod_count(mut self, pods: u32) -> Self {
+        self.usage.pod_count = pods;
+        self
+    }
+
+    /// The node's facts under `id`.
+    pub fn info(&self, id: NodeId) -> NodeInfo {
+        NodeInfo {
+            id,
+            ..self.info.clone()
+        }
+    }
+
+    /// The node's facts and its candidate numbers under `id`.
+    pub fn build(&self, id: NodeId) -> (NodeInfo, Candidate) {
+        (
+            self.info(id),
+            Candidate {
+                node: id,
+                ..self.usage
+            },
+        )
+    }
+}
+
+/// A fixture pod. Requests are summed as plain containers.
+#[derive(Debug, Clone)]
+pub struct PodBuilder {
+    info: PodInfo,
+}
+
+impl PodBuilder {
+    /// Namespace `default`, no requests (scored as 100m / 200 MB, like kube).
+    pub fn new(name: &str) -> Self {
+        PodBuilder {
+            info: PodInfo {
+                namespace: "default".to_string(),
+                name: name.to_string(),
+                uid: format!("uid-{name}"),
+                labels: vec![],
+                annotations: vec![],
+                priority: 0,
+                requests: Resources {
+                    milli_cpu: 0,
+                    memory: 0,
+                    ephemeral_storage: 0,
+                    pods: 1,
+                    scalar: vec![],
+                },
+                nonzero_milli_cpu: 100,
+                nonzero_memory: 200_000_000,
+                node_selector: vec![],
+                required_node_affinity: vec![],
+                tolerations: vec![],
+            },
+        }
+    }
+
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.info.namespace = namespace.to_string();
+        self
+    }
+
+    pub fn cpu(mut self, quantity: &str) -> Self {
+        let v = parse_or_panic("cpu", quantity, quantity::milli_value);
+        self.info.requests.milli_cpu = v;
+        self.info.nonzero_milli_cpu = if v == 0 { 100 } else { v };
+        self
+    }
+
+    pub fn memory(mut self, quantity: &str) -> Self {
+        let v = parse_or_panic("memory", quantity, quantity::value);
+        self.info.requests.memory = v;
+        self.info.nonzero_memory = if v == 0 { 200_000_000 } else { v };
+        self
+    }
+
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.info.labels.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.info
+            .annotations
+            .push((key.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.info.priority = priority;
+        self
+    }
+
+    pub fn node_selector(mut self, key: &str, value: &str) -> Self {
+        self.info
+            .node_selector
+            .push((key.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn required_affinity_term(mut self, term: NodeSelectorTerm) -> Self {
+        self.info.required_node_affinity.push(term);
+        self
+    }
+
+    pub fn toleration(
+        mut self,
+        key: &str,
+        operator: TolerationOperator,
+        value: &str,
+        effect: Option<TaintEffect>,
+    ) -> Self {
+        self.info.tolerations.push(Toleration {
+            key: key.to_string(),
+            operator,
+            value: value.to_string(),
+            effect,
+        });
+        self
+    }
+
+    pub fn info(&self) -> PodInfo {
+        self.info.clone()
+    }
+}
+
+fn install_host(config: &str, metrics: &HashMap<(NodeId, String), MetricSample>) {
+    TEST_HOST.with(|host| {
+        let mut host = host.borrow_mut();
+        host.config = config.to_string();
+        host.metrics = metrics.clone();
+        host.logs.clear();
+    });
+}
+
+fn take_logs() -> Vec<String> {
+    TEST_HOST.with(|host| std::mem::take(&mut host.borrow_mut().logs))
+}
+
+/// Runs one policy natively over fixture nodes, through the same drivers as
+/// the wasm export.
+pub struct Harness<P> {
+    instance: Instance<P>,
+    config: String,
+    names: Vec<String>,
+    candidates: Vec<Candidate>,
+    metrics: HashMap<(NodeId, String), MetricSample>,
+    logs: Vec<String>,
+}
+
+impl<P: Policy> Default for Harness<P> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<P: Policy> Harness<P> {
+    /// With an empty configuration. Panics if the policy rejects it.
+    pub fn new() -> Self {
+        Self::with_config("{}")
+            .unwrap_or_else(|e| panic!("{} rejected an empty configuration: {e}", P::NAME))
+    }
+
+    /// With a JSON configuration; `Err` is the policy's own message.
+    pub fn with_config(config_json: &str) -> Result<Self, String> {
+        install_host(config_json, &HashMap::new());
+        let instance = Instance::<P>::new(config_json);
+        let logs = take_logs();
+        Ok(Harness {
+            instance: instance?,
+            config: config_json.to_string(),
+            names: vec![],
+            candidates: vec![],
+            metrics: HashMap::new(),
+            logs,
+        })
+    }
+
+    /// Adds a node; candidates are offered in insertion order.
+    pub fn add_node(&mut self, node: NodeBuilder) -> &mut Self {
+        let id = self.names.len() as NodeId;
+        let (info, usage) = node.build(id);
+        self.names.push(info.name.clone());
+        self.candidates.push(usage);
+        self.instance
+            .nodes
+            .apply(false, vec![NodeChange::Upsert(info)]);
+        self
+    }
+
+    /// Sets a metric sample for a node added earlier.
+    pub fn set_metric(&mut self, node: &str, metric: &str, value: f64, age_ms: u64) -> &mut Self {
+        let id = self.id_of(node);
+        self.metrics
+            .insert((id, metric.to_string()), MetricSample { value, age_ms });
+        self
+    }
+
+    /// Removes a metric sample, as if its source went away.
+    pub fn clear_metric(&mut self, node: &str, metric: &str) -> &mut Self {
+        let id = self.id_of(node);
+        self.metrics.remove(&(id, metric.to_string()));
+        self
+    }
+
+    fn id_of(&self, node: &str) -> NodeId {
+        self.names
+            .iter()
+            .position(|n| n == node)
+            .unwrap_or_else(|| panic!("no fixture node {node}")) as NodeId
+    }
+
+    /// Log lines the policy wrote, as `Level: message k=v`.
+    pub fn logs(&self) -> &[String] {
+        &self.logs
+    }
+
+    fn run<R>(&mut self, f: impl FnOnce(&Instance<P>, &[Candidate]) -> R) -> R {
+        install_host(&self.config, &self.metrics);
+        let result = f(&self.instance, &self.candidates);
+        self.logs.extend(take_logs());
+        result
+    }
+
+    /// Filter verdicts per node, in insertion order: `Err(reason)` rejects.
+    pub fn filter(&mut self, pod: &PodBuilder) -> Vec<(String, Result<(), String>)> {
+        let verdicts = self
+            .run(|instance, candidates| instance.filter(pod.info(), candidates))
+            .unwrap_or_else(|e| panic!("{} filter failed: {e}", P::NAME));
+        self.names
+            .iter()
+            .zip(verdicts.verdicts)
+            .map(|(name, v)| {
+                let verdict = if v == 0 {
+                    Ok(())
+                } else {
+                    Err(verdicts.reasons[v as usize - 1].clone())
+                };
+                (name.clone(), verdict)
+            })
+            .collect()
+    }
+
+    /// Raw scores per node, in insertion order, or the policy's error.
+    pub fn try_score(&mut self, pod: &PodBuilder, seed: u64) -> Result<Vec<(String, f64)>, String> {
+        let scores =
+            self.run(|instance, candidates| instance.score(pod.info(), candidates, seed))?;
+        Ok(self.names.iter().cloned().zip(scores).collect())
+    }
+
+    /// Raw scores per node with seed 0. Panics on a policy error.
+    pub fn score(&mut self, pod: &PodBuilder) -> Vec<(String, f64)> {
+        self.try_score(pod, 0)
+            .unwrap_or_else(|e| panic!("{} score failed: {e}", P::NAME))
+    }
+
+    /// The node this policy alone would pick: among nodes its filter accepts,
+    /// the best raw score in its score order, the first on ties.
+    pub fn best(&mut self, pod: &PodBuilder) -> Option<String> {
+        let feasible: Vec<bool> = if P::PHASES.filter {
+            self.filter(pod)
+                .into_iter()
+                .map(|(_, v)| v.is_ok())
+                .collect()
+        } else {
+            vec![true; self.names.len()]
+        };
+        let scores = if P::PHASES.score {
+            self.score(pod)
+        } else {
+            self.names.iter().map(|n| (n.clone(), 0.0)).collect()
+        };
+        let better = |a: f64, b: f64| match P::SCORE_ORDER {
+            ScoreOrder::HigherIsBetter => a > b,
+            ScoreOrder::LowerIsBetter => a < b,
+        };
+        let mut best: Option<(String, f64)> = None;
+        for ((name, score), ok) in scores.into_iter().zip(feasible) {
+            if ok && best.as_ref().is_none_or(|(_, b)| better(score, *b)) {
+                best = Some((name, score));
+            }
+        }
+        best.map(|(name, _)| name)
+    }
+}

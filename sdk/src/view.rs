@@ -1,0 +1,492 @@
+//! Typed views over what the host sends: the pod being scheduled, the nodes in
+//! the policy's table, and the per-cycle numbers of each candidate.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::ops::Deref;
+
+use crate::{
+    Candidate, MetricSample, NodeId, NodeInfo, NodeSelectorTerm, PodInfo, Resources,
+    SelectorOperator, SelectorRequirement, SplitMix64, Taint, TaintEffect, Toleration,
+    TolerationOperator,
+};
+
+/// kube-scheduler's MaxNodeScore.
+pub const MAX_NODE_SCORE: u64 = 100;
+
+/// A node as the policy's table holds it: sent once by the host, then kept
+/// up to date by deltas.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub id: NodeId,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub allocatable: Resources,
+    pub unschedulable: bool,
+}
+
+impl From<NodeInfo> for Node {
+    fn from(info: NodeInfo) -> Self {
+        Node {
+            id: info.id,
+            name: info.name,
+            labels: info.labels.into_iter().collect(),
+            annotations: info.annotations.into_iter().collect(),
+            taints: info.taints,
+            allocatable: info.allocatable,
+            unschedulable: info.unschedulable,
+        }
+    }
+}
+
+impl Node {
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key).map(String::as_str)
+    }
+
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.get(key).map(String::as_str)
+    }
+
+    /// An annotation parsed as a number: `None` if absent, `Some(Err)` with a
+    /// message naming the node if it is not a finite number.
+    pub fn annotation_f64(&self, key: &str) -> Option<Result<f64, String>> {
+        let raw = self.annotation(key)?;
+        Some(match raw.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() => Ok(v),
+            _ => Err(format!(
+                "node {}: annotation {key}={raw:?} is not a number",
+                self.name
+            )),
+        })
+    }
+
+    /// Allocatable amount of an extended resource such as `nvidia.com/gpu`.
+    pub fn allocatable_scalar(&self, name: &str) -> u64 {
+        self.allocatable
+            .scalar
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |(_, v)| *v)
+    }
+}
+
+/// The pod being scheduled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pod {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub priority: i32,
+    pub requests: Resources,
+    pub nonzero_milli_cpu: u64,
+    pub nonzero_memory: u64,
+    pub node_selector: BTreeMap<String, String>,
+    pub required_node_affinity: Vec<NodeSelectorTerm>,
+    pub tolerations: Vec<Toleration>,
+}
+
+impl From<PodInfo> for Pod {
+    fn from(info: PodInfo) -> Self {
+        Pod {
+            namespace: info.namespace,
+            name: info.name,
+            uid: info.uid,
+            labels: info.labels.into_iter().collect(),
+            annotations: info.annotations.into_iter().collect(),
+            priority: info.priority,
+            requests: info.requests,
+            nonzero_milli_cpu: info.nonzero_milli_cpu,
+            nonzero_memory: info.nonzero_memory,
+            node_selector: info.node_selector.into_iter().collect(),
+            required_node_affinity: info.required_node_affinity,
+            tolerations: info.tolerations,
+        }
+    }
+}
+
+impl Pod {
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key).map(String::as_str)
+    }
+
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.get(key).map(String::as_str)
+    }
+
+    /// kube's toleration rule: effect matches (or is unset), key matches (an
+    /// empty key with `Exists` matches every key), and `Exists` or equal values.
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        self.tolerations
+            .iter()
+            .any(|t| toleration_matches(t, taint))
+    }
+
+    /// The first NoSchedule/NoExecute taint of the node the pod does not
+    /// tolerate, as TaintToleration reports it.
+    pub fn untolerated_taint<'n>(&self, node: &'n Node) -> Option<&'n Taint> {
+        node.taints
+            .iter()
+            .filter(|t| matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute))
+            .find(|t| !self.tolerates(t))
+    }
+
+    /// nodeSelector and required node affinity, both as kube-scheduler's
+    /// NodeAffinity filter evaluates them.
+    pub fn matches_node(&self, node: &Node) -> bool {
+        let selector_ok = self
+            .node_selector
+            .iter()
+            .all(|(k, v)| node.label(k) == Some(v.as_str()));
+        selector_ok
+            && (self.required_node_affinity.is_empty()
+                || self
+                    .required_node_affinity
+                    .iter()
+                    .any(|term| term_matches(term, node)))
+    }
+}
+
+fn toleration_matches(toleration: &Toleration, taint: &Taint) -> bool {
+    if toleration.effect.is_some_and(|e| e != taint.effect) {
+        return false;
+    }
+    if !toleration.key.is_empty() && toleration.key != taint.key {
+        return false;
+    }
+    match toleration.operator {
+        TolerationOperator::Exists => true,
+        TolerationOperator::Equal => toleration.value == taint.value,
+    }
+}
+
+/// A term with neither expressions nor fields matches nothing, as in kube.
+fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
+    if term.match_expressions.is_empty() && term.match_fields.is_empty() {
+        return false;
+    }
+    term.match_expressions
+        .iter()
+        .all(|r| requirement_matches(r, node.label(&r.key)))
+        && term
+            .match_fields
+            .iter()
+            .all(|r| r.key == "metadata.name" && requirement_matches(r, Some(&node.name)))
+}
+
+fn requirement_matches(req: &SelectorRequirement, value: Option<&str>) -> bool {
+    let in_values = |v: &str| req.values.iter().any(|x| x == v);
+    let compare = |v: Option<&str>, greater: bool| {
+        let (Some(v), [bound]) = (v, req.values.as_slice()) else {
+            return false;
+        };
+        match (v.parse::<i64>(), bound.parse::<i64>()) {
+            (Ok(v), Ok(b)) => {
+                if greater {
+                    v > b
+                } else {
+                    v < b
+                }
+            }
+            _ => false,
+        }
+    };
+    match req.operator {
+        SelectorOperator::In => value.is_some_and(in_values),
+        SelectorOperator::NotIn => !value.is_some_and(in_values),
+        SelectorOperator::Exists => value.is_some(),
+        SelectorOperator::DoesNotExist => value.is_none(),
+        SelectorOperator::Gt => compare(value, true),
+        SelectorOperator::Lt => compare(value, false),
+    }
+}
+
+/// A candidate node in one phase call: the node's facts plus what is already
+/// placed on it. Dereferences to [`Node`].
+#[derive(Debug, Clone, Copy)]
+pub struct NodeView<'a> {
+    index: usize,
+    node: &'a Node,
+    usage: &'a Candidate,
+}
+
+impl<'a> Deref for NodeView<'a> {
+    type Target = Node;
+    fn deref(&self) -> &Node {
+        self.node
+    }
+}
+
+impl<'a> NodeView<'a> {
+    pub(crate) fn new(index: usize, node: &'a Node, usage: &'a Candidate) -> Self {
+        NodeView { index, node, usage }
+    }
+
+    /// Position among this call's candidates.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    pub fn node(&self) -> &'a Node {
+        self.node
+    }
+
+    /// Requested resources of the pods already on the node.
+    pub fn usage(&self) -> &'a Candidate {
+        self.usage
+    }
+
+    pub fn free_milli_cpu(&self) -> u64 {
+        self.allocatable
+            .milli_cpu
+            .saturating_sub(self.usage.requested_milli_cpu)
+    }
+
+    pub fn free_memory(&self) -> u64 {
+        self.allocatable
+            .memory
+            .saturating_sub(self.usage.requested_memory)
+    }
+
+    /// kube-scheduler's NodeResourcesFit LeastAllocated score (0..=100) with
+    /// equal cpu and memory weights, computed in integers exactly as kube does:
+    /// per resource `(allocatable - requested) * 100 / allocatable` with the
+    /// pod's own non-zero request included, 0 when it would not fit.
+    pub fn least_allocated_score(&self, pod: &Pod) -> u64 {
+        let cpu = least_allocated(
+            self.usage.nonzero_requested_milli_cpu + pod.nonzero_milli_cpu,
+            self.allocatable.milli_cpu,
+        );
+        let memory = least_allocated(
+            self.usage.nonzero_requested_memory + pod.nonzero_memory,
+            self.allocatable.memory,
+        );
+        (cpu + memory) / 2
+    }
+}
+
+fn least_allocated(requested: u64, capacity: u64) -> u64 {
+    if capacity == 0 || requested > capacity {
+        return 0;
+    }
+    (capacity - requested) * MAX_NODE_SCORE / capacity
+}
+
+/// Per-call context: the seed, and node metrics fetched lazily, one host
+/// crossing per metric for all candidates.
+pub struct Cycle<'a> {
+    seed: u64,
+    candidates: &'a [Candidate],
+    metrics: RefCell<Vec<(String, Vec<Option<MetricSample>>)>>,
+}
+
+impl<'a> Cycle<'a> {
+    pub(crate) fn new(seed: u64, candidates: &'a [Candidate]) -> Self {
+        Cycle {
+            seed,
+            candidates,
+            metrics: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Derived by the host from its `--seed` and the pod.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    pub fn rng(&self) -> SplitMix64 {
+        SplitMix64::new(self.seed)
+    }
+
+    /// The value and age of a node metric, or `None` if the host has none
+    /// usable for this node. The first call for a metric fetches it for every
+    /// candidate at once.
+    pub fn metric(&self, name: &str, node: &NodeView<'_>) -> Option<MetricSample> {
+        let mut cache = self.metrics.borrow_mut();
+        let column = match cache.iter().position(|(n, _)| n == name) {
+            Some(i) => i,
+            None => {
+                let ids: Vec<NodeId> = self.candidates.iter().map(|c| c.node).collect();
+                cache.push((name.to_string(), crate::host::node_metrics(name, &ids)));
+                cache.len() - 1
+            }
+        };
+        cache[column].1.get(node.index).copied().flatten()
+    }
+
+    /// The metric's value if it is at most `max_age_ms` old, else `default`.
+    pub fn metric_fresh_or(
+        &self,
+        name: &str,
+        node: &NodeView<'_>,
+        max_age_ms: u64,
+        default: f64,
+    ) -> f64 {
+        match self.metric(name, node) {
+            Some(sample) if sample.age_ms <= max_age_ms && sample.value.is_finite() => sample.value,
+            _ => default,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{NodeBuilder, PodBuilder};
+
+    fn req(key: &str, operator: SelectorOperator, values: &[&str]) -> SelectorRequirement {
+        SelectorRequirement {
+            key: key.into(),
+            operator,
+            values: values.iter().map(|v| v.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn affinity_operators_follow_kube() {
+        let node = Node::from(
+            NodeBuilder::new("n1")
+                .label("zone", "a")
+                .label("gen", "5")
+                .info(0),
+        );
+        let term = |r: Vec<SelectorRequirement>| NodeSelectorTerm {
+            match_expressions: r,
+            match_fields: vec![],
+        };
+        let pod_with = |terms: Vec<NodeSelectorTerm>| {
+            let mut pod = Pod::from(PodBuilder::new("p").info());
+            pod.required_node_affinity = terms;
+            pod
+        };
+        assert!(
+            pod_with(vec![term(vec![req(
+                "zone",
+                SelectorOperator::In,
+                &["a", "b"]
+            )])])
+            .matches_node(&node)
+        );
+        assert!(
+            !pod_with(vec![term(vec![req(
+                "zone",
+                SelectorOperator::NotIn,
+                &["a"]
+            )])])
+            .matches_node(&node)
+        );
+        assert!(
+            pod_with(vec![term(vec![req(
+                "missing",
+                SelectorOperator::NotIn,
+                &["a"]
+            )])])
+            .matches_node(&node)
+        );
+        assert!(
+            pod_with(vec![term(vec![req("gen", SelectorOperator::Gt, &["4"])])])
+                .matches_node(&node)
+        );
+        assert!(
+            !pod_with(vec![term(vec![req("gen", SelectorOperator::Lt, &["5"])])])
+                .matches_node(&node)
+        );
+        assert!(
+            !pod_with(vec![term(vec![req("zone", SelectorOperator::Gt, &["1"])])])
+                .matches_node(&node)
+        );
+        assert!(
+            pod_with(vec![term(vec![req(
+                "missing",
+                SelectorOperator::DoesNotExist,
+                &[]
+            )])])
+            .matches_node(&node)
+        );
+        // Terms are ORed; an empty term matches nothing.
+        assert!(!pod_with(vec![term(vec![])]).matches_node(&node));
+        assert!(
+            pod_with(vec![
+                term(vec![]),
+                term(vec![req("zone", SelectorOperator::Exists, &[])])
+            ])
+            .matches_node(&node)
+        );
+        let by_name = NodeSelectorTerm {
+            match_expressions: vec![],
+            match_fields: vec![req("metadata.name", SelectorOperator::In, &["n1"])],
+        };
+        assert!(pod_with(vec![by_name]).matches_node(&node));
+    }
+
+    #[test]
+    fn tolerations_follow_kube() {
+        let node = Node::from(
+            NodeBuilder::new("cp")
+                .taint(
+                    "node-role.kubernetes.io/control-plane",
+                    "",
+                    TaintEffect::NoSchedule,
+                )
+                .info(0),
+        );
+        let plain = Pod::from(PodBuilder::new("p").info());
+        assert_eq!(
+            plain.untolerated_taint(&node).map(|t| t.key.as_str()),
+            Some("node-role.kubernetes.io/control-plane")
+        );
+        let tolerate_all = Pod::from(
+            PodBuilder::new("p")
+                .toleration("", TolerationOperator::Exists, "", None)
+                .info(),
+        );
+        assert!(tolerate_all.untolerated_taint(&node).is_none());
+        let wrong_effect = Pod::from(
+            PodBuilder::new("p")
+                .toleration(
+                    "node-role.kubernetes.io/control-plane",
+                    TolerationOperator::Exists,
+                    "",
+                    Some(TaintEffect::NoExecute),
+                )
+                .info(),
+        );
+        assert!(wrong_effect.untolerated_taint(&node).is_some());
+        let soft = Node::from(
+            NodeBuilder::new("soft")
+                .taint("k", "v", TaintEffect::PreferNoSchedule)
+                .info(1),
+        );
+        assert!(
+            plain.untolerated_taint(&soft).is_none(),
+            "PreferNoSchedule never filters"
+        );
+    }
+
+    #[test]
+    fn least_allocated_matches_kube_integer_math() {
+        // 4 cores / 8 GiB, 1 core + 2 GiB used, pod asks 1 core + 2 GiB: 50 and 50.
+        let (node, usage) = NodeBuilder::new("n")
+            .cpu("4")
+            .memory("8Gi")
+            .requested("1", "2Gi")
+            .build(0);
+        let node = Node::from(node);
+        let pod = Pod::from(PodBuilder::new("p").cpu("1").memory("2Gi").info());
+        assert_eq!(
+            NodeView::new(0, &node, &usage).least_allocated_score(&pod),
+            50
+        );
+        // A pod without requests counts as 100m / 200 MB for scoring.
+        let empty = Pod::from(PodBuilder::new("q").info());
+        let score = NodeView::new(0, &node, &usage).least_allocated_score(&empty);
+        let cpu = (4000 - 1100) * 100 / 4000;
+        let mem = (8u64 << 30) - (2u64 << 30) - 200_000_000;
+        let mem = mem * 100 / (8u64 << 30);
+        assert_eq!(score, (cpu + mem) / 2);
+    }
+}
