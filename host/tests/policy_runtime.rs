@@ -27,10 +27,7 @@ const GI: u64 = 1 << 30;
 fn node(name: &str, cpu: u64, memory_gi: u64, labels: &[(&str, &str)]) -> NodeFacts {
     NodeFacts {
         name: name.into(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         allocatable: Resources {
             milli_cpu: cpu * 1000,
             memory: memory_gi * GI,
@@ -58,16 +55,8 @@ fn pod(name: &str, labels: &[(&str, &str)]) -> PodFacts {
         namespace: "default".into(),
         name: name.into(),
         uid: format!("uid-{name}"),
-        labels: labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        requests: Resources {
-            milli_cpu: 500,
-            memory: 512 << 20,
-            pods: 1,
-            ..Default::default()
-        },
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        requests: Resources { milli_cpu: 500, memory: 512 << 20, pods: 1, ..Default::default() },
         nonzero_milli_cpu: 500,
         nonzero_memory: 512 << 20,
         ..Default::default()
@@ -81,20 +70,13 @@ fn three_nodes() -> (PolicyContext, Vec<Candidate>) {
     let b = table.upsert(node("b", 8, 32, &[]));
     let c = table.upsert(node("c", 2, 4, &[]));
     let candidates = vec![used(a, 3000, 6 * GI), used(b, 0, 0), used(c, 1000, GI)];
-    (
-        PolicyContext {
-            nodes: Arc::new(table),
-            metrics: Arc::new(NoMetrics),
-        },
-        candidates,
-    )
+    (PolicyContext { nodes: Arc::new(table), metrics: Arc::new(NoMetrics) }, candidates)
 }
 
 #[test]
 fn every_seed_policy_loads_describes_itself_and_passes_its_smoke_run() {
     for name in SEED_POLICIES {
-        let policy =
-            load(name, "{}", PolicyLimits::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let policy = load(name, "{}", PolicyLimits::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(policy.info.name, *name);
         assert_eq!(policy.contract, ContractVersion::V0_1);
         assert!(policy.info.phases.filter || policy.info.phases.score);
@@ -108,29 +90,14 @@ fn wasm_least_allocated_matches_the_same_logic_compiled_natively() {
     use wasmsched_sdk::testing::{Harness, NodeBuilder, PodBuilder};
     let policy = load("least-allocated", "{}", PolicyLimits::default()).unwrap();
     let (ctx, candidates) = three_nodes();
-    let wasm = policy
-        .score(&ctx, &pod("web", &[]), &candidates, 0)
-        .unwrap();
+    let wasm = policy.score(&ctx, &pod("web", &[]), &candidates, 0).unwrap();
 
     let mut native = Harness::<least_allocated::LeastAllocated>::new();
-    native.add_node(
-        NodeBuilder::new("a")
-            .cpu("4")
-            .memory("8Gi")
-            .requested("3", "6Gi"),
-    );
+    native.add_node(NodeBuilder::new("a").cpu("4").memory("8Gi").requested("3", "6Gi"));
     native.add_node(NodeBuilder::new("b").cpu("8").memory("32Gi"));
-    native.add_node(
-        NodeBuilder::new("c")
-            .cpu("2")
-            .memory("4Gi")
-            .requested("1", "1Gi"),
-    );
-    let native: Vec<f64> = native
-        .score(&PodBuilder::new("web").cpu("500m").memory("512Mi"))
-        .into_iter()
-        .map(|(_, s)| s)
-        .collect();
+    native.add_node(NodeBuilder::new("c").cpu("2").memory("4Gi").requested("1", "1Gi"));
+    let native: Vec<f64> =
+        native.score(&PodBuilder::new("web").cpu("500m").memory("512Mi")).into_iter().map(|(_, s)| s).collect();
     assert_eq!(wasm, native);
     assert!(wasm[1] > wasm[2] && wasm[2] > wasm[0], "{wasm:?}");
 }
@@ -139,36 +106,21 @@ fn wasm_least_allocated_matches_the_same_logic_compiled_natively() {
 fn node_strings_cross_once_then_only_as_deltas() {
     let policy = load("app-node-match", "{}", PolicyLimits::default()).unwrap();
     let mut table = NodeTable::new();
-    let ids: Vec<NodeId> = (0..50)
-        .map(|i| table.upsert(node(&format!("n{i}"), 4, 8, &[])))
-        .collect();
+    let ids: Vec<NodeId> = (0..50).map(|i| table.upsert(node(&format!("n{i}"), 4, 8, &[]))).collect();
     let candidates: Vec<Candidate> = ids.iter().map(|id| used(*id, 0, 0)).collect();
     let web = pod("frontend", &[("app", "web")]);
-    let ctx = |table: &NodeTable| PolicyContext {
-        nodes: Arc::new(table.clone()),
-        metrics: Arc::new(NoMetrics),
-    };
+    let ctx = |table: &NodeTable| PolicyContext { nodes: Arc::new(table.clone()), metrics: Arc::new(NoMetrics) };
 
     let first = policy.filter(&ctx(&table), &web, &candidates).unwrap();
-    assert!(
-        first.verdicts.iter().all(Option::is_some),
-        "no node is labelled for web yet"
-    );
-    assert_eq!(
-        first.reasons,
-        vec!["node(s) didn't have label wasmsched.io/app=web".to_string()]
-    );
+    assert!(first.verdicts.iter().all(Option::is_some), "no node is labelled for web yet");
+    assert_eq!(first.reasons, vec!["node(s) didn't have label wasmsched.io/app=web".to_string()]);
     let after_first = policy.node_records_sent();
     assert_eq!(after_first, 50);
 
     for _ in 0..20 {
         policy.filter(&ctx(&table), &web, &candidates).unwrap();
     }
-    assert_eq!(
-        policy.node_records_sent(),
-        after_first,
-        "an unchanged table sends nothing"
-    );
+    assert_eq!(policy.node_records_sent(), after_first, "an unchanged table sends nothing");
 
     // Label one node for web: exactly one record crosses, and the policy sees it.
     table.upsert(node("n7", 4, 8, &[("wasmsched.io/app", "web")]));
@@ -179,20 +131,13 @@ fn node_strings_cross_once_then_only_as_deltas() {
 
     // Removing a node sends no record, and the guest forgets it.
     table.remove("n7");
-    let remaining: Vec<Candidate> = candidates
-        .iter()
-        .copied()
-        .filter(|c| c.node != ids[7])
-        .collect();
+    let remaining: Vec<Candidate> = candidates.iter().copied().filter(|c| c.node != ids[7]).collect();
     let outcome = policy.filter(&ctx(&table), &web, &remaining).unwrap();
     assert_eq!(policy.node_records_sent(), after_first + 1);
     assert!(outcome.verdicts.iter().all(Option::is_some));
     // Naming the removed node is the host's bug, and the guest says so.
     let err = policy.filter(&ctx(&table), &web, &candidates).unwrap_err();
-    assert!(
-        matches!(err, PolicyError::Declined { .. }) && err.to_string().contains("never sent"),
-        "{err}"
-    );
+    assert!(matches!(err, PolicyError::Declined { .. }) && err.to_string().contains("never sent"), "{err}");
 }
 
 #[test]
@@ -205,32 +150,15 @@ fn metrics_reach_the_policy_with_their_age() {
     metrics.set("latency", "a", 0.020, Duration::from_secs(1));
     metrics.set("latency", "b", 0.300, Duration::from_secs(1));
     metrics.set("latency", "c", 0.005, Duration::from_secs(90)); // too old
-    let ctx = PolicyContext {
-        metrics: Arc::new(metrics),
-        ..ctx
-    };
-    let scores = policy
-        .score(&ctx, &pod("web", &[]), &candidates, 0)
-        .unwrap();
+    let ctx = PolicyContext { metrics: Arc::new(metrics), ..ctx };
+    let scores = policy.score(&ctx, &pod("web", &[]), &candidates, 0).unwrap();
     assert_eq!(policy.info.score_order, ScoreOrder::LowerIsBetter);
-    assert!(
-        scores[0] < scores[1] && scores[1] < scores[2],
-        "a fastest, stale c last: {scores:?}"
-    );
+    assert!(scores[0] < scores[1] && scores[1] < scores[2], "a fastest, stale c last: {scores:?}");
 
-    let empty = PolicyContext {
-        metrics: Arc::new(NoMetrics),
-        ..ctx
-    };
-    let err = policy
-        .score(&empty, &pod("web", &[]), &candidates, 0)
-        .unwrap_err();
+    let empty = PolicyContext { metrics: Arc::new(NoMetrics), ..ctx };
+    let err = policy.score(&empty, &pod("web", &[]), &candidates, 0).unwrap_err();
     assert_eq!(err.kind(), "declined");
-    assert!(
-        err.to_string()
-            .contains("metric latency has no sample younger than 30 s"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("metric latency has no sample younger than 30 s"), "{err}");
 }
 
 fn hostile(mode: &str, limits: PolicyLimits) -> LoadedPolicy {
@@ -244,58 +172,27 @@ fn hostile_then_normal(policy: &LoadedPolicy, phase: &str) -> (PolicyError, Dura
     let evil = pod("evil", &[("hostile", "true")]);
     let started = Instant::now();
     let err = match phase {
-        "filter" => policy
-            .filter(&ctx, &evil, &candidates)
-            .map(|_| ())
-            .unwrap_err(),
-        _ => policy
-            .score(&ctx, &evil, &candidates, 0)
-            .map(|_| ())
-            .unwrap_err(),
+        "filter" => policy.filter(&ctx, &evil, &candidates).map(|_| ()).unwrap_err(),
+        _ => policy.score(&ctx, &evil, &candidates, 0).map(|_| ()).unwrap_err(),
     };
     let elapsed = started.elapsed();
-    let scores = policy
-        .score(&ctx, &pod("good", &[]), &candidates, 0)
-        .expect("the next call works");
+    let scores = policy.score(&ctx, &pod("good", &[]), &candidates, 0).expect("the next call works");
     assert_eq!(scores, vec![1.0; 3]);
-    assert!(
-        policy
-            .filter(&ctx, &pod("good", &[]), &candidates)
-            .unwrap()
-            .verdicts
-            .iter()
-            .all(Option::is_none)
-    );
+    assert!(policy.filter(&ctx, &pod("good", &[]), &candidates).unwrap().verdicts.iter().all(Option::is_none));
     (err, elapsed)
 }
 
 #[test]
 fn an_endless_loop_is_stopped_at_its_deadline_and_the_instance_replaced() {
     let deadline = Duration::from_millis(50);
-    let policy = hostile(
-        "loop",
-        PolicyLimits {
-            call_deadline: deadline,
-            ..PolicyLimits::default()
-        },
-    );
+    let policy = hostile("loop", PolicyLimits { call_deadline: deadline, ..PolicyLimits::default() });
     let created = policy.instances_created();
     let (err, elapsed) = hostile_then_normal(&policy, "score");
-    assert!(
-        matches!(err, PolicyError::DeadlineExceeded { phase: "score", .. }),
-        "{err}"
-    );
+    assert!(matches!(err, PolicyError::DeadlineExceeded { phase: "score", .. }), "{err}");
     assert_eq!(err.to_string(), "hostile: score exceeded its 50ms deadline");
     assert!(elapsed >= deadline, "stopped early: {elapsed:?}");
-    assert!(
-        elapsed < deadline + Duration::from_millis(60),
-        "stopped late: {elapsed:?}"
-    );
-    assert_eq!(
-        policy.instances_created(),
-        created + 1,
-        "the trapped instance was replaced once"
-    );
+    assert!(elapsed < deadline + Duration::from_millis(60), "stopped late: {elapsed:?}");
+    assert_eq!(policy.instances_created(), created + 1, "the trapped instance was replaced once");
 }
 
 #[test]
@@ -303,31 +200,16 @@ fn a_panic_is_a_trap_with_the_panic_message() {
     let policy = hostile("panic", PolicyLimits::default());
     let (err, _) = hostile_then_normal(&policy, "filter");
     assert_eq!(err.kind(), "trap");
-    assert!(
-        err.to_string()
-            .contains("hostile fixture panicked on purpose"),
-        "{err}"
-    );
-    assert!(
-        err.to_string().starts_with("hostile: trapped in filter: "),
-        "{err}"
-    );
+    assert!(err.to_string().contains("hostile fixture panicked on purpose"), "{err}");
+    assert!(err.to_string().starts_with("hostile: trapped in filter: "), "{err}");
 }
 
 #[test]
 fn unbounded_allocation_hits_the_memory_cap() {
-    let policy = hostile(
-        "oom",
-        PolicyLimits {
-            memory_bytes: 16 << 20,
-            ..PolicyLimits::default()
-        },
-    );
+    let policy = hostile("oom", PolicyLimits { memory_bytes: 16 << 20, ..PolicyLimits::default() });
     let (err, elapsed) = hostile_then_normal(&policy, "score");
     match &err {
-        PolicyError::OutOfMemory {
-            limit, requested, ..
-        } => {
+        PolicyError::OutOfMemory { limit, requested, .. } => {
             assert_eq!(*limit, 16 << 20);
             assert!(*requested > *limit);
         }
@@ -339,73 +221,40 @@ fn unbounded_allocation_hits_the_memory_cap() {
 #[test]
 fn malformed_results_are_rejected_with_what_is_wrong() {
     let cases = [
-        (
-            "short",
-            "score",
-            "hostile: malformed score result: 2 scores for 3 candidates",
-        ),
-        (
-            "nan",
-            "score",
-            "hostile: malformed score result: score of candidate 0 is NaN",
-        ),
+        ("short", "score", "hostile: malformed score result: 2 scores for 3 candidates"),
+        ("nan", "score", "hostile: malformed score result: score of candidate 0 is NaN"),
         (
             "huge",
             "score",
             "hostile: malformed score result: score of candidate 0 is 1e300 (scores must be finite, |score| <= 2^53)",
         ),
-        (
-            "short",
-            "filter",
-            "hostile: malformed filter result: 2 verdicts for 3 candidates",
-        ),
+        ("short", "filter", "hostile: malformed filter result: 2 verdicts for 3 candidates"),
         (
             "bad-verdict",
             "filter",
             "hostile: malformed filter result: verdict 7 of candidate 0 names a reason beyond the 1 given",
         ),
-        (
-            "decline",
-            "score",
-            "hostile: declined to score: hostile fixture declines to score",
-        ),
+        ("decline", "score", "hostile: declined to score: hostile fixture declines to score"),
     ];
     for (mode, phase, message) in cases {
         let policy = hostile(mode, PolicyLimits::default());
         let created = policy.instances_created();
         let (err, _) = hostile_then_normal(&policy, phase);
         assert_eq!(err.to_string(), message);
-        assert_eq!(
-            policy.instances_created(),
-            created,
-            "{mode}: a well-formed call must not cost an instance"
-        );
+        assert_eq!(policy.instances_created(), created, "{mode}: a well-formed call must not cost an instance");
     }
 }
 
 #[test]
 fn failures_at_load_time_name_the_problem() {
-    let err = load(
-        "hostile",
-        r#"{"mode":"reject-config"}"#,
-        PolicyLimits::default(),
-    )
-    .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "hostile: rejected its configuration: hostile fixture rejects its configuration"
-    );
+    let err = load("hostile", r#"{"mode":"reject-config"}"#, PolicyLimits::default()).unwrap_err();
+    assert_eq!(err.to_string(), "hostile: rejected its configuration: hostile fixture rejects its configuration");
 
-    let limits = PolicyLimits {
-        call_deadline: Duration::from_millis(30),
-        ..PolicyLimits::default()
-    };
+    let limits = PolicyLimits { call_deadline: Duration::from_millis(30), ..PolicyLimits::default() };
     let err = load("hostile", r#"{"mode":"loop-in-init"}"#, limits).unwrap_err();
     assert_eq!(err.kind(), "deadline", "{err}");
 
-    let err = engine()
-        .load(&source("old-wit"), "{}", PolicyLimits::default())
-        .unwrap_err();
+    let err = engine().load(&source("old-wit"), "{}", PolicyLimits::default()).unwrap_err();
     assert_eq!(err.kind(), "incompatible_version");
     assert!(
         err.to_string().ends_with("old_wit.wasm: built against wasmsched:policy@0.0.9; this scheduler supports 0.1.x. Rebuild it with a matching wasmsched-sdk"),
@@ -413,41 +262,20 @@ fn failures_at_load_time_name_the_problem() {
     );
 
     let err = engine()
-        .load(
-            &PolicySource::new("notes.txt", b"hello, scheduler".to_vec()),
-            "{}",
-            PolicyLimits::default(),
-        )
+        .load(&PolicySource::new("notes.txt", b"hello, scheduler".to_vec()), "{}", PolicyLimits::default())
         .unwrap_err();
     assert_eq!(err.kind(), "not_a_component");
-    assert!(
-        err.to_string()
-            .starts_with("notes.txt: not a WebAssembly file"),
-        "{err}"
-    );
+    assert!(err.to_string().starts_with("notes.txt: not a WebAssembly file"), "{err}");
 
     let core = b"\0asm\x01\0\0\0".to_vec();
-    let err = engine()
-        .load(
-            &PolicySource::new("core.wasm", core),
-            "{}",
-            PolicyLimits::default(),
-        )
-        .unwrap_err();
+    let err = engine().load(&PolicySource::new("core.wasm", core), "{}", PolicyLimits::default()).unwrap_err();
     assert!(
-        err.to_string().contains(
-            "a core WebAssembly module, not a component; build for the wasm32-wasip2 target"
-        ),
+        err.to_string().contains("a core WebAssembly module, not a component; build for the wasm32-wasip2 target"),
         "{err}"
     );
 
-    let small = PolicyLimits {
-        max_wasm_bytes: 1000,
-        ..PolicyLimits::default()
-    };
-    let err = engine()
-        .load(&source("least-allocated"), "{}", small)
-        .unwrap_err();
+    let small = PolicyLimits { max_wasm_bytes: 1000, ..PolicyLimits::default() };
+    let err = engine().load(&source("least-allocated"), "{}", small).unwrap_err();
     assert_eq!(err.kind(), "too_large");
 }
 
@@ -459,46 +287,30 @@ fn concurrent_callers_get_their_own_instances_and_none_per_pod() {
         for _ in 0..2 {
             s.spawn(|| {
                 for i in 0..200 {
-                    policy
-                        .score(&ctx, &pod(&format!("p{i}"), &[]), &candidates, i)
-                        .unwrap();
+                    policy.score(&ctx, &pod(&format!("p{i}"), &[]), &candidates, i).unwrap();
                 }
             });
         }
     });
-    assert!(
-        policy.instances_created() <= 2,
-        "{} instances for 400 calls",
-        policy.instances_created()
-    );
+    assert!(policy.instances_created() <= 2, "{} instances for 400 calls", policy.instances_created());
 }
 
 #[test]
 fn the_precompiled_cache_serves_a_second_load() {
     let dir = tempfile::tempdir().unwrap();
     let engine = PolicyEngine::new().unwrap().with_cache_dir(dir.path());
-    let first = engine
-        .load(&source("random"), "{}", PolicyLimits::default())
-        .unwrap();
+    let first = engine.load(&source("random"), "{}", PolicyLimits::default()).unwrap();
     assert!(!first.provenance.from_cache);
-    let second = engine
-        .load(&source("random"), "{}", PolicyLimits::default())
-        .unwrap();
+    let second = engine.load(&source("random"), "{}", PolicyLimits::default()).unwrap();
     assert!(second.provenance.from_cache);
     assert!(second.provenance.compile_time < first.provenance.compile_time);
     let (ctx, candidates) = three_nodes();
     let a = first.score(&ctx, &pod("p", &[]), &candidates, 42).unwrap();
-    assert_eq!(
-        a,
-        second.score(&ctx, &pod("p", &[]), &candidates, 42).unwrap(),
-        "same seed, same choice"
-    );
+    assert_eq!(a, second.score(&ctx, &pod("p", &[]), &candidates, 42).unwrap(), "same seed, same choice");
     // A corrupt entry is ignored and the policy compiled again.
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         std::fs::write(entry.unwrap().path(), b"garbage").unwrap();
     }
-    let third = engine
-        .load(&source("random"), "{}", PolicyLimits::default())
-        .unwrap();
+    let third = engine.load(&source("random"), "{}", PolicyLimits::default()).unwrap();
     assert!(!third.provenance.from_cache);
 }

@@ -35,10 +35,7 @@ mod imp {
     use crate::{LogLevel, MetricSample, NodeId};
 
     pub fn log(level: LogLevel, message: &str, fields: &[(&str, &str)]) {
-        let fields: Vec<(String, String)> = fields
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let fields: Vec<(String, String)> = fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         host::log(level, message, &fields);
     }
 
@@ -73,10 +70,7 @@ mod imp {
     pub fn node_metrics(metric: &str, nodes: &[NodeId]) -> Vec<Option<MetricSample>> {
         TEST_HOST.with(|host| {
             let host = host.borrow();
-            nodes
-                .iter()
-                .map(|id| host.metrics.get(&(*id, metric.to_string())).copied())
-                .collect()
+            nodes.iter().map(|id| host.metrics.get(&(*id, metric.to_string())).copied()).collect()
         })
     }
 }

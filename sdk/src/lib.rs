@@ -59,14 +59,15 @@ pub mod testing;
 mod view;
 
 pub use bindings::wasmsched::policy::types::{
-    Candidate, FilterVerdicts, LogLevel, MetricSample, NodeChange, NodeId, NodeInfo,
-    NodeSelectorTerm, PodInfo, PolicyInfo, Resources, ScoreOrder, SelectorOperator,
-    SelectorRequirement, Taint, TaintEffect, Toleration, TolerationOperator,
+    Candidates, FilterVerdicts, LogLevel, MetricSample, NodeChange, NodeId, NodeInfo, NodeSelectorTerm, PodInfo,
+    PolicyInfo, Resources, ScoreOrder, SelectorOperator, SelectorRequirement, Taint, TaintEffect, Toleration,
+    TolerationOperator,
 };
 pub use config::Config;
 pub use policy::{Phases, Policy};
 pub use rng::SplitMix64;
-pub use view::{Cycle, Node, NodeView, Pod};
+pub use runtime::Verdicts;
+pub use view::{Cycle, Node, NodeView, Pod, Usage};
 
 /// The WIT package version this SDK builds policies against.
 pub const WIT_VERSION: &str = "0.1.0";
@@ -95,20 +96,20 @@ macro_rules! export_policy {
                 }
                 fn filter(
                     pod: $crate::PodInfo,
-                    candidates: ::std::vec::Vec<$crate::Candidate>,
+                    candidates: $crate::Candidates,
                 ) -> ::core::result::Result<$crate::FilterVerdicts, ::std::string::String> {
                     $crate::runtime::guest::filter::<$policy>(pod, candidates)
                 }
                 fn score(
                     pod: $crate::PodInfo,
-                    candidates: ::std::vec::Vec<$crate::Candidate>,
+                    candidates: $crate::Candidates,
                     seed: u64,
                 ) -> ::core::result::Result<::std::vec::Vec<f64>, ::std::string::String> {
                     $crate::runtime::guest::score::<$policy>(pod, candidates, seed)
                 }
             }
 
-            $crate::bindings::__export_scheduler_policy!(WasmschedPolicyExport with_types_in $crate::bindings);
+    $crate::bindings::__export_scheduler_policy!(WasmschedPolicyExport with_types_in $crate::bindings);
         };
     };
 }

@@ -1,4 +1,4 @@
-use crate::{Config, Cycle, NodeView, Pod, ScoreOrder};
+use crate::{Config, Cycle, NodeView, Pod, ScoreOrder, Verdicts};
 
 /// Which phases a policy takes part in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -8,18 +8,9 @@ pub struct Phases {
 }
 
 impl Phases {
-    pub const FILTER: Phases = Phases {
-        filter: true,
-        score: false,
-    };
-    pub const SCORE: Phases = Phases {
-        filter: false,
-        score: true,
-    };
-    pub const FILTER_AND_SCORE: Phases = Phases {
-        filter: true,
-        score: true,
-    };
+    pub const FILTER: Phases = Phases { filter: true, score: false };
+    pub const SCORE: Phases = Phases { filter: false, score: true };
+    pub const FILTER_AND_SCORE: Phases = Phases { filter: true, score: true };
 }
 
 /// A scheduling policy. Implement the phases you declare in [`Policy::PHASES`];
@@ -50,6 +41,24 @@ pub trait Policy: Sized + 'static {
         Ok(())
     }
 
+    /// Filters every candidate at once: call `verdicts.reject(i, reason)` for
+    /// each rejected node. Override this to build a reason once per pod
+    /// instead of once per node, or to fail the phase with a message.
+    fn filter_all(
+        &self,
+        cycle: &Cycle<'_>,
+        pod: &Pod,
+        nodes: &[NodeView<'_>],
+        verdicts: &mut Verdicts,
+    ) -> Result<(), String> {
+        for node in nodes {
+            if let Err(reason) = self.filter(cycle, pod, node) {
+                verdicts.reject(node.index(), &reason);
+            }
+        }
+        Ok(())
+    }
+
     /// The raw score of one node: finite, magnitude at most 2^53.
     fn score(&self, _cycle: &Cycle<'_>, _pod: &Pod, _node: &NodeView<'_>) -> f64 {
         0.0
@@ -58,15 +67,7 @@ pub trait Policy: Sized + 'static {
     /// Scores every candidate at once. Override this when a score depends on
     /// the other nodes, or to fail the whole phase with a message (the host
     /// then places the pod with its fallback and records why).
-    fn score_all(
-        &self,
-        cycle: &Cycle<'_>,
-        pod: &Pod,
-        nodes: &[NodeView<'_>],
-    ) -> Result<Vec<f64>, String> {
-        Ok(nodes
-            .iter()
-            .map(|node| self.score(cycle, pod, node))
-            .collect())
+    fn score_all(&self, cycle: &Cycle<'_>, pod: &Pod, nodes: &[NodeView<'_>]) -> Result<Vec<f64>, String> {
+        Ok(nodes.iter().map(|node| self.score(cycle, pod, node)).collect())
     }
 }

@@ -30,18 +30,13 @@ pub fn value(input: &str) -> Result<u64, QuantityError> {
 }
 
 fn scaled(input: &str, extra_pow10: i32) -> Result<u64, QuantityError> {
-    let err = |problem| QuantityError {
-        input: input.to_string(),
-        problem,
-    };
+    let err = |problem| QuantityError { input: input.to_string(), problem };
     let s = input.trim();
     let s = s.strip_prefix('+').unwrap_or(s);
     if s.starts_with('-') {
         return Err(err("negative quantities are not allowed here"));
     }
-    let number_end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
+    let number_end = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (number, suffix) = s.split_at(number_end);
     let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
     if int_part.is_empty() && frac_part.is_empty() {
@@ -77,20 +72,15 @@ fn scaled(input: &str, extra_pow10: i32) -> Result<u64, QuantityError> {
         "P" => pow10 += 15,
         "E" => pow10 += 18,
         other => {
-            let exp = other
-                .strip_prefix(['e', 'E'])
-                .and_then(|e| e.parse::<i32>().ok())
-                .ok_or_else(|| err("unknown suffix (expected one of m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or eN)"))?;
+            let exp = other.strip_prefix(['e', 'E']).and_then(|e| e.parse::<i32>().ok()).ok_or_else(|| {
+                err("unknown suffix (expected one of m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or eN)")
+            })?;
             pow10 += exp;
         }
     }
-    let mut value = mantissa
-        .checked_mul(binary)
-        .ok_or_else(|| err("too large"))?;
+    let mut value = mantissa.checked_mul(binary).ok_or_else(|| err("too large"))?;
     if pow10 >= 0 {
-        let factor = 10u128
-            .checked_pow(pow10 as u32)
-            .ok_or_else(|| err("too large"))?;
+        let factor = 10u128.checked_pow(pow10 as u32).ok_or_else(|| err("too large"))?;
         value = value.checked_mul(factor).ok_or_else(|| err("too large"))?;
     } else {
         match 10u128.checked_pow((-pow10) as u32) {
@@ -131,18 +121,8 @@ mod tests {
             "invalid quantity \"2Gb\": unknown suffix (expected one of m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or eN)"
         );
         assert!(value("-1").unwrap_err().to_string().contains("negative"));
-        assert!(
-            value("Gi")
-                .unwrap_err()
-                .to_string()
-                .contains("expected a number")
-        );
-        assert!(
-            value("99999999999999999999Ei")
-                .unwrap_err()
-                .to_string()
-                .contains("too large")
-        );
+        assert!(value("Gi").unwrap_err().to_string().contains("expected a number"));
+        assert!(value("99999999999999999999Ei").unwrap_err().to_string().contains("too large"));
         assert!(value("1.2.3").is_err());
     }
 }

@@ -3,8 +3,8 @@
 //! the wasm export (module `guest`) and the native test harness.
 
 use crate::{
-    Candidate, Config, Cycle, FilterVerdicts, Node, NodeChange, NodeView, Phases, Pod, PodInfo,
-    Policy, PolicyInfo,
+    Candidates, Config, Cycle, FilterVerdicts, Node, NodeChange, NodeView, Phases, Pod, PodInfo, Policy, PolicyInfo,
+    Usage,
 };
 
 /// Describes a policy type from its constants.
@@ -60,21 +60,59 @@ impl NodeTable {
         self.len() == 0
     }
 
-    fn views<'a>(&'a self, candidates: &'a [Candidate]) -> Result<Vec<NodeView<'a>>, String> {
-        candidates
+    fn views<'a>(&'a self, c: &'a Candidates) -> Result<Vec<NodeView<'a>>, String> {
+        let n = c.nodes.len();
+        let lengths = [
+            c.requested_milli_cpu.len(),
+            c.requested_memory.len(),
+            c.requested_ephemeral_storage.len(),
+            c.nonzero_requested_milli_cpu.len(),
+            c.nonzero_requested_memory.len(),
+            c.pod_count.len(),
+        ];
+        if lengths.iter().any(|l| *l != n) {
+            return Err(format!("candidate columns differ in length: {n} nodes, columns {lengths:?}"));
+        }
+        c.nodes
             .iter()
             .enumerate()
-            .map(|(i, c)| {
-                self.get(c.node)
-                    .map(|node| NodeView::new(i, node, c))
-                    .ok_or_else(|| {
-                        format!(
-                            "candidate {i} names node id {} which the host never sent",
-                            c.node
-                        )
-                    })
+            .map(|(i, id)| {
+                self.get(*id)
+                    .map(|node| NodeView::new(i, node, Usage::row(c, i)))
+                    .ok_or_else(|| format!("candidate {i} names node id {id} which the host never sent"))
             })
             .collect()
+    }
+}
+
+/// Filter verdicts being collected: every node feasible until rejected.
+/// Reasons are interned, so thousands of nodes rejected for the same reason
+/// cross the boundary as one string.
+pub struct Verdicts {
+    reasons: Vec<String>,
+    verdicts: Vec<u32>,
+}
+
+impl Verdicts {
+    fn new(candidates: usize) -> Self {
+        Verdicts { reasons: Vec::new(), verdicts: vec![0; candidates] }
+    }
+
+    /// Rejects candidate `index` (its [`NodeView::index`]) with `reason`.
+    pub fn reject(&mut self, index: usize, reason: &str) {
+        // Most rejections repeat the latest reason: check it first.
+        let code = match self.reasons.iter().rposition(|r| r == reason) {
+            Some(i) => i + 1,
+            None => {
+                self.reasons.push(reason.to_string());
+                self.reasons.len()
+            }
+        };
+        self.verdicts[index] = code as u32;
+    }
+
+    pub fn is_rejected(&self, index: usize) -> bool {
+        self.verdicts[index] != 0
     }
 }
 
@@ -87,41 +125,21 @@ pub struct Instance<P> {
 impl<P: Policy> Instance<P> {
     pub fn new(config_json: &str) -> Result<Self, String> {
         let config = Config::from_json(config_json)?;
-        Ok(Instance {
-            policy: P::new(&config)?,
-            nodes: NodeTable::default(),
-        })
+        Ok(Instance { policy: P::new(&config)?, nodes: NodeTable::default() })
     }
 
-    pub fn filter(&self, pod: PodInfo, candidates: &[Candidate]) -> Result<FilterVerdicts, String> {
+    pub fn filter(&self, pod: PodInfo, candidates: &Candidates) -> Result<FilterVerdicts, String> {
         let pod = Pod::from(pod);
-        let cycle = Cycle::new(0, candidates);
-        let mut reasons: Vec<String> = Vec::new();
-        let mut verdicts = Vec::with_capacity(candidates.len());
-        for view in self.nodes.views(candidates)? {
-            let verdict = match self.policy.filter(&cycle, &pod, &view) {
-                Ok(()) => 0,
-                Err(reason) => match reasons.iter().position(|r| *r == reason) {
-                    Some(i) => i as u32 + 1,
-                    None => {
-                        reasons.push(reason);
-                        reasons.len() as u32
-                    }
-                },
-            };
-            verdicts.push(verdict);
-        }
-        Ok(FilterVerdicts { reasons, verdicts })
+        let cycle = Cycle::new(0, &candidates.nodes);
+        let views = self.nodes.views(candidates)?;
+        let mut verdicts = Verdicts::new(views.len());
+        self.policy.filter_all(&cycle, &pod, &views, &mut verdicts)?;
+        Ok(FilterVerdicts { reasons: verdicts.reasons, verdicts: verdicts.verdicts })
     }
 
-    pub fn score(
-        &self,
-        pod: PodInfo,
-        candidates: &[Candidate],
-        seed: u64,
-    ) -> Result<Vec<f64>, String> {
+    pub fn score(&self, pod: PodInfo, candidates: &Candidates, seed: u64) -> Result<Vec<f64>, String> {
         let pod = Pod::from(pod);
-        let cycle = Cycle::new(seed, candidates);
+        let cycle = Cycle::new(seed, &candidates.nodes);
         let views = self.nodes.views(candidates)?;
         self.policy.score_all(&cycle, &pod, &views)
     }
@@ -131,7 +149,7 @@ impl<P: Policy> Instance<P> {
 #[cfg(target_arch = "wasm32")]
 pub mod guest {
     use super::Instance;
-    use crate::{Candidate, FilterVerdicts, NodeChange, PodInfo, Policy};
+    use crate::{Candidates, FilterVerdicts, NodeChange, PodInfo, Policy};
     use std::any::Any;
     use std::cell::RefCell;
 
@@ -139,18 +157,14 @@ pub mod guest {
         static INSTANCE: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
     }
 
-    fn with<P: Policy, R>(
-        f: impl FnOnce(&mut Instance<P>) -> Result<R, String>,
-    ) -> Result<R, String> {
+    fn with<P: Policy, R>(f: impl FnOnce(&mut Instance<P>) -> Result<R, String>) -> Result<R, String> {
         INSTANCE.with(|cell| {
             let mut slot = cell.borrow_mut();
             if slot.is_none() {
                 *slot = Some(Box::new(Instance::<P>::new(&crate::host::config_json())?));
             }
-            let instance = slot
-                .as_mut()
-                .and_then(|b| b.downcast_mut::<Instance<P>>())
-                .expect("one policy type per component");
+            let instance =
+                slot.as_mut().and_then(|b| b.downcast_mut::<Instance<P>>()).expect("one policy type per component");
             f(instance)
         })
     }
@@ -168,18 +182,11 @@ pub mod guest {
         });
     }
 
-    pub fn filter<P: Policy>(
-        pod: PodInfo,
-        candidates: Vec<Candidate>,
-    ) -> Result<FilterVerdicts, String> {
+    pub fn filter<P: Policy>(pod: PodInfo, candidates: Candidates) -> Result<FilterVerdicts, String> {
         with::<P, _>(|instance| instance.filter(pod, &candidates))
     }
 
-    pub fn score<P: Policy>(
-        pod: PodInfo,
-        candidates: Vec<Candidate>,
-        seed: u64,
-    ) -> Result<Vec<f64>, String> {
+    pub fn score<P: Policy>(pod: PodInfo, candidates: Candidates, seed: u64) -> Result<Vec<f64>, String> {
         with::<P, _>(|instance| instance.score(pod, &candidates, seed))
     }
 }

@@ -14,8 +14,8 @@ use std::collections::HashMap;
 
 use crate::runtime::Instance;
 use crate::{
-    Candidate, MetricSample, NodeChange, NodeId, NodeInfo, NodeSelectorTerm, PodInfo, Policy,
-    Resources, ScoreOrder, Taint, TaintEffect, Toleration, TolerationOperator, quantity,
+    Candidates, MetricSample, NodeChange, NodeId, NodeInfo, NodeSelectorTerm, PodInfo, Policy, Resources, ScoreOrder,
+    Taint, TaintEffect, Toleration, TolerationOperator, Usage, quantity,
 };
 
 /// What the host imports return in native builds, per thread.
@@ -30,11 +30,7 @@ thread_local! {
     pub(crate) static TEST_HOST: RefCell<TestHost> = RefCell::new(TestHost::default());
 }
 
-fn parse_or_panic(
-    what: &str,
-    raw: &str,
-    parse: fn(&str) -> Result<u64, quantity::QuantityError>,
-) -> u64 {
+fn parse_or_panic(what: &str, raw: &str, parse: fn(&str) -> Result<u64, quantity::QuantityError>) -> u64 {
     parse(raw).unwrap_or_else(|e| panic!("fixture {what}: {e}"))
 }
 
@@ -43,7 +39,7 @@ fn parse_or_panic(
 #[derive(Debug, Clone)]
 pub struct NodeBuilder {
     info: NodeInfo,
-    usage: Candidate,
+    usage: Usage,
 }
 
 impl NodeBuilder {
@@ -65,15 +61,7 @@ impl NodeBuilder {
                 },
                 unschedulable: false,
             },
-            usage: Candidate {
-                node: 0,
-                requested_milli_cpu: 0,
-                requested_memory: 0,
-                requested_ephemeral_storage: 0,
-                nonzero_requested_milli_cpu: 0,
-                nonzero_requested_memory: 0,
-                pod_count: 0,
-            },
+            usage: Usage::default(),
         }
     }
 
@@ -93,10 +81,7 @@ impl NodeBuilder {
     }
 
     pub fn scalar(mut self, name: &str, amount: u64) -> Self {
-        self.info
-            .allocatable
-            .scalar
-            .push((name.to_string(), amount));
+        self.info.allocatable.scalar.push((name.to_string(), amount));
         self
     }
 
@@ -107,18 +92,12 @@ impl NodeBuilder {
     }
 
     pub fn annotation(mut self, key: &str, value: &str) -> Self {
-        self.info
-            .annotations
-            .push((key.to_string(), value.to_string()));
+        self.info.annotations.push((key.to_string(), value.to_string()));
         self
     }
 
     pub fn taint(mut self, key: &str, value: &str, effect: TaintEffect) -> Self {
-        self.info.taints.push(Taint {
-            key: key.to_string(),
-            value: value.to_string(),
-            effect,
-        });
+        self.info.taints.push(Taint { key: key.to_string(), value: value.to_string(), effect });
         self
     }
 
@@ -145,21 +124,12 @@ impl NodeBuilder {
 
     /// The node's facts under `id`.
     pub fn info(&self, id: NodeId) -> NodeInfo {
-        NodeInfo {
-            id,
-            ..self.info.clone()
-        }
+        NodeInfo { id, ..self.info.clone() }
     }
 
-    /// The node's facts and its candidate numbers under `id`.
-    pub fn build(&self, id: NodeId) -> (NodeInfo, Candidate) {
-        (
-            self.info(id),
-            Candidate {
-                node: id,
-                ..self.usage
-            },
-        )
+    /// The node's facts under `id` and what is placed on it.
+    pub fn build(&self, id: NodeId) -> (NodeInfo, Usage) {
+        (self.info(id), self.usage)
     }
 }
 
@@ -180,13 +150,7 @@ impl PodBuilder {
                 labels: vec![],
                 annotations: vec![],
                 priority: 0,
-                requests: Resources {
-                    milli_cpu: 0,
-                    memory: 0,
-                    ephemeral_storage: 0,
-                    pods: 1,
-                    scalar: vec![],
-                },
+                requests: Resources { milli_cpu: 0, memory: 0, ephemeral_storage: 0, pods: 1, scalar: vec![] },
                 nonzero_milli_cpu: 100,
                 nonzero_memory: 200_000_000,
                 node_selector: vec![],
@@ -221,9 +185,7 @@ impl PodBuilder {
     }
 
     pub fn annotation(mut self, key: &str, value: &str) -> Self {
-        self.info
-            .annotations
-            .push((key.to_string(), value.to_string()));
+        self.info.annotations.push((key.to_string(), value.to_string()));
         self
     }
 
@@ -233,9 +195,7 @@ impl PodBuilder {
     }
 
     pub fn node_selector(mut self, key: &str, value: &str) -> Self {
-        self.info
-            .node_selector
-            .push((key.to_string(), value.to_string()));
+        self.info.node_selector.push((key.to_string(), value.to_string()));
         self
     }
 
@@ -251,12 +211,7 @@ impl PodBuilder {
         value: &str,
         effect: Option<TaintEffect>,
     ) -> Self {
-        self.info.tolerations.push(Toleration {
-            key: key.to_string(),
-            operator,
-            value: value.to_string(),
-            effect,
-        });
+        self.info.tolerations.push(Toleration { key: key.to_string(), operator, value: value.to_string(), effect });
         self
     }
 
@@ -284,7 +239,7 @@ pub struct Harness<P> {
     instance: Instance<P>,
     config: String,
     names: Vec<String>,
-    candidates: Vec<Candidate>,
+    candidates: Candidates,
     metrics: HashMap<(NodeId, String), MetricSample>,
     logs: Vec<String>,
 }
@@ -298,8 +253,7 @@ impl<P: Policy> Default for Harness<P> {
 impl<P: Policy> Harness<P> {
     /// With an empty configuration. Panics if the policy rejects it.
     pub fn new() -> Self {
-        Self::with_config("{}")
-            .unwrap_or_else(|e| panic!("{} rejected an empty configuration: {e}", P::NAME))
+        Self::with_config("{}").unwrap_or_else(|e| panic!("{} rejected an empty configuration: {e}", P::NAME))
     }
 
     /// With a JSON configuration; `Err` is the policy's own message.
@@ -311,7 +265,15 @@ impl<P: Policy> Harness<P> {
             instance: instance?,
             config: config_json.to_string(),
             names: vec![],
-            candidates: vec![],
+            candidates: Candidates {
+                nodes: vec![],
+                requested_milli_cpu: vec![],
+                requested_memory: vec![],
+                requested_ephemeral_storage: vec![],
+                nonzero_requested_milli_cpu: vec![],
+                nonzero_requested_memory: vec![],
+                pod_count: vec![],
+            },
             metrics: HashMap::new(),
             logs,
         })
@@ -322,18 +284,22 @@ impl<P: Policy> Harness<P> {
         let id = self.names.len() as NodeId;
         let (info, usage) = node.build(id);
         self.names.push(info.name.clone());
-        self.candidates.push(usage);
-        self.instance
-            .nodes
-            .apply(false, vec![NodeChange::Upsert(info)]);
+        let c = &mut self.candidates;
+        c.nodes.push(id);
+        c.requested_milli_cpu.push(usage.requested_milli_cpu);
+        c.requested_memory.push(usage.requested_memory);
+        c.requested_ephemeral_storage.push(usage.requested_ephemeral_storage);
+        c.nonzero_requested_milli_cpu.push(usage.nonzero_requested_milli_cpu);
+        c.nonzero_requested_memory.push(usage.nonzero_requested_memory);
+        c.pod_count.push(usage.pod_count);
+        self.instance.nodes.apply(false, vec![NodeChange::Upsert(info)]);
         self
     }
 
     /// Sets a metric sample for a node added earlier.
     pub fn set_metric(&mut self, node: &str, metric: &str, value: f64, age_ms: u64) -> &mut Self {
         let id = self.id_of(node);
-        self.metrics
-            .insert((id, metric.to_string()), MetricSample { value, age_ms });
+        self.metrics.insert((id, metric.to_string()), MetricSample { value, age_ms });
         self
     }
 
@@ -345,10 +311,7 @@ impl<P: Policy> Harness<P> {
     }
 
     fn id_of(&self, node: &str) -> NodeId {
-        self.names
-            .iter()
-            .position(|n| n == node)
-            .unwrap_or_else(|| panic!("no fixture node {node}")) as NodeId
+        self.names.iter().position(|n| n == node).unwrap_or_else(|| panic!("no fixture node {node}")) as NodeId
     }
 
     /// Log lines the policy wrote, as `Level: message k=v`.
@@ -356,7 +319,7 @@ impl<P: Policy> Harness<P> {
         &self.logs
     }
 
-    fn run<R>(&mut self, f: impl FnOnce(&Instance<P>, &[Candidate]) -> R) -> R {
+    fn run<R>(&mut self, f: impl FnOnce(&Instance<P>, &Candidates) -> R) -> R {
         install_host(&self.config, &self.metrics);
         let result = f(&self.instance, &self.candidates);
         self.logs.extend(take_logs());
@@ -372,11 +335,7 @@ impl<P: Policy> Harness<P> {
             .iter()
             .zip(verdicts.verdicts)
             .map(|(name, v)| {
-                let verdict = if v == 0 {
-                    Ok(())
-                } else {
-                    Err(verdicts.reasons[v as usize - 1].clone())
-                };
+                let verdict = if v == 0 { Ok(()) } else { Err(verdicts.reasons[v as usize - 1].clone()) };
                 (name.clone(), verdict)
             })
             .collect()
@@ -384,33 +343,25 @@ impl<P: Policy> Harness<P> {
 
     /// Raw scores per node, in insertion order, or the policy's error.
     pub fn try_score(&mut self, pod: &PodBuilder, seed: u64) -> Result<Vec<(String, f64)>, String> {
-        let scores =
-            self.run(|instance, candidates| instance.score(pod.info(), candidates, seed))?;
+        let scores = self.run(|instance, candidates| instance.score(pod.info(), candidates, seed))?;
         Ok(self.names.iter().cloned().zip(scores).collect())
     }
 
     /// Raw scores per node with seed 0. Panics on a policy error.
     pub fn score(&mut self, pod: &PodBuilder) -> Vec<(String, f64)> {
-        self.try_score(pod, 0)
-            .unwrap_or_else(|e| panic!("{} score failed: {e}", P::NAME))
+        self.try_score(pod, 0).unwrap_or_else(|e| panic!("{} score failed: {e}", P::NAME))
     }
 
     /// The node this policy alone would pick: among nodes its filter accepts,
     /// the best raw score in its score order, the first on ties.
     pub fn best(&mut self, pod: &PodBuilder) -> Option<String> {
         let feasible: Vec<bool> = if P::PHASES.filter {
-            self.filter(pod)
-                .into_iter()
-                .map(|(_, v)| v.is_ok())
-                .collect()
+            self.filter(pod).into_iter().map(|(_, v)| v.is_ok()).collect()
         } else {
             vec![true; self.names.len()]
         };
-        let scores = if P::PHASES.score {
-            self.score(pod)
-        } else {
-            self.names.iter().map(|n| (n.clone(), 0.0)).collect()
-        };
+        let scores =
+            if P::PHASES.score { self.score(pod) } else { self.names.iter().map(|n| (n.clone(), 0.0)).collect() };
         let better = |a: f64, b: f64| match P::SCORE_ORDER {
             ScoreOrder::HigherIsBetter => a > b,
             ScoreOrder::LowerIsBetter => a < b,

@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 use std::ops::Deref;
 
 use crate::{
-    Candidate, MetricSample, NodeId, NodeInfo, NodeSelectorTerm, PodInfo, Resources,
-    SelectorOperator, SelectorRequirement, SplitMix64, Taint, TaintEffect, Toleration,
-    TolerationOperator,
+    Candidates, MetricSample, NodeId, NodeInfo, NodeSelectorTerm, PodInfo, Resources, SelectorOperator,
+    SelectorRequirement, SplitMix64, Taint, TaintEffect, Toleration, TolerationOperator,
 };
 
 /// kube-scheduler's MaxNodeScore.
@@ -56,20 +55,13 @@ impl Node {
         let raw = self.annotation(key)?;
         Some(match raw.trim().parse::<f64>() {
             Ok(v) if v.is_finite() => Ok(v),
-            _ => Err(format!(
-                "node {}: annotation {key}={raw:?} is not a number",
-                self.name
-            )),
+            _ => Err(format!("node {}: annotation {key}={raw:?} is not a number", self.name)),
         })
     }
 
     /// Allocatable amount of an extended resource such as `nvidia.com/gpu`.
     pub fn allocatable_scalar(&self, name: &str) -> u64 {
-        self.allocatable
-            .scalar
-            .iter()
-            .find(|(n, _)| n == name)
-            .map_or(0, |(_, v)| *v)
+        self.allocatable.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v)
     }
 }
 
@@ -121,9 +113,7 @@ impl Pod {
     /// kube's toleration rule: effect matches (or is unset), key matches (an
     /// empty key with `Exists` matches every key), and `Exists` or equal values.
     pub fn tolerates(&self, taint: &Taint) -> bool {
-        self.tolerations
-            .iter()
-            .any(|t| toleration_matches(t, taint))
+        self.tolerations.iter().any(|t| toleration_matches(t, taint))
     }
 
     /// The first NoSchedule/NoExecute taint of the node the pod does not
@@ -138,16 +128,10 @@ impl Pod {
     /// nodeSelector and required node affinity, both as kube-scheduler's
     /// NodeAffinity filter evaluates them.
     pub fn matches_node(&self, node: &Node) -> bool {
-        let selector_ok = self
-            .node_selector
-            .iter()
-            .all(|(k, v)| node.label(k) == Some(v.as_str()));
+        let selector_ok = self.node_selector.iter().all(|(k, v)| node.label(k) == Some(v.as_str()));
         selector_ok
             && (self.required_node_affinity.is_empty()
-                || self
-                    .required_node_affinity
-                    .iter()
-                    .any(|term| term_matches(term, node)))
+                || self.required_node_affinity.iter().any(|term| term_matches(term, node)))
     }
 }
 
@@ -169,13 +153,8 @@ fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
     if term.match_expressions.is_empty() && term.match_fields.is_empty() {
         return false;
     }
-    term.match_expressions
-        .iter()
-        .all(|r| requirement_matches(r, node.label(&r.key)))
-        && term
-            .match_fields
-            .iter()
-            .all(|r| r.key == "metadata.name" && requirement_matches(r, Some(&node.name)))
+    term.match_expressions.iter().all(|r| requirement_matches(r, node.label(&r.key)))
+        && term.match_fields.iter().all(|r| r.key == "metadata.name" && requirement_matches(r, Some(&node.name)))
 }
 
 fn requirement_matches(req: &SelectorRequirement, value: Option<&str>) -> bool {
@@ -205,13 +184,39 @@ fn requirement_matches(req: &SelectorRequirement, value: Option<&str>) -> bool {
     }
 }
 
+/// What is already placed on a candidate node (bound and assumed pods).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    pub requested_milli_cpu: u64,
+    pub requested_memory: u64,
+    pub requested_ephemeral_storage: u64,
+    /// Scoring view: pods that request nothing count as 100m cpu / 200 MB.
+    pub nonzero_requested_milli_cpu: u64,
+    pub nonzero_requested_memory: u64,
+    pub pod_count: u32,
+}
+
+impl Usage {
+    /// Row `i` of the candidate columns (the caller checked the lengths).
+    pub(crate) fn row(c: &Candidates, i: usize) -> Usage {
+        Usage {
+            requested_milli_cpu: c.requested_milli_cpu[i],
+            requested_memory: c.requested_memory[i],
+            requested_ephemeral_storage: c.requested_ephemeral_storage[i],
+            nonzero_requested_milli_cpu: c.nonzero_requested_milli_cpu[i],
+            nonzero_requested_memory: c.nonzero_requested_memory[i],
+            pod_count: c.pod_count[i],
+        }
+    }
+}
+
 /// A candidate node in one phase call: the node's facts plus what is already
 /// placed on it. Dereferences to [`Node`].
 #[derive(Debug, Clone, Copy)]
 pub struct NodeView<'a> {
     index: usize,
     node: &'a Node,
-    usage: &'a Candidate,
+    usage: Usage,
 }
 
 impl<'a> Deref for NodeView<'a> {
@@ -222,7 +227,7 @@ impl<'a> Deref for NodeView<'a> {
 }
 
 impl<'a> NodeView<'a> {
-    pub(crate) fn new(index: usize, node: &'a Node, usage: &'a Candidate) -> Self {
+    pub(crate) fn new(index: usize, node: &'a Node, usage: Usage) -> Self {
         NodeView { index, node, usage }
     }
 
@@ -236,20 +241,16 @@ impl<'a> NodeView<'a> {
     }
 
     /// Requested resources of the pods already on the node.
-    pub fn usage(&self) -> &'a Candidate {
+    pub fn usage(&self) -> Usage {
         self.usage
     }
 
     pub fn free_milli_cpu(&self) -> u64 {
-        self.allocatable
-            .milli_cpu
-            .saturating_sub(self.usage.requested_milli_cpu)
+        self.allocatable.milli_cpu.saturating_sub(self.usage.requested_milli_cpu)
     }
 
     pub fn free_memory(&self) -> u64 {
-        self.allocatable
-            .memory
-            .saturating_sub(self.usage.requested_memory)
+        self.allocatable.memory.saturating_sub(self.usage.requested_memory)
     }
 
     /// kube-scheduler's NodeResourcesFit LeastAllocated score (0..=100) with
@@ -257,14 +258,9 @@ impl<'a> NodeView<'a> {
     /// per resource `(allocatable - requested) * 100 / allocatable` with the
     /// pod's own non-zero request included, 0 when it would not fit.
     pub fn least_allocated_score(&self, pod: &Pod) -> u64 {
-        let cpu = least_allocated(
-            self.usage.nonzero_requested_milli_cpu + pod.nonzero_milli_cpu,
-            self.allocatable.milli_cpu,
-        );
-        let memory = least_allocated(
-            self.usage.nonzero_requested_memory + pod.nonzero_memory,
-            self.allocatable.memory,
-        );
+        let cpu =
+            least_allocated(self.usage.nonzero_requested_milli_cpu + pod.nonzero_milli_cpu, self.allocatable.milli_cpu);
+        let memory = least_allocated(self.usage.nonzero_requested_memory + pod.nonzero_memory, self.allocatable.memory);
         (cpu + memory) / 2
     }
 }
@@ -280,17 +276,13 @@ fn least_allocated(requested: u64, capacity: u64) -> u64 {
 /// crossing per metric for all candidates.
 pub struct Cycle<'a> {
     seed: u64,
-    candidates: &'a [Candidate],
+    candidates: &'a [NodeId],
     metrics: RefCell<Vec<(String, Vec<Option<MetricSample>>)>>,
 }
 
 impl<'a> Cycle<'a> {
-    pub(crate) fn new(seed: u64, candidates: &'a [Candidate]) -> Self {
-        Cycle {
-            seed,
-            candidates,
-            metrics: RefCell::new(Vec::new()),
-        }
+    pub(crate) fn new(seed: u64, candidates: &'a [NodeId]) -> Self {
+        Cycle { seed, candidates, metrics: RefCell::new(Vec::new()) }
     }
 
     /// Derived by the host from its `--seed` and the pod.
@@ -310,8 +302,7 @@ impl<'a> Cycle<'a> {
         let column = match cache.iter().position(|(n, _)| n == name) {
             Some(i) => i,
             None => {
-                let ids: Vec<NodeId> = self.candidates.iter().map(|c| c.node).collect();
-                cache.push((name.to_string(), crate::host::node_metrics(name, &ids)));
+                cache.push((name.to_string(), crate::host::node_metrics(name, self.candidates)));
                 cache.len() - 1
             }
         };
@@ -319,13 +310,7 @@ impl<'a> Cycle<'a> {
     }
 
     /// The metric's value if it is at most `max_age_ms` old, else `default`.
-    pub fn metric_fresh_or(
-        &self,
-        name: &str,
-        node: &NodeView<'_>,
-        max_age_ms: u64,
-        default: f64,
-    ) -> f64 {
+    pub fn metric_fresh_or(&self, name: &str, node: &NodeView<'_>, max_age_ms: u64, default: f64) -> f64 {
         match self.metric(name, node) {
             Some(sample) if sample.age_ms <= max_age_ms && sample.value.is_finite() => sample.value,
             _ => default,
@@ -339,82 +324,29 @@ mod tests {
     use crate::testing::{NodeBuilder, PodBuilder};
 
     fn req(key: &str, operator: SelectorOperator, values: &[&str]) -> SelectorRequirement {
-        SelectorRequirement {
-            key: key.into(),
-            operator,
-            values: values.iter().map(|v| v.to_string()).collect(),
-        }
+        SelectorRequirement { key: key.into(), operator, values: values.iter().map(|v| v.to_string()).collect() }
     }
 
     #[test]
     fn affinity_operators_follow_kube() {
-        let node = Node::from(
-            NodeBuilder::new("n1")
-                .label("zone", "a")
-                .label("gen", "5")
-                .info(0),
-        );
-        let term = |r: Vec<SelectorRequirement>| NodeSelectorTerm {
-            match_expressions: r,
-            match_fields: vec![],
-        };
+        let node = Node::from(NodeBuilder::new("n1").label("zone", "a").label("gen", "5").info(0));
+        let term = |r: Vec<SelectorRequirement>| NodeSelectorTerm { match_expressions: r, match_fields: vec![] };
         let pod_with = |terms: Vec<NodeSelectorTerm>| {
             let mut pod = Pod::from(PodBuilder::new("p").info());
             pod.required_node_affinity = terms;
             pod
         };
-        assert!(
-            pod_with(vec![term(vec![req(
-                "zone",
-                SelectorOperator::In,
-                &["a", "b"]
-            )])])
-            .matches_node(&node)
-        );
-        assert!(
-            !pod_with(vec![term(vec![req(
-                "zone",
-                SelectorOperator::NotIn,
-                &["a"]
-            )])])
-            .matches_node(&node)
-        );
-        assert!(
-            pod_with(vec![term(vec![req(
-                "missing",
-                SelectorOperator::NotIn,
-                &["a"]
-            )])])
-            .matches_node(&node)
-        );
-        assert!(
-            pod_with(vec![term(vec![req("gen", SelectorOperator::Gt, &["4"])])])
-                .matches_node(&node)
-        );
-        assert!(
-            !pod_with(vec![term(vec![req("gen", SelectorOperator::Lt, &["5"])])])
-                .matches_node(&node)
-        );
-        assert!(
-            !pod_with(vec![term(vec![req("zone", SelectorOperator::Gt, &["1"])])])
-                .matches_node(&node)
-        );
-        assert!(
-            pod_with(vec![term(vec![req(
-                "missing",
-                SelectorOperator::DoesNotExist,
-                &[]
-            )])])
-            .matches_node(&node)
-        );
+        assert!(pod_with(vec![term(vec![req("zone", SelectorOperator::In, &["a", "b"])])]).matches_node(&node));
+        assert!(!pod_with(vec![term(vec![req("zone", SelectorOperator::NotIn, &["a"])])]).matches_node(&node));
+        assert!(pod_with(vec![term(vec![req("missing", SelectorOperator::NotIn, &["a"])])]).matches_node(&node));
+        assert!(pod_with(vec![term(vec![req("gen", SelectorOperator::Gt, &["4"])])]).matches_node(&node));
+        assert!(!pod_with(vec![term(vec![req("gen", SelectorOperator::Lt, &["5"])])]).matches_node(&node));
+        assert!(!pod_with(vec![term(vec![req("zone", SelectorOperator::Gt, &["1"])])]).matches_node(&node));
+        assert!(pod_with(vec![term(vec![req("missing", SelectorOperator::DoesNotExist, &[])])]).matches_node(&node));
         // Terms are ORed; an empty term matches nothing.
         assert!(!pod_with(vec![term(vec![])]).matches_node(&node));
         assert!(
-            pod_with(vec![
-                term(vec![]),
-                term(vec![req("zone", SelectorOperator::Exists, &[])])
-            ])
-            .matches_node(&node)
+            pod_with(vec![term(vec![]), term(vec![req("zone", SelectorOperator::Exists, &[])])]).matches_node(&node)
         );
         let by_name = NodeSelectorTerm {
             match_expressions: vec![],
@@ -426,24 +358,14 @@ mod tests {
     #[test]
     fn tolerations_follow_kube() {
         let node = Node::from(
-            NodeBuilder::new("cp")
-                .taint(
-                    "node-role.kubernetes.io/control-plane",
-                    "",
-                    TaintEffect::NoSchedule,
-                )
-                .info(0),
+            NodeBuilder::new("cp").taint("node-role.kubernetes.io/control-plane", "", TaintEffect::NoSchedule).info(0),
         );
         let plain = Pod::from(PodBuilder::new("p").info());
         assert_eq!(
             plain.untolerated_taint(&node).map(|t| t.key.as_str()),
             Some("node-role.kubernetes.io/control-plane")
         );
-        let tolerate_all = Pod::from(
-            PodBuilder::new("p")
-                .toleration("", TolerationOperator::Exists, "", None)
-                .info(),
-        );
+        let tolerate_all = Pod::from(PodBuilder::new("p").toleration("", TolerationOperator::Exists, "", None).info());
         assert!(tolerate_all.untolerated_taint(&node).is_none());
         let wrong_effect = Pod::from(
             PodBuilder::new("p")
@@ -456,34 +378,20 @@ mod tests {
                 .info(),
         );
         assert!(wrong_effect.untolerated_taint(&node).is_some());
-        let soft = Node::from(
-            NodeBuilder::new("soft")
-                .taint("k", "v", TaintEffect::PreferNoSchedule)
-                .info(1),
-        );
-        assert!(
-            plain.untolerated_taint(&soft).is_none(),
-            "PreferNoSchedule never filters"
-        );
+        let soft = Node::from(NodeBuilder::new("soft").taint("k", "v", TaintEffect::PreferNoSchedule).info(1));
+        assert!(plain.untolerated_taint(&soft).is_none(), "PreferNoSchedule never filters");
     }
 
     #[test]
     fn least_allocated_matches_kube_integer_math() {
         // 4 cores / 8 GiB, 1 core + 2 GiB used, pod asks 1 core + 2 GiB: 50 and 50.
-        let (node, usage) = NodeBuilder::new("n")
-            .cpu("4")
-            .memory("8Gi")
-            .requested("1", "2Gi")
-            .build(0);
+        let (node, usage) = NodeBuilder::new("n").cpu("4").memory("8Gi").requested("1", "2Gi").build(0);
         let node = Node::from(node);
         let pod = Pod::from(PodBuilder::new("p").cpu("1").memory("2Gi").info());
-        assert_eq!(
-            NodeView::new(0, &node, &usage).least_allocated_score(&pod),
-            50
-        );
+        assert_eq!(NodeView::new(0, &node, usage).least_allocated_score(&pod), 50);
         // A pod without requests counts as 100m / 200 MB for scoring.
         let empty = Pod::from(PodBuilder::new("q").info());
-        let score = NodeView::new(0, &node, &usage).least_allocated_score(&empty);
+        let score = NodeView::new(0, &node, usage).least_allocated_score(&empty);
         let cpu = (4000 - 1100) * 100 / 4000;
         let mem = (8u64 << 30) - (2u64 << 30) - 200_000_000;
         let mem = mem * 100 / (8u64 << 30);

@@ -7,9 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use wasmsched::policy::smoke::{SmokeReport, smoke_run};
-use wasmsched::policy::{
-    LoadedPolicy, PolicyEngine, PolicyError, PolicySource, ScoreOrder, config_to_json,
-};
+use wasmsched::policy::{LoadedPolicy, PolicyEngine, PolicyError, PolicySource, ScoreOrder, config_to_json};
 
 use super::limits::LimitArgs;
 
@@ -26,12 +24,10 @@ pub struct CheckArgs {
 
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let limits = args.limits.to_limits()?;
-    let source = PolicySource::from_file(&args.policy)
-        .with_context(|| format!("reading {}", args.policy.display()))?;
+    let source = PolicySource::from_file(&args.policy).with_context(|| format!("reading {}", args.policy.display()))?;
     let config = match &args.config {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
             config_to_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
         }
         None => "{}".to_string(),
@@ -47,11 +43,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     policy.capture_logs();
     let report = smoke_run(&policy);
     print_report(&policy, &report);
-    Ok(if report.failure().is_some() {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if report.failure().is_some() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 fn print_report(policy: &LoadedPolicy, report: &SmokeReport) {
@@ -66,28 +58,14 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport) {
         (true, ScoreOrder::HigherIsBetter) => " (higher raw score is better)",
         (true, ScoreOrder::LowerIsBetter) => " (lower raw score is better)",
     };
-    println!(
-        "policy      {} {}{}",
-        info.name,
-        info.version,
-        dash(&info.description)
-    );
-    println!(
-        "file        {} ({:.1} KiB, sha256 {})",
-        p.origin,
-        p.size as f64 / 1024.0,
-        &p.sha256[..16]
-    );
+    println!("policy      {} {}{}", info.name, info.version, dash(&info.description));
+    println!("file        {} ({:.1} KiB, sha256 {})", p.origin, p.size as f64 / 1024.0, &p.sha256[..16]);
     println!("contract    wasmsched:policy@{}", policy.contract.as_str());
     println!("phases      {}{order}", phases.join(", "));
     println!(
         "compile     {:.1} ms{}, first instance + init {:.2} ms",
         p.compile_time.as_secs_f64() * 1e3,
-        if p.from_cache {
-            " (precompiled cache)"
-        } else {
-            ""
-        },
+        if p.from_cache { " (precompiled cache)" } else { "" },
         policy.instantiate_time.as_secs_f64() * 1e3
     );
     println!(
@@ -109,9 +87,7 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport) {
     for (i, node) in report.nodes.iter().enumerate() {
         let filter = match &report.filter {
             None => "-".to_string(),
-            Some(Ok(outcome)) => outcome
-                .rejection(i)
-                .map_or("feasible".to_string(), |r| format!("rejected: {r}")),
+            Some(Ok(outcome)) => outcome.rejection(i).map_or("feasible".to_string(), |r| format!("rejected: {r}")),
             Some(Err(e)) => outcome_word(e).to_string(),
         };
         let score = match &report.score {
@@ -124,22 +100,12 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport) {
     for line in policy.captured_logs() {
         println!("  log: {line}");
     }
-    for result in [
-        report.filter.as_ref().map(|r| r.as_ref().err()),
-        report.score.as_ref().map(|r| r.as_ref().err()),
-    ]
-    .into_iter()
-    .flatten()
-    .flatten()
+    for result in [report.filter.as_ref().map(|r| r.as_ref().err()), report.score.as_ref().map(|r| r.as_ref().err())]
+        .into_iter()
+        .flatten()
+        .flatten()
     {
-        println!(
-            "  {}: {result}",
-            if report.failure().is_some() {
-                "error"
-            } else {
-                "note"
-            }
-        );
+        println!("  {}: {result}", if report.failure().is_some() { "error" } else { "note" });
     }
     match report.failure() {
         Some(e) => println!("FAIL  {e}"),
@@ -148,17 +114,9 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport) {
 }
 
 fn outcome_word(e: &PolicyError) -> &'static str {
-    if matches!(e, PolicyError::Declined { .. }) {
-        "declined"
-    } else {
-        "error"
-    }
+    if matches!(e, PolicyError::Declined { .. }) { "declined" } else { "error" }
 }
 
 fn dash(description: &str) -> String {
-    if description.is_empty() {
-        String::new()
-    } else {
-        format!(" — {description}")
-    }
+    if description.is_empty() { String::new() } else { format!(" — {description}") }
 }

@@ -18,27 +18,17 @@ pub struct LimitArgs {
 
 impl LimitArgs {
     pub fn to_limits(&self) -> anyhow::Result<PolicyLimits> {
-        let memory_bytes =
-            wasmsched_sdk::quantity::value(&self.memory_limit).context("--memory-limit")?;
+        let memory_bytes = wasmsched_sdk::quantity::value(&self.memory_limit).context("--memory-limit")?;
         let call_deadline = parse_duration(&self.deadline).context("--deadline")?;
-        Ok(PolicyLimits {
-            memory_bytes: memory_bytes as usize,
-            call_deadline,
-            ..PolicyLimits::default()
-        })
+        Ok(PolicyLimits { memory_bytes: memory_bytes as usize, call_deadline, ..PolicyLimits::default() })
     }
 }
 
 /// `250ms`, `2s`, `1.5s`, `1m`.
 pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
     let text = text.trim();
-    let (number, unit) = text.split_at(
-        text.find(|c: char| c.is_ascii_alphabetic())
-            .unwrap_or(text.len()),
-    );
-    let value: f64 = number
-        .parse()
-        .with_context(|| format!("{text:?} is not a duration like 100ms or 2s"))?;
+    let (number, unit) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len()));
+    let value: f64 = number.parse().with_context(|| format!("{text:?} is not a duration like 100ms or 2s"))?;
     let seconds = match unit {
         "ms" => value / 1000.0,
         "s" => value,
@@ -59,12 +49,7 @@ mod tests {
     fn durations() {
         assert_eq!(parse_duration("100ms").unwrap(), Duration::from_millis(100));
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert!(
-            parse_duration("100")
-                .unwrap_err()
-                .to_string()
-                .contains("no unit")
-        );
+        assert!(parse_duration("100").unwrap_err().to_string().contains("no unit"));
         assert!(parse_duration("-1s").is_err());
     }
 }

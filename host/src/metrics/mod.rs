@@ -33,10 +33,7 @@ pub struct StaticMetrics {
 
 impl StaticMetrics {
     pub fn set(&mut self, metric: &str, node: &str, value: f64, age: Duration) {
-        self.by_metric
-            .entry(metric.to_string())
-            .or_default()
-            .insert(node.to_string(), MetricSample { value, age });
+        self.by_metric.entry(metric.to_string()).or_default().insert(node.to_string(), MetricSample { value, age });
     }
 }
 
@@ -45,9 +42,6 @@ impl NodeMetrics for StaticMetrics {
         let Some(column) = self.by_metric.get(metric) else {
             return vec![None; nodes.len()];
         };
-        nodes
-            .iter()
-            .map(|n| n.and_then(|n| column.get(n).copied()))
-            .collect()
+        nodes.iter().map(|n| n.and_then(|n| column.get(n).copied())).collect()
     }
 }

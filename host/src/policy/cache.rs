@@ -21,8 +21,7 @@ impl PrecompiledCache {
     fn path(&self, engine: &Engine, sha256: &str) -> PathBuf {
         let mut hasher = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
-        self.dir
-            .join(format!("{:016x}-{sha256}.cwasm", hasher.finish()))
+        self.dir.join(format!("{:016x}-{sha256}.cwasm", hasher.finish()))
     }
 
     pub(crate) fn load(&self, engine: &Engine, sha256: &str) -> Option<Component> {

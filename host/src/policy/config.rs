@@ -9,10 +9,7 @@ pub fn config_to_json(text: &str) -> Result<String, String> {
     }
     let value: serde_json::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
     if !value.is_object() {
-        return Err(format!(
-            "a policy configuration must be a mapping of fields, got {}",
-            kind(&value)
-        ));
+        return Err(format!("a policy configuration must be a mapping of fields, got {}", kind(&value)));
     }
     Ok(value.to_string())
 }
@@ -39,10 +36,7 @@ mod tests {
             config_to_json("metric: latency\nmaxAgeSeconds: 30\n").unwrap(),
             r#"{"maxAgeSeconds":30,"metric":"latency"}"#
         );
-        assert_eq!(
-            config_to_json(r#"{"metric": "x"}"#).unwrap(),
-            r#"{"metric":"x"}"#
-        );
+        assert_eq!(config_to_json(r#"{"metric": "x"}"#).unwrap(), r#"{"metric":"x"}"#);
         let err = config_to_json("metric: [unclosed\n").unwrap_err();
         assert!(err.contains("line"), "{err}");
         assert_eq!(

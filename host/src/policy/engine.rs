@@ -32,17 +32,11 @@ pub struct PolicySource {
 
 impl PolicySource {
     pub fn new(origin: impl Into<String>, bytes: impl Into<Arc<[u8]>>) -> Self {
-        PolicySource {
-            origin: origin.into(),
-            bytes: bytes.into(),
-        }
+        PolicySource { origin: origin.into(), bytes: bytes.into() }
     }
 
     pub fn from_file(path: &std::path::Path) -> std::io::Result<Self> {
-        Ok(PolicySource::new(
-            path.display().to_string(),
-            std::fs::read(path)?,
-        ))
+        Ok(PolicySource::new(path.display().to_string(), std::fs::read(path)?))
     }
 
     pub fn sha256(&self) -> String {
@@ -59,10 +53,8 @@ pub struct PolicyEngine {
 
 impl PolicyEngine {
     pub fn new() -> Result<Self, PolicyError> {
-        let engine_error = |e: wasmtime::Error| PolicyError::Host {
-            policy: "engine".into(),
-            message: format!("{e:#}"),
-        };
+        let engine_error =
+            |e: wasmtime::Error| PolicyError::Host { policy: "engine".into(), message: format!("{e:#}") };
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
@@ -72,12 +64,7 @@ impl PolicyEngine {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_error)?;
         super::v0_1::add_to_linker(&mut linker).map_err(engine_error)?;
         let ticker = EpochTicker::start(engine.clone());
-        Ok(PolicyEngine {
-            engine,
-            linker: Arc::new(linker),
-            cache: None,
-            ticker: Some(ticker),
-        })
+        Ok(PolicyEngine { engine, linker: Arc::new(linker), cache: None, ticker: Some(ticker) })
     }
 
     /// Keep precompiled policies in `dir`, keyed by the engine's
@@ -112,21 +99,13 @@ impl PolicyEngine {
         let sha256 = source.sha256();
 
         let started = Instant::now();
-        let cached = self
-            .cache
-            .as_ref()
-            .and_then(|c| c.load(&self.engine, &sha256));
+        let cached = self.cache.as_ref().and_then(|c| c.load(&self.engine, &sha256));
         let from_cache = cached.is_some();
         let component = match cached {
             Some(component) => component,
             None => {
-                let component =
-                    Component::from_binary(&self.engine, &source.bytes).map_err(|e| {
-                        PolicyError::Compile {
-                            source_name: origin.clone(),
-                            message: format!("{e:#}"),
-                        }
-                    })?;
+                let component = Component::from_binary(&self.engine, &source.bytes)
+                    .map_err(|e| PolicyError::Compile { source_name: origin.clone(), message: format!("{e:#}") })?;
                 if let Some(cache) = &self.cache {
                     cache.store(&self.engine, &sha256, &component);
                 }
@@ -141,13 +120,7 @@ impl PolicyEngine {
             &self.linker,
             component,
             contract,
-            super::loaded::Provenance {
-                origin,
-                sha256,
-                size: source.bytes.len(),
-                compile_time,
-                from_cache,
-            },
+            super::loaded::Provenance { origin, sha256, size: source.bytes.len(), compile_time, from_cache },
             config_json,
             limits,
         )

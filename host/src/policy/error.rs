@@ -5,11 +5,7 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     #[error("{source_name}: {size} bytes is over the {limit}-byte policy size limit")]
-    TooLarge {
-        source_name: String,
-        size: usize,
-        limit: usize,
-    },
+    TooLarge { source_name: String, size: usize, limit: usize },
     #[error(
         "{source_name}: not a WebAssembly file (it does not start with \\0asm); build the policy with `cargo build --target wasm32-wasip2`"
     )]
@@ -19,65 +15,29 @@ pub enum PolicyError {
     )]
     CoreModule { source_name: String },
     #[error("{source_name}: compiling failed: {message}")]
-    Compile {
-        source_name: String,
-        message: String,
-    },
+    Compile { source_name: String, message: String },
     #[error(
         "{source_name}: built against wasmsched:policy@{found}; this scheduler supports {supported}. Rebuild it with a matching wasmsched-sdk"
     )]
-    IncompatibleVersion {
-        source_name: String,
-        found: String,
-        supported: String,
-    },
+    IncompatibleVersion { source_name: String, found: String, supported: String },
     #[error(
         "{source_name}: does not export the wasmsched:policy/policy interface (exports: {exports}); implement `wasmsched_sdk::Policy` and call `export_policy!`"
     )]
-    MissingExport {
-        source_name: String,
-        exports: String,
-    },
-    #[error(
-        "{source_name}: {message}; policies get only the wasmsched:policy host interface and capability-less WASI"
-    )]
-    UnsupportedImport {
-        source_name: String,
-        message: String,
-    },
+    MissingExport { source_name: String, exports: String },
+    #[error("{source_name}: {message}; policies get only the wasmsched:policy host interface and capability-less WASI")]
+    UnsupportedImport { source_name: String, message: String },
     #[error("{policy}: rejected its configuration: {message}")]
     Config { policy: String, message: String },
     #[error("{policy}: trapped in {phase}: {message}")]
-    Trap {
-        policy: String,
-        phase: &'static str,
-        message: String,
-    },
+    Trap { policy: String, phase: &'static str, message: String },
     #[error("{policy}: {phase} exceeded its {deadline:?} deadline")]
-    DeadlineExceeded {
-        policy: String,
-        phase: &'static str,
-        deadline: Duration,
-    },
+    DeadlineExceeded { policy: String, phase: &'static str, deadline: Duration },
     #[error("{policy}: out of memory in {phase}: asked for {requested} bytes, the cap is {limit}")]
-    OutOfMemory {
-        policy: String,
-        phase: &'static str,
-        requested: usize,
-        limit: usize,
-    },
+    OutOfMemory { policy: String, phase: &'static str, requested: usize, limit: usize },
     #[error("{policy}: malformed {phase} result: {problem}")]
-    Malformed {
-        policy: String,
-        phase: &'static str,
-        problem: String,
-    },
+    Malformed { policy: String, phase: &'static str, problem: String },
     #[error("{policy}: declined to {phase}: {message}")]
-    Declined {
-        policy: String,
-        phase: &'static str,
-        message: String,
-    },
+    Declined { policy: String, phase: &'static str, message: String },
     #[error("{policy}: {message}")]
     Host { policy: String, message: String },
 }

@@ -109,12 +109,7 @@ impl HostState {
         String::from_utf8_lossy(&bytes).trim().to_string()
     }
 
-    pub(crate) fn policy_log(
-        &mut self,
-        level: tracing::Level,
-        message: String,
-        fields: Vec<(String, String)>,
-    ) {
+    pub(crate) fn policy_log(&mut self, level: tracing::Level, message: String, fields: Vec<(String, String)>) {
         self.log_lines_this_call += 1;
         if self.log_lines_this_call > self.max_log_lines_per_call {
             if self.log_lines_this_call == self.max_log_lines_per_call + 1 {
@@ -122,11 +117,7 @@ impl HostState {
             }
             return;
         }
-        let fields = fields
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ");
+        let fields = fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
         match level {
             tracing::Level::ERROR => {
                 tracing::error!(policy = %self.policy_name, %fields, "{message}")
@@ -150,11 +141,7 @@ impl HostState {
         }
     }
 
-    pub(crate) fn lookup_metrics(
-        &self,
-        metric: &str,
-        nodes: &[NodeId],
-    ) -> Vec<Option<MetricSample>> {
+    pub(crate) fn lookup_metrics(&self, metric: &str, nodes: &[NodeId]) -> Vec<Option<MetricSample>> {
         let (Some(table), Some(metrics)) = (&self.nodes, &self.metrics) else {
             return vec![None; nodes.len()];
         };
@@ -165,9 +152,6 @@ impl HostState {
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.resources,
-        }
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.resources }
     }
 }

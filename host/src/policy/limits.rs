@@ -49,12 +49,7 @@ impl CappedLimiter {
 }
 
 impl ResourceLimiter for CappedLimiter {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
         let allowed = self.limits.memory_growing(current, desired, maximum)?;
         if !allowed {
             self.denied_growth = Some(desired);
@@ -62,12 +57,7 @@ impl ResourceLimiter for CappedLimiter {
         Ok(allowed)
     }
 
-    fn table_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
         self.limits.table_growing(current, desired, maximum)
     }
 

@@ -98,11 +98,9 @@ impl LoadedPolicy {
         let template = match contract {
             ContractVersion::V0_1 => {
                 let pre = linker.instantiate_pre(&component).map_err(unsupported)?;
-                Template::V0_1(v0_1::SchedulerPolicyPre::new(pre).map_err(|e| {
-                    PolicyError::MissingExport {
-                        source_name: provenance.origin.clone(),
-                        exports: format!("{e:#}"),
-                    }
+                Template::V0_1(v0_1::SchedulerPolicyPre::new(pre).map_err(|e| PolicyError::MissingExport {
+                    source_name: provenance.origin.clone(),
+                    exports: format!("{e:#}"),
                 })?)
             }
         };
@@ -115,10 +113,7 @@ impl LoadedPolicy {
                 name: String::new(),
                 version: String::new(),
                 description: String::new(),
-                phases: super::facts::Phases {
-                    filter: false,
-                    score: false,
-                },
+                phases: super::facts::Phases { filter: false, score: false },
                 score_order: super::facts::ScoreOrder::HigherIsBetter,
             },
             instantiate_time: Duration::ZERO,
@@ -134,14 +129,9 @@ impl LoadedPolicy {
         // configuration error from init names the policy.
         let started = Instant::now();
         let mut instance = policy.instantiate_uninitialised()?;
-        let info = instance.call(
-            &policy.name,
-            "describe",
-            policy.limits.call_deadline,
-            |store, b| match b {
-                Bindings::V0_1(b) => b.describe(store),
-            },
-        )?;
+        let info = instance.call(&policy.name, "describe", policy.limits.call_deadline, |store, b| match b {
+            Bindings::V0_1(b) => b.describe(store),
+        })?;
         validate_info(&policy.name, &info)?;
         policy.name = info.name.clone().into();
         instance.store.data_mut().policy_name = policy.name.clone();
@@ -170,11 +160,7 @@ impl LoadedPolicy {
     /// Keeps policy log lines of subsequent calls in memory (for `check`).
     pub fn capture_logs(&self) {
         for instance in self.idle.lock().expect("pool lock").iter_mut() {
-            instance
-                .store
-                .data_mut()
-                .captured_logs
-                .get_or_insert_with(Vec::new);
+            instance.store.data_mut().captured_logs.get_or_insert_with(Vec::new);
         }
     }
 
@@ -194,18 +180,10 @@ impl LoadedPolicy {
     }
 
     fn init(&self, instance: &mut PolicyInstance) -> Result<(), PolicyError> {
-        let init = instance.call(
-            &self.name,
-            "init",
-            self.limits.call_deadline,
-            |store, b| match b {
-                Bindings::V0_1(b) => b.init(store),
-            },
-        )?;
-        init.map_err(|message| PolicyError::Config {
-            policy: self.name.to_string(),
-            message,
-        })
+        let init = instance.call(&self.name, "init", self.limits.call_deadline, |store, b| match b {
+            Bindings::V0_1(b) => b.init(store),
+        })?;
+        init.map_err(|message| PolicyError::Config { policy: self.name.to_string(), message })
     }
 
     fn instantiate_uninitialised(&self) -> Result<PolicyInstance, PolicyError> {
@@ -222,21 +200,10 @@ impl LoadedPolicy {
         let instantiated = match &self.template {
             Template::V0_1(pre) => v0_1::Bindings::instantiate(pre, &mut store).map(Bindings::V0_1),
         };
-        let bindings = instantiated.map_err(|e| {
-            classify(
-                &self.name,
-                "instantiate",
-                self.limits.call_deadline,
-                &store,
-                e,
-            )
-        })?;
+        let bindings =
+            instantiated.map_err(|e| classify(&self.name, "instantiate", self.limits.call_deadline, &store, e))?;
         self.instances_created.fetch_add(1, Ordering::Relaxed);
-        Ok(PolicyInstance {
-            store,
-            bindings,
-            synced: None,
-        })
+        Ok(PolicyInstance { store, bindings, synced: None })
     }
 
     /// Runs `f` on an idle instance (creating one if none is idle) and returns
@@ -253,12 +220,10 @@ impl LoadedPolicy {
         };
         instance.store.data_mut().nodes = Some(ctx.nodes.clone());
         instance.store.data_mut().metrics = Some(ctx.metrics.clone());
-        let result = instance
-            .sync(&self.name, self.limits.call_deadline, &ctx.nodes)
-            .and_then(|sent| {
-                self.node_records_sent.fetch_add(sent, Ordering::Relaxed);
-                f(&mut instance)
-            });
+        let result = instance.sync(&self.name, self.limits.call_deadline, &ctx.nodes).and_then(|sent| {
+            self.node_records_sent.fetch_add(sent, Ordering::Relaxed);
+            f(&mut instance)
+        });
         // Do not keep the table alive between calls: the owner may mutate it.
         instance.store.data_mut().nodes = None;
         instance.store.data_mut().metrics = None;
@@ -280,31 +245,15 @@ impl LoadedPolicy {
     ) -> Result<FilterOutcome, PolicyError> {
         let (reasons, verdicts) = self
             .with_instance(ctx, |instance| {
-                instance.call(
-                    &self.name,
-                    "filter",
-                    self.limits.call_deadline,
-                    |store, b| match b {
-                        Bindings::V0_1(b) => b.filter(store, pod, candidates),
-                    },
-                )
+                instance.call(&self.name, "filter", self.limits.call_deadline, |store, b| match b {
+                    Bindings::V0_1(b) => b.filter(store, pod, candidates),
+                })
             })?
-            .map_err(|message| PolicyError::Declined {
-                policy: self.name.to_string(),
-                phase: "filter",
-                message,
-            })?;
-        let malformed = |problem: String| PolicyError::Malformed {
-            policy: self.name.to_string(),
-            phase: "filter",
-            problem,
-        };
+            .map_err(|message| PolicyError::Declined { policy: self.name.to_string(), phase: "filter", message })?;
+        let malformed =
+            |problem: String| PolicyError::Malformed { policy: self.name.to_string(), phase: "filter", problem };
         if verdicts.len() != candidates.len() {
-            return Err(malformed(format!(
-                "{} verdicts for {} candidates",
-                verdicts.len(),
-                candidates.len()
-            )));
+            return Err(malformed(format!("{} verdicts for {} candidates", verdicts.len(), candidates.len())));
         }
         let verdicts = verdicts
             .into_iter()
@@ -332,42 +281,19 @@ impl LoadedPolicy {
     ) -> Result<Vec<f64>, PolicyError> {
         let scores = self
             .with_instance(ctx, |instance| {
-                instance.call(
-                    &self.name,
-                    "score",
-                    self.limits.call_deadline,
-                    |store, b| match b {
-                        Bindings::V0_1(b) => b.score(store, pod, candidates, seed),
-                    },
-                )
+                instance.call(&self.name, "score", self.limits.call_deadline, |store, b| match b {
+                    Bindings::V0_1(b) => b.score(store, pod, candidates, seed),
+                })
             })?
-            .map_err(|message| PolicyError::Declined {
-                policy: self.name.to_string(),
-                phase: "score",
-                message,
-            })?;
-        let malformed = |problem: String| PolicyError::Malformed {
-            policy: self.name.to_string(),
-            phase: "score",
-            problem,
-        };
+            .map_err(|message| PolicyError::Declined { policy: self.name.to_string(), phase: "score", message })?;
+        let malformed =
+            |problem: String| PolicyError::Malformed { policy: self.name.to_string(), phase: "score", problem };
         if scores.len() != candidates.len() {
-            return Err(malformed(format!(
-                "{} scores for {} candidates",
-                scores.len(),
-                candidates.len()
-            )));
+            return Err(malformed(format!("{} scores for {} candidates", scores.len(), candidates.len())));
         }
-        if let Some((i, s)) = scores
-            .iter()
-            .enumerate()
-            .find(|(_, s)| !s.is_finite() || s.abs() > MAX_RAW_SCORE)
-        {
-            let what = if s.is_nan() {
-                "NaN".to_string()
-            } else {
-                format!("{s:e} (scores must be finite, |score| <= 2^53)")
-            };
+        if let Some((i, s)) = scores.iter().enumerate().find(|(_, s)| !s.is_finite() || s.abs() > MAX_RAW_SCORE) {
+            let what =
+                if s.is_nan() { "NaN".to_string() } else { format!("{s:e} (scores must be finite, |score| <= 2^53)") };
             return Err(malformed(format!("score of candidate {i} is {what}")));
         }
         Ok(scores)
@@ -377,12 +303,7 @@ impl LoadedPolicy {
 impl PolicyInstance {
     /// Brings the instance's node table up to date; returns how many node
     /// records were sent.
-    fn sync(
-        &mut self,
-        name: &Arc<str>,
-        deadline: Duration,
-        table: &NodeTable,
-    ) -> Result<u64, PolicyError> {
+    fn sync(&mut self, name: &Arc<str>, deadline: Duration, table: &NodeTable) -> Result<u64, PolicyError> {
         let sync = table.changes_since(self.synced);
         let sent = match &sync {
             NodeSync::UpToDate => 0,
@@ -408,8 +329,7 @@ impl PolicyInstance {
     ) -> Result<R, PolicyError> {
         self.store.data_mut().begin_call();
         self.store.set_epoch_deadline(deadline_ticks(deadline));
-        f(&mut self.store, &self.bindings)
-            .map_err(|e| classify(name, phase, deadline, &self.store, e))
+        f(&mut self.store, &self.bindings).map_err(|e| classify(name, phase, deadline, &self.store, e))
     }
 }
 
@@ -430,36 +350,16 @@ fn classify(
 ) -> PolicyError {
     let policy = name.to_string();
     if let Some(requested) = store.data().limiter.denied_growth {
-        return PolicyError::OutOfMemory {
-            policy,
-            phase,
-            requested,
-            limit: store.data().limiter_cap(),
-        };
+        return PolicyError::OutOfMemory { policy, phase, requested, limit: store.data().limiter_cap() };
     }
     match e.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => PolicyError::DeadlineExceeded {
-            policy,
-            phase,
-            deadline,
-        },
+        Some(Trap::Interrupt) => PolicyError::DeadlineExceeded { policy, phase, deadline },
         Some(_) => {
             let stderr = store.data().stderr_tail();
-            let message = if stderr.is_empty() {
-                format!("{e:#}")
-            } else {
-                format!("{e:#}; policy stderr: {stderr}")
-            };
-            PolicyError::Trap {
-                policy,
-                phase,
-                message,
-            }
+            let message = if stderr.is_empty() { format!("{e:#}") } else { format!("{e:#}; policy stderr: {stderr}") };
+            PolicyError::Trap { policy, phase, message }
         }
-        None => PolicyError::Host {
-            policy,
-            message: format!("{phase}: {e:#}"),
-        },
+        None => PolicyError::Host { policy, message: format!("{phase}: {e:#}") },
     }
 }
 

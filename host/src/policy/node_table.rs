@@ -129,17 +129,11 @@ impl NodeTable {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (NodeId, &NodeFacts)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter_map(|(id, slot)| slot.as_deref().map(|n| (id as NodeId, n)))
+        self.slots.iter().enumerate().filter_map(|(id, slot)| slot.as_deref().map(|n| (id as NodeId, n)))
     }
 
     pub fn sync_point(&self) -> SyncPoint {
-        SyncPoint {
-            table: self.id,
-            generation: self.generation,
-        }
+        SyncPoint { table: self.id, generation: self.generation }
     }
 
     /// What a mirror last synced at `since` needs to match this table.
@@ -147,9 +141,7 @@ impl NodeTable {
         match since {
             Some(p) if p.table == self.id && p.generation == self.generation => NodeSync::UpToDate,
             Some(p)
-                if p.table == self.id
-                    && p.generation >= self.oldest_delta_base
-                    && p.generation < self.generation =>
+                if p.table == self.id && p.generation >= self.oldest_delta_base && p.generation < self.generation =>
             {
                 let start = self.log.partition_point(|(g, _)| *g <= p.generation);
                 let mut ids: Vec<NodeId> = self.log.range(start..).map(|(_, id)| *id).collect();
@@ -167,11 +159,7 @@ mod tests {
     use super::*;
 
     fn node(name: &str, zone: &str) -> NodeFacts {
-        NodeFacts {
-            name: name.into(),
-            labels: vec![("zone".into(), zone.into())],
-            ..Default::default()
-        }
+        NodeFacts { name: name.into(), labels: vec![("zone".into(), zone.into())], ..Default::default() }
     }
 
     #[test]
@@ -181,16 +169,10 @@ mod tests {
         let b = table.upsert(node("b", "1"));
         assert!(matches!(table.changes_since(None), NodeSync::Reset(nodes) if nodes.len() == 2));
         let synced = table.sync_point();
-        assert!(matches!(
-            table.changes_since(Some(synced)),
-            NodeSync::UpToDate
-        ));
+        assert!(matches!(table.changes_since(Some(synced)), NodeSync::UpToDate));
         // Re-upserting identical facts (a status heartbeat) is not a change.
         table.upsert(node("a", "1"));
-        assert!(matches!(
-            table.changes_since(Some(synced)),
-            NodeSync::UpToDate
-        ));
+        assert!(matches!(table.changes_since(Some(synced)), NodeSync::UpToDate));
         table.upsert(node("b", "2"));
         table.upsert(node("b", "3"));
         table.remove("a");
@@ -206,9 +188,7 @@ mod tests {
         // Removed ids are reused; another table always means a reset.
         assert_eq!(table.upsert(node("c", "1")), a);
         let other = NodeTable::new();
-        assert!(
-            matches!(other.changes_since(Some(table.sync_point())), NodeSync::Reset(nodes) if nodes.is_empty())
-        );
+        assert!(matches!(other.changes_since(Some(table.sync_point())), NodeSync::Reset(nodes) if nodes.is_empty()));
     }
 
     #[test]
@@ -219,14 +199,8 @@ mod tests {
         for i in 0..(MIN_LOG_ENTRIES + 10) {
             table.upsert(node("a", &i.to_string()));
         }
-        assert!(matches!(
-            table.changes_since(Some(synced)),
-            NodeSync::Reset(_)
-        ));
-        let recent = SyncPoint {
-            generation: table.sync_point().generation - 5,
-            ..synced
-        };
+        assert!(matches!(table.changes_since(Some(synced)), NodeSync::Reset(_)));
+        let recent = SyncPoint { generation: table.sync_point().generation - 5, ..synced };
         assert!(matches!(table.changes_since(Some(recent)), NodeSync::Delta(d) if d.len() == 1));
     }
 }

@@ -25,13 +25,10 @@ impl SmokeReport {
     /// A failure that disqualifies the policy. A policy that declines (for
     /// example because the smoke run has no metrics) has not failed.
     pub fn failure(&self) -> Option<&PolicyError> {
-        [
-            self.filter.as_ref().and_then(|r| r.as_ref().err()),
-            self.score.as_ref().and_then(|r| r.as_ref().err()),
-        ]
-        .into_iter()
-        .flatten()
-        .find(|e| !matches!(e, PolicyError::Declined { .. }))
+        [self.filter.as_ref().and_then(|r| r.as_ref().err()), self.score.as_ref().and_then(|r| r.as_ref().err())]
+            .into_iter()
+            .flatten()
+            .find(|e| !matches!(e, PolicyError::Declined { .. }))
     }
 }
 
@@ -41,15 +38,9 @@ fn node(name: &str, cpu_cores: u64, memory_gi: u64, zone: &str) -> NodeFacts {
         labels: vec![
             ("kubernetes.io/hostname".into(), name.into()),
             ("topology.kubernetes.io/zone".into(), zone.into()),
-            (
-                "node.kubernetes.io/instance-type".into(),
-                format!("smoke.{cpu_cores}x{memory_gi}"),
-            ),
+            ("node.kubernetes.io/instance-type".into(), format!("smoke.{cpu_cores}x{memory_gi}")),
         ],
-        annotations: vec![(
-            "hightower.com/cost".into(),
-            format!("{:.3}", cpu_cores as f64 * 0.021),
-        )],
+        annotations: vec![("hightower.com/cost".into(), format!("{:.3}", cpu_cores as f64 * 0.021))],
         taints: vec![],
         allocatable: Resources {
             milli_cpu: cpu_cores * 1000,
@@ -73,35 +64,25 @@ pub fn synthetic_cluster() -> (PodFacts, NodeTable, Vec<Candidate>) {
         effect: TaintEffect::PreferNoSchedule,
     });
     let usage = [(0, 0, 0), (1000, 4 * GI, 6), (2000, 8 * GI, 12)];
-    let candidates = [
-        node("small", 2, 4, "zone-a"),
-        node("medium", 4, 16, "zone-a"),
-        large,
-    ]
-    .into_iter()
-    .zip(usage)
-    .map(|(facts, (cpu, memory, pods))| Candidate {
-        node: table.upsert(facts),
-        requested_milli_cpu: cpu,
-        requested_memory: memory,
-        requested_ephemeral_storage: 0,
-        nonzero_requested_milli_cpu: cpu.max(100 * pods),
-        nonzero_requested_memory: memory.max(200_000_000 * pods),
-        pod_count: pods as u32,
-    })
-    .collect();
+    let candidates = [node("small", 2, 4, "zone-a"), node("medium", 4, 16, "zone-a"), large]
+        .into_iter()
+        .zip(usage)
+        .map(|(facts, (cpu, memory, pods))| Candidate {
+            node: table.upsert(facts),
+            requested_milli_cpu: cpu,
+            requested_memory: memory,
+            requested_ephemeral_storage: 0,
+            nonzero_requested_milli_cpu: cpu.max(100 * pods),
+            nonzero_requested_memory: memory.max(200_000_000 * pods),
+            pod_count: pods as u32,
+        })
+        .collect();
     let pod = PodFacts {
         namespace: "default".into(),
         name: "smoke-test".into(),
         uid: "00000000-0000-4000-8000-000000000000".into(),
         labels: vec![("app".into(), "web".into())],
-        requests: Resources {
-            milli_cpu: 500,
-            memory: 512 << 20,
-            ephemeral_storage: 0,
-            pods: 1,
-            scalar: vec![],
-        },
+        requests: Resources { milli_cpu: 500, memory: 512 << 20, ephemeral_storage: 0, pods: 1, scalar: vec![] },
         nonzero_milli_cpu: 500,
         nonzero_memory: 512 << 20,
         ..Default::default()
@@ -111,30 +92,10 @@ pub fn synthetic_cluster() -> (PodFacts, NodeTable, Vec<Candidate>) {
 
 pub fn smoke_run(policy: &LoadedPolicy) -> SmokeReport {
     let (pod, table, candidates) = synthetic_cluster();
-    let nodes = candidates
-        .iter()
-        .map(|c| table.name(c.node).unwrap_or_default().to_string())
-        .collect();
-    let ctx = PolicyContext {
-        nodes: Arc::new(table),
-        metrics: Arc::new(NoMetrics),
-    };
+    let nodes = candidates.iter().map(|c| table.name(c.node).unwrap_or_default().to_string()).collect();
+    let ctx = PolicyContext { nodes: Arc::new(table), metrics: Arc::new(NoMetrics) };
     let started = Instant::now();
-    let filter = policy
-        .info
-        .phases
-        .filter
-        .then(|| policy.filter(&ctx, &pod, &candidates));
-    let score = policy
-        .info
-        .phases
-        .score
-        .then(|| policy.score(&ctx, &pod, &candidates, 0x5eed));
-    SmokeReport {
-        pod,
-        nodes,
-        filter,
-        score,
-        duration: started.elapsed(),
-    }
+    let filter = policy.info.phases.filter.then(|| policy.filter(&ctx, &pod, &candidates));
+    let score = policy.info.phases.score.then(|| policy.score(&ctx, &pod, &candidates, 0x5eed));
+    SmokeReport { pod, nodes, filter, score, duration: started.elapsed() }
 }

@@ -15,8 +15,8 @@ wasmtime::component::bindgen!({
     world: "scheduler-policy",
 });
 
+use self::wasmsched::policy::types as wit;
 use exports::wasmsched::policy::policy as guest;
-use wasmsched::policy::types as wit;
 
 pub const VERSION: &str = "0.1.0";
 
@@ -26,7 +26,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
 
 impl wit::Host for HostState {}
 
-impl wasmsched::policy::host::Host for HostState {
+impl self::wasmsched::policy::host::Host for HostState {
     fn log(&mut self, level: wit::LogLevel, message: String, fields: Vec<(String, String)>) {
         let level = match level {
             wit::LogLevel::Trace => tracing::Level::TRACE,
@@ -45,12 +45,7 @@ impl wasmsched::policy::host::Host for HostState {
     fn node_metrics(&mut self, metric: String, nodes: Vec<u32>) -> Vec<Option<wit::MetricSample>> {
         self.lookup_metrics(&metric, &nodes)
             .into_iter()
-            .map(|s| {
-                s.map(|s| wit::MetricSample {
-                    value: s.value,
-                    age_ms: s.age.as_millis() as u64,
-                })
-            })
+            .map(|s| s.map(|s| wit::MetricSample { value: s.value, age_ms: s.age.as_millis() as u64 }))
             .collect()
     }
 }
@@ -70,19 +65,13 @@ impl Bindings {
         self.0.wasmsched_policy_policy()
     }
 
-    pub(crate) fn describe(
-        &self,
-        store: &mut Store<HostState>,
-    ) -> wasmtime::Result<facts::PolicyInfo> {
+    pub(crate) fn describe(&self, store: &mut Store<HostState>) -> wasmtime::Result<facts::PolicyInfo> {
         let info = self.guest().call_describe(store)?;
         Ok(facts::PolicyInfo {
             name: info.name,
             version: info.version,
             description: info.description,
-            phases: facts::Phases {
-                filter: info.phases.filter,
-                score: info.phases.score,
-            },
+            phases: facts::Phases { filter: info.phases.filter, score: info.phases.score },
             score_order: match info.score_order {
                 wit::ScoreOrder::HigherIsBetter => facts::ScoreOrder::HigherIsBetter,
                 wit::ScoreOrder::LowerIsBetter => facts::ScoreOrder::LowerIsBetter,
@@ -90,28 +79,17 @@ impl Bindings {
         })
     }
 
-    pub(crate) fn init(
-        &self,
-        store: &mut Store<HostState>,
-    ) -> wasmtime::Result<Result<(), String>> {
+    pub(crate) fn init(&self, store: &mut Store<HostState>) -> wasmtime::Result<Result<(), String>> {
         self.guest().call_init(store)
     }
 
     /// Sends what the instance's node table is missing.
-    pub(crate) fn sync_nodes(
-        &self,
-        store: &mut Store<HostState>,
-        sync: NodeSync<'_>,
-    ) -> wasmtime::Result<()> {
+    pub(crate) fn sync_nodes(&self, store: &mut Store<HostState>, sync: NodeSync<'_>) -> wasmtime::Result<()> {
         let (reset, changes): (bool, Vec<wit::NodeChange>) = match sync {
             NodeSync::UpToDate => return Ok(()),
-            NodeSync::Reset(nodes) => (
-                true,
-                nodes
-                    .into_iter()
-                    .map(|(id, n)| wit::NodeChange::Upsert(node_info(id, n)))
-                    .collect(),
-            ),
+            NodeSync::Reset(nodes) => {
+                (true, nodes.into_iter().map(|(id, n)| wit::NodeChange::Upsert(node_info(id, n))).collect())
+            }
             NodeSync::Delta(changes) => (
                 false,
                 changes
@@ -132,11 +110,7 @@ impl Bindings {
         pod: &facts::PodFacts,
         candidates: &[facts::Candidate],
     ) -> wasmtime::Result<Result<(Vec<String>, Vec<u32>), String>> {
-        let candidates: Vec<wit::Candidate> = candidates.iter().map(candidate).collect();
-        Ok(self
-            .guest()
-            .call_filter(store, &pod_info(pod), &candidates)?
-            .map(|v| (v.reasons, v.verdicts)))
+        Ok(self.guest().call_filter(store, &pod_info(pod), &columns(candidates))?.map(|v| (v.reasons, v.verdicts)))
     }
 
     pub(crate) fn score(
@@ -146,9 +120,7 @@ impl Bindings {
         candidates: &[facts::Candidate],
         seed: u64,
     ) -> wasmtime::Result<Result<Vec<f64>, String>> {
-        let candidates: Vec<wit::Candidate> = candidates.iter().map(candidate).collect();
-        self.guest()
-            .call_score(store, &pod_info(pod), &candidates, seed)
+        self.guest().call_score(store, &pod_info(pod), &columns(candidates), seed)
     }
 }
 
@@ -191,11 +163,7 @@ fn effect(e: facts::TaintEffect) -> wit::TaintEffect {
 }
 
 fn taint(t: &facts::Taint) -> wit::Taint {
-    wit::Taint {
-        key: t.key.clone(),
-        value: t.value.clone(),
-        effect: effect(t.effect),
-    }
+    wit::Taint { key: t.key.clone(), value: t.value.clone(), effect: effect(t.effect) }
 }
 
 fn requirement(r: &facts::SelectorRequirement) -> wit::SelectorRequirement {
@@ -254,14 +222,15 @@ fn pod_info(p: &facts::PodFacts) -> wit::PodInfo {
     }
 }
 
-fn candidate(c: &facts::Candidate) -> wit::Candidate {
-    wit::Candidate {
-        node: c.node,
-        requested_milli_cpu: c.requested_milli_cpu,
-        requested_memory: c.requested_memory,
-        requested_ephemeral_storage: c.requested_ephemeral_storage,
-        nonzero_requested_milli_cpu: c.nonzero_requested_milli_cpu,
-        nonzero_requested_memory: c.nonzero_requested_memory,
-        pod_count: c.pod_count,
+/// Rows to columns: each column crosses as one block copy.
+fn columns(candidates: &[facts::Candidate]) -> wit::Candidates {
+    wit::Candidates {
+        nodes: candidates.iter().map(|c| c.node).collect(),
+        requested_milli_cpu: candidates.iter().map(|c| c.requested_milli_cpu).collect(),
+        requested_memory: candidates.iter().map(|c| c.requested_memory).collect(),
+        requested_ephemeral_storage: candidates.iter().map(|c| c.requested_ephemeral_storage).collect(),
+        nonzero_requested_milli_cpu: candidates.iter().map(|c| c.nonzero_requested_milli_cpu).collect(),
+        nonzero_requested_memory: candidates.iter().map(|c| c.nonzero_requested_memory).collect(),
+        pod_count: candidates.iter().map(|c| c.pod_count).collect(),
     }
 }

@@ -23,11 +23,7 @@ impl ContractVersion {
         }
     }
 
-    pub(crate) fn detect(
-        engine: &Engine,
-        origin: &str,
-        component: &Component,
-    ) -> Result<Self, PolicyError> {
+    pub(crate) fn detect(engine: &Engine, origin: &str, component: &Component) -> Result<Self, PolicyError> {
         let ty = component.component_type();
         let exports: Vec<&str> = ty.exports(engine).map(|(name, _)| name).collect();
         let Some(found) = exports.iter().find_map(|name| {
@@ -36,11 +32,7 @@ impl ContractVersion {
         }) else {
             return Err(PolicyError::MissingExport {
                 source_name: origin.to_string(),
-                exports: if exports.is_empty() {
-                    "none".into()
-                } else {
-                    exports.join(", ")
-                },
+                exports: if exports.is_empty() { "none".into() } else { exports.join(", ") },
             });
         };
         let mut parts = found.split('.');
@@ -48,11 +40,7 @@ impl ContractVersion {
             (Some("0"), Some("1")) => Ok(ContractVersion::V0_1),
             _ => Err(PolicyError::IncompatibleVersion {
                 source_name: origin.to_string(),
-                found: if found.is_empty() {
-                    "(unversioned)".into()
-                } else {
-                    found.to_string()
-                },
+                found: if found.is_empty() { "(unversioned)".into() } else { found.to_string() },
                 supported: SUPPORTED.to_string(),
             }),
         }
@@ -63,14 +51,10 @@ impl ContractVersion {
 /// `0x0d 0 1 0` a component.
 pub(crate) fn check_header(origin: &str, bytes: &[u8]) -> Result<(), PolicyError> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
-        return Err(PolicyError::NotWasm {
-            source_name: origin.to_string(),
-        });
+        return Err(PolicyError::NotWasm { source_name: origin.to_string() });
     }
     if bytes[4..8] == [1, 0, 0, 0] {
-        return Err(PolicyError::CoreModule {
-            source_name: origin.to_string(),
-        });
+        return Err(PolicyError::CoreModule { source_name: origin.to_string() });
     }
     Ok(())
 }

@@ -18,28 +18,27 @@ impl Policy for AppNodeMatch {
     fn new(config: &Config) -> Result<Self, String> {
         Ok(AppNodeMatch {
             pod_label: config.str("podLabel")?.unwrap_or("app").to_string(),
-            node_label: config
-                .str("nodeLabel")?
-                .unwrap_or("wasmsched.io/app")
-                .to_string(),
+            node_label: config.str("nodeLabel")?.unwrap_or("wasmsched.io/app").to_string(),
         })
     }
 
-    fn filter(&self, _cycle: &Cycle<'_>, pod: &Pod, node: &NodeView<'_>) -> Result<(), String> {
-        let Some(app) = pod.label(&self.pod_label) else {
-            return Ok(());
-        };
-        let allowed = node
-            .label(&self.node_label)
-            .is_some_and(|apps| apps.split(',').any(|a| a.trim() == app));
-        if allowed {
-            Ok(())
-        } else {
-            Err(format!(
-                "node(s) didn't have label {}={app}",
-                self.node_label
-            ))
+    fn filter_all(
+        &self,
+        _cycle: &Cycle<'_>,
+        pod: &Pod,
+        nodes: &[NodeView<'_>],
+        verdicts: &mut Verdicts,
+    ) -> Result<(), String> {
+        let Some(app) = pod.label(&self.pod_label) else { return Ok(()) };
+        // One reason per pod, not one string per rejected node.
+        let reason = format!("node(s) didn't have label {}={app}", self.node_label);
+        for node in nodes {
+            let allowed = node.label(&self.node_label).is_some_and(|apps| apps.split(',').any(|a| a.trim() == app));
+            if !allowed {
+                verdicts.reject(node.index(), &reason);
+            }
         }
+        Ok(())
     }
 }
 
@@ -59,15 +58,8 @@ mod tests {
         let verdicts = h.filter(&PodBuilder::new("frontend").label("app", "web"));
         assert_eq!(verdicts[0].1, Ok(()));
         assert_eq!(verdicts[1].1, Ok(()));
-        assert_eq!(
-            verdicts[2].1,
-            Err("node(s) didn't have label wasmsched.io/app=web".to_string())
-        );
-        assert!(
-            h.filter(&PodBuilder::new("unlabelled"))
-                .iter()
-                .all(|(_, v)| v.is_ok())
-        );
+        assert_eq!(verdicts[2].1, Err("node(s) didn't have label wasmsched.io/app=web".to_string()));
+        assert!(h.filter(&PodBuilder::new("unlabelled")).iter().all(|(_, v)| v.is_ok()));
         let db_only = h.filter(&PodBuilder::new("cache").label("app", "cache"));
         assert!(db_only.iter().all(|(_, v)| v.is_err()));
     }

@@ -17,22 +17,14 @@ impl Policy for Cheapest {
     const SCORE_ORDER: ScoreOrder = ScoreOrder::LowerIsBetter;
 
     fn new(config: &Config) -> Result<Self, String> {
-        let annotation = config
-            .str("annotation")?
-            .unwrap_or("hightower.com/cost")
-            .to_string();
+        let annotation = config.str("annotation")?.unwrap_or("hightower.com/cost").to_string();
         if annotation.is_empty() {
             return Err("configuration field `annotation` must not be empty".into());
         }
         Ok(Cheapest { annotation })
     }
 
-    fn score_all(
-        &self,
-        _cycle: &Cycle<'_>,
-        _pod: &Pod,
-        nodes: &[NodeView<'_>],
-    ) -> Result<Vec<f64>, String> {
+    fn score_all(&self, _cycle: &Cycle<'_>, _pod: &Pod, nodes: &[NodeView<'_>]) -> Result<Vec<f64>, String> {
         let mut unpriced = Vec::new();
         let prices: Vec<Option<f64>> = nodes
             .iter()
@@ -43,19 +35,13 @@ impl Policy for Cheapest {
                     None
                 }
                 _ => {
-                    unpriced.push(format!(
-                        "node {}: no {} annotation",
-                        node.name, self.annotation
-                    ));
+                    unpriced.push(format!("node {}: no {} annotation", node.name, self.annotation));
                     None
                 }
             })
             .collect();
         let Some(max) = prices.iter().flatten().copied().reduce(f64::max) else {
-            return Err(format!(
-                "no candidate node has a numeric {} annotation",
-                self.annotation
-            ));
+            return Err(format!("no candidate node has a numeric {} annotation", self.annotation));
         };
         if !unpriced.is_empty() {
             let count = unpriced.len().to_string();
@@ -65,10 +51,7 @@ impl Policy for Cheapest {
                 &[("count", count.as_str()), ("first", unpriced[0].as_str())],
             );
         }
-        Ok(prices
-            .into_iter()
-            .map(|p| p.unwrap_or(max * 2.0 + 1.0))
-            .collect())
+        Ok(prices.into_iter().map(|p| p.unwrap_or(max * 2.0 + 1.0)).collect())
     }
 }
 
@@ -86,16 +69,11 @@ mod tests {
         h.add_node(NodeBuilder::new("bargain").annotation("hightower.com/cost", "0.12"));
         h.add_node(NodeBuilder::new("garbled").annotation("hightower.com/cost", "cheap!"));
         h.add_node(NodeBuilder::new("bare"));
-        assert_eq!(
-            h.best(&PodBuilder::new("batch")).as_deref(),
-            Some("bargain")
-        );
+        assert_eq!(h.best(&PodBuilder::new("batch")).as_deref(), Some("bargain"));
         let scores = h.score(&PodBuilder::new("batch"));
         assert!(scores[2].1 > scores[0].1 && scores[3].1 > scores[0].1);
         assert!(
-            h.logs()
-                .iter()
-                .any(|l| l.contains("annotation hightower.com/cost=\"cheap!\" is not a number")),
+            h.logs().iter().any(|l| l.contains("annotation hightower.com/cost=\"cheap!\" is not a number")),
             "{:?}",
             h.logs()
         );
@@ -103,13 +81,9 @@ mod tests {
 
     #[test]
     fn custom_annotation_and_no_prices_at_all() {
-        let mut h =
-            Harness::<Cheapest>::with_config(r#"{"annotation":"example.com/price"}"#).unwrap();
+        let mut h = Harness::<Cheapest>::with_config(r#"{"annotation":"example.com/price"}"#).unwrap();
         h.add_node(NodeBuilder::new("a").annotation("hightower.com/cost", "1"));
         let err = h.try_score(&PodBuilder::new("p"), 0).unwrap_err();
-        assert_eq!(
-            err,
-            "no candidate node has a numeric example.com/price annotation"
-        );
+        assert_eq!(err, "no candidate node has a numeric example.com/price annotation");
     }
 }

@@ -31,19 +31,9 @@ mod tests {
     #[test]
     fn prefers_the_emptiest_node() {
         let mut h = Harness::<LeastAllocated>::new();
-        h.add_node(
-            NodeBuilder::new("busy")
-                .cpu("4")
-                .memory("8Gi")
-                .requested("3", "6Gi"),
-        );
+        h.add_node(NodeBuilder::new("busy").cpu("4").memory("8Gi").requested("3", "6Gi"));
         h.add_node(NodeBuilder::new("idle").cpu("4").memory("8Gi"));
-        h.add_node(
-            NodeBuilder::new("half")
-                .cpu("4")
-                .memory("8Gi")
-                .requested("2", "4Gi"),
-        );
+        h.add_node(NodeBuilder::new("half").cpu("4").memory("8Gi").requested("2", "4Gi"));
         let pod = PodBuilder::new("web").cpu("500m").memory("512Mi");
         assert_eq!(h.best(&pod).as_deref(), Some("idle"));
         let scores = h.score(&pod);

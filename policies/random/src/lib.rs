@@ -16,12 +16,7 @@ impl Policy for Random {
         Ok(Random)
     }
 
-    fn score_all(
-        &self,
-        cycle: &Cycle<'_>,
-        _pod: &Pod,
-        nodes: &[NodeView<'_>],
-    ) -> Result<Vec<f64>, String> {
+    fn score_all(&self, cycle: &Cycle<'_>, _pod: &Pod, nodes: &[NodeView<'_>]) -> Result<Vec<f64>, String> {
         let mut rng = cycle.rng();
         Ok(nodes.iter().map(|_| rng.next_f64()).collect())
     }

@@ -23,9 +23,7 @@ impl SpotFirst {
     fn is_spot(&self, node: &Node) -> bool {
         match &self.spot_label {
             Some((k, v)) => node.label(k) == Some(v.as_str()),
-            None => WELL_KNOWN_SPOT_LABELS
-                .iter()
-                .any(|(k, v)| node.label(k) == Some(*v)),
+            None => WELL_KNOWN_SPOT_LABELS.iter().any(|(k, v)| node.label(k) == Some(*v)),
         }
     }
 }
@@ -40,10 +38,7 @@ impl Policy for SpotFirst {
         let spot_label = match (config.str("label")?, config.str("value")?) {
             (Some(k), Some(v)) => Some((k.to_string(), v.to_string())),
             (None, None) => None,
-            _ => return Err(
-                "configure both `label` and `value` (e.g. label: capacity, value: spot) or neither"
-                    .into(),
-            ),
+            _ => return Err("configure both `label` and `value` (e.g. label: capacity, value: spot) or neither".into()),
         };
         Ok(SpotFirst { spot_label })
     }
@@ -69,21 +64,13 @@ mod tests {
         let mut h = Harness::<SpotFirst>::new();
         h.add_node(NodeBuilder::new("od-busy").requested("3", "12Gi"));
         h.add_node(NodeBuilder::new("spot-empty").label("karpenter.sh/capacity-type", "spot"));
-        h.add_node(
-            NodeBuilder::new("spot-half")
-                .label("karpenter.sh/capacity-type", "spot")
-                .requested("2", "8Gi"),
-        );
-        assert_eq!(
-            h.best(&PodBuilder::new("p").cpu("100m")).as_deref(),
-            Some("spot-half")
-        );
+        h.add_node(NodeBuilder::new("spot-half").label("karpenter.sh/capacity-type", "spot").requested("2", "8Gi"));
+        assert_eq!(h.best(&PodBuilder::new("p").cpu("100m")).as_deref(), Some("spot-half"));
     }
 
     #[test]
     fn configured_label() {
-        let mut h =
-            Harness::<SpotFirst>::with_config(r#"{"label":"capacity","value":"spot"}"#).unwrap();
+        let mut h = Harness::<SpotFirst>::with_config(r#"{"label":"capacity","value":"spot"}"#).unwrap();
         h.add_node(NodeBuilder::new("od"));
         h.add_node(NodeBuilder::new("cheap").label("capacity", "spot"));
         assert_eq!(h.best(&PodBuilder::new("p")).as_deref(), Some("cheap"));

@@ -9,20 +9,11 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// The seed policies, by crate name.
-pub const SEED_POLICIES: &[&str] = &[
-    "least-allocated",
-    "http-latency",
-    "cheapest",
-    "random",
-    "spot-first",
-    "app-node-match",
-];
+pub const SEED_POLICIES: &[&str] =
+    &["least-allocated", "http-latency", "cheapest", "random", "spot-first", "app-node-match"];
 
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("workspace root")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
 }
 
 fn build_all() -> Result<PathBuf, String> {
@@ -31,14 +22,7 @@ fn build_all() -> Result<PathBuf, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut seed = Command::new(&cargo);
     seed.current_dir(&root)
-        .args([
-            "build",
-            "--profile",
-            "policy",
-            "--target",
-            "wasm32-wasip2",
-            "--target-dir",
-        ])
+        .args(["build", "--profile", "policy", "--target", "wasm32-wasip2", "--target-dir"])
         .arg(&target_dir);
     for name in SEED_POLICIES {
         seed.args(["-p", name]);
@@ -46,24 +30,12 @@ fn build_all() -> Result<PathBuf, String> {
     let mut fixtures = Command::new(&cargo);
     fixtures
         .current_dir(root.join("tests/fixtures"))
-        .args([
-            "build",
-            "--profile",
-            "policy",
-            "--target",
-            "wasm32-wasip2",
-            "--target-dir",
-        ])
+        .args(["build", "--profile", "policy", "--target", "wasm32-wasip2", "--target-dir"])
         .arg(&target_dir);
     for mut command in [seed, fixtures] {
         // Flags meant for the host build must not leak into the wasm build.
-        command
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .env_remove("CARGO_BUILD_TARGET");
-        let output = command
-            .output()
-            .map_err(|e| format!("running {cargo}: {e}"))?;
+        command.env_remove("RUSTFLAGS").env_remove("CARGO_ENCODED_RUSTFLAGS").env_remove("CARGO_BUILD_TARGET");
+        let output = command.output().map_err(|e| format!("running {cargo}: {e}"))?;
         if !output.status.success() {
             return Err(format!(
                 "building policies failed ({:?}):\n{}\n(is the wasm32-wasip2 target installed? `rustup target add wasm32-wasip2`)",
