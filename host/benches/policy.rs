@@ -56,11 +56,11 @@ fn node_facts(i: usize) -> NodeFacts {
         ("topology.kubernetes.io/zone".into(), format!("zone-{}", i % 3)),
         ("topology.kubernetes.io/region".into(), "region-1".into()),
         ("node.kubernetes.io/instance-type".into(), "m5.2xlarge".into()),
-        ("karpenter.sh/capacity-type".into(), if i % 4 == 0 { "spot" } else { "on-demand" }.into()),
+        ("karpenter.sh/capacity-type".into(), if i.is_multiple_of(4) { "spot" } else { "on-demand" }.into()),
         ("team".into(), format!("team-{}", i % 7)),
         ("pool".into(), format!("pool-{}", i % 5)),
     ];
-    labels.push(("wasmsched.io/app".into(), if i % 10 == 0 { "web" } else { "batch" }.into()));
+    labels.push(("wasmsched.io/app".into(), if i.is_multiple_of(10) { "web" } else { "batch" }.into()));
     NodeFacts {
         name: format!("node-{i:05}"),
         labels,

@@ -50,6 +50,9 @@ impl self::wasmsched::policy::host::Host for HostState {
     }
 }
 
+/// A filter answer as the guest gave it: distinct reasons, one code per candidate.
+pub(crate) type RawVerdicts = (Vec<String>, Vec<u32>);
+
 /// An instantiated 0.1 policy.
 pub(crate) struct Bindings(SchedulerPolicy);
 
@@ -109,7 +112,7 @@ impl Bindings {
         store: &mut Store<HostState>,
         pod: &facts::PodFacts,
         candidates: &[facts::Candidate],
-    ) -> wasmtime::Result<Result<(Vec<String>, Vec<u32>), String>> {
+    ) -> wasmtime::Result<Result<RawVerdicts, String>> {
         Ok(self.guest().call_filter(store, &pod_info(pod), &columns(candidates))?.map(|v| (v.reasons, v.verdicts)))
     }
 
