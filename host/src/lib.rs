@@ -2,5 +2,9 @@
 //! WebAssembly components written against the `wasmsched:policy` WIT
 //! contract.
 
+pub mod cluster;
+pub mod default_policy;
 pub mod metrics;
 pub mod policy;
+pub mod scheduler;
+pub mod sim;

@@ -15,6 +15,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Schedule the pending pods of a cluster described in YAML (default: a
+    /// bundled scenario) and report placements, utilisation and reasons.
+    Simulate(cli::simulate::SimulateArgs),
     /// Load and validate a policy, print its metadata and a smoke run.
     Check(cli::check::CheckArgs),
 }
@@ -26,6 +29,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Simulate(args) => cli::simulate::run(args),
         Command::Check(args) => cli::check::run(args),
     };
     match result {

@@ -152,7 +152,7 @@ impl PodBuilder {
                 priority: 0,
                 requests: Resources { milli_cpu: 0, memory: 0, ephemeral_storage: 0, pods: 1, scalar: vec![] },
                 nonzero_milli_cpu: 100,
-                nonzero_memory: 200_000_000,
+                nonzero_memory: 200 * 1024 * 1024,
                 node_selector: vec![],
                 required_node_affinity: vec![],
                 tolerations: vec![],
@@ -175,7 +175,7 @@ impl PodBuilder {
     pub fn memory(mut self, quantity: &str) -> Self {
         let v = parse_or_panic("memory", quantity, quantity::value);
         self.info.requests.memory = v;
-        self.info.nonzero_memory = if v == 0 { 200_000_000 } else { v };
+        self.info.nonzero_memory = if v == 0 { 200 * 1024 * 1024 } else { v };
         self
     }
 

@@ -393,7 +393,7 @@ mod tests {
         let empty = Pod::from(PodBuilder::new("q").info());
         let score = NodeView::new(0, &node, usage).least_allocated_score(&empty);
         let cpu = (4000 - 1100) * 100 / 4000;
-        let mem = (8u64 << 30) - (2u64 << 30) - 200_000_000;
+        let mem = (8u64 << 30) - (2u64 << 30) - 200 * 1024 * 1024;
         let mem = mem * 100 / (8u64 << 30);
         assert_eq!(score, (cpu + mem) / 2);
     }

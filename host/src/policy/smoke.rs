@@ -73,7 +73,7 @@ pub fn synthetic_cluster() -> (PodFacts, NodeTable, Vec<Candidate>) {
             requested_memory: memory,
             requested_ephemeral_storage: 0,
             nonzero_requested_milli_cpu: cpu.max(100 * pods),
-            nonzero_requested_memory: memory.max(200_000_000 * pods),
+            nonzero_requested_memory: memory.max(200 * 1024 * 1024 * pods),
             pod_count: pods as u32,
         })
         .collect();

@@ -1,0 +1,161 @@
+//! `wasmsched simulate [FILES|DIRS...]`: schedule pending pods of a cluster
+//! described in YAML (or the bundled scenario) with the real scheduling core
+//! and real policies, and report where everything went and why.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use wasmsched::metrics::NoMetrics;
+use wasmsched::policy::{PolicyEngine, PolicyLimits, PolicySource, config_to_json};
+use wasmsched::scheduler::{PolicySet, WeightedPolicy};
+use wasmsched::sim::{DEFAULT_SCENARIO, Manifests, SimOptions, report, simulate};
+
+use super::limits::LimitArgs;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Args, Debug)]
+pub struct SimulateArgs {
+    /// Kubernetes YAML/JSON files or directories with Nodes and Pods (also
+    /// `kubectl get nodes,pods -A -o yaml` dumps). None: the bundled scenario.
+    pub inputs: Vec<PathBuf>,
+    /// A policy: PATH[,weight=N][,config=FILE]. Repeatable. None: the
+    /// embedded least-allocated policy.
+    #[arg(long = "policy", value_name = "PATH[,weight=N][,config=FILE]")]
+    pub policies: Vec<String>,
+    /// Seed for tie-breaking and for policies that randomise.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long, value_enum, default_value = "table")]
+    pub output: OutputFormat,
+    /// Print the decision record of this pod (NAME or NAMESPACE/NAME).
+    #[arg(long, value_name = "POD")]
+    pub explain: Option<String>,
+    /// Continue with the valid documents when some are malformed.
+    #[arg(long)]
+    pub skip_invalid: bool,
+    /// Pending pods with this schedulerName are scheduled.
+    #[arg(long, default_value = "wasmsched")]
+    pub scheduler_name: String,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// `PATH[,weight=N][,config=FILE]`
+struct PolicySpec {
+    path: PathBuf,
+    weight: u32,
+    config: Option<PathBuf>,
+}
+
+fn parse_policy_spec(spec: &str) -> anyhow::Result<PolicySpec> {
+    let mut parts = spec.split(',');
+    let path = PathBuf::from(parts.next().unwrap_or_default());
+    let mut parsed = PolicySpec { path, weight: 1, config: None };
+    for part in parts {
+        match part.split_once('=') {
+            Some(("weight", w)) => {
+                parsed.weight =
+                    w.parse().with_context(|| format!("--policy {spec}: weight {w:?} is not a whole number"))?;
+            }
+            Some(("config", file)) => parsed.config = Some(PathBuf::from(file)),
+            _ => bail!("--policy {spec}: unknown option {part:?} (expected weight=N or config=FILE)"),
+        }
+    }
+    Ok(parsed)
+}
+
+fn load_policies(
+    args: &SimulateArgs,
+    engine: &PolicyEngine,
+    limits: &PolicyLimits,
+) -> anyhow::Result<(PolicySet, String)> {
+    if args.policies.is_empty() {
+        let policy = engine.load(&wasmsched::default_policy::source(), "{}", limits.clone())?;
+        let label = format!("{} {} (embedded)", policy.info.name, policy.info.version);
+        return Ok((PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]), label));
+    }
+    let mut policies = Vec::new();
+    let mut labels = Vec::new();
+    for spec in &args.policies {
+        let spec = parse_policy_spec(spec)?;
+        let source = PolicySource::from_file(&spec.path).with_context(|| format!("reading {}", spec.path.display()))?;
+        let config = match &spec.config {
+            Some(file) => {
+                let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+                config_to_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?
+            }
+            None => "{}".to_string(),
+        };
+        let policy = engine.load(&source, &config, limits.clone())?;
+        labels.push(format!("{} {} ×{}", policy.info.name, policy.info.version, spec.weight));
+        policies.push(WeightedPolicy { policy: Arc::new(policy), weight: spec.weight });
+    }
+    Ok((PolicySet::new(policies), labels.join(", ")))
+}
+
+pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+    let limits = args.limits.to_limits()?;
+    let manifests = if args.inputs.is_empty() {
+        let mut m = Manifests::default();
+        m.add_text("bundled scenario", DEFAULT_SCENARIO);
+        m
+    } else {
+        Manifests::read_paths(&args.inputs).map_err(anyhow::Error::msg)?
+    };
+    for problem in &manifests.problems {
+        eprintln!("{}: {problem}", if args.skip_invalid { "skipping" } else { "error" });
+    }
+    if !manifests.problems.is_empty() && !args.skip_invalid {
+        bail!(
+            "{} invalid document(s); nothing was scheduled. Fix them, or pass --skip-invalid to continue with the valid ones",
+            manifests.problems.len()
+        );
+    }
+    if !manifests.ignored_kinds.is_empty() {
+        let kinds: Vec<String> = manifests.ignored_kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        eprintln!("note: ignored {} (only Nodes and Pods are simulated)", kinds.join(", "));
+    }
+
+    let engine = PolicyEngine::new()?;
+    let (policies, label) = load_policies(&args, &engine, &limits)?;
+    let bar = ProgressBar::new(0);
+    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} pods placed {elapsed}").expect("template"));
+    let progress_bar = bar.clone();
+    let options = SimOptions {
+        scheduler_name: args.scheduler_name.clone(),
+        seed: args.seed,
+        explain: args.explain.clone(),
+        progress: Some(Arc::new(move |placed, pending| {
+            if placed % 256 == 0 {
+                progress_bar.set_length(pending);
+                progress_bar.set_position(placed);
+            }
+        })),
+    };
+    let sim = simulate(&manifests, policies, Arc::new(NoMetrics), &options).map_err(anyhow::Error::msg)?;
+    bar.finish_and_clear();
+
+    if let Some(which) = &args.explain {
+        match &sim.explained {
+            Some(record) => print!("{}", report::explain(record)),
+            None => bail!("--explain {which}: no pending pod of {} with that name was scheduled", args.scheduler_name),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    match args.output {
+        OutputFormat::Table => print!("{}", report::table(&sim, &label)),
+        OutputFormat::Json => println!("{}", report::json(&sim)),
+        OutputFormat::Yaml => print!("{}", report::yaml(&sim)),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,230 @@
+//! Kubernetes objects to the facts the scheduler and policies work on.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, Pod};
+
+use super::requests::{PodRequests, RequestError, pod_requests};
+use crate::policy::{
+    NodeFacts, NodeSelectorTerm, PodFacts, Resources, SelectorOperator, SelectorRequirement, Taint, TaintEffect,
+    Toleration, TolerationOperator,
+};
+
+/// `namespace/name`, the identity of a pod in messages and the queue.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl PodKey {
+    pub fn of(pod: &Pod) -> PodKey {
+        PodKey {
+            namespace: pod.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl std::fmt::Display for PodKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A host port a pod asks for, as NodePorts compares them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    pub ip: String,
+    pub protocol: String,
+    pub port: i32,
+}
+
+impl HostPort {
+    /// kube: same protocol and port, and the IPs overlap (equal, or either is
+    /// the wildcard).
+    pub fn conflicts(&self, other: &HostPort) -> bool {
+        let wildcard = |ip: &str| ip.is_empty() || ip == "0.0.0.0" || ip == "::";
+        self.port == other.port
+            && self.protocol == other.protocol
+            && (self.ip == other.ip || wildcard(&self.ip) || wildcard(&other.ip))
+    }
+}
+
+/// Everything the scheduler needs about a pod, computed once per pod.
+#[derive(Debug, Clone)]
+pub struct PodInfo {
+    pub key: PodKey,
+    pub uid: String,
+    pub pod: Arc<Pod>,
+    pub facts: PodFacts,
+    pub requests: PodRequests,
+    pub host_ports: Vec<HostPort>,
+    /// `spec.nodeName` (the NodeName filter).
+    pub node_name: Option<String>,
+    pub scheduler_name: String,
+    pub gated: bool,
+}
+
+impl PodInfo {
+    pub fn new(pod: Arc<Pod>) -> Result<PodInfo, RequestError> {
+        let requests = pod_requests(&pod)?;
+        let key = PodKey::of(&pod);
+        let spec = pod.spec.clone().unwrap_or_default();
+        let meta = &pod.metadata;
+        let host_ports = spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten().filter(|c| c.restart_policy.as_deref() == Some("Always")))
+            .flat_map(|c| c.ports.iter().flatten())
+            .filter(|p| p.host_port.is_some_and(|hp| hp > 0))
+            .map(|p| HostPort {
+                ip: p.host_ip.clone().unwrap_or_default(),
+                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                port: p.host_port.unwrap_or_default(),
+            })
+            .collect();
+        let required = spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+            .map(|s| {
+                s.node_selector_terms
+                    .iter()
+                    .map(|t| NodeSelectorTerm {
+                        match_expressions: t.match_expressions.iter().flatten().map(requirement).collect(),
+                        match_fields: t.match_fields.iter().flatten().map(requirement).collect(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let facts = PodFacts {
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            uid: meta.uid.clone().unwrap_or_default(),
+            labels: meta.labels.clone().unwrap_or_default().into_iter().collect(),
+            annotations: meta.annotations.clone().unwrap_or_default().into_iter().collect(),
+            priority: spec.priority.unwrap_or(0),
+            requests: requests.resources.clone(),
+            nonzero_milli_cpu: requests.nonzero_milli_cpu,
+            nonzero_memory: requests.nonzero_memory,
+            node_selector: spec.node_selector.clone().unwrap_or_default().into_iter().collect(),
+            required_node_affinity: required,
+            tolerations: spec.tolerations.iter().flatten().map(toleration).collect(),
+        };
+        Ok(PodInfo {
+            uid: facts.uid.clone(),
+            key,
+            facts,
+            requests,
+            host_ports,
+            node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
+            scheduler_name: spec.scheduler_name.clone().unwrap_or_else(|| "default-scheduler".into()),
+            gated: spec.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty()),
+            pod,
+        })
+    }
+
+    /// Succeeded and Failed pods hold no resources.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+    }
+}
+
+fn requirement(r: &NodeSelectorRequirement) -> SelectorRequirement {
+    SelectorRequirement {
+        key: r.key.clone(),
+        operator: match r.operator.as_str() {
+            "In" => SelectorOperator::In,
+            "NotIn" => SelectorOperator::NotIn,
+            "Exists" => SelectorOperator::Exists,
+            "DoesNotExist" => SelectorOperator::DoesNotExist,
+            "Gt" => SelectorOperator::Gt,
+            "Lt" => SelectorOperator::Lt,
+            // The API server rejects other operators; match nothing.
+            _ => SelectorOperator::In,
+        },
+        values: if matches!(r.operator.as_str(), "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt") {
+            r.values.clone().unwrap_or_default()
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+fn effect(e: &str) -> Option<TaintEffect> {
+    match e {
+        "NoSchedule" => Some(TaintEffect::NoSchedule),
+        "PreferNoSchedule" => Some(TaintEffect::PreferNoSchedule),
+        "NoExecute" => Some(TaintEffect::NoExecute),
+        _ => None,
+    }
+}
+
+fn toleration(t: &k8s_openapi::api::core::v1::Toleration) -> Toleration {
+    Toleration {
+        key: t.key.clone().unwrap_or_default(),
+        operator: if t.operator.as_deref() == Some("Exists") {
+            TolerationOperator::Exists
+        } else {
+            TolerationOperator::Equal
+        },
+        value: t.value.clone().unwrap_or_default(),
+        effect: t.effect.as_deref().filter(|e| !e.is_empty()).and_then(effect),
+    }
+}
+
+/// A node's policy-visible facts and whether it is Ready.
+pub fn node_facts(node: &Node) -> Result<(NodeFacts, bool), String> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let status = node.status.as_ref();
+    let alloc = status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));
+    let mut allocatable = Resources::default();
+    if let Some(alloc) = alloc {
+        for (resource, q) in alloc {
+            let bad = |e: wasmsched_sdk::quantity::QuantityError| format!("node {name}: allocatable {resource}: {e}");
+            match resource.as_str() {
+                "cpu" => allocatable.milli_cpu = wasmsched_sdk::quantity::milli_value(&q.0).map_err(bad)?,
+                "memory" => allocatable.memory = wasmsched_sdk::quantity::value(&q.0).map_err(bad)?,
+                "ephemeral-storage" => {
+                    allocatable.ephemeral_storage = wasmsched_sdk::quantity::value(&q.0).map_err(bad)?
+                }
+                "pods" => {
+                    allocatable.pods = wasmsched_sdk::quantity::value(&q.0).map_err(bad)?.min(u32::MAX as u64) as u32
+                }
+                other if other.contains('/') && !other.starts_with("hugepages-") => {
+                    allocatable.scalar.push((other.to_string(), wasmsched_sdk::quantity::value(&q.0).map_err(bad)?))
+                }
+                _ => {}
+            }
+        }
+    }
+    // A node with no conditions (a hand-written manifest) counts as Ready; a
+    // Ready condition that is not True does not.
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_none_or(|c| c.status == "True");
+    let spec = node.spec.clone().unwrap_or_default();
+    let facts = NodeFacts {
+        labels: node.metadata.labels.clone().unwrap_or_default().into_iter().collect(),
+        annotations: node.metadata.annotations.clone().unwrap_or_default().into_iter().collect(),
+        taints: spec
+            .taints
+            .iter()
+            .flatten()
+            .filter_map(|t| {
+                effect(&t.effect).map(|effect| Taint {
+                    key: t.key.clone(),
+                    value: t.value.clone().unwrap_or_default(),
+                    effect,
+                })
+            })
+            .collect(),
+        allocatable,
+        unschedulable: spec.unschedulable.unwrap_or(false),
+        name,
+    };
+    Ok((facts, ready))
+}

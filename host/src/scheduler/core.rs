@@ -1,0 +1,209 @@
+//! The scheduling core both backends drive. A backend feeds it cluster
+//! changes (`node_upserted`, `pod_upserted`, …), asks it for the next
+//! decision (`schedule_next`), binds the pods it places, and reports how the
+//! binding went (`binding_succeeded` / `binding_failed`). The core never
+//! knows whether the cluster is real or simulated.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use super::cycle::{CycleInput, schedule_one};
+use super::decision::DecisionRecord;
+use super::policy_set::PolicySet;
+use super::queue::{QueueSizes, SchedulingQueue};
+use crate::cluster::{ClusterState, PodInfo, PodKey};
+use crate::metrics::{NoMetrics, NodeMetrics};
+
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// Pods with this `spec.schedulerName` and no node are ours to place.
+    pub scheduler_name: String,
+    pub seed: u64,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig { scheduler_name: "wasmsched".into(), seed: 0 }
+    }
+}
+
+/// What one attempt produced.
+#[derive(Debug)]
+pub enum Attempt {
+    /// The pod is assumed on `node`: bind it, then report the result.
+    Placed { pod: Arc<PodInfo>, node: String, record: DecisionRecord },
+    /// No node can take the pod now; it waits for a cluster change.
+    Unschedulable { pod: Arc<PodInfo>, record: DecisionRecord },
+}
+
+/// A pending pod the core cannot even evaluate (e.g. an unparsable
+/// quantity). It is never dropped: it is reported and kept until updated.
+#[derive(Debug, Clone)]
+pub struct InvalidPod {
+    pub key: PodKey,
+    pub pod: Arc<Pod>,
+    pub message: String,
+}
+
+pub struct Scheduler {
+    config: SchedulerConfig,
+    state: ClusterState,
+    queue: SchedulingQueue,
+    policies: PolicySet,
+    metrics: Arc<dyn NodeMetrics>,
+    invalid: Vec<InvalidPod>,
+    /// Pods whose records should carry per-node detail.
+    explain: Option<Box<dyn Fn(&PodKey) -> bool + Send>>,
+}
+
+impl Scheduler {
+    pub fn new(config: SchedulerConfig, policies: PolicySet) -> Self {
+        Scheduler {
+            config,
+            state: ClusterState::new(),
+            queue: SchedulingQueue::new(),
+            policies,
+            metrics: Arc::new(NoMetrics),
+            invalid: Vec::new(),
+            explain: None,
+        }
+    }
+
+    pub fn with_metrics(mut self, metrics: Arc<dyn NodeMetrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Collect per-node detail for the pods `which` selects.
+    pub fn explain(&mut self, which: impl Fn(&PodKey) -> bool + Send + 'static) {
+        self.explain = Some(Box::new(which));
+    }
+
+    pub fn state(&self) -> &ClusterState {
+        &self.state
+    }
+
+    pub fn queue_sizes(&self) -> QueueSizes {
+        self.queue.sizes()
+    }
+
+    pub fn invalid_pods(&self) -> &[InvalidPod] {
+        &self.invalid
+    }
+
+    /// Pods waiting for a cluster change or a gate.
+    pub fn waiting(&self) -> impl Iterator<Item = &Arc<PodInfo>> {
+        self.queue.waiting().map(|(p, _)| p)
+    }
+
+    pub fn node_upserted(&mut self, node: &Node, now: Duration) -> Result<(), String> {
+        self.state.upsert_node(node)?;
+        self.queue.cluster_changed(now);
+        Ok(())
+    }
+
+    pub fn node_deleted(&mut self, name: &str) {
+        self.state.remove_node(name);
+    }
+
+    /// Any pod, ours or not: bound pods count as load, pending pods with our
+    /// scheduler name are queued, terminal pods stop counting.
+    pub fn pod_upserted(&mut self, pod: Arc<Pod>, now: Duration) {
+        let key = PodKey::of(&pod);
+        let info = match PodInfo::new(pod.clone()) {
+            Ok(info) => Arc::new(info),
+            Err(e) => {
+                self.queue.remove(&key);
+                self.invalid.retain(|i| i.key != key);
+                self.invalid.push(InvalidPod { message: format!("invalid pod {key}: {e}"), key, pod });
+                return;
+            }
+        };
+        self.invalid.retain(|i| i.key != key);
+        if info.is_terminal() {
+            self.queue.remove(&key);
+            if self.state.unplace(&key) {
+                self.queue.cluster_changed(now);
+            }
+            return;
+        }
+        if let Some(node) = info.node_name.clone() {
+            // Bound (by us or anyone): count it, confirming an assumption.
+            self.queue.remove(&key);
+            self.state.place(&info, &node, false);
+            return;
+        }
+        if info.scheduler_name != self.config.scheduler_name {
+            return;
+        }
+        if matches!(self.state.placement(&key), Some((_, true))) {
+            // Assumed and being bound: the binding result decides.
+            return;
+        }
+        self.queue.add_or_update(info);
+    }
+
+    pub fn pod_deleted(&mut self, key: &PodKey, now: Duration) {
+        self.queue.remove(key);
+        self.invalid.retain(|i| &i.key != key);
+        if self.state.unplace(key) {
+            self.queue.cluster_changed(now);
+        }
+    }
+
+    /// The next attempt, if any pod is due at `now`.
+    pub fn schedule_next(&mut self, now: Duration) -> Option<Attempt> {
+        let (pod, attempts) = self.queue.pop(now)?;
+        let detail = self.explain.as_ref().is_some_and(|f| f(&pod.key));
+        let record = schedule_one(CycleInput {
+            pod: &pod,
+            state: &self.state,
+            policies: &self.policies,
+            metrics: &self.metrics,
+            seed: self.config.seed,
+            attempt: attempts + 1,
+            detail,
+        });
+        Some(match record.chosen.clone() {
+            Some(node) => {
+                self.state.place(&pod, &node, true);
+                Attempt::Placed { pod, node, record }
+            }
+            None => {
+                self.queue.unschedulable(&pod.key, now);
+                Attempt::Unschedulable { pod, record }
+            }
+        })
+    }
+
+    /// The binding was accepted: the assumed pod is now bound.
+    pub fn binding_succeeded(&mut self, pod: &PodInfo, node: &str) {
+        self.state.place(pod, node, false);
+        self.queue.done(&pod.key);
+    }
+
+    /// The binding failed: forget the assumption; retry with backoff unless
+    /// the pod is gone or already bound elsewhere (`retry == false`).
+    pub fn binding_failed(&mut self, pod: &PodInfo, retry: bool, now: Duration) {
+        if matches!(self.state.placement(&pod.key), Some((_, true))) {
+            self.state.unplace(&pod.key);
+        }
+        if retry {
+            self.queue.backoff(&pod.key, now);
+        } else {
+            self.queue.done(&pod.key);
+        }
+    }
+
+    /// Whether any pod is active or backing off.
+    pub fn has_work(&self) -> bool {
+        self.queue.has_work()
+    }
+
+    /// When a backing-off or waiting pod next becomes due.
+    pub fn next_due(&self) -> Option<Duration> {
+        self.queue.next_due()
+    }
+}

@@ -1,0 +1,259 @@
+//! One scheduling attempt for one pod: built-in filters → policy filters →
+//! policy scores → normalise per policy → weighted sum → best node, ties
+//! broken at random (seeded). A failing policy never fails the pod: its
+//! filter is skipped and the attempt scores with the built-in
+//! least-allocated fallback, which the record says.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasmsched_sdk::SplitMix64;
+
+use super::decision::{DecisionRecord, NodeRecord, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
+use super::filters;
+use super::policy_set::{PolicySet, least_allocated};
+use crate::cluster::{ClusterState, PodInfo};
+use crate::metrics::NodeMetrics;
+use crate::policy::{Candidate, PolicyContext, ScoreOrder};
+
+pub struct CycleInput<'a> {
+    pub pod: &'a PodInfo,
+    pub state: &'a ClusterState,
+    pub policies: &'a PolicySet,
+    pub metrics: &'a Arc<dyn NodeMetrics>,
+    /// The scheduler's seed; mixed with the pod and attempt.
+    pub seed: u64,
+    pub attempt: u32,
+    /// Collect per-node detail in the record.
+    pub detail: bool,
+}
+
+/// FNV-1a over the pod key, mixed with the seed and attempt: the same run
+/// makes the same choices, different pods different ones.
+pub fn pod_seed(seed: u64, pod: &PodInfo, attempt: u32) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in pod.key.namespace.bytes().chain([b'/']).chain(pod.key.name.bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    SplitMix64::new(seed ^ h ^ u64::from(attempt).rotate_left(32)).next_u64()
+}
+
+/// Min-max to 0..100 with 100 best; all equal → 100 (no preference).
+pub fn normalize(raw: &[f64], order: ScoreOrder) -> Vec<f64> {
+    let (min, max) = raw.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+    let span = max - min;
+    raw.iter()
+        .map(|&r| {
+            if span <= 0.0 {
+                100.0
+            } else {
+                match order {
+                    ScoreOrder::HigherIsBetter => (r - min) * 100.0 / span,
+                    ScoreOrder::LowerIsBetter => (max - r) * 100.0 / span,
+                }
+            }
+        })
+        .collect()
+}
+
+pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
+    let started = Instant::now();
+    let CycleInput { pod, state, policies, metrics, seed, attempt, detail } = input;
+    let table = state.table();
+    let mut histogram = ReasonHistogram::default();
+    let mut records: Vec<NodeRecord> = Vec::new();
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let mut record_index: Vec<usize> = Vec::new();
+
+    for (id, node) in table.iter() {
+        let Some(node_state) = state.node(id) else { continue };
+        match filters::run(pod, node, node_state) {
+            Ok(()) => {
+                candidates.push(node_state.usage.candidate(id));
+                if detail {
+                    record_index.push(records.len());
+                    records.push(NodeRecord {
+                        node: node.name.clone(),
+                        verdict: Verdict::Feasible,
+                        scores: vec![],
+                        total: None,
+                    });
+                }
+            }
+            Err(reasons) => {
+                for r in &reasons {
+                    histogram.add(r);
+                }
+                if detail {
+                    records.push(NodeRecord {
+                        node: node.name.clone(),
+                        verdict: Verdict::Rejected { by: "built-in".into(), reasons },
+                        scores: vec![],
+                        total: None,
+                    });
+                }
+            }
+        }
+    }
+    let feasible_builtin = candidates.len();
+    let ctx = PolicyContext { nodes: table.clone(), metrics: metrics.clone() };
+    let mut fallback: Option<String> = None;
+
+    // Policy filters, in order; each sees the survivors of the previous one.
+    for wp in policies.policies.iter().filter(|wp| wp.policy.info.phases.filter) {
+        if candidates.is_empty() {
+            break;
+        }
+        match wp.policy.filter(&ctx, &pod.facts, &candidates) {
+            Ok(outcome) => {
+                let mut kept = Vec::with_capacity(candidates.len());
+                let mut kept_index = Vec::with_capacity(candidates.len());
+                for (i, c) in candidates.iter().enumerate() {
+                    match outcome.rejection(i) {
+                        None => {
+                            kept.push(*c);
+                            if detail {
+                                kept_index.push(record_index[i]);
+                            }
+                        }
+                        Some(reason) => {
+                            histogram.add(reason);
+                            if detail {
+                                records[record_index[i]].verdict = Verdict::Rejected {
+                                    by: wp.policy.name().to_string(),
+                                    reasons: vec![reason.to_string()],
+                                };
+                            }
+                        }
+                    }
+                }
+                candidates = kept;
+                record_index = kept_index;
+            }
+            Err(e) => {
+                tracing::warn!(pod = %pod.key, error = %e, "policy filter failed; skipping it");
+                fallback.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+
+    let versions = policies
+        .policies
+        .iter()
+        .map(|wp| PolicyVersion {
+            name: wp.policy.info.name.clone(),
+            version: wp.policy.info.version.clone(),
+            sha256: wp.policy.provenance.sha256.clone(),
+            weight: wp.weight,
+        })
+        .collect();
+
+    if candidates.is_empty() {
+        return DecisionRecord {
+            pod: pod.key.to_string(),
+            attempt,
+            nodes: table.len(),
+            feasible_builtin,
+            feasible: 0,
+            chosen: None,
+            message: Some(histogram.message(table.len())),
+            policies: versions,
+            fallback,
+            duration: started.elapsed(),
+            node_records: records,
+        };
+    }
+
+    // Scores: every scoring policy, normalised and weighted; any failure
+    // (or none to ask) means the native fallback for the whole phase.
+    let pod_seed = pod_seed(seed, pod, attempt);
+    let mut totals = vec![0.0; candidates.len()];
+    let mut per_policy: Vec<(String, u32, Vec<f64>, Vec<f64>)> = Vec::new();
+    let scoring: Vec<_> = policies.policies.iter().filter(|wp| wp.policy.info.phases.score).collect();
+    if fallback.is_none() {
+        for wp in &scoring {
+            match wp.policy.score(&ctx, &pod.facts, &candidates, pod_seed) {
+                Ok(raw) => {
+                    let normalized = normalize(&raw, wp.policy.info.score_order);
+                    per_policy.push((wp.policy.name().to_string(), wp.weight, raw, normalized));
+                }
+                Err(e) => {
+                    tracing::warn!(pod = %pod.key, error = %e, "policy score failed; using the built-in fallback");
+                    fallback = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+    }
+    if fallback.is_some() || scoring.is_empty() {
+        let raw = least_allocated(pod, &candidates, table);
+        let normalized = raw.clone();
+        per_policy = vec![("least-allocated (built-in)".to_string(), 1, raw, normalized)];
+    }
+    for (_, weight, _, normalized) in &per_policy {
+        for (t, n) in totals.iter_mut().zip(normalized) {
+            *t += f64::from(*weight) * n;
+        }
+    }
+
+    // The best total; ties uniformly at random (reservoir sampling).
+    let mut rng = SplitMix64::new(pod_seed);
+    let mut best: Option<(usize, f64)> = None;
+    let mut ties = 0u64;
+    for (i, &t) in totals.iter().enumerate() {
+        match best {
+            Some((_, b)) if t < b => {}
+            Some((_, b)) if t == b => {
+                ties += 1;
+                if rng.next_u64() % ties == 0 {
+                    best = Some((i, t));
+                }
+            }
+            _ => {
+                best = Some((i, t));
+                ties = 1;
+            }
+        }
+    }
+    let (chosen, _) = best.expect("candidates is not empty");
+    if detail {
+        for (i, &r) in record_index.iter().enumerate() {
+            records[r].scores = per_policy
+                .iter()
+                .map(|(name, weight, raw, normalized)| PolicyScore {
+                    policy: name.clone(),
+                    raw: raw[i],
+                    normalized: normalized[i],
+                    weight: *weight,
+                })
+                .collect();
+            records[r].total = Some(totals[i]);
+        }
+    }
+    DecisionRecord {
+        pod: pod.key.to_string(),
+        attempt,
+        nodes: table.len(),
+        feasible_builtin,
+        feasible: candidates.len(),
+        chosen: table.name(candidates[chosen].node).map(str::to_string),
+        message: None,
+        policies: versions,
+        fallback,
+        duration: started.elapsed(),
+        node_records: records,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalisation_honours_the_score_order() {
+        assert_eq!(normalize(&[1.0, 3.0, 2.0], ScoreOrder::HigherIsBetter), vec![0.0, 100.0, 50.0]);
+        assert_eq!(normalize(&[0.02, 0.3, 0.16], ScoreOrder::LowerIsBetter), vec![100.0, 0.0, 50.0]);
+        assert_eq!(normalize(&[7.0, 7.0], ScoreOrder::LowerIsBetter), vec![100.0, 100.0]);
+        assert_eq!(normalize(&[-5.0, 5.0], ScoreOrder::HigherIsBetter), vec![0.0, 100.0]);
+    }
+}

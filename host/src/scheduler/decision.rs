@@ -1,0 +1,122 @@
+//! What one scheduling attempt decided and why: the record `--explain`
+//! prints and the kube-form failure message.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyVersion {
+    pub name: String,
+    pub version: String,
+    pub sha256: String,
+    pub weight: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyScore {
+    pub policy: String,
+    pub raw: f64,
+    /// 0..100, 100 best, after honouring the policy's score order.
+    pub normalized: f64,
+    pub weight: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "verdict", rename_all = "camelCase")]
+pub enum Verdict {
+    Feasible,
+    /// Rejected by a built-in filter or a policy (`by`), with its reasons.
+    Rejected {
+        by: String,
+        reasons: Vec<String>,
+    },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeRecord {
+    pub node: String,
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scores: Vec<PolicyScore>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DecisionRecord {
+    pub pod: String,
+    pub attempt: u32,
+    /// Nodes in the cluster when the attempt started.
+    pub nodes: usize,
+    /// Nodes left after the built-in filters, then after policy filters.
+    pub feasible_builtin: usize,
+    pub feasible: usize,
+    pub chosen: Option<String>,
+    /// The kube-form message when no node was chosen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub policies: Vec<PolicyVersion>,
+    /// Why the built-in least-allocated scoring was used, if it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+    #[serde(serialize_with = "micros")]
+    pub duration: Duration,
+    /// Per-node detail; only collected when asked for (it is large).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_records: Vec<NodeRecord>,
+}
+
+fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_micros() as u64)
+}
+
+/// Counts of rejection reasons over nodes, rendered as kube-scheduler does.
+#[derive(Debug, Default)]
+pub struct ReasonHistogram {
+    counts: HashMap<String, usize>,
+}
+
+impl ReasonHistogram {
+    pub fn add(&mut self, reason: &str) {
+        match self.counts.get_mut(reason) {
+            Some(n) => *n += 1,
+            None => {
+                self.counts.insert(reason.to_string(), 1);
+            }
+        }
+    }
+
+    /// `0/5 nodes are available: 1 node(s) had untolerated taint {k: }, 4
+    /// Insufficient cpu.` — entries `"<count> <reason>"` sorted as strings,
+    /// as kube-scheduler's FitError does.
+    pub fn message(&self, nodes: usize) -> String {
+        if nodes == 0 {
+            return "no nodes available to schedule pods".to_string();
+        }
+        let mut entries: Vec<String> = self.counts.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        entries.sort();
+        format!("0/{nodes} nodes are available: {}.", entries.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_in_kube_form_sorted_as_strings() {
+        let mut h = ReasonHistogram::default();
+        for _ in 0..4 {
+            h.add("Insufficient cpu");
+        }
+        h.add("node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }");
+        assert_eq!(
+            h.message(5),
+            "0/5 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 4 Insufficient cpu."
+        );
+        assert_eq!(ReasonHistogram::default().message(0), "no nodes available to schedule pods");
+    }
+}

@@ -1,0 +1,163 @@
+//! The built-in filters, native Rust, in kube-scheduler's default order, each
+//! with kube's reason text. Like the framework, a node stops at its first
+//! failing filter, and that filter's reasons are what the node reports.
+
+use crate::cluster::{NodeState, PodInfo};
+use crate::policy::{
+    NodeFacts, SelectorOperator, SelectorRequirement, Taint, TaintEffect, Toleration, TolerationOperator,
+};
+
+pub const NODE_NOT_READY: &str = "node(s) were not ready";
+pub const NODE_UNSCHEDULABLE: &str = "node(s) were unschedulable";
+pub const NODE_NAME_MISMATCH: &str = "node(s) didn't match the requested node name";
+pub const NODE_AFFINITY_MISMATCH: &str = "node(s) didn't match Pod's node affinity/selector";
+pub const NODE_PORTS_CONFLICT: &str = "node(s) didn't have free ports for the requested pod ports";
+pub const TOO_MANY_PODS: &str = "Too many pods";
+
+/// Runs every built-in filter; `Err` holds the first failing filter's reasons.
+pub fn run(pod: &PodInfo, node: &NodeFacts, state: &NodeState) -> Result<(), Vec<String>> {
+    node_ready(state)?;
+    node_unschedulable(pod, node)?;
+    node_name(pod, node)?;
+    taint_toleration(pod, node)?;
+    node_affinity(pod, node)?;
+    node_ports(pod, state)?;
+    node_resources_fit(pod, node, state)
+}
+
+fn reject(reason: &str) -> Result<(), Vec<String>> {
+    Err(vec![reason.to_string()])
+}
+
+fn node_ready(state: &NodeState) -> Result<(), Vec<String>> {
+    if state.ready { Ok(()) } else { reject(NODE_NOT_READY) }
+}
+
+/// NodeUnschedulable: `spec.unschedulable` unless the pod tolerates
+/// `node.kubernetes.io/unschedulable:NoSchedule`.
+fn node_unschedulable(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
+    let taint =
+        Taint { key: "node.kubernetes.io/unschedulable".into(), value: String::new(), effect: TaintEffect::NoSchedule };
+    if node.unschedulable && !tolerated(&pod.facts.tolerations, &taint) { reject(NODE_UNSCHEDULABLE) } else { Ok(()) }
+}
+
+fn node_name(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
+    match &pod.node_name {
+        Some(name) if *name != node.name => reject(NODE_NAME_MISMATCH),
+        _ => Ok(()),
+    }
+}
+
+/// kube's toleration rule: effect matches or is unset; key matches, or is
+/// empty with `Exists`; `Exists`, or equal values.
+pub fn toleration_matches(t: &Toleration, taint: &Taint) -> bool {
+    if t.effect.is_some_and(|e| e != taint.effect) {
+        return false;
+    }
+    if !t.key.is_empty() && t.key != taint.key {
+        return false;
+    }
+    match t.operator {
+        TolerationOperator::Exists => true,
+        TolerationOperator::Equal => t.value == taint.value,
+    }
+}
+
+fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
+    tolerations.iter().any(|t| toleration_matches(t, taint))
+}
+
+/// TaintToleration: the first NoSchedule/NoExecute taint the pod does not
+/// tolerate, reported as kube does.
+fn taint_toleration(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
+    match node
+        .taints
+        .iter()
+        .filter(|t| matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute))
+        .find(|t| !tolerated(&pod.facts.tolerations, t))
+    {
+        Some(t) => Err(vec![format!("node(s) had untolerated taint {{{}: {}}}", t.key, t.value)]),
+        None => Ok(()),
+    }
+}
+
+fn label<'a>(node: &'a NodeFacts, key: &str) -> Option<&'a str> {
+    node.labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+fn requirement_matches(r: &SelectorRequirement, value: Option<&str>) -> bool {
+    let in_values = |v: &str| r.values.iter().any(|x| x == v);
+    let compare = |greater: bool| {
+        let (Some(v), [bound]) = (value, r.values.as_slice()) else { return false };
+        match (v.parse::<i64>(), bound.parse::<i64>()) {
+            (Ok(v), Ok(b)) => {
+                if greater {
+                    v > b
+                } else {
+                    v < b
+                }
+            }
+            _ => false,
+        }
+    };
+    match r.operator {
+        SelectorOperator::In => value.is_some_and(in_values),
+        SelectorOperator::NotIn => !value.is_some_and(in_values),
+        SelectorOperator::Exists => value.is_some(),
+        SelectorOperator::DoesNotExist => value.is_none(),
+        SelectorOperator::Gt => compare(true),
+        SelectorOperator::Lt => compare(false),
+    }
+}
+
+/// NodeAffinity: nodeSelector (all pairs) and required node affinity (terms
+/// ORed, requirements ANDed, an empty term matches nothing; fields support
+/// `metadata.name`).
+fn node_affinity(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
+    let facts = &pod.facts;
+    let selector = facts.node_selector.iter().all(|(k, v)| label(node, k) == Some(v.as_str()));
+    let affinity = facts.required_node_affinity.is_empty()
+        || facts.required_node_affinity.iter().any(|term| {
+            (!term.match_expressions.is_empty() || !term.match_fields.is_empty())
+                && term.match_expressions.iter().all(|r| requirement_matches(r, label(node, &r.key)))
+                && term
+                    .match_fields
+                    .iter()
+                    .all(|r| r.key == "metadata.name" && requirement_matches(r, Some(&node.name)))
+        });
+    if selector && affinity { Ok(()) } else { reject(NODE_AFFINITY_MISMATCH) }
+}
+
+fn node_ports(pod: &PodInfo, state: &NodeState) -> Result<(), Vec<String>> {
+    let conflict = pod.host_ports.iter().any(|want| state.usage.host_ports.iter().any(|used| want.conflicts(used)));
+    if conflict { reject(NODE_PORTS_CONFLICT) } else { Ok(()) }
+}
+
+/// NodeResourcesFit: pod count, then every requested resource that does not
+/// fit in `allocatable - requested`; all of them are reported.
+fn node_resources_fit(pod: &PodInfo, node: &NodeFacts, state: &NodeState) -> Result<(), Vec<String>> {
+    let mut reasons = Vec::new();
+    let usage = &state.usage;
+    let alloc = &node.allocatable;
+    if usage.pods + 1 > alloc.pods {
+        reasons.push(TOO_MANY_PODS.to_string());
+    }
+    let want = &pod.requests.resources;
+    let insufficient = |want: u64, allocatable: u64, used: u64| want > 0 && want > allocatable.saturating_sub(used);
+    if insufficient(want.milli_cpu, alloc.milli_cpu, usage.milli_cpu) {
+        reasons.push("Insufficient cpu".into());
+    }
+    if insufficient(want.memory, alloc.memory, usage.memory) {
+        reasons.push("Insufficient memory".into());
+    }
+    if insufficient(want.ephemeral_storage, alloc.ephemeral_storage, usage.ephemeral_storage) {
+        reasons.push("Insufficient ephemeral-storage".into());
+    }
+    for (name, amount) in &want.scalar {
+        let allocatable = alloc.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
+        if insufficient(*amount, allocatable, usage.scalar(name)) {
+            reasons.push(format!("Insufficient {name}"));
+        }
+    }
+    if reasons.is_empty() { Ok(()) } else { Err(reasons) }
+}

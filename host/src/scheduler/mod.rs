@@ -1,0 +1,15 @@
+//! The scheduling core: one implementation for every backend.
+//! Data path: cluster changes → queue → built-in filters → policy filters →
+//! policy scores → assume → bind (by the backend) → confirm or forget.
+
+mod core;
+pub mod cycle;
+pub mod decision;
+pub mod filters;
+pub mod policy_set;
+pub mod queue;
+
+pub use self::core::{Attempt, InvalidPod, Scheduler, SchedulerConfig};
+pub use decision::{DecisionRecord, NodeRecord, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
+pub use policy_set::{PolicySet, WeightedPolicy};
+pub use queue::QueueSizes;

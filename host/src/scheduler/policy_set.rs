@@ -1,0 +1,43 @@
+//! The policies of a profile, with their weights, and the native fallback
+//! scoring used when they fail or when there are none.
+
+use std::sync::Arc;
+
+use crate::cluster::PodInfo;
+use crate::policy::{Candidate, LoadedPolicy, NodeTable};
+
+#[derive(Debug, Clone)]
+pub struct WeightedPolicy {
+    pub policy: Arc<LoadedPolicy>,
+    pub weight: u32,
+}
+
+/// The policies one profile applies, in order. Empty means the built-in
+/// least-allocated scoring alone.
+#[derive(Debug, Clone, Default)]
+pub struct PolicySet {
+    pub policies: Vec<WeightedPolicy>,
+}
+
+impl PolicySet {
+    pub fn new(policies: Vec<WeightedPolicy>) -> Self {
+        PolicySet { policies }
+    }
+}
+
+/// kube-scheduler's LeastAllocated (cpu and memory, equal weights, integer
+/// arithmetic), with the pod's own non-zero request included. The fallback.
+pub fn least_allocated(pod: &PodInfo, candidates: &[Candidate], table: &NodeTable) -> Vec<f64> {
+    fn score(requested: u64, capacity: u64) -> u64 {
+        if capacity == 0 || requested > capacity { 0 } else { (capacity - requested) * 100 / capacity }
+    }
+    candidates
+        .iter()
+        .map(|c| {
+            let Some(node) = table.get(c.node) else { return 0.0 };
+            let cpu = score(c.nonzero_requested_milli_cpu + pod.requests.nonzero_milli_cpu, node.allocatable.milli_cpu);
+            let memory = score(c.nonzero_requested_memory + pod.requests.nonzero_memory, node.allocatable.memory);
+            ((cpu + memory) / 2) as f64
+        })
+        .collect()
+}

@@ -1,0 +1,332 @@
+//! The scheduling queue with kube-scheduler's semantics:
+//! - active: highest `spec.priority` first, then the earliest enqueued;
+//! - backoff: after a failed attempt, 1 s doubling per attempt up to 10 s;
+//!   entries move to active when their backoff expires;
+//! - unschedulable: pods no node could take wait here until a cluster change
+//!   that may help (see [`SchedulingQueue::cluster_changed`]) or at most
+//!   five minutes;
+//! - gated: pods with `schedulingGates` wait until the gates are removed.
+//!
+//! Time is passed in (`now` since an arbitrary origin) so the simulator can
+//! run on virtual time and tests need no sleeps.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cluster::{PodInfo, PodKey};
+
+pub const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
+pub const UNSCHEDULABLE_FLUSH: Duration = Duration::from_secs(300);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    Active,
+    Backoff {
+        until: Duration,
+    },
+    Unschedulable {
+        since: Duration,
+    },
+    Gated,
+    /// Popped and being scheduled or bound; not in any queue.
+    InFlight,
+}
+
+#[derive(Debug)]
+struct Entry {
+    info: Arc<PodInfo>,
+    attempts: u32,
+    location: Location,
+    /// Matches the live heap entry; older heap entries are stale.
+    seq: u64,
+    last_attempt: Duration,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct ActiveKey {
+    priority: i32,
+    seq: Reverse<u64>,
+    key: PodKey,
+}
+
+impl Ord for ActiveKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.priority, self.seq).cmp(&(other.priority, other.seq))
+    }
+}
+
+impl PartialOrd for ActiveKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Queue sizes, for `wasmsched_pending_pods{queue}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueSizes {
+    pub active: usize,
+    pub backoff: usize,
+    pub unschedulable: usize,
+    pub gated: usize,
+}
+
+#[derive(Debug, Default)]
+pub struct SchedulingQueue {
+    entries: HashMap<PodKey, Entry>,
+    active: BinaryHeap<ActiveKey>,
+    next_seq: u64,
+}
+
+/// Backoff after `attempts` failed attempts: 1 s, 2 s, 4 s, 8 s, 10 s, …
+pub fn backoff_for(attempts: u32) -> Duration {
+    let exp = attempts.saturating_sub(1).min(8);
+    (INITIAL_BACKOFF * (1u32 << exp)).min(MAX_BACKOFF)
+}
+
+impl SchedulingQueue {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn push_active(&mut self, key: &PodKey) {
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        if let Some(e) = self.entries.get_mut(key) {
+            e.location = Location::Active;
+            e.seq = seq;
+            self.active.push(ActiveKey { priority: e.info.facts.priority, seq: Reverse(seq), key: key.clone() });
+        }
+    }
+
+    /// A new pending pod, or a newer version of one already queued.
+    pub fn add_or_update(&mut self, info: Arc<PodInfo>) {
+        let key = info.key.clone();
+        let gated = info.gated;
+        match self.entries.get_mut(&key) {
+            Some(e) => {
+                let was_gated = e.location == Location::Gated;
+                let priority_changed = e.info.facts.priority != info.facts.priority;
+                e.info = info;
+                match (was_gated, gated) {
+                    (true, false) => self.push_active(&key),
+                    (false, true) if e.location != Location::InFlight => e.location = Location::Gated,
+                    _ if priority_changed && e.location == Location::Active => self.push_active(&key),
+                    _ => {}
+                }
+            }
+            None => {
+                self.entries.insert(
+                    key.clone(),
+                    Entry { info, attempts: 0, location: Location::Gated, seq: 0, last_attempt: Duration::ZERO },
+                );
+                if !gated {
+                    self.push_active(&key);
+                }
+            }
+        }
+    }
+
+    pub fn remove(&mut self, key: &PodKey) -> bool {
+        self.entries.remove(key).is_some()
+    }
+
+    pub fn contains(&self, key: &PodKey) -> bool {
+        self.entries.contains_key(key)
+    }
+
+    pub fn location(&self, key: &PodKey) -> Option<Location> {
+        self.entries.get(key).map(|e| e.location)
+    }
+
+    fn flush(&mut self, now: Duration) {
+        let due: Vec<PodKey> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| match e.location {
+                Location::Backoff { until } => until <= now,
+                Location::Unschedulable { since } => now.saturating_sub(since) >= UNSCHEDULABLE_FLUSH,
+                _ => false,
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            self.push_active(&key);
+        }
+    }
+
+    /// The next pod to schedule and how many attempts it had; it stays
+    /// tracked (in flight) until `done`, `backoff` or `unschedulable`.
+    pub fn pop(&mut self, now: Duration) -> Option<(Arc<PodInfo>, u32)> {
+        self.flush(now);
+        while let Some(top) = self.active.pop() {
+            if let Some(e) = self.entries.get_mut(&top.key)
+                && e.location == Location::Active
+                && e.seq == top.seq.0
+            {
+                e.location = Location::InFlight;
+                e.last_attempt = now;
+                return Some((e.info.clone(), e.attempts));
+            }
+        }
+        None
+    }
+
+    /// The pod was placed and bound: it leaves the queue.
+    pub fn done(&mut self, key: &PodKey) {
+        self.entries.remove(key);
+    }
+
+    /// A retriable failure (binding error): back off, then try again.
+    pub fn backoff(&mut self, key: &PodKey, now: Duration) {
+        if let Some(e) = self.entries.get_mut(key) {
+            e.attempts += 1;
+            e.location = Location::Backoff { until: now + backoff_for(e.attempts) };
+        }
+    }
+
+    /// No node could take the pod: wait for a cluster change.
+    pub fn unschedulable(&mut self, key: &PodKey, now: Duration) {
+        if let Some(e) = self.entries.get_mut(key) {
+            e.attempts += 1;
+            e.location = Location::Unschedulable { since: now };
+        }
+    }
+
+    /// A change that may make unschedulable pods fit (a node added or
+    /// updated, a pod deleted): they go back to active, or to backoff if
+    /// their backoff has not expired yet, as kube moves them.
+    pub fn cluster_changed(&mut self, now: Duration) {
+        let waiting: Vec<(PodKey, Duration)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| matches!(e.location, Location::Unschedulable { .. }))
+            .map(|(k, e)| (k.clone(), e.last_attempt + backoff_for(e.attempts)))
+            .collect();
+        for (key, until) in waiting {
+            if until <= now {
+                self.push_active(&key);
+            } else if let Some(e) = self.entries.get_mut(&key) {
+                e.location = Location::Backoff { until };
+            }
+        }
+    }
+
+    /// When something next becomes due without any cluster change.
+    pub fn next_due(&self) -> Option<Duration> {
+        self.entries
+            .values()
+            .filter_map(|e| match e.location {
+                Location::Backoff { until } => Some(until),
+                Location::Unschedulable { since } => Some(since + UNSCHEDULABLE_FLUSH),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Whether any pod is active or backing off (not just waiting for a
+    /// cluster change or a gate).
+    pub fn has_work(&self) -> bool {
+        self.entries.values().any(|e| matches!(e.location, Location::Active | Location::Backoff { .. }))
+    }
+
+    pub fn sizes(&self) -> QueueSizes {
+        let mut s = QueueSizes::default();
+        for e in self.entries.values() {
+            match e.location {
+                Location::Active => s.active += 1,
+                Location::Backoff { .. } => s.backoff += 1,
+                Location::Unschedulable { .. } => s.unschedulable += 1,
+                Location::Gated => s.gated += 1,
+                Location::InFlight => {}
+            }
+        }
+        s
+    }
+
+    /// Pods waiting as unschedulable or gated, with their attempts.
+    pub fn waiting(&self) -> impl Iterator<Item = (&Arc<PodInfo>, Location)> {
+        self.entries
+            .values()
+            .filter(|e| matches!(e.location, Location::Unschedulable { .. } | Location::Gated))
+            .map(|e| (&e.info, e.location))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, priority: i32, gated: bool) -> Arc<PodInfo> {
+        let gates = if gated { "\n  schedulingGates: [{name: example.com/wait}]" } else { "" };
+        let p: k8s_openapi::api::core::v1::Pod = serde_yaml::from_str(&format!(
+            "metadata: {{name: {name}, namespace: ns}}\nspec:\n  priority: {priority}\n  containers: [{{name: c}}]{gates}\n"
+        ))
+        .unwrap();
+        Arc::new(PodInfo::new(Arc::new(p)).unwrap())
+    }
+
+    fn key(name: &str) -> PodKey {
+        PodKey { namespace: "ns".into(), name: name.into() }
+    }
+
+    const T0: Duration = Duration::ZERO;
+
+    #[test]
+    fn priority_then_age() {
+        let mut q = SchedulingQueue::new();
+        q.add_or_update(pod("low-old", 0, false));
+        q.add_or_update(pod("high", 100, false));
+        q.add_or_update(pod("low-new", 0, false));
+        let order: Vec<String> = std::iter::from_fn(|| q.pop(T0).map(|(p, _)| p.key.name.clone())).collect();
+        assert_eq!(order, ["high", "low-old", "low-new"]);
+    }
+
+    #[test]
+    fn backoff_doubles_to_ten_seconds() {
+        assert_eq!(
+            (1..=6).map(backoff_for).collect::<Vec<_>>(),
+            [1, 2, 4, 8, 10, 10].map(Duration::from_secs).to_vec()
+        );
+        let mut q = SchedulingQueue::new();
+        q.add_or_update(pod("p", 0, false));
+        q.pop(T0).unwrap();
+        q.backoff(&key("p"), T0);
+        assert!(q.pop(Duration::from_millis(999)).is_none());
+        let (_, attempts) = q.pop(Duration::from_secs(1)).unwrap();
+        assert_eq!(attempts, 1);
+        q.backoff(&key("p"), Duration::from_secs(1));
+        assert_eq!(q.next_due(), Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn unschedulable_pods_wait_for_a_change_or_five_minutes() {
+        let mut q = SchedulingQueue::new();
+        q.add_or_update(pod("p", 0, false));
+        q.pop(T0).unwrap();
+        q.unschedulable(&key("p"), T0);
+        assert!(!q.has_work());
+        assert!(q.pop(Duration::from_secs(299)).is_none());
+        assert!(q.pop(Duration::from_secs(300)).is_some(), "flushed after five minutes");
+        q.unschedulable(&key("p"), Duration::from_secs(300));
+        // A node appears 5 s later: attempt 2 backs off 2 s, already over.
+        q.cluster_changed(Duration::from_secs(305));
+        assert!(q.pop(Duration::from_secs(305)).is_some());
+        // A change right after an attempt: back off first.
+        q.unschedulable(&key("p"), Duration::from_secs(305));
+        q.cluster_changed(Duration::from_secs(305));
+        assert_eq!(q.location(&key("p")), Some(Location::Backoff { until: Duration::from_secs(309) }));
+    }
+
+    #[test]
+    fn gated_pods_wait_until_their_gates_are_removed() {
+        let mut q = SchedulingQueue::new();
+        q.add_or_update(pod("g", 0, true));
+        assert!(q.pop(T0).is_none());
+        assert_eq!(q.sizes().gated, 1);
+        q.add_or_update(pod("g", 0, false));
+        assert_eq!(q.pop(T0).unwrap().0.key.name, "g");
+    }
+}

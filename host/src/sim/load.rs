@@ -1,0 +1,139 @@
+//! Reading cluster objects from Kubernetes YAML or JSON: files or
+//! directories, multi-document files, `List` objects (what `kubectl get
+//! nodes,pods -A -o yaml` prints). Every problem names the file and the
+//! document (and the list item) it is in.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde::Deserialize;
+
+#[derive(Debug, Default)]
+pub struct Manifests {
+    pub nodes: Vec<Node>,
+    pub pods: Vec<Pod>,
+    /// Kinds that were read but are not simulated (Deployments, Services…).
+    pub ignored_kinds: BTreeMap<String, usize>,
+    /// Documents that could not be used, with where they are.
+    pub problems: Vec<String>,
+}
+
+impl Manifests {
+    /// Reads YAML text; `origin` names it in messages.
+    pub fn add_text(&mut self, origin: &str, text: &str) {
+        for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+            let at = format!("{origin}: document {}", index + 1);
+            match serde_yaml::Value::deserialize(document) {
+                Ok(serde_yaml::Value::Null) => {}
+                Ok(value) => self.add_value(&at, value),
+                Err(e) => {
+                    self.problems.push(format!("{at}: {e}"));
+                    // The YAML stream cannot be resumed after a syntax error.
+                    break;
+                }
+            }
+        }
+    }
+
+    fn add_value(&mut self, at: &str, value: serde_yaml::Value) {
+        let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or_default().to_string();
+        match kind.as_str() {
+            "Node" => match serde_yaml::from_value::<Node>(value) {
+                Ok(node) if node.metadata.name.as_deref().is_some_and(|n| !n.is_empty()) => self.nodes.push(node),
+                Ok(_) => self.problems.push(format!("{at}: Node without metadata.name")),
+                Err(e) => self.problems.push(format!("{at}: not a valid Node: {e}")),
+            },
+            "Pod" => match serde_yaml::from_value::<Pod>(value) {
+                Ok(pod) if pod.metadata.name.as_deref().is_some_and(|n| !n.is_empty()) => self.pods.push(pod),
+                Ok(_) => self.problems.push(format!("{at}: Pod without metadata.name")),
+                Err(e) => self.problems.push(format!("{at}: not a valid Pod: {e}")),
+            },
+            k if k == "List" || k.ends_with("List") => {
+                let items = value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default();
+                for (i, item) in items.into_iter().enumerate() {
+                    self.add_value(&format!("{at}, item {}", i + 1), item);
+                }
+            }
+            "" => self.problems.push(format!("{at}: no `kind` (expected Node, Pod or List)")),
+            other => *self.ignored_kinds.entry(other.to_string()).or_default() += 1,
+        }
+    }
+
+    /// Reads files and directories (recursively: `*.yaml`, `*.yml`, `*.json`).
+    pub fn read_paths(paths: &[PathBuf]) -> Result<Manifests, String> {
+        let mut files = Vec::new();
+        for path in paths {
+            collect(path, &mut files).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        let mut manifests = Manifests::default();
+        for file in files {
+            let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            manifests.add_text(&file.display().to_string(), &text);
+        }
+        Ok(manifests)
+    }
+}
+
+fn collect(path: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    if path.is_dir() {
+        let mut entries: Vec<PathBuf> =
+            std::fs::read_dir(path)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+        entries.sort();
+        for entry in entries {
+            let manifest = entry.extension().is_some_and(|e| e == "yaml" || e == "yml" || e == "json");
+            if entry.is_dir() || manifest {
+                collect(&entry, files)?;
+            }
+        }
+        Ok(())
+    } else {
+        std::fs::metadata(path)?;
+        files.push(path.to_path_buf());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_document_lists_and_problems_with_positions() {
+        let mut m = Manifests::default();
+        m.add_text(
+            "a.yaml",
+            r#"
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+---
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Pod, metadata: {name: p1}, spec: {containers: [{name: c}]}}
+- {apiVersion: v1, kind: Pod, metadata: {name: p2}, spec: {containers: "not a list"}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+---
+metadata: {name: mystery}
+"#,
+        );
+        assert_eq!(m.nodes.len(), 1);
+        assert_eq!(m.pods.len(), 1);
+        assert_eq!(m.ignored_kinds.get("Deployment"), Some(&1));
+        assert_eq!(m.problems.len(), 2, "{:?}", m.problems);
+        assert!(m.problems[0].starts_with("a.yaml: document 2, item 2: not a valid Pod:"), "{}", m.problems[0]);
+        assert_eq!(m.problems[1], "a.yaml: document 4: no `kind` (expected Node, Pod or List)");
+    }
+
+    #[test]
+    fn a_syntax_error_names_the_document() {
+        let mut m = Manifests::default();
+        m.add_text("b.yaml", "kind: Node\nmetadata: {name: ok}\n---\nkind: Pod\nmetadata: {name: [unclosed\n");
+        assert_eq!(m.nodes.len(), 1);
+        assert!(m.problems[0].starts_with("b.yaml: document 2: "), "{:?}", m.problems);
+    }
+}

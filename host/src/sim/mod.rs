@@ -1,0 +1,11 @@
+//! The embedded simulator: one of the two backends of the scheduling core.
+
+pub mod load;
+pub mod report;
+pub mod run;
+
+pub use load::Manifests;
+pub use run::{SimOptions, SimReport, simulate};
+
+/// The bundled scenario `wasmsched simulate` runs with no arguments.
+pub const DEFAULT_SCENARIO: &str = include_str!("default-scenario.yaml");

@@ -1,0 +1,194 @@
+//! Rendering a simulation: a readable table, JSON, or the placed pods as
+//! YAML ready for `kubectl apply`; and one pod's decision record.
+
+use std::fmt::Write;
+
+use super::run::SimReport;
+use crate::scheduler::{DecisionRecord, Verdict};
+
+fn cpu(milli: u64) -> String {
+    if milli.is_multiple_of(1000) { format!("{}", milli / 1000) } else { format!("{milli}m") }
+}
+
+fn memory(bytes: u64) -> String {
+    const GI: u64 = 1 << 30;
+    const MI: u64 = 1 << 20;
+    if bytes >= GI { format!("{:.1}Gi", bytes as f64 / GI as f64) } else { format!("{}Mi", bytes / MI) }
+}
+
+fn percent(used: u64, total: u64) -> String {
+    if total == 0 { "-".into() } else { format!("{:.0}%", used as f64 * 100.0 / total as f64) }
+}
+
+pub fn table(report: &SimReport, policies: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Scheduled {} of {} pending pods onto {} nodes in {:.1} ms ({} attempts; {} already bound; policies: {}).",
+        report.placements.len(),
+        report.pending,
+        report.nodes,
+        report.wall_time.as_secs_f64() * 1e3,
+        report.attempts,
+        report.bound_before,
+        policies
+    );
+    if report.fallbacks > 0 {
+        let _ =
+            writeln!(out, "{} attempts used the built-in fallback scoring because a policy failed.", report.fallbacks);
+    }
+    if report.other_schedulers > 0 {
+        let _ =
+            writeln!(out, "{} pending pods belong to other schedulers and were left alone.", report.other_schedulers);
+    }
+    let width = report.placements.iter().map(|p| p.pod.len()).max().unwrap_or(3).max(3);
+    let _ = writeln!(out, "\n{:<width$}  NODE", "POD");
+    for p in &report.placements {
+        let note = if p.fallback.is_some() { "  (fallback scoring)" } else { "" };
+        let _ = writeln!(out, "{:<width$}  {}{note}", p.pod, p.node);
+    }
+    let nwidth = report.utilisation.iter().map(|u| u.node.len()).max().unwrap_or(4).max(4);
+    let _ = writeln!(out, "\n{:<nwidth$}  {:>16}  {:>20}  {:>9}", "NODE", "CPU REQUESTED", "MEMORY REQUESTED", "PODS");
+    for u in &report.utilisation {
+        let ready = if u.ready { "" } else { "  (NotReady)" };
+        let _ = writeln!(
+            out,
+            "{:<nwidth$}  {:>16}  {:>20}  {:>9}{ready}",
+            u.node,
+            format!(
+                "{}/{} {}",
+                cpu(u.milli_cpu_requested),
+                cpu(u.milli_cpu_allocatable),
+                percent(u.milli_cpu_requested, u.milli_cpu_allocatable)
+            ),
+            format!(
+                "{}/{} {}",
+                memory(u.memory_requested),
+                memory(u.memory_allocatable),
+                percent(u.memory_requested, u.memory_allocatable)
+            ),
+            format!("{}/{}", u.pods, u.pods_allocatable),
+        );
+    }
+    if !report.unschedulable.is_empty() {
+        let _ = writeln!(out, "\nNOT PLACED");
+        for u in &report.unschedulable {
+            let _ = writeln!(out, "{}  {}: {}", u.pod, u.reason, u.message);
+        }
+    }
+    out
+}
+
+pub fn json(report: &SimReport) -> String {
+    serde_json::to_string_pretty(report).expect("the report serialises")
+}
+
+/// The placed pods with `spec.nodeName` set, as YAML documents; server-set
+/// fields are dropped so `kubectl apply` takes them.
+pub fn yaml(report: &SimReport) -> String {
+    let mut out = String::new();
+    for placement in &report.placements {
+        let Some(pod) = report.input_pods.iter().find(|p| {
+            let key = crate::cluster::PodKey::of(p);
+            key.to_string() == placement.pod
+        }) else {
+            continue;
+        };
+        let mut pod = (**pod).clone();
+        pod.status = None;
+        pod.metadata.resource_version = None;
+        pod.metadata.uid = None;
+        pod.metadata.managed_fields = None;
+        pod.metadata.creation_timestamp = None;
+        if pod.metadata.namespace.is_none() {
+            pod.metadata.namespace = Some("default".into());
+        }
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.node_name = Some(placement.node.clone());
+        }
+        let mut value = serde_yaml::to_value(&pod).expect("a pod serialises");
+        if let serde_yaml::Value::Mapping(m) = &mut value {
+            // k8s-openapi omits apiVersion/kind on the struct; kubectl needs them.
+            let mut with_kind = serde_yaml::Mapping::new();
+            with_kind.insert("apiVersion".into(), "v1".into());
+            with_kind.insert("kind".into(), "Pod".into());
+            for (k, v) in m.iter() {
+                with_kind.insert(k.clone(), v.clone());
+            }
+            *m = with_kind;
+        }
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(&value).expect("yaml"));
+    }
+    out
+}
+
+/// One attempt as a readable table.
+pub fn explain(record: &DecisionRecord) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Pod {} — attempt {}: {} nodes, {} feasible after built-in filters, {} after policy filters.",
+        record.pod, record.attempt, record.nodes, record.feasible_builtin, record.feasible
+    );
+    for p in &record.policies {
+        let _ = writeln!(
+            out,
+            "Policy {} {} (weight {}, sha256 {})",
+            p.name,
+            p.version,
+            p.weight,
+            &p.sha256[..12.min(p.sha256.len())]
+        );
+    }
+    match (&record.chosen, &record.message) {
+        (Some(node), _) => {
+            let _ = writeln!(out, "Chosen: {node} in {:.2} ms", record.duration.as_secs_f64() * 1e3);
+        }
+        (None, Some(message)) => {
+            let _ = writeln!(out, "Not placed: {message}");
+        }
+        (None, None) => {}
+    }
+    if let Some(fallback) = &record.fallback {
+        let _ = writeln!(out, "Fallback: built-in least-allocated scoring, because {fallback}");
+    }
+    let width = record.node_records.iter().map(|n| n.node.len()).max().unwrap_or(4).max(4);
+    let policy_names: Vec<String> = record
+        .node_records
+        .iter()
+        .find(|n| !n.scores.is_empty())
+        .map(|n| n.scores.iter().map(|s| s.policy.clone()).collect())
+        .unwrap_or_default();
+    let mut header = format!("\n{:<width$}  {:<10}", "NODE", "VERDICT");
+    for name in &policy_names {
+        let _ = write!(header, "  {:>24}", format!("{name} raw→norm"));
+    }
+    header.push_str("     TOTAL");
+    let _ = writeln!(out, "{header}");
+    let mut rows: Vec<_> = record.node_records.iter().collect();
+    rows.sort_by(|a, b| {
+        b.total.unwrap_or(f64::NEG_INFINITY).total_cmp(&a.total.unwrap_or(f64::NEG_INFINITY)).then(a.node.cmp(&b.node))
+    });
+    for n in rows {
+        let marker = if record.chosen.as_deref() == Some(n.node.as_str()) { " *" } else { "" };
+        match &n.verdict {
+            Verdict::Feasible => {
+                let mut line = format!("{:<width$}  {:<10}", n.node, "feasible");
+                for s in &n.scores {
+                    let _ = write!(line, "  {:>24}", format!("{} → {:.1}", trim_float(s.raw), s.normalized));
+                }
+                let _ = write!(line, "  {:>8.1}{marker}", n.total.unwrap_or_default());
+                let _ = writeln!(out, "{line}");
+            }
+            Verdict::Rejected { by, reasons } => {
+                let _ = writeln!(out, "{:<width$}  rejected by {by}: {}", n.node, reasons.join(", "));
+            }
+        }
+    }
+    out
+}
+
+fn trim_float(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 { format!("{v:.0}") } else { format!("{v:.4}") }
+}

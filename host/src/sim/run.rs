@@ -1,0 +1,225 @@
+//! The simulator backend: an in-memory cluster loaded from manifests, driven
+//! through the same scheduling core as the Kubernetes backend. Binding is
+//! applied in memory and always succeeds; time is virtual (backoffs do not
+//! sleep). The run ends when no pod is active or backing off; pods still
+//! unschedulable are reported with their reasons.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use serde::Serialize;
+
+use super::load::Manifests;
+use crate::cluster::PodKey;
+use crate::metrics::NodeMetrics;
+use crate::scheduler::{Attempt, DecisionRecord, PolicySet, Scheduler, SchedulerConfig};
+
+#[derive(Clone)]
+pub struct SimOptions {
+    pub scheduler_name: String,
+    pub seed: u64,
+    /// `namespace/name` or `name`: collect this pod's per-node detail.
+    pub explain: Option<String>,
+    /// Called after every attempt with (placed so far, pending in total).
+    pub progress: Option<Arc<dyn Fn(u64, u64) + Send + Sync>>,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions { scheduler_name: "wasmsched".into(), seed: 0, explain: None, progress: None }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Placement {
+    pub pod: String,
+    pub node: String,
+    pub attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Unplaced {
+    pub pod: String,
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeUtilisation {
+    pub node: String,
+    pub ready: bool,
+    pub milli_cpu_requested: u64,
+    pub milli_cpu_allocatable: u64,
+    pub memory_requested: u64,
+    pub memory_allocatable: u64,
+    pub pods: u32,
+    pub pods_allocatable: u32,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SimReport {
+    pub nodes: usize,
+    /// Pods that already had a node: counted as load.
+    pub bound_before: usize,
+    pub pending: usize,
+    pub placements: Vec<Placement>,
+    pub unschedulable: Vec<Unplaced>,
+    /// Pending pods of other schedulers, left alone.
+    pub other_schedulers: usize,
+    pub attempts: u64,
+    pub fallbacks: u64,
+    #[serde(serialize_with = "millis")]
+    pub wall_time: Duration,
+    pub utilisation: Vec<NodeUtilisation>,
+    /// The `--explain` pod's last decision record, with per-node detail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explained: Option<DecisionRecord>,
+    /// The input pods, by key, to print placed pods back as YAML.
+    #[serde(skip)]
+    pub input_pods: Vec<Arc<Pod>>,
+}
+
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e3)
+}
+
+fn matches_explain(which: &str, key: &PodKey) -> bool {
+    match which.split_once('/') {
+        Some((ns, name)) => key.namespace == ns && key.name == name,
+        None => key.name == which,
+    }
+}
+
+pub fn simulate(
+    manifests: &Manifests,
+    policies: PolicySet,
+    metrics: Arc<dyn NodeMetrics>,
+    options: &SimOptions,
+) -> Result<SimReport, String> {
+    let started = Instant::now();
+    let config = SchedulerConfig { scheduler_name: options.scheduler_name.clone(), seed: options.seed };
+    let mut scheduler = Scheduler::new(config, policies).with_metrics(metrics);
+    if let Some(which) = options.explain.clone() {
+        scheduler.explain(move |key| matches_explain(&which, key));
+    }
+    let mut now = Duration::ZERO;
+    for node in &manifests.nodes {
+        scheduler.node_upserted(node, now)?;
+    }
+    let input_pods: Vec<Arc<Pod>> = manifests.pods.iter().cloned().map(Arc::new).collect();
+    let mut bound_before = 0;
+    let mut pending = 0;
+    let mut other_schedulers = 0;
+    for pod in &input_pods {
+        let spec = pod.spec.as_ref();
+        let terminal = matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"));
+        match spec.and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) {
+            Some(_) if !terminal => bound_before += 1,
+            Some(_) => {}
+            None if terminal => {}
+            None if spec.and_then(|s| s.scheduler_name.as_deref()).unwrap_or("default-scheduler")
+                == options.scheduler_name =>
+            {
+                pending += 1
+            }
+            None => other_schedulers += 1,
+        }
+        scheduler.pod_upserted(pod.clone(), now);
+    }
+
+    let mut placements = Vec::new();
+    let mut attempts = 0u64;
+    let mut fallbacks = 0u64;
+    let mut explained = None;
+    let mut last_failure: HashMap<PodKey, String> = HashMap::new();
+    loop {
+        while let Some(attempt) = scheduler.schedule_next(now) {
+            attempts += 1;
+            match attempt {
+                Attempt::Placed { pod, node, record } => {
+                    scheduler.binding_succeeded(&pod, &node);
+                    fallbacks += u64::from(record.fallback.is_some());
+                    placements.push(Placement {
+                        pod: pod.key.to_string(),
+                        node,
+                        attempts: record.attempt,
+                        fallback: record.fallback.clone(),
+                    });
+                    if !record.node_records.is_empty() {
+                        explained = Some(record);
+                    }
+                }
+                Attempt::Unschedulable { pod, record } => {
+                    fallbacks += u64::from(record.fallback.is_some());
+                    last_failure.insert(pod.key.clone(), record.message.clone().unwrap_or_default());
+                    if !record.node_records.is_empty() {
+                        explained = Some(record);
+                    }
+                }
+            }
+            if let Some(progress) = &options.progress {
+                progress(placements.len() as u64, pending as u64);
+            }
+        }
+        match scheduler.next_due() {
+            Some(due) if scheduler.has_work() => now = due.max(now),
+            _ => break,
+        }
+    }
+
+    let mut unschedulable: Vec<Unplaced> = scheduler
+        .waiting()
+        .map(|pod| Unplaced {
+            pod: pod.key.to_string(),
+            reason: if pod.gated { "SchedulingGated".into() } else { "Unschedulable".into() },
+            message: if pod.gated {
+                "waiting for its scheduling gates to be removed".into()
+            } else {
+                last_failure.get(&pod.key).cloned().unwrap_or_default()
+            },
+        })
+        .collect();
+    unschedulable.extend(scheduler.invalid_pods().iter().map(|i| Unplaced {
+        pod: i.key.to_string(),
+        reason: "Invalid".into(),
+        message: i.message.clone(),
+    }));
+    unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
+
+    let state = scheduler.state();
+    let utilisation = state
+        .table()
+        .iter()
+        .filter_map(|(id, facts)| {
+            let node = state.node(id)?;
+            Some(NodeUtilisation {
+                node: facts.name.clone(),
+                ready: node.ready,
+                milli_cpu_requested: node.usage.milli_cpu,
+                milli_cpu_allocatable: facts.allocatable.milli_cpu,
+                memory_requested: node.usage.memory,
+                memory_allocatable: facts.allocatable.memory,
+                pods: node.usage.pods,
+                pods_allocatable: facts.allocatable.pods,
+            })
+        })
+        .collect();
+    Ok(SimReport {
+        nodes: state.node_count(),
+        bound_before,
+        pending,
+        placements,
+        unschedulable,
+        other_schedulers,
+        attempts,
+        fallbacks,
+        wall_time: started.elapsed(),
+        utilisation,
+        explained,
+        input_pods,
+    })
+}
