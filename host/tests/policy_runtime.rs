@@ -314,3 +314,17 @@ fn the_precompiled_cache_serves_a_second_load() {
     let third = engine.load(&source("random"), "{}", PolicyLimits::default()).unwrap();
     assert!(!third.provenance.from_cache);
 }
+
+#[test]
+fn deadlines_hold_after_the_engine_is_dropped() {
+    let policy = {
+        let engine = PolicyEngine::new().unwrap();
+        let limits = PolicyLimits { call_deadline: Duration::from_millis(30), ..PolicyLimits::default() };
+        engine.load(&source("hostile"), r#"{"mode":"loop"}"#, limits).unwrap()
+    };
+    let (ctx, candidates) = three_nodes();
+    let started = Instant::now();
+    let err = policy.score(&ctx, &pod("evil", &[("hostile", "true")]), &candidates, 0).unwrap_err();
+    assert_eq!(err.kind(), "deadline");
+    assert!(started.elapsed() < Duration::from_millis(200), "{:?}", started.elapsed());
+}

@@ -48,7 +48,9 @@ pub struct PolicyEngine {
     engine: Engine,
     linker: Arc<Linker<HostState>>,
     cache: Option<PrecompiledCache>,
-    ticker: Option<EpochTicker>,
+    /// Shared with every loaded policy: deadlines hold as long as any
+    /// policy can still be called, even after the engine is dropped.
+    ticker: Arc<EpochTicker>,
 }
 
 impl PolicyEngine {
@@ -63,8 +65,8 @@ impl PolicyEngine {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_error)?;
         super::v0_1::add_to_linker(&mut linker).map_err(engine_error)?;
-        let ticker = EpochTicker::start(engine.clone());
-        Ok(PolicyEngine { engine, linker: Arc::new(linker), cache: None, ticker: Some(ticker) })
+        let ticker = Arc::new(EpochTicker::start(engine.clone()));
+        Ok(PolicyEngine { engine, linker: Arc::new(linker), cache: None, ticker })
     }
 
     /// Keep precompiled policies in `dir`, keyed by the engine's
@@ -117,6 +119,7 @@ impl PolicyEngine {
         let contract = ContractVersion::detect(&self.engine, &origin, &component)?;
         LoadedPolicy::new(
             self.engine.clone(),
+            self.ticker.clone(),
             &self.linker,
             component,
             contract,
@@ -127,19 +130,12 @@ impl PolicyEngine {
     }
 }
 
-impl Drop for PolicyEngine {
-    fn drop(&mut self) {
-        if let Some(ticker) = self.ticker.take() {
-            ticker.stop();
-        }
-    }
-}
-
 /// Advances the engine's epoch every [`EPOCH_TICK`] on a dedicated thread:
-/// an async task could be starved exactly when a policy spins.
-struct EpochTicker {
+/// an async task could be starved exactly when a policy spins. Stops when
+/// the last owner (the engine or a loaded policy) drops it.
+pub(crate) struct EpochTicker {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<()>,
+    handle: Option<JoinHandle<()>>,
 }
 
 impl EpochTicker {
@@ -155,11 +151,15 @@ impl EpochTicker {
                 }
             })
             .expect("spawning the epoch ticker thread");
-        EpochTicker { stop, handle }
+        EpochTicker { stop, handle: Some(handle) }
     }
+}
 
-    fn stop(self) {
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        let _ = self.handle.join();
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
     }
 }

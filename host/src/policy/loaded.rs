@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store, Trap};
 
-use super::engine::EPOCH_TICK;
+use super::engine::{EPOCH_TICK, EpochTicker};
 use super::error::PolicyError;
 use super::facts::{Candidate, FilterOutcome, PodFacts, PolicyInfo};
 use super::host_state::HostState;
@@ -63,6 +63,8 @@ pub struct LoadedPolicy {
     pub instantiate_time: Duration,
     pub limits: PolicyLimits,
     engine: Engine,
+    /// Keeps call deadlines enforced for as long as this policy lives.
+    _ticker: Arc<EpochTicker>,
     template: Template,
     name: Arc<str>,
     config_json: Arc<str>,
@@ -84,6 +86,7 @@ impl std::fmt::Debug for LoadedPolicy {
 impl LoadedPolicy {
     pub(crate) fn new(
         engine: Engine,
+        ticker: Arc<EpochTicker>,
         linker: &Linker<HostState>,
         component: Component,
         contract: ContractVersion,
@@ -119,6 +122,7 @@ impl LoadedPolicy {
             instantiate_time: Duration::ZERO,
             limits,
             engine,
+            _ticker: ticker,
             template,
             config_json: config_json.into(),
             idle: Mutex::new(Vec::new()),
