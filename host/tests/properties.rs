@@ -83,7 +83,7 @@ proptest! {
         m.add_text("generated", &manifests(&nodes, &pods));
         prop_assert!(m.problems.is_empty(), "{:?}", m.problems);
         let options = SimOptions { seed, ..SimOptions::default() };
-        let report = simulate(&m, PolicySet::default(), Arc::new(NoMetrics), &options).unwrap();
+        let report = simulate(m, PolicySet::default(), Arc::new(NoMetrics), &options).unwrap();
 
         // Recompute usage from the inputs, independently of the scheduler.
         let mut cpu: HashMap<String, u64> = HashMap::new();

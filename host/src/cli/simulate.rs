@@ -142,7 +142,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
             }
         })),
     };
-    let sim = simulate(&manifests, policies, Arc::new(NoMetrics), &options).map_err(anyhow::Error::msg)?;
+    let sim = simulate(manifests, policies, Arc::new(NoMetrics), &options).map_err(anyhow::Error::msg)?;
     bar.finish_and_clear();
 
     if let Some(which) = &args.explain {

@@ -64,6 +64,9 @@ pub struct PodInfo {
     pub node_name: Option<String>,
     pub scheduler_name: String,
     pub gated: bool,
+    /// Constraints the pod uses that wasmsched does not evaluate yet, with
+    /// the kube-scheduler plugin that would (see docs/architecture.md).
+    pub ignored_constraints: Vec<&'static str>,
 }
 
 impl PodInfo {
@@ -113,7 +116,25 @@ impl PodInfo {
             required_node_affinity: required,
             tolerations: spec.tolerations.iter().flatten().map(toleration).collect(),
         };
+        let mut ignored_constraints = Vec::new();
+        if spec.topology_spread_constraints.as_ref().is_some_and(|c| !c.is_empty()) {
+            ignored_constraints.push("topologySpreadConstraints (PodTopologySpread)");
+        }
+        let affinity = spec.affinity.as_ref();
+        if affinity.is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some()) {
+            ignored_constraints.push("pod affinity/anti-affinity (InterPodAffinity)");
+        }
+        if affinity
+            .and_then(|a| a.node_affinity.as_ref())
+            .is_some_and(|n| n.preferred_during_scheduling_ignored_during_execution.is_some())
+        {
+            ignored_constraints.push("preferred node affinity (NodeAffinity scoring)");
+        }
+        if spec.volumes.iter().flatten().any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some()) {
+            ignored_constraints.push("persistent volume claims (VolumeBinding, VolumeZone, NodeVolumeLimits)");
+        }
         Ok(PodInfo {
+            ignored_constraints,
             uid: facts.uid.clone(),
             key,
             facts,

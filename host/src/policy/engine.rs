@@ -46,7 +46,7 @@ impl PolicySource {
 
 pub struct PolicyEngine {
     engine: Engine,
-    linker: Arc<Linker<HostState>>,
+    linker: Linker<HostState>,
     cache: Option<PrecompiledCache>,
     /// Shared with every loaded policy: deadlines hold as long as any
     /// policy can still be called, even after the engine is dropped.
@@ -66,7 +66,7 @@ impl PolicyEngine {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_error)?;
         super::v0_1::add_to_linker(&mut linker).map_err(engine_error)?;
         let ticker = Arc::new(EpochTicker::start(engine.clone()));
-        Ok(PolicyEngine { engine, linker: Arc::new(linker), cache: None, ticker })
+        Ok(PolicyEngine { engine, linker, cache: None, ticker })
     }
 
     /// Keep precompiled policies in `dir`, keyed by the engine's
@@ -78,6 +78,14 @@ impl PolicyEngine {
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    pub(crate) fn linker(&self) -> &Linker<HostState> {
+        &self.linker
+    }
+
+    pub(crate) fn ticker(&self) -> Arc<EpochTicker> {
+        self.ticker.clone()
     }
 
     /// Compiles (or takes from the cache), checks the contract version,
@@ -118,9 +126,7 @@ impl PolicyEngine {
 
         let contract = ContractVersion::detect(&self.engine, &origin, &component)?;
         LoadedPolicy::new(
-            self.engine.clone(),
-            self.ticker.clone(),
-            &self.linker,
+            self,
             component,
             contract,
             super::loaded::Provenance { origin, sha256, size: source.bytes.len(), compile_time, from_cache },

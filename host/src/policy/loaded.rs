@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Component;
 use wasmtime::{Engine, Store, Trap};
 
-use super::engine::{EPOCH_TICK, EpochTicker};
+use super::engine::{EPOCH_TICK, EpochTicker, PolicyEngine};
 use super::error::PolicyError;
 use super::facts::{Candidate, FilterOutcome, PodFacts, PolicyInfo};
 use super::host_state::HostState;
@@ -85,9 +85,7 @@ impl std::fmt::Debug for LoadedPolicy {
 
 impl LoadedPolicy {
     pub(crate) fn new(
-        engine: Engine,
-        ticker: Arc<EpochTicker>,
-        linker: &Linker<HostState>,
+        engine: &PolicyEngine,
         component: Component,
         contract: ContractVersion,
         provenance: Provenance,
@@ -100,7 +98,7 @@ impl LoadedPolicy {
         };
         let template = match contract {
             ContractVersion::V0_1 => {
-                let pre = linker.instantiate_pre(&component).map_err(unsupported)?;
+                let pre = engine.linker().instantiate_pre(&component).map_err(unsupported)?;
                 Template::V0_1(v0_1::SchedulerPolicyPre::new(pre).map_err(|e| PolicyError::MissingExport {
                     source_name: provenance.origin.clone(),
                     exports: format!("{e:#}"),
@@ -121,8 +119,8 @@ impl LoadedPolicy {
             },
             instantiate_time: Duration::ZERO,
             limits,
-            engine,
-            _ticker: ticker,
+            engine: engine.engine().clone(),
+            _ticker: engine.ticker(),
             template,
             config_json: config_json.into(),
             idle: Mutex::new(Vec::new()),

@@ -55,8 +55,10 @@ pub struct Scheduler {
     metrics: Arc<dyn NodeMetrics>,
     invalid: Vec<InvalidPod>,
     /// Pods whose records should carry per-node detail.
-    explain: Option<Box<dyn Fn(&PodKey) -> bool + Send>>,
+    explain: Option<PodFilter>,
 }
+
+type PodFilter = Box<dyn Fn(&PodKey) -> bool + Send>;
 
 impl Scheduler {
     pub fn new(config: SchedulerConfig, policies: PolicySet) -> Self {

@@ -158,6 +158,7 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
             chosen: None,
             message: Some(histogram.message(table.len())),
             policies: versions,
+            ignored_constraints: pod.ignored_constraints.iter().map(|c| c.to_string()).collect(),
             fallback,
             duration: started.elapsed(),
             node_records: records,
@@ -205,7 +206,7 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
             Some((_, b)) if t < b => {}
             Some((_, b)) if t == b => {
                 ties += 1;
-                if rng.next_u64() % ties == 0 {
+                if rng.next_u64().is_multiple_of(ties) {
                     best = Some((i, t));
                 }
             }
@@ -239,6 +240,7 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
         chosen: table.name(candidates[chosen].node).map(str::to_string),
         message: None,
         policies: versions,
+        ignored_constraints: pod.ignored_constraints.iter().map(|c| c.to_string()).collect(),
         fallback,
         duration: started.elapsed(),
         node_records: records,

@@ -59,6 +59,10 @@ pub struct DecisionRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub policies: Vec<PolicyVersion>,
+    /// Constraints of the pod that were not evaluated (plugins wasmsched
+    /// does not implement yet).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ignored_constraints: Vec<String>,
     /// Why the built-in least-allocated scoring was used, if it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,

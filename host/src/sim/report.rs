@@ -37,6 +37,15 @@ pub fn table(report: &SimReport, policies: &str) -> String {
         let _ =
             writeln!(out, "{} attempts used the built-in fallback scoring because a policy failed.", report.fallbacks);
     }
+    let ignoring: Vec<&str> =
+        report.placements.iter().filter(|p| !p.ignored_constraints.is_empty()).map(|p| p.pod.as_str()).collect();
+    if !ignoring.is_empty() {
+        let _ = writeln!(
+            out,
+            "warning: {} placed pods use constraints wasmsched does not evaluate yet (marked ⚠ below; see --explain).",
+            ignoring.len()
+        );
+    }
     if report.other_schedulers > 0 {
         let _ =
             writeln!(out, "{} pending pods belong to other schedulers and were left alone.", report.other_schedulers);
@@ -44,7 +53,10 @@ pub fn table(report: &SimReport, policies: &str) -> String {
     let width = report.placements.iter().map(|p| p.pod.len()).max().unwrap_or(3).max(3);
     let _ = writeln!(out, "\n{:<width$}  NODE", "POD");
     for p in &report.placements {
-        let note = if p.fallback.is_some() { "  (fallback scoring)" } else { "" };
+        let mut note = if p.fallback.is_some() { "  (fallback scoring)".to_string() } else { String::new() };
+        if !p.ignored_constraints.is_empty() {
+            note.push_str(&format!("  ⚠ ignored: {}", p.ignored_constraints.join(", ")));
+        }
         let _ = writeln!(out, "{:<width$}  {}{note}", p.pod, p.node);
     }
     let nwidth = report.utilisation.iter().map(|u| u.node.len()).max().unwrap_or(4).max(4);
@@ -152,6 +164,9 @@ pub fn explain(record: &DecisionRecord) -> String {
     }
     if let Some(fallback) = &record.fallback {
         let _ = writeln!(out, "Fallback: built-in least-allocated scoring, because {fallback}");
+    }
+    if !record.ignored_constraints.is_empty() {
+        let _ = writeln!(out, "Not evaluated (not implemented yet): {}", record.ignored_constraints.join(", "));
     }
     let width = record.node_records.iter().map(|n| n.node.len()).max().unwrap_or(4).max(4);
     let policy_names: Vec<String> = record

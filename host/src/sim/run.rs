@@ -39,6 +39,8 @@ pub struct Placement {
     pub attempts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ignored_constraints: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -94,8 +96,10 @@ fn matches_explain(which: &str, key: &PodKey) -> bool {
     }
 }
 
+/// Runs the simulation. Takes the manifests by value: the pods move into the
+/// core without a copy.
 pub fn simulate(
-    manifests: &Manifests,
+    manifests: Manifests,
     policies: PolicySet,
     metrics: Arc<dyn NodeMetrics>,
     options: &SimOptions,
@@ -110,7 +114,7 @@ pub fn simulate(
     for node in &manifests.nodes {
         scheduler.node_upserted(node, now)?;
     }
-    let input_pods: Vec<Arc<Pod>> = manifests.pods.iter().cloned().map(Arc::new).collect();
+    let input_pods: Vec<Arc<Pod>> = manifests.pods.into_iter().map(Arc::new).collect();
     let mut bound_before = 0;
     let mut pending = 0;
     let mut other_schedulers = 0;
@@ -148,6 +152,7 @@ pub fn simulate(
                         node,
                         attempts: record.attempt,
                         fallback: record.fallback.clone(),
+                        ignored_constraints: record.ignored_constraints.clone(),
                     });
                     if !record.node_records.is_empty() {
                         explained = Some(record);
