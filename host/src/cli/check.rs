@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use wasmsched::policy::smoke::{SmokeReport, smoke_run};
-use wasmsched::policy::{LoadedPolicy, PolicyEngine, PolicyError, PolicySource, ScoreOrder, config_to_json};
+use wasmsched::policy::{LoadedPolicy, PolicyEngine, PolicyError, PolicySource, ScoreOrder};
 
-use super::limits::LimitArgs;
+use super::policy_args::{LimitArgs, read_config};
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
@@ -25,13 +25,7 @@ pub struct CheckArgs {
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let limits = args.limits.to_limits()?;
     let source = PolicySource::from_file(&args.policy).with_context(|| format!("reading {}", args.policy.display()))?;
-    let config = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            config_to_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
-        }
-        None => "{}".to_string(),
-    };
+    let config = read_config(args.config.as_deref())?;
     let engine = PolicyEngine::new()?;
     let policy = match engine.load(&source, &config, limits) {
         Ok(policy) => policy,

@@ -1,3 +1,3 @@
 pub mod check;
-pub mod limits;
+pub mod policy_args;
 pub mod simulate;

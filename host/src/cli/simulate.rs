@@ -10,11 +10,11 @@ use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use wasmsched::metrics::NoMetrics;
-use wasmsched::policy::{PolicyEngine, PolicyLimits, PolicySource, config_to_json};
+use wasmsched::policy::{PolicyEngine, PolicyLimits, PolicySource};
 use wasmsched::scheduler::{PolicySet, WeightedPolicy};
 use wasmsched::sim::{DEFAULT_SCENARIO, Manifests, SimOptions, report, simulate};
 
-use super::limits::LimitArgs;
+use super::policy_args::{LimitArgs, read_config};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum OutputFormat {
@@ -89,13 +89,7 @@ fn load_policies(
     for spec in &args.policies {
         let spec = parse_policy_spec(spec)?;
         let source = PolicySource::from_file(&spec.path).with_context(|| format!("reading {}", spec.path.display()))?;
-        let config = match &spec.config {
-            Some(file) => {
-                let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-                config_to_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?
-            }
-            None => "{}".to_string(),
-        };
+        let config = read_config(spec.config.as_deref())?;
         let policy = engine.load(&source, &config, limits.clone())?;
         labels.push(format!("{} {} ×{}", policy.info.name, policy.info.version, spec.weight));
         policies.push(WeightedPolicy { policy: Arc::new(policy), weight: spec.weight });

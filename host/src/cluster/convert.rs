@@ -154,23 +154,22 @@ impl PodInfo {
 }
 
 fn requirement(r: &NodeSelectorRequirement) -> SelectorRequirement {
-    SelectorRequirement {
-        key: r.key.clone(),
-        operator: match r.operator.as_str() {
-            "In" => SelectorOperator::In,
-            "NotIn" => SelectorOperator::NotIn,
-            "Exists" => SelectorOperator::Exists,
-            "DoesNotExist" => SelectorOperator::DoesNotExist,
-            "Gt" => SelectorOperator::Gt,
-            "Lt" => SelectorOperator::Lt,
-            // The API server rejects other operators; match nothing.
-            _ => SelectorOperator::In,
-        },
-        values: if matches!(r.operator.as_str(), "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt") {
-            r.values.clone().unwrap_or_default()
-        } else {
-            Vec::new()
-        },
+    let operator = match r.operator.as_str() {
+        "In" => Some(SelectorOperator::In),
+        "NotIn" => Some(SelectorOperator::NotIn),
+        "Exists" => Some(SelectorOperator::Exists),
+        "DoesNotExist" => Some(SelectorOperator::DoesNotExist),
+        "Gt" => Some(SelectorOperator::Gt),
+        "Lt" => Some(SelectorOperator::Lt),
+        _ => None,
+    };
+    match operator {
+        Some(operator) => {
+            SelectorRequirement { key: r.key.clone(), operator, values: r.values.clone().unwrap_or_default() }
+        }
+        // The API server rejects other operators; if one arrives anyway the
+        // requirement matches no node (`In` with no values).
+        None => SelectorRequirement { key: r.key.clone(), operator: SelectorOperator::In, values: Vec::new() },
     }
 }
 

@@ -1,10 +1,12 @@
-//! Sandbox limit flags shared by the commands that load policies.
+//! What the commands that load policies share: the sandbox limit flags and
+//! reading a policy's configuration file.
 
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use wasmsched::policy::PolicyLimits;
+use wasmsched::policy::{PolicyLimits, config_to_json};
 
 #[derive(Args, Debug, Clone)]
 pub struct LimitArgs {
@@ -22,6 +24,14 @@ impl LimitArgs {
         let call_deadline = parse_duration(&self.deadline).context("--deadline")?;
         Ok(PolicyLimits { memory_bytes: memory_bytes as usize, call_deadline, ..PolicyLimits::default() })
     }
+}
+
+/// A policy's configuration as JSON: from a YAML or JSON file, or `{}`.
+/// Errors name the file (and the line, for syntax errors).
+pub fn read_config(path: Option<&Path>) -> anyhow::Result<String> {
+    let Some(path) = path else { return Ok("{}".to_string()) };
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    config_to_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 /// `250ms`, `2s`, `1.5s`, `1m`.
