@@ -248,3 +248,39 @@ fn constraints_not_evaluated_yet_are_named_not_hidden() {
     let table = wasmsched::sim::report::table(&r, "none");
     assert!(table.contains("warning: 1 placed pods use constraints wasmsched does not evaluate yet"), "{table}");
 }
+
+#[test]
+fn an_unschedulable_pod_is_placed_when_a_node_with_room_appears_not_on_heartbeats() {
+    use std::time::Duration;
+    use wasmsched::scheduler::{Attempt, Scheduler, SchedulerConfig};
+    let parse = |yaml: &str| {
+        let mut m = Manifests::default();
+        m.add_text("t", yaml);
+        m
+    };
+    let small = parse(&node("small", "1", "1Gi", "")).nodes.remove(0);
+    let big = parse(&node("big", "8", "16Gi", "")).nodes.remove(0);
+    let pending = parse(&pod("wide", "4", "")).pods.remove(0);
+    let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
+    let t = Duration::from_secs;
+    s.node_upserted(&small, t(0)).unwrap();
+    s.pod_upserted(Arc::new(pending), t(0));
+    match s.schedule_next(t(0)) {
+        Some(Attempt::Unschedulable { record, .. }) => {
+            assert_eq!(record.message.as_deref(), Some("0/1 nodes are available: 1 Insufficient cpu."))
+        }
+        other => panic!("expected unschedulable, got {other:?}"),
+    }
+    // A heartbeat of the same node is not a reason to retry.
+    s.node_upserted(&small, t(5)).unwrap();
+    assert!(!s.has_work());
+    // A node with room is: the pod goes back (its 1 s backoff is over).
+    s.node_upserted(&big, t(5)).unwrap();
+    match s.schedule_next(t(5)) {
+        Some(Attempt::Placed { node, record, .. }) => {
+            assert_eq!(node, "big");
+            assert_eq!(record.attempt, 2);
+        }
+        other => panic!("expected a placement, got {other:?}"),
+    }
+}

@@ -120,17 +120,25 @@ impl ClusterState {
         self.table.len()
     }
 
-    pub fn upsert_node(&mut self, node: &Node) -> Result<NodeId, String> {
+    /// Adds or updates a node. Returns its id and whether anything the
+    /// scheduler looks at changed (a status heartbeat changes nothing).
+    pub fn upsert_node(&mut self, node: &Node) -> Result<(NodeId, bool), String> {
         let (facts, ready) = node_facts(node)?;
         let name = facts.name.clone();
+        let generation = self.table.sync_point().generation;
         let id = Arc::make_mut(&mut self.table).upsert(facts);
+        let mut changed = self.table.sync_point().generation != generation;
         if self.nodes.len() <= id as usize {
             self.nodes.resize_with(id as usize + 1, || None);
         }
         let slot = &mut self.nodes[id as usize];
         match slot {
-            Some(state) => state.ready = ready,
+            Some(state) => {
+                changed |= state.ready != ready;
+                state.ready = ready;
+            }
             None => {
+                changed = true;
                 // Pods may have been bound to this node before we saw it.
                 let mut usage = NodeUsage::default();
                 for pod in self.pods.values().filter(|p| p.node == name) {
@@ -139,7 +147,7 @@ impl ClusterState {
                 *slot = Some(NodeState { ready, usage });
             }
         }
-        Ok(id)
+        Ok((id, changed))
     }
 
     pub fn remove_node(&mut self, name: &str) -> bool {
@@ -211,9 +219,10 @@ mod tests {
         let mut state = ClusterState::new();
         // A pod bound to a node we have not seen yet still counts once it appears.
         state.place(&pod("early", "500m"), "n1", false);
-        let id = state
-            .upsert_node(&node("metadata: {name: n1}\nstatus: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}"))
-            .unwrap();
+        let n1 = node("metadata: {name: n1}\nstatus: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}");
+        let (id, changed) = state.upsert_node(&n1).unwrap();
+        assert!(changed);
+        assert_eq!(state.upsert_node(&n1).unwrap(), (id, false), "a heartbeat changes nothing");
         assert_eq!(state.node(id).unwrap().usage.milli_cpu, 500);
         state.place(&pod("web", "1"), "n1", true);
         let usage = &state.node(id).unwrap().usage;
@@ -228,12 +237,16 @@ mod tests {
     #[test]
     fn readiness_comes_from_the_ready_condition() {
         let mut state = ClusterState::new();
-        let bare = state.upsert_node(&node("metadata: {name: a}")).unwrap();
-        let down = state
+        let (bare, _) = state.upsert_node(&node("metadata: {name: a}")).unwrap();
+        let (down, _) = state
             .upsert_node(&node("metadata: {name: b}\nstatus: {conditions: [{type: Ready, status: 'False'}]}"))
             .unwrap();
         assert!(state.node(bare).unwrap().ready);
         assert!(!state.node(down).unwrap().ready);
+        let (_, recovered) = state
+            .upsert_node(&node("metadata: {name: b}\nstatus: {conditions: [{type: Ready, status: 'True'}]}"))
+            .unwrap();
+        assert!(recovered, "becoming Ready is a change");
         assert!(
             state
                 .upsert_node(&node("metadata: {name: c}\nstatus: {allocatable: {cpu: many}}"))

@@ -100,9 +100,13 @@ impl Scheduler {
         self.queue.waiting().map(|(p, _)| p)
     }
 
+    /// A node added or updated. Unschedulable pods are retried only when
+    /// something that can make room changed, not on status heartbeats.
     pub fn node_upserted(&mut self, node: &Node, now: Duration) -> Result<(), String> {
-        self.state.upsert_node(node)?;
-        self.queue.cluster_changed(now);
+        let (_, changed) = self.state.upsert_node(node)?;
+        if changed {
+            self.queue.cluster_changed(now);
+        }
         Ok(())
     }
 
