@@ -3,7 +3,7 @@
 //! assumed — requests of it. Consecutive cycles read this, so an assumed pod
 //! is counted before its binding returns and no node is over-committed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
@@ -100,6 +100,10 @@ pub struct ClusterState {
     /// Indexed by `NodeId`, parallel to the table.
     nodes: Vec<Option<NodeState>>,
     pods: HashMap<PodKey, PlacedPod>,
+    /// Node name → pods placed on it, including nodes not seen yet, so a
+    /// node that appears after its pods (a watch's initial list) is
+    /// accounted for without scanning every pod.
+    by_node: HashMap<String, HashSet<PodKey>>,
 }
 
 impl ClusterState {
@@ -141,8 +145,10 @@ impl ClusterState {
                 changed = true;
                 // Pods may have been bound to this node before we saw it.
                 let mut usage = NodeUsage::default();
-                for pod in self.pods.values().filter(|p| p.node == name) {
-                    usage.add(pod);
+                for key in self.by_node.get(&name).into_iter().flatten() {
+                    if let Some(pod) = self.pods.get(key) {
+                        usage.add(pod);
+                    }
                 }
                 *slot = Some(NodeState { ready, usage });
             }
@@ -175,6 +181,7 @@ impl ClusterState {
         if let Some(state) = self.state_mut(node) {
             state.usage.add(&placed);
         }
+        self.by_node.entry(node.to_string()).or_default().insert(pod.key.clone());
         self.pods.insert(pod.key.clone(), placed);
     }
 
@@ -183,6 +190,12 @@ impl ClusterState {
         let Some(placed) = self.pods.remove(key) else { return false };
         if let Some(state) = self.state_mut(&placed.node) {
             state.usage.remove(&placed);
+        }
+        if let Some(keys) = self.by_node.get_mut(&placed.node) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.by_node.remove(&placed.node);
+            }
         }
         true
     }
@@ -232,6 +245,10 @@ mod tests {
         let usage = &state.node(id).unwrap().usage;
         assert_eq!((usage.milli_cpu, usage.pods, usage.host_ports.len()), (500, 1, 1));
         assert_eq!(usage.nonzero_memory, crate::cluster::requests::DEFAULT_MEMORY_REQUEST);
+        // A node that goes away and comes back finds its pods again.
+        assert!(state.remove_node("n1"));
+        let (id, _) = state.upsert_node(&n1).unwrap();
+        assert_eq!(state.node(id).unwrap().usage.milli_cpu, 500);
     }
 
     #[test]
