@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, Pod};
+use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSpec, Pod, PodSpec};
 
 use super::requests::{PodRequests, RequestError, pod_requests};
 use crate::policy::{
@@ -73,7 +73,8 @@ impl PodInfo {
     pub fn new(pod: Arc<Pod>) -> Result<PodInfo, RequestError> {
         let requests = pod_requests(&pod)?;
         let key = PodKey::of(&pod);
-        let spec = pod.spec.clone().unwrap_or_default();
+        let no_spec = PodSpec::default();
+        let spec = pod.spec.as_ref().unwrap_or(&no_spec);
         let meta = &pod.metadata;
         let host_ports = spec
             .containers
@@ -226,7 +227,8 @@ pub fn node_facts(node: &Node) -> Result<(NodeFacts, bool), String> {
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
         .is_none_or(|c| c.status == "True");
-    let spec = node.spec.clone().unwrap_or_default();
+    let no_spec = NodeSpec::default();
+    let spec = node.spec.as_ref().unwrap_or(&no_spec);
     let facts = NodeFacts {
         labels: node.metadata.labels.clone().unwrap_or_default().into_iter().collect(),
         annotations: node.metadata.annotations.clone().unwrap_or_default().into_iter().collect(),

@@ -98,14 +98,11 @@ pub fn json(report: &SimReport) -> String {
 /// The placed pods with `spec.nodeName` set, as YAML documents; server-set
 /// fields are dropped so `kubectl apply` takes them.
 pub fn yaml(report: &SimReport) -> String {
+    let by_key: std::collections::HashMap<String, &k8s_openapi::api::core::v1::Pod> =
+        report.input_pods.iter().map(|p| (crate::cluster::PodKey::of(p).to_string(), p.as_ref())).collect();
     let mut out = String::new();
     for placement in &report.placements {
-        let Some(pod) = report.input_pods.iter().find(|p| {
-            let key = crate::cluster::PodKey::of(p);
-            key.to_string() == placement.pod
-        }) else {
-            continue;
-        };
+        let Some(pod) = by_key.get(&placement.pod) else { continue };
         let mut pod = (**pod).clone();
         pod.status = None;
         pod.metadata.resource_version = None;
