@@ -4,7 +4,9 @@
 
 pub mod cluster;
 pub mod default_policy;
+pub mod kubernetes;
 pub mod metrics;
 pub mod policy;
 pub mod scheduler;
 pub mod sim;
+pub mod telemetry;

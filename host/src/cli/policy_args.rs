@@ -1,12 +1,14 @@
 //! What the commands that load policies share: the sandbox limit flags and
 //! reading a policy's configuration file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use wasmsched::policy::{PolicyLimits, config_to_json};
+use wasmsched::policy::{PolicyEngine, PolicyLimits, PolicySource, config_to_json};
+use wasmsched::scheduler::{PolicySet, WeightedPolicy};
 
 #[derive(Args, Debug, Clone)]
 pub struct LimitArgs {
@@ -49,6 +51,55 @@ pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
         bail!("{text:?} must be a positive duration");
     }
     Ok(Duration::from_secs_f64(seconds))
+}
+
+/// `PATH[,weight=N][,config=FILE]`
+struct PolicySpec {
+    path: PathBuf,
+    weight: u32,
+    config: Option<PathBuf>,
+}
+
+fn parse_policy_spec(spec: &str) -> anyhow::Result<PolicySpec> {
+    let mut parts = spec.split(',');
+    let path = PathBuf::from(parts.next().unwrap_or_default());
+    let mut parsed = PolicySpec { path, weight: 1, config: None };
+    for part in parts {
+        match part.split_once('=') {
+            Some(("weight", w)) => {
+                parsed.weight =
+                    w.parse().with_context(|| format!("--policy {spec}: weight {w:?} is not a whole number"))?;
+            }
+            Some(("config", file)) => parsed.config = Some(PathBuf::from(file)),
+            _ => bail!("--policy {spec}: unknown option {part:?} (expected weight=N or config=FILE)"),
+        }
+    }
+    Ok(parsed)
+}
+
+/// Loads `--policy` specs, or the embedded default policy when there are
+/// none. Returns the set and a one-line label for it.
+pub fn load_policies(
+    specs: &[String],
+    engine: &PolicyEngine,
+    limits: &PolicyLimits,
+) -> anyhow::Result<(PolicySet, String)> {
+    if specs.is_empty() {
+        let policy = engine.load(&wasmsched::default_policy::source(), "{}", limits.clone())?;
+        let label = format!("{} {} (embedded)", policy.info.name, policy.info.version);
+        return Ok((PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]), label));
+    }
+    let mut policies = Vec::new();
+    let mut labels = Vec::new();
+    for spec in specs {
+        let spec = parse_policy_spec(spec)?;
+        let source = PolicySource::from_file(&spec.path).with_context(|| format!("reading {}", spec.path.display()))?;
+        let config = read_config(spec.config.as_deref())?;
+        let policy = engine.load(&source, &config, limits.clone())?;
+        labels.push(format!("{} {} ×{}", policy.info.name, policy.info.version, spec.weight));
+        policies.push(WeightedPolicy { policy: Arc::new(policy), weight: spec.weight });
+    }
+    Ok((PolicySet::new(policies), labels.join(", ")))
 }
 
 #[cfg(test)]

@@ -6,15 +6,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use wasmsched::metrics::NoMetrics;
-use wasmsched::policy::{PolicyEngine, PolicyLimits, PolicySource};
-use wasmsched::scheduler::{PolicySet, WeightedPolicy};
+use wasmsched::policy::PolicyEngine;
 use wasmsched::sim::{DEFAULT_SCENARIO, Manifests, SimOptions, report, simulate};
 
-use super::policy_args::{LimitArgs, read_config};
+use super::policy_args::{LimitArgs, load_policies};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum OutputFormat {
@@ -50,53 +49,6 @@ pub struct SimulateArgs {
     pub limits: LimitArgs,
 }
 
-/// `PATH[,weight=N][,config=FILE]`
-struct PolicySpec {
-    path: PathBuf,
-    weight: u32,
-    config: Option<PathBuf>,
-}
-
-fn parse_policy_spec(spec: &str) -> anyhow::Result<PolicySpec> {
-    let mut parts = spec.split(',');
-    let path = PathBuf::from(parts.next().unwrap_or_default());
-    let mut parsed = PolicySpec { path, weight: 1, config: None };
-    for part in parts {
-        match part.split_once('=') {
-            Some(("weight", w)) => {
-                parsed.weight =
-                    w.parse().with_context(|| format!("--policy {spec}: weight {w:?} is not a whole number"))?;
-            }
-            Some(("config", file)) => parsed.config = Some(PathBuf::from(file)),
-            _ => bail!("--policy {spec}: unknown option {part:?} (expected weight=N or config=FILE)"),
-        }
-    }
-    Ok(parsed)
-}
-
-fn load_policies(
-    args: &SimulateArgs,
-    engine: &PolicyEngine,
-    limits: &PolicyLimits,
-) -> anyhow::Result<(PolicySet, String)> {
-    if args.policies.is_empty() {
-        let policy = engine.load(&wasmsched::default_policy::source(), "{}", limits.clone())?;
-        let label = format!("{} {} (embedded)", policy.info.name, policy.info.version);
-        return Ok((PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]), label));
-    }
-    let mut policies = Vec::new();
-    let mut labels = Vec::new();
-    for spec in &args.policies {
-        let spec = parse_policy_spec(spec)?;
-        let source = PolicySource::from_file(&spec.path).with_context(|| format!("reading {}", spec.path.display()))?;
-        let config = read_config(spec.config.as_deref())?;
-        let policy = engine.load(&source, &config, limits.clone())?;
-        labels.push(format!("{} {} ×{}", policy.info.name, policy.info.version, spec.weight));
-        policies.push(WeightedPolicy { policy: Arc::new(policy), weight: spec.weight });
-    }
-    Ok((PolicySet::new(policies), labels.join(", ")))
-}
-
 pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let limits = args.limits.to_limits()?;
     let manifests = if args.inputs.is_empty() {
@@ -121,7 +73,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     }
 
     let engine = PolicyEngine::new()?;
-    let (policies, label) = load_policies(&args, &engine, &limits)?;
+    let (policies, label) = load_policies(&args.policies, &engine, &limits)?;
     let bar = ProgressBar::new(0);
     bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} pods placed {elapsed}").expect("template"));
     let progress_bar = bar.clone();

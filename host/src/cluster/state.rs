@@ -86,6 +86,7 @@ struct PlacedPod {
     nonzero_memory: u64,
     host_ports: Vec<HostPort>,
     assumed: bool,
+    uid: String,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -177,6 +178,7 @@ impl ClusterState {
             nonzero_memory: pod.requests.nonzero_memory,
             host_ports: pod.host_ports.clone(),
             assumed,
+            uid: pod.uid.clone(),
         };
         if let Some(state) = self.state_mut(node) {
             state.usage.add(&placed);
@@ -203,6 +205,11 @@ impl ClusterState {
     /// Where a pod is counted, and whether only assumed.
     pub fn placement(&self, key: &PodKey) -> Option<(&str, bool)> {
         self.pods.get(key).map(|p| (p.node.as_str(), p.assumed))
+    }
+
+    /// As `placement`, with the UID of the pod that was placed.
+    pub fn placement_uid(&self, key: &PodKey) -> Option<(&str, bool, &str)> {
+        self.pods.get(key).map(|p| (p.node.as_str(), p.assumed, p.uid.as_str()))
     }
 
     fn state_mut(&mut self, node: &str) -> Option<&mut NodeState> {

@@ -18,9 +18,17 @@ use crate::metrics::{NoMetrics, NodeMetrics};
 
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {
-    /// Pods with this `spec.schedulerName` and no node are ours to place.
+    /// Pods with this `spec.schedulerName` and no node are ours to place
+    /// (the first profile's name; more profiles via `Scheduler::add_profile`).
     pub scheduler_name: String,
     pub seed: u64,
+}
+
+/// One scheduler name and the policies that decide for its pods, as a
+/// KubeSchedulerConfiguration profile.
+pub struct Profile {
+    pub scheduler_name: String,
+    pub policies: PolicySet,
 }
 
 impl Default for SchedulerConfig {
@@ -51,7 +59,8 @@ pub struct Scheduler {
     config: SchedulerConfig,
     state: ClusterState,
     queue: SchedulingQueue,
-    policies: PolicySet,
+    /// Few (usually one): a linear search beats a map.
+    profiles: Vec<Profile>,
     metrics: Arc<dyn NodeMetrics>,
     invalid: Vec<InvalidPod>,
     /// Pods whose records should carry per-node detail.
@@ -63,10 +72,10 @@ type PodFilter = Box<dyn Fn(&PodKey) -> bool + Send>;
 impl Scheduler {
     pub fn new(config: SchedulerConfig, policies: PolicySet) -> Self {
         Scheduler {
+            profiles: vec![Profile { scheduler_name: config.scheduler_name.clone(), policies }],
             config,
             state: ClusterState::new(),
             queue: SchedulingQueue::new(),
-            policies,
             metrics: Arc::new(NoMetrics),
             invalid: Vec::new(),
             explain: None,
@@ -76,6 +85,23 @@ impl Scheduler {
     pub fn with_metrics(mut self, metrics: Arc<dyn NodeMetrics>) -> Self {
         self.metrics = metrics;
         self
+    }
+
+    /// Adds a profile, or replaces the policies of an existing one. Cycles
+    /// that already started keep the set they started with (they hold it).
+    pub fn add_profile(&mut self, profile: Profile) {
+        match self.profiles.iter_mut().find(|p| p.scheduler_name == profile.scheduler_name) {
+            Some(existing) => existing.policies = profile.policies,
+            None => self.profiles.push(profile),
+        }
+    }
+
+    pub fn profiles(&self) -> impl Iterator<Item = &Profile> {
+        self.profiles.iter()
+    }
+
+    fn profile(&self, scheduler_name: &str) -> Option<&Profile> {
+        self.profiles.iter().find(|p| p.scheduler_name == scheduler_name)
     }
 
     /// Collect per-node detail for the pods `which` selects.
@@ -141,12 +167,22 @@ impl Scheduler {
             self.state.place(&info, &node, false);
             return;
         }
-        if info.scheduler_name != self.config.scheduler_name {
+        if self.profile(&info.scheduler_name).is_none() {
             return;
         }
-        if matches!(self.state.placement(&key), Some((_, true))) {
-            // Assumed and being bound: the binding result decides.
+        if pod.metadata.deletion_timestamp.is_some() {
+            // Being deleted: kube-scheduler skips such pods too.
+            self.queue.remove(&key);
             return;
+        }
+        match self.state.placement_uid(&key) {
+            // Assumed and being bound: the binding result decides.
+            Some((_, true, _)) => return,
+            // Bound by us and confirmed, but this copy predates the binding
+            // (another watch stream can lag): nodeName never goes back to
+            // empty, so it is stale. A recreated pod has a new UID.
+            Some((_, false, uid)) if uid == info.uid => return,
+            _ => {}
         }
         self.queue.add_or_update(info);
     }
@@ -163,10 +199,15 @@ impl Scheduler {
     pub fn schedule_next(&mut self, now: Duration) -> Option<Attempt> {
         let (pod, attempts) = self.queue.pop(now)?;
         let detail = self.explain.as_ref().is_some_and(|f| f(&pod.key));
+        let Some(profile) = self.profile(&pod.scheduler_name) else {
+            // Only pods of a known profile are queued.
+            self.queue.done(&pod.key);
+            return self.schedule_next(now);
+        };
         let record = schedule_one(CycleInput {
             pod: &pod,
             state: &self.state,
-            policies: &self.policies,
+            policies: &profile.policies,
             metrics: &self.metrics,
             seed: self.config.seed,
             attempt: attempts + 1,
@@ -186,7 +227,11 @@ impl Scheduler {
 
     /// The binding was accepted: the assumed pod is now bound.
     pub fn binding_succeeded(&mut self, pod: &PodInfo, node: &str) {
-        self.state.place(pod, node, false);
+        // Deleted while the binding was in flight (the watch said so
+        // first): it must not be counted again.
+        if self.state.placement_uid(&pod.key).is_some_and(|(_, _, uid)| uid == pod.uid) {
+            self.state.place(pod, node, false);
+        }
         self.queue.done(&pod.key);
     }
 

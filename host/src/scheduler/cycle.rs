@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use wasmsched_sdk::SplitMix64;
 
-use super::decision::{DecisionRecord, NodeRecord, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
+use super::decision::{DecisionRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
 use super::filters;
 use super::policy_set::{PolicySet, least_allocated};
 use crate::cluster::{ClusterState, PodInfo};
@@ -98,13 +98,22 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
     let feasible_builtin = candidates.len();
     let ctx = PolicyContext { nodes: table.clone(), metrics: metrics.clone() };
     let mut fallback: Option<String> = None;
+    let mut calls: Vec<PolicyCall> = Vec::new();
 
     // Policy filters, in order; each sees the survivors of the previous one.
     for wp in policies.policies.iter().filter(|wp| wp.policy.info.phases.filter) {
         if candidates.is_empty() {
             break;
         }
-        match wp.policy.filter(&ctx, &pod.facts, &candidates) {
+        let call_started = Instant::now();
+        let result = wp.policy.filter(&ctx, &pod.facts, &candidates);
+        calls.push(PolicyCall {
+            policy: wp.policy.name().to_string(),
+            phase: "filter",
+            duration: call_started.elapsed(),
+            failure: result.as_ref().err().map(|e| e.kind()),
+        });
+        match result {
             Ok(outcome) => {
                 let mut kept = Vec::with_capacity(candidates.len());
                 let mut kept_index = Vec::with_capacity(candidates.len());
@@ -161,6 +170,7 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
             ignored_constraints: pod.ignored_constraints.iter().map(|c| c.to_string()).collect(),
             fallback,
             duration: started.elapsed(),
+            policy_calls: calls,
             node_records: records,
         };
     }
@@ -173,7 +183,15 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
     let scoring: Vec<_> = policies.policies.iter().filter(|wp| wp.policy.info.phases.score).collect();
     if fallback.is_none() {
         for wp in &scoring {
-            match wp.policy.score(&ctx, &pod.facts, &candidates, pod_seed) {
+            let call_started = Instant::now();
+            let result = wp.policy.score(&ctx, &pod.facts, &candidates, pod_seed);
+            calls.push(PolicyCall {
+                policy: wp.policy.name().to_string(),
+                phase: "score",
+                duration: call_started.elapsed(),
+                failure: result.as_ref().err().map(|e| e.kind()),
+            });
+            match result {
                 Ok(raw) => {
                     let normalized = normalize(&raw, wp.policy.info.score_order);
                     per_policy.push((wp.policy.name().to_string(), wp.weight, raw, normalized));
@@ -243,6 +261,7 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
         ignored_constraints: pod.ignored_constraints.iter().map(|c| c.to_string()).collect(),
         fallback,
         duration: started.elapsed(),
+        policy_calls: calls,
         node_records: records,
     }
 }

@@ -45,6 +45,16 @@ pub struct NodeRecord {
     pub total: Option<f64>,
 }
 
+/// One call into a policy during an attempt, for the metrics.
+#[derive(Debug, Clone)]
+pub struct PolicyCall {
+    pub policy: String,
+    pub phase: &'static str,
+    pub duration: Duration,
+    /// The failure kind (`PolicyError::kind`), if the call failed.
+    pub failure: Option<&'static str>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct DecisionRecord {
     pub pod: String,
@@ -68,6 +78,8 @@ pub struct DecisionRecord {
     pub fallback: Option<String>,
     #[serde(serialize_with = "micros")]
     pub duration: Duration,
+    #[serde(skip)]
+    pub policy_calls: Vec<PolicyCall>,
     /// Per-node detail; only collected when asked for (it is large).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_records: Vec<NodeRecord>,

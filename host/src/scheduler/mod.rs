@@ -9,7 +9,7 @@ pub mod filters;
 pub mod policy_set;
 pub mod queue;
 
-pub use self::core::{Attempt, InvalidPod, Scheduler, SchedulerConfig};
-pub use decision::{DecisionRecord, NodeRecord, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
+pub use self::core::{Attempt, InvalidPod, Profile, Scheduler, SchedulerConfig};
+pub use decision::{DecisionRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
 pub use policy_set::{PolicySet, WeightedPolicy};
 pub use queue::QueueSizes;

@@ -1,0 +1,147 @@
+//! `wasmsched run`: schedule the pods of a real cluster.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use wasmsched::kubernetes::config::{ConfigurationFile, LeaderElectionConfig, ProfileConfig, RunConfig};
+use wasmsched::policy::PolicyEngine;
+
+use super::policy_args::{LimitArgs, load_policies, parse_duration};
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the
+    /// in-cluster service account).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// A WasmSchedulerConfiguration file: profiles (schedulerName →
+    /// policies), leader election, parallelism.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["policies", "scheduler_name"])]
+    pub config: Option<PathBuf>,
+    /// Pods with this schedulerName are scheduled (without --config).
+    #[arg(long)]
+    pub scheduler_name: Option<String>,
+    /// A policy: PATH[,weight=N][,config=FILE]; repeatable. Default: the
+    /// embedded least-allocated policy.
+    #[arg(long = "policy", value_name = "SPEC")]
+    pub policies: Vec<String>,
+    /// Elect a leader among replicas through a Lease (on by default).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub leader_elect: bool,
+    /// Namespace of the leader election Lease.
+    #[arg(long, value_name = "NS")]
+    pub leader_elect_namespace: Option<String>,
+    /// Name of the leader election Lease.
+    #[arg(long, value_name = "NAME")]
+    pub leader_elect_name: Option<String>,
+    #[arg(long, value_name = "DURATION", default_value = "15s")]
+    pub lease_duration: String,
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub renew_deadline: String,
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    pub retry_period: String,
+    /// This replica's identity in the Lease (default: pod name + suffix).
+    #[arg(long)]
+    pub identity: Option<String>,
+    /// Address of /healthz, /readyz, /metrics and /policies; "off" disables.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:10251")]
+    pub http_addr: String,
+    /// Bindings in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub bind_concurrency: usize,
+    /// Seed for tie-breaking and policy randomness.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
+    let limits = args.limits.to_limits()?;
+    let engine = PolicyEngine::new()?;
+    let mut le = LeaderElectionConfig {
+        enabled: args.leader_elect,
+        lease_duration: parse_duration(&args.lease_duration).context("--lease-duration")?,
+        renew_deadline: parse_duration(&args.renew_deadline).context("--renew-deadline")?,
+        retry_period: parse_duration(&args.retry_period).context("--retry-period")?,
+        ..LeaderElectionConfig::default()
+    };
+    let (profiles, parallelism) = match &args.config {
+        Some(path) => {
+            let file = ConfigurationFile::read(path)?;
+            le = file.leader_election(le, path)?;
+            (file.load_profiles(path, &engine, &limits)?, file.parallelism)
+        }
+        None => {
+            let (policies, label) = load_policies(&args.policies, &engine, &limits)?;
+            let name = args.scheduler_name.clone().unwrap_or_else(|| "wasmsched".into());
+            eprintln!("profile {name}: {label}");
+            (vec![ProfileConfig { scheduler_name: name, policies }], None)
+        }
+    };
+    if let Some(ns) = &args.leader_elect_namespace {
+        le.namespace = ns.clone();
+    }
+    if let Some(name) = &args.leader_elect_name {
+        le.name = name.clone();
+    }
+    if let Some(id) = &args.identity {
+        le.identity = id.clone();
+    }
+    if le.enabled && (le.renew_deadline >= le.lease_duration || le.retry_period >= le.renew_deadline) {
+        bail!("leader election needs --retry-period < --renew-deadline < --lease-duration");
+    }
+    let mut config = RunConfig::new(profiles);
+    config.leader_election = le;
+    config.bind_concurrency = parallelism.unwrap_or(args.bind_concurrency);
+    config.seed = args.seed;
+    config.http_addr = match args.http_addr.as_str() {
+        "off" | "" => None,
+        addr => Some(addr.parse::<SocketAddr>().with_context(|| format!("--http-addr {addr:?} is not HOST:PORT"))?),
+    };
+    Ok(config)
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // Load and validate policies before touching the cluster: a broken
+    // policy fails fast with its own error.
+    let config = run_config(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let client =
+            wasmsched::kubernetes::client::connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+        let le = config.leader_election.clone();
+        let running = wasmsched::kubernetes::start(client, config).await?;
+        if let Some(addr) = running.http_addr {
+            eprintln!("serving /healthz /readyz /metrics /policies on http://{addr}");
+        }
+        if le.enabled {
+            eprintln!("leader election on Lease {}/{} as {}", le.namespace, le.name, le.identity);
+        }
+        wait_for_termination().await;
+        eprintln!("shutting down");
+        tokio::time::timeout(Duration::from_secs(60), running.shutdown()).await.ok();
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+async fn wait_for_termination() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,0 +1,101 @@
+//! Binding: `POST pods/{name}/binding` with the pod's UID as precondition,
+//! as kube-scheduler's DefaultBinder does. What a failure means for the
+//! assumed pod:
+//! - 409 because the pod is already bound → it is someone else's now: forget
+//!   the assumption and drop the pod (its bound state arrives by watch);
+//! - 404, or 409 because it is being deleted or was replaced (UID
+//!   precondition) → drop;
+//! - anything else (timeouts, 5xx, connection refused) → forget and requeue
+//!   with backoff.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+
+use crate::cluster::PodInfo;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BindOutcome {
+    Bound,
+    /// Already bound elsewhere, deleted or replaced: stop trying.
+    Dropped(String),
+    /// Transient: try again after backoff.
+    Retry(String),
+}
+
+impl BindOutcome {
+    pub fn label(&self) -> &'static str {
+        match self {
+            BindOutcome::Bound => "bound",
+            BindOutcome::Dropped(_) => "dropped",
+            BindOutcome::Retry(_) => "error",
+        }
+    }
+}
+
+/// What an API error on binding means.
+pub fn classify(error: &kube::Error) -> BindOutcome {
+    match error {
+        kube::Error::Api(status) if status.code == 404 => BindOutcome::Dropped(status.message.clone()),
+        kube::Error::Api(status) if status.code == 409 => BindOutcome::Dropped(status.message.clone()),
+        other => BindOutcome::Retry(other.to_string()),
+    }
+}
+
+/// Binds `pod` to `node`; bounded by `timeout` so a hung connection
+/// cannot hold a binding slot forever.
+pub async fn bind(client: &kube::Client, pod: &PodInfo, node: &str, timeout: Duration) -> (BindOutcome, Duration) {
+    let started = Instant::now();
+    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.key.namespace);
+    let body = json!({
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod.key.name, "namespace": pod.key.namespace, "uid": pod.uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    });
+    let params = PostParams::default();
+    let call = api.create_subresource::<_, serde_json::Value>("binding", &pod.key.name, &params, &body);
+    let outcome = match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(_)) => BindOutcome::Bound,
+        Ok(Err(e)) => classify(&e),
+        Err(_) => BindOutcome::Retry(format!("binding timed out after {timeout:?}")),
+    };
+    (outcome, started.elapsed())
+}
+
+/// A placement the scheduling loop hands to the binder.
+#[derive(Debug, Clone)]
+pub struct BindRequest {
+    pub pod: Arc<PodInfo>,
+    pub node: String,
+    pub profile: String,
+    /// Set when the built-in fallback chose the node (a policy failed).
+    pub fallback: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure(message, if code == 404 { "NotFound" } else { "Conflict" })
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn conflicts_and_not_found_drop_the_pod_other_errors_retry() {
+        assert!(matches!(
+            classify(&api_error(409, "pod p is already assigned to node \"n\"")),
+            BindOutcome::Dropped(_)
+        ));
+        assert!(matches!(classify(&api_error(404, "pods \"p\" not found")), BindOutcome::Dropped(_)));
+        assert!(matches!(classify(&api_error(500, "etcdserver: request timed out")), BindOutcome::Retry(_)));
+    }
+}

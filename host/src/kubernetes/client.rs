@@ -1,0 +1,38 @@
+//! Where the API server is: a kubeconfig file (flag, `KUBECONFIG`,
+//! `~/.kube/config`) or the pod's in-cluster service account.
+
+use std::path::Path;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("reading kubeconfig {path}: {source}")]
+    Kubeconfig { path: String, source: kube::config::KubeconfigError },
+    #[error(
+        "no cluster configuration found (tried --kubeconfig, KUBECONFIG, ~/.kube/config and the in-cluster service account): {0}"
+    )]
+    Infer(kube::config::InferConfigError),
+    #[error("building the API client: {0}")]
+    Client(kube::Error),
+}
+
+/// A client for `kubeconfig` (with an optional context), or inferred the
+/// way kubectl does when it is `None`.
+pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<kube::Client, ClientError> {
+    let options = KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = Kubeconfig::read_from(path)
+                .map_err(|source| ClientError::Kubeconfig { path: path.display().to_string(), source })?;
+            kube::Config::from_custom_kubeconfig(file, &options)
+                .await
+                .map_err(|source| ClientError::Kubeconfig { path: path.display().to_string(), source })?
+        }
+        None if context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|source| ClientError::Kubeconfig { path: "(default)".into(), source })?,
+        None => kube::Config::infer().await.map_err(ClientError::Infer)?,
+    };
+    kube::Client::try_from(config).map_err(ClientError::Client)
+}

@@ -1,0 +1,324 @@
+//! What `wasmsched run` needs, and the configuration file it reads: a
+//! `WasmSchedulerConfiguration`, modelled on KubeSchedulerConfiguration
+//! (profiles keyed by schedulerName, `leaderElection`, `parallelism`).
+//!
+//! ```yaml
+//! apiVersion: wasmsched.io/v1alpha1
+//! kind: WasmSchedulerConfiguration
+//! leaderElection: {leaderElect: true, resourceNamespace: wasmsched, resourceName: wasmsched}
+//! parallelism: 16
+//! profiles:
+//! - schedulerName: wasmsched
+//!   policies:
+//!   - embedded: least-allocated
+//! - schedulerName: wasmsched-latency
+//!   policies:
+//!   - path: /etc/wasmsched/policies/http-latency.wasm
+//!     weight: 2
+//!     config: {metric: http_latency_seconds}
+//!     memoryLimit: 32Mi
+//!     deadline: 50ms
+//! ```
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::policy::{PolicyEngine, PolicyLimits, PolicySource};
+use crate::scheduler::{PolicySet, WeightedPolicy};
+
+pub struct ProfileConfig {
+    pub scheduler_name: String,
+    pub policies: PolicySet,
+}
+
+#[derive(Debug, Clone)]
+pub struct LeaderElectionConfig {
+    pub enabled: bool,
+    pub namespace: String,
+    pub name: String,
+    /// This replica's holder identity (pod name plus a random suffix).
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl Default for LeaderElectionConfig {
+    fn default() -> Self {
+        LeaderElectionConfig {
+            enabled: true,
+            namespace: "kube-system".into(),
+            name: "wasmsched".into(),
+            identity: default_identity(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+/// `HOSTNAME` (the pod name in a Deployment) plus a per-process suffix, so
+/// two processes on one host never share an identity.
+pub fn default_identity() -> String {
+    let host =
+        std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "wasmsched".to_string());
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{host}_{:08x}", nanos ^ std::process::id().rotate_left(16))
+}
+
+pub struct RunConfig {
+    pub profiles: Vec<ProfileConfig>,
+    pub leader_election: LeaderElectionConfig,
+    /// Bindings in flight at once.
+    pub bind_concurrency: usize,
+    /// Where `/healthz`, `/readyz`, `/metrics` and `/policies` are served.
+    pub http_addr: Option<SocketAddr>,
+    pub seed: u64,
+    /// A pod's repeated identical `FailedScheduling` events are sent at most
+    /// this often (the Events API aggregates the rest into a series).
+    pub failed_event_interval: Duration,
+}
+
+impl RunConfig {
+    pub fn new(profiles: Vec<ProfileConfig>) -> Self {
+        RunConfig {
+            profiles,
+            leader_election: LeaderElectionConfig::default(),
+            bind_concurrency: 16,
+            http_addr: None,
+            seed: 0,
+            failed_event_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigurationFile {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default)]
+    pub leader_election: Option<LeaderElectionFile>,
+    #[serde(default)]
+    pub parallelism: Option<usize>,
+    pub profiles: Vec<ProfileFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LeaderElectionFile {
+    pub leader_elect: Option<bool>,
+    pub lease_duration: Option<String>,
+    pub renew_deadline: Option<String>,
+    pub retry_period: Option<String>,
+    pub resource_namespace: Option<String>,
+    pub resource_name: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProfileFile {
+    pub scheduler_name: String,
+    #[serde(default)]
+    pub policies: Vec<PolicyFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyFile {
+    /// A `.wasm` file, relative to the configuration file.
+    pub path: Option<PathBuf>,
+    /// A policy built into the binary: `least-allocated`.
+    pub embedded: Option<String>,
+    pub weight: Option<u32>,
+    /// The policy's own configuration, handed to it as JSON.
+    pub config: Option<serde_yaml::Value>,
+    pub memory_limit: Option<String>,
+    pub deadline: Option<String>,
+}
+
+pub const API_VERSION: &str = "wasmsched.io/v1alpha1";
+pub const KIND: &str = "WasmSchedulerConfiguration";
+
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct ConfigError {
+    pub file: String,
+    pub message: String,
+}
+
+/// `250ms`, `2s`, `1.5s`, `1m`, `1h`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: f64 = number.trim().parse().map_err(|_| format!("{text:?} is not a duration (e.g. 100ms, 2s, 1m)"))?;
+    let secs = match unit {
+        "ms" => n / 1e3,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{text:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("{text:?} is not a valid duration"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+impl ConfigurationFile {
+    pub fn read(path: &Path) -> Result<ConfigurationFile, ConfigError> {
+        let err = |message: String| ConfigError { file: path.display().to_string(), message };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let file: ConfigurationFile = serde_yaml::from_str(&text).map_err(|e| err(e.to_string()))?;
+        if file.api_version != API_VERSION || file.kind != KIND {
+            return Err(err(format!(
+                "expected apiVersion {API_VERSION} and kind {KIND}, found {} {}",
+                file.api_version, file.kind
+            )));
+        }
+        if file.profiles.is_empty() {
+            return Err(err("profiles: at least one profile is required".into()));
+        }
+        let mut names: Vec<&str> = file.profiles.iter().map(|p| p.scheduler_name.as_str()).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(err(format!("profiles: schedulerName {:?} appears twice", w[0])));
+        }
+        Ok(file)
+    }
+
+    /// Applies the file's leader election settings over `base`.
+    pub fn leader_election(
+        &self,
+        mut base: LeaderElectionConfig,
+        file: &Path,
+    ) -> Result<LeaderElectionConfig, ConfigError> {
+        let err = |message: String| ConfigError { file: file.display().to_string(), message };
+        if let Some(le) = &self.leader_election {
+            if let Some(on) = le.leader_elect {
+                base.enabled = on;
+            }
+            for (field, value, slot) in [
+                ("leaseDuration", &le.lease_duration, &mut base.lease_duration),
+                ("renewDeadline", &le.renew_deadline, &mut base.renew_deadline),
+                ("retryPeriod", &le.retry_period, &mut base.retry_period),
+            ] {
+                if let Some(v) = value {
+                    *slot = parse_duration(v).map_err(|e| err(format!("leaderElection.{field}: {e}")))?;
+                }
+            }
+            if let Some(ns) = &le.resource_namespace {
+                base.namespace = ns.clone();
+            }
+            if let Some(name) = &le.resource_name {
+                base.name = name.clone();
+            }
+        }
+        if base.renew_deadline >= base.lease_duration || base.retry_period >= base.renew_deadline {
+            return Err(err("leaderElection: need retryPeriod < renewDeadline < leaseDuration".into()));
+        }
+        Ok(base)
+    }
+
+    /// Compiles every profile's policies. `base` supplies limits a policy
+    /// does not set.
+    pub fn load_profiles(
+        &self,
+        file: &Path,
+        engine: &PolicyEngine,
+        base: &PolicyLimits,
+    ) -> Result<Vec<ProfileConfig>, ConfigError> {
+        let dir = file.parent().unwrap_or(Path::new("."));
+        let mut profiles = Vec::new();
+        for (pi, profile) in self.profiles.iter().enumerate() {
+            let mut policies = Vec::new();
+            for (i, p) in profile.policies.iter().enumerate() {
+                let at = format!("profiles[{pi}] ({}): policies[{i}]", profile.scheduler_name);
+                let err = |message: String| ConfigError {
+                    file: file.display().to_string(),
+                    message: format!("{at}: {message}"),
+                };
+                let source = match (&p.path, p.embedded.as_deref()) {
+                    (Some(path), None) => {
+                        let full = dir.join(path);
+                        PolicySource::from_file(&full).map_err(|e| err(format!("reading {}: {e}", full.display())))?
+                    }
+                    (None, Some("least-allocated")) => crate::default_policy::source(),
+                    (None, Some(other)) => {
+                        return Err(err(format!("no embedded policy {other:?} (have: least-allocated)")));
+                    }
+                    _ => return Err(err("give exactly one of path or embedded".into())),
+                };
+                let mut limits = base.clone();
+                if let Some(m) = &p.memory_limit {
+                    limits.memory_bytes =
+                        wasmsched_sdk::quantity::value(m).map_err(|e| err(format!("memoryLimit: {e}")))? as usize;
+                }
+                if let Some(d) = &p.deadline {
+                    limits.call_deadline = parse_duration(d).map_err(|e| err(format!("deadline: {e}")))?;
+                }
+                let config = match &p.config {
+                    Some(v) => serde_json::to_string(v).map_err(|e| err(format!("config: {e}")))?,
+                    None => "{}".to_string(),
+                };
+                let policy = engine.load(&source, &config, limits).map_err(|e| err(e.to_string()))?;
+                policies.push(WeightedPolicy { policy: Arc::new(policy), weight: p.weight.unwrap_or(1) });
+            }
+            profiles.push(ProfileConfig {
+                scheduler_name: profile.scheduler_name.clone(),
+                policies: PolicySet::new(policies),
+            });
+        }
+        Ok(profiles)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(text: &str) -> tempfile::NamedTempFile {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), text).unwrap();
+        f
+    }
+
+    #[test]
+    fn reads_profiles_and_leader_election() {
+        let f = write(
+            "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\nleaderElection:\n  leaseDuration: 30s\n  resourceNamespace: sched\nprofiles:\n- schedulerName: a\n  policies:\n  - embedded: least-allocated\n    weight: 3\n- schedulerName: b\n",
+        );
+        let file = ConfigurationFile::read(f.path()).unwrap();
+        let le = file.leader_election(LeaderElectionConfig::default(), f.path()).unwrap();
+        assert_eq!((le.lease_duration, le.namespace.as_str()), (Duration::from_secs(30), "sched"));
+        let engine = PolicyEngine::new().unwrap();
+        let profiles = file.load_profiles(f.path(), &engine, &PolicyLimits::default()).unwrap();
+        assert_eq!(profiles.len(), 2);
+        assert_eq!(profiles[0].policies.policies[0].weight, 3);
+        assert!(profiles[1].policies.policies.is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_field() {
+        let f = write(
+            "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\nprofiles:\n- schedulerName: a\n  polices: []\n",
+        );
+        let e = ConfigurationFile::read(f.path()).unwrap_err().to_string();
+        assert!(e.contains(&f.path().display().to_string()) && e.contains("unknown field `polices`"), "{e}");
+        let f = write(
+            "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\nprofiles:\n- schedulerName: a\n  policies:\n  - path: missing.wasm\n",
+        );
+        let file = ConfigurationFile::read(f.path()).unwrap();
+        let engine = PolicyEngine::new().unwrap();
+        let e = file.load_profiles(f.path(), &engine, &PolicyLimits::default()).err().unwrap().to_string();
+        assert!(e.contains("profiles[0] (a): policies[0]: reading") && e.contains("missing.wasm"), "{e}");
+        let f = write("apiVersion: v1\nkind: KubeSchedulerConfiguration\nprofiles: []\n");
+        assert!(ConfigurationFile::read(f.path()).unwrap_err().to_string().contains("expected apiVersion"));
+    }
+}

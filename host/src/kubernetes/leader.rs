@@ -1,0 +1,165 @@
+//! Leader election on a coordination.k8s.io Lease, with client-go's
+//! semantics: a lease is considered held while its record keeps changing;
+//! expiry is judged by *our* clock from when we last saw the record change
+//! (never by comparing another host's renewTime with our clock), and every
+//! write carries the resourceVersion it read, so two candidates can never
+//! both win.
+//!
+//! The leader renews every retry period; if it cannot renew for the renew
+//! deadline it steps down at once (before the lease can expire for
+//! others). On shutdown it releases the lease so a standby takes over
+//! without waiting for expiry.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::config::LeaderElectionConfig;
+
+pub struct LeaderElector {
+    api: Api<Lease>,
+    config: LeaderElectionConfig,
+    /// The holder and renew time we last saw, and when we saw them change.
+    observed: Option<(Option<String>, Option<MicroTime>, Instant)>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Attempt {
+    /// We hold the lease (acquired or renewed).
+    Held,
+    /// Someone else holds a live lease.
+    HeldByOther(String),
+}
+
+fn now() -> MicroTime {
+    MicroTime(jiff::Timestamp::now())
+}
+
+impl LeaderElector {
+    pub fn new(client: kube::Client, config: LeaderElectionConfig) -> Self {
+        LeaderElector { api: Api::namespaced(client, &config.namespace), config, observed: None }
+    }
+
+    /// One acquire-or-renew round.
+    async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
+        let identity = self.config.identity.clone();
+        let duration_secs = self.config.lease_duration.as_secs().max(1) as i32;
+        let existing = match self.api.get_opt(&self.config.name).await? {
+            Some(lease) => lease,
+            None => {
+                let lease = Lease {
+                    metadata: ObjectMeta { name: Some(self.config.name.clone()), ..Default::default() },
+                    spec: Some(LeaseSpec {
+                        holder_identity: Some(identity),
+                        lease_duration_seconds: Some(duration_secs),
+                        acquire_time: Some(now()),
+                        renew_time: Some(now()),
+                        lease_transitions: Some(0),
+                        ..Default::default()
+                    }),
+                };
+                return match self.api.create(&PostParams::default(), &lease).await {
+                    Ok(_) => Ok(Attempt::Held),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::HeldByOther("(just created)".into())),
+                    Err(e) => Err(e),
+                };
+            }
+        };
+        let spec = existing.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        let record = (holder.clone(), spec.renew_time.clone());
+        let changed = self.observed.as_ref().is_none_or(|(h, r, _)| (h, r) != (&record.0, &record.1));
+        if changed {
+            self.observed = Some((record.0.clone(), record.1.clone(), Instant::now()));
+        }
+        let observed_at = self.observed.as_ref().map(|(_, _, at)| *at).unwrap_or_else(Instant::now);
+        let their_duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(duration_secs).max(1) as u64);
+        if let Some(other) = &holder
+            && *other != identity
+            && observed_at.elapsed() < their_duration
+        {
+            return Ok(Attempt::HeldByOther(other.clone()));
+        }
+        let mut lease = existing;
+        let mut new_spec = spec.clone();
+        if holder.as_deref() != Some(identity.as_str()) {
+            new_spec.holder_identity = Some(identity);
+            new_spec.acquire_time = Some(now());
+            new_spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        new_spec.renew_time = Some(now());
+        new_spec.lease_duration_seconds = Some(duration_secs);
+        lease.spec = Some(new_spec);
+        // The read resourceVersion stays in metadata: a concurrent writer
+        // makes this a 409.
+        match self.api.replace(&self.config.name, &PostParams::default(), &lease).await {
+            Ok(_) => Ok(Attempt::Held),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::HeldByOther("(conflict)".into())),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Campaigns and renews until `shutdown` turns true, publishing
+    /// leadership on `leader`. Releases the lease on the way out.
+    pub async fn run(mut self, leader: watch::Sender<bool>, mut shutdown: watch::Receiver<bool>) {
+        let retry = self.config.retry_period;
+        let mut last_renewal: Option<Instant> = None;
+        loop {
+            let is_leader = *leader.borrow();
+            match self.try_acquire_or_renew().await {
+                Ok(Attempt::Held) => {
+                    last_renewal = Some(Instant::now());
+                    if !is_leader {
+                        tracing::info!(lease = %self.config.name, identity = %self.config.identity, "became leader");
+                        leader.send_replace(true);
+                    }
+                }
+                Ok(Attempt::HeldByOther(holder)) => {
+                    if is_leader {
+                        tracing::warn!(lease = %self.config.name, %holder, "lost the lease; stopping scheduling");
+                        leader.send_replace(false);
+                    }
+                    last_renewal = None;
+                }
+                Err(e) => {
+                    let expired = last_renewal.is_none_or(|at| at.elapsed() >= self.config.renew_deadline);
+                    if is_leader && expired {
+                        tracing::warn!(lease = %self.config.name, error = %e, "could not renew the lease within the renew deadline; stopping scheduling");
+                        leader.send_replace(false);
+                    } else {
+                        tracing::debug!(lease = %self.config.name, error = %e, "lease update failed");
+                    }
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(retry) => {}
+                _ = shutdown.wait_for(|s| *s) => break,
+            }
+        }
+        if *leader.borrow() {
+            leader.send_replace(false);
+            self.release().await;
+        }
+    }
+
+    /// Hands the lease back: no holder, a one-second duration.
+    async fn release(&mut self) {
+        let Ok(Some(mut lease)) = self.api.get_opt(&self.config.name).await else { return };
+        let Some(spec) = lease.spec.as_mut() else { return };
+        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(now());
+        match self.api.replace(&self.config.name, &PostParams::default(), &lease).await {
+            Ok(_) => tracing::info!(lease = %self.config.name, "released the lease"),
+            Err(e) => tracing::warn!(lease = %self.config.name, error = %e, "could not release the lease"),
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! The Kubernetes backend: the scheduling core driven by a real cluster.
+//!
+//! Data path, top to bottom:
+//! - `sources`: kube-rs watchers (nodes; every non-terminal pod for
+//!   accounting; unbound pods of each profile) reflected into the core;
+//! - `scheduling_loop`: one thread owns the core, applies cluster changes
+//!   between cycles and runs the cycles (queue → filters → policy → assume);
+//! - `binder`: `pods/{name}/binding` with the UID precondition, bounded
+//!   concurrency, results fed back to the core;
+//! - `reporter`: events.k8s.io Events and the `PodScheduled` condition;
+//! - `leader`: the coordination.k8s.io Lease; only the leader schedules;
+//! - `http`: `/healthz`, `/readyz`, `/metrics`, `/policies`.
+
+pub mod binder;
+pub mod client;
+pub mod config;
+pub mod http;
+pub mod leader;
+pub mod reporter;
+pub mod run;
+mod scheduling_loop;
+pub mod sources;
+pub mod status;
+
+pub use config::{LeaderElectionConfig, ProfileConfig, RunConfig};
+pub use run::{RunningScheduler, start};
+pub use status::SchedulerStatus;

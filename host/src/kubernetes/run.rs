@@ -1,0 +1,177 @@
+//! Wires the backend together and shuts it down in order: stop taking
+//! pods, finish the bindings in flight, flush events, release the lease.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::binder::{self, BindRequest};
+use super::config::RunConfig;
+use super::http;
+use super::leader::LeaderElector;
+use super::reporter::PodReporter;
+use super::scheduling_loop::{Input, SchedulingLoop};
+use super::sources::Source;
+use super::status::{ActivePolicy, SchedulerStatus};
+use crate::scheduler::{Profile, Scheduler, SchedulerConfig};
+
+/// A binding slower than this is abandoned and retried.
+const BIND_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long shutdown waits for events still being sent.
+const REPORT_FLUSH: Duration = Duration::from_secs(5);
+
+pub struct RunningScheduler {
+    pub status: Arc<SchedulerStatus>,
+    /// Where the HTTP endpoints listen, if enabled.
+    pub http_addr: Option<SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    supervisor: JoinHandle<()>,
+}
+
+impl RunningScheduler {
+    /// Graceful shutdown (SIGTERM): returns when the lease is released.
+    pub async fn shutdown(self) {
+        self.shutdown.send_replace(true);
+        let _ = self.supervisor.await;
+    }
+
+    /// Stops without any of the graceful steps, as a crash (or SIGKILL)
+    /// would: bindings in flight are abandoned, the lease is left to expire.
+    pub fn abort(self) {
+        self.supervisor.abort();
+    }
+}
+
+/// Starts scheduling against the cluster `client` talks to.
+pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<RunningScheduler> {
+    anyhow::ensure!(!config.profiles.is_empty(), "at least one profile is required");
+    let mut sources = vec![Source::nodes(), Source::live_pods()];
+    sources.extend(config.profiles.iter().map(|p| Source::unbound_pods(&p.scheduler_name)));
+    let source_names: Vec<String> = sources.iter().map(|s| s.name.clone()).collect();
+    let loaded_at = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let active: Vec<ActivePolicy> = config
+        .profiles
+        .iter()
+        .flat_map(|p| {
+            p.policies.policies.iter().map(|wp| ActivePolicy {
+                profile: p.scheduler_name.clone(),
+                name: wp.policy.info.name.clone(),
+                version: wp.policy.info.version.clone(),
+                sha256: wp.policy.provenance.sha256.clone(),
+                source: wp.policy.provenance.origin.clone(),
+                weight: wp.weight,
+                loaded_at: loaded_at.clone(),
+            })
+        })
+        .collect();
+    let le = config.leader_election.clone();
+    let status = Arc::new(SchedulerStatus::new(le.enabled, &source_names, active));
+
+    let mut profiles = config.profiles.into_iter();
+    let first = profiles.next().expect("checked above");
+    let mut scheduler =
+        Scheduler::new(SchedulerConfig { scheduler_name: first.scheduler_name, seed: config.seed }, first.policies);
+    for p in profiles {
+        scheduler.add_profile(Profile { scheduler_name: p.scheduler_name, policies: p.policies });
+    }
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let http_addr = match config.http_addr {
+        Some(addr) => Some(http::serve(addr, status.clone(), shutdown_rx.clone()).await?.0),
+        None => None,
+    };
+
+    let (inputs_tx, inputs_rx) = std::sync::mpsc::channel::<Input>();
+    let (binds_tx, binds_rx) = mpsc::unbounded_channel::<BindRequest>();
+    let (reports_tx, reports_rx) = mpsc::unbounded_channel();
+
+    let watches: Vec<JoinHandle<()>> =
+        sources.into_iter().map(|s| tokio::spawn(s.run(client.clone(), inputs_tx.clone()))).collect();
+
+    // Leadership: the elector publishes on a watch; the status mirrors it.
+    let (lease_stop_tx, lease_stop_rx) = watch::channel(false);
+    let elector = if le.enabled {
+        let (leader_tx, mut leader_rx) = watch::channel(false);
+        let mirror_status = status.clone();
+        tokio::spawn(async move {
+            while leader_rx.changed().await.is_ok() {
+                let leader = *leader_rx.borrow();
+                mirror_status.set_leader(leader);
+            }
+            mirror_status.set_leader(false);
+        });
+        Some(tokio::spawn(LeaderElector::new(client.clone(), le.clone()).run(leader_tx, lease_stop_rx)))
+    } else {
+        status.set_leader(true);
+        None
+    };
+
+    let binder = tokio::spawn(binder_loop(
+        client.clone(),
+        binds_rx,
+        inputs_tx.clone(),
+        status.clone(),
+        config.bind_concurrency.max(1),
+    ));
+    let reporter =
+        tokio::spawn(PodReporter::new(client.clone(), &le.identity, config.failed_event_interval).run(reports_rx));
+    let core =
+        SchedulingLoop { scheduler, inputs: inputs_rx, binds: binds_tx, reports: reports_tx, status: status.clone() };
+    let core_thread = std::thread::Builder::new().name("scheduling-loop".into()).spawn(move || core.run())?;
+
+    let sup_status = status.clone();
+    let mut shutdown_wait = shutdown_rx;
+    let supervisor = tokio::spawn(async move {
+        let _ = shutdown_wait.wait_for(|s| *s).await;
+        tracing::info!("shutting down: no new pods, finishing bindings in flight");
+        sup_status.set_stopping();
+        let _ = inputs_tx.send(Input::Stop);
+        drop(inputs_tx);
+        let _ = tokio::task::spawn_blocking(move || core_thread.join()).await;
+        // The loop dropped the binder's sender: the binder drains and ends.
+        let _ = binder.await;
+        for w in &watches {
+            w.abort();
+        }
+        let _ = tokio::time::timeout(REPORT_FLUSH, reporter).await;
+        lease_stop_tx.send_replace(true);
+        if let Some(e) = elector {
+            let _ = e.await;
+        }
+        tracing::info!("shut down");
+    });
+    Ok(RunningScheduler { status, http_addr, shutdown: shutdown_tx, supervisor })
+}
+
+/// Binds with at most `concurrency` requests in flight; results go back to
+/// the scheduling loop. A replica that is no longer the leader does not
+/// send the request: the pod is requeued (and the new leader binds it).
+async fn binder_loop(
+    client: kube::Client,
+    mut requests: mpsc::UnboundedReceiver<BindRequest>,
+    results: std::sync::mpsc::Sender<Input>,
+    status: Arc<SchedulerStatus>,
+    concurrency: usize,
+) {
+    let slots = Arc::new(Semaphore::new(concurrency));
+    while let Some(request) = requests.recv().await {
+        let Ok(permit) = slots.clone().acquire_owned().await else { break };
+        let client = client.clone();
+        let results = results.clone();
+        let status = status.clone();
+        tokio::spawn(async move {
+            let (outcome, took) = if status.is_leader() {
+                binder::bind(&client, &request.pod, &request.node, BIND_TIMEOUT).await
+            } else {
+                (binder::BindOutcome::Retry("not the leader any more".into()), Duration::ZERO)
+            };
+            status.metrics.binding(outcome.label(), took);
+            let _ = results.send(Input::BindResult { request, outcome });
+            drop(permit);
+        });
+    }
+    let _ = slots.acquire_many(concurrency as u32).await;
+}

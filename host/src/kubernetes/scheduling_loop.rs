@@ -1,0 +1,162 @@
+//! The one thread that owns the scheduling core. Cluster changes and
+//! binding results arrive on a channel and are applied between cycles, so
+//! a cycle always sees one consistent snapshot; placements leave for the
+//! binder, failures for the reporter.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::binder::{BindOutcome, BindRequest};
+use super::reporter::Report;
+use super::sources::ClusterChange;
+use super::status::SchedulerStatus;
+use crate::scheduler::{Attempt, Scheduler};
+
+#[derive(Debug)]
+pub enum Input {
+    Cluster(ClusterChange),
+    BindResult {
+        request: BindRequest,
+        outcome: BindOutcome,
+    },
+    /// Stop taking pods (shutdown).
+    Stop,
+}
+
+impl From<ClusterChange> for Input {
+    fn from(c: ClusterChange) -> Self {
+        Input::Cluster(c)
+    }
+}
+
+/// Attempts per round before the loop looks at its inputs again: keeps
+/// cluster changes and binding results flowing under a long queue.
+const BATCH: usize = 32;
+/// Inputs applied per round at most, so a relist cannot starve cycles.
+const MAX_INPUTS: usize = 4096;
+/// The loop wakes at least this often (liveness, metrics, due pods).
+const IDLE_WAKE: Duration = Duration::from_secs(1);
+
+pub struct SchedulingLoop {
+    pub scheduler: Scheduler,
+    pub inputs: Receiver<Input>,
+    pub binds: UnboundedSender<BindRequest>,
+    pub reports: UnboundedSender<Report>,
+    pub status: Arc<SchedulerStatus>,
+}
+
+impl SchedulingLoop {
+    pub fn run(mut self) {
+        let start = Instant::now();
+        let mut last_gauges = Instant::now() - IDLE_WAKE;
+        let mut wait = Duration::ZERO;
+        loop {
+            self.status.heartbeat();
+            // Inputs: block only when there was nothing to schedule.
+            match self.inputs.recv_timeout(wait) {
+                Ok(Input::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                Ok(input) => self.apply(input, start.elapsed()),
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            for _ in 0..MAX_INPUTS {
+                match self.inputs.try_recv() {
+                    Ok(Input::Stop) => return,
+                    Ok(input) => self.apply(input, start.elapsed()),
+                    Err(_) => break,
+                }
+            }
+            if last_gauges.elapsed() >= IDLE_WAKE {
+                self.status.metrics.queue(self.scheduler.queue_sizes());
+                last_gauges = Instant::now();
+            }
+
+            let can_schedule = self.status.is_leader() && self.status.all_synced() && !self.status.is_stopping();
+            let mut attempted = 0;
+            if can_schedule {
+                while attempted < BATCH {
+                    let Some(attempt) = self.scheduler.schedule_next(start.elapsed()) else { break };
+                    attempted += 1;
+                    self.handle(attempt, start.elapsed());
+                }
+            }
+            wait = if attempted > 0 {
+                Duration::ZERO
+            } else if can_schedule {
+                let now = start.elapsed();
+                self.scheduler.next_due().map_or(IDLE_WAKE, |due| due.saturating_sub(now).min(IDLE_WAKE))
+            } else {
+                IDLE_WAKE.min(Duration::from_millis(100))
+            };
+        }
+    }
+
+    fn apply(&mut self, input: Input, now: Duration) {
+        match input {
+            Input::Cluster(change) => match change {
+                ClusterChange::Node(node) => {
+                    self.status.metrics.watch_event("nodes");
+                    if let Err(e) = self.scheduler.node_upserted(&node, now) {
+                        tracing::warn!(error = %e, "node ignored");
+                    }
+                }
+                ClusterChange::NodeGone(name) => {
+                    self.status.metrics.watch_event("nodes");
+                    self.scheduler.node_deleted(&name);
+                }
+                ClusterChange::Pod(pod) => {
+                    self.status.metrics.watch_event("pods");
+                    self.scheduler.pod_upserted(pod, now);
+                }
+                ClusterChange::PodGone(key) => {
+                    self.status.metrics.watch_event("pods");
+                    self.scheduler.pod_deleted(&key, now);
+                    let _ = self.reports.send(Report::Forget(key));
+                }
+                ClusterChange::Synced(source) => self.status.set_synced(&source),
+            },
+            Input::BindResult { request, outcome } => match outcome {
+                BindOutcome::Bound => {
+                    self.scheduler.binding_succeeded(&request.pod, &request.node);
+                    let _ = self.reports.send(Report::Scheduled {
+                        pod: request.pod,
+                        node: request.node,
+                        fallback: request.fallback,
+                    });
+                }
+                BindOutcome::Dropped(why) => {
+                    tracing::info!(pod = %request.pod.key, node = %request.node, reason = %why, "binding refused; dropping the pod");
+                    self.scheduler.binding_failed(&request.pod, false, now);
+                    let _ = self.reports.send(Report::Forget(request.pod.key.clone()));
+                }
+                BindOutcome::Retry(why) => {
+                    tracing::warn!(pod = %request.pod.key, node = %request.node, error = %why, "binding failed; retrying with backoff");
+                    self.scheduler.binding_failed(&request.pod, true, now);
+                }
+            },
+            Input::Stop => {}
+        }
+    }
+
+    fn handle(&mut self, attempt: Attempt, now: Duration) {
+        match attempt {
+            Attempt::Placed { pod, node, record } => {
+                self.status.metrics.attempt(&pod.scheduler_name, &record);
+                tracing::debug!(pod = %pod.key, %node, took = ?record.duration, "assumed");
+                let request = BindRequest { profile: pod.scheduler_name.clone(), pod, node, fallback: record.fallback };
+                if let Err(e) = self.binds.send(request) {
+                    // The binder is gone (shutting down): forget the assumption.
+                    self.scheduler.binding_failed(&e.0.pod, true, now);
+                }
+            }
+            Attempt::Unschedulable { pod, record } => {
+                self.status.metrics.attempt(&pod.scheduler_name, &record);
+                let message = record.message.unwrap_or_default();
+                tracing::debug!(pod = %pod.key, %message, "unschedulable");
+                let _ = self.reports.send(Report::Unschedulable { pod, message, fallback: record.fallback });
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Watches reflected into the scheduling core: nodes, every non-terminal
+//! pod (resource accounting, like kube-scheduler's informer), and each
+//! profile's unbound pods (`spec.schedulerName=NAME,spec.nodeName=`).
+//!
+//! kube-runtime's watcher relists on 410 Gone and reconnects with backoff;
+//! what a relist implies is done here: objects missing from the new list
+//! were deleted while we were not watching, and are reported as such. The
+//! core's cluster state is the store: keeping kube-runtime reflector
+//! stores as well would hold a second copy of every pod.
+
+use std::collections::HashSet;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use crate::cluster::PodKey;
+
+/// A change for the scheduling loop.
+#[derive(Debug)]
+pub enum ClusterChange {
+    Node(Arc<Node>),
+    NodeGone(String),
+    Pod(Arc<Pod>),
+    PodGone(PodKey),
+    /// A source's initial list (or a relist) has been applied.
+    Synced(String),
+}
+
+/// One watch: which objects, and what a deletion from it means.
+pub struct Source {
+    pub name: String,
+    kind: SourceKind,
+    config: watcher::Config,
+}
+
+#[derive(Clone, Copy)]
+enum SourceKind {
+    Nodes,
+    /// Deletions mean the pod no longer counts anywhere.
+    LivePods,
+    /// A pod leaving this watch was bound or deleted; `LivePods` reports
+    /// both, so deletions here are not acted on.
+    UnboundPods,
+}
+
+impl Source {
+    pub fn nodes() -> Source {
+        Source { name: "nodes".into(), kind: SourceKind::Nodes, config: watcher::Config::default() }
+    }
+
+    pub fn live_pods() -> Source {
+        Source {
+            name: "pods".into(),
+            kind: SourceKind::LivePods,
+            config: watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed"),
+        }
+    }
+
+    pub fn unbound_pods(scheduler_name: &str) -> Source {
+        Source {
+            name: format!("unbound pods of {scheduler_name}"),
+            kind: SourceKind::UnboundPods,
+            config: watcher::Config::default().fields(&format!("spec.schedulerName={scheduler_name},spec.nodeName=")),
+        }
+    }
+
+    /// Runs the watch until the receiver is gone, sending every change.
+    pub async fn run<T: From<ClusterChange> + Send>(self, client: kube::Client, tx: std::sync::mpsc::Sender<T>) {
+        match self.kind {
+            SourceKind::Nodes => {
+                reflect(
+                    Api::<Node>::all(client),
+                    self,
+                    tx,
+                    |n: Node| ClusterChange::Node(Arc::new(n)),
+                    |n| ClusterChange::NodeGone(n.name_any()),
+                )
+                .await
+            }
+            SourceKind::LivePods | SourceKind::UnboundPods => {
+                reflect(
+                    Api::<Pod>::all(client),
+                    self,
+                    tx,
+                    |p: Pod| ClusterChange::Pod(Arc::new(p)),
+                    |p| ClusterChange::PodGone(PodKey::of(&p)),
+                )
+                .await
+            }
+        }
+    }
+}
+
+fn key<K: Resource>(o: &K) -> (String, String) {
+    (o.meta().namespace.clone().unwrap_or_default(), o.meta().name.clone().unwrap_or_default())
+}
+
+async fn reflect<K, T: From<ClusterChange> + Send>(
+    api: Api<K>,
+    source: Source,
+    tx: std::sync::mpsc::Sender<T>,
+    apply: impl Fn(K) -> ClusterChange,
+    gone: impl Fn(K) -> ClusterChange,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let acts_on_deletes = !matches!(source.kind, SourceKind::UnboundPods);
+    let mut known: HashSet<(String, String)> = HashSet::new();
+    let mut listing: Vec<K> = Vec::new();
+    let mut stream = watcher(api, source.config).default_backoff().boxed();
+    let send = |c: ClusterChange| tx.send(T::from(c)).is_ok();
+    while let Some(event) = stream.next().await {
+        let ok = match event {
+            Ok(Event::Init) => {
+                listing.clear();
+                true
+            }
+            Ok(Event::InitApply(o)) => {
+                listing.push(o);
+                true
+            }
+            Ok(Event::InitDone) => {
+                let listed: HashSet<(String, String)> = listing.iter().map(key).collect();
+                let mut ok = true;
+                if acts_on_deletes {
+                    for (ns, name) in known.difference(&listed) {
+                        tracing::debug!(source = %source.name, namespace = %ns, name = %name, "gone while not watching");
+                        let change = match source.kind {
+                            SourceKind::Nodes => ClusterChange::NodeGone(name.clone()),
+                            _ => ClusterChange::PodGone(PodKey { namespace: ns.clone(), name: name.clone() }),
+                        };
+                        ok &= send(change);
+                    }
+                }
+                known = listed;
+                for o in listing.drain(..) {
+                    ok &= send(apply(o));
+                }
+                tracing::info!(source = %source.name, objects = known.len(), "listed");
+                ok && send(ClusterChange::Synced(source.name.clone()))
+            }
+            Ok(Event::Apply(o)) => {
+                known.insert(key(&o));
+                send(apply(o))
+            }
+            Ok(Event::Delete(o)) => {
+                known.remove(&key(&o));
+                !acts_on_deletes || send(gone(o))
+            }
+            Err(e) => {
+                // The backoff stream retries; a 410 has already reset the
+                // watcher to relist.
+                tracing::warn!(source = %source.name, error = %e, "watch failed; retrying");
+                true
+            }
+        };
+        if !ok {
+            return;
+        }
+    }
+}
+
+fn watcher<K>(api: Api<K>, config: watcher::Config) -> impl futures::Stream<Item = Result<Event<K>, watcher::Error>>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher::watcher(api, config)
+}

@@ -1,0 +1,133 @@
+//! What the HTTP endpoints report: readiness inputs, leadership, the
+//! active policies and the metrics. Shared by every task of a running
+//! scheduler.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::telemetry::SchedulerMetrics;
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivePolicy {
+    pub profile: String,
+    pub name: String,
+    pub version: String,
+    pub sha256: String,
+    pub source: String,
+    pub weight: u32,
+    pub loaded_at: String,
+}
+
+pub struct SchedulerStatus {
+    pub metrics: SchedulerMetrics,
+    started: Instant,
+    /// Source name → whether its initial list has been applied.
+    synced: Mutex<BTreeMap<String, bool>>,
+    leader_election: bool,
+    leader: AtomicBool,
+    /// Milliseconds since start when the scheduling loop last went round.
+    heartbeat_ms: AtomicU64,
+    stopping: AtomicBool,
+    policies: Mutex<Vec<ActivePolicy>>,
+}
+
+impl SchedulerStatus {
+    pub fn new(leader_election: bool, sources: &[String], policies: Vec<ActivePolicy>) -> Self {
+        let status = SchedulerStatus {
+            metrics: SchedulerMetrics::new(),
+            started: Instant::now(),
+            synced: Mutex::new(sources.iter().map(|s| (s.clone(), false)).collect()),
+            leader_election,
+            leader: AtomicBool::new(!leader_election),
+            heartbeat_ms: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
+            policies: Mutex::new(policies),
+        };
+        status.metrics.set_leader(!leader_election);
+        status
+    }
+
+    pub fn set_synced(&self, source: &str) {
+        self.synced.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_string(), true);
+    }
+
+    pub fn all_synced(&self) -> bool {
+        self.synced.lock().unwrap_or_else(|e| e.into_inner()).values().all(|s| *s)
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.store(leader, Ordering::SeqCst);
+        self.metrics.set_leader(leader);
+    }
+
+    /// Whether this replica may schedule and bind now.
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::SeqCst)
+    }
+
+    pub fn heartbeat(&self) {
+        self.heartbeat_ms.store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Seconds since the scheduling loop last went round (it wakes at
+    /// least once a second).
+    pub fn loop_stalled_for(&self) -> f64 {
+        let now = self.started.elapsed().as_millis() as u64;
+        now.saturating_sub(self.heartbeat_ms.load(Ordering::Relaxed)) as f64 / 1e3
+    }
+
+    pub fn set_stopping(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    pub fn policies(&self) -> Vec<ActivePolicy> {
+        self.policies.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// `/readyz`: every check with its state; ready when all pass. A
+    /// standby replica is ready (it is a healthy candidate).
+    pub fn readiness(&self) -> (bool, Vec<String>) {
+        let mut lines = Vec::new();
+        let mut ready = true;
+        for (source, synced) in self.synced.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            ready &= *synced;
+            lines.push(format!(
+                "[{}]cache {source} {}",
+                if *synced { "+" } else { "-" },
+                if *synced { "synced" } else { "not synced yet" }
+            ));
+        }
+        let policies = self.policies();
+        lines.push(format!("[+]policies {} loaded", policies.len()));
+        for p in &policies {
+            lines.push(format!(
+                "    {} {} {} sha256:{} from {}",
+                p.profile,
+                p.name,
+                p.version,
+                &p.sha256[..12.min(p.sha256.len())],
+                p.source
+            ));
+        }
+        let role = match (self.leader_election, self.is_leader()) {
+            (false, _) => "leader election disabled",
+            (true, true) => "leader",
+            (true, false) => "standby",
+        };
+        lines.push(format!("[+]leader-election {role}"));
+        if self.is_stopping() {
+            ready = false;
+            lines.push("[-]shutdown in progress".into());
+        }
+        (ready, lines)
+    }
+}

@@ -1,0 +1,557 @@
+//! End to end through kube-rs and HTTP: the Kubernetes backend against the
+//! in-process fake API server, or against a real cluster when
+//! `WASMSCHED_E2E_KUBECONFIG` is set (nodes are plain Node objects with a
+//! status; no kubelet needed). Scenarios that need to break the API server
+//! (restarts, compaction, injected faults) run on the fake only.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
+use wasmsched::kubernetes::{RunningScheduler, start};
+use wasmsched::policy::{PolicyEngine, PolicyLimits};
+use wasmsched::scheduler::{PolicySet, WeightedPolicy};
+use wasmsched_fake_apiserver::{FakeApiServer, Fault};
+
+const E2E_ENV: &str = "WASMSCHED_E2E_KUBECONFIG";
+
+/// Where a scenario runs: the fake API server, or a real cluster.
+struct TestCluster {
+    client: Client,
+    fake: Option<FakeApiServer>,
+    namespace: String,
+    /// Prefix of every cluster-scoped name this run creates.
+    prefix: String,
+}
+
+fn unique(label: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    format!("e2e-{label}-{:05x}", (nanos ^ std::process::id()) & 0xfffff)
+}
+
+async fn client_for(fake: &FakeApiServer) -> Client {
+    let config = kube::Config::new(fake.url().parse().unwrap());
+    Client::try_from(config).unwrap()
+}
+
+impl TestCluster {
+    async fn new(label: &str) -> TestCluster {
+        let prefix = unique(label);
+        match std::env::var(E2E_ENV) {
+            Ok(path) if !path.is_empty() => {
+                let client = wasmsched::kubernetes::client::connect(Some(path.as_ref()), None).await.unwrap();
+                let namespace = prefix.clone();
+                let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap();
+                Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+                TestCluster { client, fake: None, namespace, prefix }
+            }
+            _ => {
+                let fake = FakeApiServer::start();
+                fake.set_bookmark_interval(Duration::from_millis(200));
+                let client = client_for(&fake).await;
+                TestCluster { client, fake: Some(fake), namespace: "default".into(), prefix }
+            }
+        }
+    }
+
+    /// Fake-only scenarios return `None` (with a notice) on a real cluster.
+    fn fake_only(&self, scenario: &str) -> Option<&FakeApiServer> {
+        if self.fake.is_none() {
+            eprintln!("{scenario}: needs to break the API server; runs against the fake only");
+        }
+        self.fake.as_ref()
+    }
+
+    fn scheduler_name(&self) -> String {
+        format!("wasmsched-{}", self.prefix)
+    }
+
+    fn node_name(&self, n: &str) -> String {
+        format!("{}-{n}", self.prefix)
+    }
+
+    async fn add_node(&self, n: &str, cpu: &str, memory: &str, extra: Value) {
+        let name = self.node_name(n);
+        let mut node = json!({
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "wasmsched-e2e": self.prefix}},
+            "spec": {},
+        });
+        if let Some(spec) = extra.get("spec") {
+            node["spec"] = spec.clone();
+        }
+        if let Some(labels) = extra.get("labels").and_then(Value::as_object) {
+            for (k, v) in labels {
+                node["metadata"]["labels"][k] = v.clone();
+            }
+        }
+        let status = json!({"status": {
+            "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+            "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "e2e"}],
+        }});
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        nodes.create(&PostParams::default(), &serde_json::from_value(node).unwrap()).await.unwrap();
+        nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    }
+
+    /// A pod of our scheduler, confined to this run's nodes.
+    async fn add_pod(&self, name: &str, cpu: &str, extra_spec: Value) -> Pod {
+        let mut spec = json!({
+            "schedulerName": self.scheduler_name(),
+            "nodeSelector": {"wasmsched-e2e": self.prefix},
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
+        });
+        if let Some(obj) = extra_spec.as_object() {
+            for (k, v) in obj {
+                spec[k] = v.clone();
+            }
+        }
+        let pod = json!({"metadata": {"name": name}, "spec": spec});
+        self.pods().create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap()
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    async fn node_of(&self, pod: &str) -> Option<String> {
+        self.pods().get_opt(pod).await.ok().flatten().and_then(|p| p.spec.and_then(|s| s.node_name))
+    }
+
+    /// Waits until every pod is bound; returns pod → node.
+    async fn wait_bound(&self, pods: &[String], within: Duration) -> Vec<(String, String)> {
+        let deadline = Instant::now() + within;
+        loop {
+            let mut bound = Vec::new();
+            for p in pods {
+                if let Some(n) = self.node_of(p).await {
+                    bound.push((p.clone(), n));
+                }
+            }
+            if bound.len() == pods.len() {
+                return bound;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "only {}/{} pods bound after {within:?}: {bound:?}",
+                bound.len(),
+                pods.len()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn events_for(&self, pod: &str) -> Vec<Event> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        let list = events.list(&ListParams::default()).await.unwrap();
+        list.items.into_iter().filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)).collect()
+    }
+
+    async fn wait_event(&self, pod: &str, reason: &str, within: Duration) -> Event {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(e) = self.events_for(pod).await.into_iter().find(|e| e.reason.as_deref() == Some(reason)) {
+                return e;
+            }
+            assert!(Instant::now() < deadline, "no {reason} event for {pod} after {within:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn config(&self, identity: &str, leader_election: bool) -> RunConfig {
+        let engine = PolicyEngine::new().unwrap();
+        let policy = engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).unwrap();
+        let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]);
+        let mut config = RunConfig::new(vec![ProfileConfig { scheduler_name: self.scheduler_name(), policies }]);
+        config.leader_election = LeaderElectionConfig {
+            enabled: leader_election,
+            namespace: self.namespace.clone(),
+            name: self.scheduler_name(),
+            identity: identity.to_string(),
+            lease_duration: Duration::from_secs(3),
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(300),
+        };
+        config.http_addr = Some("127.0.0.1:0".parse().unwrap());
+        config
+    }
+
+    async fn start_scheduler(&self, identity: &str, leader_election: bool) -> RunningScheduler {
+        start(self.client.clone(), self.config(identity, leader_election)).await.unwrap()
+    }
+
+    async fn cleanup(self) {
+        if self.fake.is_some() {
+            return;
+        }
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let ours = ListParams::default().labels(&format!("wasmsched-e2e={}", self.prefix));
+        let _ = nodes.delete_collection(&DeleteParams::default(), &ours).await;
+        let _ = Api::<Namespace>::all(self.client.clone()).delete(&self.namespace, &DeleteParams::default()).await;
+    }
+}
+
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let code = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (code, body)
+}
+
+async fn wait_ready(s: &RunningScheduler) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !s.status.readiness().0 {
+        assert!(Instant::now() < deadline, "not ready: {:?}", s.status.readiness().1);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binds_pods_respecting_filters_and_the_policy() {
+    let c = TestCluster::new("filters").await;
+    c.add_node("small", "1", "4Gi", json!({})).await;
+    c.add_node("big", "8", "32Gi", json!({})).await;
+    c.add_node(
+        "tainted",
+        "16",
+        "64Gi",
+        json!({"spec": {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}}),
+    )
+    .await;
+    c.add_node("ssd", "4", "16Gi", json!({"labels": {"disk": "ssd"}})).await;
+    let s = c.start_scheduler("solo", false).await;
+    wait_ready(&s).await;
+
+    let mut names = Vec::new();
+    for i in 0..6 {
+        c.add_pod(&format!("web-{i}"), "500m", json!({})).await;
+        names.push(format!("web-{i}"));
+    }
+    let mut selector = json!({"nodeSelector": {"wasmsched-e2e": c.prefix, "disk": "ssd"}});
+    c.add_pod("needs-ssd", "100m", selector.take()).await;
+    names.push("needs-ssd".into());
+    let bound = c.wait_bound(&names, Duration::from_secs(20)).await;
+    for (pod, node) in &bound {
+        assert_ne!(node, &c.node_name("tainted"), "{pod} ignored the taint");
+    }
+    assert_eq!(c.node_of("needs-ssd").await.unwrap(), c.node_name("ssd"));
+    // Least-allocated spreads: the first pod lands on the emptiest
+    // untainted node.
+    let on_big = bound.iter().filter(|(_, n)| *n == c.node_name("big")).count();
+    assert!(on_big >= 3, "least-allocated should prefer the big node: {bound:?}");
+    let event = c.wait_event("web-0", "Scheduled", Duration::from_secs(10)).await;
+    let node = c.node_of("web-0").await.unwrap();
+    assert_eq!(event.note.as_deref(), Some(format!("Successfully assigned {}/web-0 to {node}", c.namespace).as_str()));
+    assert_eq!(event.reporting_controller.as_deref(), Some(c.scheduler_name().as_str()));
+    assert_eq!(event.action.as_deref(), Some("Binding"));
+
+    let (code, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
+    assert_eq!(code, 200);
+    let scheduled =
+        format!("wasmsched_schedule_attempts_total{{result=\"scheduled\",profile=\"{}\"}} 7", c.scheduler_name());
+    assert!(metrics.contains(&scheduled), "{metrics}");
+    assert!(metrics.contains("wasmsched_binding_duration_seconds_count{result=\"bound\"} 7"), "{metrics}");
+    assert!(
+        metrics.contains("wasmsched_policy_call_duration_seconds_count{policy=\"least-allocated\",phase=\"score\"}")
+    );
+    let (code, body) = http_get(s.http_addr.unwrap(), "/readyz?verbose").await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("[+]cache nodes synced") && body.contains("leader election disabled"), "{body}");
+    let (code, body) = http_get(s.http_addr.unwrap(), "/policies").await;
+    assert_eq!(code, 200);
+    assert!(body.contains("\"name\": \"least-allocated\"") && body.contains("\"sha256\""), "{body}");
+    assert_eq!(http_get(s.http_addr.unwrap(), "/healthz").await.0, 200);
+    if let Some(fake) = &c.fake {
+        assert_eq!(fake.total_bindings(), 7);
+        assert_eq!(fake.binding_conflicts(), 0);
+    }
+    s.shutdown().await;
+    c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unschedulable_pod_is_reported_then_bound_when_room_appears() {
+    let c = TestCluster::new("room").await;
+    c.add_node("small", "1", "4Gi", json!({})).await;
+    let s = c.start_scheduler("solo", false).await;
+    wait_ready(&s).await;
+    c.add_pod("large", "4", json!({})).await;
+
+    let event = c.wait_event("large", "FailedScheduling", Duration::from_secs(10)).await;
+    let note = event.note.unwrap_or_default();
+    assert!(note.contains("nodes are available") && note.contains("1 Insufficient cpu"), "{note}");
+    if c.fake.is_some() {
+        assert_eq!(note, "0/1 nodes are available: 1 Insufficient cpu.");
+    }
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.action.as_deref(), Some("Scheduling"));
+    // The PodScheduled condition is set through pods/status.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let pod = c.pods().get("large").await.unwrap();
+        let cond =
+            pod.status.and_then(|s| s.conditions).unwrap_or_default().into_iter().find(|c| c.type_ == "PodScheduled");
+        if let Some(cond) = cond {
+            assert_eq!((cond.status.as_str(), cond.reason.as_deref()), ("False", Some("Unschedulable")));
+            assert_eq!(cond.message.as_deref(), Some(note.as_str()));
+            break;
+        }
+        assert!(Instant::now() < deadline, "no PodScheduled condition");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Retries of the same failure do not add events beyond the first.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let failed =
+        c.events_for("large").await.into_iter().filter(|e| e.reason.as_deref() == Some("FailedScheduling")).count();
+    assert_eq!(failed, 1);
+
+    c.add_node("big", "8", "32Gi", json!({})).await;
+    let bound = c.wait_bound(&["large".to_string()], Duration::from_secs(10)).await;
+    assert_eq!(bound[0].1, c.node_name("big"));
+    let pod = c.pods().get("large").await.unwrap();
+    let cond =
+        pod.status.and_then(|s| s.conditions).unwrap_or_default().into_iter().find(|c| c.type_ == "PodScheduled");
+    assert_eq!(cond.map(|c| c.status), Some("True".to_string()));
+    s.shutdown().await;
+    c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_with_leader_election_never_double_bind() {
+    let c = TestCluster::new("leader").await;
+    for i in 0..4 {
+        c.add_node(&format!("n{i}"), "16", "64Gi", json!({})).await;
+    }
+    let a = c.start_scheduler("replica-a", true).await;
+    let b = c.start_scheduler("replica-b", true).await;
+    wait_ready(&a).await;
+    wait_ready(&b).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(a.status.is_leader() || b.status.is_leader()) {
+        assert!(Instant::now() < deadline, "nobody became leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(a.status.is_leader() != b.status.is_leader(), "exactly one leader");
+
+    let mut names = Vec::new();
+    for i in 0..30 {
+        c.add_pod(&format!("p{i}"), "100m", json!({})).await;
+        names.push(format!("p{i}"));
+    }
+    c.wait_bound(&names, Duration::from_secs(20)).await;
+
+    // The leader goes away gracefully: it releases the lease and the
+    // standby takes over without waiting for expiry.
+    let (leader, standby) = if a.status.is_leader() { (a, b) } else { (b, a) };
+    let handover = Instant::now();
+    leader.shutdown().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !standby.status.is_leader() {
+        assert!(Instant::now() < deadline, "the standby never took over");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = handover.elapsed();
+    assert!(took < Duration::from_secs(3), "a released lease is taken at once, took {took:?}");
+    for i in 30..45 {
+        c.add_pod(&format!("p{i}"), "100m", json!({})).await;
+        names.push(format!("p{i}"));
+    }
+    c.wait_bound(&names, Duration::from_secs(20)).await;
+
+    // A crashed leader (no release): a third replica waits for the lease
+    // to expire, then schedules.
+    let third = c.start_scheduler("replica-c", true).await;
+    wait_ready(&third).await;
+    standby.abort();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !third.status.is_leader() {
+        assert!(Instant::now() < deadline, "replica-c never took over from a crashed leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for i in 45..55 {
+        c.add_pod(&format!("p{i}"), "100m", json!({})).await;
+        names.push(format!("p{i}"));
+    }
+    c.wait_bound(&names, Duration::from_secs(20)).await;
+    if let Some(fake) = &c.fake {
+        for n in &names {
+            assert_eq!(fake.bindings(&format!("default/{n}")), 1, "{n} bound more than once");
+        }
+        assert_eq!(fake.binding_conflicts(), 0, "no replica tried to bind a bound pod");
+    }
+    third.shutdown().await;
+    c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apiserver_restarts_and_expired_watches_lose_no_pod() {
+    let c = TestCluster::new("restart").await;
+    let Some(fake) = c.fake_only("apiserver_restarts_and_expired_watches_lose_no_pod") else { return };
+    for i in 0..3 {
+        c.add_node(&format!("n{i}"), "32", "128Gi", json!({})).await;
+    }
+    let s = c.start_scheduler("solo", false).await;
+    wait_ready(&s).await;
+    let mut names = Vec::new();
+    let pod = |name: &str, sched: &str, prefix: &str| {
+        json!({"metadata": {"name": name}, "spec": {
+            "schedulerName": sched,
+            "nodeSelector": {"wasmsched-e2e": prefix},
+            "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}]}})
+    };
+    for i in 0..10 {
+        c.add_pod(&format!("a{i}"), "100m", json!({})).await;
+        names.push(format!("a{i}"));
+    }
+    c.wait_bound(&names, Duration::from_secs(20)).await;
+
+    // The API server goes down; pods arrive and one leaves meanwhile.
+    fake.stop();
+    for i in 0..10 {
+        fake.create("v1", "pods", "default", pod(&format!("b{i}"), &c.scheduler_name(), &c.prefix));
+        names.push(format!("b{i}"));
+    }
+    fake.create("v1", "pods", "default", pod("doomed", &c.scheduler_name(), &c.prefix));
+    fake.delete("v1", "pods", "default", "doomed");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    fake.restart();
+    c.wait_bound(&names, Duration::from_secs(30)).await;
+
+    // Watches end (timeouts, load balancers): they resume from their
+    // resourceVersion.
+    fake.expire_watches();
+    for i in 0..5 {
+        c.add_pod(&format!("c{i}"), "100m", json!({})).await;
+        names.push(format!("c{i}"));
+    }
+    c.wait_bound(&names, Duration::from_secs(20)).await;
+
+    // The change log is compacted while watches are down: resuming gets
+    // 410 Gone, and the watchers relist. A pod deleted in between is
+    // noticed by the relist, and its resources are released.
+    c.add_node("tight", "1", "4Gi", json!({"labels": {"tight": "yes"}})).await;
+    let tight = json!({"nodeSelector": {"wasmsched-e2e": c.prefix, "tight": "yes"}});
+    c.add_pod("hog", "800m", tight.clone()).await;
+    c.wait_bound(&["hog".to_string()], Duration::from_secs(20)).await;
+    fake.stop();
+    fake.delete("v1", "pods", "default", "hog");
+    for i in 0..5 {
+        fake.create("v1", "pods", "default", pod(&format!("d{i}"), &c.scheduler_name(), &c.prefix));
+        names.push(format!("d{i}"));
+    }
+    fake.compact();
+    fake.restart();
+    fake.expire_watches();
+    c.wait_bound(&names, Duration::from_secs(30)).await;
+    // The hog's 800m were released: another 800m pod fits the 1-cpu node.
+    c.add_pod("after-hog", "800m", tight).await;
+    c.wait_bound(&["after-hog".to_string()], Duration::from_secs(20)).await;
+
+    for n in &names {
+        assert_eq!(fake.bindings(&format!("default/{n}")), 1, "{n}");
+    }
+    assert_eq!(fake.bindings("default/doomed"), 0);
+    assert_eq!(fake.binding_conflicts(), 0);
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_deleted_mid_cycle_is_dropped_cleanly() {
+    let c = TestCluster::new("deleted").await;
+    let Some(fake) = c.fake_only("pod_deleted_mid_cycle_is_dropped_cleanly") else { return };
+    c.add_node("only", "1", "4Gi", json!({})).await;
+    let s = c.start_scheduler("solo", false).await;
+    wait_ready(&s).await;
+
+    // The binding of `victim` is held at the API server while the pod is
+    // deleted: the bind answers 404 and the pod is dropped, not retried.
+    fake.fail_requests(Fault {
+        method: Some("POST".into()),
+        path_contains: "/pods/victim/binding".into(),
+        code: 0,
+        delay: Duration::from_millis(800),
+        times: 1,
+    });
+    c.add_pod("victim", "900m", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.pods().delete("victim", &DeleteParams::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(fake.bindings("default/victim"), 0);
+
+    // A transient failure (500) is retried with backoff; deleting the pod
+    // during its backoff drops it.
+    fake.fail_requests(Fault {
+        method: Some("POST".into()),
+        path_contains: "/pods/flaky/binding".into(),
+        code: 500,
+        delay: Duration::ZERO,
+        times: 1,
+    });
+    c.add_pod("flaky", "900m", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.pods().delete("flaky", &DeleteParams::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(fake.bindings("default/flaky"), 0);
+
+    // Nothing leaked: the whole node is still free for a 900m pod, and the
+    // queue is empty.
+    c.add_pod("next", "900m", json!({})).await;
+    c.wait_bound(&["next".to_string()], Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
+    for queue in ["active", "backoff", "unschedulable"] {
+        assert!(metrics.contains(&format!("wasmsched_pending_pods{{queue=\"{queue}\"}} 0")), "{queue}: {metrics}");
+    }
+    assert!(metrics.contains("wasmsched_binding_duration_seconds_count{result=\"dropped\"} 1"), "{metrics}");
+    assert!(metrics.contains("wasmsched_binding_duration_seconds_count{result=\"error\"} 1"), "{metrics}");
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bound_pod_is_not_rebound_after_a_relist() {
+    // The 409 path: a pod bound by someone else between our list and our
+    // bind is dropped, and the conflict is the API server's, not ours.
+    let c = TestCluster::new("conflict").await;
+    let Some(fake) = c.fake_only("a_bound_pod_is_not_rebound_after_a_relist") else { return };
+    c.add_node("n", "4", "16Gi", json!({})).await;
+    fake.fail_requests(Fault {
+        method: Some("POST".into()),
+        path_contains: "/pods/raced/binding".into(),
+        code: 0,
+        delay: Duration::from_millis(600),
+        times: 1,
+    });
+    let s = c.start_scheduler("solo", false).await;
+    wait_ready(&s).await;
+    let pod = c.add_pod("raced", "100m", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Another scheduler binds it first.
+    let uid = pod.metadata.uid.clone().unwrap();
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "raced", "uid": uid}, "target": {"name": c.node_name("n")}});
+    c.pods().create_subresource::<_, Value>("binding", "raced", &PostParams::default(), &binding).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(fake.bindings("default/raced"), 1);
+    assert_eq!(fake.binding_conflicts(), 1, "our bind got the 409");
+    let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
+    assert!(metrics.contains("wasmsched_binding_duration_seconds_count{result=\"dropped\"} 1"), "{metrics}");
+    assert!(metrics.contains("wasmsched_pending_pods{queue=\"backoff\"} 0"), "{metrics}");
+    s.shutdown().await;
+}
+
+#[test]
+fn e2e_mode_is_announced() {
+    match std::env::var(E2E_ENV) {
+        Ok(p) if !p.is_empty() => eprintln!("kube backend scenarios run against the cluster of {p}"),
+        _ => eprintln!("{E2E_ENV} is not set: kube backend scenarios run against the in-process fake API server only"),
+    }
+}
