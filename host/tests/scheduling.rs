@@ -284,3 +284,48 @@ fn an_unschedulable_pod_is_placed_when_a_node_with_room_appears_not_on_heartbeat
         other => panic!("expected a placement, got {other:?}"),
     }
 }
+
+/// What the Kubernetes backend relies on when watches and binding results
+/// race: a pod deleted before its binding result arrives is not counted
+/// again, a stale unbound copy of a bound pod is not queued again, and a
+/// recreated pod (new UID) is.
+#[test]
+fn binding_results_and_stale_watch_copies_keep_the_cache_consistent() {
+    use std::time::Duration;
+    use wasmsched::cluster::PodKey;
+    use wasmsched::scheduler::{Attempt, Scheduler, SchedulerConfig};
+    let parse = |yaml: &str| {
+        let mut m = Manifests::default();
+        m.add_text("t", yaml);
+        m
+    };
+    let t = Duration::from_secs;
+    let with_uid = |uid: &str| {
+        let mut p = parse(&pod("web", "1", "")).pods.remove(0);
+        p.metadata.uid = Some(uid.into());
+        p
+    };
+    let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
+    s.node_upserted(&parse(&node("n", "2", "4Gi", "")).nodes.remove(0), t(0)).unwrap();
+    s.pod_upserted(Arc::new(with_uid("u1")), t(0));
+    let Some(Attempt::Placed { pod, node, .. }) = s.schedule_next(t(0)) else { panic!("not placed") };
+    let key = PodKey { namespace: "t".into(), name: "web".into() };
+    // Deleted (the watch said so) before the binding result came back.
+    s.pod_deleted(&key, t(1));
+    s.binding_succeeded(&pod, &node);
+    assert_eq!(s.state().placement(&key), None, "a deleted pod must not be counted again");
+    assert_eq!(s.state().node(0).unwrap().usage.milli_cpu, 0);
+
+    // Bound and confirmed; then a lagging watch delivers the unbound copy.
+    s.pod_upserted(Arc::new(with_uid("u2")), t(2));
+    let Some(Attempt::Placed { pod, node, .. }) = s.schedule_next(t(2)) else { panic!("not placed") };
+    s.binding_succeeded(&pod, &node);
+    s.pod_upserted(Arc::new(with_uid("u2")), t(3));
+    assert!(!s.has_work(), "a stale unbound copy must not be scheduled again");
+    assert_eq!(s.state().node(0).unwrap().usage.milli_cpu, 1000);
+
+    // Deleted and recreated under the same name while we missed the
+    // deletion: the new UID is a new pod, scheduled again.
+    s.pod_upserted(Arc::new(with_uid("u3")), t(4));
+    assert!(s.has_work(), "a recreated pod is pending");
+}
