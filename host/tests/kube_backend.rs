@@ -41,6 +41,13 @@ async fn client_for(fake: &FakeApiServer) -> Client {
 
 impl TestCluster {
     async fn new(label: &str) -> TestCluster {
+        // WASMSCHED_LOG=wasmsched=debug shows what the backend did.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("WASMSCHED_LOG").unwrap_or_else(|_| "off".into()),
+            )
+            .with_test_writer()
+            .try_init();
         let prefix = unique(label);
         match std::env::var(E2E_ENV) {
             Ok(path) if !path.is_empty() => {
@@ -443,8 +450,11 @@ async fn apiserver_restarts_and_expired_watches_lose_no_pod() {
     let tight = json!({"nodeSelector": {"wasmsched-e2e": c.prefix, "tight": "yes"}});
     c.add_pod("hog", "800m", tight.clone()).await;
     c.wait_bound(&["hog".to_string()], Duration::from_secs(20)).await;
+    c.add_pod("ghost", "100", json!({})).await;
+    c.wait_event("ghost", "FailedScheduling", Duration::from_secs(10)).await;
     fake.stop();
     fake.delete("v1", "pods", "default", "hog");
+    fake.delete("v1", "pods", "default", "ghost");
     for i in 0..5 {
         fake.create("v1", "pods", "default", pod(&format!("d{i}"), &c.scheduler_name(), &c.prefix));
         names.push(format!("d{i}"));
@@ -457,6 +467,16 @@ async fn apiserver_restarts_and_expired_watches_lose_no_pod() {
     c.add_pod("after-hog", "800m", tight).await;
     c.wait_bound(&["after-hog".to_string()], Duration::from_secs(20)).await;
 
+    // The unschedulable pod deleted during the gap is not kept as a ghost.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
+        if metrics.contains("wasmsched_pending_pods{queue=\"unschedulable\"} 0") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the deleted unschedulable pod is still queued: {metrics}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     for n in &names {
         assert_eq!(fake.bindings(&format!("default/{n}")), 1, "{n}");
     }
@@ -554,4 +574,38 @@ fn e2e_mode_is_announced() {
         Ok(p) if !p.is_empty() => eprintln!("kube backend scenarios run against the cluster of {p}"),
         _ => eprintln!("{E2E_ENV} is not set: kube backend scenarios run against the in-process fake API server only"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_profile_schedules_its_own_pods_and_reports_as_itself() {
+    let c = TestCluster::new("profiles").await;
+    c.add_node("n", "8", "32Gi", json!({})).await;
+    let mut config = c.config("solo", false);
+    let second = format!("{}-b", c.scheduler_name());
+    config.profiles.push(ProfileConfig { scheduler_name: second.clone(), policies: PolicySet::default() });
+    let s = start(c.client.clone(), config).await.unwrap();
+    wait_ready(&s).await;
+    c.add_pod("a", "100m", json!({})).await;
+    c.add_pod("b", "100m", json!({"schedulerName": second})).await;
+    c.add_pod("someone-elses", "100m", json!({"schedulerName": "default-scheduler-of-nobody"})).await;
+    c.wait_bound(&["a".to_string(), "b".to_string()], Duration::from_secs(20)).await;
+    let event = c.wait_event("b", "Scheduled", Duration::from_secs(10)).await;
+    assert_eq!(event.reporting_controller.as_deref(), Some(second.as_str()));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(c.node_of("someone-elses").await, None, "pods of other schedulers are left alone");
+
+    // A pod the API server accepted but that cannot be evaluated as written
+    // (the fake does not validate quantities) is kept and explained.
+    if c.fake.is_some() {
+        c.add_pod("odd", "lots", json!({})).await;
+        let event = c.wait_event("odd", "FailedScheduling", Duration::from_secs(10)).await;
+        let note = event.note.unwrap_or_default();
+        assert!(note.contains("invalid pod") && note.contains("lots"), "{note}");
+        let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
+        let error =
+            format!("wasmsched_schedule_attempts_total{{result=\"error\",profile=\"{}\"}} 1", c.scheduler_name());
+        assert!(metrics.contains(&error), "{metrics}");
+    }
+    s.shutdown().await;
+    c.cleanup().await;
 }

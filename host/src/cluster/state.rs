@@ -207,6 +207,11 @@ impl ClusterState {
         self.pods.get(key).map(|p| (p.node.as_str(), p.assumed))
     }
 
+    /// Every placed pod and whether it is only assumed.
+    pub fn placed(&self) -> impl Iterator<Item = (&PodKey, bool)> {
+        self.pods.iter().map(|(k, p)| (k, p.assumed))
+    }
+
     /// As `placement`, with the UID of the pod that was placed.
     pub fn placement_uid(&self, key: &PodKey) -> Option<(&str, bool, &str)> {
         self.pods.get(key).map(|p| (p.node.as_str(), p.assumed, p.uid.as_str()))

@@ -20,15 +20,30 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::cluster::{PodInfo, PodKey};
 
+/// The pod a report is about.
+#[derive(Debug, Clone)]
+pub struct PodRef {
+    pub key: PodKey,
+    pub uid: String,
+    /// The profile: events are reported under this controller name.
+    pub scheduler_name: String,
+}
+
+impl From<&PodInfo> for PodRef {
+    fn from(p: &PodInfo) -> Self {
+        PodRef { key: p.key.clone(), uid: p.uid.clone(), scheduler_name: p.scheduler_name.clone() }
+    }
+}
+
 #[derive(Debug)]
 pub enum Report {
     Scheduled {
-        pod: Arc<PodInfo>,
+        pod: PodRef,
         node: String,
         fallback: Option<String>,
     },
     Unschedulable {
-        pod: Arc<PodInfo>,
+        pod: PodRef,
         message: String,
         fallback: Option<String>,
     },
@@ -51,7 +66,7 @@ pub struct PodReporter {
 
 const CONCURRENCY: usize = 8;
 
-fn reference(pod: &PodInfo) -> ObjectReference {
+fn reference(pod: &PodRef) -> ObjectReference {
     ObjectReference {
         api_version: Some("v1".into()),
         kind: Some("Pod".into()),
@@ -123,7 +138,7 @@ impl PodReporter {
         }
     }
 
-    async fn publish(&mut self, pod: &PodInfo, type_: EventType, reason: &str, action: &str, note: String) {
+    async fn publish(&mut self, pod: &PodRef, type_: EventType, reason: &str, action: &str, note: String) {
         let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return };
         let recorder = self
             .recorders
@@ -146,7 +161,7 @@ impl PodReporter {
         });
     }
 
-    async fn set_condition(&self, pod: &PodInfo, message: String) {
+    async fn set_condition(&self, pod: &PodRef, message: String) {
         let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return };
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.key.namespace);
         let key = pod.key.clone();

@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -14,8 +16,9 @@ use super::http;
 use super::leader::LeaderElector;
 use super::reporter::PodReporter;
 use super::scheduling_loop::{Input, SchedulingLoop};
-use super::sources::Source;
+use super::sources::{ClusterChange, Source};
 use super::status::{ActivePolicy, SchedulerStatus};
+use crate::cluster::PodKey;
 use crate::scheduler::{Profile, Scheduler, SchedulerConfig};
 
 /// A binding slower than this is abandoned and retried.
@@ -87,6 +90,7 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let (inputs_tx, inputs_rx) = std::sync::mpsc::channel::<Input>();
     let (binds_tx, binds_rx) = mpsc::unbounded_channel::<BindRequest>();
     let (reports_tx, reports_rx) = mpsc::unbounded_channel();
+    let (verify_tx, verify_rx) = mpsc::unbounded_channel();
 
     let watches: Vec<JoinHandle<()>> =
         sources.into_iter().map(|s| tokio::spawn(s.run(client.clone(), inputs_tx.clone()))).collect();
@@ -118,8 +122,16 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     ));
     let reporter =
         tokio::spawn(PodReporter::new(client.clone(), &le.identity, config.failed_event_interval).run(reports_rx));
-    let core =
-        SchedulingLoop { scheduler, inputs: inputs_rx, binds: binds_tx, reports: reports_tx, status: status.clone() };
+    let core = SchedulingLoop {
+        scheduler,
+        inputs: inputs_rx,
+        binds: binds_tx,
+        reports: reports_tx,
+        verify: verify_tx,
+        status: status.clone(),
+        reported_invalid: Default::default(),
+    };
+    let verifier = tokio::spawn(verify_loop(client.clone(), verify_rx, inputs_tx.clone()));
     let core_thread = std::thread::Builder::new().name("scheduling-loop".into()).spawn(move || core.run())?;
 
     let sup_status = status.clone();
@@ -136,6 +148,7 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         for w in &watches {
             w.abort();
         }
+        verifier.abort();
         let _ = tokio::time::timeout(REPORT_FLUSH, reporter).await;
         lease_stop_tx.send_replace(true);
         if let Some(e) = elector {
@@ -144,6 +157,29 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         tracing::info!("shut down");
     });
     Ok(RunningScheduler { status, http_addr, shutdown: shutdown_tx, supervisor })
+}
+
+/// Looks up pods the cache is unsure about (queued, but missing from a
+/// relist): gone → a deletion, present → a fresh copy.
+async fn verify_loop(
+    client: kube::Client,
+    mut keys: mpsc::UnboundedReceiver<PodKey>,
+    results: std::sync::mpsc::Sender<Input>,
+) {
+    while let Some(key) = keys.recv().await {
+        let api: Api<Pod> = Api::namespaced(client.clone(), &key.namespace);
+        let change = match api.get_opt(&key.name).await {
+            Ok(Some(pod)) => ClusterChange::Pod(Arc::new(pod)),
+            Ok(None) => ClusterChange::PodGone(key),
+            Err(e) => {
+                tracing::warn!(pod = %key, error = %e, "could not look the pod up; keeping it queued");
+                continue;
+            }
+        };
+        if results.send(Input::Cluster(change)).is_err() {
+            return;
+        }
+    }
 }
 
 /// Binds with at most `concurrency` requests in flight; results go back to

@@ -3,6 +3,7 @@
 //! a cycle always sees one consistent snapshot; placements leave for the
 //! binder, failures for the reporter.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -10,9 +11,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::binder::{BindOutcome, BindRequest};
-use super::reporter::Report;
+use super::reporter::{PodRef, Report};
 use super::sources::ClusterChange;
 use super::status::SchedulerStatus;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::cluster::PodKey;
 use crate::scheduler::{Attempt, Scheduler};
 
 #[derive(Debug)]
@@ -45,7 +49,11 @@ pub struct SchedulingLoop {
     pub inputs: Receiver<Input>,
     pub binds: UnboundedSender<BindRequest>,
     pub reports: UnboundedSender<Report>,
+    /// Pods to look up: the answer comes back as a change (or a deletion).
+    pub verify: UnboundedSender<PodKey>,
     pub status: Arc<SchedulerStatus>,
+    /// Invalid pods already reported, with the message reported.
+    pub reported_invalid: HashMap<PodKey, String>,
 }
 
 impl SchedulingLoop {
@@ -108,12 +116,26 @@ impl SchedulingLoop {
                 }
                 ClusterChange::Pod(pod) => {
                     self.status.metrics.watch_event("pods");
-                    self.scheduler.pod_upserted(pod, now);
+                    self.scheduler.pod_upserted(pod.clone(), now);
+                    self.report_if_invalid(&pod);
                 }
                 ClusterChange::PodGone(key) => {
                     self.status.metrics.watch_event("pods");
                     self.scheduler.pod_deleted(&key, now);
+                    self.reported_invalid.remove(&key);
                     let _ = self.reports.send(Report::Forget(key));
+                }
+                ClusterChange::PodsListed(listed) => {
+                    let suspects = self.scheduler.reconcile_pods(&listed, now);
+                    if !suspects.is_empty() {
+                        tracing::info!(
+                            pods = suspects.len(),
+                            "queued pods missing from a relist; asking the API server"
+                        );
+                    }
+                    for key in suspects {
+                        let _ = self.verify.send(key);
+                    }
                 }
                 ClusterChange::Synced(source) => self.status.set_synced(&source),
             },
@@ -121,7 +143,7 @@ impl SchedulingLoop {
                 BindOutcome::Bound => {
                     self.scheduler.binding_succeeded(&request.pod, &request.node);
                     let _ = self.reports.send(Report::Scheduled {
-                        pod: request.pod,
+                        pod: PodRef::from(&*request.pod),
                         node: request.node,
                         fallback: request.fallback,
                     });
@@ -140,6 +162,30 @@ impl SchedulingLoop {
         }
     }
 
+    /// A pending pod of ours that cannot even be evaluated (an unparsable
+    /// quantity, say) is kept, not dropped; its owner hears why.
+    fn report_if_invalid(&mut self, pod: &Pod) {
+        let spec = pod.spec.as_ref();
+        let pending = spec.and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty);
+        let profile = spec.and_then(|s| s.scheduler_name.as_deref()).unwrap_or("default-scheduler");
+        if !pending || !self.scheduler.profiles().any(|p| p.scheduler_name == profile) {
+            return;
+        }
+        let key = PodKey::of(pod);
+        let Some(invalid) = self.scheduler.invalid_pods().iter().find(|i| i.key == key) else { return };
+        let message = invalid.message.clone();
+        if self.reported_invalid.get(&key) == Some(&message) {
+            // Our own condition patch comes back as an update: once is enough.
+            return;
+        }
+        self.reported_invalid.insert(key.clone(), message.clone());
+        tracing::warn!(pod = %key, %message, "pod cannot be scheduled as written");
+        self.status.metrics.attempt_error(profile);
+        let pod =
+            PodRef { key, uid: pod.metadata.uid.clone().unwrap_or_default(), scheduler_name: profile.to_string() };
+        let _ = self.reports.send(Report::Unschedulable { pod, message, fallback: None });
+    }
+
     fn handle(&mut self, attempt: Attempt, now: Duration) {
         match attempt {
             Attempt::Placed { pod, node, record } => {
@@ -155,7 +201,11 @@ impl SchedulingLoop {
                 self.status.metrics.attempt(&pod.scheduler_name, &record);
                 let message = record.message.unwrap_or_default();
                 tracing::debug!(pod = %pod.key, %message, "unschedulable");
-                let _ = self.reports.send(Report::Unschedulable { pod, message, fallback: record.fallback });
+                let _ = self.reports.send(Report::Unschedulable {
+                    pod: PodRef::from(&*pod),
+                    message,
+                    fallback: record.fallback,
+                });
             }
         }
     }

@@ -28,6 +28,9 @@ pub enum ClusterChange {
     NodeGone(String),
     Pod(Arc<Pod>),
     PodGone(PodKey),
+    /// A full list of live pods (initial or after a watch gap), applied
+    /// just before: what the cache holds beyond it must be reconciled.
+    PodsListed(HashSet<PodKey>),
     /// A source's initial list (or a relist) has been applied.
     Synced(String),
 }
@@ -44,8 +47,8 @@ enum SourceKind {
     Nodes,
     /// Deletions mean the pod no longer counts anywhere.
     LivePods,
-    /// A pod leaving this watch was bound or deleted; `LivePods` reports
-    /// both, so deletions here are not acted on.
+    /// A pod leaves this watch when it is bound (the event carries its
+    /// node) or deleted while pending.
     UnboundPods,
 }
 
@@ -84,14 +87,18 @@ impl Source {
                 .await
             }
             SourceKind::LivePods | SourceKind::UnboundPods => {
-                reflect(
-                    Api::<Pod>::all(client),
-                    self,
-                    tx,
-                    |p: Pod| ClusterChange::Pod(Arc::new(p)),
-                    |p| ClusterChange::PodGone(PodKey::of(&p)),
-                )
-                .await
+                let unbound_watch = matches!(self.kind, SourceKind::UnboundPods);
+                let gone = move |p: Pod| {
+                    let bound = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+                    if unbound_watch && bound {
+                        // Left the unbound selector by being bound: an
+                        // update, not a deletion.
+                        ClusterChange::Pod(Arc::new(p))
+                    } else {
+                        ClusterChange::PodGone(PodKey::of(&p))
+                    }
+                };
+                reflect(Api::<Pod>::all(client), self, tx, |p: Pod| ClusterChange::Pod(Arc::new(p)), gone).await
             }
         }
     }
@@ -110,7 +117,6 @@ async fn reflect<K, T: From<ClusterChange> + Send>(
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    let acts_on_deletes = !matches!(source.kind, SourceKind::UnboundPods);
     let mut known: HashSet<(String, String)> = HashSet::new();
     let mut listing: Vec<K> = Vec::new();
     let mut stream = watcher(api, source.config).default_backoff().boxed();
@@ -128,19 +134,19 @@ async fn reflect<K, T: From<ClusterChange> + Send>(
             Ok(Event::InitDone) => {
                 let listed: HashSet<(String, String)> = listing.iter().map(key).collect();
                 let mut ok = true;
-                if acts_on_deletes {
-                    for (ns, name) in known.difference(&listed) {
-                        tracing::debug!(source = %source.name, namespace = %ns, name = %name, "gone while not watching");
-                        let change = match source.kind {
-                            SourceKind::Nodes => ClusterChange::NodeGone(name.clone()),
-                            _ => ClusterChange::PodGone(PodKey { namespace: ns.clone(), name: name.clone() }),
-                        };
-                        ok &= send(change);
+                if matches!(source.kind, SourceKind::Nodes) {
+                    for (_, name) in known.difference(&listed) {
+                        tracing::debug!(source = %source.name, node = %name, "gone while not watching");
+                        ok &= send(ClusterChange::NodeGone(name.clone()));
                     }
                 }
                 known = listed;
                 for o in listing.drain(..) {
                     ok &= send(apply(o));
+                }
+                if matches!(source.kind, SourceKind::LivePods) {
+                    let keys = known.iter().map(|(ns, name)| PodKey { namespace: ns.clone(), name: name.clone() });
+                    ok &= send(ClusterChange::PodsListed(keys.collect()));
                 }
                 tracing::info!(source = %source.name, objects = known.len(), "listed");
                 ok && send(ClusterChange::Synced(source.name.clone()))
@@ -151,7 +157,7 @@ async fn reflect<K, T: From<ClusterChange> + Send>(
             }
             Ok(Event::Delete(o)) => {
                 known.remove(&key(&o));
-                !acts_on_deletes || send(gone(o))
+                send(gone(o))
             }
             Err(e) => {
                 // The backoff stream retries; a 410 has already reset the

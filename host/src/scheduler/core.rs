@@ -195,6 +195,34 @@ impl Scheduler {
         }
     }
 
+    /// A fresh list of every live pod (a relist after a watch gap): bound
+    /// pods missing from it were deleted (or finished) while nobody was
+    /// watching, and stop counting. Pods only assumed are left to their
+    /// binding result. Queued pods missing from it are returned, not
+    /// dropped: one created after the list was taken is legitimately
+    /// missing, so the caller checks each with the API server.
+    pub fn reconcile_pods(&mut self, listed: &std::collections::HashSet<PodKey>, now: Duration) -> Vec<PodKey> {
+        let gone: Vec<PodKey> = self
+            .state
+            .placed()
+            .filter(|(k, assumed)| !assumed && !listed.contains(*k))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &gone {
+            self.state.unplace(key);
+        }
+        if !gone.is_empty() {
+            self.queue.cluster_changed(now);
+        }
+        self.queue
+            .keys()
+            .chain(self.invalid.iter().map(|i| &i.key))
+            .filter(|k| !listed.contains(*k))
+            .filter(|k| !matches!(self.state.placement(k), Some((_, true))))
+            .cloned()
+            .collect()
+    }
+
     /// The next attempt, if any pod is due at `now`.
     pub fn schedule_next(&mut self, now: Duration) -> Option<Attempt> {
         let (pod, attempts) = self.queue.pop(now)?;

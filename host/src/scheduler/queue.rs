@@ -137,6 +137,11 @@ impl SchedulingQueue {
         self.entries.remove(key).is_some()
     }
 
+    /// Every queued pod, wherever it waits.
+    pub fn keys(&self) -> impl Iterator<Item = &PodKey> {
+        self.entries.keys()
+    }
+
     pub fn contains(&self, key: &PodKey) -> bool {
         self.entries.contains_key(key)
     }

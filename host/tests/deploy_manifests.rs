@@ -1,0 +1,136 @@
+//! deploy/ is part of the product: its manifests parse as the Kubernetes
+//! types they claim to be, its RBAC grants every call the backend makes,
+//! and its wiring (ports, probes, config file, Lease name) matches the
+//! binary.
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
+use serde::Deserialize;
+use serde_json::Value;
+use wasmsched::kubernetes::config::{ConfigurationFile, LeaderElectionConfig};
+
+fn deploy_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
+}
+
+fn documents(file: &str) -> Vec<Value> {
+    let path = deploy_dir().join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).unwrap_or_else(|e| panic!("{file}: {e}")))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn find(docs: &[Value], kind: &str, name: &str) -> Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+        .clone()
+}
+
+fn allows(rules: &[PolicyRule], group: &str, resource: &str, verb: &str, name: Option<&str>) -> bool {
+    rules.iter().any(|r| {
+        r.api_groups.as_deref().unwrap_or_default().iter().any(|g| g == group)
+            && r.resources.as_deref().unwrap_or_default().iter().any(|x| x == resource)
+            && r.verbs.iter().any(|v| v == verb)
+            && match (&r.resource_names, name) {
+                (None, _) => true,
+                (Some(names), Some(n)) => names.iter().any(|x| x == n),
+                (Some(_), None) => false,
+            }
+    })
+}
+
+#[test]
+fn every_manifest_parses_and_names_what_it_is() {
+    for file in ["namespace.yaml", "rbac.yaml", "deployment.yaml", "examples/sample-app.yaml"] {
+        for doc in documents(file) {
+            assert!(doc["apiVersion"].is_string() && doc["kind"].is_string(), "{file}: {doc}");
+            assert!(doc["metadata"]["name"].is_string(), "{file}: {doc}");
+        }
+    }
+    let kustomization = documents("kustomization.yaml").remove(0);
+    for r in kustomization["resources"].as_array().unwrap() {
+        assert!(deploy_dir().join(r.as_str().unwrap()).exists(), "kustomization lists missing {r}");
+    }
+    let generated: Vec<&str> = kustomization["configMapGenerator"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()))
+        .collect();
+    assert!(generated.contains(&"scheduler-config.yaml"));
+    assert!(generated.contains(&"policies/least-allocated.wasm"));
+    let build = std::fs::read_to_string(deploy_dir().join("build-policies.sh")).unwrap();
+    assert!(build.contains("deploy/policies/least-allocated.wasm"), "build-policies.sh makes the generated file");
+}
+
+#[test]
+fn rbac_grants_every_call_the_backend_makes() {
+    let docs = documents("rbac.yaml");
+    let cluster: ClusterRole = serde_json::from_value(find(&docs, "ClusterRole", "wasmsched")).unwrap();
+    let rules = cluster.rules.unwrap_or_default();
+    for (group, resource, verbs) in [
+        ("", "nodes", &["list", "watch"][..]),
+        ("", "pods", &["list", "watch"]),
+        ("", "pods/binding", &["create"]),
+        ("", "pods/status", &["patch"]),
+        ("events.k8s.io", "events", &["create", "patch"]),
+        ("", "configmaps", &["get", "list", "watch"]),
+    ] {
+        for verb in verbs {
+            assert!(allows(&rules, group, resource, verb, None), "ClusterRole lacks {verb} {group}/{resource}");
+        }
+    }
+    let config = ConfigurationFile::read(&deploy_dir().join("scheduler-config.yaml")).unwrap();
+    let le = config.leader_election(LeaderElectionConfig::default(), Path::new("scheduler-config.yaml")).unwrap();
+    let role: Role = serde_json::from_value(find(&docs, "Role", "wasmsched-leader-election")).unwrap();
+    assert_eq!(role.metadata.namespace.as_deref(), Some(le.namespace.as_str()), "the Role is where the Lease is");
+    let rules = role.rules.unwrap_or_default();
+    assert!(allows(&rules, "coordination.k8s.io", "leases", "create", None));
+    for verb in ["get", "update"] {
+        assert!(allows(&rules, "coordination.k8s.io", "leases", verb, Some(&le.name)), "{verb} on Lease {}", le.name);
+    }
+}
+
+#[test]
+fn the_deployment_matches_the_binary() {
+    let docs = documents("deployment.yaml");
+    let deployment: Deployment = serde_json::from_value(find(&docs, "Deployment", "wasmsched")).unwrap();
+    let spec = deployment.spec.unwrap();
+    assert_eq!(spec.replicas, Some(2), "two replicas with leader election");
+    let pod = spec.template.spec.unwrap();
+    let c = &pod.containers[0];
+    let args = c.args.clone().unwrap();
+    assert_eq!(args[0], "run");
+    let http = args.iter().find_map(|a| a.strip_prefix("--http-addr=")).expect("--http-addr");
+    let port: i32 = http.rsplit(':').next().unwrap().parse().unwrap();
+    assert_eq!(c.ports.as_ref().unwrap()[0].container_port, port);
+    let probe_path = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
+        p.as_ref().and_then(|p| p.http_get.as_ref()).and_then(|h| h.path.clone())
+    };
+    assert_eq!(probe_path(&c.liveness_probe).as_deref(), Some("/healthz"));
+    assert_eq!(probe_path(&c.readiness_probe).as_deref(), Some("/readyz"));
+    let sc = c.security_context.as_ref().unwrap();
+    assert_eq!((sc.read_only_root_filesystem, sc.allow_privilege_escalation), (Some(true), Some(false)));
+    assert_eq!(pod.security_context.unwrap().run_as_non_root, Some(true));
+    assert!(c.resources.as_ref().unwrap().requests.is_some());
+
+    // The config the args point at is the one in deploy/, and it is valid.
+    let config_arg = args.iter().find_map(|a| a.strip_prefix("--config=")).expect("--config");
+    let mount = c.volume_mounts.as_ref().unwrap().iter().find(|m| config_arg.starts_with(&m.mount_path)).unwrap();
+    assert_eq!(config_arg, format!("{}/scheduler-config.yaml", mount.mount_path));
+    let file = ConfigurationFile::read(&deploy_dir().join("scheduler-config.yaml")).unwrap();
+    let policy_mount = c.volume_mounts.as_ref().unwrap().iter().find(|m| m.name == "policies").unwrap();
+    for profile in &file.profiles {
+        for p in &profile.policies {
+            if let Some(path) = &p.path {
+                assert!(path.starts_with(&policy_mount.mount_path), "{} is not under the policy mount", path.display());
+            }
+        }
+    }
+    assert_eq!(pod.service_account_name.as_deref(), Some("wasmsched"));
+}
