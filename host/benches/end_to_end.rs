@@ -6,6 +6,8 @@
 //! runs; the clock stops when the last binding lands at the API server.
 //! Prints pods/s and where the time went.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,16 +27,6 @@ fn sum_and_count(text: &str, name: &str, labels: &str) -> (f64, f64) {
     (find("sum"), find("count"))
 }
 
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(0.0)
-}
-
 /// CPU seconds per thread name (`/proc/self/task/*/stat`, utime + stime).
 fn cpu_by_thread() -> BTreeMap<String, f64> {
     let ticks = 100.0; // USER_HZ on Linux
@@ -48,7 +40,11 @@ fn cpu_by_thread() -> BTreeMap<String, f64> {
         let fields: Vec<&str> = rest.split_whitespace().collect();
         let cpu = fields.get(11).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0)
             + fields.get(12).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
-        let group = if comm.starts_with("tokio-r") { "tokio workers (kube client, binder, watches, events)".to_string() } else { comm };
+        let group = if comm.starts_with("tokio-r") {
+            "tokio workers (kube client, binder, watches, events)".to_string()
+        } else {
+            comm
+        };
         *out.entry(group).or_insert(0.0) += cpu / ticks;
     }
     out
@@ -105,15 +101,23 @@ async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> f64 {
     let stats = fake.request_stats();
     running.shutdown().await;
 
-    let (cycle_sum, cycles) = sum_and_count(&metrics, "wasmsched_scheduling_attempt_duration_seconds", "{result=\"scheduled\",profile=\"wasmsched\"}");
+    let (cycle_sum, cycles) = sum_and_count(
+        &metrics,
+        "wasmsched_scheduling_attempt_duration_seconds",
+        "{result=\"scheduled\",profile=\"wasmsched\"}",
+    );
     let (bind_sum, binds) = sum_and_count(&metrics, "wasmsched_binding_duration_seconds", "{result=\"bound\"}");
-    let (score_sum, scores) = sum_and_count(&metrics, "wasmsched_policy_call_duration_seconds", "{policy=\"least-allocated\",phase=\"score\"}");
+    let (score_sum, scores) = sum_and_count(
+        &metrics,
+        "wasmsched_policy_call_duration_seconds",
+        "{policy=\"least-allocated\",phase=\"score\"}",
+    );
     println!(
         "EndToEnd {nodes} nodes / {pods} pods, bind concurrency {bind_concurrency}: {:.0} pods/s ({:.2} s; pods created in {:.2} s), peak RSS {:.0} MiB (scheduler + fake API server)",
         pods as f64 / took.as_secs_f64(),
         took.as_secs_f64(),
         created.as_secs_f64(),
-        peak_rss_mib()
+        support::peak_rss_mib()
     );
     println!(
         "  scheduling cycles: {cycles:.0} × {:.0} µs = {:.2} s on the scheduling thread ({:.0} ns per node in the wasm score call)",

@@ -5,6 +5,8 @@
 //! with the wasm least-allocated policy and with the native fallback alone.
 //! Each configuration runs in its own process so peak RSS is its own.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -66,15 +68,6 @@ fn cluster(nodes: usize, pods: usize) -> Manifests {
     m
 }
 
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 /// One configuration, in this process: prints a table row.
 fn run_one(nodes: usize, pods: usize, wasm: bool) {
     let manifests = cluster(nodes, pods);
@@ -95,7 +88,7 @@ fn run_one(nodes: usize, pods: usize, wasm: bool) {
         if wasm { "wasm least-allocated" } else { "native fallback" },
         pods as f64 / elapsed.as_secs_f64(),
         elapsed.as_secs_f64() * 1e6 / pods as f64,
-        peak_rss_mib()
+        support::peak_rss_mib()
     );
 }
 

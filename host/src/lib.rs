@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod default_policy;
+pub mod duration;
 pub mod kubernetes;
 pub mod metrics;
 pub mod policy;

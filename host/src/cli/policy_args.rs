@@ -36,21 +36,9 @@ pub fn read_config(path: Option<&Path>) -> anyhow::Result<String> {
     config_to_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
-/// `250ms`, `2s`, `1.5s`, `1m`.
+/// `250ms`, `2s`, `1.5s`, `1m` (see `wasmsched::duration`).
 pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
-    let text = text.trim();
-    let (number, unit) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len()));
-    let value: f64 = number.parse().with_context(|| format!("{text:?} is not a duration like 100ms or 2s"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        _ => bail!("{text:?} has no unit; write e.g. 100ms, 2s or 1m"),
-    };
-    if !(seconds.is_finite() && seconds > 0.0) {
-        bail!("{text:?} must be a positive duration");
-    }
-    Ok(Duration::from_secs_f64(seconds))
+    wasmsched::duration::parse_duration(text).map_err(anyhow::Error::msg)
 }
 
 /// `PATH[,weight=N][,config=FILE]`
@@ -100,17 +88,4 @@ pub fn load_policies(
         policies.push(WeightedPolicy { policy: Arc::new(policy), weight: spec.weight });
     }
     Ok((PolicySet::new(policies), labels.join(", ")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("100ms").unwrap(), Duration::from_millis(100));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert!(parse_duration("100").unwrap_err().to_string().contains("no unit"));
-        assert!(parse_duration("-1s").is_err());
-    }
 }

@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::duration::parse_duration;
 use crate::policy::{PolicyEngine, PolicyLimits, PolicySource};
 use crate::scheduler::{PolicySet, WeightedPolicy};
 
@@ -150,25 +151,6 @@ pub const KIND: &str = "WasmSchedulerConfiguration";
 pub struct ConfigError {
     pub file: String,
     pub message: String,
-}
-
-/// `250ms`, `2s`, `1.5s`, `1m`, `1h`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let n: f64 = number.trim().parse().map_err(|_| format!("{text:?} is not a duration (e.g. 100ms, 2s, 1m)"))?;
-    let secs = match unit {
-        "ms" => n / 1e3,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("{text:?}: unknown unit {unit:?} (use ms, s, m or h)")),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("{text:?} is not a valid duration"));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 impl ConfigurationFile {

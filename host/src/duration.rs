@@ -1,0 +1,39 @@
+//! Durations as operators write them in flags and configuration files.
+
+use std::time::Duration;
+
+/// `250ms`, `2s`, `1.5s`, `1m`, `1h`: a positive number and a unit.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number.trim().parse().map_err(|_| format!("{text:?} is not a duration like 100ms or 2s"))?;
+    let seconds = match unit {
+        "ms" => value / 1e3,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        "" => return Err(format!("{text:?} has no unit; write e.g. 100ms, 2s or 1m")),
+        other => return Err(format!("{text:?}: unknown unit {other:?} (use ms, s, m or h)")),
+    };
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(format!("{text:?} must be a positive duration"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_and_errors() {
+        assert_eq!(parse_duration("100ms").unwrap(), Duration::from_millis(100));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration(" 2m ").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("100").unwrap_err().contains("no unit"));
+        assert!(parse_duration("3d").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("0s").is_err());
+    }
+}
