@@ -173,7 +173,14 @@ impl TestCluster {
     fn config(&self, identity: &str, leader_election: bool) -> RunConfig {
         let engine = PolicyEngine::new().unwrap();
         let policy = engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).unwrap();
-        let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]);
+        self.config_with(
+            identity,
+            leader_election,
+            PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]),
+        )
+    }
+
+    fn config_with(&self, identity: &str, leader_election: bool, policies: PolicySet) -> RunConfig {
         let mut config = RunConfig::new(vec![ProfileConfig { scheduler_name: self.scheduler_name(), policies }]);
         config.leader_election = LeaderElectionConfig {
             enabled: leader_election,
@@ -606,6 +613,43 @@ async fn each_profile_schedules_its_own_pods_and_reports_as_itself() {
             format!("wasmsched_schedule_attempts_total{{result=\"error\",profile=\"{}\"}} 1", c.scheduler_name());
         assert!(metrics.contains(&error), "{metrics}");
     }
+    s.shutdown().await;
+    c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_policy_is_contained_reported_and_counted() {
+    let c = TestCluster::new("fallback").await;
+    c.add_node("n0", "4", "16Gi", json!({})).await;
+    c.add_node("n1", "4", "16Gi", json!({})).await;
+    // The hostile fixture panics for pods labelled hostile=true only.
+    let engine = PolicyEngine::new().unwrap();
+    let source = wasmsched::policy::PolicySource::from_file(&wasmsched_test_support::policy_wasm("hostile")).unwrap();
+    let policy = engine.load(&source, r#"{"mode":"panic"}"#, PolicyLimits::default()).unwrap();
+    let name = policy.info.name.clone();
+    let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]);
+    let s = start(c.client.clone(), c.config_with("solo", false, policies)).await.unwrap();
+    wait_ready(&s).await;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "evil", "labels": {"hostile": "true"}},
+        "spec": {"schedulerName": c.scheduler_name(), "nodeSelector": {"wasmsched-e2e": c.prefix},
+                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+    }))
+    .unwrap();
+    c.pods().create(&PostParams::default(), &pod).await.unwrap();
+    c.add_pod("good", "100m", json!({})).await;
+    c.wait_bound(&["evil".to_string(), "good".to_string()], Duration::from_secs(20)).await;
+    let warning = c.wait_event("evil", "PolicyFallback", Duration::from_secs(10)).await;
+    let note = warning.note.unwrap_or_default();
+    assert!(note.contains(&name) && note.contains("built-in least-allocated"), "{note}");
+    assert_eq!(warning.type_.as_deref(), Some("Warning"));
+    c.wait_event("evil", "Scheduled", Duration::from_secs(10)).await;
+    assert!(c.events_for("good").await.iter().all(|e| e.reason.as_deref() != Some("PolicyFallback")));
+    let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
+    let failures = format!("wasmsched_policy_failures_total{{policy=\"{name}\",kind=\"trap\"}} ");
+    assert!(metrics.lines().any(|l| l.starts_with(&failures)), "{metrics}");
+    let fallbacks = format!("wasmsched_fallback_total{{profile=\"{}\"}} 1", c.scheduler_name());
+    assert!(metrics.contains(&fallbacks), "{metrics}");
     s.shutdown().await;
     c.cleanup().await;
 }
