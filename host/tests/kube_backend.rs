@@ -322,11 +322,26 @@ async fn unschedulable_pod_is_reported_then_bound_when_room_appears() {
         assert!(Instant::now() < deadline, "no PodScheduled condition");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Retries of the same failure do not add events beyond the first.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let failed =
-        c.events_for("large").await.into_iter().filter(|e| e.reason.as_deref() == Some("FailedScheduling")).count();
-    assert_eq!(failed, 1);
+    // Node changes make the pod retry (same failure each time); the
+    // retries do not add events beyond the first.
+    let nodes: Api<Node> = Api::all(c.client.clone());
+    for i in 0..3 {
+        let patch = json!({"metadata": {"labels": {"touched": i.to_string()}}});
+        nodes.patch(&c.node_name("small"), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+    }
+    let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
+    let prefix =
+        format!("wasmsched_schedule_attempts_total{{result=\"unschedulable\",profile=\"{}\"}} ", c.scheduler_name());
+    let attempts: f64 =
+        metrics.lines().find_map(|l| l.strip_prefix(&prefix)).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    assert!(attempts >= 3.0, "the pod was retried on node changes: {attempts} attempts");
+    let failed: Vec<Event> =
+        c.events_for("large").await.into_iter().filter(|e| e.reason.as_deref() == Some("FailedScheduling")).collect();
+    assert_eq!(failed.len(), 1);
+    // Not re-sent at all within the interval (a re-send would show up as an
+    // event series on the same Event).
+    assert!(failed[0].series.is_none(), "repeated identical failures were re-sent: {:?}", failed[0].series);
 
     c.add_node("big", "8", "32Gi", json!({})).await;
     let bound = c.wait_bound(&["large".to_string()], Duration::from_secs(10)).await;
