@@ -668,3 +668,35 @@ async fn a_failing_policy_is_contained_reported_and_counted() {
     s.shutdown().await;
     c.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_finishes_bindings_in_flight_and_reports_them() {
+    let c = TestCluster::new("drain").await;
+    let Some(fake) = c.fake_only("graceful_shutdown_finishes_bindings_in_flight_and_reports_them") else { return };
+    c.add_node("n", "4", "16Gi", json!({})).await;
+    let s = c.start_scheduler("solo", true).await;
+    wait_ready(&s).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !s.status.is_leader() {
+        assert!(Instant::now() < deadline, "never became leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    fake.fail_requests(Fault {
+        method: Some("POST".into()),
+        path_contains: "/pods/slow/binding".into(),
+        code: 0,
+        delay: Duration::from_millis(1500),
+        times: 1,
+    });
+    c.add_pod("slow", "100m", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(fake.bindings("default/slow"), 0, "the binding is still held at the server");
+    let stopping = Instant::now();
+    s.shutdown().await;
+    assert!(stopping.elapsed() >= Duration::from_millis(800), "shutdown waited for the binding");
+    assert_eq!(fake.bindings("default/slow"), 1);
+    let events = c.events_for("slow").await;
+    assert!(events.iter().any(|e| e.reason.as_deref() == Some("Scheduled")), "{events:?}");
+    let lease = fake.get("coordination.k8s.io/v1", "leases", "default", &c.scheduler_name()).unwrap();
+    assert!(lease["spec"].get("holderIdentity").is_none_or(Value::is_null), "released after the binding: {lease}");
+}

@@ -1,6 +1,8 @@
 //! What users see on their pods: events.k8s.io Events (`Scheduled`,
 //! `FailedScheduling`, and `PolicyFallback` when a policy failed and the
 //! built-in scoring decided) and the `PodScheduled=False` condition.
+//! Events go out at most 8 at a time, in the background: reporting never
+//! holds up scheduling.
 //!
 //! Not flooding the API: a pod retried with the same failure gets at most
 //! one `FailedScheduling` per interval (kube-runtime's recorder turns the
@@ -12,8 +14,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter as EventReporter};
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
@@ -109,7 +113,7 @@ impl PodReporter {
                 self.last_failure.remove(&pod.key);
                 self.last_condition.remove(&pod.key);
                 let note = format!("Successfully assigned {} to {node}", pod.key);
-                self.publish(&pod, EventType::Normal, "Scheduled", "Binding", note).await;
+                self.create_scheduled(&pod, note).await;
                 if let Some(why) = fallback {
                     let note =
                         format!("a policy failed ({why}); {node} was chosen by the built-in least-allocated scoring");
@@ -156,6 +160,39 @@ impl PodReporter {
         tokio::spawn(async move {
             if let Err(e) = recorder.publish(&event, &reference).await {
                 tracing::warn!(pod = %key, reason = %event.reason, error = %e, "could not create event");
+            }
+            drop(permit);
+        });
+    }
+
+    /// `Scheduled` happens once per pod: no aggregation, so it is created
+    /// directly. (The recorder caches every event it sends for six minutes
+    /// to build series; at thousands of pods per second that cache would
+    /// hold millions of events.)
+    async fn create_scheduled(&self, pod: &PodRef, note: String) {
+        let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return };
+        let now = jiff::Timestamp::now();
+        let event = K8sEvent {
+            metadata: ObjectMeta {
+                name: Some(format!("{}.{:x}", pod.key.name, now.as_nanosecond())),
+                namespace: Some(pod.key.namespace.clone()),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(now)),
+            type_: Some("Normal".into()),
+            reason: Some("Scheduled".into()),
+            action: Some("Binding".into()),
+            note: Some(note),
+            regarding: Some(reference(pod)),
+            reporting_controller: Some(pod.scheduler_name.clone()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Default::default()
+        };
+        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &pod.key.namespace);
+        let key = pod.key.clone();
+        tokio::spawn(async move {
+            if let Err(e) = api.create(&PostParams::default(), &event).await {
+                tracing::warn!(pod = %key, error = %e, "could not create the Scheduled event");
             }
             drop(permit);
         });

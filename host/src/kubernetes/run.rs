@@ -130,6 +130,8 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         verify: verify_tx,
         status: status.clone(),
         reported_invalid: Default::default(),
+        bindings_in_flight: 0,
+        draining: false,
     };
     let verifier = tokio::spawn(verify_loop(client.clone(), verify_rx, inputs_tx.clone()));
     let core_thread = std::thread::Builder::new().name("scheduling-loop".into()).spawn(move || core.run())?;
@@ -140,10 +142,11 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         let _ = shutdown_wait.wait_for(|s| *s).await;
         tracing::info!("shutting down: no new pods, finishing bindings in flight");
         sup_status.set_stopping();
+        // The loop stops taking pods, waits for every binding result (and
+        // reports it), then exits; its exit closes the binder's queue.
         let _ = inputs_tx.send(Input::Stop);
         drop(inputs_tx);
         let _ = tokio::task::spawn_blocking(move || core_thread.join()).await;
-        // The loop dropped the binder's sender: the binder drains and ends.
         let _ = binder.await;
         for w in &watches {
             w.abort();

@@ -54,6 +54,10 @@ pub struct SchedulingLoop {
     pub status: Arc<SchedulerStatus>,
     /// Invalid pods already reported, with the message reported.
     pub reported_invalid: HashMap<PodKey, String>,
+    /// Bindings handed to the binder whose result has not come back.
+    pub bindings_in_flight: usize,
+    /// Stop requested: take no new pods, exit once bindings are done.
+    pub draining: bool,
 }
 
 impl SchedulingLoop {
@@ -65,23 +69,27 @@ impl SchedulingLoop {
             self.status.heartbeat();
             // Inputs: block only when there was nothing to schedule.
             match self.inputs.recv_timeout(wait) {
-                Ok(Input::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Disconnected) => return,
                 Ok(input) => self.apply(input, start.elapsed()),
                 Err(RecvTimeoutError::Timeout) => {}
             }
             for _ in 0..MAX_INPUTS {
                 match self.inputs.try_recv() {
-                    Ok(Input::Stop) => return,
                     Ok(input) => self.apply(input, start.elapsed()),
                     Err(_) => break,
                 }
+            }
+            if self.draining && self.bindings_in_flight == 0 {
+                // Every binding answered and reported: done.
+                return;
             }
             if last_gauges.elapsed() >= IDLE_WAKE {
                 self.status.metrics.queue(self.scheduler.queue_sizes());
                 last_gauges = Instant::now();
             }
 
-            let can_schedule = self.status.is_leader() && self.status.all_synced() && !self.status.is_stopping();
+            let can_schedule =
+                self.status.is_leader() && self.status.all_synced() && !self.status.is_stopping() && !self.draining;
             let mut attempted = 0;
             if can_schedule {
                 while attempted < BATCH {
@@ -139,26 +147,33 @@ impl SchedulingLoop {
                 }
                 ClusterChange::Synced(source) => self.status.set_synced(&source),
             },
-            Input::BindResult { request, outcome } => match outcome {
-                BindOutcome::Bound => {
-                    self.scheduler.binding_succeeded(&request.pod, &request.node);
-                    let _ = self.reports.send(Report::Scheduled {
-                        pod: PodRef::from(&*request.pod),
-                        node: request.node,
-                        fallback: request.fallback,
-                    });
-                }
-                BindOutcome::Dropped(why) => {
-                    tracing::info!(pod = %request.pod.key, node = %request.node, reason = %why, "binding refused; dropping the pod");
-                    self.scheduler.binding_failed(&request.pod, false, now);
-                    let _ = self.reports.send(Report::Forget(request.pod.key.clone()));
-                }
-                BindOutcome::Retry(why) => {
-                    tracing::warn!(pod = %request.pod.key, node = %request.node, error = %why, "binding failed; retrying with backoff");
-                    self.scheduler.binding_failed(&request.pod, true, now);
-                }
-            },
-            Input::Stop => {}
+            Input::BindResult { request, outcome } => {
+                self.bindings_in_flight = self.bindings_in_flight.saturating_sub(1);
+                self.binding_result(request, outcome, now);
+            }
+            Input::Stop => self.draining = true,
+        }
+    }
+
+    fn binding_result(&mut self, request: BindRequest, outcome: BindOutcome, now: Duration) {
+        match outcome {
+            BindOutcome::Bound => {
+                self.scheduler.binding_succeeded(&request.pod, &request.node);
+                let _ = self.reports.send(Report::Scheduled {
+                    pod: PodRef::from(&*request.pod),
+                    node: request.node,
+                    fallback: request.fallback,
+                });
+            }
+            BindOutcome::Dropped(why) => {
+                tracing::info!(pod = %request.pod.key, node = %request.node, reason = %why, "binding refused; dropping the pod");
+                self.scheduler.binding_failed(&request.pod, false, now);
+                let _ = self.reports.send(Report::Forget(request.pod.key.clone()));
+            }
+            BindOutcome::Retry(why) => {
+                tracing::warn!(pod = %request.pod.key, node = %request.node, error = %why, "binding failed; retrying with backoff");
+                self.scheduler.binding_failed(&request.pod, true, now);
+            }
         }
     }
 
@@ -192,9 +207,10 @@ impl SchedulingLoop {
                 self.status.metrics.attempt(&pod.scheduler_name, &record);
                 tracing::debug!(pod = %pod.key, %node, took = ?record.duration, "assumed");
                 let request = BindRequest { profile: pod.scheduler_name.clone(), pod, node, fallback: record.fallback };
-                if let Err(e) = self.binds.send(request) {
+                match self.binds.send(request) {
+                    Ok(()) => self.bindings_in_flight += 1,
                     // The binder is gone (shutting down): forget the assumption.
-                    self.scheduler.binding_failed(&e.0.pod, true, now);
+                    Err(e) => self.scheduler.binding_failed(&e.0.pod, true, now),
                 }
             }
             Attempt::Unschedulable { pod, record } => {
