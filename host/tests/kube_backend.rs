@@ -203,6 +203,10 @@ impl TestCluster {
         if self.fake.is_some() {
             return;
         }
+        // No kubelet will finish a graceful deletion of pods bound to our
+        // nodes: delete them at once, then the nodes, then the namespace.
+        let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
+        let _ = self.pods().delete_collection(&now, &ListParams::default()).await;
         let nodes: Api<Node> = Api::all(self.client.clone());
         let ours = ListParams::default().labels(&format!("wasmsched-e2e={}", self.prefix));
         let _ = nodes.delete_collection(&DeleteParams::default(), &ours).await;
