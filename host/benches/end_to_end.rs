@@ -50,6 +50,32 @@ fn cpu_by_thread() -> BTreeMap<String, f64> {
     out
 }
 
+/// Watches pods and records when each `pod-NNNNNN` first arrives.
+async fn observe_arrivals(client: kube::Client, pods: usize) -> Vec<(usize, Instant)> {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::runtime::watcher;
+    let api: kube::Api<Pod> = kube::Api::namespaced(client, "perf");
+    let mut seen = vec![false; pods];
+    let mut arrivals = Vec::with_capacity(pods);
+    let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
+    while let Some(Ok(event)) = stream.next().await {
+        if let watcher::Event::Apply(p) | watcher::Event::InitApply(p) = event
+            && let Some(i) =
+                p.metadata.name.as_deref().and_then(|n| n.strip_prefix("pod-")).and_then(|n| n.parse::<usize>().ok())
+            && i < pods
+            && !seen[i]
+        {
+            seen[i] = true;
+            arrivals.push((i, Instant::now()));
+            if arrivals.len() == pods {
+                break;
+            }
+        }
+    }
+    arrivals
+}
+
 async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> f64 {
     let fake = FakeApiServer::start();
     for i in 0..nodes {
@@ -75,9 +101,17 @@ async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> f64 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 
+    // A watch of our own, like the scheduler's unbound-pods watch, to time
+    // delivery: creation → ADDED event in a kube-rs client.
+    let observer_client = kube::Client::try_from(kube::Config::new(fake.url().parse().unwrap())).unwrap();
+    let observed = tokio::spawn(observe_arrivals(observer_client, pods));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
     let cpu_before = cpu_by_thread();
     let started = Instant::now();
+    let mut created_at = Vec::with_capacity(pods);
     for i in 0..pods {
+        created_at.push(Instant::now());
         fake.create(
             "v1",
             "pods",
@@ -95,6 +129,10 @@ async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> f64 {
     }
     let took = started.elapsed();
     let cpu_after = cpu_by_thread();
+    let arrivals = tokio::time::timeout(Duration::from_secs(30), observed).await.unwrap().unwrap();
+    let mut delays: Vec<f64> =
+        arrivals.iter().map(|(i, at)| at.duration_since(created_at[*i]).as_secs_f64() * 1e3).collect();
+    delays.sort_by(f64::total_cmp);
     let metrics = running.status.metrics.render();
     // Let events drain before reading the server's request statistics.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -130,6 +168,13 @@ async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> f64 {
         bind_sum / binds.max(1.0) * 1e3,
         bind_sum
     );
+    if !delays.is_empty() {
+        println!(
+            "  watch delivery (creation → ADDED in a kube-rs watch): p50 {:.2} ms, p99 {:.2} ms",
+            delays[delays.len() / 2],
+            delays[delays.len() * 99 / 100]
+        );
+    }
     println!("  CPU by thread during the run (wall {:.2} s, 2 cores):", took.as_secs_f64());
     for (thread, after) in &cpu_after {
         let used = after - cpu_before.get(thread).copied().unwrap_or(0.0);
