@@ -92,7 +92,8 @@ async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> f64 {
     let engine = PolicyEngine::new().unwrap();
     let policy = engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).unwrap();
     let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]);
-    let mut config = RunConfig::new(vec![ProfileConfig { scheduler_name: "wasmsched".into(), policies }]);
+    let mut config =
+        RunConfig::new(vec![ProfileConfig { scheduler_name: "wasmsched".into(), policies, ..Default::default() }]);
     config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
     config.bind_concurrency = bind_concurrency;
     let client = kube::Client::try_from(kube::Config::new(fake.url().parse().unwrap())).unwrap();

@@ -21,7 +21,7 @@ enum Command {
     /// Load and validate a policy, print its metadata and a smoke run.
     Check(cli::check::CheckArgs),
     /// Schedule the pods of a Kubernetes cluster (kubeconfig or in-cluster).
-    Run(cli::run::RunArgs),
+    Run(Box<cli::run::RunArgs>),
 }
 
 fn main() -> ExitCode {
@@ -33,7 +33,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => cli::simulate::run(args),
         Command::Check(args) => cli::check::run(args),
-        Command::Run(args) => cli::run::run(args),
+        Command::Run(args) => cli::run::run(*args),
     };
     match result {
         Ok(code) => code,

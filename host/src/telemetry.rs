@@ -84,6 +84,7 @@ pub struct SchedulerMetrics {
     binding_duration: Family<Histogram>,
     leader: Family<f64>,
     watch_events: Family<f64>,
+    policy_reloads: Family<f64>,
 }
 
 impl Default for SchedulerMetrics {
@@ -136,6 +137,11 @@ impl SchedulerMetrics {
                 "Watch events applied to the scheduler's cache, by resource.",
                 &["resource"],
             ),
+            policy_reloads: Family::new(
+                "wasmsched_policy_reloads_total",
+                "Policy updates from a ConfigMap, by profile and result (accepted or rejected).",
+                &["profile", "result"],
+            ),
         }
     }
 
@@ -180,6 +186,10 @@ impl SchedulerMetrics {
         self.leader.with(&[], |v| *v = if leader { 1.0 } else { 0.0 });
     }
 
+    pub fn policy_reload(&self, profile: &str, result: &str) {
+        self.policy_reloads.with(&[profile, result], |v| *v += 1.0);
+    }
+
     pub fn watch_event(&self, resource: &str) {
         self.watch_events.with(&[resource], |v| *v += 1.0);
     }
@@ -187,17 +197,25 @@ impl SchedulerMetrics {
     /// A counter's current value, for tests and `wasmsched bench`.
     pub fn counter(&self, name: &str, labels: &[&str]) -> f64 {
         let key: Labels = labels.iter().map(|s| s.to_string()).collect();
-        [&self.attempts, &self.policy_failures, &self.fallbacks, &self.watch_events, &self.pending, &self.leader]
-            .into_iter()
-            .find(|f| f.name == name)
-            .and_then(|f| f.values.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied())
-            .unwrap_or(0.0)
+        [
+            &self.attempts,
+            &self.policy_failures,
+            &self.fallbacks,
+            &self.watch_events,
+            &self.policy_reloads,
+            &self.pending,
+            &self.leader,
+        ]
+        .into_iter()
+        .find(|f| f.name == name)
+        .and_then(|f| f.values.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied())
+        .unwrap_or(0.0)
     }
 
     /// The Prometheus text exposition format (version 0.0.4).
     pub fn render(&self) -> String {
         let mut out = String::new();
-        for f in [&self.attempts, &self.policy_failures, &self.fallbacks, &self.watch_events] {
+        for f in [&self.attempts, &self.policy_failures, &self.fallbacks, &self.watch_events, &self.policy_reloads] {
             render_scalar(&mut out, f, "counter");
         }
         for f in [&self.pending, &self.leader] {

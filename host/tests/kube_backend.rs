@@ -181,7 +181,11 @@ impl TestCluster {
     }
 
     fn config_with(&self, identity: &str, leader_election: bool, policies: PolicySet) -> RunConfig {
-        let mut config = RunConfig::new(vec![ProfileConfig { scheduler_name: self.scheduler_name(), policies }]);
+        let mut config = RunConfig::new(vec![ProfileConfig {
+            scheduler_name: self.scheduler_name(),
+            policies,
+            ..Default::default()
+        }]);
         config.leader_election = LeaderElectionConfig {
             enabled: leader_election,
             namespace: self.namespace.clone(),
@@ -608,7 +612,7 @@ async fn each_profile_schedules_its_own_pods_and_reports_as_itself() {
     c.add_node("n", "8", "32Gi", json!({})).await;
     let mut config = c.config("solo", false);
     let second = format!("{}-b", c.scheduler_name());
-    config.profiles.push(ProfileConfig { scheduler_name: second.clone(), policies: PolicySet::default() });
+    config.profiles.push(ProfileConfig { scheduler_name: second.clone(), ..Default::default() });
     let s = start(c.client.clone(), config).await.unwrap();
     wait_ready(&s).await;
     c.add_pod("a", "100m", json!({})).await;
@@ -660,7 +664,7 @@ async fn a_failing_policy_is_contained_reported_and_counted() {
     c.wait_bound(&["evil".to_string(), "good".to_string()], Duration::from_secs(20)).await;
     let warning = c.wait_event("evil", "PolicyFallback", Duration::from_secs(10)).await;
     let note = warning.note.unwrap_or_default();
-    assert!(note.contains(&name) && note.contains("built-in least-allocated"), "{note}");
+    assert!(note.contains(&name) && note.contains("chosen by the built-in least-allocated scoring"), "{note}");
     assert_eq!(warning.type_.as_deref(), Some("Warning"));
     c.wait_event("evil", "Scheduled", Duration::from_secs(10)).await;
     assert!(c.events_for("good").await.iter().all(|e| e.reason.as_deref() != Some("PolicyFallback")));
@@ -703,4 +707,48 @@ async fn graceful_shutdown_finishes_bindings_in_flight_and_reports_them() {
     assert!(events.iter().any(|e| e.reason.as_deref() == Some("Scheduled")), "{events:?}");
     let lease = fake.get("coordination.k8s.io/v1", "leases", "default", &c.scheduler_name()).unwrap();
     assert!(lease["spec"].get("holderIdentity").is_none_or(Value::is_null), "released after the binding: {lease}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_failures_become_an_event_series_and_a_new_reason_a_new_event() {
+    let c = TestCluster::new("series").await;
+    c.add_node("small", "1", "4Gi", json!({})).await;
+    let mut config = c.config("solo", false);
+    config.failed_event_interval = Duration::from_millis(300);
+    let s = start(c.client.clone(), config).await.unwrap();
+    wait_ready(&s).await;
+    c.add_pod("large", "4", json!({})).await;
+    c.wait_event("large", "FailedScheduling", Duration::from_secs(10)).await;
+    let nodes: Api<Node> = Api::all(c.client.clone());
+    for i in 0..3 {
+        let patch = json!({"metadata": {"labels": {"touched": i.to_string()}}});
+        nodes.patch(&c.node_name("small"), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    let failed: Vec<Event> =
+        c.events_for("large").await.into_iter().filter(|e| e.reason.as_deref() == Some("FailedScheduling")).collect();
+    assert_eq!(failed.len(), 1, "the same failure is one event");
+    let count = failed[0].series.as_ref().map(|s| s.count).unwrap_or(1);
+    assert!(count >= 2, "repeats are counted in the event's series: {:?}", failed[0].series);
+
+    // A different reason is a new event.
+    c.add_node("small-2", "1", "4Gi", json!({})).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let notes: Vec<String> = c
+            .events_for("large")
+            .await
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
+            .filter_map(|e| e.note)
+            .collect();
+        if notes.iter().any(|n| n.contains("2 Insufficient cpu")) {
+            assert_eq!(notes.len(), 2, "{notes:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no event for the new reason: {notes:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.shutdown().await;
+    c.cleanup().await;
 }

@@ -119,6 +119,8 @@ fn bad_flags_configs_and_kubeconfigs_are_clear_errors() {
 
     let out = wasmsched().args(["run", "--http-addr", "localhost"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("--http-addr \"localhost\" is not HOST:PORT"));
+    let out = wasmsched().args(["run", "--policy-configmap", "justname"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--policy-configmap \"justname\": expected NAMESPACE/NAME"));
     let out = wasmsched().args(["run", "--renew-deadline", "20s"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("--retry-period < --renew-deadline < --lease-duration"));
 }

@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use wasmsched::kubernetes::config::{ConfigurationFile, LeaderElectionConfig, ProfileConfig, RunConfig};
+use wasmsched::kubernetes::policy_configmap::ConfigMapRef;
 use wasmsched::policy::PolicyEngine;
+use wasmsched::scheduler::PolicySet;
 
 use super::policy_args::{LimitArgs, load_policies, parse_duration};
 
@@ -23,7 +25,7 @@ pub struct RunArgs {
     pub context: Option<String>,
     /// A WasmSchedulerConfiguration file: profiles (schedulerName →
     /// policies), leader election, parallelism.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["policies", "scheduler_name"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["policies", "scheduler_name", "policy_configmap"])]
     pub config: Option<PathBuf>,
     /// Pods with this schedulerName are scheduled (without --config).
     #[arg(long)]
@@ -32,6 +34,11 @@ pub struct RunArgs {
     /// embedded least-allocated policy.
     #[arg(long = "policy", value_name = "SPEC")]
     pub policies: Vec<String>,
+    /// Take the policies from this ConfigMap (NAMESPACE/NAME: NAME.wasm or
+    /// NAME.wasm.gz entries, optional NAME.yaml settings) and hot-swap them
+    /// on every valid update.
+    #[arg(long, value_name = "NS/NAME", conflicts_with = "policies")]
+    pub policy_configmap: Option<String>,
     /// Elect a leader among replicas through a Lease (on by default).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub leader_elect: bool,
@@ -80,10 +87,24 @@ fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
             (file.load_profiles(path, &engine, &limits)?, file.parallelism)
         }
         None => {
-            let (policies, label) = load_policies(&args.policies, &engine, &limits)?;
             let name = args.scheduler_name.clone().unwrap_or_else(|| "wasmsched".into());
-            eprintln!("profile {name}: {label}");
-            (vec![ProfileConfig { scheduler_name: name, policies }], None)
+            let profile = match &args.policy_configmap {
+                Some(cm) => {
+                    let cm: ConfigMapRef = cm.parse().map_err(|e| anyhow::anyhow!("--policy-configmap {e}"))?;
+                    eprintln!("profile {name}: policies from configmap {cm}, hot-swapped");
+                    ProfileConfig {
+                        scheduler_name: name,
+                        policies: PolicySet::unavailable(format!("waiting for policy configmap {cm}")),
+                        policy_configmap: Some(cm),
+                    }
+                }
+                None => {
+                    let (policies, label) = load_policies(&args.policies, &engine, &limits)?;
+                    eprintln!("profile {name}: {label}");
+                    ProfileConfig { scheduler_name: name, policies, policy_configmap: None }
+                }
+            };
+            (vec![profile], None)
         }
     };
     if let Some(ns) = &args.leader_elect_namespace {
@@ -99,6 +120,7 @@ fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
         bail!("leader election needs --retry-period < --renew-deadline < --lease-duration");
     }
     let mut config = RunConfig::new(profiles);
+    config.policy_limits = limits;
     config.leader_election = le;
     config.bind_concurrency = parallelism.unwrap_or(args.bind_concurrency);
     config.seed = args.seed;

@@ -27,13 +27,18 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::policy_configmap::ConfigMapRef;
 use crate::duration::parse_duration;
 use crate::policy::{PolicyEngine, PolicyLimits, PolicySource};
 use crate::scheduler::{PolicySet, WeightedPolicy};
 
+#[derive(Default)]
 pub struct ProfileConfig {
     pub scheduler_name: String,
     pub policies: PolicySet,
+    /// Policies come from this ConfigMap, hot-swapped (then `policies` is
+    /// what runs until the first valid version arrives).
+    pub policy_configmap: Option<ConfigMapRef>,
 }
 
 #[derive(Debug, Clone)]
@@ -83,6 +88,9 @@ pub struct RunConfig {
     /// A pod's repeated identical `FailedScheduling` events are sent at most
     /// this often (the Events API aggregates the rest into a series).
     pub failed_event_interval: Duration,
+    /// Limits for policies loaded at run time (policy ConfigMaps) that do
+    /// not set their own.
+    pub policy_limits: PolicyLimits,
 }
 
 impl RunConfig {
@@ -94,6 +102,7 @@ impl RunConfig {
             http_addr: None,
             seed: 0,
             failed_event_interval: Duration::from_secs(30),
+            policy_limits: PolicyLimits::default(),
         }
     }
 }
@@ -127,6 +136,9 @@ pub struct ProfileFile {
     pub scheduler_name: String,
     #[serde(default)]
     pub policies: Vec<PolicyFile>,
+    /// `NAMESPACE/NAME`: take this profile's policies from a ConfigMap and
+    /// follow its updates (instead of `policies`).
+    pub policy_config_map: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -219,6 +231,22 @@ impl ConfigurationFile {
         let dir = file.parent().unwrap_or(Path::new("."));
         let mut profiles = Vec::new();
         for (pi, profile) in self.profiles.iter().enumerate() {
+            if let Some(cm) = &profile.policy_config_map {
+                let err = |message: String| ConfigError {
+                    file: file.display().to_string(),
+                    message: format!("profiles[{pi}] ({}): policyConfigMap: {message}", profile.scheduler_name),
+                };
+                if !profile.policies.is_empty() {
+                    return Err(err("give either policies or policyConfigMap, not both".into()));
+                }
+                let cm: ConfigMapRef = cm.parse().map_err(err)?;
+                profiles.push(ProfileConfig {
+                    scheduler_name: profile.scheduler_name.clone(),
+                    policies: PolicySet::unavailable(format!("waiting for policy configmap {cm}")),
+                    policy_configmap: Some(cm),
+                });
+                continue;
+            }
             let mut policies = Vec::new();
             for (i, p) in profile.policies.iter().enumerate() {
                 let at = format!("profiles[{pi}] ({}): policies[{i}]", profile.scheduler_name);
@@ -255,6 +283,7 @@ impl ConfigurationFile {
             profiles.push(ProfileConfig {
                 scheduler_name: profile.scheduler_name.clone(),
                 policies: PolicySet::new(policies),
+                policy_configmap: None,
             });
         }
         Ok(profiles)
@@ -300,6 +329,18 @@ mod tests {
         let engine = PolicyEngine::new().unwrap();
         let e = file.load_profiles(f.path(), &engine, &PolicyLimits::default()).err().unwrap().to_string();
         assert!(e.contains("profiles[0] (a): policies[0]: reading") && e.contains("missing.wasm"), "{e}");
+        let f = write(
+            "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\nprofiles:\n- schedulerName: a\n  policyConfigMap: ns/p\n  policies:\n  - embedded: least-allocated\n",
+        );
+        let file = ConfigurationFile::read(f.path()).unwrap();
+        let e = file.load_profiles(f.path(), &engine, &PolicyLimits::default()).err().unwrap().to_string();
+        assert!(e.contains("profiles[0] (a): policyConfigMap: give either policies or policyConfigMap"), "{e}");
+        let f = write(
+            "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\nprofiles:\n- schedulerName: a\n  policyConfigMap: ns/p\n",
+        );
+        let file = ConfigurationFile::read(f.path()).unwrap();
+        let profiles = file.load_profiles(f.path(), &engine, &PolicyLimits::default()).unwrap();
+        assert_eq!(profiles[0].policy_configmap.as_ref().map(|c| c.to_string()).as_deref(), Some("ns/p"));
         let f = write("apiVersion: v1\nkind: KubeSchedulerConfiguration\nprofiles: []\n");
         assert!(ConfigurationFile::read(f.path()).unwrap_err().to_string().contains("expected apiVersion"));
     }

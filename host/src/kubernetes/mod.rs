@@ -8,6 +8,7 @@
 //! - `binder`: `pods/{name}/binding` with the UID precondition, bounded
 //!   concurrency, results fed back to the core;
 //! - `reporter`: events.k8s.io Events and the `PodScheduled` condition;
+//! - `policy_configmap`: policies hot-swapped from a ConfigMap;
 //! - `leader`: the coordination.k8s.io Lease; only the leader schedules;
 //! - `http`: `/healthz`, `/readyz`, `/metrics`, `/policies`.
 
@@ -16,9 +17,10 @@ pub mod client;
 pub mod config;
 pub mod http;
 pub mod leader;
+pub mod policy_configmap;
 pub mod reporter;
 pub mod run;
-mod scheduling_loop;
+pub mod scheduling_loop;
 pub mod sources;
 pub mod status;
 

@@ -4,10 +4,14 @@
 //! Events go out at most 8 at a time, in the background: reporting never
 //! holds up scheduling.
 //!
-//! Not flooding the API: a pod retried with the same failure gets at most
-//! one `FailedScheduling` per interval (kube-runtime's recorder turns the
-//! repeats it does send into an event series), and its condition is only
-//! patched when the message changes.
+//! Not flooding the API: a pod retried with the same failure gets one
+//! `FailedScheduling` event; repeats are counted and written into that
+//! event's `series` at most once per interval (30 s), as client-go's event
+//! series do; a different message is a new event. The condition is only
+//! patched when the message changes. Events are created directly rather
+//! than through kube-runtime's `Recorder`: it caches every event for six
+//! minutes (millions at our rates) and keys its series without the note, so
+//! a changed message would be folded into the old one.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,7 +22,6 @@ use k8s_openapi::api::events::v1::Event as K8sEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter as EventReporter};
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
 
@@ -58,17 +61,25 @@ pub enum Report {
 pub struct PodReporter {
     client: kube::Client,
     instance: String,
-    /// One per profile: the reporting controller is the scheduler name.
-    recorders: HashMap<String, Recorder>,
+
     failed_interval: Duration,
     /// Per pod: the last FailedScheduling message sent and when.
-    last_failure: HashMap<PodKey, (String, Instant)>,
+    last_failure: HashMap<PodKey, FailureSeries>,
     /// Per pod: the message of the condition we last set.
     last_condition: HashMap<PodKey, String>,
     in_flight: Arc<Semaphore>,
 }
 
 const CONCURRENCY: usize = 8;
+
+/// The last `FailedScheduling` sent for a pod, for aggregation.
+struct FailureSeries {
+    message: String,
+    last_sent: Instant,
+    event_name: String,
+    /// Occurrences so far (the event's `series.count` when next sent).
+    count: i32,
+}
 
 fn reference(pod: &PodRef) -> ObjectReference {
     ObjectReference {
@@ -86,7 +97,6 @@ impl PodReporter {
         PodReporter {
             client,
             instance: instance.to_string(),
-            recorders: HashMap::new(),
             failed_interval,
             last_failure: HashMap::new(),
             last_condition: HashMap::new(),
@@ -113,26 +123,38 @@ impl PodReporter {
                 self.last_failure.remove(&pod.key);
                 self.last_condition.remove(&pod.key);
                 let note = format!("Successfully assigned {} to {node}", pod.key);
-                self.create_scheduled(&pod, note).await;
+                self.create(&pod, "Normal", "Scheduled", "Binding", note).await;
                 if let Some(why) = fallback {
-                    let note =
-                        format!("a policy failed ({why}); {node} was chosen by the built-in least-allocated scoring");
-                    self.publish(&pod, EventType::Warning, "PolicyFallback", "Scheduling", note).await;
+                    let note = format!("{node} was chosen by the built-in least-allocated scoring: {why}");
+                    self.create(&pod, "Warning", "PolicyFallback", "Scheduling", note).await;
                 }
             }
             Report::Unschedulable { pod, message, fallback } => {
                 let now = Instant::now();
-                let repeat = self
-                    .last_failure
-                    .get(&pod.key)
-                    .is_some_and(|(m, at)| *m == message && now.duration_since(*at) < self.failed_interval);
-                if !repeat {
-                    self.last_failure.insert(pod.key.clone(), (message.clone(), now));
-                    let note = match &fallback {
-                        Some(why) => format!("{message} (a policy failed: {why})"),
-                        None => message.clone(),
-                    };
-                    self.publish(&pod, EventType::Warning, "FailedScheduling", "Scheduling", note).await;
+                match self.last_failure.get_mut(&pod.key) {
+                    // The same failure again: counted; sent as the event's
+                    // series at most once per interval.
+                    Some(series) if series.message == message => {
+                        series.count += 1;
+                        if now.duration_since(series.last_sent) >= self.failed_interval {
+                            series.last_sent = now;
+                            let patch = json!({"series": {
+                                "count": series.count,
+                                "lastObservedTime": MicroTime(jiff::Timestamp::now()),
+                            }});
+                            let (namespace, name) = (pod.key.namespace.clone(), series.event_name.clone());
+                            self.patch(namespace, name, patch).await;
+                        }
+                    }
+                    _ => {
+                        let note = match &fallback {
+                            Some(why) => format!("{message} (a policy failed: {why})"),
+                            None => message.clone(),
+                        };
+                        let event_name = self.create(&pod, "Warning", "FailedScheduling", "Scheduling", note).await;
+                        let series = FailureSeries { message: message.clone(), last_sent: now, event_name, count: 1 };
+                        self.last_failure.insert(pod.key.clone(), series);
+                    }
                 }
                 if self.last_condition.get(&pod.key) != Some(&message) {
                     self.last_condition.insert(pod.key.clone(), message.clone());
@@ -142,57 +164,29 @@ impl PodReporter {
         }
     }
 
-    async fn publish(&mut self, pod: &PodRef, type_: EventType, reason: &str, action: &str, note: String) {
-        let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return };
-        let recorder = self
-            .recorders
-            .entry(pod.scheduler_name.clone())
-            .or_insert_with(|| {
-                let reporter =
-                    EventReporter { controller: pod.scheduler_name.clone(), instance: Some(self.instance.clone()) };
-                Recorder::new(self.client.clone(), reporter)
-            })
-            .clone();
-        let reference = reference(pod);
-        let event =
-            Event { type_, reason: reason.to_string(), note: Some(note), action: action.to_string(), secondary: None };
+    /// Creates an event in the background; returns its name.
+    async fn create(&self, pod: &PodRef, type_: &str, reason: &str, action: &str, note: String) -> String {
+        let event = new_event(&reference(pod), type_, reason, action, note, &pod.scheduler_name, &self.instance);
+        let name = event.metadata.name.clone().unwrap_or_default();
+        let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return name };
+        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &pod.key.namespace);
         let key = pod.key.clone();
+        let reason = reason.to_string();
         tokio::spawn(async move {
-            if let Err(e) = recorder.publish(&event, &reference).await {
-                tracing::warn!(pod = %key, reason = %event.reason, error = %e, "could not create event");
+            if let Err(e) = api.create(&PostParams::default(), &event).await {
+                tracing::warn!(pod = %key, %reason, error = %e, "could not create event");
             }
             drop(permit);
         });
+        name
     }
 
-    /// `Scheduled` happens once per pod: no aggregation, so it is created
-    /// directly. (The recorder caches every event it sends for six minutes
-    /// to build series; at thousands of pods per second that cache would
-    /// hold millions of events.)
-    async fn create_scheduled(&self, pod: &PodRef, note: String) {
+    async fn patch(&self, namespace: String, name: String, patch: serde_json::Value) {
         let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return };
-        let now = jiff::Timestamp::now();
-        let event = K8sEvent {
-            metadata: ObjectMeta {
-                name: Some(format!("{}.{:x}", pod.key.name, now.as_nanosecond())),
-                namespace: Some(pod.key.namespace.clone()),
-                ..Default::default()
-            },
-            event_time: Some(MicroTime(now)),
-            type_: Some("Normal".into()),
-            reason: Some("Scheduled".into()),
-            action: Some("Binding".into()),
-            note: Some(note),
-            regarding: Some(reference(pod)),
-            reporting_controller: Some(pod.scheduler_name.clone()),
-            reporting_instance: Some(self.instance.clone()),
-            ..Default::default()
-        };
-        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &pod.key.namespace);
-        let key = pod.key.clone();
+        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
         tokio::spawn(async move {
-            if let Err(e) = api.create(&PostParams::default(), &event).await {
-                tracing::warn!(pod = %key, error = %e, "could not create the Scheduled event");
+            if let Err(e) = api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                tracing::debug!(event = %name, error = %e, "could not update the event series");
             }
             drop(permit);
         });
@@ -219,5 +213,38 @@ impl PodReporter {
             }
             drop(permit);
         });
+    }
+}
+
+/// An events.k8s.io Event about `regarding`, to create as is (no series
+/// aggregation: kube-runtime's recorder keys series without the note, so a
+/// second, different message would be folded into the first).
+pub fn new_event(
+    regarding: &ObjectReference,
+    type_: &str,
+    reason: &str,
+    action: &str,
+    note: String,
+    controller: &str,
+    instance: &str,
+) -> K8sEvent {
+    let now = jiff::Timestamp::now();
+    let name = regarding.name.clone().unwrap_or_else(|| controller.to_string());
+    K8sEvent {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+            namespace: regarding.namespace.clone(),
+            ..Default::default()
+        },
+        event_time: Some(MicroTime(now)),
+        type_: Some(type_.into()),
+        reason: Some(reason.into()),
+        action: Some(action.into()),
+        // The API server refuses notes over 1 kB.
+        note: Some(note.chars().take(1000).collect()),
+        regarding: Some(regarding.clone()),
+        reporting_controller: Some(controller.into()),
+        reporting_instance: Some(instance.into()),
+        ..Default::default()
     }
 }

@@ -14,11 +14,13 @@ use super::binder::{self, BindRequest};
 use super::config::RunConfig;
 use super::http;
 use super::leader::LeaderElector;
+use super::policy_configmap::{ConfigMapRef, PolicyConfigMapSource};
 use super::reporter::PodReporter;
 use super::scheduling_loop::{Input, SchedulingLoop};
 use super::sources::{ClusterChange, Source};
 use super::status::{ActivePolicy, SchedulerStatus};
 use crate::cluster::PodKey;
+use crate::policy::PolicyEngine;
 use crate::scheduler::{Profile, Scheduler, SchedulerConfig};
 
 /// A binding slower than this is abandoned and retried.
@@ -53,7 +55,13 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     anyhow::ensure!(!config.profiles.is_empty(), "at least one profile is required");
     let mut sources = vec![Source::nodes(), Source::live_pods()];
     sources.extend(config.profiles.iter().map(|p| Source::unbound_pods(&p.scheduler_name)));
-    let source_names: Vec<String> = sources.iter().map(|s| s.name.clone()).collect();
+    let mut source_names: Vec<String> = sources.iter().map(|s| s.name.clone()).collect();
+    let policy_sources: Vec<(String, ConfigMapRef)> = config
+        .profiles
+        .iter()
+        .filter_map(|p| p.policy_configmap.clone().map(|cm| (p.scheduler_name.clone(), cm)))
+        .collect();
+    source_names.extend(policy_sources.iter().map(|(_, cm)| cm.source_name()));
     let loaded_at = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     let active: Vec<ActivePolicy> = config
         .profiles
@@ -92,8 +100,21 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let (reports_tx, reports_rx) = mpsc::unbounded_channel();
     let (verify_tx, verify_rx) = mpsc::unbounded_channel();
 
-    let watches: Vec<JoinHandle<()>> =
+    let mut watches: Vec<JoinHandle<()>> =
         sources.into_iter().map(|s| tokio::spawn(s.run(client.clone(), inputs_tx.clone()))).collect();
+    if !policy_sources.is_empty() {
+        let engine = Arc::new(PolicyEngine::new()?);
+        for (profile, configmap) in policy_sources {
+            let source = PolicyConfigMapSource {
+                configmap,
+                profile,
+                engine: engine.clone(),
+                limits: config.policy_limits.clone(),
+                instance: le.identity.clone(),
+            };
+            watches.push(tokio::spawn(source.run(client.clone(), inputs_tx.clone(), status.clone())));
+        }
+    }
 
     // Leadership: the elector publishes on a watch; the status mirrors it.
     let (lease_stop_tx, lease_stop_rx) = watch::channel(false);

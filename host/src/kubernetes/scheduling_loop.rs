@@ -13,11 +13,11 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::binder::{BindOutcome, BindRequest};
 use super::reporter::{PodRef, Report};
 use super::sources::ClusterChange;
-use super::status::SchedulerStatus;
+use super::status::{ActivePolicy, SchedulerStatus};
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::cluster::PodKey;
-use crate::scheduler::{Attempt, Scheduler};
+use crate::scheduler::{Attempt, PolicySet, Profile, Scheduler};
 
 #[derive(Debug)]
 pub enum Input {
@@ -25,6 +25,13 @@ pub enum Input {
     BindResult {
         request: BindRequest,
         outcome: BindOutcome,
+    },
+    /// A validated policy set for a profile: swapped in before the next
+    /// cycle (cycles run on this thread, so none is half-way through).
+    Policies {
+        profile: String,
+        set: PolicySet,
+        active: Vec<ActivePolicy>,
     },
     /// Stop taking pods (shutdown).
     Stop,
@@ -150,6 +157,10 @@ impl SchedulingLoop {
             Input::BindResult { request, outcome } => {
                 self.bindings_in_flight = self.bindings_in_flight.saturating_sub(1);
                 self.binding_result(request, outcome, now);
+            }
+            Input::Policies { profile, set, active } => {
+                self.scheduler.add_profile(Profile { scheduler_name: profile.clone(), policies: set });
+                self.status.set_profile_policies(&profile, active);
             }
             Input::Stop => self.draining = true,
         }

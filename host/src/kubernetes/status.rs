@@ -89,6 +89,13 @@ impl SchedulerStatus {
         self.stopping.load(Ordering::SeqCst)
     }
 
+    /// Replaces one profile's active policies (a hot swap).
+    pub fn set_profile_policies(&self, profile: &str, active: Vec<ActivePolicy>) {
+        let mut policies = self.policies.lock().unwrap_or_else(|e| e.into_inner());
+        policies.retain(|p| p.profile != profile);
+        policies.extend(active);
+    }
+
     pub fn policies(&self) -> Vec<ActivePolicy> {
         self.policies.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }

@@ -2,6 +2,7 @@
 //! `wasmsched:policy` contract, compiled once, sandboxed per instance, and
 //! every failure contained and typed.
 
+pub mod bundle;
 mod cache;
 mod config;
 mod engine;

@@ -97,7 +97,7 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
     }
     let feasible_builtin = candidates.len();
     let ctx = PolicyContext { nodes: table.clone(), metrics: metrics.clone() };
-    let mut fallback: Option<String> = None;
+    let mut fallback: Option<String> = policies.unavailable.clone();
     let mut calls: Vec<PolicyCall> = Vec::new();
 
     // Policy filters, in order; each sees the survivors of the previous one.

@@ -17,11 +17,20 @@ pub struct WeightedPolicy {
 #[derive(Debug, Clone, Default)]
 pub struct PolicySet {
     pub policies: Vec<WeightedPolicy>,
+    /// Why a profile that should have policies has none (e.g. its policy
+    /// ConfigMap holds no valid version yet): its pods are placed by the
+    /// built-in scoring, and their records say this.
+    pub unavailable: Option<String>,
 }
 
 impl PolicySet {
     pub fn new(policies: Vec<WeightedPolicy>) -> Self {
-        PolicySet { policies }
+        PolicySet { policies, unavailable: None }
+    }
+
+    /// No policy, and why: pods are scored by the built-in fallback.
+    pub fn unavailable(why: impl Into<String>) -> Self {
+        PolicySet { policies: Vec::new(), unavailable: Some(why.into()) }
     }
 }
 

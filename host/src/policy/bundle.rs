@@ -1,0 +1,170 @@
+//! A bundle of policies as files: what a policy ConfigMap (or, later, a
+//! directory) holds. `NAME.wasm` or gzip-compressed `NAME.wasm.gz` (so a
+//! policy fits a ConfigMap's 1 MiB), and optionally `NAME.yaml` with that
+//! policy's weight, config and limits:
+//!
+//! ```yaml
+//! weight: 2
+//! memoryLimit: 32Mi
+//! deadline: 50ms
+//! config: {metric: http_latency_seconds}
+//! ```
+//!
+//! A bundle is all or nothing: one bad entry rejects the whole update, so
+//! a profile never runs half of a new set.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::engine::{PolicyEngine, PolicySource};
+use super::limits::PolicyLimits;
+use super::smoke::smoke_run;
+use crate::scheduler::{PolicySet, WeightedPolicy};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EntrySettings {
+    pub weight: Option<u32>,
+    pub memory_limit: Option<String>,
+    pub deadline: Option<String>,
+    pub config: Option<serde_yaml::Value>,
+}
+
+#[derive(Debug)]
+pub struct BundleEntry {
+    pub name: String,
+    pub source: PolicySource,
+    pub settings: EntrySettings,
+}
+
+/// Inflates at most `limit` bytes: a bigger output is refused, however
+/// small the input (a decompression bomb).
+fn gunzip(name: &str, bytes: &[u8], limit: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let mut reader = flate2::read::GzDecoder::new(bytes).take(limit as u64 + 1);
+    reader.read_to_end(&mut out).map_err(|e| format!("{name}: not valid gzip: {e}"))?;
+    if out.len() > limit {
+        return Err(format!("{name}: decompresses to more than the {limit}-byte policy size limit"));
+    }
+    Ok(out)
+}
+
+/// The entries of a bundle, by policy name (sorted). `origin` prefixes
+/// each policy's source (e.g. `configmap wasmsched/policies`).
+pub fn parse_bundle(
+    origin: &str,
+    files: &BTreeMap<String, Vec<u8>>,
+    max_wasm_bytes: usize,
+) -> Result<Vec<BundleEntry>, String> {
+    let mut entries = Vec::new();
+    for (file, bytes) in files {
+        let (name, wasm) = if let Some(name) = file.strip_suffix(".wasm.gz") {
+            (name, gunzip(file, bytes, max_wasm_bytes)?)
+        } else if let Some(name) = file.strip_suffix(".wasm") {
+            (name, bytes.clone())
+        } else if file.ends_with(".yaml") || file.ends_with(".yml") {
+            continue;
+        } else {
+            return Err(format!("{file}: expected NAME.wasm, NAME.wasm.gz or NAME.yaml"));
+        };
+        if entries.iter().any(|e: &BundleEntry| e.name == name) {
+            return Err(format!("{name}: given both as .wasm and .wasm.gz"));
+        }
+        let settings = match files.get(&format!("{name}.yaml")).or_else(|| files.get(&format!("{name}.yml"))) {
+            Some(yaml) => {
+                let text = std::str::from_utf8(yaml).map_err(|_| format!("{name}.yaml: not UTF-8"))?;
+                serde_yaml::from_str(text).map_err(|e| format!("{name}.yaml: {e}"))?
+            }
+            None => EntrySettings::default(),
+        };
+        entries.push(BundleEntry {
+            name: name.to_string(),
+            source: PolicySource::new(format!("{origin}: {file}"), wasm),
+            settings,
+        });
+    }
+    for file in files.keys() {
+        let stem = file.trim_end_matches(".yaml").trim_end_matches(".yml");
+        if (file.ends_with(".yaml") || file.ends_with(".yml")) && !entries.iter().any(|e| e.name == stem) {
+            return Err(format!("{file}: settings for a policy that is not in the bundle"));
+        }
+    }
+    if entries.is_empty() {
+        return Err("no policy in it (expected NAME.wasm or NAME.wasm.gz entries)".into());
+    }
+    Ok(entries)
+}
+
+/// Compiles and validates every entry (contract version, exports, `init`
+/// with its config, a smoke run); off the scheduling path. Errors name the
+/// entry.
+pub fn load_bundle(engine: &PolicyEngine, entries: &[BundleEntry], base: &PolicyLimits) -> Result<PolicySet, String> {
+    let mut policies = Vec::new();
+    for entry in entries {
+        let at = |e: String| format!("{}: {e}", entry.name);
+        let mut limits = base.clone();
+        if let Some(m) = &entry.settings.memory_limit {
+            limits.memory_bytes =
+                wasmsched_sdk::quantity::value(m).map_err(|e| at(format!("memoryLimit: {e}")))? as usize;
+        }
+        if let Some(d) = &entry.settings.deadline {
+            limits.call_deadline = crate::duration::parse_duration(d).map_err(|e| at(format!("deadline: {e}")))?;
+        }
+        let config = match &entry.settings.config {
+            Some(v) => serde_json::to_string(v).map_err(|e| at(format!("config: {e}")))?,
+            None => "{}".to_string(),
+        };
+        let policy = engine.load(&entry.source, &config, limits).map_err(|e| at(e.to_string()))?;
+        if let Some(e) = smoke_run(&policy).failure() {
+            return Err(at(format!("failed its smoke run: {e}")));
+        }
+        policies.push(WeightedPolicy { policy: Arc::new(policy), weight: entry.settings.weight.unwrap_or(1) });
+    }
+    Ok(PolicySet::new(policies))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn gz(bytes: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        e.write_all(bytes).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[test]
+    fn entries_settings_and_compression() {
+        let files = BTreeMap::from([
+            ("a.wasm".to_string(), b"\0asm-a".to_vec()),
+            ("b.wasm.gz".to_string(), gz(b"\0asm-b")),
+            ("b.yaml".to_string(), b"weight: 3\nconfig: {x: 1}\n".to_vec()),
+        ]);
+        let entries = parse_bundle("configmap ns/p", &files, 1024).unwrap();
+        assert_eq!(entries.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(&*entries[1].source.bytes, b"\0asm-b");
+        assert_eq!(entries[1].settings.weight, Some(3));
+        assert_eq!(entries[1].source.origin, "configmap ns/p: b.wasm.gz");
+    }
+
+    #[test]
+    fn bombs_strays_and_typos_are_refused() {
+        let bomb = gz(&vec![0u8; 4 << 20]);
+        assert!(bomb.len() < 64 << 10);
+        let files = BTreeMap::from([("x.wasm.gz".to_string(), bomb)]);
+        assert!(parse_bundle("o", &files, 1 << 20).unwrap_err().contains("decompresses to more than"));
+        let files = BTreeMap::from([("x.txt".to_string(), vec![])]);
+        assert!(parse_bundle("o", &files, 1 << 20).unwrap_err().contains("expected NAME.wasm"));
+        let files = BTreeMap::from([("x.wasm".to_string(), vec![]), ("x.yaml".to_string(), b"wieght: 2".to_vec())]);
+        assert!(parse_bundle("o", &files, 1 << 20).unwrap_err().contains("unknown field `wieght`"));
+        let files = BTreeMap::from([("x.wasm".to_string(), vec![]), ("y.yaml".to_string(), vec![])]);
+        assert!(parse_bundle("o", &files, 1 << 20).unwrap_err().contains("not in the bundle"));
+        assert!(parse_bundle("o", &BTreeMap::new(), 1 << 20).unwrap_err().contains("no policy"));
+        let files = BTreeMap::from([("x.wasm.gz".to_string(), b"not gzip".to_vec())]);
+        assert!(parse_bundle("o", &files, 1 << 20).unwrap_err().contains("not valid gzip"));
+    }
+}

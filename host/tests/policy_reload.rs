@@ -1,0 +1,293 @@
+//! Policies hot-swapped from a ConfigMap, through the fake API server:
+//! valid updates swap in between cycles under load; bad ones are rejected
+//! with a Warning Event and a metric while the active version stays; with
+//! no valid version the built-in scoring places pods and says why.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
+use wasmsched::kubernetes::policy_configmap::ConfigMapRef;
+use wasmsched::kubernetes::{RunningScheduler, start};
+use wasmsched::policy::PolicyLimits;
+use wasmsched::scheduler::PolicySet;
+use wasmsched_fake_apiserver::FakeApiServer;
+use wasmsched_test_support::policy_wasm;
+
+const PROFILE: &str = "wasmsched";
+
+fn wasm(name: &str) -> Vec<u8> {
+    std::fs::read(policy_wasm(name)).unwrap()
+}
+
+fn gz(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+fn configmap(files: &[(&str, Vec<u8>)]) -> ConfigMap {
+    ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some("policies".into()), ..Default::default() },
+        binary_data: Some(
+            files.iter().map(|(k, v)| (k.to_string(), ByteString(v.clone()))).collect::<BTreeMap<_, _>>(),
+        ),
+        ..Default::default()
+    }
+}
+
+struct Setup {
+    fake: FakeApiServer,
+    client: Client,
+    scheduler: RunningScheduler,
+}
+
+async fn setup(initial: Option<ConfigMap>, limits: PolicyLimits) -> Setup {
+    let fake = FakeApiServer::start();
+    let client = Client::try_from(kube::Config::new(fake.url().parse().unwrap())).unwrap();
+    for (i, spot) in [false, false, true, true].into_iter().enumerate() {
+        let mut labels = json!({"kubernetes.io/hostname": format!("n{i}")});
+        if spot {
+            labels["karpenter.sh/capacity-type"] = json!("spot");
+        }
+        fake.create(
+            "v1",
+            "nodes",
+            "",
+            json!({"metadata": {"name": format!("n{i}"), "labels": labels},
+                   "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "pods": "500"},
+                              "conditions": [{"type": "Ready", "status": "True"}]}}),
+        );
+    }
+    if let Some(cm) = initial {
+        Api::<ConfigMap>::namespaced(client.clone(), "default").create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let cm = ConfigMapRef { namespace: "default".into(), name: "policies".into() };
+    let mut config = RunConfig::new(vec![ProfileConfig {
+        scheduler_name: PROFILE.into(),
+        policies: PolicySet::unavailable("waiting for policy configmap default/policies"),
+        policy_configmap: Some(cm),
+    }]);
+    config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
+    config.policy_limits = limits;
+    let scheduler = start(client.clone(), config).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !scheduler.status.readiness().0 {
+        assert!(Instant::now() < deadline, "not ready: {:?}", scheduler.status.readiness().1);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Setup { fake, client, scheduler }
+}
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"schedulerName": PROFILE,
+        "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}))
+    .unwrap()
+}
+
+fn active_names(s: &Setup) -> Vec<String> {
+    s.scheduler.status.policies().into_iter().map(|p| p.name).collect()
+}
+
+async fn replace_configmap(s: &Setup, cm: ConfigMap) {
+    let api: Api<ConfigMap> = Api::namespaced(s.client.clone(), "default");
+    let mut current = api.get("policies").await.unwrap();
+    current.binary_data = cm.binary_data;
+    current.data = cm.data;
+    api.replace("policies", &PostParams::default(), &current).await.unwrap();
+}
+
+async fn configmap_warnings(s: &Setup) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(s.client.clone(), "default");
+    events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("PolicyRejected"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("ConfigMap"))
+        .map(|e| e.note.unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_valid_update_swaps_in_under_load_without_a_failed_cycle() {
+    let s = setup(Some(configmap(&[("least-allocated.wasm", wasm("least-allocated"))])), PolicyLimits::default()).await;
+    assert_eq!(active_names(&s), ["least-allocated"]);
+
+    // Steady load: a pod every 5 ms.
+    let stop = Arc::new(AtomicBool::new(false));
+    let created = Arc::new(AtomicUsize::new(0));
+    let pods: Api<Pod> = Api::namespaced(s.client.clone(), "default");
+    let load = {
+        let (stop, created, pods) = (stop.clone(), created.clone(), pods.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let n = created.fetch_add(1, Ordering::SeqCst);
+                pods.create(&PostParams::default(), &pod(&format!("load-{n:04}"))).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let updated = Instant::now();
+    replace_configmap(&s, configmap(&[("spot-first.wasm.gz", gz(&wasm("spot-first")))])).await;
+    while active_names(&s) != ["spot-first"] {
+        assert!(updated.elapsed() < Duration::from_secs(10), "never swapped: {:?}", active_names(&s));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let swap_latency = updated.elapsed();
+    let first_after = created.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::SeqCst);
+    load.await.unwrap();
+    let total = created.load(Ordering::SeqCst);
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while (s.fake.total_bindings() as usize) < total {
+        assert!(Instant::now() < deadline, "only {}/{total} bound", s.fake.total_bindings());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!("ConfigMap update → new policy active in {swap_latency:?} under load; {total} pods bound");
+    assert!(swap_latency <= Duration::from_secs(1), "the swap took {swap_latency:?}");
+    // Pods created after the swap are decided by spot-first: spot nodes.
+    for n in first_after..total {
+        let p = pods.get(&format!("load-{n:04}")).await.unwrap();
+        let node = p.spec.unwrap().node_name.unwrap();
+        assert!(node == "n2" || node == "n3", "load-{n:04} went to on-demand {node} after the swap");
+    }
+    // Before the swap least-allocated spread pods over every node.
+    let mut before = std::collections::HashSet::new();
+    for n in 0..first_after.min(40) {
+        before.insert(pods.get(&format!("load-{n:04}")).await.unwrap().spec.unwrap().node_name.unwrap());
+    }
+    assert!(before.contains("n0") || before.contains("n1"), "least-allocated used on-demand nodes too: {before:?}");
+    let m = &s.scheduler.status.metrics;
+    assert_eq!(m.counter("wasmsched_fallback_total", &[PROFILE]), 0.0, "no cycle failed during the swap");
+    assert_eq!(m.counter("wasmsched_schedule_attempts_total", &["error", PROFILE]), 0.0);
+    assert_eq!(m.counter("wasmsched_policy_reloads_total", &[PROFILE, "accepted"]), 2.0);
+    let policies = s.scheduler.status.policies();
+    assert!(policies[0].source.ends_with("spot-first.wasm.gz"), "{:?}", policies[0].source);
+    s.scheduler.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_updates_are_rejected_and_the_active_version_stays() {
+    // A small size limit (the default is 32 MiB) so "too large" is cheap to show.
+    let limits = PolicyLimits { max_wasm_bytes: 512 << 10, ..PolicyLimits::default() };
+    let s = setup(Some(configmap(&[("least-allocated.wasm", wasm("least-allocated"))])), limits).await;
+    let active_sha = s.scheduler.status.policies()[0].sha256.clone();
+    let mut oversized = b"\0asm\x0d\0\x01\0".to_vec();
+    oversized.resize(600 << 10, 0);
+    let cases: Vec<(&str, ConfigMap, &str)> = vec![
+        ("not wasm", configmap(&[("x.wasm", b"#!/bin/sh\necho hi\n".to_vec())]), "x:"),
+        ("wrong contract version", configmap(&[("old.wasm", wasm("old-wit"))]), "built against wasmsched:policy@0.0.9"),
+        ("decompression bomb", configmap(&[("bomb.wasm.gz", gz(&vec![0u8; 8 << 20]))]), "decompresses to more than"),
+        ("over the size limit", configmap(&[("big.wasm", oversized)]), "big:"),
+        (
+            "fails init",
+            configmap(&[("h.wasm", wasm("hostile")), ("h.yaml", b"config: {mode: reject-config}\n".to_vec())]),
+            "rejects its configuration",
+        ),
+        (
+            "a typo in settings",
+            configmap(&[("l.wasm", wasm("least-allocated")), ("l.yaml", b"wieght: 2\n".to_vec())]),
+            "unknown field `wieght`",
+        ),
+    ];
+    for (i, (what, cm, expect)) in cases.into_iter().enumerate() {
+        replace_configmap(&s, cm).await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while s.scheduler.status.metrics.counter("wasmsched_policy_reloads_total", &[PROFILE, "rejected"])
+            < (i + 1) as f64
+        {
+            assert!(Instant::now() < deadline, "{what}: not rejected");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let active = s.scheduler.status.policies();
+        assert_eq!(active.len(), 1, "{what}");
+        assert_eq!(active[0].sha256, active_sha, "{what}: the active version changed");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let warnings = configmap_warnings(&s).await;
+            if warnings.iter().any(|w| w.contains(expect) && w.contains("the active version stays")) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{what}: no PolicyRejected event containing {expect:?}: {warnings:#?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // Scheduling went on with the active version all along.
+    let pods: Api<Pod> = Api::namespaced(s.client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("after")).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.fake.bindings("default/after") == 0 {
+        assert!(Instant::now() < deadline, "not bound");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(s.scheduler.status.metrics.counter("wasmsched_fallback_total", &[PROFILE]), 0.0);
+    s.scheduler.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_valid_version_pods_are_placed_by_the_fallback_and_say_why() {
+    let s = setup(Some(configmap(&[("x.wasm", b"not a policy".to_vec())])), PolicyLimits::default()).await;
+    assert!(active_names(&s).is_empty());
+    let pods: Api<Pod> = Api::namespaced(s.client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("p")).await.unwrap();
+    let events: Api<Event> = Api::namespaced(s.client.clone(), "default");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let list = events.list(&ListParams::default()).await.unwrap().items;
+        let fallback = list.iter().find(|e| {
+            e.reason.as_deref() == Some("PolicyFallback")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("p")
+        });
+        if let Some(e) = fallback {
+            let note = e.note.clone().unwrap_or_default();
+            assert!(note.contains("no valid policy in configmap default/policies"), "{note}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no PolicyFallback event: {list:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(s.fake.bindings("default/p"), 1);
+    let warnings = configmap_warnings(&s).await;
+    assert!(warnings.iter().any(|w| w.contains("no version is active")), "{warnings:?}");
+
+    // The first valid version takes over.
+    replace_configmap(&s, configmap(&[("least-allocated.wasm", wasm("least-allocated"))])).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while active_names(&s) != ["least-allocated"] {
+        assert!(Instant::now() < deadline, "never loaded");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    s.scheduler.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_configmap_means_the_fallback_until_it_appears() {
+    let s = setup(None, PolicyLimits::default()).await;
+    assert!(active_names(&s).is_empty());
+    Api::<ConfigMap>::namespaced(s.client.clone(), "default")
+        .create(&PostParams::default(), &configmap(&[("least-allocated.wasm", wasm("least-allocated"))]))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while active_names(&s) != ["least-allocated"] {
+        assert!(Instant::now() < deadline, "never loaded");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    s.scheduler.shutdown().await;
+}
