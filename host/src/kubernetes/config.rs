@@ -29,6 +29,7 @@ use serde::Deserialize;
 
 use super::policy_configmap::ConfigMapRef;
 use crate::duration::parse_duration;
+use crate::policy::bundle::resolve_settings;
 use crate::policy::{PolicyEngine, PolicyLimits, PolicySource};
 use crate::scheduler::{PolicySet, WeightedPolicy};
 
@@ -265,18 +266,9 @@ impl ConfigurationFile {
                     }
                     _ => return Err(err("give exactly one of path or embedded".into())),
                 };
-                let mut limits = base.clone();
-                if let Some(m) = &p.memory_limit {
-                    limits.memory_bytes =
-                        wasmsched_sdk::quantity::value(m).map_err(|e| err(format!("memoryLimit: {e}")))? as usize;
-                }
-                if let Some(d) = &p.deadline {
-                    limits.call_deadline = parse_duration(d).map_err(|e| err(format!("deadline: {e}")))?;
-                }
-                let config = match &p.config {
-                    Some(v) => serde_json::to_string(v).map_err(|e| err(format!("config: {e}")))?,
-                    None => "{}".to_string(),
-                };
+                let (limits, config) =
+                    resolve_settings(base, p.memory_limit.as_deref(), p.deadline.as_deref(), p.config.as_ref())
+                        .map_err(err)?;
                 let policy = engine.load(&source, &config, limits).map_err(|e| err(e.to_string()))?;
                 policies.push(WeightedPolicy { policy: Arc::new(policy), weight: p.weight.unwrap_or(1) });
             }

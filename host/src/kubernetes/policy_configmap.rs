@@ -135,20 +135,7 @@ impl PolicyConfigMapSource {
             .unwrap_or_else(|e| Err(format!("loading panicked: {e}")));
             match loaded {
                 Ok(set) => {
-                    let loaded_at = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-                    let active: Vec<ActivePolicy> = set
-                        .policies
-                        .iter()
-                        .map(|wp| ActivePolicy {
-                            profile: self.profile.clone(),
-                            name: wp.policy.info.name.clone(),
-                            version: wp.policy.info.version.clone(),
-                            sha256: wp.policy.provenance.sha256.clone(),
-                            source: wp.policy.provenance.origin.clone(),
-                            weight: wp.weight,
-                            loaded_at: loaded_at.clone(),
-                        })
-                        .collect();
+                    let active = ActivePolicy::of_set(&self.profile, &set);
                     tracing::info!(
                         profile = %self.profile,
                         configmap = %self.configmap,

@@ -62,22 +62,8 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         .filter_map(|p| p.policy_configmap.clone().map(|cm| (p.scheduler_name.clone(), cm)))
         .collect();
     source_names.extend(policy_sources.iter().map(|(_, cm)| cm.source_name()));
-    let loaded_at = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-    let active: Vec<ActivePolicy> = config
-        .profiles
-        .iter()
-        .flat_map(|p| {
-            p.policies.policies.iter().map(|wp| ActivePolicy {
-                profile: p.scheduler_name.clone(),
-                name: wp.policy.info.name.clone(),
-                version: wp.policy.info.version.clone(),
-                sha256: wp.policy.provenance.sha256.clone(),
-                source: wp.policy.provenance.origin.clone(),
-                weight: wp.weight,
-                loaded_at: loaded_at.clone(),
-            })
-        })
-        .collect();
+    let active: Vec<ActivePolicy> =
+        config.profiles.iter().flat_map(|p| ActivePolicy::of_set(&p.scheduler_name, &p.policies)).collect();
     let le = config.leader_election.clone();
     let status = Arc::new(SchedulerStatus::new(le.enabled, &source_names, active));
 

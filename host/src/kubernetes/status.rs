@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::scheduler::PolicySet;
 use crate::telemetry::SchedulerMetrics;
 
 #[derive(Debug, Clone, Serialize)]
@@ -21,6 +22,25 @@ pub struct ActivePolicy {
     pub source: String,
     pub weight: u32,
     pub loaded_at: String,
+}
+
+impl ActivePolicy {
+    /// What `/policies` says about each policy of `set`, loaded now.
+    pub fn of_set(profile: &str, set: &PolicySet) -> Vec<ActivePolicy> {
+        let loaded_at = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        set.policies
+            .iter()
+            .map(|wp| ActivePolicy {
+                profile: profile.to_string(),
+                name: wp.policy.info.name.clone(),
+                version: wp.policy.info.version.clone(),
+                sha256: wp.policy.provenance.sha256.clone(),
+                source: wp.policy.provenance.origin.clone(),
+                weight: wp.weight,
+                loaded_at: loaded_at.clone(),
+            })
+            .collect()
+    }
 }
 
 pub struct SchedulerStatus {

@@ -98,6 +98,28 @@ pub fn parse_bundle(
     Ok(entries)
 }
 
+/// A policy's limits (its own over `base`) and its config as JSON, from the
+/// settings operators write (here and in the scheduler configuration).
+pub fn resolve_settings(
+    base: &PolicyLimits,
+    memory_limit: Option<&str>,
+    deadline: Option<&str>,
+    config: Option<&serde_yaml::Value>,
+) -> Result<(PolicyLimits, String), String> {
+    let mut limits = base.clone();
+    if let Some(m) = memory_limit {
+        limits.memory_bytes = wasmsched_sdk::quantity::value(m).map_err(|e| format!("memoryLimit: {e}"))? as usize;
+    }
+    if let Some(d) = deadline {
+        limits.call_deadline = crate::duration::parse_duration(d).map_err(|e| format!("deadline: {e}"))?;
+    }
+    let config = match config {
+        Some(v) => serde_json::to_string(v).map_err(|e| format!("config: {e}"))?,
+        None => "{}".to_string(),
+    };
+    Ok((limits, config))
+}
+
 /// Compiles and validates every entry (contract version, exports, `init`
 /// with its config, a smoke run); off the scheduling path. Errors name the
 /// entry.
@@ -105,18 +127,9 @@ pub fn load_bundle(engine: &PolicyEngine, entries: &[BundleEntry], base: &Policy
     let mut policies = Vec::new();
     for entry in entries {
         let at = |e: String| format!("{}: {e}", entry.name);
-        let mut limits = base.clone();
-        if let Some(m) = &entry.settings.memory_limit {
-            limits.memory_bytes =
-                wasmsched_sdk::quantity::value(m).map_err(|e| at(format!("memoryLimit: {e}")))? as usize;
-        }
-        if let Some(d) = &entry.settings.deadline {
-            limits.call_deadline = crate::duration::parse_duration(d).map_err(|e| at(format!("deadline: {e}")))?;
-        }
-        let config = match &entry.settings.config {
-            Some(v) => serde_json::to_string(v).map_err(|e| at(format!("config: {e}")))?,
-            None => "{}".to_string(),
-        };
+        let s = &entry.settings;
+        let (limits, config) =
+            resolve_settings(base, s.memory_limit.as_deref(), s.deadline.as_deref(), s.config.as_ref()).map_err(at)?;
         let policy = engine.load(&entry.source, &config, limits).map_err(|e| at(e.to_string()))?;
         if let Some(e) = smoke_run(&policy).failure() {
             return Err(at(format!("failed its smoke run: {e}")));
