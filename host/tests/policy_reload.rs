@@ -52,6 +52,10 @@ struct Setup {
 }
 
 async fn setup(initial: Option<ConfigMap>, limits: PolicyLimits) -> Setup {
+    setup_with(initial, limits, None).await
+}
+
+async fn setup_with(initial: Option<ConfigMap>, limits: PolicyLimits, dir: Option<&std::path::Path>) -> Setup {
     let fake = FakeApiServer::start();
     let client = Client::try_from(kube::Config::new(fake.url().parse().unwrap())).unwrap();
     for (i, spot) in [false, false, true, true].into_iter().enumerate() {
@@ -74,8 +78,9 @@ async fn setup(initial: Option<ConfigMap>, limits: PolicyLimits) -> Setup {
     let cm = ConfigMapRef { namespace: "default".into(), name: "policies".into() };
     let mut config = RunConfig::new(vec![ProfileConfig {
         scheduler_name: PROFILE.into(),
-        policies: PolicySet::unavailable("waiting for policy configmap default/policies"),
-        policy_configmap: Some(cm),
+        policies: PolicySet::unavailable("waiting for policies"),
+        policy_configmap: if dir.is_none() { Some(cm) } else { None },
+        policy_dir: dir.map(|d| d.to_path_buf()),
     }]);
     config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
     config.policy_limits = limits;
@@ -289,5 +294,88 @@ async fn a_missing_configmap_means_the_fallback_until_it_appears() {
         assert!(Instant::now() < deadline, "never loaded");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    s.scheduler.shutdown().await;
+}
+
+/// What the kubelet does to a mounted ConfigMap: the new version in a new
+/// timestamped directory, `..data` swapped by one rename, then the key
+/// symlinks updated and the old directory removed.
+fn kubelet_write(dir: &std::path::Path, version: u32, files: &[(&str, Vec<u8>)]) {
+    use std::os::unix::fs::symlink;
+    let ts = format!("..2026_11_22_{version:02}");
+    std::fs::create_dir(dir.join(&ts)).unwrap();
+    for (name, bytes) in files {
+        std::fs::write(dir.join(&ts).join(name), bytes).unwrap();
+    }
+    let old = std::fs::read_link(dir.join("..data")).ok();
+    symlink(&ts, dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    // The window a naive reader trips over: keys not updated yet.
+    std::thread::sleep(Duration::from_millis(300));
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().to_string();
+        if !name.starts_with('.') {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
+    for (name, _) in files {
+        symlink(format!("..data/{name}"), dir.join(name)).unwrap();
+    }
+    if let Some(old) = old {
+        std::fs::remove_dir_all(dir.join(old)).unwrap();
+    }
+}
+
+async fn wait_active(s: &Setup, names: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while active_names(s) != names {
+        assert!(Instant::now() < deadline, "active {:?}, expected {names:?}", active_names(s));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mounted_configmap_directory_swaps_atomically() {
+    let d = tempfile::tempdir().unwrap();
+    kubelet_write(d.path(), 1, &[("least-allocated.wasm", wasm("least-allocated"))]);
+    let s = setup_with(None, PolicyLimits::default(), Some(d.path())).await;
+    wait_active(&s, &["least-allocated"]).await;
+    let rejected = || s.scheduler.status.metrics.counter("wasmsched_policy_reloads_total", &[PROFILE, "rejected"]);
+
+    kubelet_write(d.path(), 2, &[("spot-first.wasm.gz", gz(&wasm("spot-first")))]);
+    wait_active(&s, &["spot-first"]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(rejected(), 0.0, "the swap was never seen half-done");
+
+    // A bad version is rejected; the active one stays.
+    kubelet_write(d.path(), 3, &[("x.wasm", b"garbage".to_vec())]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rejected() < 1.0 {
+        assert!(Instant::now() < deadline, "not rejected");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(active_names(&s), ["spot-first"]);
+    let pods: Api<Pod> = Api::namespaced(s.client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("after")).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.fake.bindings("default/after") == 0 {
+        assert!(Instant::now() < deadline, "not bound");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let node = pods.get("after").await.unwrap().spec.unwrap().node_name.unwrap();
+    assert!(node == "n2" || node == "n3", "spot-first still decides: {node}");
+    s.scheduler.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_authors_directory_swaps_when_a_policy_is_rebuilt() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("policy.wasm"), wasm("least-allocated")).unwrap();
+    let s = setup_with(None, PolicyLimits::default(), Some(d.path())).await;
+    wait_active(&s, &["least-allocated"]).await;
+    // Written in place, as a build would.
+    std::fs::write(d.path().join("policy.wasm"), wasm("random")).unwrap();
+    wait_active(&s, &["random"]).await;
     s.scheduler.shutdown().await;
 }

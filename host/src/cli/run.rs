@@ -25,7 +25,7 @@ pub struct RunArgs {
     pub context: Option<String>,
     /// A WasmSchedulerConfiguration file: profiles (schedulerName →
     /// policies), leader election, parallelism.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["policies", "scheduler_name", "policy_configmap"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["policies", "scheduler_name", "policy_configmap", "policy_dir"])]
     pub config: Option<PathBuf>,
     /// Pods with this schedulerName are scheduled (without --config).
     #[arg(long)]
@@ -39,6 +39,11 @@ pub struct RunArgs {
     /// on every valid update.
     #[arg(long, value_name = "NS/NAME", conflicts_with = "policies")]
     pub policy_configmap: Option<String>,
+    /// Take the policies from this directory (the same entries; a mounted
+    /// ConfigMap works, read through the kubelet's atomic `..data` view) and
+    /// hot-swap them whenever it changes.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["policies", "policy_configmap"])]
+    pub policy_dir: Option<PathBuf>,
     /// Elect a leader among replicas through a Lease (on by default).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub leader_elect: bool,
@@ -96,12 +101,26 @@ fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
                         scheduler_name: name,
                         policies: PolicySet::unavailable(format!("waiting for policy configmap {cm}")),
                         policy_configmap: Some(cm),
+                        policy_dir: None,
+                    }
+                }
+                None if args.policy_dir.is_some() => {
+                    let dir = args.policy_dir.clone().unwrap_or_default();
+                    if !dir.is_dir() {
+                        bail!("--policy-dir {}: not a directory", dir.display());
+                    }
+                    eprintln!("profile {name}: policies from {}, hot-swapped", dir.display());
+                    ProfileConfig {
+                        scheduler_name: name,
+                        policies: PolicySet::unavailable(format!("waiting for policy dir {}", dir.display())),
+                        policy_configmap: None,
+                        policy_dir: Some(dir),
                     }
                 }
                 None => {
                     let (policies, label) = load_policies(&args.policies, &engine, &limits)?;
                     eprintln!("profile {name}: {label}");
-                    ProfileConfig { scheduler_name: name, policies, policy_configmap: None }
+                    ProfileConfig { scheduler_name: name, policies, policy_configmap: None, policy_dir: None }
                 }
             };
             (vec![profile], None)

@@ -40,6 +40,8 @@ pub struct ProfileConfig {
     /// Policies come from this ConfigMap, hot-swapped (then `policies` is
     /// what runs until the first valid version arrives).
     pub policy_configmap: Option<ConfigMapRef>,
+    /// Policies come from this directory, hot-swapped (likewise).
+    pub policy_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -140,6 +142,9 @@ pub struct ProfileFile {
     /// `NAMESPACE/NAME`: take this profile's policies from a ConfigMap and
     /// follow its updates (instead of `policies`).
     pub policy_config_map: Option<String>,
+    /// A directory (relative to this file) to take the policies from and
+    /// follow, e.g. a mounted ConfigMap (instead of `policies`).
+    pub policy_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -232,19 +237,38 @@ impl ConfigurationFile {
         let dir = file.parent().unwrap_or(Path::new("."));
         let mut profiles = Vec::new();
         for (pi, profile) in self.profiles.iter().enumerate() {
+            let sources =
+                [profile.policy_config_map.is_some(), profile.policy_dir.is_some(), !profile.policies.is_empty()];
+            if sources.iter().filter(|s| **s).count() > 1 {
+                return Err(ConfigError {
+                    file: file.display().to_string(),
+                    message: format!(
+                        "profiles[{pi}] ({}): give one of policies, policyConfigMap or policyDir",
+                        profile.scheduler_name
+                    ),
+                });
+            }
             if let Some(cm) = &profile.policy_config_map {
                 let err = |message: String| ConfigError {
                     file: file.display().to_string(),
                     message: format!("profiles[{pi}] ({}): policyConfigMap: {message}", profile.scheduler_name),
                 };
-                if !profile.policies.is_empty() {
-                    return Err(err("give either policies or policyConfigMap, not both".into()));
-                }
                 let cm: ConfigMapRef = cm.parse().map_err(err)?;
                 profiles.push(ProfileConfig {
                     scheduler_name: profile.scheduler_name.clone(),
                     policies: PolicySet::unavailable(format!("waiting for policy configmap {cm}")),
                     policy_configmap: Some(cm),
+                    policy_dir: None,
+                });
+                continue;
+            }
+            if let Some(policy_dir) = &profile.policy_dir {
+                let full = dir.join(policy_dir);
+                profiles.push(ProfileConfig {
+                    scheduler_name: profile.scheduler_name.clone(),
+                    policies: PolicySet::unavailable(format!("waiting for policy dir {}", full.display())),
+                    policy_configmap: None,
+                    policy_dir: Some(full),
                 });
                 continue;
             }
@@ -276,6 +300,7 @@ impl ConfigurationFile {
                 scheduler_name: profile.scheduler_name.clone(),
                 policies: PolicySet::new(policies),
                 policy_configmap: None,
+                policy_dir: None,
             });
         }
         Ok(profiles)
@@ -326,7 +351,7 @@ mod tests {
         );
         let file = ConfigurationFile::read(f.path()).unwrap();
         let e = file.load_profiles(f.path(), &engine, &PolicyLimits::default()).err().unwrap().to_string();
-        assert!(e.contains("profiles[0] (a): policyConfigMap: give either policies or policyConfigMap"), "{e}");
+        assert!(e.contains("profiles[0] (a): give one of policies, policyConfigMap or policyDir"), "{e}");
         let f = write(
             "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\nprofiles:\n- schedulerName: a\n  policyConfigMap: ns/p\n",
         );

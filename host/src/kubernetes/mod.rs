@@ -18,6 +18,8 @@ pub mod config;
 pub mod http;
 pub mod leader;
 pub mod policy_configmap;
+pub mod policy_dir;
+pub mod policy_swap;
 pub mod reporter;
 pub mod run;
 pub mod scheduling_loop;

@@ -20,12 +20,11 @@ use kube::api::PostParams;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 
+use super::policy_swap::{Outcome, Swapper};
 use super::reporter::new_event;
 use super::scheduling_loop::Input;
-use super::status::{ActivePolicy, SchedulerStatus};
-use crate::policy::bundle::{load_bundle, parse_bundle};
+use super::status::SchedulerStatus;
 use crate::policy::{PolicyEngine, PolicyLimits};
-use crate::scheduler::PolicySet;
 
 /// `NAMESPACE/NAME` of a policy ConfigMap.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,10 +79,17 @@ impl PolicyConfigMapSource {
     pub async fn run(self, client: kube::Client, tx: std::sync::mpsc::Sender<Input>, status: Arc<SchedulerStatus>) {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.configmap.namespace);
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.configmap.name));
-        let events_client = client;
         let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+        let mut swapper = Some(Swapper {
+            profile: self.profile.clone(),
+            origin: format!("configmap {}", self.configmap),
+            engine: self.engine.clone(),
+            limits: self.limits.clone(),
+            tx,
+            status: status.clone(),
+            have_active: false,
+        });
         let mut last_version: Option<String> = None;
-        let mut have_active = false;
         let mut seen_in_list = false;
         while let Some(event) = stream.next().await {
             let cm = match event {
@@ -97,14 +103,12 @@ impl PolicyConfigMapSource {
                     continue;
                 }
                 Ok(WatchEvent::InitDone) => {
-                    if !seen_in_list && !have_active && last_version.is_none() {
+                    if !seen_in_list && last_version.is_none() {
                         let why = format!("policy configmap {} not found", self.configmap);
                         tracing::warn!(profile = %self.profile, "{why}; pods are placed by the built-in scoring");
-                        let _ = tx.send(Input::Policies {
-                            profile: self.profile.clone(),
-                            set: PolicySet::unavailable(why),
-                            active: vec![],
-                        });
+                        if let Some(s) = swapper.as_mut() {
+                            s.unavailable(&why);
+                        }
                     }
                     status.set_synced(&self.configmap.source_name());
                     continue;
@@ -123,60 +127,37 @@ impl PolicyConfigMapSource {
                 continue;
             }
             last_version = version;
-            let engine = self.engine.clone();
-            let limits = self.limits.clone();
-            let origin = format!("configmap {}", self.configmap);
             let files = files_of(&cm);
-            let loaded = tokio::task::spawn_blocking(move || {
-                let entries = parse_bundle(&origin, &files, limits.max_wasm_bytes)?;
-                load_bundle(&engine, &entries, &limits)
+            // Compiling blocks: the swapper goes to a blocking thread and back.
+            let Some(mut s) = swapper.take() else { return };
+            let (s, outcome) = match tokio::task::spawn_blocking(move || {
+                let outcome = s.offer(&files);
+                (s, outcome)
             })
             .await
-            .unwrap_or_else(|e| Err(format!("loading panicked: {e}")));
-            match loaded {
-                Ok(set) => {
-                    let active = ActivePolicy::of_set(&self.profile, &set);
-                    tracing::info!(
-                        profile = %self.profile,
-                        configmap = %self.configmap,
-                        policies = %active.iter().map(|a| format!("{} {} sha256:{}", a.name, a.version, &a.sha256[..12])).collect::<Vec<_>>().join(", "),
-                        "policy update validated; swapping it in"
-                    );
-                    status.metrics.policy_reload(&self.profile, "accepted");
-                    have_active = true;
-                    let _ = tx.send(Input::Policies { profile: self.profile.clone(), set, active });
+            {
+                Ok(done) => done,
+                Err(e) => {
+                    tracing::error!(configmap = %self.configmap, error = %e, "loading the policy update panicked");
+                    return;
                 }
-                Err(why) => {
-                    status.metrics.policy_reload(&self.profile, "rejected");
-                    let consequence = if have_active {
-                        "the active version stays".to_string()
-                    } else {
-                        format!("no version is active: pods of {} are placed by the built-in scoring", self.profile)
-                    };
-                    tracing::warn!(configmap = %self.configmap, error = %why, "policy update rejected; {consequence}");
-                    let note = format!("policy update rejected: {why}; {consequence}");
-                    let reference = ObjectReference {
-                        api_version: Some("v1".into()),
-                        kind: Some("ConfigMap".into()),
-                        name: cm.metadata.name.clone(),
-                        namespace: cm.metadata.namespace.clone(),
-                        uid: cm.metadata.uid.clone(),
-                        ..Default::default()
-                    };
-                    let event =
-                        new_event(&reference, "Warning", "PolicyRejected", "Load", note, &self.profile, &self.instance);
-                    let events: Api<K8sEvent> = Api::namespaced(events_client.clone(), &self.configmap.namespace);
-                    if let Err(e) = events.create(&PostParams::default(), &event).await {
-                        tracing::warn!(configmap = %self.configmap, error = %e, "could not create the PolicyRejected event");
-                    }
-                    if !have_active {
-                        let why = format!("no valid policy in configmap {}: {why}", self.configmap);
-                        let _ = tx.send(Input::Policies {
-                            profile: self.profile.clone(),
-                            set: PolicySet::unavailable(why),
-                            active: vec![],
-                        });
-                    }
+            };
+            swapper = Some(s);
+            if let Outcome::Rejected { why, consequence } = outcome {
+                let note = format!("policy update rejected: {why}; {consequence}");
+                let reference = ObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("ConfigMap".into()),
+                    name: cm.metadata.name.clone(),
+                    namespace: cm.metadata.namespace.clone(),
+                    uid: cm.metadata.uid.clone(),
+                    ..Default::default()
+                };
+                let event =
+                    new_event(&reference, "Warning", "PolicyRejected", "Load", note, &self.profile, &self.instance);
+                let events: Api<K8sEvent> = Api::namespaced(client.clone(), &self.configmap.namespace);
+                if let Err(e) = events.create(&PostParams::default(), &event).await {
+                    tracing::warn!(configmap = %self.configmap, error = %e, "could not create the PolicyRejected event");
                 }
             }
             status.set_synced(&self.configmap.source_name());

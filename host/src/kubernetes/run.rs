@@ -15,6 +15,7 @@ use super::config::RunConfig;
 use super::http;
 use super::leader::LeaderElector;
 use super::policy_configmap::{ConfigMapRef, PolicyConfigMapSource};
+use super::policy_dir::PolicyDirSource;
 use super::reporter::PodReporter;
 use super::scheduling_loop::{Input, SchedulingLoop};
 use super::sources::{ClusterChange, Source};
@@ -62,6 +63,9 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         .filter_map(|p| p.policy_configmap.clone().map(|cm| (p.scheduler_name.clone(), cm)))
         .collect();
     source_names.extend(policy_sources.iter().map(|(_, cm)| cm.source_name()));
+    let dir_sources: Vec<(String, std::path::PathBuf)> =
+        config.profiles.iter().filter_map(|p| p.policy_dir.clone().map(|d| (p.scheduler_name.clone(), d))).collect();
+    source_names.extend(dir_sources.iter().map(|(_, d)| PolicyDirSource::source_name(d)));
     let active: Vec<ActivePolicy> =
         config.profiles.iter().flat_map(|p| ActivePolicy::of_set(&p.scheduler_name, &p.policies)).collect();
     let le = config.leader_election.clone();
@@ -88,8 +92,13 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
 
     let mut watches: Vec<JoinHandle<()>> =
         sources.into_iter().map(|s| tokio::spawn(s.run(client.clone(), inputs_tx.clone()))).collect();
-    if !policy_sources.is_empty() {
+    if !policy_sources.is_empty() || !dir_sources.is_empty() {
         let engine = Arc::new(PolicyEngine::new()?);
+        for (profile, dir) in dir_sources {
+            let source = PolicyDirSource { dir, profile, engine: engine.clone(), limits: config.policy_limits.clone() };
+            let (tx, status) = (inputs_tx.clone(), status.clone());
+            std::thread::Builder::new().name("policy-dir".into()).spawn(move || source.run(tx, status))?;
+        }
         for (profile, configmap) in policy_sources {
             let source = PolicyConfigMapSource {
                 configmap,

@@ -5,6 +5,7 @@
 pub mod bundle;
 mod cache;
 mod config;
+pub mod directory;
 mod engine;
 mod error;
 pub mod facts;
