@@ -99,6 +99,18 @@ fn pod(name: &str) -> Pod {
     .unwrap()
 }
 
+/// Creates a pod of ours and waits until it is bound.
+async fn create_bound(s: &Setup, name: &str) -> Api<Pod> {
+    let pods: Api<Pod> = Api::namespaced(s.client.clone(), "default");
+    pods.create(&PostParams::default(), &pod(name)).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.fake.bindings(&format!("default/{name}")) == 0 {
+        assert!(Instant::now() < deadline, "{name} not bound");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    pods
+}
+
 fn active_names(s: &Setup) -> Vec<String> {
     s.scheduler.status.policies().into_iter().map(|p| p.name).collect()
 }
@@ -234,13 +246,7 @@ async fn bad_updates_are_rejected_and_the_active_version_stays() {
         }
     }
     // Scheduling went on with the active version all along.
-    let pods: Api<Pod> = Api::namespaced(s.client.clone(), "default");
-    pods.create(&PostParams::default(), &pod("after")).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while s.fake.bindings("default/after") == 0 {
-        assert!(Instant::now() < deadline, "not bound");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    create_bound(&s, "after").await;
     assert_eq!(s.scheduler.status.metrics.counter("wasmsched_fallback_total", &[PROFILE]), 0.0);
     s.scheduler.shutdown().await;
 }
@@ -356,13 +362,7 @@ async fn a_mounted_configmap_directory_swaps_atomically() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(active_names(&s), ["spot-first"]);
-    let pods: Api<Pod> = Api::namespaced(s.client.clone(), "default");
-    pods.create(&PostParams::default(), &pod("after")).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while s.fake.bindings("default/after") == 0 {
-        assert!(Instant::now() < deadline, "not bound");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let pods = create_bound(&s, "after").await;
     let node = pods.get("after").await.unwrap().spec.unwrap().node_name.unwrap();
     assert!(node == "n2" || node == "n3", "spot-first still decides: {node}");
     s.scheduler.shutdown().await;

@@ -11,10 +11,10 @@ use wasmsched_sdk::SplitMix64;
 
 use super::decision::{DecisionRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
 use super::filters;
-use super::policy_set::{PolicySet, least_allocated};
+use super::policy_set::{PolicySet, WeightedPolicy, least_allocated};
 use crate::cluster::{ClusterState, PodInfo};
 use crate::metrics::NodeMetrics;
-use crate::policy::{Candidate, PolicyContext, ScoreOrder};
+use crate::policy::{Candidate, PolicyContext, PolicyError, ScoreOrder};
 
 pub struct CycleInput<'a> {
     pub pod: &'a PodInfo,
@@ -54,6 +54,25 @@ pub fn normalize(raw: &[f64], order: ScoreOrder) -> Vec<f64> {
             }
         })
         .collect()
+}
+
+/// Runs one policy call and records it (duration, failure kind) for the
+/// metrics.
+fn timed<T>(
+    calls: &mut Vec<PolicyCall>,
+    wp: &WeightedPolicy,
+    phase: &'static str,
+    call: impl FnOnce() -> Result<T, PolicyError>,
+) -> Result<T, PolicyError> {
+    let started = Instant::now();
+    let result = call();
+    calls.push(PolicyCall {
+        policy: wp.policy.name().to_string(),
+        phase,
+        duration: started.elapsed(),
+        failure: result.as_ref().err().map(|e| e.kind()),
+    });
+    result
 }
 
 pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
@@ -105,15 +124,7 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
         if candidates.is_empty() {
             break;
         }
-        let call_started = Instant::now();
-        let result = wp.policy.filter(&ctx, &pod.facts, &candidates);
-        calls.push(PolicyCall {
-            policy: wp.policy.name().to_string(),
-            phase: "filter",
-            duration: call_started.elapsed(),
-            failure: result.as_ref().err().map(|e| e.kind()),
-        });
-        match result {
+        match timed(&mut calls, wp, "filter", || wp.policy.filter(&ctx, &pod.facts, &candidates)) {
             Ok(outcome) => {
                 let mut kept = Vec::with_capacity(candidates.len());
                 let mut kept_index = Vec::with_capacity(candidates.len());
@@ -183,15 +194,7 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
     let scoring: Vec<_> = policies.policies.iter().filter(|wp| wp.policy.info.phases.score).collect();
     if fallback.is_none() {
         for wp in &scoring {
-            let call_started = Instant::now();
-            let result = wp.policy.score(&ctx, &pod.facts, &candidates, pod_seed);
-            calls.push(PolicyCall {
-                policy: wp.policy.name().to_string(),
-                phase: "score",
-                duration: call_started.elapsed(),
-                failure: result.as_ref().err().map(|e| e.kind()),
-            });
-            match result {
+            match timed(&mut calls, wp, "score", || wp.policy.score(&ctx, &pod.facts, &candidates, pod_seed)) {
                 Ok(raw) => {
                     let normalized = normalize(&raw, wp.policy.info.score_order);
                     per_policy.push((wp.policy.name().to_string(), wp.weight, raw, normalized));
