@@ -85,6 +85,7 @@ pub struct SchedulerMetrics {
     leader: Family<f64>,
     watch_events: Family<f64>,
     policy_reloads: Family<f64>,
+    tenant_reloads: Family<f64>,
 }
 
 impl Default for SchedulerMetrics {
@@ -114,8 +115,8 @@ impl SchedulerMetrics {
             ),
             policy_failures: Family::new(
                 "wasmsched_policy_failures_total",
-                "Policy calls that failed (trap, deadline, out_of_memory, malformed_result, ...), by policy and kind.",
-                &["policy", "kind"],
+                "Policy calls that failed (trap, deadline, out_of_memory, malformed_result, ...), by tenant (empty for a profile's policies), policy and kind.",
+                &["tenant", "policy", "kind"],
             ),
             fallbacks: Family::new(
                 "wasmsched_fallback_total",
@@ -142,6 +143,11 @@ impl SchedulerMetrics {
                 "Policy updates from a ConfigMap, by profile and result (accepted or rejected).",
                 &["profile", "result"],
             ),
+            tenant_reloads: Family::new(
+                "wasmsched_tenant_policy_reloads_total",
+                "Tenant policy ConfigMap updates, by tenant (namespace) and result (accepted, rejected or disabled).",
+                &["tenant", "result"],
+            ),
         }
     }
 
@@ -154,7 +160,8 @@ impl SchedulerMetrics {
             self.policy_calls
                 .with(&[&call.policy, call.phase], |h| h.observe(CALL_BUCKETS, call.duration.as_secs_f64()));
             if let Some(kind) = call.failure {
-                self.policy_failures.with(&[&call.policy, kind], |v| *v += 1.0);
+                let tenant = record.tenant.as_deref().unwrap_or("");
+                self.policy_failures.with(&[tenant, &call.policy, kind], |v| *v += 1.0);
             }
         }
         if record.fallback.is_some() {
@@ -190,6 +197,10 @@ impl SchedulerMetrics {
         self.policy_reloads.with(&[profile, result], |v| *v += 1.0);
     }
 
+    pub fn tenant_reload(&self, tenant: &str, result: &str) {
+        self.tenant_reloads.with(&[tenant, result], |v| *v += 1.0);
+    }
+
     pub fn watch_event(&self, resource: &str) {
         self.watch_events.with(&[resource], |v| *v += 1.0);
     }
@@ -203,6 +214,7 @@ impl SchedulerMetrics {
             &self.fallbacks,
             &self.watch_events,
             &self.policy_reloads,
+            &self.tenant_reloads,
             &self.pending,
             &self.leader,
         ]
@@ -215,7 +227,14 @@ impl SchedulerMetrics {
     /// The Prometheus text exposition format (version 0.0.4).
     pub fn render(&self) -> String {
         let mut out = String::new();
-        for f in [&self.attempts, &self.policy_failures, &self.fallbacks, &self.watch_events, &self.policy_reloads] {
+        for f in [
+            &self.attempts,
+            &self.policy_failures,
+            &self.fallbacks,
+            &self.watch_events,
+            &self.policy_reloads,
+            &self.tenant_reloads,
+        ] {
             render_scalar(&mut out, f, "counter");
         }
         for f in [&self.pending, &self.leader] {

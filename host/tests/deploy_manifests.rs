@@ -9,7 +9,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use serde::Deserialize;
 use serde_json::Value;
-use wasmsched::kubernetes::config::{ConfigurationFile, LeaderElectionConfig};
+use wasmsched::kubernetes::config::{ConfigurationFile, LeaderElectionConfig, TenantConfig};
 
 fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
@@ -87,6 +87,13 @@ fn rbac_grants_every_call_the_backend_makes() {
     }
     let config = ConfigurationFile::read(&deploy_dir().join("scheduler-config.yaml")).unwrap();
     let le = config.leader_election(LeaderElectionConfig::default(), Path::new("scheduler-config.yaml")).unwrap();
+    let tenants = config.tenants(TenantConfig::default(), Path::new("scheduler-config.yaml")).unwrap();
+    if tenants.settings.enabled {
+        // Tenants' ConfigMaps are watched in every namespace, and their
+        // Events are written there.
+        assert!(allows(&rules, "", "configmaps", "watch", None));
+        assert!(allows(&rules, "events.k8s.io", "events", "create", None));
+    }
     let role: Role = serde_json::from_value(find(&docs, "Role", "wasmsched-leader-election")).unwrap();
     assert_eq!(role.metadata.namespace.as_deref(), Some(le.namespace.as_str()), "the Role is where the Lease is");
     let rules = role.rules.unwrap_or_default();

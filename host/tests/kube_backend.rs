@@ -669,7 +669,7 @@ async fn a_failing_policy_is_contained_reported_and_counted() {
     c.wait_event("evil", "Scheduled", Duration::from_secs(10)).await;
     assert!(c.events_for("good").await.iter().all(|e| e.reason.as_deref() != Some("PolicyFallback")));
     let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
-    let failures = format!("wasmsched_policy_failures_total{{policy=\"{name}\",kind=\"trap\"}} ");
+    let failures = format!("wasmsched_policy_failures_total{{tenant=\"\",policy=\"{name}\",kind=\"trap\"}} ");
     assert!(metrics.lines().any(|l| l.starts_with(&failures)), "{metrics}");
     let fallbacks = format!("wasmsched_fallback_total{{profile=\"{}\"}} 1", c.scheduler_name());
     assert!(metrics.contains(&fallbacks), "{metrics}");

@@ -329,3 +329,65 @@ fn binding_results_and_stale_watch_copies_keep_the_cache_consistent() {
     s.pod_upserted(Arc::new(with_uid("u3")), t(4));
     assert!(s.has_work(), "a recreated pod is pending");
 }
+
+/// A tenant's policy decides off the scheduling thread; its verdict is
+/// checked against the cluster as it is when it comes back: a node that
+/// filled up meanwhile is passed over for the next best, a pod deleted
+/// meanwhile is not placed, and a verdict that is discarded puts the pod
+/// back in the queue.
+#[test]
+fn tenant_verdicts_are_checked_against_the_cluster_of_now() {
+    use std::time::Duration;
+    use wasmsched::cluster::PodKey;
+    use wasmsched::scheduler::{Attempt, Scheduler, SchedulerConfig};
+    let parse = |yaml: &str| {
+        let mut m = Manifests::default();
+        m.add_text("t", yaml);
+        assert!(m.problems.is_empty(), "{:?}", m.problems);
+        m
+    };
+    let tenant_pod = |name: &str| {
+        parse(&format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: t, uid: {name}, annotations: {{wasmsched.io/policy: la}}}}\nspec:\n  schedulerName: wasmsched\n  containers:\n  - name: c\n    resources: {{requests: {{cpu: \"1\"}}}}\n"
+        ))
+        .pods
+        .remove(0)
+    };
+    let t0 = Duration::ZERO;
+    let engine = PolicyEngine::new().unwrap();
+    let source = PolicySource::from_file(&policy_wasm("least-allocated")).unwrap();
+    let la = Arc::new(engine.load(&source, "{}", PolicyLimits::default()).unwrap());
+    let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
+    s.set_tenant_policies("t", vec![("la".to_string(), la)]);
+    // The policy prefers the emptier, bigger node a.
+    s.node_upserted(&parse(&node("a", "4", "8Gi", "")).nodes.remove(0), t0).unwrap();
+    s.node_upserted(&parse(&node("b", "2", "8Gi", "")).nodes.remove(0), t0).unwrap();
+
+    s.pod_upserted(Arc::new(tenant_pod("first")), t0);
+    let Some(Attempt::Evaluate(job)) = s.schedule_next(t0) else { panic!("not handed to the tenant") };
+    let verdict = job.run();
+    // Meanwhile someone else fills node a.
+    let filler = parse(&pod("filler", "3500m", "  nodeName: a\n")).pods.remove(0);
+    s.pod_upserted(Arc::new(filler), t0);
+    let Some(Attempt::Placed { node, record, .. }) = s.tenant_verdict(verdict, t0) else { panic!("not placed") };
+    assert_eq!(node, "b", "node a filled up while the policy ran");
+    assert_eq!(record.tenant.as_deref(), Some("t"));
+    assert!(record.fallback.is_none(), "{:?}", record.fallback);
+
+    // Deleted while its policy ran: not placed, nothing counted.
+    s.pod_upserted(Arc::new(tenant_pod("gone")), t0);
+    let Some(Attempt::Evaluate(job)) = s.schedule_next(t0) else { panic!("not handed to the tenant") };
+    let key = PodKey { namespace: "t".into(), name: "gone".into() };
+    s.pod_deleted(&key, t0);
+    assert!(s.tenant_verdict(job.run(), t0).is_none());
+    assert_eq!(s.state().placement(&key), None);
+
+    // A verdict that arrives when it cannot be used (this replica stopped
+    // leading): the pod is queued again, not lost.
+    s.pod_upserted(Arc::new(tenant_pod("later")), t0);
+    let Some(Attempt::Evaluate(job)) = s.schedule_next(t0) else { panic!("not handed to the tenant") };
+    assert!(!s.has_work());
+    s.tenant_verdict_discarded(job.run());
+    assert!(s.has_work(), "the pod is back in the queue");
+    assert!(matches!(s.schedule_next(t0), Some(Attempt::Evaluate(_))));
+}

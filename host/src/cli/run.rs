@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use wasmsched::kubernetes::config::{ConfigurationFile, LeaderElectionConfig, ProfileConfig, RunConfig};
+use wasmsched::kubernetes::config::{ConfigurationFile, LeaderElectionConfig, ProfileConfig, RunConfig, TenantConfig};
 use wasmsched::kubernetes::policy_configmap::ConfigMapRef;
 use wasmsched::policy::PolicyEngine;
 use wasmsched::scheduler::PolicySet;
@@ -73,6 +73,60 @@ pub struct RunArgs {
     pub seed: u64,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub tenants: TenantArgs,
+}
+
+/// Tenants' own policies (ConfigMaps labelled wasmsched.io/policy=true;
+/// pods opt in with the annotation wasmsched.io/policy: NAME). Flags
+/// override the configuration file's `tenants`.
+#[derive(Args, Debug)]
+pub struct TenantArgs {
+    /// Apply tenants' policies (on by default).
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub tenant_policies: Option<bool>,
+    /// Namespaces whose policies are ignored; comma-separated, repeatable.
+    #[arg(long, value_name = "NS,...", value_delimiter = ',')]
+    pub tenant_disabled_namespaces: Vec<String>,
+    /// Memory cap of a tenant policy instance (default 32Mi).
+    #[arg(long, value_name = "QUANTITY")]
+    pub tenant_memory_limit: Option<String>,
+    /// Deadline of one tenant policy call (default 50ms).
+    #[arg(long, value_name = "DURATION")]
+    pub tenant_deadline: Option<String>,
+    /// Largest tenant policy, after decompression (default 4Mi).
+    #[arg(long, value_name = "QUANTITY")]
+    pub tenant_max_policy_size: Option<String>,
+    /// Policies per tenant namespace (default 4).
+    #[arg(long, value_name = "N")]
+    pub tenant_max_policies: Option<usize>,
+}
+
+impl TenantArgs {
+    fn apply(&self, mut t: TenantConfig) -> anyhow::Result<TenantConfig> {
+        if let Some(on) = self.tenant_policies {
+            t.settings.enabled = on;
+        }
+        t.settings
+            .disabled_namespaces
+            .extend(self.tenant_disabled_namespaces.iter().filter(|n| !n.is_empty()).cloned());
+        let quantity = |flag: &str, v: &str| {
+            wasmsched_sdk::quantity::value(v).map(|q| q as usize).map_err(|e| anyhow::anyhow!("{flag} {v:?}: {e}"))
+        };
+        if let Some(m) = &self.tenant_memory_limit {
+            t.limits.memory_bytes = quantity("--tenant-memory-limit", m)?;
+        }
+        if let Some(d) = &self.tenant_deadline {
+            t.limits.call_deadline = parse_duration(d).context("--tenant-deadline")?;
+        }
+        if let Some(size) = &self.tenant_max_policy_size {
+            t.limits.max_wasm_bytes = quantity("--tenant-max-policy-size", size)?;
+        }
+        if let Some(n) = self.tenant_max_policies {
+            t.max_policies = n;
+        }
+        Ok(t)
+    }
 }
 
 fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
@@ -85,10 +139,12 @@ fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
         retry_period: parse_duration(&args.retry_period).context("--retry-period")?,
         ..LeaderElectionConfig::default()
     };
+    let mut tenants = TenantConfig::default();
     let (profiles, parallelism) = match &args.config {
         Some(path) => {
             let file = ConfigurationFile::read(path)?;
             le = file.leader_election(le, path)?;
+            tenants = file.tenants(tenants, path)?;
             (file.load_profiles(path, &engine, &limits)?, file.parallelism)
         }
         None => {
@@ -140,6 +196,7 @@ fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
     }
     let mut config = RunConfig::new(profiles);
     config.policy_limits = limits;
+    config.tenants = args.tenants.apply(tenants)?;
     config.leader_election = le;
     config.bind_concurrency = parallelism.unwrap_or(args.bind_concurrency);
     config.seed = args.seed;

@@ -131,7 +131,12 @@ impl ClusterState {
         let (facts, ready) = node_facts(node)?;
         let name = facts.name.clone();
         let generation = self.table.sync_point().generation;
-        let id = Arc::make_mut(&mut self.table).upsert(facts);
+        // Heartbeats change nothing a policy sees: leave the table alone, so
+        // a copy still held by a tenant policy's job is not duplicated.
+        let id = match self.table.id_of(&name).filter(|&id| self.table.get(id) == Some(&facts)) {
+            Some(id) => id,
+            None => Arc::make_mut(&mut self.table).upsert(facts),
+        };
         let mut changed = self.table.sync_point().generation != generation;
         if self.nodes.len() <= id as usize {
             self.nodes.resize_with(id as usize + 1, || None);

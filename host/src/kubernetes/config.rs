@@ -18,6 +18,13 @@
 //!     config: {metric: http_latency_seconds}
 //!     memoryLimit: 32Mi
 //!     deadline: 50ms
+//! tenants:                      # namespaces' own policies (on by default)
+//!   enabled: true
+//!   disabledNamespaces: [kube-system]
+//!   memoryLimit: 32Mi           # caps for every tenant policy
+//!   deadline: 50ms
+//!   maxPolicySize: 4Mi
+//!   maxPolicies: 4              # per namespace
 //! ```
 
 use std::net::SocketAddr;
@@ -31,7 +38,7 @@ use super::policy_configmap::ConfigMapRef;
 use crate::duration::parse_duration;
 use crate::policy::bundle::resolve_settings;
 use crate::policy::{PolicyEngine, PolicyLimits, PolicySource};
-use crate::scheduler::{PolicySet, WeightedPolicy};
+use crate::scheduler::{PolicySet, TenantSettings, WeightedPolicy};
 
 #[derive(Default)]
 pub struct ProfileConfig {
@@ -80,6 +87,33 @@ pub fn default_identity() -> String {
     format!("{host}_{:08x}", nanos ^ std::process::id().rotate_left(16))
 }
 
+/// Tenants' own policies: whether they apply, and the confinement every
+/// tenant policy gets.
+#[derive(Debug, Clone)]
+pub struct TenantConfig {
+    pub settings: TenantSettings,
+    /// Caps: a tenant's `NAME.yaml` may ask for less, never more.
+    /// `max_wasm_bytes` is the largest policy (after decompression).
+    pub limits: PolicyLimits,
+    /// Policies one namespace may have, over all its ConfigMaps.
+    pub max_policies: usize,
+}
+
+impl Default for TenantConfig {
+    fn default() -> Self {
+        TenantConfig {
+            settings: TenantSettings::default(),
+            limits: PolicyLimits {
+                memory_bytes: 32 << 20,
+                call_deadline: Duration::from_millis(50),
+                max_wasm_bytes: 4 << 20,
+                max_log_lines_per_call: 5,
+            },
+            max_policies: 4,
+        }
+    }
+}
+
 pub struct RunConfig {
     pub profiles: Vec<ProfileConfig>,
     pub leader_election: LeaderElectionConfig,
@@ -94,6 +128,7 @@ pub struct RunConfig {
     /// Limits for policies loaded at run time (policy ConfigMaps) that do
     /// not set their own.
     pub policy_limits: PolicyLimits,
+    pub tenants: TenantConfig,
 }
 
 impl RunConfig {
@@ -106,6 +141,7 @@ impl RunConfig {
             seed: 0,
             failed_event_interval: Duration::from_secs(30),
             policy_limits: PolicyLimits::default(),
+            tenants: TenantConfig::default(),
         }
     }
 }
@@ -120,6 +156,20 @@ pub struct ConfigurationFile {
     #[serde(default)]
     pub parallelism: Option<usize>,
     pub profiles: Vec<ProfileFile>,
+    #[serde(default)]
+    pub tenants: Option<TenantsFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TenantsFile {
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    pub disabled_namespaces: Vec<String>,
+    pub memory_limit: Option<String>,
+    pub deadline: Option<String>,
+    pub max_policy_size: Option<String>,
+    pub max_policies: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -222,6 +272,28 @@ impl ConfigurationFile {
         }
         if base.renew_deadline >= base.lease_duration || base.retry_period >= base.renew_deadline {
             return Err(err("leaderElection: need retryPeriod < renewDeadline < leaseDuration".into()));
+        }
+        Ok(base)
+    }
+
+    /// Applies the file's tenant settings over `base`.
+    pub fn tenants(&self, mut base: TenantConfig, file: &Path) -> Result<TenantConfig, ConfigError> {
+        let err =
+            |message: String| ConfigError { file: file.display().to_string(), message: format!("tenants.{message}") };
+        let Some(t) = &self.tenants else { return Ok(base) };
+        if let Some(on) = t.enabled {
+            base.settings.enabled = on;
+        }
+        base.settings.disabled_namespaces.extend(t.disabled_namespaces.iter().cloned());
+        let (limits, _) =
+            resolve_settings(&base.limits, t.memory_limit.as_deref(), t.deadline.as_deref(), None).map_err(err)?;
+        base.limits = limits;
+        if let Some(size) = &t.max_policy_size {
+            base.limits.max_wasm_bytes =
+                wasmsched_sdk::quantity::value(size).map_err(|e| err(format!("maxPolicySize: {e}")))? as usize;
+        }
+        if let Some(n) = t.max_policies {
+            base.max_policies = n;
         }
         Ok(base)
     }
@@ -333,6 +405,20 @@ mod tests {
     }
 
     #[test]
+    fn reads_tenant_settings() {
+        let f = write(
+            "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\nprofiles:\n- schedulerName: a\ntenants:\n  disabledNamespaces: [kube-system]\n  memoryLimit: 16Mi\n  deadline: 20ms\n  maxPolicySize: 1Mi\n  maxPolicies: 2\n",
+        );
+        let file = ConfigurationFile::read(f.path()).unwrap();
+        let t = file.tenants(TenantConfig::default(), f.path()).unwrap();
+        assert!(t.settings.enabled && !t.settings.allows("kube-system") && t.settings.allows("team-a"));
+        assert_eq!(
+            (t.limits.memory_bytes, t.limits.call_deadline, t.limits.max_wasm_bytes, t.max_policies),
+            (16 << 20, Duration::from_millis(20), 1 << 20, 2)
+        );
+    }
+
+    #[test]
     fn errors_name_the_file_and_the_field() {
         let f = write(
             "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\nprofiles:\n- schedulerName: a\n  polices: []\n",
@@ -358,6 +444,12 @@ mod tests {
         let file = ConfigurationFile::read(f.path()).unwrap();
         let profiles = file.load_profiles(f.path(), &engine, &PolicyLimits::default()).unwrap();
         assert_eq!(profiles[0].policy_configmap.as_ref().map(|c| c.to_string()).as_deref(), Some("ns/p"));
+        let f = write(
+            "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\nprofiles:\n- schedulerName: a\ntenants:\n  deadline: forever\n",
+        );
+        let file = ConfigurationFile::read(f.path()).unwrap();
+        let e = file.tenants(TenantConfig::default(), f.path()).unwrap_err().to_string();
+        assert!(e.contains("tenants.deadline:"), "{e}");
         let f = write("apiVersion: v1\nkind: KubeSchedulerConfiguration\nprofiles: []\n");
         assert!(ConfigurationFile::read(f.path()).unwrap_err().to_string().contains("expected apiVersion"));
     }

@@ -8,7 +8,10 @@
 //! - `binder`: `pods/{name}/binding` with the UID precondition, bounded
 //!   concurrency, results fed back to the core;
 //! - `reporter`: events.k8s.io Events and the `PodScheduled` condition;
-//! - `policy_configmap`: policies hot-swapped from a ConfigMap;
+//! - `policy_configmap`, `policy_dir`: policies hot-swapped from a
+//!   ConfigMap or a directory;
+//! - `tenant_configmaps`, `tenant_workers`: tenants' own policies, from
+//!   labelled ConfigMaps in their namespaces, each tenant on its own thread;
 //! - `leader`: the coordination.k8s.io Lease; only the leader schedules;
 //! - `http`: `/healthz`, `/readyz`, `/metrics`, `/policies`.
 
@@ -25,7 +28,9 @@ pub mod run;
 pub mod scheduling_loop;
 pub mod sources;
 pub mod status;
+pub mod tenant_configmaps;
+pub mod tenant_workers;
 
-pub use config::{LeaderElectionConfig, ProfileConfig, RunConfig};
+pub use config::{LeaderElectionConfig, ProfileConfig, RunConfig, TenantConfig};
 pub use run::{RunningScheduler, start};
 pub use status::SchedulerStatus;

@@ -60,7 +60,7 @@ impl ConfigMapRef {
 }
 
 /// The files of a ConfigMap: `binaryData` and `data` entries.
-fn files_of(cm: &ConfigMap) -> BTreeMap<String, Vec<u8>> {
+pub(super) fn files_of(cm: &ConfigMap) -> BTreeMap<String, Vec<u8>> {
     let mut files: BTreeMap<String, Vec<u8>> =
         cm.binary_data.iter().flatten().map(|(k, v)| (k.clone(), v.0.clone())).collect();
     files.extend(cm.data.iter().flatten().map(|(k, v)| (k.clone(), v.as_bytes().to_vec())));

@@ -39,7 +39,7 @@ impl Swapper {
     /// (compiles): call it off the async runtime's workers.
     pub fn offer(&mut self, files: &BTreeMap<String, Vec<u8>>) -> Outcome {
         let loaded = parse_bundle(&self.origin, files, self.limits.max_wasm_bytes)
-            .and_then(|entries| load_bundle(&self.engine, &entries, &self.limits));
+            .and_then(|entries| load_bundle(&self.engine, &entries, &self.limits, None));
         match loaded {
             Ok(set) => {
                 let active = ActivePolicy::of_set(&self.profile, &set);

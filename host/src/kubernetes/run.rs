@@ -20,6 +20,8 @@ use super::reporter::PodReporter;
 use super::scheduling_loop::{Input, SchedulingLoop};
 use super::sources::{ClusterChange, Source};
 use super::status::{ActivePolicy, SchedulerStatus};
+use super::tenant_configmaps::{self, TenantConfigMapSource};
+use super::tenant_workers::TenantWorkers;
 use crate::cluster::PodKey;
 use crate::policy::PolicyEngine;
 use crate::scheduler::{Profile, Scheduler, SchedulerConfig};
@@ -66,6 +68,12 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let dir_sources: Vec<(String, std::path::PathBuf)> =
         config.profiles.iter().filter_map(|p| p.policy_dir.clone().map(|d| (p.scheduler_name.clone(), d))).collect();
     source_names.extend(dir_sources.iter().map(|(_, d)| PolicyDirSource::source_name(d)));
+    // Tenants' ConfigMaps are listed before the first pod is scheduled, so
+    // a pod that opted in is never decided before its policy is known.
+    let tenants_on = config.tenants.settings.enabled;
+    if tenants_on {
+        source_names.push(tenant_configmaps::SOURCE_NAME.to_string());
+    }
     let active: Vec<ActivePolicy> =
         config.profiles.iter().flat_map(|p| ActivePolicy::of_set(&p.scheduler_name, &p.policies)).collect();
     let le = config.leader_election.clone();
@@ -73,11 +81,13 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
 
     let mut profiles = config.profiles.into_iter();
     let first = profiles.next().expect("checked above");
+    let controller = first.scheduler_name.clone();
     let mut scheduler =
         Scheduler::new(SchedulerConfig { scheduler_name: first.scheduler_name, seed: config.seed }, first.policies);
     for p in profiles {
         scheduler.add_profile(Profile { scheduler_name: p.scheduler_name, policies: p.policies });
     }
+    scheduler.configure_tenants(config.tenants.settings.clone());
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let http_addr = match config.http_addr {
@@ -92,8 +102,17 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
 
     let mut watches: Vec<JoinHandle<()>> =
         sources.into_iter().map(|s| tokio::spawn(s.run(client.clone(), inputs_tx.clone()))).collect();
-    if !policy_sources.is_empty() || !dir_sources.is_empty() {
+    if !policy_sources.is_empty() || !dir_sources.is_empty() || tenants_on {
         let engine = Arc::new(PolicyEngine::new()?);
+        if tenants_on {
+            let source = TenantConfigMapSource {
+                config: config.tenants.clone(),
+                engine: engine.clone(),
+                controller,
+                instance: le.identity.clone(),
+            };
+            watches.push(tokio::spawn(source.run(client.clone(), inputs_tx.clone(), status.clone())));
+        }
         for (profile, dir) in dir_sources {
             let source = PolicyDirSource { dir, profile, engine: engine.clone(), limits: config.policy_limits.clone() };
             let (tx, status) = (inputs_tx.clone(), status.clone());
@@ -148,6 +167,7 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         reported_invalid: Default::default(),
         bindings_in_flight: 0,
         draining: false,
+        tenant_workers: TenantWorkers::new(inputs_tx.clone()),
     };
     let verifier = tokio::spawn(verify_loop(client.clone(), verify_rx, inputs_tx.clone()));
     let core_thread = std::thread::Builder::new().name("scheduling-loop".into()).spawn(move || core.run())?;

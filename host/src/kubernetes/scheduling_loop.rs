@@ -14,10 +14,12 @@ use super::binder::{BindOutcome, BindRequest};
 use super::reporter::{PodRef, Report};
 use super::sources::ClusterChange;
 use super::status::{ActivePolicy, SchedulerStatus};
+use super::tenant_workers::TenantWorkers;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::cluster::PodKey;
-use crate::scheduler::{Attempt, PolicySet, Profile, Scheduler};
+use crate::policy::LoadedPolicy;
+use crate::scheduler::{Attempt, PolicySet, Profile, Scheduler, TenantVerdict};
 
 #[derive(Debug)]
 pub enum Input {
@@ -31,6 +33,15 @@ pub enum Input {
     Policies {
         profile: String,
         set: PolicySet,
+        active: Vec<ActivePolicy>,
+    },
+    /// A tenant policy's answer for one pod.
+    TenantVerdict(Box<TenantVerdict>),
+    /// Every valid policy of one tenant now (empty: none).
+    TenantPolicies {
+        namespace: String,
+        /// By the name pods give in their annotation.
+        policies: Vec<(String, Arc<LoadedPolicy>)>,
         active: Vec<ActivePolicy>,
     },
     /// Stop taking pods (shutdown).
@@ -65,6 +76,7 @@ pub struct SchedulingLoop {
     pub bindings_in_flight: usize,
     /// Stop requested: take no new pods, exit once bindings are done.
     pub draining: bool,
+    pub tenant_workers: TenantWorkers,
 }
 
 impl SchedulingLoop {
@@ -162,6 +174,22 @@ impl SchedulingLoop {
                 self.scheduler.add_profile(Profile { scheduler_name: profile.clone(), policies: set });
                 self.status.set_profile_policies(&profile, active);
             }
+            Input::TenantVerdict(verdict) => {
+                let can_schedule = self.status.is_leader() && !self.status.is_stopping() && !self.draining;
+                if !can_schedule {
+                    // The next attempt (here or on the next leader) decides.
+                    self.scheduler.tenant_verdict_discarded(*verdict);
+                } else if let Some(attempt) = self.scheduler.tenant_verdict(*verdict, now) {
+                    self.handle(attempt, now);
+                }
+            }
+            Input::TenantPolicies { namespace, policies, active } => {
+                if policies.is_empty() {
+                    self.tenant_workers.retire(&namespace);
+                }
+                self.scheduler.set_tenant_policies(&namespace, policies);
+                self.status.set_tenant_policies(&namespace, active);
+            }
             Input::Stop => self.draining = true,
         }
     }
@@ -224,6 +252,7 @@ impl SchedulingLoop {
                     Err(e) => self.scheduler.binding_failed(&e.0.pod, true, now),
                 }
             }
+            Attempt::Evaluate(job) => self.tenant_workers.submit(job),
             Attempt::Unschedulable { pod, record } => {
                 self.status.metrics.attempt(&pod.scheduler_name, &record);
                 let message = record.message.unwrap_or_default();

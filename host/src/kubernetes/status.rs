@@ -15,7 +15,12 @@ use crate::telemetry::SchedulerMetrics;
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ActivePolicy {
+    /// The profile it decides for; empty for a tenant's policy.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub profile: String,
+    /// The tenant (namespace) whose opted-in pods it decides for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     pub name: String,
     pub version: String,
     pub sha256: String,
@@ -32,6 +37,7 @@ impl ActivePolicy {
             .iter()
             .map(|wp| ActivePolicy {
                 profile: profile.to_string(),
+                tenant: None,
                 name: wp.policy.info.name.clone(),
                 version: wp.policy.info.version.clone(),
                 sha256: wp.policy.provenance.sha256.clone(),
@@ -116,6 +122,13 @@ impl SchedulerStatus {
         policies.extend(active);
     }
 
+    /// Replaces one tenant's active policies.
+    pub fn set_tenant_policies(&self, tenant: &str, active: Vec<ActivePolicy>) {
+        let mut policies = self.policies.lock().unwrap_or_else(|e| e.into_inner());
+        policies.retain(|p| p.tenant.as_deref() != Some(tenant));
+        policies.extend(active);
+    }
+
     pub fn policies(&self) -> Vec<ActivePolicy> {
         self.policies.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -136,9 +149,13 @@ impl SchedulerStatus {
         let policies = self.policies();
         lines.push(format!("[+]policies {} loaded", policies.len()));
         for p in &policies {
+            let owner = match &p.tenant {
+                Some(tenant) => format!("tenant {tenant}"),
+                None => p.profile.clone(),
+            };
             lines.push(format!(
                 "    {} {} {} sha256:{} from {}",
-                p.profile,
+                owner,
                 p.name,
                 p.version,
                 &p.sha256[..12.min(p.sha256.len())],

@@ -122,14 +122,34 @@ pub fn resolve_settings(
 
 /// Compiles and validates every entry (contract version, exports, `init`
 /// with its config, a smoke run); off the scheduling path. Errors name the
-/// entry.
-pub fn load_bundle(engine: &PolicyEngine, entries: &[BundleEntry], base: &PolicyLimits) -> Result<PolicySet, String> {
+/// entry. With a `ceiling` (a tenant's caps), an entry may ask for less
+/// memory or a shorter deadline than `base`, never more.
+pub fn load_bundle(
+    engine: &PolicyEngine,
+    entries: &[BundleEntry],
+    base: &PolicyLimits,
+    ceiling: Option<&PolicyLimits>,
+) -> Result<PolicySet, String> {
     let mut policies = Vec::new();
     for entry in entries {
         let at = |e: String| format!("{}: {e}", entry.name);
         let s = &entry.settings;
         let (limits, config) =
             resolve_settings(base, s.memory_limit.as_deref(), s.deadline.as_deref(), s.config.as_ref()).map_err(at)?;
+        if let Some(cap) = ceiling {
+            if limits.memory_bytes > cap.memory_bytes {
+                return Err(at(format!(
+                    "memoryLimit {} bytes exceeds the tenant cap of {} bytes",
+                    limits.memory_bytes, cap.memory_bytes
+                )));
+            }
+            if limits.call_deadline > cap.call_deadline {
+                return Err(at(format!(
+                    "deadline {:?} exceeds the tenant cap of {:?}",
+                    limits.call_deadline, cap.call_deadline
+                )));
+            }
+        }
         let policy = engine.load(&entry.source, &config, limits).map_err(|e| at(e.to_string()))?;
         if let Some(e) = smoke_run(&policy).failure() {
             return Err(at(format!("failed its smoke run: {e}")));

@@ -9,12 +9,15 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use super::cycle::{CycleInput, schedule_one};
+use super::cycle::{CycleInput, decide, prefilter, schedule_one};
 use super::decision::DecisionRecord;
-use super::policy_set::PolicySet;
-use super::queue::{QueueSizes, SchedulingQueue};
+use super::filters;
+use super::policy_set::{PolicySet, WeightedPolicy};
+use super::queue::{Location, QueueSizes, SchedulingQueue};
+use super::tenants::{Route, TenantJob, TenantPolicies, TenantSettings, TenantVerdict};
 use crate::cluster::{ClusterState, PodInfo, PodKey};
 use crate::metrics::{NoMetrics, NodeMetrics};
+use crate::policy::{LoadedPolicy, PolicyContext};
 
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {
@@ -44,6 +47,10 @@ pub enum Attempt {
     Placed { pod: Arc<PodInfo>, node: String, record: DecisionRecord },
     /// No node can take the pod now; it waits for a cluster change.
     Unschedulable { pod: Arc<PodInfo>, record: DecisionRecord },
+    /// The pod's tenant policy decides: run the job off the scheduling
+    /// thread and hand its verdict to `tenant_verdict`. The pod stays in
+    /// flight until then.
+    Evaluate(Box<TenantJob>),
 }
 
 /// A pending pod the core cannot even evaluate (e.g. an unparsable
@@ -65,6 +72,7 @@ pub struct Scheduler {
     invalid: Vec<InvalidPod>,
     /// Pods whose records should carry per-node detail.
     explain: Option<PodFilter>,
+    tenants: TenantPolicies,
 }
 
 type PodFilter = Box<dyn Fn(&PodKey) -> bool + Send>;
@@ -79,6 +87,7 @@ impl Scheduler {
             metrics: Arc::new(NoMetrics),
             invalid: Vec::new(),
             explain: None,
+            tenants: TenantPolicies::default(),
         }
     }
 
@@ -98,6 +107,21 @@ impl Scheduler {
 
     pub fn profiles(&self) -> impl Iterator<Item = &Profile> {
         self.profiles.iter()
+    }
+
+    /// Whether (and where) tenants' own policies apply.
+    pub fn configure_tenants(&mut self, settings: TenantSettings) {
+        self.tenants.configure(settings);
+    }
+
+    /// Replaces every policy of a tenant (empty removes them). Jobs already
+    /// handed out finish with the versions they started with.
+    pub fn set_tenant_policies(&mut self, namespace: &str, policies: Vec<(String, Arc<LoadedPolicy>)>) {
+        self.tenants.set(namespace, policies);
+    }
+
+    pub fn tenants(&self) -> &TenantPolicies {
+        &self.tenants
     }
 
     fn profile(&self, scheduler_name: &str) -> Option<&Profile> {
@@ -232,16 +256,61 @@ impl Scheduler {
             self.queue.done(&pod.key);
             return self.schedule_next(now);
         };
-        let record = schedule_one(CycleInput {
-            pod: &pod,
-            state: &self.state,
-            policies: &profile.policies,
-            metrics: &self.metrics,
-            seed: self.config.seed,
-            attempt: attempts + 1,
-            detail,
-        });
-        Some(match record.chosen.clone() {
+        let attempt = attempts + 1;
+        let (record, tenant) = match self.tenants.route(&pod) {
+            Route::Profile => (
+                schedule_one(CycleInput {
+                    pod: &pod,
+                    state: &self.state,
+                    policies: &profile.policies,
+                    metrics: &self.metrics,
+                    seed: self.config.seed,
+                    attempt,
+                    detail,
+                }),
+                None,
+            ),
+            Route::Missing { tenant, why } => (
+                schedule_one(CycleInput {
+                    pod: &pod,
+                    state: &self.state,
+                    policies: &PolicySet::unavailable(why),
+                    metrics: &self.metrics,
+                    seed: self.config.seed,
+                    attempt,
+                    detail,
+                }),
+                Some(tenant),
+            ),
+            Route::Tenant { tenant, policy } => {
+                let started = std::time::Instant::now();
+                let pre = prefilter(&pod, &self.state, detail);
+                let ctx = PolicyContext { nodes: self.state.table().clone(), metrics: self.metrics.clone() };
+                let policies = PolicySet::new(vec![WeightedPolicy { policy, weight: 1 }]);
+                if !pre.candidates.is_empty() {
+                    let seed = self.config.seed;
+                    return Some(Attempt::Evaluate(Box::new(TenantJob {
+                        tenant,
+                        pod,
+                        attempt,
+                        policies,
+                        pre,
+                        ctx,
+                        seed,
+                        started,
+                    })));
+                }
+                // Nothing to ask the policy about: no call is made.
+                (decide(pre, &pod, &ctx, &policies, self.config.seed, attempt, started).record, Some(tenant))
+            }
+        };
+        let mut record = record;
+        record.tenant = tenant;
+        Some(self.conclude(pod, record, now))
+    }
+
+    fn conclude(&mut self, pod: Arc<PodInfo>, record: DecisionRecord, now: Duration) -> Attempt {
+        match record.chosen.clone() {
             Some(node) => {
                 self.state.place(&pod, &node, true);
                 Attempt::Placed { pod, node, record }
@@ -250,7 +319,69 @@ impl Scheduler {
                 self.queue.unschedulable(&pod.key, now);
                 Attempt::Unschedulable { pod, record }
             }
-        })
+        }
+    }
+
+    /// A tenant policy answered. The pod is placed on the best node that
+    /// still passes the built-in filters now (others were placed while the
+    /// policy ran); if none does, it is tried again. `None` when the pod
+    /// went away meanwhile, or the attempt is tried again.
+    pub fn tenant_verdict(&mut self, verdict: TenantVerdict, now: Duration) -> Option<Attempt> {
+        let TenantVerdict { tenant, pod, outcome, nodes } = verdict;
+        let current = self.queue.get(&pod.key).filter(|p| p.uid == pod.uid);
+        if current.is_none() || self.queue.location(&pod.key) != Some(Location::InFlight) {
+            // Deleted, recreated or bound by someone else while evaluated.
+            return None;
+        }
+        let mut decision = match outcome {
+            Ok(decision) => decision,
+            Err(why) => {
+                tracing::error!(pod = %pod.key, tenant = %tenant, error = %why, "tenant policy evaluation failed; retrying with backoff");
+                self.queue.backoff(&pod.key, now);
+                return None;
+            }
+        };
+        if let Some(why) = decision.record.fallback.take() {
+            decision.record.fallback = Some(format!("tenant {tenant}: {why}"));
+        }
+        decision.record.tenant = Some(tenant);
+        let Some(best) = decision.best else {
+            return Some(self.conclude(pod, decision.record, now));
+        };
+        let fits = |name: &str| {
+            let table = self.state.table();
+            let id = table.id_of(name)?;
+            let node = table.get(id)?;
+            filters::run(&pod, node, self.state.node(id)?).is_ok().then_some(())
+        };
+        let name_of = |i: usize| nodes.name(decision.candidates[i].node);
+        let chosen = if name_of(best).is_some_and(|n| fits(n).is_some()) {
+            name_of(best)
+        } else {
+            // Rare (the chosen node filled up meanwhile): the next best.
+            let mut order: Vec<usize> = (0..decision.candidates.len()).filter(|&i| i != best).collect();
+            order.sort_by(|&a, &b| decision.totals[b].total_cmp(&decision.totals[a]));
+            order.into_iter().filter_map(name_of).find(|n| fits(n).is_some())
+        };
+        match chosen {
+            Some(node) => {
+                decision.record.chosen = Some(node.to_string());
+                Some(self.conclude(pod, decision.record, now))
+            }
+            None => {
+                // Every node it ranked filled up: decide again on today's cluster.
+                self.queue.retry_now(&pod.key);
+                None
+            }
+        }
+    }
+
+    /// A tenant verdict that will not be applied (this replica stopped
+    /// leading, or is shutting down): the pod goes back to the queue.
+    pub fn tenant_verdict_discarded(&mut self, verdict: TenantVerdict) {
+        if self.queue.location(&verdict.pod.key) == Some(Location::InFlight) {
+            self.queue.retry_now(&verdict.pod.key);
+        }
     }
 
     /// The binding was accepted: the assumed pod is now bound.

@@ -5,7 +5,7 @@
 //! least-allocated fallback, which the record says.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use wasmsched_sdk::SplitMix64;
 
@@ -75,23 +75,41 @@ fn timed<T>(
     result
 }
 
-pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
-    let started = Instant::now();
-    let CycleInput { pod, state, policies, metrics, seed, attempt, detail } = input;
-    let table = state.table();
-    let mut histogram = ReasonHistogram::default();
-    let mut records: Vec<NodeRecord> = Vec::new();
-    let mut candidates: Vec<Candidate> = Vec::new();
-    let mut record_index: Vec<usize> = Vec::new();
+/// What the built-in filters left: the candidates, and what rejected the
+/// others. Self-contained, so a tenant's policy can finish the attempt on
+/// another thread.
+#[derive(Debug)]
+pub struct Prefiltered {
+    pub candidates: Vec<Candidate>,
+    histogram: ReasonHistogram,
+    records: Vec<NodeRecord>,
+    /// For each candidate, its entry in `records` (with detail only).
+    record_index: Vec<usize>,
+    feasible_builtin: usize,
+    nodes: usize,
+    detail: bool,
+}
 
+/// Built-in filters over every node.
+pub fn prefilter(pod: &PodInfo, state: &ClusterState, detail: bool) -> Prefiltered {
+    let table = state.table();
+    let mut pre = Prefiltered {
+        candidates: Vec::new(),
+        histogram: ReasonHistogram::default(),
+        records: Vec::new(),
+        record_index: Vec::new(),
+        feasible_builtin: 0,
+        nodes: table.len(),
+        detail,
+    };
     for (id, node) in table.iter() {
         let Some(node_state) = state.node(id) else { continue };
         match filters::run(pod, node, node_state) {
             Ok(()) => {
-                candidates.push(node_state.usage.candidate(id));
+                pre.candidates.push(node_state.usage.candidate(id));
                 if detail {
-                    record_index.push(records.len());
-                    records.push(NodeRecord {
+                    pre.record_index.push(pre.records.len());
+                    pre.records.push(NodeRecord {
                         node: node.name.clone(),
                         verdict: Verdict::Feasible,
                         scores: vec![],
@@ -101,10 +119,10 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
             }
             Err(reasons) => {
                 for r in &reasons {
-                    histogram.add(r);
+                    pre.histogram.add(r);
                 }
                 if detail {
-                    records.push(NodeRecord {
+                    pre.records.push(NodeRecord {
                         node: node.name.clone(),
                         verdict: Verdict::Rejected { by: "built-in".into(), reasons },
                         scores: vec![],
@@ -114,8 +132,43 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
             }
         }
     }
-    let feasible_builtin = candidates.len();
-    let ctx = PolicyContext { nodes: table.clone(), metrics: metrics.clone() };
+    pre.feasible_builtin = pre.candidates.len();
+    pre
+}
+
+/// An attempt decided: the record, and the scored candidates so a caller
+/// that decided on a snapshot can fall back to the next best node.
+#[derive(Debug)]
+pub struct Decision {
+    pub record: DecisionRecord,
+    pub candidates: Vec<Candidate>,
+    pub totals: Vec<f64>,
+    /// Index into `candidates` of the chosen node.
+    pub best: Option<usize>,
+}
+
+pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
+    let started = Instant::now();
+    let CycleInput { pod, state, policies, metrics, seed, attempt, detail } = input;
+    let pre = prefilter(pod, state, detail);
+    let ctx = PolicyContext { nodes: state.table().clone(), metrics: metrics.clone() };
+    decide(pre, pod, &ctx, policies, seed, attempt, started).record
+}
+
+/// Policy filters, policy scores, the weighted sum and the best node, over
+/// what the built-in filters left. Reads the cluster only through `ctx`.
+pub fn decide(
+    pre: Prefiltered,
+    pod: &PodInfo,
+    ctx: &PolicyContext,
+    policies: &PolicySet,
+    seed: u64,
+    attempt: u32,
+    started: Instant,
+) -> Decision {
+    let Prefiltered { mut candidates, mut histogram, mut records, mut record_index, feasible_builtin, nodes, detail } =
+        pre;
+    let table = &ctx.nodes;
     let mut fallback: Option<String> = policies.unavailable.clone();
     let mut calls: Vec<PolicyCall> = Vec::new();
 
@@ -124,7 +177,7 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
         if candidates.is_empty() {
             break;
         }
-        match timed(&mut calls, wp, "filter", || wp.policy.filter(&ctx, &pod.facts, &candidates)) {
+        match timed(&mut calls, wp, "filter", || wp.policy.filter(ctx, &pod.facts, &candidates)) {
             Ok(outcome) => {
                 let mut kept = Vec::with_capacity(candidates.len());
                 let mut kept_index = Vec::with_capacity(candidates.len());
@@ -167,23 +220,30 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
             weight: wp.weight,
         })
         .collect();
+    let mut record = DecisionRecord {
+        pod: pod.key.to_string(),
+        attempt,
+        nodes,
+        feasible_builtin,
+        feasible: candidates.len(),
+        chosen: None,
+        message: None,
+        policies: versions,
+        tenant: None,
+        ignored_constraints: pod.ignored_constraints.iter().map(|c| c.to_string()).collect(),
+        fallback: None,
+        duration: Duration::ZERO,
+        policy_calls: Vec::new(),
+        node_records: Vec::new(),
+    };
 
     if candidates.is_empty() {
-        return DecisionRecord {
-            pod: pod.key.to_string(),
-            attempt,
-            nodes: table.len(),
-            feasible_builtin,
-            feasible: 0,
-            chosen: None,
-            message: Some(histogram.message(table.len())),
-            policies: versions,
-            ignored_constraints: pod.ignored_constraints.iter().map(|c| c.to_string()).collect(),
-            fallback,
-            duration: started.elapsed(),
-            policy_calls: calls,
-            node_records: records,
-        };
+        record.message = Some(histogram.message(nodes));
+        record.fallback = fallback;
+        record.policy_calls = calls;
+        record.node_records = records;
+        record.duration = started.elapsed();
+        return Decision { record, candidates, totals: Vec::new(), best: None };
     }
 
     // Scores: every scoring policy, normalised and weighted; any failure
@@ -194,7 +254,7 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
     let scoring: Vec<_> = policies.policies.iter().filter(|wp| wp.policy.info.phases.score).collect();
     if fallback.is_none() {
         for wp in &scoring {
-            match timed(&mut calls, wp, "score", || wp.policy.score(&ctx, &pod.facts, &candidates, pod_seed)) {
+            match timed(&mut calls, wp, "score", || wp.policy.score(ctx, &pod.facts, &candidates, pod_seed)) {
                 Ok(raw) => {
                     let normalized = normalize(&raw, wp.policy.info.score_order);
                     per_policy.push((wp.policy.name().to_string(), wp.weight, raw, normalized));
@@ -252,21 +312,12 @@ pub fn schedule_one(input: CycleInput<'_>) -> DecisionRecord {
             records[r].total = Some(totals[i]);
         }
     }
-    DecisionRecord {
-        pod: pod.key.to_string(),
-        attempt,
-        nodes: table.len(),
-        feasible_builtin,
-        feasible: candidates.len(),
-        chosen: table.name(candidates[chosen].node).map(str::to_string),
-        message: None,
-        policies: versions,
-        ignored_constraints: pod.ignored_constraints.iter().map(|c| c.to_string()).collect(),
-        fallback,
-        duration: started.elapsed(),
-        policy_calls: calls,
-        node_records: records,
-    }
+    record.chosen = table.name(candidates[chosen].node).map(str::to_string);
+    record.fallback = fallback;
+    record.policy_calls = calls;
+    record.node_records = records;
+    record.duration = started.elapsed();
+    Decision { record, candidates, totals, best: Some(chosen) }
 }
 
 #[cfg(test)]

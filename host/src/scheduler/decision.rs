@@ -69,6 +69,10 @@ pub struct DecisionRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub policies: Vec<PolicyVersion>,
+    /// The tenant (namespace) whose policy decided, for pods that opted in
+    /// to one with the `wasmsched.io/policy` annotation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     /// Constraints of the pod that were not evaluated (plugins wasmsched
     /// does not implement yet).
     #[serde(skip_serializing_if = "Vec::is_empty")]

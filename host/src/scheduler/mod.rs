@@ -8,8 +8,10 @@ pub mod decision;
 pub mod filters;
 pub mod policy_set;
 pub mod queue;
+pub mod tenants;
 
 pub use self::core::{Attempt, InvalidPod, Profile, Scheduler, SchedulerConfig};
 pub use decision::{DecisionRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
 pub use policy_set::{PolicySet, WeightedPolicy};
 pub use queue::QueueSizes;
+pub use tenants::{POLICY_ANNOTATION, POLICY_CONFIGMAP_LABEL, Route, TenantJob, TenantSettings, TenantVerdict};

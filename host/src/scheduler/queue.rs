@@ -146,6 +146,19 @@ impl SchedulingQueue {
         self.entries.contains_key(key)
     }
 
+    /// The queued version of a pod.
+    pub fn get(&self, key: &PodKey) -> Option<&Arc<PodInfo>> {
+        self.entries.get(key).map(|e| &e.info)
+    }
+
+    /// An in-flight attempt that must be made again without penalty (its
+    /// answer arrived too late to use): straight back to active.
+    pub fn retry_now(&mut self, key: &PodKey) {
+        if self.entries.get(key).is_some_and(|e| e.location == Location::InFlight) {
+            self.push_active(key);
+        }
+    }
+
     pub fn location(&self, key: &PodKey) -> Option<Location> {
         self.entries.get(key).map(|e| e.location)
     }

@@ -143,8 +143,16 @@ pub fn simulate(
     loop {
         while let Some(attempt) = scheduler.schedule_next(now) {
             attempts += 1;
+            // Tenant policies run inline here: the simulator has one thread
+            // and virtual time, so the answer is applied at once.
+            let attempt = match attempt {
+                Attempt::Evaluate(job) => scheduler.tenant_verdict(job.run(), now),
+                attempt => Some(attempt),
+            };
             match attempt {
-                Attempt::Placed { pod, node, record } => {
+                None => {}
+                Some(Attempt::Evaluate(_)) => unreachable!("a verdict is never another job"),
+                Some(Attempt::Placed { pod, node, record }) => {
                     scheduler.binding_succeeded(&pod, &node);
                     fallbacks += u64::from(record.fallback.is_some());
                     placements.push(Placement {
@@ -158,7 +166,7 @@ pub fn simulate(
                         explained = Some(record);
                     }
                 }
-                Attempt::Unschedulable { pod, record } => {
+                Some(Attempt::Unschedulable { pod, record }) => {
                     fallbacks += u64::from(record.fallback.is_some());
                     last_failure.insert(pod.key.clone(), record.message.clone().unwrap_or_default());
                     if !record.node_records.is_empty() {

@@ -1,0 +1,233 @@
+//! Tenants' policies: ConfigMaps labelled `wasmsched.io/policy=true` in any
+//! namespace. Each holds a bundle (`NAME.wasm[.gz]`, optional `NAME.yaml`)
+//! whose policies apply to the pods of that namespace annotated
+//! `wasmsched.io/policy: NAME`.
+//!
+//! A tenant's bundle is validated like a profile's, within the tenant caps
+//! (size, memory, deadline, number of policies per namespace), off the
+//! scheduling path. The tenant hears the result on its ConfigMap: a Normal
+//! `PolicyAccepted` or a Warning `PolicyRejected` Event (the previous
+//! version stays), or `TenantPoliciesDisabled` when operators switched
+//! tenant policies off for the namespace.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use kube::Api;
+use kube::api::PostParams;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event as WatchEvent};
+
+use super::config::TenantConfig;
+use super::policy_configmap::files_of;
+use super::reporter::new_event;
+use super::scheduling_loop::Input;
+use super::status::{ActivePolicy, SchedulerStatus};
+use crate::policy::bundle::{load_bundle, parse_bundle};
+use crate::policy::{LoadedPolicy, PolicyEngine};
+use crate::scheduler::POLICY_CONFIGMAP_LABEL;
+
+/// The readiness check of this source.
+pub const SOURCE_NAME: &str = "tenant policy configmaps";
+
+type CmKey = (String, String);
+
+/// The valid version of one ConfigMap.
+struct Accepted {
+    policies: Vec<(String, Arc<LoadedPolicy>)>,
+    active: Vec<ActivePolicy>,
+}
+
+pub struct TenantConfigMapSource {
+    pub config: TenantConfig,
+    pub engine: Arc<PolicyEngine>,
+    /// The events' reporting controller (the first profile's name).
+    pub controller: String,
+    pub instance: String,
+}
+
+struct Watch {
+    source: TenantConfigMapSource,
+    client: kube::Client,
+    tx: std::sync::mpsc::Sender<Input>,
+    status: Arc<SchedulerStatus>,
+    accepted: BTreeMap<CmKey, Accepted>,
+    /// The resourceVersion last looked at, accepted or not: a resync of
+    /// the same version is not validated (or reported) again.
+    seen: BTreeMap<CmKey, String>,
+}
+
+impl TenantConfigMapSource {
+    pub async fn run(self, client: kube::Client, tx: std::sync::mpsc::Sender<Input>, status: Arc<SchedulerStatus>) {
+        let api: Api<ConfigMap> = Api::all(client.clone());
+        let config = watcher::Config::default().labels(&format!("{POLICY_CONFIGMAP_LABEL}=true"));
+        let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+        let mut watch = Watch { source: self, client, tx, status, accepted: BTreeMap::new(), seen: BTreeMap::new() };
+        let mut listed: HashSet<CmKey> = HashSet::new();
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(WatchEvent::Init) => listed.clear(),
+                Ok(WatchEvent::InitApply(cm)) => {
+                    listed.insert(key_of(&cm));
+                    watch.apply(cm).await;
+                }
+                Ok(WatchEvent::InitDone) => {
+                    // Deleted (or unlabelled) while nobody was watching.
+                    let gone: Vec<CmKey> = watch.seen.keys().filter(|k| !listed.contains(*k)).cloned().collect();
+                    for key in gone {
+                        watch.forget(&key);
+                    }
+                    watch.status.set_synced(SOURCE_NAME);
+                }
+                Ok(WatchEvent::Apply(cm)) => watch.apply(cm).await,
+                Ok(WatchEvent::Delete(cm)) => watch.forget(&key_of(&cm)),
+                Err(e) => tracing::warn!(error = %e, "watching tenant policy configmaps failed; retrying"),
+            }
+        }
+    }
+}
+
+fn key_of(cm: &ConfigMap) -> CmKey {
+    (cm.metadata.namespace.clone().unwrap_or_default(), cm.metadata.name.clone().unwrap_or_default())
+}
+
+impl Watch {
+    async fn apply(&mut self, cm: ConfigMap) {
+        let key = key_of(&cm);
+        let (namespace, name) = key.clone();
+        let version = cm.metadata.resource_version.clone().unwrap_or_default();
+        if self.seen.get(&key) == Some(&version) {
+            return;
+        }
+        self.seen.insert(key.clone(), version);
+        let config = &self.source.config;
+        if !config.settings.allows(&namespace) {
+            let why = if config.settings.enabled {
+                format!("tenant policies are disabled for namespace {namespace} by the scheduler's configuration")
+            } else {
+                "tenant policies are disabled by the scheduler's configuration".to_string()
+            };
+            tracing::info!(configmap = %format!("{namespace}/{name}"), "{why}; ignoring it");
+            self.status.metrics.tenant_reload(&namespace, "disabled");
+            self.event(&cm, "Warning", "TenantPoliciesDisabled", format!("{why}; this ConfigMap is ignored")).await;
+            return;
+        }
+
+        // What the namespace's other ConfigMaps already supply.
+        let others: Vec<String> = self
+            .accepted
+            .iter()
+            .filter(|((ns, n), _)| *ns == namespace && *n != name)
+            .flat_map(|(_, a)| a.policies.iter().map(|(p, _)| p.clone()))
+            .collect();
+        let origin = format!("configmap {namespace}/{name}");
+        let files = files_of(&cm);
+        let (engine, limits, max) = (self.source.engine.clone(), config.limits.clone(), config.max_policies);
+        let loaded = tokio::task::spawn_blocking(move || {
+            let entries = parse_bundle(&origin, &files, limits.max_wasm_bytes)?;
+            if let Some(dup) = entries.iter().find(|e| others.contains(&e.name)) {
+                return Err(format!("{}: another ConfigMap of this namespace already supplies it", dup.name));
+            }
+            if entries.len() + others.len() > max {
+                return Err(format!(
+                    "the namespace would have {} policies; the limit per tenant is {max}",
+                    entries.len() + others.len()
+                ));
+            }
+            let set = load_bundle(&engine, &entries, &limits, Some(&limits))?;
+            Ok(entries.into_iter().map(|e| e.name).zip(set.policies.into_iter().map(|wp| wp.policy)).collect())
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("loading panicked: {e}")));
+
+        match loaded {
+            Ok(policies) => {
+                let policies: Vec<(String, Arc<LoadedPolicy>)> = policies;
+                let active = active_of(&namespace, &policies);
+                let summary = active
+                    .iter()
+                    .map(|a| format!("{} ({} sha256:{})", a.name, a.version, a.sha256.get(..12).unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                tracing::info!(tenant = %namespace, configmap = %name, policies = %summary, "tenant policies accepted");
+                self.status.metrics.tenant_reload(&namespace, "accepted");
+                self.accepted.insert(key, Accepted { policies, active });
+                self.publish(&namespace);
+                let note =
+                    format!("policies loaded: {summary}; pods opt in with the annotation wasmsched.io/policy: NAME");
+                self.event(&cm, "Normal", "PolicyAccepted", note).await;
+            }
+            Err(why) => {
+                let consequence = if self.accepted.contains_key(&key) {
+                    "the active version stays"
+                } else {
+                    "no version of it is active: pods that opt in to its policies are placed by the built-in scoring"
+                };
+                tracing::warn!(tenant = %namespace, configmap = %name, error = %why, "tenant policy update rejected; {consequence}");
+                self.status.metrics.tenant_reload(&namespace, "rejected");
+                self.event(&cm, "Warning", "PolicyRejected", format!("policy update rejected: {why}; {consequence}"))
+                    .await;
+            }
+        }
+    }
+
+    fn forget(&mut self, key: &CmKey) {
+        self.seen.remove(key);
+        if self.accepted.remove(key).is_some() {
+            tracing::info!(tenant = %key.0, configmap = %key.1, "tenant policy configmap removed; its policies stop");
+            self.publish(&key.0);
+        }
+    }
+
+    /// Sends every valid policy of `namespace` to the scheduling loop.
+    fn publish(&self, namespace: &str) {
+        let mut policies = Vec::new();
+        let mut active = Vec::new();
+        for ((ns, _), a) in &self.accepted {
+            if ns == namespace {
+                policies.extend(a.policies.iter().cloned());
+                active.extend(a.active.iter().cloned());
+            }
+        }
+        let _ = self.tx.send(Input::TenantPolicies { namespace: namespace.to_string(), policies, active });
+    }
+
+    async fn event(&self, cm: &ConfigMap, type_: &str, reason: &str, note: String) {
+        let reference = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("ConfigMap".into()),
+            name: cm.metadata.name.clone(),
+            namespace: cm.metadata.namespace.clone(),
+            uid: cm.metadata.uid.clone(),
+            ..Default::default()
+        };
+        let event = new_event(&reference, type_, reason, "Load", note, &self.source.controller, &self.source.instance);
+        let namespace = cm.metadata.namespace.as_deref().unwrap_or("default");
+        let events: Api<K8sEvent> = Api::namespaced(self.client.clone(), namespace);
+        if let Err(e) = events.create(&PostParams::default(), &event).await {
+            tracing::warn!(configmap = ?cm.metadata.name, error = %e, "could not create the {reason} event");
+        }
+    }
+}
+
+/// What `/policies` says about a tenant's policies; named as the pods'
+/// annotation names them.
+fn active_of(tenant: &str, policies: &[(String, Arc<LoadedPolicy>)]) -> Vec<ActivePolicy> {
+    let loaded_at = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    policies
+        .iter()
+        .map(|(name, p)| ActivePolicy {
+            profile: String::new(),
+            tenant: Some(tenant.to_string()),
+            name: name.clone(),
+            version: p.info.version.clone(),
+            sha256: p.provenance.sha256.clone(),
+            source: p.provenance.origin.clone(),
+            weight: 1,
+            loaded_at: loaded_at.clone(),
+        })
+        .collect()
+}

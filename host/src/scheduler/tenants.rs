@@ -1,0 +1,167 @@
+//! Tenant policies: a namespace's own policies, applied to the pods of that
+//! namespace that opt in with the annotation `wasmsched.io/policy: NAME`.
+//! Every other pod keeps its profile's policies.
+//!
+//! A tenant's policy never runs on the scheduling thread. The core runs the
+//! built-in filters, hands the rest of the attempt (policy filter, score,
+//! choice) to the backend as a [`TenantJob`], and takes the answer back as a
+//! [`TenantVerdict`]: then it re-checks the chosen node against the cluster
+//! as it is now, since other pods were placed meanwhile. So a tenant policy
+//! that loops until its deadline delays its own pods only. What the policy
+//! can see is the pod being scheduled and node facts: the contract has no
+//! way to ask about other pods.
+
+use std::collections::{BTreeSet, HashMap};
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::cycle::{Decision, Prefiltered, decide};
+use super::policy_set::PolicySet;
+use crate::cluster::PodInfo;
+use crate::policy::{LoadedPolicy, NodeTable, PolicyContext};
+
+/// The pod annotation that opts a pod in to one of its namespace's policies.
+pub const POLICY_ANNOTATION: &str = "wasmsched.io/policy";
+/// The label that marks a ConfigMap as a tenant's policy bundle.
+pub const POLICY_CONFIGMAP_LABEL: &str = "wasmsched.io/policy";
+
+/// What operators allow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantSettings {
+    pub enabled: bool,
+    /// Namespaces whose policies are ignored (their pods use the profile's).
+    pub disabled_namespaces: BTreeSet<String>,
+}
+
+impl Default for TenantSettings {
+    fn default() -> Self {
+        TenantSettings { enabled: true, disabled_namespaces: BTreeSet::new() }
+    }
+}
+
+impl TenantSettings {
+    pub fn allows(&self, namespace: &str) -> bool {
+        self.enabled && !self.disabled_namespaces.contains(namespace)
+    }
+}
+
+/// How a pod is decided.
+pub enum Route {
+    /// By its profile's policies: it did not opt in, or tenant policies are
+    /// disabled for its namespace.
+    Profile,
+    /// By its tenant's policy, off the scheduling thread.
+    Tenant { tenant: String, policy: Arc<LoadedPolicy> },
+    /// It opted in to a policy its namespace does not have: placed by the
+    /// built-in scoring, saying why (never left pending for it).
+    Missing { tenant: String, why: String },
+}
+
+#[derive(Default)]
+pub struct TenantPolicies {
+    settings: TenantSettings,
+    /// Namespace → its valid policies, by name.
+    by_namespace: HashMap<String, HashMap<String, Arc<LoadedPolicy>>>,
+}
+
+impl TenantPolicies {
+    pub fn configure(&mut self, settings: TenantSettings) {
+        self.settings = settings;
+    }
+
+    pub fn settings(&self) -> &TenantSettings {
+        &self.settings
+    }
+
+    /// Replaces every policy of `namespace`, by the name pods use in their
+    /// annotation (empty removes the tenant).
+    pub fn set(&mut self, namespace: &str, policies: Vec<(String, Arc<LoadedPolicy>)>) {
+        if policies.is_empty() {
+            self.by_namespace.remove(namespace);
+        } else {
+            self.by_namespace.insert(namespace.to_string(), policies.into_iter().collect());
+        }
+    }
+
+    /// Tenants with at least one policy.
+    pub fn tenants(&self) -> impl Iterator<Item = &str> {
+        self.by_namespace.keys().map(String::as_str)
+    }
+
+    pub fn route(&self, pod: &PodInfo) -> Route {
+        let Some(wanted) = pod.pod.metadata.annotations.as_ref().and_then(|a| a.get(POLICY_ANNOTATION)) else {
+            return Route::Profile;
+        };
+        let namespace = &pod.key.namespace;
+        if !self.settings.allows(namespace) {
+            return Route::Profile;
+        }
+        match self.by_namespace.get(namespace).and_then(|p| p.get(wanted.trim())) {
+            Some(policy) => Route::Tenant { tenant: namespace.clone(), policy: policy.clone() },
+            None => Route::Missing {
+                tenant: namespace.clone(),
+                why: format!(
+                    "tenant policy {:?} not found in namespace {namespace} (no valid ConfigMap labelled {POLICY_CONFIGMAP_LABEL}=true supplies it)",
+                    wanted.trim()
+                ),
+            },
+        }
+    }
+}
+
+/// The rest of one attempt, for a tenant's policy to finish anywhere.
+pub struct TenantJob {
+    pub tenant: String,
+    pub pod: Arc<PodInfo>,
+    pub(crate) attempt: u32,
+    /// The tenant's one policy, as the version the attempt started with.
+    pub(crate) policies: PolicySet,
+    pub(crate) pre: Prefiltered,
+    pub(crate) ctx: PolicyContext,
+    pub(crate) seed: u64,
+    pub(crate) started: Instant,
+}
+
+impl std::fmt::Debug for TenantJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TenantJob").field("tenant", &self.tenant).field("pod", &self.pod.key).finish_non_exhaustive()
+    }
+}
+
+impl TenantJob {
+    /// Runs the tenant's policy (blocking: up to its deadlines). Always
+    /// answers, even if the evaluation panicked, so the pod is never lost.
+    pub fn run(self) -> TenantVerdict {
+        let TenantJob { tenant, pod, attempt, policies, pre, ctx, seed, started } = self;
+        let outcome =
+            std::panic::catch_unwind(AssertUnwindSafe(|| decide(pre, &pod, &ctx, &policies, seed, attempt, started)))
+                .map_err(|panic| {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    format!("evaluating the tenant policy panicked: {what}")
+                });
+        TenantVerdict { tenant, pod, outcome, nodes: ctx.nodes }
+    }
+}
+
+/// A tenant policy's answer, to be applied by the core.
+pub struct TenantVerdict {
+    pub tenant: String,
+    pub pod: Arc<PodInfo>,
+    pub(crate) outcome: Result<Decision, String>,
+    /// The node table the decision was made on (ids are resolved by name).
+    pub(crate) nodes: Arc<NodeTable>,
+}
+
+impl std::fmt::Debug for TenantVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TenantVerdict")
+            .field("tenant", &self.tenant)
+            .field("pod", &self.pod.key)
+            .finish_non_exhaustive()
+    }
+}
