@@ -391,3 +391,83 @@ fn tenant_verdicts_are_checked_against_the_cluster_of_now() {
     assert!(s.has_work(), "the pod is back in the queue");
     assert!(matches!(s.schedule_next(t0), Some(Attempt::Evaluate(_))));
 }
+
+/// A hot swap in the in-memory backend under continuous load: the new
+/// version is compiled and validated (as a bundle, with its smoke run) on
+/// another thread while pods keep arriving and being placed; it is swapped
+/// in between two cycles. No attempt fails around the swap, every attempt
+/// after it is decided by the new version, and none before it.
+#[test]
+fn a_hot_swap_under_continuous_load_fails_no_cycle() {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+    use wasmsched::policy::bundle::{load_bundle, parse_bundle};
+    use wasmsched::scheduler::{Attempt, Profile, Scheduler, SchedulerConfig};
+
+    let engine = Arc::new(PolicyEngine::new().unwrap());
+    let old = {
+        let source = PolicySource::from_file(&policy_wasm("least-allocated")).unwrap();
+        Arc::new(engine.load(&source, "{}", PolicyLimits::default()).unwrap())
+    };
+    let mut s = Scheduler::new(
+        SchedulerConfig::default(),
+        PolicySet::new(vec![WeightedPolicy { policy: old.clone(), weight: 1 }]),
+    );
+    let mut nodes = Manifests::default();
+    for i in 0..50 {
+        let spot = if i % 2 == 0 { ", karpenter.sh/capacity-type: spot" } else { "" };
+        nodes.add_text(
+            "nodes",
+            &format!(
+                "apiVersion: v1\nkind: Node\nmetadata: {{name: n{i}, labels: {{kubernetes.io/hostname: n{i}{spot}}}}}\nstatus:\n  allocatable: {{cpu: \"64\", memory: 256Gi, pods: \"500\"}}\n"
+            ),
+        );
+    }
+    for n in &nodes.nodes {
+        s.node_upserted(n, Duration::ZERO).unwrap();
+    }
+
+    // The update arrives: validated off the scheduling thread.
+    let (tx, swapped_in) = std::sync::mpsc::channel();
+    let compile = {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            let files =
+                BTreeMap::from([("spot-first.wasm".to_string(), std::fs::read(policy_wasm("spot-first")).unwrap())]);
+            let entries = parse_bundle("test", &files, 32 << 20).unwrap();
+            tx.send(load_bundle(&engine, &entries, &PolicyLimits::default(), None).unwrap()).unwrap();
+        })
+    };
+    // Steady load meanwhile: a pod arrives, it is scheduled; the swap is
+    // applied between two cycles, as the backends do.
+    let mut during_compile = 0;
+    let mut after_swap = 0;
+    let mut swapped = false;
+    let mut i = 0;
+    while after_swap < 200 {
+        let now = Duration::from_millis(i);
+        if !swapped && let Ok(set) = swapped_in.try_recv() {
+            s.add_profile(Profile { scheduler_name: "wasmsched".into(), policies: set });
+            swapped = true;
+        }
+        let mut m = Manifests::default();
+        m.add_text("load", &pod(&format!("p{i}"), "10m", ""));
+        s.pod_upserted(Arc::new(m.pods.remove(0)), now);
+        let Some(Attempt::Placed { pod, node, record }) = s.schedule_next(now) else { panic!("p{i} not placed") };
+        assert!(record.fallback.is_none(), "p{i}: {:?}", record.fallback);
+        let decided_by = &record.policies[0];
+        if swapped {
+            assert_eq!(decided_by.name, "spot-first", "p{i} after the swap");
+            let index: usize = node[1..].parse().unwrap();
+            assert!(index.is_multiple_of(2), "p{i} on on-demand {node} after the swap");
+            after_swap += 1;
+        } else {
+            assert_eq!(decided_by.sha256, old.provenance.sha256, "p{i} before the swap");
+            during_compile += 1;
+        }
+        s.binding_succeeded(&pod, &node);
+        i += 1;
+    }
+    compile.join().unwrap();
+    assert!(during_compile > 0, "scheduling went on while the new version compiled");
+}

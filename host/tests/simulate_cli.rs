@@ -110,3 +110,108 @@ fn bad_flags_and_policies_are_reported() {
     let out = simulate(&["--policy", "x.wasm,weigth=2"]);
     assert!(stderr(&out).contains("unknown option \"weigth=2\""), "{}", stderr(&out));
 }
+
+/// `simulate --watch`: the scenario runs again whenever the policy file is
+/// rebuilt (written elsewhere and renamed into place, as builds do); a
+/// broken build is reported and the watch goes on.
+#[test]
+fn watch_reruns_when_the_policy_changes_and_survives_a_broken_build() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::sync::mpsc;
+    use std::time::Duration;
+    use wasmsched_test_support::policy_wasm;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut scenario = String::new();
+    for (i, spot) in [false, false, true, true].into_iter().enumerate() {
+        let capacity = if spot { ", karpenter.sh/capacity-type: spot" } else { "" };
+        scenario += &format!(
+            "---\napiVersion: v1\nkind: Node\nmetadata: {{name: n{i}, labels: {{kubernetes.io/hostname: n{i}{capacity}}}}}\nstatus:\n  allocatable: {{cpu: \"8\", memory: 32Gi, pods: \"110\"}}\n"
+        );
+    }
+    for i in 0..8 {
+        scenario += &format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: t}}\nspec:\n  schedulerName: wasmsched\n  containers:\n  - name: c\n    resources: {{requests: {{cpu: 500m}}}}\n"
+        );
+    }
+    let scenario_path = dir.path().join("cluster.yaml");
+    std::fs::write(&scenario_path, scenario).unwrap();
+    let policy = dir.path().join("policy.wasm");
+    let install = |bytes: &[u8]| {
+        let tmp = dir.path().join(".policy.wasm.tmp");
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::rename(&tmp, &policy).unwrap();
+    };
+    install(&std::fs::read(policy_wasm("least-allocated")).unwrap());
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+        .args(["simulate", "--watch", "--output", "json", "--policy"])
+        .arg(&policy)
+        .arg(&scenario_path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = mpsc::channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            if tx.send(line.unwrap_or_default()).is_err() {
+                return;
+            }
+        }
+    });
+    let (out_tx, outputs) = mpsc::channel::<serde_json::Value>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for value in serde_json::Deserializer::from_reader(stdout).into_iter::<serde_json::Value>() {
+            let Ok(value) = value else { return };
+            if out_tx.send(value).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let mut wait_for = |needle: &str| {
+        loop {
+            let line = lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("no {needle:?} on stderr; saw {seen:#?}"));
+            seen.push(line.clone());
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    };
+    let nodes = |report: &serde_json::Value| -> std::collections::BTreeSet<String> {
+        report["placements"].as_array().unwrap().iter().map(|p| p["node"].as_str().unwrap().to_string()).collect()
+    };
+
+    wait_for("── watching");
+    let first = outputs.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(nodes(&first).len(), 4, "least-allocated spreads: {:?}", nodes(&first));
+
+    install(&std::fs::read(policy_wasm("spot-first")).unwrap());
+    let header = wait_for("── run 2");
+    assert!(header.contains("policy.wasm changed"), "{header}");
+    wait_for("── watching");
+    let second = outputs.recv_timeout(Duration::from_secs(10)).unwrap();
+    let on = nodes(&second);
+    assert!(on.iter().all(|n| n == "n2" || n == "n3"), "spot-first after the rebuild: {on:?}");
+
+    install(b"not wasm at all");
+    wait_for("── run 3");
+    let error = wait_for("error:");
+    assert!(error.contains("policy.wasm"), "the error names the file: {error}");
+    wait_for("── watching");
+    assert!(child.try_wait().unwrap().is_none(), "a broken build must not end the watch");
+
+    install(&std::fs::read(policy_wasm("least-allocated")).unwrap());
+    wait_for("── run 4");
+    wait_for("── watching");
+    let fourth = outputs.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(nodes(&fourth).len(), 4);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

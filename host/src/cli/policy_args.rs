@@ -65,6 +65,17 @@ fn parse_policy_spec(spec: &str) -> anyhow::Result<PolicySpec> {
     Ok(parsed)
 }
 
+/// The files `--policy` specs read: the policies and their configs.
+pub fn policy_files(specs: &[String]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for spec in specs {
+        let spec = parse_policy_spec(spec)?;
+        files.push(spec.path);
+        files.extend(spec.config);
+    }
+    Ok(files)
+}
+
 /// Loads `--policy` specs, or the embedded default policy when there are
 /// none. Returns the set and a one-line label for it.
 pub fn load_policies(

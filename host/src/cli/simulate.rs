@@ -2,9 +2,11 @@
 //! described in YAML (or the bundled scenario) with the real scheduling core
 //! and real policies, and report where everything went and why.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::bail;
 use clap::{Args, ValueEnum};
@@ -13,7 +15,8 @@ use wasmsched::metrics::NoMetrics;
 use wasmsched::policy::PolicyEngine;
 use wasmsched::sim::{DEFAULT_SCENARIO, Manifests, SimOptions, report, simulate};
 
-use super::policy_args::{LimitArgs, load_policies};
+use super::policy_args::{LimitArgs, load_policies, policy_files};
+use super::watch::FileWatcher;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum OutputFormat {
@@ -45,11 +48,45 @@ pub struct SimulateArgs {
     /// Pending pods with this schedulerName are scheduled.
     #[arg(long, default_value = "wasmsched")]
     pub scheduler_name: String,
+    /// Keep running: simulate again whenever a policy, its config or an
+    /// input file changes (for authoring; a broken build is reported and
+    /// the next change is awaited).
+    #[arg(long)]
+    pub watch: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+    if !args.watch {
+        print!("{}", run_once(&args)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut paths = policy_files(&args.policies)?;
+    paths.extend(args.inputs.iter().cloned());
+    if paths.is_empty() {
+        bail!("--watch: nothing to watch; give --policy files or input files");
+    }
+    let watcher = FileWatcher::new(&paths)?;
+    let mut why = "first run".to_string();
+    for n in 1u64.. {
+        eprintln!("── run {n}: {why} ──");
+        match run_once(&args) {
+            Ok(out) => {
+                print!("{out}");
+                std::io::stdout().flush()?;
+            }
+            Err(e) => eprintln!("error: {e:#}"),
+        }
+        eprintln!("── watching {} path(s) for changes; Ctrl-C to stop ──", paths.len());
+        let changed = watcher.next_change(Duration::from_millis(200))?;
+        why = format!("{} changed", changed.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One simulation, rendered as asked.
+fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
     let limits = args.limits.to_limits()?;
     let manifests = if args.inputs.is_empty() {
         let mut m = Manifests::default();
@@ -92,16 +129,14 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
 
     if let Some(which) = &args.explain {
-        match &sim.explained {
-            Some(record) => print!("{}", report::explain(record)),
+        return match &sim.explained {
+            Some(record) => Ok(report::explain(record)),
             None => bail!("--explain {which}: no pending pod of {} with that name was scheduled", args.scheduler_name),
-        }
-        return Ok(ExitCode::SUCCESS);
+        };
     }
-    match args.output {
-        OutputFormat::Table => print!("{}", report::table(&sim, &label)),
-        OutputFormat::Json => println!("{}", report::json(&sim)),
-        OutputFormat::Yaml => print!("{}", report::yaml(&sim)),
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(match args.output {
+        OutputFormat::Table => report::table(&sim, &label),
+        OutputFormat::Json => format!("{}\n", report::json(&sim)),
+        OutputFormat::Yaml => report::yaml(&sim),
+    })
 }

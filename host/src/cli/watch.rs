@@ -1,0 +1,78 @@
+//! Waiting for files to change, for `simulate --watch`: the policies, their
+//! configs and the scenario. Parent directories are watched rather than the
+//! files, because builds and editors replace files (write elsewhere, then
+//! rename), which a watch on the old file would never see.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+
+pub struct FileWatcher {
+    _watcher: notify::RecommendedWatcher,
+    events: Receiver<notify::Result<notify::Event>>,
+    /// Files of interest, and directories whose every file is of interest.
+    files: BTreeSet<PathBuf>,
+    dirs: BTreeSet<PathBuf>,
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+impl FileWatcher {
+    /// Watches `paths`: files, or directories (their direct entries).
+    pub fn new(paths: &[PathBuf]) -> anyhow::Result<FileWatcher> {
+        let (tx, events) = channel();
+        let mut watcher = notify::recommended_watcher(tx)?;
+        let mut files = BTreeSet::new();
+        let mut dirs = BTreeSet::new();
+        let mut watched = BTreeSet::new();
+        for path in paths {
+            let path = absolute(path);
+            let dir = if path.is_dir() {
+                dirs.insert(path.clone());
+                path
+            } else {
+                files.insert(path.clone());
+                path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"))
+            };
+            if watched.insert(dir.clone()) {
+                watcher
+                    .watch(&dir, RecursiveMode::NonRecursive)
+                    .map_err(|e| anyhow::anyhow!("watching {}: {e}", dir.display()))?;
+            }
+        }
+        Ok(FileWatcher { _watcher: watcher, events, files, dirs })
+    }
+
+    fn relevant(&self, event: &notify::Event) -> Option<PathBuf> {
+        if event.kind.is_access() {
+            return None;
+        }
+        event
+            .paths
+            .iter()
+            .find(|p| self.files.contains(*p) || p.parent().is_some_and(|d| self.dirs.contains(d)))
+            .cloned()
+    }
+
+    /// Blocks until a watched file changed and then stayed quiet for
+    /// `settle` (a build writes in several steps). Returns one changed path.
+    pub fn next_change(&self, settle: Duration) -> anyhow::Result<PathBuf> {
+        let changed = loop {
+            match self.events.recv()? {
+                Ok(event) => {
+                    if let Some(path) = self.relevant(&event) {
+                        break path;
+                    }
+                }
+                Err(e) => eprintln!("warning: watching files: {e}"),
+            }
+        };
+        while self.events.recv_timeout(settle).is_ok() {}
+        Ok(changed)
+    }
+}
