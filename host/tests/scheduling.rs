@@ -369,8 +369,10 @@ fn tenant_verdicts_are_checked_against_the_cluster_of_now() {
     // Meanwhile someone else fills node a.
     let filler = parse(&pod("filler", "3500m", "  nodeName: a\n")).pods.remove(0);
     s.pod_upserted(Arc::new(filler), t0);
-    let Some(Attempt::Placed { node, record, .. }) = s.tenant_verdict(verdict, t0) else { panic!("not placed") };
-    assert_eq!(node, "b", "node a filled up while the policy ran");
+    let Some(Attempt::Placed { node: chosen, record, .. }) = s.tenant_verdict(verdict, t0) else {
+        panic!("not placed")
+    };
+    assert_eq!(chosen, "b", "node a filled up while the policy ran");
     assert_eq!(record.tenant.as_deref(), Some("t"));
     assert!(record.fallback.is_none(), "{:?}", record.fallback);
 
@@ -389,7 +391,27 @@ fn tenant_verdicts_are_checked_against_the_cluster_of_now() {
     assert!(!s.has_work());
     s.tenant_verdict_discarded(job.run());
     assert!(s.has_work(), "the pod is back in the queue");
-    assert!(matches!(s.schedule_next(t0), Some(Attempt::Evaluate(_))));
+    let Some(Attempt::Evaluate(job)) = s.schedule_next(t0) else { panic!("not handed to the tenant") };
+    assert!(matches!(s.tenant_verdict(job.run(), t0), Some(Attempt::Placed { .. })));
+
+    // A tenant has at most MAX_JOBS_PER_TENANT jobs out; its other pods wait
+    // their turn in the queue, and each answer lets the next one go.
+    use wasmsched::scheduler::MAX_JOBS_PER_TENANT;
+    s.node_upserted(&parse(&node("c", "64", "64Gi", "")).nodes.remove(0), t0).unwrap();
+    for i in 0..MAX_JOBS_PER_TENANT + 2 {
+        s.pod_upserted(Arc::new(tenant_pod(&format!("burst-{i}"))), t0);
+    }
+    let mut jobs = Vec::new();
+    while let Some(attempt) = s.schedule_next(t0) {
+        let Attempt::Evaluate(job) = attempt else { panic!("not handed to the tenant") };
+        jobs.push(job);
+    }
+    assert_eq!(jobs.len(), MAX_JOBS_PER_TENANT);
+    assert_eq!(s.queue_sizes().active, 2, "the other two wait, counted as active");
+    let first = jobs.remove(0);
+    assert!(s.tenant_verdict(first.run(), t0).is_some());
+    assert!(matches!(s.schedule_next(t0), Some(Attempt::Evaluate(_))), "one answer, one more job");
+    assert!(s.schedule_next(t0).is_none());
 }
 
 /// A hot swap in the in-memory backend under continuous load: the new

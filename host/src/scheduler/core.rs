@@ -4,6 +4,7 @@
 //! binding went (`binding_succeeded` / `binding_failed`). The core never
 //! knows whether the cluster is real or simulated.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,7 +74,16 @@ pub struct Scheduler {
     /// Pods whose records should carry per-node detail.
     explain: Option<PodFilter>,
     tenants: TenantPolicies,
+    /// Tenant jobs handed out and not answered yet, by tenant.
+    tenant_jobs: HashMap<String, usize>,
+    /// Pods waiting for their tenant to have room, oldest first.
+    parked: HashMap<String, VecDeque<PodKey>>,
 }
+
+/// Tenant jobs in flight per tenant. Each holds a copy of its candidates
+/// (~56 bytes per node), so a tenant with thousands of pending pods must
+/// not have thousands of jobs queued.
+pub const MAX_JOBS_PER_TENANT: usize = 4;
 
 type PodFilter = Box<dyn Fn(&PodKey) -> bool + Send>;
 
@@ -88,6 +98,8 @@ impl Scheduler {
             invalid: Vec::new(),
             explain: None,
             tenants: TenantPolicies::default(),
+            tenant_jobs: HashMap::new(),
+            parked: HashMap::new(),
         }
     }
 
@@ -249,12 +261,21 @@ impl Scheduler {
 
     /// The next attempt, if any pod is due at `now`.
     pub fn schedule_next(&mut self, now: Duration) -> Option<Attempt> {
-        let (pod, attempts) = self.queue.pop(now)?;
+        loop {
+            let (pod, attempts) = self.queue.pop(now)?;
+            if let Some(attempt) = self.attempt(pod, attempts, now) {
+                return Some(attempt);
+            }
+        }
+    }
+
+    /// One attempt for a popped pod; `None` when it has to wait its turn.
+    fn attempt(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Duration) -> Option<Attempt> {
         let detail = self.explain.as_ref().is_some_and(|f| f(&pod.key));
         let Some(profile) = self.profile(&pod.scheduler_name) else {
             // Only pods of a known profile are queued.
             self.queue.done(&pod.key);
-            return self.schedule_next(now);
+            return None;
         };
         let attempt = attempts + 1;
         let (record, tenant) = match self.tenants.route(&pod) {
@@ -283,11 +304,19 @@ impl Scheduler {
                 Some(tenant),
             ),
             Route::Tenant { tenant, policy } => {
+                if self.tenant_jobs.get(&tenant).is_some_and(|n| *n >= MAX_JOBS_PER_TENANT) {
+                    // Bounded: each job holds a copy of the candidates, and
+                    // pods that wait here still get a newly swapped version.
+                    self.queue.park(&pod.key);
+                    self.parked.entry(tenant).or_default().push_back(pod.key.clone());
+                    return None;
+                }
                 let started = std::time::Instant::now();
                 let pre = prefilter(&pod, &self.state, detail);
                 let ctx = PolicyContext { nodes: self.state.table().clone(), metrics: self.metrics.clone() };
                 let policies = PolicySet::new(vec![WeightedPolicy { policy, weight: 1 }]);
                 if !pre.candidates.is_empty() {
+                    *self.tenant_jobs.entry(tenant.clone()).or_default() += 1;
                     let seed = self.config.seed;
                     return Some(Attempt::Evaluate(Box::new(TenantJob {
                         tenant,
@@ -328,6 +357,7 @@ impl Scheduler {
     /// went away meanwhile, or the attempt is tried again.
     pub fn tenant_verdict(&mut self, verdict: TenantVerdict, now: Duration) -> Option<Attempt> {
         let TenantVerdict { tenant, pod, outcome, nodes } = verdict;
+        self.tenant_job_done(&tenant);
         let current = self.queue.get(&pod.key).filter(|p| p.uid == pod.uid);
         if current.is_none() || self.queue.location(&pod.key) != Some(Location::InFlight) {
             // Deleted, recreated or bound by someone else while evaluated.
@@ -376,9 +406,28 @@ impl Scheduler {
         }
     }
 
+    /// One job of `tenant` answered: the next parked pod of it may go.
+    fn tenant_job_done(&mut self, tenant: &str) {
+        if let Some(n) = self.tenant_jobs.get_mut(tenant) {
+            *n = n.saturating_sub(1);
+        }
+        if let Some(parked) = self.parked.get_mut(tenant) {
+            // Skip pods that left meanwhile (deleted, bound elsewhere).
+            while let Some(key) = parked.pop_front() {
+                if self.queue.unpark(&key) {
+                    break;
+                }
+            }
+            if parked.is_empty() {
+                self.parked.remove(tenant);
+            }
+        }
+    }
+
     /// A tenant verdict that will not be applied (this replica stopped
     /// leading, or is shutting down): the pod goes back to the queue.
     pub fn tenant_verdict_discarded(&mut self, verdict: TenantVerdict) {
+        self.tenant_job_done(&verdict.tenant);
         if self.queue.location(&verdict.pod.key) == Some(Location::InFlight) {
             self.queue.retry_now(&verdict.pod.key);
         }

@@ -10,7 +10,7 @@ pub mod policy_set;
 pub mod queue;
 pub mod tenants;
 
-pub use self::core::{Attempt, InvalidPod, Profile, Scheduler, SchedulerConfig};
+pub use self::core::{Attempt, InvalidPod, MAX_JOBS_PER_TENANT, Profile, Scheduler, SchedulerConfig};
 pub use decision::{DecisionRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
 pub use policy_set::{PolicySet, WeightedPolicy};
 pub use queue::QueueSizes;

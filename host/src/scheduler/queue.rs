@@ -33,6 +33,9 @@ pub enum Location {
     Gated,
     /// Popped and being scheduled or bound; not in any queue.
     InFlight,
+    /// Ready, but its tenant has as many policy jobs in flight as allowed:
+    /// waits for one of them to answer (`unpark`).
+    Parked,
 }
 
 #[derive(Debug)]
@@ -149,6 +152,25 @@ impl SchedulingQueue {
     /// The queued version of a pod.
     pub fn get(&self, key: &PodKey) -> Option<&Arc<PodInfo>> {
         self.entries.get(key).map(|e| &e.info)
+    }
+
+    /// An in-flight pod that must wait for its turn (see `Location::Parked`).
+    pub fn park(&mut self, key: &PodKey) {
+        if let Some(e) = self.entries.get_mut(key)
+            && e.location == Location::InFlight
+        {
+            e.location = Location::Parked;
+        }
+    }
+
+    /// A parked pod's turn: back to active. False if it is not parked any
+    /// more (deleted, or bound by someone else).
+    pub fn unpark(&mut self, key: &PodKey) -> bool {
+        if self.entries.get(key).is_some_and(|e| e.location == Location::Parked) {
+            self.push_active(key);
+            return true;
+        }
+        false
     }
 
     /// An in-flight attempt that must be made again without penalty (its
@@ -269,7 +291,7 @@ impl SchedulingQueue {
         let mut s = QueueSizes::default();
         for e in self.entries.values() {
             match e.location {
-                Location::Active => s.active += 1,
+                Location::Active | Location::Parked => s.active += 1,
                 Location::Backoff { .. } => s.backoff += 1,
                 Location::Unschedulable { .. } => s.unschedulable += 1,
                 Location::Gated => s.gated += 1,
