@@ -215,3 +215,68 @@ fn watch_reruns_when_the_policy_changes_and_survives_a_broken_build() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// `simulate --tenant-policy NS/NAME=PATH`: a tenant's policy decides for
+/// the pods of its namespace that opt in, within the tenant caps; other
+/// pods keep the profile's policy.
+#[test]
+fn tenant_policies_in_the_simulator() {
+    use wasmsched_test_support::policy_wasm;
+    let dir = tempfile::tempdir().unwrap();
+    let mut scenario = String::new();
+    for (i, spot) in [false, false, true, true].into_iter().enumerate() {
+        let capacity = if spot { ", karpenter.sh/capacity-type: spot" } else { "" };
+        scenario += &format!(
+            "---\napiVersion: v1\nkind: Node\nmetadata: {{name: n{i}, labels: {{kubernetes.io/hostname: n{i}{capacity}}}}}\nstatus:\n  allocatable: {{cpu: \"8\", memory: 32Gi, pods: \"110\"}}\n"
+        );
+    }
+    for (ns, name, policy, hostile) in [
+        ("team", "opted-0", Some("spot"), false),
+        ("team", "opted-1", Some("spot"), false),
+        ("team", "plain", None, false),
+        ("other", "not-theirs", Some("spot"), false),
+        ("team", "looping", Some("loop"), true),
+    ] {
+        let annotation = policy.map(|p| format!(", annotations: {{wasmsched.io/policy: {p}}}")).unwrap_or_default();
+        let labels = if hostile { ", labels: {hostile: \"true\"}" } else { "" };
+        scenario += &format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {ns}{annotation}{labels}}}\nspec:\n  schedulerName: wasmsched\n  containers:\n  - name: c\n    resources: {{requests: {{cpu: 500m}}}}\n"
+        );
+    }
+    let path = dir.path().join("cluster.yaml");
+    std::fs::write(&path, scenario).unwrap();
+    let loop_config = dir.path().join("loop.yaml");
+    std::fs::write(&loop_config, "mode: loop\n").unwrap();
+    let spot = format!("team/spot={}", policy_wasm("spot-first").display());
+    let looping = format!("team/loop={},config={}", policy_wasm("hostile").display(), loop_config.display());
+    let out =
+        simulate(&[path.to_str().unwrap(), "--output", "json", "--tenant-policy", &spot, "--tenant-policy", &looping]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let placement = |pod: &str| {
+        report["placements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pod"] == pod)
+            .cloned()
+            .unwrap_or_else(|| panic!("{pod} not placed: {report}"))
+    };
+    for pod in ["team/opted-0", "team/opted-1"] {
+        let p = placement(pod);
+        assert_eq!(p["tenant"], "team");
+        assert!(p["node"] == "n2" || p["node"] == "n3", "{pod} on {}", p["node"]);
+    }
+    assert!(placement("team/plain").get("tenant").is_none());
+    // Another namespace's pod cannot use team's policy: placed, saying so.
+    let other = placement("other/not-theirs");
+    assert!(other["fallback"].as_str().unwrap().contains("not found in namespace other"), "{other}");
+    // The looping policy costs its own pod the (tenant) deadline, then the fallback.
+    let looping = placement("team/looping");
+    let why = looping["fallback"].as_str().unwrap();
+    assert!(why.contains("tenant team") && why.contains("50ms"), "{why}");
+
+    let bad = simulate(&[path.to_str().unwrap(), "--tenant-policy", "spot.wasm"]);
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("expected NAMESPACE/NAME=PATH"), "{}", stderr(&bad));
+}

@@ -65,6 +65,38 @@ fn parse_policy_spec(spec: &str) -> anyhow::Result<PolicySpec> {
     Ok(parsed)
 }
 
+/// `--tenant-policy NAMESPACE/NAME=PATH[,config=FILE]`: a tenant's policy,
+/// loaded within the default tenant caps. Returns (namespace, name, policy).
+pub fn load_tenant_policy(
+    spec: &str,
+    engine: &PolicyEngine,
+) -> anyhow::Result<(String, String, Arc<wasmsched::policy::LoadedPolicy>)> {
+    let (owner, policy_spec) = spec
+        .split_once('=')
+        .ok_or_else(|| anyhow::anyhow!("--tenant-policy {spec}: expected NAMESPACE/NAME=PATH[,config=FILE]"))?;
+    let (namespace, name) = owner
+        .split_once('/')
+        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("--tenant-policy {spec}: expected NAMESPACE/NAME=PATH[,config=FILE]"))?;
+    let parsed = parse_policy_spec(policy_spec)?;
+    if parsed.weight != 1 {
+        bail!("--tenant-policy {spec}: a tenant policy decides alone; weight does not apply");
+    }
+    let source = PolicySource::from_file(&parsed.path).with_context(|| format!("reading {}", parsed.path.display()))?;
+    let config = read_config(parsed.config.as_deref())?;
+    let policy = engine
+        .load(&source, &config, wasmsched::scheduler::default_tenant_limits())
+        .with_context(|| format!("--tenant-policy {owner}"))?;
+    Ok((namespace.to_string(), name.to_string(), Arc::new(policy)))
+}
+
+/// The files `--tenant-policy` specs read.
+pub fn tenant_policy_files(specs: &[String]) -> anyhow::Result<Vec<PathBuf>> {
+    let policy_specs: Vec<String> =
+        specs.iter().filter_map(|s| s.split_once('=').map(|(_, p)| p.to_string())).collect();
+    policy_files(&policy_specs)
+}
+
 /// The files `--policy` specs read: the policies and their configs.
 pub fn policy_files(specs: &[String]) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();

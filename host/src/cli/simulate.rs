@@ -15,7 +15,7 @@ use wasmsched::metrics::NoMetrics;
 use wasmsched::policy::PolicyEngine;
 use wasmsched::sim::{DEFAULT_SCENARIO, Manifests, SimOptions, report, simulate};
 
-use super::policy_args::{LimitArgs, load_policies, policy_files};
+use super::policy_args::{LimitArgs, load_policies, load_tenant_policy, policy_files, tenant_policy_files};
 use super::watch::FileWatcher;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -34,6 +34,11 @@ pub struct SimulateArgs {
     /// embedded least-allocated policy.
     #[arg(long = "policy", value_name = "PATH[,weight=N][,config=FILE]")]
     pub policies: Vec<String>,
+    /// A tenant's policy: NAMESPACE/NAME=PATH[,config=FILE]. Pods of
+    /// NAMESPACE annotated `wasmsched.io/policy: NAME` are decided by it,
+    /// within the default tenant caps (32Mi, 50ms). Repeatable.
+    #[arg(long = "tenant-policy", value_name = "NS/NAME=PATH[,config=FILE]")]
+    pub tenant_policies: Vec<String>,
     /// Seed for tie-breaking and for policies that randomise.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -63,6 +68,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut paths = policy_files(&args.policies)?;
+    paths.extend(tenant_policy_files(&args.tenant_policies)?);
     paths.extend(args.inputs.iter().cloned());
     if paths.is_empty() {
         bail!("--watch: nothing to watch; give --policy files or input files");
@@ -111,6 +117,11 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
 
     let engine = PolicyEngine::new()?;
     let (policies, label) = load_policies(&args.policies, &engine, &limits)?;
+    let tenants = args
+        .tenant_policies
+        .iter()
+        .map(|spec| load_tenant_policy(spec, &engine))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let bar = ProgressBar::new(0);
     bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} pods placed {elapsed}").expect("template"));
     let progress_bar = bar.clone();
@@ -118,6 +129,7 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
         scheduler_name: args.scheduler_name.clone(),
         seed: args.seed,
         explain: args.explain.clone(),
+        tenants,
         progress: Some(Arc::new(move |placed, pending| {
             if placed % 256 == 0 {
                 progress_bar.set_length(pending);

@@ -38,7 +38,7 @@ use super::policy_configmap::ConfigMapRef;
 use crate::duration::parse_duration;
 use crate::policy::bundle::resolve_settings;
 use crate::policy::{PolicyEngine, PolicyLimits, PolicySource};
-use crate::scheduler::{PolicySet, TenantSettings, WeightedPolicy};
+use crate::scheduler::{PolicySet, TenantSettings, WeightedPolicy, default_tenant_limits};
 
 #[derive(Default)]
 pub struct ProfileConfig {
@@ -101,16 +101,7 @@ pub struct TenantConfig {
 
 impl Default for TenantConfig {
     fn default() -> Self {
-        TenantConfig {
-            settings: TenantSettings::default(),
-            limits: PolicyLimits {
-                memory_bytes: 32 << 20,
-                call_deadline: Duration::from_millis(50),
-                max_wasm_bytes: 4 << 20,
-                max_log_lines_per_call: 5,
-            },
-            max_policies: 4,
-        }
+        TenantConfig { settings: TenantSettings::default(), limits: default_tenant_limits(), max_policies: 4 }
     }
 }
 

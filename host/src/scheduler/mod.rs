@@ -14,4 +14,6 @@ pub use self::core::{Attempt, InvalidPod, MAX_JOBS_PER_TENANT, Profile, Schedule
 pub use decision::{DecisionRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
 pub use policy_set::{PolicySet, WeightedPolicy};
 pub use queue::QueueSizes;
-pub use tenants::{POLICY_ANNOTATION, POLICY_CONFIGMAP_LABEL, Route, TenantJob, TenantSettings, TenantVerdict};
+pub use tenants::{
+    POLICY_ANNOTATION, POLICY_CONFIGMAP_LABEL, Route, TenantJob, TenantSettings, TenantVerdict, default_tenant_limits,
+};

@@ -19,12 +19,23 @@ use std::time::Instant;
 use super::cycle::{Decision, Prefiltered, decide};
 use super::policy_set::PolicySet;
 use crate::cluster::PodInfo;
-use crate::policy::{LoadedPolicy, NodeTable, PolicyContext};
+use crate::policy::{LoadedPolicy, NodeTable, PolicyContext, PolicyLimits};
 
 /// The pod annotation that opts a pod in to one of its namespace's policies.
 pub const POLICY_ANNOTATION: &str = "wasmsched.io/policy";
 /// The label that marks a ConfigMap as a tenant's policy bundle.
 pub const POLICY_CONFIGMAP_LABEL: &str = "wasmsched.io/policy";
+
+/// The confinement of a tenant policy unless operators say otherwise:
+/// 32 MiB per instance, 50 ms per call, 4 MiB of wasm, 5 log lines a call.
+pub fn default_tenant_limits() -> PolicyLimits {
+    PolicyLimits {
+        memory_bytes: 32 << 20,
+        call_deadline: std::time::Duration::from_millis(50),
+        max_wasm_bytes: 4 << 20,
+        max_log_lines_per_call: 5,
+    }
+}
 
 /// What operators allow.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 //! sleep). The run ends when no pod is active or backing off; pods still
 //! unschedulable are reported with their reasons.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,7 @@ use serde::Serialize;
 use super::load::Manifests;
 use crate::cluster::PodKey;
 use crate::metrics::NodeMetrics;
+use crate::policy::LoadedPolicy;
 use crate::scheduler::{Attempt, DecisionRecord, PolicySet, Scheduler, SchedulerConfig};
 
 #[derive(Clone)]
@@ -24,11 +25,13 @@ pub struct SimOptions {
     pub explain: Option<String>,
     /// Called after every attempt with (placed so far, pending in total).
     pub progress: Option<Arc<dyn Fn(u64, u64) + Send + Sync>>,
+    /// Tenants' policies: (namespace, name pods opt in with, policy).
+    pub tenants: Vec<(String, String, Arc<LoadedPolicy>)>,
 }
 
 impl Default for SimOptions {
     fn default() -> Self {
-        SimOptions { scheduler_name: "wasmsched".into(), seed: 0, explain: None, progress: None }
+        SimOptions { scheduler_name: "wasmsched".into(), seed: 0, explain: None, progress: None, tenants: Vec::new() }
     }
 }
 
@@ -37,6 +40,9 @@ pub struct Placement {
     pub pod: String,
     pub node: String,
     pub attempts: u32,
+    /// The tenant whose policy decided (the pod opted in to it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -107,6 +113,13 @@ pub fn simulate(
     let started = Instant::now();
     let config = SchedulerConfig { scheduler_name: options.scheduler_name.clone(), seed: options.seed };
     let mut scheduler = Scheduler::new(config, policies).with_metrics(metrics);
+    let mut tenants: BTreeMap<&str, Vec<(String, Arc<LoadedPolicy>)>> = BTreeMap::new();
+    for (namespace, name, policy) in &options.tenants {
+        tenants.entry(namespace).or_default().push((name.clone(), policy.clone()));
+    }
+    for (namespace, policies) in tenants {
+        scheduler.set_tenant_policies(namespace, policies);
+    }
     if let Some(which) = options.explain.clone() {
         scheduler.explain(move |key| matches_explain(&which, key));
     }
@@ -159,6 +172,7 @@ pub fn simulate(
                         pod: pod.key.to_string(),
                         node,
                         attempts: record.attempt,
+                        tenant: record.tenant.clone(),
                         fallback: record.fallback.clone(),
                         ignored_constraints: record.ignored_constraints.clone(),
                     });
