@@ -7,70 +7,17 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use wasmsched::metrics::NoMetrics;
 use wasmsched::policy::{PolicyEngine, PolicyLimits};
 use wasmsched::scheduler::{PolicySet, WeightedPolicy};
-use wasmsched::sim::{Manifests, SimOptions, simulate};
-
-fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
-    pairs.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect()
-}
-
-fn cluster(nodes: usize, pods: usize) -> Manifests {
-    let mut m = Manifests::default();
-    for i in 0..nodes {
-        let name = format!("node-{i:05}");
-        m.nodes.push(Node {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                labels: Some(BTreeMap::from([
-                    ("kubernetes.io/hostname".to_string(), name),
-                    ("topology.kubernetes.io/zone".to_string(), format!("zone-{}", i % 3)),
-                ])),
-                ..Default::default()
-            },
-            status: Some(NodeStatus {
-                allocatable: Some(quantities(&[("cpu", "4"), ("memory", "32Gi"), ("pods", "110")])),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
-    }
-    for i in 0..pods {
-        m.pods.push(Pod {
-            metadata: ObjectMeta {
-                name: Some(format!("pod-{i:06}")),
-                namespace: Some("perf".into()),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                scheduler_name: Some("wasmsched".into()),
-                containers: vec![Container {
-                    name: "c".into(),
-                    resources: Some(ResourceRequirements {
-                        requests: Some(quantities(&[("cpu", "100m"), ("memory", "100Mi")])),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
-    }
-    m
-}
+use wasmsched::sim::{SimOptions, simulate};
 
 /// One configuration, in this process: prints a table row.
 fn run_one(nodes: usize, pods: usize, wasm: bool) {
-    let manifests = cluster(nodes, pods);
+    let manifests = support::cluster(nodes, pods);
     let engine = PolicyEngine::new().unwrap();
     let policies = if wasm {
         let policy = engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).unwrap();

@@ -88,6 +88,9 @@ fn rbac_grants_every_call_the_backend_makes() {
     let config = ConfigurationFile::read(&deploy_dir().join("scheduler-config.yaml")).unwrap();
     let le = config.leader_election(LeaderElectionConfig::default(), Path::new("scheduler-config.yaml")).unwrap();
     let tenants = config.tenants(TenantConfig::default(), Path::new("scheduler-config.yaml")).unwrap();
+    // The latency-aware profile's Prometheus metric is well-formed.
+    let metrics = config.metrics(Path::new("scheduler-config.yaml")).unwrap();
+    assert!(metrics.iter().any(|m| m.source.kind() == "prometheus"), "{metrics:?}");
     if tenants.settings.enabled {
         // Tenants' ConfigMaps are watched in every namespace, and their
         // Events are written there.

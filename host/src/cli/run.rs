@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use wasmsched::kubernetes::config::{ConfigurationFile, LeaderElectionConfig, ProfileConfig, RunConfig, TenantConfig};
 use wasmsched::kubernetes::policy_configmap::ConfigMapRef;
+use wasmsched::metrics::{MetricSpec, MetricsFile};
 use wasmsched::policy::PolicyEngine;
 use wasmsched::scheduler::PolicySet;
 
@@ -44,6 +45,11 @@ pub struct RunArgs {
     /// hot-swap them whenever it changes.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["policies", "policy_configmap"])]
     pub policy_dir: Option<PathBuf>,
+    /// Node metrics for policies: a YAML file with a `metrics:` list
+    /// (Prometheus queries, metrics.k8s.io, node annotations or labels; see
+    /// docs/architecture.md). Adds to the configuration file's.
+    #[arg(long, value_name = "FILE")]
+    pub metrics_config: Option<PathBuf>,
     /// Elect a leader among replicas through a Lease (on by default).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub leader_elect: bool,
@@ -140,11 +146,13 @@ fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
         ..LeaderElectionConfig::default()
     };
     let mut tenants = TenantConfig::default();
+    let mut metrics = Vec::new();
     let (profiles, parallelism) = match &args.config {
         Some(path) => {
             let file = ConfigurationFile::read(path)?;
             le = file.leader_election(le, path)?;
             tenants = file.tenants(tenants, path)?;
+            metrics = file.metrics(path)?;
             (file.load_profiles(path, &engine, &limits)?, file.parallelism)
         }
         None => {
@@ -194,7 +202,18 @@ fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
     if le.enabled && (le.renew_deadline >= le.lease_duration || le.retry_period >= le.renew_deadline) {
         bail!("leader election needs --retry-period < --renew-deadline < --lease-duration");
     }
+    if let Some(path) = &args.metrics_config {
+        let text = std::fs::read_to_string(path).with_context(|| format!("--metrics-config {}", path.display()))?;
+        let file: MetricsFile = serde_yaml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        for spec in file.resolve().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))? {
+            if metrics.iter().any(|m: &MetricSpec| m.name == spec.name) {
+                bail!("{}: metric {:?} is also defined in --config", path.display(), spec.name);
+            }
+            metrics.push(spec);
+        }
+    }
     let mut config = RunConfig::new(profiles);
+    config.metrics = metrics;
     config.policy_limits = limits;
     config.tenants = args.tenants.apply(tenants)?;
     config.leader_election = le;

@@ -11,9 +11,9 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use wasmsched::metrics::NoMetrics;
+use wasmsched::metrics::{NoMetrics, NodeMetrics, StaticMetrics};
 use wasmsched::policy::PolicyEngine;
-use wasmsched::sim::{DEFAULT_SCENARIO, Manifests, SimOptions, report, simulate};
+use wasmsched::sim::{DEFAULT_METRICS, DEFAULT_SCENARIO, Manifests, SimOptions, report, simulate};
 
 use super::policy_args::{LimitArgs, load_policies, load_tenant_policy, policy_files, tenant_policy_files};
 use super::watch::FileWatcher;
@@ -39,6 +39,11 @@ pub struct SimulateArgs {
     /// within the default tenant caps (32Mi, 50ms). Repeatable.
     #[arg(long = "tenant-policy", value_name = "NS/NAME=PATH[,config=FILE]")]
     pub tenant_policies: Vec<String>,
+    /// Node metrics for policies: a YAML/JSON file of node → metric → value
+    /// (a number, or {value, ageSeconds}). Default with the bundled
+    /// scenario: its own metrics file; otherwise none.
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
     /// Seed for tie-breaking and for policies that randomise.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -69,6 +74,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     }
     let mut paths = policy_files(&args.policies)?;
     paths.extend(tenant_policy_files(&args.tenant_policies)?);
+    paths.extend(args.metrics.iter().cloned());
     paths.extend(args.inputs.iter().cloned());
     if paths.is_empty() {
         bail!("--watch: nothing to watch; give --policy files or input files");
@@ -137,7 +143,14 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
             }
         })),
     };
-    let sim = simulate(manifests, policies, Arc::new(NoMetrics), &options).map_err(anyhow::Error::msg)?;
+    let metrics: Arc<dyn NodeMetrics> = match &args.metrics {
+        Some(path) => Arc::new(StaticMetrics::read(path).map_err(anyhow::Error::msg)?),
+        None if args.inputs.is_empty() => {
+            Arc::new(StaticMetrics::parse("bundled metrics", DEFAULT_METRICS).map_err(anyhow::Error::msg)?)
+        }
+        None => Arc::new(NoMetrics),
+    };
+    let sim = simulate(manifests, policies, metrics, &options).map_err(anyhow::Error::msg)?;
     bar.finish_and_clear();
 
     if let Some(which) = &args.explain {

@@ -36,6 +36,8 @@ use serde::Deserialize;
 
 use super::policy_configmap::ConfigMapRef;
 use crate::duration::parse_duration;
+use crate::metrics::MetricSpec;
+use crate::metrics::spec::{MetricFile, resolve_all};
 use crate::policy::bundle::resolve_settings;
 use crate::policy::{PolicyEngine, PolicyLimits, PolicySource};
 use crate::scheduler::{PolicySet, TenantSettings, WeightedPolicy, default_tenant_limits};
@@ -120,6 +122,8 @@ pub struct RunConfig {
     /// not set their own.
     pub policy_limits: PolicyLimits,
     pub tenants: TenantConfig,
+    /// Node metrics policies may read, refreshed in the background.
+    pub metrics: Vec<MetricSpec>,
 }
 
 impl RunConfig {
@@ -133,6 +137,7 @@ impl RunConfig {
             failed_event_interval: Duration::from_secs(30),
             policy_limits: PolicyLimits::default(),
             tenants: TenantConfig::default(),
+            metrics: Vec::new(),
         }
     }
 }
@@ -186,6 +191,9 @@ pub struct ProfileFile {
     /// A directory (relative to this file) to take the policies from and
     /// follow, e.g. a mounted ConfigMap (instead of `policies`).
     pub policy_dir: Option<PathBuf>,
+    /// Node metrics this profile's policies read (see `metrics::spec`).
+    #[serde(default)]
+    pub metrics: Vec<MetricFile>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -265,6 +273,29 @@ impl ConfigurationFile {
             return Err(err("leaderElection: need retryPeriod < renewDeadline < leaseDuration".into()));
         }
         Ok(base)
+    }
+
+    /// The node metrics of every profile. A metric named by two profiles
+    /// must be defined the same way: the scheduler keeps one cache.
+    pub fn metrics(&self, file: &Path) -> Result<Vec<MetricSpec>, ConfigError> {
+        let err = |message: String| ConfigError { file: file.display().to_string(), message };
+        let mut all: Vec<MetricSpec> = Vec::new();
+        for (pi, profile) in self.profiles.iter().enumerate() {
+            let at = |e: String| err(format!("profiles[{pi}] ({}): {e}", profile.scheduler_name));
+            for spec in resolve_all(&profile.metrics).map_err(at)? {
+                match all.iter().find(|s| s.name == spec.name) {
+                    Some(existing) if *existing != spec => {
+                        return Err(at(format!(
+                            "metric {:?} is defined differently by another profile; one name, one definition",
+                            spec.name
+                        )));
+                    }
+                    Some(_) => {}
+                    None => all.push(spec),
+                }
+            }
+        }
+        Ok(all)
     }
 
     /// Applies the file's tenant settings over `base`.
@@ -393,6 +424,21 @@ mod tests {
         assert_eq!(profiles.len(), 2);
         assert_eq!(profiles[0].policies.policies[0].weight, 3);
         assert!(profiles[1].policies.policies.is_empty());
+    }
+
+    #[test]
+    fn reads_metrics_of_every_profile() {
+        let head = "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\nprofiles:\n";
+        let f = write(&format!(
+            "{head}- schedulerName: a\n  metrics:\n  - {{name: price, annotation: p}}\n- schedulerName: b\n  metrics:\n  - {{name: price, annotation: p}}\n  - {{name: cpu, metricsServer: cpu}}\n"
+        ));
+        let specs = ConfigurationFile::read(f.path()).unwrap().metrics(f.path()).unwrap();
+        assert_eq!(specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["price", "cpu"]);
+        let f = write(&format!(
+            "{head}- schedulerName: a\n  metrics:\n  - {{name: price, annotation: p}}\n- schedulerName: b\n  metrics:\n  - {{name: price, label: p}}\n"
+        ));
+        let e = ConfigurationFile::read(f.path()).unwrap().metrics(f.path()).unwrap_err().to_string();
+        assert!(e.contains("profiles[1] (b): metric \"price\" is defined differently"), "{e}");
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub fn respond(status: &SchedulerStatus, path: &str, query: &str) -> Response<Fu
             };
             text(if ready { 200 } else { 503 }, "text/plain", body)
         }
-        "/metrics" => text(200, "text/plain; version=0.0.4", status.metrics.render()),
+        "/metrics" => text(200, "text/plain; version=0.0.4", status.render_metrics()),
         "/policies" => {
             let body = serde_json::to_string_pretty(&status.policies()).unwrap_or_else(|_| "[]".into());
             text(200, "application/json", body + "\n")

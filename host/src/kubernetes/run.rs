@@ -23,8 +23,13 @@ use super::status::{ActivePolicy, SchedulerStatus};
 use super::tenant_configmaps::{self, TenantConfigMapSource};
 use super::tenant_workers::TenantWorkers;
 use crate::cluster::PodKey;
+use crate::metrics::MetricsCache;
+use crate::metrics::refresher::Refresher;
 use crate::policy::PolicyEngine;
 use crate::scheduler::{Profile, Scheduler, SchedulerConfig};
+
+/// The readiness check of the node metric cache (first refresh attempted).
+const NODE_METRICS_SOURCE: &str = "node metrics";
 
 /// A binding slower than this is abandoned and retried.
 const BIND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -74,6 +79,9 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     if tenants_on {
         source_names.push(tenant_configmaps::SOURCE_NAME.to_string());
     }
+    if !config.metrics.is_empty() {
+        source_names.push(NODE_METRICS_SOURCE.to_string());
+    }
     let active: Vec<ActivePolicy> =
         config.profiles.iter().flat_map(|p| ActivePolicy::of_set(&p.scheduler_name, &p.policies)).collect();
     let le = config.leader_election.clone();
@@ -90,6 +98,23 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     scheduler.configure_tenants(config.tenants.settings.clone());
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    // Node metrics: refreshed in the background, read by policies from
+    // memory. Readiness waits for one refresh attempt of each, so the
+    // first pods are not decided without data that is on its way.
+    if !config.metrics.is_empty() {
+        let cache = Arc::new(MetricsCache::new(config.metrics.clone()));
+        scheduler = scheduler.with_metrics(cache.clone());
+        status.set_node_metrics(cache.clone());
+        let http = reqwest::Client::builder().build()?;
+        Refresher { cache: cache.clone(), http, kube: Some(client.clone()) }.spawn(shutdown_rx.clone());
+        let ready = status.clone();
+        tokio::spawn(async move {
+            while !cache.first_refresh_done() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            ready.set_synced(NODE_METRICS_SOURCE);
+        });
+    }
     let http_addr = match config.http_addr {
         Some(addr) => Some(http::serve(addr, status.clone(), shutdown_rx.clone()).await?.0),
         None => None,

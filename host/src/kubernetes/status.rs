@@ -3,12 +3,13 @@
 //! scheduler.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::metrics::MetricsCache;
 use crate::scheduler::PolicySet;
 use crate::telemetry::SchedulerMetrics;
 
@@ -60,6 +61,8 @@ pub struct SchedulerStatus {
     heartbeat_ms: AtomicU64,
     stopping: AtomicBool,
     policies: Mutex<Vec<ActivePolicy>>,
+    /// Node metrics for policies, when configured: rendered with ours.
+    node_metrics: Mutex<Option<Arc<MetricsCache>>>,
 }
 
 impl SchedulerStatus {
@@ -73,9 +76,23 @@ impl SchedulerStatus {
             heartbeat_ms: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
             policies: Mutex::new(policies),
+            node_metrics: Mutex::new(None),
         };
         status.metrics.set_leader(!leader_election);
         status
+    }
+
+    pub fn set_node_metrics(&self, cache: Arc<MetricsCache>) {
+        *self.node_metrics.lock().unwrap_or_else(|e| e.into_inner()) = Some(cache);
+    }
+
+    /// `/metrics`: the scheduler's families, then the node metric cache's.
+    pub fn render_metrics(&self) -> String {
+        let mut text = self.metrics.render();
+        if let Some(cache) = self.node_metrics.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            text.push_str(&cache.render());
+        }
+        text
     }
 
     pub fn set_synced(&self, source: &str) {

@@ -145,8 +145,7 @@ impl HostState {
         let (Some(table), Some(metrics)) = (&self.nodes, &self.metrics) else {
             return vec![None; nodes.len()];
         };
-        let names: Vec<Option<&str>> = nodes.iter().map(|id| table.name(*id)).collect();
-        metrics.samples(metric, &names)
+        metrics.samples(metric, table, nodes)
     }
 }
 

@@ -1,0 +1,91 @@
+//! metrics.k8s.io NodeMetrics (what `kubectl top nodes` shows): cpu and
+//! memory usage per node, each with the time its window ended, so ages are
+//! the real age of the measurement, not of our request.
+
+use std::time::Instant;
+
+use super::prometheus::{Fetched, instant_of};
+use super::spec::Usage;
+
+pub const PATH: &str = "/apis/metrics.k8s.io/v1beta1/nodes";
+
+/// Parses a `NodeMetricsList`.
+pub fn parse_node_metrics(list: &serde_json::Value, usage: Usage, now: Instant) -> Result<Fetched, String> {
+    let items = list["items"].as_array().ok_or("not a NodeMetricsList (no items)")?;
+    let mut fetched = Fetched::default();
+    for item in items {
+        let Some(node) = item["metadata"]["name"].as_str() else {
+            fetched.warnings.push("a NodeMetrics without a name; ignored".into());
+            continue;
+        };
+        let field = match usage {
+            Usage::Cpu => "cpu",
+            Usage::Memory => "memory",
+        };
+        let Some(text) = item["usage"][field].as_str() else {
+            fetched.warnings.push(format!("node {node}: no usage.{field}; ignored"));
+            continue;
+        };
+        let parsed = match usage {
+            Usage::Cpu => wasmsched_sdk::quantity::milli_value(text),
+            Usage::Memory => wasmsched_sdk::quantity::value(text),
+        };
+        let value = match parsed {
+            Ok(v) => v as f64,
+            Err(e) => {
+                fetched.warnings.push(format!("node {node}: usage.{field}: {e}; ignored"));
+                continue;
+            }
+        };
+        let at = item["timestamp"]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .map_or(now, |t| instant_of(std::time::SystemTime::from(t), now));
+        fetched.values.push((node.to_string(), value, at));
+    }
+    Ok(fetched)
+}
+
+/// Lists NodeMetrics through the API server.
+pub async fn node_usage(client: &kube::Client, usage: Usage) -> Result<Fetched, String> {
+    let request = http::Request::get(PATH).body(Vec::new()).map_err(|e| e.to_string())?;
+    let list: serde_json::Value = client.request(request).await.map_err(|e| match e {
+        kube::Error::Api(s) if s.code == 404 => {
+            format!("GET {PATH}: 404: is metrics-server (the metrics.k8s.io API) installed?")
+        }
+        e => format!("GET {PATH}: {e}"),
+    })?;
+    parse_node_metrics(&list, usage, Instant::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn usage_with_the_time_it_was_measured() {
+        let ts = (jiff::Timestamp::now() - jiff::SignedDuration::from_secs(20)).to_string();
+        let list = serde_json::json!({"kind": "NodeMetricsList", "items": [
+            {"metadata": {"name": "a"}, "timestamp": ts, "window": "10s", "usage": {"cpu": "250m", "memory": "1Gi"}},
+            {"metadata": {"name": "b"}, "usage": {"cpu": "123456789n", "memory": "3Mi"}},
+            {"metadata": {"name": "c"}, "usage": {"memory": "lots"}},
+        ]});
+        let now = Instant::now();
+        let cpu = parse_node_metrics(&list, Usage::Cpu, now).unwrap();
+        assert_eq!(
+            cpu.values.iter().map(|(n, v, _)| (n.as_str(), *v)).collect::<Vec<_>>(),
+            [("a", 250.0), ("b", 124.0)]
+        );
+        assert!(now.duration_since(cpu.values[0].2) >= Duration::from_secs(19));
+        assert!(cpu.warnings[0].contains("node c: no usage.cpu"));
+        let memory = parse_node_metrics(&list, Usage::Memory, now).unwrap();
+        assert_eq!(memory.values[0].1, 1073741824.0);
+        assert!(
+            memory.warnings[0].contains("node c: usage.memory: invalid quantity \"lots\""),
+            "{:?}",
+            memory.warnings
+        );
+        assert!(parse_node_metrics(&serde_json::json!({}), Usage::Cpu, now).is_err());
+    }
+}
