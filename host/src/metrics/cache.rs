@@ -28,6 +28,15 @@ struct Column {
     last_success: Option<Instant>,
 }
 
+/// A refreshed column, indexed by node id for one version of the table: a
+/// call asks for thousands of nodes, and hashing each name every call
+/// would cost more than the policy itself.
+struct Resolved {
+    at: SyncPoint,
+    column: Arc<Column>,
+    by_id: Vec<Option<(f64, Instant)>>,
+}
+
 /// An annotation or label metric, parsed for one version of the table.
 struct Derived {
     at: SyncPoint,
@@ -39,6 +48,7 @@ pub struct MetricsCache {
     specs: Vec<MetricSpec>,
     columns: RwLock<HashMap<String, Arc<Column>>>,
     derived: Mutex<HashMap<String, Arc<Derived>>>,
+    resolved: Mutex<HashMap<String, Arc<Resolved>>>,
     /// Refreshes attempted, by metric: readiness waits for one each.
     attempted: Mutex<HashSet<String>>,
     /// (source kind, metric) → failed refreshes.
@@ -53,6 +63,7 @@ impl MetricsCache {
             specs,
             columns: RwLock::new(HashMap::new()),
             derived: Mutex::new(HashMap::new()),
+            resolved: Mutex::new(HashMap::new()),
             attempted: Mutex::new(HashSet::new()),
             errors: Mutex::new(BTreeMap::new()),
             reported: Mutex::new(HashSet::new()),
@@ -120,6 +131,28 @@ impl MetricsCache {
     pub fn age(&self, metric: &str, now: Instant) -> Option<Duration> {
         let columns = self.columns.read().unwrap_or_else(|e| e.into_inner());
         columns.get(metric)?.last_success.map(|at| now.saturating_duration_since(at))
+    }
+
+    fn resolved(&self, metric: &str, column: Arc<Column>, table: &NodeTable) -> Arc<Resolved> {
+        let at = table.sync_point();
+        if let Some(r) = self.resolved.lock().unwrap_or_else(|e| e.into_inner()).get(metric)
+            && r.at == at
+            && Arc::ptr_eq(&r.column, &column)
+        {
+            return r.clone();
+        }
+        let mut by_id = Vec::new();
+        for (id, node) in table.iter() {
+            if let Some(v) = column.values.get(&node.name) {
+                if by_id.len() <= id as usize {
+                    by_id.resize(id as usize + 1, None);
+                }
+                by_id[id as usize] = Some(*v);
+            }
+        }
+        let resolved = Arc::new(Resolved { at, column, by_id });
+        self.resolved.lock().unwrap_or_else(|e| e.into_inner()).insert(metric.to_string(), resolved.clone());
+        resolved
     }
 
     fn derived(&self, spec: &MetricSpec, table: &NodeTable) -> Arc<Derived> {
@@ -219,13 +252,14 @@ impl NodeMetrics for MetricsCache {
         let Some(column) = self.columns.read().unwrap_or_else(|e| e.into_inner()).get(metric).cloned() else {
             return vec![None; nodes.len()];
         };
+        let resolved = self.resolved(metric, column, table);
         let now = Instant::now();
         nodes
             .iter()
             .map(|id| {
-                let (value, at) = column.values.get(table.name(*id)?)?;
-                let age = now.saturating_duration_since(*at);
-                (age <= spec.max_staleness).then_some(MetricSample { value: *value, age })
+                let (value, at) = resolved.by_id.get(*id as usize).copied().flatten()?;
+                let age = now.saturating_duration_since(at);
+                (age <= spec.max_staleness).then_some(MetricSample { value, age })
             })
             .collect()
     }
