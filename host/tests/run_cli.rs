@@ -123,4 +123,16 @@ fn bad_flags_configs_and_kubeconfigs_are_clear_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--policy-configmap \"justname\": expected NAMESPACE/NAME"));
     let out = wasmsched().args(["run", "--renew-deadline", "20s"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("--retry-period < --renew-deadline < --lease-duration"));
+
+    let metrics = dir.path().join("metrics.yaml");
+    std::fs::write(&metrics, "metrics:\n- name: lat\n  prometheus: {url: 'prometheus:9090', query: up}\n").unwrap();
+    let out = wasmsched().args(["run", "--metrics-config"]).arg(&metrics).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("metrics.yaml: metrics[0]: metric \"lat\": prometheus.url") && err.contains("http://"),
+        "{err}"
+    );
+    let out = wasmsched().args(["run", "--tenant-deadline", "soon"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--tenant-deadline"), "{:?}", out);
 }

@@ -280,3 +280,38 @@ fn tenant_policies_in_the_simulator() {
     assert!(!bad.status.success());
     assert!(stderr(&bad).contains("expected NAMESPACE/NAME=PATH"), "{}", stderr(&bad));
 }
+
+/// Node metrics in the simulator: the bundled scenario ships its own
+/// (http-latency picks the lowest fresh latency), `--metrics FILE` replaces
+/// them, and a bad file is an error naming the file and the entry.
+#[test]
+fn metrics_files_feed_policies() {
+    use wasmsched_test_support::policy_wasm;
+    let latency = policy_wasm("http-latency");
+    let placed_on = |out: &Output, pod: &str| -> String {
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["placements"].as_array().unwrap().iter().find(|p| p["pod"] == pod).unwrap()["node"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let out = simulate(&["--policy", latency.to_str().unwrap(), "--output", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // worker-c1 reports less latency, but its sample is ten minutes old.
+    assert_eq!(placed_on(&out, "shop/web-1"), "worker-b1");
+
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = dir.path().join("metrics.yaml");
+    std::fs::write(&metrics, "worker-a2: {http_latency_seconds: 0.001}\nworker-b1: {http_latency_seconds: 0.5}\n")
+        .unwrap();
+    let out =
+        simulate(&["--policy", latency.to_str().unwrap(), "--metrics", metrics.to_str().unwrap(), "--output", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(placed_on(&out, "shop/web-1"), "worker-a2");
+
+    std::fs::write(&metrics, "worker-a2: {http_latency_seconds: fast}\n").unwrap();
+    let out = simulate(&["--metrics", metrics.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("metrics.yaml: worker-a2.http_latency_seconds: expected a number"), "{err}");
+}
