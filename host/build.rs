@@ -1,5 +1,6 @@
 //! Builds the default policy (`policies/least-allocated`) for wasm32-wasip2 so
 //! the binary can carry it: `wasmsched simulate` works with no files at all.
+//! `policies/http-latency` comes along for `wasmsched bench` (WithMetrics).
 //! It goes to its own target directory, so this nested cargo never waits on
 //! the lock of the build that runs us.
 
@@ -10,7 +11,9 @@ use std::process::Command;
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let root = manifest_dir.parent().expect("host/ is inside the workspace").to_path_buf();
-    for watched in ["policies/least-allocated", "sdk/src", "sdk/Cargo.toml", "wit/0.1.0", "Cargo.lock"] {
+    for watched in
+        ["policies/least-allocated", "policies/http-latency", "sdk/src", "sdk/Cargo.toml", "wit/0.1.0", "Cargo.lock"]
+    {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     let target_dir = root.join("target").join("embedded-policy");
@@ -18,7 +21,18 @@ fn main() {
     let mut command = Command::new(&cargo);
     command
         .current_dir(&root)
-        .args(["build", "--profile", "policy", "--target", "wasm32-wasip2", "-p", "least-allocated", "--target-dir"])
+        .args([
+            "build",
+            "--profile",
+            "policy",
+            "--target",
+            "wasm32-wasip2",
+            "-p",
+            "least-allocated",
+            "-p",
+            "http-latency",
+        ])
+        .arg("--target-dir")
         .arg(&target_dir);
     // What cargo tells a build script about *this* build must not steer the
     // nested one (flags, wrappers such as clippy-driver).
@@ -33,6 +47,7 @@ fn main() {
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    let wasm = target_dir.join("wasm32-wasip2").join("policy").join("least_allocated.wasm");
-    println!("cargo:rustc-env=WASMSCHED_DEFAULT_POLICY={}", wasm.display());
+    let built = target_dir.join("wasm32-wasip2").join("policy");
+    println!("cargo:rustc-env=WASMSCHED_DEFAULT_POLICY={}", built.join("least_allocated.wasm").display());
+    println!("cargo:rustc-env=WASMSCHED_HTTP_LATENCY_POLICY={}", built.join("http_latency.wasm").display());
 }

@@ -22,6 +22,9 @@ enum Command {
     Check(cli::check::CheckArgs),
     /// Schedule the pods of a Kubernetes cluster (kubeconfig or in-cluster).
     Run(Box<cli::run::RunArgs>),
+    /// Measure throughput, latency, policy cost and memory on synthetic
+    /// clusters (SchedulingBasic, WithMetrics, HotSwap, EndToEnd).
+    Bench(cli::bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => cli::simulate::run(args),
         Command::Check(args) => cli::check::run(args),
         Command::Run(args) => cli::run::run(*args),
+        Command::Bench(args) => cli::bench::run(args),
     };
     match result {
         Ok(code) => code,

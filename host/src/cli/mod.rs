@@ -1,3 +1,4 @@
+pub mod bench;
 pub mod check;
 pub mod policy_args;
 pub mod run;

@@ -89,6 +89,16 @@ pub struct SimReport {
     /// The input pods, by key, to print placed pods back as YAML.
     #[serde(skip)]
     pub input_pods: Vec<Arc<Pod>>,
+    /// How long each attempt took (filters, policies, choice), for
+    /// latency percentiles.
+    #[serde(skip)]
+    pub attempt_durations: Vec<Duration>,
+    /// Time spent in policy score calls, and the candidates they scored:
+    /// the per-node policy cost.
+    #[serde(skip)]
+    pub score_time: Duration,
+    #[serde(skip)]
+    pub scored_nodes: u64,
 }
 
 fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -153,6 +163,16 @@ pub fn simulate(
     let mut fallbacks = 0u64;
     let mut explained = None;
     let mut last_failure: HashMap<PodKey, String> = HashMap::new();
+    let mut attempt_durations = Vec::new();
+    let mut score_time = Duration::ZERO;
+    let mut scored_nodes = 0u64;
+    let mut account = |record: &DecisionRecord| {
+        attempt_durations.push(record.duration);
+        for call in record.policy_calls.iter().filter(|c| c.phase == "score") {
+            score_time += call.duration;
+            scored_nodes += record.feasible as u64;
+        }
+    };
     loop {
         while let Some(attempt) = scheduler.schedule_next(now) {
             attempts += 1;
@@ -166,6 +186,7 @@ pub fn simulate(
                 None => {}
                 Some(Attempt::Evaluate(_)) => unreachable!("a verdict is never another job"),
                 Some(Attempt::Placed { pod, node, record }) => {
+                    account(&record);
                     scheduler.binding_succeeded(&pod, &node);
                     fallbacks += u64::from(record.fallback.is_some());
                     placements.push(Placement {
@@ -181,6 +202,7 @@ pub fn simulate(
                     }
                 }
                 Some(Attempt::Unschedulable { pod, record }) => {
+                    account(&record);
                     fallbacks += u64::from(record.fallback.is_some());
                     last_failure.insert(pod.key.clone(), record.message.clone().unwrap_or_default());
                     if !record.node_records.is_empty() {
@@ -248,5 +270,8 @@ pub fn simulate(
         utilisation,
         explained,
         input_pods,
+        attempt_durations,
+        score_time,
+        scored_nodes,
     })
 }

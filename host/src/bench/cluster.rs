@@ -1,0 +1,79 @@
+//! Synthetic clusters for the benchmarks.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::sim::Manifests;
+
+fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+    pairs.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect()
+}
+
+/// kube scheduler_perf's SchedulingBasic: identical nodes (4 cpu, 32 GiB,
+/// 110 pods) in three zones, pods requesting 100m cpu / 100 MiB.
+pub fn cluster(nodes: usize, pods: usize) -> Manifests {
+    Manifests { nodes: (0..nodes).map(node).collect(), pods: (0..pods).map(pod).collect(), ..Default::default() }
+}
+
+/// Node `i` of the synthetic cluster: `node-NNNNN`.
+pub fn node(i: usize) -> Node {
+    let name = format!("node-{i:05}");
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(BTreeMap::from([
+                ("kubernetes.io/hostname".to_string(), name),
+                ("topology.kubernetes.io/zone".to_string(), format!("zone-{}", i % 3)),
+            ])),
+            ..Default::default()
+        },
+        status: Some(NodeStatus {
+            allocatable: Some(quantities(&[("cpu", "4"), ("memory", "32Gi"), ("pods", "110")])),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Pending pod `i`: `perf/pod-NNNNNN`, 100m cpu / 100 MiB.
+pub fn pod(i: usize) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(format!("pod-{i:06}")),
+            namespace: Some("perf".into()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            scheduler_name: Some("wasmsched".into()),
+            containers: vec![Container {
+                name: "c".into(),
+                resources: Some(ResourceRequirements {
+                    requests: Some(quantities(&[("cpu", "100m"), ("memory", "100Mi")])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The same node, as JSON for an API server.
+pub fn node_json(i: usize) -> serde_json::Value {
+    let name = format!("node-{i:05}");
+    serde_json::json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": format!("zone-{}", i % 3)}},
+           "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"},
+                      "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+/// The same pod, as JSON for an API server.
+pub fn pod_json(i: usize) -> serde_json::Value {
+    serde_json::json!({"metadata": {"name": format!("pod-{i:06}")},
+           "spec": {"schedulerName": "wasmsched",
+                    "containers": [{"name": "c", "image": "pause",
+                                    "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}}}]}})
+}

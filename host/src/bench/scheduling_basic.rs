@@ -1,0 +1,97 @@
+//! SchedulingBasic and WithMetrics: the simulator core over a synthetic
+//! cluster (every feasible node scored, no sampling). Wall time covers
+//! loading the objects into the core and every cycle and in-memory bind.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::cluster::cluster;
+use super::{BenchResult, peak_rss_mib, quantile_us};
+use crate::metrics::{MetricSource, MetricSpec, MetricsCache, NoMetrics, NodeMetrics};
+use crate::policy::{PolicyEngine, PolicyLimits, PolicySource};
+use crate::scheduler::{PolicySet, WeightedPolicy};
+use crate::sim::{SimOptions, simulate};
+
+/// http-latency, carried in the binary for the WithMetrics workload.
+pub const HTTP_LATENCY_WASM: &[u8] = include_bytes!(env!("WASMSCHED_HTTP_LATENCY_POLICY"));
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scoring {
+    /// The wasm least-allocated policy (the default).
+    Wasm,
+    /// No policy: the native least-allocated fallback alone.
+    Native,
+    /// wasm http-latency, reading one cached metric for every candidate.
+    WithMetrics,
+}
+
+impl Scoring {
+    pub fn label(self) -> &'static str {
+        match self {
+            Scoring::Wasm => "wasm least-allocated",
+            Scoring::Native => "native least-allocated",
+            Scoring::WithMetrics => "wasm http-latency + metric cache",
+        }
+    }
+}
+
+/// A cache holding a latency for every node of `cluster(nodes, _)`, as a
+/// Prometheus refresh would leave it.
+pub fn filled_cache(nodes: usize) -> Arc<MetricsCache> {
+    let spec = MetricSpec::new(
+        "http_latency_seconds",
+        MetricSource::Prometheus { url: "http://bench".into(), query: "q".into(), node_label: "node".into() },
+        Duration::from_secs(15),
+    );
+    let cache = Arc::new(MetricsCache::new(vec![spec]));
+    let now = Instant::now();
+    let values =
+        (0..nodes).map(|i| (format!("node-{i:05}"), 0.001 + ((i * 7919) % 1000) as f64 / 1000.0, now)).collect();
+    cache.update("http_latency_seconds", values, now);
+    cache
+}
+
+pub fn run(nodes: usize, pods: usize, scoring: Scoring) -> Result<BenchResult, String> {
+    let manifests = cluster(nodes, pods);
+    let engine = PolicyEngine::new().map_err(|e| e.to_string())?;
+    let load = |source: PolicySource, config: &str| -> Result<PolicySet, String> {
+        let policy = engine.load(&source, config, PolicyLimits::default()).map_err(|e| e.to_string())?;
+        Ok(PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]))
+    };
+    let (policies, metrics): (PolicySet, Arc<dyn NodeMetrics>) = match scoring {
+        Scoring::Wasm => (load(crate::default_policy::source(), "{}")?, Arc::new(NoMetrics)),
+        Scoring::Native => (PolicySet::default(), Arc::new(NoMetrics)),
+        Scoring::WithMetrics => (
+            load(
+                PolicySource::new("embedded http-latency", HTTP_LATENCY_WASM.to_vec()),
+                r#"{"metric":"http_latency_seconds","maxAgeSeconds":600}"#,
+            )?,
+            filled_cache(nodes),
+        ),
+    };
+    let started = Instant::now();
+    let mut report = simulate(manifests, policies, metrics, &SimOptions::default())?;
+    let wall = started.elapsed();
+    if report.placements.len() != pods || report.fallbacks > 0 {
+        return Err(format!(
+            "{} of {pods} pods placed, {} fallbacks: the workload is not what it claims",
+            report.placements.len(),
+            report.fallbacks
+        ));
+    }
+    Ok(BenchResult {
+        workload: if scoring == Scoring::WithMetrics { "WithMetrics" } else { "SchedulingBasic" }.into(),
+        variant: scoring.label().into(),
+        nodes,
+        pods,
+        pods_per_second: pods as f64 / wall.as_secs_f64(),
+        attempt_p50_us: quantile_us(&mut report.attempt_durations, 0.5),
+        attempt_p99_us: quantile_us(&mut report.attempt_durations, 0.99),
+        policy_ns_per_node: (report.scored_nodes > 0)
+            .then(|| report.score_time.as_secs_f64() * 1e9 / report.scored_nodes as f64),
+        peak_rss_mib: peak_rss_mib(),
+        wall_seconds: wall.as_secs_f64(),
+        details: Default::default(),
+        notes: Vec::new(),
+    })
+}

@@ -1,0 +1,194 @@
+//! `wasmsched bench`: builds synthetic clusters and measures the scheduler
+//! (the workloads of `wasmsched::bench`, shared with `cargo bench`). Each
+//! configuration runs in a child process of its own, so its peak RSS is its
+//! own. Prints a table and the performance targets; `--json FILE` writes
+//! every result.
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
+use wasmsched::bench::scheduling_basic::Scoring;
+use wasmsched::bench::{BenchResult, end_to_end, hot_swap, scheduling_basic, table};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    SchedulingBasic,
+    WithMetrics,
+    HotSwap,
+    EndToEnd,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Workloads to run (repeatable); default: all of them.
+    #[arg(long = "workload", value_enum)]
+    pub workloads: Vec<Workload>,
+    /// Small sizes and short runs: a smoke test of the suite, not figures.
+    #[arg(long)]
+    pub quick: bool,
+    /// Write every result as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Internal: run one configuration in this process and print its
+    /// result as JSON.
+    #[arg(long, hide = true, value_name = "SPEC")]
+    pub one: Option<String>,
+}
+
+/// One configuration, as handed to a child process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Spec {
+    workload: Workload,
+    nodes: usize,
+    pods: usize,
+    /// SchedulingBasic: native fallback instead of wasm.
+    native: bool,
+    /// HotSwap: seconds to run.
+    seconds: u64,
+    /// EndToEnd: bindings in flight.
+    bind_concurrency: usize,
+}
+
+fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
+    let spec = |workload, nodes, pods, native| Spec {
+        workload,
+        nodes,
+        pods,
+        native,
+        seconds: if quick { 3 } else { 10 },
+        bind_concurrency: 16,
+    };
+    let sizes: &[(usize, usize)] = if quick { &[(500, 1000)] } else { &[(500, 1000), (5000, 10000)] };
+    let big = *sizes.last().expect("a size");
+    let mut out = Vec::new();
+    for w in workloads {
+        match w {
+            Workload::SchedulingBasic => {
+                for &(n, p) in sizes {
+                    out.push(spec(*w, n, p, false));
+                    out.push(spec(*w, n, p, true));
+                }
+            }
+            Workload::WithMetrics => out.push(spec(*w, big.0, big.1, false)),
+            Workload::HotSwap => out.push(spec(*w, big.0, 0, false)),
+            Workload::EndToEnd => {
+                let (n, p) = if quick { (200, 400) } else { (500, 1000) };
+                out.push(spec(*w, n, p, false));
+            }
+        }
+    }
+    out
+}
+
+fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
+    let result = match spec.workload {
+        Workload::SchedulingBasic => {
+            scheduling_basic::run(spec.nodes, spec.pods, if spec.native { Scoring::Native } else { Scoring::Wasm })
+        }
+        Workload::WithMetrics => scheduling_basic::run(spec.nodes, spec.pods, Scoring::WithMetrics),
+        Workload::HotSwap => hot_swap::run(spec.nodes, Duration::from_secs(spec.seconds), Duration::from_secs(1)),
+        Workload::EndToEnd => {
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            runtime.block_on(end_to_end::run(spec.nodes, spec.pods, spec.bind_concurrency))
+        }
+    };
+    result.map_err(anyhow::Error::msg)
+}
+
+/// The performance targets (issue 7), judged on what was measured.
+fn targets(results: &[BenchResult]) -> Vec<String> {
+    let find = |workload: &str, variant: &str, nodes: usize| {
+        results.iter().find(|r| r.workload == workload && r.variant.starts_with(variant) && r.nodes == nodes)
+    };
+    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+    let mut out = Vec::new();
+    if let Some(wasm) = find("SchedulingBasic", "wasm", 5000) {
+        out.push(format!(
+            "SchedulingBasic 5,000 nodes, wasm: {:.0} pods/s (target ≥ 3,000): {}",
+            wasm.pods_per_second,
+            verdict(wasm.pods_per_second >= 3000.0)
+        ));
+        out.push(format!(
+            "p99 attempt latency at 5,000 nodes: {:.2} ms (target ≤ 5 ms): {}",
+            wasm.attempt_p99_us / 1e3,
+            verdict(wasm.attempt_p99_us <= 5000.0)
+        ));
+        out.push(format!(
+            "peak RSS at 5,000 nodes / 10,000 pods: {:.0} MiB (target ≤ 200 MB = 191 MiB): {}",
+            wasm.peak_rss_mib,
+            verdict(wasm.peak_rss_mib <= 190.7)
+        ));
+        if let Some(native) = find("SchedulingBasic", "native", 5000) {
+            let ratio = native.pods_per_second / wasm.pods_per_second;
+            out.push(format!(
+                "wasm vs native at 5,000 nodes: {ratio:.2}× the time (target ≤ 1.5×): {}",
+                verdict(ratio <= 1.5)
+            ));
+        }
+    }
+    if let Some(h) = results.iter().find(|r| r.workload == "HotSwap") {
+        let ratio = h.details.get("worstWindowRatio").copied().unwrap_or(0.0);
+        out.push(format!(
+            "HotSwap: worst 100 ms window within 1 s of a swap at {:.0} % of the median (target ≥ 90 %): {}",
+            ratio * 100.0,
+            verdict(ratio >= 0.9)
+        ));
+    }
+    out
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    if let Some(one) = &args.one {
+        let spec: Spec = serde_json::from_str(one).context("--one")?;
+        let result = run_one(&spec)?;
+        println!("{}", serde_json::to_string(&result)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let workloads = if args.workloads.is_empty() {
+        vec![Workload::SchedulingBasic, Workload::WithMetrics, Workload::HotSwap, Workload::EndToEnd]
+    } else {
+        args.workloads.clone()
+    };
+    let exe = std::env::current_exe().context("finding this executable")?;
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    eprintln!("wasmsched bench on {cores} cores{}", if args.quick { " (--quick: smoke sizes)" } else { "" });
+    let mut results = Vec::new();
+    for spec in specs(&workloads, args.quick) {
+        eprintln!(
+            "running {:?} {} nodes / {} pods{}",
+            spec.workload,
+            spec.nodes,
+            spec.pods,
+            if spec.native { " (native)" } else { "" }
+        );
+        let out = Command::new(&exe)
+            .args(["bench", "--one", &serde_json::to_string(&spec)?])
+            .output()
+            .context("running a benchmark child process")?;
+        if !out.status.success() {
+            bail!("{:?} failed: {}", spec.workload, String::from_utf8_lossy(&out.stderr).trim());
+        }
+        let result: BenchResult = serde_json::from_slice(&out.stdout)
+            .with_context(|| format!("reading the result of {:?}", spec.workload))?;
+        results.push(result);
+    }
+    print!("{}", table(&results));
+    let judged = targets(&results);
+    if !judged.is_empty() {
+        println!("\nTargets on this machine ({cores} cores):");
+        for line in judged {
+            println!("  {line}");
+        }
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&results)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("results written to {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

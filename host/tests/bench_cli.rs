@@ -1,0 +1,36 @@
+//! `wasmsched bench` as a user runs it: every workload at smoke sizes
+//! (`--quick`), each in its own child process, a table, the targets and
+//! the JSON results. Figures come from `cargo bench` / `wasmsched bench`
+//! in release builds, not from here.
+
+use std::process::Command;
+
+#[test]
+fn every_workload_runs_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("results.json");
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_wasmsched")).args(["bench", "--quick", "--json"]).arg(&json).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{}", stdout, String::from_utf8_lossy(&out.stderr));
+    for workload in ["SchedulingBasic", "WithMetrics", "HotSwap", "EndToEnd"] {
+        assert!(stdout.contains(&format!("| {workload} |")), "{workload} missing:\n{stdout}");
+    }
+    assert!(stdout.contains("Targets on this machine"), "{stdout}");
+    let results: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(results.len(), 5, "SchedulingBasic wasm + native, WithMetrics, HotSwap, EndToEnd");
+    for r in &results {
+        assert!(r["podsPerSecond"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["attemptP99Us"].as_f64().unwrap() >= r["attemptP50Us"].as_f64().unwrap(), "{r}");
+        assert!(r["peakRssMib"].as_f64().unwrap() > 1.0, "{r}");
+    }
+    let with_metrics = results.iter().find(|r| r["workload"] == "WithMetrics").unwrap();
+    assert!(with_metrics["policyNsPerNode"].as_f64().unwrap() > 0.0);
+    let hot_swap = results.iter().find(|r| r["workload"] == "HotSwap").unwrap();
+    assert!(hot_swap["details"]["swaps"].as_f64().unwrap() >= 1.0, "{hot_swap}");
+    assert_eq!(hot_swap["details"]["fallbacks"].as_f64().unwrap(), 0.0, "no attempt fails across a swap");
+
+    let bad = Command::new(env!("CARGO_BIN_EXE_wasmsched")).args(["bench", "--workload", "nope"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid value 'nope'"));
+}
