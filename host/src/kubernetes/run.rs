@@ -128,7 +128,8 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let mut watches: Vec<JoinHandle<()>> =
         sources.into_iter().map(|s| tokio::spawn(s.run(client.clone(), inputs_tx.clone()))).collect();
     if !policy_sources.is_empty() || !dir_sources.is_empty() || tenants_on {
-        let engine = Arc::new(PolicyEngine::new()?);
+        // Loads happen while pods are being scheduled: one core at most.
+        let engine = Arc::new(PolicyEngine::for_background()?);
         if tenants_on {
             let source = TenantConfigMapSource {
                 config: config.tenants.clone(),

@@ -55,9 +55,24 @@ pub struct PolicyEngine {
 
 impl PolicyEngine {
     pub fn new() -> Result<Self, PolicyError> {
+        Self::with_parallel_compilation(true)
+    }
+
+    /// For policies loaded while the scheduler runs (hot swaps, tenants):
+    /// compiles on the calling thread only. Cranelift's parallel
+    /// compilation would otherwise take every core, the scheduling
+    /// thread's included, for the length of the compile (measured: the
+    /// worst 100 ms after a swap fell to 60 % of the steady rate on two
+    /// cores; docs/benchmarks.md).
+    pub fn for_background() -> Result<Self, PolicyError> {
+        Self::with_parallel_compilation(false)
+    }
+
+    fn with_parallel_compilation(parallel: bool) -> Result<Self, PolicyError> {
         let engine_error =
             |e: wasmtime::Error| PolicyError::Host { policy: "engine".into(), message: format!("{e:#}") };
         let mut config = Config::new();
+        config.parallel_compilation(parallel);
         config.wasm_component_model(true);
         config.epoch_interruption(true);
         config.cranelift_opt_level(wasmtime::OptLevel::Speed);
