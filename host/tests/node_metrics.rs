@@ -24,14 +24,16 @@ use kube::{Api, Client};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
-use wasmsched::kubernetes::{RunningScheduler, start};
+use wasmsched::kubernetes::RunningScheduler;
+use wasmsched::kubernetes::config::ProfileConfig;
 use wasmsched::metrics::refresher::Refresher;
 use wasmsched::metrics::{MetricSource, MetricSpec, MetricsCache, NodeMetrics, Usage};
 use wasmsched::policy::{NodeFacts, NodeTable, PolicyEngine, PolicyLimits, PolicySource};
 use wasmsched::scheduler::{PolicySet, WeightedPolicy};
 use wasmsched_fake_apiserver::FakeApiServer;
 use wasmsched_test_support::policy_wasm;
+
+mod common;
 
 const METRIC: &str = "http_latency_seconds";
 
@@ -145,27 +147,14 @@ struct Setup {
 
 async fn setup(metrics: Vec<MetricSpec>, policies: PolicySet) -> Setup {
     let fake = FakeApiServer::start();
-    let client = Client::try_from(kube::Config::new(fake.url().parse().unwrap())).unwrap();
+    let client = common::client(&fake);
     for i in 0..3 {
-        fake.create(
-            "v1",
-            "nodes",
-            "",
-            json!({"metadata": {"name": format!("n{i}"), "labels": {"kubernetes.io/hostname": format!("n{i}")}},
-                   "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "pods": "500"},
-                              "conditions": [{"type": "Ready", "status": "True"}]}}),
-        );
+        common::big_node(&fake, &format!("n{i}"), json!({}));
     }
     let mut config =
-        RunConfig::new(vec![ProfileConfig { scheduler_name: "wasmsched".into(), policies, ..Default::default() }]);
-    config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
+        common::single_replica(ProfileConfig { scheduler_name: "wasmsched".into(), policies, ..Default::default() });
     config.metrics = metrics;
-    let scheduler = start(client.clone(), config).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !scheduler.status.readiness().0 {
-        assert!(Instant::now() < deadline, "not ready: {:?}", scheduler.status.readiness().1);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let scheduler = common::start_ready(client.clone(), config).await;
     Setup { fake, client, scheduler }
 }
 

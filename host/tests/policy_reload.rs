@@ -15,13 +15,15 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
-use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
+use wasmsched::kubernetes::RunningScheduler;
+use wasmsched::kubernetes::config::ProfileConfig;
 use wasmsched::kubernetes::policy_configmap::ConfigMapRef;
-use wasmsched::kubernetes::{RunningScheduler, start};
 use wasmsched::policy::PolicyLimits;
 use wasmsched::scheduler::PolicySet;
 use wasmsched_fake_apiserver::FakeApiServer;
 use wasmsched_test_support::policy_wasm;
+
+mod common;
 
 const PROFILE: &str = "wasmsched";
 
@@ -57,39 +59,23 @@ async fn setup(initial: Option<ConfigMap>, limits: PolicyLimits) -> Setup {
 
 async fn setup_with(initial: Option<ConfigMap>, limits: PolicyLimits, dir: Option<&std::path::Path>) -> Setup {
     let fake = FakeApiServer::start();
-    let client = Client::try_from(kube::Config::new(fake.url().parse().unwrap())).unwrap();
+    let client = common::client(&fake);
     for (i, spot) in [false, false, true, true].into_iter().enumerate() {
-        let mut labels = json!({"kubernetes.io/hostname": format!("n{i}")});
-        if spot {
-            labels["karpenter.sh/capacity-type"] = json!("spot");
-        }
-        fake.create(
-            "v1",
-            "nodes",
-            "",
-            json!({"metadata": {"name": format!("n{i}"), "labels": labels},
-                   "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "pods": "500"},
-                              "conditions": [{"type": "Ready", "status": "True"}]}}),
-        );
+        let labels = if spot { json!({"karpenter.sh/capacity-type": "spot"}) } else { json!({}) };
+        common::big_node(&fake, &format!("n{i}"), labels);
     }
     if let Some(cm) = initial {
         Api::<ConfigMap>::namespaced(client.clone(), "default").create(&PostParams::default(), &cm).await.unwrap();
     }
     let cm = ConfigMapRef { namespace: "default".into(), name: "policies".into() };
-    let mut config = RunConfig::new(vec![ProfileConfig {
+    let mut config = common::single_replica(ProfileConfig {
         scheduler_name: PROFILE.into(),
         policies: PolicySet::unavailable("waiting for policies"),
         policy_configmap: if dir.is_none() { Some(cm) } else { None },
         policy_dir: dir.map(|d| d.to_path_buf()),
-    }]);
-    config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
+    });
     config.policy_limits = limits;
-    let scheduler = start(client.clone(), config).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !scheduler.status.readiness().0 {
-        assert!(Instant::now() < deadline, "not ready: {:?}", scheduler.status.readiness().1);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let scheduler = common::start_ready(client.clone(), config).await;
     Setup { fake, client, scheduler }
 }
 

@@ -111,6 +111,18 @@ fn bad_flags_and_policies_are_reported() {
     assert!(stderr(&out).contains("unknown option \"weigth=2\""), "{}", stderr(&out));
 }
 
+/// Nodes n0, n1 (on-demand) and n2, n3 (spot), 8 cpu each, as YAML.
+fn two_on_demand_two_spot_nodes() -> String {
+    let mut scenario = String::new();
+    for (i, spot) in [false, false, true, true].into_iter().enumerate() {
+        let capacity = if spot { ", karpenter.sh/capacity-type: spot" } else { "" };
+        scenario += &format!(
+            "---\napiVersion: v1\nkind: Node\nmetadata: {{name: n{i}, labels: {{kubernetes.io/hostname: n{i}{capacity}}}}}\nstatus:\n  allocatable: {{cpu: \"8\", memory: 32Gi, pods: \"110\"}}\n"
+        );
+    }
+    scenario
+}
+
 /// `simulate --watch`: the scenario runs again whenever the policy file is
 /// rebuilt (written elsewhere and renamed into place, as builds do); a
 /// broken build is reported and the watch goes on.
@@ -123,13 +135,7 @@ fn watch_reruns_when_the_policy_changes_and_survives_a_broken_build() {
     use wasmsched_test_support::policy_wasm;
 
     let dir = tempfile::tempdir().unwrap();
-    let mut scenario = String::new();
-    for (i, spot) in [false, false, true, true].into_iter().enumerate() {
-        let capacity = if spot { ", karpenter.sh/capacity-type: spot" } else { "" };
-        scenario += &format!(
-            "---\napiVersion: v1\nkind: Node\nmetadata: {{name: n{i}, labels: {{kubernetes.io/hostname: n{i}{capacity}}}}}\nstatus:\n  allocatable: {{cpu: \"8\", memory: 32Gi, pods: \"110\"}}\n"
-        );
-    }
+    let mut scenario = two_on_demand_two_spot_nodes();
     for i in 0..8 {
         scenario += &format!(
             "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: t}}\nspec:\n  schedulerName: wasmsched\n  containers:\n  - name: c\n    resources: {{requests: {{cpu: 500m}}}}\n"
@@ -223,13 +229,7 @@ fn watch_reruns_when_the_policy_changes_and_survives_a_broken_build() {
 fn tenant_policies_in_the_simulator() {
     use wasmsched_test_support::policy_wasm;
     let dir = tempfile::tempdir().unwrap();
-    let mut scenario = String::new();
-    for (i, spot) in [false, false, true, true].into_iter().enumerate() {
-        let capacity = if spot { ", karpenter.sh/capacity-type: spot" } else { "" };
-        scenario += &format!(
-            "---\napiVersion: v1\nkind: Node\nmetadata: {{name: n{i}, labels: {{kubernetes.io/hostname: n{i}{capacity}}}}}\nstatus:\n  allocatable: {{cpu: \"8\", memory: 32Gi, pods: \"110\"}}\n"
-        );
-    }
+    let mut scenario = two_on_demand_two_spot_nodes();
     for (ns, name, policy, hostile) in [
         ("team", "opted-0", Some("spot"), false),
         ("team", "opted-1", Some("spot"), false),

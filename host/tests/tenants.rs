@@ -13,11 +13,13 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
-use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig, TenantConfig};
-use wasmsched::kubernetes::{RunningScheduler, start};
+use wasmsched::kubernetes::RunningScheduler;
+use wasmsched::kubernetes::config::{ProfileConfig, TenantConfig};
 use wasmsched::scheduler::PolicySet;
 use wasmsched_fake_apiserver::FakeApiServer;
 use wasmsched_test_support::policy_wasm;
+
+mod common;
 
 const PROFILE: &str = "wasmsched";
 
@@ -47,37 +49,21 @@ struct Setup {
 /// built-in least-allocated (it spreads).
 async fn setup(tenants: TenantConfig, configmaps: &[(&str, ConfigMap)]) -> Setup {
     let fake = FakeApiServer::start();
-    let client = Client::try_from(kube::Config::new(fake.url().parse().unwrap())).unwrap();
+    let client = common::client(&fake);
     for i in 0..8 {
-        let mut labels = json!({"kubernetes.io/hostname": format!("n{i}")});
-        if i >= 4 {
-            labels["karpenter.sh/capacity-type"] = json!("spot");
-        }
-        fake.create(
-            "v1",
-            "nodes",
-            "",
-            json!({"metadata": {"name": format!("n{i}"), "labels": labels},
-                   "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "pods": "500"},
-                              "conditions": [{"type": "Ready", "status": "True"}]}}),
-        );
+        let labels = if i >= 4 { json!({"karpenter.sh/capacity-type": "spot"}) } else { json!({}) };
+        common::big_node(&fake, &format!("n{i}"), labels);
     }
     for (ns, cm) in configmaps {
         Api::<ConfigMap>::namespaced(client.clone(), ns).create(&PostParams::default(), cm).await.unwrap();
     }
-    let mut config = RunConfig::new(vec![ProfileConfig {
+    let mut config = common::single_replica(ProfileConfig {
         scheduler_name: PROFILE.into(),
         policies: PolicySet::new(vec![]),
         ..Default::default()
-    }]);
-    config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
+    });
     config.tenants = tenants;
-    let scheduler = start(client.clone(), config).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !scheduler.status.readiness().0 {
-        assert!(Instant::now() < deadline, "not ready: {:?}", scheduler.status.readiness().1);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let scheduler = common::start_ready(client.clone(), config).await;
     Setup { fake, client, scheduler }
 }
 

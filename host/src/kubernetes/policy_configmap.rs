@@ -145,22 +145,36 @@ impl PolicyConfigMapSource {
             swapper = Some(s);
             if let Outcome::Rejected { why, consequence } = outcome {
                 let note = format!("policy update rejected: {why}; {consequence}");
-                let reference = ObjectReference {
-                    api_version: Some("v1".into()),
-                    kind: Some("ConfigMap".into()),
-                    name: cm.metadata.name.clone(),
-                    namespace: cm.metadata.namespace.clone(),
-                    uid: cm.metadata.uid.clone(),
-                    ..Default::default()
-                };
-                let event =
-                    new_event(&reference, "Warning", "PolicyRejected", "Load", note, &self.profile, &self.instance);
-                let events: Api<K8sEvent> = Api::namespaced(client.clone(), &self.configmap.namespace);
-                if let Err(e) = events.create(&PostParams::default(), &event).await {
-                    tracing::warn!(configmap = %self.configmap, error = %e, "could not create the PolicyRejected event");
-                }
+                configmap_event(&client, &cm, ("Warning", "PolicyRejected"), note, &self.profile, &self.instance).await;
             }
             status.set_synced(&self.configmap.source_name());
         }
+    }
+}
+
+/// An Event about a policy ConfigMap (`Load` action), reported by
+/// `controller`: what the owner of the ConfigMap sees with `kubectl
+/// describe configmap`. A failure to create it is logged, not returned.
+pub(super) async fn configmap_event(
+    client: &kube::Client,
+    cm: &ConfigMap,
+    (type_, reason): (&str, &str),
+    note: String,
+    controller: &str,
+    instance: &str,
+) {
+    let reference = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        name: cm.metadata.name.clone(),
+        namespace: cm.metadata.namespace.clone(),
+        uid: cm.metadata.uid.clone(),
+        ..Default::default()
+    };
+    let event = new_event(&reference, type_, reason, "Load", note, controller, instance);
+    let namespace = cm.metadata.namespace.as_deref().unwrap_or("default");
+    let events: Api<K8sEvent> = Api::namespaced(client.clone(), namespace);
+    if let Err(e) = events.create(&PostParams::default(), &event).await {
+        tracing::warn!(configmap = ?cm.metadata.name, error = %e, "could not create the {reason} event");
     }
 }

@@ -14,16 +14,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
-use k8s_openapi::api::events::v1::Event as K8sEvent;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::PostParams;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 
 use super::config::TenantConfig;
-use super::policy_configmap::files_of;
-use super::reporter::new_event;
+use super::policy_configmap::{configmap_event, files_of};
 use super::scheduling_loop::Input;
 use super::status::{ActivePolicy, SchedulerStatus};
 use crate::policy::bundle::{load_bundle, parse_bundle};
@@ -196,20 +193,8 @@ impl Watch {
     }
 
     async fn event(&self, cm: &ConfigMap, type_: &str, reason: &str, note: String) {
-        let reference = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("ConfigMap".into()),
-            name: cm.metadata.name.clone(),
-            namespace: cm.metadata.namespace.clone(),
-            uid: cm.metadata.uid.clone(),
-            ..Default::default()
-        };
-        let event = new_event(&reference, type_, reason, "Load", note, &self.source.controller, &self.source.instance);
-        let namespace = cm.metadata.namespace.as_deref().unwrap_or("default");
-        let events: Api<K8sEvent> = Api::namespaced(self.client.clone(), namespace);
-        if let Err(e) = events.create(&PostParams::default(), &event).await {
-            tracing::warn!(configmap = ?cm.metadata.name, error = %e, "could not create the {reason} event");
-        }
+        let (controller, instance) = (&self.source.controller, &self.source.instance);
+        configmap_event(&self.client, cm, (type_, reason), note, controller, instance).await;
     }
 }
 

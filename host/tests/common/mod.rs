@@ -1,0 +1,48 @@
+//! What the Kubernetes-backend tests share: big nodes in the fake API
+//! server, a client for it, a single-replica configuration, and starting
+//! the scheduler until it is ready.
+#![allow(dead_code)] // each test file uses part of it
+
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use serde_json::{Value, json};
+use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
+use wasmsched::kubernetes::{RunningScheduler, start};
+use wasmsched_fake_apiserver::FakeApiServer;
+
+/// A Ready node with room for anything a test creates (64 cpu, 256 GiB,
+/// 500 pods).
+pub fn big_node(fake: &FakeApiServer, name: &str, mut labels: Value) {
+    labels["kubernetes.io/hostname"] = json!(name);
+    fake.create(
+        "v1",
+        "nodes",
+        "",
+        json!({"metadata": {"name": name, "labels": labels},
+               "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "pods": "500"},
+                          "conditions": [{"type": "Ready", "status": "True"}]}}),
+    );
+}
+
+pub fn client(fake: &FakeApiServer) -> Client {
+    Client::try_from(kube::Config::new(fake.url().parse().unwrap())).unwrap()
+}
+
+/// One profile, one replica (no leader election).
+pub fn single_replica(profile: ProfileConfig) -> RunConfig {
+    let mut config = RunConfig::new(vec![profile]);
+    config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
+    config
+}
+
+/// Starts the scheduler and waits until `/readyz` would pass.
+pub async fn start_ready(client: Client, config: RunConfig) -> RunningScheduler {
+    let scheduler = start(client, config).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !scheduler.status.readiness().0 {
+        assert!(Instant::now() < deadline, "not ready: {:?}", scheduler.status.readiness().1);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    scheduler
+}
