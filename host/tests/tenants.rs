@@ -267,3 +267,31 @@ async fn tenant_policies_follow_their_configmaps_within_the_caps() {
     let _ = &s.fake;
     s.scheduler.shutdown().await;
 }
+
+/// Without the right to list ConfigMaps cluster-wide, tenant policies
+/// cannot work, but they must not stop everyone else's scheduling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_configmap_list_does_not_stop_scheduling() {
+    let fake = FakeApiServer::start();
+    fake.fail_requests(wasmsched_fake_apiserver::Fault {
+        method: Some("GET".into()),
+        path_contains: "/api/v1/configmaps".into(),
+        code: 403,
+        delay: Duration::ZERO,
+        times: u32::MAX,
+    });
+    let client = common::client(&fake);
+    common::big_node(&fake, "n0", json!({}));
+    let config = common::single_replica(ProfileConfig {
+        scheduler_name: PROFILE.into(),
+        policies: PolicySet::new(vec![]),
+        ..Default::default()
+    });
+    let scheduler = common::start_ready(client.clone(), config).await;
+    let s = Setup { fake, client, scheduler };
+    create(&s, "team", &pod("p", Some("spot-first"), false)).await;
+    wait_bound(&s, &["team/p".to_string()], Instant::now(), Duration::from_secs(10)).await;
+    let note = wait_event(&s, "team", "p", "PolicyFallback").await.note.unwrap_or_default();
+    assert!(note.contains("not found in namespace team"), "{note}");
+    s.scheduler.shutdown().await;
+}

@@ -64,6 +64,7 @@ impl TenantConfigMapSource {
         let mut stream = watcher::watcher(api, config).default_backoff().boxed();
         let mut watch = Watch { source: self, client, tx, status, accepted: BTreeMap::new(), seen: BTreeMap::new() };
         let mut listed: HashSet<CmKey> = HashSet::new();
+        let mut synced = false;
         while let Some(event) = stream.next().await {
             match event {
                 Ok(WatchEvent::Init) => listed.clear(),
@@ -78,9 +79,23 @@ impl TenantConfigMapSource {
                         watch.forget(&key);
                     }
                     watch.status.set_synced(SOURCE_NAME);
+                    synced = true;
                 }
                 Ok(WatchEvent::Apply(cm)) => watch.apply(cm).await,
                 Ok(WatchEvent::Delete(cm)) => watch.forget(&key_of(&cm)),
+                // Tenant policies must not hold up everyone's scheduling:
+                // if they cannot even be listed (RBAC, say), the scheduler
+                // goes ready without them, says so, and keeps retrying.
+                Err(e) if !synced => {
+                    tracing::error!(
+                        error = %e,
+                        "cannot list tenant policy configmaps (labelled {POLICY_CONFIGMAP_LABEL}=true, in all namespaces); \
+                         scheduling without tenant policies until this works: grant list/watch on configmaps, \
+                         or turn tenant policies off (--tenant-policies=false)"
+                    );
+                    watch.status.set_synced(SOURCE_NAME);
+                    synced = true;
+                }
                 Err(e) => tracing::warn!(error = %e, "watching tenant policy configmaps failed; retrying"),
             }
         }
