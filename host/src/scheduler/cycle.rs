@@ -94,7 +94,10 @@ pub struct Prefiltered {
 pub fn prefilter(pod: &PodInfo, state: &ClusterState, detail: bool) -> Prefiltered {
     let table = state.table();
     let mut pre = Prefiltered {
-        candidates: Vec::new(),
+        // Sized for every node up front: growing it by doubling cost ~13
+        // reallocations and copies per attempt at 5,000 nodes (callgrind:
+        // realloc's copies were 4 % of all instructions).
+        candidates: Vec::with_capacity(table.len()),
         histogram: ReasonHistogram::default(),
         records: Vec::new(),
         record_index: Vec::new(),
