@@ -5,20 +5,16 @@
 //!    and swapped into the cache; time per refresh and memory held;
 //! 2. scheduling throughput at 5,000 nodes / 10,000 pods with metrics off
 //!    (wasm least-allocated) and on (wasm http-latency reading a cached
-//!    metric for every candidate).
-
-mod support;
+//!    metric for every candidate): `wasmsched bench`'s SchedulingBasic and
+//!    WithMetrics workloads.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wasmsched::bench::scheduling_basic::{self, Scoring};
 use wasmsched::metrics::prometheus;
-use wasmsched::metrics::{MetricSource, MetricSpec, MetricsCache, NodeMetrics};
-use wasmsched::policy::{PolicyEngine, PolicyLimits, PolicySource};
-use wasmsched::scheduler::{PolicySet, WeightedPolicy};
-use wasmsched::sim::{SimOptions, simulate};
-use wasmsched_test_support::policy_wasm;
+use wasmsched::metrics::{MetricSource, MetricSpec, MetricsCache};
 
 const NODES: usize = 5000;
 const PODS: usize = 10000;
@@ -66,7 +62,7 @@ async fn serve(body: Arc<String>) -> std::net::SocketAddr {
     addr
 }
 
-async fn refresh_cost() -> Arc<MetricsCache> {
+async fn refresh_cost() {
     let body = Arc::new(vector_body(NODES, 0.0));
     let addr = serve(body.clone()).await;
     let specs = METRICS
@@ -85,7 +81,7 @@ async fn refresh_cost() -> Arc<MetricsCache> {
         .collect();
     let cache = Arc::new(MetricsCache::new(specs));
     let http = reqwest::Client::new();
-    let rss_before = support::peak_rss_mib();
+    let rss_before = wasmsched::bench::peak_rss_mib();
     let mut took = Vec::new();
     for round in 0..20 {
         for metric in METRICS {
@@ -111,42 +107,24 @@ async fn refresh_cost() -> Arc<MetricsCache> {
     println!(
         "  peak RSS {:.0} MiB → {:.0} MiB holding {} metrics × {NODES} nodes (plus the parse buffers of one refresh)",
         rss_before,
-        support::peak_rss_mib(),
+        wasmsched::bench::peak_rss_mib(),
         METRICS.len()
     );
-    cache
 }
 
-fn throughput(cache: Arc<MetricsCache>) {
-    let engine = PolicyEngine::new().unwrap();
-    let least = engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).unwrap();
-    let latency_source = PolicySource::from_file(&policy_wasm("http-latency")).unwrap();
-    let latency = engine
-        .load(&latency_source, r#"{"metric":"http_latency_seconds","maxAgeSeconds":600}"#, PolicyLimits::default())
-        .unwrap();
-    let runs: [(&str, Arc<wasmsched::policy::LoadedPolicy>, Arc<dyn NodeMetrics>); 2] = [
-        ("metrics off: wasm least-allocated", Arc::new(least), Arc::new(wasmsched::metrics::NoMetrics)),
-        ("metrics on: wasm http-latency over the cache", Arc::new(latency), cache),
+/// Metrics off and on: the `SchedulingBasic` and `WithMetrics` workloads
+/// of `wasmsched bench`.
+fn throughput() {
+    let results = [
+        scheduling_basic::run(NODES, PODS, Scoring::Wasm).unwrap(),
+        scheduling_basic::run(NODES, PODS, Scoring::WithMetrics).unwrap(),
     ];
-    println!("\n| {NODES} nodes / {PODS} pods | pods/s | per pod | fallbacks |");
-    println!("| --- | ---: | ---: | ---: |");
-    for (label, policy, metrics) in runs {
-        let policies = PolicySet::new(vec![WeightedPolicy { policy, weight: 1 }]);
-        let started = Instant::now();
-        let report = simulate(support::cluster(NODES, PODS), policies, metrics, &SimOptions::default()).unwrap();
-        let elapsed = started.elapsed();
-        assert_eq!(report.placements.len(), PODS);
-        println!(
-            "| {label} | {:.0} | {:.0} µs | {} |",
-            PODS as f64 / elapsed.as_secs_f64(),
-            elapsed.as_secs_f64() * 1e6 / PODS as f64,
-            report.fallbacks
-        );
-    }
+    println!();
+    print!("{}", wasmsched::bench::table(&results));
 }
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let cache = runtime.block_on(refresh_cost());
-    throughput(cache);
+    runtime.block_on(refresh_cost());
+    throughput();
 }

@@ -6,8 +6,6 @@
 //! from the ConfigMap update to the new version being active, and the
 //! binding rate in the second after the update against the steady rate.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -148,7 +146,7 @@ async fn run(rate: usize) {
     println!(
         "PolicySwap {NODES} nodes, {rate} pods/s steady, {SWAPS} ConfigMap updates: {total} pods bound in {:.2} s, peak RSS {:.0} MiB",
         samples.last().map_or(0.0, |(t, _)| t.as_secs_f64()),
-        support::peak_rss_mib()
+        wasmsched::bench::peak_rss_mib()
     );
     println!("  steady binding rate before the first swap: {steady_rate:.0} pods/s");
     for (i, (at, latency)) in swaps.iter().enumerate() {

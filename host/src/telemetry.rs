@@ -224,9 +224,7 @@ impl SchedulerMetrics {
         self.watch_events.with(&[resource], |v| *v += 1.0);
     }
 
-    /// A counter's current value, for tests and `wasmsched bench`.
-    pub fn counter(&self, name: &str, labels: &[&str]) -> f64 {
-        let key: Labels = labels.iter().map(|s| s.to_string()).collect();
+    fn counters(&self) -> [&Family<f64>; 6] {
         [
             &self.attempts,
             &self.policy_failures,
@@ -234,29 +232,31 @@ impl SchedulerMetrics {
             &self.watch_events,
             &self.policy_reloads,
             &self.tenant_reloads,
-            &self.pending,
-            &self.leader,
         ]
-        .into_iter()
-        .find(|f| f.name == name)
-        .and_then(|f| f.values.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied())
-        .unwrap_or(0.0)
+    }
+
+    fn gauges(&self) -> [&Family<f64>; 2] {
+        [&self.pending, &self.leader]
+    }
+
+    /// A counter's or gauge's current value, for tests.
+    pub fn counter(&self, name: &str, labels: &[&str]) -> f64 {
+        let key: Labels = labels.iter().map(|s| s.to_string()).collect();
+        self.counters()
+            .into_iter()
+            .chain(self.gauges())
+            .find(|f| f.name == name)
+            .and_then(|f| f.values.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied())
+            .unwrap_or(0.0)
     }
 
     /// The Prometheus text exposition format (version 0.0.4).
     pub fn render(&self) -> String {
         let mut out = String::new();
-        for f in [
-            &self.attempts,
-            &self.policy_failures,
-            &self.fallbacks,
-            &self.watch_events,
-            &self.policy_reloads,
-            &self.tenant_reloads,
-        ] {
+        for f in self.counters() {
             render_scalar(&mut out, f, "counter");
         }
-        for f in [&self.pending, &self.leader] {
+        for f in self.gauges() {
             render_scalar(&mut out, f, "gauge");
         }
         render_histogram(&mut out, &self.attempt_duration, LATENCY_BUCKETS);

@@ -107,8 +107,7 @@ impl SchedulingLoop {
                 last_gauges = Instant::now();
             }
 
-            let can_schedule =
-                self.status.is_leader() && self.status.all_synced() && !self.status.is_stopping() && !self.draining;
+            let can_schedule = self.may_place() && self.status.all_synced();
             let mut attempted = 0;
             if can_schedule {
                 while attempted < BATCH {
@@ -126,6 +125,12 @@ impl SchedulingLoop {
                 IDLE_WAKE.min(Duration::from_millis(100))
             };
         }
+    }
+
+    /// Whether decisions may be acted on: this replica leads and is not
+    /// shutting down.
+    fn may_place(&self) -> bool {
+        self.status.is_leader() && !self.status.is_stopping() && !self.draining
     }
 
     fn apply(&mut self, input: Input, now: Duration) {
@@ -175,8 +180,7 @@ impl SchedulingLoop {
                 self.status.set_profile_policies(&profile, active);
             }
             Input::TenantVerdict(verdict) => {
-                let can_schedule = self.status.is_leader() && !self.status.is_stopping() && !self.draining;
-                if !can_schedule {
+                if !self.may_place() {
                     // The next attempt (here or on the next leader) decides.
                     self.scheduler.tenant_verdict_discarded(*verdict);
                 } else if let Some(attempt) = self.scheduler.tenant_verdict(*verdict, now) {

@@ -10,6 +10,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::metrics::MetricsCache;
+use crate::policy::LoadedPolicy;
 use crate::scheduler::PolicySet;
 use crate::telemetry::SchedulerMetrics;
 
@@ -33,21 +34,45 @@ pub struct ActivePolicy {
 impl ActivePolicy {
     /// What `/policies` says about each policy of `set`, loaded now.
     pub fn of_set(profile: &str, set: &PolicySet) -> Vec<ActivePolicy> {
-        let loaded_at = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let loaded_at = now();
         set.policies
             .iter()
             .map(|wp| ActivePolicy {
                 profile: profile.to_string(),
-                tenant: None,
-                name: wp.policy.info.name.clone(),
-                version: wp.policy.info.version.clone(),
-                sha256: wp.policy.provenance.sha256.clone(),
-                source: wp.policy.provenance.origin.clone(),
-                weight: wp.weight,
-                loaded_at: loaded_at.clone(),
+                ..Self::describe(&wp.policy, &wp.policy.info.name, wp.weight, &loaded_at)
             })
             .collect()
     }
+
+    /// A tenant's policies, loaded now, named as the pods' annotation
+    /// names them.
+    pub fn of_tenant(tenant: &str, policies: &[(String, Arc<LoadedPolicy>)]) -> Vec<ActivePolicy> {
+        let loaded_at = now();
+        policies
+            .iter()
+            .map(|(name, policy)| ActivePolicy {
+                tenant: Some(tenant.to_string()),
+                ..Self::describe(policy, name, 1, &loaded_at)
+            })
+            .collect()
+    }
+
+    fn describe(policy: &LoadedPolicy, name: &str, weight: u32, loaded_at: &str) -> ActivePolicy {
+        ActivePolicy {
+            profile: String::new(),
+            tenant: None,
+            name: name.to_string(),
+            version: policy.info.version.clone(),
+            sha256: policy.provenance.sha256.clone(),
+            source: policy.provenance.origin.clone(),
+            weight,
+            loaded_at: loaded_at.to_string(),
+        }
+    }
+}
+
+fn now() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 pub struct SchedulerStatus {

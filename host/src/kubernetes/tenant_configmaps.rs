@@ -25,7 +25,7 @@ use super::scheduling_loop::Input;
 use super::status::{ActivePolicy, SchedulerStatus};
 use crate::policy::bundle::{load_bundle, parse_bundle};
 use crate::policy::{LoadedPolicy, PolicyEngine};
-use crate::scheduler::POLICY_CONFIGMAP_LABEL;
+use crate::scheduler::{POLICY_ANNOTATION, POLICY_CONFIGMAP_LABEL};
 
 /// The readiness check of this source.
 pub const SOURCE_NAME: &str = "tenant policy configmaps";
@@ -138,7 +138,7 @@ impl Watch {
         let origin = format!("configmap {namespace}/{name}");
         let files = files_of(&cm);
         let (engine, limits, max) = (self.source.engine.clone(), config.limits.clone(), config.max_policies);
-        let loaded = tokio::task::spawn_blocking(move || {
+        let loaded = tokio::task::spawn_blocking(move || -> Result<Vec<(String, Arc<LoadedPolicy>)>, String> {
             let entries = parse_bundle(&origin, &files, limits.max_wasm_bytes)?;
             if let Some(dup) = entries.iter().find(|e| others.contains(&e.name)) {
                 return Err(format!("{}: another ConfigMap of this namespace already supplies it", dup.name));
@@ -157,8 +157,7 @@ impl Watch {
 
         match loaded {
             Ok(policies) => {
-                let policies: Vec<(String, Arc<LoadedPolicy>)> = policies;
-                let active = active_of(&namespace, &policies);
+                let active = ActivePolicy::of_tenant(&namespace, &policies);
                 let summary = active
                     .iter()
                     .map(|a| format!("{} ({} sha256:{})", a.name, a.version, a.sha256.get(..12).unwrap_or("")))
@@ -169,7 +168,7 @@ impl Watch {
                 self.accepted.insert(key, Accepted { policies, active });
                 self.publish(&namespace);
                 let note =
-                    format!("policies loaded: {summary}; pods opt in with the annotation wasmsched.io/policy: NAME");
+                    format!("policies loaded: {summary}; pods opt in with the annotation {POLICY_ANNOTATION}: NAME");
                 self.event(&cm, "Normal", "PolicyAccepted", note).await;
             }
             Err(why) => {
@@ -211,23 +210,4 @@ impl Watch {
         let (controller, instance) = (&self.source.controller, &self.source.instance);
         configmap_event(&self.client, cm, (type_, reason), note, controller, instance).await;
     }
-}
-
-/// What `/policies` says about a tenant's policies; named as the pods'
-/// annotation names them.
-fn active_of(tenant: &str, policies: &[(String, Arc<LoadedPolicy>)]) -> Vec<ActivePolicy> {
-    let loaded_at = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-    policies
-        .iter()
-        .map(|(name, p)| ActivePolicy {
-            profile: String::new(),
-            tenant: Some(tenant.to_string()),
-            name: name.clone(),
-            version: p.info.version.clone(),
-            sha256: p.provenance.sha256.clone(),
-            source: p.provenance.origin.clone(),
-            weight: 1,
-            loaded_at: loaded_at.clone(),
-        })
-        .collect()
 }

@@ -58,8 +58,4 @@ impl TenantWorkers {
     pub fn retire(&mut self, tenant: &str) {
         self.workers.remove(tenant);
     }
-
-    pub fn threads(&self) -> usize {
-        self.workers.len()
-    }
 }

@@ -12,7 +12,7 @@
 //! node table the policy call already has (as current as the node watch),
 //! parsed once per table version.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -28,31 +28,24 @@ struct Column {
     last_success: Option<Instant>,
 }
 
-/// A refreshed column, indexed by node id for one version of the table: a
-/// call asks for thousands of nodes, and hashing each name every call
-/// would cost more than the policy itself.
-struct Resolved {
+/// A metric's values indexed by node id for one version of the table (and,
+/// for a polled metric, one refresh): a call asks for thousands of nodes,
+/// and hashing each name on every call would cost more than the policy
+/// itself. `None` as the time: as current as the node (annotations).
+struct ByNode {
     at: SyncPoint,
-    column: Arc<Column>,
-    by_id: Vec<Option<(f64, Instant)>>,
-}
-
-/// An annotation or label metric, parsed for one version of the table.
-struct Derived {
-    at: SyncPoint,
-    /// By node id.
-    values: Vec<Option<f64>>,
+    column: Option<Arc<Column>>,
+    values: Vec<Option<(f64, Option<Instant>)>>,
 }
 
 pub struct MetricsCache {
     specs: Vec<MetricSpec>,
     columns: RwLock<HashMap<String, Arc<Column>>>,
-    derived: Mutex<HashMap<String, Arc<Derived>>>,
-    resolved: Mutex<HashMap<String, Arc<Resolved>>>,
+    by_node: Mutex<HashMap<String, Arc<ByNode>>>,
     /// Refreshes attempted, by metric: readiness waits for one each.
     attempted: Mutex<HashSet<String>>,
-    /// (source kind, metric) → failed refreshes.
-    errors: Mutex<BTreeMap<(String, String), u64>>,
+    /// Failed refreshes, by metric.
+    errors: Mutex<HashMap<String, u64>>,
     /// (metric, node, text) already reported as not a number.
     reported: Mutex<HashSet<(String, String, String)>>,
 }
@@ -62,10 +55,9 @@ impl MetricsCache {
         MetricsCache {
             specs,
             columns: RwLock::new(HashMap::new()),
-            derived: Mutex::new(HashMap::new()),
-            resolved: Mutex::new(HashMap::new()),
+            by_node: Mutex::new(HashMap::new()),
             attempted: Mutex::new(HashSet::new()),
-            errors: Mutex::new(BTreeMap::new()),
+            errors: Mutex::new(HashMap::new()),
             reported: Mutex::new(HashSet::new()),
         }
     }
@@ -99,10 +91,7 @@ impl MetricsCache {
     }
 
     pub fn refresh_failed(&self, metric: &str) {
-        if let Some(spec) = self.spec(metric) {
-            let key = (spec.source.kind().to_string(), metric.to_string());
-            *self.errors.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert(0) += 1;
-        }
+        *self.errors.lock().unwrap_or_else(|e| e.into_inner()).entry(metric.to_string()).or_insert(0) += 1;
     }
 
     pub fn refresh_attempted(&self, metric: &str) {
@@ -118,74 +107,68 @@ impl MetricsCache {
 
     /// Failed refreshes of `metric` so far.
     pub fn errors(&self, metric: &str) -> u64 {
-        self.errors
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter(|((_, m), _)| m == metric)
-            .map(|(_, n)| n)
-            .sum()
+        self.errors.lock().unwrap_or_else(|e| e.into_inner()).get(metric).copied().unwrap_or(0)
     }
 
-    /// Time since the last successful refresh of `metric`.
-    pub fn age(&self, metric: &str, now: Instant) -> Option<Duration> {
-        let columns = self.columns.read().unwrap_or_else(|e| e.into_inner());
-        columns.get(metric)?.last_success.map(|at| now.saturating_duration_since(at))
-    }
-
-    fn resolved(&self, metric: &str, column: Arc<Column>, table: &NodeTable) -> Arc<Resolved> {
+    /// `spec`'s values by node id for `table`, built once per table version
+    /// and refresh. `None` before a polled metric's first refresh.
+    fn by_node(&self, spec: &MetricSpec, table: &NodeTable) -> Option<Arc<ByNode>> {
         let at = table.sync_point();
-        if let Some(r) = self.resolved.lock().unwrap_or_else(|e| e.into_inner()).get(metric)
-            && r.at == at
-            && Arc::ptr_eq(&r.column, &column)
-        {
-            return r.clone();
-        }
-        let mut by_id = Vec::new();
-        for (id, node) in table.iter() {
-            if let Some(v) = column.values.get(&node.name) {
-                if by_id.len() <= id as usize {
-                    by_id.resize(id as usize + 1, None);
-                }
-                by_id[id as usize] = Some(*v);
-            }
-        }
-        let resolved = Arc::new(Resolved { at, column, by_id });
-        self.resolved.lock().unwrap_or_else(|e| e.into_inner()).insert(metric.to_string(), resolved.clone());
-        resolved
-    }
-
-    fn derived(&self, spec: &MetricSpec, table: &NodeTable) -> Arc<Derived> {
-        let at = table.sync_point();
-        if let Some(d) = self.derived.lock().unwrap_or_else(|e| e.into_inner()).get(&spec.name)
-            && d.at == at
-        {
-            return d.clone();
-        }
-        let (key, from_labels) = match &spec.source {
-            MetricSource::Annotation(k) => (k.as_str(), false),
-            MetricSource::Label(k) => (k.as_str(), true),
-            _ => ("", false),
+        let column = if spec.source.refreshes() {
+            Some(self.columns.read().unwrap_or_else(|e| e.into_inner()).get(&spec.name).cloned()?)
+        } else {
+            None
         };
+        if let Some(cached) = self.by_node.lock().unwrap_or_else(|e| e.into_inner()).get(&spec.name)
+            && cached.at == at
+            && match (&cached.column, &column) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+        {
+            return Some(cached.clone());
+        }
         let mut values = Vec::new();
         for (id, node) in table.iter() {
-            let pairs = if from_labels { &node.labels } else { &node.annotations };
-            let Some((_, text)) = pairs.iter().find(|(k, _)| k == key) else { continue };
-            let parsed = text.trim().parse::<f64>().ok().filter(|v| v.is_finite());
-            if parsed.is_none() {
-                let report = (spec.name.clone(), node.name.clone(), text.clone());
-                if self.reported.lock().unwrap_or_else(|e| e.into_inner()).insert(report) {
-                    tracing::warn!(metric = %spec.name, node = %node.name, value = %text, "{} {key} is not a number; the metric is absent for this node", spec.source.kind());
+            let value = match (&spec.source, &column) {
+                (_, Some(column)) => column.values.get(&node.name).map(|(v, at)| (*v, Some(*at))),
+                (MetricSource::Annotation(key), None) => self.parse(spec, &node.name, &node.annotations, key),
+                (MetricSource::Label(key), None) => self.parse(spec, &node.name, &node.labels, key),
+                _ => None,
+            };
+            if let Some(value) = value {
+                if values.len() <= id as usize {
+                    values.resize(id as usize + 1, None);
                 }
+                values[id as usize] = Some(value);
             }
-            if values.len() <= id as usize {
-                values.resize(id as usize + 1, None);
-            }
-            values[id as usize] = parsed;
         }
-        let derived = Arc::new(Derived { at, values });
-        self.derived.lock().unwrap_or_else(|e| e.into_inner()).insert(spec.name.clone(), derived.clone());
-        derived
+        let by_node = Arc::new(ByNode { at, column, values });
+        self.by_node.lock().unwrap_or_else(|e| e.into_inner()).insert(spec.name.clone(), by_node.clone());
+        Some(by_node)
+    }
+
+    /// An annotation or label read as a number; one warning per bad value.
+    fn parse(
+        &self,
+        spec: &MetricSpec,
+        node: &str,
+        pairs: &[(String, String)],
+        key: &str,
+    ) -> Option<(f64, Option<Instant>)> {
+        let (_, text) = pairs.iter().find(|(k, _)| k == key)?;
+        let parsed = text.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+        if parsed.is_none()
+            && self.reported.lock().unwrap_or_else(|e| e.into_inner()).insert((
+                spec.name.clone(),
+                node.to_string(),
+                text.clone(),
+            ))
+        {
+            tracing::warn!(metric = %spec.name, %node, value = %text, "{} {key} is not a number; the metric is absent for this node", spec.source.kind());
+        }
+        parsed.map(|v| (v, None))
     }
 
     /// `wasmsched_metric_source_errors_total{source,metric}`,
@@ -202,7 +185,7 @@ impl MetricsCache {
         let errors = self.errors.lock().unwrap_or_else(|e| e.into_inner()).clone();
         for spec in self.specs.iter().filter(|s| s.source.refreshes()) {
             let kind = spec.source.kind();
-            let n = errors.get(&(kind.to_string(), spec.name.clone())).copied().unwrap_or(0);
+            let n = errors.get(&spec.name).copied().unwrap_or(0);
             let _ =
                 writeln!(out, "wasmsched_metric_source_errors_total{{source=\"{kind}\",metric=\"{}\"}} {n}", spec.name);
         }
@@ -235,30 +218,13 @@ impl MetricsCache {
 impl NodeMetrics for MetricsCache {
     fn samples(&self, metric: &str, table: &NodeTable, nodes: &[NodeId]) -> Vec<Option<MetricSample>> {
         let Some(spec) = self.spec(metric) else { return vec![None; nodes.len()] };
-        if !spec.source.refreshes() {
-            let derived = self.derived(spec, table);
-            return nodes
-                .iter()
-                .map(|id| {
-                    derived
-                        .values
-                        .get(*id as usize)
-                        .copied()
-                        .flatten()
-                        .map(|value| MetricSample { value, age: Duration::ZERO })
-                })
-                .collect();
-        }
-        let Some(column) = self.columns.read().unwrap_or_else(|e| e.into_inner()).get(metric).cloned() else {
-            return vec![None; nodes.len()];
-        };
-        let resolved = self.resolved(metric, column, table);
+        let Some(by_node) = self.by_node(spec, table) else { return vec![None; nodes.len()] };
         let now = Instant::now();
         nodes
             .iter()
             .map(|id| {
-                let (value, at) = resolved.by_id.get(*id as usize).copied().flatten()?;
-                let age = now.saturating_duration_since(at);
+                let (value, observed) = by_node.values.get(*id as usize).copied().flatten()?;
+                let age = observed.map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
                 (age <= spec.max_staleness).then_some(MetricSample { value, age })
             })
             .collect()

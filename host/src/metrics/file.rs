@@ -38,13 +38,6 @@ impl StaticMetrics {
         self.by_metric.entry(metric.to_string()).or_default().insert(node.to_string(), MetricSample { value, age });
     }
 
-    /// Metric names, sorted.
-    pub fn metric_names(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self.by_metric.keys().map(String::as_str).collect();
-        names.sort_unstable();
-        names
-    }
-
     /// Parses the file format above; `origin` names the input in errors.
     pub fn parse(origin: &str, text: &str) -> Result<StaticMetrics, String> {
         let nodes: BTreeMap<String, BTreeMap<String, serde_yaml::Value>> =
@@ -93,7 +86,7 @@ mod tests {
     #[test]
     fn reads_plain_and_aged_values_and_names_bad_ones() {
         let m = StaticMetrics::parse("f", "a: {lat: 0.1, price: {value: 2, ageSeconds: 30}}\nb: {lat: 3}\n").unwrap();
-        assert_eq!(m.metric_names(), ["lat", "price"]);
+        assert_eq!(m.by_metric["lat"].len(), 2);
         assert_eq!(m.by_metric["price"]["a"], MetricSample { value: 2.0, age: Duration::from_secs(30) });
         let e = StaticMetrics::parse("f", "a: {lat: fast}\n").unwrap_err();
         assert!(e.contains("f: a.lat: expected a number"), "{e}");

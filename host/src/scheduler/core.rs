@@ -132,10 +132,6 @@ impl Scheduler {
         self.tenants.set(namespace, policies);
     }
 
-    pub fn tenants(&self) -> &TenantPolicies {
-        &self.tenants
-    }
-
     fn profile(&self, scheduler_name: &str) -> Option<&Profile> {
         self.profiles.iter().find(|p| p.scheduler_name == scheduler_name)
     }
@@ -278,64 +274,60 @@ impl Scheduler {
             return None;
         };
         let attempt = attempts + 1;
-        let (record, tenant) = match self.tenants.route(&pod) {
-            Route::Profile => (
-                schedule_one(CycleInput {
-                    pod: &pod,
-                    state: &self.state,
-                    policies: &profile.policies,
-                    metrics: &self.metrics,
-                    seed: self.config.seed,
-                    attempt,
-                    detail,
-                }),
-                None,
-            ),
-            Route::Missing { tenant, why } => (
-                schedule_one(CycleInput {
-                    pod: &pod,
-                    state: &self.state,
-                    policies: &PolicySet::unavailable(why),
-                    metrics: &self.metrics,
-                    seed: self.config.seed,
-                    attempt,
-                    detail,
-                }),
-                Some(tenant),
-            ),
-            Route::Tenant { tenant, policy } => {
-                if self.tenant_jobs.get(&tenant).is_some_and(|n| *n >= MAX_JOBS_PER_TENANT) {
-                    // Bounded: each job holds a copy of the candidates, and
-                    // pods that wait here still get a newly swapped version.
-                    self.queue.park(&pod.key);
-                    self.parked.entry(tenant).or_default().push_back(pod.key.clone());
-                    return None;
-                }
-                let started = std::time::Instant::now();
-                let pre = prefilter(&pod, &self.state, detail);
-                let ctx = PolicyContext { nodes: self.state.table().clone(), metrics: self.metrics.clone() };
-                let policies = PolicySet::new(vec![WeightedPolicy { policy, weight: 1 }]);
-                if !pre.candidates.is_empty() {
-                    *self.tenant_jobs.entry(tenant.clone()).or_default() += 1;
-                    let seed = self.config.seed;
-                    return Some(Attempt::Evaluate(Box::new(TenantJob {
-                        tenant,
-                        pod,
-                        attempt,
-                        policies,
-                        pre,
-                        ctx,
-                        seed,
-                        started,
-                    })));
-                }
-                // Nothing to ask the policy about: no call is made.
-                (decide(pre, &pod, &ctx, &policies, self.config.seed, attempt, started).record, Some(tenant))
+        let unavailable;
+        let (policies, tenant) = match self.tenants.route(&pod) {
+            Route::Profile => (&profile.policies, None),
+            Route::Missing { tenant, why } => {
+                unavailable = PolicySet::unavailable(why);
+                (&unavailable, Some(tenant))
             }
+            Route::Tenant { tenant, policy } => return self.hand_to_tenant(tenant, policy, pod, attempt, detail, now),
         };
-        let mut record = record;
+        let mut record = schedule_one(CycleInput {
+            pod: &pod,
+            state: &self.state,
+            policies,
+            metrics: &self.metrics,
+            seed: self.config.seed,
+            attempt,
+            detail,
+        });
         record.tenant = tenant;
         Some(self.conclude(pod, record, now))
+    }
+
+    /// A tenant pod: the built-in filters here, the rest of the attempt as a
+    /// job for the tenant's own thread; or, if the tenant already has its
+    /// share of jobs out, the pod waits its turn (`None`).
+    fn hand_to_tenant(
+        &mut self,
+        tenant: String,
+        policy: Arc<LoadedPolicy>,
+        pod: Arc<PodInfo>,
+        attempt: u32,
+        detail: bool,
+        now: Duration,
+    ) -> Option<Attempt> {
+        if self.tenant_jobs.get(&tenant).is_some_and(|n| *n >= MAX_JOBS_PER_TENANT) {
+            // Bounded: each job holds a copy of the candidates, and pods
+            // that wait here still get a newly swapped version.
+            self.queue.park(&pod.key);
+            self.parked.entry(tenant).or_default().push_back(pod.key.clone());
+            return None;
+        }
+        let started = std::time::Instant::now();
+        let pre = prefilter(&pod, &self.state, detail);
+        let ctx = PolicyContext { nodes: self.state.table().clone(), metrics: self.metrics.clone() };
+        let policies = PolicySet::new(vec![WeightedPolicy { policy, weight: 1 }]);
+        let seed = self.config.seed;
+        if pre.candidates.is_empty() {
+            // Nothing to ask the policy about: no call is made.
+            let mut record = decide(pre, &pod, &ctx, &policies, seed, attempt, started).record;
+            record.tenant = Some(tenant);
+            return Some(self.conclude(pod, record, now));
+        }
+        *self.tenant_jobs.entry(tenant.clone()).or_default() += 1;
+        Some(Attempt::Evaluate(Box::new(TenantJob { tenant, pod, attempt, policies, pre, ctx, seed, started })))
     }
 
     fn conclude(&mut self, pod: Arc<PodInfo>, record: DecisionRecord, now: Duration) -> Attempt {

@@ -81,10 +81,6 @@ impl TenantPolicies {
         self.settings = settings;
     }
 
-    pub fn settings(&self) -> &TenantSettings {
-        &self.settings
-    }
-
     /// Replaces every policy of `namespace`, by the name pods use in their
     /// annotation (empty removes the tenant).
     pub fn set(&mut self, namespace: &str, policies: Vec<(String, Arc<LoadedPolicy>)>) {
@@ -93,11 +89,6 @@ impl TenantPolicies {
         } else {
             self.by_namespace.insert(namespace.to_string(), policies.into_iter().collect());
         }
-    }
-
-    /// Tenants with at least one policy.
-    pub fn tenants(&self) -> impl Iterator<Item = &str> {
-        self.by_namespace.keys().map(String::as_str)
     }
 
     pub fn route(&self, pod: &PodInfo) -> Route {
