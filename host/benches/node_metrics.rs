@@ -116,8 +116,8 @@ async fn refresh_cost() {
 /// of `wasmsched bench`.
 fn throughput() {
     let results = [
-        scheduling_basic::run(NODES, PODS, Scoring::Wasm).unwrap(),
-        scheduling_basic::run(NODES, PODS, Scoring::WithMetrics).unwrap(),
+        scheduling_basic::run(NODES, PODS, Scoring::Wasm, None).unwrap(),
+        scheduling_basic::run(NODES, PODS, Scoring::WithMetrics, None).unwrap(),
     ];
     println!();
     print!("{}", wasmsched::bench::table(&results));

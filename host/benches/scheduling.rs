@@ -12,7 +12,7 @@ use wasmsched::bench::table;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--test") {
-        run(20, 40, Scoring::Native).unwrap();
+        run(20, 40, Scoring::Native, None).unwrap();
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--one") {
@@ -23,7 +23,7 @@ fn main() {
             "native" => Scoring::Native,
             _ => Scoring::WithMetrics,
         };
-        println!("{}", serde_json::to_string(&run(nodes, pods, scoring).unwrap()).unwrap());
+        println!("{}", serde_json::to_string(&run(nodes, pods, scoring, None).unwrap()).unwrap());
         return;
     }
     let exe = std::env::current_exe().unwrap();

@@ -4,7 +4,6 @@
 
 use crate::{
     Candidates, Config, Cycle, FilterVerdicts, Node, NodeChange, NodeView, Phases, Pod, PodInfo, Policy, PolicyInfo,
-    Usage,
 };
 
 /// Describes a policy type from its constants.
@@ -73,15 +72,15 @@ impl NodeTable {
         if lengths.iter().any(|l| *l != n) {
             return Err(format!("candidate columns differ in length: {n} nodes, columns {lengths:?}"));
         }
-        c.nodes
-            .iter()
-            .enumerate()
-            .map(|(i, id)| {
-                self.get(*id)
-                    .map(|node| NodeView::new(i, node, Usage::row(c, i)))
-                    .ok_or_else(|| format!("candidate {i} names node id {id} which the host never sent"))
-            })
-            .collect()
+        // Sized up front: collecting into a Result grows the vector by
+        // doubling, and those copies cost more than the scores themselves.
+        let mut views = Vec::with_capacity(n);
+        for (i, &id) in c.nodes.iter().enumerate() {
+            let node =
+                self.get(id).ok_or_else(|| format!("candidate {i} names node id {id} which the host never sent"))?;
+            views.push(NodeView::new(i, node, c));
+        }
+        Ok(views)
     }
 }
 

@@ -51,11 +51,23 @@ pub fn filled_cache(nodes: usize) -> Arc<MetricsCache> {
     cache
 }
 
-pub fn run(nodes: usize, pods: usize, scoring: Scoring) -> Result<BenchResult, String> {
+/// `call_deadline` overrides the policy's default call deadline: under
+/// valgrind (instruction counting) the first 5,000-node sync takes longer
+/// than the default 100 ms.
+pub fn run(
+    nodes: usize,
+    pods: usize,
+    scoring: Scoring,
+    call_deadline: Option<Duration>,
+) -> Result<BenchResult, String> {
     let manifests = cluster(nodes, pods);
     let engine = PolicyEngine::new().map_err(|e| e.to_string())?;
+    let mut limits = PolicyLimits::default();
+    if let Some(deadline) = call_deadline {
+        limits.call_deadline = deadline;
+    }
     let load = |source: PolicySource, config: &str| -> Result<PolicySet, String> {
-        let policy = engine.load(&source, config, PolicyLimits::default()).map_err(|e| e.to_string())?;
+        let policy = engine.load(&source, config, limits.clone()).map_err(|e| e.to_string())?;
         Ok(PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]))
     };
     let (policies, metrics): (PolicySet, Arc<dyn NodeMetrics>) = match scoring {

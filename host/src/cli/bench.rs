@@ -52,6 +52,10 @@ struct Spec {
     seconds: u64,
     /// EndToEnd: bindings in flight.
     bind_concurrency: usize,
+    /// SchedulingBasic / WithMetrics: the policy call deadline, for runs
+    /// under valgrind (`--one` only; see docs/benchmarks.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    call_deadline_ms: Option<u64>,
 }
 
 fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
@@ -62,6 +66,7 @@ fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
         native,
         seconds: if quick { 3 } else { 10 },
         bind_concurrency: 16,
+        call_deadline_ms: None,
     };
     let sizes: &[(usize, usize)] = if quick { &[(500, 1000)] } else { &[(500, 1000), (5000, 10000)] };
     let big = *sizes.last().expect("a size");
@@ -86,11 +91,13 @@ fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
 }
 
 fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
+    let deadline = spec.call_deadline_ms.map(Duration::from_millis);
     let result = match spec.workload {
         Workload::SchedulingBasic => {
-            scheduling_basic::run(spec.nodes, spec.pods, if spec.native { Scoring::Native } else { Scoring::Wasm })
+            let scoring = if spec.native { Scoring::Native } else { Scoring::Wasm };
+            scheduling_basic::run(spec.nodes, spec.pods, scoring, deadline)
         }
-        Workload::WithMetrics => scheduling_basic::run(spec.nodes, spec.pods, Scoring::WithMetrics),
+        Workload::WithMetrics => scheduling_basic::run(spec.nodes, spec.pods, Scoring::WithMetrics, deadline),
         Workload::HotSwap => hot_swap::run(spec.nodes, Duration::from_secs(spec.seconds), Duration::from_secs(1)),
         Workload::EndToEnd => {
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

@@ -1,7 +1,5 @@
 //! Kubernetes objects to the facts the scheduler and policies work on.
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSpec, Pod, PodSpec};
 
 use super::requests::{PodRequests, RequestError, pod_requests};
@@ -56,7 +54,8 @@ impl HostPort {
 pub struct PodInfo {
     pub key: PodKey,
     pub uid: String,
-    pub pod: Arc<Pod>,
+    /// Everything below is extracted once; the API object is not kept, so
+    /// a queued pod costs its facts, not its managedFields and status.
     pub facts: PodFacts,
     pub requests: PodRequests,
     pub host_ports: Vec<HostPort>,
@@ -64,15 +63,17 @@ pub struct PodInfo {
     pub node_name: Option<String>,
     pub scheduler_name: String,
     pub gated: bool,
+    /// Succeeded or Failed: holds no resources.
+    pub terminal: bool,
     /// Constraints the pod uses that wasmsched does not evaluate yet, with
     /// the kube-scheduler plugin that would (see docs/architecture.md).
     pub ignored_constraints: Vec<&'static str>,
 }
 
 impl PodInfo {
-    pub fn new(pod: Arc<Pod>) -> Result<PodInfo, RequestError> {
-        let requests = pod_requests(&pod)?;
-        let key = PodKey::of(&pod);
+    pub fn new(pod: &Pod) -> Result<PodInfo, RequestError> {
+        let requests = pod_requests(pod)?;
+        let key = PodKey::of(pod);
         let no_spec = PodSpec::default();
         let spec = pod.spec.as_ref().unwrap_or(&no_spec);
         let meta = &pod.metadata;
@@ -144,13 +145,12 @@ impl PodInfo {
             node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
             scheduler_name: spec.scheduler_name.clone().unwrap_or_else(|| "default-scheduler".into()),
             gated: spec.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty()),
-            pod,
+            terminal: matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")),
         })
     }
 
-    /// Succeeded and Failed pods hold no resources.
-    pub fn is_terminal(&self) -> bool {
-        matches!(self.pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.facts.annotations.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 }
 

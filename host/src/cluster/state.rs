@@ -241,7 +241,7 @@ mod tests {
             "metadata: {{name: {name}, namespace: default}}\nspec:\n  containers:\n  - name: c\n    resources: {{requests: {{cpu: {cpu}}}}}\n    ports: [{{containerPort: 80, hostPort: 8080}}]\n"
         ))
         .unwrap();
-        PodInfo::new(Arc::new(p)).unwrap()
+        PodInfo::new(&p).unwrap()
     }
 
     #[test]

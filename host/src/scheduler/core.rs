@@ -176,7 +176,7 @@ impl Scheduler {
     /// scheduler name are queued, terminal pods stop counting.
     pub fn pod_upserted(&mut self, pod: Arc<Pod>, now: Duration) {
         let key = PodKey::of(&pod);
-        let info = match PodInfo::new(pod.clone()) {
+        let info = match PodInfo::new(&pod) {
             Ok(info) => Arc::new(info),
             Err(e) => {
                 self.queue.remove(&key);
@@ -186,7 +186,7 @@ impl Scheduler {
             }
         };
         self.invalid.retain(|i| i.key != key);
-        if info.is_terminal() {
+        if info.terminal {
             self.queue.remove(&key);
             if self.state.unplace(&key) {
                 self.queue.cluster_changed(now);

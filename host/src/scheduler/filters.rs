@@ -36,9 +36,14 @@ fn node_ready(state: &NodeState) -> Result<(), Vec<String>> {
 /// NodeUnschedulable: `spec.unschedulable` unless the pod tolerates
 /// `node.kubernetes.io/unschedulable:NoSchedule`.
 fn node_unschedulable(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
+    // Checked first: building the taint allocates, and this runs for every
+    // node of every attempt.
+    if !node.unschedulable {
+        return Ok(());
+    }
     let taint =
         Taint { key: "node.kubernetes.io/unschedulable".into(), value: String::new(), effect: TaintEffect::NoSchedule };
-    if node.unschedulable && !tolerated(&pod.facts.tolerations, &taint) { reject(NODE_UNSCHEDULABLE) } else { Ok(()) }
+    if tolerated(&pod.facts.tolerations, &taint) { Ok(()) } else { reject(NODE_UNSCHEDULABLE) }
 }
 
 fn node_name(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {

@@ -320,7 +320,7 @@ mod tests {
             "metadata: {{name: {name}, namespace: ns}}\nspec:\n  priority: {priority}\n  containers: [{{name: c}}]{gates}\n"
         ))
         .unwrap();
-        Arc::new(PodInfo::new(Arc::new(p)).unwrap())
+        Arc::new(PodInfo::new(&p).unwrap())
     }
 
     fn key(name: &str) -> PodKey {

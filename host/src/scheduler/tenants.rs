@@ -92,7 +92,7 @@ impl TenantPolicies {
     }
 
     pub fn route(&self, pod: &PodInfo) -> Route {
-        let Some(wanted) = pod.pod.metadata.annotations.as_ref().and_then(|a| a.get(POLICY_ANNOTATION)) else {
+        let Some(wanted) = pod.annotation(POLICY_ANNOTATION) else {
             return Route::Profile;
         };
         let namespace = &pod.key.namespace;
