@@ -456,7 +456,8 @@ fn a_hot_swap_under_continuous_load_fails_no_cycle() {
         std::thread::spawn(move || {
             let files =
                 BTreeMap::from([("spot-first.wasm".to_string(), std::fs::read(policy_wasm("spot-first")).unwrap())]);
-            let entries = parse_bundle("test", &files, 32 << 20).unwrap();
+            let entries =
+                parse_bundle("test", &files, 32 << 20, &wasmsched::policy::remote::Fetcher::new(None)).unwrap();
             tx.send(load_bundle(&engine, &entries, &PolicyLimits::default(), None).unwrap()).unwrap();
         })
     };

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use super::cluster::{node, pod};
 use super::{BenchResult, peak_rss_mib, quantile_us};
 use crate::policy::bundle::{load_bundle, parse_bundle};
+use crate::policy::remote::Fetcher;
 use crate::policy::{PolicyEngine, PolicyLimits};
 use crate::scheduler::{Attempt, PolicySet, Profile, Scheduler, SchedulerConfig};
 
@@ -26,7 +27,7 @@ pub fn run(nodes: usize, duration: Duration, swap_every: Duration) -> Result<Ben
     let compile = {
         let (engine, files) = (engine.clone(), files.clone());
         move || -> Result<PolicySet, String> {
-            let entries = parse_bundle("bench", &files, 32 << 20)?;
+            let entries = parse_bundle("bench", &files, 32 << 20, &Fetcher::new(None))?;
             load_bundle(&engine, &entries, &PolicyLimits::default(), None)
         }
     };

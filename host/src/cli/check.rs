@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use wasmsched::policy::smoke::{SmokeReport, smoke_run};
-use wasmsched::policy::{LoadedPolicy, PolicyEngine, PolicyError, PolicySource, ScoreOrder};
+use wasmsched::policy::{LoadedPolicy, PolicyError, PolicySource, ScoreOrder};
 
 use super::policy_args::{LimitArgs, read_config};
 
@@ -26,7 +26,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let limits = args.limits.to_limits()?;
     let source = PolicySource::from_file(&args.policy).with_context(|| format!("reading {}", args.policy.display()))?;
     let config = read_config(args.config.as_deref())?;
-    let engine = PolicyEngine::new()?;
+    let engine = args.limits.engine()?;
     let policy = match engine.load(&source, &config, limits) {
         Ok(policy) => policy,
         Err(e) => {

@@ -10,7 +10,7 @@ use clap::Args;
 use wasmsched::kubernetes::config::{ConfigurationFile, LeaderElectionConfig, ProfileConfig, RunConfig, TenantConfig};
 use wasmsched::kubernetes::policy_configmap::ConfigMapRef;
 use wasmsched::metrics::{MetricSpec, MetricsFile};
-use wasmsched::policy::PolicyEngine;
+use wasmsched::policy::remote::Fetcher;
 use wasmsched::scheduler::PolicySet;
 
 use super::policy_args::{LimitArgs, load_policies, parse_duration};
@@ -137,7 +137,7 @@ impl TenantArgs {
 
 fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
     let limits = args.limits.to_limits()?;
-    let engine = PolicyEngine::new()?;
+    let engine = args.limits.engine()?;
     let mut le = LeaderElectionConfig {
         enabled: args.leader_elect,
         lease_duration: parse_duration(&args.lease_duration).context("--lease-duration")?,
@@ -153,7 +153,10 @@ fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
             le = file.leader_election(le, path)?;
             tenants = file.tenants(tenants, path)?;
             metrics = file.metrics(path)?;
-            (file.load_profiles(path, &engine, &limits)?, file.parallelism)
+            (
+                file.load_profiles(path, &engine, &limits, &Fetcher::new(args.limits.cache_dir.clone()))?,
+                file.parallelism,
+            )
         }
         None => {
             let name = args.scheduler_name.clone().unwrap_or_else(|| "wasmsched".into());
@@ -215,6 +218,7 @@ fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
     let mut config = RunConfig::new(profiles);
     config.metrics = metrics;
     config.policy_limits = limits;
+    config.cache_dir = args.limits.cache_dir.clone();
     config.tenants = args.tenants.apply(tenants)?;
     config.leader_election = le;
     config.bind_concurrency = parallelism.unwrap_or(args.bind_concurrency);

@@ -12,7 +12,6 @@ use anyhow::bail;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use wasmsched::metrics::{NoMetrics, NodeMetrics, StaticMetrics};
-use wasmsched::policy::PolicyEngine;
 use wasmsched::sim::{DEFAULT_METRICS, DEFAULT_SCENARIO, Manifests, SimOptions, report, simulate};
 
 use super::policy_args::{LimitArgs, load_policies, load_tenant_policy, policy_files, tenant_policy_files};
@@ -121,7 +120,7 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
         eprintln!("note: ignored {} (only Nodes and Pods are simulated)", kinds.join(", "));
     }
 
-    let engine = PolicyEngine::new()?;
+    let engine = args.limits.engine()?;
     let (policies, label) = load_policies(&args.policies, &engine, &limits)?;
     let tenants = args
         .tenant_policies

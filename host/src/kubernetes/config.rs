@@ -39,6 +39,7 @@ use crate::duration::parse_duration;
 use crate::metrics::MetricSpec;
 use crate::metrics::spec::{MetricFile, resolve_all};
 use crate::policy::bundle::resolve_settings;
+use crate::policy::remote::Fetcher;
 use crate::policy::{PolicyEngine, PolicyLimits, PolicySource};
 use crate::scheduler::{PolicySet, TenantSettings, WeightedPolicy, default_tenant_limits};
 
@@ -124,6 +125,8 @@ pub struct RunConfig {
     pub tenants: TenantConfig,
     /// Node metrics policies may read, refreshed in the background.
     pub metrics: Vec<MetricSpec>,
+    /// Precompiled policies and policies fetched by URL are kept here.
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl RunConfig {
@@ -138,6 +141,7 @@ impl RunConfig {
             policy_limits: PolicyLimits::default(),
             tenants: TenantConfig::default(),
             metrics: Vec::new(),
+            cache_dir: None,
         }
     }
 }
@@ -203,6 +207,9 @@ pub struct PolicyFile {
     pub path: Option<PathBuf>,
     /// A policy built into the binary: `least-allocated`.
     pub embedded: Option<String>,
+    /// An HTTP(S) URL to fetch the policy from, with its `sha256` pin.
+    pub url: Option<String>,
+    pub sha256: Option<String>,
     pub weight: Option<u32>,
     /// The policy's own configuration, handed to it as JSON.
     pub config: Option<serde_yaml::Value>,
@@ -327,6 +334,7 @@ impl ConfigurationFile {
         file: &Path,
         engine: &PolicyEngine,
         base: &PolicyLimits,
+        fetcher: &Fetcher,
     ) -> Result<Vec<ProfileConfig>, ConfigError> {
         let dir = file.parent().unwrap_or(Path::new("."));
         let mut profiles = Vec::new();
@@ -373,16 +381,23 @@ impl ConfigurationFile {
                     file: file.display().to_string(),
                     message: format!("{at}: {message}"),
                 };
-                let source = match (&p.path, p.embedded.as_deref()) {
-                    (Some(path), None) => {
+                let source = match (&p.path, p.embedded.as_deref(), &p.url) {
+                    (Some(path), None, None) => {
                         let full = dir.join(path);
                         PolicySource::from_file(&full).map_err(|e| err(format!("reading {}: {e}", full.display())))?
                     }
-                    (None, Some("least-allocated")) => crate::default_policy::source(),
-                    (None, Some(other)) => {
+                    (None, Some("least-allocated"), None) => crate::default_policy::source(),
+                    (None, Some(other), None) => {
                         return Err(err(format!("no embedded policy {other:?} (have: least-allocated)")));
                     }
-                    _ => return Err(err("give exactly one of path or embedded".into())),
+                    (None, None, Some(url)) => {
+                        let sha256 = p.sha256.as_deref().ok_or_else(|| {
+                            err("a url needs its sha256 (the policy is verified before it is compiled)".into())
+                        })?;
+                        let bytes = fetcher.fetch(url, sha256, base.max_wasm_bytes).map_err(err)?;
+                        PolicySource::new(url.clone(), bytes)
+                    }
+                    _ => return Err(err("give exactly one of path, embedded or url".into())),
                 };
                 let (limits, config) =
                     resolve_settings(base, p.memory_limit.as_deref(), p.deadline.as_deref(), p.config.as_ref())
@@ -420,7 +435,7 @@ mod tests {
         let le = file.leader_election(LeaderElectionConfig::default(), f.path()).unwrap();
         assert_eq!((le.lease_duration, le.namespace.as_str()), (Duration::from_secs(30), "sched"));
         let engine = PolicyEngine::new().unwrap();
-        let profiles = file.load_profiles(f.path(), &engine, &PolicyLimits::default()).unwrap();
+        let profiles = file.load_profiles(f.path(), &engine, &PolicyLimits::default(), &Fetcher::new(None)).unwrap();
         assert_eq!(profiles.len(), 2);
         assert_eq!(profiles[0].policies.policies[0].weight, 3);
         assert!(profiles[1].policies.policies.is_empty());
@@ -467,19 +482,27 @@ mod tests {
         );
         let file = ConfigurationFile::read(f.path()).unwrap();
         let engine = PolicyEngine::new().unwrap();
-        let e = file.load_profiles(f.path(), &engine, &PolicyLimits::default()).err().unwrap().to_string();
+        let e = file
+            .load_profiles(f.path(), &engine, &PolicyLimits::default(), &Fetcher::new(None))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("profiles[0] (a): policies[0]: reading") && e.contains("missing.wasm"), "{e}");
         let f = write(
             "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\nprofiles:\n- schedulerName: a\n  policyConfigMap: ns/p\n  policies:\n  - embedded: least-allocated\n",
         );
         let file = ConfigurationFile::read(f.path()).unwrap();
-        let e = file.load_profiles(f.path(), &engine, &PolicyLimits::default()).err().unwrap().to_string();
+        let e = file
+            .load_profiles(f.path(), &engine, &PolicyLimits::default(), &Fetcher::new(None))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("profiles[0] (a): give one of policies, policyConfigMap or policyDir"), "{e}");
         let f = write(
             "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\nprofiles:\n- schedulerName: a\n  policyConfigMap: ns/p\n",
         );
         let file = ConfigurationFile::read(f.path()).unwrap();
-        let profiles = file.load_profiles(f.path(), &engine, &PolicyLimits::default()).unwrap();
+        let profiles = file.load_profiles(f.path(), &engine, &PolicyLimits::default(), &Fetcher::new(None)).unwrap();
         assert_eq!(profiles[0].policy_configmap.as_ref().map(|c| c.to_string()).as_deref(), Some("ns/p"));
         let f = write(
             "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\nprofiles:\n- schedulerName: a\ntenants:\n  deadline: forever\n",

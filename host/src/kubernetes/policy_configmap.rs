@@ -24,6 +24,7 @@ use super::policy_swap::{Outcome, Swapper};
 use super::reporter::new_event;
 use super::scheduling_loop::Input;
 use super::status::SchedulerStatus;
+use crate::policy::remote::Fetcher;
 use crate::policy::{PolicyEngine, PolicyLimits};
 
 /// `NAMESPACE/NAME` of a policy ConfigMap.
@@ -72,6 +73,7 @@ pub struct PolicyConfigMapSource {
     pub profile: String,
     pub engine: Arc<PolicyEngine>,
     pub limits: PolicyLimits,
+    pub fetcher: Fetcher,
     pub instance: String,
 }
 
@@ -85,6 +87,7 @@ impl PolicyConfigMapSource {
             origin: format!("configmap {}", self.configmap),
             engine: self.engine.clone(),
             limits: self.limits.clone(),
+            fetcher: self.fetcher.clone(),
             tx,
             status: status.clone(),
             have_active: false,

@@ -12,6 +12,7 @@ use super::policy_swap::Swapper;
 use super::scheduling_loop::Input;
 use super::status::SchedulerStatus;
 use crate::policy::directory::{DirWatcher, bundle_digest, read_bundle_dir};
+use crate::policy::remote::Fetcher;
 use crate::policy::{PolicyEngine, PolicyLimits};
 
 /// Quiet time after the last change before the directory is read.
@@ -25,6 +26,7 @@ pub struct PolicyDirSource {
     pub profile: String,
     pub engine: Arc<PolicyEngine>,
     pub limits: PolicyLimits,
+    pub fetcher: Fetcher,
 }
 
 impl PolicyDirSource {
@@ -46,6 +48,7 @@ impl PolicyDirSource {
             origin: format!("dir {}", self.dir.display()),
             engine: self.engine.clone(),
             limits: self.limits.clone(),
+            fetcher: self.fetcher.clone(),
             tx,
             status: status.clone(),
             have_active: false,

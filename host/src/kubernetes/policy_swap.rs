@@ -9,6 +9,7 @@ use std::sync::mpsc::Sender;
 use super::scheduling_loop::Input;
 use super::status::{ActivePolicy, SchedulerStatus};
 use crate::policy::bundle::{load_bundle, parse_bundle};
+use crate::policy::remote::Fetcher;
 use crate::policy::{PolicyEngine, PolicyLimits};
 use crate::scheduler::PolicySet;
 
@@ -19,6 +20,8 @@ pub struct Swapper {
     pub origin: String,
     pub engine: Arc<PolicyEngine>,
     pub limits: PolicyLimits,
+    /// Fetches bundle entries named by URL.
+    pub fetcher: Fetcher,
     pub tx: Sender<Input>,
     pub status: Arc<SchedulerStatus>,
     /// Whether a version from this source is active.
@@ -38,7 +41,7 @@ impl Swapper {
     /// Validates `files` and swaps them in, or rejects them. Blocking
     /// (compiles): call it off the async runtime's workers.
     pub fn offer(&mut self, files: &BTreeMap<String, Vec<u8>>) -> Outcome {
-        let loaded = parse_bundle(&self.origin, files, self.limits.max_wasm_bytes)
+        let loaded = parse_bundle(&self.origin, files, self.limits.max_wasm_bytes, &self.fetcher)
             .and_then(|entries| load_bundle(&self.engine, &entries, &self.limits, None));
         match loaded {
             Ok(set) => {

@@ -26,6 +26,7 @@ use crate::cluster::PodKey;
 use crate::metrics::MetricsCache;
 use crate::metrics::refresher::Refresher;
 use crate::policy::PolicyEngine;
+use crate::policy::remote::Fetcher;
 use crate::scheduler::{Profile, Scheduler, SchedulerConfig};
 
 /// The readiness check of the node metric cache (first refresh attempted).
@@ -129,7 +130,12 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         sources.into_iter().map(|s| tokio::spawn(s.run(client.clone(), inputs_tx.clone()))).collect();
     if !policy_sources.is_empty() || !dir_sources.is_empty() || tenants_on {
         // Loads happen while pods are being scheduled: one core at most.
-        let engine = Arc::new(PolicyEngine::for_background()?);
+        let mut engine = PolicyEngine::for_background()?;
+        if let Some(dir) = &config.cache_dir {
+            engine = engine.with_cache_dir(dir.join("compiled"));
+        }
+        let engine = Arc::new(engine);
+        let fetcher = Fetcher::new(config.cache_dir.clone());
         if tenants_on {
             let source = TenantConfigMapSource {
                 config: config.tenants.clone(),
@@ -140,7 +146,13 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
             watches.push(tokio::spawn(source.run(client.clone(), inputs_tx.clone(), status.clone())));
         }
         for (profile, dir) in dir_sources {
-            let source = PolicyDirSource { dir, profile, engine: engine.clone(), limits: config.policy_limits.clone() };
+            let source = PolicyDirSource {
+                dir,
+                profile,
+                engine: engine.clone(),
+                limits: config.policy_limits.clone(),
+                fetcher: fetcher.clone(),
+            };
             let (tx, status) = (inputs_tx.clone(), status.clone());
             std::thread::Builder::new().name("policy-dir".into()).spawn(move || source.run(tx, status))?;
         }
@@ -150,6 +162,7 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
                 profile,
                 engine: engine.clone(),
                 limits: config.policy_limits.clone(),
+                fetcher: fetcher.clone(),
                 instance: le.identity.clone(),
             };
             watches.push(tokio::spawn(source.run(client.clone(), inputs_tx.clone(), status.clone())));

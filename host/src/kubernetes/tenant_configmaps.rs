@@ -24,11 +24,18 @@ use super::policy_configmap::{configmap_event, files_of};
 use super::scheduling_loop::Input;
 use super::status::{ActivePolicy, SchedulerStatus};
 use crate::policy::bundle::{load_bundle, parse_bundle};
+use crate::policy::remote::Fetcher;
 use crate::policy::{LoadedPolicy, PolicyEngine};
 use crate::scheduler::{POLICY_ANNOTATION, POLICY_CONFIGMAP_LABEL};
 
 /// The readiness check of this source.
 pub const SOURCE_NAME: &str = "tenant policy configmaps";
+
+/// Tenants may not make the scheduler fetch: a namespace could point it at
+/// any address the scheduler can reach. Large tenant policies go through an
+/// operator (a profile policy by URL, or the directory source).
+const TENANT_URLS_REFUSED: &str =
+    "tenant policies cannot name URLs (only profile policies can); put the .wasm (or .wasm.gz) in the ConfigMap";
 
 type CmKey = (String, String);
 
@@ -139,7 +146,8 @@ impl Watch {
         let files = files_of(&cm);
         let (engine, limits, max) = (self.source.engine.clone(), config.limits.clone(), config.max_policies);
         let loaded = tokio::task::spawn_blocking(move || -> Result<Vec<(String, Arc<LoadedPolicy>)>, String> {
-            let entries = parse_bundle(&origin, &files, limits.max_wasm_bytes)?;
+            let entries =
+                parse_bundle(&origin, &files, limits.max_wasm_bytes, &Fetcher::refusing(TENANT_URLS_REFUSED))?;
             if let Some(dup) = entries.iter().find(|e| others.contains(&e.name)) {
                 return Err(format!("{}: another ConfigMap of this namespace already supplies it", dup.name));
             }

@@ -10,6 +10,9 @@
 //! config: {metric: http_latency_seconds}
 //! ```
 //!
+//! A policy too large for a ConfigMap is named by `url` and `sha256` in
+//! its `NAME.yaml`, without a `NAME.wasm` (see [`super::remote`]).
+//!
 //! A bundle is all or nothing: one bad entry rejects the whole update, so
 //! a profile never runs half of a new set.
 
@@ -21,6 +24,7 @@ use serde::Deserialize;
 
 use super::engine::{PolicyEngine, PolicySource};
 use super::limits::PolicyLimits;
+use super::remote::Fetcher;
 use super::smoke::smoke_run;
 use crate::scheduler::{PolicySet, WeightedPolicy};
 
@@ -31,6 +35,10 @@ pub struct EntrySettings {
     pub memory_limit: Option<String>,
     pub deadline: Option<String>,
     pub config: Option<serde_yaml::Value>,
+    /// Fetch the policy from here instead of a `NAME.wasm` entry...
+    pub url: Option<String>,
+    /// ...and accept it only with this sha256.
+    pub sha256: Option<String>,
 }
 
 #[derive(Debug)]
@@ -52,12 +60,24 @@ fn gunzip(name: &str, bytes: &[u8], limit: usize) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+fn read_settings(files: &BTreeMap<String, Vec<u8>>, name: &str) -> Result<EntrySettings, String> {
+    match files.get(&format!("{name}.yaml")).or_else(|| files.get(&format!("{name}.yml"))) {
+        Some(yaml) => {
+            let text = std::str::from_utf8(yaml).map_err(|_| format!("{name}.yaml: not UTF-8"))?;
+            serde_yaml::from_str(text).map_err(|e| format!("{name}.yaml: {e}"))
+        }
+        None => Ok(EntrySettings::default()),
+    }
+}
+
 /// The entries of a bundle, by policy name (sorted). `origin` prefixes
-/// each policy's source (e.g. `configmap wasmsched/policies`).
+/// each policy's source (e.g. `configmap wasmsched/policies`). Entries
+/// named by URL are fetched (or taken from the cache) and verified here.
 pub fn parse_bundle(
     origin: &str,
     files: &BTreeMap<String, Vec<u8>>,
     max_wasm_bytes: usize,
+    fetcher: &Fetcher,
 ) -> Result<Vec<BundleEntry>, String> {
     let mut entries = Vec::new();
     for (file, bytes) in files {
@@ -73,13 +93,10 @@ pub fn parse_bundle(
         if entries.iter().any(|e: &BundleEntry| e.name == name) {
             return Err(format!("{name}: given both as .wasm and .wasm.gz"));
         }
-        let settings = match files.get(&format!("{name}.yaml")).or_else(|| files.get(&format!("{name}.yml"))) {
-            Some(yaml) => {
-                let text = std::str::from_utf8(yaml).map_err(|_| format!("{name}.yaml: not UTF-8"))?;
-                serde_yaml::from_str(text).map_err(|e| format!("{name}.yaml: {e}"))?
-            }
-            None => EntrySettings::default(),
-        };
+        let settings = read_settings(files, name)?;
+        if settings.url.is_some() {
+            return Err(format!("{name}: give {file} or a url in {name}.yaml, not both"));
+        }
         entries.push(BundleEntry {
             name: name.to_string(),
             source: PolicySource::new(format!("{origin}: {file}"), wasm),
@@ -87,14 +104,27 @@ pub fn parse_bundle(
         });
     }
     for file in files.keys() {
-        let stem = file.trim_end_matches(".yaml").trim_end_matches(".yml");
-        if (file.ends_with(".yaml") || file.ends_with(".yml")) && !entries.iter().any(|e| e.name == stem) {
-            return Err(format!("{file}: settings for a policy that is not in the bundle"));
+        let Some(stem) = file.strip_suffix(".yaml").or_else(|| file.strip_suffix(".yml")) else { continue };
+        if entries.iter().any(|e| e.name == stem) {
+            continue;
         }
+        let settings = read_settings(files, stem)?;
+        let (Some(url), Some(sha256)) = (&settings.url, &settings.sha256) else {
+            return Err(match settings.url {
+                Some(_) => format!("{file}: a url needs its sha256 (the policy is verified before it is compiled)"),
+                None => format!(
+                    "{file}: settings for a policy that is not in the bundle (add {stem}.wasm, or url and sha256)"
+                ),
+            });
+        };
+        let wasm = fetcher.fetch(url, sha256, max_wasm_bytes).map_err(|e| format!("{stem}: {e}"))?;
+        let source = PolicySource::new(format!("{origin}: {stem} from {url}"), wasm);
+        entries.push(BundleEntry { name: stem.to_string(), source, settings });
     }
     if entries.is_empty() {
         return Err("no policy in it (expected NAME.wasm or NAME.wasm.gz entries)".into());
     }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(entries)
 }
 
@@ -177,7 +207,7 @@ mod tests {
             ("b.wasm.gz".to_string(), gz(b"\0asm-b")),
             ("b.yaml".to_string(), b"weight: 3\nconfig: {x: 1}\n".to_vec()),
         ]);
-        let entries = parse_bundle("configmap ns/p", &files, 1024).unwrap();
+        let entries = parse_bundle("configmap ns/p", &files, 1024, &Fetcher::new(None)).unwrap();
         assert_eq!(entries.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(&*entries[1].source.bytes, b"\0asm-b");
         assert_eq!(entries[1].settings.weight, Some(3));
@@ -189,15 +219,47 @@ mod tests {
         let bomb = gz(&vec![0u8; 4 << 20]);
         assert!(bomb.len() < 64 << 10);
         let files = BTreeMap::from([("x.wasm.gz".to_string(), bomb)]);
-        assert!(parse_bundle("o", &files, 1 << 20).unwrap_err().contains("decompresses to more than"));
+        assert!(
+            parse_bundle("o", &files, 1 << 20, &Fetcher::new(None)).unwrap_err().contains("decompresses to more than")
+        );
         let files = BTreeMap::from([("x.txt".to_string(), vec![])]);
-        assert!(parse_bundle("o", &files, 1 << 20).unwrap_err().contains("expected NAME.wasm"));
+        assert!(parse_bundle("o", &files, 1 << 20, &Fetcher::new(None)).unwrap_err().contains("expected NAME.wasm"));
         let files = BTreeMap::from([("x.wasm".to_string(), vec![]), ("x.yaml".to_string(), b"wieght: 2".to_vec())]);
-        assert!(parse_bundle("o", &files, 1 << 20).unwrap_err().contains("unknown field `wieght`"));
+        assert!(
+            parse_bundle("o", &files, 1 << 20, &Fetcher::new(None)).unwrap_err().contains("unknown field `wieght`")
+        );
         let files = BTreeMap::from([("x.wasm".to_string(), vec![]), ("y.yaml".to_string(), vec![])]);
-        assert!(parse_bundle("o", &files, 1 << 20).unwrap_err().contains("not in the bundle"));
-        assert!(parse_bundle("o", &BTreeMap::new(), 1 << 20).unwrap_err().contains("no policy"));
+        assert!(parse_bundle("o", &files, 1 << 20, &Fetcher::new(None)).unwrap_err().contains("not in the bundle"));
+        assert!(parse_bundle("o", &BTreeMap::new(), 1 << 20, &Fetcher::new(None)).unwrap_err().contains("no policy"));
         let files = BTreeMap::from([("x.wasm.gz".to_string(), b"not gzip".to_vec())]);
-        assert!(parse_bundle("o", &files, 1 << 20).unwrap_err().contains("not valid gzip"));
+        assert!(parse_bundle("o", &files, 1 << 20, &Fetcher::new(None)).unwrap_err().contains("not valid gzip"));
+    }
+
+    #[test]
+    fn entries_named_by_url_are_fetched_verified_and_loaded() {
+        let wasm = crate::default_policy::DEFAULT_POLICY_WASM.to_vec();
+        let sha = PolicySource::new("x", wasm.clone()).sha256();
+        let (base, _) = wasmsched_test_support::serve_file(wasm.clone());
+        let yaml = format!("url: {base}/policy.wasm\nsha256: {sha}\nweight: 2\n");
+        let files = BTreeMap::from([("big.yaml".to_string(), yaml.into_bytes())]);
+        let entries = parse_bundle("configmap ns/p", &files, 32 << 20, &Fetcher::new(None)).unwrap();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(&entries[0].source.bytes[..], &wasm[..]);
+        assert_eq!(entries[0].source.origin, format!("configmap ns/p: big from {base}/policy.wasm"));
+        let engine = PolicyEngine::new().unwrap();
+        let set = load_bundle(&engine, &entries, &PolicyLimits::default(), None).unwrap();
+        assert_eq!(set.policies[0].weight, 2);
+
+        let with_wasm = BTreeMap::from([
+            ("big.wasm".to_string(), wasm.clone()),
+            ("big.yaml".to_string(), format!("url: {base}/policy.wasm\nsha256: {sha}\n").into_bytes()),
+        ]);
+        let e = parse_bundle("o", &with_wasm, 32 << 20, &Fetcher::new(None)).unwrap_err();
+        assert!(e.contains("give big.wasm or a url in big.yaml, not both"), "{e}");
+        let unpinned = BTreeMap::from([("big.yaml".to_string(), format!("url: {base}/policy.wasm\n").into_bytes())]);
+        let e = parse_bundle("o", &unpinned, 32 << 20, &Fetcher::new(None)).unwrap_err();
+        assert!(e.contains("a url needs its sha256"), "{e}");
+        let e = parse_bundle("o", &files, 32 << 20, &Fetcher::refusing("not for tenants")).unwrap_err();
+        assert!(e.starts_with("big: url ") && e.contains("not for tenants"), "{e}");
     }
 }

@@ -13,6 +13,7 @@ mod host_state;
 mod limits;
 mod loaded;
 mod node_table;
+pub mod remote;
 pub mod smoke;
 mod v0_1;
 mod version;

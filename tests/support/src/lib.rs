@@ -61,3 +61,131 @@ pub fn policy_wasm(crate_name: &str) -> PathBuf {
     assert!(path.exists(), "{} was not built", path.display());
     path
 }
+
+/// The policies written in other languages, built with their own
+/// toolchains (installed by `policies/install-toolchains.sh`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Polyglot {
+    /// `policies/python/least-allocated`, by componentize-py.
+    PythonLeastAllocated,
+    /// `policies/js/cheapest`, by ComponentizeJS.
+    JsCheapest,
+}
+
+impl Polyglot {
+    fn file_name(self) -> &'static str {
+        match self {
+            Polyglot::PythonLeastAllocated => "least_allocated_py.wasm",
+            Polyglot::JsCheapest => "cheapest_js.wasm",
+        }
+    }
+}
+
+/// Where a toolchain binary is: the environment variable if set, else the
+/// place `install-toolchains.sh` puts it. `Err` says how to get it.
+fn toolchain(var: &str, installed: &Path, what: &str) -> Result<PathBuf, String> {
+    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| installed.to_path_buf());
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!("{what} not found at {} (set {var}, or run policies/install-toolchains.sh)", path.display()))
+    }
+}
+
+fn build_polyglot(which: Polyglot) -> Result<PathBuf, String> {
+    let root = workspace_root();
+    let out_dir = root.join("target").join("polyglot-policies");
+    std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    let out = out_dir.join(which.file_name());
+    let wit = root.join("wit").join("0.1.0");
+    let mut command = match which {
+        Polyglot::PythonLeastAllocated => {
+            let tool = toolchain(
+                "WASMSCHED_COMPONENTIZE_PY",
+                &root.join("target/toolchains/python/bin/componentize-py"),
+                "componentize-py",
+            )?;
+            let mut c = Command::new(tool);
+            c.arg("-d").arg(&wit).args(["-w", "scheduler-policy", "componentize", "-p"]);
+            c.arg(root.join("policies/python/least-allocated")).arg("app").arg("-o").arg(&out);
+            // Keep the source tree free of __pycache__.
+            c.env("PYTHONDONTWRITEBYTECODE", "1");
+            c
+        }
+        Polyglot::JsCheapest => {
+            let tool = toolchain(
+                "WASMSCHED_COMPONENTIZE_JS",
+                &root.join("policies/js/node_modules/.bin/componentize-js"),
+                "componentize-js",
+            )?;
+            let mut c = Command::new(tool);
+            c.arg(root.join("policies/js/cheapest/cheapest.js")).arg("--wit").arg(&wit);
+            c.args(["--world-name", "scheduler-policy", "--disable", "http", "fetch-event", "-o"]).arg(&out);
+            c
+        }
+    };
+    let output = command.output().map_err(|e| format!("running {command:?}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "building {} failed ({command:?}):\n{}{}",
+            which.file_name(),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(out)
+}
+
+/// Builds a policy written in another language (once per test process).
+/// `None` means its toolchain is not installed, which the caller reports as a
+/// skip outside CI; under `CI=true` a missing toolchain panics, so CI can
+/// never pass without running these tests. A failing build always panics.
+pub fn polyglot_wasm(which: Polyglot) -> Option<PathBuf> {
+    static BUILT: [OnceLock<Result<PathBuf, String>>; 2] = [OnceLock::new(), OnceLock::new()];
+    let slot = &BUILT[which as usize];
+    match slot.get_or_init(|| build_polyglot(which)) {
+        Ok(path) => Some(path.clone()),
+        Err(e) if e.contains("not found at") => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("CI=true and a toolchain is missing: {e}");
+            }
+            eprintln!("SKIPPED (toolchain missing): {e}");
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// A one-file HTTP/1.1 server on 127.0.0.1 for the URL policy source:
+/// `GET /policy.wasm` answers `body`, anything else 404. Returns the base
+/// URL and a count of the requests served. Runs until the process ends.
+pub fn serve_file(body: Vec<u8>) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+    let base = format!("http://{}", listener.local_addr().expect("local address"));
+    let served = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let Ok(read_half) = stream.try_clone() else { continue };
+            let mut reader = BufReader::new(read_half);
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            // The headers end at the first empty line.
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            count.fetch_add(1, Ordering::SeqCst);
+            let found = request_line.starts_with("GET /policy.wasm ");
+            let (status, payload): (&str, &[u8]) = if found { ("200 OK", &body) } else { ("404 Not Found", b"") };
+            let head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", payload.len());
+            let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(payload));
+        }
+    });
+    (base, served)
+}

@@ -1,0 +1,185 @@
+//! Policies fetched over HTTP(S), pinned by sha256: the path for policies
+//! too large for a ConfigMap (interpreter-based components, CPython or
+//! SpiderMonkey inside, are tens of MB; a ConfigMap holds 1 MiB).
+//!
+//! A bundle's `NAME.yaml` (or a configuration file's policy entry) names
+//! `url` and `sha256` instead of carrying `NAME.wasm`. The bytes are
+//! fetched with a size cap, verified against the pin before anything
+//! compiles them, and kept in the cache directory by their sha256, so a
+//! restart or a re-applied bundle does not fetch again and a server that
+//! is down does not stop a policy already fetched once. What follows is
+//! the same as for any bundle entry: validation, smoke run, swap.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+/// How long one download may take, end to end.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Fetches pinned policies, through a cache directory if one is set.
+#[derive(Debug, Clone)]
+pub struct Fetcher {
+    cache_dir: Option<PathBuf>,
+    /// Set for sources that must not make the scheduler fetch (tenants:
+    /// a namespace must not point the scheduler at arbitrary URLs).
+    refused: Option<&'static str>,
+}
+
+impl Fetcher {
+    pub fn new(cache_dir: Option<PathBuf>) -> Self {
+        Fetcher { cache_dir, refused: None }
+    }
+
+    /// A fetcher that refuses every URL, saying `why`.
+    pub fn refusing(why: &'static str) -> Self {
+        Fetcher { cache_dir: None, refused: Some(why) }
+    }
+
+    fn cached_path(&self, sha256: &str) -> Option<PathBuf> {
+        self.cache_dir.as_ref().map(|d| d.join("fetched").join(format!("{sha256}.wasm")))
+    }
+
+    /// The bytes at `url`, which must hash to `sha256` (lowercase or
+    /// uppercase hex) and be at most `max_bytes` long. Errors say which.
+    pub fn fetch(&self, url: &str, sha256: &str, max_bytes: usize) -> Result<Vec<u8>, String> {
+        if let Some(why) = self.refused {
+            return Err(format!("url {url}: {why}"));
+        }
+        let want = sha256.trim().to_ascii_lowercase();
+        if want.len() != 64 || !want.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("sha256 {sha256:?} is not 64 hexadecimal digits"));
+        }
+        let parsed = reqwest::Url::parse(url).map_err(|e| format!("url {url:?}: {e}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!("url {url}: only http and https are fetched"));
+        }
+        if let Some(path) = self.cached_path(&want) {
+            match std::fs::read(&path) {
+                Ok(bytes) if hex::encode(Sha256::digest(&bytes)) == want => return Ok(bytes),
+                Ok(_) => {
+                    tracing::warn!(path = %path.display(), "cached policy does not match its sha256; fetching again");
+                    let _ = std::fs::remove_file(&path);
+                }
+                Err(_) => {}
+            }
+        }
+        let bytes = download(url, max_bytes)?;
+        let got = hex::encode(Sha256::digest(&bytes));
+        if got != want {
+            return Err(format!(
+                "url {url}: sha256 is {got}, the pin says {want} (the file changed, or the pin is wrong); not loaded"
+            ));
+        }
+        if let Some(path) = self.cached_path(&want)
+            && let Err(e) = store(&path, &bytes)
+        {
+            tracing::warn!(path = %path.display(), error = %e, "could not cache the fetched policy");
+        }
+        Ok(bytes)
+    }
+}
+
+/// Write then rename, so a concurrent reader never sees half a file.
+fn store(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::File::create(&tmp)?.write_all(bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// GET with a size cap, on a thread of its own with its own runtime: the
+/// callers are synchronous (bundle loading), some of them inside a tokio
+/// runtime, where blocking on another runtime would panic.
+fn download(url: &str, max_bytes: usize) -> Result<Vec<u8>, String> {
+    let url = url.to_string();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("starting the download: {e}"))?;
+            runtime.block_on(get_capped(&url, max_bytes))
+        })
+        .join()
+        .unwrap_or_else(|_| Err("the download thread panicked".into()))
+    })
+}
+
+async fn get_capped(url: &str, max_bytes: usize) -> Result<Vec<u8>, String> {
+    let client = reqwest::Client::builder()
+        .timeout(FETCH_TIMEOUT)
+        .build()
+        .map_err(|e| format!("url {url}: building the HTTP client: {e}"))?;
+    let mut response = client.get(url).send().await.map_err(|e| format!("url {url}: {e}"))?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(format!("url {url}: the server answered {status}"));
+    }
+    let too_large = || format!("url {url}: larger than the {max_bytes}-byte policy size limit");
+    if response.content_length().is_some_and(|n| n > max_bytes as u64) {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| format!("url {url}: {e}"))? {
+        if bytes.len() + chunk.len() > max_bytes {
+            return Err(too_large());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+    use wasmsched_test_support::serve_file as serve;
+
+    fn sha(bytes: &[u8]) -> String {
+        hex::encode(Sha256::digest(bytes))
+    }
+
+    #[test]
+    fn fetches_verifies_and_caches_by_sha256() {
+        let body = b"\0asm not really a policy".to_vec();
+        let (base, served) = serve(body.clone());
+        let cache = tempfile::tempdir().unwrap();
+        let fetcher = Fetcher::new(Some(cache.path().to_path_buf()));
+        let url = format!("{base}/policy.wasm");
+        assert_eq!(fetcher.fetch(&url, &sha(&body).to_uppercase(), 1024).unwrap(), body);
+        assert_eq!(served.load(Ordering::SeqCst), 1);
+        // Second time from the cache: the server is not asked.
+        assert_eq!(fetcher.fetch(&url, &sha(&body), 1024).unwrap(), body);
+        assert_eq!(served.load(Ordering::SeqCst), 1);
+        // A corrupted cache entry is noticed and replaced.
+        std::fs::write(cache.path().join("fetched").join(format!("{}.wasm", sha(&body))), b"garbage").unwrap();
+        assert_eq!(fetcher.fetch(&url, &sha(&body), 1024).unwrap(), body);
+        assert_eq!(served.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn refuses_a_wrong_pin_a_missing_file_an_oversized_one_and_bad_input() {
+        let body = vec![7u8; 2048];
+        let (base, _) = serve(body.clone());
+        let fetcher = Fetcher::new(None);
+        let url = format!("{base}/policy.wasm");
+        let wrong = sha(b"something else");
+        let e = fetcher.fetch(&url, &wrong, 1 << 20).unwrap_err();
+        assert!(e.contains(&format!("sha256 is {}, the pin says {wrong}", sha(&body))), "{e}");
+        let e = fetcher.fetch(&format!("{base}/gone.wasm"), &sha(&body), 1 << 20).unwrap_err();
+        assert!(e.contains("the server answered 404 Not Found"), "{e}");
+        let e = fetcher.fetch(&url, &sha(&body), 1024).unwrap_err();
+        assert!(e.contains("larger than the 1024-byte policy size limit"), "{e}");
+        let e = fetcher.fetch(&url, "abc", 1 << 20).unwrap_err();
+        assert!(e.contains("is not 64 hexadecimal digits"), "{e}");
+        let e = fetcher.fetch("file:///etc/passwd", &sha(&body), 1 << 20).unwrap_err();
+        assert!(e.contains("only http and https"), "{e}");
+        let e = Fetcher::refusing("tenant policies cannot be fetched").fetch(&url, &sha(&body), 1 << 20).unwrap_err();
+        assert!(e.contains("tenant policies cannot be fetched"), "{e}");
+    }
+}
