@@ -13,7 +13,9 @@ fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
 }
 
 /// kube scheduler_perf's SchedulingBasic: identical nodes (4 cpu, 32 GiB,
-/// 110 pods) in three zones, pods requesting 100m cpu / 100 MiB.
+/// 110 pods) in three zones, pods requesting 100m cpu / 100 MiB. Each node
+/// carries a price annotation (`hightower.com/cost`), so price-based
+/// policies (`cheapest`, in any language) can be measured on it too.
 pub fn cluster(nodes: usize, pods: usize) -> Manifests {
     Manifests { nodes: (0..nodes).map(node).collect(), pods: (0..pods).map(pod).collect(), ..Default::default() }
 }
@@ -28,6 +30,7 @@ pub fn node(i: usize) -> Node {
                 ("kubernetes.io/hostname".to_string(), name),
                 ("topology.kubernetes.io/zone".to_string(), format!("zone-{}", i % 3)),
             ])),
+            annotations: Some(BTreeMap::from([("hightower.com/cost".to_string(), price(i))])),
             ..Default::default()
         },
         status: Some(NodeStatus {
@@ -36,6 +39,11 @@ pub fn node(i: usize) -> Node {
         }),
         ..Default::default()
     }
+}
+
+/// Node `i`'s price per hour: 0.100 to 0.999, spread over the nodes.
+fn price(i: usize) -> String {
+    format!("0.{:03}", 100 + (i * 7919) % 900)
 }
 
 /// Pending pod `i`: `perf/pod-NNNNNN`, 100m cpu / 100 MiB.

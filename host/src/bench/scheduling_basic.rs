@@ -2,6 +2,7 @@
 //! cluster (every feasible node scored, no sampling). Wall time covers
 //! loading the objects into the core and every cycle and in-memory bind.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -60,7 +61,6 @@ pub fn run(
     scoring: Scoring,
     call_deadline: Option<Duration>,
 ) -> Result<BenchResult, String> {
-    let manifests = cluster(nodes, pods);
     let engine = PolicyEngine::new().map_err(|e| e.to_string())?;
     let mut limits = PolicyLimits::default();
     if let Some(deadline) = call_deadline {
@@ -81,6 +81,41 @@ pub fn run(
             filled_cache(nodes),
         ),
     };
+    let workload = if scoring == Scoring::WithMetrics { "WithMetrics" } else { "SchedulingBasic" };
+    measure(nodes, pods, policies, metrics, workload, scoring.label())
+}
+
+/// SchedulingBasic with a policy of the caller's (`wasmsched bench
+/// --policy`): what an author's policy costs per node and per pod. The
+/// load (compile or cache, instantiate) is not timed.
+pub fn run_policy(
+    nodes: usize,
+    pods: usize,
+    policy: &Path,
+    config: &str,
+    limits: PolicyLimits,
+    cache_dir: Option<&Path>,
+) -> Result<BenchResult, String> {
+    let mut engine = PolicyEngine::new().map_err(|e| e.to_string())?;
+    if let Some(dir) = cache_dir {
+        engine = engine.with_cache_dir(dir.join("compiled"));
+    }
+    let source = PolicySource::from_file(policy).map_err(|e| format!("{}: {e}", policy.display()))?;
+    let loaded = engine.load(&source, config, limits).map_err(|e| e.to_string())?;
+    let label = format!("{} {}", loaded.info.name, loaded.info.version);
+    let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(loaded), weight: 1 }]);
+    measure(nodes, pods, policies, Arc::new(NoMetrics), "SchedulingBasic", &label)
+}
+
+fn measure(
+    nodes: usize,
+    pods: usize,
+    policies: PolicySet,
+    metrics: Arc<dyn NodeMetrics>,
+    workload: &str,
+    variant: &str,
+) -> Result<BenchResult, String> {
+    let manifests = cluster(nodes, pods);
     let started = Instant::now();
     let mut report = simulate(manifests, policies, metrics, &SimOptions::default())?;
     let wall = started.elapsed();
@@ -92,8 +127,8 @@ pub fn run(
         ));
     }
     Ok(BenchResult {
-        workload: if scoring == Scoring::WithMetrics { "WithMetrics" } else { "SchedulingBasic" }.into(),
-        variant: scoring.label().into(),
+        workload: workload.into(),
+        variant: variant.into(),
         nodes,
         pods,
         pods_per_second: pods as f64 / wall.as_secs_f64(),

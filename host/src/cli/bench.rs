@@ -13,6 +13,9 @@ use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 use wasmsched::bench::scheduling_basic::Scoring;
 use wasmsched::bench::{BenchResult, end_to_end, hot_swap, scheduling_basic, table};
+use wasmsched::policy::PolicyLimits;
+
+use super::policy_args::{LimitArgs, parse_policy_spec, read_config};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -34,6 +37,13 @@ pub struct BenchArgs {
     /// Write every result as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Measure this policy instead (SchedulingBasic at 500 nodes / 1,000
+    /// pods and 5,000 nodes / 1,000 pods): `PATH[,config=FILE]`. With
+    /// --memory-limit, --deadline and --cache-dir as for `check`.
+    #[arg(long, value_name = "PATH[,config=FILE]")]
+    pub policy: Option<String>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// Internal: run one configuration in this process and print its
     /// result as JSON.
     #[arg(long, hide = true, value_name = "SPEC")]
@@ -56,6 +66,19 @@ struct Spec {
     /// under valgrind (`--one` only; see docs/benchmarks.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     call_deadline_ms: Option<u64>,
+    /// SchedulingBasic with this policy (`--policy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    policy: Option<CustomPolicy>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct CustomPolicy {
+    path: PathBuf,
+    /// The policy's configuration, as JSON.
+    config: String,
+    memory_bytes: usize,
+    call_deadline_ms: u64,
+    cache_dir: Option<PathBuf>,
 }
 
 fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
@@ -67,6 +90,7 @@ fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
         seconds: if quick { 3 } else { 10 },
         bind_concurrency: 16,
         call_deadline_ms: None,
+        policy: None,
     };
     let sizes: &[(usize, usize)] = if quick { &[(500, 1000)] } else { &[(500, 1000), (5000, 10000)] };
     let big = *sizes.last().expect("a size");
@@ -90,8 +114,43 @@ fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
     out
 }
 
+/// `--policy PATH[,config=FILE]`: SchedulingBasic at two sizes with it.
+fn policy_specs(policy: &str, limit_args: &LimitArgs) -> anyhow::Result<Vec<Spec>> {
+    let parsed = parse_policy_spec(policy)?;
+    let limits = limit_args.to_limits()?;
+    let custom = CustomPolicy {
+        path: std::path::absolute(&parsed.path).with_context(|| format!("--policy {policy}"))?,
+        config: read_config(parsed.config.as_deref())?,
+        memory_bytes: limits.memory_bytes,
+        call_deadline_ms: limits.call_deadline.as_millis() as u64,
+        cache_dir: limit_args.cache_dir.clone(),
+    };
+    Ok([(500, 1000), (5000, 1000)]
+        .into_iter()
+        .map(|(nodes, pods)| Spec {
+            workload: Workload::SchedulingBasic,
+            nodes,
+            pods,
+            native: false,
+            seconds: 0,
+            bind_concurrency: 16,
+            call_deadline_ms: None,
+            policy: Some(custom.clone()),
+        })
+        .collect())
+}
+
 fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
     let deadline = spec.call_deadline_ms.map(Duration::from_millis);
+    if let Some(p) = &spec.policy {
+        let limits = PolicyLimits {
+            memory_bytes: p.memory_bytes,
+            call_deadline: Duration::from_millis(p.call_deadline_ms),
+            ..PolicyLimits::default()
+        };
+        return scheduling_basic::run_policy(spec.nodes, spec.pods, &p.path, &p.config, limits, p.cache_dir.as_deref())
+            .map_err(anyhow::Error::msg);
+    }
     let result = match spec.workload {
         Workload::SchedulingBasic => {
             let scoring = if spec.native { Scoring::Native } else { Scoring::Wasm };
@@ -161,11 +220,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     } else {
         args.workloads.clone()
     };
+    let specs = match &args.policy {
+        Some(policy) => policy_specs(policy, &args.limits)?,
+        None => specs(&workloads, args.quick),
+    };
     let exe = std::env::current_exe().context("finding this executable")?;
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     eprintln!("wasmsched bench on {cores} cores{}", if args.quick { " (--quick: smoke sizes)" } else { "" });
     let mut results = Vec::new();
-    for spec in specs(&workloads, args.quick) {
+    for spec in specs {
         eprintln!(
             "running {:?} {} nodes / {} pods{}",
             spec.workload,

@@ -13,10 +13,10 @@ use wasmsched::scheduler::{PolicySet, WeightedPolicy};
 #[derive(Args, Debug, Clone)]
 pub struct LimitArgs {
     /// Memory cap per policy instance, as a Kubernetes quantity.
-    #[arg(long, value_name = "QUANTITY", default_value = "64Mi")]
+    #[arg(long, value_name = "QUANTITY", default_value = "256Mi")]
     pub memory_limit: String,
     /// Deadline of one policy call, e.g. 100ms or 2s.
-    #[arg(long, value_name = "DURATION", default_value = "100ms")]
+    #[arg(long, value_name = "DURATION", default_value = "250ms")]
     pub deadline: String,
     /// Keep compiled policies, and policies fetched by URL, in this
     /// directory: a large policy (an interpreter inside, as Python and
@@ -56,13 +56,13 @@ pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
 }
 
 /// `PATH[,weight=N][,config=FILE]`
-struct PolicySpec {
-    path: PathBuf,
-    weight: u32,
-    config: Option<PathBuf>,
+pub struct PolicySpec {
+    pub path: PathBuf,
+    pub weight: u32,
+    pub config: Option<PathBuf>,
 }
 
-fn parse_policy_spec(spec: &str) -> anyhow::Result<PolicySpec> {
+pub fn parse_policy_spec(spec: &str) -> anyhow::Result<PolicySpec> {
     let mut parts = spec.split(',');
     let path = PathBuf::from(parts.next().unwrap_or_default());
     let mut parsed = PolicySpec { path, weight: 1, config: None };

@@ -23,6 +23,14 @@ use crate::metrics::NodeMetrics;
 /// Raw scores beyond this magnitude lose integer precision in f64.
 pub const MAX_RAW_SCORE: f64 = 9_007_199_254_740_992.0; // 2^53
 
+/// Time a `sync-nodes` call may take per node record it carries, on top of
+/// the call deadline: the first sync sends every node, and its cost grows
+/// with the cluster, not with anything a deadline guards against. Measured:
+/// the first sync of 5,000 nodes into the Python least-allocated takes
+/// about 100 ms (it failed a 100 ms deadline 7 times in 8), into a Rust
+/// policy a few ms (docs/benchmarks.md, policies in other languages).
+pub const SYNC_TIME_PER_NODE: Duration = Duration::from_micros(200);
+
 /// Where a loaded policy came from and what loading it cost.
 #[derive(Debug, Clone)]
 pub struct Provenance {
@@ -313,6 +321,7 @@ impl PolicyInstance {
             NodeSync::Delta(changes) => changes.iter().filter(|(_, n)| n.is_some()).count(),
         } as u64;
         if !matches!(sync, NodeSync::UpToDate) {
+            let deadline = deadline + SYNC_TIME_PER_NODE * sent as u32;
             self.call(name, "sync-nodes", deadline, |store, b| match b {
                 Bindings::V0_1(b) => b.sync_nodes(store, sync),
             })?;
