@@ -513,4 +513,43 @@ mod tests {
         let f = write("apiVersion: v1\nkind: KubeSchedulerConfiguration\nprofiles: []\n");
         assert!(ConfigurationFile::read(f.path()).unwrap_err().to_string().contains("expected apiVersion"));
     }
+
+    #[test]
+    fn a_profile_policy_can_be_named_by_url_and_is_pinned() {
+        let wasm = crate::default_policy::DEFAULT_POLICY_WASM.to_vec();
+        let sha = PolicySource::new("x", wasm.clone()).sha256();
+        let (base, served) = wasmsched_test_support::serve_file(wasm);
+        let engine = PolicyEngine::new().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let fetcher = Fetcher::new(Some(cache.path().to_path_buf()));
+        let config = |entry: &str| {
+            write(&format!(
+                "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\nprofiles:\n- schedulerName: a\n  policies:\n  - {entry}\n"
+            ))
+        };
+        let load = |f: &tempfile::NamedTempFile| {
+            ConfigurationFile::read(f.path()).unwrap().load_profiles(
+                f.path(),
+                &engine,
+                &PolicyLimits::default(),
+                &fetcher,
+            )
+        };
+        let good = config(&format!("url: {base}/policy.wasm\n    sha256: {sha}\n    weight: 3"));
+        let profiles = load(&good).unwrap();
+        assert_eq!(profiles[0].policies.policies[0].weight, 3);
+        assert_eq!(profiles[0].policies.policies[0].policy.provenance.origin, format!("{base}/policy.wasm"));
+        load(&good).unwrap();
+        assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 1, "the second load reads the cache");
+
+        let unpinned = config(&format!("url: {base}/policy.wasm"));
+        let e = load(&unpinned).err().unwrap().to_string();
+        assert!(e.contains("profiles[0] (a): policies[0]: a url needs its sha256"), "{e}");
+        let wrong = config(&format!("url: {base}/policy.wasm\n    sha256: {}", "ab".repeat(32)));
+        let e = load(&wrong).err().unwrap().to_string();
+        assert!(e.contains("profiles[0] (a): policies[0]: url ") && e.contains("the pin says"), "{e}");
+        let both = config(&format!("url: {base}/policy.wasm\n    embedded: least-allocated"));
+        let e = load(&both).err().unwrap().to_string();
+        assert!(e.contains("give exactly one of path, embedded or url"), "{e}");
+    }
 }
