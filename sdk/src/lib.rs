@@ -66,8 +66,8 @@ pub use bindings::wasmsched::policy::types::{
 pub use config::Config;
 pub use policy::{Phases, Policy};
 pub use rng::SplitMix64;
-pub use runtime::Verdicts;
-pub use view::{Cycle, Node, NodeView, Pod, Usage};
+pub use runtime::{Columns, Verdicts};
+pub use view::{Cycle, Node, NodeView, Pod, Usage, least_allocated_score};
 
 /// The WIT package version this SDK builds policies against.
 pub const WIT_VERSION: &str = "0.1.0";

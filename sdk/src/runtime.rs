@@ -60,18 +60,8 @@ impl NodeTable {
     }
 
     fn views<'a>(&'a self, c: &'a Candidates) -> Result<Vec<NodeView<'a>>, String> {
+        check_lengths(c)?;
         let n = c.nodes.len();
-        let lengths = [
-            c.requested_milli_cpu.len(),
-            c.requested_memory.len(),
-            c.requested_ephemeral_storage.len(),
-            c.nonzero_requested_milli_cpu.len(),
-            c.nonzero_requested_memory.len(),
-            c.pod_count.len(),
-        ];
-        if lengths.iter().any(|l| *l != n) {
-            return Err(format!("candidate columns differ in length: {n} nodes, columns {lengths:?}"));
-        }
         // Sized up front: collecting into a Result grows the vector by
         // doubling, and those copies cost more than the scores themselves.
         let mut views = Vec::with_capacity(n);
@@ -81,6 +71,62 @@ impl NodeTable {
             views.push(NodeView::new(i, node, c));
         }
         Ok(views)
+    }
+}
+
+fn check_lengths(c: &Candidates) -> Result<(), String> {
+    let n = c.nodes.len();
+    let lengths = [
+        c.requested_milli_cpu.len(),
+        c.requested_memory.len(),
+        c.requested_ephemeral_storage.len(),
+        c.nonzero_requested_milli_cpu.len(),
+        c.nonzero_requested_memory.len(),
+        c.pod_count.len(),
+    ];
+    if lengths.iter().any(|l| *l != n) {
+        return Err(format!("candidate columns differ in length: {n} nodes, columns {lengths:?}"));
+    }
+    Ok(())
+}
+
+/// One call's candidates as columns, for [`Policy::score_columns`]: the
+/// node facts by id and the usage columns, all of the same length.
+pub struct Columns<'a> {
+    table: &'a NodeTable,
+    columns: &'a Candidates,
+}
+
+impl<'a> Columns<'a> {
+    pub(crate) fn new(table: &'a NodeTable, columns: &'a Candidates) -> Self {
+        Columns { table, columns }
+    }
+
+    pub fn len(&self) -> usize {
+        self.columns.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.columns.nodes.is_empty()
+    }
+
+    /// The usage columns (one entry per candidate in each).
+    pub fn usage(&self) -> &'a Candidates {
+        self.columns
+    }
+
+    /// `f(node, i)` for every candidate `i`, in order, into a vector of
+    /// scores; an error if the host named a node it never sent.
+    pub fn map(&self, mut f: impl FnMut(&'a Node, usize) -> f64) -> Result<Vec<f64>, String> {
+        let mut scores = Vec::with_capacity(self.len());
+        for (i, &id) in self.columns.nodes.iter().enumerate() {
+            let node = self
+                .table
+                .get(id)
+                .ok_or_else(|| format!("candidate {i} names node id {id} which the host never sent"))?;
+            scores.push(f(node, i));
+        }
+        Ok(scores)
     }
 }
 
@@ -139,6 +185,10 @@ impl<P: Policy> Instance<P> {
     pub fn score(&self, pod: PodInfo, candidates: &Candidates, seed: u64) -> Result<Vec<f64>, String> {
         let pod = Pod::from(pod);
         let cycle = Cycle::new(seed, &candidates.nodes);
+        check_lengths(candidates)?;
+        if let Some(scores) = self.policy.score_columns(&cycle, &pod, &Columns::new(&self.nodes, candidates)) {
+            return scores;
+        }
         let views = self.nodes.views(candidates)?;
         self.policy.score_all(&cycle, &pod, &views)
     }

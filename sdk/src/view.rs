@@ -264,10 +264,17 @@ impl<'a> NodeView<'a> {
     /// pod's own non-zero request included, 0 when it would not fit.
     pub fn least_allocated_score(&self, pod: &Pod) -> u64 {
         let (c, i) = (self.columns, self.index);
-        let cpu = least_allocated(c.nonzero_requested_milli_cpu[i] + pod.nonzero_milli_cpu, self.allocatable.milli_cpu);
-        let memory = least_allocated(c.nonzero_requested_memory[i] + pod.nonzero_memory, self.allocatable.memory);
-        (cpu + memory) / 2
+        least_allocated_score(self.node, c.nonzero_requested_milli_cpu[i], c.nonzero_requested_memory[i], pod)
     }
+}
+
+/// [`NodeView::least_allocated_score`] from the numbers, for
+/// [`crate::Policy::score_columns`]: `nonzero_cpu` and `nonzero_memory` are
+/// the node's `nonzero-requested-*` columns.
+pub fn least_allocated_score(node: &Node, nonzero_cpu: u64, nonzero_memory: u64, pod: &Pod) -> u64 {
+    let cpu = least_allocated(nonzero_cpu + pod.nonzero_milli_cpu, node.allocatable.milli_cpu);
+    let memory = least_allocated(nonzero_memory + pod.nonzero_memory, node.allocatable.memory);
+    (cpu + memory) / 2
 }
 
 fn least_allocated(requested: u64, capacity: u64) -> u64 {

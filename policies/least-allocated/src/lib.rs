@@ -19,6 +19,15 @@ impl Policy for LeastAllocated {
     fn score(&self, _cycle: &Cycle<'_>, pod: &Pod, node: &NodeView<'_>) -> f64 {
         node.least_allocated_score(pod) as f64
     }
+
+    // The same score in one pass over the columns: no view per candidate.
+    fn score_columns(&self, _cycle: &Cycle<'_>, pod: &Pod, columns: &Columns<'_>) -> Option<Result<Vec<f64>, String>> {
+        let usage = columns.usage();
+        Some(columns.map(|node, i| {
+            least_allocated_score(node, usage.nonzero_requested_milli_cpu[i], usage.nonzero_requested_memory[i], pod)
+                as f64
+        }))
+    }
 }
 
 export_policy!(LeastAllocated);
