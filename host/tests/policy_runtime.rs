@@ -308,7 +308,7 @@ fn the_precompiled_cache_serves_a_second_load() {
     let a = first.score(&ctx, &pod("p", &[]), &candidates, 42).unwrap();
     assert_eq!(a, second.score(&ctx, &pod("p", &[]), &candidates, 42).unwrap(), "same seed, same choice");
     // A corrupt entry is ignored and the policy compiled again.
-    for entry in std::fs::read_dir(dir.path()).unwrap() {
+    for entry in std::fs::read_dir(dir.path().join("compiled")).unwrap() {
         std::fs::write(entry.unwrap().path(), b"garbage").unwrap();
     }
     let third = engine.load(&source("random"), "{}", PolicyLimits::default()).unwrap();

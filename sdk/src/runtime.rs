@@ -59,16 +59,18 @@ impl NodeTable {
         self.len() == 0
     }
 
+    /// Candidate `i`'s node, or what is wrong with the host's call.
+    fn candidate(&self, i: usize, id: u32) -> Result<&Node, String> {
+        self.get(id).ok_or_else(|| format!("candidate {i} names node id {id} which the host never sent"))
+    }
+
+    /// A view per candidate; the caller checked the column lengths.
     fn views<'a>(&'a self, c: &'a Candidates) -> Result<Vec<NodeView<'a>>, String> {
-        check_lengths(c)?;
-        let n = c.nodes.len();
         // Sized up front: collecting into a Result grows the vector by
         // doubling, and those copies cost more than the scores themselves.
-        let mut views = Vec::with_capacity(n);
+        let mut views = Vec::with_capacity(c.nodes.len());
         for (i, &id) in c.nodes.iter().enumerate() {
-            let node =
-                self.get(id).ok_or_else(|| format!("candidate {i} names node id {id} which the host never sent"))?;
-            views.push(NodeView::new(i, node, c));
+            views.push(NodeView::new(i, self.candidate(i, id)?, c));
         }
         Ok(views)
     }
@@ -120,11 +122,7 @@ impl<'a> Columns<'a> {
     pub fn map(&self, mut f: impl FnMut(&'a Node, usize) -> f64) -> Result<Vec<f64>, String> {
         let mut scores = Vec::with_capacity(self.len());
         for (i, &id) in self.columns.nodes.iter().enumerate() {
-            let node = self
-                .table
-                .get(id)
-                .ok_or_else(|| format!("candidate {i} names node id {id} which the host never sent"))?;
-            scores.push(f(node, i));
+            scores.push(f(self.table.candidate(i, id)?, i));
         }
         Ok(scores)
     }
@@ -176,6 +174,7 @@ impl<P: Policy> Instance<P> {
     pub fn filter(&self, pod: PodInfo, candidates: &Candidates) -> Result<FilterVerdicts, String> {
         let pod = Pod::from(pod);
         let cycle = Cycle::new(0, &candidates.nodes);
+        check_lengths(candidates)?;
         let views = self.nodes.views(candidates)?;
         let mut verdicts = Verdicts::new(views.len());
         self.policy.filter_all(&cycle, &pod, &views, &mut verdicts)?;

@@ -36,7 +36,7 @@ impl LimitArgs {
     pub fn engine(&self) -> anyhow::Result<PolicyEngine> {
         let engine = PolicyEngine::new()?;
         Ok(match &self.cache_dir {
-            Some(dir) => engine.with_cache_dir(dir.join("compiled")),
+            Some(dir) => engine.with_cache_dir(dir),
             None => engine,
         })
     }

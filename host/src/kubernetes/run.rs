@@ -132,7 +132,7 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         // Loads happen while pods are being scheduled: one core at most.
         let mut engine = PolicyEngine::for_background()?;
         if let Some(dir) = &config.cache_dir {
-            engine = engine.with_cache_dir(dir.join("compiled"));
+            engine = engine.with_cache_dir(dir);
         }
         let engine = Arc::new(engine);
         let fetcher = Fetcher::new(config.cache_dir.clone());

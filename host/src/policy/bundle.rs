@@ -109,15 +109,13 @@ pub fn parse_bundle(
             continue;
         }
         let settings = read_settings(files, stem)?;
-        let (Some(url), Some(sha256)) = (&settings.url, &settings.sha256) else {
-            return Err(match settings.url {
-                Some(_) => format!("{file}: a url needs its sha256 (the policy is verified before it is compiled)"),
-                None => format!(
-                    "{file}: settings for a policy that is not in the bundle (add {stem}.wasm, or url and sha256)"
-                ),
-            });
+        let Some(url) = &settings.url else {
+            return Err(format!(
+                "{file}: settings for a policy that is not in the bundle (add {stem}.wasm, or url and sha256)"
+            ));
         };
-        let wasm = fetcher.fetch(url, sha256, max_wasm_bytes).map_err(|e| format!("{stem}: {e}"))?;
+        let wasm =
+            fetcher.fetch(url, settings.sha256.as_deref(), max_wasm_bytes).map_err(|e| format!("{stem}: {e}"))?;
         let source = PolicySource::new(format!("{origin}: {stem} from {url}"), wasm);
         entries.push(BundleEntry { name: stem.to_string(), source, settings });
     }

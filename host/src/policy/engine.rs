@@ -84,10 +84,12 @@ impl PolicyEngine {
         Ok(PolicyEngine { engine, linker, cache: None, ticker })
     }
 
-    /// Keep precompiled policies in `dir`, keyed by the engine's
-    /// compatibility hash and the policy's sha256.
-    pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cache = Some(PrecompiledCache::new(dir.into()));
+    /// Keep precompiled policies under the scheduler's cache directory
+    /// (`--cache-dir`; in its `compiled/`, beside the fetched policies'
+    /// `fetched/`), keyed by the engine's compatibility hash and the
+    /// policy's sha256.
+    pub fn with_cache_dir(mut self, root: impl Into<PathBuf>) -> Self {
+        self.cache = Some(PrecompiledCache::new(root.into().join("compiled")));
         self
     }
 

@@ -43,11 +43,15 @@ impl Fetcher {
     }
 
     /// The bytes at `url`, which must hash to `sha256` (lowercase or
-    /// uppercase hex) and be at most `max_bytes` long. Errors say which.
-    pub fn fetch(&self, url: &str, sha256: &str, max_bytes: usize) -> Result<Vec<u8>, String> {
+    /// uppercase hex; required) and be at most `max_bytes` long. Errors say
+    /// which.
+    pub fn fetch(&self, url: &str, sha256: Option<&str>, max_bytes: usize) -> Result<Vec<u8>, String> {
         if let Some(why) = self.refused {
             return Err(format!("url {url}: {why}"));
         }
+        let Some(sha256) = sha256 else {
+            return Err(format!("url {url}: a url needs its sha256 (the policy is verified before it is compiled)"));
+        };
         let want = sha256.trim().to_ascii_lowercase();
         if want.len() != 64 || !want.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(format!("sha256 {sha256:?} is not 64 hexadecimal digits"));
@@ -151,14 +155,14 @@ mod tests {
         let cache = tempfile::tempdir().unwrap();
         let fetcher = Fetcher::new(Some(cache.path().to_path_buf()));
         let url = format!("{base}/policy.wasm");
-        assert_eq!(fetcher.fetch(&url, &sha(&body).to_uppercase(), 1024).unwrap(), body);
+        assert_eq!(fetcher.fetch(&url, Some(&sha(&body).to_uppercase()), 1024).unwrap(), body);
         assert_eq!(served.load(Ordering::SeqCst), 1);
         // Second time from the cache: the server is not asked.
-        assert_eq!(fetcher.fetch(&url, &sha(&body), 1024).unwrap(), body);
+        assert_eq!(fetcher.fetch(&url, Some(&sha(&body)), 1024).unwrap(), body);
         assert_eq!(served.load(Ordering::SeqCst), 1);
         // A corrupted cache entry is noticed and replaced.
         std::fs::write(cache.path().join("fetched").join(format!("{}.wasm", sha(&body))), b"garbage").unwrap();
-        assert_eq!(fetcher.fetch(&url, &sha(&body), 1024).unwrap(), body);
+        assert_eq!(fetcher.fetch(&url, Some(&sha(&body)), 1024).unwrap(), body);
         assert_eq!(served.load(Ordering::SeqCst), 2);
     }
 
@@ -169,17 +173,18 @@ mod tests {
         let fetcher = Fetcher::new(None);
         let url = format!("{base}/policy.wasm");
         let wrong = sha(b"something else");
-        let e = fetcher.fetch(&url, &wrong, 1 << 20).unwrap_err();
+        let e = fetcher.fetch(&url, Some(&wrong), 1 << 20).unwrap_err();
         assert!(e.contains(&format!("sha256 is {}, the pin says {wrong}", sha(&body))), "{e}");
-        let e = fetcher.fetch(&format!("{base}/gone.wasm"), &sha(&body), 1 << 20).unwrap_err();
+        let e = fetcher.fetch(&format!("{base}/gone.wasm"), Some(&sha(&body)), 1 << 20).unwrap_err();
         assert!(e.contains("the server answered 404 Not Found"), "{e}");
-        let e = fetcher.fetch(&url, &sha(&body), 1024).unwrap_err();
+        let e = fetcher.fetch(&url, Some(&sha(&body)), 1024).unwrap_err();
         assert!(e.contains("larger than the 1024-byte policy size limit"), "{e}");
-        let e = fetcher.fetch(&url, "abc", 1 << 20).unwrap_err();
+        let e = fetcher.fetch(&url, Some("abc"), 1 << 20).unwrap_err();
         assert!(e.contains("is not 64 hexadecimal digits"), "{e}");
-        let e = fetcher.fetch("file:///etc/passwd", &sha(&body), 1 << 20).unwrap_err();
+        let e = fetcher.fetch("file:///etc/passwd", Some(&sha(&body)), 1 << 20).unwrap_err();
         assert!(e.contains("only http and https"), "{e}");
-        let e = Fetcher::refusing("tenant policies cannot be fetched").fetch(&url, &sha(&body), 1 << 20).unwrap_err();
+        let e =
+            Fetcher::refusing("tenant policies cannot be fetched").fetch(&url, Some(&sha(&body)), 1 << 20).unwrap_err();
         assert!(e.contains("tenant policies cannot be fetched"), "{e}");
     }
 }
