@@ -141,6 +141,28 @@ fn node_strings_cross_once_then_only_as_deltas() {
 }
 
 #[test]
+fn a_warmed_instance_gets_only_the_nodes_changed_since() {
+    // What a swap does off the scheduling thread: warm against a snapshot,
+    // then the first real call, a node later, sends that one node.
+    let policy = load("app-node-match", "{}", PolicyLimits::default()).unwrap();
+    let mut table = NodeTable::new();
+    let ids: Vec<NodeId> = (0..50).map(|i| table.upsert(node(&format!("n{i}"), 4, 8, &[]))).collect();
+    let ctx = |table: &NodeTable| PolicyContext { nodes: Arc::new(table.clone()), metrics: Arc::new(NoMetrics) };
+    let instances = policy.instances_created();
+
+    policy.warm(&ctx(&table)).unwrap();
+    assert_eq!(policy.node_records_sent(), 50, "warming sends the whole table");
+    assert_eq!(policy.instances_created(), instances, "the idle instance is the one warmed");
+
+    table.upsert(node("n3", 4, 8, &[("wasmsched.io/app", "web")]));
+    let candidates: Vec<Candidate> = ids.iter().map(|id| used(*id, 0, 0)).collect();
+    let outcome = policy.filter(&ctx(&table), &pod("frontend", &[("app", "web")]), &candidates).unwrap();
+    assert_eq!(policy.node_records_sent(), 51, "the first call sends only the node changed since");
+    let feasible: Vec<usize> = (0..50).filter(|i| outcome.verdicts[*i].is_none()).collect();
+    assert_eq!(feasible, vec![3]);
+}
+
+#[test]
 fn metrics_reach_the_policy_with_their_age() {
     // Operators may write YAML; the runtime hands the policy JSON.
     let config = config_to_json("metric: latency\nmaxAgeSeconds: 30").unwrap();

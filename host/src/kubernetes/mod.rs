@@ -23,6 +23,7 @@ pub mod leader;
 pub mod policy_configmap;
 pub mod policy_dir;
 pub mod policy_swap;
+pub mod policy_warm;
 pub mod reporter;
 pub mod run;
 pub mod scheduling_loop;

@@ -16,6 +16,7 @@ use super::http;
 use super::leader::LeaderElector;
 use super::policy_configmap::{ConfigMapRef, PolicyConfigMapSource};
 use super::policy_dir::PolicyDirSource;
+use super::policy_warm::PolicyWarmer;
 use super::reporter::PodReporter;
 use super::scheduling_loop::{Input, SchedulingLoop};
 use super::sources::{ClusterChange, Source};
@@ -207,6 +208,7 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         bindings_in_flight: 0,
         draining: false,
         tenant_workers: TenantWorkers::new(inputs_tx.clone()),
+        policy_warmer: PolicyWarmer::new(inputs_tx.clone()),
     };
     let verifier = tokio::spawn(verify_loop(client.clone(), verify_rx, inputs_tx.clone()));
     let core_thread = std::thread::Builder::new().name("scheduling-loop".into()).spawn(move || core.run())?;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::binder::{BindOutcome, BindRequest};
+use super::policy_warm::{PolicyWarmer, Ready};
 use super::reporter::{PodRef, Report};
 use super::sources::ClusterChange;
 use super::status::{ActivePolicy, SchedulerStatus};
@@ -34,6 +35,12 @@ pub enum Input {
         profile: String,
         set: PolicySet,
         active: Vec<ActivePolicy>,
+    },
+    /// A set offered as `Policies`, now synced with the node table off this
+    /// thread (`policy_warm`): swapped in unless a later one was offered.
+    PoliciesWarmed {
+        ready: Box<Ready>,
+        version: u64,
     },
     /// A tenant policy's answer for one pod.
     TenantVerdict(Box<TenantVerdict>),
@@ -77,6 +84,7 @@ pub struct SchedulingLoop {
     /// Stop requested: take no new pods, exit once bindings are done.
     pub draining: bool,
     pub tenant_workers: TenantWorkers,
+    pub policy_warmer: PolicyWarmer,
 }
 
 impl SchedulingLoop {
@@ -125,6 +133,11 @@ impl SchedulingLoop {
                 IDLE_WAKE.min(Duration::from_millis(100))
             };
         }
+    }
+
+    fn swap_in(&mut self, Ready { profile, set, active }: Ready) {
+        self.scheduler.add_profile(Profile { scheduler_name: profile.clone(), policies: set });
+        self.status.set_profile_policies(&profile, active);
     }
 
     /// Whether decisions may be acted on: this replica leads and is not
@@ -176,8 +189,15 @@ impl SchedulingLoop {
                 self.binding_result(request, outcome, now);
             }
             Input::Policies { profile, set, active } => {
-                self.scheduler.add_profile(Profile { scheduler_name: profile.clone(), policies: set });
-                self.status.set_profile_policies(&profile, active);
+                let ctx = self.scheduler.policy_context();
+                if let Some(ready) = self.policy_warmer.offer(Ready { profile, set, active }, ctx) {
+                    self.swap_in(ready);
+                }
+            }
+            Input::PoliciesWarmed { ready, version } => {
+                if self.policy_warmer.is_latest(&ready.profile, version) {
+                    self.swap_in(*ready);
+                }
             }
             Input::TenantVerdict(verdict) => {
                 if !self.may_place() {

@@ -76,6 +76,12 @@ impl PolicyEngine {
         config.wasm_component_model(true);
         config.epoch_interruption(true);
         config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+        // `WASMSCHED_PERF_MAP=1`: name every compiled policy function in
+        // /tmp/perf-PID.map, so `perf record` / `perf report` attribute time
+        // inside policies (docs/benchmarks.md, "Profiling a policy").
+        if std::env::var_os("WASMSCHED_PERF_MAP").is_some_and(|v| v == "1") {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config).map_err(engine_error)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_error)?;

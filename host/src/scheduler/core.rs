@@ -117,6 +117,13 @@ impl Scheduler {
         }
     }
 
+    /// What a policy call reads besides its arguments, as of now: for
+    /// warming a new policy version off this thread ([`PolicySet::warm`]).
+    /// Holding it while nodes change costs one copy of the node table.
+    pub fn policy_context(&self) -> PolicyContext {
+        PolicyContext { nodes: self.state.table().clone(), metrics: self.metrics.clone() }
+    }
+
     pub fn profiles(&self) -> impl Iterator<Item = &Profile> {
         self.profiles.iter()
     }
@@ -317,7 +324,7 @@ impl Scheduler {
         }
         let started = std::time::Instant::now();
         let pre = prefilter(&pod, &self.state, detail);
-        let ctx = PolicyContext { nodes: self.state.table().clone(), metrics: self.metrics.clone() };
+        let ctx = self.policy_context();
         let policies = PolicySet::new(vec![WeightedPolicy { policy, weight: 1 }]);
         let seed = self.config.seed;
         if pre.candidates.is_empty() {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::cluster::PodInfo;
-use crate::policy::{Candidate, LoadedPolicy, NodeTable};
+use crate::policy::{Candidate, LoadedPolicy, NodeTable, PolicyContext};
 
 #[derive(Debug, Clone)]
 pub struct WeightedPolicy {
@@ -31,6 +31,18 @@ impl PolicySet {
     /// No policy, and why: pods are scored by the built-in fallback.
     pub fn unavailable(why: impl Into<String>) -> Self {
         PolicySet { policies: Vec::new(), unavailable: Some(why.into()) }
+    }
+
+    /// Syncs every policy's instance with `ctx`'s node table ([`LoadedPolicy::warm`]).
+    /// Call it off the scheduling thread, before the swap, with a snapshot of
+    /// the scheduler's context. A failure is only logged: the first real
+    /// call syncs again, and falls back if that fails too.
+    pub fn warm(&self, ctx: &PolicyContext) {
+        for wp in &self.policies {
+            if let Err(e) = wp.policy.warm(ctx) {
+                tracing::warn!(policy = %wp.policy.name(), error = %e, "warming a new policy version failed; its first call syncs the nodes instead");
+            }
+        }
     }
 }
 
