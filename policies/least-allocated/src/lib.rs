@@ -23,9 +23,8 @@ impl Policy for LeastAllocated {
     // The same score in one pass over the columns: no view per candidate.
     fn score_columns(&self, _cycle: &Cycle<'_>, pod: &Pod, columns: &Columns<'_>) -> Option<Result<Vec<f64>, String>> {
         let usage = columns.usage();
-        Some(columns.map(|node, i| {
-            least_allocated_score(node, usage.nonzero_requested_milli_cpu[i], usage.nonzero_requested_memory[i], pod)
-                as f64
+        Some(columns.map2(&usage.nonzero_requested_milli_cpu, &usage.nonzero_requested_memory, |node, cpu, memory| {
+            least_allocated_score(node, cpu, memory, pod) as f64
         }))
     }
 }
