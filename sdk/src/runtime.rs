@@ -132,28 +132,10 @@ impl<'a> Columns<'a> {
 
     /// `f(node, i)` for every candidate `i`, in order, into a vector of
     /// scores; an error if the host named a node it never sent.
-    pub fn map(&self, mut f: impl FnMut(&'a Node, usize) -> f64) -> Result<Vec<f64>, String> {
-        // Collected from the exact-length iterator, not pushed with `?`:
-        // the vector is written in place with no capacity check per node.
-        // A node the host never sent is remembered and reported after.
-        let mut unknown = None;
-        let scores = (self.columns.nodes.iter().enumerate())
-            .map(|(i, &id)| match self.table.get(id) {
-                Some(node) => f(node, i),
-                None => {
-                    unknown.get_or_insert((i, id));
-                    0.0
-                }
-            })
-            .collect();
-        match unknown {
-            None => Ok(scores),
-            Some((i, id)) => Err(unknown_candidate(i, id)),
-        }
+    pub fn map(&self, f: impl FnMut(&'a Node, usize) -> f64) -> Result<Vec<f64>, String> {
+        self.score_rows(0..self.len(), f)
     }
-}
 
-impl<'a> Columns<'a> {
     /// `f(node, a[i], b[i])` for every candidate `i`, in order: [`Columns::map`]
     /// with two columns (usually two of [`Columns::usage`]'s) read
     /// alongside, in one pass with no bounds check per node.
@@ -167,10 +149,22 @@ impl<'a> Columns<'a> {
         if a.len() != n || b.len() != n {
             return Err(format!("map2 over columns of {} and {} entries for {n} candidates", a.len(), b.len()));
         }
+        self.score_rows(a.iter().copied().zip(b.iter().copied()), |node, (a, b)| f(node, a, b))
+    }
+
+    /// `f(node, row)` for each candidate's node and the matching item of
+    /// `rows`. Collected from the exact-length iterator, not pushed with
+    /// `?`: the vector is written in place with no capacity check per node.
+    /// A node the host never sent is remembered and reported after.
+    fn score_rows<T>(
+        &self,
+        rows: impl Iterator<Item = T>,
+        mut f: impl FnMut(&'a Node, T) -> f64,
+    ) -> Result<Vec<f64>, String> {
         let mut unknown = None;
-        let scores = (self.columns.nodes.iter().zip(a).zip(b).enumerate())
-            .map(|(i, ((&id, &a), &b))| match self.table.get(id) {
-                Some(node) => f(node, a, b),
+        let scores = (self.columns.nodes.iter().zip(rows).enumerate())
+            .map(|(i, (&id, row))| match self.table.get(id) {
+                Some(node) => f(node, row),
                 None => {
                     unknown.get_or_insert((i, id));
                     0.0
