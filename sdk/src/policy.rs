@@ -73,7 +73,8 @@ pub trait Policy: Sized + 'static {
 
     /// Optional fast path for scores computed from a node's facts and a
     /// few usage numbers: every candidate in one pass over the call's
-    /// columns ([`Columns::map`]), without building a [`NodeView`] per
+    /// columns ([`Columns::map`], or [`Columns::map2`] to read two columns
+    /// alongside), without building a [`NodeView`] per
     /// candidate first. `None` (the default) scores through
     /// [`Policy::score_all`]. Measured on least-allocated at 5,000 nodes:
     /// see docs/benchmarks.md.
