@@ -15,6 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasmsched::bench::scheduling_basic::{self, Scoring};
 use wasmsched::metrics::prometheus;
 use wasmsched::metrics::{MetricSource, MetricSpec, MetricsCache};
+use wasmsched::scheduler::NodeSampling;
 
 const NODES: usize = 5000;
 const PODS: usize = 10000;
@@ -116,8 +117,8 @@ async fn refresh_cost() {
 /// of `wasmsched bench`.
 fn throughput() {
     let results = [
-        scheduling_basic::run(NODES, PODS, Scoring::Wasm, None).unwrap(),
-        scheduling_basic::run(NODES, PODS, Scoring::WithMetrics, None).unwrap(),
+        scheduling_basic::run(NODES, PODS, Scoring::Wasm, None, NodeSampling::All).unwrap(),
+        scheduling_basic::run(NODES, PODS, Scoring::WithMetrics, None, NodeSampling::All).unwrap(),
     ];
     println!();
     print!("{}", wasmsched::bench::table(&results));

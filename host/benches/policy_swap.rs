@@ -60,7 +60,7 @@ async fn run(rate: usize) {
         scheduler_name: "wasmsched".into(),
         policies: PolicySet::unavailable("waiting for policies"),
         policy_configmap: Some(ConfigMapRef { namespace: "wasmsched".into(), name: "policies".into() }),
-        policy_dir: None,
+        ..Default::default()
     }]);
     config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
     let running = wasmsched::kubernetes::start(client.clone(), config).await.unwrap();

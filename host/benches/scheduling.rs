@@ -8,11 +8,12 @@
 
 use wasmsched::bench::scheduling_basic::{Scoring, run};
 use wasmsched::bench::table;
+use wasmsched::scheduler::NodeSampling;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--test") {
-        run(20, 40, Scoring::Native, None).unwrap();
+        run(20, 40, Scoring::Native, None, NodeSampling::All).unwrap();
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--one") {
@@ -23,7 +24,7 @@ fn main() {
             "native" => Scoring::Native,
             _ => Scoring::WithMetrics,
         };
-        println!("{}", serde_json::to_string(&run(nodes, pods, scoring, None).unwrap()).unwrap());
+        println!("{}", serde_json::to_string(&run(nodes, pods, scoring, None, NodeSampling::All).unwrap()).unwrap());
         return;
     }
     let exe = std::env::current_exe().unwrap();

@@ -73,6 +73,7 @@ async fn setup_with(initial: Option<ConfigMap>, limits: PolicyLimits, dir: Optio
         policies: PolicySet::unavailable("waiting for policies"),
         policy_configmap: if dir.is_none() { Some(cm) } else { None },
         policy_dir: dir.map(|d| d.to_path_buf()),
+        ..Default::default()
     });
     config.policy_limits = limits;
     let scheduler = common::start_ready(client.clone(), config).await;
@@ -126,7 +127,8 @@ async fn configmap_warnings(s: &Setup) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_valid_update_swaps_in_under_load_without_a_failed_cycle() {
     let s = setup(Some(configmap(&[("least-allocated.wasm", wasm("least-allocated"))])), PolicyLimits::default()).await;
-    assert_eq!(active_names(&s), ["least-allocated"]);
+    // Readiness is the caches; the first version goes active once warmed.
+    wait_active(&s, &["least-allocated"]).await;
 
     // Steady load: a pod every 5 ms.
     let stop = Arc::new(AtomicBool::new(false));
@@ -190,6 +192,7 @@ async fn bad_updates_are_rejected_and_the_active_version_stays() {
     // A small size limit (the default is 32 MiB) so "too large" is cheap to show.
     let limits = PolicyLimits { max_wasm_bytes: 512 << 10, ..PolicyLimits::default() };
     let s = setup(Some(configmap(&[("least-allocated.wasm", wasm("least-allocated"))])), limits).await;
+    wait_active(&s, &["least-allocated"]).await;
     let active_sha = s.scheduler.status.policies()[0].sha256.clone();
     let mut oversized = b"\0asm\x0d\0\x01\0".to_vec();
     oversized.resize(600 << 10, 0);

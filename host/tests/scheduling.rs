@@ -424,7 +424,7 @@ fn a_hot_swap_under_continuous_load_fails_no_cycle() {
     use std::collections::BTreeMap;
     use std::time::Duration;
     use wasmsched::policy::bundle::{load_bundle, parse_bundle};
-    use wasmsched::scheduler::{Attempt, Profile, Scheduler, SchedulerConfig};
+    use wasmsched::scheduler::{Attempt, Scheduler, SchedulerConfig};
 
     let engine = Arc::new(PolicyEngine::new().unwrap());
     let old = {
@@ -470,7 +470,7 @@ fn a_hot_swap_under_continuous_load_fails_no_cycle() {
     while after_swap < 200 {
         let now = Duration::from_millis(i);
         if !swapped && let Ok(set) = swapped_in.try_recv() {
-            s.add_profile(Profile { scheduler_name: "wasmsched".into(), policies: set });
+            s.set_policies("wasmsched", set);
             swapped = true;
         }
         let mut m = Manifests::default();
@@ -493,4 +493,91 @@ fn a_hot_swap_under_continuous_load_fails_no_cycle() {
     }
     compile.join().unwrap();
     assert!(during_compile > 0, "scheduling went on while the new version compiled");
+}
+
+/// Node sampling, as kube-scheduler's percentageOfNodesToScore: an attempt
+/// stops filtering once enough nodes are feasible and the next one goes on
+/// from there; a pod whose policy filter rejects every sampled node is
+/// still placed from the rest, and one no node takes gets the message of a
+/// full evaluation.
+#[test]
+fn node_sampling_rotates_through_the_nodes_and_never_strands_a_pod() {
+    use std::time::Duration;
+    use wasmsched::scheduler::{Attempt, DecisionRecord, NodeSampling, Scheduler, SchedulerConfig};
+
+    let engine = PolicyEngine::new().unwrap();
+    let source = PolicySource::from_file(&policy_wasm("app-node-match")).unwrap();
+    let filter = Arc::new(engine.load(&source, "{}", PolicyLimits::default()).unwrap());
+    let policies = || PolicySet::new(vec![WeightedPolicy { policy: filter.clone(), weight: 1 }]);
+    let mut nodes = Manifests::default();
+    for i in 0..200 {
+        // Only n150 is labelled for app db.
+        let app = if i == 150 { ", wasmsched.io/app: db" } else { "" };
+        nodes.add_text(
+            "nodes",
+            &format!(
+                "apiVersion: v1\nkind: Node\nmetadata: {{name: n{i:03}, labels: {{kubernetes.io/hostname: n{i:03}{app}}}}}\nstatus:\n  allocatable: {{cpu: \"64\", memory: 256Gi, pods: \"500\"}}\n"
+            ),
+        );
+    }
+    let scheduler = |sampling| {
+        let mut s = Scheduler::new(SchedulerConfig { sampling, ..SchedulerConfig::default() }, policies());
+        for n in &nodes.nodes {
+            s.node_upserted(n, Duration::ZERO).unwrap();
+        }
+        s
+    };
+    // One pod (labelled app=APP, or not) through one attempt.
+    let attempt = |s: &mut Scheduler, name: &str, app: Option<&str>| -> DecisionRecord {
+        let labels = app.map(|a| format!(", labels: {{app: {a}}}")).unwrap_or_default();
+        let mut m = Manifests::default();
+        m.add_text(
+            "pod",
+            &format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: t{labels}}}\nspec:\n  schedulerName: wasmsched\n  containers:\n  - name: c\n    resources: {{requests: {{cpu: 10m}}}}\n"
+            ),
+        );
+        s.pod_upserted(Arc::new(m.pods.remove(0)), Duration::ZERO);
+        match s.schedule_next(Duration::ZERO) {
+            Some(Attempt::Placed { pod, node, record }) => {
+                s.binding_succeeded(&pod, &node);
+                record
+            }
+            Some(Attempt::Unschedulable { record, .. }) => record,
+            other => panic!("{name}: {other:?}"),
+        }
+    };
+    let index = |r: &DecisionRecord| r.chosen.as_deref().expect("placed")[1..].parse::<usize>().unwrap();
+    let filter_calls = |r: &DecisionRecord| r.policy_calls.iter().filter(|c| c.phase == "filter").count();
+
+    // 50 % of 200 nodes: 100 per attempt, the next attempt where the last stopped.
+    let mut s = scheduler(NodeSampling::Percentage(50));
+    let first = attempt(&mut s, "p0", None);
+    assert_eq!((first.nodes, first.evaluated, first.feasible_builtin), (200, 100, 100));
+    assert!(index(&first) < 100, "{:?}", first.chosen);
+    let second = attempt(&mut s, "p1", None);
+    assert_eq!(second.evaluated, 100);
+    assert!(index(&second) >= 100, "{:?}", second.chosen);
+    // Round the table again: the sample (n000-n099) has no node for app
+    // db, so the rest is evaluated too.
+    let db = attempt(&mut s, "db", Some("db"));
+    assert_eq!(db.chosen.as_deref(), Some("n150"));
+    assert_eq!((db.evaluated, db.feasible_builtin, db.feasible), (200, 200, 1));
+    assert_eq!(filter_calls(&db), 2, "the sample's filter call and the full one are both recorded");
+    // The rotation goes on from where the sample stopped.
+    assert!(index(&attempt(&mut s, "p2", None)) >= 100);
+    assert!(index(&attempt(&mut s, "p3", None)) < 100);
+    // No node at all: the message counts every node, as a full evaluation's.
+    let none = attempt(&mut s, "none", Some("none"));
+    assert_eq!(none.chosen, None);
+    let message = none.message.unwrap();
+    assert!(message.starts_with("0/200 nodes are available: 200 "), "{message}");
+
+    // Adaptive at 200 nodes is 48 % (96), raised to the floor of 100 nodes.
+    let mut s = scheduler(NodeSampling::Adaptive);
+    assert_eq!(attempt(&mut s, "p0", None).evaluated, 100);
+    // The default evaluates every node.
+    let mut s = scheduler(NodeSampling::All);
+    let all = attempt(&mut s, "p0", None);
+    assert_eq!((all.evaluated, all.feasible_builtin, filter_calls(&all)), (200, 200, 1));
 }

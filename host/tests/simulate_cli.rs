@@ -109,6 +109,9 @@ fn bad_flags_and_policies_are_reported() {
     assert!(stderr(&out).contains("reading missing.wasm"), "{}", stderr(&out));
     let out = simulate(&["--policy", "x.wasm,weigth=2"]);
     assert!(stderr(&out).contains("unknown option \"weigth=2\""), "{}", stderr(&out));
+    let out = simulate(&["--percentage-of-nodes-to-score", "150"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("percentageOfNodesToScore: 150 is not in the valid range 0-100"), "{}", stderr(&out));
 }
 
 /// Nodes n0, n1 (on-demand) and n2, n3 (spot), 8 cpu each, as YAML.

@@ -21,7 +21,7 @@ use super::{BenchResult, peak_rss_mib, quantile_us};
 use crate::policy::bundle::{load_bundle, parse_bundle};
 use crate::policy::remote::Fetcher;
 use crate::policy::{PolicyEngine, PolicyLimits};
-use crate::scheduler::{Attempt, PolicySet, Profile, Scheduler, SchedulerConfig};
+use crate::scheduler::{Attempt, PolicySet, Scheduler, SchedulerConfig};
 
 const WINDOW: Duration = Duration::from_millis(100);
 
@@ -188,7 +188,7 @@ fn measure(compile: &Compile, nodes: usize, duration: Duration, updates: Updates
                 .map_err(|e| e.to_string())?;
         }
         if let Ok((began, set)) = warmed.try_recv() {
-            scheduler.add_profile(Profile { scheduler_name: "wasmsched".into(), policies: set });
+            scheduler.set_policies("wasmsched", set);
             run.update_starts.push(began.duration_since(started));
             run.swap_latencies.push(began.elapsed());
             just_swapped = true;

@@ -1,6 +1,7 @@
 //! SchedulingBasic and WithMetrics: the simulator core over a synthetic
-//! cluster (every feasible node scored, no sampling). Wall time covers
-//! loading the objects into the core and every cycle and in-memory bind.
+//! cluster (every feasible node scored unless node sampling is asked for).
+//! Wall time covers loading the objects into the core and every cycle and
+//! in-memory bind.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use super::cluster::cluster;
 use super::{BenchResult, peak_rss_mib, quantile_us};
 use crate::metrics::{MetricSource, MetricSpec, MetricsCache, NoMetrics, NodeMetrics};
 use crate::policy::{PolicyEngine, PolicyLimits, PolicySource};
-use crate::scheduler::{PolicySet, WeightedPolicy};
+use crate::scheduler::{NodeSampling, PolicySet, WeightedPolicy};
 use crate::sim::{SimOptions, simulate};
 
 /// http-latency, carried in the binary for the WithMetrics workload.
@@ -59,6 +60,7 @@ pub fn run(
     pods: usize,
     scoring: Scoring,
     call_deadline: Option<Duration>,
+    sampling: NodeSampling,
 ) -> Result<BenchResult, String> {
     let engine = PolicyEngine::new().map_err(|e| e.to_string())?;
     let mut limits = PolicyLimits::default();
@@ -81,7 +83,7 @@ pub fn run(
         ),
     };
     let workload = if scoring == Scoring::WithMetrics { "WithMetrics" } else { "SchedulingBasic" };
-    measure(nodes, pods, policies, metrics, workload, scoring.label())
+    measure(nodes, pods, policies, metrics, workload, scoring.label(), sampling)
 }
 
 /// SchedulingBasic with a policy of the caller's (`wasmsched bench
@@ -94,6 +96,7 @@ pub fn run_policy(
     config: &str,
     limits: PolicyLimits,
     cache_dir: Option<&Path>,
+    sampling: NodeSampling,
 ) -> Result<BenchResult, String> {
     let mut engine = PolicyEngine::new().map_err(|e| e.to_string())?;
     if let Some(dir) = cache_dir {
@@ -103,7 +106,7 @@ pub fn run_policy(
     let loaded = engine.load(&source, config, limits).map_err(|e| e.to_string())?;
     let label = format!("{} {}", loaded.info.name, loaded.info.version);
     let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(loaded), weight: 1 }]);
-    measure(nodes, pods, policies, Arc::new(NoMetrics), "SchedulingBasic", &label)
+    measure(nodes, pods, policies, Arc::new(NoMetrics), "SchedulingBasic", &label, sampling)
 }
 
 fn measure(
@@ -113,10 +116,11 @@ fn measure(
     metrics: Arc<dyn NodeMetrics>,
     workload: &str,
     variant: &str,
+    sampling: NodeSampling,
 ) -> Result<BenchResult, String> {
     let manifests = cluster(nodes, pods);
     let started = Instant::now();
-    let mut report = simulate(manifests, policies, metrics, &SimOptions::default())?;
+    let mut report = simulate(manifests, policies, metrics, &SimOptions { sampling, ..SimOptions::default() })?;
     let wall = started.elapsed();
     if report.placements.len() != pods || report.fallbacks > 0 {
         return Err(format!(
@@ -125,9 +129,17 @@ fn measure(
             report.fallbacks
         ));
     }
+    let (variant, details) = match sampling {
+        NodeSampling::All => (variant.to_string(), Default::default()),
+        // Marked, so the targets (judged with every node evaluated) skip it.
+        sampled => (
+            format!("{variant}, sampling {sampled}"),
+            [("percentageOfNodesToScore".to_string(), sampled.as_percentage() as f64)].into(),
+        ),
+    };
     Ok(BenchResult {
         workload: workload.into(),
-        variant: variant.into(),
+        variant,
         nodes,
         pods,
         pods_per_second: pods as f64 / wall.as_secs_f64(),
@@ -137,7 +149,7 @@ fn measure(
             .then(|| report.score_time.as_secs_f64() * 1e9 / report.scored_nodes as f64),
         peak_rss_mib: peak_rss_mib(),
         wall_seconds: wall.as_secs_f64(),
-        details: Default::default(),
+        details,
         notes: Vec::new(),
     })
 }

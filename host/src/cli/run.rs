@@ -11,7 +11,7 @@ use wasmsched::kubernetes::config::{ConfigurationFile, LeaderElectionConfig, Pro
 use wasmsched::kubernetes::policy_configmap::ConfigMapRef;
 use wasmsched::metrics::{MetricSpec, MetricsFile};
 use wasmsched::policy::remote::Fetcher;
-use wasmsched::scheduler::PolicySet;
+use wasmsched::scheduler::{NodeSampling, PolicySet};
 
 use super::policy_args::{LimitArgs, load_policies, parse_duration};
 
@@ -77,6 +77,12 @@ pub struct RunArgs {
     /// Seed for tie-breaking and policy randomness.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Node sampling, as kube-scheduler's: stop filtering once this
+    /// percentage of the nodes (at least 100) is feasible; 0 is
+    /// kube-scheduler's adaptive default. Default: every node (without
+    /// --config; the file has percentageOfNodesToScore).
+    #[arg(long, value_name = "0-100", conflicts_with = "config")]
+    pub percentage_of_nodes_to_score: Option<NodeSampling>,
     #[command(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]
@@ -160,6 +166,7 @@ fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
         }
         None => {
             let name = args.scheduler_name.clone().unwrap_or_else(|| "wasmsched".into());
+            let sampling = args.percentage_of_nodes_to_score.unwrap_or_default();
             let profile = match &args.policy_configmap {
                 Some(cm) => {
                     let cm: ConfigMapRef = cm.parse().map_err(|e| anyhow::anyhow!("--policy-configmap {e}"))?;
@@ -169,6 +176,7 @@ fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
                         policies: PolicySet::unavailable(format!("waiting for policy configmap {cm}")),
                         policy_configmap: Some(cm),
                         policy_dir: None,
+                        sampling,
                     }
                 }
                 None if args.policy_dir.is_some() => {
@@ -182,12 +190,13 @@ fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
                         policies: PolicySet::unavailable(format!("waiting for policy dir {}", dir.display())),
                         policy_configmap: None,
                         policy_dir: Some(dir),
+                        sampling,
                     }
                 }
                 None => {
                     let (policies, label) = load_policies(&args.policies, &engine, &limits)?;
                     eprintln!("profile {name}: {label}");
-                    ProfileConfig { scheduler_name: name, policies, policy_configmap: None, policy_dir: None }
+                    ProfileConfig { scheduler_name: name, policies, policy_configmap: None, policy_dir: None, sampling }
                 }
             };
             (vec![profile], None)

@@ -12,6 +12,7 @@ use anyhow::bail;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use wasmsched::metrics::{NoMetrics, NodeMetrics, StaticMetrics};
+use wasmsched::scheduler::NodeSampling;
 use wasmsched::sim::{DEFAULT_METRICS, DEFAULT_SCENARIO, Manifests, SimOptions, report, simulate};
 
 use super::policy_args::{LimitArgs, load_policies, load_tenant_policy, policy_files, tenant_policy_files};
@@ -46,6 +47,12 @@ pub struct SimulateArgs {
     /// Seed for tie-breaking and for policies that randomise.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Node sampling, as kube-scheduler's: stop filtering once this
+    /// percentage of the nodes (at least 100) is feasible, the next attempt
+    /// going on from there; 0 is kube-scheduler's adaptive default.
+    /// Default: every node.
+    #[arg(long, value_name = "0-100")]
+    pub percentage_of_nodes_to_score: Option<NodeSampling>,
     #[arg(long, value_enum, default_value = "table")]
     pub output: OutputFormat,
     /// Print the decision record of this pod (NAME or NAMESPACE/NAME).
@@ -135,6 +142,7 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
         seed: args.seed,
         explain: args.explain.clone(),
         tenants,
+        sampling: args.percentage_of_nodes_to_score.unwrap_or_default(),
         progress: Some(Arc::new(move |placed, pending| {
             if placed % 256 == 0 {
                 progress_bar.set_length(pending);

@@ -7,11 +7,13 @@
 //! kind: WasmSchedulerConfiguration
 //! leaderElection: {leaderElect: true, resourceNamespace: wasmsched, resourceName: wasmsched}
 //! parallelism: 16
+//! percentageOfNodesToScore: 0   # kube-scheduler's sampling; unset or 100: every node
 //! profiles:
 //! - schedulerName: wasmsched
 //!   policies:
 //!   - embedded: least-allocated
 //! - schedulerName: wasmsched-latency
+//!   percentageOfNodesToScore: 100   # this profile: every node
 //!   policies:
 //!   - path: /etc/wasmsched/policies/http-latency.wasm
 //!     weight: 2
@@ -41,7 +43,7 @@ use crate::metrics::spec::{MetricFile, resolve_all};
 use crate::policy::bundle::resolve_settings;
 use crate::policy::remote::Fetcher;
 use crate::policy::{PolicyEngine, PolicyLimits, PolicySource};
-use crate::scheduler::{PolicySet, TenantSettings, WeightedPolicy, default_tenant_limits};
+use crate::scheduler::{NodeSampling, PolicySet, TenantSettings, WeightedPolicy, default_tenant_limits};
 
 #[derive(Default)]
 pub struct ProfileConfig {
@@ -52,6 +54,8 @@ pub struct ProfileConfig {
     pub policy_configmap: Option<ConfigMapRef>,
     /// Policies come from this directory, hot-swapped (likewise).
     pub policy_dir: Option<PathBuf>,
+    /// How many nodes an attempt evaluates (`percentageOfNodesToScore`).
+    pub sampling: NodeSampling,
 }
 
 #[derive(Debug, Clone)]
@@ -155,6 +159,10 @@ pub struct ConfigurationFile {
     pub leader_election: Option<LeaderElectionFile>,
     #[serde(default)]
     pub parallelism: Option<usize>,
+    /// kube-scheduler's node sampling for every profile that does not set
+    /// its own: unset or 100 every node, 0 kube-scheduler's adaptive default.
+    #[serde(default)]
+    pub percentage_of_nodes_to_score: Option<i64>,
     pub profiles: Vec<ProfileFile>,
     #[serde(default)]
     pub tenants: Option<TenantsFile>,
@@ -198,6 +206,9 @@ pub struct ProfileFile {
     /// Node metrics this profile's policies read (see `metrics::spec`).
     #[serde(default)]
     pub metrics: Vec<MetricFile>,
+    /// This profile's node sampling (overrides the top-level one).
+    #[serde(default)]
+    pub percentage_of_nodes_to_score: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -246,7 +257,23 @@ impl ConfigurationFile {
         if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
             return Err(err(format!("profiles: schedulerName {:?} appears twice", w[0])));
         }
+        if let Some(value) = file.percentage_of_nodes_to_score {
+            NodeSampling::from_percentage(value).map_err(err)?;
+        }
+        for pi in 0..file.profiles.len() {
+            file.sampling(pi).map_err(err)?;
+        }
         Ok(file)
+    }
+
+    /// How many nodes profile `pi`'s attempts evaluate.
+    pub fn sampling(&self, pi: usize) -> Result<NodeSampling, String> {
+        let profile = &self.profiles[pi];
+        match profile.percentage_of_nodes_to_score.or(self.percentage_of_nodes_to_score) {
+            None => Ok(NodeSampling::All),
+            Some(value) => NodeSampling::from_percentage(value)
+                .map_err(|e| format!("profiles[{pi}] ({}): {e}", profile.scheduler_name)),
+        }
     }
 
     /// Applies the file's leader election settings over `base`.
@@ -339,6 +366,8 @@ impl ConfigurationFile {
         let dir = file.parent().unwrap_or(Path::new("."));
         let mut profiles = Vec::new();
         for (pi, profile) in self.profiles.iter().enumerate() {
+            let sampling =
+                self.sampling(pi).map_err(|message| ConfigError { file: file.display().to_string(), message })?;
             let sources =
                 [profile.policy_config_map.is_some(), profile.policy_dir.is_some(), !profile.policies.is_empty()];
             if sources.iter().filter(|s| **s).count() > 1 {
@@ -361,6 +390,7 @@ impl ConfigurationFile {
                     policies: PolicySet::unavailable(format!("waiting for policy configmap {cm}")),
                     policy_configmap: Some(cm),
                     policy_dir: None,
+                    sampling,
                 });
                 continue;
             }
@@ -371,6 +401,7 @@ impl ConfigurationFile {
                     policies: PolicySet::unavailable(format!("waiting for policy dir {}", full.display())),
                     policy_configmap: None,
                     policy_dir: Some(full),
+                    sampling,
                 });
                 continue;
             }
@@ -407,6 +438,7 @@ impl ConfigurationFile {
                 policies: PolicySet::new(policies),
                 policy_configmap: None,
                 policy_dir: None,
+                sampling,
             });
         }
         Ok(profiles)
@@ -451,6 +483,34 @@ mod tests {
         ));
         let e = ConfigurationFile::read(f.path()).unwrap().metrics(f.path()).unwrap_err().to_string();
         assert!(e.contains("profiles[1] (b): metric \"price\" is defined differently"), "{e}");
+    }
+
+    #[test]
+    fn reads_node_sampling_globally_and_per_profile() {
+        let head = "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\n";
+        let f = write(&format!(
+            "{head}percentageOfNodesToScore: 30\nprofiles:\n- schedulerName: a\n- schedulerName: b\n  percentageOfNodesToScore: 0\n- schedulerName: c\n  percentageOfNodesToScore: 100\n"
+        ));
+        let file = ConfigurationFile::read(f.path()).unwrap();
+        let sampling: Vec<_> = (0..3).map(|pi| file.sampling(pi).unwrap()).collect();
+        assert_eq!(sampling, [NodeSampling::Percentage(30), NodeSampling::Adaptive, NodeSampling::All]);
+        let engine = PolicyEngine::new().unwrap();
+        let profiles = file.load_profiles(f.path(), &engine, &PolicyLimits::default(), &Fetcher::new(None)).unwrap();
+        assert_eq!(profiles.iter().map(|p| p.sampling).collect::<Vec<_>>(), sampling);
+        // Unset: every node, as before.
+        let f = write(&format!("{head}profiles:\n- schedulerName: a\n"));
+        assert_eq!(ConfigurationFile::read(f.path()).unwrap().sampling(0), Ok(NodeSampling::All));
+        // Out of range: the file, the profile and the field.
+        let f = write(&format!("{head}profiles:\n- schedulerName: a\n  percentageOfNodesToScore: 150\n"));
+        let e = ConfigurationFile::read(f.path()).unwrap_err().to_string();
+        assert!(
+            e.contains(&f.path().display().to_string())
+                && e.contains("profiles[0] (a): percentageOfNodesToScore: 150 is not in the valid range 0-100"),
+            "{e}"
+        );
+        let f = write(&format!("{head}percentageOfNodesToScore: -5\nprofiles:\n- schedulerName: a\n"));
+        let e = ConfigurationFile::read(f.path()).unwrap_err().to_string();
+        assert!(e.contains("percentageOfNodesToScore: -5 is not in the valid range"), "{e}");
     }
 
     #[test]

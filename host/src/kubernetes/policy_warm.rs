@@ -37,14 +37,15 @@ impl PolicyWarmer {
         PolicyWarmer { tx, latest: HashMap::new(), offered: 0 }
     }
 
-    /// Starts warming `set` against `ctx`. A set with no policy has nothing
-    /// to warm and is returned to be swapped in at once, as it is if no
-    /// thread can be started.
-    pub fn offer(&mut self, ready: Ready, ctx: PolicyContext) -> Option<Ready> {
+    /// Starts warming `set` against `ctx`, or returns it to be swapped in
+    /// at once: when `warm` is false, when the set has no policy to warm,
+    /// and when no thread can be started. Either way it supersedes every
+    /// version offered before it.
+    pub fn offer(&mut self, ready: Ready, ctx: PolicyContext, warm: bool) -> Option<Ready> {
         self.offered += 1;
         let version = self.offered;
         self.latest.insert(ready.profile.clone(), version);
-        if ready.set.policies.is_empty() {
+        if !warm || ready.set.policies.is_empty() {
             return Some(ready);
         }
         let tx = self.tx.clone();
@@ -105,7 +106,12 @@ mod tests {
 
         let (tx, rx) = std::sync::mpsc::channel();
         let mut warmer = PolicyWarmer::new(tx);
-        assert!(warmer.offer(ready(set), ctx.clone()).is_none(), "a set with a policy is warmed first");
+        let cold = warmer.offer(ready(set.clone()), ctx.clone(), false).expect("not warmed when asked not to");
+        assert_eq!(policy.node_records_sent(), sent_before, "a cold set is handed back untouched");
+        let cold_version = warmer.offered;
+        drop(cold);
+        assert!(warmer.offer(ready(set), ctx.clone(), true).is_none(), "a set with a policy is warmed first");
+        assert!(!warmer.is_latest("wasmsched", cold_version), "the later offer supersedes the cold one");
         let Ok(Input::PoliciesWarmed { ready: warmed, version }) = rx.recv_timeout(Duration::from_secs(30)) else {
             panic!("the warmed set did not come back");
         };
@@ -114,7 +120,7 @@ mod tests {
 
         // A later version (here: none valid) is swapped in at once, and the
         // earlier one, had it warmed late, would no longer be.
-        let unavailable = warmer.offer(ready(PolicySet::unavailable("no valid policy")), ctx);
+        let unavailable = warmer.offer(ready(PolicySet::unavailable("no valid policy")), ctx, true);
         assert!(unavailable.is_some(), "nothing to warm: swap at once");
         assert!(!warmer.is_latest(&warmed.profile, version));
         assert!(!warmer.is_latest("another-profile", version));

@@ -92,10 +92,12 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let mut profiles = config.profiles.into_iter();
     let first = profiles.next().expect("checked above");
     let controller = first.scheduler_name.clone();
-    let mut scheduler =
-        Scheduler::new(SchedulerConfig { scheduler_name: first.scheduler_name, seed: config.seed }, first.policies);
+    let mut scheduler = Scheduler::new(
+        SchedulerConfig { scheduler_name: first.scheduler_name, seed: config.seed, sampling: first.sampling },
+        first.policies,
+    );
     for p in profiles {
-        scheduler.add_profile(Profile { scheduler_name: p.scheduler_name, policies: p.policies });
+        scheduler.add_profile(Profile { scheduler_name: p.scheduler_name, policies: p.policies, sampling: p.sampling });
     }
     scheduler.configure_tenants(config.tenants.settings.clone());
 

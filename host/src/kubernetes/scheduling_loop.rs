@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::cluster::PodKey;
 use crate::policy::LoadedPolicy;
-use crate::scheduler::{Attempt, PolicySet, Profile, Scheduler, TenantVerdict};
+use crate::scheduler::{Attempt, PolicySet, Scheduler, TenantVerdict};
 
 #[derive(Debug)]
 pub enum Input {
@@ -136,7 +136,7 @@ impl SchedulingLoop {
     }
 
     fn swap_in(&mut self, Ready { profile, set, active }: Ready) {
-        self.scheduler.add_profile(Profile { scheduler_name: profile.clone(), policies: set });
+        self.scheduler.set_policies(&profile, set);
         self.status.set_profile_policies(&profile, active);
     }
 
@@ -189,8 +189,14 @@ impl SchedulingLoop {
                 self.binding_result(request, outcome, now);
             }
             Input::Policies { profile, set, active } => {
+                // A profile with no valid version yet (at start, or after a
+                // bad first version) places its pods by the built-in
+                // scoring: its first version goes in at once, cold, rather
+                // than a few milliseconds later, warmed.
+                let warm =
+                    !self.scheduler.profiles().any(|p| p.scheduler_name == profile && p.policies.unavailable.is_some());
                 let ctx = self.scheduler.policy_context();
-                if let Some(ready) = self.policy_warmer.offer(Ready { profile, set, active }, ctx) {
+                if let Some(ready) = self.policy_warmer.offer(Ready { profile, set, active }, ctx, warm) {
                     self.swap_in(ready);
                 }
             }

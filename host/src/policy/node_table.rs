@@ -132,6 +132,21 @@ impl NodeTable {
         self.slots.iter().enumerate().filter_map(|(id, slot)| slot.as_deref().map(|n| (id as NodeId, n)))
     }
 
+    /// Slots, live or free: node ids are below this.
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Every node once, from slot `start` round to the slot before it, with
+    /// the slot after each: where to go on from it.
+    pub fn iter_from(&self, start: usize) -> impl Iterator<Item = (NodeId, &NodeFacts, usize)> {
+        let n = self.slots.len();
+        let start = if n == 0 { 0 } else { start % n };
+        (start..n).chain(0..start).filter_map(move |slot| {
+            self.slots[slot].as_deref().map(|node| (slot as NodeId, node, if slot + 1 == n { 0 } else { slot + 1 }))
+        })
+    }
+
     pub fn sync_point(&self) -> SyncPoint {
         SyncPoint { table: self.id, generation: self.generation }
     }
@@ -189,6 +204,23 @@ mod tests {
         assert_eq!(table.upsert(node("c", "1")), a);
         let other = NodeTable::new();
         assert!(matches!(other.changes_since(Some(table.sync_point())), NodeSync::Reset(nodes) if nodes.is_empty()));
+    }
+
+    #[test]
+    fn iteration_from_a_slot_wraps_round_and_skips_free_slots() {
+        let mut table = NodeTable::new();
+        for name in ["a", "b", "c", "d"] {
+            table.upsert(node(name, "1"));
+        }
+        table.remove("b");
+        let visit = |start| table.iter_from(start).map(|(_, n, next)| (n.name.clone(), next)).collect::<Vec<_>>();
+        let owned = |v: &[(&str, usize)]| v.iter().map(|(n, s)| (n.to_string(), *s)).collect::<Vec<_>>();
+        assert_eq!(visit(2), owned(&[("c", 3), ("d", 0), ("a", 1)]));
+        assert_eq!(visit(1), owned(&[("c", 3), ("d", 0), ("a", 1)]));
+        // Past the end wraps: slot 5 of 4 is slot 1.
+        assert_eq!(visit(5), visit(1));
+        assert_eq!(visit(0).len(), table.len());
+        assert_eq!(NodeTable::new().iter_from(3).count(), 0);
     }
 
     #[test]

@@ -15,6 +15,7 @@ use super::decision::DecisionRecord;
 use super::filters;
 use super::policy_set::{PolicySet, WeightedPolicy};
 use super::queue::{Location, QueueSizes, SchedulingQueue};
+use super::sampling::{NodeSampling, NodeWindow};
 use super::tenants::{Route, TenantJob, TenantPolicies, TenantSettings, TenantVerdict};
 use crate::cluster::{ClusterState, PodInfo, PodKey};
 use crate::metrics::{NoMetrics, NodeMetrics};
@@ -26,18 +27,21 @@ pub struct SchedulerConfig {
     /// (the first profile's name; more profiles via `Scheduler::add_profile`).
     pub scheduler_name: String,
     pub seed: u64,
+    /// How many nodes the first profile's attempts evaluate.
+    pub sampling: NodeSampling,
 }
 
-/// One scheduler name and the policies that decide for its pods, as a
-/// KubeSchedulerConfiguration profile.
+/// One scheduler name, the policies that decide for its pods and how many
+/// nodes they see, as a KubeSchedulerConfiguration profile.
 pub struct Profile {
     pub scheduler_name: String,
     pub policies: PolicySet,
+    pub sampling: NodeSampling,
 }
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
-        SchedulerConfig { scheduler_name: "wasmsched".into(), seed: 0 }
+        SchedulerConfig { scheduler_name: "wasmsched".into(), seed: 0, sampling: NodeSampling::All }
     }
 }
 
@@ -78,6 +82,9 @@ pub struct Scheduler {
     tenant_jobs: HashMap<String, usize>,
     /// Pods waiting for their tenant to have room, oldest first.
     parked: HashMap<String, VecDeque<PodKey>>,
+    /// Where the next sampled attempt starts in the node table
+    /// (kube-scheduler's `nextStartNodeIndex`, shared by every profile).
+    next_start_node: usize,
 }
 
 /// Tenant jobs in flight per tenant. Each holds a copy of its candidates
@@ -90,7 +97,11 @@ type PodFilter = Box<dyn Fn(&PodKey) -> bool + Send>;
 impl Scheduler {
     pub fn new(config: SchedulerConfig, policies: PolicySet) -> Self {
         Scheduler {
-            profiles: vec![Profile { scheduler_name: config.scheduler_name.clone(), policies }],
+            profiles: vec![Profile {
+                scheduler_name: config.scheduler_name.clone(),
+                policies,
+                sampling: config.sampling,
+            }],
             config,
             state: ClusterState::new(),
             queue: SchedulingQueue::new(),
@@ -100,6 +111,7 @@ impl Scheduler {
             tenants: TenantPolicies::default(),
             tenant_jobs: HashMap::new(),
             parked: HashMap::new(),
+            next_start_node: 0,
         }
     }
 
@@ -108,12 +120,26 @@ impl Scheduler {
         self
     }
 
-    /// Adds a profile, or replaces the policies of an existing one. Cycles
-    /// that already started keep the set they started with (they hold it).
+    /// Adds a profile, or replaces an existing one of the same name.
     pub fn add_profile(&mut self, profile: Profile) {
         match self.profiles.iter_mut().find(|p| p.scheduler_name == profile.scheduler_name) {
-            Some(existing) => existing.policies = profile.policies,
+            Some(existing) => *existing = profile,
             None => self.profiles.push(profile),
+        }
+    }
+
+    /// A new policy set for a profile (a hot swap); the rest of the profile
+    /// stays. An unknown name adds a profile that evaluates every node.
+    /// Cycles that already started keep the set they started with (they
+    /// hold it).
+    pub fn set_policies(&mut self, scheduler_name: &str, policies: PolicySet) {
+        match self.profiles.iter_mut().find(|p| p.scheduler_name == scheduler_name) {
+            Some(existing) => existing.policies = policies,
+            None => self.profiles.push(Profile {
+                scheduler_name: scheduler_name.to_string(),
+                policies,
+                sampling: NodeSampling::All,
+            }),
         }
     }
 
@@ -290,7 +316,8 @@ impl Scheduler {
             }
             Route::Tenant { tenant, policy } => return self.hand_to_tenant(tenant, policy, pod, attempt, detail, now),
         };
-        let mut record = schedule_one(CycleInput {
+        let window = self.window(profile.sampling);
+        let (mut record, next_start) = schedule_one(CycleInput {
             pod: &pod,
             state: &self.state,
             policies,
@@ -298,9 +325,23 @@ impl Scheduler {
             seed: self.config.seed,
             attempt,
             detail,
+            window,
         });
+        if window != NodeWindow::ALL {
+            self.next_start_node = next_start;
+        }
         record.tenant = tenant;
         Some(self.conclude(pod, record, now))
+    }
+
+    /// The nodes an attempt evaluates: every node in table order, or a
+    /// sample starting where the last sampled attempt stopped.
+    fn window(&self, sampling: NodeSampling) -> NodeWindow {
+        let all = self.state.node_count();
+        match sampling.nodes_to_find(all) {
+            find if find >= all => NodeWindow::ALL,
+            find => NodeWindow { start: self.next_start_node, find },
+        }
     }
 
     /// A tenant pod: the built-in filters here, the rest of the attempt as a
@@ -323,7 +364,9 @@ impl Scheduler {
             return None;
         }
         let started = std::time::Instant::now();
-        let pre = prefilter(&pod, &self.state, detail);
+        // Every node: the tenant's verdict comes back on another thread,
+        // where an empty sample could not go on to the other nodes.
+        let pre = prefilter(&pod, &self.state, detail, NodeWindow::ALL);
         let ctx = self.policy_context();
         let policies = PolicySet::new(vec![WeightedPolicy { policy, weight: 1 }]);
         let seed = self.config.seed;

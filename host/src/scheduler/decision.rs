@@ -61,6 +61,9 @@ pub struct DecisionRecord {
     pub attempt: u32,
     /// Nodes in the cluster when the attempt started.
     pub nodes: usize,
+    /// Nodes the built-in filters ran on: all of them, unless node sampling
+    /// (`percentageOfNodesToScore`) stopped once enough were feasible.
+    pub evaluated: usize,
     /// Nodes left after the built-in filters, then after policy filters.
     pub feasible_builtin: usize,
     pub feasible: usize,

@@ -8,12 +8,14 @@ pub mod decision;
 pub mod filters;
 pub mod policy_set;
 pub mod queue;
+pub mod sampling;
 pub mod tenants;
 
 pub use self::core::{Attempt, InvalidPod, MAX_JOBS_PER_TENANT, Profile, Scheduler, SchedulerConfig};
 pub use decision::{DecisionRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
 pub use policy_set::{PolicySet, WeightedPolicy};
 pub use queue::QueueSizes;
+pub use sampling::{NodeSampling, NodeWindow};
 pub use tenants::{
     POLICY_ANNOTATION, POLICY_CONFIGMAP_LABEL, Route, TenantJob, TenantSettings, TenantVerdict, default_tenant_limits,
 };

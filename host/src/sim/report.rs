@@ -135,9 +135,14 @@ pub fn yaml(report: &SimReport) -> String {
 /// One attempt as a readable table.
 pub fn explain(record: &DecisionRecord) -> String {
     let mut out = String::new();
+    let sampled = if record.evaluated < record.nodes {
+        format!(" ({} evaluated: node sampling)", record.evaluated)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "Pod {} — attempt {}: {} nodes, {} feasible after built-in filters, {} after policy filters.",
+        "Pod {} — attempt {}: {} nodes{sampled}, {} feasible after built-in filters, {} after policy filters.",
         record.pod, record.attempt, record.nodes, record.feasible_builtin, record.feasible
     );
     for p in &record.policies {

@@ -15,7 +15,7 @@ use super::load::Manifests;
 use crate::cluster::PodKey;
 use crate::metrics::NodeMetrics;
 use crate::policy::LoadedPolicy;
-use crate::scheduler::{Attempt, DecisionRecord, PolicySet, Scheduler, SchedulerConfig};
+use crate::scheduler::{Attempt, DecisionRecord, NodeSampling, PolicySet, Scheduler, SchedulerConfig};
 
 #[derive(Clone)]
 pub struct SimOptions {
@@ -27,11 +27,20 @@ pub struct SimOptions {
     pub progress: Option<Arc<dyn Fn(u64, u64) + Send + Sync>>,
     /// Tenants' policies: (namespace, name pods opt in with, policy).
     pub tenants: Vec<(String, String, Arc<LoadedPolicy>)>,
+    /// How many nodes each attempt evaluates (`--percentage-of-nodes-to-score`).
+    pub sampling: NodeSampling,
 }
 
 impl Default for SimOptions {
     fn default() -> Self {
-        SimOptions { scheduler_name: "wasmsched".into(), seed: 0, explain: None, progress: None, tenants: Vec::new() }
+        SimOptions {
+            scheduler_name: "wasmsched".into(),
+            seed: 0,
+            explain: None,
+            progress: None,
+            tenants: Vec::new(),
+            sampling: NodeSampling::All,
+        }
     }
 }
 
@@ -121,7 +130,11 @@ pub fn simulate(
     options: &SimOptions,
 ) -> Result<SimReport, String> {
     let started = Instant::now();
-    let config = SchedulerConfig { scheduler_name: options.scheduler_name.clone(), seed: options.seed };
+    let config = SchedulerConfig {
+        scheduler_name: options.scheduler_name.clone(),
+        seed: options.seed,
+        sampling: options.sampling,
+    };
     let mut scheduler = Scheduler::new(config, policies).with_metrics(metrics);
     let mut tenants: BTreeMap<&str, Vec<(String, Arc<LoadedPolicy>)>> = BTreeMap::new();
     for (namespace, name, policy) in &options.tenants {
