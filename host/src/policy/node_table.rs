@@ -132,11 +132,6 @@ impl NodeTable {
         self.slots.iter().enumerate().filter_map(|(id, slot)| slot.as_deref().map(|n| (id as NodeId, n)))
     }
 
-    /// Slots, live or free: node ids are below this.
-    pub fn slot_count(&self) -> usize {
-        self.slots.len()
-    }
-
     /// Every node once, from slot `start` round to the slot before it, with
     /// the slot after each: where to go on from it.
     pub fn iter_from(&self, start: usize) -> impl Iterator<Item = (NodeId, &NodeFacts, usize)> {

@@ -90,13 +90,12 @@ pub struct Prefiltered {
     record_index: Vec<usize>,
     feasible_builtin: usize,
     nodes: usize,
-    /// Nodes the built-in filters ran on.
-    pub evaluated: usize,
-    /// Whether they ran on every node (sampling did not stop them early).
-    pub complete: bool,
+    /// Nodes the built-in filters ran on: `nodes` unless sampling stopped
+    /// them early.
+    evaluated: usize,
     /// The table slot after the last node evaluated: where the next
     /// sampled attempt starts.
-    pub next_start: usize,
+    next_start: usize,
     detail: bool,
 }
 
@@ -115,13 +114,11 @@ pub fn prefilter(pod: &PodInfo, state: &ClusterState, detail: bool, window: Node
         feasible_builtin: 0,
         nodes: table.len(),
         evaluated: 0,
-        complete: true,
         next_start: window.start,
         detail,
     };
     for (id, node, next) in table.iter_from(window.start) {
         if pre.candidates.len() >= window.find {
-            pre.complete = false;
             break;
         }
         pre.next_start = next;
@@ -180,15 +177,14 @@ pub fn schedule_one(input: CycleInput<'_>) -> (DecisionRecord, usize) {
     let started = Instant::now();
     let CycleInput { pod, state, policies, metrics, seed, attempt, detail, window } = input;
     let pre = prefilter(pod, state, detail, window);
-    let (complete, next_start) = (pre.complete, pre.next_start);
+    let (complete, next_start) = (pre.evaluated == pre.nodes, pre.next_start);
     let ctx = PolicyContext { nodes: state.table().clone(), metrics: metrics.clone() };
     let record = decide(pre, pod, &ctx, policies, seed, attempt, started).record;
     if record.chosen.is_some() || complete {
         return (record, next_start);
     }
-    let everything = NodeWindow { start: window.start, find: usize::MAX };
     let mut full =
-        decide(prefilter(pod, state, detail, everything), pod, &ctx, policies, seed, attempt, started).record;
+        decide(prefilter(pod, state, detail, NodeWindow::ALL), pod, &ctx, policies, seed, attempt, started).record;
     // Both rounds' calls count for the policy metrics.
     full.policy_calls.splice(0..0, record.policy_calls);
     (full, next_start)
