@@ -3,6 +3,11 @@
 //! `policies/http-latency` comes along for `wasmsched bench` (WithMetrics).
 //! It goes to its own target directory, so this nested cargo never waits on
 //! the lock of the build that runs us.
+//!
+//! rustup installs the `targets` of `rust-toolchain.toml` only when it
+//! installs the toolchain itself: on a machine that already had `stable`,
+//! the wasm target is missing. It is added here, first, rather than failing
+//! once every dependency has been built.
 
 use std::env;
 use std::path::PathBuf;
@@ -16,6 +21,7 @@ fn main() {
     {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
+    ensure_wasm_target();
     let target_dir = root.join("target").join("embedded-policy");
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(&cargo);
@@ -50,4 +56,42 @@ fn main() {
     let built = target_dir.join("wasm32-wasip2").join("policy");
     println!("cargo:rustc-env=WASMSCHED_DEFAULT_POLICY={}", built.join("least_allocated.wasm").display());
     println!("cargo:rustc-env=WASMSCHED_HTTP_LATENCY_POLICY={}", built.join("http_latency.wasm").display());
+}
+
+const WASM_TARGET: &str = "wasm32-wasip2";
+
+/// Installs the wasm target into the toolchain building us when its standard
+/// library is missing (the toolchain file names it; rustup skips it when
+/// the toolchain was already there).
+fn ensure_wasm_target() {
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let libdir = Command::new(&rustc).args(["--print", "target-libdir", "--target", WASM_TARGET]).output();
+    let installed = libdir.is_ok_and(|o| {
+        let dir = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+        o.status.success()
+            && std::fs::read_dir(dir).is_ok_and(|mut entries| {
+                entries.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("libstd-")))
+            })
+    });
+    if installed {
+        return;
+    }
+    println!(
+        "cargo:warning=the {WASM_TARGET} target is not installed for this toolchain; running `rustup target add {WASM_TARGET}`"
+    );
+    // rustup's proxy exported RUSTUP_TOOLCHAIN: the target goes to the
+    // toolchain that is building us.
+    let added = Command::new("rustup").args(["target", "add", WASM_TARGET]).output();
+    match added {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!(
+            "the {WASM_TARGET} target is missing and `rustup target add {WASM_TARGET}` failed:\n{}\nInstall it for the toolchain in use ({}), then build again.",
+            String::from_utf8_lossy(&o.stderr),
+            env::var("RUSTUP_TOOLCHAIN").unwrap_or_else(|_| rustc.clone()),
+        ),
+        Err(e) => panic!(
+            "the {WASM_TARGET} target's standard library is missing and rustup could not be run ({e}). \
+             The embedded default policy is built for {WASM_TARGET}: install that target for {rustc}, then build again."
+        ),
+    }
 }

@@ -46,7 +46,7 @@ fn allows(rules: &[PolicyRule], group: &str, resource: &str, verb: &str, name: O
 
 #[test]
 fn every_manifest_parses_and_names_what_it_is() {
-    for file in ["namespace.yaml", "rbac.yaml", "deployment.yaml", "examples/sample-app.yaml"] {
+    for file in ["namespace.yaml", "rbac.yaml", "flowschema.yaml", "deployment.yaml", "examples/sample-app.yaml"] {
         for doc in documents(file) {
             assert!(doc["apiVersion"].is_string() && doc["kind"].is_string(), "{file}: {doc}");
             assert!(doc["metadata"]["name"].is_string(), "{file}: {doc}");
@@ -155,4 +155,32 @@ fn the_deployment_matches_the_binary() {
         }
     }
     assert_eq!(pod.service_account_name.as_deref(), Some("wasmsched"));
+}
+
+/// API Priority and Fairness: the scheduler's ServiceAccount gets
+/// kube-scheduler's priority level, matched before the bootstrap
+/// `service-accounts` schema (precedence 9000, `workload-low`) would take it.
+#[test]
+fn the_flowschema_gives_the_service_account_kube_schedulers_priority() {
+    let docs = documents("flowschema.yaml");
+    let schema = find(&docs, "FlowSchema", "wasmsched");
+    assert_eq!(schema["apiVersion"], "flowcontrol.apiserver.k8s.io/v1");
+    assert_eq!(schema["spec"]["priorityLevelConfiguration"]["name"], "workload-high");
+    let precedence = schema["spec"]["matchingPrecedence"].as_u64().unwrap();
+    assert!(precedence < 9000, "must be matched before the service-accounts schema: {precedence}");
+    let deployment: Deployment =
+        serde_json::from_value(find(&documents("deployment.yaml"), "Deployment", "wasmsched")).unwrap();
+    let account = deployment.spec.unwrap().template.spec.unwrap().service_account_name.unwrap();
+    let namespace = deployment.metadata.namespace.unwrap();
+    let subjects = schema["spec"]["rules"][0]["subjects"].as_array().unwrap();
+    assert!(
+        subjects.iter().any(|s| s["kind"] == "ServiceAccount"
+            && s["serviceAccount"]["name"] == account.as_str()
+            && s["serviceAccount"]["namespace"] == namespace.as_str()),
+        "{subjects:?}"
+    );
+    let rules = &schema["spec"]["rules"][0]["resourceRules"][0];
+    assert_eq!((rules["verbs"][0].as_str(), rules["resources"][0].as_str()), (Some("*"), Some("*")));
+    let kustomization = documents("kustomization.yaml").remove(0);
+    assert!(kustomization["resources"].as_array().unwrap().iter().any(|r| r == "flowschema.yaml"));
 }

@@ -53,7 +53,8 @@ pub struct RunArgs {
     /// Elect a leader among replicas through a Lease (on by default).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub leader_elect: bool,
-    /// Namespace of the leader election Lease.
+    /// Namespace of the leader election Lease [default: in a pod, its own
+    /// namespace; outside, the kubeconfig context's].
     #[arg(long, value_name = "NS")]
     pub leader_elect_namespace: Option<String>,
     /// Name of the leader election Lease.
@@ -247,13 +248,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async move {
         let client =
             wasmsched::kubernetes::client::connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
-        let le = config.leader_election.clone();
         let running = wasmsched::kubernetes::start(client, config).await?;
         if let Some(addr) = running.http_addr {
             eprintln!("serving /healthz /readyz /metrics /policies on http://{addr}");
         }
-        if le.enabled {
-            eprintln!("leader election on Lease {}/{} as {}", le.namespace, le.name, le.identity);
+        if let Some(lease) = running.status.lease() {
+            eprintln!("leader election on Lease {lease}");
         }
         wait_for_termination().await;
         eprintln!("shutting down");

@@ -42,6 +42,8 @@ pub fn classify(error: &kube::Error) -> BindOutcome {
     match error {
         kube::Error::Api(status) if status.code == 404 => BindOutcome::Dropped(status.message.clone()),
         kube::Error::Api(status) if status.code == 409 => BindOutcome::Dropped(status.message.clone()),
+        // The server's message, not the client's debug rendering of it.
+        kube::Error::Api(status) => BindOutcome::Retry(format!("{} ({})", status.message, status.code)),
         other => BindOutcome::Retry(other.to_string()),
     }
 }

@@ -61,6 +61,10 @@ pub struct ProfileConfig {
 #[derive(Debug, Clone)]
 pub struct LeaderElectionConfig {
     pub enabled: bool,
+    /// Where the Lease lives. Empty (the default): the client's namespace,
+    /// i.e. in a pod its own namespace (where deploy/ grants the Lease),
+    /// outside a cluster the kubeconfig context's namespace (`default`
+    /// if it names none).
     pub namespace: String,
     pub name: String,
     /// This replica's holder identity (pod name plus a random suffix).
@@ -74,7 +78,7 @@ impl Default for LeaderElectionConfig {
     fn default() -> Self {
         LeaderElectionConfig {
             enabled: true,
-            namespace: "kube-system".into(),
+            namespace: String::new(),
             name: "wasmsched".into(),
             identity: default_identity(),
             lease_duration: Duration::from_secs(15),

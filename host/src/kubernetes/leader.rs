@@ -9,7 +9,13 @@
 //! deadline it steps down at once (before the lease can expire for
 //! others). On shutdown it releases the lease so a standby takes over
 //! without waiting for expiry.
+//!
+//! A replica that cannot read or write the Lease would otherwise be a
+//! silent standby forever: every failed round is logged at warn (at error
+//! when it is forbidden, with what to grant), at most every
+//! `REPEAT_LOG` while it keeps failing, and `/readyz?verbose` shows it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -20,10 +26,46 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::config::LeaderElectionConfig;
+use super::status::SchedulerStatus;
+
+/// A failure that goes on is logged again at most this often.
+const REPEAT_LOG: Duration = Duration::from_secs(30);
+/// How soon a failed round is tried again (the retry period, if shorter).
+const FAILED_RETRY: Duration = Duration::from_millis(500);
+/// A forbidden Lease is tried again ever less often, down to this.
+const FORBIDDEN_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// A failed Lease request: which verb, and the error.
+#[derive(Debug)]
+struct LeaseError {
+    verb: &'static str,
+    error: kube::Error,
+}
+
+impl LeaseError {
+    fn on(verb: &'static str) -> impl FnOnce(kube::Error) -> LeaseError {
+        move |error| LeaseError { verb, error }
+    }
+
+    fn forbidden(&self) -> bool {
+        matches!(&self.error, kube::Error::Api(s) if s.code == 401 || s.code == 403)
+    }
+
+    /// The API server's own message, or the client error.
+    fn message(&self) -> String {
+        match &self.error {
+            kube::Error::Api(s) => s.message.clone(),
+            other => other.to_string(),
+        }
+    }
+}
 
 pub struct LeaderElector {
     api: Api<Lease>,
     config: LeaderElectionConfig,
+    status: Arc<SchedulerStatus>,
+    /// The failure being reported, and when it was last logged.
+    reported: Option<(String, Instant)>,
     /// The holder and renew time we last saw, and when we saw them change.
     observed: Option<(Option<String>, Option<MicroTime>, Instant)>,
 }
@@ -41,15 +83,60 @@ fn now() -> MicroTime {
 }
 
 impl LeaderElector {
-    pub fn new(client: kube::Client, config: LeaderElectionConfig) -> Self {
-        LeaderElector { api: Api::namespaced(client, &config.namespace), config, observed: None }
+    /// `config.namespace` must be resolved (not empty).
+    pub fn new(client: kube::Client, config: LeaderElectionConfig, status: Arc<SchedulerStatus>) -> Self {
+        LeaderElector {
+            api: Api::namespaced(client, &config.namespace),
+            config,
+            status,
+            reported: None,
+            observed: None,
+        }
+    }
+
+    fn lease_name(&self) -> String {
+        format!("{}/{}", self.config.namespace, self.config.name)
+    }
+
+    /// Logs a failed round (at most every `REPEAT_LOG` while the message
+    /// stays the same) and shows it in readiness.
+    fn report_failure(&mut self, e: &LeaseError) {
+        let (lease, identity) = (self.lease_name(), &self.config.identity);
+        let message = e.message();
+        let problem = if e.forbidden() {
+            format!(
+                "may not {} Lease {lease}: {message}. Grant get, create and update on leases.coordination.k8s.io \
+                 named {} in namespace {} (deploy/rbac.yaml's Role wasmsched-leader-election), choose a namespace \
+                 this identity may use (--leader-elect-namespace), or run one replica with --leader-elect=false",
+                e.verb, self.config.name, self.config.namespace
+            )
+        } else {
+            format!("could not {} Lease {lease}: {message}", e.verb)
+        };
+        self.status.set_lease_problem(Some((problem.clone(), e.forbidden())));
+        let due = self.reported.as_ref().is_none_or(|(last, at)| *last != problem || at.elapsed() >= REPEAT_LOG);
+        if due {
+            if e.forbidden() {
+                tracing::error!(%identity, "leader election: {problem}");
+            } else {
+                tracing::warn!(%identity, "leader election: {problem}; retrying");
+            }
+            self.reported = Some((problem, Instant::now()));
+        }
+    }
+
+    fn report_success(&mut self) {
+        if self.reported.take().is_some() {
+            tracing::info!(lease = %self.lease_name(), identity = %self.config.identity, "leader election: the Lease works again");
+        }
+        self.status.set_lease_problem(None);
     }
 
     /// One acquire-or-renew round.
-    async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
+    async fn try_acquire_or_renew(&mut self) -> Result<Attempt, LeaseError> {
         let identity = self.config.identity.clone();
         let duration_secs = self.config.lease_duration.as_secs().max(1) as i32;
-        let existing = match self.api.get_opt(&self.config.name).await? {
+        let existing = match self.api.get_opt(&self.config.name).await.map_err(LeaseError::on("get"))? {
             Some(lease) => lease,
             None => {
                 let lease = Lease {
@@ -66,7 +153,7 @@ impl LeaderElector {
                 return match self.api.create(&PostParams::default(), &lease).await {
                     Ok(_) => Ok(Attempt::Held),
                     Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::HeldByOther("(just created)".into())),
-                    Err(e) => Err(e),
+                    Err(e) => Err(LeaseError::on("create")(e)),
                 };
             }
         };
@@ -100,7 +187,7 @@ impl LeaderElector {
         match self.api.replace(&self.config.name, &PostParams::default(), &lease).await {
             Ok(_) => Ok(Attempt::Held),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::HeldByOther("(conflict)".into())),
-            Err(e) => Err(e),
+            Err(e) => Err(LeaseError::on("update")(e)),
         }
     }
 
@@ -109,9 +196,30 @@ impl LeaderElector {
     pub async fn run(mut self, leader: watch::Sender<bool>, mut shutdown: watch::Receiver<bool>) {
         let retry = self.config.retry_period;
         let mut last_renewal: Option<Instant> = None;
+        let mut forbidden_rounds = 0u32;
         loop {
             let is_leader = *leader.borrow();
-            match self.try_acquire_or_renew().await {
+            let attempt = self.try_acquire_or_renew().await;
+            let wait = match &attempt {
+                Ok(_) => {
+                    self.report_success();
+                    forbidden_rounds = 0;
+                    retry
+                }
+                // A permission will not come by itself: back off, to 30 s.
+                Err(e) if e.forbidden() => {
+                    self.report_failure(e);
+                    forbidden_rounds += 1;
+                    (retry * 2u32.saturating_pow(forbidden_rounds.min(5))).min(FORBIDDEN_RETRY_MAX)
+                }
+                // Try again sooner: when the API server returns, the
+                // leader should be scheduling within a second.
+                Err(e) => {
+                    self.report_failure(e);
+                    retry.min(FAILED_RETRY)
+                }
+            };
+            match attempt {
                 Ok(Attempt::Held) => {
                     last_renewal = Some(Instant::now());
                     if !is_leader {
@@ -126,18 +234,16 @@ impl LeaderElector {
                     }
                     last_renewal = None;
                 }
-                Err(e) => {
+                Err(_) => {
                     let expired = last_renewal.is_none_or(|at| at.elapsed() >= self.config.renew_deadline);
                     if is_leader && expired {
-                        tracing::warn!(lease = %self.config.name, error = %e, "could not renew the lease within the renew deadline; stopping scheduling");
+                        tracing::warn!(lease = %self.lease_name(), "could not renew the lease within the renew deadline; stopping scheduling");
                         leader.send_replace(false);
-                    } else {
-                        tracing::debug!(lease = %self.config.name, error = %e, "lease update failed");
                     }
                 }
             }
             tokio::select! {
-                _ = tokio::time::sleep(retry) => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = shutdown.wait_for(|s| *s) => break,
             }
         }

@@ -1,8 +1,8 @@
 //! The Kubernetes backend: the scheduling core driven by a real cluster.
 //!
 //! Data path, top to bottom:
-//! - `sources`: kube-rs watchers (nodes; every non-terminal pod for
-//!   accounting; unbound pods of each profile) reflected into the core;
+//! - `sources`: kube-rs watchers (nodes; every non-terminal pod, one
+//!   watch for every profile) reflected into the core;
 //! - `scheduling_loop`: one thread owns the core, applies cluster changes
 //!   between cycles and runs the cycles (queue → filters → policy → assume);
 //! - `binder`: `pods/{name}/binding` with the UID precondition, bounded
@@ -13,7 +13,8 @@
 //! - `tenant_configmaps`, `tenant_workers`: tenants' own policies, from
 //!   labelled ConfigMaps in their namespaces, each tenant on its own thread;
 //! - `leader`: the coordination.k8s.io Lease; only the leader schedules;
-//! - `http`: `/healthz`, `/readyz`, `/metrics`, `/policies`.
+//! - `http`: `/healthz`, `/readyz`, `/metrics`, `/policies`;
+//! - `watch_retry`: how every watch backs off, and the one line it logs.
 
 pub mod binder;
 pub mod client;
@@ -31,6 +32,7 @@ pub mod sources;
 pub mod status;
 pub mod tenant_configmaps;
 pub mod tenant_workers;
+pub mod watch_retry;
 
 pub use config::{LeaderElectionConfig, ProfileConfig, RunConfig, TenantConfig};
 pub use run::{RunningScheduler, start};

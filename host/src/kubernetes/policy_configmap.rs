@@ -17,13 +17,13 @@ use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use kube::Api;
 use kube::api::PostParams;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 
 use super::policy_swap::{Outcome, Swapper};
 use super::reporter::new_event;
 use super::scheduling_loop::Input;
 use super::status::SchedulerStatus;
+use super::watch_retry::{WatchTarget, with_retry};
 use crate::policy::remote::Fetcher;
 use crate::policy::{PolicyEngine, PolicyLimits};
 
@@ -81,7 +81,13 @@ impl PolicyConfigMapSource {
     pub async fn run(self, client: kube::Client, tx: std::sync::mpsc::Sender<Input>, status: Arc<SchedulerStatus>) {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.configmap.namespace);
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.configmap.name));
-        let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+        let target = WatchTarget {
+            name: self.configmap.source_name(),
+            resource: "configmaps",
+            scope: format!("in namespace {}", self.configmap.namespace),
+            switch_off: None,
+        };
+        let mut stream = with_retry(watcher::watcher(api, config), target).boxed();
         let mut swapper = Some(Swapper {
             profile: self.profile.clone(),
             origin: format!("configmap {}", self.configmap),
@@ -120,10 +126,8 @@ impl PolicyConfigMapSource {
                     tracing::warn!(configmap = %self.configmap, "policy configmap deleted; the active policies stay");
                     continue;
                 }
-                Err(e) => {
-                    tracing::warn!(configmap = %self.configmap, error = %e, "watching the policy configmap failed; retrying");
-                    continue;
-                }
+                // Logged and retried by `with_retry`.
+                Err(_) => continue,
             };
             let version = cm.metadata.resource_version.clone();
             if version.is_some() && version == last_version {

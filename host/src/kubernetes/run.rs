@@ -5,8 +5,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -19,11 +17,10 @@ use super::policy_dir::PolicyDirSource;
 use super::policy_warm::PolicyWarmer;
 use super::reporter::PodReporter;
 use super::scheduling_loop::{Input, SchedulingLoop};
-use super::sources::{ClusterChange, Source};
+use super::sources::Source;
 use super::status::{ActivePolicy, SchedulerStatus};
 use super::tenant_configmaps::{self, TenantConfigMapSource};
 use super::tenant_workers::TenantWorkers;
-use crate::cluster::PodKey;
 use crate::metrics::MetricsCache;
 use crate::metrics::refresher::Refresher;
 use crate::policy::PolicyEngine;
@@ -63,8 +60,8 @@ impl RunningScheduler {
 /// Starts scheduling against the cluster `client` talks to.
 pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<RunningScheduler> {
     anyhow::ensure!(!config.profiles.is_empty(), "at least one profile is required");
-    let mut sources = vec![Source::nodes(), Source::live_pods()];
-    sources.extend(config.profiles.iter().map(|p| Source::unbound_pods(&p.scheduler_name)));
+    // One pod watch for every profile, as kube-scheduler's one informer.
+    let sources = vec![Source::nodes(), Source::live_pods()];
     let mut source_names: Vec<String> = sources.iter().map(|s| s.name.clone()).collect();
     let policy_sources: Vec<(String, ConfigMapRef)> = config
         .profiles
@@ -86,8 +83,17 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     }
     let active: Vec<ActivePolicy> =
         config.profiles.iter().flat_map(|p| ActivePolicy::of_set(&p.scheduler_name, &p.policies)).collect();
-    let le = config.leader_election.clone();
+    let mut le = config.leader_election.clone();
+    if le.namespace.is_empty() {
+        // In a pod, its own namespace; outside, the kubeconfig context's.
+        le.namespace = client.default_namespace().to_string();
+    }
     let status = Arc::new(SchedulerStatus::new(le.enabled, &source_names, active));
+    if le.enabled {
+        let lease = format!("{}/{} as {}", le.namespace, le.name, le.identity);
+        tracing::info!("leader election on Lease {lease}");
+        status.set_lease(lease);
+    }
 
     let mut profiles = config.profiles.into_iter();
     let first = profiles.next().expect("checked above");
@@ -127,7 +133,6 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let (inputs_tx, inputs_rx) = std::sync::mpsc::channel::<Input>();
     let (binds_tx, binds_rx) = mpsc::unbounded_channel::<BindRequest>();
     let (reports_tx, reports_rx) = mpsc::unbounded_channel();
-    let (verify_tx, verify_rx) = mpsc::unbounded_channel();
 
     let mut watches: Vec<JoinHandle<()>> =
         sources.into_iter().map(|s| tokio::spawn(s.run(client.clone(), inputs_tx.clone()))).collect();
@@ -184,7 +189,7 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
             }
             mirror_status.set_leader(false);
         });
-        Some(tokio::spawn(LeaderElector::new(client.clone(), le.clone()).run(leader_tx, lease_stop_rx)))
+        Some(tokio::spawn(LeaderElector::new(client.clone(), le.clone(), status.clone()).run(leader_tx, lease_stop_rx)))
     } else {
         status.set_leader(true);
         None
@@ -204,7 +209,6 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         inputs: inputs_rx,
         binds: binds_tx,
         reports: reports_tx,
-        verify: verify_tx,
         status: status.clone(),
         reported_invalid: Default::default(),
         bindings_in_flight: 0,
@@ -212,7 +216,6 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         tenant_workers: TenantWorkers::new(inputs_tx.clone()),
         policy_warmer: PolicyWarmer::new(inputs_tx.clone()),
     };
-    let verifier = tokio::spawn(verify_loop(client.clone(), verify_rx, inputs_tx.clone()));
     let core_thread = std::thread::Builder::new().name("scheduling-loop".into()).spawn(move || core.run())?;
 
     let sup_status = status.clone();
@@ -230,7 +233,6 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         for w in &watches {
             w.abort();
         }
-        verifier.abort();
         let _ = tokio::time::timeout(REPORT_FLUSH, reporter).await;
         lease_stop_tx.send_replace(true);
         if let Some(e) = elector {
@@ -239,29 +241,6 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         tracing::info!("shut down");
     });
     Ok(RunningScheduler { status, http_addr, shutdown: shutdown_tx, supervisor })
-}
-
-/// Looks up pods the cache is unsure about (queued, but missing from a
-/// relist): gone → a deletion, present → a fresh copy.
-async fn verify_loop(
-    client: kube::Client,
-    mut keys: mpsc::UnboundedReceiver<PodKey>,
-    results: std::sync::mpsc::Sender<Input>,
-) {
-    while let Some(key) = keys.recv().await {
-        let api: Api<Pod> = Api::namespaced(client.clone(), &key.namespace);
-        let change = match api.get_opt(&key.name).await {
-            Ok(Some(pod)) => ClusterChange::Pod(Arc::new(pod)),
-            Ok(None) => ClusterChange::PodGone(key),
-            Err(e) => {
-                tracing::warn!(pod = %key, error = %e, "could not look the pod up; keeping it queued");
-                continue;
-            }
-        };
-        if results.send(Input::Cluster(change)).is_err() {
-            return;
-        }
-    }
 }
 
 /// Binds with at most `concurrency` requests in flight; results go back to

@@ -74,8 +74,6 @@ pub struct SchedulingLoop {
     pub inputs: Receiver<Input>,
     pub binds: UnboundedSender<BindRequest>,
     pub reports: UnboundedSender<Report>,
-    /// Pods to look up: the answer comes back as a change (or a deletion).
-    pub verify: UnboundedSender<PodKey>,
     pub status: Arc<SchedulerStatus>,
     /// Invalid pods already reported, with the message reported.
     pub reported_invalid: HashMap<PodKey, String>,
@@ -164,23 +162,18 @@ impl SchedulingLoop {
                     self.scheduler.pod_upserted(pod.clone(), now);
                     self.report_if_invalid(&pod);
                 }
-                ClusterChange::PodGone(key) => {
+                ClusterChange::PodGone { key, uid } => {
                     self.status.metrics.watch_event("pods");
-                    self.scheduler.pod_deleted(&key, now);
+                    self.scheduler.pod_deleted(&key, uid.as_deref(), now);
                     self.reported_invalid.remove(&key);
                     let _ = self.reports.send(Report::Forget(key));
                 }
                 ClusterChange::PodsListed(listed) => {
-                    let suspects = self.scheduler.reconcile_pods(&listed, now);
-                    if !suspects.is_empty() {
-                        tracing::info!(
-                            pods = suspects.len(),
-                            "queued pods missing from a relist; asking the API server"
-                        );
+                    let gone = self.scheduler.reconcile_pods(&listed, now);
+                    if gone > 0 {
+                        tracing::info!(pods = gone, "pods deleted or finished while the watch was down");
                     }
-                    for key in suspects {
-                        let _ = self.verify.send(key);
-                    }
+                    self.reported_invalid.retain(|key, _| listed.contains(key));
                 }
                 ClusterChange::Synced(source) => self.status.set_synced(&source),
             },

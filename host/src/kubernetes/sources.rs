@@ -1,12 +1,16 @@
-//! Watches reflected into the scheduling core: nodes, every non-terminal
-//! pod (resource accounting, like kube-scheduler's informer), and each
-//! profile's unbound pods (`spec.schedulerName=NAME,spec.nodeName=`).
+//! Watches reflected into the scheduling core: nodes, and every
+//! non-terminal pod through one watch, as kube-scheduler's single pod
+//! informer does. The core decides which pods are pending and whose.
 //!
 //! kube-runtime's watcher relists on 410 Gone and reconnects with backoff;
 //! what a relist implies is done here: objects missing from the new list
 //! were deleted while we were not watching, and are reported as such. The
 //! core's cluster state is the store: keeping kube-runtime reflector
 //! stores as well would hold a second copy of every pod.
+//!
+//! A `DELETED` event is read for its key and UID only. On a field-selector
+//! watch it means "no longer matches" (a pod that finished), and the real
+//! API server's watch cache sends the object's *previous* state with it.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -14,11 +18,11 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+use super::watch_retry::{WatchTarget, with_retry};
 use crate::cluster::PodKey;
 
 /// A change for the scheduling loop.
@@ -27,9 +31,14 @@ pub enum ClusterChange {
     Node(Arc<Node>),
     NodeGone(String),
     Pod(Arc<Pod>),
-    PodGone(PodKey),
+    /// Deleted, or finished (left the live-pods selector). The UID, when
+    /// known, keeps a late deletion from removing a recreated pod.
+    PodGone {
+        key: PodKey,
+        uid: Option<String>,
+    },
     /// A full list of live pods (initial or after a watch gap), applied
-    /// just before: what the cache holds beyond it must be reconciled.
+    /// just before: every pod the cache holds beyond it is gone.
     PodsListed(HashSet<PodKey>),
     /// A source's initial list (or a relist) has been applied.
     Synced(String),
@@ -45,11 +54,9 @@ pub struct Source {
 #[derive(Clone, Copy)]
 enum SourceKind {
     Nodes,
-    /// Deletions mean the pod no longer counts anywhere.
+    /// Every pod that is not Succeeded or Failed: bound ones count as
+    /// load, unbound ones of our profiles are queued.
     LivePods,
-    /// A pod leaves this watch when it is bound (the event carries its
-    /// node) or deleted while pending.
-    UnboundPods,
 }
 
 impl Source {
@@ -62,14 +69,6 @@ impl Source {
             name: "pods".into(),
             kind: SourceKind::LivePods,
             config: watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed"),
-        }
-    }
-
-    pub fn unbound_pods(scheduler_name: &str) -> Source {
-        Source {
-            name: format!("unbound pods of {scheduler_name}"),
-            kind: SourceKind::UnboundPods,
-            config: watcher::Config::default().fields(&format!("spec.schedulerName={scheduler_name},spec.nodeName=")),
         }
     }
 
@@ -86,18 +85,8 @@ impl Source {
                 )
                 .await
             }
-            SourceKind::LivePods | SourceKind::UnboundPods => {
-                let unbound_watch = matches!(self.kind, SourceKind::UnboundPods);
-                let gone = move |p: Pod| {
-                    let bound = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
-                    if unbound_watch && bound {
-                        // Left the unbound selector by being bound: an
-                        // update, not a deletion.
-                        ClusterChange::Pod(Arc::new(p))
-                    } else {
-                        ClusterChange::PodGone(PodKey::of(&p))
-                    }
-                };
+            SourceKind::LivePods => {
+                let gone = |p: Pod| ClusterChange::PodGone { key: PodKey::of(&p), uid: p.metadata.uid };
                 reflect(Api::<Pod>::all(client), self, tx, |p: Pod| ClusterChange::Pod(Arc::new(p)), gone).await
             }
         }
@@ -119,7 +108,17 @@ async fn reflect<K, T: From<ClusterChange> + Send>(
 {
     let mut known: HashSet<(String, String)> = HashSet::new();
     let mut listing: Vec<K> = Vec::new();
-    let mut stream = watcher(api, source.config).default_backoff().boxed();
+    let resource = match source.kind {
+        SourceKind::Nodes => "nodes",
+        SourceKind::LivePods => "pods",
+    };
+    let target = WatchTarget {
+        name: source.name.clone(),
+        resource,
+        scope: if resource == "nodes" { "(cluster-scoped)".into() } else { "in all namespaces".into() },
+        switch_off: None,
+    };
+    let mut stream = with_retry(watcher::watcher(api, source.config.clone()), target).boxed();
     let send = |c: ClusterChange| tx.send(T::from(c)).is_ok();
     while let Some(event) = stream.next().await {
         let ok = match event {
@@ -159,22 +158,12 @@ async fn reflect<K, T: From<ClusterChange> + Send>(
                 known.remove(&key(&o));
                 send(gone(o))
             }
-            Err(e) => {
-                // The backoff stream retries; a 410 has already reset the
-                // watcher to relist.
-                tracing::warn!(source = %source.name, error = %e, "watch failed; retrying");
-                true
-            }
+            // Logged and retried by `with_retry`; a 410 has already reset
+            // the watcher to relist.
+            Err(_) => true,
         };
         if !ok {
             return;
         }
     }
-}
-
-fn watcher<K>(api: Api<K>, config: watcher::Config) -> impl futures::Stream<Item = Result<Event<K>, watcher::Error>>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-{
-    watcher::watcher(api, config)
 }

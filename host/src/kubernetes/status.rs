@@ -88,6 +88,11 @@ pub struct SchedulerStatus {
     policies: Mutex<Vec<ActivePolicy>>,
     /// Node metrics for policies, when configured: rendered with ours.
     node_metrics: Mutex<Option<Arc<MetricsCache>>>,
+    /// The Lease this replica campaigns for (`NS/NAME as IDENTITY`).
+    lease: Mutex<Option<String>>,
+    /// Why the last Lease round failed, and whether it is a permission
+    /// problem (which fails readiness: it will not pass by itself).
+    lease_problem: Mutex<Option<(String, bool)>>,
 }
 
 impl SchedulerStatus {
@@ -102,6 +107,8 @@ impl SchedulerStatus {
             stopping: AtomicBool::new(false),
             policies: Mutex::new(policies),
             node_metrics: Mutex::new(None),
+            lease: Mutex::new(None),
+            lease_problem: Mutex::new(None),
         };
         status.metrics.set_leader(!leader_election);
         status
@@ -118,6 +125,20 @@ impl SchedulerStatus {
             text.push_str(&cache.render());
         }
         text
+    }
+
+    pub fn set_lease(&self, lease: String) {
+        *self.lease.lock().unwrap_or_else(|e| e.into_inner()) = Some(lease);
+    }
+
+    /// `NS/NAME as IDENTITY`, when leader election is on.
+    pub fn lease(&self) -> Option<String> {
+        self.lease.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The last Lease round's failure (`None`: it worked).
+    pub fn set_lease_problem(&self, problem: Option<(String, bool)>) {
+        *self.lease_problem.lock().unwrap_or_else(|e| e.into_inner()) = problem;
     }
 
     pub fn set_synced(&self, source: &str) {
@@ -209,7 +230,17 @@ impl SchedulerStatus {
             (true, true) => "leader",
             (true, false) => "standby",
         };
-        lines.push(format!("[+]leader-election {role}"));
+        let lease = self.lease.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let lease = lease.map(|l| format!(" (Lease {l})")).unwrap_or_default();
+        match self.lease_problem.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            // A standby that may not touch the Lease never leads: not ready.
+            Some((problem, true)) => {
+                ready = false;
+                lines.push(format!("[-]leader-election {role}{lease}: {problem}"));
+            }
+            Some((problem, false)) => lines.push(format!("[+]leader-election {role}{lease}: last attempt: {problem}")),
+            None => lines.push(format!("[+]leader-election {role}{lease}")),
+        }
         if self.is_stopping() {
             ready = false;
             lines.push("[-]shutdown in progress".into());

@@ -16,13 +16,13 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 
 use super::config::TenantConfig;
 use super::policy_configmap::{configmap_event, files_of};
 use super::scheduling_loop::Input;
 use super::status::{ActivePolicy, SchedulerStatus};
+use super::watch_retry::{WatchTarget, with_retry};
 use crate::policy::bundle::{load_bundle, parse_bundle};
 use crate::policy::remote::Fetcher;
 use crate::policy::{LoadedPolicy, PolicyEngine};
@@ -68,7 +68,15 @@ impl TenantConfigMapSource {
     pub async fn run(self, client: kube::Client, tx: std::sync::mpsc::Sender<Input>, status: Arc<SchedulerStatus>) {
         let api: Api<ConfigMap> = Api::all(client.clone());
         let config = watcher::Config::default().labels(&format!("{POLICY_CONFIGMAP_LABEL}=true"));
-        let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+        let target = WatchTarget {
+            name: SOURCE_NAME.into(),
+            resource: "configmaps",
+            scope: "in all namespaces".into(),
+            switch_off: Some(
+                "or turn tenant policies off (--tenant-policies=false); scheduling goes on without them".into(),
+            ),
+        };
+        let mut stream = with_retry(watcher::watcher(api, config), target).boxed();
         let mut watch = Watch { source: self, client, tx, status, accepted: BTreeMap::new(), seen: BTreeMap::new() };
         let mut listed: HashSet<CmKey> = HashSet::new();
         let mut synced = false;
@@ -92,18 +100,13 @@ impl TenantConfigMapSource {
                 Ok(WatchEvent::Delete(cm)) => watch.forget(&key_of(&cm)),
                 // Tenant policies must not hold up everyone's scheduling:
                 // if they cannot even be listed (RBAC, say), the scheduler
-                // goes ready without them, says so, and keeps retrying.
-                Err(e) if !synced => {
-                    tracing::error!(
-                        error = %e,
-                        "cannot list tenant policy configmaps (labelled {POLICY_CONFIGMAP_LABEL}=true, in all namespaces); \
-                         scheduling without tenant policies until this works: grant list/watch on configmaps, \
-                         or turn tenant policies off (--tenant-policies=false)"
-                    );
+                // goes ready without them; `with_retry` says so once and
+                // keeps retrying.
+                Err(_) if !synced => {
                     watch.status.set_synced(SOURCE_NAME);
                     synced = true;
                 }
-                Err(e) => tracing::warn!(error = %e, "watching tenant policy configmaps failed; retrying"),
+                Err(_) => {}
             }
         }
     }

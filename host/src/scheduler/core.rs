@@ -252,7 +252,15 @@ impl Scheduler {
         self.queue.add_or_update(info);
     }
 
-    pub fn pod_deleted(&mut self, key: &PodKey, now: Duration) {
+    /// A pod deleted, or finished. With `uid`, only the pod of that UID
+    /// goes: a late deletion of an earlier pod of the same name (looked up
+    /// while it was being recreated) must not remove its successor.
+    pub fn pod_deleted(&mut self, key: &PodKey, uid: Option<&str>, now: Duration) {
+        if let Some(uid) = uid
+            && self.known_uid(key).is_some_and(|known| known != uid)
+        {
+            return;
+        }
         self.queue.remove(key);
         self.invalid.retain(|i| &i.key != key);
         if self.state.unplace(key) {
@@ -260,32 +268,37 @@ impl Scheduler {
         }
     }
 
-    /// A fresh list of every live pod (a relist after a watch gap): bound
-    /// pods missing from it were deleted (or finished) while nobody was
-    /// watching, and stop counting. Pods only assumed are left to their
-    /// binding result. Queued pods missing from it are returned, not
-    /// dropped: one created after the list was taken is legitimately
-    /// missing, so the caller checks each with the API server.
-    pub fn reconcile_pods(&mut self, listed: &std::collections::HashSet<PodKey>, now: Duration) -> Vec<PodKey> {
-        let gone: Vec<PodKey> = self
+    /// The UID of the pod the core holds under `key`, placed, queued or
+    /// invalid.
+    fn known_uid(&self, key: &PodKey) -> Option<&str> {
+        self.state
+            .placement_uid(key)
+            .map(|(_, _, uid)| uid)
+            .or_else(|| self.queue.get(key).map(|p| p.uid.as_str()))
+            .or_else(|| self.invalid.iter().find(|i| &i.key == key).and_then(|i| i.pod.metadata.uid.as_deref()))
+    }
+
+    /// A fresh list of every live pod (the first list, or a relist after a
+    /// watch gap), its contents applied just before. Every pod the core
+    /// learnt of came through the same watch at an earlier
+    /// resourceVersion, so one missing from the list was deleted (or
+    /// finished) meanwhile: bound, queued, invalid or assumed, it goes. The
+    /// binding of an assumed one then answers 404, or counts nothing.
+    /// Returns how many pods went.
+    pub fn reconcile_pods(&mut self, listed: &std::collections::HashSet<PodKey>, now: Duration) -> usize {
+        let gone: std::collections::HashSet<PodKey> = self
             .state
             .placed()
-            .filter(|(k, assumed)| !assumed && !listed.contains(*k))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in &gone {
-            self.state.unplace(key);
-        }
-        if !gone.is_empty() {
-            self.queue.cluster_changed(now);
-        }
-        self.queue
-            .keys()
+            .map(|(k, _)| k)
+            .chain(self.queue.keys())
             .chain(self.invalid.iter().map(|i| &i.key))
             .filter(|k| !listed.contains(*k))
-            .filter(|k| !matches!(self.state.placement(k), Some((_, true))))
             .cloned()
-            .collect()
+            .collect();
+        for key in &gone {
+            self.pod_deleted(key, None, now);
+        }
+        gone.len()
     }
 
     /// The next attempt, if any pod is due at `now`.

@@ -112,7 +112,7 @@ impl ReasonHistogram {
         }
     }
 
-    /// `0/5 nodes are available: 1 node(s) had untolerated taint {k: }, 4
+    /// `0/5 nodes are available: 1 node(s) had untolerated taint(s), 4
     /// Insufficient cpu.` — entries `"<count> <reason>"` sorted as strings,
     /// as kube-scheduler's FitError does.
     pub fn message(&self, nodes: usize) -> String {
@@ -135,11 +135,8 @@ mod tests {
         for _ in 0..4 {
             h.add("Insufficient cpu");
         }
-        h.add("node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }");
-        assert_eq!(
-            h.message(5),
-            "0/5 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 4 Insufficient cpu."
-        );
+        h.add("node(s) had untolerated taint(s)");
+        assert_eq!(h.message(5), "0/5 nodes are available: 1 node(s) had untolerated taint(s), 4 Insufficient cpu.");
         assert_eq!(ReasonHistogram::default().message(0), "no nodes available to schedule pods");
     }
 }

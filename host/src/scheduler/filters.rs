@@ -1,22 +1,26 @@
 //! The built-in filters, native Rust, in kube-scheduler's default order, each
 //! with kube's reason text. Like the framework, a node stops at its first
 //! failing filter, and that filter's reasons are what the node reports.
+//!
+//! No filter reads node conditions: kube-scheduler has had no readiness
+//! filter since conditions became taints (`node.kubernetes.io/not-ready`,
+//! `unreachable`, `memory-pressure`, … added by the node lifecycle
+//! controller), so a NotReady node is judged by its taints alone.
 
 use crate::cluster::{NodeState, PodInfo};
 use crate::policy::{
     NodeFacts, SelectorOperator, SelectorRequirement, Taint, TaintEffect, Toleration, TolerationOperator,
 };
 
-pub const NODE_NOT_READY: &str = "node(s) were not ready";
 pub const NODE_UNSCHEDULABLE: &str = "node(s) were unschedulable";
 pub const NODE_NAME_MISMATCH: &str = "node(s) didn't match the requested node name";
 pub const NODE_AFFINITY_MISMATCH: &str = "node(s) didn't match Pod's node affinity/selector";
 pub const NODE_PORTS_CONFLICT: &str = "node(s) didn't have free ports for the requested pod ports";
 pub const TOO_MANY_PODS: &str = "Too many pods";
+pub const UNTOLERATED_TAINT: &str = "node(s) had untolerated taint(s)";
 
 /// Runs every built-in filter; `Err` holds the first failing filter's reasons.
 pub fn run(pod: &PodInfo, node: &NodeFacts, state: &NodeState) -> Result<(), Vec<String>> {
-    node_ready(state)?;
     node_unschedulable(pod, node)?;
     node_name(pod, node)?;
     taint_toleration(pod, node)?;
@@ -27,10 +31,6 @@ pub fn run(pod: &PodInfo, node: &NodeFacts, state: &NodeState) -> Result<(), Vec
 
 fn reject(reason: &str) -> Result<(), Vec<String>> {
     Err(vec![reason.to_string()])
-}
-
-fn node_ready(state: &NodeState) -> Result<(), Vec<String>> {
-    if state.ready { Ok(()) } else { reject(NODE_NOT_READY) }
 }
 
 /// NodeUnschedulable: `spec.unschedulable` unless the pod tolerates
@@ -72,8 +72,9 @@ fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
     tolerations.iter().any(|t| toleration_matches(t, taint))
 }
 
-/// TaintToleration: the first NoSchedule/NoExecute taint the pod does not
-/// tolerate, reported as kube does.
+/// TaintToleration: a NoSchedule/NoExecute taint the pod does not
+/// tolerate. Reported as kube-scheduler v1.36 reports it, without the
+/// taint's key and value (they can be sensitive; kubernetes#134740).
 fn taint_toleration(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
     match node
         .taints
@@ -81,7 +82,7 @@ fn taint_toleration(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> 
         .filter(|t| matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute))
         .find(|t| !tolerated(&pod.facts.tolerations, t))
     {
-        Some(t) => Err(vec![format!("node(s) had untolerated taint {{{}: {}}}", t.key, t.value)]),
+        Some(_) => reject(UNTOLERATED_TAINT),
         None => Ok(()),
     }
 }

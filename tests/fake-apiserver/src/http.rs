@@ -246,21 +246,26 @@ fn serve(
 }
 
 /// What a filtered watch reports for one change: objects entering the
-/// selector are ADDED, leaving it DELETED (kube-apiserver's watch cache
-/// does the same).
+/// selector are ADDED, leaving it DELETED, as kube-apiserver's watch cache
+/// reports them. A DELETED for an object that still exists but no longer
+/// matches carries the object's *previous* state under the change's
+/// resourceVersion: the watch cache sends the last state that matched.
 fn event_for(change: &Change, matches: &dyn Fn(&Value) -> bool) -> Option<(&'static str, Arc<Value>)> {
     let before = change.before.as_deref().is_some_and(matches);
     match change.kind {
-        ChangeType::Added => matches(&change.object).then_some("ADDED"),
-        ChangeType::Deleted => before.then_some("DELETED"),
+        ChangeType::Added => matches(&change.object).then(|| ("ADDED", change.object.clone())),
+        ChangeType::Deleted => before.then(|| ("DELETED", change.object.clone())),
         ChangeType::Modified => match (before, matches(&change.object)) {
-            (false, true) => Some("ADDED"),
-            (true, true) => Some("MODIFIED"),
-            (true, false) => Some("DELETED"),
+            (false, true) => Some(("ADDED", change.object.clone())),
+            (true, true) => Some(("MODIFIED", change.object.clone())),
+            (true, false) => change.before.as_deref().map(|previous| {
+                let mut left = previous.clone();
+                left["metadata"]["resourceVersion"] = json!(change.rv.to_string());
+                ("DELETED", Arc::new(left))
+            }),
             (false, false) => None,
         },
     }
-    .map(|t| (t, change.object.clone()))
 }
 
 fn line(kind: &str, object: &Value) -> Bytes {

@@ -37,9 +37,26 @@ async fn a_filtered_watch_sees_pods_leave_its_selector_as_deletions() {
     let uid = created.metadata.uid.unwrap();
     let binding = json!({"metadata": {"name": "a", "uid": uid}, "target": {"name": "n1"}});
     pods.create_subresource::<_, serde_json::Value>("binding", "a", &PostParams::default(), &binding).await.unwrap();
+    // As kube-apiserver's watch cache: the DELETED of a pod leaving the
+    // selector carries its previous state (no node, no PodScheduled) under
+    // the binding's resourceVersion, the pod's current one.
+    let current = pods.get("a").await.unwrap();
+    assert_eq!(current.spec.as_ref().unwrap().node_name.as_deref(), Some("n1"));
     match next_event(&mut stream).await {
-        WatchEvent::Deleted(p) => assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("n1")),
+        WatchEvent::Deleted(p) => {
+            assert_eq!(p.spec.unwrap().node_name, None, "the previous state, before the binding");
+            let scheduled = p.status.and_then(|s| s.conditions).unwrap_or_default();
+            assert!(scheduled.iter().all(|c| c.type_ != "PodScheduled"), "{scheduled:?}");
+            assert_eq!(p.metadata.resource_version, current.metadata.resource_version, "the binding's rv");
+        }
         other => panic!("expected DELETED for a pod leaving the selector, got {other:?}"),
+    }
+    // A watch of bound pods sees the same change as ADDED, with the new state.
+    let bound = WatchParams::default().fields("spec.nodeName!=");
+    let mut bound_stream = pods.watch(&bound, &rv).await.unwrap().boxed();
+    match next_event(&mut bound_stream).await {
+        WatchEvent::Added(p) => assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("n1")),
+        other => panic!("expected ADDED for a pod entering the selector, got {other:?}"),
     }
     // A second bind is a 409 with kube-apiserver's message.
     let err = pods

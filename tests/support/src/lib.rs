@@ -4,6 +4,8 @@
 //! build lock of the `cargo test` that runs us). Tests then load the real
 //! `.wasm` files.
 
+pub mod control_plane;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;

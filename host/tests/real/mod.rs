@@ -1,0 +1,512 @@
+//! The harness of `real_apiserver.rs`: the shared real cluster, one test
+//! at a time, a namespace and node names of the test's own, and what the
+//! tests wait for and check.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
+use wasmsched::kubernetes::{RunningScheduler, start};
+use wasmsched_test_support::control_plane::ControlPlane;
+
+/// What became of a pod: bound, refused with kube's message (the filters'
+/// sentence only: kube-scheduler appends what its PostFilter plugins,
+/// preemption and DRA, have to say), or nothing yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Bound,
+    Unschedulable(String),
+    Pending,
+}
+
+impl Outcome {
+    pub fn of(pod: &Pod) -> Outcome {
+        if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+            return Outcome::Bound;
+        }
+        let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+        let refused = conditions
+            .into_iter()
+            .flatten()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"));
+        match refused.and_then(|c| c.message.clone()) {
+            Some(message) => {
+                // "0/N nodes are available: REASONS." then " MORE." per
+                // PostFilter plugin; no reason contains ". ".
+                let filters = message.split_once(". ").map_or(message.as_str(), |(first, _)| first);
+                Outcome::Unschedulable(format!("{}.", filters.trim_end_matches('.')))
+            }
+            None => Outcome::Pending,
+        }
+    }
+}
+
+/// One scheduler under test, a policy set of the default policy.
+pub fn single_replica(profile: ProfileConfig) -> RunConfig {
+    let mut config = RunConfig::new(vec![profile]);
+    config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
+    config.http_addr = None;
+    config
+}
+
+/// A small deterministic generator (splitmix64), so a failing seed can be
+/// replayed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % n.max(1)
+    }
+
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            items.swap(i, self.below(i as u64 + 1) as usize);
+        }
+    }
+}
+
+/// One test's hold on the shared cluster.
+pub struct Real {
+    pub control_plane: ControlPlane,
+    pub admin: Client,
+    pub namespace: String,
+    /// Every node name and class label this test makes starts with it.
+    pub prefix: String,
+    runtime: tokio::runtime::Runtime,
+    _serial: MutexGuard<'static, ()>,
+}
+
+/// The tests of this binary run one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+impl Real {
+    /// `None` (skipped) when the kit is missing outside CI.
+    pub fn start(label: &str) -> Option<Real> {
+        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("WASMSCHED_LOG").unwrap_or_else(|_| "off".into()),
+            )
+            .with_test_writer()
+            .try_init();
+        let control_plane = ControlPlane::up("kube-control-plane")?;
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        let prefix = format!("rt-{label}-{:05x}", (nanos ^ std::process::id()) & 0xfffff);
+        let admin = runtime.block_on(async {
+            let admin = connect(&control_plane.admin_kubeconfig).await;
+            let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": prefix}})).unwrap();
+            Api::<Namespace>::all(admin.clone()).create(&PostParams::default(), &ns).await.unwrap();
+            admin
+        });
+        Some(Real { control_plane, admin, namespace: prefix.clone(), prefix, runtime, _serial: serial })
+    }
+
+    pub fn block_on<F: Future>(&self, f: F) -> F::Output {
+        self.runtime.block_on(f)
+    }
+
+    pub fn start_oracle(&self) {
+        self.control_plane.start_kube_scheduler().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// This test's name for `name` (nodes and label values are
+    /// cluster-wide).
+    pub fn own(&self, name: &str) -> String {
+        format!("{}-{name}", self.prefix)
+    }
+
+    /// A node from `{labels, spec, cpu, memory, pods, ready}`; its
+    /// `wasmsched-class` label is made this test's own.
+    pub async fn add_node(&self, name: &str, shape: &Value) {
+        let name = self.own(name);
+        let mut labels = shape["labels"].clone();
+        labels["kubernetes.io/hostname"] = json!(name);
+        labels["wasmsched-real"] = json!(self.prefix);
+        if let Some(class) = labels["wasmsched-class"].as_str() {
+            labels["wasmsched-class"] = json!(self.own(class));
+        }
+        let node = json!({"metadata": {"name": name, "labels": labels}, "spec": shape["spec"]});
+        let nodes: Api<Node> = Api::all(self.admin.clone());
+        nodes.create(&PostParams::default(), &serde_json::from_value(node).unwrap()).await.unwrap();
+        let resources = json!({"cpu": shape["cpu"], "memory": shape["memory"], "pods": shape["pods"]});
+        let ready = shape["ready"].as_str().unwrap_or("True");
+        let status = json!({"status": {
+            "capacity": resources, "allocatable": resources,
+            "conditions": [{"type": "Ready", "status": ready, "reason": "Test", "message": "set by the test"}],
+        }});
+        nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    }
+
+    /// Lets every watcher see the last node or pod changes.
+    pub async fn settle(&self) {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+
+    /// Creates `{prefix}{name}` for every pod (class labels made this
+    /// test's own), all at once or `spacing` apart; returns the names.
+    pub async fn create_pods(
+        &self,
+        prefix: &str,
+        pods: &[(String, Value)],
+        scheduler_name: &str,
+        spacing: Duration,
+    ) -> Vec<String> {
+        let api: Api<Pod> = Api::namespaced(self.admin.clone(), &self.namespace);
+        let bodies: Vec<(String, Pod)> = pods
+            .iter()
+            .map(|(name, spec)| {
+                let mut spec = spec.clone();
+                spec["schedulerName"] = json!(scheduler_name);
+                if let Some(class) = spec.pointer("/nodeSelector/wasmsched-class").and_then(Value::as_str) {
+                    spec["nodeSelector"]["wasmsched-class"] = json!(self.own(class));
+                }
+                let terms = spec.pointer_mut(
+                    "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchExpressions/0/values/0",
+                );
+                if let Some(value) = terms {
+                    *value = json!(self.own(value.as_str().unwrap_or_default()));
+                }
+                let name = format!("{prefix}{name}");
+                (name.clone(), serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap())
+            })
+            .collect();
+        if spacing.is_zero() {
+            let params = PostParams::default();
+            let creates = bodies.iter().map(|(_, pod)| api.create(&params, pod));
+            for created in futures::future::join_all(creates).await {
+                created.unwrap();
+            }
+        } else {
+            for (_, pod) in &bodies {
+                api.create(&PostParams::default(), pod).await.unwrap();
+                tokio::time::sleep(spacing).await;
+            }
+        }
+        bodies.into_iter().map(|(name, _)| name).collect()
+    }
+
+    async fn pods_named(&self, names: &[String]) -> Vec<Pod> {
+        let api: Api<Pod> = Api::namespaced(self.admin.clone(), &self.namespace);
+        let mut by_name: BTreeMap<String, Pod> = api
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|p| (p.metadata.name.clone().unwrap_or_default(), p))
+            .collect();
+        names.iter().filter_map(|n| by_name.remove(n)).collect()
+    }
+
+    /// Waits until every pod is bound or refused, and stays so for a
+    /// second; returns them in `names` order.
+    pub async fn wait_decided(&self, names: &[String], within: Duration) -> Vec<Pod> {
+        let deadline = Instant::now() + within;
+        let mut stable_since: Option<(Vec<Outcome>, Instant)> = None;
+        loop {
+            let pods = self.pods_named(names).await;
+            let outcomes: Vec<Outcome> = pods.iter().map(Outcome::of).collect();
+            let decided = pods.len() == names.len() && !outcomes.contains(&Outcome::Pending);
+            if decided {
+                match &stable_since {
+                    Some((seen, since)) if *seen == outcomes => {
+                        if since.elapsed() >= Duration::from_secs(1) {
+                            return pods;
+                        }
+                    }
+                    _ => stable_since = Some((outcomes.clone(), Instant::now())),
+                }
+            }
+            if Instant::now() > deadline {
+                let pending: Vec<&String> =
+                    names.iter().zip(&outcomes).filter(|(_, o)| **o == Outcome::Pending).map(|(n, _)| n).collect();
+                panic!("pods still pending after {within:?}: {pending:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// When the first of `names` was seen bound (polled every 20 ms).
+    pub async fn wait_first_bound(&self, names: &[String], within: Duration) -> Instant {
+        let deadline = Instant::now() + within;
+        loop {
+            if self.pods_named(names).await.iter().any(|p| Outcome::of(p) == Outcome::Bound) {
+                return Instant::now();
+            }
+            assert!(Instant::now() < deadline, "nothing bound after {within:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// No node holds more than its allocatable cpu, memory or pods.
+    pub async fn assert_no_overcommit(&self, pods: &[Pod]) {
+        let nodes: Api<Node> = Api::all(self.admin.clone());
+        let ours = ListParams::default().labels(&format!("wasmsched-real={}", self.prefix));
+        let mut used: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+        for pod in pods {
+            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else { continue };
+            let requests = pod.spec.as_ref().unwrap().containers[0].resources.as_ref().and_then(|r| r.requests.clone());
+            let get = |k: &str| requests.as_ref().and_then(|r| r.get(k)).map(|q| q.0.clone()).unwrap_or_default();
+            let entry = used.entry(node).or_default();
+            entry.0 += wasmsched_sdk::quantity::milli_value(&get("cpu")).unwrap_or(0);
+            entry.1 += wasmsched_sdk::quantity::value(&get("memory")).unwrap_or(0);
+            entry.2 += 1;
+        }
+        for node in nodes.list(&ours).await.unwrap().items {
+            let name = node.metadata.name.clone().unwrap();
+            let alloc = node.status.and_then(|s| s.allocatable).unwrap_or_default();
+            let get = |k: &str| alloc.get(k).map(|q| q.0.clone()).unwrap_or_default();
+            let cpu = wasmsched_sdk::quantity::milli_value(&get("cpu")).unwrap_or(0);
+            let memory = wasmsched_sdk::quantity::value(&get("memory")).unwrap_or(0);
+            let max_pods = wasmsched_sdk::quantity::value(&get("pods")).unwrap_or(0);
+            let (c, m, p) = used.get(&name).copied().unwrap_or_default();
+            assert!(
+                c <= cpu && m <= memory && p <= max_pods,
+                "{name} over-committed: {c}m/{cpu}m cpu, {m}/{memory} memory, {p}/{max_pods} pods"
+            );
+        }
+    }
+
+    /// Deletes every pod of the test's namespace at once (no kubelet
+    /// finishes a graceful deletion) and waits until they are gone.
+    pub async fn delete_pods(&self) {
+        let api: Api<Pod> = Api::namespaced(self.admin.clone(), &self.namespace);
+        let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
+        api.delete_collection(&now, &ListParams::default()).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !api.list(&ListParams::default()).await.unwrap().items.is_empty() {
+            assert!(Instant::now() < deadline, "pods not deleted");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.settle().await;
+    }
+
+    pub async fn delete_nodes(&self) {
+        let nodes: Api<Node> = Api::all(self.admin.clone());
+        let ours = ListParams::default().labels(&format!("wasmsched-real={}", self.prefix));
+        nodes.delete_collection(&DeleteParams::default(), &ours).await.unwrap();
+        self.settle().await;
+    }
+
+    /// wasmsched in this process with kube-scheduler's identity, ready.
+    pub async fn start_wasmsched(&self, config: RunConfig) -> RunningScheduler {
+        let client = connect(&self.control_plane.scheduler_kubeconfig).await;
+        let scheduler = start(client, config).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !scheduler.status.readiness().0 {
+            assert!(Instant::now() < deadline, "not ready: {:?}", scheduler.status.readiness().1);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        scheduler
+    }
+
+    pub async fn restart_apiserver(&self, kill: bool) {
+        let control_plane = self.control_plane.clone();
+        tokio::task::spawn_blocking(move || control_plane.restart_apiserver(kill))
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// `wasmsched run` as an operator starts it, logging at the default
+    /// level to a file.
+    pub async fn run_binary(&self, kubeconfig: &Path, extra: &[&str]) -> RunningBinary {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+            .args(["run", "--kubeconfig"])
+            .arg(kubeconfig)
+            .args(["--http-addr", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .env_remove("WASMSCHED_LOG")
+            .stdout(Stdio::null())
+            .stderr(log.reopen().unwrap())
+            .spawn()
+            .unwrap();
+        RunningBinary { child, port, log }
+    }
+
+    /// Applies deploy/'s namespace, RBAC and FlowSchema, and returns a
+    /// kubeconfig with a token of its ServiceAccount (context namespace
+    /// `wasmsched`, as in the pod).
+    pub async fn deploy_identity(&self) -> PathBuf {
+        let deploy = wasmsched_test_support::workspace_root().join("deploy");
+        for file in ["namespace.yaml", "rbac.yaml", "flowschema.yaml"] {
+            let text = std::fs::read_to_string(deploy.join(file)).unwrap();
+            for doc in serde_yaml::Deserializer::from_str(&text) {
+                let object = Value::deserialize(doc).unwrap();
+                if object.is_null() {
+                    continue;
+                }
+                self.apply(object).await;
+            }
+        }
+        let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            Api::namespaced(self.admin.clone(), "wasmsched");
+        let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}});
+        let token: Value =
+            accounts.create_subresource("token", "wasmsched", &PostParams::default(), &request).await.unwrap();
+        let token = token["status"]["token"].as_str().unwrap().to_string();
+        let mut config = kube::config::Kubeconfig::read_from(&self.control_plane.admin_kubeconfig).unwrap();
+        for user in &mut config.auth_infos {
+            if let Some(info) = user.auth_info.as_mut() {
+                *info = kube::config::AuthInfo { token: Some(token.clone().into()), ..Default::default() };
+            }
+        }
+        for context in &mut config.contexts {
+            if let Some(c) = context.context.as_mut() {
+                c.namespace = Some("wasmsched".into());
+            }
+        }
+        let path = self.control_plane.state_dir.join(format!("{}-deploy.kubeconfig", self.prefix));
+        std::fs::write(&path, serde_yaml::to_string(&config).unwrap()).unwrap();
+        path
+    }
+
+    /// Creates `object` (any kind) unless it exists.
+    async fn apply(&self, object: Value) {
+        let (group, version) = match object["apiVersion"].as_str().unwrap().split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), object["apiVersion"].as_str().unwrap().to_string()),
+        };
+        let kind = object["kind"].as_str().unwrap().to_string();
+        let gvk = kube::api::GroupVersionKind::gvk(&group, &version, &kind);
+        let (resource, caps) = kube::discovery::pinned_kind(&self.admin, &gvk).await.unwrap();
+        let api: Api<DynamicObject> = match object.pointer("/metadata/namespace").and_then(Value::as_str) {
+            Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
+                Api::namespaced_with(self.admin.clone(), ns, &resource)
+            }
+            _ => Api::all_with(self.admin.clone(), &resource),
+        };
+        let object: DynamicObject = serde_json::from_value(object).unwrap();
+        match api.create(&PostParams::default(), &object).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("creating {kind}: {e}"),
+        }
+    }
+
+    pub async fn flow_schema_uid(&self, name: &str) -> String {
+        let api: Api<FlowSchema> = Api::all(self.admin.clone());
+        api.get(name).await.unwrap().metadata.uid.unwrap()
+    }
+
+    pub async fn priority_level_uid(&self, name: &str) -> String {
+        let api: Api<PriorityLevelConfiguration> = Api::all(self.admin.clone());
+        api.get(name).await.unwrap().metadata.uid.unwrap()
+    }
+}
+
+impl Drop for Real {
+    fn drop(&mut self) {
+        // Pods bound to this test's nodes would stay forever otherwise.
+        let (admin, namespace, prefix) = (self.admin.clone(), self.namespace.clone(), self.prefix.clone());
+        self.runtime.block_on(async move {
+            let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
+            let _ =
+                Api::<Pod>::namespaced(admin.clone(), &namespace).delete_collection(&now, &ListParams::default()).await;
+            let ours = ListParams::default().labels(&format!("wasmsched-real={prefix}"));
+            let _ = Api::<Node>::all(admin.clone()).delete_collection(&DeleteParams::default(), &ours).await;
+        });
+    }
+}
+
+pub async fn connect(kubeconfig: &Path) -> Client {
+    wasmsched::kubernetes::client::connect(Some(kubeconfig), None).await.unwrap()
+}
+
+/// The FlowSchema and priority level UIDs the API server classified a
+/// request under (its `X-Kubernetes-PF-*` response headers).
+pub async fn flow_schema_of(client: &Client, path: &str) -> (String, String) {
+    let request = http::Request::get(path).body(Vec::new()).unwrap();
+    let response = client.send(request.map(kube::client::Body::from)).await.unwrap();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_else(|| panic!("no {name} header"))
+            .to_string()
+    };
+    (header("X-Kubernetes-PF-FlowSchema-UID"), header("X-Kubernetes-PF-PriorityLevel-UID"))
+}
+
+/// `wasmsched run` in a child process.
+pub struct RunningBinary {
+    child: Child,
+    port: u16,
+    log: tempfile::NamedTempFile,
+}
+
+impl RunningBinary {
+    fn readyz(&self) -> Option<(u16, String)> {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.write_all(b"GET /readyz?verbose HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        let code = out.split_whitespace().nth(1)?.parse().ok()?;
+        Some((code, out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
+    }
+
+    /// Polls `/readyz?verbose` until its body contains `text`.
+    pub async fn wait_readyz_mentions(&self, text: &str, within: Duration) -> (u16, String) {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some((code, body)) = self.readyz()
+                && body.contains(text)
+            {
+                return (code, body);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "/readyz never mentioned {text:?}: {:?}\n{}",
+                self.readyz(),
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    /// SIGTERM, then the whole log.
+    pub fn stop(mut self) -> String {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait().ok().flatten().is_none() {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.log_text()
+    }
+}
+
+impl Drop for RunningBinary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}

@@ -1,0 +1,367 @@
+//! Against the real control plane (`../shared/kube-control-plane/`:
+//! kube-apiserver, etcd and kube-scheduler v1.36.2), what no fake can
+//! stand in for:
+//! - kube-scheduler as the oracle: the same nodes and pods given to it and
+//!   to wasmsched, on random clusters, in a burst and as a slow stream;
+//! - recovery after the API server restarts;
+//! - real RBAC: permission problems said once, the Lease, the deploy/
+//!   identity and its FlowSchema.
+//!
+//! The tests share one cluster (`target/kube-control-plane`, also the one
+//! `.ci/run` hands the other end-to-end suites) and run one at a time: one
+//! restarts the API server, and the oracle's messages count every node.
+//! Without the kit they are skipped, except under `CI=true`.
+
+mod real;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+use wasmsched::kubernetes::config::ProfileConfig;
+use wasmsched::policy::{PolicyEngine, PolicyLimits};
+use wasmsched::scheduler::{PolicySet, WeightedPolicy};
+
+use real::{Outcome, Real, Rng};
+
+fn default_policies() -> PolicySet {
+    let engine = PolicyEngine::new().unwrap();
+    let policy = engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).unwrap();
+    PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }])
+}
+
+/// One class of pods and the nodes only they may use. Pods of a class are
+/// identical, so how many of them fit, and the final state of their nodes,
+/// does not depend on which node each one lands: the two schedulers score
+/// differently, yet must agree on every pod.
+#[derive(Debug, Clone, Copy)]
+enum Class {
+    /// nodeSelector on the class label.
+    Selector,
+    /// Required node affinity on the class label.
+    Affinity,
+    /// A custom NoSchedule taint the class tolerates.
+    Tainted,
+    /// `Ready=False` with the lifecycle controller's not-ready taints,
+    /// tolerated by the class.
+    NotReady,
+    /// `Ready=Unknown` with the unreachable taints, tolerated.
+    Unreachable,
+    /// Every pod asks for host port 8080: one per node.
+    HostPort,
+    /// One of the nodes is cordoned (`spec.unschedulable`).
+    Cordoned,
+}
+
+const CLASSES: [Class; 7] = [
+    Class::Selector,
+    Class::Affinity,
+    Class::Tainted,
+    Class::NotReady,
+    Class::Unreachable,
+    Class::HostPort,
+    Class::Cordoned,
+];
+
+/// A random cluster: nodes, and pods in creation order.
+struct Case {
+    nodes: Vec<(String, Value)>,
+    /// Pod name suffix and spec, without `schedulerName`.
+    pods: Vec<(String, Value)>,
+}
+
+fn random_case(rng: &mut Rng, seed: u64) -> Case {
+    let mut nodes = Vec::new();
+    let mut pods = Vec::new();
+    let classes = 2 + rng.below(3) as usize;
+    for k in 0..classes {
+        let class = CLASSES[rng.below(CLASSES.len() as u64) as usize];
+        let label = format!("c{seed}-{k}");
+        let node_count = 1 + rng.below(3);
+        for n in 0..node_count {
+            let cpu = ["1", "2", "4"][rng.below(3) as usize];
+            let memory = ["2Gi", "4Gi", "8Gi"][rng.below(3) as usize];
+            let max_pods = ["3", "6", "110"][rng.below(3) as usize];
+            let (mut taints, mut ready, mut unschedulable) = (vec![], "True", false);
+            match class {
+                Class::Tainted => taints.push(json!({"key": "dedicated", "value": label, "effect": "NoSchedule"})),
+                Class::NotReady => {
+                    ready = "False";
+                    for effect in ["NoSchedule", "NoExecute"] {
+                        taints.push(json!({"key": "node.kubernetes.io/not-ready", "effect": effect}));
+                    }
+                }
+                Class::Unreachable => {
+                    ready = "Unknown";
+                    for effect in ["NoSchedule", "NoExecute"] {
+                        taints.push(json!({"key": "node.kubernetes.io/unreachable", "effect": effect}));
+                    }
+                }
+                Class::Cordoned if n == 0 => unschedulable = true,
+                _ => {}
+            }
+            let spec = json!({"taints": taints, "unschedulable": unschedulable});
+            nodes.push((
+                format!("{label}-n{n}"),
+                json!({"labels": {"wasmsched-class": label}, "spec": spec, "cpu": cpu, "memory": memory, "pods": max_pods, "ready": ready}),
+            ));
+        }
+        let cpu = ["250m", "500m", "1", "1500m"][rng.below(4) as usize];
+        let memory = ["256Mi", "512Mi", "1Gi"][rng.below(3) as usize];
+        let mut spec = json!({
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+        });
+        match class {
+            Class::Affinity => {
+                spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "wasmsched-class", "operator": "In", "values": [label]}]}]}}});
+            }
+            _ => spec["nodeSelector"] = json!({"wasmsched-class": label}),
+        }
+        match class {
+            Class::Tainted => {
+                spec["tolerations"] =
+                    json!([{"key": "dedicated", "operator": "Equal", "value": label, "effect": "NoSchedule"}])
+            }
+            Class::NotReady => {
+                spec["tolerations"] = json!([{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}])
+            }
+            Class::Unreachable => {
+                spec["tolerations"] = json!([{"key": "node.kubernetes.io/unreachable", "operator": "Exists"}])
+            }
+            Class::HostPort => spec["containers"][0]["ports"] = json!([{"containerPort": 80, "hostPort": 8080}]),
+            _ => {}
+        }
+        for i in 0..(2 + rng.below(10)) {
+            pods.push((format!("{label}-p{i}"), spec.clone()));
+        }
+    }
+    // Interleave the classes, as workloads arrive.
+    rng.shuffle(&mut pods);
+    Case { nodes, pods }
+}
+
+/// The pods' outcomes, by the name suffix each scheduler's copy shares.
+fn outcomes(pods: &[Pod], prefix: &str) -> BTreeMap<String, Outcome> {
+    pods.iter()
+        .map(|p| (p.metadata.name.clone().unwrap().trim_start_matches(prefix).to_string(), Outcome::of(p)))
+        .collect()
+}
+
+/// Runs `case` through kube-scheduler, then through wasmsched, on the same
+/// nodes; pods created all at once, or `spacing` apart.
+async fn compare(real: &Real, case: &Case, spacing: Duration, label: &str) {
+    for (name, node) in &case.nodes {
+        real.add_node(name, node).await;
+    }
+    real.settle().await;
+
+    let oracle = real.create_pods("k-", &case.pods, "default-scheduler", spacing).await;
+    let oracle = real.wait_decided(&oracle, Duration::from_secs(60)).await;
+    real.assert_no_overcommit(&oracle).await;
+    real.delete_pods().await;
+
+    let scheduler_name = format!("wasmsched-{label}");
+    let mut config = real::single_replica(ProfileConfig {
+        scheduler_name: scheduler_name.clone(),
+        policies: default_policies(),
+        ..Default::default()
+    });
+    config.tenants.settings.enabled = false;
+    let ours = real.start_wasmsched(config).await;
+    let created = real.create_pods("w-", &case.pods, &scheduler_name, spacing).await;
+    let created = real.wait_decided(&created, Duration::from_secs(60)).await;
+    real.assert_no_overcommit(&created).await;
+    ours.shutdown().await;
+    real.delete_pods().await;
+    real.delete_nodes().await;
+
+    let (want, got) = (outcomes(&oracle, "k-"), outcomes(&created, "w-"));
+    // Pods of a class are interchangeable: in a burst, which of them come
+    // last (and find no room) is the API server's arrival order, so each
+    // class is compared as a multiset of outcomes. Created one by one, the
+    // order is fixed and every pod must agree.
+    let by_class = |outcomes: &BTreeMap<String, Outcome>| {
+        let mut classes: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
+        for (pod, outcome) in outcomes {
+            let class = pod.rsplit_once("-p").map_or(pod.as_str(), |(c, _)| c).to_string();
+            classes.entry(class).or_default().push(outcome.clone());
+        }
+        classes.values_mut().for_each(|v| v.sort_by_key(|o| format!("{o:?}")));
+        classes
+    };
+    let (want_classes, got_classes) = (by_class(&want), by_class(&got));
+    let mut disagree: Vec<String> = want_classes
+        .iter()
+        .filter(|(class, outcomes)| got_classes.get(*class) != Some(outcomes))
+        .map(|(class, outcomes)| {
+            format!("class {class}:\n  kube-scheduler {outcomes:?}\n  wasmsched      {:?}", got_classes.get(class))
+        })
+        .collect();
+    if !spacing.is_zero() {
+        disagree.extend(
+            want.iter()
+                .filter(|(pod, outcome)| got.get(*pod) != Some(outcome))
+                .map(|(pod, outcome)| format!("{pod}: kube-scheduler {outcome:?}, wasmsched {:?}", got.get(pod))),
+        );
+    }
+    assert!(disagree.is_empty(), "{label}: wasmsched disagrees with kube-scheduler:\n{}", disagree.join("\n"));
+    let refused = want.values().filter(|o| matches!(o, Outcome::Unschedulable(_))).count();
+    eprintln!("{label}: {} pods on {} nodes agree ({refused} unschedulable)", want.len(), case.nodes.len());
+}
+
+#[test]
+fn agrees_with_kube_scheduler_on_random_clusters_in_a_burst() {
+    let Some(real) = Real::start("differential-burst") else { return };
+    real.block_on(async {
+        real.start_oracle();
+        for seed in 1..=8 {
+            let case = random_case(&mut Rng::new(seed), seed);
+            compare(&real, &case, Duration::ZERO, &format!("burst-{seed}")).await;
+        }
+    });
+}
+
+#[test]
+fn agrees_with_kube_scheduler_on_pods_created_as_a_slow_stream() {
+    let Some(real) = Real::start("differential-stream") else { return };
+    real.block_on(async {
+        real.start_oracle();
+        for seed in 101..=103 {
+            let case = random_case(&mut Rng::new(seed), seed);
+            compare(&real, &case, Duration::from_millis(150), &format!("stream-{seed}")).await;
+        }
+    });
+}
+
+/// The case: 40 × 500m on 4 × 4 cpu, a burst, both schedulers.
+#[test]
+fn agrees_with_kube_scheduler_on_the_forty_pod_burst() {
+    let Some(real) = Real::start("differential-forty") else { return };
+    real.block_on(async {
+        real.start_oracle();
+        let nodes = (0..4)
+            .map(|n| {
+                let spec = json!({"labels": {"wasmsched-class": "forty"}, "spec": {}, "cpu": "4", "memory": "16Gi", "pods": "110", "ready": "True"});
+                (format!("forty-n{n}"), spec)
+            })
+            .collect();
+        let spec = json!({"nodeSelector": {"wasmsched-class": "forty"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "500m"}}}]});
+        let pods = (0..40).map(|i| (format!("forty-p{i}"), spec.clone())).collect();
+        let case = Case { nodes, pods };
+        compare(&real, &case, Duration::ZERO, "forty").await;
+    });
+}
+
+/// Binding resumes within 3 s of the API server answering again, after a
+/// crash (SIGKILL) and after a graceful restart.
+#[test]
+fn binds_again_soon_after_the_apiserver_restarts() {
+    let Some(real) = Real::start("restart") else { return };
+    real.block_on(async {
+        for n in 0..2 {
+            let node = json!({"labels": {"wasmsched-class": "restart"}, "spec": {}, "cpu": "64", "memory": "256Gi", "pods": "500", "ready": "True"});
+            real.add_node(&format!("restart-n{n}"), &node).await;
+        }
+        let mut config = real::single_replica(ProfileConfig {
+            scheduler_name: "wasmsched-restart".into(),
+            policies: default_policies(),
+            ..Default::default()
+        });
+        config.tenants.settings.enabled = false;
+        let ours = real.start_wasmsched(config).await;
+        let spec = json!({"nodeSelector": {"wasmsched-class": "restart"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "10m"}}}]});
+        let warm: Vec<(String, Value)> = (0..5).map(|i| (format!("warm-{i}"), spec.clone())).collect();
+        let created = real.create_pods("", &warm, "wasmsched-restart", Duration::ZERO).await;
+        real.wait_decided(&created, Duration::from_secs(20)).await;
+
+        for (round, kill) in [("kill", true), ("graceful", false)] {
+            real.restart_apiserver(kill).await;
+            let back = Instant::now();
+            // 200 pods arrive as soon as the API server answers again.
+            let pods: Vec<(String, Value)> = (0..200).map(|i| (format!("{round}-{i}"), spec.clone())).collect();
+            let created = real.create_pods("", &pods, "wasmsched-restart", Duration::ZERO).await;
+            let first = real.wait_first_bound(&created, Duration::from_secs(90)).await;
+            let gap = first.duration_since(back);
+            let all = real.wait_decided(&created, Duration::from_secs(90)).await;
+            let done = back.elapsed();
+            assert!(all.iter().all(|p| matches!(Outcome::of(p), Outcome::Bound)));
+            eprintln!("{round} restart: first binding {gap:?} after the API server was ready, 200 pods bound after {done:?}");
+            assert!(gap <= Duration::from_secs(3), "{round} restart: the first binding came {gap:?} after the API server returned");
+        }
+        ours.shutdown().await;
+        real.delete_pods().await;
+        real.delete_nodes().await;
+    });
+}
+
+/// With kube-scheduler's identity (no ConfigMap access, Leases only in
+/// kube-system and named kube-scheduler), `wasmsched run` says what is
+/// wrong once, goes on scheduling, and its readiness shows the Lease.
+#[test]
+fn forbidden_watches_and_leases_are_said_once_and_clearly() {
+    let Some(real) = Real::start("permissions") else { return };
+    real.block_on(async {
+        let node = json!({"labels": {"wasmsched-class": "perm"}, "spec": {}, "cpu": "4", "memory": "8Gi", "pods": "110", "ready": "True"});
+        real.add_node("perm-n0", &node).await;
+        let run = real.run_binary(&real.control_plane.scheduler_kubeconfig, &["--leader-elect=false"]).await;
+        let spec = json!({"nodeSelector": {"wasmsched-class": "perm"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]});
+        let created = real.create_pods("", &[("perm-a".into(), spec.clone())], "wasmsched", Duration::ZERO).await;
+        let decided = real.wait_decided(&created, Duration::from_secs(20)).await;
+        assert!(matches!(Outcome::of(&decided[0]), Outcome::Bound), "scheduling goes on without tenant policies");
+        // Long enough for many retries of the tenant ConfigMap watch.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let log = run.stop();
+        let forbidden: Vec<&str> = log.lines().filter(|l| l.contains("forbidden")).collect();
+        assert_eq!(forbidden.len(), 1, "one line for the forbidden ConfigMaps:\n{log}");
+        let line = forbidden[0];
+        for what in ["tenant policy configmaps", "may not list configmaps", "Grant list and watch", "--tenant-policies=false"] {
+            assert!(line.contains(what), "{what:?} missing from: {line}");
+        }
+        assert!(!log.contains("ApiError"), "raw client errors leak into the log:\n{log}");
+
+        // Leader election on a Lease this identity may not touch: said at
+        // start, at error level, with what to grant; /readyz fails and
+        // says why.
+        let run = real.run_binary(&real.control_plane.scheduler_kubeconfig, &[]).await;
+        let readyz = run.wait_readyz_mentions("may not get Lease", Duration::from_secs(10)).await;
+        assert!(readyz.0 != 200, "{readyz:?}");
+        assert!(readyz.1.contains("[-]leader-election standby (Lease default/wasmsched as "), "{readyz:?}");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let log = run.stop();
+        let lease_lines: Vec<&str> = log.lines().filter(|l| l.contains("leader election: may not get Lease")).collect();
+        assert_eq!(lease_lines.len(), 1, "once, then at most every 30 s:\n{log}");
+        assert!(lease_lines[0].contains("ERROR") && lease_lines[0].contains("--leader-elect-namespace"), "{log}");
+    });
+}
+
+/// deploy/: its RBAC and FlowSchema applied to the real API server, the
+/// ServiceAccount's token in a kubeconfig: wasmsched leads on the Lease in
+/// its own namespace, schedules, and its requests are classified under
+/// the `wasmsched` FlowSchema at kube-scheduler's priority level.
+#[test]
+fn the_deploy_identity_leads_schedules_and_gets_kube_schedulers_priority() {
+    let Some(real) = Real::start("deploy-identity") else { return };
+    real.block_on(async {
+        let kubeconfig = real.deploy_identity().await;
+        let client = wasmsched::kubernetes::client::connect(Some(&kubeconfig), None).await.unwrap();
+        let (schema, level) = real::flow_schema_of(&client, "/api/v1/namespaces/wasmsched/pods?limit=1").await;
+        let ours = real.flow_schema_uid("wasmsched").await;
+        assert_eq!(schema, ours, "requests are classified under the wasmsched FlowSchema");
+        assert_eq!(level, real.priority_level_uid("workload-high").await);
+
+        let node = json!({"labels": {"wasmsched-class": "deploy"}, "spec": {}, "cpu": "4", "memory": "8Gi", "pods": "110", "ready": "True"});
+        real.add_node("deploy-n0", &node).await;
+        let run = real.run_binary(&kubeconfig, &[]).await;
+        run.wait_readyz_mentions("[+]leader-election leader (Lease wasmsched/wasmsched", Duration::from_secs(20)).await;
+        let spec = json!({"nodeSelector": {"wasmsched-class": "deploy"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]});
+        let created = real.create_pods("", &[("deployed".into(), spec)], "wasmsched", Duration::ZERO).await;
+        let decided = real.wait_decided(&created, Duration::from_secs(20)).await;
+        assert!(matches!(Outcome::of(&decided[0]), Outcome::Bound));
+        let log = run.stop();
+        assert!(!log.contains("forbidden"), "the deploy/ RBAC grants everything wasmsched does:\n{log}");
+    });
+}

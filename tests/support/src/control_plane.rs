@@ -1,0 +1,102 @@
+//! The real control plane (kube-apiserver, etcd, kube-scheduler v1.36.2)
+//! of `../shared/kube-control-plane/`, for the tests that must run against
+//! the real thing: its `up.sh`, `restart-apiserver.sh` and
+//! `kube-scheduler.sh`, one state directory per cluster under `target/`.
+//!
+//! The daemons outlive the test process on purpose (the next test binary
+//! reuses them; `down.sh` or `.ci/run`'s trap stops them). Without the kit,
+//! a test is skipped with a notice, except under `CI=true`, where it fails:
+//! CI can never pass without running these tests.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::workspace_root;
+
+/// Where the kit is: `WASMSCHED_KUBE_CONTROL_PLANE`, else
+/// `../shared/kube-control-plane` beside the repository.
+pub fn kit_dir() -> PathBuf {
+    std::env::var_os("WASMSCHED_KUBE_CONTROL_PLANE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("../shared/kube-control-plane"))
+}
+
+/// One running cluster of the kit.
+#[derive(Debug, Clone)]
+pub struct ControlPlane {
+    pub state_dir: PathBuf,
+    /// User `admin`, group `system:masters`.
+    pub admin_kubeconfig: PathBuf,
+    /// User `system:kube-scheduler`: kube-scheduler's RBAC and priority.
+    pub scheduler_kubeconfig: PathBuf,
+}
+
+fn run_script(script: &str, args: &[&str]) -> Result<String, String> {
+    let path = kit_dir().join(script);
+    let output = Command::new(&path).args(args).output().map_err(|e| format!("running {}: {e}", path.display()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{} {} failed:\n{}",
+            path.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+}
+
+impl ControlPlane {
+    /// The cluster of `target/<name>`, started if it is not running.
+    /// `None` (with a notice) when the kit is missing outside CI; under
+    /// `CI=true` a missing kit panics, as does a cluster that does not
+    /// come up.
+    pub fn up(name: &str) -> Option<ControlPlane> {
+        if !kit_dir().join("up.sh").exists() {
+            let why = format!("the real control plane kit is missing: {}", kit_dir().display());
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("CI=true and {why} (set WASMSCHED_KUBE_CONTROL_PLANE)");
+            }
+            eprintln!("SKIPPED ({why})");
+            return None;
+        }
+        let state_dir = workspace_root().join("target").join(name);
+        let state = state_dir.to_string_lossy().to_string();
+        let kubeconfig = run_script("up.sh", &[&state]).unwrap_or_else(|e| panic!("{e}"));
+        Some(ControlPlane {
+            admin_kubeconfig: PathBuf::from(kubeconfig),
+            scheduler_kubeconfig: state_dir.join("scheduler.kubeconfig"),
+            state_dir,
+        })
+    }
+
+    /// The cluster whose admin kubeconfig is `kubeconfig` (the kit writes
+    /// it into the state directory).
+    pub fn of_kubeconfig(kubeconfig: &Path) -> Option<ControlPlane> {
+        let state_dir = kubeconfig.parent()?.to_path_buf();
+        state_dir.join(".kube-control-plane").exists().then(|| ControlPlane {
+            admin_kubeconfig: kubeconfig.to_path_buf(),
+            scheduler_kubeconfig: state_dir.join("scheduler.kubeconfig"),
+            state_dir,
+        })
+    }
+
+    /// Restarts kube-apiserver only (etcd and the data stay): `kill` is
+    /// SIGKILL (connections reset), else SIGTERM. Returns once the new one
+    /// is ready.
+    pub fn restart_apiserver(&self, kill: bool) -> Result<(), String> {
+        let state = self.state_dir.to_string_lossy().to_string();
+        let mut args = vec![state.as_str()];
+        if kill {
+            args.push("--kill");
+        }
+        run_script("restart-apiserver.sh", &args).map(|_| ())
+    }
+
+    /// Starts the real kube-scheduler (user `system:kube-scheduler`,
+    /// `--leader-elect=false`) for pods with `schedulerName:
+    /// default-scheduler`, if it is not running.
+    pub fn start_kube_scheduler(&self) -> Result<(), String> {
+        let state = self.state_dir.to_string_lossy().to_string();
+        run_script("kube-scheduler.sh", &[&state, "start"]).map(|_| ())
+    }
+}
