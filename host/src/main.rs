@@ -28,9 +28,25 @@ enum Command {
     Bench(cli::bench::BenchArgs),
 }
 
+/// `WASMSCHED_LOG` (default `warn`). kube-runtime's watcher logs every
+/// failed attempt with the whole API status; `watch_retry` says it once,
+/// with what to do, so the watcher's own lines are off unless named.
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    let spec = std::env::var("WASMSCHED_LOG").unwrap_or_else(|_| "warn".into());
+    let filter = tracing_subscriber::EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+        eprintln!("WASMSCHED_LOG={spec:?}: {e}; logging warnings only");
+        tracing_subscriber::EnvFilter::new("warn")
+    });
+    if spec.contains("kube_runtime") {
+        filter
+    } else {
+        filter.add_directive("kube_runtime::watcher=error".parse().expect("a valid directive"))
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WASMSCHED_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(log_filter())
         .with_writer(std::io::stderr)
         // Colour codes only for a person at a terminal, not in log files.
         .with_ansi(std::io::stderr().is_terminal())

@@ -99,8 +99,14 @@ impl LeaderElector {
     }
 
     /// Logs a failed round (at most every `REPEAT_LOG` while the message
-    /// stays the same) and shows it in readiness.
-    fn report_failure(&mut self, e: &LeaseError) {
+    /// stays the same) and shows it in readiness. A 403 counts once it
+    /// comes twice in a row (`confirmed`): an API server that is starting
+    /// answers 403 for a moment, until its RBAC caches fill.
+    fn report_failure(&mut self, e: &LeaseError, confirmed: bool) {
+        if e.forbidden() && !confirmed {
+            tracing::debug!(lease = %self.lease_name(), error = %e.message(), "lease request forbidden; trying again");
+            return;
+        }
         let (lease, identity) = (self.lease_name(), &self.config.identity);
         let message = e.message();
         let problem = if e.forbidden() {
@@ -117,9 +123,9 @@ impl LeaderElector {
         let due = self.reported.as_ref().is_none_or(|(last, at)| *last != problem || at.elapsed() >= REPEAT_LOG);
         if due {
             if e.forbidden() {
-                tracing::error!(%identity, "leader election: {problem}");
+                tracing::error!("leader election as {identity}: {problem}");
             } else {
-                tracing::warn!(%identity, "leader election: {problem}; retrying");
+                tracing::warn!("leader election as {identity}: {problem}; retrying");
             }
             self.reported = Some((problem, Instant::now()));
         }
@@ -206,16 +212,21 @@ impl LeaderElector {
                     forbidden_rounds = 0;
                     retry
                 }
-                // A permission will not come by itself: back off, to 30 s.
+                // A permission will not come by itself: once confirmed,
+                // back off, to 30 s.
                 Err(e) if e.forbidden() => {
-                    self.report_failure(e);
                     forbidden_rounds += 1;
-                    (retry * 2u32.saturating_pow(forbidden_rounds.min(5))).min(FORBIDDEN_RETRY_MAX)
+                    self.report_failure(e, forbidden_rounds >= 2);
+                    match forbidden_rounds {
+                        1 => retry.min(FAILED_RETRY),
+                        n => (retry * 2u32.saturating_pow(n.min(6) - 1)).min(FORBIDDEN_RETRY_MAX),
+                    }
                 }
                 // Try again sooner: when the API server returns, the
                 // leader should be scheduling within a second.
                 Err(e) => {
-                    self.report_failure(e);
+                    forbidden_rounds = 0;
+                    self.report_failure(e, false);
                     retry.min(FAILED_RETRY)
                 }
             };

@@ -94,12 +94,23 @@ fn status_kind(code: u16) -> FailureKind {
     }
 }
 
+/// A failure under way.
+#[derive(Debug, Clone, Copy)]
+struct Failing {
+    kind: FailureKind,
+    since: Instant,
+    /// Errors of this kind in a row.
+    count: u32,
+    next: Duration,
+    /// Whether a line was logged about it (its end is, then, too).
+    said: bool,
+}
+
 /// The retry state of one watch.
 #[derive(Debug)]
 pub struct Retry {
     target: WatchTarget,
-    /// The failure under way: its kind, when it started, the next delay.
-    failing: Option<(FailureKind, Instant, Duration)>,
+    failing: Option<Failing>,
 }
 
 impl Retry {
@@ -111,47 +122,61 @@ impl Retry {
     /// returns how long to wait before trying again.
     pub fn failed(&mut self, error: &watcher::Error) -> Duration {
         let (kind, verb, message) = classify(error);
-        let t = &self.target;
-        let delay = match self.failing {
-            Some((k, _, next)) if k == kind => next,
-            _ => {
-                match kind {
-                    FailureKind::Gone => tracing::debug!(watch = %t.name, "resourceVersion expired; relisting"),
-                    FailureKind::Forbidden => tracing::error!(
-                        "{}: may not {verb} {} {}: {message}. Grant list and watch on {} {} to this scheduler's identity{}; \
-                         retrying every {}s meanwhile",
-                        t.name,
-                        t.resource,
-                        t.scope,
-                        t.resource,
-                        t.scope,
-                        t.switch_off.as_deref().map(|s| format!(", {s}")).unwrap_or_default(),
-                        kind.max_delay().as_secs(),
-                    ),
-                    FailureKind::Unreachable | FailureKind::Server => tracing::warn!(
-                        "{}: {verb} {} failed: {message}; retrying (up to every {}s)",
-                        t.name,
-                        t.resource,
-                        kind.max_delay().as_secs()
-                    ),
-                }
-                let since = self.failing.map_or_else(Instant::now, |(_, since, _)| since);
-                self.failing = Some((kind, since, kind.first_delay()));
-                kind.first_delay()
-            }
+        let failing = match self.failing {
+            Some(f) if f.kind == kind => Failing { count: f.count + 1, ..f },
+            other => Failing {
+                kind,
+                since: other.map_or_else(Instant::now, |f| f.since),
+                count: 1,
+                next: kind.first_delay(),
+                said: other.is_some_and(|f| f.said),
+            },
         };
-        if let Some((_, _, next)) = self.failing.as_mut() {
-            *next = (delay * 2).clamp(kind.first_delay(), kind.max_delay());
+        // A 403 is said when it comes twice in a row: an API server that is
+        // starting answers 403 for a moment, until its RBAC caches fill.
+        let say = match kind {
+            FailureKind::Forbidden => failing.count == 2,
+            _ => failing.count == 1,
+        };
+        if say {
+            self.log(kind, verb, &message);
         }
+        let delay = failing.next;
+        let next = (delay * 2).clamp(kind.first_delay(), kind.max_delay());
+        self.failing = Some(Failing { next, said: failing.said || (say && kind != FailureKind::Gone), ..failing });
         delay
+    }
+
+    fn log(&self, kind: FailureKind, verb: &str, message: &str) {
+        let t = &self.target;
+        match kind {
+            FailureKind::Gone => tracing::debug!(watch = %t.name, "resourceVersion expired; relisting"),
+            FailureKind::Forbidden => tracing::error!(
+                "{}: may not {verb} {} {}: {message}. Grant list and watch on {} {} to this scheduler's identity{}; \
+                 retrying every {}s meanwhile",
+                t.name,
+                t.resource,
+                t.scope,
+                t.resource,
+                t.scope,
+                t.switch_off.as_deref().map(|s| format!(", {s}")).unwrap_or_default(),
+                kind.max_delay().as_secs(),
+            ),
+            FailureKind::Unreachable | FailureKind::Server => tracing::warn!(
+                "{}: {verb} {} failed: {message}; retrying (up to every {}s)",
+                t.name,
+                t.resource,
+                kind.max_delay().as_secs()
+            ),
+        }
     }
 
     /// A successful event: a failure under way has ended.
     pub fn succeeded(&mut self) {
-        if let Some((kind, since, _)) = self.failing.take()
-            && kind != FailureKind::Gone
+        if let Some(f) = self.failing.take()
+            && f.said
         {
-            tracing::info!(watch = %self.target.name, after = ?since.elapsed(), "watching again");
+            tracing::info!(watch = %self.target.name, after = ?f.since.elapsed(), "watching again");
         }
     }
 }
@@ -170,6 +195,10 @@ pub fn with_retry<K: Send + 'static>(
         }
         let item = stream.next().await?;
         let wait = match &item {
+            // The watcher announces every attempt to list with `Init`,
+            // before the list has answered: not a sign of success (taking it
+            // as one reset kube-runtime's own backoff at every retry).
+            Ok(Event::Init) => Duration::ZERO,
             Ok(_) => {
                 retry.succeeded();
                 Duration::ZERO

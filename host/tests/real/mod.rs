@@ -125,7 +125,7 @@ impl Real {
     }
 
     pub fn start_oracle(&self) {
-        self.control_plane.start_kube_scheduler().unwrap_or_else(|e| panic!("{e}"));
+        self.control_plane.restart_kube_scheduler().unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// This test's name for `name` (nodes and label values are
@@ -319,9 +319,9 @@ impl Real {
         scheduler
     }
 
-    pub async fn restart_apiserver(&self, kill: bool) {
+    pub async fn restart_apiserver(&self, kill: bool, down: u32) {
         let control_plane = self.control_plane.clone();
-        tokio::task::spawn_blocking(move || control_plane.restart_apiserver(kill))
+        tokio::task::spawn_blocking(move || control_plane.restart_apiserver(kill, down))
             .await
             .unwrap()
             .unwrap_or_else(|e| panic!("{e}"));

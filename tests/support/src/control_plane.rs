@@ -81,22 +81,26 @@ impl ControlPlane {
     }
 
     /// Restarts kube-apiserver only (etcd and the data stay): `kill` is
-    /// SIGKILL (connections reset), else SIGTERM. Returns once the new one
-    /// is ready.
-    pub fn restart_apiserver(&self, kill: bool) -> Result<(), String> {
+    /// SIGKILL (connections reset), else SIGTERM; it stays down `down`
+    /// seconds more. Returns once the new one is ready.
+    pub fn restart_apiserver(&self, kill: bool, down: u32) -> Result<(), String> {
         let state = self.state_dir.to_string_lossy().to_string();
-        let mut args = vec![state.as_str()];
+        let down = down.to_string();
+        let mut args = vec![state.as_str(), "--down", down.as_str()];
         if kill {
             args.push("--kill");
         }
         run_script("restart-apiserver.sh", &args).map(|_| ())
     }
 
-    /// Starts the real kube-scheduler (user `system:kube-scheduler`,
+    /// (Re)starts the real kube-scheduler (user `system:kube-scheduler`,
     /// `--leader-elect=false`) for pods with `schedulerName:
-    /// default-scheduler`, if it is not running.
-    pub fn start_kube_scheduler(&self) -> Result<(), String> {
+    /// default-scheduler`. A fresh one each time: after the API server
+    /// restarts, a running kube-scheduler's caches can stay behind for a
+    /// while, and an oracle must see the cluster as it is.
+    pub fn restart_kube_scheduler(&self) -> Result<(), String> {
         let state = self.state_dir.to_string_lossy().to_string();
+        run_script("kube-scheduler.sh", &[&state, "stop"])?;
         run_script("kube-scheduler.sh", &[&state, "start"]).map(|_| ())
     }
 }
