@@ -9,14 +9,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
-use wasmsched::kubernetes::{RunningScheduler, start};
+use wasmsched::kubernetes::RunningScheduler;
+use wasmsched::kubernetes::config::RunConfig;
 use wasmsched_test_support::control_plane::ControlPlane;
 
 /// What became of a pod: bound, refused with kube's message (the filters'
@@ -49,14 +51,6 @@ impl Outcome {
             None => Outcome::Pending,
         }
     }
-}
-
-/// One scheduler under test, a policy set of the default policy.
-pub fn single_replica(profile: ProfileConfig) -> RunConfig {
-    let mut config = RunConfig::new(vec![profile]);
-    config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
-    config.http_addr = None;
-    config
 }
 
 /// A small deterministic generator (splitmix64), so a failing seed can be
@@ -245,16 +239,17 @@ impl Real {
         }
     }
 
-    /// When the first of `names` was seen bound (polled every 20 ms).
-    pub async fn wait_first_bound(&self, names: &[String], within: Duration) -> Instant {
+    /// When the first of `names` was seen bound (polled every 20 ms), if
+    /// one was within `within`.
+    pub async fn first_bound(&self, names: &[String], within: Duration) -> Option<Instant> {
         let deadline = Instant::now() + within;
-        loop {
+        while Instant::now() < deadline {
             if self.pods_named(names).await.iter().any(|p| Outcome::of(p) == Outcome::Bound) {
-                return Instant::now();
+                return Some(Instant::now());
             }
-            assert!(Instant::now() < deadline, "nothing bound after {within:?}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        None
     }
 
     /// No node holds more than its allocatable cpu, memory or pods.
@@ -309,14 +304,7 @@ impl Real {
 
     /// wasmsched in this process with kube-scheduler's identity, ready.
     pub async fn start_wasmsched(&self, config: RunConfig) -> RunningScheduler {
-        let client = connect(&self.control_plane.scheduler_kubeconfig).await;
-        let scheduler = start(client, config).await.unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !scheduler.status.readiness().0 {
-            assert!(Instant::now() < deadline, "not ready: {:?}", scheduler.status.readiness().1);
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        scheduler
+        crate::common::start_ready(connect(&self.control_plane.scheduler_kubeconfig).await, config).await
     }
 
     pub async fn restart_apiserver(&self, kill: bool, down: u32) {
@@ -403,6 +391,80 @@ impl Real {
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => panic!("creating {kind}: {e}"),
         }
+    }
+
+    /// Creates or replaces a ConfigMap of `.wasm` (binary) entries in the
+    /// test's namespace; `tenant` labels it as a tenant's policies.
+    pub async fn put_configmap(&self, name: &str, files: &[(&str, Vec<u8>)], tenant: bool) {
+        let api: Api<ConfigMap> = Api::namespaced(self.admin.clone(), &self.namespace);
+        let data: BTreeMap<String, ByteString> =
+            files.iter().map(|(k, v)| (k.to_string(), ByteString(v.clone()))).collect();
+        let labels = if tenant { json!({"wasmsched.io/policy": "true"}) } else { json!({}) };
+        let mut cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap();
+        cm.binary_data = Some(data);
+        match api.get_opt(name).await.unwrap() {
+            Some(current) => {
+                cm.metadata.resource_version = current.metadata.resource_version;
+                api.replace(name, &PostParams::default(), &cm).await.unwrap();
+            }
+            None => {
+                api.create(&PostParams::default(), &cm).await.unwrap();
+            }
+        }
+    }
+
+    /// The note of the first `reason` Event about ConfigMap `name`.
+    pub async fn wait_configmap_event(&self, name: &str, reason: &str) -> String {
+        let events: Api<Event> = Api::namespaced(self.admin.clone(), &self.namespace);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let found = events.list(&ListParams::default()).await.unwrap().items.into_iter().find(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.regarding
+                        .as_ref()
+                        .is_some_and(|r| r.kind.as_deref() == Some("ConfigMap") && r.name.as_deref() == Some(name))
+            });
+            if let Some(e) = found {
+                return e.note.unwrap_or_default();
+            }
+            assert!(Instant::now() < deadline, "no {reason} event about ConfigMap {name}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until the one active profile policy is `name`.
+    pub async fn wait_active(&self, scheduler: &RunningScheduler, name: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while scheduler.status.policies().first().map(|p| p.name.as_str()) != Some(name) {
+            assert!(Instant::now() < deadline, "{name} never active: {:?}", scheduler.status.policies());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// `count` pods of `spec` annotated to be decided by the namespace's
+    /// tenant policy `policy`.
+    pub async fn create_annotated_pods(
+        &self,
+        prefix: &str,
+        count: usize,
+        spec: &Value,
+        scheduler_name: &str,
+        policy: &str,
+    ) -> Vec<String> {
+        let api: Api<Pod> = Api::namespaced(self.admin.clone(), &self.namespace);
+        let mut names = Vec::new();
+        for i in 0..count {
+            let name = format!("{prefix}{i}");
+            let mut spec = spec.clone();
+            spec["schedulerName"] = json!(scheduler_name);
+            if let Some(class) = spec.pointer("/nodeSelector/wasmsched-class").and_then(Value::as_str) {
+                spec["nodeSelector"]["wasmsched-class"] = json!(self.own(class));
+            }
+            let pod = json!({"metadata": {"name": name, "annotations": {"wasmsched.io/policy": policy}}, "spec": spec});
+            api.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
+            names.push(name);
+        }
+        names
     }
 
     pub async fn flow_schema_uid(&self, name: &str) -> String {
@@ -509,4 +571,9 @@ impl Drop for RunningBinary {
     fn drop(&mut self) {
         let _ = self.child.kill();
     }
+}
+
+/// The `.wasm` of a seed policy, built for the test run.
+pub fn wasm(name: &str) -> Vec<u8> {
+    std::fs::read(wasmsched_test_support::policy_wasm(name)).unwrap()
 }
