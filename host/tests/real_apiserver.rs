@@ -279,13 +279,13 @@ fn binds_again_soon_after_the_apiserver_restarts() {
         let created = real.create_pods("", &warm, "wasmsched-restart", Duration::ZERO).await;
         real.wait_decided(&created, Duration::from_secs(20)).await;
 
-        // A crash, a crash with 10 s of outage (a client's backoff grows
-        // meanwhile), and a graceful restart (the old server holds watches
-        // open, silent, for 60 s).
+        // A crash, a crash with 30 s of outage (kube-runtime's default
+        // backoff grows to 25.6 s steps meanwhile), and a graceful restart
+        // (the old server holds watches open, silent, for 60 s).
         // kube-scheduler gets the same pods at the same moment, for
         // comparison (measured, not asserted).
         real.start_oracle();
-        for (round, kill, down) in [("kill", true, 0), ("kill-down-10s", true, 10), ("graceful", false, 0)] {
+        for (round, kill, down) in [("kill", true, 0), ("kill-down-30s", true, 30), ("graceful", false, 0)] {
             real.restart_apiserver(kill, down).await;
             let back = Instant::now();
             // 200 pods arrive as soon as the API server answers again.
@@ -354,6 +354,22 @@ fn forbidden_watches_and_leases_are_said_once_and_clearly() {
         let lease_lines: Vec<&str> = log.lines().filter(|l| l.contains("leader election as ") && l.contains(": may not get Lease")).collect();
         assert_eq!(lease_lines.len(), 1, "once, then at most every 30 s:\n{log}");
         assert!(lease_lines[0].contains("ERROR") && lease_lines[0].contains("--leader-elect-namespace"), "{log}");
+
+        // A profile's policy ConfigMap this identity may not read is like a
+        // missing one: said once, and the profile's pods are placed by the
+        // built-in scoring, saying why, instead of nothing being scheduled.
+        let configmap = format!("--policy-configmap={}/policies", real.namespace);
+        let args = ["--leader-elect=false", "--tenant-policies=false", "--scheduler-name=wasmsched-cm", &configmap];
+        let run = real.run_binary(&real.control_plane.scheduler_kubeconfig, &args).await;
+        let created = real.create_pods("", &[("perm-cm".into(), spec.clone())], "wasmsched-cm", Duration::ZERO).await;
+        let decided = real.wait_decided(&created, Duration::from_secs(20)).await;
+        assert!(matches!(Outcome::of(&decided[0]), Outcome::Bound), "placed by the built-in scoring");
+        let note = real.wait_event_about("Pod", "perm-cm", "PolicyFallback").await;
+        assert!(note.contains("cannot be read") && note.contains("forbidden"), "{note}");
+        let log = run.stop();
+        let forbidden: Vec<&str> = log.lines().filter(|l| l.contains("forbidden")).collect();
+        assert_eq!(forbidden.len(), 1, "{log}");
+        assert!(forbidden[0].contains("may not list configmaps in namespace"), "{log}");
     });
 }
 

@@ -23,7 +23,7 @@ use super::policy_swap::{Outcome, Swapper};
 use super::reporter::new_event;
 use super::scheduling_loop::Input;
 use super::status::SchedulerStatus;
-use super::watch_retry::{WatchTarget, with_retry};
+use super::watch_retry::{FailureKind, WatchTarget, classify, with_retry};
 use crate::policy::remote::Fetcher;
 use crate::policy::{PolicyEngine, PolicyLimits};
 
@@ -100,6 +100,8 @@ impl PolicyConfigMapSource {
         });
         let mut last_version: Option<String> = None;
         let mut seen_in_list = false;
+        // Said once: the ConfigMap may not be read.
+        let mut forbidden = false;
         while let Some(event) = stream.next().await {
             let cm = match event {
                 Ok(WatchEvent::Apply(cm)) => cm,
@@ -126,8 +128,21 @@ impl PolicyConfigMapSource {
                     tracing::warn!(configmap = %self.configmap, "policy configmap deleted; the active policies stay");
                     continue;
                 }
+                // A ConfigMap this identity may not read is like a missing
+                // one: the profile's pods are placed by the built-in
+                // scoring (and say why) rather than every profile waiting.
                 // Logged and retried by `with_retry`.
-                Err(_) => continue,
+                Err(e) => {
+                    if last_version.is_none() && !forbidden && classify(&e).0 == FailureKind::Forbidden {
+                        forbidden = true;
+                        let why = format!("policy configmap {} cannot be read: {}", self.configmap, classify(&e).2);
+                        if let Some(s) = swapper.as_mut() {
+                            s.unavailable(&why);
+                        }
+                        status.set_synced(&self.configmap.source_name());
+                    }
+                    continue;
+                }
             };
             let version = cm.metadata.resource_version.clone();
             if version.is_some() && version == last_version {

@@ -415,6 +415,12 @@ impl Real {
 
     /// The note of the first `reason` Event about ConfigMap `name`.
     pub async fn wait_configmap_event(&self, name: &str, reason: &str) -> String {
+        self.wait_event_about("ConfigMap", name, reason).await
+    }
+
+    /// The note of the first `reason` Event about the `kind` `name` of the
+    /// test's namespace.
+    pub async fn wait_event_about(&self, kind: &str, name: &str, reason: &str) -> String {
         let events: Api<Event> = Api::namespaced(self.admin.clone(), &self.namespace);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -422,12 +428,12 @@ impl Real {
                 e.reason.as_deref() == Some(reason)
                     && e.regarding
                         .as_ref()
-                        .is_some_and(|r| r.kind.as_deref() == Some("ConfigMap") && r.name.as_deref() == Some(name))
+                        .is_some_and(|r| r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name))
             });
             if let Some(e) = found {
                 return e.note.unwrap_or_default();
             }
-            assert!(Instant::now() < deadline, "no {reason} event about ConfigMap {name}");
+            assert!(Instant::now() < deadline, "no {reason} event about {kind} {name}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
