@@ -481,3 +481,44 @@ fn a_tenant_policy_configmap_decides_its_annotated_pods() {
         ours.shutdown().await;
     });
 }
+
+/// An identity that may watch and bind but not write Events or the
+/// `PodScheduled` condition: each refusal is said once, and scheduling
+/// goes on.
+#[test]
+fn forbidden_events_and_conditions_are_said_once() {
+    let Some(real) = Real::start("no-events") else { return };
+    real.block_on(async {
+        let ns = real.namespace.clone();
+        let rbac = format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: quiet, namespace: {ns}}}\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {ns}-quiet}}\nrules:\n\
+             - {{apiGroups: [''], resources: [nodes, pods], verbs: [get, list, watch]}}\n\
+             - {{apiGroups: [''], resources: [pods/binding], verbs: [create]}}\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: {ns}-quiet}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {ns}-quiet}}\n\
+             subjects: [{{kind: ServiceAccount, name: quiet, namespace: {ns}}}]\n"
+        );
+        real.apply_yaml(&rbac).await;
+        let kubeconfig = real.service_account_kubeconfig(&ns, "quiet").await;
+        let node = json!({"labels": {"wasmsched-class": "quiet"}, "spec": {}, "cpu": "1", "memory": "4Gi", "pods": "110", "ready": "True"});
+        real.add_node("quiet-n0", &node).await;
+        let run = real.run_binary(&kubeconfig, &["--leader-elect=false", "--tenant-policies=false"]).await;
+        let spec = json!({"nodeSelector": {"wasmsched-class": "quiet"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}]});
+        let fits: Vec<(String, Value)> = (0..4).map(|i| (format!("fits-{i}"), spec.clone())).collect();
+        let created = real.create_pods("", &fits, "wasmsched", Duration::ZERO).await;
+        let bound = real.first_bound(&created, Duration::from_secs(20)).await;
+        assert!(bound.is_some(), "scheduling goes on without Events");
+        let mut huge = spec.clone();
+        huge["containers"][0]["resources"]["requests"]["cpu"] = json!("8");
+        let refused: Vec<(String, Value)> = (0..4).map(|i| (format!("huge-{i}"), huge.clone())).collect();
+        real.create_pods("", &refused, "wasmsched", Duration::ZERO).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let log = run.stop();
+        let events: Vec<&str> = log.lines().filter(|l| l.contains("may not create events.k8s.io events")).collect();
+        let conditions: Vec<&str> = log.lines().filter(|l| l.contains("may not patch pods/status")).collect();
+        assert_eq!((events.len(), conditions.len()), (1, 1), "each said once:\n{log}");
+        assert!(events[0].contains("ERROR") && events[0].contains("Grant create on events.k8s.io events"), "{log}");
+        assert!(!log.contains("could not create event") && !log.contains("ApiError"), "{log}");
+    });
+}

@@ -16,6 +16,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
 
+use super::denied::{self, Denials};
 use crate::cluster::PodInfo;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +26,9 @@ pub enum BindOutcome {
     Dropped(String),
     /// Transient: try again after backoff.
     Retry(String),
+    /// This identity may not bind (said once by `Denials`): try again
+    /// after backoff, in case the permission is granted.
+    Forbidden(String),
 }
 
 impl BindOutcome {
@@ -32,7 +36,7 @@ impl BindOutcome {
         match self {
             BindOutcome::Bound => "bound",
             BindOutcome::Dropped(_) => "dropped",
-            BindOutcome::Retry(_) => "error",
+            BindOutcome::Retry(_) | BindOutcome::Forbidden(_) => "error",
         }
     }
 }
@@ -50,7 +54,13 @@ pub fn classify(error: &kube::Error) -> BindOutcome {
 
 /// Binds `pod` to `node`; bounded by `timeout` so a hung connection
 /// cannot hold a binding slot forever.
-pub async fn bind(client: &kube::Client, pod: &PodInfo, node: &str, timeout: Duration) -> (BindOutcome, Duration) {
+pub async fn bind(
+    client: &kube::Client,
+    pod: &PodInfo,
+    node: &str,
+    timeout: Duration,
+    denials: &Denials,
+) -> (BindOutcome, Duration) {
     let started = Instant::now();
     let api: Api<Pod> = Api::namespaced(client.clone(), &pod.key.namespace);
     let body = json!({
@@ -63,6 +73,7 @@ pub async fn bind(client: &kube::Client, pod: &PodInfo, node: &str, timeout: Dur
     let call = api.create_subresource::<_, serde_json::Value>("binding", &pod.key.name, &params, &body);
     let outcome = match tokio::time::timeout(timeout, call).await {
         Ok(Ok(_)) => BindOutcome::Bound,
+        Ok(Err(e)) if denials.forbidden("create", "pods/binding", &e) => BindOutcome::Forbidden(denied::message(&e)),
         Ok(Err(e)) => classify(&e),
         Err(_) => BindOutcome::Retry(format!("binding timed out after {timeout:?}")),
     };

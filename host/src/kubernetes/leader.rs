@@ -26,6 +26,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::config::LeaderElectionConfig;
+use super::denied;
 use super::status::SchedulerStatus;
 
 /// A failure that goes on is logged again at most this often.
@@ -48,15 +49,11 @@ impl LeaseError {
     }
 
     fn forbidden(&self) -> bool {
-        matches!(&self.error, kube::Error::Api(s) if s.code == 401 || s.code == 403)
+        denied::is_forbidden(&self.error)
     }
 
-    /// The API server's own message, or the client error.
     fn message(&self) -> String {
-        match &self.error {
-            kube::Error::Api(s) => s.message.clone(),
-            other => other.to_string(),
-        }
+        denied::message(&self.error)
     }
 }
 

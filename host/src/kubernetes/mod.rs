@@ -14,11 +14,13 @@
 //!   labelled ConfigMaps in their namespaces, each tenant on its own thread;
 //! - `leader`: the coordination.k8s.io Lease; only the leader schedules;
 //! - `http`: `/healthz`, `/readyz`, `/metrics`, `/policies`;
-//! - `watch_retry`: how every watch backs off, and the one line it logs.
+//! - `watch_retry`: how every watch backs off, and the one line it logs;
+//! - `denied`: forbidden writes (events, conditions, bindings), said once.
 
 pub mod binder;
 pub mod client;
 pub mod config;
+pub mod denied;
 pub mod http;
 pub mod leader;
 pub mod policy_configmap;

@@ -25,6 +25,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
 
+use super::denied::{self, Denials};
 use crate::cluster::{PodInfo, PodKey};
 
 /// The pod a report is about.
@@ -61,6 +62,7 @@ pub enum Report {
 pub struct PodReporter {
     client: kube::Client,
     instance: String,
+    denials: Denials,
 
     failed_interval: Duration,
     /// Per pod: the last FailedScheduling message sent and when.
@@ -93,10 +95,11 @@ fn reference(pod: &PodRef) -> ObjectReference {
 }
 
 impl PodReporter {
-    pub fn new(client: kube::Client, instance: &str, failed_interval: Duration) -> Self {
+    pub fn new(client: kube::Client, instance: &str, failed_interval: Duration, denials: Denials) -> Self {
         PodReporter {
             client,
             instance: instance.to_string(),
+            denials,
             failed_interval,
             last_failure: HashMap::new(),
             last_condition: HashMap::new(),
@@ -172,9 +175,12 @@ impl PodReporter {
         let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &pod.key.namespace);
         let key = pod.key.clone();
         let reason = reason.to_string();
+        let denials = self.denials.clone();
         tokio::spawn(async move {
-            if let Err(e) = api.create(&PostParams::default(), &event).await {
-                tracing::warn!(pod = %key, %reason, error = %e, "could not create event");
+            match api.create(&PostParams::default(), &event).await {
+                Ok(_) => {}
+                Err(e) if denials.forbidden("create", "events.k8s.io events", &e) => {}
+                Err(e) => tracing::warn!(pod = %key, %reason, error = %denied::message(&e), "could not create event"),
             }
             drop(permit);
         });
@@ -204,12 +210,16 @@ impl PodReporter {
             "lastProbeTime": null,
             "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
         }]}});
+        let denials = self.denials.clone();
         tokio::spawn(async move {
             match api.patch_status(&key.name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
                 Ok(_) => {}
                 // Deleted meanwhile: nothing to report on.
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => tracing::warn!(pod = %key, error = %e, "could not set the PodScheduled condition"),
+                Err(e) if denials.forbidden("patch", "pods/status", &e) => {}
+                Err(e) => {
+                    tracing::warn!(pod = %key, error = %denied::message(&e), "could not set the PodScheduled condition")
+                }
             }
             drop(permit);
         });

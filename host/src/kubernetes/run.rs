@@ -202,8 +202,10 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         status.clone(),
         config.bind_concurrency.max(1),
     ));
-    let reporter =
-        tokio::spawn(PodReporter::new(client.clone(), &le.identity, config.failed_event_interval).run(reports_rx));
+    let reporter = tokio::spawn(
+        PodReporter::new(client.clone(), &le.identity, config.failed_event_interval, status.denials.clone())
+            .run(reports_rx),
+    );
     let core = SchedulingLoop {
         scheduler,
         inputs: inputs_rx,
@@ -261,7 +263,7 @@ async fn binder_loop(
         let status = status.clone();
         tokio::spawn(async move {
             let (outcome, took) = if status.is_leader() {
-                binder::bind(&client, &request.pod, &request.node, BIND_TIMEOUT).await
+                binder::bind(&client, &request.pod, &request.node, BIND_TIMEOUT, &status.denials).await
             } else {
                 (binder::BindOutcome::Retry("not the leader any more".into()), Duration::ZERO)
             };

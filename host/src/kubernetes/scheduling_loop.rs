@@ -236,6 +236,11 @@ impl SchedulingLoop {
                 tracing::warn!(pod = %request.pod.key, node = %request.node, error = %why, "binding failed; retrying with backoff");
                 self.scheduler.binding_failed(&request.pod, true, now);
             }
+            // Said once, for every pod, by `Denials`.
+            BindOutcome::Forbidden(why) => {
+                tracing::debug!(pod = %request.pod.key, error = %why, "binding forbidden; retrying with backoff");
+                self.scheduler.binding_failed(&request.pod, true, now);
+            }
         }
     }
 

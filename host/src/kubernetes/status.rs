@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::denied::Denials;
 use crate::metrics::MetricsCache;
 use crate::policy::LoadedPolicy;
 use crate::scheduler::PolicySet;
@@ -77,6 +78,8 @@ fn now() -> String {
 
 pub struct SchedulerStatus {
     pub metrics: SchedulerMetrics,
+    /// Permissions found missing, each said once.
+    pub denials: Denials,
     started: Instant,
     /// Source name → whether its initial list has been applied.
     synced: Mutex<BTreeMap<String, bool>>,
@@ -99,6 +102,7 @@ impl SchedulerStatus {
     pub fn new(leader_election: bool, sources: &[String], policies: Vec<ActivePolicy>) -> Self {
         let status = SchedulerStatus {
             metrics: SchedulerMetrics::new(),
+            denials: Denials::default(),
             started: Instant::now(),
             synced: Mutex::new(sources.iter().map(|s| (s.clone(), false)).collect()),
             leader_election,

@@ -339,20 +339,17 @@ impl Real {
     pub async fn deploy_identity(&self) -> PathBuf {
         let deploy = wasmsched_test_support::workspace_root().join("deploy");
         for file in ["namespace.yaml", "rbac.yaml", "flowschema.yaml"] {
-            let text = std::fs::read_to_string(deploy.join(file)).unwrap();
-            for doc in serde_yaml::Deserializer::from_str(&text) {
-                let object = Value::deserialize(doc).unwrap();
-                if object.is_null() {
-                    continue;
-                }
-                self.apply(object).await;
-            }
+            self.apply_yaml(&std::fs::read_to_string(deploy.join(file)).unwrap()).await;
         }
-        let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
-            Api::namespaced(self.admin.clone(), "wasmsched");
+        self.service_account_kubeconfig("wasmsched", "wasmsched").await
+    }
+
+    /// A kubeconfig with a token of ServiceAccount `namespace/name` (the
+    /// context's namespace is `namespace`, as in a pod).
+    pub async fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> PathBuf {
+        let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(self.admin.clone(), namespace);
         let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}});
-        let token: Value =
-            accounts.create_subresource("token", "wasmsched", &PostParams::default(), &request).await.unwrap();
+        let token: Value = accounts.create_subresource("token", name, &PostParams::default(), &request).await.unwrap();
         let token = token["status"]["token"].as_str().unwrap().to_string();
         let mut config = kube::config::Kubeconfig::read_from(&self.control_plane.admin_kubeconfig).unwrap();
         for user in &mut config.auth_infos {
@@ -362,12 +359,22 @@ impl Real {
         }
         for context in &mut config.contexts {
             if let Some(c) = context.context.as_mut() {
-                c.namespace = Some("wasmsched".into());
+                c.namespace = Some(namespace.into());
             }
         }
-        let path = self.control_plane.state_dir.join(format!("{}-deploy.kubeconfig", self.prefix));
+        let path = self.control_plane.state_dir.join(format!("{}-{name}.kubeconfig", self.prefix));
         std::fs::write(&path, serde_yaml::to_string(&config).unwrap()).unwrap();
         path
+    }
+
+    /// Creates the objects of a YAML text (any kinds) unless they exist.
+    pub async fn apply_yaml(&self, text: &str) {
+        for doc in serde_yaml::Deserializer::from_str(text) {
+            let object = Value::deserialize(doc).unwrap();
+            if !object.is_null() {
+                self.apply(object).await;
+            }
+        }
     }
 
     /// Creates `object` (any kind) unless it exists.
