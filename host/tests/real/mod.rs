@@ -3,9 +3,8 @@
 //! tests wait for and check.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -20,6 +19,9 @@ use serde_json::{Value, json};
 use wasmsched::kubernetes::RunningScheduler;
 use wasmsched::kubernetes::config::RunConfig;
 use wasmsched_test_support::control_plane::ControlPlane;
+
+mod running_binary;
+pub use running_binary::RunningBinary;
 
 /// What became of a pod: bound, refused with kube's message (the filters'
 /// sentence only: kube-scheduler appends what its PostFilter plugins,
@@ -330,7 +332,7 @@ impl Real {
             .stderr(log.reopen().unwrap())
             .spawn()
             .unwrap();
-        RunningBinary { child, port, log }
+        RunningBinary::new(child, port, log)
     }
 
     /// Applies deploy/'s namespace, RBAC and FlowSchema, and returns a
@@ -523,67 +525,6 @@ pub async fn flow_schema_of(client: &Client, path: &str) -> (String, String) {
             .to_string()
     };
     (header("X-Kubernetes-PF-FlowSchema-UID"), header("X-Kubernetes-PF-PriorityLevel-UID"))
-}
-
-/// `wasmsched run` in a child process.
-pub struct RunningBinary {
-    child: Child,
-    port: u16,
-    log: tempfile::NamedTempFile,
-}
-
-impl RunningBinary {
-    fn readyz(&self) -> Option<(u16, String)> {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        s.write_all(b"GET /readyz?verbose HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
-        let mut out = String::new();
-        s.read_to_string(&mut out).ok()?;
-        let code = out.split_whitespace().nth(1)?.parse().ok()?;
-        Some((code, out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
-    }
-
-    /// Polls `/readyz?verbose` until its body contains `text`.
-    pub async fn wait_readyz_mentions(&self, text: &str, within: Duration) -> (u16, String) {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some((code, body)) = self.readyz()
-                && body.contains(text)
-            {
-                return (code, body);
-            }
-            assert!(
-                Instant::now() < deadline,
-                "/readyz never mentioned {text:?}: {:?}\n{}",
-                self.readyz(),
-                self.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(self.log.path()).unwrap_or_default()
-    }
-
-    /// SIGTERM, then the whole log.
-    pub fn stop(mut self) -> String {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while self.child.try_wait().ok().flatten().is_none() {
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.log_text()
-    }
-}
-
-impl Drop for RunningBinary {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-    }
 }
 
 /// The `.wasm` of a seed policy, built for the test run.

@@ -1,0 +1,71 @@
+//! `wasmsched run` as an operator starts it, in a child process: its
+//! `/readyz?verbose` and its log.
+
+use std::io::{Read, Write};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// `wasmsched run` in a child process.
+pub struct RunningBinary {
+    child: Child,
+    port: u16,
+    log: tempfile::NamedTempFile,
+}
+
+impl RunningBinary {
+    pub fn new(child: Child, port: u16, log: tempfile::NamedTempFile) -> RunningBinary {
+        RunningBinary { child, port, log }
+    }
+
+    fn readyz(&self) -> Option<(u16, String)> {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.write_all(b"GET /readyz?verbose HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        let code = out.split_whitespace().nth(1)?.parse().ok()?;
+        Some((code, out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
+    }
+
+    /// Polls `/readyz?verbose` until its body contains `text`.
+    pub async fn wait_readyz_mentions(&self, text: &str, within: Duration) -> (u16, String) {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some((code, body)) = self.readyz()
+                && body.contains(text)
+            {
+                return (code, body);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "/readyz never mentioned {text:?}: {:?}\n{}",
+                self.readyz(),
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    /// SIGTERM, then the whole log.
+    pub fn stop(mut self) -> String {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait().ok().flatten().is_none() {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.log_text()
+    }
+}
+
+impl Drop for RunningBinary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
