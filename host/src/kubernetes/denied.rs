@@ -2,8 +2,12 @@
 //! bindings): said once per verb and resource, at error level, with what
 //! to grant, instead of a warning for every pod. Watches and the Lease say
 //! theirs in `watch_retry` and `leader`.
+//!
+//! Everywhere, a 401/403 counts once it comes again: an API server that is
+//! starting answers 403 for a moment, until its RBAC caches fill (seen in
+//! the restart tests against the real one).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 /// The API server's own message for `error`, or the client's error: not
@@ -15,23 +19,34 @@ pub fn message(error: &kube::Error) -> String {
     }
 }
 
-pub fn is_forbidden(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(s) if s.code == 401 || s.code == 403)
+/// 401 Unauthorized or 403 Forbidden.
+pub fn is_forbidden_code(code: u16) -> bool {
+    code == 401 || code == 403
 }
 
-/// The permissions found missing so far, shared by every task.
+pub fn is_forbidden(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(s) if is_forbidden_code(s.code))
+}
+
+/// Refusals so far per verb and resource, shared by every task.
 #[derive(Debug, Clone, Default)]
-pub struct Denials(Arc<Mutex<BTreeSet<(&'static str, &'static str)>>>);
+pub struct Denials(Arc<Mutex<BTreeMap<(&'static str, &'static str), u32>>>);
 
 impl Denials {
-    /// If `error` is a 401/403 for `verb` on `resource`, says so the first
-    /// time and returns true; any other error is the caller's to report.
+    /// If `error` is a 401/403 for `verb` on `resource`, says so at the
+    /// second refusal (the first may be a starting API server) and returns
+    /// true; any other error is the caller's to report.
     pub fn forbidden(&self, verb: &'static str, resource: &'static str, error: &kube::Error) -> bool {
         if !is_forbidden(error) {
             return false;
         }
-        let first = self.0.lock().unwrap_or_else(|e| e.into_inner()).insert((verb, resource));
-        if first {
+        let refusals = {
+            let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            let count = counts.entry((verb, resource)).or_default();
+            *count += 1;
+            *count
+        };
+        if refusals == 2 {
             tracing::error!(
                 "may not {verb} {resource}: {}. Grant {verb} on {resource} to this scheduler's identity \
                  (deploy/rbac.yaml has every permission wasmsched uses); said once, every later refusal is \
@@ -54,12 +69,13 @@ mod tests {
     }
 
     #[test]
-    fn a_denial_is_recognised_and_other_errors_are_left_to_the_caller() {
+    fn denials_are_counted_and_other_errors_are_left_to_the_caller() {
         let denials = Denials::default();
-        assert!(denials.forbidden("create", "events", &api(403)));
-        assert!(denials.forbidden("create", "events", &api(403)), "still forbidden, said once");
+        for _ in 0..3 {
+            assert!(denials.forbidden("create", "events", &api(403)));
+        }
         assert!(!denials.forbidden("create", "events", &api(500)));
-        assert_eq!(denials.0.lock().unwrap().len(), 1);
+        assert_eq!(denials.0.lock().unwrap().get(&("create", "events")), Some(&3));
         assert_eq!(message(&api(403)), "events is forbidden");
     }
 }

@@ -133,9 +133,10 @@ impl PolicyConfigMapSource {
                 // scoring (and say why) rather than every profile waiting.
                 // Logged and retried by `with_retry`.
                 Err(e) => {
-                    if last_version.is_none() && !forbidden && classify(&e).0 == FailureKind::Forbidden {
+                    let (kind, _, message) = classify(&e);
+                    if last_version.is_none() && !forbidden && kind == FailureKind::Forbidden {
                         forbidden = true;
-                        let why = format!("policy configmap {} cannot be read: {}", self.configmap, classify(&e).2);
+                        let why = format!("policy configmap {} cannot be read: {message}", self.configmap);
                         if let Some(s) = swapper.as_mut() {
                             s.unavailable(&why);
                         }

@@ -88,12 +88,11 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         // In a pod, its own namespace; outside, the kubeconfig context's.
         le.namespace = client.default_namespace().to_string();
     }
-    let status = Arc::new(SchedulerStatus::new(le.enabled, &source_names, active));
-    if le.enabled {
-        let lease = format!("{}/{} as {}", le.namespace, le.name, le.identity);
+    let lease = le.enabled.then(|| format!("{}/{} as {}", le.namespace, le.name, le.identity));
+    if let Some(lease) = &lease {
         tracing::info!("leader election on Lease {lease}");
-        status.set_lease(lease);
     }
+    let status = Arc::new(SchedulerStatus::new(lease, &source_names, active));
 
     let mut profiles = config.profiles.into_iter();
     let first = profiles.next().expect("checked above");

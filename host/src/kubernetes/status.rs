@@ -83,7 +83,6 @@ pub struct SchedulerStatus {
     started: Instant,
     /// Source name → whether its initial list has been applied.
     synced: Mutex<BTreeMap<String, bool>>,
-    leader_election: bool,
     leader: AtomicBool,
     /// Milliseconds since start when the scheduling loop last went round.
     heartbeat_ms: AtomicU64,
@@ -91,27 +90,28 @@ pub struct SchedulerStatus {
     policies: Mutex<Vec<ActivePolicy>>,
     /// Node metrics for policies, when configured: rendered with ours.
     node_metrics: Mutex<Option<Arc<MetricsCache>>>,
-    /// The Lease this replica campaigns for (`NS/NAME as IDENTITY`).
-    lease: Mutex<Option<String>>,
+    /// The Lease this replica campaigns for (`NS/NAME as IDENTITY`);
+    /// `None`: leader election is off.
+    lease: Option<String>,
     /// Why the last Lease round failed, and whether it is a permission
     /// problem (which fails readiness: it will not pass by itself).
     lease_problem: Mutex<Option<(String, bool)>>,
 }
 
 impl SchedulerStatus {
-    pub fn new(leader_election: bool, sources: &[String], policies: Vec<ActivePolicy>) -> Self {
+    pub fn new(lease: Option<String>, sources: &[String], policies: Vec<ActivePolicy>) -> Self {
+        let leader_election = lease.is_some();
         let status = SchedulerStatus {
             metrics: SchedulerMetrics::new(),
             denials: Denials::default(),
             started: Instant::now(),
             synced: Mutex::new(sources.iter().map(|s| (s.clone(), false)).collect()),
-            leader_election,
             leader: AtomicBool::new(!leader_election),
             heartbeat_ms: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
             policies: Mutex::new(policies),
             node_metrics: Mutex::new(None),
-            lease: Mutex::new(None),
+            lease,
             lease_problem: Mutex::new(None),
         };
         status.metrics.set_leader(!leader_election);
@@ -131,13 +131,9 @@ impl SchedulerStatus {
         text
     }
 
-    pub fn set_lease(&self, lease: String) {
-        *self.lease.lock().unwrap_or_else(|e| e.into_inner()) = Some(lease);
-    }
-
     /// `NS/NAME as IDENTITY`, when leader election is on.
-    pub fn lease(&self) -> Option<String> {
-        self.lease.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    pub fn lease(&self) -> Option<&str> {
+        self.lease.as_deref()
     }
 
     /// The last Lease round's failure (`None`: it worked).
@@ -229,13 +225,12 @@ impl SchedulerStatus {
                 p.source
             ));
         }
-        let role = match (self.leader_election, self.is_leader()) {
+        let role = match (self.lease.is_some(), self.is_leader()) {
             (false, _) => "leader election disabled",
             (true, true) => "leader",
             (true, false) => "standby",
         };
-        let lease = self.lease.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let lease = lease.map(|l| format!(" (Lease {l})")).unwrap_or_default();
+        let lease = self.lease.as_ref().map(|l| format!(" (Lease {l})")).unwrap_or_default();
         match self.lease_problem.lock().unwrap_or_else(|e| e.into_inner()).clone() {
             // A standby that may not touch the Lease never leads: not ready.
             Some((problem, true)) => {

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 use futures::{Stream, StreamExt};
 use kube::runtime::watcher::{self, Event};
 
+use super::denied;
+
 /// What a watch is for, in the words its log lines use.
 #[derive(Debug, Clone)]
 pub struct WatchTarget {
@@ -88,8 +90,8 @@ pub fn classify(error: &watcher::Error) -> (FailureKind, &'static str, String) {
 
 fn status_kind(code: u16) -> FailureKind {
     match code {
-        401 | 403 => FailureKind::Forbidden,
         410 => FailureKind::Gone,
+        code if denied::is_forbidden_code(code) => FailureKind::Forbidden,
         _ => FailureKind::Server,
     }
 }

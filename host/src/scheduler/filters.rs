@@ -76,15 +76,12 @@ fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
 /// tolerate. Reported as kube-scheduler v1.36 reports it, without the
 /// taint's key and value (they can be sensitive; kubernetes#134740).
 fn taint_toleration(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
-    match node
+    let untolerated = node
         .taints
         .iter()
         .filter(|t| matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute))
-        .find(|t| !tolerated(&pod.facts.tolerations, t))
-    {
-        Some(_) => reject(UNTOLERATED_TAINT),
-        None => Ok(()),
-    }
+        .any(|t| !tolerated(&pod.facts.tolerations, t));
+    if untolerated { reject(UNTOLERATED_TAINT) } else { Ok(()) }
 }
 
 fn label<'a>(node: &'a NodeFacts, key: &str) -> Option<&'a str> {
