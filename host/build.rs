@@ -16,9 +16,16 @@ use std::process::Command;
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let root = manifest_dir.parent().expect("host/ is inside the workspace").to_path_buf();
-    for watched in
-        ["policies/least-allocated", "policies/http-latency", "sdk/src", "sdk/Cargo.toml", "wit/0.1.0", "Cargo.lock"]
-    {
+    for watched in [
+        "policies/least-allocated",
+        "policies/http-latency",
+        "sdk/src",
+        "sdk/Cargo.toml",
+        "rules/src",
+        "rules/Cargo.toml",
+        "wit/0.1.0",
+        "Cargo.lock",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     ensure_wasm_target();

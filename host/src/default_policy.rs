@@ -1,7 +1,7 @@
 //! The default policy, `least-allocated`, built from `policies/` by
 //! `build.rs` and carried in the binary.
 
-use crate::policy::PolicySource;
+use wasmsched_runtime::PolicySource;
 
 pub const DEFAULT_POLICY_WASM: &[u8] = include_bytes!(env!("WASMSCHED_DEFAULT_POLICY"));
 

@@ -14,9 +14,9 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
 use wasmsched::kubernetes::{RunningScheduler, start};
-use wasmsched::policy::{PolicyEngine, PolicyLimits};
 use wasmsched::scheduler::{PolicySet, WeightedPolicy};
 use wasmsched_fake_apiserver::{FakeApiServer, Fault};
+use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
 const E2E_ENV: &str = "WASMSCHED_E2E_KUBECONFIG";
 
@@ -704,7 +704,7 @@ async fn a_failing_policy_is_contained_reported_and_counted() {
     c.add_node("n1", "4", "16Gi", json!({})).await;
     // The hostile fixture panics for pods labelled hostile=true only.
     let engine = PolicyEngine::new().unwrap();
-    let source = wasmsched::policy::PolicySource::from_file(&wasmsched_test_support::policy_wasm("hostile")).unwrap();
+    let source = wasmsched_runtime::PolicySource::from_file(&wasmsched_test_support::policy_wasm("hostile")).unwrap();
     let policy = engine.load(&source, r#"{"mode":"panic"}"#, PolicyLimits::default()).unwrap();
     let name = policy.info.name.clone();
     let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]);

@@ -27,10 +27,11 @@ use tokio::net::TcpListener;
 use wasmsched::kubernetes::RunningScheduler;
 use wasmsched::kubernetes::config::ProfileConfig;
 use wasmsched::metrics::refresher::Refresher;
-use wasmsched::metrics::{MetricSource, MetricSpec, MetricsCache, NodeMetrics, Usage};
-use wasmsched::policy::{NodeFacts, NodeTable, PolicyEngine, PolicyLimits, PolicySource};
+use wasmsched::metrics::{MetricSource, MetricSpec, MetricsCache, Usage};
 use wasmsched::scheduler::{PolicySet, WeightedPolicy};
 use wasmsched_fake_apiserver::FakeApiServer;
+use wasmsched_runtime::NodeMetrics;
+use wasmsched_runtime::{NodeFacts, NodeTable, PolicyEngine, PolicyLimits, PolicySource};
 use wasmsched_test_support::policy_wasm;
 
 mod common;

@@ -18,9 +18,9 @@ use serde_json::json;
 use wasmsched::kubernetes::RunningScheduler;
 use wasmsched::kubernetes::config::ProfileConfig;
 use wasmsched::kubernetes::policy_configmap::ConfigMapRef;
-use wasmsched::policy::PolicyLimits;
 use wasmsched::scheduler::PolicySet;
 use wasmsched_fake_apiserver::FakeApiServer;
+use wasmsched_runtime::PolicyLimits;
 use wasmsched_test_support::policy_wasm;
 
 mod common;

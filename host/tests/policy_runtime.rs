@@ -4,9 +4,11 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use wasmsched::metrics::{NoMetrics, StaticMetrics};
-use wasmsched::policy::smoke::smoke_run;
-use wasmsched::policy::*;
+use wasmsched::metrics::StaticMetrics;
+use wasmsched::policy::config_to_json;
+use wasmsched_runtime::NoMetrics;
+use wasmsched_runtime::smoke::smoke_run;
+use wasmsched_runtime::*;
 use wasmsched_test_support::{SEED_POLICIES, policy_wasm};
 
 fn engine() -> &'static PolicyEngine {

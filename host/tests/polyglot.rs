@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 
 use wasmsched::policy::bundle::{load_bundle, parse_bundle};
 use wasmsched::policy::remote::Fetcher;
-use wasmsched::policy::{PolicyEngine, PolicyLimits, PolicySource};
+use wasmsched_runtime::{PolicyEngine, PolicyLimits, PolicySource};
 use wasmsched_test_support::{Polyglot, policy_wasm, polyglot_wasm, serve_file};
 
 fn wasmsched(args: &[&str]) -> Output {

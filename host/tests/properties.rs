@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use wasmsched::metrics::NoMetrics;
 use wasmsched::scheduler::PolicySet;
 use wasmsched::sim::{Manifests, SimOptions, simulate};
+use wasmsched_runtime::NoMetrics;
 
 #[derive(Debug, Clone)]
 struct NodeSpec {

@@ -23,8 +23,8 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 use wasmsched::kubernetes::config::ProfileConfig;
 use wasmsched::kubernetes::policy_configmap::ConfigMapRef;
-use wasmsched::policy::{PolicyEngine, PolicyLimits};
 use wasmsched::scheduler::{PolicySet, WeightedPolicy};
+use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
 use real::{Outcome, Real, Rng};
 

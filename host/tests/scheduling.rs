@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use wasmsched::metrics::NoMetrics;
-use wasmsched::policy::{PolicyEngine, PolicyLimits, PolicySource};
 use wasmsched::scheduler::{PolicySet, WeightedPolicy};
 use wasmsched::sim::{Manifests, SimOptions, SimReport, simulate};
+use wasmsched_runtime::NoMetrics;
+use wasmsched_runtime::{PolicyEngine, PolicyLimits, PolicySource};
 use wasmsched_test_support::policy_wasm;
 
 fn node(name: &str, cpu: &str, memory: &str, extra: &str) -> String {

@@ -51,8 +51,7 @@ pub use wit_bindgen as __wit_bindgen;
 mod config;
 pub mod host;
 mod policy;
-pub mod quantity;
-mod rng;
+mod rules;
 #[doc(hidden)]
 pub mod runtime;
 pub mod testing;
@@ -65,9 +64,11 @@ pub use bindings::wasmsched::policy::types::{
 };
 pub use config::Config;
 pub use policy::{Phases, Policy};
-pub use rng::SplitMix64;
 pub use runtime::{Columns, Verdicts};
 pub use view::{Cycle, Node, NodeView, Pod, Usage, least_allocated_score};
+pub use wasmsched_rules::SplitMix64;
+/// Kubernetes resource quantities, parsed as the scheduler parses them.
+pub use wasmsched_rules::quantity;
 
 /// The WIT package version this SDK builds policies against.
 pub const WIT_VERSION: &str = "0.1.0";

@@ -5,13 +5,11 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ops::Deref;
 
-use crate::{
-    Candidates, MetricSample, NodeId, NodeInfo, NodeSelectorTerm, PodInfo, Resources, SelectorOperator,
-    SelectorRequirement, SplitMix64, Taint, TaintEffect, Toleration, TolerationOperator,
-};
+use wasmsched_rules::{NodeLabels, first_untolerated, node_selector_matches, required_affinity_matches, tolerates};
 
-/// kube-scheduler's MaxNodeScore.
-pub const MAX_NODE_SCORE: u64 = 100;
+use crate::{
+    Candidates, MetricSample, NodeId, NodeInfo, NodeSelectorTerm, PodInfo, Resources, SplitMix64, Taint, Toleration,
+};
 
 /// A node as the policy's table holds it: sent once by the host, then kept
 /// up to date by deltas.
@@ -37,6 +35,15 @@ impl From<NodeInfo> for Node {
             allocatable: info.allocatable,
             unschedulable: info.unschedulable,
         }
+    }
+}
+
+impl NodeLabels for Node {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn label(&self, key: &str) -> Option<&str> {
+        Node::label(self, key)
     }
 }
 
@@ -113,74 +120,20 @@ impl Pod {
     /// kube's toleration rule: effect matches (or is unset), key matches (an
     /// empty key with `Exists` matches every key), and `Exists` or equal values.
     pub fn tolerates(&self, taint: &Taint) -> bool {
-        self.tolerations.iter().any(|t| toleration_matches(t, taint))
+        tolerates(&self.tolerations, taint)
     }
 
     /// The first NoSchedule/NoExecute taint of the node the pod does not
     /// tolerate, as TaintToleration reports it.
     pub fn untolerated_taint<'n>(&self, node: &'n Node) -> Option<&'n Taint> {
-        node.taints
-            .iter()
-            .filter(|t| matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute))
-            .find(|t| !self.tolerates(t))
+        first_untolerated(&node.taints, &self.tolerations)
     }
 
     /// nodeSelector and required node affinity, both as kube-scheduler's
     /// NodeAffinity filter evaluates them.
     pub fn matches_node(&self, node: &Node) -> bool {
-        let selector_ok = self.node_selector.iter().all(|(k, v)| node.label(k) == Some(v.as_str()));
-        selector_ok
-            && (self.required_node_affinity.is_empty()
-                || self.required_node_affinity.iter().any(|term| term_matches(term, node)))
-    }
-}
-
-fn toleration_matches(toleration: &Toleration, taint: &Taint) -> bool {
-    if toleration.effect.is_some_and(|e| e != taint.effect) {
-        return false;
-    }
-    if !toleration.key.is_empty() && toleration.key != taint.key {
-        return false;
-    }
-    match toleration.operator {
-        TolerationOperator::Exists => true,
-        TolerationOperator::Equal => toleration.value == taint.value,
-    }
-}
-
-/// A term with neither expressions nor fields matches nothing, as in kube.
-fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
-    if term.match_expressions.is_empty() && term.match_fields.is_empty() {
-        return false;
-    }
-    term.match_expressions.iter().all(|r| requirement_matches(r, node.label(&r.key)))
-        && term.match_fields.iter().all(|r| r.key == "metadata.name" && requirement_matches(r, Some(&node.name)))
-}
-
-fn requirement_matches(req: &SelectorRequirement, value: Option<&str>) -> bool {
-    let in_values = |v: &str| req.values.iter().any(|x| x == v);
-    let compare = |v: Option<&str>, greater: bool| {
-        let (Some(v), [bound]) = (v, req.values.as_slice()) else {
-            return false;
-        };
-        match (v.parse::<i64>(), bound.parse::<i64>()) {
-            (Ok(v), Ok(b)) => {
-                if greater {
-                    v > b
-                } else {
-                    v < b
-                }
-            }
-            _ => false,
-        }
-    };
-    match req.operator {
-        SelectorOperator::In => value.is_some_and(in_values),
-        SelectorOperator::NotIn => !value.is_some_and(in_values),
-        SelectorOperator::Exists => value.is_some(),
-        SelectorOperator::DoesNotExist => value.is_none(),
-        SelectorOperator::Gt => compare(value, true),
-        SelectorOperator::Lt => compare(value, false),
+        node_selector_matches(self.node_selector.iter().map(|(k, v)| (k.as_str(), v.as_str())), node)
+            && required_affinity_matches(&self.required_node_affinity, node)
     }
 }
 
@@ -272,16 +225,12 @@ impl<'a> NodeView<'a> {
 /// [`crate::Policy::score_columns`]: `nonzero_cpu` and `nonzero_memory` are
 /// the node's `nonzero-requested-*` columns.
 pub fn least_allocated_score(node: &Node, nonzero_cpu: u64, nonzero_memory: u64, pod: &Pod) -> u64 {
-    let cpu = least_allocated(nonzero_cpu + pod.nonzero_milli_cpu, node.allocatable.milli_cpu);
-    let memory = least_allocated(nonzero_memory + pod.nonzero_memory, node.allocatable.memory);
-    (cpu + memory) / 2
-}
-
-fn least_allocated(requested: u64, capacity: u64) -> u64 {
-    if capacity == 0 || requested > capacity {
-        return 0;
-    }
-    (capacity - requested) * MAX_NODE_SCORE / capacity
+    wasmsched_rules::least_allocated_score(
+        nonzero_cpu + pod.nonzero_milli_cpu,
+        node.allocatable.milli_cpu,
+        nonzero_memory + pod.nonzero_memory,
+        node.allocatable.memory,
+    )
 }
 
 /// Per-call context: the seed, and node metrics fetched lazily, one host
@@ -334,64 +283,42 @@ impl<'a> Cycle<'a> {
 mod tests {
     use super::*;
     use crate::testing::{NodeBuilder, PodBuilder};
+    use crate::{SelectorOperator, SelectorRequirement, TaintEffect, TolerationOperator};
 
     fn req(key: &str, operator: SelectorOperator, values: &[&str]) -> SelectorRequirement {
         SelectorRequirement { key: key.into(), operator, values: values.iter().map(|v| v.to_string()).collect() }
     }
 
+    /// The rules themselves are held to kube's cases in
+    /// `rules/tests/conformance.rs`; this checks that every WIT operator and
+    /// effect reaches them as itself.
     #[test]
-    fn affinity_operators_follow_kube() {
+    fn wit_operators_and_effects_reach_the_shared_rules() {
         let node = Node::from(NodeBuilder::new("n1").label("zone", "a").label("gen", "5").info(0));
-        let term = |r: Vec<SelectorRequirement>| NodeSelectorTerm { match_expressions: r, match_fields: vec![] };
-        let pod_with = |terms: Vec<NodeSelectorTerm>| {
+        let matches = |r: SelectorRequirement| {
             let mut pod = Pod::from(PodBuilder::new("p").info());
-            pod.required_node_affinity = terms;
-            pod
+            pod.required_node_affinity = vec![NodeSelectorTerm { match_expressions: vec![r], match_fields: vec![] }];
+            pod.matches_node(&node)
         };
-        assert!(pod_with(vec![term(vec![req("zone", SelectorOperator::In, &["a", "b"])])]).matches_node(&node));
-        assert!(!pod_with(vec![term(vec![req("zone", SelectorOperator::NotIn, &["a"])])]).matches_node(&node));
-        assert!(pod_with(vec![term(vec![req("missing", SelectorOperator::NotIn, &["a"])])]).matches_node(&node));
-        assert!(pod_with(vec![term(vec![req("gen", SelectorOperator::Gt, &["4"])])]).matches_node(&node));
-        assert!(!pod_with(vec![term(vec![req("gen", SelectorOperator::Lt, &["5"])])]).matches_node(&node));
-        assert!(!pod_with(vec![term(vec![req("zone", SelectorOperator::Gt, &["1"])])]).matches_node(&node));
-        assert!(pod_with(vec![term(vec![req("missing", SelectorOperator::DoesNotExist, &[])])]).matches_node(&node));
-        // Terms are ORed; an empty term matches nothing.
-        assert!(!pod_with(vec![term(vec![])]).matches_node(&node));
-        assert!(
-            pod_with(vec![term(vec![]), term(vec![req("zone", SelectorOperator::Exists, &[])])]).matches_node(&node)
-        );
-        let by_name = NodeSelectorTerm {
-            match_expressions: vec![],
-            match_fields: vec![req("metadata.name", SelectorOperator::In, &["n1"])],
-        };
-        assert!(pod_with(vec![by_name]).matches_node(&node));
-    }
+        assert!(matches(req("zone", SelectorOperator::In, &["a"])));
+        assert!(!matches(req("zone", SelectorOperator::NotIn, &["a"])));
+        assert!(matches(req("zone", SelectorOperator::Exists, &[])));
+        assert!(!matches(req("zone", SelectorOperator::DoesNotExist, &[])));
+        assert!(matches(req("gen", SelectorOperator::Gt, &["4"])));
+        assert!(!matches(req("gen", SelectorOperator::Lt, &["5"])));
 
-    #[test]
-    fn tolerations_follow_kube() {
-        let node = Node::from(
-            NodeBuilder::new("cp").taint("node-role.kubernetes.io/control-plane", "", TaintEffect::NoSchedule).info(0),
-        );
+        let tainted = |effect| Node::from(NodeBuilder::new("t").taint("k", "v", effect).info(1));
         let plain = Pod::from(PodBuilder::new("p").info());
-        assert_eq!(
-            plain.untolerated_taint(&node).map(|t| t.key.as_str()),
-            Some("node-role.kubernetes.io/control-plane")
+        assert!(plain.untolerated_taint(&tainted(TaintEffect::NoSchedule)).is_some());
+        assert!(plain.untolerated_taint(&tainted(TaintEffect::NoExecute)).is_some());
+        assert!(plain.untolerated_taint(&tainted(TaintEffect::PreferNoSchedule)).is_none());
+        let equal = Pod::from(
+            PodBuilder::new("p").toleration("k", TolerationOperator::Equal, "v", Some(TaintEffect::NoExecute)).info(),
         );
-        let tolerate_all = Pod::from(PodBuilder::new("p").toleration("", TolerationOperator::Exists, "", None).info());
-        assert!(tolerate_all.untolerated_taint(&node).is_none());
-        let wrong_effect = Pod::from(
-            PodBuilder::new("p")
-                .toleration(
-                    "node-role.kubernetes.io/control-plane",
-                    TolerationOperator::Exists,
-                    "",
-                    Some(TaintEffect::NoExecute),
-                )
-                .info(),
-        );
-        assert!(wrong_effect.untolerated_taint(&node).is_some());
-        let soft = Node::from(NodeBuilder::new("soft").taint("k", "v", TaintEffect::PreferNoSchedule).info(1));
-        assert!(plain.untolerated_taint(&soft).is_none(), "PreferNoSchedule never filters");
+        assert!(equal.tolerates(&tainted(TaintEffect::NoExecute).taints[0]));
+        assert!(!equal.tolerates(&tainted(TaintEffect::NoSchedule).taints[0]));
+        let exists = Pod::from(PodBuilder::new("p").toleration("k", TolerationOperator::Exists, "", None).info());
+        assert!(exists.untolerated_taint(&tainted(TaintEffect::NoSchedule)).is_none());
     }
 
     #[test]

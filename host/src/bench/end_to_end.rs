@@ -14,8 +14,8 @@ use wasmsched_fake_apiserver::FakeApiServer;
 use super::cluster::{node_json, pod_json};
 use super::{BenchResult, cpu_by_thread, peak_rss_mib, quantile_us};
 use crate::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
-use crate::policy::{PolicyEngine, PolicyLimits};
 use crate::scheduler::{PolicySet, WeightedPolicy};
+use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
 /// `name_sum{labels}` and `name_count{labels}` from the exposition text.
 fn sum_and_count(text: &str, name: &str, labels: &str) -> (f64, f64) {

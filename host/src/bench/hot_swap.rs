@@ -20,8 +20,8 @@ use super::cluster::{node, pod};
 use super::{BenchResult, peak_rss_mib, quantile_us};
 use crate::policy::bundle::{load_bundle, parse_bundle};
 use crate::policy::remote::Fetcher;
-use crate::policy::{PolicyEngine, PolicyLimits};
 use crate::scheduler::{Attempt, PolicySet, Scheduler, SchedulerConfig};
+use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
 const WINDOW: Duration = Duration::from_millis(100);
 

@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use super::cluster::cluster;
 use super::{BenchResult, peak_rss_mib, quantile_us};
-use crate::metrics::{MetricSource, MetricSpec, MetricsCache, NoMetrics, NodeMetrics};
-use crate::policy::{PolicyEngine, PolicyLimits, PolicySource};
+use crate::metrics::{MetricSource, MetricSpec, MetricsCache};
 use crate::scheduler::{NodeSampling, PolicySet, WeightedPolicy};
 use crate::sim::{SimOptions, simulate};
+use wasmsched_runtime::{NoMetrics, NodeMetrics};
+use wasmsched_runtime::{PolicyEngine, PolicyLimits, PolicySource};
 
 /// http-latency, carried in the binary for the WithMetrics workload.
 pub const HTTP_LATENCY_WASM: &[u8] = include_bytes!(env!("WASMSCHED_HTTP_LATENCY_POLICY"));

@@ -13,8 +13,8 @@ use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 use wasmsched::bench::scheduling_basic::Scoring;
 use wasmsched::bench::{BenchResult, end_to_end, hot_swap, scheduling_basic, table};
-use wasmsched::policy::PolicyLimits;
 use wasmsched::scheduler::NodeSampling;
+use wasmsched_runtime::PolicyLimits;
 
 use super::policy_args::{LimitArgs, parse_policy_spec, read_config};
 

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use wasmsched::policy::smoke::{SmokeReport, smoke_run};
-use wasmsched::policy::{LoadedPolicy, PolicyError, PolicySource, ScoreOrder};
+use wasmsched_runtime::smoke::{SmokeReport, smoke_run};
+use wasmsched_runtime::{LoadedPolicy, PolicyError, PolicySource, ScoreOrder};
 
 use super::policy_args::{LimitArgs, read_config};
 
@@ -64,8 +64,8 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport) {
     );
     println!(
         "limits      memory {} MiB, deadline {} ms per call",
-        policy.limits.memory_bytes >> 20,
-        policy.limits.call_deadline.as_millis()
+        policy.limits().memory_bytes >> 20,
+        policy.limits().call_deadline.as_millis()
     );
     let pod = &report.pod;
     println!(

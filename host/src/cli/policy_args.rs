@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use wasmsched::policy::{PolicyEngine, PolicyLimits, PolicySource, config_to_json};
+use wasmsched::policy::config_to_json;
 use wasmsched::scheduler::{PolicySet, WeightedPolicy};
+use wasmsched_runtime::{PolicyEngine, PolicyLimits, PolicySource};
 
 #[derive(Args, Debug, Clone)]
 pub struct LimitArgs {
@@ -27,7 +28,7 @@ pub struct LimitArgs {
 
 impl LimitArgs {
     pub fn to_limits(&self) -> anyhow::Result<PolicyLimits> {
-        let memory_bytes = wasmsched_sdk::quantity::value(&self.memory_limit).context("--memory-limit")?;
+        let memory_bytes = wasmsched_rules::quantity::value(&self.memory_limit).context("--memory-limit")?;
         let call_deadline = parse_duration(&self.deadline).context("--deadline")?;
         Ok(PolicyLimits { memory_bytes: memory_bytes as usize, call_deadline, ..PolicyLimits::default() })
     }
@@ -84,7 +85,7 @@ pub fn parse_policy_spec(spec: &str) -> anyhow::Result<PolicySpec> {
 pub fn load_tenant_policy(
     spec: &str,
     engine: &PolicyEngine,
-) -> anyhow::Result<(String, String, Arc<wasmsched::policy::LoadedPolicy>)> {
+) -> anyhow::Result<(String, String, Arc<wasmsched_runtime::LoadedPolicy>)> {
     let (owner, policy_spec) = spec
         .split_once('=')
         .ok_or_else(|| anyhow::anyhow!("--tenant-policy {spec}: expected NAMESPACE/NAME=PATH[,config=FILE]"))?;

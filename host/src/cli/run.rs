@@ -124,7 +124,7 @@ impl TenantArgs {
             .disabled_namespaces
             .extend(self.tenant_disabled_namespaces.iter().filter(|n| !n.is_empty()).cloned());
         let quantity = |flag: &str, v: &str| {
-            wasmsched_sdk::quantity::value(v).map(|q| q as usize).map_err(|e| anyhow::anyhow!("{flag} {v:?}: {e}"))
+            wasmsched_rules::quantity::value(v).map(|q| q as usize).map_err(|e| anyhow::anyhow!("{flag} {v:?}: {e}"))
         };
         if let Some(m) = &self.tenant_memory_limit {
             t.limits.memory_bytes = quantity("--tenant-memory-limit", m)?;

@@ -11,9 +11,10 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use wasmsched::metrics::{NoMetrics, NodeMetrics, StaticMetrics};
+use wasmsched::metrics::StaticMetrics;
 use wasmsched::scheduler::NodeSampling;
 use wasmsched::sim::{DEFAULT_METRICS, DEFAULT_SCENARIO, Manifests, SimOptions, report, simulate};
+use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
 use super::policy_args::{LimitArgs, load_policies, load_tenant_policy, policy_files, tenant_policy_files};
 use super::watch::FileWatcher;

@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSpec, Pod, PodSpec};
 
 use super::requests::{PodRequests, RequestError, pod_requests};
-use crate::policy::{
+use wasmsched_runtime::{
     NodeFacts, NodeSelectorTerm, PodFacts, Resources, SelectorOperator, SelectorRequirement, Taint, TaintEffect,
     Toleration, TolerationOperator,
 };
@@ -204,18 +204,18 @@ pub fn node_facts(node: &Node) -> Result<(NodeFacts, bool), String> {
     let mut allocatable = Resources::default();
     if let Some(alloc) = alloc {
         for (resource, q) in alloc {
-            let bad = |e: wasmsched_sdk::quantity::QuantityError| format!("node {name}: allocatable {resource}: {e}");
+            let bad = |e: wasmsched_rules::quantity::QuantityError| format!("node {name}: allocatable {resource}: {e}");
             match resource.as_str() {
-                "cpu" => allocatable.milli_cpu = wasmsched_sdk::quantity::milli_value(&q.0).map_err(bad)?,
-                "memory" => allocatable.memory = wasmsched_sdk::quantity::value(&q.0).map_err(bad)?,
+                "cpu" => allocatable.milli_cpu = wasmsched_rules::quantity::milli_value(&q.0).map_err(bad)?,
+                "memory" => allocatable.memory = wasmsched_rules::quantity::value(&q.0).map_err(bad)?,
                 "ephemeral-storage" => {
-                    allocatable.ephemeral_storage = wasmsched_sdk::quantity::value(&q.0).map_err(bad)?
+                    allocatable.ephemeral_storage = wasmsched_rules::quantity::value(&q.0).map_err(bad)?
                 }
                 "pods" => {
-                    allocatable.pods = wasmsched_sdk::quantity::value(&q.0).map_err(bad)?.min(u32::MAX as u64) as u32
+                    allocatable.pods = wasmsched_rules::quantity::value(&q.0).map_err(bad)?.min(u32::MAX as u64) as u32
                 }
                 other if other.contains('/') && !other.starts_with("hugepages-") => {
-                    allocatable.scalar.push((other.to_string(), wasmsched_sdk::quantity::value(&q.0).map_err(bad)?))
+                    allocatable.scalar.push((other.to_string(), wasmsched_rules::quantity::value(&q.0).map_err(bad)?))
                 }
                 _ => {}
             }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::policy::Resources;
+use wasmsched_runtime::Resources;
 
 /// kube-scheduler's scoring defaults for a container that requests nothing.
 pub const DEFAULT_MILLI_CPU_REQUEST: u64 = 100;
@@ -82,7 +82,7 @@ fn parse_amounts(
     defaults: bool,
 ) -> Result<Amounts, RequestError> {
     let mut amounts = Amounts::default();
-    let err = |resource: &str, e: wasmsched_sdk::quantity::QuantityError| RequestError {
+    let err = |resource: &str, e: wasmsched_rules::quantity::QuantityError| RequestError {
         container: container.to_string(),
         resource: resource.to_string(),
         message: e.to_string(),
@@ -90,15 +90,15 @@ fn parse_amounts(
     if let Some(requests) = requests {
         for (name, q) in requests {
             match name.as_str() {
-                "cpu" => amounts.milli_cpu = wasmsched_sdk::quantity::milli_value(&q.0).map_err(|e| err(name, e))?,
-                "memory" => amounts.memory = wasmsched_sdk::quantity::value(&q.0).map_err(|e| err(name, e))?,
+                "cpu" => amounts.milli_cpu = wasmsched_rules::quantity::milli_value(&q.0).map_err(|e| err(name, e))?,
+                "memory" => amounts.memory = wasmsched_rules::quantity::value(&q.0).map_err(|e| err(name, e))?,
                 "ephemeral-storage" => {
-                    amounts.ephemeral_storage = wasmsched_sdk::quantity::value(&q.0).map_err(|e| err(name, e))?
+                    amounts.ephemeral_storage = wasmsched_rules::quantity::value(&q.0).map_err(|e| err(name, e))?
                 }
                 other if is_scalar(other) => {
                     amounts
                         .scalar
-                        .insert(other.to_string(), wasmsched_sdk::quantity::value(&q.0).map_err(|e| err(name, e))?);
+                        .insert(other.to_string(), wasmsched_rules::quantity::value(&q.0).map_err(|e| err(name, e))?);
                 }
                 _ => {}
             }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 
 use super::convert::{HostPort, PodInfo, PodKey, node_facts};
-use crate::policy::{Candidate, NodeId, NodeTable};
+use wasmsched_runtime::{Candidate, NodeId, NodeTable};
 
 /// What the pods placed on a node request of it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -81,7 +81,7 @@ impl NodeUsage {
 #[derive(Debug, Clone)]
 struct PlacedPod {
     node: String,
-    requests: crate::policy::Resources,
+    requests: wasmsched_runtime::Resources,
     nonzero_milli_cpu: u64,
     nonzero_memory: u64,
     host_ports: Vec<HostPort>,

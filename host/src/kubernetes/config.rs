@@ -42,8 +42,8 @@ use crate::metrics::MetricSpec;
 use crate::metrics::spec::{MetricFile, resolve_all};
 use crate::policy::bundle::resolve_settings;
 use crate::policy::remote::Fetcher;
-use crate::policy::{PolicyEngine, PolicyLimits, PolicySource};
 use crate::scheduler::{NodeSampling, PolicySet, TenantSettings, WeightedPolicy, default_tenant_limits};
+use wasmsched_runtime::{PolicyEngine, PolicyLimits, PolicySource};
 
 #[derive(Default)]
 pub struct ProfileConfig {
@@ -350,7 +350,7 @@ impl ConfigurationFile {
         base.limits = limits;
         if let Some(size) = &t.max_policy_size {
             base.limits.max_wasm_bytes =
-                wasmsched_sdk::quantity::value(size).map_err(|e| err(format!("maxPolicySize: {e}")))? as usize;
+                wasmsched_rules::quantity::value(size).map_err(|e| err(format!("maxPolicySize: {e}")))? as usize;
         }
         if let Some(n) = t.max_policies {
             base.max_policies = n;

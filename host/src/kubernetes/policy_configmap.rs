@@ -25,7 +25,7 @@ use super::scheduling_loop::Input;
 use super::status::SchedulerStatus;
 use super::watch_retry::{FailureKind, WatchTarget, classify, with_retry};
 use crate::policy::remote::Fetcher;
-use crate::policy::{PolicyEngine, PolicyLimits};
+use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
 /// `NAMESPACE/NAME` of a policy ConfigMap.
 #[derive(Debug, Clone, PartialEq, Eq)]

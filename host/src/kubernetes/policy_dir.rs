@@ -13,7 +13,7 @@ use super::scheduling_loop::Input;
 use super::status::SchedulerStatus;
 use crate::policy::directory::{DirWatcher, bundle_digest, read_bundle_dir};
 use crate::policy::remote::Fetcher;
-use crate::policy::{PolicyEngine, PolicyLimits};
+use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
 /// Quiet time after the last change before the directory is read.
 const SETTLE: Duration = Duration::from_millis(150);

@@ -10,8 +10,8 @@ use super::scheduling_loop::Input;
 use super::status::{ActivePolicy, SchedulerStatus};
 use crate::policy::bundle::{load_bundle, parse_bundle};
 use crate::policy::remote::Fetcher;
-use crate::policy::{PolicyEngine, PolicyLimits};
 use crate::scheduler::PolicySet;
+use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
 /// One source feeding one profile.
 pub struct Swapper {

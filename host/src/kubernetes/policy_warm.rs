@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use super::scheduling_loop::Input;
 use super::status::ActivePolicy;
-use crate::policy::PolicyContext;
 use crate::scheduler::PolicySet;
+use wasmsched_runtime::PolicyContext;
 
 /// Warms new versions and makes sure the last one offered for a profile is
 /// the one that stays, whichever warms first.
@@ -80,10 +80,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::metrics::NoMetrics;
     use crate::policy::bundle::{load_bundle, parse_bundle};
     use crate::policy::remote::Fetcher;
-    use crate::policy::{NodeFacts, NodeTable, PolicyEngine, PolicyLimits};
+    use wasmsched_runtime::NoMetrics;
+    use wasmsched_runtime::{NodeFacts, NodeTable, PolicyEngine, PolicyLimits};
 
     fn ready(set: PolicySet) -> Ready {
         Ready { profile: "wasmsched".into(), set, active: vec![] }

@@ -23,9 +23,9 @@ use super::tenant_configmaps::{self, TenantConfigMapSource};
 use super::tenant_workers::TenantWorkers;
 use crate::metrics::MetricsCache;
 use crate::metrics::refresher::Refresher;
-use crate::policy::PolicyEngine;
 use crate::policy::remote::Fetcher;
 use crate::scheduler::{Profile, Scheduler, SchedulerConfig};
+use wasmsched_runtime::PolicyEngine;
 
 /// The readiness check of the node metric cache (first refresh attempted).
 const NODE_METRICS_SOURCE: &str = "node metrics";

@@ -19,8 +19,8 @@ use super::tenant_workers::TenantWorkers;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::cluster::PodKey;
-use crate::policy::LoadedPolicy;
 use crate::scheduler::{Attempt, PolicySet, Scheduler, TenantVerdict};
+use wasmsched_runtime::LoadedPolicy;
 
 #[derive(Debug)]
 pub enum Input {

@@ -11,9 +11,9 @@ use serde::Serialize;
 
 use super::denied::Denials;
 use crate::metrics::MetricsCache;
-use crate::policy::LoadedPolicy;
 use crate::scheduler::PolicySet;
 use crate::telemetry::SchedulerMetrics;
+use wasmsched_runtime::LoadedPolicy;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]

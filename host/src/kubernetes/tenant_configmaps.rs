@@ -25,8 +25,8 @@ use super::status::{ActivePolicy, SchedulerStatus};
 use super::watch_retry::{WatchTarget, with_retry};
 use crate::policy::bundle::{load_bundle, parse_bundle};
 use crate::policy::remote::Fetcher;
-use crate::policy::{LoadedPolicy, PolicyEngine};
 use crate::scheduler::{POLICY_ANNOTATION, POLICY_CONFIGMAP_LABEL};
+use wasmsched_runtime::{LoadedPolicy, PolicyEngine};
 
 /// The readiness check of this source.
 pub const SOURCE_NAME: &str = "tenant policy configmaps";

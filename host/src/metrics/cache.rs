@@ -17,9 +17,9 @@ use std::fmt::Write;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use super::NodeMetrics;
 use super::spec::{MetricSource, MetricSpec};
-use crate::policy::{MetricSample, NodeId, NodeTable, SyncPoint};
+use wasmsched_runtime::NodeMetrics;
+use wasmsched_runtime::{MetricSample, NodeId, NodeTable, SyncPoint};
 
 #[derive(Debug, Default)]
 struct Column {
@@ -235,7 +235,7 @@ impl NodeMetrics for MetricsCache {
 mod tests {
     use super::*;
     use crate::metrics::spec::MetricSource;
-    use crate::policy::NodeFacts;
+    use wasmsched_runtime::NodeFacts;
 
     fn table(nodes: &[(&str, &str)]) -> NodeTable {
         let mut t = NodeTable::new();

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::NodeMetrics;
-use crate::policy::{MetricSample, NodeId, NodeTable};
+use wasmsched_runtime::NodeMetrics;
+use wasmsched_runtime::{MetricSample, NodeId, NodeTable};
 
 #[derive(Debug, Default, Clone)]
 pub struct StaticMetrics {

@@ -27,8 +27,8 @@ pub fn parse_node_metrics(list: &serde_json::Value, usage: Usage, now: Instant) 
             continue;
         };
         let parsed = match usage {
-            Usage::Cpu => wasmsched_sdk::quantity::milli_value(text),
-            Usage::Memory => wasmsched_sdk::quantity::value(text),
+            Usage::Cpu => wasmsched_rules::quantity::milli_value(text),
+            Usage::Memory => wasmsched_rules::quantity::value(text),
         };
         let value = match parsed {
             Ok(v) => v as f64,

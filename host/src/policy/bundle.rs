@@ -22,10 +22,10 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::engine::{PolicyEngine, PolicySource};
-use super::limits::PolicyLimits;
+use wasmsched_runtime::smoke::smoke_run;
+use wasmsched_runtime::{PolicyEngine, PolicyLimits, PolicySource};
+
 use super::remote::Fetcher;
-use super::smoke::smoke_run;
 use crate::scheduler::{PolicySet, WeightedPolicy};
 
 #[derive(Debug, Default, Deserialize)]
@@ -136,7 +136,7 @@ pub fn resolve_settings(
 ) -> Result<(PolicyLimits, String), String> {
     let mut limits = base.clone();
     if let Some(m) = memory_limit {
-        limits.memory_bytes = wasmsched_sdk::quantity::value(m).map_err(|e| format!("memoryLimit: {e}"))? as usize;
+        limits.memory_bytes = wasmsched_rules::quantity::value(m).map_err(|e| format!("memoryLimit: {e}"))? as usize;
     }
     if let Some(d) = deadline {
         limits.call_deadline = crate::duration::parse_duration(d).map_err(|e| format!("deadline: {e}"))?;

@@ -1,28 +1,11 @@
-//! The policy runtime: WebAssembly components behind the
-//! `wasmsched:policy` contract, compiled once, sandboxed per instance, and
-//! every failure contained and typed.
+//! Where policies come from: bundles (a ConfigMap's or a directory's
+//! `NAME.wasm`, `NAME.yaml` and `policies.yaml`), policies fetched over
+//! HTTP(S), and the YAML configuration handed to them. Compiling and running
+//! them is `wasmsched-runtime`'s job.
 
 pub mod bundle;
-mod cache;
 mod config;
 pub mod directory;
-mod engine;
-mod error;
-pub mod facts;
-mod host_state;
-mod limits;
-mod loaded;
-mod node_table;
 pub mod remote;
-pub mod smoke;
-mod v0_1;
-mod version;
 
 pub use config::config_to_json;
-pub use engine::{EPOCH_TICK, PolicyEngine, PolicySource};
-pub use error::PolicyError;
-pub use facts::*;
-pub use limits::PolicyLimits;
-pub use loaded::{LoadedPolicy, MAX_RAW_SCORE, PolicyContext, Provenance};
-pub use node_table::{NodeSync, NodeTable, SyncPoint};
-pub use version::{ContractVersion, SUPPORTED as SUPPORTED_CONTRACT};

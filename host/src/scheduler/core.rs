@@ -18,8 +18,8 @@ use super::queue::{Location, QueueSizes, SchedulingQueue};
 use super::sampling::{NodeSampling, NodeWindow};
 use super::tenants::{Route, TenantJob, TenantPolicies, TenantSettings, TenantVerdict};
 use crate::cluster::{ClusterState, PodInfo, PodKey};
-use crate::metrics::{NoMetrics, NodeMetrics};
-use crate::policy::{LoadedPolicy, PolicyContext};
+use wasmsched_runtime::{LoadedPolicy, PolicyContext};
+use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {

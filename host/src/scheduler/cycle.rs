@@ -7,15 +7,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmsched_sdk::SplitMix64;
+use wasmsched_rules::SplitMix64;
 
 use super::decision::{DecisionRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
 use super::filters;
 use super::policy_set::{PolicySet, WeightedPolicy, least_allocated};
 use super::sampling::NodeWindow;
 use crate::cluster::{ClusterState, PodInfo};
-use crate::metrics::NodeMetrics;
-use crate::policy::{Candidate, PolicyContext, PolicyError, ScoreOrder};
+use wasmsched_runtime::NodeMetrics;
+use wasmsched_runtime::{Candidate, PolicyContext, PolicyError, ScoreOrder};
 
 pub struct CycleInput<'a> {
     pub pod: &'a PodInfo,

@@ -7,10 +7,10 @@
 //! `unreachable`, `memory-pressure`, … added by the node lifecycle
 //! controller), so a NotReady node is judged by its taints alone.
 
+use wasmsched_rules::{first_untolerated, node_selector_matches, required_affinity_matches, tolerates};
+use wasmsched_runtime::{NodeFacts, TaintEffect};
+
 use crate::cluster::{NodeState, PodInfo};
-use crate::policy::{
-    NodeFacts, SelectorOperator, SelectorRequirement, Taint, TaintEffect, Toleration, TolerationOperator,
-};
 
 pub const NODE_UNSCHEDULABLE: &str = "node(s) were unschedulable";
 pub const NODE_NAME_MISMATCH: &str = "node(s) didn't match the requested node name";
@@ -36,14 +36,11 @@ fn reject(reason: &str) -> Result<(), Vec<String>> {
 /// NodeUnschedulable: `spec.unschedulable` unless the pod tolerates
 /// `node.kubernetes.io/unschedulable:NoSchedule`.
 fn node_unschedulable(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
-    // Checked first: building the taint allocates, and this runs for every
-    // node of every attempt.
     if !node.unschedulable {
         return Ok(());
     }
-    let taint =
-        Taint { key: "node.kubernetes.io/unschedulable".into(), value: String::new(), effect: TaintEffect::NoSchedule };
-    if tolerated(&pod.facts.tolerations, &taint) { Ok(()) } else { reject(NODE_UNSCHEDULABLE) }
+    let cordoned = ("node.kubernetes.io/unschedulable", "", TaintEffect::NoSchedule);
+    if tolerates(&pod.facts.tolerations, &cordoned) { Ok(()) } else { reject(NODE_UNSCHEDULABLE) }
 }
 
 fn node_name(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
@@ -53,63 +50,13 @@ fn node_name(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
     }
 }
 
-/// kube's toleration rule: effect matches or is unset; key matches, or is
-/// empty with `Exists`; `Exists`, or equal values.
-pub fn toleration_matches(t: &Toleration, taint: &Taint) -> bool {
-    if t.effect.is_some_and(|e| e != taint.effect) {
-        return false;
-    }
-    if !t.key.is_empty() && t.key != taint.key {
-        return false;
-    }
-    match t.operator {
-        TolerationOperator::Exists => true,
-        TolerationOperator::Equal => t.value == taint.value,
-    }
-}
-
-fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
-    tolerations.iter().any(|t| toleration_matches(t, taint))
-}
-
 /// TaintToleration: a NoSchedule/NoExecute taint the pod does not
 /// tolerate. Reported as kube-scheduler v1.36 reports it, without the
 /// taint's key and value (they can be sensitive; kubernetes#134740).
 fn taint_toleration(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
-    let untolerated = node
-        .taints
-        .iter()
-        .filter(|t| matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute))
-        .any(|t| !tolerated(&pod.facts.tolerations, t));
-    if untolerated { reject(UNTOLERATED_TAINT) } else { Ok(()) }
-}
-
-fn label<'a>(node: &'a NodeFacts, key: &str) -> Option<&'a str> {
-    node.labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
-}
-
-fn requirement_matches(r: &SelectorRequirement, value: Option<&str>) -> bool {
-    let in_values = |v: &str| r.values.iter().any(|x| x == v);
-    let compare = |greater: bool| {
-        let (Some(v), [bound]) = (value, r.values.as_slice()) else { return false };
-        match (v.parse::<i64>(), bound.parse::<i64>()) {
-            (Ok(v), Ok(b)) => {
-                if greater {
-                    v > b
-                } else {
-                    v < b
-                }
-            }
-            _ => false,
-        }
-    };
-    match r.operator {
-        SelectorOperator::In => value.is_some_and(in_values),
-        SelectorOperator::NotIn => !value.is_some_and(in_values),
-        SelectorOperator::Exists => value.is_some(),
-        SelectorOperator::DoesNotExist => value.is_none(),
-        SelectorOperator::Gt => compare(true),
-        SelectorOperator::Lt => compare(false),
+    match first_untolerated(&node.taints, &pod.facts.tolerations) {
+        Some(_) => reject(UNTOLERATED_TAINT),
+        None => Ok(()),
     }
 }
 
@@ -118,16 +65,8 @@ fn requirement_matches(r: &SelectorRequirement, value: Option<&str>) -> bool {
 /// `metadata.name`).
 fn node_affinity(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
     let facts = &pod.facts;
-    let selector = facts.node_selector.iter().all(|(k, v)| label(node, k) == Some(v.as_str()));
-    let affinity = facts.required_node_affinity.is_empty()
-        || facts.required_node_affinity.iter().any(|term| {
-            (!term.match_expressions.is_empty() || !term.match_fields.is_empty())
-                && term.match_expressions.iter().all(|r| requirement_matches(r, label(node, &r.key)))
-                && term
-                    .match_fields
-                    .iter()
-                    .all(|r| r.key == "metadata.name" && requirement_matches(r, Some(&node.name)))
-        });
+    let selector = node_selector_matches(facts.node_selector.iter().map(|(k, v)| (k.as_str(), v.as_str())), node);
+    let affinity = required_affinity_matches(&facts.required_node_affinity, node);
     if selector && affinity { Ok(()) } else { reject(NODE_AFFINITY_MISMATCH) }
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::cluster::PodInfo;
-use crate::policy::{Candidate, LoadedPolicy, NodeTable, PolicyContext};
+use wasmsched_runtime::{Candidate, LoadedPolicy, NodeTable, PolicyContext};
 
 #[derive(Debug, Clone)]
 pub struct WeightedPolicy {
@@ -49,16 +49,16 @@ impl PolicySet {
 /// kube-scheduler's LeastAllocated (cpu and memory, equal weights, integer
 /// arithmetic), with the pod's own non-zero request included. The fallback.
 pub fn least_allocated(pod: &PodInfo, candidates: &[Candidate], table: &NodeTable) -> Vec<f64> {
-    fn score(requested: u64, capacity: u64) -> u64 {
-        if capacity == 0 || requested > capacity { 0 } else { (capacity - requested) * 100 / capacity }
-    }
     candidates
         .iter()
         .map(|c| {
             let Some(node) = table.get(c.node) else { return 0.0 };
-            let cpu = score(c.nonzero_requested_milli_cpu + pod.requests.nonzero_milli_cpu, node.allocatable.milli_cpu);
-            let memory = score(c.nonzero_requested_memory + pod.requests.nonzero_memory, node.allocatable.memory);
-            ((cpu + memory) / 2) as f64
+            wasmsched_rules::least_allocated_score(
+                c.nonzero_requested_milli_cpu + pod.requests.nonzero_milli_cpu,
+                node.allocatable.milli_cpu,
+                c.nonzero_requested_memory + pod.requests.nonzero_memory,
+                node.allocatable.memory,
+            ) as f64
         })
         .collect()
 }

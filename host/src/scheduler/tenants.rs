@@ -19,7 +19,7 @@ use std::time::Instant;
 use super::cycle::{Decision, Prefiltered, decide};
 use super::policy_set::PolicySet;
 use crate::cluster::PodInfo;
-use crate::policy::{LoadedPolicy, NodeTable, PolicyContext, PolicyLimits};
+use wasmsched_runtime::{LoadedPolicy, NodeTable, PolicyContext, PolicyLimits};
 
 /// The pod annotation that opts a pod in to one of its namespace's policies.
 pub const POLICY_ANNOTATION: &str = "wasmsched.io/policy";

@@ -13,9 +13,9 @@ use serde::Serialize;
 
 use super::load::Manifests;
 use crate::cluster::PodKey;
-use crate::metrics::NodeMetrics;
-use crate::policy::LoadedPolicy;
 use crate::scheduler::{Attempt, DecisionRecord, NodeSampling, PolicySet, Scheduler, SchedulerConfig};
+use wasmsched_runtime::LoadedPolicy;
+use wasmsched_runtime::NodeMetrics;
 
 #[derive(Clone)]
 pub struct SimOptions {

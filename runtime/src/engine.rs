@@ -1,48 +1,23 @@
-//! One wasmtime engine per process: the component linker with our host
-//! interface and capability-less WASI, the epoch ticker that enforces call
-//! deadlines, and the optional cache of precompiled policies.
+//! One wasmtime engine per process: the component linker with every
+//! contract version's host interface and capability-less WASI, the epoch
+//! ticker that enforces call deadlines, and the optional cache of
+//! precompiled policies.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
-use super::cache::PrecompiledCache;
-use super::error::PolicyError;
-use super::host_state::HostState;
-use super::limits::PolicyLimits;
-use super::loaded::LoadedPolicy;
-use super::version::{self, ContractVersion};
-
-/// How often the epoch advances; a deadline is rounded up to whole ticks.
-pub const EPOCH_TICK: Duration = Duration::from_millis(10);
-
-/// Where a policy's bytes came from, for messages (`policies/x.wasm`,
-/// `configmap kube-system/wasmsched-policies key x.wasm`).
-#[derive(Debug, Clone)]
-pub struct PolicySource {
-    pub origin: String,
-    pub bytes: Arc<[u8]>,
-}
-
-impl PolicySource {
-    pub fn new(origin: impl Into<String>, bytes: impl Into<Arc<[u8]>>) -> Self {
-        PolicySource { origin: origin.into(), bytes: bytes.into() }
-    }
-
-    pub fn from_file(path: &std::path::Path) -> std::io::Result<Self> {
-        Ok(PolicySource::new(path.display().to_string(), std::fs::read(path)?))
-    }
-
-    pub fn sha256(&self) -> String {
-        hex::encode(Sha256::digest(&self.bytes))
-    }
-}
+use crate::cache::PrecompiledCache;
+use crate::contract::{self, ContractVersion, Template};
+use crate::error::PolicyError;
+use crate::host_state::HostState;
+use crate::limits::PolicyLimits;
+use crate::loaded::{LoadedPolicy, Provenance};
+use crate::source::PolicySource;
+use crate::ticker::EpochTicker;
 
 pub struct PolicyEngine {
     engine: Engine,
@@ -61,9 +36,8 @@ impl PolicyEngine {
     /// For policies loaded while the scheduler runs (hot swaps, tenants):
     /// compiles on the calling thread only. Cranelift's parallel
     /// compilation would otherwise take every core, the scheduling
-    /// thread's included, for the length of the compile (measured: the
-    /// worst 100 ms after a swap fell to 60 % of the steady rate on two
-    /// cores; docs/benchmarks.md).
+    /// thread's included, for the length of the compile (docs/benchmarks.md,
+    /// HotSwap).
     pub fn for_background() -> Result<Self, PolicyError> {
         Self::with_parallel_compilation(false)
     }
@@ -85,7 +59,7 @@ impl PolicyEngine {
         let engine = Engine::new(&config).map_err(engine_error)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_error)?;
-        super::v0_1::add_to_linker(&mut linker).map_err(engine_error)?;
+        contract::add_to_linker(&mut linker).map_err(engine_error)?;
         let ticker = Arc::new(EpochTicker::start(engine.clone()));
         Ok(PolicyEngine { engine, linker, cache: None, ticker })
     }
@@ -101,14 +75,6 @@ impl PolicyEngine {
 
     pub fn engine(&self) -> &Engine {
         &self.engine
-    }
-
-    pub(crate) fn linker(&self) -> &Linker<HostState> {
-        &self.linker
-    }
-
-    pub(crate) fn ticker(&self) -> Arc<EpochTicker> {
-        self.ticker.clone()
     }
 
     /// Compiles (or takes from the cache), checks the contract version,
@@ -128,7 +94,7 @@ impl PolicyEngine {
                 limit: limits.max_wasm_bytes,
             });
         }
-        version::check_header(&origin, &source.bytes)?;
+        contract::check_header(&origin, &source.bytes)?;
         let sha256 = source.sha256();
 
         let started = Instant::now();
@@ -148,47 +114,15 @@ impl PolicyEngine {
         let compile_time = started.elapsed();
 
         let contract = ContractVersion::detect(&self.engine, &origin, &component)?;
+        let template = Template::new(&self.linker, &origin, &component, contract)?;
         LoadedPolicy::new(
-            self,
-            component,
+            self.engine.clone(),
+            self.ticker.clone(),
+            template,
             contract,
-            super::loaded::Provenance { origin, sha256, size: source.bytes.len(), compile_time, from_cache },
+            Provenance { origin, sha256, size: source.bytes.len(), compile_time, from_cache },
             config_json,
             limits,
         )
-    }
-}
-
-/// Advances the engine's epoch every [`EPOCH_TICK`] on a dedicated thread:
-/// an async task could be starved exactly when a policy spins. Stops when
-/// the last owner (the engine or a loaded policy) drops it.
-pub(crate) struct EpochTicker {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl EpochTicker {
-    fn start(engine: Engine) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let handle = std::thread::Builder::new()
-            .name("wasmsched-epoch".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
-                    engine.increment_epoch();
-                }
-            })
-            .expect("spawning the epoch ticker thread");
-        EpochTicker { stop, handle: Some(handle) }
-    }
-}
-
-impl Drop for EpochTicker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(handle) = self.handle.take() {
-            let _ = handle.join();
-        }
     }
 }

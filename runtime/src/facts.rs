@@ -4,7 +4,11 @@
 
 use std::time::Duration;
 
-/// Index of a node in a [`super::NodeTable`].
+/// The kube enums are the rules crate's own, so the built-in filters and
+/// the SDK read one definition.
+pub use wasmsched_rules::{Effect as TaintEffect, Operator as SelectorOperator, TolerationOperator};
+
+/// Index of a node in a [`crate::NodeTable`].
 pub type NodeId = u32;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -17,24 +21,11 @@ pub struct Resources {
     pub scalar: Vec<(String, u64)>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TaintEffect {
-    NoSchedule,
-    PreferNoSchedule,
-    NoExecute,
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Taint {
     pub key: String,
     pub value: String,
     pub effect: TaintEffect,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TolerationOperator {
-    Exists,
-    Equal,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,16 +34,6 @@ pub struct Toleration {
     pub operator: TolerationOperator,
     pub value: String,
     pub effect: Option<TaintEffect>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SelectorOperator {
-    In,
-    NotIn,
-    Exists,
-    DoesNotExist,
-    Gt,
-    Lt,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,10 +8,10 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
-use super::facts::{MetricSample, NodeId};
-use super::limits::CappedLimiter;
-use super::node_table::NodeTable;
+use crate::facts::{MetricSample, NodeId};
+use crate::limits::CappedLimiter;
 use crate::metrics::NodeMetrics;
+use crate::node_table::NodeTable;
 
 /// How much of a policy's stderr (panic messages) is kept for error reports.
 const STDERR_CAPTURE_BYTES: usize = 4096;

@@ -44,7 +44,7 @@ impl PrecompiledCache {
 
     pub(crate) fn store(&self, engine: &Engine, sha256: &str, component: &Component) {
         let path = self.path(engine, sha256);
-        let result = (|| -> anyhow::Result<()> {
+        let result = (|| -> wasmtime::Result<()> {
             std::fs::create_dir_all(&self.dir)?;
             let bytes = component.serialize()?;
             // Write then rename, so a concurrent reader never sees half a file.

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::error::PolicyError;
-use super::facts::{Candidate, FilterOutcome, NodeFacts, PodFacts, Resources, Taint, TaintEffect};
-use super::loaded::{LoadedPolicy, PolicyContext};
-use super::node_table::NodeTable;
+use crate::error::PolicyError;
+use crate::facts::{Candidate, FilterOutcome, NodeFacts, PodFacts, Resources, Taint, TaintEffect};
+use crate::loaded::{LoadedPolicy, PolicyContext};
 use crate::metrics::NoMetrics;
+use crate::node_table::NodeTable;
 
 const GI: u64 = 1 << 30;
 

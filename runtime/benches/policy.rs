@@ -11,8 +11,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmsched::metrics::NoMetrics;
-use wasmsched::policy::*;
+use wasmsched_runtime::*;
 use wasmsched_sdk::runtime::Instance;
 use wasmsched_test_support::{SEED_POLICIES, policy_wasm};
 

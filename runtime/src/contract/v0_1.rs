@@ -1,14 +1,14 @@
 //! Binding for `wasmsched:policy@0.1.x`: generated types, the host imports,
-//! and conversions from the version-independent [`super::facts`]. A future
-//! 0.2 gets a sibling module generated from `wit/0.2.0`, and
-//! [`super::PolicyBinding`] dispatches on the version found at load.
+//! and conversions from the version-independent [`crate::facts`]. Only
+//! [`super`] calls into it.
 
 use wasmtime::Store;
 use wasmtime::component::{HasSelf, Linker};
 
-use super::facts;
-use super::host_state::HostState;
-use super::node_table::NodeSync;
+use super::RawVerdicts;
+use crate::facts;
+use crate::host_state::HostState;
+use crate::node_table::NodeSync;
 
 wasmtime::component::bindgen!({
     path: "../wit/0.1.0",
@@ -49,9 +49,6 @@ impl self::wasmsched::policy::host::Host for HostState {
             .collect()
     }
 }
-
-/// A filter answer as the guest gave it: distinct reasons, one code per candidate.
-pub(crate) type RawVerdicts = (Vec<String>, Vec<u32>);
 
 /// An instantiated 0.1 policy.
 pub(crate) struct Bindings(SchedulerPolicy);

@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::facts::{NodeFacts, NodeId};
+use crate::facts::{NodeFacts, NodeId};
 
 static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
 

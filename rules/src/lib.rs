@@ -1,0 +1,26 @@
+//! Kubernetes scheduling rules, written once for the scheduler's built-in
+//! filters and for the policy SDK, so a policy that asks "does this pod
+//! tolerate that taint?" gets the answer the scheduler acts on. Resource
+//! quantities and the seeded generator are shared for the same reason.
+//!
+//! The rules are generic over small traits ([`TaintFields`],
+//! [`TolerationFields`], [`RequirementFields`], [`TermFields`],
+//! [`NodeLabels`]) that the host's facts and the SDK's WIT types both
+//! implement; `tests/conformance.rs` holds the one table of kube cases
+//! they are checked against.
+
+pub mod node_affinity;
+pub mod quantity;
+pub mod resources;
+mod rng;
+pub mod taints;
+
+pub use node_affinity::{
+    NodeLabels, Operator, RequirementFields, TermFields, node_selector_matches, required_affinity_matches,
+    requirement_matches, term_matches,
+};
+pub use resources::{MAX_NODE_SCORE, least_allocated, least_allocated_score};
+pub use rng::SplitMix64;
+pub use taints::{
+    Effect, TaintFields, TolerationFields, TolerationOperator, first_untolerated, tolerates, toleration_matches,
+};

@@ -1,0 +1,148 @@
+//! One policy instance (a store and its bindings) and what creates it: every
+//! crossing into the guest goes through [`PolicyInstance::call`], with a
+//! fresh deadline and the failure classified.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use wasmtime::{Engine, Store, Trap};
+
+use crate::contract::{Bindings, Template};
+use crate::error::PolicyError;
+use crate::host_state::HostState;
+use crate::limits::PolicyLimits;
+use crate::node_table::{NodeSync, NodeTable, SyncPoint};
+use crate::ticker::EPOCH_TICK;
+
+/// Time a `sync-nodes` call may take per node record it carries, on top of
+/// the call deadline: the first sync sends every node, and its cost grows
+/// with the cluster, not with anything a deadline guards against (an
+/// interpreted policy's first sync of a large cluster; docs/benchmarks.md,
+/// policies in other languages).
+pub const SYNC_TIME_PER_NODE: Duration = Duration::from_micros(200);
+
+/// Creates instances of one compiled policy from its pre-instantiated
+/// template.
+pub(crate) struct InstanceFactory {
+    engine: Engine,
+    template: Template,
+    config_json: Arc<str>,
+    limits: PolicyLimits,
+    created: AtomicU64,
+}
+
+impl InstanceFactory {
+    pub(crate) fn new(engine: Engine, template: Template, config_json: Arc<str>, limits: PolicyLimits) -> Self {
+        InstanceFactory { engine, template, config_json, limits, created: AtomicU64::new(0) }
+    }
+
+    pub(crate) fn limits(&self) -> &PolicyLimits {
+        &self.limits
+    }
+
+    /// Instances created so far, including replacements for poisoned ones.
+    pub(crate) fn created(&self) -> u64 {
+        self.created.load(Ordering::Relaxed)
+    }
+
+    /// A new instance, `init` run: ready to serve calls.
+    pub(crate) fn instantiate(&self, name: &Arc<str>) -> Result<PolicyInstance, PolicyError> {
+        let mut instance = self.instantiate_uninitialised(name)?;
+        self.init(name, &mut instance)?;
+        Ok(instance)
+    }
+
+    /// A new instance before `init`: only `describe` may be called on it.
+    pub(crate) fn instantiate_uninitialised(&self, name: &Arc<str>) -> Result<PolicyInstance, PolicyError> {
+        let state = HostState::new(
+            name.clone(),
+            self.config_json.clone(),
+            self.limits.memory_bytes,
+            self.limits.max_log_lines_per_call,
+        );
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        store.epoch_deadline_trap();
+        store.set_epoch_deadline(deadline_ticks(self.limits.call_deadline));
+        let bindings = self
+            .template
+            .instantiate(&mut store)
+            .map_err(|e| classify(name, "instantiate", self.limits.call_deadline, &store, e))?;
+        self.created.fetch_add(1, Ordering::Relaxed);
+        Ok(PolicyInstance { store, bindings, synced: None })
+    }
+
+    pub(crate) fn init(&self, name: &Arc<str>, instance: &mut PolicyInstance) -> Result<(), PolicyError> {
+        let init = instance.call(name, "init", self.limits.call_deadline, |store, b| b.init(store))?;
+        init.map_err(|message| PolicyError::Config { policy: name.to_string(), message })
+    }
+}
+
+pub(crate) struct PolicyInstance {
+    pub(crate) store: Store<HostState>,
+    bindings: Bindings,
+    synced: Option<SyncPoint>,
+}
+
+impl PolicyInstance {
+    /// Brings the instance's node table up to date; returns how many node
+    /// records were sent.
+    pub(crate) fn sync(&mut self, name: &Arc<str>, deadline: Duration, table: &NodeTable) -> Result<u64, PolicyError> {
+        let sync = table.changes_since(self.synced);
+        let sent = match &sync {
+            NodeSync::UpToDate => 0,
+            NodeSync::Reset(nodes) => nodes.len(),
+            NodeSync::Delta(changes) => changes.iter().filter(|(_, n)| n.is_some()).count(),
+        } as u64;
+        if !matches!(sync, NodeSync::UpToDate) {
+            let deadline = deadline + SYNC_TIME_PER_NODE * sent as u32;
+            self.call(name, "sync-nodes", deadline, |store, b| b.sync_nodes(store, sync))?;
+        }
+        self.synced = Some(table.sync_point());
+        Ok(sent)
+    }
+
+    /// One guarded crossing: fresh deadline, failure classified.
+    pub(crate) fn call<R>(
+        &mut self,
+        name: &Arc<str>,
+        phase: &'static str,
+        deadline: Duration,
+        f: impl FnOnce(&mut Store<HostState>, &Bindings) -> wasmtime::Result<R>,
+    ) -> Result<R, PolicyError> {
+        self.store.data_mut().begin_call();
+        self.store.set_epoch_deadline(deadline_ticks(deadline));
+        f(&mut self.store, &self.bindings).map_err(|e| classify(name, phase, deadline, &self.store, e))
+    }
+}
+
+/// Ticks to wait so that at least `deadline` passes: the current tick is
+/// partly over, so add one.
+fn deadline_ticks(deadline: Duration) -> u64 {
+    (deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64).max(1) + 1
+}
+
+/// Names the failure: a denied memory growth explains whatever trap followed
+/// it; an epoch interrupt is the deadline.
+fn classify(
+    name: &str,
+    phase: &'static str,
+    deadline: Duration,
+    store: &Store<HostState>,
+    e: wasmtime::Error,
+) -> PolicyError {
+    let policy = name.to_string();
+    if let Some(requested) = store.data().limiter.denied_growth {
+        return PolicyError::OutOfMemory { policy, phase, requested, limit: store.data().limiter_cap() };
+    }
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => PolicyError::DeadlineExceeded { policy, phase, deadline },
+        Some(_) => {
+            let stderr = store.data().stderr_tail();
+            let message = if stderr.is_empty() { format!("{e:#}") } else { format!("{e:#}; policy stderr: {stderr}") };
+            PolicyError::Trap { policy, phase, message }
+        }
+        None => PolicyError::Host { policy, message: format!("{phase}: {e:#}") },
+    }
+}

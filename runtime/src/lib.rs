@@ -1,0 +1,39 @@
+//! The wasmsched policy runtime: WebAssembly components behind the
+//! `wasmsched:policy` contract, compiled once, sandboxed per instance, and
+//! every failure contained and typed. This crate alone depends on wasmtime.
+//!
+//! - [`PolicyEngine`]: the engine, its linker, the epoch ticker and the
+//!   precompiled cache; [`PolicyEngine::load`] turns bytes into a
+//!   [`LoadedPolicy`].
+//! - `contract/`: one module per WIT version and the dispatch over them.
+//! - [`LoadedPolicy`]: a pool of instances serving `filter` and `score`,
+//!   their answers validated.
+//! - [`facts`]: what the host tells a policy, in version-independent types.
+
+mod cache;
+mod contract;
+mod engine;
+mod error;
+pub mod facts;
+mod facts_rules;
+mod host_state;
+mod instance;
+mod limits;
+mod loaded;
+mod metrics;
+mod node_table;
+pub mod smoke;
+mod source;
+mod ticker;
+
+pub use contract::{ContractVersion, SUPPORTED as SUPPORTED_CONTRACT};
+pub use engine::PolicyEngine;
+pub use error::PolicyError;
+pub use facts::*;
+pub use instance::SYNC_TIME_PER_NODE;
+pub use limits::PolicyLimits;
+pub use loaded::{LoadedPolicy, MAX_RAW_SCORE, PolicyContext, Provenance};
+pub use metrics::{NoMetrics, NodeMetrics};
+pub use node_table::{NodeSync, NodeTable, SyncPoint};
+pub use source::PolicySource;
+pub use ticker::EPOCH_TICK;

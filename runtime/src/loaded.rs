@@ -1,0 +1,256 @@
+//! A compiled, validated policy ready to serve calls, and its pool of
+//! instances. Instances are created from the pre-instantiated template only
+//! when the pool is empty (once per concurrent caller) or to replace one that
+//! trapped; never per pod.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use wasmtime::Engine;
+
+use crate::contract::{ContractVersion, Template};
+use crate::error::PolicyError;
+use crate::facts::{Candidate, FilterOutcome, PodFacts, PolicyInfo};
+use crate::instance::{InstanceFactory, PolicyInstance};
+use crate::limits::PolicyLimits;
+use crate::metrics::NodeMetrics;
+use crate::node_table::NodeTable;
+use crate::ticker::EpochTicker;
+
+/// Raw scores beyond this magnitude lose integer precision in f64.
+pub const MAX_RAW_SCORE: f64 = 9_007_199_254_740_992.0; // 2^53
+
+/// Where a loaded policy came from and what loading it cost.
+#[derive(Debug, Clone)]
+pub struct Provenance {
+    pub origin: String,
+    pub sha256: String,
+    pub size: usize,
+    pub compile_time: Duration,
+    pub from_cache: bool,
+}
+
+/// What a policy call reads besides its arguments.
+#[derive(Clone)]
+pub struct PolicyContext {
+    pub nodes: Arc<NodeTable>,
+    pub metrics: Arc<dyn NodeMetrics>,
+}
+
+pub struct LoadedPolicy {
+    pub provenance: Provenance,
+    pub contract: ContractVersion,
+    pub info: PolicyInfo,
+    /// Time to create the first instance, `describe` it and run `init`.
+    pub instantiate_time: Duration,
+    /// Keeps call deadlines enforced for as long as this policy lives.
+    _ticker: Arc<EpochTicker>,
+    factory: InstanceFactory,
+    /// The name `describe` gave, as errors and logs use it.
+    name: Arc<str>,
+    idle: Mutex<Vec<PolicyInstance>>,
+    node_records_sent: AtomicU64,
+}
+
+impl std::fmt::Debug for LoadedPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPolicy")
+            .field("info", &self.info)
+            .field("contract", &self.contract)
+            .field("provenance", &self.provenance)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LoadedPolicy {
+    /// Creates the first instance and asks it to `describe` itself, then
+    /// runs `init` on it: the policy exists only once both have answered.
+    pub(crate) fn new(
+        engine: Engine,
+        ticker: Arc<EpochTicker>,
+        template: Template,
+        contract: ContractVersion,
+        provenance: Provenance,
+        config_json: &str,
+        limits: PolicyLimits,
+    ) -> Result<Self, PolicyError> {
+        let deadline = limits.call_deadline;
+        let factory = InstanceFactory::new(engine, template, config_json.into(), limits);
+        let started = Instant::now();
+        // describe first (it must not depend on configuration), so that a
+        // configuration error from init names the policy; until it answers,
+        // errors name the file.
+        let origin: Arc<str> = provenance.origin.as_str().into();
+        let mut instance = factory.instantiate_uninitialised(&origin)?;
+        let info = instance.call(&origin, "describe", deadline, |store, b| b.describe(store))?;
+        validate_info(&origin, &info)?;
+        let name: Arc<str> = info.name.as_str().into();
+        instance.store.data_mut().policy_name = name.clone();
+        factory.init(&name, &mut instance)?;
+        Ok(LoadedPolicy {
+            provenance,
+            contract,
+            info,
+            instantiate_time: started.elapsed(),
+            _ticker: ticker,
+            factory,
+            name,
+            idle: Mutex::new(vec![instance]),
+            node_records_sent: AtomicU64::new(0),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Instances created so far, including replacements for poisoned ones.
+    pub fn instances_created(&self) -> u64 {
+        self.factory.created()
+    }
+
+    pub fn limits(&self) -> &PolicyLimits {
+        self.factory.limits()
+    }
+
+    /// Node records (with their strings) sent into instances so far: grows
+    /// with node changes and new instances, not with pods.
+    pub fn node_records_sent(&self) -> u64 {
+        self.node_records_sent.load(Ordering::Relaxed)
+    }
+
+    /// Brings an idle instance (creating one if none is idle) up to date
+    /// with `ctx`'s node table, so that the next call against a later
+    /// version of that table sends only the nodes changed since. A new
+    /// version's instance otherwise receives the whole table on its first
+    /// call, on the scheduling thread: 11–23 ms at 5,000 nodes for
+    /// least-allocated (docs/benchmarks.md, HotSwap).
+    pub fn warm(&self, ctx: &PolicyContext) -> Result<(), PolicyError> {
+        self.with_instance(ctx, |_| Ok(()))
+    }
+
+    /// Keeps policy log lines of subsequent calls in memory (for `check`).
+    pub fn capture_logs(&self) {
+        for instance in self.idle.lock().expect("pool lock").iter_mut() {
+            instance.store.data_mut().captured_logs.get_or_insert_with(Vec::new);
+        }
+    }
+
+    pub fn captured_logs(&self) -> Vec<String> {
+        self.idle
+            .lock()
+            .expect("pool lock")
+            .iter()
+            .flat_map(|i| i.store.data().captured_logs.clone().unwrap_or_default())
+            .collect()
+    }
+
+    /// Runs `f` on an idle instance (creating one if none is idle) and returns
+    /// the instance to the pool unless the call poisoned it.
+    fn with_instance<R>(
+        &self,
+        ctx: &PolicyContext,
+        f: impl FnOnce(&mut PolicyInstance) -> Result<R, PolicyError>,
+    ) -> Result<R, PolicyError> {
+        let idle = self.idle.lock().expect("pool lock").pop();
+        let mut instance = match idle {
+            Some(instance) => instance,
+            None => self.factory.instantiate(&self.name)?,
+        };
+        instance.store.data_mut().nodes = Some(ctx.nodes.clone());
+        instance.store.data_mut().metrics = Some(ctx.metrics.clone());
+        let result = instance.sync(&self.name, self.limits().call_deadline, &ctx.nodes).and_then(|sent| {
+            self.node_records_sent.fetch_add(sent, Ordering::Relaxed);
+            f(&mut instance)
+        });
+        // Do not keep the table alive between calls: the owner may mutate it.
+        instance.store.data_mut().nodes = None;
+        instance.store.data_mut().metrics = None;
+        match &result {
+            Err(e) if e.poisons_instance() => {
+                tracing::warn!(policy = %self.name, error = %e, "discarding policy instance");
+            }
+            _ => self.idle.lock().expect("pool lock").push(instance),
+        }
+        result
+    }
+
+    /// The policy's filter over `candidates`, validated.
+    pub fn filter(
+        &self,
+        ctx: &PolicyContext,
+        pod: &PodFacts,
+        candidates: &[Candidate],
+    ) -> Result<FilterOutcome, PolicyError> {
+        let (reasons, verdicts) = self
+            .with_instance(ctx, |instance| {
+                instance.call(&self.name, "filter", self.limits().call_deadline, |store, b| {
+                    b.filter(store, pod, candidates)
+                })
+            })?
+            .map_err(|message| PolicyError::Declined { policy: self.name.to_string(), phase: "filter", message })?;
+        let malformed =
+            |problem: String| PolicyError::Malformed { policy: self.name.to_string(), phase: "filter", problem };
+        if verdicts.len() != candidates.len() {
+            return Err(malformed(format!("{} verdicts for {} candidates", verdicts.len(), candidates.len())));
+        }
+        let verdicts = verdicts
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| match v as usize {
+                0 => Ok(None),
+                r if r <= reasons.len() => Ok(Some(r - 1)),
+                r => Err(malformed(format!(
+                    "verdict {r} of candidate {i} names a reason beyond the {} given",
+                    reasons.len()
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(FilterOutcome { reasons, verdicts })
+    }
+
+    /// The policy's raw scores over `candidates`, validated: one per
+    /// candidate, finite, magnitude at most 2^53.
+    pub fn score(
+        &self,
+        ctx: &PolicyContext,
+        pod: &PodFacts,
+        candidates: &[Candidate],
+        seed: u64,
+    ) -> Result<Vec<f64>, PolicyError> {
+        let scores = self
+            .with_instance(ctx, |instance| {
+                instance.call(&self.name, "score", self.limits().call_deadline, |store, b| {
+                    b.score(store, pod, candidates, seed)
+                })
+            })?
+            .map_err(|message| PolicyError::Declined { policy: self.name.to_string(), phase: "score", message })?;
+        let malformed =
+            |problem: String| PolicyError::Malformed { policy: self.name.to_string(), phase: "score", problem };
+        if scores.len() != candidates.len() {
+            return Err(malformed(format!("{} scores for {} candidates", scores.len(), candidates.len())));
+        }
+        if let Some((i, s)) = scores.iter().enumerate().find(|(_, s)| !s.is_finite() || s.abs() > MAX_RAW_SCORE) {
+            let what =
+                if s.is_nan() { "NaN".to_string() } else { format!("{s:e} (scores must be finite, |score| <= 2^53)") };
+            return Err(malformed(format!("score of candidate {i} is {what}")));
+        }
+        Ok(scores)
+    }
+}
+
+fn validate_info(name: &str, info: &PolicyInfo) -> Result<(), PolicyError> {
+    let malformed = |problem: &str| PolicyError::Malformed {
+        policy: name.to_string(),
+        phase: "describe",
+        problem: problem.to_string(),
+    };
+    if info.name.trim().is_empty() {
+        return Err(malformed("the policy name is empty"));
+    }
+    if !info.phases.filter && !info.phases.score {
+        return Err(malformed("the policy implements neither filter nor score"));
+    }
+    Ok(())
+}

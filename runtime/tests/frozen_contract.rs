@@ -1,0 +1,34 @@
+//! A released contract version is frozen: policies built against it must
+//! keep loading in every later scheduler. Changing `wit/0.1.0` by a byte
+//! fails here; a change to the contract is a new version in a sibling
+//! directory (`wit/0.2.0`), with its own module under `runtime/src/contract/`.
+
+use sha2::{Digest, Sha256};
+
+/// Every file of the frozen directory, with the sha256 it was released with.
+const FROZEN: &[(&str, &str)] =
+    &[("0.1.0/policy.wit", "6c8b2d009c1f87f81adde5ea1d52dc8832c7895190c8e56152c481bc32a1a340")];
+
+#[test]
+fn released_contract_versions_are_unchanged() {
+    let wit = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    let mut versions: Vec<&str> = FROZEN.iter().filter_map(|(path, _)| path.split('/').next()).collect();
+    versions.dedup();
+    let mut found: Vec<String> = Vec::new();
+    for version in versions {
+        for entry in std::fs::read_dir(wit.join(version)).unwrap() {
+            found.push(format!("{version}/{}", entry.unwrap().file_name().to_string_lossy()));
+        }
+    }
+    found.sort();
+    let expected: Vec<&str> = FROZEN.iter().map(|(path, _)| *path).collect();
+    assert_eq!(found, expected, "files were added to or removed from a released contract version");
+    for (path, sha256) in FROZEN {
+        let bytes = std::fs::read(wit.join(path)).unwrap();
+        assert_eq!(
+            hex::encode(Sha256::digest(&bytes)),
+            *sha256,
+            "wit/{path} changed: a released contract is frozen; put the change in a new version's directory"
+        );
+    }
+}
