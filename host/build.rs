@@ -1,8 +1,9 @@
-//! Builds the default policy (`policies/least-allocated`) for wasm32-wasip2 so
-//! the binary can carry it: `wasmsched simulate` works with no files at all.
-//! `policies/http-latency` comes along for `wasmsched bench` (WithMetrics).
-//! It goes to its own target directory, so this nested cargo never waits on
-//! the lock of the build that runs us.
+//! Builds the policies a binary embeds, for wasm32-wasip2: `wasmsched`
+//! carries the default policy (`policies/least-allocated`), so `wasmsched
+//! simulate` works with no files at all; `wasmsched-bench` (whose manifest
+//! points here) carries `policies/http-latency` for WithMetrics. Each
+//! package builds into its own target directory, so this nested cargo never
+//! waits on the lock of the build that runs us, nor on the other package's.
 //!
 //! rustup installs the `targets` of `rust-toolchain.toml` only when it
 //! installs the toolchain itself: on a machine that already had `stable`,
@@ -16,35 +17,27 @@ use std::process::Command;
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let root = manifest_dir.parent().expect("host/ is inside the workspace").to_path_buf();
-    for watched in [
-        "policies/least-allocated",
-        "policies/http-latency",
-        "sdk/src",
-        "sdk/Cargo.toml",
-        "rules/src",
-        "rules/Cargo.toml",
-        "wit/0.1.0",
-        "Cargo.lock",
-    ] {
+    let package = env::var("CARGO_PKG_NAME").expect("cargo sets CARGO_PKG_NAME");
+    // (crate, the variable `include_bytes!(env!(..))` reads)
+    let embedded: &[(&str, &str)] = match package.as_str() {
+        "wasmsched" => &[("least-allocated", "WASMSCHED_DEFAULT_POLICY")],
+        "wasmsched-bench" => &[("http-latency", "WASMSCHED_HTTP_LATENCY_POLICY")],
+        other => panic!("host/build.rs embeds no policies into {other}"),
+    };
+    for (policy, _) in embedded {
+        println!("cargo:rerun-if-changed={}", root.join("policies").join(policy).display());
+    }
+    for watched in ["sdk/src", "sdk/Cargo.toml", "rules/src", "rules/Cargo.toml", "wit/0.1.0", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     ensure_wasm_target();
-    let target_dir = root.join("target").join("embedded-policy");
+    let target_dir = root.join("target").join(format!("embedded-policy-{package}"));
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(&cargo);
     command
         .current_dir(&root)
-        .args([
-            "build",
-            "--profile",
-            "policy",
-            "--target",
-            "wasm32-wasip2",
-            "-p",
-            "least-allocated",
-            "-p",
-            "http-latency",
-        ])
+        .args(["build", "--profile", "policy", "--target", WASM_TARGET])
+        .args(embedded.iter().flat_map(|(policy, _)| ["-p", policy]))
         .arg("--target-dir")
         .arg(&target_dir);
     // What cargo tells a build script about *this* build must not steer the
@@ -56,13 +49,14 @@ fn main() {
     let output = command.output().unwrap_or_else(|e| panic!("running {cargo}: {e}"));
     if !output.status.success() {
         panic!(
-            "building the embedded default policy failed:\n{}\nIs the wasm32-wasip2 target installed? `rustup target add wasm32-wasip2`",
+            "building the embedded policies failed:\n{}\nIs the wasm32-wasip2 target installed? `rustup target add wasm32-wasip2`",
             String::from_utf8_lossy(&output.stderr)
         );
     }
     let built = target_dir.join("wasm32-wasip2").join("policy");
-    println!("cargo:rustc-env=WASMSCHED_DEFAULT_POLICY={}", built.join("least_allocated.wasm").display());
-    println!("cargo:rustc-env=WASMSCHED_HTTP_LATENCY_POLICY={}", built.join("http_latency.wasm").display());
+    for (policy, variable) in embedded {
+        println!("cargo:rustc-env={variable}={}", built.join(format!("{}.wasm", policy.replace('-', "_"))).display());
+    }
 }
 
 const WASM_TARGET: &str = "wasm32-wasip2";

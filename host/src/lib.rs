@@ -2,7 +2,6 @@
 //! WebAssembly components written against the `wasmsched:policy` WIT
 //! contract.
 
-pub mod bench;
 pub mod cluster;
 pub mod default_policy;
 pub mod duration;

@@ -23,9 +23,6 @@ enum Command {
     Check(cli::check::CheckArgs),
     /// Schedule the pods of a Kubernetes cluster (kubeconfig or in-cluster).
     Run(Box<cli::run::RunArgs>),
-    /// Measure throughput, latency, policy cost and memory on synthetic
-    /// clusters (SchedulingBasic, WithMetrics, HotSwap, EndToEnd).
-    Bench(cli::bench::BenchArgs),
 }
 
 /// `WASMSCHED_LOG` (default `warn`). kube-runtime's watcher logs every
@@ -56,7 +53,6 @@ fn main() -> ExitCode {
         Command::Simulate(args) => cli::simulate::run(args),
         Command::Check(args) => cli::check::run(args),
         Command::Run(args) => cli::run::run(*args),
-        Command::Bench(args) => cli::bench::run(args),
     };
     match result {
         Ok(code) => code,

@@ -3,7 +3,7 @@
 //! for `/metrics`. Hand-written rather than a metrics crate: a handful of
 //! families, label sets known in advance, and no global registry.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -31,10 +31,17 @@ impl<V: Default> Family<V> {
         Family { name, help, labels, values: Mutex::new(BTreeMap::new()) }
     }
 
+    /// Updates the value of one label set. Label strings are allocated only
+    /// the first time a set is seen, since this runs for every attempt; a
+    /// family holds a handful of sets, so a scan finds it.
     fn with(&self, labels: &[&str], f: impl FnOnce(&mut V)) {
         debug_assert_eq!(labels.len(), self.labels.len(), "{}", self.name);
         let mut values = self.values.lock().unwrap_or_else(|e| e.into_inner());
-        f(values.entry(labels.iter().map(|s| s.to_string()).collect()).or_default());
+        let seen = values.iter_mut().find(|(k, _)| k.iter().map(String::as_str).eq(labels.iter().copied()));
+        match seen {
+            Some((_, value)) => f(value),
+            None => f(values.entry(labels.iter().map(|s| s.to_string()).collect()).or_default()),
+        }
     }
 
     fn label_text(&self, values: &[String], extra: Option<(&str, &str)>) -> String {
@@ -86,13 +93,7 @@ pub struct SchedulerMetrics {
     watch_events: Family<f64>,
     policy_reloads: Family<f64>,
     tenant_reloads: Family<f64>,
-    /// The latest attempt durations (bounded), for exact percentiles in
-    /// `wasmsched bench`; the histogram's buckets are too coarse for that.
-    recent_attempts: Mutex<VecDeque<Duration>>,
 }
-
-/// Attempt durations kept for percentiles.
-const RECENT_ATTEMPTS: usize = 1 << 17;
 
 impl Default for SchedulerMetrics {
     fn default() -> Self {
@@ -154,13 +155,7 @@ impl SchedulerMetrics {
                 "Tenant policy ConfigMap updates, by tenant (namespace) and result (accepted, rejected or disabled).",
                 &["tenant", "result"],
             ),
-            recent_attempts: Mutex::new(VecDeque::new()),
         }
-    }
-
-    /// The latest attempt durations (up to 131,072), oldest first.
-    pub fn recent_attempt_durations(&self) -> Vec<Duration> {
-        self.recent_attempts.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect()
     }
 
     /// Records one scheduling attempt: its result, duration and policy calls.
@@ -168,13 +163,6 @@ impl SchedulerMetrics {
         let result = if record.chosen.is_some() { "scheduled" } else { "unschedulable" };
         self.attempts.with(&[result, profile], |v| *v += 1.0);
         self.attempt_duration.with(&[result, profile], |h| h.observe(LATENCY_BUCKETS, record.duration.as_secs_f64()));
-        {
-            let mut recent = self.recent_attempts.lock().unwrap_or_else(|e| e.into_inner());
-            if recent.len() == RECENT_ATTEMPTS {
-                recent.pop_front();
-            }
-            recent.push_back(record.duration);
-        }
         for call in &record.policy_calls {
             self.policy_calls
                 .with(&[&call.policy, call.phase], |h| h.observe(CALL_BUCKETS, call.duration.as_secs_f64()));

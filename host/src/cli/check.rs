@@ -9,7 +9,7 @@ use clap::Args;
 use wasmsched_runtime::smoke::{SmokeReport, smoke_run};
 use wasmsched_runtime::{LoadedPolicy, PolicyError, PolicySource, ScoreOrder};
 
-use super::policy_args::{LimitArgs, read_config};
+use wasmsched::policy::flags::{LimitArgs, read_config};
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {

@@ -13,7 +13,7 @@ use wasmsched::metrics::{MetricSpec, MetricsFile};
 use wasmsched::policy::remote::Fetcher;
 use wasmsched::scheduler::{NodeSampling, PolicySet};
 
-use super::policy_args::{LimitArgs, load_policies, parse_duration};
+use wasmsched::policy::flags::{LimitArgs, load_policies, parse_duration};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {

@@ -16,8 +16,8 @@ use wasmsched::scheduler::NodeSampling;
 use wasmsched::sim::{DEFAULT_METRICS, DEFAULT_SCENARIO, Manifests, SimOptions, report, simulate};
 use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
-use super::policy_args::{LimitArgs, load_policies, load_tenant_policy, policy_files, tenant_policy_files};
 use super::watch::FileWatcher;
+use wasmsched::policy::flags::{LimitArgs, load_policies, load_tenant_policy, policy_files, tenant_policy_files};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum OutputFormat {

@@ -6,6 +6,7 @@
 pub mod bundle;
 mod config;
 pub mod directory;
+pub mod flags;
 pub mod remote;
 
 pub use config::config_to_json;

@@ -1,6 +1,6 @@
-//! `wasmsched bench` as a user runs it: every workload at smoke sizes
+//! `wasmsched-bench` as a user runs it: every workload at smoke sizes
 //! (`--quick`), each in its own child process, a table, the targets and
-//! the JSON results. Figures come from `cargo bench` / `wasmsched bench`
+//! the JSON results. Figures come from `cargo bench` / `wasmsched-bench`
 //! in release builds, not from here.
 
 use std::process::Command;
@@ -10,7 +10,7 @@ fn every_workload_runs_and_reports() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("results.json");
     let out =
-        Command::new(env!("CARGO_BIN_EXE_wasmsched")).args(["bench", "--quick", "--json"]).arg(&json).output().unwrap();
+        Command::new(env!("CARGO_BIN_EXE_wasmsched-bench")).args(["--quick", "--json"]).arg(&json).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}\n{}", stdout, String::from_utf8_lossy(&out.stderr));
     for workload in ["SchedulingBasic", "WithMetrics", "HotSwap", "EndToEnd"] {
@@ -30,7 +30,7 @@ fn every_workload_runs_and_reports() {
     assert!(hot_swap["details"]["swaps"].as_f64().unwrap() >= 1.0, "{hot_swap}");
     assert_eq!(hot_swap["details"]["fallbacks"].as_f64().unwrap(), 0.0, "no attempt fails across a swap");
 
-    let bad = Command::new(env!("CARGO_BIN_EXE_wasmsched")).args(["bench", "--workload", "nope"]).output().unwrap();
+    let bad = Command::new(env!("CARGO_BIN_EXE_wasmsched-bench")).args(["--workload", "nope"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid value 'nope'"));
 }

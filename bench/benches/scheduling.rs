@@ -3,12 +3,12 @@
 //! / 1,000 pods and 5,000 nodes / 10,000 pods, every feasible node scored,
 //! with the wasm least-allocated policy, the native fallback alone, and
 //! wasm http-latency over the metric cache. The workloads are
-//! `wasmsched::bench`'s, the same as `wasmsched bench`; each configuration
+//! `wasmsched_bench`'s, the same as `wasmsched-bench`; each configuration
 //! runs in its own process so peak RSS is its own.
 
-use wasmsched::bench::scheduling_basic::{Scoring, run};
-use wasmsched::bench::table;
 use wasmsched::scheduler::NodeSampling;
+use wasmsched_bench::scheduling_basic::{Scoring, run};
+use wasmsched_bench::table;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

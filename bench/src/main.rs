@@ -1,5 +1,5 @@
-//! `wasmsched bench`: builds synthetic clusters and measures the scheduler
-//! (the workloads of `wasmsched::bench`, shared with `cargo bench`). Each
+//! `wasmsched-bench`: builds synthetic clusters and measures the scheduler
+//! (the workloads of `wasmsched_bench`, shared with `cargo bench`). Each
 //! configuration runs in a child process of its own, so its peak RSS is its
 //! own. Prints a table and the performance targets; `--json FILE` writes
 //! every result.
@@ -9,14 +9,13 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::{Args, ValueEnum};
+use clap::{Parser, ValueEnum};
 use serde::{Deserialize, Serialize};
-use wasmsched::bench::scheduling_basic::Scoring;
-use wasmsched::bench::{BenchResult, end_to_end, hot_swap, scheduling_basic, table};
+use wasmsched::policy::flags::{LimitArgs, parse_policy_spec, read_config};
 use wasmsched::scheduler::NodeSampling;
+use wasmsched_bench::scheduling_basic::Scoring;
+use wasmsched_bench::{BenchResult, end_to_end, hot_swap, scheduling_basic, table};
 use wasmsched_runtime::PolicyLimits;
-
-use super::policy_args::{LimitArgs, parse_policy_spec, read_config};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -27,7 +26,10 @@ pub enum Workload {
     EndToEnd,
 }
 
-#[derive(Args, Debug)]
+/// Measure throughput, latency, policy cost and memory on synthetic
+/// clusters (SchedulingBasic, WithMetrics, HotSwap, EndToEnd).
+#[derive(Parser, Debug)]
+#[command(name = "wasmsched-bench", version)]
 pub struct BenchArgs {
     /// Workloads to run (repeatable); default: all of them.
     #[arg(long = "workload", value_enum)]
@@ -238,7 +240,24 @@ fn targets(results: &[BenchResult]) -> Vec<String> {
     out
 }
 
-pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WASMSCHED_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(BenchArgs::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if let Some(one) = &args.one {
         let spec: Spec = serde_json::from_str(one).context("--one")?;
         let result = run_one(&spec)?;
@@ -262,7 +281,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let exe = std::env::current_exe().context("finding this executable")?;
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    eprintln!("wasmsched bench on {cores} cores{}", if args.quick { " (--quick: smoke sizes)" } else { "" });
+    eprintln!("wasmsched-bench on {cores} cores{}", if args.quick { " (--quick: smoke sizes)" } else { "" });
     let mut results = Vec::new();
     for spec in specs {
         eprintln!(
@@ -273,7 +292,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             if spec.native { " (native)" } else { "" }
         );
         let out = Command::new(&exe)
-            .args(["bench", "--one", &serde_json::to_string(&spec)?])
+            .args(["--one", &serde_json::to_string(&spec)?])
             .output()
             .context("running a benchmark child process")?;
         if !out.status.success() {

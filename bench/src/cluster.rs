@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec, Reso
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::sim::Manifests;
+use wasmsched::sim::Manifests;
 
 fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
     pairs.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect()

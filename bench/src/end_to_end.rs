@@ -12,18 +12,52 @@ use std::time::{Duration, Instant};
 use wasmsched_fake_apiserver::FakeApiServer;
 
 use super::cluster::{node_json, pod_json};
-use super::{BenchResult, cpu_by_thread, peak_rss_mib, quantile_us};
-use crate::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
-use crate::scheduler::{PolicySet, WeightedPolicy};
+use super::{BenchResult, cpu_by_thread, peak_rss_mib};
+use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
+use wasmsched::scheduler::{PolicySet, WeightedPolicy};
 use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
 /// `name_sum{labels}` and `name_count{labels}` from the exposition text.
+const ATTEMPT_DURATION: &str = "wasmsched_scheduling_attempt_duration_seconds";
+const SCHEDULED: &str = "result=\"scheduled\",profile=\"wasmsched\"";
+
 fn sum_and_count(text: &str, name: &str, labels: &str) -> (f64, f64) {
     let find = |suffix: &str| {
         let prefix = format!("{name}_{suffix}{labels} ");
         text.lines().find_map(|l| l.strip_prefix(&prefix)).and_then(|v| v.trim().parse().ok()).unwrap_or(0.0)
     };
     (find("sum"), find("count"))
+}
+
+/// The `q` quantile of a histogram in `/metrics` text, in microseconds, as
+/// Prometheus's `histogram_quantile` estimates it: linear within the bucket
+/// the rank falls in. `labels` are the series' labels before `le`, e.g.
+/// `result="scheduled",profile="wasmsched"`.
+fn histogram_quantile_us(text: &str, name: &str, labels: &str, q: f64) -> f64 {
+    let prefix = format!("{name}_bucket{{{labels},le=\"");
+    let buckets: Vec<(f64, f64)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter_map(|rest| {
+            let (le, count) = rest.split_once("\"} ")?;
+            let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
+            Some((le, count.trim().parse().ok()?))
+        })
+        .collect();
+    let Some(&(_, total)) = buckets.last() else { return 0.0 };
+    let rank = q * total;
+    let mut lower = (0.0, 0.0);
+    for &(le, cumulative) in &buckets {
+        if cumulative >= rank {
+            if le.is_infinite() {
+                return lower.0 * 1e6;
+            }
+            let within = if cumulative > lower.1 { (rank - lower.1) / (cumulative - lower.1) } else { 0.0 };
+            return (lower.0 + (le - lower.0) * within) * 1e6;
+        }
+        lower = (le, cumulative);
+    }
+    lower.0 * 1e6
 }
 
 pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> Result<BenchResult, String> {
@@ -33,7 +67,7 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> Result<B
     }
     let engine = PolicyEngine::new().map_err(|e| e.to_string())?;
     let policy =
-        engine.load(&crate::default_policy::source(), "{}", PolicyLimits::default()).map_err(|e| e.to_string())?;
+        engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).map_err(|e| e.to_string())?;
     let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]);
     let mut config =
         RunConfig::new(vec![ProfileConfig { scheduler_name: "wasmsched".into(), policies, ..Default::default() }]);
@@ -42,7 +76,7 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> Result<B
     config.tenants.settings.enabled = false;
     let url = fake.url().parse().map_err(|e| format!("{e}"))?;
     let client = kube::Client::try_from(kube::Config::new(url)).map_err(|e| e.to_string())?;
-    let running = crate::kubernetes::start(client, config).await.map_err(|e| format!("{e:#}"))?;
+    let running = wasmsched::kubernetes::start(client, config).await.map_err(|e| format!("{e:#}"))?;
     let ready_by = Instant::now() + Duration::from_secs(30);
     while !running.status.readiness().0 {
         if Instant::now() > ready_by {
@@ -66,7 +100,6 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> Result<B
     let wall = started.elapsed();
     let cpu_after = cpu_by_thread();
     let metrics = running.status.metrics.render();
-    let mut durations = running.status.metrics.recent_attempt_durations();
     running.shutdown().await;
 
     let (bind_sum, binds) = sum_and_count(&metrics, "wasmsched_binding_duration_seconds", "{result=\"bound\"}");
@@ -75,11 +108,7 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> Result<B
         "wasmsched_policy_call_duration_seconds",
         "{policy=\"least-allocated\",phase=\"score\"}",
     );
-    let (cycle_sum, cycles) = sum_and_count(
-        &metrics,
-        "wasmsched_scheduling_attempt_duration_seconds",
-        "{result=\"scheduled\",profile=\"wasmsched\"}",
-    );
+    let (cycle_sum, cycles) = sum_and_count(&metrics, ATTEMPT_DURATION, &format!("{{{SCHEDULED}}}"));
     let mut details = BTreeMap::new();
     details.insert("bindConcurrency".into(), bind_concurrency as f64);
     details.insert("bindingRoundTripMs".into(), bind_sum / binds.max(1.0) * 1e3);
@@ -107,12 +136,34 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> Result<B
         nodes,
         pods,
         pods_per_second: pods as f64 / wall.as_secs_f64(),
-        attempt_p50_us: quantile_us(&mut durations, 0.5),
-        attempt_p99_us: quantile_us(&mut durations, 0.99),
+        attempt_p50_us: histogram_quantile_us(&metrics, ATTEMPT_DURATION, SCHEDULED, 0.5),
+        attempt_p99_us: histogram_quantile_us(&metrics, ATTEMPT_DURATION, SCHEDULED, 0.99),
         policy_ns_per_node: (scores > 0.0).then(|| score_sum / scores / nodes as f64 * 1e9),
         peak_rss_mib: peak_rss_mib(),
         wall_seconds: wall.as_secs_f64(),
         details,
         notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_interpolate_within_the_bucket_as_prometheus_does() {
+        let text = "\
+x_bucket{a=\"1\",le=\"0.001\"} 10
+x_bucket{a=\"1\",le=\"0.002\"} 30
+x_bucket{a=\"1\",le=\"+Inf\"} 40
+x_bucket{a=\"2\",le=\"0.001\"} 99
+";
+        // rank 20 of 40: halfway through the (1 ms, 2 ms] bucket.
+        assert!((histogram_quantile_us(text, "x", "a=\"1\"", 0.5) - 1500.0).abs() < 1e-6);
+        // rank 5: halfway through the first bucket, from 0.
+        assert!((histogram_quantile_us(text, "x", "a=\"1\"", 0.125) - 500.0).abs() < 1e-6);
+        // In +Inf: the highest finite bound.
+        assert!((histogram_quantile_us(text, "x", "a=\"1\"", 0.99) - 2000.0).abs() < 1e-6);
+        assert_eq!(histogram_quantile_us(text, "x", "a=\"3\"", 0.5), 0.0);
+    }
 }

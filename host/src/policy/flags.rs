@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::policy::config_to_json;
+use crate::scheduler::{PolicySet, WeightedPolicy};
 use anyhow::{Context, bail};
 use clap::Args;
-use wasmsched::policy::config_to_json;
-use wasmsched::scheduler::{PolicySet, WeightedPolicy};
 use wasmsched_runtime::{PolicyEngine, PolicyLimits, PolicySource};
 
 #[derive(Args, Debug, Clone)]
@@ -53,7 +53,7 @@ pub fn read_config(path: Option<&Path>) -> anyhow::Result<String> {
 
 /// `250ms`, `2s`, `1.5s`, `1m` (see `wasmsched::duration`).
 pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
-    wasmsched::duration::parse_duration(text).map_err(anyhow::Error::msg)
+    crate::duration::parse_duration(text).map_err(anyhow::Error::msg)
 }
 
 /// `PATH[,weight=N][,config=FILE]`
@@ -100,7 +100,7 @@ pub fn load_tenant_policy(
     let source = PolicySource::from_file(&parsed.path).with_context(|| format!("reading {}", parsed.path.display()))?;
     let config = read_config(parsed.config.as_deref())?;
     let policy = engine
-        .load(&source, &config, wasmsched::scheduler::default_tenant_limits())
+        .load(&source, &config, crate::scheduler::default_tenant_limits())
         .with_context(|| format!("--tenant-policy {owner}"))?;
     Ok((namespace.to_string(), name.to_string(), Arc::new(policy)))
 }
@@ -131,7 +131,7 @@ pub fn load_policies(
     limits: &PolicyLimits,
 ) -> anyhow::Result<(PolicySet, String)> {
     if specs.is_empty() {
-        let policy = engine.load(&wasmsched::default_policy::source(), "{}", limits.clone())?;
+        let policy = engine.load(&crate::default_policy::source(), "{}", limits.clone())?;
         let label = format!("{} {} (embedded)", policy.info.name, policy.info.version);
         return Ok((PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]), label));
     }

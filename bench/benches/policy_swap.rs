@@ -1,4 +1,4 @@
-//! PolicySwap (`cargo bench -p wasmsched --bench policy_swap`): hot swaps
+//! PolicySwap (`cargo bench -p wasmsched-bench --bench policy_swap`): hot swaps
 //! under steady load through the Kubernetes backend and the in-process fake
 //! API server. 500 nodes (half of them spot), pods created at a steady
 //! rate; the profile's policy ConfigMap is updated every two seconds,
@@ -146,7 +146,7 @@ async fn run(rate: usize) {
     println!(
         "PolicySwap {NODES} nodes, {rate} pods/s steady, {SWAPS} ConfigMap updates: {total} pods bound in {:.2} s, peak RSS {:.0} MiB",
         samples.last().map_or(0.0, |(t, _)| t.as_secs_f64()),
-        wasmsched::bench::peak_rss_mib()
+        wasmsched_bench::peak_rss_mib()
     );
     println!("  steady binding rate before the first swap: {steady_rate:.0} pods/s");
     for (i, (at, latency)) in swaps.iter().enumerate() {

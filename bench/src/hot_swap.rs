@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use super::cluster::{node, pod};
 use super::{BenchResult, peak_rss_mib, quantile_us};
-use crate::policy::bundle::{load_bundle, parse_bundle};
-use crate::policy::remote::Fetcher;
-use crate::scheduler::{Attempt, PolicySet, Scheduler, SchedulerConfig};
+use wasmsched::policy::bundle::{load_bundle, parse_bundle};
+use wasmsched::policy::remote::Fetcher;
+use wasmsched::scheduler::{Attempt, PolicySet, Scheduler, SchedulerConfig};
 use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
 const WINDOW: Duration = Duration::from_millis(100);
@@ -30,7 +30,7 @@ type Compile = Arc<dyn Fn() -> Result<PolicySet, String> + Send + Sync>;
 pub fn run(nodes: usize, duration: Duration, swap_every: Duration) -> Result<BenchResult, String> {
     let engine = Arc::new(PolicyEngine::for_background().map_err(|e| e.to_string())?);
     let files =
-        BTreeMap::from([("least-allocated.wasm".to_string(), crate::default_policy::DEFAULT_POLICY_WASM.to_vec())]);
+        BTreeMap::from([("least-allocated.wasm".to_string(), wasmsched::default_policy::DEFAULT_POLICY_WASM.to_vec())]);
     let compile: Compile = Arc::new(move || {
         let entries = parse_bundle("bench", &files, 32 << 20, &Fetcher::new(None))?;
         load_bundle(&engine, &entries, &PolicyLimits::default(), None)

@@ -1,12 +1,12 @@
-//! EndToEnd (`cargo bench -p wasmsched --bench end_to_end`): the Kubernetes
+//! EndToEnd (`cargo bench -p wasmsched-bench --bench end_to_end`): the Kubernetes
 //! backend against the in-process fake API server over real HTTP — watch →
 //! cycle → bind → events — at 500 nodes / 1,000 pods, with 16 and 64
 //! bindings in flight (`--bind-concurrency=N` for one). The workload is
-//! `wasmsched::bench::end_to_end`, the same as `wasmsched bench`. A run is
+//! `wasmsched_bench::end_to_end`, the same as `wasmsched-bench`. A run is
 //! a fraction of a second: five per setting, the median reported, the
 //! breakdown of the median run printed.
 
-use wasmsched::bench::{end_to_end, table};
+use wasmsched_bench::{end_to_end, table};
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();

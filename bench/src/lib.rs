@@ -1,4 +1,4 @@
-//! The benchmark workloads behind `wasmsched bench` and the `cargo bench`
+//! The benchmark workloads behind `wasmsched-bench` and the `cargo bench`
 //! targets: one implementation, so the numbers a user gets from the binary
 //! are the numbers in docs/benchmarks.md.
 //!

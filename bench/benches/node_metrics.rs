@@ -1,21 +1,21 @@
-//! NodeMetrics (`cargo bench -p wasmsched --bench node_metrics`):
+//! NodeMetrics (`cargo bench -p wasmsched-bench --bench node_metrics`):
 //! 1. refresh cost at 5,000 nodes with 3 Prometheus metrics: each refresh
 //!    is one instant query answered by a local HTTP server with 5,000
 //!    series (what Prometheus returns for `avg by (node) (...)`), parsed
 //!    and swapped into the cache; time per refresh and memory held;
 //! 2. scheduling throughput at 5,000 nodes / 10,000 pods with metrics off
 //!    (wasm least-allocated) and on (wasm http-latency reading a cached
-//!    metric for every candidate): `wasmsched bench`'s SchedulingBasic and
+//!    metric for every candidate): `wasmsched-bench`'s SchedulingBasic and
 //!    WithMetrics workloads.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use wasmsched::bench::scheduling_basic::{self, Scoring};
 use wasmsched::metrics::prometheus;
 use wasmsched::metrics::{MetricSource, MetricSpec, MetricsCache};
 use wasmsched::scheduler::NodeSampling;
+use wasmsched_bench::scheduling_basic::{self, Scoring};
 
 const NODES: usize = 5000;
 const PODS: usize = 10000;
@@ -82,7 +82,7 @@ async fn refresh_cost() {
         .collect();
     let cache = Arc::new(MetricsCache::new(specs));
     let http = reqwest::Client::new();
-    let rss_before = wasmsched::bench::peak_rss_mib();
+    let rss_before = wasmsched_bench::peak_rss_mib();
     let mut took = Vec::new();
     for round in 0..20 {
         for metric in METRICS {
@@ -108,20 +108,20 @@ async fn refresh_cost() {
     println!(
         "  peak RSS {:.0} MiB → {:.0} MiB holding {} metrics × {NODES} nodes (plus the parse buffers of one refresh)",
         rss_before,
-        wasmsched::bench::peak_rss_mib(),
+        wasmsched_bench::peak_rss_mib(),
         METRICS.len()
     );
 }
 
 /// Metrics off and on: the `SchedulingBasic` and `WithMetrics` workloads
-/// of `wasmsched bench`.
+/// of `wasmsched-bench`.
 fn throughput() {
     let results = [
         scheduling_basic::run(NODES, PODS, Scoring::Wasm, None, NodeSampling::All).unwrap(),
         scheduling_basic::run(NODES, PODS, Scoring::WithMetrics, None, NodeSampling::All).unwrap(),
     ];
     println!();
-    print!("{}", wasmsched::bench::table(&results));
+    print!("{}", wasmsched_bench::table(&results));
 }
 
 fn main() {

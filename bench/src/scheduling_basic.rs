@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use super::cluster::cluster;
 use super::{BenchResult, peak_rss_mib, quantile_us};
-use crate::metrics::{MetricSource, MetricSpec, MetricsCache};
-use crate::scheduler::{NodeSampling, PolicySet, WeightedPolicy};
-use crate::sim::{SimOptions, simulate};
+use wasmsched::metrics::{MetricSource, MetricSpec, MetricsCache};
+use wasmsched::scheduler::{NodeSampling, PolicySet, WeightedPolicy};
+use wasmsched::sim::{SimOptions, simulate};
 use wasmsched_runtime::{NoMetrics, NodeMetrics};
 use wasmsched_runtime::{PolicyEngine, PolicyLimits, PolicySource};
 
@@ -73,7 +73,7 @@ pub fn run(
         Ok(PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]))
     };
     let (policies, metrics): (PolicySet, Arc<dyn NodeMetrics>) = match scoring {
-        Scoring::Wasm => (load(crate::default_policy::source(), "{}")?, Arc::new(NoMetrics)),
+        Scoring::Wasm => (load(wasmsched::default_policy::source(), "{}")?, Arc::new(NoMetrics)),
         Scoring::Native => (PolicySet::default(), Arc::new(NoMetrics)),
         Scoring::WithMetrics => (
             load(
@@ -87,7 +87,7 @@ pub fn run(
     measure(nodes, pods, policies, metrics, workload, scoring.label(), sampling)
 }
 
-/// SchedulingBasic with a policy of the caller's (`wasmsched bench
+/// SchedulingBasic with a policy of the caller's (`wasmsched-bench
 /// --policy`): what an author's policy costs per node and per pod. The
 /// load (compile or cache, instantiate) is not timed.
 pub fn run_policy(
