@@ -16,10 +16,10 @@ pub struct PolicyLimits {
 }
 
 /// Defaults that interpreter-based policies (Python, JavaScript) work with
-/// out of the box: measured at 5,000 nodes, the JavaScript `cheapest`
-/// needs more than 128 MiB (SpiderMonkey's heap) and has calls of ~105 ms
-/// at p99 (its garbage collector); a Rust policy uses a few MiB and well
-/// under a millisecond, so the caps only matter to a policy gone wrong.
+/// out of the box: the JavaScript `cheapest` needs SpiderMonkey's heap and
+/// has garbage-collector pauses at 5,000 nodes, while a Rust policy stays
+/// far below both caps, so they only matter to a policy gone wrong
+/// (docs/benchmarks.md, policies in other languages).
 impl Default for PolicyLimits {
     fn default() -> Self {
         PolicyLimits {

@@ -124,8 +124,7 @@ impl LoadedPolicy {
     /// with `ctx`'s node table, so that the next call against a later
     /// version of that table sends only the nodes changed since. A new
     /// version's instance otherwise receives the whole table on its first
-    /// call, on the scheduling thread: 11–23 ms at 5,000 nodes for
-    /// least-allocated (docs/benchmarks.md, HotSwap).
+    /// call, on the scheduling thread (a stall; docs/benchmarks.md, HotSwap).
     pub fn warm(&self, ctx: &PolicyContext) -> Result<(), PolicyError> {
         self.with_instance(ctx, |_| Ok(()))
     }

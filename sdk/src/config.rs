@@ -7,7 +7,7 @@ use serde_json::Value;
 /// the `.wasm` (as YAML or JSON; the host converts YAML to JSON).
 ///
 /// Parsed on first use, so a policy that never reads its configuration does
-/// not carry a JSON parser (about 36 KB of .wasm and 10 ms of compile time).
+/// pay for a JSON parser in size and compile time (docs/benchmarks.md).
 #[derive(Debug, Clone)]
 pub struct Config {
     text: String,

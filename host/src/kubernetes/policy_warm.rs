@@ -2,8 +2,8 @@
 //! thread of its own, its instance receives the node table as the
 //! scheduling loop sees it, so the loop's first call with the new version
 //! sends only the nodes changed meanwhile. Without this the loop itself
-//! sent every node at that first call (11–23 ms at 5,000 nodes, a stall
-//! visible in HotSwap; docs/benchmarks.md).
+//! sent every node at that first call, a stall visible in HotSwap
+//! (docs/benchmarks.md).
 
 use std::collections::HashMap;
 use std::sync::mpsc::Sender;
