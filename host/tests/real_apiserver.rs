@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
+use wasmsched::kubernetes::ConfigMapRef;
 use wasmsched::kubernetes::config::ProfileConfig;
-use wasmsched::kubernetes::policy_configmap::ConfigMapRef;
 use wasmsched::scheduler::{PolicySet, WeightedPolicy};
 use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 

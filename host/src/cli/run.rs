@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use wasmsched::kubernetes::ConfigMapRef;
 use wasmsched::kubernetes::config::{ConfigurationFile, LeaderElectionConfig, ProfileConfig, RunConfig, TenantConfig};
-use wasmsched::kubernetes::policy_configmap::ConfigMapRef;
 use wasmsched::metrics::{MetricSpec, MetricsFile};
 use wasmsched::policy::remote::Fetcher;
 use wasmsched::scheduler::{NodeSampling, PolicySet};

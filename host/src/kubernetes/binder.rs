@@ -15,9 +15,14 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
+use tokio::sync::{Semaphore, mpsc};
 
 use super::denied::{self, Denials};
+use super::status::SchedulerStatus;
 use crate::cluster::PodInfo;
+
+/// A binding slower than this is abandoned and retried.
+const BIND_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BindOutcome {
@@ -85,9 +90,47 @@ pub async fn bind(
 pub struct BindRequest {
     pub pod: Arc<PodInfo>,
     pub node: String,
-    pub profile: String,
     /// Set when the built-in fallback chose the node (a policy failed).
     pub fallback: Option<String>,
+}
+
+/// What the binder tells the scheduling loop.
+#[derive(Debug)]
+pub struct BindResult {
+    pub request: BindRequest,
+    pub outcome: BindOutcome,
+}
+
+/// Binds with at most `concurrency` requests in flight, until `requests`
+/// closes and every binding has answered; results go to `results`. A
+/// replica that is no longer the leader does not send the request: the pod
+/// is requeued (and the new leader binds it).
+pub async fn run<T: From<BindResult> + Send + 'static>(
+    client: kube::Client,
+    mut requests: mpsc::UnboundedReceiver<BindRequest>,
+    results: std::sync::mpsc::Sender<T>,
+    status: Arc<SchedulerStatus>,
+    concurrency: usize,
+) {
+    let concurrency = concurrency.max(1);
+    let slots = Arc::new(Semaphore::new(concurrency));
+    while let Some(request) = requests.recv().await {
+        let Ok(permit) = slots.clone().acquire_owned().await else { break };
+        let client = client.clone();
+        let results = results.clone();
+        let status = status.clone();
+        tokio::spawn(async move {
+            let (outcome, took) = if status.is_leader() {
+                bind(&client, &request.pod, &request.node, BIND_TIMEOUT, &status.denials).await
+            } else {
+                (BindOutcome::Retry("not the leader any more".into()), Duration::ZERO)
+            };
+            status.metrics.binding(outcome.label(), took);
+            let _ = results.send(T::from(BindResult { request, outcome }));
+            drop(permit);
+        });
+    }
+    let _ = slots.acquire_many(concurrency as u32).await;
 }
 
 #[cfg(test)]

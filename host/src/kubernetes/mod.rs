@@ -1,41 +1,48 @@
 //! The Kubernetes backend: the scheduling core driven by a real cluster.
 //!
-//! Data path, top to bottom:
+//! Producers, each with its own message type, feed one loop:
 //! - `sources`: kube-rs watchers (nodes; every non-terminal pod, one
-//!   watch for every profile) reflected into the core;
-//! - `scheduling_loop`: one thread owns the core, applies cluster changes
-//!   between cycles and runs the cycles (queue → filters → policy → assume);
+//!   watch for every profile), read through `watch_events`;
+//! - `policy_configmap`, `policy_dir`: a profile's policies, hot-swapped
+//!   from a ConfigMap or a directory (`profile_updates`: validate, then
+//!   offer or reject);
+//! - `tenant_configmaps`: tenants' own policies from labelled ConfigMaps,
+//!   one worker per namespace (`tenant_namespace`);
+//! - `scheduling_loop`: one thread owns the core, applies the producers'
+//!   messages between cycles and runs the cycles (queue → filters →
+//!   policy → assume); `policy_warm` and `tenant_workers` are its helper
+//!   threads;
 //! - `binder`: `pods/{name}/binding` with the UID precondition, bounded
-//!   concurrency, results fed back to the core;
+//!   concurrency, results fed back to the loop;
 //! - `reporter`: events.k8s.io Events and the `PodScheduled` condition;
-//! - `policy_configmap`, `policy_dir`: policies hot-swapped from a
-//!   ConfigMap or a directory;
-//! - `tenant_configmaps`, `tenant_workers`: tenants' own policies, from
-//!   labelled ConfigMaps in their namespaces, each tenant on its own thread;
 //! - `leader`: the coordination.k8s.io Lease; only the leader schedules;
 //! - `http`: `/healthz`, `/readyz`, `/metrics`, `/policies`;
 //! - `watch_retry`: how every watch backs off, and the one line it logs;
-//! - `denied`: forbidden writes (events, conditions, bindings), said once.
+//! - `denied`: forbidden writes (events, conditions, bindings), said once;
+//! - `run`: wires them together and shuts them down in order.
 
-pub mod binder;
+mod binder;
 pub mod client;
 pub mod config;
-pub mod denied;
-pub mod http;
-pub mod leader;
-pub mod policy_configmap;
-pub mod policy_dir;
-pub mod policy_swap;
-pub mod policy_warm;
-pub mod reporter;
-pub mod run;
-pub mod scheduling_loop;
-pub mod sources;
-pub mod status;
-pub mod tenant_configmaps;
-pub mod tenant_workers;
-pub mod watch_retry;
+mod denied;
+mod http;
+mod leader;
+mod policy_configmap;
+mod policy_dir;
+mod policy_warm;
+mod profile_updates;
+mod reporter;
+mod run;
+mod scheduling_loop;
+mod sources;
+mod status;
+mod tenant_configmaps;
+mod tenant_namespace;
+mod tenant_workers;
+mod watch_events;
+mod watch_retry;
 
 pub use config::{LeaderElectionConfig, ProfileConfig, RunConfig, TenantConfig};
+pub use policy_configmap::ConfigMapRef;
 pub use run::{RunningScheduler, start};
 pub use status::SchedulerStatus;

@@ -17,15 +17,14 @@ use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use kube::Api;
 use kube::api::PostParams;
-use kube::runtime::watcher::{self, Event as WatchEvent};
+use kube::runtime::watcher;
 
-use super::policy_swap::{Outcome, Swapper};
+use super::profile_updates::{Outcome, ProfilePolicies, ProfileUpdates};
 use super::reporter::new_event;
-use super::scheduling_loop::Input;
 use super::status::SchedulerStatus;
+use super::watch_events::{self, Change};
 use super::watch_retry::{FailureKind, WatchTarget, classify, with_retry};
-use crate::policy::remote::Fetcher;
-use wasmsched_runtime::{PolicyEngine, PolicyLimits};
+use crate::policy::validator::BundleValidator;
 
 /// `NAMESPACE/NAME` of a policy ConfigMap.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,16 +68,24 @@ pub(super) fn files_of(cm: &ConfigMap) -> BTreeMap<String, Vec<u8>> {
 }
 
 pub struct PolicyConfigMapSource {
-    pub configmap: ConfigMapRef,
-    pub profile: String,
-    pub engine: Arc<PolicyEngine>,
-    pub limits: PolicyLimits,
-    pub fetcher: Fetcher,
-    pub instance: String,
+    configmap: ConfigMapRef,
+    profile: String,
+    validator: Arc<BundleValidator>,
+    /// The events' reporting instance.
+    instance: String,
 }
 
 impl PolicyConfigMapSource {
-    pub async fn run(self, client: kube::Client, tx: std::sync::mpsc::Sender<Input>, status: Arc<SchedulerStatus>) {
+    pub fn new(configmap: ConfigMapRef, profile: String, validator: Arc<BundleValidator>, instance: String) -> Self {
+        PolicyConfigMapSource { configmap, profile, validator, instance }
+    }
+
+    pub async fn run<T: From<ProfilePolicies> + Send + 'static>(
+        self,
+        client: kube::Client,
+        tx: std::sync::mpsc::Sender<T>,
+        status: Arc<SchedulerStatus>,
+    ) {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.configmap.namespace);
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.configmap.name));
         let target = WatchTarget {
@@ -87,44 +94,28 @@ impl PolicyConfigMapSource {
             scope: format!("in namespace {}", self.configmap.namespace),
             switch_off: None,
         };
-        let mut stream = with_retry(watcher::watcher(api, config), target).boxed();
-        let mut swapper = Some(Swapper {
-            profile: self.profile.clone(),
-            origin: format!("configmap {}", self.configmap),
-            engine: self.engine.clone(),
-            limits: self.limits.clone(),
-            fetcher: self.fetcher.clone(),
-            tx,
-            status: status.clone(),
-            have_active: false,
-        });
-        let mut last_version: Option<String> = None;
-        let mut seen_in_list = false;
+        let mut changes = watch_events::decode(with_retry(watcher::watcher(api, config), target)).boxed();
+        let origin = format!("configmap {}", self.configmap);
+        let mut updates = Some(ProfileUpdates::new(&self.profile, origin, self.validator.clone(), tx, status.clone()));
+        // Whether any version of the ConfigMap has been seen.
+        let mut seen = false;
         // Said once: the ConfigMap may not be read.
         let mut forbidden = false;
-        while let Some(event) = stream.next().await {
-            let cm = match event {
-                Ok(WatchEvent::Apply(cm)) => cm,
-                Ok(WatchEvent::InitApply(cm)) => {
-                    seen_in_list = true;
-                    cm
-                }
-                Ok(WatchEvent::Init) => {
-                    seen_in_list = false;
-                    continue;
-                }
-                Ok(WatchEvent::InitDone) => {
-                    if !seen_in_list && last_version.is_none() {
+        while let Some(change) = changes.next().await {
+            let cm = match change {
+                Ok(Change::Applied(cm)) => cm,
+                Ok(Change::Listed { listed, .. }) => {
+                    if listed.is_empty() && !seen {
                         let why = format!("policy configmap {} not found", self.configmap);
                         tracing::warn!(profile = %self.profile, "{why}; pods are placed by the built-in scoring");
-                        if let Some(s) = swapper.as_mut() {
-                            s.unavailable(&why);
+                        if let Some(u) = updates.as_mut() {
+                            u.unavailable(&why);
                         }
                     }
                     status.set_synced(&self.configmap.source_name());
                     continue;
                 }
-                Ok(WatchEvent::Delete(_)) => {
+                Ok(Change::Deleted(_)) => {
                     tracing::warn!(configmap = %self.configmap, "policy configmap deleted; the active policies stay");
                     continue;
                 }
@@ -134,28 +125,24 @@ impl PolicyConfigMapSource {
                 // Logged and retried by `with_retry`.
                 Err(e) => {
                     let (kind, _, message) = classify(&e);
-                    if last_version.is_none() && !forbidden && kind == FailureKind::Forbidden {
+                    if !seen && !forbidden && kind == FailureKind::Forbidden {
                         forbidden = true;
                         let why = format!("policy configmap {} cannot be read: {message}", self.configmap);
-                        if let Some(s) = swapper.as_mut() {
-                            s.unavailable(&why);
+                        if let Some(u) = updates.as_mut() {
+                            u.unavailable(&why);
                         }
                         status.set_synced(&self.configmap.source_name());
                     }
                     continue;
                 }
             };
-            let version = cm.metadata.resource_version.clone();
-            if version.is_some() && version == last_version {
-                continue;
-            }
-            last_version = version;
+            seen = true;
             let files = files_of(&cm);
-            // Compiling blocks: the swapper goes to a blocking thread and back.
-            let Some(mut s) = swapper.take() else { return };
-            let (s, outcome) = match tokio::task::spawn_blocking(move || {
-                let outcome = s.offer(&files);
-                (s, outcome)
+            // Compiling blocks: the updates go to a blocking thread and back.
+            let Some(mut u) = updates.take() else { return };
+            let (u, outcome) = match tokio::task::spawn_blocking(move || {
+                let outcome = u.offer(&files);
+                (u, outcome)
             })
             .await
             {
@@ -165,7 +152,7 @@ impl PolicyConfigMapSource {
                     return;
                 }
             };
-            swapper = Some(s);
+            updates = Some(u);
             if let Outcome::Rejected { why, consequence } = outcome {
                 let note = format!("policy update rejected: {why}; {consequence}");
                 configmap_event(&client, &cm, ("Warning", "PolicyRejected"), note, &self.profile, &self.instance).await;

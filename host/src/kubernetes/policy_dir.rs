@@ -8,12 +8,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::policy_swap::Swapper;
-use super::scheduling_loop::Input;
+use super::profile_updates::{ProfilePolicies, ProfileUpdates};
 use super::status::SchedulerStatus;
 use crate::policy::directory::{DirWatcher, bundle_digest, read_bundle_dir};
-use crate::policy::remote::Fetcher;
-use wasmsched_runtime::{PolicyEngine, PolicyLimits};
+use crate::policy::validator::BundleValidator;
 
 /// Quiet time after the last change before the directory is read.
 const SETTLE: Duration = Duration::from_millis(150);
@@ -22,20 +20,22 @@ const SETTLE: Duration = Duration::from_millis(150);
 const RESCAN: Duration = Duration::from_secs(10);
 
 pub struct PolicyDirSource {
-    pub dir: PathBuf,
-    pub profile: String,
-    pub engine: Arc<PolicyEngine>,
-    pub limits: PolicyLimits,
-    pub fetcher: Fetcher,
+    dir: PathBuf,
+    profile: String,
+    validator: Arc<BundleValidator>,
 }
 
 impl PolicyDirSource {
+    pub fn new(dir: PathBuf, profile: String, validator: Arc<BundleValidator>) -> Self {
+        PolicyDirSource { dir, profile, validator }
+    }
+
     pub fn source_name(dir: &std::path::Path) -> String {
         format!("policy dir {}", dir.display())
     }
 
     /// Runs on its own thread until the scheduling loop is gone.
-    pub fn run(self, tx: std::sync::mpsc::Sender<Input>, status: Arc<SchedulerStatus>) {
+    pub fn run<T: From<ProfilePolicies>>(self, tx: std::sync::mpsc::Sender<T>, status: Arc<SchedulerStatus>) {
         let watcher = match DirWatcher::new(&self.dir, SETTLE) {
             Ok(w) => Some(w),
             Err(e) => {
@@ -43,16 +43,8 @@ impl PolicyDirSource {
                 None
             }
         };
-        let mut swapper = Swapper {
-            profile: self.profile.clone(),
-            origin: format!("dir {}", self.dir.display()),
-            engine: self.engine.clone(),
-            limits: self.limits.clone(),
-            fetcher: self.fetcher.clone(),
-            tx,
-            status: status.clone(),
-            have_active: false,
-        };
+        let origin = format!("dir {}", self.dir.display());
+        let mut updates = ProfileUpdates::new(&self.profile, origin, self.validator.clone(), tx, status.clone());
         let mut last_digest: Option<String> = None;
         loop {
             match read_bundle_dir(&self.dir) {
@@ -60,12 +52,12 @@ impl PolicyDirSource {
                     let digest = bundle_digest(&files);
                     if last_digest.as_ref() != Some(&digest) {
                         last_digest = Some(digest);
-                        swapper.offer(&files);
+                        updates.offer(&files);
                     }
                 }
                 Err(e) => {
                     tracing::warn!(dir = %self.dir.display(), error = %e, "cannot read the policy directory");
-                    swapper.unavailable(&format!("policy dir {}: {e}", self.dir.display()));
+                    updates.unavailable(&format!("policy dir {}: {e}", self.dir.display()));
                 }
             }
             status.set_synced(&Self::source_name(&self.dir));

@@ -9,31 +9,29 @@ use std::collections::HashMap;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 
-use super::scheduling_loop::Input;
-use super::status::ActivePolicy;
-use crate::scheduler::PolicySet;
+use super::profile_updates::ProfilePolicies;
 use wasmsched_runtime::PolicyContext;
 
 /// Warms new versions and makes sure the last one offered for a profile is
 /// the one that stays, whichever warms first.
-pub struct PolicyWarmer {
-    tx: Sender<Input>,
+pub struct PolicyWarmer<T> {
+    tx: Sender<T>,
     /// Per profile, the number of the last version offered.
     latest: HashMap<String, u64>,
     offered: u64,
 }
 
-/// A set for a profile, with what the status page says of it.
+/// A set offered to [`PolicyWarmer::offer`], now synced with the node
+/// table: to be swapped in if [`PolicyWarmer::is_latest`] says so.
 #[derive(Debug)]
-pub struct Ready {
-    pub profile: String,
-    pub set: PolicySet,
-    pub active: Vec<ActivePolicy>,
+pub struct Warmed {
+    pub ready: Box<ProfilePolicies>,
+    pub version: u64,
 }
 
-impl PolicyWarmer {
-    /// Warmed sets come back on `tx` as [`Input::PoliciesWarmed`].
-    pub fn new(tx: Sender<Input>) -> Self {
+impl<T: From<Warmed> + Send + 'static> PolicyWarmer<T> {
+    /// Warmed sets come back on `tx`.
+    pub fn new(tx: Sender<T>) -> Self {
         PolicyWarmer { tx, latest: HashMap::new(), offered: 0 }
     }
 
@@ -41,7 +39,7 @@ impl PolicyWarmer {
     /// at once: when `warm` is false, when the set has no policy to warm,
     /// and when no thread can be started. Either way it supersedes every
     /// version offered before it.
-    pub fn offer(&mut self, ready: Ready, ctx: PolicyContext, warm: bool) -> Option<Ready> {
+    pub fn offer(&mut self, ready: ProfilePolicies, ctx: PolicyContext, warm: bool) -> Option<ProfilePolicies> {
         self.offered += 1;
         let version = self.offered;
         self.latest.insert(ready.profile.clone(), version);
@@ -56,7 +54,7 @@ impl PolicyWarmer {
         let spawned = std::thread::Builder::new().name("policy-warm".into()).spawn(move || {
             let Some(ready) = theirs.lock().expect("warm slot").take() else { return };
             ready.set.warm(&ctx);
-            let _ = tx.send(Input::PoliciesWarmed { ready: Box::new(ready), version });
+            let _ = tx.send(T::from(Warmed { ready: Box::new(ready), version }));
         });
         match spawned {
             Ok(_) => None,
@@ -82,11 +80,12 @@ mod tests {
     use super::*;
     use crate::policy::bundle::{load_bundle, parse_bundle};
     use crate::policy::remote::Fetcher;
+    use crate::scheduler::PolicySet;
     use wasmsched_runtime::NoMetrics;
     use wasmsched_runtime::{NodeFacts, NodeTable, PolicyEngine, PolicyLimits};
 
-    fn ready(set: PolicySet) -> Ready {
-        Ready { profile: "wasmsched".into(), set, active: vec![] }
+    fn ready(set: PolicySet) -> ProfilePolicies {
+        ProfilePolicies { profile: "wasmsched".into(), set, active: vec![] }
     }
 
     #[test]
@@ -105,14 +104,14 @@ mod tests {
         let sent_before = policy.node_records_sent();
 
         let (tx, rx) = std::sync::mpsc::channel();
-        let mut warmer = PolicyWarmer::new(tx);
+        let mut warmer = PolicyWarmer::<Warmed>::new(tx);
         let cold = warmer.offer(ready(set.clone()), ctx.clone(), false).expect("not warmed when asked not to");
         assert_eq!(policy.node_records_sent(), sent_before, "a cold set is handed back untouched");
         let cold_version = warmer.offered;
         drop(cold);
         assert!(warmer.offer(ready(set), ctx.clone(), true).is_none(), "a set with a policy is warmed first");
         assert!(!warmer.is_latest("wasmsched", cold_version), "the later offer supersedes the cold one");
-        let Ok(Input::PoliciesWarmed { ready: warmed, version }) = rx.recv_timeout(Duration::from_secs(30)) else {
+        let Ok(Warmed { ready: warmed, version }) = rx.recv_timeout(Duration::from_secs(30)) else {
             panic!("the warmed set did not come back");
         };
         assert_eq!(policy.node_records_sent() - sent_before, 20, "warmed with the whole table");

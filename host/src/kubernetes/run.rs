@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::binder::{self, BindRequest};
@@ -14,24 +14,21 @@ use super::http;
 use super::leader::LeaderElector;
 use super::policy_configmap::{ConfigMapRef, PolicyConfigMapSource};
 use super::policy_dir::PolicyDirSource;
-use super::policy_warm::PolicyWarmer;
 use super::reporter::PodReporter;
 use super::scheduling_loop::{Input, SchedulingLoop};
 use super::sources::Source;
 use super::status::{ActivePolicy, SchedulerStatus};
 use super::tenant_configmaps::{self, TenantConfigMapSource};
-use super::tenant_workers::TenantWorkers;
 use crate::metrics::MetricsCache;
 use crate::metrics::refresher::Refresher;
 use crate::policy::remote::Fetcher;
+use crate::policy::validator::BundleValidator;
 use crate::scheduler::{Profile, Scheduler, SchedulerConfig};
 use wasmsched_runtime::PolicyEngine;
 
 /// The readiness check of the node metric cache (first refresh attempted).
 const NODE_METRICS_SOURCE: &str = "node metrics";
 
-/// A binding slower than this is abandoned and retried.
-const BIND_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long shutdown waits for events still being sent.
 const REPORT_FLUSH: Duration = Duration::from_secs(5);
 
@@ -142,36 +139,25 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
             engine = engine.with_cache_dir(dir);
         }
         let engine = Arc::new(engine);
-        let fetcher = Fetcher::new(config.cache_dir.clone());
         if tenants_on {
-            let source = TenantConfigMapSource {
-                config: config.tenants.clone(),
-                engine: engine.clone(),
-                controller,
-                instance: le.identity.clone(),
-            };
+            let t = &config.tenants;
+            let validator = Arc::new(BundleValidator::for_tenants(engine.clone(), t.limits.clone(), t.max_policies));
+            let source =
+                TenantConfigMapSource::new(t.settings.clone(), validator, controller.clone(), le.identity.clone());
             watches.push(tokio::spawn(source.run(client.clone(), inputs_tx.clone(), status.clone())));
         }
+        let validator = Arc::new(BundleValidator::for_profiles(
+            engine,
+            config.policy_limits.clone(),
+            Fetcher::new(config.cache_dir.clone()),
+        ));
         for (profile, dir) in dir_sources {
-            let source = PolicyDirSource {
-                dir,
-                profile,
-                engine: engine.clone(),
-                limits: config.policy_limits.clone(),
-                fetcher: fetcher.clone(),
-            };
+            let source = PolicyDirSource::new(dir, profile, validator.clone());
             let (tx, status) = (inputs_tx.clone(), status.clone());
             std::thread::Builder::new().name("policy-dir".into()).spawn(move || source.run(tx, status))?;
         }
         for (profile, configmap) in policy_sources {
-            let source = PolicyConfigMapSource {
-                configmap,
-                profile,
-                engine: engine.clone(),
-                limits: config.policy_limits.clone(),
-                fetcher: fetcher.clone(),
-                instance: le.identity.clone(),
-            };
+            let source = PolicyConfigMapSource::new(configmap, profile, validator.clone(), le.identity.clone());
             watches.push(tokio::spawn(source.run(client.clone(), inputs_tx.clone(), status.clone())));
         }
     }
@@ -194,29 +180,13 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         None
     };
 
-    let binder = tokio::spawn(binder_loop(
-        client.clone(),
-        binds_rx,
-        inputs_tx.clone(),
-        status.clone(),
-        config.bind_concurrency.max(1),
-    ));
+    let binder =
+        tokio::spawn(binder::run(client.clone(), binds_rx, inputs_tx.clone(), status.clone(), config.bind_concurrency));
     let reporter = tokio::spawn(
         PodReporter::new(client.clone(), &le.identity, config.failed_event_interval, status.denials.clone())
             .run(reports_rx),
     );
-    let core = SchedulingLoop {
-        scheduler,
-        inputs: inputs_rx,
-        binds: binds_tx,
-        reports: reports_tx,
-        status: status.clone(),
-        reported_invalid: Default::default(),
-        bindings_in_flight: 0,
-        draining: false,
-        tenant_workers: TenantWorkers::new(inputs_tx.clone()),
-        policy_warmer: PolicyWarmer::new(inputs_tx.clone()),
-    };
+    let core = SchedulingLoop::new(scheduler, (inputs_tx.clone(), inputs_rx), binds_tx, reports_tx, status.clone());
     let core_thread = std::thread::Builder::new().name("scheduling-loop".into()).spawn(move || core.run())?;
 
     let sup_status = status.clone();
@@ -242,34 +212,4 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         tracing::info!("shut down");
     });
     Ok(RunningScheduler { status, http_addr, shutdown: shutdown_tx, supervisor })
-}
-
-/// Binds with at most `concurrency` requests in flight; results go back to
-/// the scheduling loop. A replica that is no longer the leader does not
-/// send the request: the pod is requeued (and the new leader binds it).
-async fn binder_loop(
-    client: kube::Client,
-    mut requests: mpsc::UnboundedReceiver<BindRequest>,
-    results: std::sync::mpsc::Sender<Input>,
-    status: Arc<SchedulerStatus>,
-    concurrency: usize,
-) {
-    let slots = Arc::new(Semaphore::new(concurrency));
-    while let Some(request) = requests.recv().await {
-        let Ok(permit) = slots.clone().acquire_owned().await else { break };
-        let client = client.clone();
-        let results = results.clone();
-        let status = status.clone();
-        tokio::spawn(async move {
-            let (outcome, took) = if status.is_leader() {
-                binder::bind(&client, &request.pod, &request.node, BIND_TIMEOUT, &status.denials).await
-            } else {
-                (binder::BindOutcome::Retry("not the leader any more".into()), Duration::ZERO)
-            };
-            status.metrics.binding(outcome.label(), took);
-            let _ = results.send(Input::BindResult { request, outcome });
-            drop(permit);
-        });
-    }
-    let _ = slots.acquire_many(concurrency as u32).await;
 }

@@ -5,52 +5,39 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::binder::{BindOutcome, BindRequest};
-use super::policy_warm::{PolicyWarmer, Ready};
+use super::binder::{BindOutcome, BindRequest, BindResult};
+use super::policy_warm::{PolicyWarmer, Warmed};
+use super::profile_updates::ProfilePolicies;
 use super::reporter::{PodRef, Report};
 use super::sources::ClusterChange;
-use super::status::{ActivePolicy, SchedulerStatus};
+use super::status::SchedulerStatus;
+use super::tenant_namespace::TenantPolicies;
 use super::tenant_workers::TenantWorkers;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::cluster::PodKey;
-use crate::scheduler::{Attempt, PolicySet, Scheduler, TenantVerdict};
-use wasmsched_runtime::LoadedPolicy;
+use crate::scheduler::{Attempt, Scheduler, TenantVerdict};
 
+/// Everything the loop hears, each from the producer that owns its type.
 #[derive(Debug)]
 pub enum Input {
+    /// From the watches (`sources`).
     Cluster(ClusterChange),
-    BindResult {
-        request: BindRequest,
-        outcome: BindOutcome,
-    },
-    /// A validated policy set for a profile: swapped in before the next
-    /// cycle (cycles run on this thread, so none is half-way through).
-    Policies {
-        profile: String,
-        set: PolicySet,
-        active: Vec<ActivePolicy>,
-    },
-    /// A set offered as `Policies`, now synced with the node table off this
-    /// thread (`policy_warm`): swapped in unless a later one was offered.
-    PoliciesWarmed {
-        ready: Box<Ready>,
-        version: u64,
-    },
-    /// A tenant policy's answer for one pod.
+    /// From the binder.
+    Bound(BindResult),
+    /// From a profile's policy source (`profile_updates`).
+    Policies(ProfilePolicies),
+    /// From the warmer, for a set offered as `Policies`.
+    Warmed(Warmed),
+    /// From a tenant's policy thread (`tenant_workers`).
     TenantVerdict(Box<TenantVerdict>),
-    /// Every valid policy of one tenant now (empty: none).
-    TenantPolicies {
-        namespace: String,
-        /// By the name pods give in their annotation.
-        policies: Vec<(String, Arc<LoadedPolicy>)>,
-        active: Vec<ActivePolicy>,
-    },
+    /// From the tenants' ConfigMaps.
+    TenantPolicies(TenantPolicies),
     /// Stop taking pods (shutdown).
     Stop,
 }
@@ -58,6 +45,36 @@ pub enum Input {
 impl From<ClusterChange> for Input {
     fn from(c: ClusterChange) -> Self {
         Input::Cluster(c)
+    }
+}
+
+impl From<BindResult> for Input {
+    fn from(r: BindResult) -> Self {
+        Input::Bound(r)
+    }
+}
+
+impl From<ProfilePolicies> for Input {
+    fn from(p: ProfilePolicies) -> Self {
+        Input::Policies(p)
+    }
+}
+
+impl From<Warmed> for Input {
+    fn from(w: Warmed) -> Self {
+        Input::Warmed(w)
+    }
+}
+
+impl From<Box<TenantVerdict>> for Input {
+    fn from(v: Box<TenantVerdict>) -> Self {
+        Input::TenantVerdict(v)
+    }
+}
+
+impl From<TenantPolicies> for Input {
+    fn from(p: TenantPolicies) -> Self {
+        Input::TenantPolicies(p)
     }
 }
 
@@ -70,22 +87,45 @@ const MAX_INPUTS: usize = 4096;
 const IDLE_WAKE: Duration = Duration::from_secs(1);
 
 pub struct SchedulingLoop {
-    pub scheduler: Scheduler,
-    pub inputs: Receiver<Input>,
-    pub binds: UnboundedSender<BindRequest>,
-    pub reports: UnboundedSender<Report>,
-    pub status: Arc<SchedulerStatus>,
+    scheduler: Scheduler,
+    inputs: Receiver<Input>,
+    binds: UnboundedSender<BindRequest>,
+    reports: UnboundedSender<Report>,
+    status: Arc<SchedulerStatus>,
     /// Invalid pods already reported, with the message reported.
-    pub reported_invalid: HashMap<PodKey, String>,
+    reported_invalid: HashMap<PodKey, String>,
     /// Bindings handed to the binder whose result has not come back.
-    pub bindings_in_flight: usize,
+    bindings_in_flight: usize,
     /// Stop requested: take no new pods, exit once bindings are done.
-    pub draining: bool,
-    pub tenant_workers: TenantWorkers,
-    pub policy_warmer: PolicyWarmer,
+    draining: bool,
+    tenant_workers: TenantWorkers<Input>,
+    policy_warmer: PolicyWarmer<Input>,
 }
 
 impl SchedulingLoop {
+    /// `inputs` is the receiving end of `loopback`, on which the loop's own
+    /// helpers (tenant threads, the warmer) answer.
+    pub fn new(
+        scheduler: Scheduler,
+        (loopback, inputs): (Sender<Input>, Receiver<Input>),
+        binds: UnboundedSender<BindRequest>,
+        reports: UnboundedSender<Report>,
+        status: Arc<SchedulerStatus>,
+    ) -> Self {
+        SchedulingLoop {
+            scheduler,
+            inputs,
+            binds,
+            reports,
+            status,
+            reported_invalid: HashMap::new(),
+            bindings_in_flight: 0,
+            draining: false,
+            tenant_workers: TenantWorkers::new(loopback.clone()),
+            policy_warmer: PolicyWarmer::new(loopback),
+        }
+    }
+
     pub fn run(mut self) {
         let start = Instant::now();
         let mut last_gauges = Instant::now() - IDLE_WAKE;
@@ -133,7 +173,7 @@ impl SchedulingLoop {
         }
     }
 
-    fn swap_in(&mut self, Ready { profile, set, active }: Ready) {
+    fn swap_in(&mut self, ProfilePolicies { profile, set, active }: ProfilePolicies) {
         self.scheduler.set_policies(&profile, set);
         self.status.set_profile_policies(&profile, active);
     }
@@ -177,23 +217,25 @@ impl SchedulingLoop {
                 }
                 ClusterChange::Synced(source) => self.status.set_synced(&source),
             },
-            Input::BindResult { request, outcome } => {
+            Input::Bound(BindResult { request, outcome }) => {
                 self.bindings_in_flight = self.bindings_in_flight.saturating_sub(1);
                 self.binding_result(request, outcome, now);
             }
-            Input::Policies { profile, set, active } => {
+            Input::Policies(ready) => {
                 // A profile with no valid version yet (at start, or after a
                 // bad first version) places its pods by the built-in
                 // scoring: its first version goes in at once, cold, rather
                 // than a few milliseconds later, warmed.
-                let warm =
-                    !self.scheduler.profiles().any(|p| p.scheduler_name == profile && p.policies.unavailable.is_some());
+                let warm = !self
+                    .scheduler
+                    .profiles()
+                    .any(|p| p.scheduler_name == ready.profile && p.policies.unavailable.is_some());
                 let ctx = self.scheduler.policy_context();
-                if let Some(ready) = self.policy_warmer.offer(Ready { profile, set, active }, ctx, warm) {
+                if let Some(ready) = self.policy_warmer.offer(ready, ctx, warm) {
                     self.swap_in(ready);
                 }
             }
-            Input::PoliciesWarmed { ready, version } => {
+            Input::Warmed(Warmed { ready, version }) => {
                 if self.policy_warmer.is_latest(&ready.profile, version) {
                     self.swap_in(*ready);
                 }
@@ -206,7 +248,7 @@ impl SchedulingLoop {
                     self.handle(attempt, now);
                 }
             }
-            Input::TenantPolicies { namespace, policies, active } => {
+            Input::TenantPolicies(TenantPolicies { namespace, policies, active }) => {
                 if policies.is_empty() {
                     self.tenant_workers.retire(&namespace);
                 }
@@ -273,7 +315,7 @@ impl SchedulingLoop {
             Attempt::Placed { pod, node, record } => {
                 self.status.metrics.attempt(&pod.scheduler_name, &record);
                 tracing::debug!(pod = %pod.key, %node, took = ?record.duration, "assumed");
-                let request = BindRequest { profile: pod.scheduler_name.clone(), pod, node, fallback: record.fallback };
+                let request = BindRequest { pod, node, fallback: record.fallback };
                 match self.binds.send(request) {
                     Ok(()) => self.bindings_in_flight += 1,
                     // The binder is gone (shutting down): forget the assumption.

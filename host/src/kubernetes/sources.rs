@@ -3,10 +3,11 @@
 //! informer does. The core decides which pods are pending and whose.
 //!
 //! kube-runtime's watcher relists on 410 Gone and reconnects with backoff;
-//! what a relist implies is done here: objects missing from the new list
-//! were deleted while we were not watching, and are reported as such. The
-//! core's cluster state is the store: keeping kube-runtime reflector
-//! stores as well would hold a second copy of every pod.
+//! what a relist implies (`watch_events`) is passed on: nodes missing from
+//! the new list were deleted while we were not watching, and the pods' list
+//! tells the core which pods it holds are gone. The core's cluster state is
+//! the store: keeping kube-runtime reflector stores as well would hold a
+//! second copy of every pod.
 //!
 //! A `DELETED` event is read for its key and UID only. On a field-selector
 //! watch it means "no longer matches" (a pod that finished), and the real
@@ -18,10 +19,11 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+use super::watch_events::{self, Change};
 use super::watch_retry::{WatchTarget, with_retry};
 use crate::cluster::PodKey;
 
@@ -93,10 +95,6 @@ impl Source {
     }
 }
 
-fn key<K: Resource>(o: &K) -> (String, String) {
-    (o.meta().namespace.clone().unwrap_or_default(), o.meta().name.clone().unwrap_or_default())
-}
-
 async fn reflect<K, T: From<ClusterChange> + Send>(
     api: Api<K>,
     source: Source,
@@ -106,8 +104,6 @@ async fn reflect<K, T: From<ClusterChange> + Send>(
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    let mut known: HashSet<(String, String)> = HashSet::new();
-    let mut listing: Vec<K> = Vec::new();
     let resource = match source.kind {
         SourceKind::Nodes => "nodes",
         SourceKind::LivePods => "pods",
@@ -118,48 +114,31 @@ async fn reflect<K, T: From<ClusterChange> + Send>(
         scope: if resource == "nodes" { "(cluster-scoped)".into() } else { "in all namespaces".into() },
         switch_off: None,
     };
-    let mut stream = with_retry(watcher::watcher(api, source.config.clone()), target).boxed();
+    let mut changes = watch_events::decode(with_retry(watcher::watcher(api, source.config.clone()), target)).boxed();
     let send = |c: ClusterChange| tx.send(T::from(c)).is_ok();
-    while let Some(event) = stream.next().await {
-        let ok = match event {
-            Ok(Event::Init) => {
-                listing.clear();
-                true
-            }
-            Ok(Event::InitApply(o)) => {
-                listing.push(o);
-                true
-            }
-            Ok(Event::InitDone) => {
-                let listed: HashSet<(String, String)> = listing.iter().map(key).collect();
+    while let Some(change) = changes.next().await {
+        let ok = match change {
+            Ok(Change::Applied(o)) => send(apply(o)),
+            Ok(Change::Deleted(o)) => send(gone(o)),
+            Ok(Change::Listed { listed, gone }) => {
                 let mut ok = true;
-                if matches!(source.kind, SourceKind::Nodes) {
-                    for (_, name) in known.difference(&listed) {
-                        tracing::debug!(source = %source.name, node = %name, "gone while not watching");
-                        ok &= send(ClusterChange::NodeGone(name.clone()));
+                match source.kind {
+                    SourceKind::Nodes => {
+                        for key in gone {
+                            tracing::debug!(source = %source.name, node = %key.name, "gone while not watching");
+                            ok &= send(ClusterChange::NodeGone(key.name));
+                        }
+                    }
+                    SourceKind::LivePods => {
+                        let keys =
+                            listed.iter().map(|k| PodKey { namespace: k.namespace.clone(), name: k.name.clone() });
+                        ok &= send(ClusterChange::PodsListed(keys.collect()));
                     }
                 }
-                known = listed;
-                for o in listing.drain(..) {
-                    ok &= send(apply(o));
-                }
-                if matches!(source.kind, SourceKind::LivePods) {
-                    let keys = known.iter().map(|(ns, name)| PodKey { namespace: ns.clone(), name: name.clone() });
-                    ok &= send(ClusterChange::PodsListed(keys.collect()));
-                }
-                tracing::info!(source = %source.name, objects = known.len(), "listed");
+                tracing::info!(source = %source.name, objects = listed.len(), "listed");
                 ok && send(ClusterChange::Synced(source.name.clone()))
             }
-            Ok(Event::Apply(o)) => {
-                known.insert(key(&o));
-                send(apply(o))
-            }
-            Ok(Event::Delete(o)) => {
-                known.remove(&key(&o));
-                send(gone(o))
-            }
-            // Logged and retried by `with_retry`; a 410 has already reset
-            // the watcher to relist.
+            // Logged and retried by `with_retry`.
             Err(_) => true,
         };
         if !ok {

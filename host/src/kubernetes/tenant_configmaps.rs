@@ -3,69 +3,51 @@
 //! whose policies apply to the pods of that namespace annotated
 //! `wasmsched.io/policy: NAME`.
 //!
-//! A tenant's bundle is validated like a profile's, within the tenant caps
-//! (size, memory, deadline, number of policies per namespace), off the
-//! scheduling path. The tenant hears the result on its ConfigMap: a Normal
-//! `PolicyAccepted` or a Warning `PolicyRejected` Event (the previous
-//! version stays), or `TenantPoliciesDisabled` when operators switched
-//! tenant policies off for the namespace.
+//! One cluster-wide watch hands each ConfigMap's changes to its
+//! namespace's worker (`tenant_namespace`), which validates them in order.
+//! Namespaces validate side by side: one tenant's slow compile never holds
+//! up another's update. The first list counts as synced once every tenant
+//! has validated what it listed, so no opted-in pod is decided before its
+//! policy is known.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::runtime::watcher::{self, Event as WatchEvent};
+use kube::runtime::watcher;
+use tokio::sync::{mpsc, oneshot};
 
-use super::config::TenantConfig;
-use super::policy_configmap::{configmap_event, files_of};
-use super::scheduling_loop::Input;
-use super::status::{ActivePolicy, SchedulerStatus};
+use super::policy_configmap::configmap_event;
+use super::status::SchedulerStatus;
+use super::tenant_namespace::{Note, Tenant, TenantContext, TenantPolicies, Validate, Work};
+use super::watch_events::{self, Change, ObjectKey};
 use super::watch_retry::{WatchTarget, with_retry};
-use crate::policy::bundle::{load_bundle, parse_bundle};
-use crate::policy::remote::Fetcher;
-use crate::scheduler::{POLICY_ANNOTATION, POLICY_CONFIGMAP_LABEL};
-use wasmsched_runtime::{LoadedPolicy, PolicyEngine};
+use crate::scheduler::{POLICY_CONFIGMAP_LABEL, TenantSettings};
 
 /// The readiness check of this source.
 pub const SOURCE_NAME: &str = "tenant policy configmaps";
 
-/// Tenants may not make the scheduler fetch: a namespace could point it at
-/// any address the scheduler can reach. Large tenant policies go through an
-/// operator (a profile policy by URL, or the directory source).
-const TENANT_URLS_REFUSED: &str =
-    "tenant policies cannot name URLs (only profile policies can); put the .wasm (or .wasm.gz) in the ConfigMap";
-
-type CmKey = (String, String);
-
-/// The valid version of one ConfigMap.
-struct Accepted {
-    policies: Vec<(String, Arc<LoadedPolicy>)>,
-    active: Vec<ActivePolicy>,
-}
-
-pub struct TenantConfigMapSource {
-    pub config: TenantConfig,
-    pub engine: Arc<PolicyEngine>,
+pub struct TenantConfigMapSource<V> {
+    settings: TenantSettings,
+    validator: Arc<V>,
     /// The events' reporting controller (the first profile's name).
-    pub controller: String,
-    pub instance: String,
+    controller: String,
+    instance: String,
 }
 
-struct Watch {
-    source: TenantConfigMapSource,
-    client: kube::Client,
-    tx: std::sync::mpsc::Sender<Input>,
-    status: Arc<SchedulerStatus>,
-    accepted: BTreeMap<CmKey, Accepted>,
-    /// The resourceVersion last looked at, accepted or not: a resync of
-    /// the same version is not validated (or reported) again.
-    seen: BTreeMap<CmKey, String>,
-}
+impl<V: Validate> TenantConfigMapSource<V> {
+    pub fn new(settings: TenantSettings, validator: Arc<V>, controller: String, instance: String) -> Self {
+        TenantConfigMapSource { settings, validator, controller, instance }
+    }
 
-impl TenantConfigMapSource {
-    pub async fn run(self, client: kube::Client, tx: std::sync::mpsc::Sender<Input>, status: Arc<SchedulerStatus>) {
+    pub async fn run<T: From<TenantPolicies> + Send + 'static>(
+        self,
+        client: kube::Client,
+        tx: std::sync::mpsc::Sender<T>,
+        status: Arc<SchedulerStatus>,
+    ) {
         let api: Api<ConfigMap> = Api::all(client.clone());
         let config = watcher::Config::default().labels(&format!("{POLICY_CONFIGMAP_LABEL}=true"));
         let target = WatchTarget {
@@ -76,34 +58,46 @@ impl TenantConfigMapSource {
                 "or turn tenant policies off (--tenant-policies=false); scheduling goes on without them".into(),
             ),
         };
-        let mut stream = with_retry(watcher::watcher(api, config), target).boxed();
-        let mut watch = Watch { source: self, client, tx, status, accepted: BTreeMap::new(), seen: BTreeMap::new() };
-        let mut listed: HashSet<CmKey> = HashSet::new();
+        let mut changes = watch_events::decode(with_retry(watcher::watcher(api, config), target)).boxed();
+        let (notes_tx, notes) = mpsc::unbounded_channel();
+        tokio::spawn(post_notes(client, notes, self.controller, self.instance));
+        let context =
+            Arc::new(TenantContext { settings: self.settings, validator: self.validator, tx, status, notes: notes_tx });
+        let mut tenants = Tenants::new(context.clone());
         let mut synced = false;
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(WatchEvent::Init) => listed.clear(),
-                Ok(WatchEvent::InitApply(cm)) => {
-                    listed.insert(key_of(&cm));
-                    watch.apply(cm).await;
+        while let Some(change) = changes.next().await {
+            match change {
+                Ok(Change::Applied(cm)) => {
+                    let key = ObjectKey::of(&cm);
+                    tenants.send(&key.namespace, Work::Apply(Box::new(cm)));
                 }
-                Ok(WatchEvent::InitDone) => {
+                Ok(Change::Deleted(cm)) => {
+                    let key = ObjectKey::of(&cm);
+                    tenants.send(&key.namespace, Work::Forget(key.name));
+                }
+                Ok(Change::Listed { gone, .. }) => {
                     // Deleted (or unlabelled) while nobody was watching.
-                    let gone: Vec<CmKey> = watch.seen.keys().filter(|k| !listed.contains(*k)).cloned().collect();
                     for key in gone {
-                        watch.forget(&key);
+                        tenants.send(&key.namespace, Work::Forget(key.name));
                     }
-                    watch.status.set_synced(SOURCE_NAME);
-                    synced = true;
+                    if !synced {
+                        synced = true;
+                        let done = tenants.barrier();
+                        let status = context.status.clone();
+                        tokio::spawn(async move {
+                            for d in done {
+                                let _ = d.await;
+                            }
+                            status.set_synced(SOURCE_NAME);
+                        });
+                    }
                 }
-                Ok(WatchEvent::Apply(cm)) => watch.apply(cm).await,
-                Ok(WatchEvent::Delete(cm)) => watch.forget(&key_of(&cm)),
                 // Tenant policies must not hold up everyone's scheduling:
                 // if they cannot even be listed (RBAC, say), the scheduler
                 // goes ready without them; `with_retry` says so once and
                 // keeps retrying.
                 Err(_) if !synced => {
-                    watch.status.set_synced(SOURCE_NAME);
+                    context.status.set_synced(SOURCE_NAME);
                     synced = true;
                 }
                 Err(_) => {}
@@ -112,113 +106,116 @@ impl TenantConfigMapSource {
     }
 }
 
-fn key_of(cm: &ConfigMap) -> CmKey {
-    (cm.metadata.namespace.clone().unwrap_or_default(), cm.metadata.name.clone().unwrap_or_default())
+/// Every namespace's worker, started at its first ConfigMap.
+struct Tenants<V, T> {
+    context: Arc<TenantContext<V, T>>,
+    workers: HashMap<String, mpsc::UnboundedSender<Work>>,
 }
 
-impl Watch {
-    async fn apply(&mut self, cm: ConfigMap) {
-        let key = key_of(&cm);
-        let (namespace, name) = key.clone();
-        let version = cm.metadata.resource_version.clone().unwrap_or_default();
-        if self.seen.get(&key) == Some(&version) {
-            return;
-        }
-        self.seen.insert(key.clone(), version);
-        let config = &self.source.config;
-        if !config.settings.allows(&namespace) {
-            let why = if config.settings.enabled {
-                format!("tenant policies are disabled for namespace {namespace} by the scheduler's configuration")
-            } else {
-                "tenant policies are disabled by the scheduler's configuration".to_string()
-            };
-            tracing::info!(configmap = %format!("{namespace}/{name}"), "{why}; ignoring it");
-            self.status.metrics.tenant_reload(&namespace, "disabled");
-            self.event(&cm, "Warning", "TenantPoliciesDisabled", format!("{why}; this ConfigMap is ignored")).await;
-            return;
-        }
+impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenants<V, T> {
+    fn new(context: Arc<TenantContext<V, T>>) -> Self {
+        Tenants { context, workers: HashMap::new() }
+    }
 
-        // What the namespace's other ConfigMaps already supply.
-        let others: Vec<String> = self
-            .accepted
-            .iter()
-            .filter(|((ns, n), _)| *ns == namespace && *n != name)
-            .flat_map(|(_, a)| a.policies.iter().map(|(p, _)| p.clone()))
-            .collect();
-        let origin = format!("configmap {namespace}/{name}");
-        let files = files_of(&cm);
-        let (engine, limits, max) = (self.source.engine.clone(), config.limits.clone(), config.max_policies);
-        let loaded = tokio::task::spawn_blocking(move || -> Result<Vec<(String, Arc<LoadedPolicy>)>, String> {
-            let entries =
-                parse_bundle(&origin, &files, limits.max_wasm_bytes, &Fetcher::refusing(TENANT_URLS_REFUSED))?;
-            if let Some(dup) = entries.iter().find(|e| others.contains(&e.name)) {
-                return Err(format!("{}: another ConfigMap of this namespace already supplies it", dup.name));
-            }
-            if entries.len() + others.len() > max {
-                return Err(format!(
-                    "the namespace would have {} policies; the limit per tenant is {max}",
-                    entries.len() + others.len()
-                ));
-            }
-            let set = load_bundle(&engine, &entries, &limits, Some(&limits))?;
-            Ok(entries.into_iter().map(|e| e.name).zip(set.policies.into_iter().map(|wp| wp.policy)).collect())
-        })
-        .await
-        .unwrap_or_else(|e| Err(format!("loading panicked: {e}")));
+    fn send(&mut self, namespace: &str, work: Work) {
+        let worker = self.workers.entry(namespace.to_string()).or_insert_with(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(Tenant::new(namespace, self.context.clone()).run(rx));
+            tx
+        });
+        // A worker only ends when its queue closes, so this cannot fail.
+        let _ = worker.send(work);
+    }
 
-        match loaded {
-            Ok(policies) => {
-                let active = ActivePolicy::of_tenant(&namespace, &policies);
-                let summary = active
-                    .iter()
-                    .map(|a| format!("{} ({} sha256:{})", a.name, a.version, a.sha256.get(..12).unwrap_or("")))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                tracing::info!(tenant = %namespace, configmap = %name, policies = %summary, "tenant policies accepted");
-                self.status.metrics.tenant_reload(&namespace, "accepted");
-                self.accepted.insert(key, Accepted { policies, active });
-                self.publish(&namespace);
-                let note =
-                    format!("policies loaded: {summary}; pods opt in with the annotation {POLICY_ANNOTATION}: NAME");
-                self.event(&cm, "Normal", "PolicyAccepted", note).await;
+    /// Answers once every worker has done the work queued before it.
+    fn barrier(&mut self) -> Vec<oneshot::Receiver<()>> {
+        self.workers
+            .values()
+            .map(|worker| {
+                let (done, wait) = oneshot::channel();
+                let _ = worker.send(Work::Barrier(done));
+                wait
+            })
+            .collect()
+    }
+}
+
+/// Posts the workers' Events on the ConfigMaps they are about.
+async fn post_notes(
+    client: kube::Client,
+    mut notes: mpsc::UnboundedReceiver<Note>,
+    controller: String,
+    instance: String,
+) {
+    while let Some(Note { configmap, type_, reason, text }) = notes.recv().await {
+        configmap_event(&client, &configmap, (type_, reason), text, &controller, &instance).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::policy::validator::ValidBundle;
+    use crate::scheduler::PolicySet;
+    use kube::api::ObjectMeta;
+
+    /// Blocks on bundles from namespace `slow` until told to go on.
+    struct Gate {
+        release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+
+    impl Validate for Gate {
+        fn validate(&self, origin: &str, _: &BTreeMap<String, Vec<u8>>, _: &[String]) -> Result<ValidBundle, String> {
+            if origin.starts_with("configmap slow/") {
+                self.release.lock().unwrap().recv().unwrap();
             }
-            Err(why) => {
-                let consequence = if self.accepted.contains_key(&key) {
-                    "the active version stays"
-                } else {
-                    "no version of it is active: pods that opt in to its policies are placed by the built-in scoring"
-                };
-                tracing::warn!(tenant = %namespace, configmap = %name, error = %why, "tenant policy update rejected; {consequence}");
-                self.status.metrics.tenant_reload(&namespace, "rejected");
-                self.event(&cm, "Warning", "PolicyRejected", format!("policy update rejected: {why}; {consequence}"))
-                    .await;
-            }
+            Ok(ValidBundle { names: vec![], set: PolicySet::new(vec![]) })
         }
     }
 
-    fn forget(&mut self, key: &CmKey) {
-        self.seen.remove(key);
-        if self.accepted.remove(key).is_some() {
-            tracing::info!(tenant = %key.0, configmap = %key.1, "tenant policy configmap removed; its policies stop");
-            self.publish(&key.0);
+    fn cm(namespace: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                namespace: Some(namespace.into()),
+                name: Some("policies".into()),
+                resource_version: Some("1".into()),
+                ..Default::default()
+            },
+            ..Default::default()
         }
     }
 
-    /// Sends every valid policy of `namespace` to the scheduling loop.
-    fn publish(&self, namespace: &str) {
-        let mut policies = Vec::new();
-        let mut active = Vec::new();
-        for ((ns, _), a) in &self.accepted {
-            if ns == namespace {
-                policies.extend(a.policies.iter().cloned());
-                active.extend(a.active.iter().cloned());
-            }
-        }
-        let _ = self.tx.send(Input::TenantPolicies { namespace: namespace.to_string(), policies, active });
-    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_tenant_does_not_hold_up_another() {
+        let (release, gate) = std::sync::mpsc::channel();
+        let (tx, published) = std::sync::mpsc::channel::<TenantPolicies>();
+        let (notes, mut posted) = mpsc::unbounded_channel();
+        let status = Arc::new(SchedulerStatus::new(None, &[SOURCE_NAME.to_string()], vec![]));
+        let validator = Arc::new(Gate { release: std::sync::Mutex::new(gate) });
+        let context = Arc::new(TenantContext { settings: TenantSettings::default(), validator, tx, status, notes });
+        let mut tenants = Tenants::new(context);
 
-    async fn event(&self, cm: &ConfigMap, type_: &str, reason: &str, note: String) {
-        let (controller, instance) = (&self.source.controller, &self.source.instance);
-        configmap_event(&self.client, cm, (type_, reason), note, controller, instance).await;
+        tenants.send("slow", Work::Apply(Box::new(cm("slow"))));
+        tenants.send("fast", Work::Apply(Box::new(cm("fast"))));
+        let all_done = futures::future::join_all(tenants.barrier());
+        tokio::pin!(all_done);
+        let first = tokio::task::spawn_blocking(move || {
+            published.recv_timeout(Duration::from_secs(10)).map(|p| (p, published))
+        });
+        let (first, published) = first.await.unwrap().expect("the fast tenant's policies were published");
+        assert_eq!(first.namespace, "fast", "published while the slow tenant still compiles");
+        assert_eq!(posted.recv().await.unwrap().reason, "PolicyAccepted");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), &mut all_done).await.is_err(),
+            "the barrier waits for the slow tenant"
+        );
+
+        release.send(()).unwrap();
+        let second = tokio::task::spawn_blocking(move || published.recv_timeout(Duration::from_secs(10)));
+        assert_eq!(second.await.unwrap().unwrap().namespace, "slow");
+        assert!(all_done.await.iter().all(Result::is_ok));
     }
 }

@@ -6,16 +6,16 @@
 use std::collections::HashMap;
 use std::sync::mpsc::{Sender, channel};
 
-use super::scheduling_loop::Input;
-use crate::scheduler::TenantJob;
+use crate::scheduler::{TenantJob, TenantVerdict};
 
-pub struct TenantWorkers {
-    verdicts: Sender<Input>,
+/// Verdicts go back on `verdicts`, converted into the loop's input.
+pub struct TenantWorkers<T> {
+    verdicts: Sender<T>,
     workers: HashMap<String, Sender<Box<TenantJob>>>,
 }
 
-impl TenantWorkers {
-    pub fn new(verdicts: Sender<Input>) -> Self {
+impl<T: From<Box<TenantVerdict>> + Send + 'static> TenantWorkers<T> {
+    pub fn new(verdicts: Sender<T>) -> Self {
         TenantWorkers { verdicts, workers: HashMap::new() }
     }
 
@@ -35,7 +35,7 @@ impl TenantWorkers {
         let verdicts = self.verdicts.clone();
         let spawned = std::thread::Builder::new().name(format!("tenant {tenant}")).spawn(move || {
             while let Ok(job) = rx.recv() {
-                if verdicts.send(Input::TenantVerdict(Box::new(job.run()))).is_err() {
+                if verdicts.send(T::from(Box::new(job.run()))).is_err() {
                     return;
                 }
             }
@@ -48,7 +48,7 @@ impl TenantWorkers {
             Err(e) => {
                 // No thread: answer here rather than lose the pod.
                 tracing::error!(%tenant, error = %e, "cannot start a tenant policy thread; evaluating inline");
-                let _ = self.verdicts.send(Input::TenantVerdict(Box::new(job.run())));
+                let _ = self.verdicts.send(T::from(Box::new(job.run())));
             }
         }
     }

@@ -8,5 +8,6 @@ mod config;
 pub mod directory;
 pub mod flags;
 pub mod remote;
+pub mod validator;
 
 pub use config::config_to_json;

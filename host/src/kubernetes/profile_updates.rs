@@ -1,35 +1,41 @@
-//! What every policy source does with a new bundle: validate it off the
-//! scheduling path, then either offer it to the scheduling loop (which
-//! swaps it in between cycles) or reject it, keeping the active version.
+//! What a profile's policy source (its ConfigMap or its directory) does
+//! with a new bundle: validate it off the scheduling path, then offer it to
+//! the scheduling loop, which swaps it in between cycles, or reject it,
+//! keeping the active version.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 
-use super::scheduling_loop::Input;
 use super::status::{ActivePolicy, SchedulerStatus};
-use crate::policy::bundle::{load_bundle, parse_bundle};
-use crate::policy::remote::Fetcher;
+use crate::policy::validator::BundleValidator;
 use crate::scheduler::PolicySet;
-use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
-/// One source feeding one profile.
-pub struct Swapper {
+/// A validated policy set for a profile, for the scheduling loop: swapped
+/// in before its next cycle (cycles run on the loop's thread, so none is
+/// half-way through).
+#[derive(Debug)]
+pub struct ProfilePolicies {
     pub profile: String,
+    pub set: PolicySet,
+    /// What `/policies` says of it.
+    pub active: Vec<ActivePolicy>,
+}
+
+/// The updates of one source for one profile.
+pub struct ProfileUpdates<T> {
+    profile: String,
     /// How the source is named in messages: `configmap NS/NAME`, `dir PATH`.
-    pub origin: String,
-    pub engine: Arc<PolicyEngine>,
-    pub limits: PolicyLimits,
-    /// Fetches bundle entries named by URL.
-    pub fetcher: Fetcher,
-    pub tx: Sender<Input>,
-    pub status: Arc<SchedulerStatus>,
+    origin: String,
+    validator: Arc<BundleValidator>,
+    tx: Sender<T>,
+    status: Arc<SchedulerStatus>,
     /// Whether a version from this source is active.
-    pub have_active: bool,
+    have_active: bool,
 }
 
 pub enum Outcome {
-    Accepted(Vec<ActivePolicy>),
+    Accepted,
     /// Why, and what happens now ("the active version stays", …).
     Rejected {
         why: String,
@@ -37,15 +43,23 @@ pub enum Outcome {
     },
 }
 
-impl Swapper {
-    /// Validates `files` and swaps them in, or rejects them. Blocking
-    /// (compiles): call it off the async runtime's workers.
+impl<T: From<ProfilePolicies>> ProfileUpdates<T> {
+    pub fn new(
+        profile: &str,
+        origin: String,
+        validator: Arc<BundleValidator>,
+        tx: Sender<T>,
+        status: Arc<SchedulerStatus>,
+    ) -> Self {
+        ProfileUpdates { profile: profile.to_string(), origin, validator, tx, status, have_active: false }
+    }
+
+    /// Validates `files` and sends them to the loop, or rejects them.
+    /// Blocking (compiles): call it off the async runtime's workers.
     pub fn offer(&mut self, files: &BTreeMap<String, Vec<u8>>) -> Outcome {
-        let loaded = parse_bundle(&self.origin, files, self.limits.max_wasm_bytes, &self.fetcher)
-            .and_then(|entries| load_bundle(&self.engine, &entries, &self.limits, None));
-        match loaded {
-            Ok(set) => {
-                let active = ActivePolicy::of_set(&self.profile, &set);
+        match self.validator.validate(&self.origin, files, &[]) {
+            Ok(valid) => {
+                let active = ActivePolicy::of_set(&self.profile, &valid.set);
                 tracing::info!(
                     profile = %self.profile,
                     source = %self.origin,
@@ -54,8 +68,8 @@ impl Swapper {
                 );
                 self.status.metrics.policy_reload(&self.profile, "accepted");
                 self.have_active = true;
-                let _ = self.tx.send(Input::Policies { profile: self.profile.clone(), set, active: active.clone() });
-                Outcome::Accepted(active)
+                self.send(valid.set, active);
+                Outcome::Accepted
             }
             Err(why) => {
                 self.status.metrics.policy_reload(&self.profile, "rejected");
@@ -75,8 +89,11 @@ impl Swapper {
     /// pods are placed by the built-in scoring, saying `why`.
     pub fn unavailable(&mut self, why: &str) {
         if !self.have_active {
-            let set = PolicySet::unavailable(why);
-            let _ = self.tx.send(Input::Policies { profile: self.profile.clone(), set, active: vec![] });
+            self.send(PolicySet::unavailable(why), vec![]);
         }
+    }
+
+    fn send(&self, set: PolicySet, active: Vec<ActivePolicy>) {
+        let _ = self.tx.send(T::from(ProfilePolicies { profile: self.profile.clone(), set, active }));
     }
 }
