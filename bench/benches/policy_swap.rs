@@ -15,8 +15,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
 use wasmsched::kubernetes::ConfigMapRef;
-use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
-use wasmsched::scheduler::PolicySet;
+use wasmsched::kubernetes::config::{LeaderElectionConfig, PolicyOrigin, ProfileConfig, RunConfig};
 use wasmsched_fake_apiserver::FakeApiServer;
 use wasmsched_test_support::policy_wasm;
 
@@ -58,9 +57,8 @@ async fn run(rate: usize) {
     cms.create(&PostParams::default(), &initial).await.unwrap();
     let mut config = RunConfig::new(vec![ProfileConfig {
         scheduler_name: "wasmsched".into(),
-        policies: PolicySet::unavailable("waiting for policies"),
-        policy_configmap: Some(ConfigMapRef { namespace: "wasmsched".into(), name: "policies".into() }),
-        ..Default::default()
+        origin: PolicyOrigin::ConfigMap(ConfigMapRef { namespace: "wasmsched".into(), name: "policies".into() }),
+        sampling: Default::default(),
     }]);
     config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
     let running = wasmsched::kubernetes::start(client.clone(), config).await.unwrap();

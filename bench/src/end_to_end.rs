@@ -69,8 +69,7 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> Result<B
     let policy =
         engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).map_err(|e| e.to_string())?;
     let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]);
-    let mut config =
-        RunConfig::new(vec![ProfileConfig { scheduler_name: "wasmsched".into(), policies, ..Default::default() }]);
+    let mut config = RunConfig::new(vec![ProfileConfig::with_policies("wasmsched", policies)]);
     config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
     config.bind_concurrency = bind_concurrency;
     config.tenants.settings.enabled = false;

@@ -9,7 +9,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use serde::Deserialize;
 use serde_json::Value;
-use wasmsched::kubernetes::config::{ConfigurationFile, LeaderElectionConfig, TenantConfig};
+use wasmsched::kubernetes::config::{ConfigurationFile, Flags, resolve};
 
 fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
@@ -85,11 +85,11 @@ fn rbac_grants_every_call_the_backend_makes() {
             assert!(allows(&rules, group, resource, verb, None), "ClusterRole lacks {verb} {group}/{resource}");
         }
     }
-    let config = ConfigurationFile::read(&deploy_dir().join("scheduler-config.yaml")).unwrap();
-    let le = config.leader_election(LeaderElectionConfig::default(), Path::new("scheduler-config.yaml")).unwrap();
-    let tenants = config.tenants(TenantConfig::default(), Path::new("scheduler-config.yaml")).unwrap();
+    let path = deploy_dir().join("scheduler-config.yaml");
+    let config = ConfigurationFile::read(&path).unwrap();
+    let resolved = resolve(Some((&config, &path)), Flags::default()).unwrap();
+    let (le, tenants, metrics) = (resolved.leader_election, resolved.tenants, resolved.metrics);
     // The latency-aware profile's Prometheus metric is well-formed.
-    let metrics = config.metrics(Path::new("scheduler-config.yaml")).unwrap();
     assert!(metrics.iter().any(|m| m.source.kind() == "prometheus"), "{metrics:?}");
     if tenants.settings.enabled {
         // Tenants' ConfigMaps are watched in every namespace, and their

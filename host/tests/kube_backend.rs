@@ -181,11 +181,7 @@ impl TestCluster {
     }
 
     fn config_with(&self, identity: &str, leader_election: bool, policies: PolicySet) -> RunConfig {
-        let mut config = RunConfig::new(vec![ProfileConfig {
-            scheduler_name: self.scheduler_name(),
-            policies,
-            ..Default::default()
-        }]);
+        let mut config = RunConfig::new(vec![ProfileConfig::with_policies(&self.scheduler_name(), policies)]);
         config.leader_election = LeaderElectionConfig {
             enabled: leader_election,
             namespace: self.namespace.clone(),
@@ -669,7 +665,7 @@ async fn each_profile_schedules_its_own_pods_and_reports_as_itself() {
     c.add_node("n", "8", "32Gi", json!({})).await;
     let mut config = c.config("solo", false);
     let second = format!("{}-b", c.scheduler_name());
-    config.profiles.push(ProfileConfig { scheduler_name: second.clone(), ..Default::default() });
+    config.profiles.push(ProfileConfig::with_policies(&second, PolicySet::default()));
     let s = start(c.client.clone(), config).await.unwrap();
     wait_ready(&s).await;
     c.add_pod("a", "100m", json!({})).await;

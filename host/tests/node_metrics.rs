@@ -152,8 +152,7 @@ async fn setup(metrics: Vec<MetricSpec>, policies: PolicySet) -> Setup {
     for i in 0..3 {
         common::big_node(&fake, &format!("n{i}"), json!({}));
     }
-    let mut config =
-        common::single_replica(ProfileConfig { scheduler_name: "wasmsched".into(), policies, ..Default::default() });
+    let mut config = common::single_replica(ProfileConfig::with_policies("wasmsched", policies));
     config.metrics = metrics;
     let scheduler = common::start_ready(client.clone(), config).await;
     Setup { fake, client, scheduler }

@@ -17,8 +17,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use wasmsched::kubernetes::ConfigMapRef;
 use wasmsched::kubernetes::RunningScheduler;
-use wasmsched::kubernetes::config::ProfileConfig;
-use wasmsched::scheduler::PolicySet;
+use wasmsched::kubernetes::config::{PolicyOrigin, ProfileConfig};
 use wasmsched_fake_apiserver::FakeApiServer;
 use wasmsched_runtime::PolicyLimits;
 use wasmsched_test_support::policy_wasm;
@@ -68,13 +67,12 @@ async fn setup_with(initial: Option<ConfigMap>, limits: PolicyLimits, dir: Optio
         Api::<ConfigMap>::namespaced(client.clone(), "default").create(&PostParams::default(), &cm).await.unwrap();
     }
     let cm = ConfigMapRef { namespace: "default".into(), name: "policies".into() };
-    let mut config = common::single_replica(ProfileConfig {
-        scheduler_name: PROFILE.into(),
-        policies: PolicySet::unavailable("waiting for policies"),
-        policy_configmap: if dir.is_none() { Some(cm) } else { None },
-        policy_dir: dir.map(|d| d.to_path_buf()),
-        ..Default::default()
-    });
+    let origin = match dir {
+        Some(dir) => PolicyOrigin::Dir(dir.to_path_buf()),
+        None => PolicyOrigin::ConfigMap(cm),
+    };
+    let mut config =
+        common::single_replica(ProfileConfig { scheduler_name: PROFILE.into(), origin, sampling: Default::default() });
     config.policy_limits = limits;
     let scheduler = common::start_ready(client.clone(), config).await;
     Setup { fake, client, scheduler }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 use wasmsched::kubernetes::ConfigMapRef;
-use wasmsched::kubernetes::config::ProfileConfig;
+use wasmsched::kubernetes::config::{PolicyOrigin, ProfileConfig};
 use wasmsched::scheduler::{PolicySet, WeightedPolicy};
 use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
@@ -168,11 +168,7 @@ async fn compare(real: &Real, case: &Case, spacing: Duration, label: &str) {
     real.delete_pods().await;
 
     let scheduler_name = format!("wasmsched-{label}");
-    let mut config = common::single_replica(ProfileConfig {
-        scheduler_name: scheduler_name.clone(),
-        policies: default_policies(),
-        ..Default::default()
-    });
+    let mut config = common::single_replica(ProfileConfig::with_policies(&scheduler_name, default_policies()));
     config.tenants.settings.enabled = false;
     let ours = real.start_wasmsched(config).await;
     let created = real.create_pods("w-", &case.pods, &scheduler_name, spacing).await;
@@ -267,11 +263,7 @@ fn binds_again_soon_after_the_apiserver_restarts() {
             let node = json!({"labels": {"wasmsched-class": "restart"}, "spec": {}, "cpu": "64", "memory": "256Gi", "pods": "500", "ready": "True"});
             real.add_node(&format!("restart-n{n}"), &node).await;
         }
-        let mut config = common::single_replica(ProfileConfig {
-            scheduler_name: "wasmsched-restart".into(),
-            policies: default_policies(),
-            ..Default::default()
-        });
+        let mut config = common::single_replica(ProfileConfig::with_policies("wasmsched-restart", default_policies()));
         config.tenants.settings.enabled = false;
         let ours = real.start_wasmsched(config).await;
         let spec = json!({"nodeSelector": {"wasmsched-class": "restart"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "10m"}}}]});
@@ -430,9 +422,8 @@ fn a_policy_configmap_update_swaps_in_and_a_bad_one_is_refused() {
         let cm = ConfigMapRef { namespace: real.namespace.clone(), name: "policies".into() };
         let mut config = common::single_replica(ProfileConfig {
             scheduler_name: "wasmsched-swap".into(),
-            policies: PolicySet::unavailable("waiting for the policy configmap"),
-            policy_configmap: Some(cm),
-            ..Default::default()
+            origin: PolicyOrigin::ConfigMap(cm),
+            sampling: Default::default(),
         });
         config.tenants.settings.enabled = false;
         let ours = common::start_ready(real.admin.clone(), config).await;
@@ -462,11 +453,7 @@ fn a_tenant_policy_configmap_decides_its_annotated_pods() {
     real.block_on(async {
         on_demand_and_spot(&real, "tenant").await;
         real.put_configmap("mine", &[("spot-first.wasm", real::wasm("spot-first"))], true).await;
-        let config = common::single_replica(ProfileConfig {
-            scheduler_name: "wasmsched-tenant".into(),
-            policies: default_policies(),
-            ..Default::default()
-        });
+        let config = common::single_replica(ProfileConfig::with_policies("wasmsched-tenant", default_policies()));
         let ours = common::start_ready(real.admin.clone(), config).await;
         let note = real.wait_configmap_event("mine", "PolicyAccepted").await;
         assert!(note.contains("spot-first"), "{note}");

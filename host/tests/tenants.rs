@@ -57,11 +57,7 @@ async fn setup(tenants: TenantConfig, configmaps: &[(&str, ConfigMap)]) -> Setup
     for (ns, cm) in configmaps {
         Api::<ConfigMap>::namespaced(client.clone(), ns).create(&PostParams::default(), cm).await.unwrap();
     }
-    let mut config = common::single_replica(ProfileConfig {
-        scheduler_name: PROFILE.into(),
-        policies: PolicySet::new(vec![]),
-        ..Default::default()
-    });
+    let mut config = common::single_replica(ProfileConfig::with_policies(PROFILE, PolicySet::new(vec![])));
     config.tenants = tenants;
     let scheduler = common::start_ready(client.clone(), config).await;
     Setup { fake, client, scheduler }
@@ -282,11 +278,7 @@ async fn a_forbidden_configmap_list_does_not_stop_scheduling() {
     });
     let client = common::client(&fake);
     common::big_node(&fake, "n0", json!({}));
-    let config = common::single_replica(ProfileConfig {
-        scheduler_name: PROFILE.into(),
-        policies: PolicySet::new(vec![]),
-        ..Default::default()
-    });
+    let config = common::single_replica(ProfileConfig::with_policies(PROFILE, PolicySet::new(vec![])));
     let scheduler = common::start_ready(client.clone(), config).await;
     let s = Setup { fake, client, scheduler };
     create(&s, "team", &pod("p", Some("spot-first"), false)).await;

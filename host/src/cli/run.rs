@@ -8,12 +8,13 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use wasmsched::kubernetes::ConfigMapRef;
-use wasmsched::kubernetes::config::{ConfigurationFile, LeaderElectionConfig, ProfileConfig, RunConfig, TenantConfig};
-use wasmsched::metrics::{MetricSpec, MetricsFile};
+use wasmsched::kubernetes::config::{
+    ConfigurationFile, Flags, LeaderElectionFlags, PolicyOrigin, RunConfig, TenantFlags, load, resolve,
+};
+use wasmsched::metrics::MetricsFile;
+use wasmsched::policy::flags::{LimitArgs, parse_duration, parse_policy_spec};
 use wasmsched::policy::remote::Fetcher;
-use wasmsched::scheduler::{NodeSampling, PolicySet};
-
-use wasmsched::policy::flags::{LimitArgs, load_policies, parse_duration};
+use wasmsched::scheduler::NodeSampling;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -50,9 +51,9 @@ pub struct RunArgs {
     /// docs/architecture.md). Adds to the configuration file's.
     #[arg(long, value_name = "FILE")]
     pub metrics_config: Option<PathBuf>,
-    /// Elect a leader among replicas through a Lease (on by default).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
-    pub leader_elect: bool,
+    /// Elect a leader among replicas through a Lease [default: true].
+    #[arg(long, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub leader_elect: Option<bool>,
     /// Namespace of the leader election Lease [default: in a pod, its own
     /// namespace; outside, the kubeconfig context's].
     #[arg(long, value_name = "NS")]
@@ -60,21 +61,24 @@ pub struct RunArgs {
     /// Name of the leader election Lease.
     #[arg(long, value_name = "NAME")]
     pub leader_elect_name: Option<String>,
-    #[arg(long, value_name = "DURATION", default_value = "15s")]
-    pub lease_duration: String,
-    #[arg(long, value_name = "DURATION", default_value = "10s")]
-    pub renew_deadline: String,
-    #[arg(long, value_name = "DURATION", default_value = "2s")]
-    pub retry_period: String,
+    /// How long a Lease holds without renewal [default: 15s].
+    #[arg(long, value_name = "DURATION")]
+    pub lease_duration: Option<String>,
+    /// How long the leader keeps trying to renew [default: 10s].
+    #[arg(long, value_name = "DURATION")]
+    pub renew_deadline: Option<String>,
+    /// How often replicas try the Lease [default: 2s].
+    #[arg(long, value_name = "DURATION")]
+    pub retry_period: Option<String>,
     /// This replica's identity in the Lease (default: pod name + suffix).
     #[arg(long)]
     pub identity: Option<String>,
     /// Address of /healthz, /readyz, /metrics and /policies; "off" disables.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:10251")]
     pub http_addr: String,
-    /// Bindings in flight at once.
-    #[arg(long, value_name = "N", default_value_t = 16)]
-    pub bind_concurrency: usize,
+    /// Bindings in flight at once [default: the file's parallelism, or 16].
+    #[arg(long, value_name = "N")]
+    pub bind_concurrency: Option<usize>,
     /// Seed for tie-breaking and policy randomness.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -116,127 +120,104 @@ pub struct TenantArgs {
 }
 
 impl TenantArgs {
-    fn apply(&self, mut t: TenantConfig) -> anyhow::Result<TenantConfig> {
-        if let Some(on) = self.tenant_policies {
-            t.settings.enabled = on;
-        }
-        t.settings
-            .disabled_namespaces
-            .extend(self.tenant_disabled_namespaces.iter().filter(|n| !n.is_empty()).cloned());
-        let quantity = |flag: &str, v: &str| {
-            wasmsched_rules::quantity::value(v).map(|q| q as usize).map_err(|e| anyhow::anyhow!("{flag} {v:?}: {e}"))
+    fn flags(&self) -> anyhow::Result<TenantFlags> {
+        let quantity = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<usize>> {
+            v.as_deref()
+                .map(|v| {
+                    wasmsched_rules::quantity::value(v)
+                        .map(|q| q as usize)
+                        .map_err(|e| anyhow::anyhow!("{flag} {v:?}: {e}"))
+                })
+                .transpose()
         };
-        if let Some(m) = &self.tenant_memory_limit {
-            t.limits.memory_bytes = quantity("--tenant-memory-limit", m)?;
-        }
-        if let Some(d) = &self.tenant_deadline {
-            t.limits.call_deadline = parse_duration(d).context("--tenant-deadline")?;
-        }
-        if let Some(size) = &self.tenant_max_policy_size {
-            t.limits.max_wasm_bytes = quantity("--tenant-max-policy-size", size)?;
-        }
-        if let Some(n) = self.tenant_max_policies {
-            t.max_policies = n;
-        }
-        Ok(t)
+        Ok(TenantFlags {
+            enabled: self.tenant_policies,
+            disabled_namespaces: self.tenant_disabled_namespaces.clone(),
+            memory_bytes: quantity("--tenant-memory-limit", &self.tenant_memory_limit)?,
+            deadline: duration("--tenant-deadline", &self.tenant_deadline)?,
+            max_policy_bytes: quantity("--tenant-max-policy-size", &self.tenant_max_policy_size)?,
+            max_policies: self.tenant_max_policies,
+        })
     }
 }
 
-fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
-    let limits = args.limits.to_limits()?;
-    let engine = args.limits.engine()?;
-    let mut le = LeaderElectionConfig {
-        enabled: args.leader_elect,
-        lease_duration: parse_duration(&args.lease_duration).context("--lease-duration")?,
-        renew_deadline: parse_duration(&args.renew_deadline).context("--renew-deadline")?,
-        retry_period: parse_duration(&args.retry_period).context("--retry-period")?,
-        ..LeaderElectionConfig::default()
+fn duration(flag: &str, value: &Option<String>) -> anyhow::Result<Option<Duration>> {
+    value.as_deref().map(|v| parse_duration(v).with_context(|| format!("{flag} {v:?}"))).transpose()
+}
+
+/// The flags as values, each checked; files they name are read here.
+fn flags(args: &RunArgs) -> anyhow::Result<Flags> {
+    let policy_dir = match &args.policy_dir {
+        Some(dir) if !dir.is_dir() => bail!("--policy-dir {}: not a directory", dir.display()),
+        other => other.clone(),
     };
-    let mut tenants = TenantConfig::default();
-    let mut metrics = Vec::new();
-    let (profiles, parallelism) = match &args.config {
+    let metrics = match &args.metrics_config {
         Some(path) => {
-            let file = ConfigurationFile::read(path)?;
-            le = file.leader_election(le, path)?;
-            tenants = file.tenants(tenants, path)?;
-            metrics = file.metrics(path)?;
-            (
-                file.load_profiles(path, &engine, &limits, &Fetcher::new(args.limits.cache_dir.clone()))?,
-                file.parallelism,
-            )
+            let text = std::fs::read_to_string(path).with_context(|| format!("--metrics-config {}", path.display()))?;
+            let file: MetricsFile =
+                serde_yaml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            file.resolve().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
         }
-        None => {
-            let name = args.scheduler_name.clone().unwrap_or_else(|| "wasmsched".into());
-            let sampling = args.percentage_of_nodes_to_score.unwrap_or_default();
-            let profile = match &args.policy_configmap {
-                Some(cm) => {
-                    let cm: ConfigMapRef = cm.parse().map_err(|e| anyhow::anyhow!("--policy-configmap {e}"))?;
-                    eprintln!("profile {name}: policies from configmap {cm}, hot-swapped");
-                    ProfileConfig {
-                        scheduler_name: name,
-                        policies: PolicySet::unavailable(format!("waiting for policy configmap {cm}")),
-                        policy_configmap: Some(cm),
-                        policy_dir: None,
-                        sampling,
-                    }
-                }
-                None if args.policy_dir.is_some() => {
-                    let dir = args.policy_dir.clone().unwrap_or_default();
-                    if !dir.is_dir() {
-                        bail!("--policy-dir {}: not a directory", dir.display());
-                    }
-                    eprintln!("profile {name}: policies from {}, hot-swapped", dir.display());
-                    ProfileConfig {
-                        scheduler_name: name,
-                        policies: PolicySet::unavailable(format!("waiting for policy dir {}", dir.display())),
-                        policy_configmap: None,
-                        policy_dir: Some(dir),
-                        sampling,
-                    }
-                }
-                None => {
-                    let (policies, label) = load_policies(&args.policies, &engine, &limits)?;
-                    eprintln!("profile {name}: {label}");
-                    ProfileConfig { scheduler_name: name, policies, policy_configmap: None, policy_dir: None, sampling }
-                }
-            };
-            (vec![profile], None)
-        }
+        None => Vec::new(),
     };
-    if let Some(ns) = &args.leader_elect_namespace {
-        le.namespace = ns.clone();
-    }
-    if let Some(name) = &args.leader_elect_name {
-        le.name = name.clone();
-    }
-    if let Some(id) = &args.identity {
-        le.identity = id.clone();
-    }
-    if le.enabled && (le.renew_deadline >= le.lease_duration || le.retry_period >= le.renew_deadline) {
-        bail!("leader election needs --retry-period < --renew-deadline < --lease-duration");
-    }
-    if let Some(path) = &args.metrics_config {
-        let text = std::fs::read_to_string(path).with_context(|| format!("--metrics-config {}", path.display()))?;
-        let file: MetricsFile = serde_yaml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        for spec in file.resolve().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))? {
-            if metrics.iter().any(|m: &MetricSpec| m.name == spec.name) {
-                bail!("{}: metric {:?} is also defined in --config", path.display(), spec.name);
+    Ok(Flags {
+        scheduler_name: args.scheduler_name.clone(),
+        policies: args.policies.iter().map(|s| parse_policy_spec(s)).collect::<anyhow::Result<_>>()?,
+        policy_configmap: args
+            .policy_configmap
+            .as_deref()
+            .map(|cm| cm.parse::<ConfigMapRef>().map_err(|e| anyhow::anyhow!("--policy-configmap {e}")))
+            .transpose()?,
+        policy_dir,
+        sampling: args.percentage_of_nodes_to_score,
+        metrics,
+        leader_election: LeaderElectionFlags {
+            enabled: args.leader_elect,
+            namespace: args.leader_elect_namespace.clone(),
+            name: args.leader_elect_name.clone(),
+            identity: args.identity.clone(),
+            lease_duration: duration("--lease-duration", &args.lease_duration)?,
+            renew_deadline: duration("--renew-deadline", &args.renew_deadline)?,
+            retry_period: duration("--retry-period", &args.retry_period)?,
+        },
+        tenants: args.tenants.flags()?,
+        limits: args.limits.to_limits()?,
+        bind_concurrency: args.bind_concurrency,
+        http_addr: match args.http_addr.as_str() {
+            "off" | "" => None,
+            addr => Some(addr.parse::<SocketAddr>().with_context(|| format!("--http-addr {addr:?} is not HOST:PORT"))?),
+        },
+        seed: args.seed,
+        cache_dir: args.limits.cache_dir.clone(),
+    })
+}
+
+fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
+    let flags = flags(args)?;
+    let file = args.config.as_deref().map(|path| ConfigurationFile::read(path).map(|f| (f, path))).transpose()?;
+    let resolved = resolve(file.as_ref().map(|(f, path)| (f, *path)), flags)?;
+    let config = load(resolved, &args.limits.engine()?, &Fetcher::new(args.limits.cache_dir.clone()))?;
+    for p in &config.profiles {
+        match &p.origin {
+            PolicyOrigin::Specs(set) if set.policies.is_empty() => {
+                eprintln!("profile {}: no policy; the built-in scoring decides", p.scheduler_name)
             }
-            metrics.push(spec);
+            PolicyOrigin::Specs(set) => {
+                let names: Vec<String> = set
+                    .policies
+                    .iter()
+                    .map(|wp| format!("{} {} ×{}", wp.policy.info.name, wp.policy.info.version, wp.weight))
+                    .collect();
+                eprintln!("profile {}: {}", p.scheduler_name, names.join(", "));
+            }
+            PolicyOrigin::ConfigMap(cm) => {
+                eprintln!("profile {}: policies from configmap {cm}, hot-swapped", p.scheduler_name)
+            }
+            PolicyOrigin::Dir(dir) => {
+                eprintln!("profile {}: policies from {}, hot-swapped", p.scheduler_name, dir.display())
+            }
         }
     }
-    let mut config = RunConfig::new(profiles);
-    config.metrics = metrics;
-    config.policy_limits = limits;
-    config.cache_dir = args.limits.cache_dir.clone();
-    config.tenants = args.tenants.apply(tenants)?;
-    config.leader_election = le;
-    config.bind_concurrency = parallelism.unwrap_or(args.bind_concurrency);
-    config.seed = args.seed;
-    config.http_addr = match args.http_addr.as_str() {
-        "off" | "" => None,
-        addr => Some(addr.parse::<SocketAddr>().with_context(|| format!("--http-addr {addr:?} is not HOST:PORT"))?),
-    };
     Ok(config)
 }
 

@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::binder::{self, BindRequest};
-use super::config::RunConfig;
+use super::config::{PolicyOrigin, RunConfig};
 use super::http;
 use super::leader::LeaderElector;
 use super::policy_configmap::{ConfigMapRef, PolicyConfigMapSource};
@@ -60,14 +60,16 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     // One pod watch for every profile, as kube-scheduler's one informer.
     let sources = vec![Source::nodes(), Source::live_pods()];
     let mut source_names: Vec<String> = sources.iter().map(|s| s.name.clone()).collect();
-    let policy_sources: Vec<(String, ConfigMapRef)> = config
-        .profiles
-        .iter()
-        .filter_map(|p| p.policy_configmap.clone().map(|cm| (p.scheduler_name.clone(), cm)))
-        .collect();
+    let mut policy_sources: Vec<(String, ConfigMapRef)> = Vec::new();
+    let mut dir_sources: Vec<(String, std::path::PathBuf)> = Vec::new();
+    for p in &config.profiles {
+        match &p.origin {
+            PolicyOrigin::Specs(_) => {}
+            PolicyOrigin::ConfigMap(cm) => policy_sources.push((p.scheduler_name.clone(), cm.clone())),
+            PolicyOrigin::Dir(dir) => dir_sources.push((p.scheduler_name.clone(), dir.clone())),
+        }
+    }
     source_names.extend(policy_sources.iter().map(|(_, cm)| cm.source_name()));
-    let dir_sources: Vec<(String, std::path::PathBuf)> =
-        config.profiles.iter().filter_map(|p| p.policy_dir.clone().map(|d| (p.scheduler_name.clone(), d))).collect();
     source_names.extend(dir_sources.iter().map(|(_, d)| PolicyDirSource::source_name(d)));
     // Tenants' ConfigMaps are listed before the first pod is scheduled, so
     // a pod that opted in is never decided before its policy is known.
@@ -79,7 +81,7 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         source_names.push(NODE_METRICS_SOURCE.to_string());
     }
     let active: Vec<ActivePolicy> =
-        config.profiles.iter().flat_map(|p| ActivePolicy::of_set(&p.scheduler_name, &p.policies)).collect();
+        config.profiles.iter().flat_map(|p| ActivePolicy::of_set(&p.scheduler_name, &p.initial_policies())).collect();
     let mut le = config.leader_election.clone();
     if le.namespace.is_empty() {
         // In a pod, its own namespace; outside, the kubeconfig context's.
@@ -95,11 +97,12 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let first = profiles.next().expect("checked above");
     let controller = first.scheduler_name.clone();
     let mut scheduler = Scheduler::new(
-        SchedulerConfig { scheduler_name: first.scheduler_name, seed: config.seed, sampling: first.sampling },
-        first.policies,
+        SchedulerConfig { scheduler_name: first.scheduler_name.clone(), seed: config.seed, sampling: first.sampling },
+        first.initial_policies(),
     );
     for p in profiles {
-        scheduler.add_profile(Profile { scheduler_name: p.scheduler_name, policies: p.policies, sampling: p.sampling });
+        let policies = p.initial_policies();
+        scheduler.add_profile(Profile { scheduler_name: p.scheduler_name, policies, sampling: p.sampling });
     }
     scheduler.configure_tenants(config.tenants.settings.clone());
 

@@ -142,7 +142,7 @@ pub fn resolve_settings(
         limits.call_deadline = crate::duration::parse_duration(d).map_err(|e| format!("deadline: {e}"))?;
     }
     let config = match config {
-        Some(v) => serde_json::to_string(v).map_err(|e| format!("config: {e}"))?,
+        Some(v) => super::config::value_to_json(v).map_err(|e| format!("config: {e}"))?,
         None => "{}".to_string(),
     };
     Ok((limits, config))

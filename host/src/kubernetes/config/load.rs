@@ -1,0 +1,164 @@
+//! A resolved configuration made ready to run: every policy it names is
+//! read (or fetched by URL, or taken from the binary), its configuration
+//! read, and compiled and initialised by the engine. A policy that cannot
+//! be loaded stops `wasmsched run` before it touches the cluster, naming
+//! where the policy was given.
+
+use std::sync::Arc;
+
+use super::{ConfigError, PolicyConfig, PolicyLocation, PolicyOrigin, PolicyPlan, ProfileConfig, Resolved, RunConfig};
+use crate::policy::config_to_json;
+use crate::policy::remote::Fetcher;
+use crate::scheduler::{PolicySet, WeightedPolicy};
+use wasmsched_runtime::{PolicyEngine, PolicySource};
+
+pub fn load(resolved: Resolved, engine: &PolicyEngine, fetcher: &Fetcher) -> Result<RunConfig, ConfigError> {
+    let RunConfig {
+        profiles,
+        leader_election,
+        bind_concurrency,
+        http_addr,
+        seed,
+        failed_event_interval,
+        policy_limits,
+        tenants,
+        metrics,
+        cache_dir,
+    } = resolved;
+    let profiles = profiles
+        .into_iter()
+        .map(|p| {
+            let origin = match p.origin {
+                PolicyOrigin::Specs(plans) => PolicyOrigin::Specs(load_set(&plans, engine, fetcher)?),
+                PolicyOrigin::ConfigMap(cm) => PolicyOrigin::ConfigMap(cm),
+                PolicyOrigin::Dir(dir) => PolicyOrigin::Dir(dir),
+            };
+            Ok(ProfileConfig { scheduler_name: p.scheduler_name, origin, sampling: p.sampling })
+        })
+        .collect::<Result<_, ConfigError>>()?;
+    Ok(RunConfig {
+        profiles,
+        leader_election,
+        bind_concurrency,
+        http_addr,
+        seed,
+        failed_event_interval,
+        policy_limits,
+        tenants,
+        metrics,
+        cache_dir,
+    })
+}
+
+fn load_set(plans: &[PolicyPlan], engine: &PolicyEngine, fetcher: &Fetcher) -> Result<PolicySet, ConfigError> {
+    let policies = plans
+        .iter()
+        .map(|plan| {
+            let policy =
+                load_one(plan, engine, fetcher).map_err(|message| ConfigError { at: plan.at.clone(), message })?;
+            Ok(WeightedPolicy { policy: Arc::new(policy), weight: plan.weight })
+        })
+        .collect::<Result<_, ConfigError>>()?;
+    Ok(PolicySet::new(policies))
+}
+
+fn load_one(
+    plan: &PolicyPlan,
+    engine: &PolicyEngine,
+    fetcher: &Fetcher,
+) -> Result<wasmsched_runtime::LoadedPolicy, String> {
+    let source = match &plan.location {
+        PolicyLocation::File(path) => {
+            PolicySource::from_file(path).map_err(|e| format!("reading {}: {e}", path.display()))?
+        }
+        PolicyLocation::Embedded => crate::default_policy::source(),
+        PolicyLocation::Url { url, sha256 } => {
+            PolicySource::new(url.clone(), fetcher.fetch(url, sha256.as_deref(), plan.limits.max_wasm_bytes)?)
+        }
+    };
+    let config = match &plan.config {
+        PolicyConfig::Json(json) => json.clone(),
+        PolicyConfig::File(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+            config_to_json(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+    };
+    engine.load(&source, &config, plan.limits.clone()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubernetes::config::{ConfigurationFile, Flags, resolve};
+
+    fn load_file(body: &str, fetcher: &Fetcher) -> Result<RunConfig, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        let text = format!("apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\n{body}");
+        let file = ConfigurationFile::parse(&text).unwrap();
+        let resolved = resolve(Some((&file, &path)), Flags::default()).map_err(|e| e.to_string())?;
+        load(resolved, &PolicyEngine::new().unwrap(), fetcher).map_err(|e| e.to_string())
+    }
+
+    fn set(profile: &ProfileConfig) -> &PolicySet {
+        match &profile.origin {
+            PolicyOrigin::Specs(set) => set,
+            _ => panic!("not specs"),
+        }
+    }
+
+    #[test]
+    fn policies_are_compiled_and_hot_swapped_origins_kept() {
+        let body = "profiles:\n- schedulerName: a\n  policies:\n  - embedded: least-allocated\n    weight: 3\n- schedulerName: b\n  policyConfigMap: ns/p\n";
+        let config = load_file(body, &Fetcher::new(None)).unwrap();
+        assert_eq!(set(&config.profiles[0]).policies[0].weight, 3);
+        assert!(matches!(&config.profiles[1].origin, PolicyOrigin::ConfigMap(cm) if cm.to_string() == "ns/p"));
+        let waiting = config.profiles[1].initial_policies();
+        assert_eq!(waiting.unavailable.as_deref(), Some("waiting for policy configmap ns/p"));
+    }
+
+    #[test]
+    fn a_missing_policy_names_where_it_was_given() {
+        let e = load_file("profiles:\n- schedulerName: a\n  policies:\n  - path: missing.wasm\n", &Fetcher::new(None))
+            .unwrap_err();
+        assert!(e.contains("config.yaml: profiles[0] (a): policies[0]: reading") && e.contains("missing.wasm"), "{e}");
+    }
+
+    #[test]
+    fn a_policy_config_file_is_read_as_yaml() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("c.yaml");
+        std::fs::write(&config, "- not a mapping\n").unwrap();
+        let plan = PolicyPlan {
+            at: "--policy x".into(),
+            location: PolicyLocation::Embedded,
+            weight: 1,
+            limits: Default::default(),
+            config: PolicyConfig::File(config.clone()),
+        };
+        let e = load_set(&[plan], &PolicyEngine::new().unwrap(), &Fetcher::new(None)).err().unwrap().to_string();
+        assert!(e.starts_with("--policy x: ") && e.contains("must be a mapping"), "{e}");
+    }
+
+    #[test]
+    fn a_profile_policy_can_be_named_by_url_and_is_pinned() {
+        let wasm = crate::default_policy::DEFAULT_POLICY_WASM.to_vec();
+        let sha = PolicySource::new("x", wasm.clone()).sha256();
+        let (base, served) = wasmsched_test_support::serve_file(wasm);
+        let cache = tempfile::tempdir().unwrap();
+        let fetcher = Fetcher::new(Some(cache.path().to_path_buf()));
+        let body = |entry: &str| format!("profiles:\n- schedulerName: a\n  policies:\n  - {entry}\n");
+        let good = body(&format!("url: {base}/policy.wasm\n    sha256: {sha}\n    weight: 3"));
+        let config = load_file(&good, &fetcher).unwrap();
+        assert_eq!(set(&config.profiles[0]).policies[0].weight, 3);
+        assert_eq!(set(&config.profiles[0]).policies[0].policy.provenance.origin, format!("{base}/policy.wasm"));
+        load_file(&good, &fetcher).unwrap();
+        assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 1, "the second load reads the cache");
+
+        let e = load_file(&body(&format!("url: {base}/policy.wasm")), &fetcher).unwrap_err();
+        assert!(e.contains("profiles[0] (a): policies[0]: url ") && e.contains("a url needs its sha256"), "{e}");
+        let wrong = body(&format!("url: {base}/policy.wasm\n    sha256: {}", "ab".repeat(32)));
+        let e = load_file(&wrong, &fetcher).unwrap_err();
+        assert!(e.contains("profiles[0] (a): policies[0]: url ") && e.contains("the pin says"), "{e}");
+    }
+}

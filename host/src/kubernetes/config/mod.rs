@@ -1,0 +1,165 @@
+//! What `wasmsched run` needs, in three steps:
+//! - `v1alpha1`: the configuration file as operators write it, a
+//!   `WasmSchedulerConfiguration` modelled on KubeSchedulerConfiguration;
+//! - `resolve`: the command-line flags laid over that file, every rule
+//!   applied, nothing read or compiled (a [`Resolved`] configuration);
+//! - `load`: the policies it names read, fetched and compiled (a
+//!   [`RunConfig`], which `kubernetes::start` runs).
+
+mod load;
+mod resolve;
+pub mod v1alpha1;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::policy_configmap::ConfigMapRef;
+use crate::metrics::MetricSpec;
+use crate::scheduler::{NodeSampling, PolicySet, TenantSettings, default_tenant_limits};
+use wasmsched_runtime::PolicyLimits;
+
+pub use load::load;
+pub use resolve::{Flags, LeaderElectionFlags, PolicyConfig, PolicyLocation, PolicyPlan, TenantFlags, resolve};
+pub use v1alpha1::{ConfigError, ConfigurationFile};
+
+/// Where a profile's policies come from. `S` is what the specs are: a
+/// plan ([`PolicyPlan`]s) once resolved, a compiled [`PolicySet`] once
+/// loaded.
+#[derive(Debug, Clone)]
+pub enum PolicyOrigin<S> {
+    /// Given by the configuration or `--policy`, loaded at start.
+    Specs(S),
+    /// Taken from this ConfigMap and hot-swapped on every valid update.
+    ConfigMap(ConfigMapRef),
+    /// Taken from this directory and hot-swapped whenever it changes.
+    Dir(PathBuf),
+}
+
+#[derive(Debug, Clone)]
+pub struct ProfileConfig<S = PolicySet> {
+    pub scheduler_name: String,
+    pub origin: PolicyOrigin<S>,
+    /// How many nodes an attempt evaluates (`percentageOfNodesToScore`).
+    pub sampling: NodeSampling,
+}
+
+impl ProfileConfig {
+    /// A profile whose pods `policies` decide, evaluating every node.
+    pub fn with_policies(scheduler_name: &str, policies: PolicySet) -> Self {
+        ProfileConfig {
+            scheduler_name: scheduler_name.to_string(),
+            origin: PolicyOrigin::Specs(policies),
+            sampling: NodeSampling::All,
+        }
+    }
+
+    /// What decides until a hot-swapped source delivers its first valid
+    /// version: the built-in scoring, saying why.
+    pub fn initial_policies(&self) -> PolicySet {
+        match &self.origin {
+            PolicyOrigin::Specs(set) => set.clone(),
+            PolicyOrigin::ConfigMap(cm) => PolicySet::unavailable(format!("waiting for policy configmap {cm}")),
+            PolicyOrigin::Dir(dir) => PolicySet::unavailable(format!("waiting for policy dir {}", dir.display())),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LeaderElectionConfig {
+    pub enabled: bool,
+    /// Where the Lease lives. Empty (the default): the client's namespace,
+    /// i.e. in a pod its own namespace (where deploy/ grants the Lease),
+    /// outside a cluster the kubeconfig context's namespace (`default`
+    /// if it names none).
+    pub namespace: String,
+    pub name: String,
+    /// This replica's holder identity (pod name plus a random suffix).
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl Default for LeaderElectionConfig {
+    fn default() -> Self {
+        LeaderElectionConfig {
+            enabled: true,
+            namespace: String::new(),
+            name: "wasmsched".into(),
+            identity: default_identity(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+/// `HOSTNAME` (the pod name in a Deployment) plus a per-process suffix, so
+/// two processes on one host never share an identity.
+pub fn default_identity() -> String {
+    let host =
+        std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "wasmsched".to_string());
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{host}_{:08x}", nanos ^ std::process::id().rotate_left(16))
+}
+
+/// Tenants' own policies: whether they apply, and the confinement every
+/// tenant policy gets.
+#[derive(Debug, Clone)]
+pub struct TenantConfig {
+    pub settings: TenantSettings,
+    /// Caps: a tenant's `NAME.yaml` may ask for less, never more.
+    /// `max_wasm_bytes` is the largest policy (after decompression).
+    pub limits: PolicyLimits,
+    /// Policies one namespace may have, over all its ConfigMaps.
+    pub max_policies: usize,
+}
+
+impl Default for TenantConfig {
+    fn default() -> Self {
+        TenantConfig { settings: TenantSettings::default(), limits: default_tenant_limits(), max_policies: 4 }
+    }
+}
+
+/// A configuration with every rule applied and nothing loaded yet.
+pub type Resolved = RunConfig<Vec<PolicyPlan>>;
+
+#[derive(Debug, Clone)]
+pub struct RunConfig<S = PolicySet> {
+    pub profiles: Vec<ProfileConfig<S>>,
+    pub leader_election: LeaderElectionConfig,
+    /// Bindings in flight at once (`parallelism`).
+    pub bind_concurrency: usize,
+    /// Where `/healthz`, `/readyz`, `/metrics` and `/policies` are served.
+    pub http_addr: Option<SocketAddr>,
+    pub seed: u64,
+    /// A pod's repeated identical `FailedScheduling` events are sent at most
+    /// this often (the Events API aggregates the rest into a series).
+    pub failed_event_interval: Duration,
+    /// Limits for policies that do not set their own.
+    pub policy_limits: PolicyLimits,
+    pub tenants: TenantConfig,
+    /// Node metrics policies may read, refreshed in the background.
+    pub metrics: Vec<MetricSpec>,
+    /// Precompiled policies and policies fetched by URL are kept here.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl<S> RunConfig<S> {
+    pub fn new(profiles: Vec<ProfileConfig<S>>) -> Self {
+        RunConfig {
+            profiles,
+            leader_election: LeaderElectionConfig::default(),
+            bind_concurrency: 16,
+            http_addr: None,
+            seed: 0,
+            failed_event_interval: Duration::from_secs(30),
+            policy_limits: PolicyLimits::default(),
+            tenants: TenantConfig::default(),
+            metrics: Vec::new(),
+            cache_dir: None,
+        }
+    }
+}

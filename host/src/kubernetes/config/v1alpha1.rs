@@ -1,0 +1,186 @@
+//! `wasmsched.io/v1alpha1` `WasmSchedulerConfiguration`: the configuration
+//! file as operators write it, modelled on KubeSchedulerConfiguration
+//! (profiles keyed by schedulerName, `leaderElection`, `parallelism`).
+//! This is the schema only; `resolve` gives it meaning.
+//!
+//! ```yaml
+//! apiVersion: wasmsched.io/v1alpha1
+//! kind: WasmSchedulerConfiguration
+//! leaderElection: {leaderElect: true, resourceNamespace: wasmsched, resourceName: wasmsched}
+//! parallelism: 16
+//! percentageOfNodesToScore: 0   # kube-scheduler's sampling; unset or 100: every node
+//! profiles:
+//! - schedulerName: wasmsched
+//!   policies:
+//!   - embedded: least-allocated
+//! - schedulerName: wasmsched-latency
+//!   percentageOfNodesToScore: 100   # this profile: every node
+//!   policies:
+//!   - path: /etc/wasmsched/policies/http-latency.wasm
+//!     weight: 2
+//!     config: {metric: http_latency_seconds}
+//!     memoryLimit: 32Mi
+//!     deadline: 50ms
+//! tenants:                      # namespaces' own policies (on by default)
+//!   enabled: true
+//!   disabledNamespaces: [kube-system]
+//!   memoryLimit: 32Mi           # caps for every tenant policy
+//!   deadline: 50ms
+//!   maxPolicySize: 4Mi
+//!   maxPolicies: 4              # per namespace
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::metrics::spec::MetricFile;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigurationFile {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default)]
+    pub leader_election: Option<LeaderElectionFile>,
+    #[serde(default)]
+    pub parallelism: Option<usize>,
+    /// kube-scheduler's node sampling for every profile that does not set
+    /// its own: unset or 100 every node, 0 kube-scheduler's adaptive default.
+    #[serde(default)]
+    pub percentage_of_nodes_to_score: Option<i64>,
+    pub profiles: Vec<ProfileFile>,
+    #[serde(default)]
+    pub tenants: Option<TenantsFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TenantsFile {
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    pub disabled_namespaces: Vec<String>,
+    pub memory_limit: Option<String>,
+    pub deadline: Option<String>,
+    pub max_policy_size: Option<String>,
+    pub max_policies: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LeaderElectionFile {
+    pub leader_elect: Option<bool>,
+    pub lease_duration: Option<String>,
+    pub renew_deadline: Option<String>,
+    pub retry_period: Option<String>,
+    pub resource_namespace: Option<String>,
+    pub resource_name: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProfileFile {
+    pub scheduler_name: String,
+    #[serde(default)]
+    pub policies: Vec<PolicyFile>,
+    /// `NAMESPACE/NAME`: take this profile's policies from a ConfigMap and
+    /// follow its updates (instead of `policies`).
+    pub policy_config_map: Option<String>,
+    /// A directory (relative to this file) to take the policies from and
+    /// follow, e.g. a mounted ConfigMap (instead of `policies`).
+    pub policy_dir: Option<PathBuf>,
+    /// Node metrics this profile's policies read (see `metrics::spec`).
+    #[serde(default)]
+    pub metrics: Vec<MetricFile>,
+    /// This profile's node sampling (overrides the top-level one).
+    #[serde(default)]
+    pub percentage_of_nodes_to_score: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyFile {
+    /// A `.wasm` file, relative to the configuration file.
+    pub path: Option<PathBuf>,
+    /// A policy built into the binary: `least-allocated`.
+    pub embedded: Option<String>,
+    /// An HTTP(S) URL to fetch the policy from, with its `sha256` pin.
+    pub url: Option<String>,
+    pub sha256: Option<String>,
+    pub weight: Option<u32>,
+    /// The policy's own configuration, handed to it as JSON.
+    pub config: Option<serde_yaml::Value>,
+    pub memory_limit: Option<String>,
+    pub deadline: Option<String>,
+}
+
+pub const API_VERSION: &str = "wasmsched.io/v1alpha1";
+pub const KIND: &str = "WasmSchedulerConfiguration";
+
+/// A problem with the configuration: where (the file, or the flags) and
+/// what, naming the field.
+#[derive(Debug, thiserror::Error)]
+#[error("{at}: {message}")]
+pub struct ConfigError {
+    pub at: String,
+    pub message: String,
+}
+
+impl ConfigurationFile {
+    /// Reads and parses `path`.
+    pub fn read(path: &Path) -> Result<ConfigurationFile, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError { at: path.display().to_string(), message: e.to_string() })?;
+        Self::parse(&text).map_err(|message| ConfigError { at: path.display().to_string(), message })
+    }
+
+    /// Parses a configuration; what the schema alone can tell is checked
+    /// here (kind, fields, at least one profile, unique names).
+    pub fn parse(text: &str) -> Result<ConfigurationFile, String> {
+        let file: ConfigurationFile = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+        if file.api_version != API_VERSION || file.kind != KIND {
+            return Err(format!(
+                "expected apiVersion {API_VERSION} and kind {KIND}, found {} {}",
+                file.api_version, file.kind
+            ));
+        }
+        if file.profiles.is_empty() {
+            return Err("profiles: at least one profile is required".into());
+        }
+        let mut names: Vec<&str> = file.profiles.iter().map(|p| p.scheduler_name.as_str()).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!("profiles: schedulerName {:?} appears twice", w[0]));
+        }
+        Ok(file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\n";
+
+    #[test]
+    fn the_schema_is_strict() {
+        let e = ConfigurationFile::parse(&format!("{HEAD}profiles:\n- schedulerName: a\n  polices: []\n")).unwrap_err();
+        assert!(e.contains("unknown field `polices`"), "{e}");
+        let e =
+            ConfigurationFile::parse("apiVersion: v1\nkind: KubeSchedulerConfiguration\nprofiles: []\n").unwrap_err();
+        assert!(e.contains("expected apiVersion"), "{e}");
+        let e = ConfigurationFile::parse(&format!("{HEAD}profiles: []\n")).unwrap_err();
+        assert_eq!(e, "profiles: at least one profile is required");
+        let e = ConfigurationFile::parse(&format!("{HEAD}profiles:\n- schedulerName: a\n- schedulerName: a\n"))
+            .unwrap_err();
+        assert_eq!(e, "profiles: schedulerName \"a\" appears twice");
+    }
+
+    #[test]
+    fn read_names_the_file() {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), format!("{HEAD}profiles:\n- schedulerName: a\n  polices: []\n")).unwrap();
+        let e = ConfigurationFile::read(f.path()).unwrap_err().to_string();
+        assert!(e.starts_with(&f.path().display().to_string()) && e.contains("unknown field `polices`"), "{e}");
+    }
+}
