@@ -13,9 +13,10 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, mpsc};
 
+use crate::resources::ResourceType;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, success};
-use crate::store::{Change, ChangeType, ResourceType};
+use crate::store::{Change, ChangeType};
 use crate::{RequestStat, Shared};
 
 type Body = BoxBody<Bytes, Infallible>;

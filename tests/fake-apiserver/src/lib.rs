@@ -16,6 +16,8 @@
 //! `stop`/`restart` (connections refused in between), `fail_requests`.
 
 mod http;
+mod patch;
+mod resources;
 pub mod selectors;
 pub mod status;
 pub mod store;
@@ -29,7 +31,8 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::task::AbortHandle;
 
-pub use store::{ResourceType, Store};
+pub use resources::{RESOURCES, ResourceType};
+pub use store::Store;
 
 /// A scripted failure: the next `times` requests whose method and path
 /// match get `code`.

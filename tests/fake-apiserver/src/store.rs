@@ -6,51 +6,12 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+use crate::patch::merge_patch;
+use crate::resources::ResourceType;
 use crate::status::ApiError;
-
-/// A resource type: `(group/version, plural)` and its kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ResourceType {
-    pub api_version: &'static str,
-    pub plural: &'static str,
-    pub kind: &'static str,
-    pub namespaced: bool,
-}
-
-pub const RESOURCES: &[ResourceType] = &[
-    ResourceType { api_version: "v1", plural: "pods", kind: "Pod", namespaced: true },
-    ResourceType { api_version: "v1", plural: "nodes", kind: "Node", namespaced: false },
-    ResourceType { api_version: "v1", plural: "configmaps", kind: "ConfigMap", namespaced: true },
-    ResourceType { api_version: "v1", plural: "namespaces", kind: "Namespace", namespaced: false },
-    ResourceType { api_version: "v1", plural: "events", kind: "Event", namespaced: true },
-    ResourceType { api_version: "events.k8s.io/v1", plural: "events", kind: "Event", namespaced: true },
-    ResourceType { api_version: "coordination.k8s.io/v1", plural: "leases", kind: "Lease", namespaced: true },
-    // What metrics-server serves (read-only there; tests create them here).
-    ResourceType { api_version: "metrics.k8s.io/v1beta1", plural: "nodes", kind: "NodeMetrics", namespaced: false },
-];
-
-impl ResourceType {
-    pub fn find(api_version: &str, plural: &str) -> Option<ResourceType> {
-        RESOURCES.iter().copied().find(|r| r.api_version == api_version && r.plural == plural)
-    }
-
-    /// `pods`, `leases.coordination.k8s.io`: how error messages name it.
-    pub fn qualified(&self) -> String {
-        match self.api_version.split_once('/') {
-            Some((group, _)) => format!("{}.{group}", self.plural),
-            None => self.plural.to_string(),
-        }
-    }
-
-    /// Pods and nodes have a status subresource: writes to the main
-    /// resource keep the old status, writes to `/status` only change it.
-    fn has_status(&self) -> bool {
-        matches!(self.plural, "pods" | "nodes") && self.api_version == "v1"
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangeType {
@@ -379,49 +340,6 @@ impl Store {
     }
 }
 
-/// RFC 7386 merge patch; with `strategic`, lists of objects that carry a
-/// merge key (`type` for conditions, `name` for containers and the like)
-/// are merged by that key, as the strategic merge patch does for the
-/// fields wasmsched patches.
-pub fn merge_patch(target: &mut Value, patch: &Value, strategic: bool) {
-    let Value::Object(patch_map) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    let target_map = target.as_object_mut().expect("object");
-    for (k, v) in patch_map {
-        if v.is_null() {
-            target_map.remove(k);
-            continue;
-        }
-        match (target_map.get_mut(k), v) {
-            (Some(Value::Array(existing)), Value::Array(items)) if strategic => {
-                let merge_key = ["type", "name"]
-                    .into_iter()
-                    .find(|mk| items.iter().all(|i| i.get(mk).is_some()) && !items.is_empty());
-                match merge_key {
-                    Some(mk) => {
-                        for item in items {
-                            match existing.iter_mut().find(|e| e.get(mk) == item.get(mk)) {
-                                Some(e) => merge_patch(e, item, true),
-                                None => existing.push(item.clone()),
-                            }
-                        }
-                    }
-                    None => *existing = items.clone(),
-                }
-            }
-            (Some(existing), Value::Object(_)) => merge_patch(existing, v, strategic),
-            _ => {
-                target_map.insert(k.clone(), v.clone());
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,17 +382,6 @@ mod tests {
         s.compact();
         assert_eq!(s.changes_since(1).unwrap_err().code, 410);
         assert!(s.changes_since(s.rv).unwrap().is_empty());
-    }
-
-    #[test]
-    fn strategic_patch_merges_conditions_by_type() {
-        let mut pod = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}});
-        let patch =
-            json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}});
-        merge_patch(&mut pod, &patch, true);
-        assert_eq!(pod["status"]["conditions"].as_array().unwrap().len(), 2);
-        merge_patch(&mut pod, &patch, false);
-        assert_eq!(pod["status"]["conditions"].as_array().unwrap().len(), 1);
     }
 
     #[test]

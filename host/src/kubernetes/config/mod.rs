@@ -8,6 +8,7 @@
 
 mod load;
 mod resolve;
+mod run_settings;
 pub mod v1alpha1;
 
 use std::net::SocketAddr;

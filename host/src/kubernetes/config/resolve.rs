@@ -13,12 +13,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::run_settings;
 use super::v1alpha1::{ConfigurationFile, PolicyFile, ProfileFile};
-use super::{ConfigError, LeaderElectionConfig, PolicyOrigin, ProfileConfig, Resolved, RunConfig, TenantConfig};
-use crate::duration::parse_duration;
+use super::{ConfigError, PolicyOrigin, ProfileConfig, Resolved, RunConfig};
 use crate::kubernetes::ConfigMapRef;
 use crate::metrics::MetricSpec;
-use crate::metrics::spec::resolve_all;
 use crate::policy::bundle::resolve_settings;
 use crate::policy::flags::PolicySpec;
 use crate::scheduler::NodeSampling;
@@ -123,9 +122,9 @@ pub fn resolve(file: Option<(&ConfigurationFile, &Path)>, flags: Flags) -> Resul
     };
     let mut config = RunConfig::new(profiles);
     let conf = file.map(|(f, _)| f);
-    config.leader_election = leader_election(conf, &flags.leader_election).map_err(&err)?;
-    config.tenants = tenants(conf, &flags.tenants).map_err(&err)?;
-    config.metrics = metrics(conf, flags.metrics).map_err(&err)?;
+    config.leader_election = run_settings::leader_election(conf, &flags.leader_election).map_err(&err)?;
+    config.tenants = run_settings::tenants(conf, &flags.tenants).map_err(&err)?;
+    config.metrics = run_settings::metrics(conf, flags.metrics).map_err(&err)?;
     config.bind_concurrency = flags.bind_concurrency.or(conf.and_then(|f| f.parallelism)).unwrap_or(16).max(1);
     config.http_addr = flags.http_addr;
     config.seed = flags.seed;
@@ -212,101 +211,6 @@ fn file_policy(p: &PolicyFile, dir: &Path, base: &PolicyLimits, at: String) -> R
     };
     let (limits, config) = resolve_settings(base, p.memory_limit.as_deref(), p.deadline.as_deref(), p.config.as_ref())?;
     Ok(PolicyPlan { at, location, weight: p.weight.unwrap_or(1), limits, config: PolicyConfig::Json(config) })
-}
-
-fn leader_election(
-    file: Option<&ConfigurationFile>,
-    flags: &LeaderElectionFlags,
-) -> Result<LeaderElectionConfig, String> {
-    let mut le = LeaderElectionConfig::default();
-    if let Some(f) = file.and_then(|f| f.leader_election.as_ref()) {
-        if let Some(on) = f.leader_elect {
-            le.enabled = on;
-        }
-        for (field, value, slot) in [
-            ("leaseDuration", &f.lease_duration, &mut le.lease_duration),
-            ("renewDeadline", &f.renew_deadline, &mut le.renew_deadline),
-            ("retryPeriod", &f.retry_period, &mut le.retry_period),
-        ] {
-            if let Some(v) = value {
-                *slot = parse_duration(v).map_err(|e| format!("leaderElection.{field}: {e}"))?;
-            }
-        }
-        if let Some(ns) = &f.resource_namespace {
-            le.namespace = ns.clone();
-        }
-        if let Some(name) = &f.resource_name {
-            le.name = name.clone();
-        }
-    }
-    le.enabled = flags.enabled.unwrap_or(le.enabled);
-    le.namespace = flags.namespace.clone().unwrap_or(le.namespace);
-    le.name = flags.name.clone().unwrap_or(le.name);
-    le.identity = flags.identity.clone().unwrap_or(le.identity);
-    le.lease_duration = flags.lease_duration.unwrap_or(le.lease_duration);
-    le.renew_deadline = flags.renew_deadline.unwrap_or(le.renew_deadline);
-    le.retry_period = flags.retry_period.unwrap_or(le.retry_period);
-    if le.enabled && (le.renew_deadline >= le.lease_duration || le.retry_period >= le.renew_deadline) {
-        return Err(format!(
-            "leader election needs --retry-period < --renew-deadline < --lease-duration (in the file: \
-             leaderElection.retryPeriod, renewDeadline, leaseDuration), got {:?}, {:?} and {:?}",
-            le.retry_period, le.renew_deadline, le.lease_duration
-        ));
-    }
-    Ok(le)
-}
-
-fn tenants(file: Option<&ConfigurationFile>, flags: &TenantFlags) -> Result<TenantConfig, String> {
-    let mut t = TenantConfig::default();
-    if let Some(f) = file.and_then(|f| f.tenants.as_ref()) {
-        let at = |e: String| format!("tenants.{e}");
-        if let Some(on) = f.enabled {
-            t.settings.enabled = on;
-        }
-        t.settings.disabled_namespaces.extend(f.disabled_namespaces.iter().cloned());
-        (t.limits, _) =
-            resolve_settings(&t.limits, f.memory_limit.as_deref(), f.deadline.as_deref(), None).map_err(at)?;
-        if let Some(size) = &f.max_policy_size {
-            t.limits.max_wasm_bytes =
-                wasmsched_rules::quantity::value(size).map_err(|e| at(format!("maxPolicySize: {e}")))? as usize;
-        }
-        t.max_policies = f.max_policies.unwrap_or(t.max_policies);
-    }
-    t.settings.enabled = flags.enabled.unwrap_or(t.settings.enabled);
-    t.settings.disabled_namespaces.extend(flags.disabled_namespaces.iter().filter(|n| !n.is_empty()).cloned());
-    t.limits.memory_bytes = flags.memory_bytes.unwrap_or(t.limits.memory_bytes);
-    t.limits.call_deadline = flags.deadline.unwrap_or(t.limits.call_deadline);
-    t.limits.max_wasm_bytes = flags.max_policy_bytes.unwrap_or(t.limits.max_wasm_bytes);
-    t.max_policies = flags.max_policies.unwrap_or(t.max_policies);
-    Ok(t)
-}
-
-/// The node metrics of every profile, then `--metrics-config`'s. A metric
-/// named twice must be defined the same way: the scheduler keeps one cache.
-fn metrics(file: Option<&ConfigurationFile>, flagged: Vec<MetricSpec>) -> Result<Vec<MetricSpec>, String> {
-    let mut all: Vec<MetricSpec> = Vec::new();
-    for (pi, profile) in file.map_or(&[][..], |f| &f.profiles).iter().enumerate() {
-        let at = |e: String| format!("profiles[{pi}] ({}): {e}", profile.scheduler_name);
-        for spec in resolve_all(&profile.metrics).map_err(at)? {
-            match all.iter().find(|s| s.name == spec.name) {
-                Some(existing) if *existing != spec => {
-                    return Err(at(format!(
-                        "metric {:?} is defined differently by another profile; one name, one definition",
-                        spec.name
-                    )));
-                }
-                Some(_) => {}
-                None => all.push(spec),
-            }
-        }
-    }
-    for spec in flagged {
-        if all.iter().any(|m| m.name == spec.name) {
-            return Err(format!("--metrics-config: metric {:?} is also defined in the configuration file", spec.name));
-        }
-        all.push(spec);
-    }
-    Ok(all)
 }
 
 #[cfg(test)]
@@ -401,60 +305,6 @@ mod tests {
         let e =
             with_file("percentageOfNodesToScore: -5\nprofiles:\n- schedulerName: a\n", Flags::default()).unwrap_err();
         assert!(e.contains("percentageOfNodesToScore: -5 is not in the valid range"), "{e}");
-    }
-
-    #[test]
-    fn metrics_of_every_profile_and_the_flag() {
-        let body = "profiles:\n- schedulerName: a\n  metrics:\n  - {name: price, annotation: p}\n- schedulerName: b\n  metrics:\n  - {name: price, annotation: p}\n  - {name: cpu, metricsServer: cpu}\n";
-        let r = with_file(body, Flags::default()).unwrap();
-        assert_eq!(r.metrics.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["price", "cpu"]);
-        let clash = "profiles:\n- schedulerName: a\n  metrics:\n  - {name: price, annotation: p}\n- schedulerName: b\n  metrics:\n  - {name: price, label: p}\n";
-        let e = with_file(clash, Flags::default()).unwrap_err();
-        assert!(e.contains("profiles[1] (b): metric \"price\" is defined differently"), "{e}");
-        let flagged = Flags { metrics: r.metrics.clone(), ..Flags::default() };
-        let e = with_file(body, flagged).unwrap_err();
-        assert!(e.contains("--metrics-config: metric \"price\" is also defined"), "{e}");
-    }
-
-    #[test]
-    fn flags_win_over_the_file_and_the_file_over_defaults() {
-        let body = "leaderElection:\n  leaderElect: false\n  leaseDuration: 30s\n  resourceNamespace: sched\nparallelism: 8\nprofiles:\n- schedulerName: a\ntenants:\n  disabledNamespaces: [kube-system]\n  memoryLimit: 16Mi\n  deadline: 20ms\n  maxPolicySize: 1Mi\n  maxPolicies: 2\n";
-        let r = with_file(body, Flags::default()).unwrap();
-        let le = &r.leader_election;
-        assert_eq!((le.enabled, le.lease_duration, le.namespace.as_str()), (false, Duration::from_secs(30), "sched"));
-        assert_eq!((le.name.as_str(), le.renew_deadline), ("wasmsched", Duration::from_secs(10)), "defaults");
-        assert_eq!(r.bind_concurrency, 8);
-        let t = &r.tenants;
-        assert!(t.settings.enabled && !t.settings.allows("kube-system") && t.settings.allows("team-a"));
-        assert_eq!(
-            (t.limits.memory_bytes, t.limits.call_deadline, t.limits.max_wasm_bytes, t.max_policies),
-            (16 << 20, Duration::from_millis(20), 1 << 20, 2)
-        );
-
-        let flags = Flags {
-            leader_election: LeaderElectionFlags {
-                enabled: Some(true),
-                namespace: Some("other".into()),
-                lease_duration: Some(Duration::from_secs(20)),
-                ..Default::default()
-            },
-            tenants: TenantFlags {
-                enabled: Some(false),
-                disabled_namespaces: vec!["team-b".into()],
-                max_policies: Some(1),
-                ..Default::default()
-            },
-            bind_concurrency: Some(4),
-            ..Flags::default()
-        };
-        let r = with_file(body, flags).unwrap();
-        let le = &r.leader_election;
-        assert_eq!((le.enabled, le.lease_duration, le.namespace.as_str()), (true, Duration::from_secs(20), "other"));
-        assert_eq!(r.bind_concurrency, 4);
-        let t = &r.tenants;
-        assert!(!t.settings.enabled && t.settings.disabled_namespaces.contains("kube-system"));
-        assert!(t.settings.disabled_namespaces.contains("team-b"));
-        assert_eq!((t.max_policies, t.limits.memory_bytes), (1, 16 << 20));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use wasmsched::scheduler::PolicySet;
 use wasmsched_fake_apiserver::FakeApiServer;
 use wasmsched_test_support::policy_wasm;
 
-mod common;
+use crate::common;
 
 const PROFILE: &str = "wasmsched";
 

@@ -1,26 +1,25 @@
-//! The harness of `real_apiserver.rs`: the shared real cluster, one test
+//! The harness of `real_apiserver/`: the shared real cluster, one test
 //! at a time, a namespace and node names of the test's own, and what the
 //! tests wait for and check.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
-use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use wasmsched::kubernetes::RunningScheduler;
 use wasmsched::kubernetes::config::RunConfig;
 use wasmsched_test_support::control_plane::ControlPlane;
 
+mod configmaps;
+mod identities;
 mod running_binary;
+pub use identities::{connect, flow_schema_of};
 pub use running_binary::RunningBinary;
 
 /// What became of a pod: bound, refused with kube's message (the filters'
@@ -334,163 +333,6 @@ impl Real {
             .unwrap();
         RunningBinary::new(child, port, log)
     }
-
-    /// Applies deploy/'s namespace, RBAC and FlowSchema, and returns a
-    /// kubeconfig with a token of its ServiceAccount (context namespace
-    /// `wasmsched`, as in the pod).
-    pub async fn deploy_identity(&self) -> PathBuf {
-        let deploy = wasmsched_test_support::workspace_root().join("deploy");
-        for file in ["namespace.yaml", "rbac.yaml", "flowschema.yaml"] {
-            self.apply_yaml(&std::fs::read_to_string(deploy.join(file)).unwrap()).await;
-        }
-        self.service_account_kubeconfig("wasmsched", "wasmsched").await
-    }
-
-    /// A kubeconfig with a token of ServiceAccount `namespace/name` (the
-    /// context's namespace is `namespace`, as in a pod).
-    pub async fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> PathBuf {
-        let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(self.admin.clone(), namespace);
-        let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}});
-        let token: Value = accounts.create_subresource("token", name, &PostParams::default(), &request).await.unwrap();
-        let token = token["status"]["token"].as_str().unwrap().to_string();
-        let mut config = kube::config::Kubeconfig::read_from(&self.control_plane.admin_kubeconfig).unwrap();
-        for user in &mut config.auth_infos {
-            if let Some(info) = user.auth_info.as_mut() {
-                *info = kube::config::AuthInfo { token: Some(token.clone().into()), ..Default::default() };
-            }
-        }
-        for context in &mut config.contexts {
-            if let Some(c) = context.context.as_mut() {
-                c.namespace = Some(namespace.into());
-            }
-        }
-        let path = self.control_plane.state_dir.join(format!("{}-{name}.kubeconfig", self.prefix));
-        std::fs::write(&path, serde_yaml::to_string(&config).unwrap()).unwrap();
-        path
-    }
-
-    /// Creates the objects of a YAML text (any kinds) unless they exist.
-    pub async fn apply_yaml(&self, text: &str) {
-        for doc in serde_yaml::Deserializer::from_str(text) {
-            let object = Value::deserialize(doc).unwrap();
-            if !object.is_null() {
-                self.apply(object).await;
-            }
-        }
-    }
-
-    /// Creates `object` (any kind) unless it exists.
-    async fn apply(&self, object: Value) {
-        let (group, version) = match object["apiVersion"].as_str().unwrap().split_once('/') {
-            Some((g, v)) => (g.to_string(), v.to_string()),
-            None => (String::new(), object["apiVersion"].as_str().unwrap().to_string()),
-        };
-        let kind = object["kind"].as_str().unwrap().to_string();
-        let gvk = kube::api::GroupVersionKind::gvk(&group, &version, &kind);
-        let (resource, caps) = kube::discovery::pinned_kind(&self.admin, &gvk).await.unwrap();
-        let api: Api<DynamicObject> = match object.pointer("/metadata/namespace").and_then(Value::as_str) {
-            Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
-                Api::namespaced_with(self.admin.clone(), ns, &resource)
-            }
-            _ => Api::all_with(self.admin.clone(), &resource),
-        };
-        let object: DynamicObject = serde_json::from_value(object).unwrap();
-        match api.create(&PostParams::default(), &object).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => panic!("creating {kind}: {e}"),
-        }
-    }
-
-    /// Creates or replaces a ConfigMap of `.wasm` (binary) entries in the
-    /// test's namespace; `tenant` labels it as a tenant's policies.
-    pub async fn put_configmap(&self, name: &str, files: &[(&str, Vec<u8>)], tenant: bool) {
-        let api: Api<ConfigMap> = Api::namespaced(self.admin.clone(), &self.namespace);
-        let data: BTreeMap<String, ByteString> =
-            files.iter().map(|(k, v)| (k.to_string(), ByteString(v.clone()))).collect();
-        let labels = if tenant { json!({"wasmsched.io/policy": "true"}) } else { json!({}) };
-        let mut cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap();
-        cm.binary_data = Some(data);
-        match api.get_opt(name).await.unwrap() {
-            Some(current) => {
-                cm.metadata.resource_version = current.metadata.resource_version;
-                api.replace(name, &PostParams::default(), &cm).await.unwrap();
-            }
-            None => {
-                api.create(&PostParams::default(), &cm).await.unwrap();
-            }
-        }
-    }
-
-    /// The note of the first `reason` Event about ConfigMap `name`.
-    pub async fn wait_configmap_event(&self, name: &str, reason: &str) -> String {
-        self.wait_event_about("ConfigMap", name, reason).await
-    }
-
-    /// The note of the first `reason` Event about the `kind` `name` of the
-    /// test's namespace.
-    pub async fn wait_event_about(&self, kind: &str, name: &str, reason: &str) -> String {
-        let events: Api<Event> = Api::namespaced(self.admin.clone(), &self.namespace);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let found = events.list(&ListParams::default()).await.unwrap().items.into_iter().find(|e| {
-                e.reason.as_deref() == Some(reason)
-                    && e.regarding
-                        .as_ref()
-                        .is_some_and(|r| r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name))
-            });
-            if let Some(e) = found {
-                return e.note.unwrap_or_default();
-            }
-            assert!(Instant::now() < deadline, "no {reason} event about {kind} {name}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Waits until the one active profile policy is `name`.
-    pub async fn wait_active(&self, scheduler: &RunningScheduler, name: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while scheduler.status.policies().first().map(|p| p.name.as_str()) != Some(name) {
-            assert!(Instant::now() < deadline, "{name} never active: {:?}", scheduler.status.policies());
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// `count` pods of `spec` annotated to be decided by the namespace's
-    /// tenant policy `policy`.
-    pub async fn create_annotated_pods(
-        &self,
-        prefix: &str,
-        count: usize,
-        spec: &Value,
-        scheduler_name: &str,
-        policy: &str,
-    ) -> Vec<String> {
-        let api: Api<Pod> = Api::namespaced(self.admin.clone(), &self.namespace);
-        let mut names = Vec::new();
-        for i in 0..count {
-            let name = format!("{prefix}{i}");
-            let mut spec = spec.clone();
-            spec["schedulerName"] = json!(scheduler_name);
-            if let Some(class) = spec.pointer("/nodeSelector/wasmsched-class").and_then(Value::as_str) {
-                spec["nodeSelector"]["wasmsched-class"] = json!(self.own(class));
-            }
-            let pod = json!({"metadata": {"name": name, "annotations": {"wasmsched.io/policy": policy}}, "spec": spec});
-            api.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
-            names.push(name);
-        }
-        names
-    }
-
-    pub async fn flow_schema_uid(&self, name: &str) -> String {
-        let api: Api<FlowSchema> = Api::all(self.admin.clone());
-        api.get(name).await.unwrap().metadata.uid.unwrap()
-    }
-
-    pub async fn priority_level_uid(&self, name: &str) -> String {
-        let api: Api<PriorityLevelConfiguration> = Api::all(self.admin.clone());
-        api.get(name).await.unwrap().metadata.uid.unwrap()
-    }
 }
 
 impl Drop for Real {
@@ -505,26 +347,6 @@ impl Drop for Real {
             let _ = Api::<Node>::all(admin.clone()).delete_collection(&DeleteParams::default(), &ours).await;
         });
     }
-}
-
-pub async fn connect(kubeconfig: &Path) -> Client {
-    wasmsched::kubernetes::client::connect(Some(kubeconfig), None).await.unwrap()
-}
-
-/// The FlowSchema and priority level UIDs the API server classified a
-/// request under (its `X-Kubernetes-PF-*` response headers).
-pub async fn flow_schema_of(client: &Client, path: &str) -> (String, String) {
-    let request = http::Request::get(path).body(Vec::new()).unwrap();
-    let response = client.send(request.map(kube::client::Body::from)).await.unwrap();
-    let header = |name: &str| {
-        response
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_else(|| panic!("no {name} header"))
-            .to_string()
-    };
-    (header("X-Kubernetes-PF-FlowSchema-UID"), header("X-Kubernetes-PF-PriorityLevel-UID"))
 }
 
 /// The `.wasm` of a seed policy, built for the test run.

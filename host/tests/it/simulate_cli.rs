@@ -30,7 +30,7 @@ fn the_bundled_scenario_runs_with_no_files_and_matches_its_golden_output() {
     assert_eq!(
         without_timing(&text),
         golden,
-        "the bundled scenario's output changed; if on purpose, update tests/golden/default-scenario.txt"
+        "the bundled scenario's output changed; if on purpose, update host/tests/it/golden/default-scenario.txt"
     );
     // The same seed gives the same run; placements are data, not luck.
     assert_eq!(without_timing(&stdout(&simulate(&["--seed", "0"]))), golden);

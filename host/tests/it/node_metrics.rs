@@ -34,7 +34,7 @@ use wasmsched_runtime::NodeMetrics;
 use wasmsched_runtime::{NodeFacts, NodeTable, PolicyEngine, PolicyLimits, PolicySource};
 use wasmsched_test_support::policy_wasm;
 
-mod common;
+use crate::common;
 
 const METRIC: &str = "http_latency_seconds";
 

@@ -22,7 +22,7 @@ use wasmsched_fake_apiserver::FakeApiServer;
 use wasmsched_runtime::PolicyLimits;
 use wasmsched_test_support::policy_wasm;
 
-mod common;
+use crate::common;
 
 const PROFILE: &str = "wasmsched";
 

@@ -1,0 +1,124 @@
+//! What the core does with the cluster's changes: nodes and pods added,
+//! updated and deleted, and the relist that says which pods are still
+//! there.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use super::{InvalidPod, Scheduler};
+use crate::cluster::{PodInfo, PodKey};
+
+impl Scheduler {
+    /// A node added or updated. Unschedulable pods are retried only when
+    /// something that can make room changed, not on status heartbeats.
+    pub fn node_upserted(&mut self, node: &Node, now: Duration) -> Result<(), String> {
+        let (_, changed) = self.state.upsert_node(node)?;
+        if changed {
+            self.queue.cluster_changed(now);
+        }
+        Ok(())
+    }
+
+    pub fn node_deleted(&mut self, name: &str) {
+        self.state.remove_node(name);
+    }
+
+    /// Any pod, ours or not: bound pods count as load, pending pods with our
+    /// scheduler name are queued, terminal pods stop counting.
+    pub fn pod_upserted(&mut self, pod: Arc<Pod>, now: Duration) {
+        let key = PodKey::of(&pod);
+        let info = match PodInfo::new(&pod) {
+            Ok(info) => Arc::new(info),
+            Err(e) => {
+                self.queue.remove(&key);
+                self.invalid.retain(|i| i.key != key);
+                self.invalid.push(InvalidPod { message: format!("invalid pod {key}: {e}"), key, pod });
+                return;
+            }
+        };
+        self.invalid.retain(|i| i.key != key);
+        if info.terminal {
+            self.queue.remove(&key);
+            if self.state.unplace(&key) {
+                self.queue.cluster_changed(now);
+            }
+            return;
+        }
+        if let Some(node) = info.node_name.clone() {
+            // Bound (by us or anyone): count it, confirming an assumption.
+            self.queue.remove(&key);
+            self.state.place(&info, &node, false);
+            return;
+        }
+        if self.profile(&info.scheduler_name).is_none() {
+            return;
+        }
+        if pod.metadata.deletion_timestamp.is_some() {
+            // Being deleted: kube-scheduler skips such pods too.
+            self.queue.remove(&key);
+            return;
+        }
+        match self.state.placement_uid(&key) {
+            // Assumed and being bound: the binding result decides.
+            Some((_, true, _)) => return,
+            // Bound by us and confirmed, but this copy predates the binding
+            // (another watch stream can lag): nodeName never goes back to
+            // empty, so it is stale. A recreated pod has a new UID.
+            Some((_, false, uid)) if uid == info.uid => return,
+            _ => {}
+        }
+        self.queue.add_or_update(info);
+    }
+
+    /// A pod deleted, or finished. With `uid`, only the pod of that UID
+    /// goes: a late deletion of an earlier pod of the same name (looked up
+    /// while it was being recreated) must not remove its successor.
+    pub fn pod_deleted(&mut self, key: &PodKey, uid: Option<&str>, now: Duration) {
+        if let Some(uid) = uid
+            && self.known_uid(key).is_some_and(|known| known != uid)
+        {
+            return;
+        }
+        self.queue.remove(key);
+        self.invalid.retain(|i| &i.key != key);
+        if self.state.unplace(key) {
+            self.queue.cluster_changed(now);
+        }
+    }
+
+    /// The UID of the pod the core holds under `key`, placed, queued or
+    /// invalid.
+    fn known_uid(&self, key: &PodKey) -> Option<&str> {
+        self.state
+            .placement_uid(key)
+            .map(|(_, _, uid)| uid)
+            .or_else(|| self.queue.get(key).map(|p| p.uid.as_str()))
+            .or_else(|| self.invalid.iter().find(|i| &i.key == key).and_then(|i| i.pod.metadata.uid.as_deref()))
+    }
+
+    /// A fresh list of every live pod (the first list, or a relist after a
+    /// watch gap), its contents applied just before. Every pod the core
+    /// learnt of came through the same watch at an earlier
+    /// resourceVersion, so one missing from the list was deleted (or
+    /// finished) meanwhile: bound, queued, invalid or assumed, it goes. The
+    /// binding of an assumed one then answers 404, or counts nothing.
+    /// Returns how many pods went.
+    pub fn reconcile_pods(&mut self, listed: &HashSet<PodKey>, now: Duration) -> usize {
+        let gone: HashSet<PodKey> = self
+            .state
+            .placed()
+            .map(|(k, _)| k)
+            .chain(self.queue.keys())
+            .chain(self.invalid.iter().map(|i| &i.key))
+            .filter(|k| !listed.contains(*k))
+            .cloned()
+            .collect();
+        for key in &gone {
+            self.pod_deleted(key, None, now);
+        }
+        gone.len()
+    }
+}

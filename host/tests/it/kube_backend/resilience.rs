@@ -1,0 +1,272 @@
+//! Nothing lost or bound twice: leader election, API server restarts and
+//! expired watches, pods deleted mid-cycle, relists, graceful shutdown.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_with_leader_election_never_double_bind() {
+    let c = TestCluster::new("leader").await;
+    for i in 0..4 {
+        c.add_node(&format!("n{i}"), "16", "64Gi", json!({})).await;
+    }
+    let a = c.start_scheduler("replica-a", true).await;
+    let b = c.start_scheduler("replica-b", true).await;
+    wait_ready(&a).await;
+    wait_ready(&b).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(a.status.is_leader() || b.status.is_leader()) {
+        assert!(Instant::now() < deadline, "nobody became leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(a.status.is_leader() != b.status.is_leader(), "exactly one leader");
+
+    let mut names = Vec::new();
+    for i in 0..30 {
+        c.add_pod(&format!("p{i}"), "100m", json!({})).await;
+        names.push(format!("p{i}"));
+    }
+    c.wait_bound(&names, Duration::from_secs(20)).await;
+
+    // The leader goes away gracefully: it releases the lease and the
+    // standby takes over without waiting for expiry.
+    let (leader, standby) = if a.status.is_leader() { (a, b) } else { (b, a) };
+    let handover = Instant::now();
+    leader.shutdown().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !standby.status.is_leader() {
+        assert!(Instant::now() < deadline, "the standby never took over");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = handover.elapsed();
+    assert!(took < Duration::from_secs(3), "a released lease is taken at once, took {took:?}");
+    for i in 30..45 {
+        c.add_pod(&format!("p{i}"), "100m", json!({})).await;
+        names.push(format!("p{i}"));
+    }
+    c.wait_bound(&names, Duration::from_secs(20)).await;
+
+    // A crashed leader (no release): a third replica waits for the lease
+    // to expire, then schedules.
+    let third = c.start_scheduler("replica-c", true).await;
+    wait_ready(&third).await;
+    standby.abort();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !third.status.is_leader() {
+        assert!(Instant::now() < deadline, "replica-c never took over from a crashed leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for i in 45..55 {
+        c.add_pod(&format!("p{i}"), "100m", json!({})).await;
+        names.push(format!("p{i}"));
+    }
+    c.wait_bound(&names, Duration::from_secs(20)).await;
+    if let Some(fake) = &c.fake {
+        for n in &names {
+            assert_eq!(fake.bindings(&format!("default/{n}")), 1, "{n} bound more than once");
+        }
+        assert_eq!(fake.binding_conflicts(), 0, "no replica tried to bind a bound pod");
+    }
+    third.shutdown().await;
+    c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apiserver_restarts_and_expired_watches_lose_no_pod() {
+    let c = TestCluster::new("restart").await;
+    let Some(fake) = c.fake_only("apiserver_restarts_and_expired_watches_lose_no_pod") else { return };
+    for i in 0..3 {
+        c.add_node(&format!("n{i}"), "32", "128Gi", json!({})).await;
+    }
+    let s = c.start_scheduler("solo", false).await;
+    wait_ready(&s).await;
+    let mut names = Vec::new();
+    let pod = |name: &str, sched: &str, prefix: &str| {
+        json!({"metadata": {"name": name}, "spec": {
+            "schedulerName": sched,
+            "nodeSelector": {"wasmsched-e2e": prefix},
+            "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}]}})
+    };
+    for i in 0..10 {
+        c.add_pod(&format!("a{i}"), "100m", json!({})).await;
+        names.push(format!("a{i}"));
+    }
+    c.wait_bound(&names, Duration::from_secs(20)).await;
+
+    // The API server goes down; pods arrive and one leaves meanwhile.
+    fake.stop();
+    for i in 0..10 {
+        fake.create("v1", "pods", "default", pod(&format!("b{i}"), &c.scheduler_name(), &c.prefix));
+        names.push(format!("b{i}"));
+    }
+    fake.create("v1", "pods", "default", pod("doomed", &c.scheduler_name(), &c.prefix));
+    fake.delete("v1", "pods", "default", "doomed");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    fake.restart();
+    c.wait_bound(&names, Duration::from_secs(30)).await;
+
+    // Watches end (timeouts, load balancers): they resume from their
+    // resourceVersion.
+    fake.expire_watches();
+    for i in 0..5 {
+        c.add_pod(&format!("c{i}"), "100m", json!({})).await;
+        names.push(format!("c{i}"));
+    }
+    c.wait_bound(&names, Duration::from_secs(20)).await;
+
+    // The change log is compacted while watches are down: resuming gets
+    // 410 Gone, and the watchers relist. A pod deleted in between is
+    // noticed by the relist, and its resources are released.
+    c.add_node("tight", "1", "4Gi", json!({"labels": {"tight": "yes"}})).await;
+    let tight = json!({"nodeSelector": {"wasmsched-e2e": c.prefix, "tight": "yes"}});
+    c.add_pod("hog", "800m", tight.clone()).await;
+    c.wait_bound(&["hog".to_string()], Duration::from_secs(20)).await;
+    c.add_pod("ghost", "100", json!({})).await;
+    c.wait_event("ghost", "FailedScheduling", Duration::from_secs(10)).await;
+    fake.stop();
+    fake.delete("v1", "pods", "default", "hog");
+    fake.delete("v1", "pods", "default", "ghost");
+    for i in 0..5 {
+        fake.create("v1", "pods", "default", pod(&format!("d{i}"), &c.scheduler_name(), &c.prefix));
+        names.push(format!("d{i}"));
+    }
+    fake.compact();
+    fake.restart();
+    fake.expire_watches();
+    c.wait_bound(&names, Duration::from_secs(30)).await;
+    // The hog's 800m were released: another 800m pod fits the 1-cpu node.
+    c.add_pod("after-hog", "800m", tight).await;
+    c.wait_bound(&["after-hog".to_string()], Duration::from_secs(20)).await;
+
+    // The unschedulable pod deleted during the gap is not kept as a ghost.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
+        if metrics.contains("wasmsched_pending_pods{queue=\"unschedulable\"} 0") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the deleted unschedulable pod is still queued: {metrics}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for n in &names {
+        assert_eq!(fake.bindings(&format!("default/{n}")), 1, "{n}");
+    }
+    assert_eq!(fake.bindings("default/doomed"), 0);
+    assert_eq!(fake.binding_conflicts(), 0);
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_deleted_mid_cycle_is_dropped_cleanly() {
+    let c = TestCluster::new("deleted").await;
+    let Some(fake) = c.fake_only("pod_deleted_mid_cycle_is_dropped_cleanly") else { return };
+    c.add_node("only", "1", "4Gi", json!({})).await;
+    let s = c.start_scheduler("solo", false).await;
+    wait_ready(&s).await;
+
+    // The binding of `victim` is held at the API server while the pod is
+    // deleted: the bind answers 404 and the pod is dropped, not retried.
+    fake.fail_requests(Fault {
+        method: Some("POST".into()),
+        path_contains: "/pods/victim/binding".into(),
+        code: 0,
+        delay: Duration::from_millis(800),
+        times: 1,
+    });
+    c.add_pod("victim", "900m", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.pods().delete("victim", &DeleteParams::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(fake.bindings("default/victim"), 0);
+
+    // A transient failure (500) is retried with backoff; deleting the pod
+    // during its backoff drops it.
+    fake.fail_requests(Fault {
+        method: Some("POST".into()),
+        path_contains: "/pods/flaky/binding".into(),
+        code: 500,
+        delay: Duration::ZERO,
+        times: 1,
+    });
+    c.add_pod("flaky", "900m", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.pods().delete("flaky", &DeleteParams::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(fake.bindings("default/flaky"), 0);
+
+    // Nothing leaked: the whole node is still free for a 900m pod, and the
+    // queue is empty.
+    c.add_pod("next", "900m", json!({})).await;
+    c.wait_bound(&["next".to_string()], Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
+    for queue in ["active", "backoff", "unschedulable"] {
+        assert!(metrics.contains(&format!("wasmsched_pending_pods{{queue=\"{queue}\"}} 0")), "{queue}: {metrics}");
+    }
+    assert!(metrics.contains("wasmsched_binding_duration_seconds_count{result=\"dropped\"} 1"), "{metrics}");
+    assert!(metrics.contains("wasmsched_binding_duration_seconds_count{result=\"error\"} 1"), "{metrics}");
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bound_pod_is_not_rebound_after_a_relist() {
+    // The 409 path: a pod bound by someone else between our list and our
+    // bind is dropped, and the conflict is the API server's, not ours.
+    let c = TestCluster::new("conflict").await;
+    let Some(fake) = c.fake_only("a_bound_pod_is_not_rebound_after_a_relist") else { return };
+    c.add_node("n", "4", "16Gi", json!({})).await;
+    fake.fail_requests(Fault {
+        method: Some("POST".into()),
+        path_contains: "/pods/raced/binding".into(),
+        code: 0,
+        delay: Duration::from_millis(600),
+        times: 1,
+    });
+    let s = c.start_scheduler("solo", false).await;
+    wait_ready(&s).await;
+    let pod = c.add_pod("raced", "100m", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Another scheduler binds it first.
+    let uid = pod.metadata.uid.clone().unwrap();
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "raced", "uid": uid}, "target": {"name": c.node_name("n")}});
+    c.pods().create_subresource::<_, Value>("binding", "raced", &PostParams::default(), &binding).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(fake.bindings("default/raced"), 1);
+    assert_eq!(fake.binding_conflicts(), 1, "our bind got the 409");
+    let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
+    assert!(metrics.contains("wasmsched_binding_duration_seconds_count{result=\"dropped\"} 1"), "{metrics}");
+    assert!(metrics.contains("wasmsched_pending_pods{queue=\"backoff\"} 0"), "{metrics}");
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_finishes_bindings_in_flight_and_reports_them() {
+    let c = TestCluster::new("drain").await;
+    let Some(fake) = c.fake_only("graceful_shutdown_finishes_bindings_in_flight_and_reports_them") else { return };
+    c.add_node("n", "4", "16Gi", json!({})).await;
+    let s = c.start_scheduler("solo", true).await;
+    wait_ready(&s).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !s.status.is_leader() {
+        assert!(Instant::now() < deadline, "never became leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    fake.fail_requests(Fault {
+        method: Some("POST".into()),
+        path_contains: "/pods/slow/binding".into(),
+        code: 0,
+        delay: Duration::from_millis(1500),
+        times: 1,
+    });
+    c.add_pod("slow", "100m", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(fake.bindings("default/slow"), 0, "the binding is still held at the server");
+    let stopping = Instant::now();
+    s.shutdown().await;
+    assert!(stopping.elapsed() >= Duration::from_millis(800), "shutdown waited for the binding");
+    assert_eq!(fake.bindings("default/slow"), 1);
+    let events = c.events_for("slow").await;
+    assert!(events.iter().any(|e| e.reason.as_deref() == Some("Scheduled")), "{events:?}");
+    let lease = fake.get("coordination.k8s.io/v1", "leases", "default", &c.scheduler_name()).unwrap();
+    assert!(lease["spec"].get("holderIdentity").is_none_or(Value::is_null), "released after the binding: {lease}");
+}

@@ -1,0 +1,23 @@
+//! Every integration test of `wasmsched`, in one test binary: wasmtime and
+//! kube are linked once rather than once per file, which is most of the
+//! time and disk a test run takes. One module per area; `common` and `real`
+//! are the helpers (a fake API server, the real control plane).
+//!
+//! Filter by module: `cargo test -p wasmsched --test it kube_backend::`.
+
+mod common;
+mod real;
+
+mod check_cli;
+mod deploy_manifests;
+mod kube_backend;
+mod node_metrics;
+mod policy_reload;
+mod policy_runtime;
+mod polyglot;
+mod properties;
+mod real_apiserver;
+mod run_cli;
+mod scheduling;
+mod simulate_cli;
+mod tenants;

@@ -1,0 +1,39 @@
+//! Against the real control plane (`../shared/kube-control-plane/`:
+//! kube-apiserver, etcd and kube-scheduler v1.36.2), what no fake can
+//! stand in for:
+//! - kube-scheduler as the oracle: the same nodes and pods given to it and
+//!   to wasmsched, on random clusters, in a burst and as a slow stream;
+//! - recovery after the API server restarts;
+//! - real RBAC: permission problems said once, the Lease, the deploy/
+//!   identity and its FlowSchema.
+//!
+//! The tests share one cluster (`target/kube-control-plane`, also the one
+//! `.ci/run` hands the other end-to-end suites) and run one at a time: one
+//! restarts the API server, and the oracle's messages count every node.
+//! Without the kit they are skipped, except under `CI=true`.
+
+use crate::common;
+use crate::real;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+use wasmsched::kubernetes::ConfigMapRef;
+use wasmsched::kubernetes::config::{PolicyOrigin, ProfileConfig};
+use wasmsched::scheduler::{PolicySet, WeightedPolicy};
+use wasmsched_runtime::{PolicyEngine, PolicyLimits};
+
+use real::{Outcome, Real, Rng};
+
+fn default_policies() -> PolicySet {
+    let engine = PolicyEngine::new().unwrap();
+    let policy = engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).unwrap();
+    PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }])
+}
+
+mod oracle;
+mod policies;
+mod recovery;

@@ -1,0 +1,223 @@
+//! kube-scheduler as the oracle: the same nodes and pods given to it and
+//! to wasmsched, on random clusters, in a burst and as a slow stream.
+
+use super::*;
+
+/// One class of pods and the nodes only they may use. Pods of a class are
+/// identical, so how many of them fit, and the final state of their nodes,
+/// does not depend on which node each one lands: the two schedulers score
+/// differently, yet must agree on every pod.
+#[derive(Debug, Clone, Copy)]
+enum Class {
+    /// nodeSelector on the class label.
+    Selector,
+    /// Required node affinity on the class label.
+    Affinity,
+    /// A custom NoSchedule taint the class tolerates.
+    Tainted,
+    /// `Ready=False` with the lifecycle controller's not-ready taints,
+    /// tolerated by the class.
+    NotReady,
+    /// `Ready=Unknown` with the unreachable taints, tolerated.
+    Unreachable,
+    /// Every pod asks for host port 8080: one per node.
+    HostPort,
+    /// One of the nodes is cordoned (`spec.unschedulable`).
+    Cordoned,
+}
+
+const CLASSES: [Class; 7] = [
+    Class::Selector,
+    Class::Affinity,
+    Class::Tainted,
+    Class::NotReady,
+    Class::Unreachable,
+    Class::HostPort,
+    Class::Cordoned,
+];
+
+/// A random cluster: nodes, and pods in creation order.
+struct Case {
+    nodes: Vec<(String, Value)>,
+    /// Pod name suffix and spec, without `schedulerName`.
+    pods: Vec<(String, Value)>,
+}
+
+fn random_case(rng: &mut Rng, seed: u64) -> Case {
+    let mut nodes = Vec::new();
+    let mut pods = Vec::new();
+    let classes = 2 + rng.below(3) as usize;
+    for k in 0..classes {
+        // Consecutive seeds cover every class; the sizes are random.
+        let class = CLASSES[(seed as usize + k) % CLASSES.len()];
+        let label = format!("c{seed}-{k}");
+        let node_count = 1 + rng.below(3);
+        for n in 0..node_count {
+            let cpu = ["1", "2", "4"][rng.below(3) as usize];
+            let memory = ["2Gi", "4Gi", "8Gi"][rng.below(3) as usize];
+            let max_pods = ["3", "6", "110"][rng.below(3) as usize];
+            let (mut taints, mut ready, mut unschedulable) = (vec![], "True", false);
+            match class {
+                Class::Tainted => taints.push(json!({"key": "dedicated", "value": label, "effect": "NoSchedule"})),
+                Class::NotReady => {
+                    ready = "False";
+                    for effect in ["NoSchedule", "NoExecute"] {
+                        taints.push(json!({"key": "node.kubernetes.io/not-ready", "effect": effect}));
+                    }
+                }
+                Class::Unreachable => {
+                    ready = "Unknown";
+                    for effect in ["NoSchedule", "NoExecute"] {
+                        taints.push(json!({"key": "node.kubernetes.io/unreachable", "effect": effect}));
+                    }
+                }
+                Class::Cordoned if n == 0 => unschedulable = true,
+                _ => {}
+            }
+            let spec = json!({"taints": taints, "unschedulable": unschedulable});
+            nodes.push((
+                format!("{label}-n{n}"),
+                json!({"labels": {"wasmsched-class": label}, "spec": spec, "cpu": cpu, "memory": memory, "pods": max_pods, "ready": ready}),
+            ));
+        }
+        let cpu = ["250m", "500m", "1", "1500m"][rng.below(4) as usize];
+        let memory = ["256Mi", "512Mi", "1Gi"][rng.below(3) as usize];
+        let mut spec = json!({
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+        });
+        match class {
+            Class::Affinity => {
+                spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "wasmsched-class", "operator": "In", "values": [label]}]}]}}});
+            }
+            _ => spec["nodeSelector"] = json!({"wasmsched-class": label}),
+        }
+        match class {
+            Class::Tainted => {
+                spec["tolerations"] =
+                    json!([{"key": "dedicated", "operator": "Equal", "value": label, "effect": "NoSchedule"}])
+            }
+            Class::NotReady => {
+                spec["tolerations"] = json!([{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}])
+            }
+            Class::Unreachable => {
+                spec["tolerations"] = json!([{"key": "node.kubernetes.io/unreachable", "operator": "Exists"}])
+            }
+            Class::HostPort => spec["containers"][0]["ports"] = json!([{"containerPort": 80, "hostPort": 8080}]),
+            _ => {}
+        }
+        for i in 0..(2 + rng.below(10)) {
+            pods.push((format!("{label}-p{i}"), spec.clone()));
+        }
+    }
+    // Interleave the classes, as workloads arrive.
+    rng.shuffle(&mut pods);
+    Case { nodes, pods }
+}
+
+/// The pods' outcomes, by the name suffix each scheduler's copy shares.
+fn outcomes(pods: &[Pod], prefix: &str) -> BTreeMap<String, Outcome> {
+    pods.iter()
+        .map(|p| (p.metadata.name.clone().unwrap().trim_start_matches(prefix).to_string(), Outcome::of(p)))
+        .collect()
+}
+
+/// Runs `case` through kube-scheduler, then through wasmsched, on the same
+/// nodes; pods created all at once, or `spacing` apart.
+async fn compare(real: &Real, case: &Case, spacing: Duration, label: &str) {
+    for (name, node) in &case.nodes {
+        real.add_node(name, node).await;
+    }
+    real.settle().await;
+
+    let oracle = real.create_pods("k-", &case.pods, "default-scheduler", spacing).await;
+    let oracle = real.wait_decided(&oracle, Duration::from_secs(60)).await;
+    real.assert_no_overcommit(&oracle).await;
+    real.delete_pods().await;
+
+    let scheduler_name = format!("wasmsched-{label}");
+    let mut config = common::single_replica(ProfileConfig::with_policies(&scheduler_name, default_policies()));
+    config.tenants.settings.enabled = false;
+    let ours = real.start_wasmsched(config).await;
+    let created = real.create_pods("w-", &case.pods, &scheduler_name, spacing).await;
+    let created = real.wait_decided(&created, Duration::from_secs(60)).await;
+    real.assert_no_overcommit(&created).await;
+    ours.shutdown().await;
+    real.delete_pods().await;
+    real.delete_nodes().await;
+
+    let (want, got) = (outcomes(&oracle, "k-"), outcomes(&created, "w-"));
+    // Pods of a class are interchangeable: in a burst, which of them come
+    // last (and find no room) is the API server's arrival order, so each
+    // class is compared as a multiset of outcomes. Created one by one, the
+    // order is fixed and every pod must agree.
+    let by_class = |outcomes: &BTreeMap<String, Outcome>| {
+        let mut classes: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
+        for (pod, outcome) in outcomes {
+            let class = pod.rsplit_once("-p").map_or(pod.as_str(), |(c, _)| c).to_string();
+            classes.entry(class).or_default().push(outcome.clone());
+        }
+        classes.values_mut().for_each(|v| v.sort_by_key(|o| format!("{o:?}")));
+        classes
+    };
+    let (want_classes, got_classes) = (by_class(&want), by_class(&got));
+    let mut disagree: Vec<String> = want_classes
+        .iter()
+        .filter(|(class, outcomes)| got_classes.get(*class) != Some(outcomes))
+        .map(|(class, outcomes)| {
+            format!("class {class}:\n  kube-scheduler {outcomes:?}\n  wasmsched      {:?}", got_classes.get(class))
+        })
+        .collect();
+    if !spacing.is_zero() {
+        disagree.extend(
+            want.iter()
+                .filter(|(pod, outcome)| got.get(*pod) != Some(outcome))
+                .map(|(pod, outcome)| format!("{pod}: kube-scheduler {outcome:?}, wasmsched {:?}", got.get(pod))),
+        );
+    }
+    assert!(disagree.is_empty(), "{label}: wasmsched disagrees with kube-scheduler:\n{}", disagree.join("\n"));
+    let refused = want.values().filter(|o| matches!(o, Outcome::Unschedulable(_))).count();
+    eprintln!("{label}: {} pods on {} nodes agree ({refused} unschedulable)", want.len(), case.nodes.len());
+}
+
+/// Random clusters of `seeds`, each compared with kube-scheduler.
+fn differential(label: &str, seeds: std::ops::RangeInclusive<u64>, spacing: Duration) {
+    let Some(real) = Real::start(label) else { return };
+    real.block_on(async {
+        real.start_oracle();
+        for seed in seeds {
+            let case = random_case(&mut Rng::new(seed), seed);
+            compare(&real, &case, spacing, &format!("{label}-{seed}")).await;
+        }
+    });
+}
+
+#[test]
+fn agrees_with_kube_scheduler_on_random_clusters_in_a_burst() {
+    differential("burst", 1..=8, Duration::ZERO);
+}
+
+#[test]
+fn agrees_with_kube_scheduler_on_pods_created_as_a_slow_stream() {
+    differential("stream", 101..=103, Duration::from_millis(150));
+}
+
+/// The case: 40 × 500m on 4 × 4 cpu, a burst, both schedulers.
+#[test]
+fn agrees_with_kube_scheduler_on_the_forty_pod_burst() {
+    let Some(real) = Real::start("differential-forty") else { return };
+    real.block_on(async {
+        real.start_oracle();
+        let nodes = (0..4)
+            .map(|n| {
+                let spec = json!({"labels": {"wasmsched-class": "forty"}, "spec": {}, "cpu": "4", "memory": "16Gi", "pods": "110", "ready": "True"});
+                (format!("forty-n{n}"), spec)
+            })
+            .collect();
+        let spec = json!({"nodeSelector": {"wasmsched-class": "forty"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "500m"}}}]});
+        let pods = (0..40).map(|i| (format!("forty-p{i}"), spec.clone())).collect();
+        let case = Case { nodes, pods };
+        compare(&real, &case, Duration::ZERO, "forty").await;
+    });
+}

@@ -1,0 +1,80 @@
+//! Policies hot-swapped from a ConfigMap, and tenants' ConfigMaps, on the
+//! real API server.
+
+use super::*;
+
+/// Policies hot-swapped from a ConfigMap on the real API server (the
+/// admin identity: kube-scheduler's may not read ConfigMaps): a valid
+/// update is swapped in and decides the next pods; a bad one is refused
+/// with a Warning on the ConfigMap, and the active version stays.
+#[test]
+fn a_policy_configmap_update_swaps_in_and_a_bad_one_is_refused() {
+    let Some(real) = Real::start("hot-swap") else { return };
+    real.block_on(async {
+        on_demand_and_spot(&real, "swap").await;
+        real.put_configmap("policies", &[("least-allocated.wasm", real::wasm("least-allocated"))], false).await;
+        let cm = ConfigMapRef { namespace: real.namespace.clone(), name: "policies".into() };
+        let mut config = common::single_replica(ProfileConfig {
+            scheduler_name: "wasmsched-swap".into(),
+            origin: PolicyOrigin::ConfigMap(cm),
+            sampling: Default::default(),
+        });
+        config.tenants.settings.enabled = false;
+        let ours = common::start_ready(real.admin.clone(), config).await;
+        real.wait_active(&ours, "least-allocated").await;
+
+        real.put_configmap("policies", &[("spot-first.wasm", real::wasm("spot-first"))], false).await;
+        real.wait_active(&ours, "spot-first").await;
+        let spec = json!({"nodeSelector": {"wasmsched-class": "swap"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}]});
+        let pods: Vec<(String, Value)> = (0..6).map(|i| (format!("after-{i}"), spec.clone())).collect();
+        let created = real.create_pods("", &pods, "wasmsched-swap", Duration::ZERO).await;
+        let placed = real.wait_decided(&created, Duration::from_secs(20)).await;
+        assert!(placed.iter().all(spot_node), "spot-first decides after the swap");
+
+        real.put_configmap("policies", &[("broken.wasm", b"not a policy".to_vec())], false).await;
+        let note = real.wait_configmap_event("policies", "PolicyRejected").await;
+        assert!(note.contains("broken") && note.contains("the active version stays"), "{note}");
+        assert_eq!(ours.status.policies()[0].name, "spot-first");
+        ours.shutdown().await;
+    });
+}
+
+/// A tenant's labelled ConfigMap on the real API server: accepted with an
+/// Event, and the namespace's annotated pods are decided by it.
+#[test]
+fn a_tenant_policy_configmap_decides_its_annotated_pods() {
+    let Some(real) = Real::start("tenant") else { return };
+    real.block_on(async {
+        on_demand_and_spot(&real, "tenant").await;
+        real.put_configmap("mine", &[("spot-first.wasm", real::wasm("spot-first"))], true).await;
+        let config = common::single_replica(ProfileConfig::with_policies("wasmsched-tenant", default_policies()));
+        let ours = common::start_ready(real.admin.clone(), config).await;
+        let note = real.wait_configmap_event("mine", "PolicyAccepted").await;
+        assert!(note.contains("spot-first"), "{note}");
+        let spec = json!({"nodeSelector": {"wasmsched-class": "tenant"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}]});
+        let annotated = real.create_annotated_pods("t-", 6, &spec, "wasmsched-tenant", "spot-first").await;
+        let placed = real.wait_decided(&annotated, Duration::from_secs(20)).await;
+        assert!(placed.iter().all(spot_node), "the tenant's policy decides its annotated pods");
+        let plain: Vec<(String, Value)> = (0..8).map(|i| (format!("plain-{i}"), spec.clone())).collect();
+        let created = real.create_pods("", &plain, "wasmsched-tenant", Duration::ZERO).await;
+        let placed = real.wait_decided(&created, Duration::from_secs(20)).await;
+        assert!(!placed.iter().all(spot_node), "the profile's least-allocated spreads over every node");
+        ours.shutdown().await;
+    });
+}
+
+/// Two on-demand and two spot nodes of this test's own class.
+async fn on_demand_and_spot(real: &Real, class: &str) {
+    for (n, spot) in [false, false, true, true].into_iter().enumerate() {
+        let mut labels = json!({"wasmsched-class": class});
+        if spot {
+            labels["karpenter.sh/capacity-type"] = json!("spot");
+        }
+        let node = json!({"labels": labels, "spec": {}, "cpu": "16", "memory": "64Gi", "pods": "110", "ready": "True"});
+        real.add_node(&format!("{class}-n{n}"), &node).await;
+    }
+}
+
+fn spot_node(pod: &Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| n.ends_with("-n2") || n.ends_with("-n3"))
+}

@@ -1,0 +1,70 @@
+//! Policies combined with their weights; a failing policy falls back;
+//! constraints not evaluated yet are named.
+
+use super::*;
+
+fn loaded(name: &str, config: &str, weight: u32) -> WeightedPolicy {
+    let engine = PolicyEngine::new().unwrap();
+    let source = PolicySource::from_file(&policy_wasm(name)).unwrap();
+    let limits = PolicyLimits { call_deadline: std::time::Duration::from_millis(50), ..PolicyLimits::default() };
+    WeightedPolicy { policy: Arc::new(engine.load(&source, config, limits).unwrap()), weight }
+}
+
+#[test]
+fn policies_filter_and_score_with_weights() {
+    let cluster = node("on-demand", "16", "64Gi", "")
+        + &node("spot", "4", "8Gi", "").replace(
+            "kubernetes.io/hostname: spot}",
+            "kubernetes.io/hostname: spot, karpenter.sh/capacity-type: spot, wasmsched.io/app: web}",
+        );
+    let yaml = cluster
+        + &pod("web", "1", "").replace("namespace: t}", "namespace: t, labels: {app: web}}")
+        + &pod("other", "1", "");
+    // least-allocated alone prefers the big empty node.
+    let alone = run_with(&yaml, PolicySet::new(vec![loaded("least-allocated", "{}", 1)]), 0);
+    assert_eq!(placed(&alone, "other").as_deref(), Some("on-demand"));
+    // spot-first weighted above least-allocated packs spot first.
+    let both = PolicySet::new(vec![loaded("least-allocated", "{}", 1), loaded("spot-first", "{}", 5)]);
+    assert_eq!(placed(&run_with(&yaml, both, 0), "other").as_deref(), Some("spot"));
+    // A policy filter's reason shows up in the kube-form message.
+    let filtered = PolicySet::new(vec![loaded("app-node-match", "{}", 1)]);
+    let tight = node("on-demand", "16", "64Gi", "")
+        + &pod("web", "1", "").replace("namespace: t}", "namespace: t, labels: {app: web}}");
+    assert_eq!(
+        message(&run_with(&tight, filtered, 0), "web"),
+        "0/1 nodes are available: 1 node(s) didn't have label wasmsched.io/app=web."
+    );
+}
+
+#[test]
+fn a_failing_policy_falls_back_and_the_pod_is_still_placed() {
+    let cluster: String = (0..3).map(|i| node(&format!("n{i}"), "4", "8Gi", "")).collect();
+    let yaml = cluster.clone()
+        + &pod("evil", "1", "").replace("namespace: t}", "namespace: t, labels: {hostile: \"true\"}}")
+        + &pod("good", "1", "");
+    for mode in ["loop", "panic", "nan", "short"] {
+        let policies = PolicySet::new(vec![loaded("hostile", &format!(r#"{{"mode":"{mode}"}}"#), 1)]);
+        let r = run_with(&yaml, policies, 0);
+        let evil = r.placements.iter().find(|p| p.pod == "t/evil").unwrap_or_else(|| panic!("{mode}: evil not placed"));
+        let why = evil.fallback.as_deref().unwrap_or_else(|| panic!("{mode}: no fallback recorded"));
+        assert!(why.starts_with("hostile: "), "{mode}: {why}");
+        let good = r.placements.iter().find(|p| p.pod == "t/good").unwrap();
+        assert!(good.fallback.is_none(), "{mode}: the next pod is scored by the policy again");
+        assert_eq!(r.fallbacks, 1, "{mode}");
+    }
+}
+
+#[test]
+fn constraints_not_evaluated_yet_are_named_not_hidden() {
+    let spread = "  topologySpreadConstraints:\n  - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}}\n  affinity:\n    podAntiAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n      - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}\n";
+    let yaml = node("n", "4", "8Gi", "") + &pod("spread", "1", spread) + &pod("plain", "1", "");
+    let r = run(&yaml);
+    let spread = r.placements.iter().find(|p| p.pod == "t/spread").unwrap();
+    assert_eq!(
+        spread.ignored_constraints,
+        vec!["topologySpreadConstraints (PodTopologySpread)", "pod affinity/anti-affinity (InterPodAffinity)"]
+    );
+    assert!(r.placements.iter().find(|p| p.pod == "t/plain").unwrap().ignored_constraints.is_empty());
+    let table = wasmsched::sim::report::table(&r, "none");
+    assert!(table.contains("warning: 1 placed pods use constraints wasmsched does not evaluate yet"), "{table}");
+}

@@ -1,0 +1,43 @@
+//! The resource types the fake serves, as kube-apiserver's discovery names
+//! them.
+
+/// A resource type: `(group/version, plural)` and its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceType {
+    pub api_version: &'static str,
+    pub plural: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+}
+
+pub const RESOURCES: &[ResourceType] = &[
+    ResourceType { api_version: "v1", plural: "pods", kind: "Pod", namespaced: true },
+    ResourceType { api_version: "v1", plural: "nodes", kind: "Node", namespaced: false },
+    ResourceType { api_version: "v1", plural: "configmaps", kind: "ConfigMap", namespaced: true },
+    ResourceType { api_version: "v1", plural: "namespaces", kind: "Namespace", namespaced: false },
+    ResourceType { api_version: "v1", plural: "events", kind: "Event", namespaced: true },
+    ResourceType { api_version: "events.k8s.io/v1", plural: "events", kind: "Event", namespaced: true },
+    ResourceType { api_version: "coordination.k8s.io/v1", plural: "leases", kind: "Lease", namespaced: true },
+    // What metrics-server serves (read-only there; tests create them here).
+    ResourceType { api_version: "metrics.k8s.io/v1beta1", plural: "nodes", kind: "NodeMetrics", namespaced: false },
+];
+
+impl ResourceType {
+    pub fn find(api_version: &str, plural: &str) -> Option<ResourceType> {
+        RESOURCES.iter().copied().find(|r| r.api_version == api_version && r.plural == plural)
+    }
+
+    /// `pods`, `leases.coordination.k8s.io`: how error messages name it.
+    pub fn qualified(&self) -> String {
+        match self.api_version.split_once('/') {
+            Some((group, _)) => format!("{}.{group}", self.plural),
+            None => self.plural.to_string(),
+        }
+    }
+
+    /// Pods and nodes have a status subresource: writes to the main
+    /// resource keep the old status, writes to `/status` only change it.
+    pub(crate) fn has_status(&self) -> bool {
+        matches!(self.plural, "pods" | "nodes") && self.api_version == "v1"
+    }
+}
