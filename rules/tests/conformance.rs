@@ -4,19 +4,8 @@
 
 use wasmsched_rules::*;
 
-struct Taint(&'static str, &'static str, Effect);
-
-impl TaintFields for Taint {
-    fn key(&self) -> &str {
-        self.0
-    }
-    fn value(&self) -> &str {
-        self.1
-    }
-    fn effect(&self) -> Effect {
-        self.2
-    }
-}
+/// Taints as the rules crate's own tuple form: key, value, effect.
+type Taint = (&'static str, &'static str, Effect);
 
 struct Toleration(&'static str, TolerationOperator, &'static str, Option<Effect>);
 
@@ -87,7 +76,7 @@ use TolerationOperator as Tol;
 
 #[test]
 fn tolerations() {
-    let foo_bar = Taint("foo", "bar", NoSchedule);
+    let foo_bar = ("foo", "bar", NoSchedule);
     let cases: &[(&str, Toleration, &Taint, bool)] = &[
         ("equal key, value and effect", Toleration("foo", Tol::Equal, "bar", Some(NoSchedule)), &foo_bar, true),
         ("unset effect matches every effect", Toleration("foo", Tol::Equal, "bar", None), &foo_bar, true),
@@ -102,7 +91,7 @@ fn tolerations() {
             &foo_bar,
             false,
         ),
-        ("Equal with an empty value", Toleration("k", Tol::Equal, "", None), &Taint("k", "", NoExecute), true),
+        ("Equal with an empty value", Toleration("k", Tol::Equal, "", None), &("k", "", NoExecute), true),
     ];
     for (name, toleration, taint, expected) in cases {
         assert_eq!(toleration_matches(toleration, *taint), *expected, "{name}");
@@ -111,7 +100,7 @@ fn tolerations() {
 
 #[test]
 fn taint_toleration_filters_only_hard_effects() {
-    let taints = [Taint("soft", "", PreferNoSchedule), Taint("a", "1", NoExecute), Taint("b", "2", NoSchedule)];
+    let taints = [("soft", "", PreferNoSchedule), ("a", "1", NoExecute), ("b", "2", NoSchedule)];
     let none: [Toleration; 0] = [];
     assert_eq!(first_untolerated(&taints, &none).map(|t| t.0), Some("a"));
     assert_eq!(first_untolerated(&taints, &[Toleration("a", Tol::Exists, "", None)]).map(|t| t.0), Some("b"));

@@ -23,7 +23,7 @@ use super::profile_updates::{Outcome, ProfilePolicies, ProfileUpdates};
 use super::reporter::new_event;
 use super::status::SchedulerStatus;
 use super::watch_events::{self, Change};
-use super::watch_retry::{FailureKind, WatchTarget, classify, with_retry};
+use super::watch_retry::{FailureKind, WatchTarget, classify};
 use crate::policy::validator::BundleValidator;
 
 /// `NAMESPACE/NAME` of a policy ConfigMap.
@@ -94,7 +94,7 @@ impl PolicyConfigMapSource {
             scope: format!("in namespace {}", self.configmap.namespace),
             switch_off: None,
         };
-        let mut changes = watch_events::decode(with_retry(watcher::watcher(api, config), target)).boxed();
+        let mut changes = watch_events::watch(api, config, target).boxed();
         let origin = format!("configmap {}", self.configmap);
         let mut updates = Some(ProfileUpdates::new(&self.profile, origin, self.validator.clone(), tx, status.clone()));
         // Whether any version of the ConfigMap has been seen.

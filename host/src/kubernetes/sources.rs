@@ -24,7 +24,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use super::watch_events::{self, Change};
-use super::watch_retry::{WatchTarget, with_retry};
+use super::watch_retry::WatchTarget;
 use crate::cluster::PodKey;
 
 /// A change for the scheduling loop.
@@ -114,7 +114,7 @@ async fn reflect<K, T: From<ClusterChange> + Send>(
         scope: if resource == "nodes" { "(cluster-scoped)".into() } else { "in all namespaces".into() },
         switch_off: None,
     };
-    let mut changes = watch_events::decode(with_retry(watcher::watcher(api, source.config.clone()), target)).boxed();
+    let mut changes = watch_events::watch(api, source.config.clone(), target).boxed();
     let send = |c: ClusterChange| tx.send(T::from(c)).is_ok();
     while let Some(change) = changes.next().await {
         let ok = match change {

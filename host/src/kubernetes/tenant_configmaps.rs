@@ -23,7 +23,7 @@ use super::policy_configmap::configmap_event;
 use super::status::SchedulerStatus;
 use super::tenant_namespace::{Note, Tenant, TenantContext, TenantPolicies, Validate, Work};
 use super::watch_events::{self, Change, ObjectKey};
-use super::watch_retry::{WatchTarget, with_retry};
+use super::watch_retry::WatchTarget;
 use crate::scheduler::{POLICY_CONFIGMAP_LABEL, TenantSettings};
 
 /// The readiness check of this source.
@@ -58,7 +58,7 @@ impl<V: Validate> TenantConfigMapSource<V> {
                 "or turn tenant policies off (--tenant-policies=false); scheduling goes on without them".into(),
             ),
         };
-        let mut changes = watch_events::decode(with_retry(watcher::watcher(api, config), target)).boxed();
+        let mut changes = watch_events::watch(api, config, target).boxed();
         let (notes_tx, notes) = mpsc::unbounded_channel();
         tokio::spawn(post_notes(client, notes, self.controller, self.instance));
         let context =

@@ -15,9 +15,14 @@
 
 use std::collections::{HashMap, HashSet};
 
+use std::fmt::Debug;
+
 use futures::{Stream, StreamExt, future};
-use kube::Resource;
 use kube::runtime::watcher::{self, Event};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+
+use super::watch_retry::{WatchTarget, with_retry};
 
 /// Namespace (empty when cluster-scoped) and name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -94,6 +99,19 @@ impl Seen {
             }
         }
     }
+}
+
+/// Watches `api` with `config`: kube-runtime's watcher, retried as
+/// `watch_retry` says for `target`, decoded.
+pub fn watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    target: WatchTarget,
+) -> impl Stream<Item = Result<Change<K>, watcher::Error>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    decode(with_retry(watcher::watcher(api, config), target))
 }
 
 /// Decodes a watcher's events; errors pass through unchanged (the watcher

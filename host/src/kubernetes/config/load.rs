@@ -12,20 +12,8 @@ use crate::policy::remote::Fetcher;
 use crate::scheduler::{PolicySet, WeightedPolicy};
 use wasmsched_runtime::{PolicyEngine, PolicySource};
 
-pub fn load(resolved: Resolved, engine: &PolicyEngine, fetcher: &Fetcher) -> Result<RunConfig, ConfigError> {
-    let RunConfig {
-        profiles,
-        leader_election,
-        bind_concurrency,
-        http_addr,
-        seed,
-        failed_event_interval,
-        policy_limits,
-        tenants,
-        metrics,
-        cache_dir,
-    } = resolved;
-    let profiles = profiles
+pub fn load(mut resolved: Resolved, engine: &PolicyEngine, fetcher: &Fetcher) -> Result<RunConfig, ConfigError> {
+    let profiles = std::mem::take(&mut resolved.profiles)
         .into_iter()
         .map(|p| {
             let origin = match p.origin {
@@ -36,18 +24,7 @@ pub fn load(resolved: Resolved, engine: &PolicyEngine, fetcher: &Fetcher) -> Res
             Ok(ProfileConfig { scheduler_name: p.scheduler_name, origin, sampling: p.sampling })
         })
         .collect::<Result<_, ConfigError>>()?;
-    Ok(RunConfig {
-        profiles,
-        leader_election,
-        bind_concurrency,
-        http_addr,
-        seed,
-        failed_event_interval,
-        policy_limits,
-        tenants,
-        metrics,
-        cache_dir,
-    })
+    Ok(resolved.with_profiles(profiles))
 }
 
 fn load_set(plans: &[PolicyPlan], engine: &PolicyEngine, fetcher: &Fetcher) -> Result<PolicySet, ConfigError> {

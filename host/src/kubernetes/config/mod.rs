@@ -163,4 +163,21 @@ impl<S> RunConfig<S> {
             cache_dir: None,
         }
     }
+
+    /// The same settings with other profiles (a resolved configuration's,
+    /// loaded).
+    pub fn with_profiles<T>(self, profiles: Vec<ProfileConfig<T>>) -> RunConfig<T> {
+        RunConfig {
+            profiles,
+            leader_election: self.leader_election,
+            bind_concurrency: self.bind_concurrency,
+            http_addr: self.http_addr,
+            seed: self.seed,
+            failed_event_interval: self.failed_event_interval,
+            policy_limits: self.policy_limits,
+            tenants: self.tenants,
+            metrics: self.metrics,
+            cache_dir: self.cache_dir,
+        }
+    }
 }
