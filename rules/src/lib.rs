@@ -8,6 +8,11 @@
 //! [`NodeLabels`]) that the host's facts and the SDK's WIT types both
 //! implement; `tests/conformance.rs` holds the one table of kube cases
 //! they are checked against.
+//!
+//! The rules the filters call once per node are `#[inline]`: without the
+//! hint, these generic functions from another crate were left as calls in
+//! the filters' per-node loop, which cost the attempt a few percent
+//! (docs/benchmarks.md, "The redesign step").
 
 pub mod node_affinity;
 pub mod quantity;

@@ -70,11 +70,13 @@ pub fn term_matches(term: &impl TermFields, node: &impl NodeLabels) -> bool {
 }
 
 /// Required node affinity: terms ORed; no terms matches every node.
+#[inline]
 pub fn required_affinity_matches<T: TermFields>(terms: &[T], node: &impl NodeLabels) -> bool {
     terms.is_empty() || terms.iter().any(|term| term_matches(term, node))
 }
 
 /// `spec.nodeSelector`: every pair must be a label of the node.
+#[inline]
 pub fn node_selector_matches<'a>(
     selector: impl IntoIterator<Item = (&'a str, &'a str)>,
     node: &impl NodeLabels,

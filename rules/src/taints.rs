@@ -68,12 +68,14 @@ pub fn toleration_matches(toleration: &impl TolerationFields, taint: &impl Taint
 }
 
 /// Whether any of `tolerations` tolerates `taint`.
+#[inline]
 pub fn tolerates<T: TolerationFields>(tolerations: &[T], taint: &impl TaintFields) -> bool {
     tolerations.iter().any(|t| toleration_matches(t, taint))
 }
 
 /// The first NoSchedule/NoExecute taint not tolerated: what makes
 /// TaintToleration reject the node.
+#[inline]
 pub fn first_untolerated<'t, X: TaintFields, T: TolerationFields>(taints: &'t [X], tolerations: &[T]) -> Option<&'t X> {
     taints.iter().filter(|t| t.effect().filters()).find(|t| !tolerates(tolerations, *t))
 }
