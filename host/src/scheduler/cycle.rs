@@ -105,8 +105,8 @@ pub fn prefilter(pod: &PodInfo, state: &ClusterState, detail: bool, window: Node
     let table = state.table();
     let mut pre = Prefiltered {
         // Sized for every node (or the sample) up front: growing it by
-        // doubling cost ~13 reallocations and copies per attempt at 5,000
-        // nodes (callgrind: realloc's copies were 4 % of all instructions).
+        // doubling cost a dozen reallocations and copies per attempt at
+        // 5,000 nodes (docs/benchmarks.md, "Instruction counts").
         candidates: Vec::with_capacity(table.len().min(window.find)),
         histogram: ReasonHistogram::default(),
         records: Vec::new(),
