@@ -3,6 +3,11 @@
 //! tolerate that taint?" gets the answer the scheduler acts on. Resource
 //! quantities and the seeded generator are shared for the same reason.
 //!
+//! `label_selector` and `topology_spread` hold kube's pod-selector
+//! matching and PodTopologySpread's skew arithmetic, checked against kube's
+//! cases; the filters that use them are not wired into the scheduler yet
+//! (docs/architecture.md, "Not implemented yet").
+//!
 //! The rules are generic over small traits ([`TaintFields`],
 //! [`TolerationFields`], [`RequirementFields`], [`TermFields`],
 //! [`NodeLabels`]) that the host's facts and the SDK's WIT types both
@@ -14,12 +19,15 @@
 //! the filters' per-node loop, which cost the attempt a few percent
 //! (docs/benchmarks.md, "The redesign step").
 
+pub mod label_selector;
 pub mod node_affinity;
 pub mod quantity;
 pub mod resources;
 mod rng;
 pub mod taints;
+pub mod topology_spread;
 
+pub use label_selector::{LabelSelectorFields, Labels, selector_matches};
 pub use node_affinity::{
     NodeLabels, Operator, RequirementFields, TermFields, node_selector_matches, required_affinity_matches,
     requirement_matches, term_matches,
@@ -29,3 +37,4 @@ pub use rng::SplitMix64;
 pub use taints::{
     Effect, TaintFields, TolerationFields, TolerationOperator, first_untolerated, tolerates, toleration_matches,
 };
+pub use topology_spread::{DomainCounts, skew_allows};

@@ -185,3 +185,83 @@ fn least_allocated_scores() {
         );
     }
 }
+
+/// A label selector: `matchLabels` pairs and `matchExpressions`.
+struct Selector(Vec<(&'static str, &'static str)>, Vec<Requirement>);
+
+impl LabelSelectorFields for Selector {
+    type Requirement = Requirement;
+    fn match_labels(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().copied()
+    }
+    fn match_expressions(&self) -> &[Requirement] {
+        &self.1
+    }
+}
+
+/// A pod with `app=web`, `tier=front`.
+struct Pod;
+
+impl Labels for Pod {
+    fn label(&self, key: &str) -> Option<&str> {
+        match key {
+            "app" => Some("web"),
+            "tier" => Some("front"),
+            _ => None,
+        }
+    }
+}
+
+#[test]
+fn label_selectors() {
+    use Operator::*;
+    let cases: &[(&str, Selector, bool)] = &[
+        ("empty matches everything", Selector(vec![], vec![]), true),
+        ("matchLabels", Selector(vec![("app", "web")], vec![]), true),
+        ("matchLabels, all pairs", Selector(vec![("app", "web"), ("tier", "back")], vec![]), false),
+        ("In", Selector(vec![], vec![req("app", In, &["web", "api"])]), true),
+        ("In, label missing", Selector(vec![], vec![req("zone", In, &["a"])]), false),
+        ("NotIn", Selector(vec![], vec![req("app", NotIn, &["web"])]), false),
+        ("NotIn, label missing", Selector(vec![], vec![req("zone", NotIn, &["a"])]), true),
+        ("Exists", Selector(vec![], vec![req("tier", Exists, &[])]), true),
+        ("DoesNotExist", Selector(vec![], vec![req("tier", DoesNotExist, &[])]), false),
+        ("labels and expressions ANDed", Selector(vec![("app", "web")], vec![req("tier", In, &["back"])]), false),
+    ];
+    for (name, selector, want) in cases {
+        assert_eq!(selector_matches(selector, &Pod), *want, "{name}");
+    }
+}
+
+fn zones(counts: &[(&str, u32)]) -> DomainCounts {
+    let mut domains = DomainCounts::default();
+    for (zone, n) in counts {
+        domains.add_node(zone, *n);
+    }
+    domains
+}
+
+type SpreadCase = (&'static str, &'static [(&'static str, u32)], &'static str, bool, u32, u32, bool);
+
+/// The examples of kube's API documentation and of KEP-895 and KEP-3022.
+#[test]
+fn topology_spread_skew() {
+    // (case, counts per eligible zone, the node's zone, self-match, maxSkew, minDomains, allowed)
+    let cases: &[SpreadCase] = &[
+        ("1/1/0, maxSkew 1: onto the empty zone", &[("z1", 1), ("z2", 1), ("z3", 0)], "z3", true, 1, 1, true),
+        ("1/1/0, maxSkew 1: not onto a zone with one", &[("z1", 1), ("z2", 1), ("z3", 0)], "z1", true, 1, 1, false),
+        ("1/1/0, maxSkew 2: anywhere", &[("z1", 1), ("z2", 1), ("z3", 0)], "z1", true, 2, 1, true),
+        ("3/1/1, maxSkew 1: not onto the fullest", &[("z1", 3), ("z2", 1), ("z3", 1)], "z1", true, 1, 1, false),
+        ("3/1/1, maxSkew 1: onto a smaller one", &[("z1", 3), ("z2", 1), ("z3", 1)], "z2", true, 1, 1, true),
+        ("a pod outside its own selector adds nothing", &[("z1", 1), ("z2", 1), ("z3", 0)], "z1", false, 1, 1, true),
+        ("two nodes of one zone add up", &[("z1", 1), ("z1", 1), ("z2", 1)], "z1", true, 1, 1, false),
+        ("a zone that is not eligible counts 0", &[("z1", 2), ("z2", 2)], "z3", true, 1, 1, true),
+        ("no eligible zone: nothing to exceed", &[], "z1", true, 1, 1, true),
+        ("3 zones < minDomains 5: the minimum is 0", &[("z1", 1), ("z2", 1), ("z3", 1)], "z1", true, 1, 5, false),
+        ("3 zones = minDomains 3: the real minimum", &[("z1", 1), ("z2", 1), ("z3", 1)], "z1", true, 1, 3, true),
+    ];
+    for (name, counts, zone, self_match, max_skew, min_domains, want) in cases {
+        assert_eq!(skew_allows(&zones(counts), zone, *self_match, *max_skew, *min_domains), *want, "{name}");
+    }
+    assert_eq!(zones(&[("z1", 2), ("z2", 0)]).min_match(1), Some(0), "an eligible zone without pods is the minimum");
+    assert_eq!(zones(&[]).min_match(1), None);
+}
