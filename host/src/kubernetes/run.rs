@@ -80,8 +80,14 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     if !config.metrics.is_empty() {
         source_names.push(NODE_METRICS_SOURCE.to_string());
     }
-    let active: Vec<ActivePolicy> =
-        config.profiles.iter().flat_map(|p| ActivePolicy::of_set(&p.scheduler_name, &p.initial_policies())).collect();
+    // What each profile runs until its hot-swapped source (if any) answers.
+    let mut initial: Vec<_> = config.profiles.iter().map(|p| p.initial_policies()).collect();
+    let active: Vec<ActivePolicy> = config
+        .profiles
+        .iter()
+        .zip(&initial)
+        .flat_map(|(p, set)| ActivePolicy::of_set(&p.scheduler_name, set))
+        .collect();
     let mut le = config.leader_election.clone();
     if le.namespace.is_empty() {
         // In a pod, its own namespace; outside, the kubeconfig context's.
@@ -93,15 +99,15 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     }
     let status = Arc::new(SchedulerStatus::new(lease, &source_names, active));
 
+    let rest = initial.split_off(1);
     let mut profiles = config.profiles.into_iter();
     let first = profiles.next().expect("checked above");
     let controller = first.scheduler_name.clone();
     let mut scheduler = Scheduler::new(
-        SchedulerConfig { scheduler_name: first.scheduler_name.clone(), seed: config.seed, sampling: first.sampling },
-        first.initial_policies(),
+        SchedulerConfig { scheduler_name: first.scheduler_name, seed: config.seed, sampling: first.sampling },
+        initial.remove(0),
     );
-    for p in profiles {
-        let policies = p.initial_policies();
+    for (p, policies) in profiles.zip(rest) {
         scheduler.add_profile(Profile { scheduler_name: p.scheduler_name, policies, sampling: p.sampling });
     }
     scheduler.configure_tenants(config.tenants.settings.clone());

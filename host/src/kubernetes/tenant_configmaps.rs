@@ -17,11 +17,11 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::runtime::watcher;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::policy_configmap::configmap_event;
 use super::status::SchedulerStatus;
-use super::tenant_namespace::{Note, Tenant, TenantContext, TenantPolicies, Validate, Work};
+use super::tenant_namespace::{Note, Tenant, TenantContext, TenantPolicies, Validate, Work, compile_slots};
 use super::watch_events::{self, Change, ObjectKey};
 use super::watch_retry::WatchTarget;
 use crate::scheduler::{POLICY_CONFIGMAP_LABEL, TenantSettings};
@@ -61,8 +61,14 @@ impl<V: Validate> TenantConfigMapSource<V> {
         let mut changes = watch_events::watch(api, config, target).boxed();
         let (notes_tx, notes) = mpsc::unbounded_channel();
         tokio::spawn(post_notes(client, notes, self.controller, self.instance));
-        let context =
-            Arc::new(TenantContext { settings: self.settings, validator: self.validator, tx, status, notes: notes_tx });
+        let context = Arc::new(TenantContext {
+            settings: self.settings,
+            validator: self.validator,
+            tx,
+            status,
+            notes: notes_tx,
+            compiles: Semaphore::new(compile_slots()),
+        });
         let mut tenants = Tenants::new(context.clone());
         let mut synced = false;
         while let Some(change) = changes.next().await {
@@ -195,7 +201,9 @@ mod tests {
         let (notes, mut posted) = mpsc::unbounded_channel();
         let status = Arc::new(SchedulerStatus::new(None, &[SOURCE_NAME.to_string()], vec![]));
         let validator = Arc::new(Gate { release: std::sync::Mutex::new(gate) });
-        let context = Arc::new(TenantContext { settings: TenantSettings::default(), validator, tx, status, notes });
+        let compiles = Semaphore::new(compile_slots());
+        let context =
+            Arc::new(TenantContext { settings: TenantSettings::default(), validator, tx, status, notes, compiles });
         let mut tenants = Tenants::new(context);
 
         tenants.send("slow", Work::Apply(Box::new(cm("slow"))));

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::policy_configmap::files_of;
 use super::status::{ActivePolicy, SchedulerStatus};
@@ -56,6 +56,18 @@ pub struct TenantContext<V, T> {
     pub tx: std::sync::mpsc::Sender<T>,
     pub status: Arc<SchedulerStatus>,
     pub notes: mpsc::UnboundedSender<Note>,
+    /// Compiles in flight over every tenant: enough that one tenant's slow
+    /// compile leaves room for another's ([`compile_slots`]), few enough
+    /// that a burst of updates (every tenant's ConfigMap listed at start)
+    /// does not take every core from the scheduling thread.
+    pub compiles: Semaphore,
+}
+
+/// How many tenant compiles may run at once: half the cores, and never
+/// fewer than two, so one slow tenant cannot hold up the rest.
+pub fn compile_slots() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (cores / 2).max(2)
 }
 
 /// A change for a tenant's worker, in watch order.
@@ -132,9 +144,11 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
         let origin = format!("configmap {namespace}/{name}");
         let files = files_of(&cm);
         let validator = self.context.validator.clone();
+        let slot = self.context.compiles.acquire().await;
         let valid = tokio::task::spawn_blocking(move || validator.validate(&origin, &files, &taken))
             .await
             .unwrap_or_else(|e| Err(format!("loading panicked: {e}")));
+        drop(slot);
 
         match valid {
             Ok(ValidBundle { names, set }) => {

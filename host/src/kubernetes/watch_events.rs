@@ -65,10 +65,11 @@ struct Seen {
 }
 
 impl Seen {
-    /// Whether `o` differs from what was last seen of it (and remembers it).
-    fn is_new<K: Resource>(&mut self, o: &K) -> bool {
+    /// Whether `o`, under `key`, differs from what was last seen of it
+    /// (and remembers it).
+    fn is_new<K: Resource>(&mut self, key: ObjectKey, o: &K) -> bool {
         let version = o.meta().resource_version.clone();
-        match self.versions.insert(ObjectKey::of(o), version.clone()) {
+        match self.versions.insert(key, version.clone()) {
             Some(previous) => version.is_none() || previous != version,
             None => true,
         }
@@ -81,8 +82,9 @@ impl Seen {
                 None
             }
             Event::InitApply(o) => {
-                self.listing.get_or_insert_default().insert(ObjectKey::of(&o));
-                self.is_new(&o).then_some(Change::Applied(o))
+                let key = ObjectKey::of(&o);
+                self.listing.get_or_insert_default().insert(key.clone());
+                self.is_new(key, &o).then_some(Change::Applied(o))
             }
             Event::InitDone => {
                 let listed = self.listing.take().unwrap_or_default();
@@ -92,7 +94,7 @@ impl Seen {
                 }
                 Some(Change::Listed { listed, gone })
             }
-            Event::Apply(o) => self.is_new(&o).then_some(Change::Applied(o)),
+            Event::Apply(o) => self.is_new(ObjectKey::of(&o), &o).then_some(Change::Applied(o)),
             Event::Delete(o) => {
                 self.versions.remove(&ObjectKey::of(&o));
                 Some(Change::Deleted(o))
