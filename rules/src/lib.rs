@@ -3,10 +3,10 @@
 //! tolerate that taint?" gets the answer the scheduler acts on. Resource
 //! quantities and the seeded generator are shared for the same reason.
 //!
-//! `label_selector` and `topology_spread` hold kube's pod-selector
-//! matching and PodTopologySpread's skew arithmetic, checked against kube's
-//! cases; the filters that use them are not wired into the scheduler yet
-//! (docs/architecture.md, "Not implemented yet").
+//! `label_selector`, `topology_spread` and `pod_affinity` hold kube's
+//! pod-selector matching, PodTopologySpread's skew arithmetic and
+//! InterPodAffinity's decision over topology pairs; the scheduler counts the
+//! pods, these decide.
 //!
 //! The rules are generic over small traits ([`TaintFields`],
 //! [`TolerationFields`], [`RequirementFields`], [`TermFields`],
@@ -21,6 +21,7 @@
 
 pub mod label_selector;
 pub mod node_affinity;
+pub mod pod_affinity;
 pub mod quantity;
 pub mod resources;
 mod rng;
@@ -32,6 +33,7 @@ pub use node_affinity::{
     NodeLabels, Operator, RequirementFields, TermFields, node_selector_matches, required_affinity_matches,
     requirement_matches, term_matches,
 };
+pub use pod_affinity::{InterPodCounts, TopologyPairCounts, inter_pod_filter};
 pub use resources::{MAX_NODE_SCORE, least_allocated, least_allocated_score};
 pub use rng::SplitMix64;
 pub use taints::{

@@ -2,7 +2,7 @@
 //! NodeAffinity filter evaluates them.
 
 /// A node-selector requirement's operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Operator {
     In,
     NotIn,

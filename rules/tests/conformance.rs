@@ -265,3 +265,164 @@ fn topology_spread_skew() {
     assert_eq!(zones(&[("z1", 2), ("z2", 0)]).min_match(1), Some(0), "an eligible zone without pods is the minimum");
     assert_eq!(zones(&[]).min_match(1), None);
 }
+
+/// A node with the given labels.
+struct Labelled(&'static [(&'static str, &'static str)]);
+
+impl NodeLabels for Labelled {
+    fn name(&self) -> &str {
+        "n"
+    }
+    fn label(&self, key: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+    }
+}
+
+fn pairs(counts: &[(&str, &str, u32)]) -> TopologyPairCounts {
+    let mut pairs = TopologyPairCounts::default();
+    for (key, value, n) in counts {
+        pairs.add(key, value, *n);
+    }
+    pairs
+}
+
+type InterPodCase = (&'static str, InterPodCounts, &'static [(&'static str, &'static str)], Result<(), &'static str>);
+
+/// The cases of kube-scheduler's InterPodAffinity filter tests, reduced to
+/// the counts its PreFilter computes.
+#[test]
+fn inter_pod_affinity() {
+    let keys = |k: &[&str]| k.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+    let zone_a = &[("zone", "a"), ("host", "n1")][..];
+    let zone_b = &[("zone", "b"), ("host", "n2")][..];
+    let cases: Vec<InterPodCase> = vec![
+        (
+            "affinity: a matching pod in the node's zone",
+            InterPodCounts {
+                affinity_keys: keys(&["zone"]),
+                affinity: pairs(&[("zone", "a", 1)]),
+                ..Default::default()
+            },
+            zone_a,
+            Ok(()),
+        ),
+        (
+            "affinity: the matching pod is in the other zone",
+            InterPodCounts {
+                affinity_keys: keys(&["zone"]),
+                affinity: pairs(&[("zone", "a", 1)]),
+                ..Default::default()
+            },
+            zone_b,
+            Err(pod_affinity::AFFINITY_MISMATCH),
+        ),
+        (
+            "affinity: the node lacks the topology key",
+            InterPodCounts { affinity_keys: keys(&["rack"]), self_affinity: true, ..Default::default() },
+            zone_a,
+            Err(pod_affinity::AFFINITY_MISMATCH),
+        ),
+        (
+            "affinity: the first pod of a group that attracts itself",
+            InterPodCounts { affinity_keys: keys(&["zone"]), self_affinity: true, ..Default::default() },
+            zone_b,
+            Ok(()),
+        ),
+        (
+            "affinity: no pod matches and the pod does not match itself",
+            InterPodCounts { affinity_keys: keys(&["zone"]), ..Default::default() },
+            zone_b,
+            Err(pod_affinity::AFFINITY_MISMATCH),
+        ),
+        (
+            "affinity: the self rule holds only while no pod matches anywhere",
+            InterPodCounts {
+                affinity_keys: keys(&["zone"]),
+                affinity: pairs(&[("zone", "a", 1)]),
+                self_affinity: true,
+                ..Default::default()
+            },
+            zone_b,
+            Err(pod_affinity::AFFINITY_MISMATCH),
+        ),
+        (
+            "affinity: every term's pair must hold a pod",
+            InterPodCounts {
+                affinity_keys: keys(&["zone", "host"]),
+                affinity: pairs(&[("zone", "a", 2), ("host", "n9", 2)]),
+                ..Default::default()
+            },
+            zone_a,
+            Err(pod_affinity::AFFINITY_MISMATCH),
+        ),
+        (
+            "anti-affinity: a matching pod on the same host",
+            InterPodCounts {
+                anti_affinity_keys: keys(&["host"]),
+                anti: pairs(&[("host", "n1", 1)]),
+                ..Default::default()
+            },
+            zone_a,
+            Err(pod_affinity::ANTI_AFFINITY_MISMATCH),
+        ),
+        (
+            "anti-affinity: a matching pod on another host",
+            InterPodCounts {
+                anti_affinity_keys: keys(&["host"]),
+                anti: pairs(&[("host", "n1", 1)]),
+                ..Default::default()
+            },
+            zone_b,
+            Ok(()),
+        ),
+        (
+            "anti-affinity: a node without the key is not in any domain",
+            InterPodCounts {
+                anti_affinity_keys: keys(&["rack"]),
+                anti: pairs(&[("rack", "r1", 1)]),
+                ..Default::default()
+            },
+            zone_a,
+            Ok(()),
+        ),
+        (
+            "anti-affinity: terms with one key share their counts",
+            InterPodCounts {
+                anti_affinity_keys: keys(&["zone", "zone"]),
+                anti: pairs(&[("zone", "a", 1)]),
+                ..Default::default()
+            },
+            zone_a,
+            Err(pod_affinity::ANTI_AFFINITY_MISMATCH),
+        ),
+        (
+            "symmetry: an existing pod's anti-affinity keeps the pod out of its zone",
+            InterPodCounts { existing_anti: pairs(&[("zone", "a", 1)]), ..Default::default() },
+            zone_a,
+            Err(pod_affinity::EXISTING_ANTI_AFFINITY_MISMATCH),
+        ),
+        (
+            "symmetry: and only out of its zone",
+            InterPodCounts { existing_anti: pairs(&[("zone", "a", 1)]), ..Default::default() },
+            zone_b,
+            Ok(()),
+        ),
+        (
+            "the pod's own affinity is checked before existing pods' anti-affinity",
+            InterPodCounts {
+                affinity_keys: keys(&["zone"]),
+                affinity: pairs(&[("zone", "b", 1)]),
+                existing_anti: pairs(&[("zone", "a", 1)]),
+                ..Default::default()
+            },
+            zone_a,
+            Err(pod_affinity::AFFINITY_MISMATCH),
+        ),
+    ];
+    for (name, counts, node, want) in &cases {
+        assert_eq!(inter_pod_filter(counts, &Labelled(node)), *want, "{name}");
+    }
+    let mut zero = TopologyPairCounts::default();
+    zero.add("zone", "a", 0);
+    assert!(zero.is_empty(), "a pair with no pods is not kept");
+}

@@ -36,7 +36,7 @@ pub struct Toleration {
     pub effect: Option<TaintEffect>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SelectorRequirement {
     pub key: String,
     pub operator: SelectorOperator,

@@ -2,6 +2,9 @@
 
 use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSpec, Pod, PodSpec};
 
+use std::sync::Arc;
+
+use super::pod_constraints::PodConstraints;
 use super::requests::{PodRequests, RequestError, pod_requests};
 use wasmsched_runtime::{
     NodeFacts, NodeSelectorTerm, PodFacts, Resources, SelectorOperator, SelectorRequirement, Taint, TaintEffect,
@@ -65,6 +68,12 @@ pub struct PodInfo {
     pub gated: bool,
     /// Succeeded or Failed: holds no resources.
     pub terminal: bool,
+    /// Has a deletionTimestamp: still holds its resources, but topology
+    /// spread no longer counts it.
+    pub terminating: bool,
+    /// Topology spread and inter-pod affinity; shared with the pod's
+    /// placement, which keeps its anti-affinity terms.
+    pub constraints: Option<Arc<PodConstraints>>,
     /// Constraints the pod uses that wasmsched does not evaluate yet, with
     /// the kube-scheduler plugin that would (see docs/architecture.md).
     pub ignored_constraints: Vec<&'static str>,
@@ -118,13 +127,20 @@ impl PodInfo {
             required_node_affinity: required,
             tolerations: spec.tolerations.iter().flatten().map(toleration).collect(),
         };
+        let constraints = PodConstraints::of(spec, &key.namespace, meta.labels.as_ref().unwrap_or(&Default::default()));
         let mut ignored_constraints = Vec::new();
-        if spec.topology_spread_constraints.as_ref().is_some_and(|c| !c.is_empty()) {
-            ignored_constraints.push("topologySpreadConstraints (PodTopologySpread)");
+        if constraints.as_ref().is_some_and(|c| c.spread.iter().any(|c| !c.hard)) {
+            ignored_constraints.push("topologySpreadConstraints with ScheduleAnyway (PodTopologySpread scoring)");
         }
         let affinity = spec.affinity.as_ref();
-        if affinity.is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some()) {
-            ignored_constraints.push("pod affinity/anti-affinity (InterPodAffinity)");
+        let preferred_pod_affinity = affinity.is_some_and(|a| {
+            a.pod_affinity.as_ref().is_some_and(|p| p.preferred_during_scheduling_ignored_during_execution.is_some())
+                || a.pod_anti_affinity
+                    .as_ref()
+                    .is_some_and(|p| p.preferred_during_scheduling_ignored_during_execution.is_some())
+        });
+        if preferred_pod_affinity {
+            ignored_constraints.push("preferred pod affinity/anti-affinity (InterPodAffinity scoring)");
         }
         if affinity
             .and_then(|a| a.node_affinity.as_ref())
@@ -146,6 +162,8 @@ impl PodInfo {
             scheduler_name: spec.scheduler_name.clone().unwrap_or_else(|| "default-scheduler".into()),
             gated: spec.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty()),
             terminal: matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")),
+            terminating: meta.deletion_timestamp.is_some(),
+            constraints: constraints.map(Arc::new),
         })
     }
 

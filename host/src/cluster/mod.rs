@@ -2,9 +2,14 @@
 //! per-node accounting of bound and assumed pods.
 
 pub mod convert;
+pub mod placed_anti_affinity;
+pub mod pod_constraints;
+pub mod pod_counts;
 pub mod requests;
 pub mod state;
 
 pub use convert::{HostPort, PodInfo, PodKey, node_facts};
+pub use pod_constraints::{AffinityTerm, LabelSelector, PodConstraints, SpreadConstraint};
+pub use pod_counts::{MatchingPods, Namespaces, PerNode, PodClause};
 pub use requests::{PodRequests, RequestError, pod_requests};
 pub use state::{ClusterState, NodeState, NodeUsage};

@@ -2,13 +2,19 @@
 //! readiness) and what every non-terminal pod with a node — bound or
 //! assumed — requests of it. Consecutive cycles read this, so an assumed pod
 //! is counted before its binding returns and no node is over-committed.
+//! Placed pods are also counted by the selectors that topology spread and
+//! inter-pod affinity ask about, and their anti-affinity terms are indexed,
+//! so those filters read counts rather than scan the pods.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Node;
 
 use super::convert::{HostPort, PodInfo, PodKey, node_facts};
+use super::placed_anti_affinity::PlacedAntiAffinity;
+use super::pod_constraints::{AffinityTerm, PodConstraints};
+use super::pod_counts::{CountedPod, PerNode, PodClause, PodCounters};
 use wasmsched_runtime::{Candidate, NodeId, NodeTable};
 
 /// What the pods placed on a node request of it.
@@ -87,6 +93,20 @@ struct PlacedPod {
     host_ports: Vec<HostPort>,
     assumed: bool,
     uid: String,
+    namespace: String,
+    labels: Vec<(String, String)>,
+    terminating: bool,
+    constraints: Option<Arc<PodConstraints>>,
+}
+
+impl PlacedPod {
+    fn counted(&self) -> CountedPod<'_> {
+        CountedPod { namespace: &self.namespace, labels: &self.labels, terminating: self.terminating, node: &self.node }
+    }
+
+    fn anti_affinity(&self) -> &[AffinityTerm] {
+        self.constraints.as_deref().map_or(&[], |c| &c.anti_affinity)
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -105,6 +125,12 @@ pub struct ClusterState {
     /// node that appears after its pods (a watch's initial list) is
     /// accounted for without scanning every pod.
     by_node: HashMap<String, HashSet<PodKey>>,
+    /// Behind a lock because an attempt, which reads the state, creates the
+    /// counters it needs.
+    counters: Mutex<PodCounters>,
+    anti_affinity: PlacedAntiAffinity,
+    /// Namespace name → its labels, for namespace selectors.
+    namespaces: HashMap<String, Vec<(String, String)>>,
 }
 
 impl ClusterState {
@@ -184,10 +210,16 @@ impl ClusterState {
             host_ports: pod.host_ports.clone(),
             assumed,
             uid: pod.uid.clone(),
+            namespace: pod.key.namespace.clone(),
+            labels: pod.facts.labels.clone(),
+            terminating: pod.terminating,
+            constraints: pod.constraints.clone(),
         };
         if let Some(state) = self.state_mut(node) {
             state.usage.add(&placed);
         }
+        self.counters.get_mut().expect("never poisoned").pod_added(placed.counted());
+        self.anti_affinity.add(placed.anti_affinity(), node);
         self.by_node.entry(node.to_string()).or_default().insert(pod.key.clone());
         self.pods.insert(pod.key.clone(), placed);
     }
@@ -198,6 +230,8 @@ impl ClusterState {
         if let Some(state) = self.state_mut(&placed.node) {
             state.usage.remove(&placed);
         }
+        self.counters.get_mut().expect("never poisoned").pod_removed(placed.counted());
+        self.anti_affinity.remove(placed.anti_affinity(), &placed.node);
         if let Some(keys) = self.by_node.get_mut(&placed.node) {
             keys.remove(key);
             if keys.is_empty() {
@@ -220,6 +254,36 @@ impl ClusterState {
     /// As `placement`, with the UID of the pod that was placed.
     pub fn placement_uid(&self, key: &PodKey) -> Option<(&str, bool, &str)> {
         self.pods.get(key).map(|p| (p.node.as_str(), p.assumed, p.uid.as_str()))
+    }
+
+    /// Per node, the placed pods that match every clause.
+    pub fn matching_pods<R>(&self, clauses: &[PodClause], read: impl FnOnce(&PerNode) -> R) -> R {
+        let mut counters = self.counters.lock().expect("never poisoned");
+        read(counters.per_node(clauses, || self.pods.values().map(PlacedPod::counted)))
+    }
+
+    /// Placed pods' required anti-affinity terms, each with the nodes of
+    /// the pods that carry it.
+    pub fn placed_anti_affinity(&self) -> &PlacedAntiAffinity {
+        &self.anti_affinity
+    }
+
+    pub fn namespace_upserted(&mut self, name: &str, labels: Vec<(String, String)>) {
+        self.namespaces.insert(name.to_string(), labels);
+    }
+
+    pub fn namespace_deleted(&mut self, name: &str) {
+        self.namespaces.remove(name);
+    }
+
+    /// A namespace's labels; none for a namespace not seen.
+    pub fn namespace_labels(&self, name: &str) -> &[(String, String)] {
+        self.namespaces.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every namespace seen, with its labels.
+    pub fn namespaces(&self) -> impl Iterator<Item = (&str, &[(String, String)])> {
+        self.namespaces.iter().map(|(n, l)| (n.as_str(), l.as_slice()))
     }
 
     fn state_mut(&mut self, node: &str) -> Option<&mut NodeState> {
@@ -266,6 +330,40 @@ mod tests {
         assert!(state.remove_node("n1"));
         let (id, _) = state.upsert_node(&n1).unwrap();
         assert_eq!(state.node(id).unwrap().usage.milli_cpu, 500);
+    }
+
+    #[test]
+    fn selector_counts_and_anti_affinity_follow_every_placement() {
+        let labelled = |name: &str, extra: &str| {
+            let p: k8s_openapi::api::core::v1::Pod = serde_yaml::from_str(&format!(
+                "metadata: {{name: {name}, namespace: default, labels: {{app: web}}}}\nspec:\n{extra}  containers: [{{name: c}}]\n"
+            ))
+            .unwrap();
+            PodInfo::new(&p).unwrap()
+        };
+        let anti = "  affinity:\n    podAntiAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n      - {topologyKey: zone, labelSelector: {matchLabels: {app: web}}}\n";
+        let clause = [PodClause {
+            namespaces: super::super::pod_counts::Namespaces::All,
+            selector: crate::cluster::LabelSelector {
+                match_labels: vec![("app".into(), "web".into())],
+                match_expressions: vec![],
+            },
+        }];
+        let mut state = ClusterState::new();
+        state.place(&labelled("a", ""), "n1", false);
+        let live = |state: &ClusterState, node: &str| state.matching_pods(&clause, |p| p.get(node).map(|m| m.live));
+        assert_eq!(live(&state, "n1"), Some(1), "a counter starts from the pods placed");
+        state.place(&labelled("b", anti), "n1", true);
+        assert_eq!(live(&state, "n1"), Some(2), "an assumed pod counts at once");
+        assert_eq!(state.placed_anti_affinity().terms().count(), 1);
+        // The same pod bound elsewhere moves; deleted, it is gone.
+        state.place(&labelled("b", anti), "n2", false);
+        assert_eq!((live(&state, "n1"), live(&state, "n2")), (Some(1), Some(1)));
+        let (_, per_node) = state.placed_anti_affinity().terms().next().unwrap();
+        assert_eq!(per_node.get("n2"), Some(&1));
+        assert!(state.unplace(&labelled("b", anti).key));
+        assert_eq!(live(&state, "n2"), None);
+        assert!(state.placed_anti_affinity().is_empty());
     }
 
     #[test]

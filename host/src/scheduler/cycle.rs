@@ -13,6 +13,7 @@ use super::decision::{DecisionRecord, NodeRecord, PolicyCall, PolicyScore, Polic
 use super::filters;
 use super::policy_set::{PolicySet, WeightedPolicy, least_allocated};
 use super::sampling::NodeWindow;
+use super::topology_filters::TopologyFilters;
 use crate::cluster::{ClusterState, PodInfo};
 use wasmsched_runtime::NodeMetrics;
 use wasmsched_runtime::{Candidate, PolicyContext, PolicyError, ScoreOrder};
@@ -117,6 +118,7 @@ pub fn prefilter(pod: &PodInfo, state: &ClusterState, detail: bool, window: Node
         next_start: window.start,
         detail,
     };
+    let topology = TopologyFilters::new(pod, state);
     for (id, node, next) in table.iter_from(window.start) {
         if pre.candidates.len() >= window.find {
             break;
@@ -124,7 +126,7 @@ pub fn prefilter(pod: &PodInfo, state: &ClusterState, detail: bool, window: Node
         pre.next_start = next;
         pre.evaluated += 1;
         let Some(node_state) = state.node(id) else { continue };
-        match filters::run(pod, node, node_state) {
+        match filters::run(pod, node, node_state, topology.as_ref()) {
             Ok(()) => {
                 pre.candidates.push(node_state.usage.candidate(id));
                 if detail {

@@ -10,6 +10,7 @@ pub mod policy_set;
 pub mod queue;
 pub mod sampling;
 pub mod tenants;
+pub mod topology_filters;
 
 pub use self::core::{Attempt, InvalidPod, MAX_JOBS_PER_TENANT, Profile, Scheduler, SchedulerConfig};
 pub use decision::{DecisionRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};

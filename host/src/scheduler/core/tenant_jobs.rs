@@ -14,6 +14,7 @@ use crate::scheduler::policy_set::{PolicySet, WeightedPolicy};
 use crate::scheduler::queue::Location;
 use crate::scheduler::sampling::NodeWindow;
 use crate::scheduler::tenants::{TenantJob, TenantSettings, TenantVerdict};
+use crate::scheduler::topology_filters::TopologyFilters;
 use wasmsched_runtime::LoadedPolicy;
 
 impl Scheduler {
@@ -91,11 +92,13 @@ impl Scheduler {
         let Some(best) = decision.best else {
             return Some(self.conclude(pod, decision.record, now));
         };
+        // The cluster moved on while the tenant decided: check today's counts.
+        let topology = TopologyFilters::new(&pod, &self.state);
         let fits = |name: &str| {
             let table = self.state.table();
             let id = table.id_of(name)?;
             let node = table.get(id)?;
-            filters::run(&pod, node, self.state.node(id)?).is_ok().then_some(())
+            filters::run(&pod, node, self.state.node(id)?, topology.as_ref()).is_ok().then_some(())
         };
         let name_of = |i: usize| nodes.name(decision.candidates[i].node);
         let chosen = if name_of(best).is_some_and(|n| fits(n).is_some()) {

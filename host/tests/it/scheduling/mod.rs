@@ -50,3 +50,4 @@ fn message(report: &SimReport, pod: &str) -> String {
 mod cache;
 mod filters;
 mod policies;
+mod topology;

@@ -56,13 +56,16 @@ fn a_failing_policy_falls_back_and_the_pod_is_still_placed() {
 
 #[test]
 fn constraints_not_evaluated_yet_are_named_not_hidden() {
-    let spread = "  topologySpreadConstraints:\n  - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}}\n  affinity:\n    podAntiAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n      - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}\n";
+    let spread = "  topologySpreadConstraints:\n  - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}\n  affinity:\n    podAntiAffinity:\n      preferredDuringSchedulingIgnoredDuringExecution:\n      - weight: 10\n        podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}\n";
     let yaml = node("n", "4", "8Gi", "") + &pod("spread", "1", spread) + &pod("plain", "1", "");
     let r = run(&yaml);
     let spread = r.placements.iter().find(|p| p.pod == "t/spread").unwrap();
     assert_eq!(
         spread.ignored_constraints,
-        vec!["topologySpreadConstraints (PodTopologySpread)", "pod affinity/anti-affinity (InterPodAffinity)"]
+        vec![
+            "topologySpreadConstraints with ScheduleAnyway (PodTopologySpread scoring)",
+            "preferred pod affinity/anti-affinity (InterPodAffinity scoring)"
+        ]
     );
     assert!(r.placements.iter().find(|p| p.pod == "t/plain").unwrap().ignored_constraints.is_empty());
     let table = wasmsched::sim::report::table(&r, "none");
