@@ -215,6 +215,14 @@ impl SchedulingLoop {
                     }
                     self.reported_invalid.retain(|key, _| listed.contains(key));
                 }
+                ClusterChange::Namespace(namespace) => {
+                    self.status.metrics.watch_event("namespaces");
+                    self.scheduler.namespace_upserted(&namespace, now);
+                }
+                ClusterChange::NamespaceGone(name) => {
+                    self.status.metrics.watch_event("namespaces");
+                    self.scheduler.namespace_deleted(&name);
+                }
                 ClusterChange::Synced(source) => self.status.set_synced(&source),
             },
             Input::Bound(BindResult { request, outcome }) => {

@@ -1,6 +1,7 @@
-//! Watches reflected into the scheduling core: nodes, and every
-//! non-terminal pod through one watch, as kube-scheduler's single pod
-//! informer does. The core decides which pods are pending and whose.
+//! Watches reflected into the scheduling core: nodes, every non-terminal
+//! pod through one watch, as kube-scheduler's single pod informer does (the
+//! core decides which pods are pending and whose), and namespaces, whose
+//! labels inter-pod affinity's namespace selectors match.
 //!
 //! kube-runtime's watcher relists on 410 Gone and reconnects with backoff;
 //! what a relist implies (`watch_events`) is passed on: nodes missing from
@@ -18,7 +19,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -42,6 +43,8 @@ pub enum ClusterChange {
     /// A full list of live pods (initial or after a watch gap), applied
     /// just before: every pod the cache holds beyond it is gone.
     PodsListed(HashSet<PodKey>),
+    Namespace(Arc<Namespace>),
+    NamespaceGone(String),
     /// A source's initial list (or a relist) has been applied.
     Synced(String),
 }
@@ -59,6 +62,7 @@ enum SourceKind {
     /// Every pod that is not Succeeded or Failed: bound ones count as
     /// load, unbound ones of our profiles are queued.
     LivePods,
+    Namespaces,
 }
 
 impl Source {
@@ -72,6 +76,10 @@ impl Source {
             kind: SourceKind::LivePods,
             config: watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed"),
         }
+    }
+
+    pub fn namespaces() -> Source {
+        Source { name: "namespaces".into(), kind: SourceKind::Namespaces, config: watcher::Config::default() }
     }
 
     /// Runs the watch until the receiver is gone, sending every change.
@@ -91,6 +99,16 @@ impl Source {
                 let gone = |p: Pod| ClusterChange::PodGone { key: PodKey::of(&p), uid: p.metadata.uid };
                 reflect(Api::<Pod>::all(client), self, tx, |p: Pod| ClusterChange::Pod(Arc::new(p)), gone).await
             }
+            SourceKind::Namespaces => {
+                reflect(
+                    Api::<Namespace>::all(client),
+                    self,
+                    tx,
+                    |n: Namespace| ClusterChange::Namespace(Arc::new(n)),
+                    |n| ClusterChange::NamespaceGone(n.name_any()),
+                )
+                .await
+            }
         }
     }
 }
@@ -104,16 +122,12 @@ async fn reflect<K, T: From<ClusterChange> + Send>(
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    let resource = match source.kind {
-        SourceKind::Nodes => "nodes",
-        SourceKind::LivePods => "pods",
+    let (resource, scope) = match source.kind {
+        SourceKind::Nodes => ("nodes", "(cluster-scoped)"),
+        SourceKind::LivePods => ("pods", "in all namespaces"),
+        SourceKind::Namespaces => ("namespaces", "(cluster-scoped)"),
     };
-    let target = WatchTarget {
-        name: source.name.clone(),
-        resource,
-        scope: if resource == "nodes" { "(cluster-scoped)".into() } else { "in all namespaces".into() },
-        switch_off: None,
-    };
+    let target = WatchTarget { name: source.name.clone(), resource, scope: scope.into(), switch_off: None };
     let mut changes = watch_events::watch(api, source.config.clone(), target).boxed();
     let send = |c: ClusterChange| tx.send(T::from(c)).is_ok();
     while let Some(change) = changes.next().await {
@@ -127,6 +141,11 @@ async fn reflect<K, T: From<ClusterChange> + Send>(
                         for key in gone {
                             tracing::debug!(source = %source.name, node = %key.name, "gone while not watching");
                             ok &= send(ClusterChange::NodeGone(key.name));
+                        }
+                    }
+                    SourceKind::Namespaces => {
+                        for key in gone {
+                            ok &= send(ClusterChange::NamespaceGone(key.name));
                         }
                     }
                     SourceKind::LivePods => {

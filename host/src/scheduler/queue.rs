@@ -3,15 +3,16 @@
 //! - backoff: after a failed attempt, 1 s doubling per attempt up to 10 s;
 //!   entries move to active when their backoff expires;
 //! - unschedulable: pods no node could take wait here until a cluster change
-//!   that may help (see [`SchedulingQueue::cluster_changed`]) or at most
-//!   five minutes;
+//!   that may help (see [`SchedulingQueue::cluster_changed`]; for pods with
+//!   constraints on other pods, also a pod placed: [`SchedulingQueue::pod_placed`])
+//!   or at most five minutes;
 //! - gated: pods with `schedulingGates` wait until the gates are removed.
 //!
 //! Time is passed in (`now` since an arbitrary origin) so the simulator can
 //! run on virtual time and tests need no sleeps.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,6 +86,9 @@ pub struct SchedulingQueue {
     /// the scan until then (without it every pop walks every queued pod).
     /// May be early after removals: that only costs one extra scan.
     earliest_due: Option<Duration>,
+    /// Unschedulable pods with topology spread or inter-pod affinity
+    /// constraints; may hold keys that have moved on since.
+    waiting_on_pods: HashSet<PodKey>,
 }
 
 /// Backoff after `attempts` failed attempts: 1 s, 2 s, 4 s, 8 s, 10 s, …
@@ -252,6 +256,9 @@ impl SchedulingQueue {
         if let Some(e) = self.entries.get_mut(key) {
             e.attempts += 1;
             e.location = Location::Unschedulable { since: now };
+            if e.info.constraints.is_some() {
+                self.waiting_on_pods.insert(key.clone());
+            }
             self.note_due(Location::Unschedulable { since: now });
         }
     }
@@ -260,19 +267,42 @@ impl SchedulingQueue {
     /// updated, a pod deleted): they go back to active, or to backoff if
     /// their backoff has not expired yet, as kube moves them.
     pub fn cluster_changed(&mut self, now: Duration) {
-        let waiting: Vec<(PodKey, Duration)> = self
+        let waiting: Vec<PodKey> = self
             .entries
             .iter()
             .filter(|(_, e)| matches!(e.location, Location::Unschedulable { .. }))
-            .map(|(k, e)| (k.clone(), e.last_attempt + backoff_for(e.attempts)))
+            .map(|(k, _)| k.clone())
             .collect();
-        for (key, until) in waiting {
-            if until <= now {
-                self.push_active(&key);
-            } else if let Some(e) = self.entries.get_mut(&key) {
-                e.location = Location::Backoff { until };
-                self.note_due(Location::Backoff { until });
-            }
+        for key in waiting {
+            self.requeue(&key, now);
+        }
+        self.waiting_on_pods.clear();
+    }
+
+    /// A pod was placed somewhere (assumed or bound): unschedulable pods
+    /// with constraints on other pods may fit now (an affinity satisfied, a
+    /// spread minimum raised), as kube-scheduler moves them on an assigned
+    /// pod's arrival. Other unschedulable pods stay: a placement only
+    /// takes room.
+    pub fn pod_placed(&mut self, now: Duration) {
+        for key in std::mem::take(&mut self.waiting_on_pods) {
+            self.requeue(&key, now);
+        }
+    }
+
+    /// An unschedulable pod back to active, or to backoff if its backoff
+    /// has not expired yet; a pod elsewhere stays where it is.
+    fn requeue(&mut self, key: &PodKey, now: Duration) {
+        let Some(e) = self.entries.get_mut(key) else { return };
+        if !matches!(e.location, Location::Unschedulable { .. }) {
+            return;
+        }
+        let until = e.last_attempt + backoff_for(e.attempts);
+        if until <= now {
+            self.push_active(key);
+        } else {
+            e.location = Location::Backoff { until };
+            self.note_due(Location::Backoff { until });
         }
     }
 

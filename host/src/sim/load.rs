@@ -6,13 +6,15 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use serde::Deserialize;
 
 #[derive(Debug, Default)]
 pub struct Manifests {
     pub nodes: Vec<Node>,
     pub pods: Vec<Pod>,
+    /// Their labels are what inter-pod affinity's namespace selectors match.
+    pub namespaces: Vec<Namespace>,
     /// Kinds that were read but are not simulated (Deployments, Services…).
     pub ignored_kinds: BTreeMap<String, usize>,
     /// Documents that could not be used, with where they are.
@@ -49,13 +51,18 @@ impl Manifests {
                 Ok(_) => self.problems.push(format!("{at}: Pod without metadata.name")),
                 Err(e) => self.problems.push(format!("{at}: not a valid Pod: {e}")),
             },
+            "Namespace" => match serde_yaml::from_value::<Namespace>(value) {
+                Ok(ns) if ns.metadata.name.as_deref().is_some_and(|n| !n.is_empty()) => self.namespaces.push(ns),
+                Ok(_) => self.problems.push(format!("{at}: Namespace without metadata.name")),
+                Err(e) => self.problems.push(format!("{at}: not a valid Namespace: {e}")),
+            },
             k if k == "List" || k.ends_with("List") => {
                 let items = value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default();
                 for (i, item) in items.into_iter().enumerate() {
                     self.add_value(&format!("{at}, item {}", i + 1), item);
                 }
             }
-            "" => self.problems.push(format!("{at}: no `kind` (expected Node, Pod or List)")),
+            "" => self.problems.push(format!("{at}: no `kind` (expected Node, Pod, Namespace or List)")),
             other => *self.ignored_kinds.entry(other.to_string()).or_default() += 1,
         }
     }
@@ -126,7 +133,7 @@ metadata: {name: mystery}
         assert_eq!(m.ignored_kinds.get("Deployment"), Some(&1));
         assert_eq!(m.problems.len(), 2, "{:?}", m.problems);
         assert!(m.problems[0].starts_with("a.yaml: document 2, item 2: not a valid Pod:"), "{}", m.problems[0]);
-        assert_eq!(m.problems[1], "a.yaml: document 4: no `kind` (expected Node, Pod or List)");
+        assert_eq!(m.problems[1], "a.yaml: document 4: no `kind` (expected Node, Pod, Namespace or List)");
     }
 
     #[test]

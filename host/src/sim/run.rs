@@ -147,6 +147,9 @@ pub fn simulate(
         scheduler.explain(move |key| matches_explain(&which, key));
     }
     let mut now = Duration::ZERO;
+    for namespace in &manifests.namespaces {
+        scheduler.namespace_upserted(namespace, now);
+    }
     for node in &manifests.nodes {
         scheduler.node_upserted(node, now)?;
     }

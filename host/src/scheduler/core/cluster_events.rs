@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 
 use super::{InvalidPod, Scheduler};
 use crate::cluster::{PodInfo, PodKey};
@@ -24,6 +24,22 @@ impl Scheduler {
 
     pub fn node_deleted(&mut self, name: &str) {
         self.state.remove_node(name);
+    }
+
+    /// A namespace added or updated: its labels are what inter-pod
+    /// affinity's namespace selectors match. A change of labels may let a
+    /// waiting pod in (or keep it out), so unschedulable pods are retried.
+    pub fn namespace_upserted(&mut self, namespace: &Namespace, now: Duration) {
+        let name = namespace.metadata.name.as_deref().unwrap_or_default();
+        let labels: Vec<(String, String)> = namespace.metadata.labels.clone().unwrap_or_default().into_iter().collect();
+        if self.state.namespace_labels(name) != labels.as_slice() {
+            self.state.namespace_upserted(name, labels);
+            self.queue.cluster_changed(now);
+        }
+    }
+
+    pub fn namespace_deleted(&mut self, name: &str) {
+        self.state.namespace_deleted(name);
     }
 
     /// Any pod, ours or not: bound pods count as load, pending pods with our
@@ -50,7 +66,11 @@ impl Scheduler {
         if let Some(node) = info.node_name.clone() {
             // Bound (by us or anyone): count it, confirming an assumption.
             self.queue.remove(&key);
+            let moved = self.state.placement(&key).is_none_or(|(placed_on, _)| placed_on != node);
             self.state.place(&info, &node, false);
+            if moved {
+                self.queue.pod_placed(now);
+            }
             return;
         }
         if self.profile(&info.scheduler_name).is_none() {

@@ -244,6 +244,7 @@ impl Scheduler {
         match record.chosen.clone() {
             Some(node) => {
                 self.state.place(&pod, &node, true);
+                self.queue.pod_placed(now);
                 Attempt::Placed { pod, node, record }
             }
             None => {

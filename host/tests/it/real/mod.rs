@@ -157,7 +157,8 @@ impl Real {
     }
 
     /// Creates `{prefix}{name}` for every pod (class labels made this
-    /// test's own), all at once or `spacing` apart; returns the names.
+    /// test's own), all at once or `spacing` apart; returns the names. A
+    /// `labels` member of a spec is the pod's labels.
     pub async fn create_pods(
         &self,
         prefix: &str,
@@ -170,6 +171,7 @@ impl Real {
             .iter()
             .map(|(name, spec)| {
                 let mut spec = spec.clone();
+                let labels = spec.as_object_mut().and_then(|s| s.remove("labels")).unwrap_or(json!({}));
                 spec["schedulerName"] = json!(scheduler_name);
                 if let Some(class) = spec.pointer("/nodeSelector/wasmsched-class").and_then(Value::as_str) {
                     spec["nodeSelector"]["wasmsched-class"] = json!(self.own(class));
@@ -181,7 +183,8 @@ impl Real {
                     *value = json!(self.own(value.as_str().unwrap_or_default()));
                 }
                 let name = format!("{prefix}{name}");
-                (name.clone(), serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap())
+                let metadata = json!({"name": name, "labels": labels});
+                (name.clone(), serde_json::from_value(json!({"metadata": metadata, "spec": spec})).unwrap())
             })
             .collect();
         if spacing.is_zero() {

@@ -7,7 +7,7 @@ use super::*;
 /// identical, so how many of them fit, and the final state of their nodes,
 /// does not depend on which node each one lands: the two schedulers score
 /// differently, yet must agree on every pod.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Class {
     /// nodeSelector on the class label.
     Selector,
@@ -24,9 +24,18 @@ enum Class {
     HostPort,
     /// One of the nodes is cordoned (`spec.unschedulable`).
     Cordoned,
+    /// Required anti-affinity to the class on the hostname: one pod per
+    /// node, whichever nodes they land on.
+    AntiAffinity,
+    /// DoNotSchedule spread over zones, maxSkew 1; sometimes a minDomains
+    /// above the zone count, and a node without a zone.
+    Spread,
+    /// Required affinity to the class on the zone: the first pod goes to any
+    /// zone, the rest follow it.
+    SelfAffinity,
 }
 
-const CLASSES: [Class; 7] = [
+const CLASSES: [Class; 10] = [
     Class::Selector,
     Class::Affinity,
     Class::Tainted,
@@ -34,7 +43,12 @@ const CLASSES: [Class; 7] = [
     Class::Unreachable,
     Class::HostPort,
     Class::Cordoned,
+    Class::AntiAffinity,
+    Class::Spread,
+    Class::SelfAffinity,
 ];
+
+const ZONE: &str = "topology.kubernetes.io/zone";
 
 /// A random cluster: nodes, and pods in creation order.
 struct Case {
@@ -51,11 +65,16 @@ fn random_case(rng: &mut Rng, seed: u64) -> Case {
         // Consecutive seeds cover every class; the sizes are random.
         let class = CLASSES[(seed as usize + k) % CLASSES.len()];
         let label = format!("c{seed}-{k}");
-        let node_count = 1 + rng.below(3);
+        // Spread and affinity outcomes depend on where earlier pods went
+        // unless room is ample: their nodes are big, their pods small.
+        let zoned = matches!(class, Class::Spread | Class::SelfAffinity);
+        let node_count = if zoned { 2 + rng.below(4) } else { 1 + rng.below(3) };
+        let zones = 2 + rng.below(2);
+        let zoneless = class == Class::Spread && rng.below(2) == 0;
         for n in 0..node_count {
-            let cpu = ["1", "2", "4"][rng.below(3) as usize];
-            let memory = ["2Gi", "4Gi", "8Gi"][rng.below(3) as usize];
-            let max_pods = ["3", "6", "110"][rng.below(3) as usize];
+            let cpu = if zoned { "8" } else { ["1", "2", "4"][rng.below(3) as usize] };
+            let memory = if zoned { "16Gi" } else { ["2Gi", "4Gi", "8Gi"][rng.below(3) as usize] };
+            let max_pods = if zoned { "110" } else { ["3", "6", "110"][rng.below(3) as usize] };
             let (mut taints, mut ready, mut unschedulable) = (vec![], "True", false);
             match class {
                 Class::Tainted => taints.push(json!({"key": "dedicated", "value": label, "effect": "NoSchedule"})),
@@ -75,12 +94,16 @@ fn random_case(rng: &mut Rng, seed: u64) -> Case {
                 _ => {}
             }
             let spec = json!({"taints": taints, "unschedulable": unschedulable});
+            let mut labels = json!({"wasmsched-class": label});
+            if zoned && !(zoneless && n == 0) {
+                labels[ZONE] = json!(format!("{label}-z{}", n % zones));
+            }
             nodes.push((
                 format!("{label}-n{n}"),
-                json!({"labels": {"wasmsched-class": label}, "spec": spec, "cpu": cpu, "memory": memory, "pods": max_pods, "ready": ready}),
+                json!({"labels": labels, "spec": spec, "cpu": cpu, "memory": memory, "pods": max_pods, "ready": ready}),
             ));
         }
-        let cpu = ["250m", "500m", "1", "1500m"][rng.below(4) as usize];
+        let cpu = if zoned { "100m" } else { ["250m", "500m", "1", "1500m"][rng.below(4) as usize] };
         let memory = ["256Mi", "512Mi", "1Gi"][rng.below(3) as usize];
         let mut spec = json!({
             "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
@@ -105,8 +128,25 @@ fn random_case(rng: &mut Rng, seed: u64) -> Case {
                 spec["tolerations"] = json!([{"key": "node.kubernetes.io/unreachable", "operator": "Exists"}])
             }
             Class::HostPort => spec["containers"][0]["ports"] = json!([{"containerPort": 80, "hostPort": 8080}]),
+            Class::AntiAffinity => {
+                spec["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"class": label}}}]}});
+            }
+            Class::Spread => {
+                let mut constraint = json!({"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+                                            "labelSelector": {"matchLabels": {"class": label}}});
+                if rng.below(2) == 0 {
+                    constraint["minDomains"] = json!(zones + 1);
+                }
+                spec["topologySpreadConstraints"] = json!([constraint]);
+            }
+            Class::SelfAffinity => {
+                spec["affinity"] = json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"class": label}}}]}});
+            }
             _ => {}
         }
+        spec["labels"] = json!({"class": label});
         for i in 0..(2 + rng.below(10)) {
             pods.push((format!("{label}-p{i}"), spec.clone()));
         }
@@ -162,6 +202,31 @@ async fn compare(real: &Real, case: &Case, spacing: Duration, label: &str) {
         classes
     };
     let (want_classes, got_classes) = (by_class(&want), by_class(&got));
+    // Spread and affinity must also agree on how many pods each zone got,
+    // whichever zone that was: per class, the sorted counts.
+    let zone_of: BTreeMap<String, String> = case
+        .nodes
+        .iter()
+        .map(|(name, node)| (real.own(name), node["labels"][ZONE].as_str().unwrap_or("-").to_string()))
+        .collect();
+    let zone_counts = |pods: &[Pod], prefix: &str| {
+        let mut per_class: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+        for pod in pods {
+            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) else { continue };
+            let name = pod.metadata.name.as_deref().unwrap_or_default().trim_start_matches(prefix);
+            let class = name.rsplit_once("-p").map_or(name, |(c, _)| c).to_string();
+            *per_class.entry(class).or_default().entry(zone_of[node].clone()).or_default() += 1;
+        }
+        per_class
+            .into_iter()
+            .map(|(class, zones)| {
+                let mut counts: Vec<usize> = zones.into_values().collect();
+                counts.sort();
+                (class, counts)
+            })
+            .collect::<BTreeMap<_, _>>()
+    };
+    let (want_zones, got_zones) = (zone_counts(&oracle, "k-"), zone_counts(&created, "w-"));
     let mut disagree: Vec<String> = want_classes
         .iter()
         .filter(|(class, outcomes)| got_classes.get(*class) != Some(outcomes))
@@ -169,6 +234,11 @@ async fn compare(real: &Real, case: &Case, spacing: Duration, label: &str) {
             format!("class {class}:\n  kube-scheduler {outcomes:?}\n  wasmsched      {:?}", got_classes.get(class))
         })
         .collect();
+    disagree.extend(want_zones.iter().filter(|(class, counts)| got_zones.get(*class) != Some(counts)).map(
+        |(class, counts)| {
+            format!("class {class}: pods per zone: kube-scheduler {counts:?}, wasmsched {:?}", got_zones.get(class))
+        },
+    ));
     if !spacing.is_zero() {
         disagree.extend(
             want.iter()

@@ -71,6 +71,10 @@ fn required_affinity_follows_a_pod_to_its_zone() {
     for i in 0..4 {
         assert_eq!(zone_of(&r, &format!("app-{i}")), "b", "app-{i} goes to the cache's zone");
     }
+    // Queued before its cache: it waits, and goes once the cache is placed.
+    let cache_later = labelled("cache", "app: cache", "  nodeSelector: {kubernetes.io/hostname: a1}\n");
+    let r = run(&(cluster.clone() + &labelled("early", "app: api", near_cache) + &cache_later));
+    assert_eq!(zone_of(&r, "early"), "a", "retried when the pod it needs was placed");
     // No cache anywhere: a pod that does not match its own term waits…
     let r = run(&(cluster.clone() + &labelled("lost", "app: api", near_cache)));
     assert_eq!(
@@ -145,4 +149,27 @@ fn match_label_keys_spread_each_revision_on_its_own() {
     assert!(placed(&r, "r2").is_some(), "{}", message(&r, "r2"));
     let r = run(&(cluster + &existing + &labelled("r1", "app: web, rev: \"1\"", &by_revision)));
     assert_eq!(placed(&r, "r1").as_deref(), Some("b1"), "revision 1 is at skew 2 in zone a");
+}
+
+#[test]
+fn namespace_selectors_match_namespace_labels() {
+    let cluster = zoned("n1", "a") + &zoned("n2", "a");
+    let namespaces = "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: prod, labels: {team: x}}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: dev, labels: {team: y}}\n";
+    let existing = bound("prod-web", "app: web", "n1", "").replace("namespace: t", "namespace: prod")
+        + &bound("dev-web", "app: web", "n2", "").replace("namespace: t", "namespace: dev");
+    let away_from = |namespace_selector: &str| {
+        format!(
+            "  affinity:\n    podAntiAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n      - {{topologyKey: kubernetes.io/hostname, namespaceSelector: {namespace_selector}, labelSelector: {{matchLabels: {{app: web}}}}}}\n"
+        )
+    };
+    let yaml =
+        cluster + namespaces + &existing + &labelled("team-x", "app: api", &away_from("{matchLabels: {team: x}}"));
+    let r = run(&yaml);
+    assert_eq!(placed(&r, "team-x").as_deref(), Some("n2"), "only prod's pod keeps it away");
+    let r = run(&yaml.replace("{matchLabels: {team: x}}", "{}"));
+    assert_eq!(
+        message(&r, "team-x"),
+        "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules.",
+        "an empty namespace selector selects every namespace"
+    );
 }
