@@ -21,3 +21,4 @@ mod run_cli;
 mod scheduling;
 mod simulate_cli;
 mod tenants;
+mod topology_properties;
