@@ -8,6 +8,8 @@
 //!   for every candidate;
 //! - `HotSwap`: pods arriving steadily while the policy is recompiled and
 //!   swapped every second;
+//! - `SchedulingPodAntiAffinity`, `SchedulingPodAffinity`,
+//!   `TopologySpreading`: kube's inter-pod shapes (`topology`);
 //! - `EndToEnd`: the Kubernetes backend against the in-process fake API
 //!   server (watch → cycle → bind → events).
 
@@ -15,6 +17,7 @@ pub mod cluster;
 pub mod end_to_end;
 pub mod hot_swap;
 pub mod scheduling_basic;
+pub mod topology;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

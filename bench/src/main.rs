@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use wasmsched::policy::flags::{LimitArgs, parse_policy_spec, read_config};
 use wasmsched::scheduler::NodeSampling;
 use wasmsched_bench::scheduling_basic::Scoring;
+use wasmsched_bench::topology::{self, Shape};
 use wasmsched_bench::{BenchResult, end_to_end, hot_swap, scheduling_basic, table};
 use wasmsched_runtime::PolicyLimits;
 
@@ -24,10 +25,26 @@ pub enum Workload {
     WithMetrics,
     HotSwap,
     EndToEnd,
+    SchedulingPodAntiAffinity,
+    SchedulingPodAffinity,
+    TopologySpreading,
+}
+
+impl Workload {
+    fn shape(self) -> Option<Shape> {
+        match self {
+            Workload::SchedulingPodAntiAffinity => Some(Shape::PodAntiAffinity),
+            Workload::SchedulingPodAffinity => Some(Shape::PodAffinity),
+            Workload::TopologySpreading => Some(Shape::TopologySpreading),
+            _ => None,
+        }
+    }
 }
 
 /// Measure throughput, latency, policy cost and memory on synthetic
-/// clusters (SchedulingBasic, WithMetrics, HotSwap, EndToEnd).
+/// clusters (SchedulingBasic, WithMetrics, HotSwap, EndToEnd, and kube's
+/// inter-pod shapes SchedulingPodAntiAffinity, SchedulingPodAffinity and
+/// TopologySpreading).
 #[derive(Parser, Debug)]
 #[command(name = "wasmsched-bench", version)]
 pub struct BenchArgs {
@@ -121,6 +138,12 @@ fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
                 let (n, p) = if quick { (200, 400) } else { (500, 1000) };
                 out.push(spec(*w, n, p, false));
             }
+            Workload::SchedulingPodAntiAffinity | Workload::SchedulingPodAffinity | Workload::TopologySpreading => {
+                let shape = w.shape().expect("an inter-pod workload");
+                for nodes in if quick { &[500][..] } else { &[500, 5000][..] } {
+                    out.push(spec(*w, *nodes, shape.kube_pods(*nodes).1, false));
+                }
+            }
         }
     }
     out
@@ -186,6 +209,10 @@ fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
         Workload::EndToEnd => {
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             runtime.block_on(end_to_end::run(spec.nodes, spec.pods, spec.bind_concurrency))
+        }
+        Workload::SchedulingPodAntiAffinity | Workload::SchedulingPodAffinity | Workload::TopologySpreading => {
+            let shape = spec.workload.shape().expect("an inter-pod workload");
+            topology::run(shape, spec.nodes, spec.pods, deadline)
         }
     };
     result.map_err(anyhow::Error::msg)
@@ -265,7 +292,15 @@ fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let workloads = if args.workloads.is_empty() {
-        vec![Workload::SchedulingBasic, Workload::WithMetrics, Workload::HotSwap, Workload::EndToEnd]
+        vec![
+            Workload::SchedulingBasic,
+            Workload::WithMetrics,
+            Workload::HotSwap,
+            Workload::EndToEnd,
+            Workload::SchedulingPodAntiAffinity,
+            Workload::SchedulingPodAffinity,
+            Workload::TopologySpreading,
+        ]
     } else {
         args.workloads.clone()
     };

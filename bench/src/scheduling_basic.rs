@@ -84,7 +84,7 @@ pub fn run(
         ),
     };
     let workload = if scoring == Scoring::WithMetrics { "WithMetrics" } else { "SchedulingBasic" };
-    measure(nodes, pods, policies, metrics, workload, scoring.label(), sampling)
+    measure(cluster(nodes, pods), pods, policies, metrics, workload, scoring.label(), sampling)
 }
 
 /// SchedulingBasic with a policy of the caller's (`wasmsched-bench
@@ -107,11 +107,12 @@ pub fn run_policy(
     let loaded = engine.load(&source, config, limits).map_err(|e| e.to_string())?;
     let label = format!("{} {}", loaded.info.name, loaded.info.version);
     let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(loaded), weight: 1 }]);
-    measure(nodes, pods, policies, Arc::new(NoMetrics), "SchedulingBasic", &label, sampling)
+    measure(cluster(nodes, pods), pods, policies, Arc::new(NoMetrics), "SchedulingBasic", &label, sampling)
 }
 
-fn measure(
-    nodes: usize,
+/// Simulates `manifests`, whose `pods` pending pods must all be placed.
+pub fn measure(
+    manifests: wasmsched::sim::Manifests,
     pods: usize,
     policies: PolicySet,
     metrics: Arc<dyn NodeMetrics>,
@@ -119,7 +120,7 @@ fn measure(
     variant: &str,
     sampling: NodeSampling,
 ) -> Result<BenchResult, String> {
-    let manifests = cluster(nodes, pods);
+    let nodes = manifests.nodes.len();
     let started = Instant::now();
     let mut report = simulate(manifests, policies, metrics, &SimOptions { sampling, ..SimOptions::default() })?;
     let wall = started.elapsed();

@@ -1,0 +1,143 @@
+//! kube scheduler_perf's inter-pod workloads in the simulator core, with
+//! the wasm least-allocated policy: SchedulingPodAntiAffinity,
+//! SchedulingPodAffinity and TopologySpreading, each pod 100m cpu / 500 MiB
+//! as in kube's templates. kube-scheduler places the init pods before it
+//! measures; here they are bound where it would have put them (one
+//! anti-affinity pod per node, the others round the nodes), so the wall
+//! time is the measured pods' alone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+use wasmsched::scheduler::{NodeSampling, PolicySet, WeightedPolicy};
+use wasmsched::sim::Manifests;
+use wasmsched_runtime::{NoMetrics, PolicyEngine, PolicyLimits};
+
+use super::BenchResult;
+use super::cluster::node;
+use super::scheduling_basic::measure;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Required anti-affinity to `color: green` on the hostname, over the
+    /// namespaces of the init and the measured pods.
+    PodAntiAffinity,
+    /// Required affinity to `color: blue` on the zone; every node in one
+    /// zone.
+    PodAffinity,
+    /// DoNotSchedule spread of `color: blue`, maxSkew 5, over three zones,
+    /// on top of plain init pods.
+    TopologySpreading,
+}
+
+impl Shape {
+    pub fn workload(self) -> &'static str {
+        match self {
+            Shape::PodAntiAffinity => "SchedulingPodAntiAffinity",
+            Shape::PodAffinity => "SchedulingPodAffinity",
+            Shape::TopologySpreading => "TopologySpreading",
+        }
+    }
+
+    /// kube's (init, measured) pods at 500 and at 5,000 nodes.
+    pub fn kube_pods(self, nodes: usize) -> (usize, usize) {
+        let big = nodes >= 5000;
+        match self {
+            Shape::PodAntiAffinity if big => (1000, 1000),
+            Shape::PodAntiAffinity => (100, 400),
+            Shape::PodAffinity if big => (5000, 1000),
+            Shape::PodAffinity => (500, 1000),
+            Shape::TopologySpreading if big => (5000, 2000),
+            Shape::TopologySpreading => (1000, 1000),
+        }
+    }
+
+    /// The pod of this shape, in `namespace`, bound to `node` or pending.
+    fn pod(self, name: String, namespace: &str, node: Option<String>, measured: bool) -> Value {
+        let green = json!({"matchLabels": {"color": "green"}});
+        let blue = json!({"matchLabels": {"color": "blue"}});
+        let namespaces = json!(["sched-0", "sched-1"]);
+        let (labels, constraints) = match self {
+            Shape::PodAntiAffinity => (
+                json!({"color": "green"}),
+                json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": green, "topologyKey": "kubernetes.io/hostname", "namespaces": namespaces}]}}}),
+            ),
+            Shape::PodAffinity => (
+                json!({"color": "blue"}),
+                json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": blue, "topologyKey": "topology.kubernetes.io/zone", "namespaces": namespaces}]}}}),
+            ),
+            Shape::TopologySpreading if measured => (
+                json!({"color": "blue"}),
+                json!({"topologySpreadConstraints": [{"maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone",
+                        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": blue}]}),
+            ),
+            Shape::TopologySpreading => (json!({}), json!({})),
+        };
+        let mut spec = constraints;
+        spec["containers"] = json!([{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]);
+        match node {
+            Some(node) => spec["nodeName"] = json!(node),
+            None => spec["schedulerName"] = json!("wasmsched"),
+        }
+        json!({"metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": spec})
+    }
+}
+
+/// `nodes` nodes (kube's node-default: 4 cpu, 32 GiB, 110 pods; three
+/// zones, or one for PodAffinity), the init pods bound and `measured`
+/// pods pending.
+pub fn cluster(shape: Shape, nodes: usize, init: usize, measured: usize) -> Manifests {
+    let node_list = (0..nodes)
+        .map(|i| {
+            let mut n = node(i);
+            if shape == Shape::PodAffinity {
+                let labels = n.metadata.labels.get_or_insert_default();
+                labels.insert("topology.kubernetes.io/zone".into(), "zone1".into());
+            }
+            n
+        })
+        .collect();
+    let (init_namespace, measured_namespace) = match shape {
+        Shape::TopologySpreading => ("default", "default"),
+        _ => ("sched-0", "sched-1"),
+    };
+    let pod = |value: Value| -> Pod { serde_json::from_value(value).expect("a valid pod") };
+    let bound = (0..init)
+        .map(|i| pod(shape.pod(format!("init-{i:06}"), init_namespace, Some(format!("node-{:05}", i % nodes)), false)));
+    let pending = (0..measured).map(|i| pod(shape.pod(format!("measured-{i:06}"), measured_namespace, None, true)));
+    Manifests { nodes: node_list, pods: bound.chain(pending).collect(), ..Default::default() }
+}
+
+/// One run of `shape` at `nodes` nodes with kube's init pods and
+/// `measured` pending ones.
+pub fn run(
+    shape: Shape,
+    nodes: usize,
+    measured: usize,
+    call_deadline: Option<Duration>,
+) -> Result<BenchResult, String> {
+    let engine = PolicyEngine::new().map_err(|e| e.to_string())?;
+    let mut limits = PolicyLimits::default();
+    if let Some(deadline) = call_deadline {
+        limits.call_deadline = deadline;
+    }
+    let policy = engine.load(&wasmsched::default_policy::source(), "{}", limits).map_err(|e| e.to_string())?;
+    let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]);
+    let (init, _) = shape.kube_pods(nodes);
+    let mut result = measure(
+        cluster(shape, nodes, init, measured),
+        measured,
+        policies,
+        Arc::new(NoMetrics),
+        shape.workload(),
+        "wasm least-allocated",
+        NodeSampling::All,
+    )?;
+    result.details.insert("initPods".into(), init as f64);
+    Ok(result)
+}
