@@ -33,7 +33,7 @@ pub use node_affinity::{
     NodeLabels, Operator, RequirementFields, TermFields, node_selector_matches, required_affinity_matches,
     requirement_matches, term_matches,
 };
-pub use pod_affinity::{InterPodCounts, TopologyPairCounts, inter_pod_filter};
+pub use pod_affinity::{DomainPods, InterPodCounts, NodeDomains, inter_pod_filter};
 pub use resources::{MAX_NODE_SCORE, least_allocated, least_allocated_score};
 pub use rng::SplitMix64;
 pub use taints::{

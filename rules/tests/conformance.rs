@@ -232,10 +232,15 @@ fn label_selectors() {
     }
 }
 
+/// Zones as the caller numbers them: `z1` is 1, `z2` is 2, …
+fn zone(name: &str) -> usize {
+    name[1..].parse().unwrap()
+}
+
 fn zones(counts: &[(&str, u32)]) -> DomainCounts {
     let mut domains = DomainCounts::default();
-    for (zone, n) in counts {
-        domains.add_node(zone, *n);
+    for (z, n) in counts {
+        domains.add_node(zone(z), *n);
     }
     domains
 }
@@ -259,31 +264,43 @@ fn topology_spread_skew() {
         ("3 zones < minDomains 5: the minimum is 0", &[("z1", 1), ("z2", 1), ("z3", 1)], "z1", true, 1, 5, false),
         ("3 zones = minDomains 3: the real minimum", &[("z1", 1), ("z2", 1), ("z3", 1)], "z1", true, 1, 3, true),
     ];
-    for (name, counts, zone, self_match, max_skew, min_domains, want) in cases {
-        assert_eq!(skew_allows(&zones(counts), zone, *self_match, *max_skew, *min_domains), *want, "{name}");
+    for (name, counts, z, self_match, max_skew, min_domains, want) in cases {
+        let counts = zones(counts);
+        let allowed = skew_allows(counts.count(zone(z)), *self_match, counts.min_match(*min_domains), *max_skew);
+        assert_eq!(allowed, *want, "{name}");
     }
     assert_eq!(zones(&[("z1", 2), ("z2", 0)]).min_match(1), Some(0), "an eligible zone without pods is the minimum");
     assert_eq!(zones(&[]).min_match(1), None);
+    assert_eq!(zones(&[("z1", 2), ("z1", 0), ("z5", 1)]).domains(), 2);
+}
+
+/// Topology keys and domains as the caller numbers them.
+const KEYS: [&str; 3] = ["zone", "host", "rack"];
+const VALUES: [&str; 6] = ["a", "b", "n1", "n2", "n9", "r1"];
+
+fn key(name: &str) -> usize {
+    KEYS.iter().position(|k| *k == name).unwrap()
+}
+
+fn value(name: &str) -> usize {
+    VALUES.iter().position(|v| *v == name).unwrap()
 }
 
 /// A node with the given labels.
 struct Labelled(&'static [(&'static str, &'static str)]);
 
-impl NodeLabels for Labelled {
-    fn name(&self) -> &str {
-        "n"
-    }
-    fn label(&self, key: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+impl NodeDomains for Labelled {
+    fn domain(&self, k: usize) -> Option<usize> {
+        self.0.iter().find(|(name, _)| *name == KEYS[k]).map(|(_, v)| value(v))
     }
 }
 
-fn pairs(counts: &[(&str, &str, u32)]) -> TopologyPairCounts {
-    let mut pairs = TopologyPairCounts::default();
-    for (key, value, n) in counts {
-        pairs.add(key, value, *n);
+fn pairs(counts: &[(&str, &str, u32)]) -> DomainPods {
+    let mut pods = DomainPods::default();
+    for (k, v, n) in counts {
+        pods.add(key(k), value(v), *n);
     }
-    pairs
+    pods
 }
 
 type InterPodCase = (&'static str, InterPodCounts, &'static [(&'static str, &'static str)], Result<(), &'static str>);
@@ -292,7 +309,7 @@ type InterPodCase = (&'static str, InterPodCounts, &'static [(&'static str, &'st
 /// the counts its PreFilter computes.
 #[test]
 fn inter_pod_affinity() {
-    let keys = |k: &[&str]| k.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+    let keys = |k: &[&str]| k.iter().map(|k| key(k)).collect::<Vec<_>>();
     let zone_a = &[("zone", "a"), ("host", "n1")][..];
     let zone_b = &[("zone", "b"), ("host", "n2")][..];
     let cases: Vec<InterPodCase> = vec![
@@ -422,7 +439,7 @@ fn inter_pod_affinity() {
     for (name, counts, node, want) in &cases {
         assert_eq!(inter_pod_filter(counts, &Labelled(node)), *want, "{name}");
     }
-    let mut zero = TopologyPairCounts::default();
-    zero.add("zone", "a", 0);
-    assert!(zero.is_empty(), "a pair with no pods is not kept");
+    let mut zero = DomainPods::default();
+    zero.add(key("zone"), value("a"), 0);
+    assert!(zero.is_empty(), "a domain with no pods is not counted");
 }

@@ -124,6 +124,12 @@ impl NodeTable {
         self.by_name.len()
     }
 
+    /// One past the highest node id in use: the length of a vector indexed
+    /// by `NodeId`.
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.by_name.is_empty()
     }

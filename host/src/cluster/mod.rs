@@ -2,6 +2,7 @@
 //! per-node accounting of bound and assumed pods.
 
 pub mod convert;
+pub mod domains;
 pub mod placed_anti_affinity;
 pub mod pod_constraints;
 pub mod pod_counts;
@@ -9,6 +10,7 @@ pub mod requests;
 pub mod state;
 
 pub use convert::{HostPort, PodInfo, PodKey, node_facts};
+pub use domains::Domains;
 pub use pod_constraints::{AffinityTerm, LabelSelector, PodConstraints, SpreadConstraint};
 pub use pod_counts::{MatchingPods, Namespaces, PerNode, PodClause};
 pub use requests::{PodRequests, RequestError, pod_requests};

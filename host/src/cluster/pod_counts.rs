@@ -2,9 +2,14 @@
 //! place and unplace, so an attempt reads counts instead of scanning every
 //! pod. A set of clauses gets its counter the first time an attempt asks
 //! for it (one pass over the placed pods); the least recently asked-for
-//! counter makes room when there are too many.
+//! counter makes room when there are too many. Only pods on nodes the
+//! scheduler knows are counted, as kube counts only pods in its node
+//! snapshot: the cluster state adds a node's pods when the node appears and
+//! takes them out when it goes.
 
 use std::collections::HashMap;
+
+use wasmsched_runtime::NodeId;
 
 use super::pod_constraints::LabelSelector;
 
@@ -39,7 +44,7 @@ pub struct CountedPod<'a> {
     pub namespace: &'a str,
     pub labels: &'a [(String, String)],
     pub terminating: bool,
-    pub node: &'a str,
+    pub node: NodeId,
 }
 
 /// Pods on one node that match, live and terminating apart: topology
@@ -56,8 +61,9 @@ impl MatchingPods {
     }
 }
 
-/// Matching pods by node name, for nodes with any.
-pub type PerNode = HashMap<String, MatchingPods>;
+/// Matching pods by node id; shorter than the node table when the last
+/// nodes have none.
+pub type PerNode = Vec<MatchingPods>;
 
 #[derive(Debug)]
 struct Counter {
@@ -118,18 +124,16 @@ impl Counter {
         if !clauses.iter().all(|c| c.matches(pod.namespace, pod.labels)) {
             return;
         }
+        let node = pod.node as usize;
         if added {
-            let on_node = match self.per_node.get_mut(pod.node) {
-                Some(n) => n,
-                None => self.per_node.entry(pod.node.to_string()).or_default(),
-            };
+            if self.per_node.len() <= node {
+                self.per_node.resize(node + 1, MatchingPods::default());
+            }
+            let on_node = &mut self.per_node[node];
             *if pod.terminating { &mut on_node.terminating } else { &mut on_node.live } += 1;
-        } else if let Some(on_node) = self.per_node.get_mut(pod.node) {
+        } else if let Some(on_node) = self.per_node.get_mut(node) {
             let n = if pod.terminating { &mut on_node.terminating } else { &mut on_node.live };
             *n = n.saturating_sub(1);
-            if on_node.all() == 0 {
-                self.per_node.remove(pod.node);
-            }
         }
     }
 }
@@ -153,20 +157,21 @@ mod tests {
     fn counters_follow_places_and_removals() {
         let web = labels(&[("app", "web")]);
         let pod = |node, namespace, terminating| CountedPod { namespace, labels: &web, terminating, node };
+        let on = |per_node: &PerNode, node: usize| per_node.get(node).copied().unwrap_or_default();
         let mut counters = PodCounters::default();
         let in_default = [app("web", Namespaces::Only(vec!["default".into()]))];
-        let placed = [pod("n1", "default", false), pod("n1", "other", false)];
+        let placed = [pod(1, "default", false), pod(1, "other", false)];
         let per_node = counters.per_node(&in_default, || placed.into_iter()).clone();
-        assert_eq!(per_node["n1"], MatchingPods { live: 1, terminating: 0 }, "only the default namespace counts");
-        counters.pod_added(pod("n2", "default", true));
-        counters.pod_added(pod("n2", "default", false));
+        assert_eq!(on(&per_node, 1), MatchingPods { live: 1, terminating: 0 }, "only the default namespace counts");
+        counters.pod_added(pod(2, "default", true));
+        counters.pod_added(pod(2, "default", false));
         let per_node = counters.per_node(&in_default, std::iter::empty).clone();
-        assert_eq!(per_node["n2"], MatchingPods { live: 1, terminating: 1 });
-        counters.pod_removed(pod("n1", "default", false));
+        assert_eq!(on(&per_node, 2), MatchingPods { live: 1, terminating: 1 });
+        counters.pod_removed(pod(1, "default", false));
         let per_node = counters.per_node(&in_default, std::iter::empty);
-        assert!(!per_node.contains_key("n1"), "a node without matching pods is dropped");
+        assert_eq!(on(per_node, 1).all(), 0);
         let everywhere = [app("web", Namespaces::All), app("web", Namespaces::All)];
-        assert_eq!(counters.per_node(&everywhere, || placed.into_iter())["n1"].live, 2);
-        assert_eq!(counters.per_node(&[app("api", Namespaces::All)], || placed.into_iter()).len(), 0);
+        assert_eq!(on(counters.per_node(&everywhere, || placed.into_iter()), 1).live, 2);
+        assert!(counters.per_node(&[app("api", Namespaces::All)], || placed.into_iter()).iter().all(|m| m.all() == 0));
     }
 }

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::Node;
 
 use super::convert::{HostPort, PodInfo, PodKey, node_facts};
+use super::domains::{DomainCache, Domains};
 use super::placed_anti_affinity::PlacedAntiAffinity;
 use super::pod_constraints::{AffinityTerm, PodConstraints};
 use super::pod_counts::{CountedPod, PerNode, PodClause, PodCounters};
@@ -100,8 +101,8 @@ struct PlacedPod {
 }
 
 impl PlacedPod {
-    fn counted(&self) -> CountedPod<'_> {
-        CountedPod { namespace: &self.namespace, labels: &self.labels, terminating: self.terminating, node: &self.node }
+    fn counted(&self, node: NodeId) -> CountedPod<'_> {
+        CountedPod { namespace: &self.namespace, labels: &self.labels, terminating: self.terminating, node }
     }
 
     fn anti_affinity(&self) -> &[AffinityTerm] {
@@ -128,6 +129,8 @@ pub struct ClusterState {
     /// Behind a lock because an attempt, which reads the state, creates the
     /// counters it needs.
     counters: Mutex<PodCounters>,
+    /// Likewise for the domain numbering of the topology keys asked about.
+    domains: Mutex<DomainCache>,
     anti_affinity: PlacedAntiAffinity,
     /// Namespace name → its labels, for namespace selectors.
     namespaces: HashMap<String, Vec<(String, String)>>,
@@ -183,19 +186,20 @@ impl ClusterState {
                     }
                 }
                 *slot = Some(NodeState { ready, usage });
+                self.count_node(&name, id, true);
             }
         }
         Ok((id, changed))
     }
 
     pub fn remove_node(&mut self, name: &str) -> bool {
-        match Arc::make_mut(&mut self.table).remove(name) {
-            Some(id) => {
-                self.nodes[id as usize] = None;
-                true
-            }
-            None => false,
-        }
+        let Some(id) = self.table.id_of(name) else { return false };
+        // Its pods stay placed (a node that comes back finds them) but no
+        // longer count: the id may go to another node.
+        self.count_node(name, id, false);
+        Arc::make_mut(&mut self.table).remove(name);
+        self.nodes[id as usize] = None;
+        true
     }
 
     /// Counts a pod on `node`: bound (`assumed == false`) or assumed.
@@ -218,8 +222,9 @@ impl ClusterState {
         if let Some(state) = self.state_mut(node) {
             state.usage.add(&placed);
         }
-        self.counters.get_mut().expect("never poisoned").pod_added(placed.counted());
-        self.anti_affinity.add(placed.anti_affinity(), node);
+        if let Some(id) = self.table.id_of(node) {
+            self.count(&placed, id, true);
+        }
         self.by_node.entry(node.to_string()).or_default().insert(pod.key.clone());
         self.pods.insert(pod.key.clone(), placed);
     }
@@ -230,8 +235,9 @@ impl ClusterState {
         if let Some(state) = self.state_mut(&placed.node) {
             state.usage.remove(&placed);
         }
-        self.counters.get_mut().expect("never poisoned").pod_removed(placed.counted());
-        self.anti_affinity.remove(placed.anti_affinity(), &placed.node);
+        if let Some(id) = self.table.id_of(&placed.node) {
+            self.count(&placed, id, false);
+        }
         if let Some(keys) = self.by_node.get_mut(&placed.node) {
             keys.remove(key);
             if keys.is_empty() {
@@ -256,10 +262,41 @@ impl ClusterState {
         self.pods.get(key).map(|p| (p.node.as_str(), p.assumed, p.uid.as_str()))
     }
 
-    /// Per node, the placed pods that match every clause.
+    /// Per node id, the placed pods that match every clause.
     pub fn matching_pods<R>(&self, clauses: &[PodClause], read: impl FnOnce(&PerNode) -> R) -> R {
         let mut counters = self.counters.lock().expect("never poisoned");
-        read(counters.per_node(clauses, || self.pods.values().map(PlacedPod::counted)))
+        let placed = || self.pods.values().filter_map(|p| self.table.id_of(&p.node).map(|id| p.counted(id)));
+        read(counters.per_node(clauses, placed))
+    }
+
+    /// The nodes' domains under the label `key`.
+    pub fn domains(&self, key: &str) -> Arc<Domains> {
+        self.domains.lock().expect("never poisoned").domains(&self.table, key)
+    }
+
+    /// Adds a placed pod on a known node to the counters and the
+    /// anti-affinity index, or takes it out.
+    fn count(&mut self, pod: &PlacedPod, node: NodeId, added: bool) {
+        let counters = self.counters.get_mut().expect("never poisoned");
+        if added {
+            counters.pod_added(pod.counted(node));
+            self.anti_affinity.add(pod.anti_affinity(), node);
+        } else {
+            counters.pod_removed(pod.counted(node));
+            self.anti_affinity.remove(pod.anti_affinity(), node);
+        }
+    }
+
+    /// Every pod placed on the node called `name` into the counters, or
+    /// out of them: the node appeared or went.
+    fn count_node(&mut self, name: &str, node: NodeId, added: bool) {
+        let keys: Vec<PodKey> = self.by_node.get(name).into_iter().flatten().cloned().collect();
+        for key in keys {
+            if let Some(pod) = self.pods.remove(&key) {
+                self.count(&pod, node, added);
+                self.pods.insert(key, pod);
+            }
+        }
     }
 
     /// Placed pods' required anti-affinity terms, each with the nodes of
@@ -351,7 +388,13 @@ mod tests {
         }];
         let mut state = ClusterState::new();
         state.place(&labelled("a", ""), "n1", false);
-        let live = |state: &ClusterState, node: &str| state.matching_pods(&clause, |p| p.get(node).map(|m| m.live));
+        for name in ["n1", "n2"] {
+            state.upsert_node(&node(&format!("metadata: {{name: {name}}}"))).unwrap();
+        }
+        let live = |state: &ClusterState, node: &str| {
+            let id = state.table().id_of(node).unwrap() as usize;
+            state.matching_pods(&clause, |p| p.get(id).map(|m| m.live).filter(|n| *n > 0))
+        };
         assert_eq!(live(&state, "n1"), Some(1), "a counter starts from the pods placed");
         state.place(&labelled("b", anti), "n1", true);
         assert_eq!(live(&state, "n1"), Some(2), "an assumed pod counts at once");
@@ -360,10 +403,15 @@ mod tests {
         state.place(&labelled("b", anti), "n2", false);
         assert_eq!((live(&state, "n1"), live(&state, "n2")), (Some(1), Some(1)));
         let (_, per_node) = state.placed_anti_affinity().terms().next().unwrap();
-        assert_eq!(per_node.get("n2"), Some(&1));
+        assert_eq!(per_node.get(state.table().id_of("n2").unwrap() as usize), Some(&1));
         assert!(state.unplace(&labelled("b", anti).key));
         assert_eq!(live(&state, "n2"), None);
         assert!(state.placed_anti_affinity().is_empty());
+        // A node that goes takes its pods out of the counts; back, it brings them.
+        state.remove_node("n1");
+        assert!(state.matching_pods(&clause, |p| p.iter().all(|m| m.all() == 0)));
+        state.upsert_node(&node("metadata: {name: n1}")).unwrap();
+        assert_eq!(live(&state, "n1"), Some(1));
     }
 
     #[test]

@@ -126,7 +126,7 @@ pub fn prefilter(pod: &PodInfo, state: &ClusterState, detail: bool, window: Node
         pre.next_start = next;
         pre.evaluated += 1;
         let Some(node_state) = state.node(id) else { continue };
-        match filters::run(pod, node, node_state, topology.as_ref()) {
+        match filters::run(pod, id, node, node_state, topology.as_ref()) {
             Ok(()) => {
                 pre.candidates.push(node_state.usage.candidate(id));
                 if detail {

@@ -8,7 +8,7 @@
 //! controller), so a NotReady node is judged by its taints alone.
 
 use wasmsched_rules::{first_untolerated, node_selector_matches, required_affinity_matches, tolerates};
-use wasmsched_runtime::{NodeFacts, TaintEffect};
+use wasmsched_runtime::{NodeFacts, NodeId, TaintEffect};
 
 use super::topology_filters::TopologyFilters;
 use crate::cluster::{NodeState, PodInfo};
@@ -25,6 +25,7 @@ pub const UNTOLERATED_TAINT: &str = "node(s) had untolerated taint(s)";
 /// for this attempt (`None`: nothing for them to check).
 pub fn run(
     pod: &PodInfo,
+    id: NodeId,
     node: &NodeFacts,
     state: &NodeState,
     topology: Option<&TopologyFilters>,
@@ -36,7 +37,7 @@ pub fn run(
     node_ports(pod, state)?;
     node_resources_fit(pod, node, state)?;
     match topology {
-        Some(topology) => topology.check(node).or_else(reject),
+        Some(topology) => topology.check(id).or_else(reject),
         None => Ok(()),
     }
 }

@@ -1,32 +1,65 @@
 //! PodTopologySpread and InterPodAffinity for one attempt. As in kube's
 //! PreFilter, the pods that matter are counted once over every node — from
 //! the cluster model's incremental counts, never by scanning the pods —
-//! and each node is then checked against those counts.
+//! per numbered topology domain, and each node is then checked by indexing
+//! those counts with its domain.
+
+use std::sync::Arc;
 
 use wasmsched_rules::topology_spread::{MISSING_TOPOLOGY_LABEL, SKEW_EXCEEDED};
 use wasmsched_rules::{
-    DomainCounts, InterPodCounts, NodeLabels, first_untolerated, inter_pod_filter, node_selector_matches,
+    DomainCounts, InterPodCounts, NodeDomains, first_untolerated, inter_pod_filter, node_selector_matches,
     required_affinity_matches, skew_allows,
 };
-use wasmsched_runtime::NodeFacts;
+use wasmsched_runtime::NodeId;
 
-use crate::cluster::{AffinityTerm, ClusterState, Namespaces, PodClause, PodInfo, SpreadConstraint};
+use crate::cluster::{AffinityTerm, ClusterState, Domains, Namespaces, PodClause, PodInfo, SpreadConstraint};
 
 /// The counts one attempt checks nodes against.
 #[derive(Debug)]
 pub struct TopologyFilters {
     spread: Vec<SpreadCheck>,
-    inter_pod: Option<InterPodCounts>,
+    inter_pod: Option<(TopologyKeys, InterPodCounts)>,
 }
 
 /// One `DoNotSchedule` constraint, counted.
 #[derive(Debug)]
 struct SpreadCheck {
-    topology_key: String,
+    domains: Arc<Domains>,
     counts: DomainCounts,
+    global_min: Option<u32>,
     self_match: bool,
     max_skew: u32,
-    min_domains: u32,
+}
+
+/// The topology keys of an attempt's inter-pod terms, numbered in order of
+/// first use, with their domains.
+#[derive(Debug, Default)]
+struct TopologyKeys(Vec<(String, Arc<Domains>)>);
+
+impl TopologyKeys {
+    fn number(&mut self, key: &str, state: &ClusterState) -> usize {
+        match self.0.iter().position(|(k, _)| k == key) {
+            Some(i) => i,
+            None => {
+                self.0.push((key.to_string(), state.domains(key)));
+                self.0.len() - 1
+            }
+        }
+    }
+}
+
+/// A node as the inter-pod filter sees it: its domain under each key.
+struct NodeInKeys<'a> {
+    keys: &'a TopologyKeys,
+    node: NodeId,
+}
+
+impl NodeDomains for NodeInKeys<'_> {
+    #[inline]
+    fn domain(&self, key: usize) -> Option<usize> {
+        self.keys.0.get(key).and_then(|(_, domains)| domains.of(self.node))
+    }
 }
 
 impl TopologyFilters {
@@ -39,15 +72,15 @@ impl TopologyFilters {
     }
 
     /// kube's order: PodTopologySpread, then InterPodAffinity.
-    pub fn check(&self, node: &NodeFacts) -> Result<(), &'static str> {
+    pub fn check(&self, node: NodeId) -> Result<(), &'static str> {
         for c in &self.spread {
-            let Some(domain) = node.label(&c.topology_key) else { return Err(MISSING_TOPOLOGY_LABEL) };
-            if !skew_allows(&c.counts, domain, c.self_match, c.max_skew, c.min_domains) {
+            let Some(domain) = c.domains.of(node) else { return Err(MISSING_TOPOLOGY_LABEL) };
+            if !skew_allows(c.counts.count(domain), c.self_match, c.global_min, c.max_skew) {
                 return Err(SKEW_EXCEEDED);
             }
         }
         match &self.inter_pod {
-            Some(counts) => inter_pod_filter(counts, node),
+            Some((keys, counts)) => inter_pod_filter(counts, &NodeInKeys { keys, node }),
             None => Ok(()),
         }
     }
@@ -64,60 +97,71 @@ fn spread_checks(pod: &PodInfo, state: &ClusterState) -> Vec<SpreadCheck> {
     }
     let facts = &pod.facts;
     let table = state.table();
+    let keys: Vec<Arc<Domains>> = hard.iter().map(|c| state.domains(&c.topology_key)).collect();
+    let passes_affinity = |id: NodeId| {
+        table.get(id).is_some_and(|node| {
+            let pairs = facts.node_selector.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+            node_selector_matches(pairs, node) && required_affinity_matches(&facts.required_node_affinity, node)
+        })
+    };
+    let passes_taints =
+        |id: NodeId| table.get(id).is_some_and(|n| first_untolerated(&n.taints, &facts.tolerations).is_none());
+    let no_node_affinity = facts.node_selector.is_empty() && facts.required_node_affinity.is_empty();
     hard.iter()
-        .map(|c| {
+        .zip(&keys)
+        .map(|(c, domains)| {
             let mut counts = DomainCounts::default();
-            let clause = c.selector.as_ref().map(|selector| PodClause {
-                namespaces: Namespaces::Only(vec![pod.key.namespace.clone()]),
-                selector: selector.clone(),
-            });
-            let mut count_nodes = |matching: &dyn Fn(&str) -> u32| {
-                for (id, node) in table.iter() {
-                    if state.node(id).is_none() || !hard.iter().all(|c| node.label(&c.topology_key).is_some()) {
+            let mut count_nodes = |matching: &dyn Fn(NodeId) -> u32| {
+                for (id, _) in table.iter() {
+                    if state.node(id).is_none() || !keys.iter().all(|k| k.of(id).is_some()) {
                         continue;
                     }
-                    let pairs = facts.node_selector.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-                    if c.honor_node_affinity
-                        && !(node_selector_matches(pairs, node)
-                            && required_affinity_matches(&facts.required_node_affinity, node))
-                    {
+                    if c.honor_node_affinity && !no_node_affinity && !passes_affinity(id) {
                         continue;
                     }
-                    if c.honor_node_taints && first_untolerated(&node.taints, &facts.tolerations).is_some() {
+                    if c.honor_node_taints && !passes_taints(id) {
                         continue;
                     }
-                    let domain = node.label(&c.topology_key).expect("checked above");
-                    counts.add_node(domain, matching(&node.name));
+                    let domain = domains.of(id).expect("checked above");
+                    counts.add_node(domain, matching(id));
                 }
             };
-            match &clause {
-                Some(clause) => state.matching_pods(std::slice::from_ref(clause), |per_node| {
-                    count_nodes(&|node| per_node.get(node).map_or(0, |m| m.live))
-                }),
+            match &c.selector {
+                Some(selector) => {
+                    let clause = PodClause {
+                        namespaces: Namespaces::Only(vec![pod.key.namespace.clone()]),
+                        selector: selector.clone(),
+                    };
+                    state.matching_pods(std::slice::from_ref(&clause), |per_node| {
+                        count_nodes(&|id| per_node.get(id as usize).map_or(0, |m| m.live))
+                    })
+                }
                 None => count_nodes(&|_| 0),
             }
             SpreadCheck {
-                topology_key: c.topology_key.clone(),
+                domains: domains.clone(),
+                global_min: counts.min_match(c.min_domains),
                 counts,
                 self_match: c.selector.as_ref().is_some_and(|s| s.matches(&facts.labels)),
                 max_skew: c.max_skew,
-                min_domains: c.min_domains,
             }
         })
         .collect()
 }
 
-/// kube's three topology-pair maps (see `wasmsched_rules::pod_affinity`).
-fn inter_pod_counts(pod: &PodInfo, state: &ClusterState) -> Option<InterPodCounts> {
+/// kube's three tallies per domain (see `wasmsched_rules::pod_affinity`).
+fn inter_pod_counts(pod: &PodInfo, state: &ClusterState) -> Option<(TopologyKeys, InterPodCounts)> {
     let facts = &pod.facts;
+    let mut keys = TopologyKeys::default();
     let mut counts = InterPodCounts::default();
     let namespace_labels = state.namespace_labels(&pod.key.namespace);
-    let node_label = |node: &str, key: &str| node_label(state, node, key);
     for (term, per_node) in state.placed_anti_affinity().terms() {
         if term.matches(&pod.key.namespace, namespace_labels, &facts.labels) {
-            for (node, &n) in per_node {
-                if let Some(value) = node_label(node, &term.topology_key) {
-                    counts.existing_anti.add(&term.topology_key, value, n);
+            let key = keys.number(&term.topology_key, state);
+            let domains = &keys.0[key].1;
+            for (node, &n) in per_node.iter().enumerate().filter(|(_, n)| **n > 0) {
+                if let Some(domain) = domains.of(node as NodeId) {
+                    counts.existing_anti.add(key, domain, n);
                 }
             }
         }
@@ -128,41 +172,33 @@ fn inter_pod_counts(pod: &PodInfo, state: &ClusterState) -> Option<InterPodCount
     if affinity.is_empty() && anti_affinity.is_empty() && counts.existing_anti.is_empty() {
         return None;
     }
-    counts.affinity_keys = affinity.iter().map(|t| t.topology_key.clone()).collect();
-    counts.anti_affinity_keys = anti_affinity.iter().map(|t| t.topology_key.clone()).collect();
+    counts.affinity_keys = affinity.iter().map(|t| keys.number(&t.topology_key, state)).collect();
+    counts.anti_affinity_keys = anti_affinity.iter().map(|t| keys.number(&t.topology_key, state)).collect();
     // A term without a selector matches no pod, so no pod matches them all.
     let clauses: Option<Vec<PodClause>> = affinity.iter().map(|t| clause(t, state)).collect();
     if let Some(clauses) = clauses.filter(|c| !c.is_empty()) {
         counts.self_affinity = clauses.iter().all(|c| c.matches(&pod.key.namespace, &facts.labels));
         state.matching_pods(&clauses, |per_node| {
-            for (node, matching) in per_node {
-                for term in affinity {
-                    if let Some(value) = node_label(node, &term.topology_key) {
-                        counts.affinity.add(&term.topology_key, value, matching.all());
+            for (node, matching) in per_node.iter().enumerate().filter(|(_, m)| m.all() > 0) {
+                for &key in &counts.affinity_keys {
+                    if let Some(domain) = keys.0[key].1.of(node as NodeId) {
+                        counts.affinity.add(key, domain, matching.all());
                     }
                 }
             }
         });
     }
-    for term in anti_affinity {
+    for (term, &key) in anti_affinity.iter().zip(&counts.anti_affinity_keys) {
         let Some(clause) = clause(term, state) else { continue };
         state.matching_pods(std::slice::from_ref(&clause), |per_node| {
-            for (node, matching) in per_node {
-                if let Some(value) = node_label(node, &term.topology_key) {
-                    counts.anti.add(&term.topology_key, value, matching.all());
+            for (node, matching) in per_node.iter().enumerate().filter(|(_, m)| m.all() > 0) {
+                if let Some(domain) = keys.0[key].1.of(node as NodeId) {
+                    counts.anti.add(key, domain, matching.all());
                 }
             }
         });
     }
-    Some(counts)
-}
-
-/// The value of `key` on the node called `node`, if the scheduler knows
-/// the node.
-fn node_label<'s>(state: &'s ClusterState, node: &str, key: &str) -> Option<&'s str> {
-    let id = state.table().id_of(node)?;
-    state.node(id)?;
-    state.table().get(id)?.label(key)
+    Some((keys, counts))
 }
 
 /// The incoming pod's term with its namespace selector resolved against the

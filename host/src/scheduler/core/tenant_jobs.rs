@@ -98,7 +98,7 @@ impl Scheduler {
             let table = self.state.table();
             let id = table.id_of(name)?;
             let node = table.get(id)?;
-            filters::run(&pod, node, self.state.node(id)?, topology.as_ref()).is_ok().then_some(())
+            filters::run(&pod, id, node, self.state.node(id)?, topology.as_ref()).is_ok().then_some(())
         };
         let name_of = |i: usize| nodes.name(decision.candidates[i].node);
         let chosen = if name_of(best).is_some_and(|n| fits(n).is_some()) {
