@@ -13,6 +13,7 @@ use clap::{Parser, ValueEnum};
 use serde::{Deserialize, Serialize};
 use wasmsched::policy::flags::{LimitArgs, parse_policy_spec, read_config};
 use wasmsched::scheduler::NodeSampling;
+use wasmsched_bench::real_drain::Drain;
 use wasmsched_bench::scheduling_basic::Scoring;
 use wasmsched_bench::topology::{self, Shape};
 use wasmsched_bench::{BenchResult, end_to_end, hot_swap, scheduling_basic, table};
@@ -28,6 +29,9 @@ pub enum Workload {
     SchedulingPodAntiAffinity,
     SchedulingPodAffinity,
     TopologySpreading,
+    /// The memory target: 5,000 nodes / 10,000 pods, half spread, half
+    /// with required anti-affinity.
+    SpreadAndAntiAffinity,
 }
 
 impl Workload {
@@ -36,6 +40,7 @@ impl Workload {
             Workload::SchedulingPodAntiAffinity => Some(Shape::PodAntiAffinity),
             Workload::SchedulingPodAffinity => Some(Shape::PodAffinity),
             Workload::TopologySpreading => Some(Shape::TopologySpreading),
+            Workload::SpreadAndAntiAffinity => Some(Shape::SpreadAndAntiAffinity),
             _ => None,
         }
     }
@@ -67,6 +72,16 @@ pub struct BenchArgs {
     /// The targets are judged only on runs that evaluate every node.
     #[arg(long, value_name = "0-100")]
     pub percentage_of_nodes_to_score: Option<NodeSampling>,
+    /// Drain a backlog on the real control plane whose state directory
+    /// this is (`kube-control-plane/up.sh DIR` ran), with kube-scheduler
+    /// and then wasmsched, for each chosen shape (default: SchedulingBasic
+    /// and the three inter-pod shapes) at 500 and 5,000 nodes.
+    #[arg(long, value_name = "STATE_DIR")]
+    pub real_apiserver: Option<PathBuf>,
+    /// The `wasmsched` binary the real-apiserver drain runs (default: the
+    /// one beside this executable).
+    #[arg(long, value_name = "PATH")]
+    pub wasmsched_binary: Option<PathBuf>,
     #[command(flatten)]
     pub limits: LimitArgs,
     /// Internal: run one configuration in this process and print its
@@ -144,6 +159,7 @@ fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
                     out.push(spec(*w, *nodes, shape.kube_pods(*nodes).1, false));
                 }
             }
+            Workload::SpreadAndAntiAffinity => out.push(spec(*w, big.0, 2 * big.0, false)),
         }
     }
     out
@@ -210,7 +226,10 @@ fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             runtime.block_on(end_to_end::run(spec.nodes, spec.pods, spec.bind_concurrency))
         }
-        Workload::SchedulingPodAntiAffinity | Workload::SchedulingPodAffinity | Workload::TopologySpreading => {
+        Workload::SchedulingPodAntiAffinity
+        | Workload::SchedulingPodAffinity
+        | Workload::TopologySpreading
+        | Workload::SpreadAndAntiAffinity => {
             let shape = spec.workload.shape().expect("an inter-pod workload");
             topology::run(shape, spec.nodes, spec.pods, deadline)
         }
@@ -254,6 +273,15 @@ fn targets(results: &[BenchResult]) -> Vec<String> {
             ));
         }
     }
+    if let Some(mixed) = results.iter().find(|r| r.workload == "SpreadAndAntiAffinity") {
+        out.push(format!(
+            "peak RSS with spread and anti-affinity pods at {} nodes / {} pods: {:.0} MiB (target ≤ 250 MB = 238 MiB): {}",
+            mixed.nodes,
+            mixed.pods,
+            mixed.peak_rss_mib,
+            verdict(mixed.peak_rss_mib <= 238.4)
+        ));
+    }
     if let Some(h) = results.iter().find(|r| r.workload == "HotSwap") {
         let ratio = h.details.get("worstSecondRatio").copied().unwrap_or(0.0);
         let control = h.details.get("controlWorstSecondRatio").copied().unwrap_or(0.0);
@@ -265,6 +293,62 @@ fn targets(results: &[BenchResult]) -> Vec<String> {
         ));
     }
     out
+}
+
+/// `--real-apiserver`: each shape drained by kube-scheduler, then by
+/// wasmsched, on the same cluster.
+fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let wasmsched = match &args.wasmsched_binary {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("wasmsched"),
+    };
+    anyhow::ensure!(wasmsched.is_file(), "{} not found: build it or pass --wasmsched-binary", wasmsched.display());
+    let shapes: Vec<Shape> = if args.workloads.is_empty() {
+        vec![Shape::Basic, Shape::PodAntiAffinity, Shape::PodAffinity, Shape::TopologySpreading]
+    } else {
+        let mut shapes = Vec::new();
+        for w in &args.workloads {
+            match (w, w.shape()) {
+                (Workload::SchedulingBasic, _) => shapes.push(Shape::Basic),
+                (_, Some(shape)) => shapes.push(shape),
+                _ => bail!("{w:?} has no real-apiserver drain"),
+            }
+        }
+        shapes
+    };
+    let sizes: &[usize] = if args.quick { &[500] } else { &[500, 5000] };
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    eprintln!("wasmsched-bench --real-apiserver on {cores} cores");
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut results = Vec::new();
+    for &shape in &shapes {
+        for &nodes in sizes {
+            let drain = topology_drain(state_dir, &wasmsched, shape, nodes);
+            results.extend(runtime.block_on(drain.run())?);
+        }
+    }
+    print!("{}", table(&results));
+    println!("\nwasmsched / kube-scheduler, drain rate on this machine ({cores} cores):");
+    for pair in results.chunks(2) {
+        if let [kube, ours] = pair {
+            println!(
+                "  {} {} nodes / {} pods: {:.2}×",
+                ours.workload,
+                ours.nodes,
+                ours.pods,
+                ours.pods_per_second / kube.pods_per_second
+            );
+        }
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&results)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn topology_drain(state_dir: &std::path::Path, wasmsched: &std::path::Path, shape: Shape, nodes: usize) -> Drain {
+    Drain { state_dir: state_dir.to_path_buf(), wasmsched: wasmsched.to_path_buf(), shape, nodes }
 }
 
 fn main() -> ExitCode {
@@ -291,6 +375,9 @@ fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string(&result)?);
         return Ok(ExitCode::SUCCESS);
     }
+    if let Some(state_dir) = &args.real_apiserver {
+        return drain_beside_kube(&args, state_dir);
+    }
     let workloads = if args.workloads.is_empty() {
         vec![
             Workload::SchedulingBasic,
@@ -300,6 +387,7 @@ fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             Workload::SchedulingPodAntiAffinity,
             Workload::SchedulingPodAffinity,
             Workload::TopologySpreading,
+            Workload::SpreadAndAntiAffinity,
         ]
     } else {
         args.workloads.clone()

@@ -21,6 +21,9 @@ use super::scheduling_basic::measure;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shape {
+    /// kube's pod-default: no constraints (the drain beside kube-scheduler
+    /// uses it; in the simulator SchedulingBasic has its own module).
+    Basic,
     /// Required anti-affinity to `color: green` on the hostname, over the
     /// namespaces of the init and the measured pods.
     PodAntiAffinity,
@@ -30,14 +33,19 @@ pub enum Shape {
     /// DoNotSchedule spread of `color: blue`, maxSkew 5, over three zones,
     /// on top of plain init pods.
     TopologySpreading,
+    /// The memory check: no init pods, every other measured pod spread as
+    /// in TopologySpreading, the rest with PodAntiAffinity's term.
+    SpreadAndAntiAffinity,
 }
 
 impl Shape {
     pub fn workload(self) -> &'static str {
         match self {
+            Shape::Basic => "SchedulingBasic",
             Shape::PodAntiAffinity => "SchedulingPodAntiAffinity",
             Shape::PodAffinity => "SchedulingPodAffinity",
             Shape::TopologySpreading => "TopologySpreading",
+            Shape::SpreadAndAntiAffinity => "SpreadAndAntiAffinity",
         }
     }
 
@@ -45,17 +53,29 @@ impl Shape {
     pub fn kube_pods(self, nodes: usize) -> (usize, usize) {
         let big = nodes >= 5000;
         match self {
+            Shape::Basic if big => (1000, 1000),
+            Shape::Basic => (500, 1000),
             Shape::PodAntiAffinity if big => (1000, 1000),
             Shape::PodAntiAffinity => (100, 400),
             Shape::PodAffinity if big => (5000, 1000),
             Shape::PodAffinity => (500, 1000),
             Shape::TopologySpreading if big => (5000, 2000),
             Shape::TopologySpreading => (1000, 1000),
+            Shape::SpreadAndAntiAffinity => (0, 2 * nodes),
         }
     }
 
-    /// The pod of this shape, in `namespace`, bound to `node` or pending.
-    fn pod(self, name: String, namespace: &str, node: Option<String>, measured: bool) -> Value {
+    /// Where the init and the measured pods go.
+    pub fn namespaces(self) -> (&'static str, &'static str) {
+        match self {
+            Shape::Basic | Shape::TopologySpreading | Shape::SpreadAndAntiAffinity => ("default", "default"),
+            _ => ("sched-0", "sched-1"),
+        }
+    }
+
+    /// The pod of this shape, in `namespace`, bound to `node` or pending
+    /// for `scheduler`.
+    pub fn pod(self, name: String, namespace: &str, node: Option<String>, measured: bool, scheduler: &str) -> Value {
         let green = json!({"matchLabels": {"color": "green"}});
         let blue = json!({"matchLabels": {"color": "blue"}});
         let namespaces = json!(["sched-0", "sched-1"]);
@@ -75,14 +95,20 @@ impl Shape {
                 json!({"topologySpreadConstraints": [{"maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone",
                         "whenUnsatisfiable": "DoNotSchedule", "labelSelector": blue}]}),
             ),
-            Shape::TopologySpreading => (json!({}), json!({})),
+            Shape::TopologySpreading | Shape::Basic => (json!({}), json!({})),
+            Shape::SpreadAndAntiAffinity => {
+                // Alternate by the pod's number: its name ends in it.
+                let odd = name.ends_with(['1', '3', '5', '7', '9']);
+                let shape = if odd { Shape::PodAntiAffinity } else { Shape::TopologySpreading };
+                return shape.pod(name, namespace, node, measured, scheduler);
+            }
         };
         let mut spec = constraints;
         spec["containers"] = json!([{"name": "pause", "image": "registry.k8s.io/pause:3.10",
             "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]);
         match node {
             Some(node) => spec["nodeName"] = json!(node),
-            None => spec["schedulerName"] = json!("wasmsched"),
+            None => spec["schedulerName"] = json!(scheduler),
         }
         json!({"metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": spec})
     }
@@ -102,14 +128,14 @@ pub fn cluster(shape: Shape, nodes: usize, init: usize, measured: usize) -> Mani
             n
         })
         .collect();
-    let (init_namespace, measured_namespace) = match shape {
-        Shape::TopologySpreading => ("default", "default"),
-        _ => ("sched-0", "sched-1"),
-    };
+    let (init_namespace, measured_namespace) = shape.namespaces();
     let pod = |value: Value| -> Pod { serde_json::from_value(value).expect("a valid pod") };
-    let bound = (0..init)
-        .map(|i| pod(shape.pod(format!("init-{i:06}"), init_namespace, Some(format!("node-{:05}", i % nodes)), false)));
-    let pending = (0..measured).map(|i| pod(shape.pod(format!("measured-{i:06}"), measured_namespace, None, true)));
+    let bound = (0..init).map(|i| {
+        let node = Some(format!("node-{:05}", i % nodes));
+        pod(shape.pod(format!("init-{i:06}"), init_namespace, node, false, "wasmsched"))
+    });
+    let pending =
+        (0..measured).map(|i| pod(shape.pod(format!("measured-{i:06}"), measured_namespace, None, true, "wasmsched")));
     Manifests { nodes: node_list, pods: bound.chain(pending).collect(), ..Default::default() }
 }
 

@@ -13,12 +13,22 @@ fn every_workload_runs_and_reports() {
         Command::new(env!("CARGO_BIN_EXE_wasmsched-bench")).args(["--quick", "--json"]).arg(&json).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}\n{}", stdout, String::from_utf8_lossy(&out.stderr));
-    for workload in ["SchedulingBasic", "WithMetrics", "HotSwap", "EndToEnd"] {
+    let workloads = [
+        "SchedulingBasic",
+        "WithMetrics",
+        "HotSwap",
+        "EndToEnd",
+        "SchedulingPodAntiAffinity",
+        "SchedulingPodAffinity",
+        "TopologySpreading",
+        "SpreadAndAntiAffinity",
+    ];
+    for workload in workloads {
         assert!(stdout.contains(&format!("| {workload} |")), "{workload} missing:\n{stdout}");
     }
     assert!(stdout.contains("Targets on this machine"), "{stdout}");
     let results: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(results.len(), 5, "SchedulingBasic wasm + native, WithMetrics, HotSwap, EndToEnd");
+    assert_eq!(results.len(), 9, "SchedulingBasic wasm + native, and one of each other workload");
     for r in &results {
         assert!(r["podsPerSecond"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["attemptP99Us"].as_f64().unwrap() >= r["attemptP50Us"].as_f64().unwrap(), "{r}");
@@ -33,4 +43,13 @@ fn every_workload_runs_and_reports() {
     let bad = Command::new(env!("CARGO_BIN_EXE_wasmsched-bench")).args(["--workload", "nope"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid value 'nope'"));
+
+    // The drain beside kube-scheduler says what it lacks before touching a cluster.
+    let missing = Command::new(env!("CARGO_BIN_EXE_wasmsched-bench"))
+        .args(["--real-apiserver", "/nonexistent", "--wasmsched-binary", "/nonexistent/wasmsched"])
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(stderr.contains("/nonexistent/wasmsched not found: build it or pass --wasmsched-binary"), "{stderr}");
 }
