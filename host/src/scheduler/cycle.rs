@@ -16,7 +16,7 @@ use super::sampling::NodeWindow;
 use super::topology_filters::TopologyFilters;
 use crate::cluster::{ClusterState, PodInfo};
 use wasmsched_runtime::NodeMetrics;
-use wasmsched_runtime::{Candidate, PolicyContext, PolicyError, ScoreOrder};
+use wasmsched_runtime::{Candidate, NodeId, PolicyContext, PolicyError, ScoreOrder};
 
 pub struct CycleInput<'a> {
     pub pod: &'a PodInfo,
@@ -118,15 +118,34 @@ pub fn prefilter(pod: &PodInfo, state: &ClusterState, detail: bool, window: Node
         next_start: window.start,
         detail,
     };
-    let topology = TopologyFilters::new(pod, state);
-    for (id, node, next) in table.iter_from(window.start) {
+    // One loop per case, so a pod without topology constraints (most pods)
+    // runs the per-node loop it ran before they existed.
+    match TopologyFilters::new(pod, state) {
+        None => filter_nodes(pod, state, window, &mut pre, |_| Ok(())),
+        Some(topology) => filter_nodes(pod, state, window, &mut pre, |id| topology.check(id)),
+    }
+    pre.feasible_builtin = pre.candidates.len();
+    pre
+}
+
+/// The built-in filters over the nodes of `window`, then `topology` (the
+/// filters that read counts of other pods) on the nodes that passed.
+fn filter_nodes(
+    pod: &PodInfo,
+    state: &ClusterState,
+    window: NodeWindow,
+    pre: &mut Prefiltered,
+    topology: impl Fn(NodeId) -> Result<(), &'static str>,
+) {
+    let detail = pre.detail;
+    for (id, node, next) in state.table().iter_from(window.start) {
         if pre.candidates.len() >= window.find {
             break;
         }
         pre.next_start = next;
         pre.evaluated += 1;
         let Some(node_state) = state.node(id) else { continue };
-        match filters::run(pod, id, node, node_state, topology.as_ref()) {
+        match filters::run(pod, node, node_state).and_then(|()| topology(id).or_else(filters::reject)) {
             Ok(()) => {
                 pre.candidates.push(node_state.usage.candidate(id));
                 if detail {
@@ -154,8 +173,6 @@ pub fn prefilter(pod: &PodInfo, state: &ClusterState, detail: bool, window: Node
             }
         }
     }
-    pre.feasible_builtin = pre.candidates.len();
-    pre
 }
 
 /// An attempt decided: the record, and the scored candidates so a caller

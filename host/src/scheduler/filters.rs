@@ -8,9 +8,8 @@
 //! controller), so a NotReady node is judged by its taints alone.
 
 use wasmsched_rules::{first_untolerated, node_selector_matches, required_affinity_matches, tolerates};
-use wasmsched_runtime::{NodeFacts, NodeId, TaintEffect};
+use wasmsched_runtime::{NodeFacts, TaintEffect};
 
-use super::topology_filters::TopologyFilters;
 use crate::cluster::{NodeState, PodInfo};
 
 pub const NODE_UNSCHEDULABLE: &str = "node(s) were unschedulable";
@@ -20,29 +19,21 @@ pub const NODE_PORTS_CONFLICT: &str = "node(s) didn't have free ports for the re
 pub const TOO_MANY_PODS: &str = "Too many pods";
 pub const UNTOLERATED_TAINT: &str = "node(s) had untolerated taint(s)";
 
-/// Runs every built-in filter; `Err` holds the first failing filter's
-/// reasons. `topology` is PodTopologySpread and InterPodAffinity, counted
-/// for this attempt (`None`: nothing for them to check).
-pub fn run(
-    pod: &PodInfo,
-    id: NodeId,
-    node: &NodeFacts,
-    state: &NodeState,
-    topology: Option<&TopologyFilters>,
-) -> Result<(), Vec<String>> {
+/// Runs the built-in filters that read only the node and what is placed on
+/// it; `Err` holds the first failing filter's reasons. PodTopologySpread
+/// and InterPodAffinity, which read counts of other pods, come after them
+/// (`topology_filters.rs`).
+pub fn run(pod: &PodInfo, node: &NodeFacts, state: &NodeState) -> Result<(), Vec<String>> {
     node_unschedulable(pod, node)?;
     node_name(pod, node)?;
     taint_toleration(pod, node)?;
     node_affinity(pod, node)?;
     node_ports(pod, state)?;
-    node_resources_fit(pod, node, state)?;
-    match topology {
-        Some(topology) => topology.check(id).or_else(reject),
-        None => Ok(()),
-    }
+    node_resources_fit(pod, node, state)
 }
 
-fn reject(reason: &str) -> Result<(), Vec<String>> {
+/// One reason, as a failing filter reports it.
+pub fn reject(reason: &str) -> Result<(), Vec<String>> {
     Err(vec![reason.to_string()])
 }
 

@@ -98,7 +98,8 @@ impl Scheduler {
             let table = self.state.table();
             let id = table.id_of(name)?;
             let node = table.get(id)?;
-            filters::run(&pod, id, node, self.state.node(id)?, topology.as_ref()).is_ok().then_some(())
+            let topology_fits = topology.as_ref().is_none_or(|t| t.check(id).is_ok());
+            (filters::run(&pod, node, self.state.node(id)?).is_ok() && topology_fits).then_some(())
         };
         let name_of = |i: usize| nodes.name(decision.candidates[i].node);
         let chosen = if name_of(best).is_some_and(|n| fits(n).is_some()) {
