@@ -6,7 +6,8 @@
 //! `label_selector`, `topology_spread` and `pod_affinity` hold kube's
 //! pod-selector matching, PodTopologySpread's skew arithmetic and
 //! InterPodAffinity's decision over topology pairs; the scheduler counts the
-//! pods, these decide.
+//! pods, these decide. `preemption` holds DefaultPreemption's choice of
+//! victims and of the node, not wired into the scheduler yet.
 //!
 //! The rules are generic over small traits ([`TaintFields`],
 //! [`TolerationFields`], [`RequirementFields`], [`TermFields`],
@@ -22,6 +23,7 @@
 pub mod label_selector;
 pub mod node_affinity;
 pub mod pod_affinity;
+pub mod preemption;
 pub mod quantity;
 pub mod resources;
 mod rng;
@@ -34,6 +36,7 @@ pub use node_affinity::{
     requirement_matches, term_matches,
 };
 pub use pod_affinity::{DomainPods, InterPodCounts, NodeDomains, inter_pod_filter};
+pub use preemption::{PreemptionPod, Victims, importance, pick_candidate, select_victims};
 pub use resources::{MAX_NODE_SCORE, least_allocated, least_allocated_score};
 pub use rng::SplitMix64;
 pub use taints::{

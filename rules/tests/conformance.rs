@@ -305,8 +305,8 @@ fn pairs(counts: &[(&str, &str, u32)]) -> DomainPods {
 
 type InterPodCase = (&'static str, InterPodCounts, &'static [(&'static str, &'static str)], Result<(), &'static str>);
 
-/// The cases of kube-scheduler's InterPodAffinity filter tests, reduced to
-/// the counts its PreFilter computes.
+/// kube-scheduler's InterPodAffinity filter, rule by rule, on the counts
+/// its PreFilter would compute.
 #[test]
 fn inter_pod_affinity() {
     let keys = |k: &[&str]| k.iter().map(|k| key(k)).collect::<Vec<_>>();
@@ -442,4 +442,65 @@ fn inter_pod_affinity() {
     let mut zero = DomainPods::default();
     zero.add(key("zone"), value("a"), 0);
     assert!(zero.is_empty(), "a domain with no pods is not counted");
+}
+
+/// A pod as preemption sees it: priority and start time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Running(i32, Option<i64>);
+
+impl PreemptionPod for Running {
+    fn priority(&self) -> i32 {
+        self.0
+    }
+    fn start_time(&self) -> Option<i64> {
+        self.1
+    }
+}
+
+/// A node of 4 cpu holding pods of one cpu each (`pods`); the preemptor
+/// wants `want` cpu.
+fn fits_on_four_cpus(pods: usize, want: usize) -> impl FnMut(&[bool]) -> bool {
+    move |removed: &[bool]| pods - removed.iter().filter(|r| **r).count() + want <= 4
+}
+
+/// kube-scheduler's `SelectVictimsOnNode`, rule by rule: priorities,
+/// reprieves from the most important down, budgets first.
+#[test]
+fn preemption_victims() {
+    let node = [Running(10, Some(1)), Running(20, Some(2)), Running(30, Some(3)), Running(100, Some(4))];
+    let no_budget = |_: usize, _: usize| false;
+    // Two cpu wanted on a full node: the two least important of the lower-priority pods go.
+    let victims = select_victims(50, &node, &[], no_budget, fits_on_four_cpus(4, 2)).unwrap();
+    assert_eq!(victims, Victims { pods: vec![1, 0], budget_violations: 0 }, "priority 20 and 10, most important first");
+    // Pods of equal or higher priority are never victims.
+    assert_eq!(select_victims(10, &node, &[], no_budget, fits_on_four_cpus(4, 1)), None);
+    // Even without every lower-priority pod there is no room: not a candidate.
+    assert_eq!(select_victims(50, &node, &[], no_budget, fits_on_four_cpus(4, 4)), None);
+    // Equal priority: the later start goes first.
+    let twins = [Running(10, Some(5)), Running(10, Some(1)), Running(10, None), Running(100, Some(1))];
+    let victims = select_victims(50, &twins, &[], no_budget, fits_on_four_cpus(4, 1)).unwrap();
+    assert_eq!(victims.pods, vec![2], "the pod not started yet is the least important");
+    // A budget with one disruption left covers pods 1 and 2: reprieving
+    // tries them first, so the pod it must take breaks nothing if it can.
+    let covered = |pod: usize, budget: usize| budget == 0 && (pod == 1 || pod == 2);
+    let victims = select_victims(50, &node, &[1], covered, fits_on_four_cpus(4, 1)).unwrap();
+    assert_eq!(victims, Victims { pods: vec![0], budget_violations: 0 });
+    // Room for the preemptor needs all three: the second covered pod breaks the budget.
+    let victims = select_victims(50, &node, &[1], covered, fits_on_four_cpus(4, 3)).unwrap();
+    assert_eq!(victims, Victims { pods: vec![2, 1, 0], budget_violations: 1 }, "sorted again after the budgets");
+}
+
+/// kube's `pickOneNodeForPreemption`, criterion by criterion.
+#[test]
+fn preemption_node_choice() {
+    let r = |p: i32, s: i64| Running(p, Some(s));
+    let pick = |candidates: &[(&[Running], usize)]| pick_candidate(candidates);
+    assert_eq!(pick(&[]), None);
+    assert_eq!(pick(&[(&[r(10, 1)], 0), (&[], 0)]), Some(1), "a node that needs no victim");
+    assert_eq!(pick(&[(&[r(10, 1)], 1), (&[r(90, 1)], 0)]), Some(1), "the fewest budget violations first");
+    assert_eq!(pick(&[(&[r(30, 1)], 0), (&[r(20, 1), r(20, 1)], 0)]), Some(1), "then the lowest highest priority");
+    assert_eq!(pick(&[(&[r(20, 1), r(20, 1)], 0), (&[r(20, 1), r(10, 1)], 0)]), Some(1), "then the smallest sum");
+    assert_eq!(pick(&[(&[r(20, 1), r(-5, 1)], 0), (&[r(20, 1)], 0)]), Some(1), "fewer pods weigh less in the sum");
+    assert_eq!(pick(&[(&[r(20, 1), r(10, 7)], 0), (&[r(20, 3), r(10, 1)], 0)]), Some(1), "then the latest start");
+    assert_eq!(pick(&[(&[r(20, 1)], 0), (&[r(20, 1)], 0)]), Some(0), "still tied: the first");
 }
