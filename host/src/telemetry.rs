@@ -16,6 +16,8 @@ use crate::scheduler::{DecisionRecord, QueueSizes};
 const LATENCY_BUCKETS: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
 /// Policy calls are shorter still.
 const CALL_BUCKETS: &[f64] = &[0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.01, 0.1];
+/// Victims per preemption, as kube-scheduler's `scheduler_preemption_victims`.
+const VICTIM_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
 
 type Labels = Vec<String>;
 
@@ -93,6 +95,8 @@ pub struct SchedulerMetrics {
     watch_events: Family<f64>,
     policy_reloads: Family<f64>,
     tenant_reloads: Family<f64>,
+    preemptions: Family<f64>,
+    preemption_victims: Family<Histogram>,
 }
 
 impl Default for SchedulerMetrics {
@@ -155,6 +159,16 @@ impl SchedulerMetrics {
                 "Tenant policy ConfigMap updates, by tenant (namespace) and result (accepted, rejected or disabled).",
                 &["tenant", "result"],
             ),
+            preemptions: Family::new(
+                "wasmsched_preemptions_total",
+                "Preemptions started: a pod nominated to a node and lower-priority pods evicted there.",
+                &[],
+            ),
+            preemption_victims: Family::new(
+                "wasmsched_preemption_victims",
+                "Number of pods evicted per preemption.",
+                &[],
+            ),
         }
     }
 
@@ -208,12 +222,18 @@ impl SchedulerMetrics {
         self.tenant_reloads.with(&[tenant, result], |v| *v += 1.0);
     }
 
+    pub fn preemption(&self, victims: usize) {
+        self.preemptions.with(&[], |v| *v += 1.0);
+        self.preemption_victims.with(&[], |h| h.observe(VICTIM_BUCKETS, victims as f64));
+    }
+
     pub fn watch_event(&self, resource: &str) {
         self.watch_events.with(&[resource], |v| *v += 1.0);
     }
 
-    fn counters(&self) -> [&Family<f64>; 6] {
+    fn counters(&self) -> [&Family<f64>; 7] {
         [
+            &self.preemptions,
             &self.attempts,
             &self.policy_failures,
             &self.fallbacks,
@@ -250,6 +270,7 @@ impl SchedulerMetrics {
         render_histogram(&mut out, &self.attempt_duration, LATENCY_BUCKETS);
         render_histogram(&mut out, &self.policy_calls, CALL_BUCKETS);
         render_histogram(&mut out, &self.binding_duration, LATENCY_BUCKETS);
+        render_histogram(&mut out, &self.preemption_victims, VICTIM_BUCKETS);
         out
     }
 }

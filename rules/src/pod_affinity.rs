@@ -51,6 +51,13 @@ impl DomainPods {
         counts[domain] += pods;
     }
 
+    /// Takes `pods` out of a domain (preemption's dry run evicting them).
+    pub fn remove(&mut self, key: usize, domain: usize, pods: u32) {
+        if let Some(count) = self.per_key.get_mut(key).and_then(|c| c.get_mut(domain)) {
+            *count = count.saturating_sub(pods);
+        }
+    }
+
     pub fn count(&self, key: usize, domain: usize) -> u32 {
         self.per_key.get(key).and_then(|c| c.get(domain)).copied().unwrap_or(0)
     }

@@ -39,6 +39,14 @@ impl DomainCounts {
         *count.get_or_insert(0) += matching;
     }
 
+    /// Takes `pods` matching pods out of an eligible `domain` (preemption's
+    /// dry run evicting them).
+    pub fn remove(&mut self, domain: usize, pods: u32) {
+        if let Some(Some(count)) = self.counts.get_mut(domain) {
+            *count = count.saturating_sub(pods);
+        }
+    }
+
     /// Matching pods in `domain`; 0 for a domain that is not eligible.
     pub fn count(&self, domain: usize) -> u32 {
         self.counts.get(domain).copied().flatten().unwrap_or(0)

@@ -107,13 +107,14 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
 /// One simulation, rendered as asked.
 fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
     let limits = args.limits.to_limits()?;
-    let manifests = if args.inputs.is_empty() {
+    let mut manifests = if args.inputs.is_empty() {
         let mut m = Manifests::default();
         m.add_text("bundled scenario", DEFAULT_SCENARIO);
         m
     } else {
         Manifests::read_paths(&args.inputs).map_err(anyhow::Error::msg)?
     };
+    manifests.admit_priorities();
     for problem in &manifests.problems {
         eprintln!("{}: {problem}", if args.skip_invalid { "skipping" } else { "error" });
     }
@@ -125,7 +126,10 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
     }
     if !manifests.ignored_kinds.is_empty() {
         let kinds: Vec<String> = manifests.ignored_kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
-        eprintln!("note: ignored {} (only Nodes and Pods are simulated)", kinds.join(", "));
+        eprintln!(
+            "note: ignored {} (only Nodes, Pods, Namespaces, PodDisruptionBudgets and PriorityClasses are read)",
+            kinds.join(", ")
+        );
     }
 
     let engine = args.limits.engine()?;

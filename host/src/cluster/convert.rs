@@ -74,6 +74,13 @@ pub struct PodInfo {
     /// Topology spread and inter-pod affinity; shared with the pod's
     /// placement, which keeps its anti-affinity terms.
     pub constraints: Option<Arc<PodConstraints>>,
+    /// `status.startTime` in seconds since the epoch: preemption spares
+    /// the longest-running pods of a priority.
+    pub start_time: Option<i64>,
+    /// `spec.preemptionPolicy: Never`: the pod waits rather than evicts.
+    pub never_preempts: bool,
+    /// `status.nominatedNodeName`: the node a preemption freed for it.
+    pub nominated_node: Option<String>,
     /// Constraints the pod uses that wasmsched does not evaluate yet, with
     /// the kube-scheduler plugin that would (see docs/architecture.md).
     pub ignored_constraints: Vec<&'static str>,
@@ -164,6 +171,9 @@ impl PodInfo {
             terminal: matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")),
             terminating: meta.deletion_timestamp.is_some(),
             constraints: constraints.map(Arc::new),
+            start_time: pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0.as_second()),
+            never_preempts: spec.preemption_policy.as_deref() == Some("Never"),
+            nominated_node: pod.status.as_ref().and_then(|s| s.nominated_node_name.clone()).filter(|n| !n.is_empty()),
         })
     }
 

@@ -2,7 +2,9 @@
 //! per-node accounting of bound and assumed pods.
 
 pub mod convert;
+pub mod disruption_budgets;
 pub mod domains;
+pub mod nominations;
 pub mod placed_anti_affinity;
 pub mod pod_constraints;
 pub mod pod_counts;
@@ -10,8 +12,10 @@ pub mod requests;
 pub mod state;
 
 pub use convert::{HostPort, PodInfo, PodKey, node_facts};
+pub use disruption_budgets::DisruptionBudget;
 pub use domains::Domains;
+pub use nominations::NominatedPod;
 pub use pod_constraints::{AffinityTerm, LabelSelector, PodConstraints, SpreadConstraint};
 pub use pod_counts::{MatchingPods, Namespaces, PerNode, PodClause};
 pub use requests::{PodRequests, RequestError, pod_requests};
-pub use state::{ClusterState, NodeState, NodeUsage};
+pub use state::{ClusterState, NodeState, NodeUsage, PlacedPod};

@@ -30,7 +30,7 @@ impl LabelSelectorFields for LabelSelector {
 }
 
 impl LabelSelector {
-    fn from_api(selector: &meta::LabelSelector) -> LabelSelector {
+    pub fn from_api(selector: &meta::LabelSelector) -> LabelSelector {
         LabelSelector {
             match_labels: selector.match_labels.iter().flatten().map(|(k, v)| (k.clone(), v.clone())).collect(),
             match_expressions: selector.match_expressions.iter().flatten().map(expression).collect(),

@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::Node;
 
 use super::convert::{HostPort, PodInfo, PodKey, node_facts};
+use super::disruption_budgets::DisruptionBudget;
 use super::domains::{DomainCache, Domains};
+use super::nominations::NominatedPod;
 use super::placed_anti_affinity::PlacedAntiAffinity;
 use super::pod_constraints::{AffinityTerm, PodConstraints};
 use super::pod_counts::{CountedPod, PerNode, PodClause, PodCounters};
@@ -32,7 +34,7 @@ pub struct NodeUsage {
 }
 
 impl NodeUsage {
-    fn add(&mut self, pod: &PlacedPod) {
+    pub(crate) fn add(&mut self, pod: &PlacedPod) {
         let r = &pod.requests;
         self.milli_cpu += r.milli_cpu;
         self.memory += r.memory;
@@ -46,7 +48,7 @@ impl NodeUsage {
         self.host_ports.extend(pod.host_ports.iter().cloned());
     }
 
-    fn remove(&mut self, pod: &PlacedPod) {
+    pub(crate) fn remove(&mut self, pod: &PlacedPod) {
         let r = &pod.requests;
         self.milli_cpu -= r.milli_cpu;
         self.memory -= r.memory;
@@ -86,21 +88,42 @@ impl NodeUsage {
 
 /// A pod counted on a node.
 #[derive(Debug, Clone)]
-struct PlacedPod {
-    node: String,
+pub struct PlacedPod {
+    pub node: String,
     requests: wasmsched_runtime::Resources,
     nonzero_milli_cpu: u64,
     nonzero_memory: u64,
     host_ports: Vec<HostPort>,
-    assumed: bool,
-    uid: String,
-    namespace: String,
-    labels: Vec<(String, String)>,
-    terminating: bool,
-    constraints: Option<Arc<PodConstraints>>,
+    pub assumed: bool,
+    pub uid: String,
+    pub namespace: String,
+    pub labels: Vec<(String, String)>,
+    pub terminating: bool,
+    pub constraints: Option<Arc<PodConstraints>>,
+    pub priority: i32,
+    pub start_time: Option<i64>,
 }
 
 impl PlacedPod {
+    /// What `pod` would hold on `node`.
+    pub fn of(pod: &PodInfo, node: &str, assumed: bool) -> PlacedPod {
+        PlacedPod {
+            node: node.to_string(),
+            requests: pod.requests.resources.clone(),
+            nonzero_milli_cpu: pod.requests.nonzero_milli_cpu,
+            nonzero_memory: pod.requests.nonzero_memory,
+            host_ports: pod.host_ports.clone(),
+            assumed,
+            uid: pod.uid.clone(),
+            namespace: pod.key.namespace.clone(),
+            labels: pod.facts.labels.clone(),
+            terminating: pod.terminating,
+            constraints: pod.constraints.clone(),
+            priority: pod.facts.priority,
+            start_time: pod.start_time,
+        }
+    }
+
     fn counted(&self, node: NodeId) -> CountedPod<'_> {
         CountedPod { namespace: &self.namespace, labels: &self.labels, terminating: self.terminating, node }
     }
@@ -114,6 +137,8 @@ impl PlacedPod {
 pub struct NodeState {
     pub ready: bool,
     pub usage: NodeUsage,
+    /// Pods nominated here by a preemption, not placed yet.
+    pub nominated: Vec<NominatedPod>,
 }
 
 #[derive(Debug, Default)]
@@ -134,6 +159,11 @@ pub struct ClusterState {
     anti_affinity: PlacedAntiAffinity,
     /// Namespace name → its labels, for namespace selectors.
     namespaces: HashMap<String, Vec<(String, String)>>,
+    /// Pod → the node a preemption nominated it to (also in that node's
+    /// state, when the node is known).
+    nominations: HashMap<PodKey, NominatedPod>,
+    /// PodDisruptionBudgets by namespace and name.
+    budgets: BTreeMap<(String, String), DisruptionBudget>,
 }
 
 impl ClusterState {
@@ -185,7 +215,8 @@ impl ClusterState {
                         usage.add(pod);
                     }
                 }
-                *slot = Some(NodeState { ready, usage });
+                let nominated = self.nominations.values().filter(|n| n.held.node == name).cloned().collect();
+                *slot = Some(NodeState { ready, usage, nominated });
                 self.count_node(&name, id, true);
             }
         }
@@ -206,19 +237,7 @@ impl ClusterState {
     /// Replaces an earlier placement of the same pod.
     pub fn place(&mut self, pod: &PodInfo, node: &str, assumed: bool) {
         self.unplace(&pod.key);
-        let placed = PlacedPod {
-            node: node.to_string(),
-            requests: pod.requests.resources.clone(),
-            nonzero_milli_cpu: pod.requests.nonzero_milli_cpu,
-            nonzero_memory: pod.requests.nonzero_memory,
-            host_ports: pod.host_ports.clone(),
-            assumed,
-            uid: pod.uid.clone(),
-            namespace: pod.key.namespace.clone(),
-            labels: pod.facts.labels.clone(),
-            terminating: pod.terminating,
-            constraints: pod.constraints.clone(),
-        };
+        let placed = PlacedPod::of(pod, node, assumed);
         if let Some(state) = self.state_mut(node) {
             state.usage.add(&placed);
         }
@@ -321,6 +340,55 @@ impl ClusterState {
     /// Every namespace seen, with its labels.
     pub fn namespaces(&self) -> impl Iterator<Item = (&str, &[(String, String)])> {
         self.namespaces.iter().map(|(n, l)| (n.as_str(), l.as_slice()))
+    }
+
+    /// The pods placed on the node called `name`.
+    pub fn pods_on(&self, name: &str) -> impl Iterator<Item = (&PodKey, &PlacedPod)> {
+        self.by_node.get(name).into_iter().flatten().filter_map(|k| self.pods.get(k).map(|p| (k, p)))
+    }
+
+    /// Holds room on `node` for `pod` (a preemption nominated it there);
+    /// replaces an earlier nomination of the pod.
+    pub fn nominate(&mut self, pod: &PodInfo, node: &str) {
+        self.unnominate(&pod.key);
+        let nominated = NominatedPod::of(pod, node);
+        if let Some(state) = self.state_mut(node) {
+            state.nominated.push(nominated.clone());
+        }
+        self.nominations.insert(pod.key.clone(), nominated);
+    }
+
+    /// Stops holding room for a pod; returns the node it was nominated to.
+    pub fn unnominate(&mut self, key: &PodKey) -> Option<String> {
+        let nominated = self.nominations.remove(key)?;
+        if let Some(state) = self.state_mut(&nominated.held.node) {
+            state.nominated.retain(|n| &n.key != key);
+        }
+        Some(nominated.held.node)
+    }
+
+    /// The node a pod is nominated to.
+    pub fn nomination(&self, key: &PodKey) -> Option<&str> {
+        self.nominations.get(key).map(|n| n.held.node.as_str())
+    }
+
+    /// The pods nominated to the node called `name`.
+    pub fn nominated_to<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a NominatedPod> {
+        self.nominations.values().filter(move |n| n.held.node == name)
+    }
+
+    /// A PodDisruptionBudget added or updated; returns whether it changed.
+    pub fn budget_upserted(&mut self, budget: DisruptionBudget) -> bool {
+        let key = (budget.namespace.clone(), budget.name.clone());
+        self.budgets.insert(key, budget.clone()).is_none_or(|old| old != budget)
+    }
+
+    pub fn budget_deleted(&mut self, namespace: &str, name: &str) {
+        self.budgets.remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    pub fn budgets(&self) -> impl Iterator<Item = &DisruptionBudget> {
+        self.budgets.values()
     }
 
     fn state_mut(&mut self, node: &str) -> Option<&mut NodeState> {

@@ -25,6 +25,7 @@ mod binder;
 pub mod client;
 pub mod config;
 mod denied;
+mod evictions;
 mod http;
 mod leader;
 mod policy_configmap;

@@ -1,6 +1,8 @@
 //! What users see on their pods: events.k8s.io Events (`Scheduled`,
-//! `FailedScheduling`, and `PolicyFallback` when a policy failed and the
-//! built-in scoring decided) and the `PodScheduled=False` condition.
+//! `FailedScheduling`, `Preempted`, and `PolicyFallback` when a policy
+//! failed and the built-in scoring decided), the `PodScheduled=False`
+//! condition and `nominatedNodeName`; and preemptions carried out
+//! (`evictions.rs`).
 //! Events go out at most 8 at a time, in the background: reporting never
 //! holds up scheduling.
 //!
@@ -26,7 +28,9 @@ use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::denied::{self, Denials};
+use super::evictions;
 use crate::cluster::{PodInfo, PodKey};
+use crate::scheduler::Victim;
 
 /// The pod a report is about.
 #[derive(Debug, Clone)]
@@ -55,6 +59,16 @@ pub enum Report {
         message: String,
         fallback: Option<String>,
     },
+    /// A preemption for `preemptor` on `node`: evict the victims, nominate
+    /// the preemptor, clear the displaced pods' nominations.
+    Preempting {
+        preemptor: PodRef,
+        node: String,
+        victims: Vec<Victim>,
+        displaced: Vec<PodKey>,
+    },
+    /// Preemption cannot help the pod any more: clear its nomination.
+    NominationCleared(PodKey),
     /// The pod is bound or gone: forget what was sent about it.
     Forget(PodKey),
 }
@@ -122,6 +136,39 @@ impl PodReporter {
                 self.last_failure.remove(&key);
                 self.last_condition.remove(&key);
             }
+            Report::Preempting { preemptor, node, victims, displaced } => {
+                let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return };
+                let (client, denials, instance) = (self.client.clone(), self.denials.clone(), self.instance.clone());
+                tokio::spawn(async move {
+                    evictions::nominate(client.clone(), &denials, &preemptor.key, Some(&node)).await;
+                    // Already being deleted: kube sends nothing more.
+                    for victim in victims.iter().filter(|v| !v.terminating) {
+                        let name = &preemptor.scheduler_name;
+                        if !evictions::evict(client.clone(), &denials, &victim.key, &victim.uid, name).await {
+                            continue;
+                        }
+                        let victim =
+                            PodRef { key: victim.key.clone(), uid: victim.uid.clone(), scheduler_name: name.clone() };
+                        let note = format!("Preempted by pod {} on node {node}", preemptor.uid);
+                        let mut event =
+                            new_event(&reference(&victim), "Normal", "Preempted", "Preempting", note, name, &instance);
+                        event.related = Some(reference(&preemptor));
+                        post(client.clone(), &denials, event, &victim.key).await;
+                    }
+                    for key in &displaced {
+                        evictions::nominate(client.clone(), &denials, key, None).await;
+                    }
+                    drop(permit);
+                });
+            }
+            Report::NominationCleared(key) => {
+                let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return };
+                let (client, denials) = (self.client.clone(), self.denials.clone());
+                tokio::spawn(async move {
+                    evictions::nominate(client, &denials, &key, None).await;
+                    drop(permit);
+                });
+            }
             Report::Scheduled { pod, node, fallback } => {
                 self.last_failure.remove(&pod.key);
                 self.last_condition.remove(&pod.key);
@@ -172,16 +219,9 @@ impl PodReporter {
         let event = new_event(&reference(pod), type_, reason, action, note, &pod.scheduler_name, &self.instance);
         let name = event.metadata.name.clone().unwrap_or_default();
         let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return name };
-        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &pod.key.namespace);
-        let key = pod.key.clone();
-        let reason = reason.to_string();
-        let denials = self.denials.clone();
+        let (client, denials, key) = (self.client.clone(), self.denials.clone(), pod.key.clone());
         tokio::spawn(async move {
-            match api.create(&PostParams::default(), &event).await {
-                Ok(_) => {}
-                Err(e) if denials.forbidden("create", "events.k8s.io events", &e) => {}
-                Err(e) => tracing::warn!(pod = %key, %reason, error = %denied::message(&e), "could not create event"),
-            }
+            post(client, &denials, event, &key).await;
             drop(permit);
         });
         name
@@ -223,6 +263,19 @@ impl PodReporter {
             }
             drop(permit);
         });
+    }
+}
+
+/// Creates an event about the pod `key`.
+async fn post(client: kube::Client, denials: &Denials, event: K8sEvent, key: &PodKey) {
+    let api: Api<K8sEvent> = Api::namespaced(client, &key.namespace);
+    match api.create(&PostParams::default(), &event).await {
+        Ok(_) => {}
+        Err(e) if denials.forbidden("create", "events.k8s.io events", &e) => {}
+        Err(e) => {
+            let reason = event.reason.as_deref().unwrap_or_default();
+            tracing::warn!(pod = %key, %reason, error = %denied::message(&e), "could not create event")
+        }
     }
 }
 

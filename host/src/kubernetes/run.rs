@@ -58,7 +58,7 @@ impl RunningScheduler {
 pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<RunningScheduler> {
     anyhow::ensure!(!config.profiles.is_empty(), "at least one profile is required");
     // One pod watch for every profile, as kube-scheduler's one informer.
-    let sources = vec![Source::nodes(), Source::live_pods(), Source::namespaces()];
+    let sources = vec![Source::nodes(), Source::live_pods(), Source::namespaces(), Source::disruption_budgets()];
     let mut source_names: Vec<String> = sources.iter().map(|s| s.name.clone()).collect();
     let mut policy_sources: Vec<(String, ConfigMapRef)> = Vec::new();
     let mut dir_sources: Vec<(String, std::path::PathBuf)> = Vec::new();

@@ -21,7 +21,7 @@ use super::tenant_workers::TenantWorkers;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::cluster::PodKey;
-use crate::scheduler::{Attempt, Scheduler, TenantVerdict};
+use crate::scheduler::{Attempt, Nomination, Scheduler, TenantVerdict};
 
 /// Everything the loop hears, each from the producer that owns its type.
 #[derive(Debug)]
@@ -223,6 +223,14 @@ impl SchedulingLoop {
                     self.status.metrics.watch_event("namespaces");
                     self.scheduler.namespace_deleted(&name);
                 }
+                ClusterChange::Budget(budget) => {
+                    self.status.metrics.watch_event("poddisruptionbudgets");
+                    self.scheduler.budget_upserted(&budget);
+                }
+                ClusterChange::BudgetGone { namespace, name } => {
+                    self.status.metrics.watch_event("poddisruptionbudgets");
+                    self.scheduler.budget_deleted(&namespace, &name);
+                }
                 ClusterChange::Synced(source) => self.status.set_synced(&source),
             },
             Input::Bound(BindResult { request, outcome }) => {
@@ -331,8 +339,24 @@ impl SchedulingLoop {
                 }
             }
             Attempt::Evaluate(job) => self.tenant_workers.submit(job),
-            Attempt::Unschedulable { pod, record } => {
+            Attempt::Unschedulable { pod, record, nomination } => {
                 self.status.metrics.attempt(&pod.scheduler_name, &record);
+                match nomination {
+                    Nomination::Unchanged => {}
+                    Nomination::Preempting { preemption, displaced } => {
+                        tracing::info!(pod = %pod.key, node = %preemption.node, victims = preemption.victims.len(), "preempting");
+                        self.status.metrics.preemption(preemption.victims.len());
+                        let _ = self.reports.send(Report::Preempting {
+                            preemptor: PodRef::from(&*pod),
+                            node: preemption.node,
+                            victims: preemption.victims,
+                            displaced,
+                        });
+                    }
+                    Nomination::Cleared => {
+                        let _ = self.reports.send(Report::NominationCleared(pod.key.clone()));
+                    }
+                }
                 let message = record.message.unwrap_or_default();
                 tracing::debug!(pod = %pod.key, %message, "unschedulable");
                 let _ = self.reports.send(Report::Unschedulable {

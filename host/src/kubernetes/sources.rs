@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -45,6 +46,11 @@ pub enum ClusterChange {
     PodsListed(HashSet<PodKey>),
     Namespace(Arc<Namespace>),
     NamespaceGone(String),
+    Budget(Arc<PodDisruptionBudget>),
+    BudgetGone {
+        namespace: String,
+        name: String,
+    },
     /// A source's initial list (or a relist) has been applied.
     Synced(String),
 }
@@ -63,6 +69,8 @@ enum SourceKind {
     /// load, unbound ones of our profiles are queued.
     LivePods,
     Namespaces,
+    /// PodDisruptionBudgets, which preemption respects.
+    Budgets,
 }
 
 impl Source {
@@ -80,6 +88,10 @@ impl Source {
 
     pub fn namespaces() -> Source {
         Source { name: "namespaces".into(), kind: SourceKind::Namespaces, config: watcher::Config::default() }
+    }
+
+    pub fn disruption_budgets() -> Source {
+        Source { name: "poddisruptionbudgets".into(), kind: SourceKind::Budgets, config: watcher::Config::default() }
     }
 
     /// Runs the watch until the receiver is gone, sending every change.
@@ -109,6 +121,14 @@ impl Source {
                 )
                 .await
             }
+            SourceKind::Budgets => {
+                let gone = |b: PodDisruptionBudget| ClusterChange::BudgetGone {
+                    namespace: b.namespace().unwrap_or_default(),
+                    name: b.name_any(),
+                };
+                let apply = |b: PodDisruptionBudget| ClusterChange::Budget(Arc::new(b));
+                reflect(Api::<PodDisruptionBudget>::all(client), self, tx, apply, gone).await
+            }
         }
     }
 }
@@ -126,6 +146,7 @@ async fn reflect<K, T: From<ClusterChange> + Send>(
         SourceKind::Nodes => ("nodes", "(cluster-scoped)"),
         SourceKind::LivePods => ("pods", "in all namespaces"),
         SourceKind::Namespaces => ("namespaces", "(cluster-scoped)"),
+        SourceKind::Budgets => ("poddisruptionbudgets.policy", "in all namespaces"),
     };
     let target = WatchTarget { name: source.name.clone(), resource, scope: scope.into(), switch_off: None };
     let mut changes = watch_events::watch(api, source.config.clone(), target).boxed();
@@ -146,6 +167,11 @@ async fn reflect<K, T: From<ClusterChange> + Send>(
                     SourceKind::Namespaces => {
                         for key in gone {
                             ok &= send(ClusterChange::NamespaceGone(key.name));
+                        }
+                    }
+                    SourceKind::Budgets => {
+                        for key in gone {
+                            ok &= send(ClusterChange::BudgetGone { namespace: key.namespace, name: key.name });
                         }
                     }
                     SourceKind::LivePods => {

@@ -16,7 +16,7 @@ use super::sampling::NodeWindow;
 use super::topology_filters::TopologyFilters;
 use crate::cluster::{ClusterState, PodInfo};
 use wasmsched_runtime::NodeMetrics;
-use wasmsched_runtime::{Candidate, NodeId, PolicyContext, PolicyError, ScoreOrder};
+use wasmsched_runtime::{Candidate, NodeFacts, NodeId, PolicyContext, PolicyError, ScoreOrder};
 
 pub struct CycleInput<'a> {
     pub pod: &'a PodInfo,
@@ -103,6 +103,18 @@ pub struct Prefiltered {
 /// Built-in filters over the nodes of `window`: from its start, until it
 /// has found enough feasible nodes or seen every node.
 pub fn prefilter(pod: &PodInfo, state: &ClusterState, detail: bool, window: NodeWindow) -> Prefiltered {
+    prefilter_over(pod, state, detail, window, state.table().iter_from(window.start))
+}
+
+/// Built-in filters over the nodes `nodes` yields (id, facts, the slot
+/// after it), stopping at `window.find` feasible ones.
+fn prefilter_over<'a>(
+    pod: &PodInfo,
+    state: &'a ClusterState,
+    detail: bool,
+    window: NodeWindow,
+    nodes: impl Iterator<Item = (NodeId, &'a NodeFacts, usize)>,
+) -> Prefiltered {
     let table = state.table();
     let mut pre = Prefiltered {
         // Sized for every node (or the sample) up front: growing it by
@@ -121,8 +133,8 @@ pub fn prefilter(pod: &PodInfo, state: &ClusterState, detail: bool, window: Node
     // One loop per case, so a pod without topology constraints (most pods)
     // runs the per-node loop it ran before they existed.
     match TopologyFilters::new(pod, state) {
-        None => filter_nodes(pod, state, window, &mut pre, |_| Ok(())),
-        Some(topology) => filter_nodes(pod, state, window, &mut pre, |id| topology.check(id)),
+        None => filter_nodes(pod, state, nodes, window.find, &mut pre, |_| Ok(())),
+        Some(topology) => filter_nodes(pod, state, nodes, window.find, &mut pre, |id| topology.check(id)),
     }
     pre.feasible_builtin = pre.candidates.len();
     pre
@@ -130,16 +142,17 @@ pub fn prefilter(pod: &PodInfo, state: &ClusterState, detail: bool, window: Node
 
 /// The built-in filters over the nodes of `window`, then `topology` (the
 /// filters that read counts of other pods) on the nodes that passed.
-fn filter_nodes(
+fn filter_nodes<'a>(
     pod: &PodInfo,
     state: &ClusterState,
-    window: NodeWindow,
+    nodes: impl Iterator<Item = (NodeId, &'a NodeFacts, usize)>,
+    find: usize,
     pre: &mut Prefiltered,
     topology: impl Fn(NodeId) -> Result<(), &'static str>,
 ) {
     let detail = pre.detail;
-    for (id, node, next) in state.table().iter_from(window.start) {
-        if pre.candidates.len() >= window.find {
+    for (id, node, next) in nodes {
+        if pre.candidates.len() >= find {
             break;
         }
         pre.next_start = next;
@@ -195,9 +208,22 @@ pub struct Decision {
 pub fn schedule_one(input: CycleInput<'_>) -> (DecisionRecord, usize) {
     let started = Instant::now();
     let CycleInput { pod, state, policies, metrics, seed, attempt, detail, window } = input;
+    let ctx = PolicyContext { nodes: state.table().clone(), metrics: metrics.clone() };
+    // A pod a preemption nominated tries its node first, as kube's
+    // `evaluateNominatedNode`: the room was freed for it.
+    let nominated = state.nomination(&pod.key).and_then(|n| state.table().id_of(n));
+    if let Some(id) = nominated {
+        let node = state.table().get(id).map(|facts| (id, facts, id as usize + 1));
+        let pre = prefilter_over(pod, state, detail, NodeWindow::ALL, node.into_iter());
+        if !pre.candidates.is_empty() {
+            let record = decide(pre, pod, &ctx, policies, seed, attempt, started).record;
+            if record.chosen.is_some() {
+                return (record, window.start);
+            }
+        }
+    }
     let pre = prefilter(pod, state, detail, window);
     let (complete, next_start) = (pre.evaluated == pre.nodes, pre.next_start);
-    let ctx = PolicyContext { nodes: state.table().clone(), metrics: metrics.clone() };
     let record = decide(pre, pod, &ctx, policies, seed, attempt, started).record;
     if record.chosen.is_some() || complete {
         return (record, next_start);
@@ -295,6 +321,7 @@ pub fn decide(
         policies: versions,
         tenant: None,
         ignored_constraints: pod.ignored_constraints.iter().map(|c| c.to_string()).collect(),
+        preemption: None,
         fallback: None,
         duration: Duration::ZERO,
         policy_calls: Vec::new(),

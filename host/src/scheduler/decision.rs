@@ -80,6 +80,10 @@ pub struct DecisionRecord {
     /// does not implement yet).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ignored_constraints: Vec<String>,
+    /// The preemption this attempt started: the node the pod is nominated
+    /// to and the pods evicted there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<Preemption>,
     /// Why the built-in least-allocated scoring was used, if it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
@@ -91,6 +95,8 @@ pub struct DecisionRecord {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_records: Vec<NodeRecord>,
 }
+
+use super::preemption::Preemption;
 
 fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(d.as_micros() as u64)

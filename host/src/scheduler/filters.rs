@@ -10,7 +10,7 @@
 use wasmsched_rules::{first_untolerated, node_selector_matches, required_affinity_matches, tolerates};
 use wasmsched_runtime::{NodeFacts, TaintEffect};
 
-use crate::cluster::{NodeState, PodInfo};
+use crate::cluster::{NodeState, NodeUsage, PodInfo};
 
 pub const NODE_UNSCHEDULABLE: &str = "node(s) were unschedulable";
 pub const NODE_NAME_MISMATCH: &str = "node(s) didn't match the requested node name";
@@ -28,8 +28,47 @@ pub fn run(pod: &PodInfo, node: &NodeFacts, state: &NodeState) -> Result<(), Vec
     node_name(pod, node)?;
     taint_toleration(pod, node)?;
     node_affinity(pod, node)?;
-    node_ports(pod, state)?;
-    node_resources_fit(pod, node, state)
+    // Placed pods, and nominated pods that come first (their room is held).
+    let usage = state.usage_for(pod);
+    node_ports(pod, &usage)?;
+    node_resources_fit(pod, node, &usage)
+}
+
+/// Whether evicting pods could clear a node's rejection: kube's
+/// `Unschedulable`, as opposed to `UnschedulableAndUnresolvable`, which
+/// preemption does not try. Resources are resolvable unless the pod asks
+/// for more than the node has at all; topology spread's skew and both
+/// anti-affinity rules are; a label, a taint, a node affinity, a cordon, a
+/// pod affinity with no match or a policy's verdict are not.
+pub fn resolvable_by_eviction(pod: &PodInfo, node: &NodeFacts, reasons: &[String]) -> bool {
+    use wasmsched_rules::pod_affinity::{ANTI_AFFINITY_MISMATCH, EXISTING_ANTI_AFFINITY_MISMATCH};
+    use wasmsched_rules::topology_spread::SKEW_EXCEEDED;
+    let resolvable = |r: &String| {
+        r.starts_with("Insufficient ")
+            || [
+                NODE_PORTS_CONFLICT,
+                TOO_MANY_PODS,
+                SKEW_EXCEEDED,
+                ANTI_AFFINITY_MISMATCH,
+                EXISTING_ANTI_AFFINITY_MISMATCH,
+            ]
+            .contains(&r.as_str())
+    };
+    !reasons.is_empty() && reasons.iter().all(resolvable) && !exceeds_allocatable(pod, node)
+}
+
+/// The pod asks for more of some resource than the node has in all.
+fn exceeds_allocatable(pod: &PodInfo, node: &NodeFacts) -> bool {
+    let want = &pod.requests.resources;
+    let alloc = &node.allocatable;
+    alloc.pods == 0
+        || want.milli_cpu > alloc.milli_cpu
+        || want.memory > alloc.memory
+        || want.ephemeral_storage > alloc.ephemeral_storage
+        || want
+            .scalar
+            .iter()
+            .any(|(name, amount)| *amount > alloc.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v))
 }
 
 /// One reason, as a failing filter reports it.
@@ -74,16 +113,15 @@ fn node_affinity(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
     if selector && affinity { Ok(()) } else { reject(NODE_AFFINITY_MISMATCH) }
 }
 
-fn node_ports(pod: &PodInfo, state: &NodeState) -> Result<(), Vec<String>> {
-    let conflict = pod.host_ports.iter().any(|want| state.usage.host_ports.iter().any(|used| want.conflicts(used)));
+fn node_ports(pod: &PodInfo, usage: &NodeUsage) -> Result<(), Vec<String>> {
+    let conflict = pod.host_ports.iter().any(|want| usage.host_ports.iter().any(|used| want.conflicts(used)));
     if conflict { reject(NODE_PORTS_CONFLICT) } else { Ok(()) }
 }
 
 /// NodeResourcesFit: pod count, then every requested resource that does not
 /// fit in `allocatable - requested`; all of them are reported.
-fn node_resources_fit(pod: &PodInfo, node: &NodeFacts, state: &NodeState) -> Result<(), Vec<String>> {
+fn node_resources_fit(pod: &PodInfo, node: &NodeFacts, usage: &NodeUsage) -> Result<(), Vec<String>> {
     let mut reasons = Vec::new();
-    let usage = &state.usage;
     let alloc = &node.allocatable;
     if usage.pods + 1 > alloc.pods {
         reasons.push(TOO_MANY_PODS.to_string());

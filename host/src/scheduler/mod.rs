@@ -7,14 +7,16 @@ pub mod cycle;
 pub mod decision;
 pub mod filters;
 pub mod policy_set;
+pub mod preemption;
 pub mod queue;
 pub mod sampling;
 pub mod tenants;
 pub mod topology_filters;
 
-pub use self::core::{Attempt, InvalidPod, MAX_JOBS_PER_TENANT, Profile, Scheduler, SchedulerConfig};
+pub use self::core::{Attempt, InvalidPod, MAX_JOBS_PER_TENANT, Nomination, Profile, Scheduler, SchedulerConfig};
 pub use decision::{DecisionRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
 pub use policy_set::{PolicySet, WeightedPolicy};
+pub use preemption::{Preemption, Victim};
 pub use queue::QueueSizes;
 pub use sampling::{NodeSampling, NodeWindow};
 pub use tenants::{

@@ -292,7 +292,7 @@ impl SchedulingQueue {
 
     /// An unschedulable pod back to active, or to backoff if its backoff
     /// has not expired yet; a pod elsewhere stays where it is.
-    fn requeue(&mut self, key: &PodKey, now: Duration) {
+    pub fn requeue(&mut self, key: &PodKey, now: Duration) {
         let Some(e) = self.entries.get_mut(key) else { return };
         if !matches!(e.location, Location::Unschedulable { .. }) {
             return;

@@ -13,28 +13,46 @@ use wasmsched_rules::{
 };
 use wasmsched_runtime::NodeId;
 
-use crate::cluster::{AffinityTerm, ClusterState, Domains, Namespaces, PodClause, PodInfo, SpreadConstraint};
+use crate::cluster::{
+    AffinityTerm, ClusterState, Domains, Namespaces, PlacedPod, PodClause, PodInfo, SpreadConstraint,
+};
 
 /// The counts one attempt checks nodes against.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct TopologyFilters {
     spread: Vec<SpreadCheck>,
-    inter_pod: Option<(TopologyKeys, InterPodCounts)>,
+    inter_pod: Option<(TopologyKeys, InterPodCounts, InterPodClauses)>,
 }
 
 /// One `DoNotSchedule` constraint, counted.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct SpreadCheck {
     domains: Arc<Domains>,
     counts: DomainCounts,
     global_min: Option<u32>,
     self_match: bool,
     max_skew: u32,
+    min_domains: u32,
+    /// The pods the constraint counts (`None`: none).
+    clause: Option<PodClause>,
+}
+
+/// What the incoming pod's terms match, kept so that preemption's dry run
+/// can take evicted pods out of the counts.
+#[derive(Debug, Clone, Default)]
+struct InterPodClauses {
+    /// All the affinity terms' clauses (a pod counts when it matches all).
+    affinity: Vec<PodClause>,
+    /// Each anti-affinity term's topology key number and clause.
+    anti: Vec<(usize, PodClause)>,
+    namespace: String,
+    namespace_labels: Vec<(String, String)>,
+    labels: Vec<(String, String)>,
 }
 
 /// The topology keys of an attempt's inter-pod terms, numbered in order of
 /// first use, with their domains.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 struct TopologyKeys(Vec<(String, Arc<Domains>)>);
 
 impl TopologyKeys {
@@ -80,9 +98,55 @@ impl TopologyFilters {
             }
         }
         match &self.inter_pod {
-            Some((keys, counts)) => inter_pod_filter(counts, &NodeInKeys { keys, node }),
+            Some((keys, counts, _)) => inter_pod_filter(counts, &NodeInKeys { keys, node }),
             None => Ok(()),
         }
+    }
+
+    /// The counts with `evicted` (pods placed on `node`) gone, as kube's
+    /// `RemovePod` extensions update them for preemption's dry run.
+    pub fn without(&self, node: NodeId, evicted: &[&PlacedPod]) -> TopologyFilters {
+        let mut after = self.clone();
+        for c in &mut after.spread {
+            let Some(domain) = c.domains.of(node) else { continue };
+            let gone = evicted
+                .iter()
+                .filter(|p| !p.terminating && c.clause.as_ref().is_some_and(|cl| cl.matches(&p.namespace, &p.labels)))
+                .count();
+            if gone > 0 {
+                c.counts.remove(domain, gone as u32);
+                c.global_min = c.counts.min_match(c.min_domains);
+            }
+        }
+        if let Some((keys, counts, clauses)) = &mut after.inter_pod {
+            let domain = |key: usize| keys.0[key].1.of(node);
+            for pod in evicted {
+                let matches_all = !clauses.affinity.is_empty()
+                    && clauses.affinity.iter().all(|c| c.matches(&pod.namespace, &pod.labels));
+                if matches_all {
+                    for &key in &counts.affinity_keys {
+                        if let Some(d) = domain(key) {
+                            counts.affinity.remove(key, d, 1);
+                        }
+                    }
+                }
+                for (key, clause) in &clauses.anti {
+                    if let Some(d) = domain(*key).filter(|_| clause.matches(&pod.namespace, &pod.labels)) {
+                        counts.anti.remove(*key, d, 1);
+                    }
+                }
+                let terms = pod.constraints.as_deref().map_or(&[][..], |c| &c.anti_affinity);
+                for term in terms {
+                    let Some(key) = keys.0.iter().position(|(k, _)| *k == term.topology_key) else { continue };
+                    if term.matches(&clauses.namespace, &clauses.namespace_labels, &clauses.labels)
+                        && let Some(d) = domain(key)
+                    {
+                        counts.existing_anti.remove(key, d, 1);
+                    }
+                }
+            }
+        }
+        after
     }
 }
 
@@ -126,16 +190,14 @@ fn spread_checks(pod: &PodInfo, state: &ClusterState) -> Vec<SpreadCheck> {
                     counts.add_node(domain, matching(id));
                 }
             };
-            match &c.selector {
-                Some(selector) => {
-                    let clause = PodClause {
-                        namespaces: Namespaces::Only(vec![pod.key.namespace.clone()]),
-                        selector: selector.clone(),
-                    };
-                    state.matching_pods(std::slice::from_ref(&clause), |per_node| {
-                        count_nodes(&|id| per_node.get(id as usize).map_or(0, |m| m.live))
-                    })
-                }
+            let clause = c.selector.as_ref().map(|selector| PodClause {
+                namespaces: Namespaces::Only(vec![pod.key.namespace.clone()]),
+                selector: selector.clone(),
+            });
+            match &clause {
+                Some(clause) => state.matching_pods(std::slice::from_ref(clause), |per_node| {
+                    count_nodes(&|id| per_node.get(id as usize).map_or(0, |m| m.live))
+                }),
                 None => count_nodes(&|_| 0),
             }
             SpreadCheck {
@@ -144,13 +206,15 @@ fn spread_checks(pod: &PodInfo, state: &ClusterState) -> Vec<SpreadCheck> {
                 counts,
                 self_match: c.selector.as_ref().is_some_and(|s| s.matches(&facts.labels)),
                 max_skew: c.max_skew,
+                min_domains: c.min_domains,
+                clause,
             }
         })
         .collect()
 }
 
 /// kube's three tallies per domain (see `wasmsched_rules::pod_affinity`).
-fn inter_pod_counts(pod: &PodInfo, state: &ClusterState) -> Option<(TopologyKeys, InterPodCounts)> {
+fn inter_pod_counts(pod: &PodInfo, state: &ClusterState) -> Option<(TopologyKeys, InterPodCounts, InterPodClauses)> {
     let facts = &pod.facts;
     let mut keys = TopologyKeys::default();
     let mut counts = InterPodCounts::default();
@@ -175,8 +239,15 @@ fn inter_pod_counts(pod: &PodInfo, state: &ClusterState) -> Option<(TopologyKeys
     counts.affinity_keys = affinity.iter().map(|t| keys.number(&t.topology_key, state)).collect();
     counts.anti_affinity_keys = anti_affinity.iter().map(|t| keys.number(&t.topology_key, state)).collect();
     // A term without a selector matches no pod, so no pod matches them all.
+    let mut kept = InterPodClauses {
+        namespace: pod.key.namespace.clone(),
+        namespace_labels: namespace_labels.to_vec(),
+        labels: facts.labels.clone(),
+        ..Default::default()
+    };
     let clauses: Option<Vec<PodClause>> = affinity.iter().map(|t| clause(t, state)).collect();
     if let Some(clauses) = clauses.filter(|c| !c.is_empty()) {
+        kept.affinity = clauses.clone();
         counts.self_affinity = clauses.iter().all(|c| c.matches(&pod.key.namespace, &facts.labels));
         state.matching_pods(&clauses, |per_node| {
             for (node, matching) in per_node.iter().enumerate().filter(|(_, m)| m.all() > 0) {
@@ -197,8 +268,9 @@ fn inter_pod_counts(pod: &PodInfo, state: &ClusterState) -> Option<(TopologyKeys
                 }
             }
         });
+        kept.anti.push((key, clause));
     }
-    Some((keys, counts))
+    Some((keys, counts, kept))
 }
 
 /// The incoming pod's term with its namespace selector resolved against the

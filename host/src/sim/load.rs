@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::Deserialize;
 
 #[derive(Debug, Default)]
@@ -15,6 +17,11 @@ pub struct Manifests {
     pub pods: Vec<Pod>,
     /// Their labels are what inter-pod affinity's namespace selectors match.
     pub namespaces: Vec<Namespace>,
+    /// Budgets preemption respects where it can.
+    pub budgets: Vec<PodDisruptionBudget>,
+    /// Resolve pods' `priorityClassName`, as the Priority admission plugin
+    /// does when a pod is created.
+    pub priority_classes: Vec<PriorityClass>,
     /// Kinds that were read but are not simulated (Deployments, Services…).
     pub ignored_kinds: BTreeMap<String, usize>,
     /// Documents that could not be used, with where they are.
@@ -56,14 +63,70 @@ impl Manifests {
                 Ok(_) => self.problems.push(format!("{at}: Namespace without metadata.name")),
                 Err(e) => self.problems.push(format!("{at}: not a valid Namespace: {e}")),
             },
+            "PodDisruptionBudget" => match serde_yaml::from_value::<PodDisruptionBudget>(value) {
+                Ok(pdb) if pdb.metadata.name.as_deref().is_some_and(|n| !n.is_empty()) => self.budgets.push(pdb),
+                Ok(_) => self.problems.push(format!("{at}: PodDisruptionBudget without metadata.name")),
+                Err(e) => self.problems.push(format!("{at}: not a valid PodDisruptionBudget: {e}")),
+            },
+            "PriorityClass" => match serde_yaml::from_value::<PriorityClass>(value) {
+                Ok(class) if class.metadata.name.as_deref().is_some_and(|n| !n.is_empty()) => {
+                    self.priority_classes.push(class)
+                }
+                Ok(_) => self.problems.push(format!("{at}: PriorityClass without metadata.name")),
+                Err(e) => self.problems.push(format!("{at}: not a valid PriorityClass: {e}")),
+            },
             k if k == "List" || k.ends_with("List") => {
                 let items = value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default();
                 for (i, item) in items.into_iter().enumerate() {
                     self.add_value(&format!("{at}, item {}", i + 1), item);
                 }
             }
-            "" => self.problems.push(format!("{at}: no `kind` (expected Node, Pod, Namespace or List)")),
+            "" => self.problems.push(format!(
+                "{at}: no `kind` (expected Node, Pod, Namespace, PodDisruptionBudget, PriorityClass or List)"
+            )),
             other => *self.ignored_kinds.entry(other.to_string()).or_default() += 1,
+        }
+    }
+
+    /// Gives each pod without `spec.priority` the value (and preemption
+    /// policy) of its PriorityClass, or of the global default class, as the
+    /// API server's Priority admission does; a class that is not there is
+    /// a problem, as the API server would refuse the pod.
+    pub fn admit_priorities(&mut self) {
+        let default = self.priority_classes.iter().find(|c| c.global_default == Some(true));
+        for pod in &mut self.pods {
+            let Some(spec) = pod.spec.as_mut() else { continue };
+            if spec.priority.is_some() {
+                continue;
+            }
+            let class = match spec.priority_class_name.as_deref() {
+                Some(name) => match self.priority_classes.iter().find(|c| c.metadata.name.as_deref() == Some(name)) {
+                    Some(class) => Some(class),
+                    // kube's built-in classes.
+                    None if name == "system-cluster-critical" => {
+                        spec.priority = Some(2_000_000_000);
+                        continue;
+                    }
+                    None if name == "system-node-critical" => {
+                        spec.priority = Some(2_000_001_000);
+                        continue;
+                    }
+                    None => {
+                        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+                        self.problems.push(format!(
+                            "pod {pod_name}: no PriorityClass named {name:?} (add it to the manifests, or set spec.priority)"
+                        ));
+                        continue;
+                    }
+                },
+                None => default,
+            };
+            if let Some(class) = class {
+                spec.priority = Some(class.value);
+                if spec.preemption_policy.is_none() {
+                    spec.preemption_policy = class.preemption_policy.clone();
+                }
+            }
         }
     }
 
@@ -133,7 +196,10 @@ metadata: {name: mystery}
         assert_eq!(m.ignored_kinds.get("Deployment"), Some(&1));
         assert_eq!(m.problems.len(), 2, "{:?}", m.problems);
         assert!(m.problems[0].starts_with("a.yaml: document 2, item 2: not a valid Pod:"), "{}", m.problems[0]);
-        assert_eq!(m.problems[1], "a.yaml: document 4: no `kind` (expected Node, Pod, Namespace or List)");
+        assert_eq!(
+            m.problems[1],
+            "a.yaml: document 4: no `kind` (expected Node, Pod, Namespace, PodDisruptionBudget, PriorityClass or List)"
+        );
     }
 
     #[test]

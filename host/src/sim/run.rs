@@ -9,11 +9,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 
 use super::load::Manifests;
+use crate::cluster::DisruptionBudget;
 use crate::cluster::PodKey;
-use crate::scheduler::{Attempt, DecisionRecord, NodeSampling, PolicySet, Scheduler, SchedulerConfig};
+use crate::scheduler::{Attempt, DecisionRecord, NodeSampling, Nomination, PolicySet, Scheduler, SchedulerConfig};
 use wasmsched_runtime::LoadedPolicy;
 use wasmsched_runtime::NodeMetrics;
 
@@ -58,6 +61,14 @@ pub struct Placement {
     pub ignored_constraints: Vec<String>,
 }
 
+/// A preemption: the pod nominated to `node`, and the pods evicted there.
+#[derive(Debug, Clone, Serialize)]
+pub struct PreemptionRecord {
+    pub preemptor: String,
+    pub node: String,
+    pub victims: Vec<String>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Unplaced {
     pub pod: String,
@@ -83,7 +94,10 @@ pub struct SimReport {
     /// Pods that already had a node: counted as load.
     pub bound_before: usize,
     pub pending: usize,
+    /// Where pods are at the end (evicted pods are not).
     pub placements: Vec<Placement>,
+    /// Evictions for higher-priority pods, in order.
+    pub preemptions: Vec<PreemptionRecord>,
     pub unschedulable: Vec<Unplaced>,
     /// Pending pods of other schedulers, left alone.
     pub other_schedulers: usize,
@@ -108,6 +122,53 @@ pub struct SimReport {
     pub score_time: Duration,
     #[serde(skip)]
     pub scored_nodes: u64,
+}
+
+/// A budget as the disruption controller would keep it: one given without
+/// a status gets `disruptionsAllowed` from its spec and the matching pods
+/// that have a node (the simulator's pods are all healthy).
+fn simulated_budget(budget: &PodDisruptionBudget, pods: &[Pod]) -> PodDisruptionBudget {
+    if budget.status.is_some() {
+        return budget.clone();
+    }
+    let probe = DisruptionBudget::of(budget);
+    let healthy = pods
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .filter(|p| {
+            let labels: Vec<(String, String)> = p.metadata.labels.clone().unwrap_or_default().into_iter().collect();
+            let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
+            probe.covers(namespace, p.metadata.name.as_deref().unwrap_or_default(), &labels)
+        })
+        .count() as i32;
+    let mut budget = budget.clone();
+    budget.status = Some(PodDisruptionBudgetStatus {
+        disruptions_allowed: disruptions_allowed(budget.spec.as_ref(), healthy),
+        current_healthy: healthy,
+        expected_pods: healthy,
+        ..Default::default()
+    });
+    budget
+}
+
+/// The disruption controller's arithmetic, with every matching pod
+/// expected and healthy: `minAvailable` leaves the rest, `maxUnavailable`
+/// allows that many (percentages of the pods, rounded up); neither set
+/// allows none.
+fn disruptions_allowed(spec: Option<&PodDisruptionBudgetSpec>, healthy: i32) -> i32 {
+    let amount = |v: &IntOrString| match v {
+        IntOrString::Int(n) => *n,
+        IntOrString::String(s) => {
+            let percent: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
+            ((percent * i64::from(healthy) + 99) / 100) as i32
+        }
+    };
+    let allowed = match spec {
+        Some(PodDisruptionBudgetSpec { min_available: Some(min), .. }) => healthy - amount(min),
+        Some(PodDisruptionBudgetSpec { max_unavailable: Some(max), .. }) => amount(max),
+        _ => 0,
+    };
+    allowed.max(0)
 }
 
 fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -153,6 +214,9 @@ pub fn simulate(
     for node in &manifests.nodes {
         scheduler.node_upserted(node, now)?;
     }
+    for budget in &manifests.budgets {
+        scheduler.budget_upserted(&simulated_budget(budget, &manifests.pods));
+    }
     let input_pods: Vec<Arc<Pod>> = manifests.pods.into_iter().map(Arc::new).collect();
     let mut bound_before = 0;
     let mut pending = 0;
@@ -174,7 +238,8 @@ pub fn simulate(
         scheduler.pod_upserted(pod.clone(), now);
     }
 
-    let mut placements = Vec::new();
+    let mut placements: Vec<Placement> = Vec::new();
+    let mut preemptions = Vec::new();
     let mut attempts = 0u64;
     let mut fallbacks = 0u64;
     let mut explained = None;
@@ -217,8 +282,20 @@ pub fn simulate(
                         explained = Some(record);
                     }
                 }
-                Some(Attempt::Unschedulable { pod, record }) => {
+                Some(Attempt::Unschedulable { pod, record, nomination }) => {
                     account(&record);
+                    if let Nomination::Preempting { preemption, .. } = nomination {
+                        // The victims go at once: no grace period here.
+                        for victim in &preemption.victims {
+                            scheduler.pod_deleted(&victim.key, Some(&victim.uid), now);
+                            placements.retain(|p| p.pod != victim.key.to_string());
+                        }
+                        preemptions.push(PreemptionRecord {
+                            preemptor: pod.key.to_string(),
+                            node: preemption.node,
+                            victims: preemption.victims.iter().map(|v| v.key.to_string()).collect(),
+                        });
+                    }
                     fallbacks += u64::from(record.fallback.is_some());
                     last_failure.insert(pod.key.clone(), record.message.clone().unwrap_or_default());
                     if !record.node_records.is_empty() {
@@ -278,6 +355,7 @@ pub fn simulate(
         bound_before,
         pending,
         placements,
+        preemptions,
         unschedulable,
         other_schedulers,
         attempts,

@@ -90,7 +90,20 @@ proptest! {
         let mut mem: HashMap<String, u64> = HashMap::new();
         let mut count: HashMap<String, u32> = HashMap::new();
         let placements: HashMap<String, String> = report.placements.iter().map(|p| (p.pod.clone(), p.node.clone())).collect();
+        // Evicted by a preemption: they hold nothing at the end, and each
+        // had a lower priority than the pod it made room for.
+        let priority = |key: &str| pods[key["prop/p".len()..].parse::<usize>().unwrap()].priority;
+        let mut evicted = std::collections::HashSet::new();
+        for preemption in &report.preemptions {
+            for victim in &preemption.victims {
+                prop_assert!(priority(victim) < priority(&preemption.preemptor), "{victim} evicted for {}", preemption.preemptor);
+                evicted.insert(victim.clone());
+            }
+        }
         for (i, p) in pods.iter().enumerate() {
+            if evicted.contains(&format!("prop/p{i}")) {
+                continue;
+            }
             let scheduled = placements.get(&format!("prop/p{i}")).cloned();
             let bound = p.bound_to.filter(|b| *b < nodes.len()).map(|b| format!("n{b}"));
             let was_bound = bound.is_some();
@@ -107,9 +120,11 @@ proptest! {
         }
         for (i, n) in nodes.iter().enumerate() {
             let name = format!("n{i}");
-            let bound_cpu: u64 = pods.iter().filter(|p| p.bound_to == Some(i)).map(|p| p.milli_cpu).sum();
-            let bound_mem: u64 = pods.iter().filter(|p| p.bound_to == Some(i)).map(|p| p.memory_mi).sum();
-            let bound_count = pods.iter().filter(|p| p.bound_to == Some(i)).count() as u32;
+            let kept = |j: usize| !evicted.contains(&format!("prop/p{j}"));
+            let bound_here = || pods.iter().enumerate().filter(|(j, p)| p.bound_to == Some(i) && kept(*j)).map(|(_, p)| p);
+            let bound_cpu: u64 = bound_here().map(|p| p.milli_cpu).sum();
+            let bound_mem: u64 = bound_here().map(|p| p.memory_mi).sum();
+            let bound_count = bound_here().count() as u32;
             let placed_here = count.get(&name).copied().unwrap_or(0) - bound_count;
             if placed_here > 0 {
                 // Everything the scheduler added fits in what was free.
@@ -120,7 +135,13 @@ proptest! {
         }
         let pending = pods.iter().filter(|p| p.bound_to.filter(|b| *b < nodes.len()).is_none()).count();
         prop_assert_eq!(report.pending, pending);
-        prop_assert_eq!(report.placements.len() + report.unschedulable.len(), pending);
+        let bound_evicted = pods
+            .iter()
+            .enumerate()
+            .filter(|(j, p)| p.bound_to.is_some_and(|b| b < nodes.len()) && evicted.contains(&format!("prop/p{j}")))
+            .count();
+        let pending_evicted = evicted.len() - bound_evicted;
+        prop_assert_eq!(report.placements.len() + report.unschedulable.len() + pending_evicted, pending);
         for u in &report.unschedulable {
             prop_assert!(u.message.starts_with(&format!("0/{} nodes are available: ", nodes.len())), "{}", u.message);
         }

@@ -231,7 +231,8 @@ fn serve(
             let grace = param(q, "gracePeriodSeconds")
                 .and_then(|g| g.parse().ok())
                 .or_else(|| opts.get("gracePeriodSeconds").and_then(Value::as_i64));
-            Ok((200, (*store.delete(r, ns, name, grace)?).clone()))
+            let uid = opts.pointer("/preconditions/uid").and_then(Value::as_str);
+            Ok((200, (*store.delete(r, ns, name, grace, uid)?).clone()))
         }
         (&Method::POST, Some(name), Some("binding")) if r.plural == "pods" => {
             store.bind(ns, name, &parse_json(body)?)?;

@@ -10,7 +10,9 @@
 //!   strategic-merge patch, delete (bound pods are deleted gracefully);
 //! - `pods/binding` with the UID precondition and 409 on a second bind,
 //!   `pods/status` and `nodes/status` as status subresources;
-//! - events (core and events.k8s.io), leases, configmaps, namespaces.
+//! - DELETE with a UID precondition (409 on a mismatch);
+//! - events (core and events.k8s.io), leases, configmaps, namespaces,
+//!   PodDisruptionBudgets.
 //!
 //! Tests drive the awkward cases by hand: `expire_watches`, `compact`,
 //! `stop`/`restart` (connections refused in between), `fail_requests`.
@@ -224,7 +226,7 @@ impl FakeApiServer {
     pub fn delete(&self, api_version: &str, plural: &str, namespace: &str, name: &str) -> bool {
         let r = Self::resource(api_version, plural);
         let ns = if r.namespaced { namespace } else { "" };
-        self.shared.store.lock().unwrap().delete(r, ns, name, Some(0)).is_ok()
+        self.shared.store.lock().unwrap().delete(r, ns, name, Some(0), None).is_ok()
     }
 
     /// Successful bindings of `ns/name` so far (more than one would be a

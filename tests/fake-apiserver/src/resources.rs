@@ -18,6 +18,12 @@ pub const RESOURCES: &[ResourceType] = &[
     ResourceType { api_version: "v1", plural: "events", kind: "Event", namespaced: true },
     ResourceType { api_version: "events.k8s.io/v1", plural: "events", kind: "Event", namespaced: true },
     ResourceType { api_version: "coordination.k8s.io/v1", plural: "leases", kind: "Lease", namespaced: true },
+    ResourceType {
+        api_version: "policy/v1",
+        plural: "poddisruptionbudgets",
+        kind: "PodDisruptionBudget",
+        namespaced: true,
+    },
     // What metrics-server serves (read-only there; tests create them here).
     ResourceType { api_version: "metrics.k8s.io/v1beta1", plural: "nodes", kind: "NodeMetrics", namespaced: false },
 ];

@@ -252,10 +252,16 @@ impl Store {
         namespace: &str,
         name: &str,
         grace_seconds: Option<i64>,
+        uid_precondition: Option<&str>,
     ) -> Result<Arc<Value>, ApiError> {
         let key = (resource, namespace.to_string(), name.to_string());
         let current =
             self.objects.get(&key).cloned().ok_or_else(|| ApiError::not_found(&resource.qualified(), name))?;
+        let uid = current.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+        if let Some(want) = uid_precondition.filter(|want| *want != uid) {
+            let why = format!("Precondition failed: UID in precondition: {want}, UID in object meta: {uid}");
+            return Err(ApiError::conflict(&resource.qualified(), name, &why));
+        }
         let bound = current.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
         let grace = grace_seconds.unwrap_or(30);
         let terminal = matches!(current.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));

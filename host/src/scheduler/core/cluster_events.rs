@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::{InvalidPod, Scheduler};
-use crate::cluster::{PodInfo, PodKey};
+use crate::cluster::{DisruptionBudget, PodInfo, PodKey};
 
 impl Scheduler {
     /// A node added or updated. Unschedulable pods are retried only when
@@ -42,6 +43,15 @@ impl Scheduler {
         self.state.namespace_deleted(name);
     }
 
+    /// A PodDisruptionBudget added or updated: preemption reads it.
+    pub fn budget_upserted(&mut self, budget: &PodDisruptionBudget) {
+        self.state.budget_upserted(DisruptionBudget::of(budget));
+    }
+
+    pub fn budget_deleted(&mut self, namespace: &str, name: &str) {
+        self.state.budget_deleted(namespace, name);
+    }
+
     /// Any pod, ours or not: bound pods count as load, pending pods with our
     /// scheduler name are queued, terminal pods stop counting.
     pub fn pod_upserted(&mut self, pod: Arc<Pod>, now: Duration) {
@@ -58,6 +68,7 @@ impl Scheduler {
         self.invalid.retain(|i| i.key != key);
         if info.terminal {
             self.queue.remove(&key);
+            self.state.unnominate(&key);
             if self.state.unplace(&key) {
                 self.queue.cluster_changed(now);
             }
@@ -66,6 +77,7 @@ impl Scheduler {
         if let Some(node) = info.node_name.clone() {
             // Bound (by us or anyone): count it, confirming an assumption.
             self.queue.remove(&key);
+            self.state.unnominate(&key);
             let moved = self.state.placement(&key).is_none_or(|(placed_on, _)| placed_on != node);
             self.state.place(&info, &node, false);
             if moved {
@@ -79,6 +91,7 @@ impl Scheduler {
         if pod.metadata.deletion_timestamp.is_some() {
             // Being deleted: kube-scheduler skips such pods too.
             self.queue.remove(&key);
+            self.state.unnominate(&key);
             return;
         }
         match self.state.placement_uid(&key) {
@@ -89,6 +102,14 @@ impl Scheduler {
             // empty, so it is stale. A recreated pod has a new UID.
             Some((_, false, uid)) if uid == info.uid => return,
             _ => {}
+        }
+        // Nominated before we saw it (by an earlier leader, say): its room
+        // is held as the nomination says. Our own nomination stays while
+        // the copy that carries it is on its way.
+        if let Some(node) = &info.nominated_node
+            && self.state.nomination(&key) != Some(node.as_str())
+        {
+            self.state.nominate(&info, node);
         }
         self.queue.add_or_update(info);
     }
@@ -104,6 +125,7 @@ impl Scheduler {
         }
         self.queue.remove(key);
         self.invalid.retain(|i| &i.key != key);
+        self.state.unnominate(key);
         if self.state.unplace(key) {
             self.queue.cluster_changed(now);
         }

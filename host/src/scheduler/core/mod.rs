@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::cycle::{CycleInput, schedule_one};
+use super::cycle::{CycleInput, pod_seed, schedule_one};
 use super::decision::DecisionRecord;
 use super::policy_set::PolicySet;
+use super::preemption::{self, Preemption};
 use super::queue::{QueueSizes, SchedulingQueue};
 use super::sampling::{NodeSampling, NodeWindow};
 use super::tenants::{Route, TenantJob, TenantPolicies};
@@ -52,12 +53,28 @@ impl Default for SchedulerConfig {
 pub enum Attempt {
     /// The pod is assumed on `node`: bind it, then report the result.
     Placed { pod: Arc<PodInfo>, node: String, record: DecisionRecord },
-    /// No node can take the pod now; it waits for a cluster change.
-    Unschedulable { pod: Arc<PodInfo>, record: DecisionRecord },
+    /// No node can take the pod now; it waits for a cluster change. The
+    /// backend writes what happened to its nomination.
+    Unschedulable { pod: Arc<PodInfo>, record: DecisionRecord, nomination: Nomination },
     /// The pod's tenant policy decides: run the job off the scheduling
     /// thread and hand its verdict to `tenant_verdict`. The pod stays in
     /// flight until then.
     Evaluate(Box<TenantJob>),
+}
+
+/// What an unschedulable attempt did to the pod's `nominatedNodeName`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Nomination {
+    Unchanged,
+    /// Preemption chose a node: evict the victims there (`Preempted`
+    /// events), set the pod's `nominatedNodeName`, and clear it on the
+    /// lower-priority pods that were nominated to the same node.
+    Preempting {
+        preemption: Preemption,
+        displaced: Vec<PodKey>,
+    },
+    /// Preemption cannot help any more: clear the pod's nomination.
+    Cleared,
 }
 
 /// A pending pod the core cannot even evaluate (e.g. an unparsable
@@ -243,13 +260,52 @@ impl Scheduler {
     fn conclude(&mut self, pod: Arc<PodInfo>, record: DecisionRecord, now: Duration) -> Attempt {
         match record.chosen.clone() {
             Some(node) => {
+                self.state.unnominate(&pod.key);
                 self.state.place(&pod, &node, true);
                 self.queue.pod_placed(now);
                 Attempt::Placed { pod, node, record }
             }
             None => {
+                let mut record = record;
+                let nomination = self.preempt(&pod, &mut record, now);
                 self.queue.unschedulable(&pod.key, now);
-                Attempt::Unschedulable { pod, record }
+                Attempt::Unschedulable { pod, record, nomination }
+            }
+        }
+    }
+
+    /// kube's PostFilter for a pod no node can take: nominate it where
+    /// evictions make room, or say in the record why preemption cannot help.
+    fn preempt(&mut self, pod: &PodInfo, record: &mut DecisionRecord, now: Duration) -> Nomination {
+        if record.nodes == 0 {
+            return Nomination::Unchanged;
+        }
+        match preemption::preempt(pod, &self.state, pod_seed(self.config.seed, pod, record.attempt)) {
+            Ok(preemption) => {
+                let displaced: Vec<PodKey> = self
+                    .state
+                    .nominated_to(&preemption.node)
+                    .filter(|n| n.priority < pod.facts.priority && n.key != pod.key)
+                    .map(|n| n.key.clone())
+                    .collect();
+                for key in &displaced {
+                    self.state.unnominate(key);
+                    self.queue.requeue(key, now);
+                }
+                self.state.nominate(pod, &preemption.node);
+                record.preemption = Some(preemption.clone());
+                Nomination::Preempting { preemption, displaced }
+            }
+            Err(not) => {
+                if let Some(message) = &mut record.message {
+                    message.push_str(" preemption: ");
+                    message.push_str(&not.message);
+                }
+                if not.clear_nomination && self.state.unnominate(&pod.key).is_some() {
+                    Nomination::Cleared
+                } else {
+                    Nomination::Unchanged
+                }
             }
         }
     }

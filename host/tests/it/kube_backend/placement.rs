@@ -136,7 +136,10 @@ async fn unschedulable_pod_is_reported_then_bound_when_room_appears() {
     let note = event.note.unwrap_or_default();
     assert!(note.contains("nodes are available") && note.contains("1 Insufficient cpu"), "{note}");
     if c.fake.is_some() {
-        assert_eq!(note, "0/1 nodes are available: 1 Insufficient cpu.");
+        assert_eq!(
+            note,
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+        );
     }
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     assert_eq!(event.action.as_deref(), Some("Scheduling"));

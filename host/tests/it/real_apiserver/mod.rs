@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde_json::{Value, json};
 use wasmsched::kubernetes::ConfigMapRef;
 use wasmsched::kubernetes::config::{PolicyOrigin, ProfileConfig};
@@ -36,4 +37,5 @@ fn default_policies() -> PolicySet {
 
 mod oracle;
 mod policies;
+mod preemption;
 mod recovery;

@@ -22,7 +22,12 @@ fn an_unschedulable_pod_is_placed_when_a_node_with_room_appears_not_on_heartbeat
     s.pod_upserted(Arc::new(pending), t(0));
     match s.schedule_next(t(0)) {
         Some(Attempt::Unschedulable { record, .. }) => {
-            assert_eq!(record.message.as_deref(), Some("0/1 nodes are available: 1 Insufficient cpu."))
+            assert_eq!(
+                record.message.as_deref(),
+                Some(
+                    "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+                )
+            )
         }
         other => panic!("expected unschedulable, got {other:?}"),
     }

@@ -23,7 +23,7 @@ fn taints_and_tolerations() {
     let r = run(&yaml);
     assert_eq!(
         message(&r, "plain"),
-        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s)."
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s). preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
     assert!(placed(&r, "tolerates-all").is_some());
     // Tolerating the control-plane taint is not tolerating NoExecute maintenance.
@@ -31,7 +31,7 @@ fn taints_and_tolerations() {
     // Tolerating maintenance=later is not tolerating maintenance=now.
     assert_eq!(
         message(&r, "wrong-value"),
-        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s)."
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s). preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
 }
 
@@ -65,7 +65,7 @@ fn node_affinity_selector_and_unschedulable_and_not_ready_judged_by_taints() {
     assert_eq!(placed(&r, "tolerates-unschedulable").as_deref(), Some("b"));
     assert_eq!(
         message(&r, "missing-zone"),
-        "0/4 nodes are available: 1 node(s) were unschedulable, 3 node(s) didn't match Pod's node affinity/selector."
+        "0/4 nodes are available: 1 node(s) were unschedulable, 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
     );
 }
 
@@ -79,7 +79,10 @@ fn a_not_ready_node_is_judged_by_its_taints_alone() {
     let yaml = cluster + &pod("tolerates", "1", tolerates) + &pod("plain", "1", "");
     let r = run(&yaml);
     assert_eq!(placed(&r, "tolerates").as_deref(), Some("down"));
-    assert_eq!(message(&r, "plain"), "0/1 nodes are available: 1 node(s) had untolerated taint(s).");
+    assert_eq!(
+        message(&r, "plain"),
+        "0/1 nodes are available: 1 node(s) had untolerated taint(s). preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    );
 }
 
 #[test]
@@ -96,7 +99,7 @@ fn host_ports_conflict_by_protocol_and_ip() {
     assert!(placed(&r, "first").is_some() && placed(&r, "udp").is_some() && placed(&r, "other-port").is_some());
     assert_eq!(
         message(&r, "same-port"),
-        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     );
 }
 
@@ -110,15 +113,21 @@ fn resources_fit_counts_assumed_pods_and_reports_every_shortage() {
         + &pod("gpu-hungry", "100m", "").replace("cpu: \"100m\"", "cpu: \"100m\", nvidia.com/gpu: \"2\", memory: 8Gi");
     let r = run(&yaml);
     assert_eq!(placed(&r, "first").as_deref(), Some("n"));
-    assert_eq!(message(&r, "second"), "0/1 nodes are available: 1 Insufficient cpu.");
+    assert_eq!(
+        message(&r, "second"),
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    );
     assert_eq!(
         message(&r, "gpu-hungry"),
-        "0/1 nodes are available: 1 Insufficient memory, 1 Insufficient nvidia.com/gpu."
+        "0/1 nodes are available: 1 Insufficient memory, 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     );
     let pods_full =
         node("tiny", "4", "4Gi", "").replace("pods: \"110\"", "pods: \"1\"") + &pod("a", "1", "") + &pod("b", "1", "");
     let r = run(&pods_full);
-    assert_eq!(message(&r, "b"), "0/1 nodes are available: 1 Too many pods.");
+    assert_eq!(
+        message(&r, "b"),
+        "0/1 nodes are available: 1 Too many pods. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    );
 }
 
 #[test]
