@@ -32,6 +32,8 @@ pub enum Workload {
     /// The memory target: 5,000 nodes / 10,000 pods, half spread, half
     /// with required anti-affinity.
     SpreadAndAntiAffinity,
+    /// Every measured pod preempts lower-priority pods.
+    PreemptionBasic,
 }
 
 impl Workload {
@@ -41,6 +43,7 @@ impl Workload {
             Workload::SchedulingPodAffinity => Some(Shape::PodAffinity),
             Workload::TopologySpreading => Some(Shape::TopologySpreading),
             Workload::SpreadAndAntiAffinity => Some(Shape::SpreadAndAntiAffinity),
+            Workload::PreemptionBasic => Some(Shape::Preemption),
             _ => None,
         }
     }
@@ -49,7 +52,7 @@ impl Workload {
 /// Measure throughput, latency, policy cost and memory on synthetic
 /// clusters (SchedulingBasic, WithMetrics, HotSwap, EndToEnd, and kube's
 /// inter-pod shapes SchedulingPodAntiAffinity, SchedulingPodAffinity and
-/// TopologySpreading).
+/// TopologySpreading, and PreemptionBasic).
 #[derive(Parser, Debug)]
 #[command(name = "wasmsched-bench", version)]
 pub struct BenchArgs {
@@ -153,7 +156,10 @@ fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
                 let (n, p) = if quick { (200, 400) } else { (500, 1000) };
                 out.push(spec(*w, n, p, false));
             }
-            Workload::SchedulingPodAntiAffinity | Workload::SchedulingPodAffinity | Workload::TopologySpreading => {
+            Workload::SchedulingPodAntiAffinity
+            | Workload::SchedulingPodAffinity
+            | Workload::TopologySpreading
+            | Workload::PreemptionBasic => {
                 let shape = w.shape().expect("an inter-pod workload");
                 for nodes in if quick { &[500][..] } else { &[500, 5000][..] } {
                     out.push(spec(*w, *nodes, shape.kube_pods(*nodes).1, false));
@@ -229,7 +235,8 @@ fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
         Workload::SchedulingPodAntiAffinity
         | Workload::SchedulingPodAffinity
         | Workload::TopologySpreading
-        | Workload::SpreadAndAntiAffinity => {
+        | Workload::SpreadAndAntiAffinity
+        | Workload::PreemptionBasic => {
             let shape = spec.workload.shape().expect("an inter-pod workload");
             topology::run(shape, spec.nodes, spec.pods, deadline)
         }
@@ -310,6 +317,10 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
         for w in &args.workloads {
             match (w, w.shape()) {
                 (Workload::SchedulingBasic, _) => shapes.push(Shape::Basic),
+                // Victims stay Terminating without a kubelet, so the
+                // preemptors never bind: this drain needs a stand-in that
+                // finishes deletions, which it does not have yet.
+                (Workload::PreemptionBasic, _) => bail!("PreemptionBasic has no real-apiserver drain yet"),
                 (_, Some(shape)) => shapes.push(shape),
                 _ => bail!("{w:?} has no real-apiserver drain"),
             }
@@ -388,6 +399,7 @@ fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             Workload::SchedulingPodAffinity,
             Workload::TopologySpreading,
             Workload::SpreadAndAntiAffinity,
+            Workload::PreemptionBasic,
         ]
     } else {
         args.workloads.clone()

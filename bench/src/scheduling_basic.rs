@@ -131,14 +131,17 @@ pub fn measure(
             report.fallbacks
         ));
     }
-    let (variant, details) = match sampling {
-        NodeSampling::All => (variant.to_string(), Default::default()),
+    let (variant, mut details) = match sampling {
+        NodeSampling::All => (variant.to_string(), std::collections::BTreeMap::new()),
         // Marked, so the targets (judged with every node evaluated) skip it.
         sampled => (
             format!("{variant}, sampling {sampled}"),
             [("percentageOfNodesToScore".to_string(), sampled.as_percentage() as f64)].into(),
         ),
     };
+    if !report.preemptions.is_empty() {
+        details.insert("preemptions".into(), report.preemptions.len() as f64);
+    }
     Ok(BenchResult {
         workload: workload.into(),
         variant,

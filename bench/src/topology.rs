@@ -1,7 +1,8 @@
 //! kube scheduler_perf's inter-pod workloads in the simulator core, with
 //! the wasm least-allocated policy: SchedulingPodAntiAffinity,
 //! SchedulingPodAffinity and TopologySpreading, each pod 100m cpu / 500 MiB
-//! as in kube's templates. kube-scheduler places the init pods before it
+//! as in kube's templates; and PreemptionBasic, whose measured pods each
+//! have to evict init pods. kube-scheduler places the init pods before it
 //! measures; here they are bound where it would have put them (one
 //! anti-affinity pod per node, the others round the nodes), so the wall
 //! time is the measured pods' alone.
@@ -36,6 +37,10 @@ pub enum Shape {
     /// The memory check: no init pods, every other measured pod spread as
     /// in TopologySpreading, the rest with PodAntiAffinity's term.
     SpreadAndAntiAffinity,
+    /// Four priority-0 init pods of 900m per node fill it; each measured
+    /// pod (priority 10, 3 cpu) preempts three of them (kube's
+    /// pod-low-priority and pod-high-priority templates).
+    Preemption,
 }
 
 impl Shape {
@@ -46,6 +51,7 @@ impl Shape {
             Shape::PodAffinity => "SchedulingPodAffinity",
             Shape::TopologySpreading => "TopologySpreading",
             Shape::SpreadAndAntiAffinity => "SpreadAndAntiAffinity",
+            Shape::Preemption => "PreemptionBasic",
         }
     }
 
@@ -62,13 +68,16 @@ impl Shape {
             Shape::TopologySpreading if big => (5000, 2000),
             Shape::TopologySpreading => (1000, 1000),
             Shape::SpreadAndAntiAffinity => (0, 2 * nodes),
+            Shape::Preemption => (4 * nodes, nodes),
         }
     }
 
     /// Where the init and the measured pods go.
     pub fn namespaces(self) -> (&'static str, &'static str) {
         match self {
-            Shape::Basic | Shape::TopologySpreading | Shape::SpreadAndAntiAffinity => ("default", "default"),
+            Shape::Basic | Shape::TopologySpreading | Shape::SpreadAndAntiAffinity | Shape::Preemption => {
+                ("default", "default")
+            }
             _ => ("sched-0", "sched-1"),
         }
     }
@@ -95,7 +104,7 @@ impl Shape {
                 json!({"topologySpreadConstraints": [{"maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone",
                         "whenUnsatisfiable": "DoNotSchedule", "labelSelector": blue}]}),
             ),
-            Shape::TopologySpreading | Shape::Basic => (json!({}), json!({})),
+            Shape::TopologySpreading | Shape::Basic | Shape::Preemption => (json!({}), json!({})),
             Shape::SpreadAndAntiAffinity => {
                 // Alternate by the pod's number: its name ends in it.
                 let odd = name.ends_with(['1', '3', '5', '7', '9']);
@@ -104,8 +113,16 @@ impl Shape {
             }
         };
         let mut spec = constraints;
+        let cpu = match (self, measured) {
+            (Shape::Preemption, true) => "3",
+            (Shape::Preemption, false) => "900m",
+            _ => "100m",
+        };
         spec["containers"] = json!([{"name": "pause", "image": "registry.k8s.io/pause:3.10",
-            "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]);
+            "resources": {"requests": {"cpu": cpu, "memory": "500Mi"}}}]);
+        if self == Shape::Preemption {
+            spec["priority"] = json!(if measured { 10 } else { 0 });
+        }
         match node {
             Some(node) => spec["nodeName"] = json!(node),
             None => spec["schedulerName"] = json!(scheduler),

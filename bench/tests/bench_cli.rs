@@ -22,13 +22,14 @@ fn every_workload_runs_and_reports() {
         "SchedulingPodAffinity",
         "TopologySpreading",
         "SpreadAndAntiAffinity",
+        "PreemptionBasic",
     ];
     for workload in workloads {
         assert!(stdout.contains(&format!("| {workload} |")), "{workload} missing:\n{stdout}");
     }
     assert!(stdout.contains("Targets on this machine"), "{stdout}");
     let results: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(results.len(), 9, "SchedulingBasic wasm + native, and one of each other workload");
+    assert_eq!(results.len(), 10, "SchedulingBasic wasm + native, and one of each other workload");
     for r in &results {
         assert!(r["podsPerSecond"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["attemptP99Us"].as_f64().unwrap() >= r["attemptP50Us"].as_f64().unwrap(), "{r}");
@@ -36,6 +37,8 @@ fn every_workload_runs_and_reports() {
     }
     let with_metrics = results.iter().find(|r| r["workload"] == "WithMetrics").unwrap();
     assert!(with_metrics["policyNsPerNode"].as_f64().unwrap() > 0.0);
+    let preemption = results.iter().find(|r| r["workload"] == "PreemptionBasic").unwrap();
+    assert!(preemption["details"]["preemptions"].as_f64().unwrap() >= 1.0, "{preemption}");
     let hot_swap = results.iter().find(|r| r["workload"] == "HotSwap").unwrap();
     assert!(hot_swap["details"]["swaps"].as_f64().unwrap() >= 1.0, "{hot_swap}");
     assert_eq!(hot_swap["details"]["fallbacks"].as_f64().unwrap(), 0.0, "no attempt fails across a swap");

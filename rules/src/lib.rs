@@ -7,7 +7,9 @@
 //! pod-selector matching, PodTopologySpread's skew arithmetic and
 //! InterPodAffinity's decision over topology pairs; the scheduler counts the
 //! pods, these decide. `preemption` holds DefaultPreemption's choice of
-//! victims and of the node, not wired into the scheduler yet.
+//! victims and of the node; `scoring` the arithmetic of the built-in score
+//! plugins (NodeAffinity, TaintToleration, BalancedAllocation, ImageLocality,
+//! PodTopologySpread, InterPodAffinity).
 //!
 //! The rules are generic over small traits ([`TaintFields`],
 //! [`TolerationFields`], [`RequirementFields`], [`TermFields`],
@@ -27,6 +29,7 @@ pub mod preemption;
 pub mod quantity;
 pub mod resources;
 mod rng;
+pub mod scoring;
 pub mod taints;
 pub mod topology_spread;
 

@@ -504,3 +504,102 @@ fn preemption_node_choice() {
     assert_eq!(pick(&[(&[r(20, 1), r(10, 7)], 0), (&[r(20, 3), r(10, 1)], 0)]), Some(1), "then the latest start");
     assert_eq!(pick(&[(&[r(20, 1)], 0), (&[r(20, 1)], 0)]), Some(0), "still tied: the first");
 }
+
+#[test]
+fn score_normalisation() {
+    use scoring::{default_normalize, inter_pod_normalize, spread_normalize};
+    let mut scores = [2, 4, 0, 3];
+    default_normalize(&mut scores, false);
+    assert_eq!(scores, [50, 100, 0, 75]);
+    let mut reversed = [2, 4, 0, 3];
+    default_normalize(&mut reversed, true);
+    assert_eq!(reversed, [50, 0, 100, 25]);
+    let mut zeros = [0, 0];
+    default_normalize(&mut zeros, true);
+    assert_eq!(zeros, [100, 100], "nothing to tell apart: reversed, every node is best");
+    let mut zeros = [0, 0];
+    default_normalize(&mut zeros, false);
+    assert_eq!(zeros, [0, 0]);
+    let mut signed = [-5, 0, 5, 2];
+    inter_pod_normalize(&mut signed);
+    assert_eq!(signed, [0, 50, 100, 70]);
+    let mut equal = [7, 7];
+    inter_pod_normalize(&mut equal);
+    assert_eq!(equal, [0, 0]);
+    // Nodes without the constraint's key (None) score 0; lower raw is better.
+    assert_eq!(spread_normalize(&[Some(3), Some(0), None, Some(1)]), [0, 100, 0, 66]);
+    assert_eq!(spread_normalize(&[Some(0), Some(0)]), [100, 100]);
+}
+
+#[test]
+fn node_affinity_and_taint_scores() {
+    use scoring::{intolerable_prefer_no_schedule, preferred_node_affinity};
+    let terms = [
+        (5, Term(vec![req("zone", Operator::In, &["a"])], vec![])),
+        (3, Term(vec![req("gen", Operator::Gt, &["6"])], vec![])),
+        (2, Term(vec![req("gen", Operator::Exists, &[])], vec![])),
+    ];
+    assert_eq!(preferred_node_affinity(&terms, &Node), 7, "zone=a (5) and gen exists (2); gen 5 is not > 6");
+    let taints: [Taint; 3] = [
+        ("dedicated", "db", Effect::PreferNoSchedule),
+        ("spot", "", Effect::PreferNoSchedule),
+        ("gpu", "", Effect::NoSchedule),
+    ];
+    let none: [Toleration; 0] = [];
+    assert_eq!(intolerable_prefer_no_schedule(&taints, &none), 2, "NoSchedule taints filter, they do not score");
+    let db = [Toleration("dedicated", TolerationOperator::Equal, "db", None)];
+    assert_eq!(intolerable_prefer_no_schedule(&taints, &db), 1);
+    let no_schedule_only = [Toleration("", TolerationOperator::Exists, "", Some(Effect::NoSchedule))];
+    assert_eq!(intolerable_prefer_no_schedule(&taints, &no_schedule_only), 2);
+}
+
+#[test]
+fn balanced_allocation_scores() {
+    use scoring::balanced_allocation;
+    // kube's own example: pod 3000m / 5000 on 4000m / 10000 → fractions
+    // 0.75 and 0.5, std 0.125 → 87; on 6000m / 10000 → 0.5 and 0.5 → 100.
+    assert_eq!(balanced_allocation(&[(3000, 4000), (5000, 10000)]), 87);
+    assert_eq!(balanced_allocation(&[(3000, 6000), (5000, 10000)]), 100);
+    // Fractions are capped at 1; a resource the node has none of is left out.
+    assert_eq!(balanced_allocation(&[(8000, 4000), (0, 10000)]), 50);
+    assert_eq!(balanced_allocation(&[(1000, 4000), (5000, 0)]), 100);
+    // The two-resource form agrees.
+    for (cpu, memory) in [((3000, 4000), (5000, 10000)), ((8000, 4000), (0, 10000)), ((1000, 4000), (5000, 0))] {
+        assert_eq!(scoring::balanced_cpu_memory(cpu, memory), balanced_allocation(&[cpu, memory]));
+    }
+    // Three resources: the population standard deviation.
+    assert_eq!(balanced_allocation(&[(1, 2), (1, 2), (2, 2)]), 76);
+}
+
+#[test]
+fn image_locality_scores() {
+    use scoring::{image_locality, normalized_image_name, scaled_image_score};
+    const MB: i64 = 1024 * 1024;
+    // kube's example: two containers; the node has the 300 MB image, which
+    // one node of two has: 100 * (150 MB - 23 MB) / (2000 MB - 23 MB) = 6.
+    assert_eq!(image_locality(scaled_image_score(300 * MB, 1, 2), 2), 6);
+    // 40 MB on half the nodes counts 20 MB: under the 23 MB threshold.
+    assert_eq!(image_locality(scaled_image_score(40 * MB, 1, 2), 2), 0);
+    // Capped at 1000 MB per container.
+    assert_eq!(image_locality(scaled_image_score(3000 * MB, 1, 1), 1), 100);
+    assert_eq!(normalized_image_name("nginx"), "nginx:latest");
+    assert_eq!(normalized_image_name("nginx:1.25"), "nginx:1.25");
+    assert_eq!(normalized_image_name("localhost:5000/nginx"), "localhost:5000/nginx:latest");
+    assert_eq!(normalized_image_name("registry.k8s.io/pause:3.10"), "registry.k8s.io/pause:3.10");
+}
+
+#[test]
+fn topology_spread_scores() {
+    use scoring::{spread_normalize, spread_score, spread_weight};
+    // Zones a (2 matching pods) and b (none) among the scored nodes:
+    // weight ln(2 + 2); a scores round(2 × 1.386) = 3, b 0; normalised,
+    // the empty zone is best.
+    let w = spread_weight(2);
+    assert!((w - 4f64.ln()).abs() < 1e-12);
+    let (a, b) = (spread_score([(2, 1, w)]), spread_score([(0, 1, w)]));
+    assert_eq!((a, b), (3, 0));
+    assert_eq!(spread_normalize(&[Some(a), Some(b)]), [0, 100]);
+    // maxSkew - 1 is added to every node, which waters the difference down.
+    assert_eq!((spread_score([(2, 3, w)]), spread_score([(0, 3, w)])), (5, 2));
+    assert_eq!(spread_normalize(&[Some(5), Some(2)]), [40, 100]);
+}

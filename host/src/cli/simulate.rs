@@ -12,7 +12,7 @@ use anyhow::bail;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use wasmsched::metrics::StaticMetrics;
-use wasmsched::scheduler::NodeSampling;
+use wasmsched::scheduler::{BuiltinScoring, NodeSampling};
 use wasmsched::sim::{DEFAULT_METRICS, DEFAULT_SCENARIO, Manifests, SimOptions, report, simulate};
 use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
@@ -54,6 +54,12 @@ pub struct SimulateArgs {
     /// Default: every node.
     #[arg(long, value_name = "0-100")]
     pub percentage_of_nodes_to_score: Option<NodeSampling>,
+    /// Turn off a part of the built-in score, by its kube-scheduler plugin
+    /// name (TaintToleration, NodeAffinity, PodTopologySpread,
+    /// InterPodAffinity, NodeResourcesBalancedAllocation, ImageLocality;
+    /// `*`: all of them). Repeatable.
+    #[arg(long = "disable-builtin-score", value_name = "NAME")]
+    pub disable_builtin_score: Vec<String>,
     #[arg(long, value_enum, default_value = "table")]
     pub output: OutputFormat,
     /// Print the decision record of this pod (NAME or NAMESPACE/NAME).
@@ -148,6 +154,8 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
         explain: args.explain.clone(),
         tenants,
         sampling: args.percentage_of_nodes_to_score.unwrap_or_default(),
+        scoring: BuiltinScoring::configured(&args.disable_builtin_score, &[])
+            .map_err(|e| anyhow::anyhow!("--disable-builtin-score: {e}"))?,
         progress: Some(Arc::new(move |placed, pending| {
             if placed % 256 == 0 {
                 progress_bar.set_length(pending);

@@ -81,9 +81,35 @@ pub struct PodInfo {
     pub never_preempts: bool,
     /// `status.nominatedNodeName`: the node a preemption freed for it.
     pub nominated_node: Option<String>,
-    /// Constraints the pod uses that wasmsched does not evaluate yet, with
-    /// the kube-scheduler plugin that would (see docs/architecture.md).
-    pub ignored_constraints: Vec<&'static str>,
+    /// What the pod prefers of nodes, for the built-in scores.
+    pub preferences: PodPreferences,
+    /// The PersistentVolumeClaims its volumes use (VolumeBinding).
+    pub claims: Vec<PodClaim>,
+}
+
+/// A PersistentVolumeClaim one of a pod's volumes uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodClaim {
+    pub name: String,
+    /// A generic ephemeral volume's claim (`POD-VOLUME`), which the
+    /// ephemeral volume controller creates.
+    pub ephemeral: bool,
+}
+
+/// What a pod prefers of a node rather than requires: read by the
+/// built-in scores (pod-to-pod preferences are in `PodConstraints`).
+#[derive(Debug, Clone, Default)]
+pub struct PodPreferences {
+    /// Preferred node affinity terms with their weights (NodeAffinity).
+    pub node_affinity: Vec<(i32, NodeSelectorTerm)>,
+    /// The images of its containers and init containers, named as node
+    /// status names them (ImageLocality).
+    pub images: Vec<String>,
+    /// Its containers and init containers.
+    pub containers: usize,
+    /// Requests neither cpu nor memory: NodeResourcesBalancedAllocation
+    /// leaves such pods alone, so they do not all pile onto one node.
+    pub best_effort: bool,
 }
 
 impl PodInfo {
@@ -105,21 +131,27 @@ impl PodInfo {
                 port: p.host_port.unwrap_or_default(),
             })
             .collect();
-        let required = spec
-            .affinity
-            .as_ref()
-            .and_then(|a| a.node_affinity.as_ref())
+        let node_affinity = spec.affinity.as_ref().and_then(|a| a.node_affinity.as_ref());
+        let required = node_affinity
             .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
-            .map(|s| {
-                s.node_selector_terms
-                    .iter()
-                    .map(|t| NodeSelectorTerm {
-                        match_expressions: t.match_expressions.iter().flatten().map(requirement).collect(),
-                        match_fields: t.match_fields.iter().flatten().map(requirement).collect(),
-                    })
-                    .collect()
-            })
+            .map(|s| s.node_selector_terms.iter().map(selector_term).collect())
             .unwrap_or_default();
+        let containers = spec.containers.iter().chain(spec.init_containers.iter().flatten());
+        let preferences = PodPreferences {
+            node_affinity: node_affinity
+                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|p| (p.weight, selector_term(&p.preference)))
+                .collect(),
+            images: containers
+                .clone()
+                .filter_map(|c| c.image.as_deref())
+                .map(wasmsched_rules::scoring::normalized_image_name)
+                .collect(),
+            containers: containers.count(),
+            best_effort: requests.resources.milli_cpu == 0 && requests.resources.memory == 0,
+        };
         let facts = PodFacts {
             namespace: key.namespace.clone(),
             name: key.name.clone(),
@@ -135,31 +167,19 @@ impl PodInfo {
             tolerations: spec.tolerations.iter().flatten().map(toleration).collect(),
         };
         let constraints = PodConstraints::of(spec, &key.namespace, meta.labels.as_ref().unwrap_or(&Default::default()));
-        let mut ignored_constraints = Vec::new();
-        if constraints.as_ref().is_some_and(|c| c.spread.iter().any(|c| !c.hard)) {
-            ignored_constraints.push("topologySpreadConstraints with ScheduleAnyway (PodTopologySpread scoring)");
-        }
-        let affinity = spec.affinity.as_ref();
-        let preferred_pod_affinity = affinity.is_some_and(|a| {
-            a.pod_affinity.as_ref().is_some_and(|p| p.preferred_during_scheduling_ignored_during_execution.is_some())
-                || a.pod_anti_affinity
-                    .as_ref()
-                    .is_some_and(|p| p.preferred_during_scheduling_ignored_during_execution.is_some())
-        });
-        if preferred_pod_affinity {
-            ignored_constraints.push("preferred pod affinity/anti-affinity (InterPodAffinity scoring)");
-        }
-        if affinity
-            .and_then(|a| a.node_affinity.as_ref())
-            .is_some_and(|n| n.preferred_during_scheduling_ignored_during_execution.is_some())
-        {
-            ignored_constraints.push("preferred node affinity (NodeAffinity scoring)");
-        }
-        if spec.volumes.iter().flatten().any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some()) {
-            ignored_constraints.push("persistent volume claims (VolumeBinding, VolumeZone, NodeVolumeLimits)");
-        }
+        let claims = spec
+            .volumes
+            .iter()
+            .flatten()
+            .filter_map(|v| match (&v.persistent_volume_claim, &v.ephemeral) {
+                (Some(claim), _) => Some(PodClaim { name: claim.claim_name.clone(), ephemeral: false }),
+                (None, Some(_)) => Some(PodClaim { name: format!("{}-{}", key.name, v.name), ephemeral: true }),
+                (None, None) => None,
+            })
+            .collect();
         Ok(PodInfo {
-            ignored_constraints,
+            preferences,
+            claims,
             uid: facts.uid.clone(),
             key,
             facts,
@@ -179,6 +199,13 @@ impl PodInfo {
 
     pub fn annotation(&self, key: &str) -> Option<&str> {
         self.facts.annotations.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+}
+
+pub(crate) fn selector_term(t: &k8s_openapi::api::core::v1::NodeSelectorTerm) -> NodeSelectorTerm {
+    NodeSelectorTerm {
+        match_expressions: t.match_expressions.iter().flatten().map(requirement).collect(),
+        match_fields: t.match_fields.iter().flatten().map(requirement).collect(),
     }
 }
 

@@ -4,18 +4,21 @@
 pub mod convert;
 pub mod disruption_budgets;
 pub mod domains;
+pub mod images;
 pub mod nominations;
-pub mod placed_anti_affinity;
+pub mod placed_terms;
 pub mod pod_constraints;
 pub mod pod_counts;
 pub mod requests;
 pub mod state;
+pub mod volumes;
 
-pub use convert::{HostPort, PodInfo, PodKey, node_facts};
+pub use convert::{HostPort, PodClaim, PodInfo, PodKey, PodPreferences, node_facts};
 pub use disruption_budgets::DisruptionBudget;
 pub use domains::Domains;
 pub use nominations::NominatedPod;
-pub use pod_constraints::{AffinityTerm, LabelSelector, PodConstraints, SpreadConstraint};
+pub use pod_constraints::{AffinityTerm, LabelSelector, PodConstraints, SpreadConstraint, WeightedTerm};
 pub use pod_counts::{MatchingPods, Namespaces, PerNode, PodClause};
 pub use requests::{PodRequests, RequestError, pod_requests};
 pub use state::{ClusterState, NodeState, NodeUsage, PlacedPod};
+pub use volumes::Volumes;

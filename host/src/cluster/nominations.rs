@@ -26,7 +26,17 @@ impl NominatedPod {
 impl NodeState {
     /// What the node holds for `pod`: its placed pods, plus the pods
     /// nominated to it of at least `pod`'s priority (`pod` itself aside).
+    #[inline]
     pub fn usage_for(&self, pod: &PodInfo) -> Cow<'_, NodeUsage> {
+        // Once per node per attempt, and almost always nobody is nominated.
+        if self.nominated.is_empty() {
+            return Cow::Borrowed(&self.usage);
+        }
+        self.usage_with_nominated(pod)
+    }
+
+    #[cold]
+    fn usage_with_nominated(&self, pod: &PodInfo) -> Cow<'_, NodeUsage> {
         let mut holding =
             self.nominated.iter().filter(|n| n.priority >= pod.facts.priority && n.key != pod.key).peekable();
         if holding.peek().is_none() {

@@ -1,13 +1,13 @@
 //! A pod's constraints on other pods, read once from its spec: topology
-//! spread constraints and required inter-pod (anti-)affinity terms, with
-//! kube's defaults filled in and `matchLabelKeys` / `mismatchLabelKeys`
+//! spread constraints and inter-pod (anti-)affinity terms, required and
+//! preferred, with kube's defaults filled in and `matchLabelKeys` / `mismatchLabelKeys`
 //! merged into the selectors. The API server merges them too at creation;
 //! merging again adds the same requirement, which changes nothing, and a
 //! manifest given to the simulator gets what the API server would do.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{PodAffinityTerm, PodSpec, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::{PodAffinityTerm, PodSpec, TopologySpreadConstraint, WeightedPodAffinityTerm};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use wasmsched_rules::{LabelSelectorFields, Labels};
 use wasmsched_runtime::{SelectorOperator, SelectorRequirement};
@@ -124,13 +124,46 @@ impl AffinityTerm {
     }
 }
 
-/// What a pod requires of the pods around it.
+/// What a pod requires of the pods around it, and what it prefers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodConstraints {
     pub spread: Vec<SpreadConstraint>,
     pub affinity: Vec<AffinityTerm>,
     pub anti_affinity: Vec<AffinityTerm>,
+    /// Preferred pod affinity terms with their weights, and preferred
+    /// anti-affinity terms with theirs negated (InterPodAffinity's score).
+    pub preferred: Vec<WeightedTerm>,
 }
+
+/// A preferred term and what a match adds to a node's score: its weight,
+/// negative for anti-affinity.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WeightedTerm {
+    pub weight: i32,
+    pub term: AffinityTerm,
+}
+
+impl PodConstraints {
+    /// Whether the pod's filters read other pods (so another pod's change
+    /// can make it schedulable): a required term or a `DoNotSchedule`
+    /// constraint.
+    pub fn filters_on_pods(&self) -> bool {
+        self.spread.iter().any(|c| c.hard) || !self.affinity.is_empty() || !self.anti_affinity.is_empty()
+    }
+
+    /// The terms by which this pod, once placed, scores pods that come
+    /// after it (InterPodAffinity's symmetry): its required affinity terms
+    /// with kube's `hardPodAffinityWeight` (1), then its preferred terms.
+    pub fn scoring_terms(&self) -> impl Iterator<Item = WeightedTerm> + '_ {
+        let required =
+            self.affinity.iter().map(|term| WeightedTerm { weight: HARD_POD_AFFINITY_WEIGHT, term: term.clone() });
+        required.chain(self.preferred.iter().cloned())
+    }
+}
+
+/// kube's default `hardPodAffinityWeight`: what a placed pod's required
+/// affinity term adds to the score of nodes near it for a pod it matches.
+pub const HARD_POD_AFFINITY_WEIGHT: i32 = 1;
 
 impl PodConstraints {
     /// `None` for a pod without any, which is most pods.
@@ -142,15 +175,34 @@ impl PodConstraints {
         let terms = |terms: Option<&Vec<PodAffinityTerm>>| -> Vec<AffinityTerm> {
             terms.into_iter().flatten().map(|t| affinity_term(t, namespace, labels)).collect()
         };
+        let weighted = |terms: Option<&Vec<WeightedPodAffinityTerm>>, sign: i32| -> Vec<WeightedTerm> {
+            terms
+                .into_iter()
+                .flatten()
+                .map(|t| WeightedTerm {
+                    weight: sign * t.weight,
+                    term: affinity_term(&t.pod_affinity_term, namespace, labels),
+                })
+                .collect()
+        };
+        let mut preferred =
+            weighted(pod_affinity.and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()), 1);
+        preferred.extend(weighted(
+            pod_anti_affinity.and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()),
+            -1,
+        ));
         let constraints = PodConstraints {
+            preferred,
             spread,
             affinity: terms(pod_affinity.and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())),
             anti_affinity: terms(
                 pod_anti_affinity.and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()),
             ),
         };
-        let none =
-            constraints.spread.is_empty() && constraints.affinity.is_empty() && constraints.anti_affinity.is_empty();
+        let none = constraints.spread.is_empty()
+            && constraints.affinity.is_empty()
+            && constraints.anti_affinity.is_empty()
+            && constraints.preferred.is_empty();
         (!none).then_some(constraints)
     }
 }

@@ -14,10 +14,12 @@ use k8s_openapi::api::core::v1::Node;
 use super::convert::{HostPort, PodInfo, PodKey, node_facts};
 use super::disruption_budgets::DisruptionBudget;
 use super::domains::{DomainCache, Domains};
+use super::images::{NodeImages, node_images};
 use super::nominations::NominatedPod;
-use super::placed_anti_affinity::PlacedAntiAffinity;
-use super::pod_constraints::{AffinityTerm, PodConstraints};
+use super::placed_terms::PlacedTerms;
+use super::pod_constraints::{AffinityTerm, PodConstraints, WeightedTerm};
 use super::pod_counts::{CountedPod, PerNode, PodClause, PodCounters};
+use super::volumes::Volumes;
 use wasmsched_runtime::{Candidate, NodeId, NodeTable};
 
 /// What the pods placed on a node request of it.
@@ -156,7 +158,12 @@ pub struct ClusterState {
     counters: Mutex<PodCounters>,
     /// Likewise for the domain numbering of the topology keys asked about.
     domains: Mutex<DomainCache>,
-    anti_affinity: PlacedAntiAffinity,
+    anti_affinity: PlacedTerms<AffinityTerm>,
+    /// Placed pods' terms that score incoming pods (InterPodAffinity).
+    scoring_terms: PlacedTerms<WeightedTerm>,
+    images: NodeImages,
+    /// Claims, volumes and storage classes (VolumeBinding).
+    volumes: Volumes,
     /// Namespace name → its labels, for namespace selectors.
     namespaces: HashMap<String, Vec<(String, String)>>,
     /// Pod → the node a preemption nominated it to (also in that node's
@@ -197,6 +204,8 @@ impl ClusterState {
             None => Arc::make_mut(&mut self.table).upsert(facts),
         };
         let mut changed = self.table.sync_point().generation != generation;
+        // Images only score, so they change nothing a waiting pod waits for.
+        self.images.set(id, node_images(node));
         if self.nodes.len() <= id as usize {
             self.nodes.resize_with(id as usize + 1, || None);
         }
@@ -230,6 +239,7 @@ impl ClusterState {
         self.count_node(name, id, false);
         Arc::make_mut(&mut self.table).remove(name);
         self.nodes[id as usize] = None;
+        self.images.clear(id);
         true
     }
 
@@ -299,10 +309,20 @@ impl ClusterState {
         let counters = self.counters.get_mut().expect("never poisoned");
         if added {
             counters.pod_added(pod.counted(node));
-            self.anti_affinity.add(pod.anti_affinity(), node);
+            for term in pod.anti_affinity() {
+                self.anti_affinity.add(term, node);
+            }
+            for term in pod.constraints.iter().flat_map(|c| c.scoring_terms()) {
+                self.scoring_terms.add(&term, node);
+            }
         } else {
             counters.pod_removed(pod.counted(node));
-            self.anti_affinity.remove(pod.anti_affinity(), node);
+            for term in pod.anti_affinity() {
+                self.anti_affinity.remove(term, node);
+            }
+            for term in pod.constraints.iter().flat_map(|c| c.scoring_terms()) {
+                self.scoring_terms.remove(&term, node);
+            }
         }
     }
 
@@ -320,8 +340,27 @@ impl ClusterState {
 
     /// Placed pods' required anti-affinity terms, each with the nodes of
     /// the pods that carry it.
-    pub fn placed_anti_affinity(&self) -> &PlacedAntiAffinity {
+    pub fn placed_anti_affinity(&self) -> &PlacedTerms<AffinityTerm> {
         &self.anti_affinity
+    }
+
+    /// Placed pods' required affinity and preferred terms, with their
+    /// weights and the nodes of the pods that carry them.
+    pub fn placed_scoring_terms(&self) -> &PlacedTerms<WeightedTerm> {
+        &self.scoring_terms
+    }
+
+    /// The images nodes report.
+    pub fn images(&self) -> &NodeImages {
+        &self.images
+    }
+
+    pub fn volumes(&self) -> &Volumes {
+        &self.volumes
+    }
+
+    pub fn volumes_mut(&mut self) -> &mut Volumes {
+        &mut self.volumes
     }
 
     pub fn namespace_upserted(&mut self, name: &str, labels: Vec<(String, String)>) {

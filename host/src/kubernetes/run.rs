@@ -58,7 +58,15 @@ impl RunningScheduler {
 pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<RunningScheduler> {
     anyhow::ensure!(!config.profiles.is_empty(), "at least one profile is required");
     // One pod watch for every profile, as kube-scheduler's one informer.
-    let sources = vec![Source::nodes(), Source::live_pods(), Source::namespaces(), Source::disruption_budgets()];
+    let sources = vec![
+        Source::nodes(),
+        Source::live_pods(),
+        Source::namespaces(),
+        Source::disruption_budgets(),
+        Source::claims(),
+        Source::volumes(),
+        Source::storage_classes(),
+    ];
     let mut source_names: Vec<String> = sources.iter().map(|s| s.name.clone()).collect();
     let mut policy_sources: Vec<(String, ConfigMapRef)> = Vec::new();
     let mut dir_sources: Vec<(String, std::path::PathBuf)> = Vec::new();
@@ -104,11 +112,21 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let first = profiles.next().expect("checked above");
     let controller = first.scheduler_name.clone();
     let mut scheduler = Scheduler::new(
-        SchedulerConfig { scheduler_name: first.scheduler_name, seed: config.seed, sampling: first.sampling },
+        SchedulerConfig {
+            scheduler_name: first.scheduler_name,
+            seed: config.seed,
+            sampling: first.sampling,
+            scoring: first.scoring,
+        },
         initial.remove(0),
     );
     for (p, policies) in profiles.zip(rest) {
-        scheduler.add_profile(Profile { scheduler_name: p.scheduler_name, policies, sampling: p.sampling });
+        scheduler.add_profile(Profile {
+            scheduler_name: p.scheduler_name,
+            policies,
+            sampling: p.sampling,
+            scoring: p.scoring,
+        });
     }
     scheduler.configure_tenants(config.tenants.settings.clone());
 

@@ -231,6 +231,30 @@ impl SchedulingLoop {
                     self.status.metrics.watch_event("poddisruptionbudgets");
                     self.scheduler.budget_deleted(&namespace, &name);
                 }
+                ClusterChange::Claim(claim) => {
+                    self.status.metrics.watch_event("persistentvolumeclaims");
+                    self.scheduler.claim_upserted(&claim, now);
+                }
+                ClusterChange::ClaimGone { namespace, name } => {
+                    self.status.metrics.watch_event("persistentvolumeclaims");
+                    self.scheduler.claim_deleted(&namespace, &name);
+                }
+                ClusterChange::Volume(volume) => {
+                    self.status.metrics.watch_event("persistentvolumes");
+                    self.scheduler.volume_upserted(&volume, now);
+                }
+                ClusterChange::VolumeGone(name) => {
+                    self.status.metrics.watch_event("persistentvolumes");
+                    self.scheduler.volume_deleted(&name);
+                }
+                ClusterChange::StorageClass(class) => {
+                    self.status.metrics.watch_event("storageclasses");
+                    self.scheduler.storage_class_upserted(&class, now);
+                }
+                ClusterChange::StorageClassGone(name) => {
+                    self.status.metrics.watch_event("storageclasses");
+                    self.scheduler.storage_class_deleted(&name);
+                }
                 ClusterChange::Synced(source) => self.status.set_synced(&source),
             },
             Input::Bound(BindResult { request, outcome }) => {

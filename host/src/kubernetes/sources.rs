@@ -1,7 +1,9 @@
 //! Watches reflected into the scheduling core: nodes, every non-terminal
 //! pod through one watch, as kube-scheduler's single pod informer does (the
-//! core decides which pods are pending and whose), and namespaces, whose
-//! labels inter-pod affinity's namespace selectors match.
+//! core decides which pods are pending and whose), namespaces, whose
+//! labels inter-pod affinity's namespace selectors match,
+//! PodDisruptionBudgets for preemption, and the claims, volumes and
+//! storage classes VolumeBinding reads.
 //!
 //! kube-runtime's watcher relists on 410 Gone and reconnects with backoff;
 //! what a relist implies (`watch_events`) is passed on: nodes missing from
@@ -19,8 +21,9 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -51,6 +54,15 @@ pub enum ClusterChange {
         namespace: String,
         name: String,
     },
+    Claim(Arc<PersistentVolumeClaim>),
+    ClaimGone {
+        namespace: String,
+        name: String,
+    },
+    Volume(Arc<PersistentVolume>),
+    VolumeGone(String),
+    StorageClass(Arc<StorageClass>),
+    StorageClassGone(String),
     /// A source's initial list (or a relist) has been applied.
     Synced(String),
 }
@@ -71,6 +83,11 @@ enum SourceKind {
     Namespaces,
     /// PodDisruptionBudgets, which preemption respects.
     Budgets,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses, which
+    /// VolumeBinding reads.
+    Claims,
+    Volumes,
+    StorageClasses,
 }
 
 impl Source {
@@ -92,6 +109,18 @@ impl Source {
 
     pub fn disruption_budgets() -> Source {
         Source { name: "poddisruptionbudgets".into(), kind: SourceKind::Budgets, config: watcher::Config::default() }
+    }
+
+    pub fn claims() -> Source {
+        Source { name: "persistentvolumeclaims".into(), kind: SourceKind::Claims, config: watcher::Config::default() }
+    }
+
+    pub fn volumes() -> Source {
+        Source { name: "persistentvolumes".into(), kind: SourceKind::Volumes, config: watcher::Config::default() }
+    }
+
+    pub fn storage_classes() -> Source {
+        Source { name: "storageclasses".into(), kind: SourceKind::StorageClasses, config: watcher::Config::default() }
     }
 
     /// Runs the watch until the receiver is gone, sending every change.
@@ -129,6 +158,24 @@ impl Source {
                 let apply = |b: PodDisruptionBudget| ClusterChange::Budget(Arc::new(b));
                 reflect(Api::<PodDisruptionBudget>::all(client), self, tx, apply, gone).await
             }
+            SourceKind::Claims => {
+                let gone = |c: PersistentVolumeClaim| ClusterChange::ClaimGone {
+                    namespace: c.namespace().unwrap_or_default(),
+                    name: c.name_any(),
+                };
+                let apply = |c: PersistentVolumeClaim| ClusterChange::Claim(Arc::new(c));
+                reflect(Api::<PersistentVolumeClaim>::all(client), self, tx, apply, gone).await
+            }
+            SourceKind::Volumes => {
+                let gone = |v: PersistentVolume| ClusterChange::VolumeGone(v.name_any());
+                let apply = |v: PersistentVolume| ClusterChange::Volume(Arc::new(v));
+                reflect(Api::<PersistentVolume>::all(client), self, tx, apply, gone).await
+            }
+            SourceKind::StorageClasses => {
+                let gone = |c: StorageClass| ClusterChange::StorageClassGone(c.name_any());
+                let apply = |c: StorageClass| ClusterChange::StorageClass(Arc::new(c));
+                reflect(Api::<StorageClass>::all(client), self, tx, apply, gone).await
+            }
         }
     }
 }
@@ -147,6 +194,9 @@ async fn reflect<K, T: From<ClusterChange> + Send>(
         SourceKind::LivePods => ("pods", "in all namespaces"),
         SourceKind::Namespaces => ("namespaces", "(cluster-scoped)"),
         SourceKind::Budgets => ("poddisruptionbudgets.policy", "in all namespaces"),
+        SourceKind::Claims => ("persistentvolumeclaims", "in all namespaces"),
+        SourceKind::Volumes => ("persistentvolumes", "(cluster-scoped)"),
+        SourceKind::StorageClasses => ("storageclasses.storage.k8s.io", "(cluster-scoped)"),
     };
     let target = WatchTarget { name: source.name.clone(), resource, scope: scope.into(), switch_off: None };
     let mut changes = watch_events::watch(api, source.config.clone(), target).boxed();
@@ -172,6 +222,21 @@ async fn reflect<K, T: From<ClusterChange> + Send>(
                     SourceKind::Budgets => {
                         for key in gone {
                             ok &= send(ClusterChange::BudgetGone { namespace: key.namespace, name: key.name });
+                        }
+                    }
+                    SourceKind::Claims => {
+                        for key in gone {
+                            ok &= send(ClusterChange::ClaimGone { namespace: key.namespace, name: key.name });
+                        }
+                    }
+                    SourceKind::Volumes => {
+                        for key in gone {
+                            ok &= send(ClusterChange::VolumeGone(key.name));
+                        }
+                    }
+                    SourceKind::StorageClasses => {
+                        for key in gone {
+                            ok &= send(ClusterChange::StorageClassGone(key.name));
                         }
                     }
                     SourceKind::LivePods => {

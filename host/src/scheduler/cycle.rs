@@ -1,19 +1,21 @@
 //! One scheduling attempt for one pod: built-in filters → policy filters →
-//! policy scores → normalise per policy → weighted sum → best node, ties
-//! broken at random (seeded). A failing policy never fails the pod: its
-//! filter is skipped and the attempt scores with the built-in
-//! least-allocated fallback, which the record says.
+//! built-in scores and policy scores → normalise per part → weighted sum →
+//! best node, ties broken at random (seeded). A failing policy never fails
+//! the pod: its filter is skipped and the attempt scores with the built-in
+//! least-allocated fallback in the policies' place, which the record says.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmsched_rules::SplitMix64;
 
+use super::builtin_scores::{BuiltinInputs, BuiltinScoring};
 use super::decision::{DecisionRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
 use super::filters;
 use super::policy_set::{PolicySet, WeightedPolicy, least_allocated};
 use super::sampling::NodeWindow;
 use super::topology_filters::TopologyFilters;
+use super::volume_binding::{PodVolumes, WAITS_FOR_FIRST_CONSUMER};
 use crate::cluster::{ClusterState, PodInfo};
 use wasmsched_runtime::NodeMetrics;
 use wasmsched_runtime::{Candidate, NodeFacts, NodeId, PolicyContext, PolicyError, ScoreOrder};
@@ -22,6 +24,8 @@ pub struct CycleInput<'a> {
     pub pod: &'a PodInfo,
     pub state: &'a ClusterState,
     pub policies: &'a PolicySet,
+    /// The profile's built-in score parts and their weights.
+    pub scoring: &'a BuiltinScoring,
     pub metrics: &'a Arc<dyn NodeMetrics>,
     /// The scheduler's seed; mixed with the pod and attempt.
     pub seed: u64,
@@ -85,6 +89,13 @@ fn timed<T>(
 #[derive(Debug)]
 pub struct Prefiltered {
     pub candidates: Vec<Candidate>,
+    /// The built-in score parts' inputs, per candidate.
+    builtin: BuiltinInputs,
+    /// Why no node can take the pod whatever the node (kube's PreFilter
+    /// rejections: a claim missing or not bound yet).
+    pod_rejection: Option<String>,
+    /// Constraints of the pod left unevaluated, for the record.
+    ignored_constraints: Vec<&'static str>,
     histogram: ReasonHistogram,
     records: Vec<NodeRecord>,
     /// For each candidate, its entry in `records` (with detail only).
@@ -101,9 +112,16 @@ pub struct Prefiltered {
 }
 
 /// Built-in filters over the nodes of `window`: from its start, until it
-/// has found enough feasible nodes or seen every node.
-pub fn prefilter(pod: &PodInfo, state: &ClusterState, detail: bool, window: NodeWindow) -> Prefiltered {
-    prefilter_over(pod, state, detail, window, state.table().iter_from(window.start))
+/// has found enough feasible nodes or seen every node; then the inputs of
+/// the built-in scores for the nodes found.
+pub fn prefilter(
+    pod: &PodInfo,
+    state: &ClusterState,
+    scoring: &BuiltinScoring,
+    detail: bool,
+    window: NodeWindow,
+) -> Prefiltered {
+    prefilter_over(pod, state, scoring, detail, window, state.table().iter_from(window.start))
 }
 
 /// Built-in filters over the nodes `nodes` yields (id, facts, the slot
@@ -111,6 +129,7 @@ pub fn prefilter(pod: &PodInfo, state: &ClusterState, detail: bool, window: Node
 fn prefilter_over<'a>(
     pod: &PodInfo,
     state: &'a ClusterState,
+    scoring: &BuiltinScoring,
     detail: bool,
     window: NodeWindow,
     nodes: impl Iterator<Item = (NodeId, &'a NodeFacts, usize)>,
@@ -121,6 +140,9 @@ fn prefilter_over<'a>(
         // doubling cost a dozen reallocations and copies per attempt at
         // 5,000 nodes (docs/benchmarks.md, "Instruction counts").
         candidates: Vec::with_capacity(table.len().min(window.find)),
+        builtin: BuiltinInputs::default(),
+        pod_rejection: None,
+        ignored_constraints: Vec::new(),
         histogram: ReasonHistogram::default(),
         records: Vec::new(),
         record_index: Vec::new(),
@@ -130,13 +152,24 @@ fn prefilter_over<'a>(
         next_start: window.start,
         detail,
     };
+    let volumes = match PodVolumes::resolve(pod, state) {
+        Ok(volumes) => volumes,
+        Err(rejection) => {
+            pre.pod_rejection = Some(rejection);
+            return pre;
+        }
+    };
+    if volumes.waits_for_first_consumer {
+        pre.ignored_constraints.push(WAITS_FOR_FIRST_CONSUMER);
+    }
     // One loop per case, so a pod without topology constraints (most pods)
     // runs the per-node loop it ran before they existed.
     match TopologyFilters::new(pod, state) {
-        None => filter_nodes(pod, state, nodes, window.find, &mut pre, |_| Ok(())),
-        Some(topology) => filter_nodes(pod, state, nodes, window.find, &mut pre, |id| topology.check(id)),
+        None => filter_nodes(pod, state, &volumes, nodes, window.find, &mut pre, |_| Ok(())),
+        Some(topology) => filter_nodes(pod, state, &volumes, nodes, window.find, &mut pre, |id| topology.check(id)),
     }
     pre.feasible_builtin = pre.candidates.len();
+    pre.builtin = BuiltinInputs::gather(pod, state, &pre.candidates, scoring);
     pre
 }
 
@@ -145,6 +178,7 @@ fn prefilter_over<'a>(
 fn filter_nodes<'a>(
     pod: &PodInfo,
     state: &ClusterState,
+    volumes: &PodVolumes,
     nodes: impl Iterator<Item = (NodeId, &'a NodeFacts, usize)>,
     find: usize,
     pre: &mut Prefiltered,
@@ -158,7 +192,7 @@ fn filter_nodes<'a>(
         pre.next_start = next;
         pre.evaluated += 1;
         let Some(node_state) = state.node(id) else { continue };
-        match filters::run(pod, node, node_state).and_then(|()| topology(id).or_else(filters::reject)) {
+        match filters::run(pod, node, node_state, volumes).and_then(|()| topology(id).or_else(filters::reject)) {
             Ok(()) => {
                 pre.candidates.push(node_state.usage.candidate(id));
                 if detail {
@@ -207,14 +241,14 @@ pub struct Decision {
 /// it.
 pub fn schedule_one(input: CycleInput<'_>) -> (DecisionRecord, usize) {
     let started = Instant::now();
-    let CycleInput { pod, state, policies, metrics, seed, attempt, detail, window } = input;
+    let CycleInput { pod, state, policies, scoring, metrics, seed, attempt, detail, window } = input;
     let ctx = PolicyContext { nodes: state.table().clone(), metrics: metrics.clone() };
     // A pod a preemption nominated tries its node first, as kube's
     // `evaluateNominatedNode`: the room was freed for it.
     let nominated = state.nomination(&pod.key).and_then(|n| state.table().id_of(n));
     if let Some(id) = nominated {
         let node = state.table().get(id).map(|facts| (id, facts, id as usize + 1));
-        let pre = prefilter_over(pod, state, detail, NodeWindow::ALL, node.into_iter());
+        let pre = prefilter_over(pod, state, scoring, detail, NodeWindow::ALL, node.into_iter());
         if !pre.candidates.is_empty() {
             let record = decide(pre, pod, &ctx, policies, seed, attempt, started).record;
             if record.chosen.is_some() {
@@ -222,14 +256,15 @@ pub fn schedule_one(input: CycleInput<'_>) -> (DecisionRecord, usize) {
             }
         }
     }
-    let pre = prefilter(pod, state, detail, window);
+    let pre = prefilter(pod, state, scoring, detail, window);
     let (complete, next_start) = (pre.evaluated == pre.nodes, pre.next_start);
     let record = decide(pre, pod, &ctx, policies, seed, attempt, started).record;
     if record.chosen.is_some() || complete {
         return (record, next_start);
     }
     let mut full =
-        decide(prefilter(pod, state, detail, NodeWindow::ALL), pod, &ctx, policies, seed, attempt, started).record;
+        decide(prefilter(pod, state, scoring, detail, NodeWindow::ALL), pod, &ctx, policies, seed, attempt, started)
+            .record;
     // Both rounds' calls count for the policy metrics.
     full.policy_calls.splice(0..0, record.policy_calls);
     (full, next_start)
@@ -248,6 +283,9 @@ pub fn decide(
 ) -> Decision {
     let Prefiltered {
         mut candidates,
+        mut builtin,
+        pod_rejection,
+        ignored_constraints,
         mut histogram,
         mut records,
         mut record_index,
@@ -270,8 +308,11 @@ pub fn decide(
             Ok(outcome) => {
                 let mut kept = Vec::with_capacity(candidates.len());
                 let mut kept_index = Vec::with_capacity(candidates.len());
+                let mut keep = Vec::with_capacity(candidates.len());
                 for (i, c) in candidates.iter().enumerate() {
-                    match outcome.rejection(i) {
+                    let rejection = outcome.rejection(i);
+                    keep.push(rejection.is_none());
+                    match rejection {
                         None => {
                             kept.push(*c);
                             if detail {
@@ -288,6 +329,9 @@ pub fn decide(
                             }
                         }
                     }
+                }
+                if kept.len() < candidates.len() {
+                    builtin.retain(&keep);
                 }
                 candidates = kept;
                 record_index = kept_index;
@@ -320,7 +364,8 @@ pub fn decide(
         message: None,
         policies: versions,
         tenant: None,
-        ignored_constraints: pod.ignored_constraints.iter().map(|c| c.to_string()).collect(),
+        ignored_constraints: ignored_constraints.iter().map(|c| c.to_string()).collect(),
+        pod_rejected: pod_rejection.is_some(),
         preemption: None,
         fallback: None,
         duration: Duration::ZERO,
@@ -329,7 +374,10 @@ pub fn decide(
     };
 
     if candidates.is_empty() {
-        record.message = Some(histogram.message(nodes));
+        record.message = Some(match pod_rejection {
+            Some(rejection) => format!("0/{nodes} nodes are available: {rejection}."),
+            None => histogram.message(nodes),
+        });
         record.fallback = fallback;
         record.policy_calls = calls;
         record.node_records = records;
@@ -337,10 +385,15 @@ pub fn decide(
         return Decision { record, candidates, totals: Vec::new(), best: None };
     }
 
-    // Scores: every scoring policy, normalised and weighted; any failure
-    // (or none to ask) means the native fallback for the whole phase.
+    // Scores: the built-in parts, then every scoring policy, normalised
+    // and weighted; any policy failure (or no policy to ask) means the
+    // native least-allocated in the policies' place.
     let pod_seed = pod_seed(seed, pod, attempt);
     let mut totals = vec![0.0; candidates.len()];
+    let builtin = builtin.scores();
+    for part in &builtin {
+        part.add_weighted(&mut totals);
+    }
     let mut per_policy: Vec<(String, u32, Vec<f64>, Vec<f64>)> = Vec::new();
     let scoring: Vec<_> = policies.policies.iter().filter(|wp| wp.policy.info.phases.score).collect();
     if fallback.is_none() {
@@ -391,15 +444,19 @@ pub fn decide(
     let (chosen, _) = best.expect("candidates is not empty");
     if detail {
         for (i, &r) in record_index.iter().enumerate() {
-            records[r].scores = per_policy
-                .iter()
-                .map(|(name, weight, raw, normalized)| PolicyScore {
-                    policy: name.clone(),
-                    raw: raw[i],
-                    normalized: normalized[i],
-                    weight: *weight,
-                })
-                .collect();
+            let parts = builtin.iter().map(|p| PolicyScore {
+                policy: format!("{} (built-in)", p.part),
+                raw: p.raw(i),
+                normalized: p.normalized(i),
+                weight: p.weight,
+            });
+            let policies = per_policy.iter().map(|(name, weight, raw, normalized)| PolicyScore {
+                policy: name.clone(),
+                raw: raw[i],
+                normalized: normalized[i],
+                weight: *weight,
+            });
+            records[r].scores = parts.chain(policies).collect();
             records[r].total = Some(totals[i]);
         }
     }

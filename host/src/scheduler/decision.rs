@@ -71,6 +71,10 @@ pub struct DecisionRecord {
     /// The kube-form message when no node was chosen.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Rejected whatever the node (a claim missing or not bound): no
+    /// eviction can help.
+    #[serde(skip)]
+    pub pod_rejected: bool,
     pub policies: Vec<PolicyVersion>,
     /// The tenant (namespace) whose policy decided, for pods that opted in
     /// to one with the `wasmsched.io/policy` annotation.

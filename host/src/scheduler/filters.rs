@@ -10,6 +10,7 @@
 use wasmsched_rules::{first_untolerated, node_selector_matches, required_affinity_matches, tolerates};
 use wasmsched_runtime::{NodeFacts, TaintEffect};
 
+use super::volume_binding::PodVolumes;
 use crate::cluster::{NodeState, NodeUsage, PodInfo};
 
 pub const NODE_UNSCHEDULABLE: &str = "node(s) were unschedulable";
@@ -19,11 +20,11 @@ pub const NODE_PORTS_CONFLICT: &str = "node(s) didn't have free ports for the re
 pub const TOO_MANY_PODS: &str = "Too many pods";
 pub const UNTOLERATED_TAINT: &str = "node(s) had untolerated taint(s)";
 
-/// Runs the built-in filters that read only the node and what is placed on
-/// it; `Err` holds the first failing filter's reasons. PodTopologySpread
-/// and InterPodAffinity, which read counts of other pods, come after them
-/// (`topology_filters.rs`).
-pub fn run(pod: &PodInfo, node: &NodeFacts, state: &NodeState) -> Result<(), Vec<String>> {
+/// Runs the built-in filters that read only the node, what is placed on
+/// it and the pod's bound volumes; `Err` holds the first failing filter's
+/// reasons. PodTopologySpread and InterPodAffinity, which read counts of
+/// other pods, come after them (`topology_filters.rs`).
+pub fn run(pod: &PodInfo, node: &NodeFacts, state: &NodeState, volumes: &PodVolumes) -> Result<(), Vec<String>> {
     node_unschedulable(pod, node)?;
     node_name(pod, node)?;
     taint_toleration(pod, node)?;
@@ -31,7 +32,8 @@ pub fn run(pod: &PodInfo, node: &NodeFacts, state: &NodeState) -> Result<(), Vec
     // Placed pods, and nominated pods that come first (their room is held).
     let usage = state.usage_for(pod);
     node_ports(pod, &usage)?;
-    node_resources_fit(pod, node, &usage)
+    node_resources_fit(pod, node, &usage)?;
+    volumes.check(node)
 }
 
 /// Whether evicting pods could clear a node's rejection: kube's

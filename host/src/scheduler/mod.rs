@@ -1,7 +1,9 @@
 //! The scheduling core: one implementation for every backend.
 //! Data path: cluster changes → queue → built-in filters → policy filters →
-//! policy scores → assume → bind (by the backend) → confirm or forget.
+//! built-in and policy scores → assume → bind (by the backend) → confirm or
+//! forget.
 
+pub mod builtin_scores;
 mod core;
 pub mod cycle;
 pub mod decision;
@@ -12,8 +14,10 @@ pub mod queue;
 pub mod sampling;
 pub mod tenants;
 pub mod topology_filters;
+pub mod volume_binding;
 
 pub use self::core::{Attempt, InvalidPod, MAX_JOBS_PER_TENANT, Nomination, Profile, Scheduler, SchedulerConfig};
+pub use builtin_scores::{BuiltinScoring, ScorePart};
 pub use decision::{DecisionRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
 pub use policy_set::{PolicySet, WeightedPolicy};
 pub use preemption::{Preemption, Victim};

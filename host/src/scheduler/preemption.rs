@@ -18,6 +18,7 @@ use wasmsched_runtime::NodeId;
 use super::decision::ReasonHistogram;
 use super::filters;
 use super::topology_filters::TopologyFilters;
+use super::volume_binding::PodVolumes;
 use crate::cluster::{ClusterState, NodeState, PlacedPod, PodInfo, PodKey};
 
 pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
@@ -91,9 +92,12 @@ pub fn preempt(pod: &PodInfo, state: &ClusterState, seed: u64) -> Result<Preempt
         return keep(NEVER);
     }
     let topology = TopologyFilters::new(pod, state);
+    // The attempt that failed resolved them; a claim gone since leaves the
+    // volumes out, and the next attempt says so.
+    let volumes = PodVolumes::resolve(pod, state).unwrap_or_default();
     let rejection = |id: NodeId| -> Option<Vec<String>> {
         let (facts, node) = (state.table().get(id)?, state.node(id)?);
-        let result = filters::run(pod, facts, node)
+        let result = filters::run(pod, facts, node, &volumes)
             .and_then(|()| topology.as_ref().map_or(Ok(()), |t| t.check(id)).or_else(filters::reject));
         result.err()
     };
@@ -124,7 +128,7 @@ pub fn preempt(pod: &PodInfo, state: &ClusterState, seed: u64) -> Result<Preempt
         let budgets: Vec<_> = state.budgets().collect();
         for i in 0..potential.len() {
             let id = potential[(offset + i) % potential.len()];
-            match dry_run(pod, state, id, topology.as_ref(), &budgets) {
+            match dry_run(pod, state, id, (topology.as_ref(), &volumes), &budgets) {
                 Ok(candidate) => candidates.push(candidate),
                 Err(reasons) => reasons.iter().for_each(|r| statuses.add(r)),
             }
@@ -166,7 +170,7 @@ fn dry_run<'a>(
     pod: &PodInfo,
     state: &'a ClusterState,
     id: NodeId,
-    topology: Option<&TopologyFilters>,
+    (topology, volumes): (Option<&TopologyFilters>, &PodVolumes),
     budgets: &[&crate::cluster::DisruptionBudget],
 ) -> Result<Candidate<'a>, Vec<String>> {
     let table = state.table();
@@ -185,7 +189,7 @@ fn dry_run<'a>(
             after.usage.remove(p.pod);
             evicted.push(p.pod);
         }
-        filters::run(pod, facts, &after)?;
+        filters::run(pod, facts, &after, volumes)?;
         match topology {
             Some(t) => t.without(id, &evicted).check(id).or_else(filters::reject),
             None => Ok(()),

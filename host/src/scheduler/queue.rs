@@ -256,7 +256,7 @@ impl SchedulingQueue {
         if let Some(e) = self.entries.get_mut(key) {
             e.attempts += 1;
             e.location = Location::Unschedulable { since: now };
-            if e.info.constraints.is_some() {
+            if e.info.constraints.as_deref().is_some_and(|c| c.filters_on_pods()) {
                 self.waiting_on_pods.insert(key.clone());
             }
             self.note_due(Location::Unschedulable { since: now });

@@ -159,9 +159,38 @@ fn spread_checks(pod: &PodInfo, state: &ClusterState) -> Vec<SpreadCheck> {
     if hard.is_empty() {
         return Vec::new();
     }
+    let keys: Vec<Arc<Domains>> = hard.iter().map(|c| state.domains(&c.topology_key)).collect();
+    hard.iter()
+        .zip(&keys)
+        .map(|(c, domains)| {
+            let (counts, clause) = spread_domain_counts(pod, state, c, &keys, domains);
+            SpreadCheck {
+                domains: domains.clone(),
+                global_min: counts.min_match(c.min_domains),
+                counts,
+                self_match: c.selector.as_ref().is_some_and(|s| s.matches(&pod.facts.labels)),
+                max_skew: c.max_skew,
+                min_domains: c.min_domains,
+                clause,
+            }
+        })
+        .collect()
+}
+
+/// For one spread constraint, the live pods it selects in the pod's
+/// namespace, per domain of its key (`domains`), over the nodes that count
+/// for it: they carry every key of `keys` (the pod's constraints of the
+/// same kind) and pass the constraint's node inclusion policies. Also the
+/// clause that selects those pods (`None`: no selector, no pod).
+pub(super) fn spread_domain_counts(
+    pod: &PodInfo,
+    state: &ClusterState,
+    c: &SpreadConstraint,
+    keys: &[Arc<Domains>],
+    domains: &Domains,
+) -> (DomainCounts, Option<PodClause>) {
     let facts = &pod.facts;
     let table = state.table();
-    let keys: Vec<Arc<Domains>> = hard.iter().map(|c| state.domains(&c.topology_key)).collect();
     let passes_affinity = |id: NodeId| {
         table.get(id).is_some_and(|node| {
             let pairs = facts.node_selector.iter().map(|(k, v)| (k.as_str(), v.as_str()));
@@ -171,46 +200,33 @@ fn spread_checks(pod: &PodInfo, state: &ClusterState) -> Vec<SpreadCheck> {
     let passes_taints =
         |id: NodeId| table.get(id).is_some_and(|n| first_untolerated(&n.taints, &facts.tolerations).is_none());
     let no_node_affinity = facts.node_selector.is_empty() && facts.required_node_affinity.is_empty();
-    hard.iter()
-        .zip(&keys)
-        .map(|(c, domains)| {
-            let mut counts = DomainCounts::default();
-            let mut count_nodes = |matching: &dyn Fn(NodeId) -> u32| {
-                for (id, _) in table.iter() {
-                    if state.node(id).is_none() || !keys.iter().all(|k| k.of(id).is_some()) {
-                        continue;
-                    }
-                    if c.honor_node_affinity && !no_node_affinity && !passes_affinity(id) {
-                        continue;
-                    }
-                    if c.honor_node_taints && !passes_taints(id) {
-                        continue;
-                    }
-                    let domain = domains.of(id).expect("checked above");
-                    counts.add_node(domain, matching(id));
-                }
-            };
-            let clause = c.selector.as_ref().map(|selector| PodClause {
-                namespaces: Namespaces::Only(vec![pod.key.namespace.clone()]),
-                selector: selector.clone(),
-            });
-            match &clause {
-                Some(clause) => state.matching_pods(std::slice::from_ref(clause), |per_node| {
-                    count_nodes(&|id| per_node.get(id as usize).map_or(0, |m| m.live))
-                }),
-                None => count_nodes(&|_| 0),
+    let mut counts = DomainCounts::default();
+    let mut count_nodes = |matching: &dyn Fn(NodeId) -> u32| {
+        for (id, _) in table.iter() {
+            if state.node(id).is_none() || !keys.iter().all(|k| k.of(id).is_some()) {
+                continue;
             }
-            SpreadCheck {
-                domains: domains.clone(),
-                global_min: counts.min_match(c.min_domains),
-                counts,
-                self_match: c.selector.as_ref().is_some_and(|s| s.matches(&facts.labels)),
-                max_skew: c.max_skew,
-                min_domains: c.min_domains,
-                clause,
+            if c.honor_node_affinity && !no_node_affinity && !passes_affinity(id) {
+                continue;
             }
-        })
-        .collect()
+            if c.honor_node_taints && !passes_taints(id) {
+                continue;
+            }
+            let Some(domain) = domains.of(id) else { continue };
+            counts.add_node(domain, matching(id));
+        }
+    };
+    let clause = c.selector.as_ref().map(|selector| PodClause {
+        namespaces: Namespaces::Only(vec![pod.key.namespace.clone()]),
+        selector: selector.clone(),
+    });
+    match &clause {
+        Some(clause) => state.matching_pods(std::slice::from_ref(clause), |per_node| {
+            count_nodes(&|id| per_node.get(id as usize).map_or(0, |m| m.live))
+        }),
+        None => count_nodes(&|_| 0),
+    }
+    (counts, clause)
 }
 
 /// kube's three tallies per domain (see `wasmsched_rules::pod_affinity`).
@@ -245,7 +261,7 @@ fn inter_pod_counts(pod: &PodInfo, state: &ClusterState) -> Option<(TopologyKeys
         labels: facts.labels.clone(),
         ..Default::default()
     };
-    let clauses: Option<Vec<PodClause>> = affinity.iter().map(|t| clause(t, state)).collect();
+    let clauses: Option<Vec<PodClause>> = affinity.iter().map(|t| clause_of(t, state)).collect();
     if let Some(clauses) = clauses.filter(|c| !c.is_empty()) {
         kept.affinity = clauses.clone();
         counts.self_affinity = clauses.iter().all(|c| c.matches(&pod.key.namespace, &facts.labels));
@@ -260,7 +276,7 @@ fn inter_pod_counts(pod: &PodInfo, state: &ClusterState) -> Option<(TopologyKeys
         });
     }
     for (term, &key) in anti_affinity.iter().zip(&counts.anti_affinity_keys) {
-        let Some(clause) = clause(term, state) else { continue };
+        let Some(clause) = clause_of(term, state) else { continue };
         state.matching_pods(std::slice::from_ref(&clause), |per_node| {
             for (node, matching) in per_node.iter().enumerate().filter(|(_, m)| m.all() > 0) {
                 if let Some(domain) = keys.0[key].1.of(node as NodeId) {
@@ -276,7 +292,7 @@ fn inter_pod_counts(pod: &PodInfo, state: &ClusterState) -> Option<(TopologyKeys
 /// The incoming pod's term with its namespace selector resolved against the
 /// namespaces known now, as kube merges it before counting. `None` for a
 /// term without a selector.
-fn clause(term: &AffinityTerm, state: &ClusterState) -> Option<PodClause> {
+pub(super) fn clause_of(term: &AffinityTerm, state: &ClusterState) -> Option<PodClause> {
     let selector = term.selector.clone()?;
     let namespaces = match &term.namespace_selector {
         Some(s) if s.is_empty() => Namespaces::All,

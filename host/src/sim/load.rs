@@ -6,10 +6,18 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::Metadata;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+/// The kinds the simulator reads.
+const KINDS: &str =
+    "Node, Pod, Namespace, PodDisruptionBudget, PriorityClass, PersistentVolumeClaim, PersistentVolume, StorageClass";
 
 #[derive(Debug, Default)]
 pub struct Manifests {
@@ -22,6 +30,10 @@ pub struct Manifests {
     /// Resolve pods' `priorityClassName`, as the Priority admission plugin
     /// does when a pod is created.
     pub priority_classes: Vec<PriorityClass>,
+    /// What VolumeBinding reads of pods' claims.
+    pub claims: Vec<PersistentVolumeClaim>,
+    pub volumes: Vec<PersistentVolume>,
+    pub storage_classes: Vec<StorageClass>,
     /// Kinds that were read but are not simulated (Deployments, Services…).
     pub ignored_kinds: BTreeMap<String, usize>,
     /// Documents that could not be used, with where they are.
@@ -48,43 +60,65 @@ impl Manifests {
     fn add_value(&mut self, at: &str, value: serde_yaml::Value) {
         let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or_default().to_string();
         match kind.as_str() {
-            "Node" => match serde_yaml::from_value::<Node>(value) {
-                Ok(node) if node.metadata.name.as_deref().is_some_and(|n| !n.is_empty()) => self.nodes.push(node),
-                Ok(_) => self.problems.push(format!("{at}: Node without metadata.name")),
-                Err(e) => self.problems.push(format!("{at}: not a valid Node: {e}")),
-            },
-            "Pod" => match serde_yaml::from_value::<Pod>(value) {
-                Ok(pod) if pod.metadata.name.as_deref().is_some_and(|n| !n.is_empty()) => self.pods.push(pod),
-                Ok(_) => self.problems.push(format!("{at}: Pod without metadata.name")),
-                Err(e) => self.problems.push(format!("{at}: not a valid Pod: {e}")),
-            },
-            "Namespace" => match serde_yaml::from_value::<Namespace>(value) {
-                Ok(ns) if ns.metadata.name.as_deref().is_some_and(|n| !n.is_empty()) => self.namespaces.push(ns),
-                Ok(_) => self.problems.push(format!("{at}: Namespace without metadata.name")),
-                Err(e) => self.problems.push(format!("{at}: not a valid Namespace: {e}")),
-            },
-            "PodDisruptionBudget" => match serde_yaml::from_value::<PodDisruptionBudget>(value) {
-                Ok(pdb) if pdb.metadata.name.as_deref().is_some_and(|n| !n.is_empty()) => self.budgets.push(pdb),
-                Ok(_) => self.problems.push(format!("{at}: PodDisruptionBudget without metadata.name")),
-                Err(e) => self.problems.push(format!("{at}: not a valid PodDisruptionBudget: {e}")),
-            },
-            "PriorityClass" => match serde_yaml::from_value::<PriorityClass>(value) {
-                Ok(class) if class.metadata.name.as_deref().is_some_and(|n| !n.is_empty()) => {
-                    self.priority_classes.push(class)
-                }
-                Ok(_) => self.problems.push(format!("{at}: PriorityClass without metadata.name")),
-                Err(e) => self.problems.push(format!("{at}: not a valid PriorityClass: {e}")),
-            },
+            "Node" => {
+                let node = self.parse(at, &kind, value);
+                self.nodes.extend(node);
+            }
+            "Pod" => {
+                let pod = self.parse(at, &kind, value);
+                self.pods.extend(pod);
+            }
+            "Namespace" => {
+                let namespace = self.parse(at, &kind, value);
+                self.namespaces.extend(namespace);
+            }
+            "PodDisruptionBudget" => {
+                let budget = self.parse(at, &kind, value);
+                self.budgets.extend(budget);
+            }
+            "PriorityClass" => {
+                let class = self.parse(at, &kind, value);
+                self.priority_classes.extend(class);
+            }
+            "PersistentVolumeClaim" => {
+                let claim = self.parse(at, &kind, value);
+                self.claims.extend(claim);
+            }
+            "PersistentVolume" => {
+                let volume = self.parse(at, &kind, value);
+                self.volumes.extend(volume);
+            }
+            "StorageClass" => {
+                let class = self.parse(at, &kind, value);
+                self.storage_classes.extend(class);
+            }
             k if k == "List" || k.ends_with("List") => {
                 let items = value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default();
                 for (i, item) in items.into_iter().enumerate() {
                     self.add_value(&format!("{at}, item {}", i + 1), item);
                 }
             }
-            "" => self.problems.push(format!(
-                "{at}: no `kind` (expected Node, Pod, Namespace, PodDisruptionBudget, PriorityClass or List)"
-            )),
+            "" => self.problems.push(format!("{at}: no `kind` (expected {KINDS} or List)")),
             other => *self.ignored_kinds.entry(other.to_string()).or_default() += 1,
+        }
+    }
+
+    /// One object of `kind`; a problem (and `None`) if it is malformed or
+    /// has no name.
+    fn parse<K>(&mut self, at: &str, kind: &str, value: serde_yaml::Value) -> Option<K>
+    where
+        K: DeserializeOwned + Metadata<Ty = ObjectMeta>,
+    {
+        match serde_yaml::from_value::<K>(value) {
+            Ok(object) if object.metadata().name.as_deref().is_some_and(|n| !n.is_empty()) => Some(object),
+            Ok(_) => {
+                self.problems.push(format!("{at}: {kind} without metadata.name"));
+                None
+            }
+            Err(e) => {
+                self.problems.push(format!("{at}: not a valid {kind}: {e}"));
+                None
+            }
         }
     }
 
@@ -196,10 +230,7 @@ metadata: {name: mystery}
         assert_eq!(m.ignored_kinds.get("Deployment"), Some(&1));
         assert_eq!(m.problems.len(), 2, "{:?}", m.problems);
         assert!(m.problems[0].starts_with("a.yaml: document 2, item 2: not a valid Pod:"), "{}", m.problems[0]);
-        assert_eq!(
-            m.problems[1],
-            "a.yaml: document 4: no `kind` (expected Node, Pod, Namespace, PodDisruptionBudget, PriorityClass or List)"
-        );
+        assert_eq!(m.problems[1], format!("a.yaml: document 4: no `kind` (expected {KINDS} or List)"));
     }
 
     #[test]

@@ -171,15 +171,33 @@ pub fn explain(record: &DecisionRecord) -> String {
         let _ = writeln!(out, "Not evaluated (not implemented yet): {}", record.ignored_constraints.join(", "));
     }
     let width = record.node_records.iter().map(|n| n.node.len()).max().unwrap_or(4).max(4);
-    let policy_names: Vec<String> = record
+    // One column per score part (built-in parts, then the policies), as
+    // wide as its heading.
+    let columns: Vec<(String, usize)> = record
         .node_records
         .iter()
         .find(|n| !n.scores.is_empty())
-        .map(|n| n.scores.iter().map(|s| s.policy.clone()).collect())
+        .map(|n| {
+            n.scores
+                .iter()
+                .map(|s| {
+                    let heading = format!("{} ×{}", s.policy.trim_end_matches(" (built-in)"), s.weight);
+                    let width = heading.chars().count().max(14);
+                    (heading, width)
+                })
+                .collect()
+        })
         .unwrap_or_default();
+    if !columns.is_empty() {
+        let _ = writeln!(
+            out,
+            "Score: the sum of weight × normalised score (0-100) over the built-in parts and the policies; \
+             each column shows raw → normalised"
+        );
+    }
     let mut header = format!("\n{:<width$}  {:<10}", "NODE", "VERDICT");
-    for name in &policy_names {
-        let _ = write!(header, "  {:>24}", format!("{name} raw→norm"));
+    for (heading, w) in &columns {
+        let _ = write!(header, "  {heading:>w$}");
     }
     header.push_str("     TOTAL");
     let _ = writeln!(out, "{header}");
@@ -192,8 +210,8 @@ pub fn explain(record: &DecisionRecord) -> String {
         match &n.verdict {
             Verdict::Feasible => {
                 let mut line = format!("{:<width$}  {:<10}", n.node, "feasible");
-                for s in &n.scores {
-                    let _ = write!(line, "  {:>24}", format!("{} → {:.1}", trim_float(s.raw), s.normalized));
+                for (s, (_, w)) in n.scores.iter().zip(&columns) {
+                    let _ = write!(line, "  {:>w$}", format!("{} → {:.1}", trim_float(s.raw), s.normalized));
                 }
                 let _ = write!(line, "  {:>8.1}{marker}", n.total.unwrap_or_default());
                 let _ = writeln!(out, "{line}");

@@ -16,7 +16,9 @@ use serde::Serialize;
 use super::load::Manifests;
 use crate::cluster::DisruptionBudget;
 use crate::cluster::PodKey;
-use crate::scheduler::{Attempt, DecisionRecord, NodeSampling, Nomination, PolicySet, Scheduler, SchedulerConfig};
+use crate::scheduler::{
+    Attempt, BuiltinScoring, DecisionRecord, NodeSampling, Nomination, PolicySet, Scheduler, SchedulerConfig,
+};
 use wasmsched_runtime::LoadedPolicy;
 use wasmsched_runtime::NodeMetrics;
 
@@ -32,6 +34,8 @@ pub struct SimOptions {
     pub tenants: Vec<(String, String, Arc<LoadedPolicy>)>,
     /// How many nodes each attempt evaluates (`--percentage-of-nodes-to-score`).
     pub sampling: NodeSampling,
+    /// The built-in score parts (`--disable-builtin-score`).
+    pub scoring: BuiltinScoring,
 }
 
 impl Default for SimOptions {
@@ -43,6 +47,7 @@ impl Default for SimOptions {
             progress: None,
             tenants: Vec::new(),
             sampling: NodeSampling::All,
+            scoring: BuiltinScoring::default(),
         }
     }
 }
@@ -195,6 +200,7 @@ pub fn simulate(
         scheduler_name: options.scheduler_name.clone(),
         seed: options.seed,
         sampling: options.sampling,
+        scoring: options.scoring,
     };
     let mut scheduler = Scheduler::new(config, policies).with_metrics(metrics);
     let mut tenants: BTreeMap<&str, Vec<(String, Arc<LoadedPolicy>)>> = BTreeMap::new();
@@ -216,6 +222,15 @@ pub fn simulate(
     }
     for budget in &manifests.budgets {
         scheduler.budget_upserted(&simulated_budget(budget, &manifests.pods));
+    }
+    for class in &manifests.storage_classes {
+        scheduler.storage_class_upserted(class, now);
+    }
+    for volume in &manifests.volumes {
+        scheduler.volume_upserted(volume, now);
+    }
+    for claim in &manifests.claims {
+        scheduler.claim_upserted(claim, now);
     }
     let input_pods: Vec<Arc<Pod>> = manifests.pods.into_iter().map(Arc::new).collect();
     let mut bound_before = 0;

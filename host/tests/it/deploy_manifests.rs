@@ -80,6 +80,12 @@ fn rbac_grants_every_call_the_backend_makes() {
         ("", "pods/status", &["patch"]),
         ("events.k8s.io", "events", &["create", "patch"]),
         ("", "configmaps", &["get", "list", "watch"]),
+        ("", "pods", &["delete"]),
+        ("", "namespaces", &["list", "watch"]),
+        ("policy", "poddisruptionbudgets", &["list", "watch"]),
+        ("", "persistentvolumeclaims", &["list", "watch"]),
+        ("", "persistentvolumes", &["list", "watch"]),
+        ("storage.k8s.io", "storageclasses", &["list", "watch"]),
     ] {
         for verb in verbs {
             assert!(allows(&rules, group, resource, verb, None), "ClusterRole lacks {verb} {group}/{resource}");

@@ -71,8 +71,12 @@ async fn setup_with(initial: Option<ConfigMap>, limits: PolicyLimits, dir: Optio
         Some(dir) => PolicyOrigin::Dir(dir.to_path_buf()),
         None => PolicyOrigin::ConfigMap(cm),
     };
-    let mut config =
-        common::single_replica(ProfileConfig { scheduler_name: PROFILE.into(), origin, sampling: Default::default() });
+    let mut config = common::single_replica(ProfileConfig {
+        scheduler_name: PROFILE.into(),
+        origin,
+        sampling: Default::default(),
+        scoring: Default::default(),
+    });
     config.policy_limits = limits;
     let scheduler = common::start_ready(client.clone(), config).await;
     Setup { fake, client, scheduler }

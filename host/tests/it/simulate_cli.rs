@@ -68,7 +68,19 @@ fn explain_shows_every_node_and_why() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(text.starts_with("Pod shop/api-1 — attempt 1: 10 nodes, 2 feasible after built-in filters"), "{text}");
     assert!(text.contains("rejected by built-in: node(s) didn't match Pod's node affinity/selector"), "{text}");
-    assert!(text.contains("least-allocated raw→norm"), "{text}");
+    for part in ["TaintToleration ×3", "NodeResourcesBalancedAllocation ×1", "ImageLocality ×1", "least-allocated ×1"]
+    {
+        assert!(text.contains(part), "the explanation lacks {part}: {text}");
+    }
+    let without = stdout(&simulate(&["--explain", "shop/api-1", "--disable-builtin-score", "*"]));
+    assert!(!without.contains("TaintToleration") && without.contains("least-allocated ×1"), "{without}");
+    let unknown = simulate(&["--disable-builtin-score", "Spreading"]);
+    assert!(!unknown.status.success());
+    assert!(
+        stderr(&unknown).contains("unknown built-in score \"Spreading\"; known: TaintToleration,"),
+        "{}",
+        stderr(&unknown)
+    );
     let unplaced = stdout(&simulate(&["--explain", "postgres-0"]));
     assert!(unplaced.contains("Not placed: 0/10 nodes are available:"), "{unplaced}");
     let missing = simulate(&["--explain", "nope"]);

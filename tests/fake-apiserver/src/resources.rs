@@ -24,6 +24,19 @@ pub const RESOURCES: &[ResourceType] = &[
         kind: "PodDisruptionBudget",
         namespaced: true,
     },
+    ResourceType {
+        api_version: "v1",
+        plural: "persistentvolumeclaims",
+        kind: "PersistentVolumeClaim",
+        namespaced: true,
+    },
+    ResourceType { api_version: "v1", plural: "persistentvolumes", kind: "PersistentVolume", namespaced: false },
+    ResourceType {
+        api_version: "storage.k8s.io/v1",
+        plural: "storageclasses",
+        kind: "StorageClass",
+        namespaced: false,
+    },
     // What metrics-server serves (read-only there; tests create them here).
     ResourceType { api_version: "metrics.k8s.io/v1beta1", plural: "nodes", kind: "NodeMetrics", namespaced: false },
 ];

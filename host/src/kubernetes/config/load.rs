@@ -21,7 +21,7 @@ pub fn load(mut resolved: Resolved, engine: &PolicyEngine, fetcher: &Fetcher) ->
                 PolicyOrigin::ConfigMap(cm) => PolicyOrigin::ConfigMap(cm),
                 PolicyOrigin::Dir(dir) => PolicyOrigin::Dir(dir),
             };
-            Ok(ProfileConfig { scheduler_name: p.scheduler_name, origin, sampling: p.sampling })
+            Ok(ProfileConfig { scheduler_name: p.scheduler_name, origin, sampling: p.sampling, scoring: p.scoring })
         })
         .collect::<Result<_, ConfigError>>()?;
     Ok(resolved.with_profiles(profiles))

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use super::policy_configmap::ConfigMapRef;
 use crate::metrics::MetricSpec;
-use crate::scheduler::{NodeSampling, PolicySet, TenantSettings, default_tenant_limits};
+use crate::scheduler::{BuiltinScoring, NodeSampling, PolicySet, TenantSettings, default_tenant_limits};
 use wasmsched_runtime::PolicyLimits;
 
 pub use load::load;
@@ -43,6 +43,8 @@ pub struct ProfileConfig<S = PolicySet> {
     pub origin: PolicyOrigin<S>,
     /// How many nodes an attempt evaluates (`percentageOfNodesToScore`).
     pub sampling: NodeSampling,
+    /// The built-in score parts and their weights (`builtinScores`).
+    pub scoring: BuiltinScoring,
 }
 
 impl ProfileConfig {
@@ -51,6 +53,7 @@ impl ProfileConfig {
         ProfileConfig {
             scheduler_name: scheduler_name.to_string(),
             origin: PolicyOrigin::Specs(policies),
+            scoring: BuiltinScoring::default(),
             sampling: NodeSampling::All,
         }
     }

@@ -20,7 +20,7 @@ use crate::kubernetes::ConfigMapRef;
 use crate::metrics::MetricSpec;
 use crate::policy::bundle::resolve_settings;
 use crate::policy::flags::PolicySpec;
-use crate::scheduler::NodeSampling;
+use crate::scheduler::{BuiltinScoring, NodeSampling};
 use wasmsched_runtime::PolicyLimits;
 
 /// What `wasmsched run`'s flags say, parsed; `None`: not given.
@@ -164,6 +164,7 @@ fn flag_profile(flags: &Flags) -> Result<ProfileConfig<Vec<PolicyPlan>>, String>
         scheduler_name: flags.scheduler_name.clone().unwrap_or_else(|| "wasmsched".into()),
         origin,
         sampling: flags.sampling.unwrap_or_default(),
+        scoring: BuiltinScoring::default(),
     })
 }
 
@@ -198,7 +199,14 @@ fn file_profile(
         ),
         _ => return Err(format!("{here}: give one of policies, policyConfigMap or policyDir")),
     };
-    Ok(ProfileConfig { scheduler_name: profile.scheduler_name.clone(), origin, sampling })
+    let scoring = match &profile.builtin_scores {
+        None => BuiltinScoring::default(),
+        Some(b) => {
+            let weights: Vec<(String, u32)> = b.weights.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            BuiltinScoring::configured(&b.disabled, &weights).map_err(|e| format!("{here}: builtinScores: {e}"))?
+        }
+    };
+    Ok(ProfileConfig { scheduler_name: profile.scheduler_name.clone(), origin, sampling, scoring })
 }
 
 fn file_policy(p: &PolicyFile, dir: &Path, base: &PolicyLimits, at: String) -> Result<PolicyPlan, String> {

@@ -15,6 +15,9 @@
 //!   - embedded: least-allocated
 //! - schedulerName: wasmsched-latency
 //!   percentageOfNodesToScore: 100   # this profile: every node
+//!   builtinScores:                  # kube-scheduler's score plugins
+//!     disabled: [ImageLocality]     # "*": all of them
+//!     weights: {TaintToleration: 5}
 //!   policies:
 //!   - path: /etc/wasmsched/policies/http-latency.wasm
 //!     weight: 2
@@ -30,6 +33,7 @@
 //!   maxPolicies: 4              # per namespace
 //! ```
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -95,6 +99,20 @@ pub struct ProfileFile {
     /// This profile's node sampling (overrides the top-level one).
     #[serde(default)]
     pub percentage_of_nodes_to_score: Option<i64>,
+    /// The built-in score parts: kube-scheduler's defaults unless changed.
+    #[serde(default)]
+    pub builtin_scores: Option<BuiltinScoresFile>,
+}
+
+/// `builtinScores`: parts turned off (`"*"`: all) and weights changed, by
+/// their kube-scheduler plugin names.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BuiltinScoresFile {
+    #[serde(default)]
+    pub disabled: Vec<String>,
+    #[serde(default)]
+    pub weights: BTreeMap<String, u32>,
 }
 
 #[derive(Debug, Deserialize)]

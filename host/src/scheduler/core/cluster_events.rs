@@ -6,8 +6,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::{InvalidPod, Scheduler};
 use crate::cluster::{DisruptionBudget, PodInfo, PodKey};
@@ -50,6 +51,39 @@ impl Scheduler {
 
     pub fn budget_deleted(&mut self, namespace: &str, name: &str) {
         self.state.budget_deleted(namespace, name);
+    }
+
+    /// A PersistentVolumeClaim added or updated (bound, say): pods waiting
+    /// for it are retried.
+    pub fn claim_upserted(&mut self, claim: &PersistentVolumeClaim, now: Duration) {
+        self.state.volumes_mut().claim_upserted(claim);
+        self.queue.cluster_changed(now);
+    }
+
+    pub fn claim_deleted(&mut self, namespace: &str, name: &str) {
+        self.state.volumes_mut().claim_deleted(namespace, name);
+    }
+
+    /// A PersistentVolume added or updated: pods whose claims are bound
+    /// to it are retried.
+    pub fn volume_upserted(&mut self, volume: &PersistentVolume, now: Duration) {
+        self.state.volumes_mut().volume_upserted(volume);
+        self.queue.cluster_changed(now);
+    }
+
+    pub fn volume_deleted(&mut self, name: &str) {
+        self.state.volumes_mut().volume_deleted(name);
+    }
+
+    /// A StorageClass added or updated: pods whose claims name it are
+    /// retried.
+    pub fn storage_class_upserted(&mut self, class: &StorageClass, now: Duration) {
+        self.state.volumes_mut().class_upserted(class);
+        self.queue.cluster_changed(now);
+    }
+
+    pub fn storage_class_deleted(&mut self, name: &str) {
+        self.state.volumes_mut().class_deleted(name);
     }
 
     /// Any pod, ours or not: bound pods count as load, pending pods with our

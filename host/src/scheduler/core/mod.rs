@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::builtin_scores::BuiltinScoring;
 use super::cycle::{CycleInput, pod_seed, schedule_one};
 use super::decision::DecisionRecord;
 use super::policy_set::PolicySet;
@@ -32,6 +33,8 @@ pub struct SchedulerConfig {
     pub seed: u64,
     /// How many nodes the first profile's attempts evaluate.
     pub sampling: NodeSampling,
+    /// The first profile's built-in score parts.
+    pub scoring: BuiltinScoring,
 }
 
 /// One scheduler name, the policies that decide for its pods and how many
@@ -40,11 +43,18 @@ pub struct Profile {
     pub scheduler_name: String,
     pub policies: PolicySet,
     pub sampling: NodeSampling,
+    /// The built-in score parts and their weights (kube's by default).
+    pub scoring: BuiltinScoring,
 }
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
-        SchedulerConfig { scheduler_name: "wasmsched".into(), seed: 0, sampling: NodeSampling::All }
+        SchedulerConfig {
+            scheduler_name: "wasmsched".into(),
+            seed: 0,
+            sampling: NodeSampling::All,
+            scoring: BuiltinScoring::default(),
+        }
     }
 }
 
@@ -120,6 +130,7 @@ impl Scheduler {
                 scheduler_name: config.scheduler_name.clone(),
                 policies,
                 sampling: config.sampling,
+                scoring: config.scoring,
             }],
             config,
             state: ClusterState::new(),
@@ -158,6 +169,7 @@ impl Scheduler {
                 scheduler_name: scheduler_name.to_string(),
                 policies,
                 sampling: NodeSampling::All,
+                scoring: BuiltinScoring::default(),
             }),
         }
     }
@@ -225,13 +237,17 @@ impl Scheduler {
                 unavailable = PolicySet::unavailable(why);
                 (&unavailable, Some(tenant))
             }
-            Route::Tenant { tenant, policy } => return self.hand_to_tenant(tenant, policy, pod, attempt, detail, now),
+            Route::Tenant { tenant, policy } => {
+                let scoring = profile.scoring;
+                return self.hand_to_tenant((tenant, policy), &scoring, pod, attempt, detail, now);
+            }
         };
         let window = self.window(profile.sampling);
         let (mut record, next_start) = schedule_one(CycleInput {
             pod: &pod,
             state: &self.state,
             policies,
+            scoring: &profile.scoring,
             metrics: &self.metrics,
             seed: self.config.seed,
             attempt,
@@ -277,7 +293,7 @@ impl Scheduler {
     /// kube's PostFilter for a pod no node can take: nominate it where
     /// evictions make room, or say in the record why preemption cannot help.
     fn preempt(&mut self, pod: &PodInfo, record: &mut DecisionRecord, now: Duration) -> Nomination {
-        if record.nodes == 0 {
+        if record.nodes == 0 || record.pod_rejected {
             return Nomination::Unchanged;
         }
         match preemption::preempt(pod, &self.state, pod_seed(self.config.seed, pod, record.attempt)) {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::{Attempt, MAX_JOBS_PER_TENANT, Scheduler};
 use crate::cluster::PodInfo;
+use crate::scheduler::builtin_scores::BuiltinScoring;
 use crate::scheduler::cycle::{decide, prefilter};
 use crate::scheduler::filters;
 use crate::scheduler::policy_set::{PolicySet, WeightedPolicy};
@@ -15,6 +16,7 @@ use crate::scheduler::queue::Location;
 use crate::scheduler::sampling::NodeWindow;
 use crate::scheduler::tenants::{TenantJob, TenantSettings, TenantVerdict};
 use crate::scheduler::topology_filters::TopologyFilters;
+use crate::scheduler::volume_binding::PodVolumes;
 use wasmsched_runtime::LoadedPolicy;
 
 impl Scheduler {
@@ -34,8 +36,8 @@ impl Scheduler {
     /// share of jobs out, the pod waits its turn (`None`).
     pub(super) fn hand_to_tenant(
         &mut self,
-        tenant: String,
-        policy: Arc<LoadedPolicy>,
+        (tenant, policy): (String, Arc<LoadedPolicy>),
+        scoring: &BuiltinScoring,
         pod: Arc<PodInfo>,
         attempt: u32,
         detail: bool,
@@ -51,7 +53,7 @@ impl Scheduler {
         let started = std::time::Instant::now();
         // Every node: the tenant's verdict comes back on another thread,
         // where an empty sample could not go on to the other nodes.
-        let pre = prefilter(&pod, &self.state, detail, NodeWindow::ALL);
+        let pre = prefilter(&pod, &self.state, scoring, detail, NodeWindow::ALL);
         let ctx = self.policy_context();
         let policies = PolicySet::new(vec![WeightedPolicy { policy, weight: 1 }]);
         let seed = self.config.seed;
@@ -94,12 +96,14 @@ impl Scheduler {
         };
         // The cluster moved on while the tenant decided: check today's counts.
         let topology = TopologyFilters::new(&pod, &self.state);
+        let volumes = PodVolumes::resolve(&pod, &self.state);
         let fits = |name: &str| {
             let table = self.state.table();
             let id = table.id_of(name)?;
             let node = table.get(id)?;
             let topology_fits = topology.as_ref().is_none_or(|t| t.check(id).is_ok());
-            (filters::run(&pod, node, self.state.node(id)?).is_ok() && topology_fits).then_some(())
+            let volumes = volumes.as_ref().ok()?;
+            (filters::run(&pod, node, self.state.node(id)?, volumes).is_ok() && topology_fits).then_some(())
         };
         let name_of = |i: usize| nodes.name(decision.candidates[i].node);
         let chosen = if name_of(best).is_some_and(|n| fits(n).is_some()) {

@@ -39,3 +39,5 @@ mod oracle;
 mod policies;
 mod preemption;
 mod recovery;
+mod scoring;
+mod volumes;

@@ -18,6 +18,7 @@ fn a_policy_configmap_update_swaps_in_and_a_bad_one_is_refused() {
             scheduler_name: "wasmsched-swap".into(),
             origin: PolicyOrigin::ConfigMap(cm),
             sampling: Default::default(),
+            scoring: Default::default(),
         });
         config.tenants.settings.enabled = false;
         let ours = common::start_ready(real.admin.clone(), config).await;

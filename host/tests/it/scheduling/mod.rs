@@ -51,3 +51,4 @@ mod cache;
 mod filters;
 mod policies;
 mod topology;
+mod volumes;

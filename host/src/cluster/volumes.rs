@@ -1,0 +1,104 @@
+//! PersistentVolumeClaims, PersistentVolumes and StorageClasses as
+//! VolumeBinding reads them: whether a claim is bound and to which volume,
+//! the volume's node affinity, and whether a class waits for the first
+//! consumer.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+use wasmsched_runtime::NodeSelectorTerm;
+
+use super::convert::selector_term;
+
+/// The annotation the PersistentVolume controller sets once it has bound a
+/// claim; kube-scheduler counts a claim as bound only with it.
+pub const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// `spec.volumeName`.
+    pub volume: Option<String>,
+    /// Bound by the PersistentVolume controller (`volumeName` and the
+    /// bind-completed annotation).
+    pub bound: bool,
+    pub storage_class: Option<String>,
+    pub deleting: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Volume {
+    /// `spec.nodeAffinity.required`: the nodes that can reach it (empty:
+    /// every node).
+    pub node_affinity: Vec<NodeSelectorTerm>,
+}
+
+#[derive(Debug, Default)]
+pub struct Volumes {
+    claims: HashMap<(String, String), Claim>,
+    volumes: HashMap<String, Volume>,
+    /// Storage class → `volumeBindingMode: WaitForFirstConsumer`.
+    classes: HashMap<String, bool>,
+}
+
+impl Volumes {
+    pub fn claim_upserted(&mut self, claim: &PersistentVolumeClaim) {
+        let meta = &claim.metadata;
+        let spec = claim.spec.as_ref();
+        let volume = spec.and_then(|s| s.volume_name.clone()).filter(|v| !v.is_empty());
+        let completed = meta.annotations.as_ref().is_some_and(|a| a.contains_key(BIND_COMPLETED));
+        let key = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
+        self.claims.insert(
+            key,
+            Claim {
+                bound: volume.is_some() && completed,
+                volume,
+                storage_class: spec.and_then(|s| s.storage_class_name.clone()),
+                deleting: meta.deletion_timestamp.is_some(),
+            },
+        );
+    }
+
+    pub fn claim_deleted(&mut self, namespace: &str, name: &str) {
+        self.claims.remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    pub fn volume_upserted(&mut self, volume: &PersistentVolume) {
+        let node_affinity = volume
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_affinity.as_ref())
+            .and_then(|a| a.required.as_ref())
+            .map(|r| r.node_selector_terms.iter().map(selector_term).collect())
+            .unwrap_or_default();
+        self.volumes.insert(volume.metadata.name.clone().unwrap_or_default(), Volume { node_affinity });
+    }
+
+    pub fn volume_deleted(&mut self, name: &str) {
+        self.volumes.remove(name);
+    }
+
+    pub fn class_upserted(&mut self, class: &StorageClass) {
+        let wait = class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer");
+        self.classes.insert(class.metadata.name.clone().unwrap_or_default(), wait);
+    }
+
+    pub fn class_deleted(&mut self, name: &str) {
+        self.classes.remove(name);
+    }
+
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<&Claim> {
+        self.claims.get(&(namespace.to_string(), name.to_string()))
+    }
+
+    pub fn volume(&self, name: &str) -> Option<&Volume> {
+        self.volumes.get(name)
+    }
+
+    /// Whether the claim's class binds on the first consumer. A claim
+    /// without a class, or whose class does not exist, binds at once, as
+    /// kube-scheduler reads it.
+    pub fn waits_for_first_consumer(&self, claim: &Claim) -> bool {
+        claim.storage_class.as_deref().is_some_and(|c| self.classes.get(c).copied().unwrap_or(false))
+    }
+}

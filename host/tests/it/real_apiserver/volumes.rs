@@ -1,0 +1,107 @@
+//! VolumeBinding for bound claims beside kube-scheduler: the same
+//! volumes, claims and pods given to each, with no PersistentVolume
+//! controller (the test marks claims bound as it would). Both must place
+//! the pod where its volume is and refuse the others with the same
+//! message.
+
+use super::*;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, PostParams};
+
+/// Each pod's outcome, and the node (by suffix) of the one placed.
+async fn run(real: &Real, side: &str, scheduler_name: &str) -> BTreeMap<String, Outcome> {
+    let class = format!("{side}-vol");
+    for n in ["n0", "n1"] {
+        let shape =
+            json!({"labels": {"wasmsched-class": class}, "spec": {}, "cpu": "2", "memory": "4Gi", "pods": "110"});
+        real.add_node(&format!("{side}-{n}"), &shape).await;
+    }
+    let volumes: Api<PersistentVolume> = Api::all(real.admin.clone());
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
+    let post = PostParams::default();
+    for (volume, claim, node) in [("pv-n1", "data-n1", "n1"), ("pv-nx", "data-nx", "nx")] {
+        let pv = json!({"metadata": {"name": real.own(&format!("{side}-{volume}"))}, "spec": {
+            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "local": {"path": "/data"},
+            "storageClassName": "local", "claimRef": {"namespace": real.namespace, "name": format!("{side}-{claim}")},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [real.own(&format!("{side}-{node}"))]}]}]}},
+        }});
+        volumes.create(&post, &serde_json::from_value(pv).unwrap()).await.unwrap();
+    }
+    let claim = |name: &str, volume: &str, bound: bool| {
+        let annotations = if bound { json!({"pv.kubernetes.io/bind-completed": "yes"}) } else { json!({}) };
+        json!({"metadata": {"name": format!("{side}-{name}"), "annotations": annotations}, "spec": {
+            "storageClassName": "local", "volumeName": real.own(&format!("{side}-{volume}")),
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+        }})
+    };
+    for body in [claim("data-n1", "pv-n1", true), claim("data-nx", "pv-nx", true), claim("prebound", "pv-n1", false)] {
+        claims.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
+    }
+    real.settle().await;
+    let pod = |claim: &str| {
+        json!({
+            "nodeSelector": {"wasmsched-class": class},
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
+        })
+    };
+    let pods: Vec<(String, Value)> =
+        [("on-n1", "data-n1"), ("nowhere", "data-nx"), ("missing", ""), ("not-bound", "prebound")]
+            .into_iter()
+            // The missing claim is named alike on both sides: its name is
+            // in the message.
+            .map(|(name, claim)| {
+                let claim = if claim.is_empty() { "nothere".to_string() } else { format!("{side}-{claim}") };
+                (name.to_string(), pod(&claim))
+            })
+            .collect();
+    let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::ZERO).await;
+    let decided = real.wait_decided(&names, Duration::from_secs(30)).await;
+    let on_node = decided[0].spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let mut outcomes: BTreeMap<String, Outcome> = decided
+        .iter()
+        .map(|p| {
+            (
+                p.metadata.name.clone().unwrap_or_default().trim_start_matches(&format!("{side}-")).to_string(),
+                Outcome::of(p),
+            )
+        })
+        .collect();
+    outcomes
+        .insert("on-n1's node".into(), Outcome::Unschedulable(on_node.trim_start_matches(&real.own(side)).to_string()));
+
+    real.delete_pods().await;
+    claims.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap();
+    for volume in ["pv-n1", "pv-nx"] {
+        let _ = volumes.delete(&real.own(&format!("{side}-{volume}")), &DeleteParams::default()).await;
+    }
+    real.delete_nodes().await;
+    outcomes
+}
+
+#[test]
+fn binds_volumes_as_kube_scheduler_does() {
+    let Some(real) = Real::start("volumes") else { return };
+    real.block_on(async {
+        real.start_oracle();
+        let kube = run(&real, "k", "default-scheduler").await;
+
+        let scheduler_name = "wasmsched-volumes";
+        let mut config = common::single_replica(ProfileConfig::with_policies(scheduler_name, default_policies()));
+        config.tenants.settings.enabled = false;
+        let ours_scheduler = real.start_wasmsched(config).await;
+        let ours = run(&real, "w", scheduler_name).await;
+        ours_scheduler.shutdown().await;
+
+        assert_eq!(kube["on-n1"], Outcome::Bound, "{kube:?}");
+        assert_eq!(kube["on-n1's node"], Outcome::Unschedulable("-n1".into()), "{kube:?}");
+        assert!(
+            matches!(&kube["nowhere"], Outcome::Unschedulable(m) if m.contains("didn't match PersistentVolume's node affinity")),
+            "{kube:?}"
+        );
+        assert_eq!(ours, kube, "wasmsched binds volumes differently from kube-scheduler");
+    });
+}
