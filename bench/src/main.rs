@@ -77,8 +77,9 @@ pub struct BenchArgs {
     pub percentage_of_nodes_to_score: Option<NodeSampling>,
     /// Drain a backlog on the real control plane whose state directory
     /// this is (`kube-control-plane/up.sh DIR` ran), with kube-scheduler
-    /// and then wasmsched, for each chosen shape (default: SchedulingBasic
-    /// and the three inter-pod shapes) at 500 and 5,000 nodes.
+    /// and then wasmsched, for each chosen shape (default: SchedulingBasic,
+    /// the three inter-pod shapes and PreemptionBasic) at 500 and 5,000
+    /// nodes.
     #[arg(long, value_name = "STATE_DIR")]
     pub real_apiserver: Option<PathBuf>,
     /// The `wasmsched` binary the real-apiserver drain runs (default: the
@@ -311,16 +312,12 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
     };
     anyhow::ensure!(wasmsched.is_file(), "{} not found: build it or pass --wasmsched-binary", wasmsched.display());
     let shapes: Vec<Shape> = if args.workloads.is_empty() {
-        vec![Shape::Basic, Shape::PodAntiAffinity, Shape::PodAffinity, Shape::TopologySpreading]
+        vec![Shape::Basic, Shape::PodAntiAffinity, Shape::PodAffinity, Shape::TopologySpreading, Shape::Preemption]
     } else {
         let mut shapes = Vec::new();
         for w in &args.workloads {
             match (w, w.shape()) {
                 (Workload::SchedulingBasic, _) => shapes.push(Shape::Basic),
-                // Victims stay Terminating without a kubelet, so the
-                // preemptors never bind: this drain needs a stand-in that
-                // finishes deletions, which it does not have yet.
-                (Workload::PreemptionBasic, _) => bail!("PreemptionBasic has no real-apiserver drain yet"),
                 (_, Some(shape)) => shapes.push(shape),
                 _ => bail!("{w:?} has no real-apiserver drain"),
             }

@@ -6,15 +6,22 @@
 //! timed from its first binding to its last, as a watch sees them.
 //! kube-scheduler runs with its client QPS lifted to 5,000 and every node
 //! scored (`percentageOfNodesToScore: 100`), as wasmsched scores them.
+//!
+//! PreemptionBasic's victims must go for the preemptors to bind, and with
+//! no kubelet a deleted bound pod stays Terminating: a stand-in
+//! (`finish_deletions`) finishes each deletion at once, for both
+//! schedulers, and each scheduler gets a fresh set of init pods.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -26,6 +33,10 @@ use super::topology::Shape;
 
 /// Requests in flight while the cluster is filled.
 const CREATE_CONCURRENCY: usize = 32;
+
+/// The PriorityClass of PreemptionBasic's measured pods: the API server's
+/// Priority admission refuses a pod that sets `spec.priority` itself.
+const HIGH_PRIORITY_CLASS: &str = "wasmsched-drain-high";
 
 pub struct Drain {
     /// The control plane's state directory (`up.sh STATE_DIR` ran).
@@ -43,18 +54,34 @@ impl Drain {
         let client = wasmsched::kubernetes::client::connect(Some(&kubeconfig), None).await?;
         let (init, measured) = self.shape.kube_pods(self.nodes);
         let run = format!("drain-{}", std::process::id());
-        eprintln!("filling the cluster: {} nodes, {init} init pods", self.nodes);
-        self.fill(&client, &run, init).await?;
+        eprintln!("filling the cluster: {} nodes", self.nodes);
+        self.fill(&client, &run).await?;
         let mut results = Vec::new();
         for scheduler in [Scheduler::Kube, Scheduler::Wasmsched] {
+            // Preemption evicts init pods: each scheduler starts from all of them.
+            if results.is_empty() || self.shape == Shape::Preemption {
+                eprintln!("{init} init pods");
+                self.place_init_pods(&client, &run, init).await?;
+            }
             eprintln!("{}: {measured} pods pending, then the scheduler starts", scheduler.name());
             let pods = self.create_measured(&client, &run, measured, scheduler).await?;
+            let first_eviction = Arc::new(OnceLock::new());
+            let kubelet = (self.shape == Shape::Preemption).then(|| {
+                let namespace = self.shape.namespaces().0;
+                tokio::spawn(finish_deletions(client.clone(), namespace, run.clone(), first_eviction.clone()))
+            });
             let started = Instant::now();
             let mut process = self.start(scheduler)?;
             let timing = wait_bound(&client, self.shape.namespaces().1, &pods).await;
             let peak_rss_mib = process.peak_rss_mib(&self.state_dir);
             process.stop(&self.state_dir);
-            let (first, last) = timing?;
+            if let Some(kubelet) = kubelet {
+                kubelet.abort();
+            }
+            let (first_binding, last) = timing?;
+            // A preemptor binds only once its victims are gone: its drain
+            // starts with the first eviction, not the first binding.
+            let first = first_eviction.get().copied().unwrap_or(first_binding).min(first_binding);
             delete_pods(&client, self.shape.namespaces().1, &format!("drain-run={run}-{}", scheduler.name())).await?;
             let drain = last.duration_since(first).as_secs_f64().max(1e-3);
             let mut result = BenchResult {
@@ -70,7 +97,8 @@ impl Drain {
                 wall_seconds: last.duration_since(started).as_secs_f64(),
                 details: Default::default(),
                 notes: vec![format!(
-                    "first binding {:.1} s after the start, the last {:.1} s after it",
+                    "{} {:.1} s after the start, the last binding {:.1} s after it",
+                    if first < first_binding { "first eviction" } else { "first binding" },
                     first.duration_since(started).as_secs_f64(),
                     drain
                 )],
@@ -85,17 +113,17 @@ impl Drain {
         Ok(results)
     }
 
-    /// The nodes and the init pods (bound already, as kube-scheduler would
-    /// have placed them).
-    async fn fill(&self, client: &Client, run: &str, init: usize) -> anyhow::Result<()> {
+    /// The namespaces, PreemptionBasic's priority class and the nodes.
+    async fn fill(&self, client: &Client, run: &str) -> anyhow::Result<()> {
         let namespaces: Api<Namespace> = Api::all(client.clone());
         for name in ["sched-0", "sched-1"] {
             let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
-            match namespaces.create(&PostParams::default(), &ns).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 409 => {}
-                Err(e) => return Err(e).context("creating namespace"),
-            }
+            create_if_missing(&namespaces, &ns).await.context("creating namespace")?;
+        }
+        if self.shape == Shape::Preemption {
+            let classes: Api<PriorityClass> = Api::all(client.clone());
+            let class = serde_json::from_value(json!({"metadata": {"name": HIGH_PRIORITY_CLASS}, "value": 10}))?;
+            create_if_missing(&classes, &class).await.context("creating the priority class")?;
         }
         let nodes: Api<Node> = Api::all(client.clone());
         let shape = self.shape;
@@ -107,12 +135,18 @@ impl Drain {
             }
             node
         });
-        create_all(&nodes, bodies).await.context("creating nodes")?;
-        let (namespace, _) = shape.namespaces();
+        create_all(&nodes, bodies).await.context("creating nodes")
+    }
+
+    /// The init pods, bound already as kube-scheduler would have placed
+    /// them; any left from an earlier run deleted first.
+    async fn place_init_pods(&self, client: &Client, run: &str, init: usize) -> anyhow::Result<()> {
+        let (namespace, _) = self.shape.namespaces();
+        delete_pods(client, namespace, &format!("drain-run={run}")).await?;
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let bodies = (0..init).map(|i| {
             let node = Some(format!("node-{:05}", i % self.nodes));
-            let mut pod = shape.pod(format!("init-{i:06}"), namespace, node, false, "none");
+            let mut pod = for_apiserver(self.shape.pod(format!("init-{i:06}"), namespace, node, false, "none"));
             pod["metadata"]["labels"]["drain-run"] = json!(run);
             pod
         });
@@ -132,7 +166,7 @@ impl Drain {
         let bodies: Vec<Value> = (0..measured)
             .map(|i| {
                 let name = format!("{}-{i:06}", scheduler.name());
-                let mut pod = self.shape.pod(name, namespace, None, true, scheduler.scheduler_name());
+                let mut pod = for_apiserver(self.shape.pod(name, namespace, None, true, scheduler.scheduler_name()));
                 pod["metadata"]["labels"]["drain-run"] = json!(label);
                 pod
             })
@@ -266,6 +300,61 @@ where
         .buffer_unordered(CREATE_CONCURRENCY)
         .try_for_each(|_| async { Ok(()) })
         .await?;
+    Ok(())
+}
+
+/// A shape's pod as the API server takes it: a priority given by its
+/// class, not by `spec.priority` (priority 0 needs no class).
+fn for_apiserver(mut pod: Value) -> Value {
+    let Some(spec) = pod["spec"].as_object_mut() else { return pod };
+    if let Some(priority) = spec.remove("priority")
+        && priority.as_i64().is_some_and(|p| p > 0)
+    {
+        spec.insert("priorityClassName".into(), json!(HIGH_PRIORITY_CLASS));
+    }
+    pod
+}
+
+async fn create_if_missing<K>(api: &Api<K>, object: &K) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The kubelet's part in a preemption, for the pods of `run`: a bound pod
+/// deleted gracefully is deleted for good at once (grace period 0), as if
+/// its containers had stopped, so the preemptor's room is freed. `first`
+/// gets the moment the first such deletion was seen.
+async fn finish_deletions(
+    client: Client,
+    namespace: &'static str,
+    run: String,
+    first: Arc<OnceLock<Instant>>,
+) -> anyhow::Result<()> {
+    let api: Api<Pod> = Api::namespaced(client, namespace);
+    let config = watcher::Config::default().labels(&format!("drain-run={run}"));
+    let mut events = watcher(api.clone(), config).boxed();
+    while let Some(event) = events.try_next().await? {
+        let (watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) = event else { continue };
+        if pod.metadata.deletion_timestamp.is_none() {
+            continue;
+        }
+        first.get_or_init(Instant::now);
+        let (api, name) = (api.clone(), pod.metadata.name.unwrap_or_default());
+        tokio::spawn(async move {
+            let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
+            if let Err(e) = api.delete(&name, &now).await
+                && !matches!(&e, kube::Error::Api(status) if status.code == 404)
+            {
+                eprintln!("finishing the deletion of {name}: {e}");
+            }
+        });
+    }
     Ok(())
 }
 

@@ -71,7 +71,10 @@ pub fn balanced_allocation(resources: &[(u64, u64)]) -> i64 {
 /// without its general loop: it runs once per node per attempt.
 #[inline]
 pub fn balanced_cpu_memory(cpu: (u64, u64), memory: (u64, u64)) -> i64 {
-    let fraction = |(requested, allocatable): (u64, u64)| (requested as f64 / allocatable as f64).min(1.0);
+    // Through i64: one instruction each, where u64 → f64 takes a branch
+    // and several; quantities stay far below 2^63.
+    let fraction =
+        |(requested, allocatable): (u64, u64)| (requested as i64 as f64 / allocatable as i64 as f64).min(1.0);
     let std = match (cpu.1 > 0, memory.1 > 0) {
         (true, true) => ((fraction(cpu) - fraction(memory)) / 2.0).abs(),
         _ => 0.0,

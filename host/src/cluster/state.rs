@@ -20,7 +20,7 @@ use super::placed_terms::PlacedTerms;
 use super::pod_constraints::{AffinityTerm, PodConstraints, WeightedTerm};
 use super::pod_counts::{CountedPod, PerNode, PodClause, PodCounters};
 use super::volumes::Volumes;
-use wasmsched_runtime::{Candidate, NodeId, NodeTable};
+use wasmsched_runtime::{Candidate, NodeId, NodeTable, TaintEffect};
 
 /// What the pods placed on a node request of it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -162,6 +162,9 @@ pub struct ClusterState {
     /// Placed pods' terms that score incoming pods (InterPodAffinity).
     scoring_terms: PlacedTerms<WeightedTerm>,
     images: NodeImages,
+    /// Nodes with a `PreferNoSchedule` taint: with none (most clusters),
+    /// TaintToleration scores every node alike without looking at them.
+    soft_tainted: HashSet<NodeId>,
     /// Claims, volumes and storage classes (VolumeBinding).
     volumes: Volumes,
     /// Namespace name → its labels, for namespace selectors.
@@ -196,6 +199,7 @@ impl ClusterState {
     pub fn upsert_node(&mut self, node: &Node) -> Result<(NodeId, bool), String> {
         let (facts, ready) = node_facts(node)?;
         let name = facts.name.clone();
+        let soft_tainted = facts.taints.iter().any(|t| t.effect == TaintEffect::PreferNoSchedule);
         let generation = self.table.sync_point().generation;
         // Heartbeats change nothing a policy sees: leave the table alone, so
         // a copy still held by a tenant policy's job is not duplicated.
@@ -206,6 +210,11 @@ impl ClusterState {
         let mut changed = self.table.sync_point().generation != generation;
         // Images only score, so they change nothing a waiting pod waits for.
         self.images.set(id, node_images(node));
+        if soft_tainted {
+            self.soft_tainted.insert(id);
+        } else {
+            self.soft_tainted.remove(&id);
+        }
         if self.nodes.len() <= id as usize {
             self.nodes.resize_with(id as usize + 1, || None);
         }
@@ -240,6 +249,7 @@ impl ClusterState {
         Arc::make_mut(&mut self.table).remove(name);
         self.nodes[id as usize] = None;
         self.images.clear(id);
+        self.soft_tainted.remove(&id);
         true
     }
 
@@ -348,6 +358,11 @@ impl ClusterState {
     /// weights and the nodes of the pods that carry them.
     pub fn placed_scoring_terms(&self) -> &PlacedTerms<WeightedTerm> {
         &self.scoring_terms
+    }
+
+    /// Whether some node has a `PreferNoSchedule` taint.
+    pub fn any_soft_taint(&self) -> bool {
+        !self.soft_tainted.is_empty()
     }
 
     /// The images nodes report.

@@ -190,12 +190,21 @@ impl PartScores {
         self.normalized.as_ref().unwrap_or(&self.raw)
     }
 
-    /// Adds `weight × normalised score` to each candidate's total.
+    /// `weight × normalised score` when every candidate scores alike: the
+    /// caller starts every total from it instead of adding it node by node.
+    pub fn uniform_weighted(&self) -> Option<f64> {
+        match self.normalized_column() {
+            Column::Uniform(v) => Some(f64::from(self.weight) * *v as f64),
+            Column::PerNode(_) => None,
+        }
+    }
+
+    /// Adds `weight × normalised score` to each candidate's total, unless
+    /// the part is uniform (see [`PartScores::uniform_weighted`]).
     pub fn add_weighted(&self, totals: &mut [f64]) {
         let weight = f64::from(self.weight);
-        match self.normalized_column() {
-            Column::Uniform(v) => totals.iter_mut().for_each(|t| *t += weight * *v as f64),
-            Column::PerNode(v) => totals.iter_mut().zip(v).for_each(|(t, &s)| *t += weight * s as f64),
+        if let Column::PerNode(v) = self.normalized_column() {
+            totals.iter_mut().zip(v).for_each(|(t, &s)| *t += weight * s as f64);
         }
     }
 
@@ -324,6 +333,11 @@ impl SpreadInputs {
 }
 
 fn taint_toleration(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> PartInputs {
+    // Most clusters have no PreferNoSchedule taint: every node scores 100.
+    let uniform = PartInputs::Uniform { raw: 0, normalized: 100 };
+    if !state.any_soft_taint() {
+        return uniform;
+    }
     let table = state.table();
     let tolerations = &pod.facts.tolerations;
     let raw: Vec<i64> = candidates
@@ -333,9 +347,8 @@ fn taint_toleration(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate
             _ => 0,
         })
         .collect();
-    // Most clusters have no PreferNoSchedule taint: every node scores 100.
     if raw.iter().all(|&r| r == 0) {
-        return PartInputs::Uniform { raw: 0, normalized: 100 };
+        return uniform;
     }
     PartInputs::Normalized { raw, reverse: true }
 }

@@ -389,8 +389,9 @@ pub fn decide(
     // and weighted; any policy failure (or no policy to ask) means the
     // native least-allocated in the policies' place.
     let pod_seed = pod_seed(seed, pod, attempt);
-    let mut totals = vec![0.0; candidates.len()];
     let builtin = builtin.scores();
+    let uniform: f64 = builtin.iter().filter_map(|part| part.uniform_weighted()).sum();
+    let mut totals = vec![uniform; candidates.len()];
     for part in &builtin {
         part.add_weighted(&mut totals);
     }

@@ -1,7 +1,11 @@
 //! The scheduling queue with kube-scheduler's semantics:
 //! - active: highest `spec.priority` first, then the earliest enqueued;
 //! - backoff: after a failed attempt, 1 s doubling per attempt up to 10 s;
-//!   entries move to active when their backoff expires;
+//!   entries move to active when their backoff expires. As kube-scheduler's
+//!   `SchedulerPopFromBackoffQ` (on by default since v1.33) has it, when
+//!   nothing is active the pod a cluster event moved back goes at once,
+//!   earliest backoff first; a pod backing off after an error (a failed
+//!   binding) waits its backoff out;
 //! - unschedulable: pods no node could take wait here until a cluster change
 //!   that may help (see [`SchedulingQueue::cluster_changed`]; for pods with
 //!   constraints on other pods, also a pod placed: [`SchedulingQueue::pod_placed`])
@@ -47,6 +51,10 @@ struct Entry {
     /// Matches the live heap entry; older heap entries are stale.
     seq: u64,
     last_attempt: Duration,
+    /// In backoff because an attempt failed with an error, not because a
+    /// cluster event moved it back: kube's error backoff queue, which is
+    /// never popped early.
+    error_backoff: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -89,6 +97,9 @@ pub struct SchedulingQueue {
     /// Unschedulable pods with topology spread or inter-pod affinity
     /// constraints; may hold keys that have moved on since.
     waiting_on_pods: HashSet<PodKey>,
+    /// Pods a cluster event moved to backoff, which `pop` may take early;
+    /// may hold keys that have moved on since.
+    moved_to_backoff: HashSet<PodKey>,
 }
 
 /// Backoff after `attempts` failed attempts: 1 s, 2 s, 4 s, 8 s, 10 s, …
@@ -131,7 +142,14 @@ impl SchedulingQueue {
             None => {
                 self.entries.insert(
                     key.clone(),
-                    Entry { info, attempts: 0, location: Location::Gated, seq: 0, last_attempt: Duration::ZERO },
+                    Entry {
+                        info,
+                        attempts: 0,
+                        location: Location::Gated,
+                        seq: 0,
+                        last_attempt: Duration::ZERO,
+                        error_backoff: false,
+                    },
                 );
                 if !gated {
                     self.push_active(&key);
@@ -228,12 +246,35 @@ impl SchedulingQueue {
                 && e.location == Location::Active
                 && e.seq == top.seq.0
             {
-                e.location = Location::InFlight;
-                e.last_attempt = now;
-                return Some((e.info.clone(), e.attempts));
+                return Some(Self::take(e, now));
             }
         }
-        None
+        let key = self.first_moved_to_backoff()?;
+        self.entries.get_mut(&key).map(|e| Self::take(e, now))
+    }
+
+    fn take(e: &mut Entry, now: Duration) -> (Arc<PodInfo>, u32) {
+        e.location = Location::InFlight;
+        e.last_attempt = now;
+        (e.info.clone(), e.attempts)
+    }
+
+    /// The pod moved to backoff by a cluster event that is next out of it,
+    /// in kube's backoff order: by the whole second its backoff ends, then
+    /// as the active queue orders (priority, then the earliest queued).
+    fn first_moved_to_backoff(&mut self) -> Option<PodKey> {
+        let entries = &self.entries;
+        self.moved_to_backoff.retain(|key| {
+            entries.get(key).is_some_and(|e| matches!(e.location, Location::Backoff { .. }) && !e.error_backoff)
+        });
+        let order = |key: &PodKey| {
+            let e = &entries[key];
+            let until = Self::due_at(e.location).unwrap_or_default().as_secs();
+            (until, Reverse(e.info.facts.priority), e.seq)
+        };
+        let first = self.moved_to_backoff.iter().min_by_key(|key| order(key))?.clone();
+        self.moved_to_backoff.remove(&first);
+        Some(first)
     }
 
     /// The pod was placed and bound: it leaves the queue.
@@ -246,6 +287,7 @@ impl SchedulingQueue {
         if let Some(e) = self.entries.get_mut(key) {
             e.attempts += 1;
             e.location = Location::Backoff { until: now + backoff_for(e.attempts) };
+            e.error_backoff = true;
             let location = e.location;
             self.note_due(location);
         }
@@ -302,6 +344,8 @@ impl SchedulingQueue {
             self.push_active(key);
         } else {
             e.location = Location::Backoff { until };
+            e.error_backoff = false;
+            self.moved_to_backoff.insert(key.clone());
             self.note_due(Location::Backoff { until });
         }
     }
@@ -403,6 +447,35 @@ mod tests {
         q.unschedulable(&key("p"), Duration::from_secs(305));
         q.cluster_changed(Duration::from_secs(305));
         assert_eq!(q.location(&key("p")), Some(Location::Backoff { until: Duration::from_secs(309) }));
+    }
+
+    #[test]
+    fn with_nothing_active_a_pod_moved_to_backoff_goes_at_once() {
+        let mut q = SchedulingQueue::new();
+        for name in ["low", "high", "erred"] {
+            q.add_or_update(pod(name, if name == "high" { 10 } else { 0 }, false));
+        }
+        for _ in 0..3 {
+            q.pop(T0).unwrap();
+        }
+        q.unschedulable(&key("low"), T0);
+        q.unschedulable(&key("high"), T0);
+        q.backoff(&key("erred"), T0);
+        // A change right after the attempts: both back off until 1 s...
+        q.cluster_changed(Duration::from_millis(100));
+        // ...but nothing is active, so they go now, the higher priority
+        // first; the pod whose binding failed waits its backoff out.
+        let popped = |q: &mut SchedulingQueue, at| q.pop(at).map(|(p, _)| p.key.name.clone());
+        assert_eq!(popped(&mut q, Duration::from_millis(100)).as_deref(), Some("high"));
+        assert_eq!(popped(&mut q, Duration::from_millis(100)).as_deref(), Some("low"));
+        assert_eq!(popped(&mut q, Duration::from_millis(100)), None);
+        assert_eq!(popped(&mut q, Duration::from_secs(1)).as_deref(), Some("erred"));
+        // An active pod still goes before any in backoff.
+        q.unschedulable(&key("low"), Duration::from_secs(1));
+        q.cluster_changed(Duration::from_secs(1));
+        q.add_or_update(pod("new", 0, false));
+        assert_eq!(popped(&mut q, Duration::from_secs(1)).as_deref(), Some("new"));
+        assert_eq!(popped(&mut q, Duration::from_secs(1)).as_deref(), Some("low"));
     }
 
     #[test]
