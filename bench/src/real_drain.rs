@@ -74,6 +74,10 @@ impl Drain {
             let mut process = self.start(scheduler)?;
             let timing = wait_bound(&client, self.shape.namespaces().1, &pods).await;
             let peak_rss_mib = process.peak_rss_mib(&self.state_dir);
+            let attempts = match &process {
+                Running::Wasmsched(_, http) => attempts_by_result(*http).await,
+                Running::Kube => Vec::new(),
+            };
             process.stop(&self.state_dir);
             if let Some(kubelet) = kubelet {
                 kubelet.abort();
@@ -104,6 +108,7 @@ impl Drain {
                 )],
             };
             result.details.insert("initPods".into(), init as f64);
+            result.details.extend(attempts);
             results.push(result);
         }
         if let [kube, ours] = results.as_slice() {
@@ -202,15 +207,18 @@ impl Drain {
                 Ok(Running::Kube)
             }
             Scheduler::Wasmsched => {
+                // Its metrics say how many attempts the drain took.
+                let http = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
                 let child = Command::new(&self.wasmsched)
                     .args(["run", "--kubeconfig"])
                     .arg(self.state_dir.join("scheduler.kubeconfig"))
-                    .args(["--leader-elect=false", "--tenant-policies=false", "--http-addr=off"])
+                    .args(["--leader-elect=false", "--tenant-policies=false"])
+                    .arg(format!("--http-addr={http}"))
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .spawn()
                     .with_context(|| format!("running {}", self.wasmsched.display()))?;
-                Ok(Running::Wasmsched(child))
+                Ok(Running::Wasmsched(child, http))
             }
         }
     }
@@ -250,7 +258,7 @@ impl Scheduler {
 
 enum Running {
     Kube,
-    Wasmsched(Child),
+    Wasmsched(Child, std::net::SocketAddr),
 }
 
 impl Running {
@@ -258,7 +266,7 @@ impl Running {
     fn peak_rss_mib(&self, state_dir: &Path) -> f64 {
         let pid = match self {
             Running::Kube => std::fs::read_to_string(state_dir.join("run/kube-scheduler.pid")).unwrap_or_default(),
-            Running::Wasmsched(child) => child.id().to_string(),
+            Running::Wasmsched(child, _) => child.id().to_string(),
         };
         let status = std::fs::read_to_string(format!("/proc/{}/status", pid.trim())).unwrap_or_default();
         let kib = status
@@ -274,7 +282,7 @@ impl Running {
                 let _ =
                     Command::new(kit("kube-scheduler.sh")).arg(state_dir).arg("stop").stdout(Stdio::null()).status();
             }
-            Running::Wasmsched(child) => {
+            Running::Wasmsched(child, _) => {
                 let _ = child.kill();
                 let _ = child.wait();
             }
@@ -356,6 +364,38 @@ async fn finish_deletions(
         });
     }
     Ok(())
+}
+
+/// wasmsched's `wasmsched_schedule_attempts_total` by result, its
+/// preemptions and their victims, read from its metrics endpoint; empty
+/// if it cannot be read.
+async fn attempts_by_result(http: std::net::SocketAddr) -> Vec<(String, f64)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut text = String::new();
+    if let Ok(mut stream) = tokio::net::TcpStream::connect(http).await {
+        let request = format!("GET /metrics HTTP/1.0\r\nHost: {http}\r\n\r\n");
+        if stream.write_all(request.as_bytes()).await.is_ok() {
+            let _ = stream.read_to_string(&mut text).await;
+        }
+    }
+    let mut totals: Vec<(String, f64)> = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("wasmsched_schedule_attempts_total{")) {
+        let outcome = line.split("result=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("unknown");
+        let value = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        match totals.iter_mut().find(|(o, _)| o.strip_suffix("Attempts") == Some(outcome)) {
+            Some((_, total)) => *total += value,
+            None => totals.push((format!("{outcome}Attempts"), value)),
+        }
+    }
+    let counter = |name: &str| text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok());
+    // Evictions beyond what the workload needs would show here.
+    if let Some(preemptions) = counter("wasmsched_preemptions_total") {
+        totals.push(("preemptions".into(), preemptions));
+    }
+    if let Some(victims) = counter("wasmsched_preemption_victims_sum") {
+        totals.push(("victims".into(), victims));
+    }
+    totals
 }
 
 /// When the first and the last of `pods` were seen bound.

@@ -162,6 +162,11 @@ pub struct ClusterState {
     /// Placed pods' terms that score incoming pods (InterPodAffinity).
     scoring_terms: PlacedTerms<WeightedTerm>,
     images: NodeImages,
+    /// Pods this scheduler has started to delete (preemption victims), by
+    /// UID: counted as terminating until the watch says they are, even
+    /// through versions the watch sends before the deletion (the
+    /// `DisruptionTarget` condition comes first).
+    evicting: HashMap<PodKey, String>,
     /// Nodes with a `PreferNoSchedule` taint: with none (most clusters),
     /// TaintToleration scores every node alike without looking at them.
     soft_tainted: HashSet<NodeId>,
@@ -257,7 +262,14 @@ impl ClusterState {
     /// Replaces an earlier placement of the same pod.
     pub fn place(&mut self, pod: &PodInfo, node: &str, assumed: bool) {
         self.unplace(&pod.key);
-        let placed = PlacedPod::of(pod, node, assumed);
+        let mut placed = PlacedPod::of(pod, node, assumed);
+        match self.evicting.get(&pod.key) {
+            Some(uid) if *uid == pod.uid && !pod.terminating => placed.terminating = true,
+            Some(_) => {
+                self.evicting.remove(&pod.key);
+            }
+            None => {}
+        }
         if let Some(state) = self.state_mut(node) {
             state.usage.add(&placed);
         }
@@ -266,6 +278,32 @@ impl ClusterState {
         }
         self.by_node.entry(node.to_string()).or_default().insert(pod.key.clone());
         self.pods.insert(pod.key.clone(), placed);
+    }
+
+    /// A pod this scheduler has started to delete (a preemption's victim)
+    /// counts as terminating at once, as the watch will soon report it:
+    /// until then a retry of its preemptor would otherwise find it still
+    /// running and preempt again, and another preemption could count on
+    /// its room. It stays terminating until the pod is gone.
+    pub fn mark_terminating(&mut self, key: &PodKey) {
+        let Some(placed) = self.pods.get(key).filter(|p| !p.terminating).cloned() else { return };
+        self.evicting.insert(key.clone(), placed.uid.clone());
+        let id = self.table.id_of(&placed.node);
+        if let Some(id) = id {
+            self.count(&placed, id, false);
+        }
+        let terminating = PlacedPod { terminating: true, ..placed };
+        if let Some(id) = id {
+            self.count(&terminating, id, true);
+        }
+        self.pods.insert(key.clone(), terminating);
+    }
+
+    /// A pod deleted or finished: whatever `mark_terminating` kept of it
+    /// goes too.
+    pub fn pod_gone(&mut self, key: &PodKey) -> bool {
+        self.evicting.remove(key);
+        self.unplace(key)
     }
 
     /// Stops counting a pod (deleted, terminal, or a forgotten assumption).

@@ -141,20 +141,36 @@ impl PodReporter {
                 let (client, denials, instance) = (self.client.clone(), self.denials.clone(), self.instance.clone());
                 tokio::spawn(async move {
                     evictions::nominate(client.clone(), &denials, &preemptor.key, Some(&node)).await;
-                    // Already being deleted: kube sends nothing more.
-                    for victim in victims.iter().filter(|v| !v.terminating) {
-                        let name = &preemptor.scheduler_name;
-                        if !evictions::evict(client.clone(), &denials, &victim.key, &victim.uid, name).await {
-                            continue;
+                    // The victims at once, as kube-scheduler evicts them in
+                    // parallel; one already being deleted gets nothing more.
+                    let evictions = victims.iter().filter(|v| !v.terminating).map(|victim| {
+                        let (client, denials, instance) = (client.clone(), denials.clone(), instance.clone());
+                        let (preemptor, node) = (&preemptor, &node);
+                        async move {
+                            let name = &preemptor.scheduler_name;
+                            if !evictions::evict(client.clone(), &denials, &victim.key, &victim.uid, name).await {
+                                return;
+                            }
+                            let victim = PodRef {
+                                key: victim.key.clone(),
+                                uid: victim.uid.clone(),
+                                scheduler_name: name.clone(),
+                            };
+                            let note = format!("Preempted by pod {} on node {node}", preemptor.uid);
+                            let mut event = new_event(
+                                &reference(&victim),
+                                "Normal",
+                                "Preempted",
+                                "Preempting",
+                                note,
+                                name,
+                                &instance,
+                            );
+                            event.related = Some(reference(preemptor));
+                            post(client, &denials, event, &victim.key).await;
                         }
-                        let victim =
-                            PodRef { key: victim.key.clone(), uid: victim.uid.clone(), scheduler_name: name.clone() };
-                        let note = format!("Preempted by pod {} on node {node}", preemptor.uid);
-                        let mut event =
-                            new_event(&reference(&victim), "Normal", "Preempted", "Preempting", note, name, &instance);
-                        event.related = Some(reference(&preemptor));
-                        post(client.clone(), &denials, event, &victim.key).await;
-                    }
+                    });
+                    futures::future::join_all(evictions).await;
                     for key in &displaced {
                         evictions::nominate(client.clone(), &denials, key, None).await;
                     }

@@ -103,7 +103,7 @@ impl Scheduler {
         if info.terminal {
             self.queue.remove(&key);
             self.state.unnominate(&key);
-            if self.state.unplace(&key) {
+            if self.state.pod_gone(&key) {
                 self.queue.cluster_changed(now);
             }
             return;
@@ -160,7 +160,7 @@ impl Scheduler {
         self.queue.remove(key);
         self.invalid.retain(|i| &i.key != key);
         self.state.unnominate(key);
-        if self.state.unplace(key) {
+        if self.state.pod_gone(key) {
             self.queue.cluster_changed(now);
         }
     }

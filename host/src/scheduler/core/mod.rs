@@ -309,6 +309,9 @@ impl Scheduler {
                     self.queue.requeue(key, now);
                 }
                 self.state.nominate(pod, &preemption.node);
+                for victim in &preemption.victims {
+                    self.state.mark_terminating(&victim.key);
+                }
                 record.preemption = Some(preemption.clone());
                 Nomination::Preempting { preemption, displaced }
             }

@@ -37,7 +37,13 @@ async fn repeated_failures_become_an_event_series_and_a_new_reason_a_new_event()
             .filter_map(|e| e.note)
             .collect();
         if notes.iter().any(|n| n.contains("2 Insufficient cpu")) {
-            assert_eq!(notes.len(), 2, "{notes:?}");
+            // One event per reason. The new node is created before its
+            // status is written, and a retry in between (at once, with
+            // nothing else to do) sees it without allocatable: a reason
+            // of its own, so a third event may come.
+            let reasons: std::collections::HashSet<&String> = notes.iter().collect();
+            assert_eq!(reasons.len(), notes.len(), "{notes:?}");
+            assert!(notes.iter().any(|n| n.starts_with("0/1 nodes are available: 1 Insufficient cpu.")), "{notes:?}");
             break;
         }
         assert!(Instant::now() < deadline, "no event for the new reason: {notes:?}");

@@ -35,6 +35,14 @@ fn default_policies() -> PolicySet {
     PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }])
 }
 
+/// One wasmsched profile, `scheduler_name`, with the embedded default
+/// policy and no tenants, started on `real` as kube-scheduler's twin.
+async fn start_default_wasmsched(real: &Real, scheduler_name: &str) -> wasmsched::kubernetes::RunningScheduler {
+    let mut config = common::single_replica(ProfileConfig::with_policies(scheduler_name, default_policies()));
+    config.tenants.settings.enabled = false;
+    real.start_wasmsched(config).await
+}
+
 mod oracle;
 mod policies;
 mod preemption;

@@ -129,9 +129,7 @@ fn scores_as_kube_scheduler_does() {
         real.delete_pods().await;
 
         let scheduler_name = "wasmsched-scoring";
-        let mut config = common::single_replica(ProfileConfig::with_policies(scheduler_name, default_policies()));
-        config.tenants.settings.enabled = false;
-        let ours_scheduler = real.start_wasmsched(config).await;
+        let ours_scheduler = start_default_wasmsched(&real, scheduler_name).await;
         let ours = run(&real, "w", scheduler_name).await;
         ours_scheduler.shutdown().await;
         real.delete_pods().await;

@@ -90,9 +90,7 @@ fn binds_volumes_as_kube_scheduler_does() {
         let kube = run(&real, "k", "default-scheduler").await;
 
         let scheduler_name = "wasmsched-volumes";
-        let mut config = common::single_replica(ProfileConfig::with_policies(scheduler_name, default_policies()));
-        config.tenants.settings.enabled = false;
-        let ours_scheduler = real.start_wasmsched(config).await;
+        let ours_scheduler = start_default_wasmsched(&real, scheduler_name).await;
         let ours = run(&real, "w", scheduler_name).await;
         ours_scheduler.shutdown().await;
 

@@ -341,3 +341,53 @@ fn node_sampling_rotates_through_the_nodes_and_never_strands_a_pod() {
     let all = attempt(&mut s, "p0", None);
     assert_eq!((all.evaluated, all.feasible_builtin, filter_calls(&all)), (200, 200, 1));
 }
+
+/// What the Kubernetes backend sees after a preemption: the victim's
+/// `DisruptionTarget` version arrives before its deletion, and any other
+/// change retries the waiting preemptor at once. The preemptor must wait
+/// for its victim, not preempt again (which evicted three times the pods
+/// PreemptionBasic needs on the real control plane).
+#[test]
+fn a_preemptor_retried_before_its_victim_is_gone_does_not_preempt_again() {
+    use std::time::Duration;
+    use wasmsched::scheduler::{Attempt, Nomination, Scheduler, SchedulerConfig};
+    let parse = |yaml: &str| {
+        let mut m = Manifests::default();
+        m.add_text("t", yaml);
+        assert!(m.problems.is_empty(), "{:?}", m.problems);
+        m
+    };
+    let t = Duration::from_secs;
+    let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
+    s.node_upserted(&parse(&node("n", "2", "4Gi", "")).nodes.remove(0), t(0)).unwrap();
+    let low = pod("low", "1500m", "  nodeName: n\n  priority: 0\n").replace("metadata: {", "metadata: {uid: u-low, ");
+    s.pod_upserted(Arc::new(parse(&low).pods.remove(0)), t(0));
+    s.pod_upserted(Arc::new(parse(&pod("high", "1", "  priority: 100\n")).pods.remove(0)), t(0));
+    match s.schedule_next(t(0)) {
+        Some(Attempt::Unschedulable { nomination: Nomination::Preempting { preemption, .. }, .. }) => {
+            assert_eq!(preemption.victims.len(), 1);
+            assert_eq!(preemption.victims[0].key.name, "low");
+        }
+        other => panic!("expected a preemption, got {other:?}"),
+    }
+    // The victim's condition, not yet its deletion; then a change that
+    // retries every unschedulable pod.
+    let marked = low.replace("spec:\n", "status:\n  conditions: [{type: DisruptionTarget, status: \"True\"}]\nspec:\n");
+    s.pod_upserted(Arc::new(parse(&marked).pods.remove(0)), t(1));
+    s.node_upserted(&parse(&node("tiny", "100m", "1Gi", "")).nodes.remove(0), t(1)).unwrap();
+    match s.schedule_next(t(1)) {
+        Some(Attempt::Unschedulable { nomination: Nomination::Unchanged, record, .. }) => {
+            let message = record.message.unwrap();
+            assert!(message.ends_with("not eligible due to a terminating pod on the nominated node."), "{message}");
+        }
+        other => panic!("expected a wait for the victim, got {other:?}"),
+    }
+    // The victim goes: the preemptor takes its room.
+    let low_key = parse(&low).pods.remove(0);
+    let key = wasmsched::cluster::PodKey { namespace: "t".into(), name: "low".into() };
+    s.pod_deleted(&key, low_key.metadata.uid.as_deref(), t(2));
+    match s.schedule_next(t(2)) {
+        Some(Attempt::Placed { node, .. }) => assert_eq!(node, "n"),
+        other => panic!("expected the preemptor placed, got {other:?}"),
+    }
+}
