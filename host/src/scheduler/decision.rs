@@ -109,15 +109,36 @@ fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 /// Counts of rejection reasons over nodes, rendered as kube-scheduler does.
 #[derive(Debug, Default)]
 pub struct ReasonHistogram {
-    counts: HashMap<String, usize>,
+    counts: Vec<(String, usize)>,
+    /// Reason → its entry in `counts`, once there are more than
+    /// [`ReasonHistogram::SCANNED`] (policies may give a reason per node).
+    index: HashMap<String, usize>,
 }
 
 impl ReasonHistogram {
+    /// An attempt usually sees a handful of distinct reasons, one per
+    /// rejected node: comparing a few short strings costs less than
+    /// hashing each (an unschedulable attempt adds one per node).
+    const SCANNED: usize = 16;
+
     pub fn add(&mut self, reason: &str) {
-        match self.counts.get_mut(reason) {
-            Some(n) => *n += 1,
+        let found = if self.index.is_empty() {
+            self.counts.iter().position(|(r, _)| r == reason)
+        } else {
+            self.index.get(reason).copied()
+        };
+        match found {
+            Some(i) => self.counts[i].1 += 1,
             None => {
-                self.counts.insert(reason.to_string(), 1);
+                self.counts.push((reason.to_string(), 1));
+                if self.counts.len() > Self::SCANNED {
+                    let last = self.counts.len() - 1;
+                    if self.index.is_empty() {
+                        self.index = self.counts.iter().enumerate().map(|(i, (r, _))| (r.clone(), i)).collect();
+                    } else {
+                        self.index.insert(reason.to_string(), last);
+                    }
+                }
             }
         }
     }
@@ -148,5 +169,23 @@ mod tests {
         h.add("node(s) had untolerated taint(s)");
         assert_eq!(h.message(5), "0/5 nodes are available: 1 node(s) had untolerated taint(s), 4 Insufficient cpu.");
         assert_eq!(ReasonHistogram::default().message(0), "no nodes available to schedule pods");
+    }
+
+    #[test]
+    fn many_distinct_reasons_are_counted_alike() {
+        let mut h = ReasonHistogram::default();
+        for round in 0..3 {
+            for i in 0..40 {
+                h.add(&format!("reason {i:02}"));
+            }
+            h.add("Insufficient cpu");
+            assert_eq!(h.counts.len(), 41, "round {round}");
+        }
+        let message = h.message(123);
+        assert!(
+            message.starts_with("0/123 nodes are available: 3 Insufficient cpu, 3 reason 00, 3 reason 01,"),
+            "{message}"
+        );
+        assert!(message.ends_with(", 3 reason 39."), "{message}");
     }
 }
