@@ -20,5 +20,5 @@ pub use nominations::NominatedPod;
 pub use pod_constraints::{AffinityTerm, LabelSelector, PodConstraints, SpreadConstraint, WeightedTerm};
 pub use pod_counts::{MatchingPods, Namespaces, PerNode, PodClause};
 pub use requests::{PodRequests, RequestError, pod_requests};
-pub use state::{ClusterState, NodeState, NodeUsage, PlacedPod};
+pub use state::{ClusterState, EVICTION_UNCONFIRMED, NodeState, NodeUsage, PlacedPod};
 pub use volumes::Volumes;

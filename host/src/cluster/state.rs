@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 
@@ -88,6 +89,18 @@ impl NodeUsage {
     }
 }
 
+/// How long a pod this scheduler has started to delete counts as
+/// terminating without the watch saying so (`ClusterState::expire_evictions`).
+/// Longer than the 60 s a graceful API server restart can hold a watch.
+pub const EVICTION_UNCONFIRMED: Duration = Duration::from_secs(90);
+
+/// A deletion this scheduler started, not yet seen by the watch.
+#[derive(Debug, Clone)]
+struct Eviction {
+    uid: String,
+    since: Duration,
+}
+
 /// A pod counted on a node.
 #[derive(Debug, Clone)]
 pub struct PlacedPod {
@@ -166,7 +179,9 @@ pub struct ClusterState {
     /// UID: counted as terminating until the watch says they are, even
     /// through versions the watch sends before the deletion (the
     /// `DisruptionTarget` condition comes first).
-    evicting: HashMap<PodKey, String>,
+    evicting: HashMap<PodKey, Eviction>,
+    /// No eviction in `evicting` is unconfirmed for too long before this.
+    next_eviction_check: Option<Duration>,
     /// Nodes with a `PreferNoSchedule` taint: with none (most clusters),
     /// TaintToleration scores every node alike without looking at them.
     soft_tainted: HashSet<NodeId>,
@@ -264,7 +279,7 @@ impl ClusterState {
         self.unplace(&pod.key);
         let mut placed = PlacedPod::of(pod, node, assumed);
         match self.evicting.get(&pod.key) {
-            Some(uid) if *uid == pod.uid && !pod.terminating => placed.terminating = true,
+            Some(e) if e.uid == pod.uid && !pod.terminating => placed.terminating = true,
             Some(_) => {
                 self.evicting.remove(&pod.key);
             }
@@ -284,19 +299,55 @@ impl ClusterState {
     /// counts as terminating at once, as the watch will soon report it:
     /// until then a retry of its preemptor would otherwise find it still
     /// running and preempt again, and another preemption could count on
-    /// its room. It stays terminating until the pod is gone.
-    pub fn mark_terminating(&mut self, key: &PodKey) {
-        let Some(placed) = self.pods.get(key).filter(|p| !p.terminating).cloned() else { return };
-        self.evicting.insert(key.clone(), placed.uid.clone());
+    /// its room. It stays terminating until the pod is gone, or until
+    /// [`EVICTION_UNCONFIRMED`] passes without the watch saying so.
+    pub fn mark_terminating(&mut self, key: &PodKey, now: Duration) {
+        let Some(placed) = self.pods.get(key).filter(|p| !p.terminating) else { return };
+        self.evicting.insert(key.clone(), Eviction { uid: placed.uid.clone(), since: now });
+        self.next_eviction_check.get_or_insert(now + EVICTION_UNCONFIRMED);
+        self.set_terminating(key, true);
+    }
+
+    /// Evictions the watch has not confirmed within
+    /// [`EVICTION_UNCONFIRMED`]: the deletion failed (a 403, say) or the
+    /// watch is far behind. The pod counts as running again, so that its
+    /// preemptor, which waits for it, can try again. Returns whether any
+    /// expired (the caller retries unschedulable pods).
+    pub fn expire_evictions(&mut self, now: Duration) -> bool {
+        if self.next_eviction_check.is_none_or(|due| now < due) {
+            return false;
+        }
+        let expired: Vec<PodKey> = self
+            .evicting
+            .iter()
+            .filter(|(_, e)| now >= e.since + EVICTION_UNCONFIRMED)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &expired {
+            self.evicting.remove(key);
+            self.set_terminating(key, false);
+        }
+        self.next_eviction_check = self.evicting.values().map(|e| e.since + EVICTION_UNCONFIRMED).min();
+        !expired.is_empty()
+    }
+
+    /// When `expire_evictions` next has something to do.
+    pub fn next_eviction_check(&self) -> Option<Duration> {
+        self.next_eviction_check
+    }
+
+    /// Recounts a placed pod as terminating or not.
+    fn set_terminating(&mut self, key: &PodKey, terminating: bool) {
+        let Some(placed) = self.pods.get(key).filter(|p| p.terminating != terminating).cloned() else { return };
         let id = self.table.id_of(&placed.node);
         if let Some(id) = id {
             self.count(&placed, id, false);
         }
-        let terminating = PlacedPod { terminating: true, ..placed };
+        let changed = PlacedPod { terminating, ..placed };
         if let Some(id) = id {
-            self.count(&terminating, id, true);
+            self.count(&changed, id, true);
         }
-        self.pods.insert(key.clone(), terminating);
+        self.pods.insert(key.clone(), changed);
     }
 
     /// A pod deleted or finished: whatever `mark_terminating` kept of it

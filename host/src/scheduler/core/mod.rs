@@ -213,6 +213,9 @@ impl Scheduler {
 
     /// The next attempt, if any pod is due at `now`.
     pub fn schedule_next(&mut self, now: Duration) -> Option<Attempt> {
+        if self.state.expire_evictions(now) {
+            self.queue.cluster_changed(now);
+        }
         loop {
             let (pod, attempts) = self.queue.pop(now)?;
             if let Some(attempt) = self.attempt(pod, attempts, now) {
@@ -310,7 +313,7 @@ impl Scheduler {
                 }
                 self.state.nominate(pod, &preemption.node);
                 for victim in &preemption.victims {
-                    self.state.mark_terminating(&victim.key);
+                    self.state.mark_terminating(&victim.key, now);
                 }
                 record.preemption = Some(preemption.clone());
                 Nomination::Preempting { preemption, displaced }
@@ -357,8 +360,9 @@ impl Scheduler {
         self.queue.has_work()
     }
 
-    /// When a backing-off or waiting pod next becomes due.
+    /// When a backing-off or waiting pod next becomes due, or an eviction
+    /// the watch has not confirmed expires.
     pub fn next_due(&self) -> Option<Duration> {
-        self.queue.next_due()
+        self.queue.next_due().into_iter().chain(self.state.next_eviction_check()).min()
     }
 }

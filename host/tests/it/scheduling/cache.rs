@@ -346,7 +346,8 @@ fn node_sampling_rotates_through_the_nodes_and_never_strands_a_pod() {
 /// `DisruptionTarget` version arrives before its deletion, and any other
 /// change retries the waiting preemptor at once. The preemptor must wait
 /// for its victim, not preempt again (which evicted three times the pods
-/// PreemptionBasic needs on the real control plane).
+/// PreemptionBasic needs on the real control plane); but not forever if
+/// the deletion never shows.
 #[test]
 fn a_preemptor_retried_before_its_victim_is_gone_does_not_preempt_again() {
     use std::time::Duration;
@@ -382,11 +383,21 @@ fn a_preemptor_retried_before_its_victim_is_gone_does_not_preempt_again() {
         }
         other => panic!("expected a wait for the victim, got {other:?}"),
     }
+    // A deletion the watch never confirms (it failed): after a while the
+    // victim counts as running again and the preemptor tries again.
+    let unconfirmed = t(1) + wasmsched::cluster::EVICTION_UNCONFIRMED;
+    assert!(s.next_due().is_some_and(|due| due <= unconfirmed), "{:?}", s.next_due());
+    match s.schedule_next(unconfirmed) {
+        Some(Attempt::Unschedulable { nomination: Nomination::Preempting { preemption, .. }, .. }) => {
+            assert_eq!(preemption.victims[0].key.name, "low");
+        }
+        other => panic!("expected a second preemption, got {other:?}"),
+    }
     // The victim goes: the preemptor takes its room.
     let low_key = parse(&low).pods.remove(0);
     let key = wasmsched::cluster::PodKey { namespace: "t".into(), name: "low".into() };
-    s.pod_deleted(&key, low_key.metadata.uid.as_deref(), t(2));
-    match s.schedule_next(t(2)) {
+    s.pod_deleted(&key, low_key.metadata.uid.as_deref(), unconfirmed);
+    match s.schedule_next(unconfirmed) {
         Some(Attempt::Placed { node, .. }) => assert_eq!(node, "n"),
         other => panic!("expected the preemptor placed, got {other:?}"),
     }
