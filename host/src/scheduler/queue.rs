@@ -70,6 +70,33 @@ impl Ord for ActiveKey {
     }
 }
 
+/// A pod a cluster event moved to backoff, in kube's backoff order: the
+/// whole second its backoff ends, then priority, then the order of moves.
+/// `BinaryHeap` is a max-heap, so the first in that order is the greatest.
+#[derive(Debug, PartialEq, Eq)]
+struct MovedKey {
+    until_secs: u64,
+    priority: i32,
+    seq: u64,
+    key: PodKey,
+}
+
+impl Ord for MovedKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (Reverse(self.until_secs), self.priority, Reverse(self.seq)).cmp(&(
+            Reverse(other.until_secs),
+            other.priority,
+            Reverse(other.seq),
+        ))
+    }
+}
+
+impl PartialOrd for MovedKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl PartialOrd for ActiveKey {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
@@ -98,8 +125,9 @@ pub struct SchedulingQueue {
     /// constraints; may hold keys that have moved on since.
     waiting_on_pods: HashSet<PodKey>,
     /// Pods a cluster event moved to backoff, which `pop` may take early;
-    /// may hold keys that have moved on since.
-    moved_to_backoff: HashSet<PodKey>,
+    /// entries whose pod has moved on since are stale (checked by `seq`,
+    /// as in `active`).
+    moved_to_backoff: BinaryHeap<MovedKey>,
 }
 
 /// Backoff after `attempts` failed attempts: 1 s, 2 s, 4 s, 8 s, 10 s, …
@@ -260,21 +288,17 @@ impl SchedulingQueue {
     }
 
     /// The pod moved to backoff by a cluster event that is next out of it,
-    /// in kube's backoff order: by the whole second its backoff ends, then
-    /// as the active queue orders (priority, then the earliest queued).
+    /// in kube's backoff order (`MovedKey`).
     fn first_moved_to_backoff(&mut self) -> Option<PodKey> {
-        let entries = &self.entries;
-        self.moved_to_backoff.retain(|key| {
-            entries.get(key).is_some_and(|e| matches!(e.location, Location::Backoff { .. }) && !e.error_backoff)
-        });
-        let order = |key: &PodKey| {
-            let e = &entries[key];
-            let until = Self::due_at(e.location).unwrap_or_default().as_secs();
-            (until, Reverse(e.info.facts.priority), e.seq)
-        };
-        let first = self.moved_to_backoff.iter().min_by_key(|key| order(key))?.clone();
-        self.moved_to_backoff.remove(&first);
-        Some(first)
+        while let Some(top) = self.moved_to_backoff.pop() {
+            let live = self.entries.get(&top.key).is_some_and(|e| {
+                matches!(e.location, Location::Backoff { .. }) && !e.error_backoff && e.seq == top.seq
+            });
+            if live {
+                return Some(top.key);
+            }
+        }
+        None
     }
 
     /// The pod was placed and bound: it leaves the queue.
@@ -345,7 +369,14 @@ impl SchedulingQueue {
         } else {
             e.location = Location::Backoff { until };
             e.error_backoff = false;
-            self.moved_to_backoff.insert(key.clone());
+            self.next_seq += 1;
+            e.seq = self.next_seq;
+            self.moved_to_backoff.push(MovedKey {
+                until_secs: until.as_secs(),
+                priority: e.info.facts.priority,
+                seq: e.seq,
+                key: key.clone(),
+            });
             self.note_due(Location::Backoff { until });
         }
     }
