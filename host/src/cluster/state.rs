@@ -143,7 +143,7 @@ impl PlacedPod {
         CountedPod { namespace: &self.namespace, labels: &self.labels, terminating: self.terminating, node }
     }
 
-    fn anti_affinity(&self) -> &[AffinityTerm] {
+    pub fn anti_affinity(&self) -> &[AffinityTerm] {
         self.constraints.as_deref().map_or(&[], |c| &c.anti_affinity)
     }
 }
@@ -351,15 +351,19 @@ impl ClusterState {
     }
 
     /// A pod deleted or finished: whatever `mark_terminating` kept of it
-    /// goes too.
-    pub fn pod_gone(&mut self, key: &PodKey) -> bool {
+    /// goes too. Returns what it held, if it was placed.
+    pub fn pod_gone(&mut self, key: &PodKey) -> Option<PlacedPod> {
         self.evicting.remove(key);
-        self.unplace(key)
+        self.take_placed(key)
     }
 
     /// Stops counting a pod (deleted, terminal, or a forgotten assumption).
     pub fn unplace(&mut self, key: &PodKey) -> bool {
-        let Some(placed) = self.pods.remove(key) else { return false };
+        self.take_placed(key).is_some()
+    }
+
+    fn take_placed(&mut self, key: &PodKey) -> Option<PlacedPod> {
+        let placed = self.pods.remove(key)?;
         if let Some(state) = self.state_mut(&placed.node) {
             state.usage.remove(&placed);
         }
@@ -372,7 +376,7 @@ impl ClusterState {
                 self.by_node.remove(&placed.node);
             }
         }
-        true
+        Some(placed)
     }
 
     /// Where a pod is counted, and whether only assumed.

@@ -2,9 +2,9 @@
 //! each victim gets the `DisruptionTarget` condition (reason
 //! `PreemptionByScheduler`), is deleted with its UID as a precondition (a
 //! recreated pod of the same name is not touched) and its default grace
-//! period, and gets a `Preempted` event; the preemptor's
-//! `status.nominatedNodeName` is set, and cleared on lower-priority pods
-//! that were nominated to the same node.
+//! period, and gets a `Preempted` event. `reporter.rs` writes the
+//! preemptor's `status.nominatedNodeName` and clears it on lower-priority
+//! pods that were nominated to the same node.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -44,17 +44,5 @@ pub async fn evict(client: kube::Client, denials: &Denials, victim: &PodKey, uid
             tracing::warn!(pod = %victim, error = %denied::message(&e), "could not delete the preemption victim");
             false
         }
-    }
-}
-
-/// Sets (`Some`) or clears (`None`) a pod's `status.nominatedNodeName`.
-pub async fn nominate(client: kube::Client, denials: &Denials, pod: &PodKey, node: Option<&str>) {
-    let api: Api<Pod> = Api::namespaced(client, &pod.namespace);
-    let patch = json!({"status": {"nominatedNodeName": node}});
-    match api.patch_status(&pod.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 404 => {}
-        Err(e) if denials.forbidden("patch", "pods/status", &e) => {}
-        Err(e) => tracing::warn!(%pod, error = %denied::message(&e), "could not write nominatedNodeName"),
     }
 }

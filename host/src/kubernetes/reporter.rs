@@ -4,7 +4,9 @@
 //! condition and `nominatedNodeName`; and preemptions carried out
 //! (`evictions.rs`).
 //! Events go out at most 8 at a time, in the background: reporting never
-//! holds up scheduling.
+//! holds up scheduling. Preemptions have their own allowance (32 at a
+//! time, each evicting its victims together): a preemptor waits for its
+//! evictions, so they must not queue behind events.
 //!
 //! Not flooding the API: a pod retried with the same failure gets one
 //! `FailedScheduling` event; repeats are counted and written into that
@@ -30,7 +32,7 @@ use tokio::sync::{Semaphore, mpsc};
 use super::denied::{self, Denials};
 use super::evictions;
 use crate::cluster::{PodInfo, PodKey};
-use crate::scheduler::Victim;
+use crate::scheduler::{Nomination, Preemption};
 
 /// The pod a report is about.
 #[derive(Debug, Clone)]
@@ -54,21 +56,16 @@ pub enum Report {
         node: String,
         fallback: Option<String>,
     },
+    /// No node could take the pod. What preemption did goes with it: the
+    /// `nominatedNodeName` is written in the same status patch as the
+    /// `PodScheduled` condition, as kube-scheduler writes them, and a
+    /// preemption's victims are evicted meanwhile.
     Unschedulable {
         pod: PodRef,
         message: String,
         fallback: Option<String>,
+        nomination: Nomination,
     },
-    /// A preemption for `preemptor` on `node`: evict the victims, nominate
-    /// the preemptor, clear the displaced pods' nominations.
-    Preempting {
-        preemptor: PodRef,
-        node: String,
-        victims: Vec<Victim>,
-        displaced: Vec<PodKey>,
-    },
-    /// Preemption cannot help the pod any more: clear its nomination.
-    NominationCleared(PodKey),
     /// The pod is bound or gone: forget what was sent about it.
     Forget(PodKey),
 }
@@ -84,9 +81,11 @@ pub struct PodReporter {
     /// Per pod: the message of the condition we last set.
     last_condition: HashMap<PodKey, String>,
     in_flight: Arc<Semaphore>,
+    preemptions: Arc<Semaphore>,
 }
 
 const CONCURRENCY: usize = 8;
+const PREEMPTIONS_IN_FLIGHT: usize = 32;
 
 /// The last `FailedScheduling` sent for a pod, for aggregation.
 struct FailureSeries {
@@ -118,6 +117,7 @@ impl PodReporter {
             last_failure: HashMap::new(),
             last_condition: HashMap::new(),
             in_flight: Arc::new(Semaphore::new(CONCURRENCY)),
+            preemptions: Arc::new(Semaphore::new(PREEMPTIONS_IN_FLIGHT)),
         }
     }
 
@@ -128,6 +128,7 @@ impl PodReporter {
             self.handle(report).await;
         }
         let _ = self.in_flight.acquire_many(CONCURRENCY as u32).await;
+        let _ = self.preemptions.acquire_many(PREEMPTIONS_IN_FLIGHT as u32).await;
     }
 
     async fn handle(&mut self, report: Report) {
@@ -135,55 +136,6 @@ impl PodReporter {
             Report::Forget(key) => {
                 self.last_failure.remove(&key);
                 self.last_condition.remove(&key);
-            }
-            Report::Preempting { preemptor, node, victims, displaced } => {
-                let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return };
-                let (client, denials, instance) = (self.client.clone(), self.denials.clone(), self.instance.clone());
-                tokio::spawn(async move {
-                    evictions::nominate(client.clone(), &denials, &preemptor.key, Some(&node)).await;
-                    // The victims at once, as kube-scheduler evicts them in
-                    // parallel; one already being deleted gets nothing more.
-                    let evictions = victims.iter().filter(|v| !v.terminating).map(|victim| {
-                        let (client, denials, instance) = (client.clone(), denials.clone(), instance.clone());
-                        let (preemptor, node) = (&preemptor, &node);
-                        async move {
-                            let name = &preemptor.scheduler_name;
-                            if !evictions::evict(client.clone(), &denials, &victim.key, &victim.uid, name).await {
-                                return;
-                            }
-                            let victim = PodRef {
-                                key: victim.key.clone(),
-                                uid: victim.uid.clone(),
-                                scheduler_name: name.clone(),
-                            };
-                            let note = format!("Preempted by pod {} on node {node}", preemptor.uid);
-                            let mut event = new_event(
-                                &reference(&victim),
-                                "Normal",
-                                "Preempted",
-                                "Preempting",
-                                note,
-                                name,
-                                &instance,
-                            );
-                            event.related = Some(reference(preemptor));
-                            post(client, &denials, event, &victim.key).await;
-                        }
-                    });
-                    futures::future::join_all(evictions).await;
-                    for key in &displaced {
-                        evictions::nominate(client.clone(), &denials, key, None).await;
-                    }
-                    drop(permit);
-                });
-            }
-            Report::NominationCleared(key) => {
-                let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return };
-                let (client, denials) = (self.client.clone(), self.denials.clone());
-                tokio::spawn(async move {
-                    evictions::nominate(client, &denials, &key, None).await;
-                    drop(permit);
-                });
             }
             Report::Scheduled { pod, node, fallback } => {
                 self.last_failure.remove(&pod.key);
@@ -195,7 +147,7 @@ impl PodReporter {
                     self.create(&pod, "Warning", "PolicyFallback", "Scheduling", note).await;
                 }
             }
-            Report::Unschedulable { pod, message, fallback } => {
+            Report::Unschedulable { pod, message, fallback, nomination } => {
                 let now = Instant::now();
                 match self.last_failure.get_mut(&pod.key) {
                     // The same failure again: counted; sent as the event's
@@ -222,9 +174,22 @@ impl PodReporter {
                         self.last_failure.insert(pod.key.clone(), series);
                     }
                 }
-                if self.last_condition.get(&pod.key) != Some(&message) {
+                let condition_changed = self.last_condition.get(&pod.key) != Some(&message);
+                if condition_changed {
                     self.last_condition.insert(pod.key.clone(), message.clone());
-                    self.set_condition(&pod, message).await;
+                }
+                let condition = condition_changed.then_some(message);
+                match nomination {
+                    Nomination::Unchanged => {
+                        if let Some(message) = condition {
+                            self.write_status(&pod, status_patch(Some(message), None)).await;
+                        }
+                    }
+                    Nomination::Cleared => self.write_status(&pod, status_patch(condition, Some(None))).await,
+                    Nomination::Preempting { preemption, displaced } => {
+                        let status = status_patch(condition, Some(Some(&preemption.node)));
+                        self.preempt(pod, status, preemption, displaced).await;
+                    }
                 }
             }
         }
@@ -254,31 +219,91 @@ impl PodReporter {
         });
     }
 
-    async fn set_condition(&self, pod: &PodRef, message: String) {
+    /// Writes the pod's `PodScheduled` condition and nomination.
+    async fn write_status(&self, pod: &PodRef, patch: serde_json::Value) {
         let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return };
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.key.namespace);
-        let key = pod.key.clone();
-        let patch = json!({"status": {"conditions": [{
+        let (client, denials, key) = (self.client.clone(), self.denials.clone(), pod.key.clone());
+        tokio::spawn(async move {
+            patch_status(client, &denials, &key, patch).await;
+            drop(permit);
+        });
+    }
+
+    /// Carries out a preemption: the preemptor's status (with its
+    /// nomination) and the victims' evictions at once, as kube-scheduler
+    /// evicts them in parallel; a victim already being deleted gets nothing
+    /// more. Then the lower-priority pods it displaced lose their
+    /// nominations.
+    async fn preempt(
+        &self,
+        preemptor: PodRef,
+        status: serde_json::Value,
+        preemption: Preemption,
+        displaced: Vec<PodKey>,
+    ) {
+        let Ok(permit) = self.preemptions.clone().acquire_owned().await else { return };
+        let (client, denials, instance) = (self.client.clone(), self.denials.clone(), self.instance.clone());
+        tokio::spawn(async move {
+            let Preemption { node, victims } = preemption;
+            let nominated = patch_status(client.clone(), &denials, &preemptor.key, status);
+            let evictions = victims.iter().filter(|v| !v.terminating).map(|victim| {
+                let (client, denials, instance) = (client.clone(), denials.clone(), instance.clone());
+                let (preemptor, node) = (&preemptor, &node);
+                async move {
+                    let name = &preemptor.scheduler_name;
+                    if !evictions::evict(client.clone(), &denials, &victim.key, &victim.uid, name).await {
+                        return;
+                    }
+                    let victim =
+                        PodRef { key: victim.key.clone(), uid: victim.uid.clone(), scheduler_name: name.clone() };
+                    let note = format!("Preempted by pod {} on node {node}", preemptor.uid);
+                    let mut event =
+                        new_event(&reference(&victim), "Normal", "Preempted", "Preempting", note, name, &instance);
+                    event.related = Some(reference(preemptor));
+                    post(client, &denials, event, &victim.key).await;
+                }
+            });
+            futures::future::join(nominated, futures::future::join_all(evictions)).await;
+            for key in &displaced {
+                patch_status(client.clone(), &denials, key, status_patch(None, Some(None))).await;
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// A status patch for an unschedulable pod: the `PodScheduled=False`
+/// condition with `message` (when it changed), and `nominatedNodeName`
+/// set or cleared (when preemption changed it).
+fn status_patch(message: Option<String>, nominated: Option<Option<&str>>) -> serde_json::Value {
+    let mut status = serde_json::Map::new();
+    if let Some(message) = message {
+        let condition = json!({
             "type": "PodScheduled",
             "status": "False",
             "reason": "Unschedulable",
             "message": message,
             "lastProbeTime": null,
             "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-        }]}});
-        let denials = self.denials.clone();
-        tokio::spawn(async move {
-            match api.patch_status(&key.name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
-                Ok(_) => {}
-                // Deleted meanwhile: nothing to report on.
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) if denials.forbidden("patch", "pods/status", &e) => {}
-                Err(e) => {
-                    tracing::warn!(pod = %key, error = %denied::message(&e), "could not set the PodScheduled condition")
-                }
-            }
-            drop(permit);
         });
+        status.insert("conditions".into(), json!([condition]));
+    }
+    if let Some(node) = nominated {
+        status.insert("nominatedNodeName".into(), json!(node));
+    }
+    json!({ "status": status })
+}
+
+/// Applies a status patch (strategic merge: the condition list is merged
+/// by type) to the pod `key`.
+async fn patch_status(client: kube::Client, denials: &Denials, key: &PodKey, patch: serde_json::Value) {
+    let api: Api<Pod> = Api::namespaced(client, &key.namespace);
+    match api.patch_status(&key.name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
+        Ok(_) => {}
+        // Deleted meanwhile: nothing to report on.
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) if denials.forbidden("patch", "pods/status", &e) => {}
+        Err(e) => tracing::warn!(pod = %key, error = %denied::message(&e), "could not write the pod's status"),
     }
 }
 

@@ -347,7 +347,8 @@ impl SchedulingLoop {
         self.status.metrics.attempt_error(profile);
         let pod =
             PodRef { key, uid: pod.metadata.uid.clone().unwrap_or_default(), scheduler_name: profile.to_string() };
-        let _ = self.reports.send(Report::Unschedulable { pod, message, fallback: None });
+        let nomination = Nomination::Unchanged;
+        let _ = self.reports.send(Report::Unschedulable { pod, message, fallback: None, nomination });
     }
 
     fn handle(&mut self, attempt: Attempt, now: Duration) {
@@ -365,27 +366,16 @@ impl SchedulingLoop {
             Attempt::Evaluate(job) => self.tenant_workers.submit(job),
             Attempt::Unschedulable { pod, record, nomination } => {
                 self.status.metrics.attempt(&pod.scheduler_name, &record);
-                match nomination {
-                    Nomination::Unchanged => {}
-                    Nomination::Preempting { preemption, displaced } => {
-                        tracing::info!(pod = %pod.key, node = %preemption.node, victims = preemption.victims.len(), "preempting");
-                        self.status.metrics.preemption(preemption.victims.len());
-                        let _ = self.reports.send(Report::Preempting {
-                            preemptor: PodRef::from(&*pod),
-                            node: preemption.node,
-                            victims: preemption.victims,
-                            displaced,
-                        });
-                    }
-                    Nomination::Cleared => {
-                        let _ = self.reports.send(Report::NominationCleared(pod.key.clone()));
-                    }
+                if let Nomination::Preempting { preemption, .. } = &nomination {
+                    tracing::info!(pod = %pod.key, node = %preemption.node, victims = preemption.victims.len(), "preempting");
+                    self.status.metrics.preemption(preemption.victims.len());
                 }
                 let message = record.message.unwrap_or_default();
                 tracing::debug!(pod = %pod.key, %message, "unschedulable");
                 let _ = self.reports.send(Report::Unschedulable {
                     pod: PodRef::from(&*pod),
                     message,
+                    nomination,
                     fallback: record.fallback,
                 });
             }

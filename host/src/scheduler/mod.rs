@@ -11,6 +11,7 @@ pub mod filters;
 pub mod policy_set;
 pub mod preemption;
 pub mod queue;
+mod queueing_hints;
 pub mod sampling;
 pub mod tenants;
 pub mod topology_filters;

@@ -333,16 +333,22 @@ impl SchedulingQueue {
     /// updated, a pod deleted): they go back to active, or to backoff if
     /// their backoff has not expired yet, as kube moves them.
     pub fn cluster_changed(&mut self, now: Duration) {
+        self.cluster_changed_for(now, |_| true);
+        self.waiting_on_pods.clear();
+    }
+
+    /// As `cluster_changed`, for the unschedulable pods that `may_fit`
+    /// says the change may let in (`queueing_hints.rs`).
+    pub fn cluster_changed_for(&mut self, now: Duration, may_fit: impl Fn(&PodInfo) -> bool) {
         let waiting: Vec<PodKey> = self
             .entries
             .iter()
-            .filter(|(_, e)| matches!(e.location, Location::Unschedulable { .. }))
+            .filter(|(_, e)| matches!(e.location, Location::Unschedulable { .. }) && may_fit(&e.info))
             .map(|(k, _)| k.clone())
             .collect();
         for key in waiting {
             self.requeue(&key, now);
         }
-        self.waiting_on_pods.clear();
     }
 
     /// A pod was placed somewhere (assumed or bound): unschedulable pods

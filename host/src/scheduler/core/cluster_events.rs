@@ -12,6 +12,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::{InvalidPod, Scheduler};
 use crate::cluster::{DisruptionBudget, PodInfo, PodKey};
+use crate::scheduler::queueing_hints::may_fit_after_pod_gone;
 
 impl Scheduler {
     /// A node added or updated. Unschedulable pods are retried only when
@@ -103,9 +104,7 @@ impl Scheduler {
         if info.terminal {
             self.queue.remove(&key);
             self.state.unnominate(&key);
-            if self.state.pod_gone(&key) {
-                self.queue.cluster_changed(now);
-            }
+            self.placed_pod_gone(&key, now);
             return;
         }
         if let Some(node) = info.node_name.clone() {
@@ -160,9 +159,15 @@ impl Scheduler {
         self.queue.remove(key);
         self.invalid.retain(|i| &i.key != key);
         self.state.unnominate(key);
-        if self.state.pod_gone(key) {
-            self.queue.cluster_changed(now);
-        }
+        self.placed_pod_gone(key, now);
+    }
+
+    /// A placed pod stops counting: the unschedulable pods its room (or
+    /// its absence) may let in are retried.
+    fn placed_pod_gone(&mut self, key: &PodKey, now: Duration) {
+        let Some(gone) = self.state.pod_gone(key) else { return };
+        let state = &self.state;
+        self.queue.cluster_changed_for(now, |waiting| may_fit_after_pod_gone(waiting, &gone, state));
     }
 
     /// The UID of the pod the core holds under `key`, placed, queued or
