@@ -86,6 +86,10 @@ pub struct BenchArgs {
     /// one beside this executable).
     #[arg(long, value_name = "PATH")]
     pub wasmsched_binary: Option<PathBuf>,
+    /// The node counts the real-apiserver drain runs at (repeatable);
+    /// default: 500 and 5,000 (500 with --quick).
+    #[arg(long = "nodes", value_name = "N", requires = "real_apiserver")]
+    pub nodes: Vec<usize>,
     #[command(flatten)]
     pub limits: LimitArgs,
     /// Internal: run one configuration in this process and print its
@@ -324,7 +328,11 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
         }
         shapes
     };
-    let sizes: &[usize] = if args.quick { &[500] } else { &[500, 5000] };
+    let sizes: &[usize] = match (&args.nodes[..], args.quick) {
+        ([], true) => &[500],
+        ([], false) => &[500, 5000],
+        (chosen, _) => chosen,
+    };
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     eprintln!("wasmsched-bench --real-apiserver on {cores} cores");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
