@@ -12,7 +12,7 @@
 //! (`finish_deletions`) finishes each deletion at once, for both
 //! schedulers, and each scheduler gets a fresh set of init pods.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, OnceLock};
@@ -82,7 +82,7 @@ impl Drain {
             if let Some(kubelet) = kubelet {
                 kubelet.abort();
             }
-            let (first_binding, last) = timing?;
+            let (first_binding, last, per_node) = timing?;
             // A preemptor binds only once its victims are gone: its drain
             // starts with the first eviction, not the first binding.
             let first = first_eviction.get().copied().unwrap_or(first_binding).min(first_binding);
@@ -108,6 +108,7 @@ impl Drain {
                 )],
             };
             result.details.insert("initPods".into(), init as f64);
+            result.details.extend(spread(&per_node, self.nodes));
             result.details.extend(attempts);
             results.push(result);
         }
@@ -398,12 +399,18 @@ async fn attempts_by_result(http: std::net::SocketAddr) -> Vec<(String, f64)> {
     totals
 }
 
-/// When the first and the last of `pods` were seen bound.
-async fn wait_bound(client: &Client, namespace: &str, pods: &HashSet<String>) -> anyhow::Result<(Instant, Instant)> {
+/// When the first and the last of `pods` were seen bound, and how many
+/// went to each node.
+async fn wait_bound(
+    client: &Client,
+    namespace: &str,
+    pods: &HashSet<String>,
+) -> anyhow::Result<(Instant, Instant, HashMap<String, usize>)> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let config = watcher::Config::default().fields("spec.nodeName!=");
     let mut events = watcher(api, config).boxed();
     let mut bound = HashSet::new();
+    let mut per_node = HashMap::new();
     let mut first = None;
     let deadline = Instant::now() + Duration::from_secs(600);
     while bound.len() < pods.len() {
@@ -417,10 +424,12 @@ async fn wait_bound(client: &Client, namespace: &str, pods: &HashSet<String>) ->
             let name = pod.metadata.name.unwrap_or_default();
             if pods.contains(&name) && bound.insert(name) {
                 first.get_or_insert_with(Instant::now);
+                let node = pod.spec.and_then(|s| s.node_name).unwrap_or_default();
+                *per_node.entry(node).or_default() += 1;
             }
         }
     }
-    Ok((first.unwrap_or_else(Instant::now), Instant::now()))
+    Ok((first.unwrap_or_else(Instant::now), Instant::now(), per_node))
 }
 
 async fn delete_pods(client: &Client, namespace: &str, selector: &str) -> anyhow::Result<()> {
@@ -436,4 +445,13 @@ async fn delete_pods(client: &Client, namespace: &str, selector: &str) -> anyhow
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Ok(())
+}
+
+/// How evenly the measured pods spread over the `nodes` nodes: the most
+/// and fewest on one node, and the nodes that got none.
+fn spread(per_node: &HashMap<String, usize>, nodes: usize) -> [(String, f64); 3] {
+    let empty = nodes.saturating_sub(per_node.len());
+    let max = per_node.values().copied().max().unwrap_or(0);
+    let min = if empty > 0 { 0 } else { per_node.values().copied().min().unwrap_or(0) };
+    [("podsPerNodeMax".into(), max as f64), ("podsPerNodeMin".into(), min as f64), ("emptyNodes".into(), empty as f64)]
 }
