@@ -121,8 +121,7 @@ pub fn measure(
     sampling: NodeSampling,
 ) -> Result<BenchResult, String> {
     let nodes = manifests.nodes.len();
-    let manifests_nodes: Vec<String> =
-        manifests.nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
+    let manifests_nodes: Vec<String> = manifests.nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
     let started = Instant::now();
     let mut report = simulate(manifests, policies, metrics, &SimOptions { sampling, ..SimOptions::default() })?;
     let wall = started.elapsed();

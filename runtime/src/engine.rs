@@ -1,14 +1,15 @@
-//! One wasmtime engine per process: the component linker with every
-//! contract version's host interface and capability-less WASI, the epoch
-//! ticker that enforces call deadlines, and the optional cache of
-//! precompiled policies.
+//! The wasmtime engines a process compiles policies with (one for small
+//! policies, one with Cranelift's optimisations for large ones), each
+//! with the component linker (every contract version's host interface and
+//! capability-less WASI) and the epoch ticker that enforces call
+//! deadlines; and the optional cache of precompiled policies.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine};
+use wasmtime::{Config, Engine, OptLevel};
 
 use crate::cache::PrecompiledCache;
 use crate::contract::{self, ContractVersion, Template};
@@ -20,12 +21,56 @@ use crate::source::PolicySource;
 use crate::ticker::EpochTicker;
 
 pub struct PolicyEngine {
+    /// Policies up to [`OPTIMIZE_ABOVE_BYTES`].
+    quick: Tier,
+    /// Larger policies, made on the first one.
+    optimizing: OnceLock<Tier>,
+    parallel: bool,
+    cache: Option<PrecompiledCache>,
+}
+
+/// Policies larger than this compile with Cranelift's optimisations
+/// (`OptLevel::Speed`), smaller ones without (`OptLevel::None`). A small
+/// policy is code an optimising compiler (rustc, TinyGo) already made
+/// fast: the least-allocated policy (96 KiB) compiles in about 40 ms
+/// instead of 50 ms and scores a node in the same time. A large one is an
+/// interpreter (Python, JavaScript), whose calls Cranelift's
+/// optimisations make about 10 % faster, and whose compile a cache
+/// directory keeps (docs/benchmarks.md, "Compile time").
+pub const OPTIMIZE_ABOVE_BYTES: usize = 1 << 20;
+
+/// One engine, its linker and its epoch ticker: a component compiled by
+/// an engine runs only in that engine's stores.
+struct Tier {
     engine: Engine,
     linker: Linker<HostState>,
-    cache: Option<PrecompiledCache>,
     /// Shared with every loaded policy: deadlines hold as long as any
     /// policy can still be called, even after the engine is dropped.
     ticker: Arc<EpochTicker>,
+}
+
+impl Tier {
+    fn new(parallel: bool, opt_level: OptLevel) -> Result<Self, PolicyError> {
+        let engine_error =
+            |e: wasmtime::Error| PolicyError::Host { policy: "engine".into(), message: format!("{e:#}") };
+        let mut config = Config::new();
+        config.parallel_compilation(parallel);
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        config.cranelift_opt_level(opt_level);
+        // `WASMSCHED_PERF_MAP=1`: name every compiled policy function in
+        // /tmp/perf-PID.map, so `perf record` / `perf report` attribute time
+        // inside policies (docs/benchmarks.md, "Profiling a policy").
+        if std::env::var_os("WASMSCHED_PERF_MAP").is_some_and(|v| v == "1") {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
+        let engine = Engine::new(&config).map_err(engine_error)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_error)?;
+        contract::add_to_linker(&mut linker).map_err(engine_error)?;
+        let ticker = Arc::new(EpochTicker::start(engine.clone()));
+        Ok(Tier { engine, linker, ticker })
+    }
 }
 
 impl PolicyEngine {
@@ -43,25 +88,27 @@ impl PolicyEngine {
     }
 
     fn with_parallel_compilation(parallel: bool) -> Result<Self, PolicyError> {
-        let engine_error =
-            |e: wasmtime::Error| PolicyError::Host { policy: "engine".into(), message: format!("{e:#}") };
-        let mut config = Config::new();
-        config.parallel_compilation(parallel);
-        config.wasm_component_model(true);
-        config.epoch_interruption(true);
-        config.cranelift_opt_level(wasmtime::OptLevel::Speed);
-        // `WASMSCHED_PERF_MAP=1`: name every compiled policy function in
-        // /tmp/perf-PID.map, so `perf record` / `perf report` attribute time
-        // inside policies (docs/benchmarks.md, "Profiling a policy").
-        if std::env::var_os("WASMSCHED_PERF_MAP").is_some_and(|v| v == "1") {
-            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        let quick = Tier::new(parallel, OptLevel::None)?;
+        Ok(PolicyEngine { quick, optimizing: OnceLock::new(), parallel, cache: None })
+    }
+
+    /// The engine that policies up to [`OPTIMIZE_ABOVE_BYTES`] compile
+    /// with (for benches that compile components of their own).
+    pub fn engine(&self) -> &Engine {
+        &self.quick.engine
+    }
+
+    /// The tier that compiles a policy of `size` bytes.
+    fn tier(&self, size: usize) -> Result<&Tier, PolicyError> {
+        if size <= OPTIMIZE_ABOVE_BYTES {
+            return Ok(&self.quick);
         }
-        let engine = Engine::new(&config).map_err(engine_error)?;
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_error)?;
-        contract::add_to_linker(&mut linker).map_err(engine_error)?;
-        let ticker = Arc::new(EpochTicker::start(engine.clone()));
-        Ok(PolicyEngine { engine, linker, cache: None, ticker })
+        if self.optimizing.get().is_none() {
+            let tier = Tier::new(self.parallel, OptLevel::Speed)?;
+            // Another thread may have made one meanwhile: either will do.
+            let _ = self.optimizing.set(tier);
+        }
+        Ok(self.optimizing.get().expect("set just above"))
     }
 
     /// Keep precompiled policies under the scheduler's cache directory
@@ -71,10 +118,6 @@ impl PolicyEngine {
     pub fn with_cache_dir(mut self, root: impl Into<PathBuf>) -> Self {
         self.cache = Some(PrecompiledCache::new(root.into().join("compiled")));
         self
-    }
-
-    pub fn engine(&self) -> &Engine {
-        &self.engine
     }
 
     /// Compiles (or takes from the cache), checks the contract version,
@@ -98,31 +141,58 @@ impl PolicyEngine {
         let sha256 = source.sha256();
 
         let started = Instant::now();
-        let cached = self.cache.as_ref().and_then(|c| c.load(&self.engine, &sha256));
+        let tier = self.tier(source.bytes.len())?;
+        let cached = self.cache.as_ref().and_then(|c| c.load(&tier.engine, &sha256));
         let from_cache = cached.is_some();
         let component = match cached {
             Some(component) => component,
             None => {
-                let component = Component::from_binary(&self.engine, &source.bytes)
+                let component = Component::from_binary(&tier.engine, &source.bytes)
                     .map_err(|e| PolicyError::Compile { source_name: origin.clone(), message: format!("{e:#}") })?;
                 if let Some(cache) = &self.cache {
-                    cache.store(&self.engine, &sha256, &component);
+                    cache.store(&tier.engine, &sha256, &component);
                 }
                 component
             }
         };
         let compile_time = started.elapsed();
 
-        let contract = ContractVersion::detect(&self.engine, &origin, &component)?;
-        let template = Template::new(&self.linker, &origin, &component, contract)?;
+        let contract = ContractVersion::detect(&tier.engine, &origin, &component)?;
+        let template = Template::new(&tier.linker, &origin, &component, contract)?;
         LoadedPolicy::new(
-            self.engine.clone(),
-            self.ticker.clone(),
+            tier.engine.clone(),
+            tier.ticker.clone(),
             template,
             contract,
             Provenance { origin, sha256, size: source.bytes.len(), compile_time, from_cache },
             config_json,
             limits,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::{DefaultHasher, Hash, Hasher};
+
+    fn settings_hash(engine: &Engine) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        hasher.finish()
+    }
+
+    #[test]
+    fn small_policies_compile_unoptimised_large_ones_optimised() {
+        let engine = PolicyEngine::for_background().unwrap();
+        let small = engine.tier(100 * 1024).unwrap();
+        let at_limit = engine.tier(OPTIMIZE_ABOVE_BYTES).unwrap();
+        assert!(Engine::same(&small.engine, &at_limit.engine));
+        let large = engine.tier(OPTIMIZE_ABOVE_BYTES + 1).unwrap();
+        assert!(!Engine::same(&small.engine, &large.engine));
+        // The settings differ, so the precompiled cache keeps them apart.
+        assert_ne!(settings_hash(&small.engine), settings_hash(&large.engine));
+        let again = engine.tier(18 << 20).unwrap();
+        assert!(Engine::same(&large.engine, &again.engine), "made once");
     }
 }

@@ -92,10 +92,9 @@ fn equal_pods_spread_within_one_pod_over_equal_nodes() {
             for p in &report.placements {
                 *per_node.entry(p.node.clone()).or_insert(0) += 1;
             }
-            let (min, max) = (0..40).map(|i| per_node.get(&format!("n{i:02}")).copied().unwrap_or(0)).fold(
-                (usize::MAX, 0),
-                |(lo, hi), n| (lo.min(n), hi.max(n)),
-            );
+            let (min, max) = (0..40)
+                .map(|i| per_node.get(&format!("n{i:02}")).copied().unwrap_or(0))
+                .fold((usize::MAX, 0), |(lo, hi), n| (lo.min(n), hi.max(n)));
             assert!(max - min <= 1, "{name}, seed {seed}: {min} to {max} pods per node");
         }
     }
