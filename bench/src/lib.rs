@@ -53,6 +53,22 @@ pub struct BenchResult {
     pub notes: Vec<String>,
 }
 
+/// How evenly measured pods spread over `nodes` nodes, given how many went
+/// to each node that got any: the most and fewest on one node and the
+/// nodes that got none (`podsPerNodeMax`, `podsPerNodeMin`, `emptyNodes`;
+/// issue 18's even spread is max − min ≤ 1 for equal pods on equal nodes).
+pub fn spread<'a>(placed_per_node: impl IntoIterator<Item = &'a usize>, nodes: usize) -> [(String, f64); 3] {
+    let (mut used, mut max, mut min) = (0, 0, usize::MAX);
+    for &n in placed_per_node {
+        used += 1;
+        max = max.max(n);
+        min = min.min(n);
+    }
+    let empty = nodes.saturating_sub(used);
+    let min = if empty > 0 || used == 0 { 0 } else { min };
+    [("podsPerNodeMax".into(), max as f64), ("podsPerNodeMin".into(), min as f64), ("emptyNodes".into(), empty as f64)]
+}
+
 /// The `q` quantile (0..=1) of `durations`, in microseconds.
 pub fn quantile_us(durations: &mut [Duration], q: f64) -> f64 {
     if durations.is_empty() {
@@ -121,4 +137,17 @@ pub fn table(results: &[BenchResult]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spread;
+
+    #[test]
+    fn spread_counts_the_nodes_that_got_no_pod() {
+        let figures = |placed: &[usize], nodes| spread(placed, nodes).map(|(_, v)| v);
+        assert_eq!(figures(&[2, 3, 2], 3), [3.0, 2.0, 0.0]);
+        assert_eq!(figures(&[1, 1], 5), [1.0, 0.0, 3.0]);
+        assert_eq!(figures(&[], 4), [0.0, 0.0, 4.0]);
+    }
 }

@@ -108,7 +108,7 @@ impl Drain {
                 )],
             };
             result.details.insert("initPods".into(), init as f64);
-            result.details.extend(spread(&per_node, self.nodes));
+            result.details.extend(crate::spread(per_node.values(), self.nodes));
             result.details.extend(attempts);
             results.push(result);
         }
@@ -445,13 +445,4 @@ async fn delete_pods(client: &Client, namespace: &str, selector: &str) -> anyhow
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Ok(())
-}
-
-/// How evenly the measured pods spread over the `nodes` nodes: the most
-/// and fewest on one node, and the nodes that got none.
-fn spread(per_node: &HashMap<String, usize>, nodes: usize) -> [(String, f64); 3] {
-    let empty = nodes.saturating_sub(per_node.len());
-    let max = per_node.values().copied().max().unwrap_or(0);
-    let min = if empty > 0 { 0 } else { per_node.values().copied().min().unwrap_or(0) };
-    [("podsPerNodeMax".into(), max as f64), ("podsPerNodeMin".into(), min as f64), ("emptyNodes".into(), empty as f64)]
 }

@@ -121,7 +121,6 @@ pub fn measure(
     sampling: NodeSampling,
 ) -> Result<BenchResult, String> {
     let nodes = manifests.nodes.len();
-    let manifests_nodes: Vec<String> = manifests.nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
     let started = Instant::now();
     let mut report = simulate(manifests, policies, metrics, &SimOptions { sampling, ..SimOptions::default() })?;
     let wall = started.elapsed();
@@ -143,7 +142,11 @@ pub fn measure(
     if !report.preemptions.is_empty() {
         details.insert("preemptions".into(), report.preemptions.len() as f64);
     }
-    details.extend(spread(&report.placements, &manifests_nodes));
+    let mut per_node: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for p in &report.placements {
+        *per_node.entry(p.node.as_str()).or_default() += 1;
+    }
+    details.extend(crate::spread(per_node.values(), nodes));
     Ok(BenchResult {
         workload: workload.into(),
         variant,
@@ -159,22 +162,4 @@ pub fn measure(
         details,
         notes: Vec::new(),
     })
-}
-
-/// How evenly the placed pods spread over `nodes`: the most and fewest
-/// placed on one node, and the nodes that got none (issue 18's "even
-/// spread": max − min ≤ 1 for equal pods on equal nodes).
-pub fn spread(placements: &[wasmsched::sim::Placement], nodes: &[String]) -> Vec<(String, f64)> {
-    let mut per_node: std::collections::HashMap<&str, usize> = nodes.iter().map(|n| (n.as_str(), 0)).collect();
-    for p in placements {
-        *per_node.entry(p.node.as_str()).or_default() += 1;
-    }
-    let max = per_node.values().copied().max().unwrap_or(0);
-    let min = per_node.values().copied().min().unwrap_or(0);
-    let empty = per_node.values().filter(|&&n| n == 0).count();
-    vec![
-        ("podsPerNodeMax".into(), max as f64),
-        ("podsPerNodeMin".into(), min as f64),
-        ("emptyNodes".into(), empty as f64),
-    ]
 }

@@ -5,7 +5,7 @@ pub mod report;
 pub mod run;
 
 pub use load::Manifests;
-pub use run::{Placement, SimOptions, SimReport, simulate};
+pub use run::{SimOptions, SimReport, simulate};
 
 /// The bundled scenario `wasmsched simulate` runs with no arguments.
 pub const DEFAULT_SCENARIO: &str = include_str!("default-scenario.yaml");
