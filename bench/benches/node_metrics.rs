@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasmsched::metrics::prometheus;
 use wasmsched::metrics::{MetricSource, MetricSpec, MetricsCache};
-use wasmsched::scheduler::NodeSampling;
+use wasmsched::sim::SimOptions;
 use wasmsched_bench::scheduling_basic::{self, Scoring};
 
 const NODES: usize = 5000;
@@ -117,8 +117,8 @@ async fn refresh_cost() {
 /// of `wasmsched-bench`.
 fn throughput() {
     let results = [
-        scheduling_basic::run(NODES, PODS, Scoring::Wasm, None, NodeSampling::All).unwrap(),
-        scheduling_basic::run(NODES, PODS, Scoring::WithMetrics, None, NodeSampling::All).unwrap(),
+        scheduling_basic::run(NODES, PODS, Scoring::Wasm, None, SimOptions::default()).unwrap(),
+        scheduling_basic::run(NODES, PODS, Scoring::WithMetrics, None, SimOptions::default()).unwrap(),
     ];
     println!();
     print!("{}", wasmsched_bench::table(&results));

@@ -6,14 +6,14 @@
 //! `wasmsched_bench`'s, the same as `wasmsched-bench`; each configuration
 //! runs in its own process so peak RSS is its own.
 
-use wasmsched::scheduler::NodeSampling;
+use wasmsched::sim::SimOptions;
 use wasmsched_bench::scheduling_basic::{Scoring, run};
 use wasmsched_bench::table;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--test") {
-        run(20, 40, Scoring::Native, None, NodeSampling::All).unwrap();
+        run(20, 40, Scoring::Native, None, SimOptions::default()).unwrap();
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--one") {
@@ -24,7 +24,10 @@ fn main() {
             "native" => Scoring::Native,
             _ => Scoring::WithMetrics,
         };
-        println!("{}", serde_json::to_string(&run(nodes, pods, scoring, None, NodeSampling::All).unwrap()).unwrap());
+        println!(
+            "{}",
+            serde_json::to_string(&run(nodes, pods, scoring, None, SimOptions::default()).unwrap()).unwrap()
+        );
         return;
     }
     let exe = std::env::current_exe().unwrap();

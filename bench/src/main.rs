@@ -12,7 +12,8 @@ use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
 use serde::{Deserialize, Serialize};
 use wasmsched::policy::flags::{LimitArgs, parse_policy_spec, read_config};
-use wasmsched::scheduler::NodeSampling;
+use wasmsched::scheduler::{AttemptWorkers, NodeSampling};
+use wasmsched::sim::SimOptions;
 use wasmsched_bench::real_drain::Drain;
 use wasmsched_bench::scheduling_basic::Scoring;
 use wasmsched_bench::topology::{self, Shape};
@@ -90,6 +91,12 @@ pub struct BenchArgs {
     /// default: 500 and 5,000 (500 with --quick).
     #[arg(long = "nodes", value_name = "N", requires = "real_apiserver")]
     pub nodes: Vec<usize>,
+    /// The threads an attempt over 1,000 nodes or more is split over, as
+    /// `wasmsched simulate --parallelism`. Simulated workloads run once per
+    /// value (repeatable: the scaling curve); the real-apiserver drain
+    /// passes the first to `wasmsched run`. Default: the cores, at most 16.
+    #[arg(long = "parallelism", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub parallelism: Vec<u16>,
     #[command(flatten)]
     pub limits: LimitArgs,
     /// Internal: run one configuration in this process and print its
@@ -120,6 +127,10 @@ struct Spec {
     /// SchedulingBasic / WithMetrics: node sampling (unset: every node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     percentage_of_nodes_to_score: Option<i64>,
+    /// Simulated workloads: the attempt workers (unset: wasmsched's
+    /// default, the cores up to 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parallelism: Option<usize>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -143,6 +154,7 @@ fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
         call_deadline_ms: None,
         policy: None,
         percentage_of_nodes_to_score: None,
+        parallelism: None,
     };
     let sizes: &[(usize, usize)] = if quick { &[(500, 1000)] } else { &[(500, 1000), (5000, 10000)] };
     let big = *sizes.last().expect("a size");
@@ -199,6 +211,7 @@ fn policy_specs(policy: &str, limit_args: &LimitArgs) -> anyhow::Result<Vec<Spec
             call_deadline_ms: None,
             policy: Some(custom.clone()),
             percentage_of_nodes_to_score: None,
+            parallelism: None,
         })
         .collect())
 }
@@ -209,6 +222,9 @@ fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
         Some(value) => NodeSampling::from_percentage(value).map_err(anyhow::Error::msg)?,
         None => NodeSampling::All,
     };
+    let workers = AttemptWorkers::new(spec.parallelism.unwrap_or_else(AttemptWorkers::default_threads))
+        .context("starting the attempt workers")?;
+    let options = SimOptions { sampling, workers, ..SimOptions::default() };
     if let Some(p) = &spec.policy {
         let limits = PolicyLimits {
             memory_bytes: p.memory_bytes,
@@ -222,16 +238,16 @@ fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
             &p.config,
             limits,
             p.cache_dir.as_deref(),
-            sampling,
+            options,
         )
         .map_err(anyhow::Error::msg);
     }
     let result = match spec.workload {
         Workload::SchedulingBasic => {
             let scoring = if spec.native { Scoring::Native } else { Scoring::Wasm };
-            scheduling_basic::run(spec.nodes, spec.pods, scoring, deadline, sampling)
+            scheduling_basic::run(spec.nodes, spec.pods, scoring, deadline, options)
         }
-        Workload::WithMetrics => scheduling_basic::run(spec.nodes, spec.pods, Scoring::WithMetrics, deadline, sampling),
+        Workload::WithMetrics => scheduling_basic::run(spec.nodes, spec.pods, Scoring::WithMetrics, deadline, options),
         Workload::HotSwap => hot_swap::run(spec.nodes, Duration::from_secs(spec.seconds), Duration::from_secs(1)),
         Workload::EndToEnd => {
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -243,7 +259,7 @@ fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
         | Workload::SpreadAndAntiAffinity
         | Workload::PreemptionBasic => {
             let shape = spec.workload.shape().expect("an inter-pod workload");
-            topology::run(shape, spec.nodes, spec.pods, deadline)
+            topology::run(shape, spec.nodes, spec.pods, deadline, options)
         }
     };
     result.map_err(anyhow::Error::msg)
@@ -339,7 +355,8 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
     let mut results = Vec::new();
     for &shape in &shapes {
         for &nodes in sizes {
-            let drain = topology_drain(state_dir, &wasmsched, shape, nodes);
+            let mut drain = topology_drain(state_dir, &wasmsched, shape, nodes);
+            drain.parallelism = args.parallelism.first().map(|&n| usize::from(n));
             results.extend(runtime.block_on(drain.run())?);
         }
     }
@@ -364,7 +381,7 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
 }
 
 fn topology_drain(state_dir: &std::path::Path, wasmsched: &std::path::Path, shape: Shape, nodes: usize) -> Drain {
-    Drain { state_dir: state_dir.to_path_buf(), wasmsched: wasmsched.to_path_buf(), shape, nodes }
+    Drain { state_dir: state_dir.to_path_buf(), wasmsched: wasmsched.to_path_buf(), shape, nodes, parallelism: None }
 }
 
 fn main() -> ExitCode {
@@ -418,6 +435,19 @@ fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         {
             spec.percentage_of_nodes_to_score = Some(sampling.as_percentage());
         }
+    }
+    if !args.parallelism.is_empty() {
+        specs = specs
+            .into_iter()
+            .flat_map(|spec| match spec.workload {
+                Workload::HotSwap | Workload::EndToEnd => vec![spec],
+                _ => args
+                    .parallelism
+                    .iter()
+                    .map(|&n| Spec { parallelism: Some(usize::from(n)), ..spec.clone() })
+                    .collect(),
+            })
+            .collect();
     }
     let exe = std::env::current_exe().context("finding this executable")?;
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());

@@ -45,6 +45,8 @@ pub struct Drain {
     pub wasmsched: PathBuf,
     pub shape: Shape,
     pub nodes: usize,
+    /// `wasmsched run --parallelism` (unset: its default).
+    pub parallelism: Option<usize>,
 }
 
 impl Drain {
@@ -215,6 +217,7 @@ impl Drain {
                     .arg(self.state_dir.join("scheduler.kubeconfig"))
                     .args(["--leader-elect=false", "--tenant-policies=false"])
                     .arg(format!("--http-addr={http}"))
+                    .args(self.parallelism.map(|n| format!("--parallelism={n}")))
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .spawn()

@@ -61,7 +61,7 @@ pub fn run(
     pods: usize,
     scoring: Scoring,
     call_deadline: Option<Duration>,
-    sampling: NodeSampling,
+    options: SimOptions,
 ) -> Result<BenchResult, String> {
     let engine = PolicyEngine::new().map_err(|e| e.to_string())?;
     let mut limits = PolicyLimits::default();
@@ -84,7 +84,7 @@ pub fn run(
         ),
     };
     let workload = if scoring == Scoring::WithMetrics { "WithMetrics" } else { "SchedulingBasic" };
-    measure(cluster(nodes, pods), pods, policies, metrics, workload, scoring.label(), sampling)
+    measure(cluster(nodes, pods), pods, policies, metrics, workload, scoring.label(), options)
 }
 
 /// SchedulingBasic with a policy of the caller's (`wasmsched-bench
@@ -97,7 +97,7 @@ pub fn run_policy(
     config: &str,
     limits: PolicyLimits,
     cache_dir: Option<&Path>,
-    sampling: NodeSampling,
+    options: SimOptions,
 ) -> Result<BenchResult, String> {
     let mut engine = PolicyEngine::new().map_err(|e| e.to_string())?;
     if let Some(dir) = cache_dir {
@@ -107,10 +107,11 @@ pub fn run_policy(
     let loaded = engine.load(&source, config, limits).map_err(|e| e.to_string())?;
     let label = format!("{} {}", loaded.info.name, loaded.info.version);
     let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(loaded), weight: 1 }]);
-    measure(cluster(nodes, pods), pods, policies, Arc::new(NoMetrics), "SchedulingBasic", &label, sampling)
+    measure(cluster(nodes, pods), pods, policies, Arc::new(NoMetrics), "SchedulingBasic", &label, options)
 }
 
-/// Simulates `manifests`, whose `pods` pending pods must all be placed.
+/// Simulates `manifests`, whose `pods` pending pods must all be placed,
+/// with `options`' sampling and attempt workers (the rest default).
 pub fn measure(
     manifests: wasmsched::sim::Manifests,
     pods: usize,
@@ -118,11 +119,12 @@ pub fn measure(
     metrics: Arc<dyn NodeMetrics>,
     workload: &str,
     variant: &str,
-    sampling: NodeSampling,
+    options: SimOptions,
 ) -> Result<BenchResult, String> {
     let nodes = manifests.nodes.len();
+    let (sampling, workers) = (options.sampling, options.workers.threads());
     let started = Instant::now();
-    let mut report = simulate(manifests, policies, metrics, &SimOptions { sampling, ..SimOptions::default() })?;
+    let mut report = simulate(manifests, policies, metrics, &options)?;
     let wall = started.elapsed();
     if report.placements.len() != pods || report.fallbacks > 0 {
         return Err(format!(
@@ -131,14 +133,16 @@ pub fn measure(
             report.fallbacks
         ));
     }
+    let variant = format!("{variant}, {workers} worker{}", if workers == 1 { "" } else { "s" });
     let (variant, mut details) = match sampling {
-        NodeSampling::All => (variant.to_string(), std::collections::BTreeMap::new()),
+        NodeSampling::All => (variant, std::collections::BTreeMap::new()),
         // Marked, so the targets (judged with every node evaluated) skip it.
         sampled => (
             format!("{variant}, sampling {sampled}"),
             [("percentageOfNodesToScore".to_string(), sampled.as_percentage() as f64)].into(),
         ),
     };
+    details.insert("parallelism".into(), workers as f64);
     if !report.preemptions.is_empty() {
         details.insert("preemptions".into(), report.preemptions.len() as f64);
     }

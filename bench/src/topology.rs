@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
-use wasmsched::scheduler::{NodeSampling, PolicySet, WeightedPolicy};
+use wasmsched::scheduler::{PolicySet, WeightedPolicy};
 use wasmsched::sim::Manifests;
+use wasmsched::sim::SimOptions;
 use wasmsched_runtime::{NoMetrics, PolicyEngine, PolicyLimits};
 
 use super::BenchResult;
@@ -163,6 +164,7 @@ pub fn run(
     nodes: usize,
     measured: usize,
     call_deadline: Option<Duration>,
+    options: SimOptions,
 ) -> Result<BenchResult, String> {
     let engine = PolicyEngine::new().map_err(|e| e.to_string())?;
     let mut limits = PolicyLimits::default();
@@ -179,7 +181,7 @@ pub fn run(
         Arc::new(NoMetrics),
         shape.workload(),
         "wasm least-allocated",
-        NodeSampling::All,
+        options,
     )?;
     result.details.insert("initPods".into(), init as f64);
     Ok(result)

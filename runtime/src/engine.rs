@@ -13,6 +13,7 @@ use wasmtime::{Config, Engine, OptLevel};
 
 use crate::cache::PrecompiledCache;
 use crate::contract::{self, ContractVersion, Template};
+use crate::declarations;
 use crate::error::PolicyError;
 use crate::host_state::HostState;
 use crate::limits::PolicyLimits;
@@ -160,7 +161,7 @@ impl PolicyEngine {
 
         let contract = ContractVersion::detect(&tier.engine, &origin, &component)?;
         let template = Template::new(&tier.linker, &origin, &component, contract)?;
-        LoadedPolicy::new(
+        let mut loaded = LoadedPolicy::new(
             tier.engine.clone(),
             tier.ticker.clone(),
             template,
@@ -168,7 +169,9 @@ impl PolicyEngine {
             Provenance { origin, sha256, size: source.bytes.len(), compile_time, from_cache },
             config_json,
             limits,
-        )
+        )?;
+        loaded.independent_nodes = declarations::independent_nodes(&source.bytes);
+        Ok(loaded)
     }
 }
 

@@ -12,6 +12,7 @@
 
 mod cache;
 mod contract;
+mod declarations;
 mod engine;
 mod error;
 pub mod facts;
@@ -27,6 +28,7 @@ mod source;
 mod ticker;
 
 pub use contract::{ContractVersion, SUPPORTED as SUPPORTED_CONTRACT};
+pub use declarations::INDEPENDENT_NODES_SECTION;
 pub use engine::PolicyEngine;
 pub use error::PolicyError;
 pub use facts::*;

@@ -42,6 +42,10 @@ pub struct LoadedPolicy {
     pub provenance: Provenance,
     pub contract: ContractVersion,
     pub info: PolicyInfo,
+    /// Each node's verdict and score depend on the pod and that node only
+    /// (the policy says so in a custom section): an attempt may split its
+    /// candidates over several instances.
+    pub independent_nodes: bool,
     /// Time to create the first instance, `describe` it and run `init`.
     pub instantiate_time: Duration,
     /// Keeps call deadlines enforced for as long as this policy lives.
@@ -92,6 +96,7 @@ impl LoadedPolicy {
             provenance,
             contract,
             info,
+            independent_nodes: false,
             instantiate_time: started.elapsed(),
             _ticker: ticker,
             factory,

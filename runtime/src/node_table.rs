@@ -148,6 +148,22 @@ impl NodeTable {
         })
     }
 
+    /// Slots in the table, used or free: the range [`NodeTable::iter_slots`]
+    /// takes parts of.
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The nodes in the slots `slots`, in order, each with the slot after
+    /// it as [`NodeTable::iter_from`] gives it: the whole range yields what
+    /// `iter_from(0)` does.
+    pub fn iter_slots(&self, slots: std::ops::Range<usize>) -> impl Iterator<Item = (NodeId, &NodeFacts, usize)> {
+        let n = self.slots.len();
+        self.slots[slots.clone()].iter().zip(slots).filter_map(move |(node, slot)| {
+            node.as_deref().map(|node| (slot as NodeId, node, if slot + 1 == n { 0 } else { slot + 1 }))
+        })
+    }
+
     pub fn sync_point(&self) -> SyncPoint {
         SyncPoint { table: self.id, generation: self.generation }
     }
@@ -222,6 +238,11 @@ mod tests {
         assert_eq!(visit(5), visit(1));
         assert_eq!(visit(0).len(), table.len());
         assert_eq!(NodeTable::new().iter_from(3).count(), 0);
+        // Slices of the slots, joined, are the walk from slot 0.
+        let sliced = |slots| table.iter_slots(slots).map(|(_, n, next)| (n.name.clone(), next)).collect::<Vec<_>>();
+        assert_eq!(table.slot_count(), 4);
+        assert_eq!([sliced(0..1), sliced(1..3), sliced(3..4)].concat(), visit(0));
+        assert_eq!(sliced(1..2), vec![]);
     }
 
     #[test]

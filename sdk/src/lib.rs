@@ -85,6 +85,12 @@ macro_rules! export_policy {
         const _: () = {
             struct WasmschedPolicyExport;
 
+            // `Policy::INDEPENDENT_NODES`, where the host reads it: a custom
+            // section named as the runtime's `INDEPENDENT_NODES_SECTION`.
+            #[unsafe(link_section = "wasmsched:independent-nodes")]
+            #[used]
+            static WASMSCHED_INDEPENDENT_NODES: [u8; 1] = [<$policy as $crate::Policy>::INDEPENDENT_NODES as u8];
+
             impl $crate::bindings::exports::wasmsched::policy::policy::Guest for WasmschedPolicyExport {
                 fn describe() -> $crate::PolicyInfo {
                     $crate::runtime::describe::<$policy>()

@@ -29,6 +29,16 @@ pub trait Policy: Sized + 'static {
     /// Whether a higher or a lower raw score is better. The host normalises
     /// either way to kube-scheduler's 0..100, 100 best.
     const SCORE_ORDER: ScoreOrder = ScoreOrder::HigherIsBetter;
+    /// Set `true` when each node's verdict and score depend only on the pod
+    /// and that node (and its metrics), never on the other candidates, their
+    /// number or order: every policy written with [`Policy::filter`] and
+    /// [`Policy::score`] alone, or their column form, is of that kind. The
+    /// scheduler may then split a large cluster's candidates over several
+    /// instances running side by side (its `parallelism`), each seeing a
+    /// part of them. Leave it `false` when a score is relative to the other
+    /// candidates (the cheapest of them, a rank) or draws from
+    /// [`Cycle::rng`] across nodes: every call then sees every candidate.
+    const INDEPENDENT_NODES: bool = false;
 
     /// Reads and validates the configuration. An error rejects the policy when
     /// it is loaded, with this message shown to the operator.

@@ -57,6 +57,14 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport) {
     println!("contract    wasmsched:policy@{}", policy.contract.as_str());
     println!("phases      {}{order}", phases.join(", "));
     println!(
+        "nodes       {}",
+        if policy.independent_nodes {
+            "judged one by one: large clusters' candidates are split over the scheduler's parallelism"
+        } else {
+            "judged together: every call sees every candidate (set Policy::INDEPENDENT_NODES where true)"
+        }
+    );
+    println!(
         "compile     {:.1} ms{}, first instance + init {:.2} ms",
         p.compile_time.as_secs_f64() * 1e3,
         if p.from_cache { " (precompiled cache)" } else { "" },

@@ -76,9 +76,14 @@ pub struct RunArgs {
     /// Address of /healthz, /readyz, /metrics and /policies; "off" disables.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:10251")]
     pub http_addr: String,
-    /// Bindings in flight at once [default: the file's parallelism, or 16].
-    #[arg(long, value_name = "N")]
-    pub bind_concurrency: Option<usize>,
+    /// Bindings in flight at once [default: 16].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub bind_concurrency: Option<u16>,
+    /// Threads an attempt over 1,000 nodes or more is split over, as
+    /// kube-scheduler's `parallelism` [default: the file's parallelism,
+    /// or the cores, at most 16].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub parallelism: Option<u16>,
     /// Seed for tie-breaking and policy randomness.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -182,7 +187,8 @@ fn flags(args: &RunArgs) -> anyhow::Result<Flags> {
         },
         tenants: args.tenants.flags()?,
         limits: args.limits.to_limits()?,
-        bind_concurrency: args.bind_concurrency,
+        bind_concurrency: args.bind_concurrency.map(usize::from),
+        parallelism: args.parallelism.map(usize::from),
         http_addr: match args.http_addr.as_str() {
             "off" | "" => None,
             addr => Some(addr.parse::<SocketAddr>().with_context(|| format!("--http-addr {addr:?} is not HOST:PORT"))?),

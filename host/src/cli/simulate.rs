@@ -8,11 +8,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use wasmsched::metrics::StaticMetrics;
-use wasmsched::scheduler::{BuiltinScoring, NodeSampling};
+use wasmsched::scheduler::{AttemptWorkers, BuiltinScoring, NodeSampling};
 use wasmsched::sim::{DEFAULT_METRICS, DEFAULT_SCENARIO, Manifests, SimOptions, report, simulate};
 use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
@@ -60,6 +60,10 @@ pub struct SimulateArgs {
     /// `*`: all of them). Repeatable.
     #[arg(long = "disable-builtin-score", value_name = "NAME")]
     pub disable_builtin_score: Vec<String>,
+    /// Threads an attempt over 1,000 nodes or more is split over
+    /// (kube-scheduler's `parallelism`). Default: the cores, at most 16.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub parallelism: Option<u16>,
     #[arg(long, value_enum, default_value = "table")]
     pub output: OutputFormat,
     /// Print the decision record of this pod (NAME or NAMESPACE/NAME).
@@ -156,6 +160,8 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
         sampling: args.percentage_of_nodes_to_score.unwrap_or_default(),
         scoring: BuiltinScoring::configured(&args.disable_builtin_score, &[])
             .map_err(|e| anyhow::anyhow!("--disable-builtin-score: {e}"))?,
+        workers: AttemptWorkers::new(args.parallelism.map_or_else(AttemptWorkers::default_threads, usize::from))
+            .context("starting the --parallelism threads")?,
         progress: Some(Arc::new(move |placed, pending| {
             if placed % 256 == 0 {
                 progress_bar.set_length(pending);

@@ -8,6 +8,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use anyhow::Context;
+
 use super::binder::{self, BindRequest};
 use super::config::{PolicyOrigin, RunConfig};
 use super::http;
@@ -23,7 +25,7 @@ use crate::metrics::MetricsCache;
 use crate::metrics::refresher::Refresher;
 use crate::policy::remote::Fetcher;
 use crate::policy::validator::BundleValidator;
-use crate::scheduler::{Profile, Scheduler, SchedulerConfig};
+use crate::scheduler::{AttemptWorkers, Profile, Scheduler, SchedulerConfig};
 use wasmsched_runtime::PolicyEngine;
 
 /// The readiness check of the node metric cache (first refresh attempted).
@@ -119,7 +121,8 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
             scoring: first.scoring,
         },
         initial.remove(0),
-    );
+    )
+    .with_workers(AttemptWorkers::new(config.parallelism).context("starting the parallelism threads")?);
     for (p, policies) in profiles.zip(rest) {
         scheduler.add_profile(Profile {
             scheduler_name: p.scheduler_name,

@@ -20,6 +20,7 @@ use wasmsched_rules::scoring::{
 use wasmsched_runtime::{Candidate, NodeId};
 
 use super::topology_filters::{clause_of, spread_domain_counts};
+use super::workers::AttemptWorkers;
 use crate::cluster::{ClusterState, Domains, PodInfo, SpreadConstraint};
 
 /// One part of the built-in score, named as its kube-scheduler plugin.
@@ -218,7 +219,13 @@ impl PartScores {
 }
 
 impl BuiltinInputs {
-    pub fn gather(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate], scoring: &BuiltinScoring) -> Self {
+    pub fn gather(
+        pod: &PodInfo,
+        state: &ClusterState,
+        candidates: &[Candidate],
+        scoring: &BuiltinScoring,
+        workers: &AttemptWorkers,
+    ) -> Self {
         let mut parts = Vec::new();
         for part in ScorePart::ALL {
             let weight = scoring.weight(part);
@@ -230,7 +237,7 @@ impl BuiltinInputs {
                 ScorePart::NodeAffinity => node_affinity(pod, state, candidates),
                 ScorePart::PodTopologySpread => pod_topology_spread(pod, state, candidates),
                 ScorePart::InterPodAffinity => inter_pod_affinity(pod, state, candidates),
-                ScorePart::NodeResourcesBalancedAllocation => balanced(pod, state, candidates),
+                ScorePart::NodeResourcesBalancedAllocation => balanced(pod, state, candidates, workers),
                 ScorePart::ImageLocality => Some(images(pod, state, candidates)),
             };
             if let Some(inputs) = inputs {
@@ -363,22 +370,24 @@ fn node_affinity(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) 
     Some(PartInputs::Normalized { raw, reverse: false })
 }
 
-fn balanced(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> Option<PartInputs> {
+fn balanced(
+    pod: &PodInfo,
+    state: &ClusterState,
+    candidates: &[Candidate],
+    workers: &AttemptWorkers,
+) -> Option<PartInputs> {
     if pod.preferences.best_effort {
         return None;
     }
     let table = state.table();
     let own = &pod.requests.resources;
-    let scores = candidates
-        .iter()
-        .map(|c| {
-            let Some(node) = table.get(c.node) else { return 0 };
-            balanced_cpu_memory(
-                (c.requested_milli_cpu + own.milli_cpu, node.allocatable.milli_cpu),
-                (c.requested_memory + own.memory, node.allocatable.memory),
-            )
-        })
-        .collect();
+    let scores = workers.column(table.len(), candidates, |c| {
+        let Some(node) = table.get(c.node) else { return 0 };
+        balanced_cpu_memory(
+            (c.requested_milli_cpu + own.milli_cpu, node.allocatable.milli_cpu),
+            (c.requested_memory + own.memory, node.allocatable.memory),
+        )
+    });
     Some(PartInputs::Final(scores))
 }
 

@@ -12,13 +12,15 @@ use wasmsched_rules::SplitMix64;
 use super::builtin_scores::{BuiltinInputs, BuiltinScoring};
 use super::decision::{DecisionRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
 use super::filters;
-use super::policy_set::{PolicySet, WeightedPolicy, least_allocated};
+use super::policy_calls::{AttemptCalls, CallScope};
+use super::policy_set::{PolicySet, least_allocated};
 use super::sampling::NodeWindow;
 use super::topology_filters::TopologyFilters;
 use super::volume_binding::{PodVolumes, WAITS_FOR_FIRST_CONSUMER};
+use super::workers::AttemptWorkers;
 use crate::cluster::{ClusterState, PodInfo};
 use wasmsched_runtime::NodeMetrics;
-use wasmsched_runtime::{Candidate, NodeFacts, NodeId, PolicyContext, PolicyError, ScoreOrder};
+use wasmsched_runtime::{Candidate, NodeFacts, NodeId, PolicyContext, ScoreOrder};
 
 pub struct CycleInput<'a> {
     pub pod: &'a PodInfo,
@@ -34,6 +36,8 @@ pub struct CycleInput<'a> {
     pub detail: bool,
     /// The nodes to evaluate (`NodeWindow::ALL` unless sampling).
     pub window: NodeWindow,
+    /// The threads a large cluster's per-node work is split over.
+    pub workers: &'a AttemptWorkers,
 }
 
 /// FNV-1a over the pod key, mixed with the seed and attempt: the same run
@@ -95,25 +99,6 @@ pub fn pick_best(totals: &[f64], candidates: &[Candidate], seed: u64) -> usize {
     best.expect("candidates is not empty").0
 }
 
-/// Runs one policy call and records it (duration, failure kind) for the
-/// metrics.
-fn timed<T>(
-    calls: &mut Vec<PolicyCall>,
-    wp: &WeightedPolicy,
-    phase: &'static str,
-    call: impl FnOnce() -> Result<T, PolicyError>,
-) -> Result<T, PolicyError> {
-    let started = Instant::now();
-    let result = call();
-    calls.push(PolicyCall {
-        policy: wp.policy.name().to_string(),
-        phase,
-        duration: started.elapsed(),
-        failure: result.as_ref().err().map(|e| e.kind()),
-    });
-    result
-}
-
 /// What the built-in filters left: the candidates, and what rejected the
 /// others. Self-contained, so a tenant's policy can finish the attempt on
 /// another thread.
@@ -144,45 +129,81 @@ pub struct Prefiltered {
 
 /// Built-in filters over the nodes of `window`: from its start, until it
 /// has found enough feasible nodes or seen every node; then the inputs of
-/// the built-in scores for the nodes found.
+/// the built-in scores for the nodes found. Every node of a large cluster
+/// is split over `workers`, in slices of the table whose results join in
+/// table order: the same candidates, in the same order, as on one thread.
 pub fn prefilter(
     pod: &PodInfo,
     state: &ClusterState,
     scoring: &BuiltinScoring,
     detail: bool,
     window: NodeWindow,
+    workers: &AttemptWorkers,
 ) -> Prefiltered {
-    prefilter_over(pod, state, scoring, detail, window, state.table().iter_from(window.start))
+    let table = state.table();
+    let slices = workers.slices(table.len(), table.slot_count());
+    if window != NodeWindow::ALL || slices.len() == 1 {
+        return prefilter_over(pod, state, scoring, detail, window, workers, |volumes, topology, pre| {
+            filter_nodes(pod, state, volumes, topology, table.iter_from(window.start), window.find, pre)
+        });
+    }
+    prefilter_over(pod, state, scoring, detail, window, workers, |volumes, topology, pre| {
+        let parts = slices.iter().map(|slots| Prefiltered::empty(table.len(), slots.len(), detail, 0)).collect();
+        let parts = workers.fill(&slices, parts, |slots, part| {
+            filter_nodes(pod, state, volumes, topology, table.iter_slots(slots), usize::MAX, part);
+        });
+        for part in parts {
+            pre.append(part);
+        }
+    })
 }
 
-/// Built-in filters over the nodes `nodes` yields (id, facts, the slot
-/// after it), stopping at `window.find` feasible ones.
-fn prefilter_over<'a>(
+impl Prefiltered {
+    fn empty(nodes: usize, capacity: usize, detail: bool, next_start: usize) -> Self {
+        Prefiltered {
+            candidates: Vec::with_capacity(capacity),
+            builtin: BuiltinInputs::default(),
+            pod_rejection: None,
+            ignored_constraints: Vec::new(),
+            histogram: ReasonHistogram::default(),
+            records: Vec::new(),
+            record_index: Vec::new(),
+            feasible_builtin: 0,
+            nodes,
+            evaluated: 0,
+            next_start,
+            detail,
+        }
+    }
+
+    /// Adds what the built-in filters found in the next slice of nodes.
+    fn append(&mut self, next: Prefiltered) {
+        let offset = self.records.len();
+        self.candidates.extend(next.candidates);
+        self.histogram.merge(next.histogram);
+        self.records.extend(next.records);
+        self.record_index.extend(next.record_index.into_iter().map(|i| i + offset));
+        self.evaluated += next.evaluated;
+        self.next_start = next.next_start;
+    }
+}
+
+/// Built-in filters over the nodes `scan` visits (it stops at
+/// `window.find` feasible ones), then the built-in scores' inputs.
+fn prefilter_over(
     pod: &PodInfo,
-    state: &'a ClusterState,
+    state: &ClusterState,
     scoring: &BuiltinScoring,
     detail: bool,
     window: NodeWindow,
-    nodes: impl Iterator<Item = (NodeId, &'a NodeFacts, usize)>,
+    workers: &AttemptWorkers,
+    scan: impl FnOnce(&PodVolumes, Option<&TopologyFilters>, &mut Prefiltered),
 ) -> Prefiltered {
+    // Sized for every node (or the sample) up front: growing it by
+    // doubling cost a dozen reallocations and copies per attempt at 5,000
+    // nodes (docs/benchmarks.md, "Instruction counts").
     let table = state.table();
-    let mut pre = Prefiltered {
-        // Sized for every node (or the sample) up front: growing it by
-        // doubling cost a dozen reallocations and copies per attempt at
-        // 5,000 nodes (docs/benchmarks.md, "Instruction counts").
-        candidates: Vec::with_capacity(table.len().min(window.find)),
-        builtin: BuiltinInputs::default(),
-        pod_rejection: None,
-        ignored_constraints: Vec::new(),
-        histogram: ReasonHistogram::default(),
-        records: Vec::new(),
-        record_index: Vec::new(),
-        feasible_builtin: 0,
-        nodes: table.len(),
-        evaluated: 0,
-        next_start: window.start,
-        detail,
-    };
+    let mut pre = Prefiltered::empty(table.len(), table.len().min(window.find), detail, window.start);
     let volumes = match PodVolumes::resolve(pod, state) {
         Ok(volumes) => volumes,
         Err(rejection) => {
@@ -193,20 +214,33 @@ fn prefilter_over<'a>(
     if volumes.waits_for_first_consumer {
         pre.ignored_constraints.push(WAITS_FOR_FIRST_CONSUMER);
     }
-    // One loop per case, so a pod without topology constraints (most pods)
-    // runs the per-node loop it ran before they existed.
-    match TopologyFilters::new(pod, state) {
-        None => filter_nodes(pod, state, &volumes, nodes, window.find, &mut pre, |_| Ok(())),
-        Some(topology) => filter_nodes(pod, state, &volumes, nodes, window.find, &mut pre, |id| topology.check(id)),
-    }
+    scan(&volumes, TopologyFilters::new(pod, state).as_ref(), &mut pre);
     pre.feasible_builtin = pre.candidates.len();
-    pre.builtin = BuiltinInputs::gather(pod, state, &pre.candidates, scoring);
+    pre.builtin = BuiltinInputs::gather(pod, state, &pre.candidates, scoring, workers);
     pre
 }
 
-/// The built-in filters over the nodes of `window`, then `topology` (the
-/// filters that read counts of other pods) on the nodes that passed.
+/// The built-in filters over `nodes` (id, facts, the slot after it) until
+/// `find` pass, then `topology` (the filters that read counts of other
+/// pods) on the nodes that passed.
 fn filter_nodes<'a>(
+    pod: &PodInfo,
+    state: &ClusterState,
+    volumes: &PodVolumes,
+    topology: Option<&TopologyFilters>,
+    nodes: impl Iterator<Item = (NodeId, &'a NodeFacts, usize)>,
+    find: usize,
+    pre: &mut Prefiltered,
+) {
+    // One loop per case, so a pod without topology constraints (most pods)
+    // runs the per-node loop it ran before they existed.
+    match topology {
+        None => filter_nodes_with(pod, state, volumes, nodes, find, pre, |_| Ok(())),
+        Some(topology) => filter_nodes_with(pod, state, volumes, nodes, find, pre, |id| topology.check(id)),
+    }
+}
+
+fn filter_nodes_with<'a>(
     pod: &PodInfo,
     state: &ClusterState,
     volumes: &PodVolumes,
@@ -272,42 +306,45 @@ pub struct Decision {
 /// it.
 pub fn schedule_one(input: CycleInput<'_>) -> (DecisionRecord, usize) {
     let started = Instant::now();
-    let CycleInput { pod, state, policies, scoring, metrics, seed, attempt, detail, window } = input;
+    let CycleInput { pod, state, policies, scoring, metrics, seed, attempt, detail, window, workers } = input;
     let ctx = PolicyContext { nodes: state.table().clone(), metrics: metrics.clone() };
+    let scope = CallScope { ctx: &ctx, workers };
     // A pod a preemption nominated tries its node first, as kube's
     // `evaluateNominatedNode`: the room was freed for it.
     let nominated = state.nomination(&pod.key).and_then(|n| state.table().id_of(n));
     if let Some(id) = nominated {
         let node = state.table().get(id).map(|facts| (id, facts, id as usize + 1));
-        let pre = prefilter_over(pod, state, scoring, detail, NodeWindow::ALL, node.into_iter());
+        let pre = prefilter_over(pod, state, scoring, detail, NodeWindow::ALL, workers, |volumes, topology, pre| {
+            filter_nodes(pod, state, volumes, topology, node.into_iter(), usize::MAX, pre)
+        });
         if !pre.candidates.is_empty() {
-            let record = decide(pre, pod, &ctx, policies, seed, attempt, started).record;
+            let record = decide(pre, pod, policies, scope, seed, attempt, started).record;
             if record.chosen.is_some() {
                 return (record, window.start);
             }
         }
     }
-    let pre = prefilter(pod, state, scoring, detail, window);
+    let pre = prefilter(pod, state, scoring, detail, window, workers);
     let (complete, next_start) = (pre.evaluated == pre.nodes, pre.next_start);
-    let record = decide(pre, pod, &ctx, policies, seed, attempt, started).record;
+    let record = decide(pre, pod, policies, scope, seed, attempt, started).record;
     if record.chosen.is_some() || complete {
         return (record, next_start);
     }
-    let mut full =
-        decide(prefilter(pod, state, scoring, detail, NodeWindow::ALL), pod, &ctx, policies, seed, attempt, started)
-            .record;
+    let pre = prefilter(pod, state, scoring, detail, NodeWindow::ALL, workers);
+    let mut full = decide(pre, pod, policies, scope, seed, attempt, started).record;
     // Both rounds' calls count for the policy metrics.
     full.policy_calls.splice(0..0, record.policy_calls);
     (full, next_start)
 }
 
 /// Policy filters, policy scores, the weighted sum and the best node, over
-/// what the built-in filters left. Reads the cluster only through `ctx`.
+/// what the built-in filters left. Reads the cluster only through
+/// `scope.ctx`.
 pub fn decide(
     pre: Prefiltered,
     pod: &PodInfo,
-    ctx: &PolicyContext,
     policies: &PolicySet,
+    scope: CallScope<'_>,
     seed: u64,
     attempt: u32,
     started: Instant,
@@ -326,7 +363,8 @@ pub fn decide(
         detail,
         ..
     } = pre;
-    let table = &ctx.nodes;
+    let table = &scope.ctx.nodes;
+    let calls_for = AttemptCalls { scope, pod: &pod.facts, nodes };
     let mut fallback: Option<String> = policies.unavailable.clone();
     let mut calls: Vec<PolicyCall> = Vec::new();
 
@@ -335,7 +373,7 @@ pub fn decide(
         if candidates.is_empty() {
             break;
         }
-        match timed(&mut calls, wp, "filter", || wp.policy.filter(ctx, &pod.facts, &candidates)) {
+        match calls_for.filter(&mut calls, wp, &candidates) {
             Ok(outcome) => {
                 let mut kept = Vec::with_capacity(candidates.len());
                 let mut kept_index = Vec::with_capacity(candidates.len());
@@ -430,7 +468,7 @@ pub fn decide(
     let scoring: Vec<_> = policies.policies.iter().filter(|wp| wp.policy.info.phases.score).collect();
     if fallback.is_none() {
         for wp in &scoring {
-            match timed(&mut calls, wp, "score", || wp.policy.score(ctx, &pod.facts, &candidates, pod_seed)) {
+            match calls_for.score(&mut calls, wp, &candidates, pod_seed) {
                 Ok(raw) => {
                     let normalized = normalize(&raw, wp.policy.info.score_order);
                     per_policy.push((wp.policy.name().to_string(), wp.weight, raw, normalized));
@@ -444,7 +482,7 @@ pub fn decide(
         }
     }
     if fallback.is_some() || scoring.is_empty() {
-        let raw = least_allocated(pod, &candidates, table);
+        let raw = least_allocated(pod, &candidates, table, scope.workers);
         let normalized = raw.clone();
         per_policy = vec![("least-allocated (built-in)".to_string(), 1, raw, normalized)];
     }

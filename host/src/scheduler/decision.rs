@@ -122,15 +122,26 @@ impl ReasonHistogram {
     const SCANNED: usize = 16;
 
     pub fn add(&mut self, reason: &str) {
+        self.add_count(reason, 1);
+    }
+
+    /// Adds the counts of another slice of the nodes.
+    pub fn merge(&mut self, other: ReasonHistogram) {
+        for (reason, count) in &other.counts {
+            self.add_count(reason, *count);
+        }
+    }
+
+    fn add_count(&mut self, reason: &str, count: usize) {
         let found = if self.index.is_empty() {
             self.counts.iter().position(|(r, _)| r == reason)
         } else {
             self.index.get(reason).copied()
         };
         match found {
-            Some(i) => self.counts[i].1 += 1,
+            Some(i) => self.counts[i].1 += count,
             None => {
-                self.counts.push((reason.to_string(), 1));
+                self.counts.push((reason.to_string(), count));
                 if self.counts.len() > Self::SCANNED {
                     let last = self.counts.len() - 1;
                     if self.index.is_empty() {
@@ -187,5 +198,11 @@ mod tests {
             "{message}"
         );
         assert!(message.ends_with(", 3 reason 39."), "{message}");
+        let mut merged = ReasonHistogram::default();
+        merged.add("Insufficient cpu");
+        merged.merge(h);
+        let merged = merged.message(123);
+        assert!(merged.starts_with("0/123 nodes are available: 3 reason 00,"), "{merged}");
+        assert!(merged.ends_with(", 3 reason 39, 4 Insufficient cpu."), "{merged}");
     }
 }

@@ -8,6 +8,8 @@ mod core;
 pub mod cycle;
 pub mod decision;
 pub mod filters;
+mod fork_join;
+pub mod policy_calls;
 pub mod policy_set;
 pub mod preemption;
 pub mod queue;
@@ -16,6 +18,7 @@ pub mod sampling;
 pub mod tenants;
 pub mod topology_filters;
 pub mod volume_binding;
+pub mod workers;
 
 pub use self::core::{Attempt, InvalidPod, MAX_JOBS_PER_TENANT, Nomination, Profile, Scheduler, SchedulerConfig};
 pub use builtin_scores::{BuiltinScoring, ScorePart};
@@ -27,3 +30,4 @@ pub use sampling::{NodeSampling, NodeWindow};
 pub use tenants::{
     POLICY_ANNOTATION, POLICY_CONFIGMAP_LABEL, Route, TenantJob, TenantSettings, TenantVerdict, default_tenant_limits,
 };
+pub use workers::AttemptWorkers;

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::workers::AttemptWorkers;
 use crate::cluster::PodInfo;
 use wasmsched_runtime::{Candidate, LoadedPolicy, NodeTable, PolicyContext};
 
@@ -48,17 +49,19 @@ impl PolicySet {
 
 /// kube-scheduler's LeastAllocated (cpu and memory, equal weights, integer
 /// arithmetic), with the pod's own non-zero request included. The fallback.
-pub fn least_allocated(pod: &PodInfo, candidates: &[Candidate], table: &NodeTable) -> Vec<f64> {
-    candidates
-        .iter()
-        .map(|c| {
-            let Some(node) = table.get(c.node) else { return 0.0 };
-            wasmsched_rules::least_allocated_score(
-                c.nonzero_requested_milli_cpu + pod.requests.nonzero_milli_cpu,
-                node.allocatable.milli_cpu,
-                c.nonzero_requested_memory + pod.requests.nonzero_memory,
-                node.allocatable.memory,
-            ) as f64
-        })
-        .collect()
+pub fn least_allocated(
+    pod: &PodInfo,
+    candidates: &[Candidate],
+    table: &NodeTable,
+    workers: &AttemptWorkers,
+) -> Vec<f64> {
+    workers.column(table.len(), candidates, |c| {
+        let Some(node) = table.get(c.node) else { return 0.0 };
+        wasmsched_rules::least_allocated_score(
+            c.nonzero_requested_milli_cpu + pod.requests.nonzero_milli_cpu,
+            node.allocatable.milli_cpu,
+            c.nonzero_requested_memory + pod.requests.nonzero_memory,
+            node.allocatable.memory,
+        ) as f64
+    })
 }

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::cycle::{Decision, Prefiltered, decide};
+use super::policy_calls::CallScope;
 use super::policy_set::PolicySet;
+use super::workers::AttemptWorkers;
 use crate::cluster::PodInfo;
 use wasmsched_runtime::{LoadedPolicy, NodeTable, PolicyContext, PolicyLimits};
 
@@ -136,8 +138,11 @@ impl TenantJob {
     /// answers, even if the evaluation panicked, so the pod is never lost.
     pub fn run(self) -> TenantVerdict {
         let TenantJob { tenant, pod, attempt, policies, pre, ctx, seed, started } = self;
+        // A tenant's policy runs on its job's thread alone: its instances
+        // are the tenant's, not the attempt workers'.
+        let scope = CallScope { ctx: &ctx, workers: &AttemptWorkers::default() };
         let outcome =
-            std::panic::catch_unwind(AssertUnwindSafe(|| decide(pre, &pod, &ctx, &policies, seed, attempt, started)))
+            std::panic::catch_unwind(AssertUnwindSafe(|| decide(pre, &pod, &policies, scope, seed, attempt, started)))
                 .map_err(|panic| {
                     let what = panic
                         .downcast_ref::<&str>()

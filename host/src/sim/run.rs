@@ -17,7 +17,8 @@ use super::load::Manifests;
 use crate::cluster::DisruptionBudget;
 use crate::cluster::PodKey;
 use crate::scheduler::{
-    Attempt, BuiltinScoring, DecisionRecord, NodeSampling, Nomination, PolicySet, Scheduler, SchedulerConfig,
+    Attempt, AttemptWorkers, BuiltinScoring, DecisionRecord, NodeSampling, Nomination, PolicySet, Scheduler,
+    SchedulerConfig,
 };
 use wasmsched_runtime::LoadedPolicy;
 use wasmsched_runtime::NodeMetrics;
@@ -36,6 +37,8 @@ pub struct SimOptions {
     pub sampling: NodeSampling,
     /// The built-in score parts (`--disable-builtin-score`).
     pub scoring: BuiltinScoring,
+    /// The threads large clusters' attempts are split over (`--parallelism`).
+    pub workers: AttemptWorkers,
 }
 
 impl Default for SimOptions {
@@ -48,6 +51,7 @@ impl Default for SimOptions {
             tenants: Vec::new(),
             sampling: NodeSampling::All,
             scoring: BuiltinScoring::default(),
+            workers: AttemptWorkers::default(),
         }
     }
 }
@@ -202,7 +206,7 @@ pub fn simulate(
         sampling: options.sampling,
         scoring: options.scoring,
     };
-    let mut scheduler = Scheduler::new(config, policies).with_metrics(metrics);
+    let mut scheduler = Scheduler::new(config, policies).with_metrics(metrics).with_workers(options.workers.clone());
     let mut tenants: BTreeMap<&str, Vec<(String, Arc<LoadedPolicy>)>> = BTreeMap::new();
     for (namespace, name, policy) in &options.tenants {
         tenants.entry(namespace).or_default().push((name.clone(), policy.clone()));

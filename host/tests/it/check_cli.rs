@@ -26,6 +26,9 @@ fn a_good_policy_prints_metadata_and_smoke_run() {
     assert!(text.contains("policy      least-allocated 0.1.0"), "{text}");
     assert!(text.contains("contract    wasmsched:policy@0.1.0"), "{text}");
     assert!(text.contains("phases      score (higher raw score is better)"), "{text}");
+    assert!(text.contains("nodes       judged one by one: "), "{text}");
+    let random = stdout(&check(&[path(&policy_wasm("random"))]));
+    assert!(random.contains("nodes       judged together: every call sees every candidate"), "{random}");
     assert!(text.contains("compile     "), "{text}");
     for node in ["small", "medium", "large"] {
         assert!(text.lines().any(|l| l.trim_start().starts_with(node)), "{text}");

@@ -14,6 +14,7 @@ impl Policy for AppNodeMatch {
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const DESCRIPTION: &'static str = "pods labelled app=X only run on nodes labelled for X";
     const PHASES: Phases = Phases::FILTER;
+    const INDEPENDENT_NODES: bool = true;
 
     fn new(config: &Config) -> Result<Self, String> {
         Ok(AppNodeMatch {

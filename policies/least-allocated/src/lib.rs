@@ -11,6 +11,7 @@ impl Policy for LeastAllocated {
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const DESCRIPTION: &'static str = "kube-scheduler's LeastAllocated on cpu and memory";
     const PHASES: Phases = Phases::SCORE;
+    const INDEPENDENT_NODES: bool = true;
 
     fn new(_config: &Config) -> Result<Self, String> {
         Ok(LeastAllocated)

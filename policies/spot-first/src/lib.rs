@@ -33,6 +33,7 @@ impl Policy for SpotFirst {
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const DESCRIPTION: &'static str = "pack spot nodes before on-demand nodes";
     const PHASES: Phases = Phases::SCORE;
+    const INDEPENDENT_NODES: bool = true;
 
     fn new(config: &Config) -> Result<Self, String> {
         let spot_label = match (config.str("label")?, config.str("value")?) {

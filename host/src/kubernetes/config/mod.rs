@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use super::policy_configmap::ConfigMapRef;
 use crate::metrics::MetricSpec;
-use crate::scheduler::{BuiltinScoring, NodeSampling, PolicySet, TenantSettings, default_tenant_limits};
+use crate::scheduler::{
+    AttemptWorkers, BuiltinScoring, NodeSampling, PolicySet, TenantSettings, default_tenant_limits,
+};
 use wasmsched_runtime::PolicyLimits;
 
 pub use load::load;
@@ -134,8 +136,10 @@ pub type Resolved = RunConfig<Vec<PolicyPlan>>;
 pub struct RunConfig<S = PolicySet> {
     pub profiles: Vec<ProfileConfig<S>>,
     pub leader_election: LeaderElectionConfig,
-    /// Bindings in flight at once (`parallelism`).
+    /// Bindings in flight at once.
     pub bind_concurrency: usize,
+    /// Threads a large cluster's attempts are split over (`parallelism`).
+    pub parallelism: usize,
     /// Where `/healthz`, `/readyz`, `/metrics` and `/policies` are served.
     pub http_addr: Option<SocketAddr>,
     pub seed: u64,
@@ -157,6 +161,7 @@ impl<S> RunConfig<S> {
             profiles,
             leader_election: LeaderElectionConfig::default(),
             bind_concurrency: 16,
+            parallelism: AttemptWorkers::default_threads(),
             http_addr: None,
             seed: 0,
             failed_event_interval: Duration::from_secs(30),
@@ -174,6 +179,7 @@ impl<S> RunConfig<S> {
             profiles,
             leader_election: self.leader_election,
             bind_concurrency: self.bind_concurrency,
+            parallelism: self.parallelism,
             http_addr: self.http_addr,
             seed: self.seed,
             failed_event_interval: self.failed_event_interval,

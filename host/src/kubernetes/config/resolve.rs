@@ -39,6 +39,7 @@ pub struct Flags {
     /// `--memory-limit` and `--deadline`: what a policy does not set.
     pub limits: PolicyLimits,
     pub bind_concurrency: Option<usize>,
+    pub parallelism: Option<usize>,
     pub http_addr: Option<SocketAddr>,
     pub seed: u64,
     pub cache_dir: Option<PathBuf>,
@@ -125,7 +126,15 @@ pub fn resolve(file: Option<(&ConfigurationFile, &Path)>, flags: Flags) -> Resul
     config.leader_election = run_settings::leader_election(conf, &flags.leader_election).map_err(&err)?;
     config.tenants = run_settings::tenants(conf, &flags.tenants).map_err(&err)?;
     config.metrics = run_settings::metrics(conf, flags.metrics).map_err(&err)?;
-    config.bind_concurrency = flags.bind_concurrency.or(conf.and_then(|f| f.parallelism)).unwrap_or(16).max(1);
+    config.bind_concurrency = flags.bind_concurrency.unwrap_or(16).max(1);
+    config.parallelism = match flags.parallelism.or(conf.and_then(|f| f.parallelism)) {
+        // kube-scheduler's configuration validation says the same.
+        Some(0) => {
+            return Err(err("parallelism: Invalid value: 0: should be an integer value greater than zero".into()));
+        }
+        Some(n) => n,
+        None => config.parallelism,
+    };
     config.http_addr = flags.http_addr;
     config.seed = flags.seed;
     config.policy_limits = flags.limits;

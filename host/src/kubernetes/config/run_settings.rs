@@ -140,7 +140,7 @@ mod tests {
         let le = &r.leader_election;
         assert_eq!((le.enabled, le.lease_duration, le.namespace.as_str()), (false, Duration::from_secs(30), "sched"));
         assert_eq!((le.name.as_str(), le.renew_deadline), ("wasmsched", Duration::from_secs(10)), "defaults");
-        assert_eq!(r.bind_concurrency, 8);
+        assert_eq!((r.parallelism, r.bind_concurrency), (8, 16));
         let t = &r.tenants;
         assert!(t.settings.enabled && !t.settings.allows("kube-system") && t.settings.allows("team-a"));
         assert_eq!(
@@ -162,12 +162,15 @@ mod tests {
                 ..Default::default()
             },
             bind_concurrency: Some(4),
+            parallelism: Some(3),
             ..Flags::default()
         };
         let r = with_file(body, flags).unwrap();
         let le = &r.leader_election;
         assert_eq!((le.enabled, le.lease_duration, le.namespace.as_str()), (true, Duration::from_secs(20), "other"));
-        assert_eq!(r.bind_concurrency, 4);
+        assert_eq!((r.parallelism, r.bind_concurrency), (3, 4));
+        let zero = with_file(&body.replace("parallelism: 8", "parallelism: 0"), Flags::default()).unwrap_err();
+        assert!(zero.contains("parallelism: Invalid value: 0: should be an integer value greater than zero"), "{zero}");
         let t = &r.tenants;
         assert!(!t.settings.enabled && t.settings.disabled_namespaces.contains("kube-system"));
         assert!(t.settings.disabled_namespaces.contains("team-b"));

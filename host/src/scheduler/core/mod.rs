@@ -18,6 +18,7 @@ use super::preemption::{self, Preemption};
 use super::queue::{QueueSizes, SchedulingQueue};
 use super::sampling::{NodeSampling, NodeWindow};
 use super::tenants::{Route, TenantJob, TenantPolicies};
+use super::workers::AttemptWorkers;
 use crate::cluster::{ClusterState, PodInfo, PodKey};
 use wasmsched_runtime::PolicyContext;
 use wasmsched_runtime::{NoMetrics, NodeMetrics};
@@ -114,6 +115,8 @@ pub struct Scheduler {
     /// Where the next sampled attempt starts in the node table
     /// (kube-scheduler's `nextStartNodeIndex`, shared by every profile).
     next_start_node: usize,
+    /// The threads a large cluster's attempts are split over.
+    workers: AttemptWorkers,
 }
 
 /// Tenant jobs in flight per tenant. Each holds a copy of its candidates
@@ -142,7 +145,14 @@ impl Scheduler {
             tenant_jobs: HashMap::new(),
             parked: HashMap::new(),
             next_start_node: 0,
+            workers: AttemptWorkers::default(),
         }
+    }
+
+    /// Splits the attempts of large clusters over `workers`.
+    pub fn with_workers(mut self, workers: AttemptWorkers) -> Self {
+        self.workers = workers;
+        self
     }
 
     pub fn with_metrics(mut self, metrics: Arc<dyn NodeMetrics>) -> Self {
@@ -256,6 +266,7 @@ impl Scheduler {
             attempt,
             detail,
             window,
+            workers: &self.workers,
         });
         if window != NodeWindow::ALL {
             self.next_start_node = next_start;

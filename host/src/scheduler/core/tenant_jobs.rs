@@ -11,12 +11,14 @@ use crate::cluster::PodInfo;
 use crate::scheduler::builtin_scores::BuiltinScoring;
 use crate::scheduler::cycle::{decide, prefilter};
 use crate::scheduler::filters;
+use crate::scheduler::policy_calls::CallScope;
 use crate::scheduler::policy_set::{PolicySet, WeightedPolicy};
 use crate::scheduler::queue::Location;
 use crate::scheduler::sampling::NodeWindow;
 use crate::scheduler::tenants::{TenantJob, TenantSettings, TenantVerdict};
 use crate::scheduler::topology_filters::TopologyFilters;
 use crate::scheduler::volume_binding::PodVolumes;
+use crate::scheduler::workers::AttemptWorkers;
 use wasmsched_runtime::LoadedPolicy;
 
 impl Scheduler {
@@ -53,13 +55,14 @@ impl Scheduler {
         let started = std::time::Instant::now();
         // Every node: the tenant's verdict comes back on another thread,
         // where an empty sample could not go on to the other nodes.
-        let pre = prefilter(&pod, &self.state, scoring, detail, NodeWindow::ALL);
+        let pre = prefilter(&pod, &self.state, scoring, detail, NodeWindow::ALL, &self.workers);
         let ctx = self.policy_context();
         let policies = PolicySet::new(vec![WeightedPolicy { policy, weight: 1 }]);
         let seed = self.config.seed;
         if pre.candidates.is_empty() {
             // Nothing to ask the policy about: no call is made.
-            let mut record = decide(pre, &pod, &ctx, &policies, seed, attempt, started).record;
+            let scope = CallScope { ctx: &ctx, workers: &AttemptWorkers::default() };
+            let mut record = decide(pre, &pod, &policies, scope, seed, attempt, started).record;
             record.tenant = Some(tenant);
             return Some(self.conclude(pod, record, now));
         }

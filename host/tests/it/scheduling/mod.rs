@@ -49,6 +49,7 @@ fn message(report: &SimReport, pod: &str) -> String {
 
 mod cache;
 mod filters;
+mod parallel;
 mod policies;
 mod topology;
 mod volumes;

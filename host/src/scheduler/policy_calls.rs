@@ -1,0 +1,107 @@
+//! One policy's filter or score call in an attempt, timed for the metrics.
+//! A policy that declares independent nodes
+//! (`LoadedPolicy::independent_nodes`) is called once per slice of the
+//! candidates, on the attempt workers, each call with its own instance;
+//! the answers join in slice order, so the attempt decides as with one
+//! call. Any other policy sees every candidate in one call.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use super::decision::PolicyCall;
+use super::policy_set::WeightedPolicy;
+use super::workers::AttemptWorkers;
+use wasmsched_runtime::{Candidate, FilterOutcome, PodFacts, PolicyContext, PolicyError};
+
+/// What an attempt's policy calls read besides their arguments, and the
+/// threads they may be split over.
+#[derive(Clone, Copy)]
+pub struct CallScope<'a> {
+    pub ctx: &'a PolicyContext,
+    pub workers: &'a AttemptWorkers,
+}
+
+/// One attempt's calls: the pod, and how many nodes the cluster has
+/// (whether the attempt is large enough to split).
+pub struct AttemptCalls<'a> {
+    pub scope: CallScope<'a>,
+    pub pod: &'a PodFacts,
+    pub nodes: usize,
+}
+
+impl AttemptCalls<'_> {
+    /// The policy's filter verdicts over `candidates`.
+    pub fn filter(
+        &self,
+        calls: &mut Vec<PolicyCall>,
+        wp: &WeightedPolicy,
+        candidates: &[Candidate],
+    ) -> Result<FilterOutcome, PolicyError> {
+        let answers =
+            self.call(calls, wp, "filter", candidates, |part| wp.policy.filter(self.scope.ctx, self.pod, part))?;
+        let mut joined = FilterOutcome { reasons: Vec::new(), verdicts: Vec::with_capacity(candidates.len()) };
+        for answer in answers {
+            let offset = joined.reasons.len();
+            joined.verdicts.extend(answer.verdicts.into_iter().map(|v| v.map(|r| r + offset)));
+            joined.reasons.extend(answer.reasons);
+        }
+        Ok(joined)
+    }
+
+    /// The policy's raw scores over `candidates`.
+    pub fn score(
+        &self,
+        calls: &mut Vec<PolicyCall>,
+        wp: &WeightedPolicy,
+        candidates: &[Candidate],
+        seed: u64,
+    ) -> Result<Vec<f64>, PolicyError> {
+        let answers =
+            self.call(calls, wp, "score", candidates, |part| wp.policy.score(self.scope.ctx, self.pod, part, seed))?;
+        Ok(answers.concat())
+    }
+
+    /// `call` over the slices of `candidates` (one slice unless the policy
+    /// may be split), each call recorded; the first failure in slice order
+    /// fails the phase.
+    fn call<T: Send>(
+        &self,
+        calls: &mut Vec<PolicyCall>,
+        wp: &WeightedPolicy,
+        phase: &'static str,
+        candidates: &[Candidate],
+        call: impl Fn(&[Candidate]) -> Result<T, PolicyError> + Sync,
+    ) -> Result<Vec<T>, PolicyError> {
+        let slices = if wp.policy.independent_nodes {
+            self.scope.workers.slices(self.nodes, candidates.len())
+        } else {
+            std::iter::once(0..candidates.len()).collect()
+        };
+        let timed = |slice: Range<usize>| {
+            let started = Instant::now();
+            let result = call(&candidates[slice]);
+            let record = PolicyCall {
+                policy: wp.policy.name().to_string(),
+                phase,
+                duration: started.elapsed(),
+                failure: result.as_ref().err().map(|e| e.kind()),
+            };
+            (result, record)
+        };
+        let mut answers = Vec::with_capacity(slices.len());
+        let mut failure = None;
+        for (result, record) in self.scope.workers.map(&slices, timed) {
+            calls.push(record);
+            match result {
+                Ok(answer) => answers.push(answer),
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(answers),
+        }
+    }
+}
