@@ -76,7 +76,7 @@ pub struct RunArgs {
     /// Address of /healthz, /readyz, /metrics and /policies; "off" disables.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:10251")]
     pub http_addr: String,
-    /// Bindings in flight at once [default: 16].
+    /// Bindings in flight at once [default: 128].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub bind_concurrency: Option<u16>,
     /// Threads an attempt over 1,000 nodes or more is split over, as

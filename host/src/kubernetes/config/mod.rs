@@ -129,6 +129,14 @@ impl Default for TenantConfig {
     }
 }
 
+/// Bindings in flight at once unless `--bind-concurrency` says otherwise.
+/// kube-scheduler binds each pod on a goroutine of its own, as many at once
+/// as its client's rate allows; 16 held the drain of a backlog to about
+/// 1,000 pods/s on a real API server (docs/benchmarks.md, "Parallel
+/// attempts"). 128 stays under kube-apiserver's default of 200 mutating
+/// requests in flight, with room for events and status patches.
+pub const DEFAULT_BIND_CONCURRENCY: usize = 128;
+
 /// A configuration with every rule applied and nothing loaded yet.
 pub type Resolved = RunConfig<Vec<PolicyPlan>>;
 
@@ -160,7 +168,7 @@ impl<S> RunConfig<S> {
         RunConfig {
             profiles,
             leader_election: LeaderElectionConfig::default(),
-            bind_concurrency: 16,
+            bind_concurrency: DEFAULT_BIND_CONCURRENCY,
             parallelism: AttemptWorkers::default_threads(),
             http_addr: None,
             seed: 0,

@@ -126,7 +126,9 @@ pub fn resolve(file: Option<(&ConfigurationFile, &Path)>, flags: Flags) -> Resul
     config.leader_election = run_settings::leader_election(conf, &flags.leader_election).map_err(&err)?;
     config.tenants = run_settings::tenants(conf, &flags.tenants).map_err(&err)?;
     config.metrics = run_settings::metrics(conf, flags.metrics).map_err(&err)?;
-    config.bind_concurrency = flags.bind_concurrency.unwrap_or(16).max(1);
+    if let Some(n) = flags.bind_concurrency {
+        config.bind_concurrency = n.max(1);
+    }
     config.parallelism = match flags.parallelism.or(conf.and_then(|f| f.parallelism)) {
         // kube-scheduler's configuration validation says the same.
         Some(0) => {
@@ -233,6 +235,7 @@ fn file_policy(p: &PolicyFile, dir: &Path, base: &PolicyLimits, at: String) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kubernetes::config::DEFAULT_BIND_CONCURRENCY;
 
     const HEAD: &str = "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\n";
     const PATH: &str = "/etc/wasmsched/config.yaml";
@@ -329,7 +332,7 @@ mod tests {
         let r = resolve(None, Flags::default()).unwrap();
         assert_eq!(r.profiles[0].scheduler_name, "wasmsched");
         assert_eq!(specs(&r.profiles[0])[0].location, PolicyLocation::Embedded, "no --policy: the default policy");
-        assert_eq!(r.bind_concurrency, 16);
+        assert_eq!(r.bind_concurrency, DEFAULT_BIND_CONCURRENCY);
 
         let spec = PolicySpec { path: "a.wasm".into(), weight: 2, config: Some("a.yaml".into()) };
         let flags = Flags {

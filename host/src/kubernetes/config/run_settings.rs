@@ -140,7 +140,7 @@ mod tests {
         let le = &r.leader_election;
         assert_eq!((le.enabled, le.lease_duration, le.namespace.as_str()), (false, Duration::from_secs(30), "sched"));
         assert_eq!((le.name.as_str(), le.renew_deadline), ("wasmsched", Duration::from_secs(10)), "defaults");
-        assert_eq!((r.parallelism, r.bind_concurrency), (8, 16));
+        assert_eq!((r.parallelism, r.bind_concurrency), (8, crate::kubernetes::config::DEFAULT_BIND_CONCURRENCY));
         let t = &r.tenants;
         assert!(t.settings.enabled && !t.settings.allows("kube-system") && t.settings.allows("team-a"));
         assert_eq!(
