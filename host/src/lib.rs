@@ -8,6 +8,7 @@ pub mod duration;
 pub mod kubernetes;
 pub mod metrics;
 pub mod policy;
+pub mod scaffold;
 pub mod scheduler;
 pub mod sim;
 pub mod telemetry;

@@ -23,6 +23,9 @@ enum Command {
     Check(cli::check::CheckArgs),
     /// Schedule the pods of a Kubernetes cluster (kubeconfig or in-cluster).
     Run(Box<cli::run::RunArgs>),
+    /// Write a new policy project (source, tests, settings, a sample
+    /// cluster, a README) that builds and simulates with no edit.
+    New(cli::new::NewArgs),
 }
 
 /// `WASMSCHED_LOG` (default `warn`). kube-runtime's watcher logs every
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => cli::simulate::run(args),
         Command::Check(args) => cli::check::run(args),
         Command::Run(args) => cli::run::run(*args),
+        Command::New(args) => cli::new::run(args),
     };
     match result {
         Ok(code) => code,

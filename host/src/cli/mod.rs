@@ -1,4 +1,5 @@
 pub mod check;
+pub mod new;
 pub mod run;
 pub mod simulate;
 pub mod watch;

@@ -1,0 +1,318 @@
+//! The files of a Rust policy project: the policy with an example filter
+//! and score that read their settings, native tests through the SDK's
+//! harness, a settings file, a sample cluster, a README with the commands,
+//! a toolchain file naming the wasm target, and the SDK copied in.
+
+use std::path::PathBuf;
+
+use super::{Phases, sdk_copy};
+
+/// Every file of a project for policy `name` (checked by `check_name`).
+pub fn rust_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
+    let type_name: String = name
+        .split('-')
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map(|c| c.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
+        })
+        .collect();
+    let fill = |template: &str| {
+        template
+            .replace("{{name}}", name)
+            .replace("{{Type}}", &type_name)
+            .replace("{{wasm}}", &name.replace('-', "_"))
+            .replace("{{phases}}", phases_const(phases))
+    };
+    let mut files = vec![
+        ("Cargo.toml".into(), fill(CARGO_TOML)),
+        ("rust-toolchain.toml".into(), TOOLCHAIN.to_string()),
+        (".gitignore".into(), "/target\n".to_string()),
+        ("src/lib.rs".into(), fill(&policy_source(phases))),
+        (format!("{name}.yaml"), fill(&settings(phases))),
+        ("cluster.yaml".into(), CLUSTER.to_string()),
+        ("README.md".into(), fill(README)),
+    ];
+    files.extend(sdk_copy::FILES.iter().map(|(path, contents)| (format!("vendor/{path}"), contents.to_string())));
+    files.into_iter().map(|(path, contents)| (PathBuf::from(path), contents)).collect()
+}
+
+fn phases_const(phases: Phases) -> &'static str {
+    match (phases.filter, phases.score) {
+        (true, true) => "Phases::FILTER_AND_SCORE",
+        (true, false) => "Phases::FILTER",
+        _ => "Phases::SCORE",
+    }
+}
+
+fn settings(phases: Phases) -> String {
+    let mut text = String::from(
+        "# Settings of {{name}}, read by Policy::new (Config). Pass them with\n\
+         # `--policy PATH,config={{name}}.yaml`; in a cluster they go in the\n\
+         # policy ConfigMap as `{{name}}.yaml`. YAML or JSON; every key optional.\n",
+    );
+    if phases.filter {
+        text += "# Nodes labelled <avoidLabel>=true are rejected.\navoidLabel: wasmsched.io/avoid\n";
+    }
+    if phases.score {
+        text += "# Nodes in this zone (topology.kubernetes.io/zone) get zoneBonus more.\npreferredZone: zone-b\nzoneBonus: 50\n";
+    }
+    text
+}
+
+fn policy_source(phases: Phases) -> String {
+    let mut doc = String::from("//! {{name}}: a wasmsched scheduling policy.\n//!\n");
+    let mut fields = String::new();
+    let mut reads = String::new();
+    let mut inits = String::new();
+    let mut methods = String::new();
+    let mut tests = String::new();
+    if phases.filter {
+        doc += "//! Filter: nodes labelled `<avoidLabel>=true` (default\n//! `wasmsched.io/avoid`) are rejected.\n";
+        fields += "    avoid_label: String,\n";
+        inits +=
+            "            avoid_label: config.str(\"avoidLabel\")?.unwrap_or(\"wasmsched.io/avoid\").to_string(),\n";
+        methods += FILTER_METHOD;
+        tests += FILTER_TEST;
+    }
+    if phases.score {
+        doc += "//! Score: the share of the node's CPU left free once the pod is placed\n\
+                //! (0-100), plus `zoneBonus` (default 50) on nodes in `preferredZone`.\n";
+        fields += "    preferred_zone: Option<String>,\n    zone_bonus: f64,\n";
+        reads += SCORE_SETTINGS;
+        inits += "            preferred_zone: config.str(\"preferredZone\")?.map(str::to_string),\n            zone_bonus,\n";
+        methods += SCORE_METHOD;
+        tests += SCORE_TEST;
+    }
+    POLICY
+        .replace("{{doc}}", &doc)
+        .replace("{{fields}}", &fields)
+        .replace("{{reads}}", &reads)
+        .replace("{{inits}}", &inits)
+        .replace("{{methods}}", &methods)
+        .replace("{{tests}}", &tests)
+}
+
+const CARGO_TOML: &str = r#"[package]
+name = "{{name}}"
+version = "0.1.0"
+edition = "2024"
+
+[lib]
+# cdylib: the policy's .wasm; rlib: its native tests.
+crate-type = ["cdylib", "rlib"]
+
+[dependencies]
+# The SDK of the wasmsched that wrote this project, copied in (vendor/):
+# it builds offline and speaks exactly that scheduler's contract.
+wasmsched-sdk = { path = "vendor/wasmsched-sdk" }
+
+# A project of its own, even inside another workspace.
+[workspace]
+
+# Small, fast policies: what the scheduler compiles and calls per pod.
+[profile.release]
+opt-level = 3
+lto = true
+codegen-units = 1
+panic = "abort"
+strip = true
+"#;
+
+const TOOLCHAIN: &str = r#"# rustup installs the target with the toolchain; rustup 1.29 and later
+# do not add it to a toolchain already installed: `rustup target add
+# wasm32-wasip2` (README).
+[toolchain]
+channel = "stable"
+targets = ["wasm32-wasip2"]
+"#;
+
+const POLICY: &str = r#"{{doc}}//!
+//! Settings: `{{name}}.yaml`. Build, test and try it: README.md.
+
+use wasmsched_sdk::*;
+
+pub struct {{Type}} {
+{{fields}}}
+
+impl Policy for {{Type}} {
+    const NAME: &'static str = "{{name}}";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const DESCRIPTION: &'static str = "written with wasmsched new";
+    const PHASES: Phases = {{phases}};
+    // Each node is judged on its own, never against the other candidates:
+    // the scheduler may split large clusters over several instances.
+    const INDEPENDENT_NODES: bool = true;
+
+    /// Reads the settings; an error here rejects the policy when it loads.
+    fn new(config: &Config) -> Result<Self, String> {
+{{reads}}        Ok({{Type}} {
+{{inits}}        })
+    }
+{{methods}}}
+
+export_policy!({{Type}});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmsched_sdk::testing::{Harness, NodeBuilder, PodBuilder};
+{{tests}}}
+"#;
+
+const SCORE_SETTINGS: &str = r#"        let zone_bonus = config.f64("zoneBonus")?.unwrap_or(50.0);
+        if !(zone_bonus.is_finite() && zone_bonus >= 0.0) {
+            return Err(format!("zoneBonus must be a number, 0 or more; got {zone_bonus}"));
+        }
+"#;
+
+const FILTER_METHOD: &str = r#"
+    /// `Err(reason)` rejects the node; phrase reasons as kube-scheduler
+    /// does, they are counted in the pod's FailedScheduling message.
+    fn filter(&self, _cycle: &Cycle<'_>, _pod: &Pod, node: &NodeView<'_>) -> Result<(), String> {
+        match node.label(&self.avoid_label) {
+            Some("true") => Err(format!("node(s) had label {}=true", self.avoid_label)),
+            _ => Ok(()),
+        }
+    }
+"#;
+
+const SCORE_METHOD: &str = r#"
+    /// Higher is better; the scheduler normalises raw scores to 0-100.
+    fn score(&self, _cycle: &Cycle<'_>, pod: &Pod, node: &NodeView<'_>) -> f64 {
+        let allocatable = node.allocatable.milli_cpu.max(1);
+        let free = node.free_milli_cpu().saturating_sub(pod.requests.milli_cpu);
+        let share = (free * 100 / allocatable) as f64;
+        let in_zone = self.preferred_zone.as_deref().is_some_and(|z| node.label("topology.kubernetes.io/zone") == Some(z));
+        if in_zone { share + self.zone_bonus } else { share }
+    }
+"#;
+
+const FILTER_TEST: &str = r#"
+    #[test]
+    fn nodes_labelled_to_avoid_are_rejected() {
+        let mut h = Harness::<{{Type}}>::new();
+        h.add_node(NodeBuilder::new("plain").cpu("4"));
+        h.add_node(NodeBuilder::new("avoided").cpu("4").label("wasmsched.io/avoid", "true"));
+        let verdicts = h.filter(&PodBuilder::new("web").cpu("500m"));
+        assert_eq!(verdicts[0], ("plain".to_string(), Ok(())));
+        assert_eq!(verdicts[1], ("avoided".to_string(), Err("node(s) had label wasmsched.io/avoid=true".to_string())));
+    }
+"#;
+
+const SCORE_TEST: &str = r##"
+    #[test]
+    fn the_preferred_zone_wins_over_a_little_more_free_cpu() {
+        let mut h = Harness::<{{Type}}>::with_config(r#"{"preferredZone": "zone-b"}"#).unwrap();
+        h.add_node(NodeBuilder::new("a").cpu("8").label("topology.kubernetes.io/zone", "zone-a"));
+        h.add_node(NodeBuilder::new("b").cpu("8").label("topology.kubernetes.io/zone", "zone-b").requested("2", "0"));
+        assert_eq!(h.best(&PodBuilder::new("web").cpu("1")).as_deref(), Some("b"));
+        // Without the setting, the freer node wins.
+        let mut plain = Harness::<{{Type}}>::new();
+        plain.add_node(NodeBuilder::new("a").cpu("8"));
+        plain.add_node(NodeBuilder::new("b").cpu("8").requested("2", "0"));
+        assert_eq!(plain.best(&PodBuilder::new("web").cpu("1")).as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn bad_settings_are_refused_with_the_reason() {
+        let e = Harness::<{{Type}}>::with_config(r#"{"zoneBonus": -1}"#).err().unwrap();
+        assert!(e.contains("zoneBonus must be a number, 0 or more"), "{e}");
+    }
+"##;
+
+const CLUSTER: &str = r#"# A small cluster to try the policy on: `wasmsched simulate cluster.yaml
+# --policy ...` (README). Two zones, zone-a and zone-b; node-a2 is
+# labelled to be avoided. The pods have `schedulerName: wasmsched`.
+apiVersion: v1
+kind: Node
+metadata:
+  name: node-a1
+  labels: {kubernetes.io/hostname: node-a1, topology.kubernetes.io/zone: zone-a}
+status:
+  allocatable: {cpu: "8", memory: 32Gi, pods: "110"}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: node-a2
+  labels: {kubernetes.io/hostname: node-a2, topology.kubernetes.io/zone: zone-a, wasmsched.io/avoid: "true"}
+status:
+  allocatable: {cpu: "16", memory: 64Gi, pods: "110"}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: node-b1
+  labels: {kubernetes.io/hostname: node-b1, topology.kubernetes.io/zone: zone-b}
+status:
+  allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: node-b2
+  labels: {kubernetes.io/hostname: node-b2, topology.kubernetes.io/zone: zone-b}
+status:
+  allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-1, namespace: default}
+spec:
+  schedulerName: wasmsched
+  containers: [{name: app, image: nginx, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-2, namespace: default}
+spec:
+  schedulerName: wasmsched
+  containers: [{name: app, image: nginx, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: batch-1, namespace: default}
+spec:
+  schedulerName: wasmsched
+  containers: [{name: job, image: busybox, resources: {requests: {cpu: "2", memory: 2Gi}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: batch-2, namespace: default}
+spec:
+  schedulerName: wasmsched
+  containers: [{name: job, image: busybox, resources: {requests: {cpu: "3", memory: 2Gi}}}]
+"#;
+
+const README: &str = r#"# {{name}}
+
+A wasmsched scheduling policy (`src/lib.rs`), written by `wasmsched new`.
+Its settings are in `{{name}}.yaml`; `cluster.yaml` is a small cluster to
+try it on. The SDK it builds against is in `vendor/` (API:
+`vendor/wasmsched-sdk/src/`, starting at `policy.rs`).
+
+Build, test, and watch it decide, from this directory (`wasmsched` on your
+`PATH`; the first build fetches wit-bindgen and serde from crates.io):
+
+```sh
+rustup target add wasm32-wasip2
+cargo test
+cargo build --release --target wasm32-wasip2
+wasmsched check target/wasm32-wasip2/release/{{wasm}}.wasm --config {{name}}.yaml
+wasmsched simulate cluster.yaml --policy target/wasm32-wasip2/release/{{wasm}}.wasm,config={{name}}.yaml --explain web-1
+```
+
+- `cargo test` runs the policy natively through the SDK's `Harness`: add
+  nodes with `NodeBuilder`, then `filter` (each node's `Ok` or
+  `Err(reason)`), `score` (each node's raw score), or `best` (the node
+  the policy would pick).
+- `check` loads the `.wasm` as the scheduler does and prints its size,
+  compile time and a smoke run.
+- `simulate` places the pending pods of `cluster.yaml`; `--explain POD`
+  prints that pod's decision: every node's verdict, and each score part
+  (the built-in ones and `{{name}}`'s) raw and normalised.
+
+In a cluster, put `{{wasm}}.wasm` and `{{name}}.yaml` in the policy
+ConfigMap the scheduler watches (`wasmsched run --policy-configmap
+NAMESPACE/NAME`): each update is checked and swapped in without a restart.
+"#;
