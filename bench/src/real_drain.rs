@@ -197,6 +197,19 @@ impl Drain {
                         self.state_dir.join("scheduler.kubeconfig").display()
                     ),
                 )?;
+                // `start` leaves a running kube-scheduler alone (the one the
+                // integration tests run as their oracle, say), which would
+                // drain with its own settings (client QPS 50) instead of
+                // these: stop it first.
+                let stopped = Command::new(kit("kube-scheduler.sh"))
+                    .arg(&self.state_dir)
+                    .arg("stop")
+                    .stdout(Stdio::null())
+                    .status()
+                    .context("running kube-scheduler.sh stop")?;
+                if !stopped.success() {
+                    bail!("kube-scheduler.sh stop failed: a kube-scheduler already running could not be replaced");
+                }
                 let status = Command::new(kit("kube-scheduler.sh"))
                     .arg(&self.state_dir)
                     .arg("start")
