@@ -57,6 +57,9 @@ impl HostPort {
 pub struct PodInfo {
     pub key: PodKey,
     pub uid: String,
+    /// `metadata.resourceVersion` as read (empty in the simulator): the
+    /// Kubernetes backend's status writes are conditioned on it.
+    pub resource_version: String,
     /// Everything below is extracted once; the API object is not kept, so
     /// a queued pod costs its facts, not its managedFields and status.
     pub facts: PodFacts,
@@ -181,6 +184,7 @@ impl PodInfo {
             preferences,
             claims,
             uid: facts.uid.clone(),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
             key,
             facts,
             requests,

@@ -14,7 +14,8 @@
 //!   threads;
 //! - `binder`: `pods/{name}/binding` with the UID precondition, bounded
 //!   concurrency, results fed back to the loop;
-//! - `reporter`: events.k8s.io Events and the `PodScheduled` condition;
+//! - `reporter`: events.k8s.io Events and the `PodScheduled` condition,
+//!   written only while the pod is pending (`pod_status`);
 //! - `leader`: the coordination.k8s.io Lease; only the leader schedules;
 //! - `http`: `/healthz`, `/readyz`, `/metrics`, `/policies`;
 //! - `watch_retry`: how every watch backs off, and the one line it logs;
@@ -28,6 +29,7 @@ mod denied;
 mod evictions;
 mod http;
 mod leader;
+mod pod_status;
 mod policy_configmap;
 mod policy_dir;
 mod policy_warm;

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Api;
@@ -31,6 +31,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use super::denied::{self, Denials};
 use super::evictions;
+use super::pod_status;
 use crate::cluster::{PodInfo, PodKey};
 use crate::scheduler::{Nomination, Preemption};
 
@@ -39,13 +40,21 @@ use crate::scheduler::{Nomination, Preemption};
 pub struct PodRef {
     pub key: PodKey,
     pub uid: String,
+    /// The `resourceVersion` the scheduler saw (empty if unknown): status
+    /// writes are conditioned on it (`pod_status`).
+    pub resource_version: String,
     /// The profile: events are reported under this controller name.
     pub scheduler_name: String,
 }
 
 impl From<&PodInfo> for PodRef {
     fn from(p: &PodInfo) -> Self {
-        PodRef { key: p.key.clone(), uid: p.uid.clone(), scheduler_name: p.scheduler_name.clone() }
+        PodRef {
+            key: p.key.clone(),
+            uid: p.uid.clone(),
+            resource_version: p.resource_version.clone(),
+            scheduler_name: p.scheduler_name.clone(),
+        }
     }
 }
 
@@ -182,12 +191,14 @@ impl PodReporter {
                 match nomination {
                     Nomination::Unchanged => {
                         if let Some(message) = condition {
-                            self.write_status(&pod, status_patch(Some(message), None)).await;
+                            self.write_status(&pod, pod_status::unschedulable(Some(message), None)).await;
                         }
                     }
-                    Nomination::Cleared => self.write_status(&pod, status_patch(condition, Some(None))).await,
+                    Nomination::Cleared => {
+                        self.write_status(&pod, pod_status::unschedulable(condition, Some(None))).await
+                    }
                     Nomination::Preempting { preemption, displaced } => {
-                        let status = status_patch(condition, Some(Some(&preemption.node)));
+                        let status = pod_status::unschedulable(condition, Some(Some(&preemption.node)));
                         self.preempt(pod, status, preemption, displaced).await;
                     }
                 }
@@ -222,9 +233,9 @@ impl PodReporter {
     /// Writes the pod's `PodScheduled` condition and nomination.
     async fn write_status(&self, pod: &PodRef, patch: serde_json::Value) {
         let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return };
-        let (client, denials, key) = (self.client.clone(), self.denials.clone(), pod.key.clone());
+        let (client, denials, pod) = (self.client.clone(), self.denials.clone(), pod.clone());
         tokio::spawn(async move {
-            patch_status(client, &denials, &key, patch).await;
+            pod_status::write_while_pending(client, &denials, &pod, patch).await;
             drop(permit);
         });
     }
@@ -245,7 +256,7 @@ impl PodReporter {
         let (client, denials, instance) = (self.client.clone(), self.denials.clone(), self.instance.clone());
         tokio::spawn(async move {
             let Preemption { node, victims } = preemption;
-            let nominated = patch_status(client.clone(), &denials, &preemptor.key, status);
+            let nominated = pod_status::write_while_pending(client.clone(), &denials, &preemptor, status);
             let evictions = victims.iter().filter(|v| !v.terminating).map(|victim| {
                 let (client, denials, instance) = (client.clone(), denials.clone(), instance.clone());
                 let (preemptor, node) = (&preemptor, &node);
@@ -254,8 +265,12 @@ impl PodReporter {
                     if !evictions::evict(client.clone(), &denials, &victim.key, &victim.uid, name).await {
                         return;
                     }
-                    let victim =
-                        PodRef { key: victim.key.clone(), uid: victim.uid.clone(), scheduler_name: name.clone() };
+                    let victim = PodRef {
+                        key: victim.key.clone(),
+                        uid: victim.uid.clone(),
+                        resource_version: String::new(),
+                        scheduler_name: name.clone(),
+                    };
                     let note = format!("Preempted by pod {} on node {node}", preemptor.uid);
                     let mut event =
                         new_event(&reference(&victim), "Normal", "Preempted", "Preempting", note, name, &instance);
@@ -264,46 +279,19 @@ impl PodReporter {
                 }
             });
             futures::future::join(nominated, futures::future::join_all(evictions)).await;
-            for key in &displaced {
-                patch_status(client.clone(), &denials, key, status_patch(None, Some(None))).await;
+            for key in displaced {
+                // Its UID and version are not at hand: read first.
+                let pod = PodRef {
+                    key,
+                    uid: String::new(),
+                    resource_version: String::new(),
+                    scheduler_name: preemptor.scheduler_name.clone(),
+                };
+                let patch = pod_status::unschedulable(None, Some(None));
+                pod_status::write_while_pending(client.clone(), &denials, &pod, patch).await;
             }
             drop(permit);
         });
-    }
-}
-
-/// A status patch for an unschedulable pod: the `PodScheduled=False`
-/// condition with `message` (when it changed), and `nominatedNodeName`
-/// set or cleared (when preemption changed it).
-fn status_patch(message: Option<String>, nominated: Option<Option<&str>>) -> serde_json::Value {
-    let mut status = serde_json::Map::new();
-    if let Some(message) = message {
-        let condition = json!({
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-            "lastProbeTime": null,
-            "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-        });
-        status.insert("conditions".into(), json!([condition]));
-    }
-    if let Some(node) = nominated {
-        status.insert("nominatedNodeName".into(), json!(node));
-    }
-    json!({ "status": status })
-}
-
-/// Applies a status patch (strategic merge: the condition list is merged
-/// by type) to the pod `key`.
-async fn patch_status(client: kube::Client, denials: &Denials, key: &PodKey, patch: serde_json::Value) {
-    let api: Api<Pod> = Api::namespaced(client, &key.namespace);
-    match api.patch_status(&key.name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
-        Ok(_) => {}
-        // Deleted meanwhile: nothing to report on.
-        Err(kube::Error::Api(s)) if s.code == 404 => {}
-        Err(e) if denials.forbidden("patch", "pods/status", &e) => {}
-        Err(e) => tracing::warn!(pod = %key, error = %denied::message(&e), "could not write the pod's status"),
     }
 }
 

@@ -345,8 +345,12 @@ impl SchedulingLoop {
         self.reported_invalid.insert(key.clone(), message.clone());
         tracing::warn!(pod = %key, %message, "pod cannot be scheduled as written");
         self.status.metrics.attempt_error(profile);
-        let pod =
-            PodRef { key, uid: pod.metadata.uid.clone().unwrap_or_default(), scheduler_name: profile.to_string() };
+        let pod = PodRef {
+            key,
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            resource_version: pod.metadata.resource_version.clone().unwrap_or_default(),
+            scheduler_name: profile.to_string(),
+        };
         let nomination = Nomination::Unchanged;
         let _ = self.reports.send(Report::Unschedulable { pod, message, fallback: None, nomination });
     }

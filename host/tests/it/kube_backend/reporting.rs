@@ -53,6 +53,44 @@ async fn repeated_failures_become_an_event_series_and_a_new_reason_a_new_event()
     c.cleanup().await;
 }
 
+/// What the backend's status writes rely on (`pod_status`): a
+/// resourceVersion in a status patch is a precondition, and a binding
+/// replaces `PodScheduled=False` with `True`. Checked here on the fake and,
+/// in CI, on the real API server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_patch_with_an_old_resource_version_is_refused() {
+    let c = TestCluster::new("precondition").await;
+    c.add_node("n", "1", "4Gi", json!({})).await;
+    let pod = c.add_pod("p", "100m", json!({})).await;
+    let seen = pod.metadata.resource_version.clone().unwrap();
+    let unschedulable = |version: &str| {
+        json!({
+            "metadata": {"resourceVersion": version},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "m"}]},
+        })
+    };
+    let pods = c.pods();
+    let patched =
+        pods.patch_status("p", &PatchParams::default(), &Patch::Strategic(unschedulable(&seen))).await.unwrap();
+    let binding = json!({"metadata": {"name": "p"}, "target": {"kind": "Node", "name": c.node_name("n")}});
+    pods.create_subresource::<_, Value>("binding", "p", &PostParams::default(), &binding).await.unwrap();
+    let bound = pods.get("p").await.unwrap();
+    let scheduled = |pod: &Pod| {
+        let conditions = pod.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+        conditions.into_iter().find(|c| c.type_ == "PodScheduled").map(|c| c.status)
+    };
+    assert_eq!(scheduled(&bound).as_deref(), Some("True"), "the binding sets PodScheduled=True");
+    // The version before the binding is stale now.
+    let stale = patched.metadata.resource_version.unwrap();
+    let refused = pods.patch_status("p", &PatchParams::default(), &Patch::Strategic(unschedulable(&stale))).await;
+    match refused {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 409, "{status:?}"),
+        other => panic!("a stale resourceVersion was accepted: {other:?}"),
+    }
+    assert_eq!(scheduled(&pods.get("p").await.unwrap()).as_deref(), Some("True"));
+    c.cleanup().await;
+}
+
 #[test]
 fn e2e_mode_is_announced() {
     match std::env::var(E2E_ENV) {
