@@ -24,6 +24,10 @@ impl PrecompiledCache {
         self.dir.join(format!("{:016x}-{sha256}.cwasm", hasher.finish()))
     }
 
+    pub(crate) fn contains(&self, engine: &Engine, sha256: &str) -> bool {
+        self.path(engine, sha256).is_file()
+    }
+
     pub(crate) fn load(&self, engine: &Engine, sha256: &str) -> Option<Component> {
         let path = self.path(engine, sha256);
         // Read into memory rather than `deserialize_file`: a mapped file that

@@ -122,6 +122,20 @@ impl PolicyEngine {
         self
     }
 
+    /// Whether `load` would compile `source` rather than take it from the
+    /// cache: a large policy's compile takes long enough to announce.
+    pub fn needs_compile(&self, source: &PolicySource) -> bool {
+        match (&self.cache, self.tier(source.bytes.len())) {
+            (Some(cache), Ok(tier)) => !cache.contains(&tier.engine, &source.sha256()),
+            _ => true,
+        }
+    }
+
+    /// Whether compiled policies are kept (`with_cache_dir`).
+    pub fn has_cache(&self) -> bool {
+        self.cache.is_some()
+    }
+
     /// Compiles (or takes from the cache), checks the contract version,
     /// pre-instantiates, and instantiates once to run `describe` and `init`.
     /// Call it off the scheduling path; the result is ready to serve calls.

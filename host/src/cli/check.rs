@@ -9,7 +9,7 @@ use clap::Args;
 use wasmsched_runtime::smoke::{SmokeReport, smoke_run};
 use wasmsched_runtime::{LoadedPolicy, PolicyError, PolicySource, ScoreOrder};
 
-use wasmsched::policy::flags::{LimitArgs, read_config};
+use wasmsched::policy::flags::{LimitArgs, announce_long_compile, read_config};
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
@@ -27,6 +27,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let source = PolicySource::from_file(&args.policy).with_context(|| format!("reading {}", args.policy.display()))?;
     let config = read_config(args.config.as_deref())?;
     let engine = args.limits.engine()?;
+    announce_long_compile(&engine, &source);
     let policy = match engine.load(&source, &config, limits) {
         Ok(policy) => policy,
         Err(e) => {
@@ -61,7 +62,7 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport) {
         if policy.independent_nodes {
             "judged one by one: large clusters' candidates are split over the scheduler's parallelism"
         } else {
-            "judged together: every call sees every candidate (set Policy::INDEPENDENT_NODES where true)"
+            "judged together: every call sees every candidate (the Rust SDK's Policy::INDEPENDENT_NODES declares otherwise)"
         }
     );
     println!(

@@ -27,6 +27,8 @@ pub struct NewArgs {
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Lang {
     Rust,
+    Python,
+    Js,
 }
 
 pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
@@ -34,10 +36,16 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
     let dir = args.dir.unwrap_or_else(|| PathBuf::from(&args.name));
     let files = match args.lang {
         Lang::Rust => scaffold::rust_project(&args.name, args.phases),
+        Lang::Python => scaffold::python_project(&args.name, args.phases),
+        Lang::Js => scaffold::js_project(&args.name, args.phases),
     };
     scaffold::write(&dir, &files).map_err(anyhow::Error::msg)?;
     println!("Wrote policy {} in {}: {} files. Next, as its README says:", args.name, dir.display(), files.len());
     println!("  cd {}", dir.display());
-    println!("  cargo test && cargo build --release --target wasm32-wasip2");
+    match args.lang {
+        Lang::Rust => println!("  cargo test && cargo build --release --target wasm32-wasip2"),
+        Lang::Python => println!("  python3 -m venv .venv && .venv/bin/pip install -r requirements.txt"),
+        Lang::Js => println!("  npm install && npm test"),
+    }
     Ok(ExitCode::SUCCESS)
 }

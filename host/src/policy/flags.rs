@@ -123,6 +123,29 @@ pub fn policy_files(specs: &[String]) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
+/// Policies this large carry their language's interpreter (Python's, or
+/// JavaScript's): compiling one takes seconds, not milliseconds.
+const LONG_COMPILE_BYTES: usize = 4 << 20;
+
+/// Says on stderr, before it starts, that compiling `source` will take a
+/// while, and whether the result will be kept: seconds of silence read as a
+/// hang.
+pub fn announce_long_compile(engine: &PolicyEngine, source: &PolicySource) {
+    if source.bytes.len() < LONG_COMPILE_BYTES || !engine.needs_compile(source) {
+        return;
+    }
+    let kept = if engine.has_cache() {
+        "once: the cache directory keeps the result for the next run"
+    } else {
+        "at every run: --cache-dir DIR (or WASMSCHED_CACHE_DIR) keeps the result"
+    };
+    eprintln!(
+        "compiling {} ({:.1} MB, with its language's interpreter inside) takes seconds, {kept}",
+        source.origin,
+        source.bytes.len() as f64 / 1e6
+    );
+}
+
 /// Loads `--policy` specs, or the embedded default policy when there are
 /// none. Returns the set and a one-line label for it.
 pub fn load_policies(
@@ -141,6 +164,7 @@ pub fn load_policies(
         let spec = parse_policy_spec(spec)?;
         let source = PolicySource::from_file(&spec.path).with_context(|| format!("reading {}", spec.path.display()))?;
         let config = read_config(spec.config.as_deref())?;
+        announce_long_compile(engine, &source);
         let policy = engine.load(&source, &config, limits.clone())?;
         labels.push(format!("{} {} ×{}", policy.info.name, policy.info.version, spec.weight));
         policies.push(WeightedPolicy { policy: Arc::new(policy), weight: spec.weight });

@@ -1,11 +1,16 @@
 //! `wasmsched new`: a policy project that builds, tests and simulates with
 //! no edit, outside this repository.
 
+mod js_project;
+mod python_project;
 mod rust_project;
+mod sample_files;
 mod sdk_copy;
 
 use std::path::{Path, PathBuf};
 
+pub use js_project::js_project;
+pub use python_project::python_project;
 pub use rust_project::rust_project;
 
 /// Which phases the example policy takes part in.

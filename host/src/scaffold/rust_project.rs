@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use super::{Phases, sdk_copy};
+use super::{Phases, sample_files, sdk_copy};
 
 /// Every file of a project for policy `name` (checked by `check_name`).
 pub fn rust_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
@@ -28,9 +28,9 @@ pub fn rust_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
         ("rust-toolchain.toml".into(), TOOLCHAIN.to_string()),
         (".gitignore".into(), "/target\n".to_string()),
         ("src/lib.rs".into(), fill(&policy_source(phases))),
-        (format!("{name}.yaml"), fill(&settings(phases))),
-        ("cluster.yaml".into(), CLUSTER.to_string()),
-        ("README.md".into(), fill(README)),
+        (format!("{name}.yaml"), fill(&sample_files::settings(phases))),
+        ("cluster.yaml".into(), sample_files::CLUSTER.to_string()),
+        ("README.md".into(), fill(&README.replace("{{bundle}}", &sample_files::bundle_entry(phases, false)))),
     ];
     files.extend(sdk_copy::FILES.iter().map(|(path, contents)| (format!("vendor/{path}"), contents.to_string())));
     files.into_iter().map(|(path, contents)| (PathBuf::from(path), contents)).collect()
@@ -42,21 +42,6 @@ fn phases_const(phases: Phases) -> &'static str {
         (true, false) => "Phases::FILTER",
         _ => "Phases::SCORE",
     }
-}
-
-fn settings(phases: Phases) -> String {
-    let mut text = String::from(
-        "# Settings of {{name}}, read by Policy::new (Config). Pass them with\n\
-         # `--policy PATH,config={{name}}.yaml`; in a cluster they go in the\n\
-         # policy ConfigMap as `{{name}}.yaml`. YAML or JSON; every key optional.\n",
-    );
-    if phases.filter {
-        text += "# Nodes labelled <avoidLabel>=true are rejected.\navoidLabel: wasmsched.io/avoid\n";
-    }
-    if phases.score {
-        text += "# Nodes in this zone (topology.kubernetes.io/zone) get zoneBonus more.\npreferredZone: zone-b\nzoneBonus: 50\n";
-    }
-    text
 }
 
 fn policy_source(phases: Phases) -> String {
@@ -220,70 +205,6 @@ const SCORE_TEST: &str = r##"
     }
 "##;
 
-const CLUSTER: &str = r#"# A small cluster to try the policy on: `wasmsched simulate cluster.yaml
-# --policy ...` (README). Two zones, zone-a and zone-b; node-a2 is
-# labelled to be avoided. The pods have `schedulerName: wasmsched`.
-apiVersion: v1
-kind: Node
-metadata:
-  name: node-a1
-  labels: {kubernetes.io/hostname: node-a1, topology.kubernetes.io/zone: zone-a}
-status:
-  allocatable: {cpu: "8", memory: 32Gi, pods: "110"}
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: node-a2
-  labels: {kubernetes.io/hostname: node-a2, topology.kubernetes.io/zone: zone-a, wasmsched.io/avoid: "true"}
-status:
-  allocatable: {cpu: "16", memory: 64Gi, pods: "110"}
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: node-b1
-  labels: {kubernetes.io/hostname: node-b1, topology.kubernetes.io/zone: zone-b}
-status:
-  allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: node-b2
-  labels: {kubernetes.io/hostname: node-b2, topology.kubernetes.io/zone: zone-b}
-status:
-  allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: web-1, namespace: default}
-spec:
-  schedulerName: wasmsched
-  containers: [{name: app, image: nginx, resources: {requests: {cpu: "1", memory: 1Gi}}}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: web-2, namespace: default}
-spec:
-  schedulerName: wasmsched
-  containers: [{name: app, image: nginx, resources: {requests: {cpu: "1", memory: 1Gi}}}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: batch-1, namespace: default}
-spec:
-  schedulerName: wasmsched
-  containers: [{name: job, image: busybox, resources: {requests: {cpu: "2", memory: 2Gi}}}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: batch-2, namespace: default}
-spec:
-  schedulerName: wasmsched
-  containers: [{name: job, image: busybox, resources: {requests: {cpu: "3", memory: 2Gi}}}]
-"#;
-
 const README: &str = r#"# {{name}}
 
 A wasmsched scheduling policy (`src/lib.rs`), written by `wasmsched new`.
@@ -312,7 +233,12 @@ wasmsched simulate cluster.yaml --policy target/wasm32-wasip2/release/{{wasm}}.w
   prints that pod's decision: every node's verdict, and each score part
   (the built-in ones and `{{name}}`'s) raw and normalised.
 
-In a cluster, put `{{wasm}}.wasm` and `{{name}}.yaml` in the policy
-ConfigMap the scheduler watches (`wasmsched run --policy-configmap
-NAMESPACE/NAME`): each update is checked and swapped in without a restart.
+In a cluster, the policy ConfigMap the scheduler watches (`wasmsched run
+--policy-configmap NAMESPACE/NAME`) holds the policy as `{{name}}.wasm`
+(cargo's `{{wasm}}.wasm`, renamed: a policy's files share its name) and
+its entry, `{{name}}.yaml`: not the settings file itself, whose keys go
+under `config:`. Each update is checked and swapped in without a restart:
+
+```yaml
+{{bundle}}```
 "#;

@@ -2,7 +2,7 @@
 //! the project it writes builds, its tests pass, and its README's commands
 //! run as written, ending with the new policy deciding in `simulate`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
 
@@ -37,31 +37,120 @@ fn shell(dir: &Path, command: &str) -> Output {
         .expect("run sh")
 }
 
-#[test]
-fn a_new_rust_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
+/// Writes project `prefer-zone` in `lang` outside the workspace, checks it
+/// is never written over, and runs its README's commands as written.
+/// Returns the project's directory, the commands and the last one's output.
+fn follow_the_readme_of_a_new(lang: &str, files: &[&str]) -> (tempfile::TempDir, PathBuf, Vec<String>, String) {
     let started = Instant::now();
     let outside = tempfile::tempdir().unwrap();
     let dir = outside.path().join("prefer-zone");
-    let out = wasmsched(&["new", "prefer-zone", "--dir", dir.to_str().unwrap()]);
+    let out = wasmsched(&["new", "prefer-zone", "--lang", lang, "--dir", dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    for file in ["Cargo.toml", "rust-toolchain.toml", "src/lib.rs", "prefer-zone.yaml", "cluster.yaml", "README.md"] {
-        assert!(dir.join(file).is_file(), "{file} missing");
+    for file in files.iter().chain(&["prefer-zone.yaml", "cluster.yaml", "README.md"]) {
+        assert!(dir.join(file).is_file(), "{lang}: {file} missing");
     }
-    assert!(std::fs::read_to_string(dir.join("rust-toolchain.toml")).unwrap().contains("wasm32-wasip2"));
 
     // Never over anything: the same again is refused, and nothing changes.
-    let before = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
-    let again = wasmsched(&["new", "prefer-zone", "--dir", dir.to_str().unwrap()]);
+    let before = std::fs::read_to_string(dir.join(files[0])).unwrap();
+    let again = wasmsched(&["new", "prefer-zone", "--lang", lang, "--dir", dir.to_str().unwrap()]);
     assert_eq!(again.status.code(), Some(1));
     assert!(
         text(&again.stderr).contains("already exists and is not empty; nothing was written"),
         "{}",
         text(&again.stderr)
     );
-    assert_eq!(std::fs::read_to_string(dir.join("src/lib.rs")).unwrap(), before);
+    assert_eq!(std::fs::read_to_string(dir.join(files[0])).unwrap(), before);
 
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
     let commands = readme_commands(&readme);
+    let mut last = String::new();
+    for command in &commands {
+        let out = shell(&dir, command);
+        assert!(out.status.success(), "`{command}` failed:\n{}\n{}", text(&out.stdout), text(&out.stderr));
+        last = text(&out.stdout);
+    }
+    eprintln!("wasmsched new --lang {lang} → first simulate output: {:.1} s", started.elapsed().as_secs_f64());
+    let simulate = commands.last().unwrap();
+    assert!(simulate.starts_with("wasmsched simulate cluster.yaml --policy"), "{simulate}");
+    (outside, dir, commands, last)
+}
+
+/// What every language's example must show in `simulate --explain web-1`
+/// and in the table of the whole run (`policy`: the `--policy` argument).
+fn assert_the_policy_decided(dir: &Path, explained: &str, policy: &str) {
+    // The policy decided: the explained pod's record names it, shows its
+    // score column and its filter's verdict on the avoided node.
+    assert!(explained.contains("Policy prefer-zone 0.1.0"), "{explained}");
+    assert!(explained.contains("prefer-zone ×1"), "{explained}");
+    assert!(explained.contains("rejected by prefer-zone: node(s) had label wasmsched.io/avoid=true"), "{explained}");
+    assert!(explained.contains("Chosen: node-b"), "the preferred zone (prefer-zone.yaml) wins: {explained}");
+    // And the table of the whole run: every pod placed, none on node-a2.
+    let table = shell(dir, &format!("wasmsched simulate cluster.yaml --policy {policy} --cache-dir .wasmsched-cache"));
+    let table = text(&table.stdout);
+    assert!(table.contains("Scheduled 4 of 4 pending pods"), "{table}");
+    assert!(table.contains("prefer-zone 0.1.0"), "{table}");
+    assert!(!table.lines().any(|l| l.contains("default/") && l.contains("node-a2")), "{table}");
+}
+
+/// The policy ConfigMap entry the README shows (its `yaml` block) loads as
+/// the scheduler loads a policy ConfigMap, with the built `wasm` (inline,
+/// or served at the entry's URL); the settings file in its place is
+/// refused, as the README says.
+fn assert_the_readme_bundle_entry_loads(dir: &Path, wasm: &str) {
+    use wasmsched::policy::bundle::{load_bundle, parse_bundle};
+    use wasmsched::policy::remote::Fetcher;
+    use wasmsched_runtime::{PolicyEngine, PolicyLimits, PolicySource};
+
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let block = readme.split("```yaml\n").nth(1).expect("README has a ```yaml block");
+    let mut entry = block.split("```").next().unwrap().to_string();
+    let bytes = std::fs::read(dir.join(wasm)).unwrap();
+    let mut files = std::collections::BTreeMap::new();
+    let _server;
+    if entry.contains("url: ") {
+        let (base, served) = wasmsched_test_support::serve_file(bytes.clone());
+        _server = served;
+        let sha256 = PolicySource::new("built", bytes).sha256();
+        entry = entry
+            .replace("https://policies.example.com/prefer_zone.wasm", &format!("{base}/policy.wasm"))
+            .replace(&"0".repeat(64), &sha256);
+    } else {
+        files.insert("prefer-zone.wasm".to_string(), bytes);
+    }
+    files.insert("prefer-zone.yaml".to_string(), entry.into_bytes());
+    let limits = PolicyLimits::default();
+    let engine = PolicyEngine::new().unwrap().with_cache_dir(dir.join(".wasmsched-cache"));
+    let entries = parse_bundle("README", &files, limits.max_wasm_bytes, &Fetcher::new(None)).unwrap();
+    let set = load_bundle(&engine, &entries, &limits, None).unwrap();
+    assert_eq!((set.policies.len(), set.policies[0].weight), (1, 1));
+    assert_eq!(set.policies[0].policy.info.name, "prefer-zone");
+
+    let settings = std::fs::read(dir.join("prefer-zone.yaml")).unwrap();
+    files.insert("prefer-zone.yaml".to_string(), settings);
+    let e = parse_bundle("README", &files, limits.max_wasm_bytes, &Fetcher::new(None)).err().unwrap();
+    assert!(e.contains("unknown field `avoidLabel`"), "{e}");
+}
+
+/// Whether the programs a language's README uses are installed. Missing
+/// under `CI=true` fails the test; elsewhere it is skipped, and says so.
+fn toolchain_installed(lang: &str, programs: &[(&str, &[&str])]) -> bool {
+    for (program, args) in programs {
+        let ok = Command::new(program).args(*args).output().is_ok_and(|o| o.status.success());
+        if !ok {
+            let what = format!("`{program} {}` failed: the {lang} scaffold cannot be tried", args.join(" "));
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and {what}");
+            eprintln!("SKIPPED: {what}");
+            return false;
+        }
+    }
+    true
+}
+
+#[test]
+fn a_new_rust_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
+    let files = ["src/lib.rs", "Cargo.toml", "rust-toolchain.toml"];
+    let (_keep, dir, commands, explained) = follow_the_readme_of_a_new("rust", &files);
+    assert!(std::fs::read_to_string(dir.join("rust-toolchain.toml")).unwrap().contains("wasm32-wasip2"));
     assert_eq!(commands.len(), 5, "{commands:?}");
     // This repository's README shows the same steps ("Start here").
     let ours = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
@@ -69,32 +158,57 @@ fn a_new_rust_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
     let steps = readme_commands(start);
     assert!(steps[0].starts_with("wasmsched new prefer-zone") && steps[1].starts_with("cd prefer-zone"), "{steps:?}");
     assert_eq!(steps[2..], commands[..], "README.md's first-policy steps and the scaffold's README differ");
-    let mut last = None;
-    for command in &commands {
-        let out = shell(&dir, command);
-        assert!(out.status.success(), "`{command}` failed:\n{}\n{}", text(&out.stdout), text(&out.stderr));
-        last = Some((command.clone(), text(&out.stdout)));
-    }
-    eprintln!("wasmsched new → first simulate output: {:.1} s", started.elapsed().as_secs_f64());
 
-    let (command, output) = last.unwrap();
-    assert!(command.starts_with("wasmsched simulate"), "{command}");
-    // The policy decided: the explained pod's record names it, shows its
-    // score column and its filter's verdict on the avoided node.
-    assert!(output.contains("Policy prefer-zone 0.1.0"), "{output}");
-    assert!(output.contains("prefer-zone ×1"), "{output}");
-    assert!(output.contains("rejected by prefer-zone: node(s) had label wasmsched.io/avoid=true"), "{output}");
-    assert!(output.contains("Chosen: node-b"), "the preferred zone (prefer-zone.yaml) wins: {output}");
-    // And the table of the whole run: every pod placed, none on node-a2.
-    let wasm = "target/wasm32-wasip2/release/prefer_zone.wasm,config=prefer-zone.yaml";
-    let table = text(&shell(&dir, &format!("wasmsched simulate cluster.yaml --policy {wasm}")).stdout);
-    assert!(table.contains("Scheduled 4 of 4 pending pods"), "{table}");
-    assert!(table.contains("prefer-zone 0.1.0"), "{table}");
-    assert!(!table.lines().any(|l| l.contains("default/") && l.contains("node-a2")), "{table}");
-    let check = shell(&dir, &commands[3]);
-    let check = text(&check.stdout);
+    assert_the_policy_decided(
+        &dir,
+        &explained,
+        "target/wasm32-wasip2/release/prefer_zone.wasm,config=prefer-zone.yaml",
+    );
+    assert_the_readme_bundle_entry_loads(&dir, "target/wasm32-wasip2/release/prefer_zone.wasm");
+    let check = text(&shell(&dir, &commands[3]).stdout);
     assert!(check.contains("nodes       judged one by one"), "{check}");
     assert!(check.trim_end().ends_with("OK    prefer-zone is ready to schedule"), "{check}");
+}
+
+#[test]
+fn a_new_python_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
+    if !toolchain_installed("Python", &[("python3", &["-c", "import venv, sys; assert sys.version_info >= (3, 11)"])]) {
+        return;
+    }
+    let files = ["src/app.py", "tests/test_app.py", "requirements.txt", "wit/policy.wit"];
+    let (_keep, dir, commands, explained) = follow_the_readme_of_a_new("python", &files);
+    assert_eq!(commands.len(), 6, "{commands:?}");
+    assert_the_policy_decided(&dir, &explained, "prefer_zone.wasm,config=prefer-zone.yaml");
+    assert_the_readme_bundle_entry_loads(&dir, "prefer_zone.wasm");
+    // The tests ran, and they can fail: a policy that no longer avoids the
+    // label fails them.
+    let source = std::fs::read_to_string(dir.join("src/app.py")).unwrap();
+    std::fs::write(dir.join("src/app.py"), source.replace("== \"true\" else 0", "== \"never\" else 0")).unwrap();
+    let broken = shell(&dir, &commands[2]);
+    assert!(!broken.status.success(), "the tests pass a policy that rejects nothing");
+    assert!(text(&broken.stderr).contains("FAILED (failures=1)"), "{}", text(&broken.stderr));
+    // The compile is announced once, and then cached.
+    let check = shell(&dir, &commands[4]);
+    assert!(text(&check.stdout).trim_end().ends_with("OK    prefer-zone is ready to schedule"));
+    assert!(!text(&check.stderr).contains("compiling"), "a cached compile was announced: {}", text(&check.stderr));
+}
+
+#[test]
+fn a_new_javascript_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
+    if !toolchain_installed("JavaScript", &[("node", &["--version"]), ("npm", &["--version"])]) {
+        return;
+    }
+    let files = ["src/policy.js", "tests/policy.test.js", "package.json", "package-lock.json", "wit/policy.wit"];
+    let (_keep, dir, commands, explained) = follow_the_readme_of_a_new("js", &files);
+    assert_eq!(commands.len(), 5, "{commands:?}");
+    assert_the_policy_decided(&dir, &explained, "prefer_zone.wasm,config=prefer-zone.yaml");
+    assert_the_readme_bundle_entry_loads(&dir, "prefer_zone.wasm");
+    let source = std::fs::read_to_string(dir.join("src/policy.js")).unwrap();
+    std::fs::write(dir.join("src/policy.js"), source.replace("=== \"true\") verdicts", "=== \"never\") verdicts"))
+        .unwrap();
+    let broken = shell(&dir, &commands[1]);
+    assert!(!broken.status.success(), "the tests pass a policy that rejects nothing");
+    assert!(text(&broken.stdout).contains("# fail 1"), "{}", text(&broken.stdout));
 }
 
 #[test]

@@ -1,0 +1,427 @@
+//! The files of a JavaScript policy project: the policy (`src/policy.js`)
+//! with the same example filter and score as the Rust scaffold, node tests
+//! that call its own methods (the scheduler's imports replaced by a
+//! stand-in), the contract's WIT, ComponentizeJS pinned by a lock file, a
+//! settings file, a sample cluster and a README with the commands.
+
+use std::path::PathBuf;
+
+use super::{Phases, sample_files};
+
+/// The lock file of this repository's JavaScript policies: the scaffold
+/// installs exactly the ComponentizeJS they are built and tested with.
+const LOCK: &str = include_str!("../../../policies/js/package-lock.json");
+const LOCK_ROOT: &str = "\"name\": \"wasmsched-js-policies\",\n      \"license\": \"Apache-2.0\",";
+
+/// Every file of a JavaScript project for policy `name` (checked by
+/// `check_name`).
+pub fn js_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
+    let fill = |template: &str| template.replace("{{name}}", name).replace("{{wasm}}", &name.replace('-', "_"));
+    let lock = LOCK.replacen(LOCK_ROOT, &format!("\"name\": \"{name}\","), 1).replacen(
+        "\"name\": \"wasmsched-js-policies\",",
+        &format!("\"name\": \"{name}\","),
+        1,
+    );
+    let files = vec![
+        ("src/policy.js".to_string(), fill(&policy_source(phases))),
+        ("tests/policy.test.js".into(), tests_source(phases)),
+        ("tests/host.js".into(), TEST_HOST.to_string()),
+        ("tests/use-test-host.js".into(), USE_TEST_HOST.to_string()),
+        ("wit/policy.wit".into(), include_str!("../../../wit/0.1.0/policy.wit").to_string()),
+        ("package.json".into(), fill(PACKAGE)),
+        ("package-lock.json".into(), lock),
+        (".gitignore".into(), GITIGNORE.to_string()),
+        (format!("{name}.yaml"), fill(&sample_files::settings(phases))),
+        ("cluster.yaml".into(), sample_files::CLUSTER.to_string()),
+        ("README.md".into(), fill(&README.replace("{{bundle}}", &sample_files::bundle_entry(phases, true)))),
+    ];
+    files.into_iter().map(|(path, contents)| (PathBuf::from(path), contents)).collect()
+}
+
+fn policy_source(phases: Phases) -> String {
+    let mut doc = String::new();
+    let mut reads = String::new();
+    if phases.filter {
+        doc += "// Filter: nodes labelled `<avoidLabel>=true` (default `wasmsched.io/avoid`)\n// are rejected.\n";
+        reads += FILTER_SETTINGS;
+    }
+    if phases.score {
+        doc += "// Score: the share of the node's CPU left free once the pod is placed\n\
+                // (0-100), plus `zoneBonus` (default 50) on nodes in `preferredZone`.\n";
+        reads += SCORE_SETTINGS;
+    }
+    POLICY
+        .replace("{{doc}}", &doc)
+        .replace("{{reads}}", &reads)
+        .replace("{{filter}}", if phases.filter { "true" } else { "false" })
+        .replace("{{score}}", if phases.score { "true" } else { "false" })
+        .replace("{{filter_body}}", if phases.filter { FILTER_BODY } else { FILTER_UNUSED })
+        .replace("{{score_body}}", if phases.score { SCORE_BODY } else { SCORE_UNUSED })
+}
+
+fn tests_source(phases: Phases) -> String {
+    let mut tests = String::new();
+    if phases.filter {
+        tests += FILTER_TEST;
+    }
+    if phases.score {
+        tests += SCORE_TEST;
+    }
+    TESTS.replace("{{tests}}", &tests)
+}
+
+const POLICY: &str = r#"// {{name}}: a wasmsched scheduling policy, in JavaScript.
+//
+{{doc}}//
+// Settings: `{{name}}.yaml`. Build, test and try it: README.md. The contract
+// this module implements is wit/policy.wit; ComponentizeJS turns it into a
+// component that exports that contract's `policy` interface as `policy`.
+
+import { config } from "wasmsched:policy/host@0.1.0";
+
+const ZONE_LABEL = "topology.kubernetes.io/zone";
+
+// Module state lives as long as the component instance.
+let settings = {};
+// The node table, kept current by syncNodes: node id -> { labels, milliCpu }.
+// Calls name their candidates by these ids.
+const nodes = new Map();
+
+// The settings (JSON: the scheduler converts the YAML file). A thrown
+// string rejects the policy with that reason.
+function readSettings(text) {
+  let raw;
+  try {
+    raw = JSON.parse(text.trim() === "" ? "{}" : text);
+  } catch (e) {
+    throw `the settings are not JSON: ${e.message}`;
+  }
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+    throw `the settings must be a mapping, got ${text}`;
+  }
+  const read = {};
+{{reads}}  return read;
+}
+
+// A candidate's entry in the node table. The host sends every node before
+// naming it, so a miss is a bug worth failing the call for.
+function node(id) {
+  const entry = nodes.get(id);
+  if (entry === undefined) throw `node id ${id} was never sent by the host`;
+  return entry;
+}
+
+export const policy = {
+  describe() {
+    return {
+      name: "{{name}}",
+      version: "0.1.0",
+      description: "written with wasmsched new",
+      phases: { filter: {{filter}}, score: {{score}} },
+      scoreOrder: "higher-is-better",
+    };
+  },
+
+  // Reads the settings, once per instance, before any other call.
+  init() {
+    settings = readSettings(config());
+  },
+
+  // The scheduler sends each node once, then only its changes.
+  syncNodes(reset, changes) {
+    if (reset) nodes.clear();
+    for (const change of changes) {
+      if (change.tag === "upsert") {
+        const info = change.val;
+        nodes.set(info.id, { labels: new Map(info.labels), milliCpu: info.allocatable.milliCpu });
+      } else {
+        nodes.delete(change.val);
+      }
+    }
+  },
+
+  filter(pod, candidates) {
+{{filter_body}}  },
+
+  score(pod, candidates, seed) {
+{{score_body}}  },
+};
+"#;
+
+const FILTER_SETTINGS: &str = r#"  const avoidLabel = raw.avoidLabel ?? "wasmsched.io/avoid";
+  if (typeof avoidLabel !== "string" || avoidLabel === "") {
+    throw `avoidLabel must be a label key, got ${JSON.stringify(avoidLabel)}`;
+  }
+  read.avoidLabel = avoidLabel;
+"#;
+
+const SCORE_SETTINGS: &str = r#"  const preferredZone = raw.preferredZone ?? null;
+  if (preferredZone !== null && typeof preferredZone !== "string") {
+    throw `preferredZone must be a zone name, got ${JSON.stringify(preferredZone)}`;
+  }
+  const zoneBonus = raw.zoneBonus ?? 50;
+  if (typeof zoneBonus !== "number" || !Number.isFinite(zoneBonus) || zoneBonus < 0) {
+    throw `zoneBonus must be a number, 0 or more; got ${JSON.stringify(zoneBonus)}`;
+  }
+  Object.assign(read, { preferredZone, zoneBonus });
+"#;
+
+const FILTER_BODY: &str = r#"    // One verdict per candidate, in order: 0 passes it, k rejects it with
+    // reasons[k - 1]. Phrase reasons as kube-scheduler does: they are
+    // counted in the pod's FailedScheduling message.
+    const label = settings.avoidLabel;
+    const verdicts = new Uint32Array(candidates.nodes.length);
+    candidates.nodes.forEach((id, i) => {
+      if (node(id).labels.get(label) === "true") verdicts[i] = 1;
+    });
+    return { reasons: [`node(s) had label ${label}=true`], verdicts };
+"#;
+
+const FILTER_UNUSED: &str = r#"    // Never called: describe() does not declare the filter phase (every
+    // method of the contract must exist all the same).
+    return { reasons: [], verdicts: new Uint32Array(candidates.nodes.length) };
+"#;
+
+const SCORE_BODY: &str = r#"    // One raw score per candidate, in order; higher is better. The
+    // scheduler normalises raw scores to 0-100. CPU amounts are BigInts
+    // (u64 in the contract), the scores plain numbers.
+    const { preferredZone, zoneBonus } = settings;
+    const requested = candidates.requestedMilliCpu;
+    return Array.from(candidates.nodes, (id, i) => {
+      const { labels, milliCpu } = node(id);
+      const used = requested[i] + pod.requests.milliCpu;
+      const free = milliCpu > used ? milliCpu - used : 0n;
+      const share = Number((free * 100n) / (milliCpu > 0n ? milliCpu : 1n));
+      const inZone = preferredZone !== null && labels.get(ZONE_LABEL) === preferredZone;
+      return inZone ? share + zoneBonus : share;
+    });
+"#;
+
+const SCORE_UNUSED: &str = r#"    // Never called: describe() does not declare the score phase (every
+    // method of the contract must exist all the same).
+    return new Array(candidates.nodes.length).fill(0);
+"#;
+
+const TESTS: &str = r#"// Native tests of src/policy.js: node calls the policy's own methods with
+// the contract's types, as the scheduler does. The scheduler's imports
+// come from tests/host.js (tests/use-test-host.js points node at it).
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { useSettings } from "./host.js";
+import { policy } from "../src/policy.js";
+
+const milli = (cpu) => (cpu.endsWith("m") ? BigInt(cpu.slice(0, -1)) : BigInt(Math.round(Number(cpu) * 1000)));
+const resources = (cpu, memory) => ({ milliCpu: milli(cpu), memory, ephemeralStorage: 0n, pods: 110, scalar: [] });
+
+function pod(name, cpu) {
+  const requests = resources(cpu, 64n << 20n);
+  return {
+    namespace: "default", name, uid: name, labels: [], annotations: [], priority: 0, requests,
+    nonzeroMilliCpu: requests.milliCpu, nonzeroMemory: requests.memory,
+    nodeSelector: [], requiredNodeAffinity: [], tolerations: [],
+  };
+}
+
+// The scheduler's side of the contract: the settings, the nodes (with the
+// CPU their pods already request), and the calls of one scheduling
+// attempt over every node.
+class Scheduler {
+  constructor(settings = {}) {
+    useSettings(settings);
+    this.phases = policy.describe().phases;
+    policy.init();
+    policy.syncNodes(true, []);
+    this.nodes = []; // { id, name, requested milli-CPU }
+  }
+
+  addNode(name, cpu, labels = {}, requestedCpu = "0") {
+    const info = {
+      id: this.nodes.length, name, labels: Object.entries(labels), annotations: [], taints: [],
+      allocatable: resources(cpu, 32n << 30n), unschedulable: false,
+    };
+    policy.syncNodes(false, [{ tag: "upsert", val: info }]);
+    this.nodes.push({ id: info.id, name, requested: milli(requestedCpu) });
+  }
+
+  candidates(nodes) {
+    const column = (value) => BigUint64Array.from(nodes, value);
+    return {
+      nodes: Uint32Array.from(nodes, (n) => n.id),
+      requestedMilliCpu: column((n) => n.requested), requestedMemory: column(() => 0n),
+      requestedEphemeralStorage: column(() => 0n), nonzeroRequestedMilliCpu: column((n) => n.requested),
+      nonzeroRequestedMemory: column(() => 0n), podCount: new Uint32Array(nodes.length),
+    };
+  }
+
+  // Each node's reason for rejecting the pod, or null if it passes.
+  filter(p) {
+    const { reasons, verdicts } = policy.filter(p, this.candidates(this.nodes));
+    return Object.fromEntries(this.nodes.map((n, i) => [n.name, verdicts[i] ? reasons[verdicts[i] - 1] : null]));
+  }
+
+  // Each node's raw score (of the nodes the filter passes).
+  scores(p) {
+    let passed = this.nodes;
+    if (this.phases.filter) {
+      const verdicts = this.filter(p);
+      passed = this.nodes.filter((n) => verdicts[n.name] === null);
+    }
+    const scores = policy.score(p, this.candidates(passed), 0n);
+    return Object.fromEntries(passed.map((n, i) => [n.name, scores[i]]));
+  }
+
+  // The node the policy would pick (ties: the first).
+  best(p) {
+    const ranked = Object.entries(this.scores(p));
+    return ranked.reduce((best, entry) => (best === null || entry[1] > best[1] ? entry : best), null)?.[0] ?? null;
+  }
+}
+{{tests}}"#;
+
+const FILTER_TEST: &str = r#"
+test("nodes labelled to avoid are rejected", () => {
+  const s = new Scheduler();
+  s.addNode("plain", "4");
+  s.addNode("avoided", "4", { "wasmsched.io/avoid": "true" });
+  assert.deepEqual(s.filter(pod("web", "500m")), {
+    plain: null,
+    avoided: "node(s) had label wasmsched.io/avoid=true",
+  });
+});
+"#;
+
+const SCORE_TEST: &str = r#"
+test("the preferred zone wins over a little more free cpu", () => {
+  const s = new Scheduler({ preferredZone: "zone-b" });
+  s.addNode("a", "8", { "topology.kubernetes.io/zone": "zone-a" });
+  s.addNode("b", "8", { "topology.kubernetes.io/zone": "zone-b" }, "2");
+  assert.equal(s.best(pod("web", "1")), "b");
+  // Without the setting, the freer node wins.
+  const plain = new Scheduler();
+  plain.addNode("a", "8");
+  plain.addNode("b", "8", {}, "2");
+  assert.equal(plain.best(pod("web", "1")), "a");
+});
+
+test("bad settings are refused with the reason", () => {
+  assert.throws(() => new Scheduler({ zoneBonus: -1 }), (e) => e.includes("zoneBonus must be a number, 0 or more"));
+});
+"#;
+
+const TEST_HOST: &str = r#"// Stands in for the scheduler's imports (wasmsched:policy/host@0.1.0) in
+// the native tests: the settings a test gives, no logs, no metrics.
+
+let settings = "{}";
+
+export function useSettings(value) {
+  settings = JSON.stringify(value);
+}
+
+export function config() {
+  return settings;
+}
+
+export function log(level, message, fields) {}
+
+export function nodeMetrics(metric, nodes) {
+  return Array.from(nodes, () => undefined);
+}
+"#;
+
+const USE_TEST_HOST: &str = r#"// `node --import ./tests/use-test-host.js`: resolves the contract's host
+// import to tests/host.js. In the component, the scheduler provides it.
+import { register } from "node:module";
+
+register(
+  "data:text/javascript," +
+    encodeURIComponent(`
+      export async function resolve(specifier, context, next) {
+        if (specifier === "wasmsched:policy/host@0.1.0") {
+          return { url: ${JSON.stringify(new URL("./host.js", import.meta.url).href)}, shortCircuit: true };
+        }
+        return next(specifier, context);
+      }`),
+);
+"#;
+
+const PACKAGE: &str = r#"{
+  "name": "{{name}}",
+  "private": true,
+  "type": "module",
+  "description": "A wasmsched scheduling policy, written by wasmsched new",
+  "scripts": {
+    "test": "node --import ./tests/use-test-host.js --test tests/policy.test.js",
+    "build": "componentize-js src/policy.js --wit wit --world-name scheduler-policy --disable http fetch-event -o {{wasm}}.wasm"
+  },
+  "devDependencies": {
+    "@bytecodealliance/componentize-js": "0.23.0",
+    "@bytecodealliance/preview2-shim": "0.25.0"
+  },
+  "//": "componentize-js imports preview2-shim without declaring it, so it is listed here too"
+}
+"#;
+
+const GITIGNORE: &str = "/node_modules/\n/.wasmsched-cache/\n*.wasm\n";
+
+const README: &str = r#"# {{name}}
+
+A wasmsched scheduling policy in JavaScript (`src/policy.js`), written by
+`wasmsched new`. Its settings are in `{{name}}.yaml`; `cluster.yaml` is a
+small cluster to try it on. `wit/policy.wit` is the contract it implements
+(wasmsched:policy 0.1.0).
+
+Build, test, and watch it decide, from this directory (node 20.6 or later
+with npm, and `wasmsched` on your `PATH`; `npm install` fetches the
+ComponentizeJS that `package-lock.json` pins):
+
+```sh
+npm install
+npm test
+npm run build
+wasmsched check {{wasm}}.wasm --config {{name}}.yaml --cache-dir .wasmsched-cache
+wasmsched simulate cluster.yaml --policy {{wasm}}.wasm,config={{name}}.yaml --cache-dir .wasmsched-cache --explain web-1
+```
+
+- `npm test` runs `tests/policy.test.js` with node's test runner: it calls
+  the policy's own methods through a small `Scheduler` stand-in (add
+  nodes, then `filter`: each node's reason or `null`; `scores`: each
+  node's raw score; `best`: the node the policy would pick). The
+  scheduler's imports come from `tests/host.js`.
+- Types as the component sees them: names are camelCase, `u64` values
+  (CPU, memory) are `BigInt` and lists of them `BigUint64Array`, node ids
+  plain numbers, variants `{ tag, val }`. A thrown string is an error.
+- `npm run build` builds the component: SpiderMonkey and your module,
+  ~12 MB.
+- `check` loads it as the scheduler does and prints its size, compile
+  time and a smoke run. Compiling the embedded SpiderMonkey takes seconds
+  the first time; `--cache-dir` keeps the result, so `simulate` starts at
+  once.
+- `simulate` places the pending pods of `cluster.yaml`; `--explain POD`
+  prints that pod's decision: every node's verdict, and each score part
+  (the built-in ones and `{{name}}`'s) raw and normalised.
+
+In a cluster the component is too large for a ConfigMap: serve it over
+HTTP(S) and name it by URL and sha256 in its entry, `{{name}}.yaml` in
+the policy ConfigMap (the settings file's keys go under `config:`), or
+mount it in the scheduler's policy directory (wasmsched's sdk/javascript.md):
+
+```yaml
+{{bundle}}```
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lock file names the project, not this repository's package.
+    #[test]
+    fn the_lock_file_is_the_projects() {
+        let files = js_project("prefer-zone", Phases { filter: true, score: true });
+        let lock = &files.iter().find(|(p, _)| p.ends_with("package-lock.json")).unwrap().1;
+        assert!(!lock.contains("wasmsched-js-policies"));
+        assert_eq!(lock.matches("\"name\": \"prefer-zone\"").count(), 2);
+        let root: serde_json::Value = serde_json::from_str(lock).unwrap();
+        assert_eq!(root["packages"][""]["devDependencies"]["@bytecodealliance/componentize-js"], "0.23.0");
+    }
+}

@@ -1,0 +1,364 @@
+//! The files of a Python policy project: the policy (`src/app.py`) with the
+//! same example filter and score as the Rust scaffold, tests that run its
+//! own methods in plain CPython, the contract's WIT, the pinned
+//! componentize-py, a settings file, a sample cluster and a README with
+//! the commands.
+
+use std::path::PathBuf;
+
+use super::{Phases, sample_files};
+
+/// componentize-py, pinned as `policies/install-toolchains.sh` pins it.
+pub const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
+
+/// Every file of a Python project for policy `name` (checked by
+/// `check_name`).
+pub fn python_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
+    let fill = |template: &str| {
+        template
+            .replace("{{name}}", name)
+            .replace("{{wasm}}", &name.replace('-', "_"))
+            .replace("{{version}}", COMPONENTIZE_PY_VERSION)
+    };
+    let files = vec![
+        ("src/app.py".to_string(), fill(&policy_source(phases))),
+        ("tests/test_app.py".into(), fill(&tests_source(phases))),
+        ("wit/policy.wit".into(), include_str!("../../../wit/0.1.0/policy.wit").to_string()),
+        ("requirements.txt".into(), fill("componentize-py=={{version}}\n")),
+        (".gitignore".into(), GITIGNORE.to_string()),
+        (format!("{name}.yaml"), fill(&sample_files::settings(phases))),
+        ("cluster.yaml".into(), sample_files::CLUSTER.to_string()),
+        ("README.md".into(), fill(&README.replace("{{bundle}}", &sample_files::bundle_entry(phases, true)))),
+    ];
+    files.into_iter().map(|(path, contents)| (PathBuf::from(path), contents)).collect()
+}
+
+fn python_bool(on: bool) -> &'static str {
+    if on { "True" } else { "False" }
+}
+
+fn policy_source(phases: Phases) -> String {
+    let mut doc = String::new();
+    let mut reads = String::new();
+    if phases.filter {
+        doc += "Filter: nodes labelled `<avoidLabel>=true` (default `wasmsched.io/avoid`)\nare rejected.\n";
+        reads += FILTER_SETTINGS;
+    }
+    if phases.score {
+        doc += "Score: the share of the node's CPU left free once the pod is placed\n\
+                (0-100), plus `zoneBonus` (default 50) on nodes in `preferredZone`.\n";
+        reads += SCORE_SETTINGS;
+    }
+    POLICY
+        .replace("{{doc}}", &doc)
+        .replace("{{reads}}", &reads)
+        .replace("{{filter}}", python_bool(phases.filter))
+        .replace("{{score}}", python_bool(phases.score))
+        .replace("{{filter_body}}", if phases.filter { FILTER_BODY } else { FILTER_UNUSED })
+        .replace("{{score_body}}", if phases.score { SCORE_BODY } else { SCORE_UNUSED })
+}
+
+fn tests_source(phases: Phases) -> String {
+    let mut tests = String::new();
+    if phases.filter {
+        tests += FILTER_TEST;
+    }
+    if phases.score {
+        tests += SCORE_TEST;
+    }
+    TESTS.replace("{{tests}}", &tests)
+}
+
+const POLICY: &str = r#""""{{name}}: a wasmsched scheduling policy, in Python.
+
+{{doc}}
+Settings: `{{name}}.yaml`. Build, test and try it: README.md. The contract
+this module implements is wit/policy.wit; componentize-py turns it into a
+component that exports that contract's `policy` interface.
+"""
+
+import json
+import math
+
+from componentize_py_types import Err
+from wit_world import exports
+from wit_world.imports import host, types
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+# Module state, not instance state: componentize-py may make a new `Policy`
+# object for every call, the module lives as long as the instance.
+SETTINGS: dict = {}
+# The node table, kept current by sync_nodes: node id -> (labels, allocatable
+# milli-CPU). Calls name their candidates by these ids.
+NODES: dict[int, tuple[dict[str, str], int]] = {}
+
+
+def read_settings(text: str) -> dict:
+    """The settings (JSON: the scheduler converts the YAML file); raises
+    Err with the reason when they are wrong, which rejects the policy."""
+    try:
+        raw = json.loads(text or "{}")
+    except ValueError as e:
+        raise Err(f"the settings are not JSON: {e}")
+    if not isinstance(raw, dict):
+        raise Err(f"the settings must be a mapping, got {text}")
+    settings = {}
+{{reads}}    return settings
+
+
+def node(node_id: int) -> tuple[dict[str, str], int]:
+    """A candidate's entry in the node table. The host sends every node
+    before naming it, so a miss is a bug worth failing the call for."""
+    entry = NODES.get(node_id)
+    if entry is None:
+        raise Err(f"node id {node_id} was never sent by the host")
+    return entry
+
+
+class Policy(exports.Policy):
+    def describe(self) -> types.PolicyInfo:
+        return types.PolicyInfo(
+            name="{{name}}",
+            version="0.1.0",
+            description="written with wasmsched new",
+            phases=types.Phases(filter={{filter}}, score={{score}}),
+            score_order=types.ScoreOrder.HIGHER_IS_BETTER,
+        )
+
+    def init(self) -> None:
+        """Reads the settings, once per instance, before any other call."""
+        SETTINGS.clear()
+        SETTINGS.update(read_settings(host.config()))
+
+    def sync_nodes(self, reset: bool, changes: list[types.NodeChange]) -> None:
+        """The scheduler sends each node once, then only its changes."""
+        if reset:
+            NODES.clear()
+        for change in changes:
+            if isinstance(change, types.NodeChange_Upsert):
+                info = change.value
+                NODES[info.id] = (dict(info.labels), info.allocatable.milli_cpu)
+            else:
+                NODES.pop(change.value, None)
+
+    def filter(self, pod: types.PodInfo, candidates: types.Candidates) -> types.FilterVerdicts:
+{{filter_body}}
+    def score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> list[float]:
+{{score_body}}"#;
+
+const FILTER_SETTINGS: &str = r#"    avoid_label = raw.get("avoidLabel", "wasmsched.io/avoid")
+    if not isinstance(avoid_label, str) or not avoid_label:
+        raise Err(f"avoidLabel must be a label key, got {avoid_label!r}")
+    settings["avoid_label"] = avoid_label
+"#;
+
+const SCORE_SETTINGS: &str = r#"    zone = raw.get("preferredZone")
+    if zone is not None and not isinstance(zone, str):
+        raise Err(f"preferredZone must be a zone name, got {zone!r}")
+    bonus = raw.get("zoneBonus", 50)
+    if isinstance(bonus, bool) or not isinstance(bonus, (int, float)) or not math.isfinite(bonus) or bonus < 0:
+        raise Err(f"zoneBonus must be a number, 0 or more; got {bonus!r}")
+    settings["preferred_zone"], settings["zone_bonus"] = zone, float(bonus)
+"#;
+
+const FILTER_BODY: &str = r#"        """One verdict per candidate, in order: 0 passes it, k rejects it
+        with reasons[k - 1]. Phrase reasons as kube-scheduler does: they are
+        counted in the pod's FailedScheduling message."""
+        label = SETTINGS["avoid_label"]
+        reasons = [f"node(s) had label {label}=true"]
+        verdicts = [1 if node(n)[0].get(label) == "true" else 0 for n in candidates.nodes]
+        return types.FilterVerdicts(reasons=reasons, verdicts=verdicts)
+"#;
+
+const FILTER_UNUSED: &str = r#"        # Never called: describe() does not declare the filter phase (every
+        # method of the contract must exist all the same).
+        return types.FilterVerdicts(reasons=[], verdicts=[0] * len(candidates.nodes))
+"#;
+
+const SCORE_BODY: &str = r#"        """One raw score per candidate, in order; higher is better. The
+        scheduler normalises raw scores to 0-100."""
+        zone, bonus = SETTINGS["preferred_zone"], SETTINGS["zone_bonus"]
+        scores = []
+        for i, node_id in enumerate(candidates.nodes):
+            labels, allocatable = node(node_id)
+            free = max(allocatable - candidates.requested_milli_cpu[i] - pod.requests.milli_cpu, 0)
+            share = free * 100 // max(allocatable, 1)
+            in_zone = zone is not None and labels.get(ZONE_LABEL) == zone
+            scores.append(float(share) + bonus if in_zone else float(share))
+        return scores
+"#;
+
+const SCORE_UNUSED: &str = r#"        # Never called: describe() does not declare the score phase (every
+        # method of the contract must exist all the same).
+        return [0.0] * len(candidates.nodes)
+"#;
+
+const TESTS: &str = r#""""Native tests of src/app.py: plain CPython calls the policy's own
+methods with the contract's types, as the scheduler does. They import the
+contract's Python bindings from bindings/, which README's second command
+writes."""
+
+import json
+import os
+import sys
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if not os.path.isdir(os.path.join(ROOT, "bindings", "wit_world")):
+    sys.exit("bindings/ is missing: run `.venv/bin/componentize-py -d wit -w scheduler-policy bindings bindings` first")
+sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "bindings")]
+
+from componentize_py_types import Err  # noqa: E402
+from wit_world.imports import host, types  # noqa: E402
+
+import app  # noqa: E402
+
+
+def milli(cpu: str) -> int:
+    """"500m" or "2" as milli-CPU."""
+    return int(cpu[:-1]) if cpu.endswith("m") else int(float(cpu) * 1000)
+
+
+def resources(cpu: str, memory: int) -> types.Resources:
+    return types.Resources(milli_cpu=milli(cpu), memory=memory, ephemeral_storage=0, pods=110, scalar=[])
+
+
+def pod(name: str, cpu: str) -> types.PodInfo:
+    request = resources(cpu, 64 << 20)
+    return types.PodInfo(
+        namespace="default", name=name, uid=name, labels=[], annotations=[], priority=0,
+        requests=request, nonzero_milli_cpu=request.milli_cpu, nonzero_memory=request.memory,
+        node_selector=[], required_node_affinity=[], tolerations=[],
+    )
+
+
+class Scheduler:
+    """The scheduler's side of the contract, in plain Python: the settings,
+    the nodes (with the CPU their pods already request), and the calls of
+    one scheduling attempt over every node."""
+
+    def __init__(self, settings: dict | None = None):
+        # host.config and host.log are the scheduler's; here, the test's.
+        host.config = lambda: json.dumps(settings or {})
+        host.log = lambda level, message, fields: None
+        self.policy = app.Policy()
+        self.phases = self.policy.describe().phases
+        self.policy.init()
+        self.policy.sync_nodes(True, [])
+        self.nodes: list[tuple[int, str, int]] = []  # (id, name, requested milli-CPU)
+
+    def add_node(self, name: str, cpu: str, labels: dict | None = None, requested_cpu: str = "0"):
+        info = types.NodeInfo(
+            id=len(self.nodes), name=name, labels=sorted((labels or {}).items()), annotations=[], taints=[],
+            allocatable=resources(cpu, 32 << 30), unschedulable=False,
+        )
+        self.policy.sync_nodes(False, [types.NodeChange_Upsert(info)])
+        self.nodes.append((info.id, name, milli(requested_cpu)))
+
+    def candidates(self, nodes) -> types.Candidates:
+        requested = [n[2] for n in nodes]
+        return types.Candidates(
+            nodes=[n[0] for n in nodes], requested_milli_cpu=requested, requested_memory=[0] * len(nodes),
+            requested_ephemeral_storage=[0] * len(nodes), nonzero_requested_milli_cpu=requested,
+            nonzero_requested_memory=[0] * len(nodes), pod_count=[0] * len(nodes),
+        )
+
+    def filter(self, p: types.PodInfo) -> dict[str, str | None]:
+        """Each node's reason for rejecting the pod, or None if it passes."""
+        answer = self.policy.filter(p, self.candidates(self.nodes))
+        return {n[1]: (answer.reasons[v - 1] if v else None) for n, v in zip(self.nodes, answer.verdicts)}
+
+    def scores(self, p: types.PodInfo) -> dict[str, float]:
+        """Each node's raw score (of the nodes the filter passes)."""
+        passed = self.nodes
+        if self.phases.filter:
+            verdicts = self.filter(p)
+            passed = [n for n in self.nodes if verdicts[n[1]] is None]
+        return dict(zip((n[1] for n in passed), self.policy.score(p, self.candidates(passed), 0)))
+
+    def best(self, p: types.PodInfo) -> str | None:
+        """The node the policy would pick (ties: the first)."""
+        scores = self.scores(p)
+        return max(scores, key=scores.get) if scores else None
+
+
+class PolicyTest(unittest.TestCase):{{tests}}
+
+if __name__ == "__main__":
+    unittest.main()
+"#;
+
+const FILTER_TEST: &str = r#"
+    def test_nodes_labelled_to_avoid_are_rejected(self):
+        s = Scheduler()
+        s.add_node("plain", "4")
+        s.add_node("avoided", "4", {"wasmsched.io/avoid": "true"})
+        self.assertEqual(
+            s.filter(pod("web", "500m")), {"plain": None, "avoided": "node(s) had label wasmsched.io/avoid=true"}
+        )
+"#;
+
+const SCORE_TEST: &str = r#"
+    def test_the_preferred_zone_wins_over_a_little_more_free_cpu(self):
+        s = Scheduler({"preferredZone": "zone-b"})
+        s.add_node("a", "8", {"topology.kubernetes.io/zone": "zone-a"})
+        s.add_node("b", "8", {"topology.kubernetes.io/zone": "zone-b"}, requested_cpu="2")
+        self.assertEqual(s.best(pod("web", "1")), "b")
+        # Without the setting, the freer node wins.
+        plain = Scheduler()
+        plain.add_node("a", "8")
+        plain.add_node("b", "8", requested_cpu="2")
+        self.assertEqual(plain.best(pod("web", "1")), "a")
+
+    def test_bad_settings_are_refused_with_the_reason(self):
+        with self.assertRaises(Err) as refused:
+            Scheduler({"zoneBonus": -1})
+        self.assertIn("zoneBonus must be a number, 0 or more", refused.exception.value)
+"#;
+
+const GITIGNORE: &str = "/.venv/\n/bindings/\n/.wasmsched-cache/\n__pycache__/\n*.wasm\n";
+
+const README: &str = r#"# {{name}}
+
+A wasmsched scheduling policy in Python (`src/app.py`), written by
+`wasmsched new`. Its settings are in `{{name}}.yaml`; `cluster.yaml` is a
+small cluster to try it on. `wit/policy.wit` is the contract it implements
+(wasmsched:policy 0.1.0).
+
+Build, test, and watch it decide, from this directory (`python3` 3.11 or
+later with `venv`, and `wasmsched` on your `PATH`; the first command fetches
+componentize-py {{version}} from PyPI):
+
+```sh
+python3 -m venv .venv && .venv/bin/pip install -r requirements.txt
+.venv/bin/componentize-py -d wit -w scheduler-policy bindings bindings
+python3 -m unittest discover -s tests -v
+.venv/bin/componentize-py -d wit -w scheduler-policy componentize -p src app -o {{wasm}}.wasm
+wasmsched check {{wasm}}.wasm --config {{name}}.yaml --cache-dir .wasmsched-cache
+wasmsched simulate cluster.yaml --policy {{wasm}}.wasm,config={{name}}.yaml --cache-dir .wasmsched-cache --explain web-1
+```
+
+- `bindings` writes the contract's Python types to `bindings/`, for the
+  tests and your editor. Write them again when `wit/` changes.
+- The tests (`tests/test_app.py`) call the policy's own methods in plain
+  CPython through a small `Scheduler` stand-in: add nodes, then `filter`
+  (each node's reason, or `None`), `scores` (each node's raw score) or
+  `best` (the node the policy would pick). `host.config` is the settings
+  you give it.
+- `componentize` builds the component: CPython and your module, ~18 MB.
+- `check` loads it as the scheduler does and prints its size, compile
+  time and a smoke run. Compiling the embedded CPython takes seconds (4 s
+  on 2 cores); `--cache-dir` keeps the result, so `simulate` starts at once.
+- `simulate` places the pending pods of `cluster.yaml`; `--explain POD`
+  prints that pod's decision: every node's verdict, and each score part
+  (the built-in ones and `{{name}}`'s) raw and normalised.
+
+In a cluster the component is too large for a ConfigMap: serve it over
+HTTP(S) and name it by URL and sha256 in its entry, `{{name}}.yaml` in
+the policy ConfigMap (the settings file's keys go under `config:`), or
+mount it in the scheduler's policy directory (wasmsched's sdk/python.md):
+
+```yaml
+{{bundle}}```
+"#;
