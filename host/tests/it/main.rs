@@ -20,6 +20,7 @@ mod properties;
 mod real_apiserver;
 mod run_cli;
 mod scheduling;
+mod sdk_docs;
 mod simulate_cli;
 mod tenants;
 mod topology_properties;

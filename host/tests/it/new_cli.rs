@@ -39,8 +39,8 @@ fn shell(dir: &Path, command: &str) -> Output {
 
 /// Writes project `prefer-zone` in `lang` outside the workspace, checks it
 /// is never written over, and runs its README's commands as written.
-/// Returns the project's directory, the commands and the last one's output.
-fn follow_the_readme_of_a_new(lang: &str, files: &[&str]) -> (tempfile::TempDir, PathBuf, Vec<String>, String) {
+/// Returns the project's directory, the commands and their outputs.
+fn follow_the_readme_of_a_new(lang: &str, files: &[&str]) -> (tempfile::TempDir, PathBuf, Vec<String>, Vec<Output>) {
     let started = Instant::now();
     let outside = tempfile::tempdir().unwrap();
     let dir = outside.path().join("prefer-zone");
@@ -63,16 +63,16 @@ fn follow_the_readme_of_a_new(lang: &str, files: &[&str]) -> (tempfile::TempDir,
 
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
     let commands = readme_commands(&readme);
-    let mut last = String::new();
+    let mut outputs = Vec::new();
     for command in &commands {
         let out = shell(&dir, command);
         assert!(out.status.success(), "`{command}` failed:\n{}\n{}", text(&out.stdout), text(&out.stderr));
-        last = text(&out.stdout);
+        outputs.push(out);
     }
     eprintln!("wasmsched new --lang {lang} → first simulate output: {:.1} s", started.elapsed().as_secs_f64());
     let simulate = commands.last().unwrap();
     assert!(simulate.starts_with("wasmsched simulate cluster.yaml --policy"), "{simulate}");
-    (outside, dir, commands, last)
+    (outside, dir, commands, outputs)
 }
 
 /// What every language's example must show in `simulate --explain web-1`
@@ -149,7 +149,8 @@ fn toolchain_installed(lang: &str, programs: &[(&str, &[&str])]) -> bool {
 #[test]
 fn a_new_rust_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
     let files = ["src/lib.rs", "Cargo.toml", "rust-toolchain.toml"];
-    let (_keep, dir, commands, explained) = follow_the_readme_of_a_new("rust", &files);
+    let (_keep, dir, commands, outputs) = follow_the_readme_of_a_new("rust", &files);
+    let explained = text(&outputs.last().unwrap().stdout);
     assert!(std::fs::read_to_string(dir.join("rust-toolchain.toml")).unwrap().contains("wasm32-wasip2"));
     assert_eq!(commands.len(), 5, "{commands:?}");
     // This repository's README shows the same steps ("Start here").
@@ -176,7 +177,8 @@ fn a_new_python_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
         return;
     }
     let files = ["src/app.py", "tests/test_app.py", "requirements.txt", "wit/policy.wit"];
-    let (_keep, dir, commands, explained) = follow_the_readme_of_a_new("python", &files);
+    let (_keep, dir, commands, outputs) = follow_the_readme_of_a_new("python", &files);
+    let explained = text(&outputs.last().unwrap().stdout);
     assert_eq!(commands.len(), 6, "{commands:?}");
     assert_the_policy_decided(&dir, &explained, "prefer_zone.wasm,config=prefer-zone.yaml");
     assert_the_readme_bundle_entry_loads(&dir, "prefer_zone.wasm");
@@ -187,7 +189,12 @@ fn a_new_python_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
     let broken = shell(&dir, &commands[2]);
     assert!(!broken.status.success(), "the tests pass a policy that rejects nothing");
     assert!(text(&broken.stderr).contains("FAILED (failures=1)"), "{}", text(&broken.stderr));
-    // The compile is announced once, and then cached.
+    // The compile is announced, then cached.
+    let first = text(&outputs[4].stderr);
+    assert!(
+        first.contains("compiling prefer_zone.wasm (18.") && first.contains("takes seconds, once: the cache directory"),
+        "{first}"
+    );
     let check = shell(&dir, &commands[4]);
     assert!(text(&check.stdout).trim_end().ends_with("OK    prefer-zone is ready to schedule"));
     assert!(!text(&check.stderr).contains("compiling"), "a cached compile was announced: {}", text(&check.stderr));
@@ -199,7 +206,8 @@ fn a_new_javascript_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
         return;
     }
     let files = ["src/policy.js", "tests/policy.test.js", "package.json", "package-lock.json", "wit/policy.wit"];
-    let (_keep, dir, commands, explained) = follow_the_readme_of_a_new("js", &files);
+    let (_keep, dir, commands, outputs) = follow_the_readme_of_a_new("js", &files);
+    let explained = text(&outputs.last().unwrap().stdout);
     assert_eq!(commands.len(), 5, "{commands:?}");
     assert_the_policy_decided(&dir, &explained, "prefer_zone.wasm,config=prefer-zone.yaml");
     assert_the_readme_bundle_entry_loads(&dir, "prefer_zone.wasm");
