@@ -39,13 +39,7 @@ impl AttemptCalls<'_> {
     ) -> Result<FilterOutcome, PolicyError> {
         let answers =
             self.call(calls, wp, "filter", candidates, |part| wp.policy.filter(self.scope.ctx, self.pod, part))?;
-        let mut joined = FilterOutcome { reasons: Vec::new(), verdicts: Vec::with_capacity(candidates.len()) };
-        for answer in answers {
-            let offset = joined.reasons.len();
-            joined.verdicts.extend(answer.verdicts.into_iter().map(|v| v.map(|r| r + offset)));
-            joined.reasons.extend(answer.reasons);
-        }
-        Ok(joined)
+        Ok(join_filter_answers(answers, candidates.len()))
     }
 
     /// The policy's raw scores over `candidates`.
@@ -103,5 +97,40 @@ impl AttemptCalls<'_> {
             Some(e) => Err(e),
             None => Ok(answers),
         }
+    }
+}
+
+/// The slices' filter answers as one: verdicts in slice order, each
+/// slice's reason indexes moved past the reasons of the slices before it.
+fn join_filter_answers(answers: Vec<FilterOutcome>, candidates: usize) -> FilterOutcome {
+    let mut joined = FilterOutcome { reasons: Vec::new(), verdicts: Vec::with_capacity(candidates) };
+    for answer in answers {
+        let offset = joined.reasons.len();
+        joined.verdicts.extend(answer.verdicts.into_iter().map(|v| v.map(|r| r + offset)));
+        joined.reasons.extend(answer.reasons);
+    }
+    joined
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each slice numbers its reasons from zero; joined, every candidate
+    /// keeps its own slice's reason.
+    #[test]
+    fn joined_slices_keep_each_candidates_own_reason() {
+        let slice = |reasons: &[&str], verdicts: Vec<Option<usize>>| FilterOutcome {
+            reasons: reasons.iter().map(|r| r.to_string()).collect(),
+            verdicts,
+        };
+        let answers = vec![
+            slice(&["too hot", "too cold"], vec![Some(1), None, Some(0)]),
+            slice(&[], vec![None]),
+            slice(&["too far"], vec![Some(0), None]),
+        ];
+        let joined = join_filter_answers(answers, 6);
+        let rejections: Vec<Option<&str>> = (0..6).map(|c| joined.rejection(c)).collect();
+        assert_eq!(rejections, [Some("too cold"), None, Some("too hot"), None, Some("too far"), None]);
     }
 }
