@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use super::{Phases, sample_files};
+use super::{Phases, sample_files, wasm_stem};
 
 /// The lock file of this repository's JavaScript policies: the scaffold
 /// installs exactly the ComponentizeJS they are built and tested with.
@@ -16,7 +16,7 @@ const LOCK_ROOT: &str = "\"name\": \"wasmsched-js-policies\",\n      \"license\"
 /// Every file of a JavaScript project for policy `name` (checked by
 /// `check_name`).
 pub fn js_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
-    let fill = |template: &str| template.replace("{{name}}", name).replace("{{wasm}}", &name.replace('-', "_"));
+    let fill = |template: &str| template.replace("{{name}}", name).replace("{{wasm}}", &wasm_stem(name));
     let lock = LOCK.replacen(LOCK_ROOT, &format!("\"name\": \"{name}\","), 1).replacen(
         "\"name\": \"wasmsched-js-policies\",",
         &format!("\"name\": \"{name}\","),
@@ -24,10 +24,10 @@ pub fn js_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
     );
     let files = vec![
         ("src/policy.js".to_string(), fill(&policy_source(phases))),
-        ("tests/policy.test.js".into(), tests_source(phases)),
+        ("tests/policy.test.js".into(), TESTS.replace("{{tests}}", &phases.pick(FILTER_TEST, SCORE_TEST))),
         ("tests/host.js".into(), TEST_HOST.to_string()),
         ("tests/use-test-host.js".into(), USE_TEST_HOST.to_string()),
-        ("wit/policy.wit".into(), include_str!("../../../wit/0.1.0/policy.wit").to_string()),
+        ("wit/policy.wit".into(), sample_files::CONTRACT_WIT.to_string()),
         ("package.json".into(), fill(PACKAGE)),
         ("package-lock.json".into(), lock),
         (".gitignore".into(), GITIGNORE.to_string()),
@@ -39,35 +39,14 @@ pub fn js_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
 }
 
 fn policy_source(phases: Phases) -> String {
-    let mut doc = String::new();
-    let mut reads = String::new();
-    if phases.filter {
-        doc += "// Filter: nodes labelled `<avoidLabel>=true` (default `wasmsched.io/avoid`)\n// are rejected.\n";
-        reads += FILTER_SETTINGS;
-    }
-    if phases.score {
-        doc += "// Score: the share of the node's CPU left free once the pod is placed\n\
-                // (0-100), plus `zoneBonus` (default 50) on nodes in `preferredZone`.\n";
-        reads += SCORE_SETTINGS;
-    }
+    let js_bool = |on: bool| if on { "true" } else { "false" };
     POLICY
-        .replace("{{doc}}", &doc)
-        .replace("{{reads}}", &reads)
-        .replace("{{filter}}", if phases.filter { "true" } else { "false" })
-        .replace("{{score}}", if phases.score { "true" } else { "false" })
+        .replace("{{doc}}", &sample_files::describe_example(phases, "// "))
+        .replace("{{reads}}", &phases.pick(FILTER_SETTINGS, SCORE_SETTINGS))
+        .replace("{{filter}}", js_bool(phases.filter))
+        .replace("{{score}}", js_bool(phases.score))
         .replace("{{filter_body}}", if phases.filter { FILTER_BODY } else { FILTER_UNUSED })
         .replace("{{score_body}}", if phases.score { SCORE_BODY } else { SCORE_UNUSED })
-}
-
-fn tests_source(phases: Phases) -> String {
-    let mut tests = String::new();
-    if phases.filter {
-        tests += FILTER_TEST;
-    }
-    if phases.score {
-        tests += SCORE_TEST;
-    }
-    TESTS.replace("{{tests}}", &tests)
 }
 
 const POLICY: &str = r#"// {{name}}: a wasmsched scheduling policy, in JavaScript.

@@ -33,6 +33,25 @@ impl Phases {
         }
         Ok(phases)
     }
+
+    /// `filter`'s part, then `score`'s, of those the example takes part in:
+    /// how every template is put together.
+    pub fn pick(self, filter: &str, score: &str) -> String {
+        let mut text = String::new();
+        if self.filter {
+            text += filter;
+        }
+        if self.score {
+            text += score;
+        }
+        text
+    }
+}
+
+/// The file name the build gives policy `name`'s component, without
+/// `.wasm` (`prefer-zone` → `prefer_zone`).
+fn wasm_stem(name: &str) -> String {
+    name.replace('-', "_")
 }
 
 /// A policy name is its crate's name and what `describe` reports: lower

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use super::{Phases, sample_files};
+use super::{Phases, sample_files, wasm_stem};
 
 /// componentize-py, pinned as `policies/install-toolchains.sh` pins it.
 pub const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
@@ -17,13 +17,13 @@ pub fn python_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
     let fill = |template: &str| {
         template
             .replace("{{name}}", name)
-            .replace("{{wasm}}", &name.replace('-', "_"))
+            .replace("{{wasm}}", &wasm_stem(name))
             .replace("{{version}}", COMPONENTIZE_PY_VERSION)
     };
     let files = vec![
         ("src/app.py".to_string(), fill(&policy_source(phases))),
-        ("tests/test_app.py".into(), fill(&tests_source(phases))),
-        ("wit/policy.wit".into(), include_str!("../../../wit/0.1.0/policy.wit").to_string()),
+        ("tests/test_app.py".into(), TESTS.replace("{{tests}}", &phases.pick(FILTER_TEST, SCORE_TEST))),
+        ("wit/policy.wit".into(), sample_files::CONTRACT_WIT.to_string()),
         ("requirements.txt".into(), fill("componentize-py=={{version}}\n")),
         (".gitignore".into(), GITIGNORE.to_string()),
         (format!("{name}.yaml"), fill(&sample_files::settings(phases))),
@@ -38,35 +38,13 @@ fn python_bool(on: bool) -> &'static str {
 }
 
 fn policy_source(phases: Phases) -> String {
-    let mut doc = String::new();
-    let mut reads = String::new();
-    if phases.filter {
-        doc += "Filter: nodes labelled `<avoidLabel>=true` (default `wasmsched.io/avoid`)\nare rejected.\n";
-        reads += FILTER_SETTINGS;
-    }
-    if phases.score {
-        doc += "Score: the share of the node's CPU left free once the pod is placed\n\
-                (0-100), plus `zoneBonus` (default 50) on nodes in `preferredZone`.\n";
-        reads += SCORE_SETTINGS;
-    }
     POLICY
-        .replace("{{doc}}", &doc)
-        .replace("{{reads}}", &reads)
+        .replace("{{doc}}", &sample_files::describe_example(phases, ""))
+        .replace("{{reads}}", &phases.pick(FILTER_SETTINGS, SCORE_SETTINGS))
         .replace("{{filter}}", python_bool(phases.filter))
         .replace("{{score}}", python_bool(phases.score))
         .replace("{{filter_body}}", if phases.filter { FILTER_BODY } else { FILTER_UNUSED })
         .replace("{{score_body}}", if phases.score { SCORE_BODY } else { SCORE_UNUSED })
-}
-
-fn tests_source(phases: Phases) -> String {
-    let mut tests = String::new();
-    if phases.filter {
-        tests += FILTER_TEST;
-    }
-    if phases.score {
-        tests += SCORE_TEST;
-    }
-    TESTS.replace("{{tests}}", &tests)
 }
 
 const POLICY: &str = r#""""{{name}}: a wasmsched scheduling policy, in Python.

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use super::{Phases, sample_files, sdk_copy};
+use super::{Phases, sample_files, sdk_copy, wasm_stem};
 
 /// Every file of a project for policy `name` (checked by `check_name`).
 pub fn rust_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
@@ -20,7 +20,7 @@ pub fn rust_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
         template
             .replace("{{name}}", name)
             .replace("{{Type}}", &type_name)
-            .replace("{{wasm}}", &name.replace('-', "_"))
+            .replace("{{wasm}}", &wasm_stem(name))
             .replace("{{phases}}", phases_const(phases))
     };
     let mut files = vec![
@@ -45,14 +45,16 @@ fn phases_const(phases: Phases) -> &'static str {
 }
 
 fn policy_source(phases: Phases) -> String {
-    let mut doc = String::from("//! {{name}}: a wasmsched scheduling policy.\n//!\n");
+    let doc = format!(
+        "//! {{{{name}}}}: a wasmsched scheduling policy.\n//!\n{}",
+        sample_files::describe_example(phases, "//! ")
+    );
     let mut fields = String::new();
     let mut reads = String::new();
     let mut inits = String::new();
     let mut methods = String::new();
     let mut tests = String::new();
     if phases.filter {
-        doc += "//! Filter: nodes labelled `<avoidLabel>=true` (default\n//! `wasmsched.io/avoid`) are rejected.\n";
         fields += "    avoid_label: String,\n";
         inits +=
             "            avoid_label: config.str(\"avoidLabel\")?.unwrap_or(\"wasmsched.io/avoid\").to_string(),\n";
@@ -60,8 +62,6 @@ fn policy_source(phases: Phases) -> String {
         tests += FILTER_TEST;
     }
     if phases.score {
-        doc += "//! Score: the share of the node's CPU left free once the pod is placed\n\
-                //! (0-100), plus `zoneBonus` (default 50) on nodes in `preferredZone`.\n";
         fields += "    preferred_zone: Option<String>,\n    zone_bonus: f64,\n";
         reads += SCORE_SETTINGS;
         inits += "            preferred_zone: config.str(\"preferredZone\")?.map(str::to_string),\n            zone_bonus,\n";

@@ -12,14 +12,27 @@ pub fn settings(phases: Phases) -> String {
          # they go under `config:` in the policy ConfigMap (README). YAML or\n\
          # JSON; every key optional.\n",
     );
-    if phases.filter {
-        text += "# Nodes labelled <avoidLabel>=true are rejected.\navoidLabel: wasmsched.io/avoid\n";
-    }
-    if phases.score {
-        text += "# Nodes in this zone (topology.kubernetes.io/zone) get zoneBonus more.\npreferredZone: zone-b\nzoneBonus: 50\n";
-    }
+    text += &phases.pick(
+        "# Nodes labelled <avoidLabel>=true are rejected.\navoidLabel: wasmsched.io/avoid\n",
+        "# Nodes in this zone (topology.kubernetes.io/zone) get zoneBonus more.\npreferredZone: zone-b\nzoneBonus: 50\n",
+    );
     text
 }
+
+/// What the example policy does, as comment lines starting with `prefix`
+/// (`//! `, `// `, or nothing inside a Python docstring).
+pub fn describe_example(phases: Phases, prefix: &str) -> String {
+    let lines = phases.pick(
+        "Filter: nodes labelled `<avoidLabel>=true` (default `wasmsched.io/avoid`)\n\
+         are rejected.\n",
+        "Score: the share of the node's CPU left free once the pod is placed\n\
+         (0-100), plus `zoneBonus` (default 50) on nodes in `preferredZone`.\n",
+    );
+    lines.lines().map(|line| format!("{prefix}{line}\n")).collect()
+}
+
+/// The contract the Python and JavaScript projects carry (`wit/policy.wit`).
+pub const CONTRACT_WIT: &str = include_str!("../../../wit/0.1.0/policy.wit");
 
 /// The policy's entry in a policy ConfigMap, `NAME.yaml` (wasmsched's
 /// bundle form, with `{{name}}` and `{{wasm}}` to fill in): the settings
