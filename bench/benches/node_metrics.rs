@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use wasmsched::metrics::prometheus;
-use wasmsched::metrics::{MetricSource, MetricSpec, MetricsCache};
+use wasmsched::node_metrics::prometheus;
+use wasmsched::node_metrics::{MetricSource, MetricSpec, MetricsCache};
 use wasmsched::sim::SimOptions;
 use wasmsched_bench::scheduling_basic::{self, Scoring};
 

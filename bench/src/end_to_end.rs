@@ -3,7 +3,7 @@
 //! nodes and pods, the wasm least-allocated policy, leader election off.
 //! Pods are created while the scheduler runs; the clock stops when the last
 //! binding lands at the API server. Also reports where the time went: the
-//! cycles, the binding round trips, and CPU per thread.
+//! attempts, the binding round trips, and CPU per thread.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -107,17 +107,17 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> Result<B
         "wasmsched_policy_call_duration_seconds",
         "{policy=\"least-allocated\",phase=\"score\"}",
     );
-    let (cycle_sum, cycles) = sum_and_count(&metrics, ATTEMPT_DURATION, &format!("{{{SCHEDULED}}}"));
+    let (attempt_sum, attempts) = sum_and_count(&metrics, ATTEMPT_DURATION, &format!("{{{SCHEDULED}}}"));
     let mut details = BTreeMap::new();
     details.insert("bindConcurrency".into(), bind_concurrency as f64);
     details.insert("bindingRoundTripMs".into(), bind_sum / binds.max(1.0) * 1e3);
-    details.insert("schedulingThreadSeconds".into(), cycle_sum);
+    details.insert("schedulingThreadSeconds".into(), attempt_sum);
     details.insert("podsCreatedSeconds".into(), created.as_secs_f64());
     let mut notes = vec![
         format!(
-            "bind concurrency {bind_concurrency}; pods created in {:.2} s; cycles {cycles:.0} × {:.0} µs = {cycle_sum:.2} s on the scheduling thread; bindings {binds:.0} × {:.2} ms round trip",
+            "bind concurrency {bind_concurrency}; pods created in {:.2} s; attempts {attempts:.0} × {:.0} µs = {attempt_sum:.2} s on the scheduling thread; bindings {binds:.0} × {:.2} ms round trip",
             created.as_secs_f64(),
-            cycle_sum / cycles.max(1.0) * 1e6,
+            attempt_sum / attempts.max(1.0) * 1e6,
             bind_sum / binds.max(1.0) * 1e3
         ),
         format!("CPU by thread during the run (wall {:.2} s):", wall.as_secs_f64()),

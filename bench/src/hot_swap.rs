@@ -2,7 +2,7 @@
 //! load) while, every `swap_every`, a new version of the policy is parsed,
 //! compiled, initialised and smoke-run on another thread, then warmed with
 //! the node table on a thread of its own — the path a ConfigMap update
-//! takes in `wasmsched run` — and swapped in between two cycles.
+//! takes in `wasmsched run` — and swapped in between two attempts.
 //!
 //! Throughput is counted in 100 ms windows. The dip is the throughput of
 //! the second that starts when an update begins, against the median second
@@ -20,7 +20,7 @@ use super::cluster::{node, pod};
 use super::{BenchResult, peak_rss_mib, quantile_us};
 use wasmsched::policy::bundle::{load_bundle, parse_bundle};
 use wasmsched::policy::remote::Fetcher;
-use wasmsched::scheduler::{Attempt, PolicySet, Scheduler, SchedulerConfig};
+use wasmsched::scheduler::{Attempt, ClusterEvent, EventReport, PolicySet, Scheduler, SchedulerConfig};
 use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
 const WINDOW: Duration = Duration::from_millis(100);
@@ -129,7 +129,9 @@ fn measure(compile: &Compile, nodes: usize, duration: Duration, updates: Updates
     let mut scheduler = Scheduler::new(SchedulerConfig::default(), compile()?);
     let origin = Instant::now();
     for i in 0..nodes {
-        scheduler.node_upserted(&node(i), Duration::ZERO)?;
+        if let EventReport::Ignored(why) = scheduler.apply(ClusterEvent::applied(node(i)), Duration::ZERO) {
+            return Err(why);
+        }
     }
 
     // The "ConfigMap updates": a thread that validates a new version every
@@ -194,7 +196,7 @@ fn measure(compile: &Compile, nodes: usize, duration: Duration, updates: Updates
             just_swapped = true;
         }
         let now = origin.elapsed();
-        scheduler.pod_upserted(Arc::new(pod(run.placed)), now);
+        let _ = scheduler.apply(ClusterEvent::applied(pod(run.placed)), now);
         match scheduler.schedule_next(now) {
             Some(Attempt::Placed { pod, node, record }) => {
                 run.fallbacks += usize::from(record.fallback.is_some());

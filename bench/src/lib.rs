@@ -13,7 +13,7 @@
 //! - `real_drain`: a backlog drained on a real kube-apiserver by
 //!   kube-scheduler and by wasmsched in turn;
 //! - `EndToEnd`: the Kubernetes backend against the in-process fake API
-//!   server (watch → cycle → bind → events).
+//!   server (watch → attempt → bind → events).
 
 pub mod cluster;
 pub mod end_to_end;

@@ -1,6 +1,6 @@
 //! SchedulingBasic and WithMetrics: the simulator core over a synthetic
 //! cluster (every feasible node scored unless node sampling is asked for).
-//! Wall time covers loading the objects into the core and every cycle and
+//! Wall time covers loading the objects into the core and every attempt and
 //! in-memory bind.
 
 use std::path::Path;
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::cluster::cluster;
 use super::{BenchResult, peak_rss_mib, quantile_us};
-use wasmsched::metrics::{MetricSource, MetricSpec, MetricsCache};
+use wasmsched::node_metrics::{MetricSource, MetricSpec, MetricsCache};
 use wasmsched::scheduler::{NodeSampling, PolicySet, WeightedPolicy};
 use wasmsched::sim::{SimOptions, simulate};
 use wasmsched_runtime::{NoMetrics, NodeMetrics};

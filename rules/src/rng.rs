@@ -1,6 +1,6 @@
 /// A small, fast, reproducible generator (SplitMix64): the scheduler breaks
 /// score ties with it, and policies that randomise seed it from the SDK's
-/// `Cycle::seed`, so a simulation with a fixed `--seed` makes the same
+/// `Attempt::seed`, so a simulation with a fixed `--seed` makes the same
 /// choices every run.
 #[derive(Debug, Clone)]
 pub struct SplitMix64 {

@@ -10,7 +10,7 @@ use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, Was
 
 use crate::facts::{MetricSample, NodeId};
 use crate::limits::CappedLimiter;
-use crate::metrics::NodeMetrics;
+use crate::node_metrics::NodeMetrics;
 use crate::node_table::NodeTable;
 
 /// How much of a policy's stderr (panic messages) is kept for error reports.

@@ -14,7 +14,7 @@ use crate::error::PolicyError;
 use crate::facts::{Candidate, FilterOutcome, PodFacts, PolicyInfo};
 use crate::instance::{InstanceFactory, PolicyInstance};
 use crate::limits::PolicyLimits;
-use crate::metrics::NodeMetrics;
+use crate::node_metrics::NodeMetrics;
 use crate::node_table::NodeTable;
 use crate::ticker::EpochTicker;
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::error::PolicyError;
 use crate::facts::{Candidate, FilterOutcome, NodeFacts, PodFacts, Resources, Taint, TaintEffect};
 use crate::loaded::{LoadedPolicy, PolicyContext};
-use crate::metrics::NoMetrics;
+use crate::node_metrics::NoMetrics;
 use crate::node_table::NodeTable;
 
 const GI: u64 = 1 << 30;

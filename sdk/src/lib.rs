@@ -16,7 +16,7 @@
 //!         Ok(MostFreeCpu)
 //!     }
 //!
-//!     fn score(&self, _cycle: &Cycle<'_>, _pod: &Pod, node: &NodeView<'_>) -> f64 {
+//!     fn score(&self, _attempt: &Attempt<'_>, _pod: &Pod, node: &NodeView<'_>) -> f64 {
 //!         node.free_milli_cpu() as f64
 //!     }
 //! }
@@ -65,7 +65,9 @@ pub use bindings::wasmsched::policy::types::{
 pub use config::Config;
 pub use policy::{Phases, Policy};
 pub use runtime::{Columns, Verdicts};
-pub use view::{Cycle, Node, NodeView, Pod, Usage, least_allocated_score};
+#[allow(deprecated)]
+pub use view::Cycle;
+pub use view::{Attempt, Node, NodeView, Pod, Usage, least_allocated_score};
 pub use wasmsched_rules::SplitMix64;
 /// Kubernetes resource quantities, parsed as the scheduler parses them.
 pub use wasmsched_rules::quantity;

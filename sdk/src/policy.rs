@@ -1,4 +1,4 @@
-use crate::{Columns, Config, Cycle, NodeView, Pod, ScoreOrder, Verdicts};
+use crate::{Attempt, Columns, Config, NodeView, Pod, ScoreOrder, Verdicts};
 
 /// Which phases a policy takes part in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +37,7 @@ pub trait Policy: Sized + 'static {
     /// instances running side by side (its `parallelism`), each seeing a
     /// part of them. Leave it `false` when a score is relative to the other
     /// candidates (the cheapest of them, a rank) or draws from
-    /// [`Cycle::rng`] across nodes: every call then sees every candidate.
+    /// [`Attempt::rng`] across nodes: every call then sees every candidate.
     const INDEPENDENT_NODES: bool = false;
 
     /// Reads and validates the configuration. An error rejects the policy when
@@ -47,7 +47,7 @@ pub trait Policy: Sized + 'static {
     /// `Err(reason)` rejects the node for this pod. The reason appears in the
     /// pod's `FailedScheduling` message, counted like kube-scheduler's, so
     /// phrase it like kube does: `node(s) are not labelled for app web`.
-    fn filter(&self, _cycle: &Cycle<'_>, _pod: &Pod, _node: &NodeView<'_>) -> Result<(), String> {
+    fn filter(&self, _attempt: &Attempt<'_>, _pod: &Pod, _node: &NodeView<'_>) -> Result<(), String> {
         Ok(())
     }
 
@@ -56,13 +56,13 @@ pub trait Policy: Sized + 'static {
     /// instead of once per node, or to fail the phase with a message.
     fn filter_all(
         &self,
-        cycle: &Cycle<'_>,
+        attempt: &Attempt<'_>,
         pod: &Pod,
         nodes: &[NodeView<'_>],
         verdicts: &mut Verdicts,
     ) -> Result<(), String> {
         for node in nodes {
-            if let Err(reason) = self.filter(cycle, pod, node) {
+            if let Err(reason) = self.filter(attempt, pod, node) {
                 verdicts.reject(node.index(), &reason);
             }
         }
@@ -70,15 +70,15 @@ pub trait Policy: Sized + 'static {
     }
 
     /// The raw score of one node: finite, magnitude at most 2^53.
-    fn score(&self, _cycle: &Cycle<'_>, _pod: &Pod, _node: &NodeView<'_>) -> f64 {
+    fn score(&self, _attempt: &Attempt<'_>, _pod: &Pod, _node: &NodeView<'_>) -> f64 {
         0.0
     }
 
     /// Scores every candidate at once. Override this when a score depends on
     /// the other nodes, or to fail the whole phase with a message (the host
     /// then places the pod with its fallback and records why).
-    fn score_all(&self, cycle: &Cycle<'_>, pod: &Pod, nodes: &[NodeView<'_>]) -> Result<Vec<f64>, String> {
-        Ok(nodes.iter().map(|node| self.score(cycle, pod, node)).collect())
+    fn score_all(&self, attempt: &Attempt<'_>, pod: &Pod, nodes: &[NodeView<'_>]) -> Result<Vec<f64>, String> {
+        Ok(nodes.iter().map(|node| self.score(attempt, pod, node)).collect())
     }
 
     /// Optional fast path for scores computed from a node's facts and a
@@ -90,7 +90,7 @@ pub trait Policy: Sized + 'static {
     /// see docs/benchmarks.md.
     fn score_columns(
         &self,
-        _cycle: &Cycle<'_>,
+        _attempt: &Attempt<'_>,
         _pod: &Pod,
         _columns: &Columns<'_>,
     ) -> Option<Result<Vec<f64>, String>> {

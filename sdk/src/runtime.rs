@@ -3,7 +3,7 @@
 //! the wasm export (module `guest`) and the native test harness.
 
 use crate::{
-    Candidates, Config, Cycle, FilterVerdicts, Node, NodeChange, NodeView, Phases, Pod, PodInfo, Policy, PolicyInfo,
+    Attempt, Candidates, Config, FilterVerdicts, Node, NodeChange, NodeView, Phases, Pod, PodInfo, Policy, PolicyInfo,
 };
 
 /// Describes a policy type from its constants.
@@ -223,23 +223,23 @@ impl<P: Policy> Instance<P> {
 
     pub fn filter(&self, pod: PodInfo, candidates: &Candidates) -> Result<FilterVerdicts, String> {
         let pod = Pod::from(pod);
-        let cycle = Cycle::new(0, &candidates.nodes);
+        let attempt = Attempt::new(0, &candidates.nodes);
         check_lengths(candidates)?;
         let views = self.nodes.views(candidates)?;
         let mut verdicts = Verdicts::new(views.len());
-        self.policy.filter_all(&cycle, &pod, &views, &mut verdicts)?;
+        self.policy.filter_all(&attempt, &pod, &views, &mut verdicts)?;
         Ok(FilterVerdicts { reasons: verdicts.reasons, verdicts: verdicts.verdicts })
     }
 
     pub fn score(&self, pod: PodInfo, candidates: &Candidates, seed: u64) -> Result<Vec<f64>, String> {
         let pod = Pod::from(pod);
-        let cycle = Cycle::new(seed, &candidates.nodes);
+        let attempt = Attempt::new(seed, &candidates.nodes);
         check_lengths(candidates)?;
-        if let Some(scores) = self.policy.score_columns(&cycle, &pod, &Columns::new(&self.nodes, candidates)) {
+        if let Some(scores) = self.policy.score_columns(&attempt, &pod, &Columns::new(&self.nodes, candidates)) {
             return scores;
         }
         let views = self.nodes.views(candidates)?;
-        self.policy.score_all(&cycle, &pod, &views)
+        self.policy.score_all(&attempt, &pod, &views)
     }
 }
 

@@ -1,5 +1,5 @@
 //! Typed views over what the host sends: the pod being scheduled, the nodes in
-//! the policy's table, and the per-cycle numbers of each candidate.
+//! the policy's table, and the per-attempt numbers of each candidate.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -233,17 +233,21 @@ pub fn least_allocated_score(node: &Node, nonzero_cpu: u64, nonzero_memory: u64,
     )
 }
 
-/// Per-call context: the seed, and node metrics fetched lazily, one host
-/// crossing per metric for all candidates.
-pub struct Cycle<'a> {
+/// The scheduling attempt a call belongs to: its seed, and node metrics
+/// fetched lazily, one host crossing per metric for all candidates.
+pub struct Attempt<'a> {
     seed: u64,
     candidates: &'a [NodeId],
     metrics: RefCell<Vec<(String, Vec<Option<MetricSample>>)>>,
 }
 
-impl<'a> Cycle<'a> {
+/// The name this type had before 0.1's SDK said "attempt" everywhere.
+#[deprecated(note = "renamed to `Attempt`")]
+pub type Cycle<'a> = Attempt<'a>;
+
+impl<'a> Attempt<'a> {
     pub(crate) fn new(seed: u64, candidates: &'a [NodeId]) -> Self {
-        Cycle { seed, candidates, metrics: RefCell::new(Vec::new()) }
+        Attempt { seed, candidates, metrics: RefCell::new(Vec::new()) }
     }
 
     /// Derived by the host from its `--seed` and the pod.

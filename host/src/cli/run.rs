@@ -11,7 +11,7 @@ use wasmsched::kubernetes::ConfigMapRef;
 use wasmsched::kubernetes::config::{
     ConfigurationFile, Flags, LeaderElectionFlags, PolicyOrigin, RunConfig, TenantFlags, load, resolve,
 };
-use wasmsched::metrics::MetricsFile;
+use wasmsched::node_metrics::MetricsFile;
 use wasmsched::policy::flags::{LimitArgs, parse_duration, parse_policy_spec};
 use wasmsched::policy::remote::Fetcher;
 use wasmsched::scheduler::NodeSampling;

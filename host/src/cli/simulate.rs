@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use wasmsched::metrics::StaticMetrics;
+use wasmsched::node_metrics::StaticMetrics;
 use wasmsched::scheduler::{AttemptWorkers, BuiltinScoring, NodeSampling};
 use wasmsched::sim::{DEFAULT_METRICS, DEFAULT_SCENARIO, Manifests, SimOptions, report, simulate};
 use wasmsched_runtime::{NoMetrics, NodeMetrics};
@@ -66,7 +66,7 @@ pub struct SimulateArgs {
     pub parallelism: Option<u16>,
     #[arg(long, value_enum, default_value = "table")]
     pub output: OutputFormat,
-    /// Print the decision record of this pod (NAME or NAMESPACE/NAME).
+    /// Print the attempt record of this pod (NAME or NAMESPACE/NAME).
     #[arg(long, value_name = "POD")]
     pub explain: Option<String>,
     /// Continue with the valid documents when some are malformed.

@@ -189,10 +189,10 @@ impl PodInfo {
             facts,
             requests,
             host_ports,
-            node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
-            scheduler_name: spec.scheduler_name.clone().unwrap_or_else(|| "default-scheduler".into()),
+            node_name: bound_node(pod).map(str::to_string),
+            scheduler_name: scheduler_name(pod).to_string(),
             gated: spec.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty()),
-            terminal: matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")),
+            terminal: is_terminal(pod),
             terminating: meta.deletion_timestamp.is_some(),
             constraints: constraints.map(Arc::new),
             start_time: pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0.as_second()),
@@ -204,6 +204,21 @@ impl PodInfo {
     pub fn annotation(&self, key: &str) -> Option<&str> {
         self.facts.annotations.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
+}
+
+/// `spec.nodeName`: the node the pod is bound to, if any.
+pub fn bound_node(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())
+}
+
+/// `spec.schedulerName`, or kube's default when it is not set.
+pub fn scheduler_name(pod: &Pod) -> &str {
+    pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()).unwrap_or("default-scheduler")
+}
+
+/// Succeeded or Failed: the pod holds nothing any more.
+pub fn is_terminal(pod: &Pod) -> bool {
+    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
 }
 
 pub(crate) fn selector_term(t: &k8s_openapi::api::core::v1::NodeSelectorTerm) -> NodeSelectorTerm {

@@ -1,6 +1,6 @@
 //! The scheduler's view of the cluster: nodes (in the policy node table, plus
 //! readiness) and what every non-terminal pod with a node — bound or
-//! assumed — requests of it. Consecutive cycles read this, so an assumed pod
+//! assumed — requests of it. Consecutive attempts read this, so an assumed pod
 //! is counted before its binding returns and no node is over-committed.
 //! Placed pods are also counted by the selectors that topology spread and
 //! inter-pod affinity ask about, and their anti-affinity terms are indexed,
@@ -12,82 +12,16 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 
-use super::convert::{HostPort, PodInfo, PodKey, node_facts};
+use super::convert::{PodInfo, PodKey, node_facts};
 use super::disruption_budgets::DisruptionBudget;
 use super::domains::{DomainCache, Domains};
 use super::images::{NodeImages, node_images};
-use super::nominations::NominatedPod;
+use super::node_usage::{NodeState, NodeUsage, NominatedPod, PlacedPod};
 use super::placed_terms::PlacedTerms;
-use super::pod_constraints::{AffinityTerm, PodConstraints, WeightedTerm};
-use super::pod_counts::{CountedPod, PerNode, PodClause, PodCounters};
+use super::pod_constraints::{AffinityTerm, WeightedTerm};
+use super::pod_counts::{PerNode, PodClause, PodCounters};
 use super::volumes::Volumes;
-use wasmsched_runtime::{Candidate, NodeId, NodeTable, TaintEffect};
-
-/// What the pods placed on a node request of it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NodeUsage {
-    pub milli_cpu: u64,
-    pub memory: u64,
-    pub ephemeral_storage: u64,
-    pub scalar: BTreeMap<String, u64>,
-    pub nonzero_milli_cpu: u64,
-    pub nonzero_memory: u64,
-    pub pods: u32,
-    pub host_ports: Vec<HostPort>,
-}
-
-impl NodeUsage {
-    pub(crate) fn add(&mut self, pod: &PlacedPod) {
-        let r = &pod.requests;
-        self.milli_cpu += r.milli_cpu;
-        self.memory += r.memory;
-        self.ephemeral_storage += r.ephemeral_storage;
-        for (k, v) in &r.scalar {
-            *self.scalar.entry(k.clone()).or_default() += v;
-        }
-        self.nonzero_milli_cpu += pod.nonzero_milli_cpu;
-        self.nonzero_memory += pod.nonzero_memory;
-        self.pods += 1;
-        self.host_ports.extend(pod.host_ports.iter().cloned());
-    }
-
-    pub(crate) fn remove(&mut self, pod: &PlacedPod) {
-        let r = &pod.requests;
-        self.milli_cpu -= r.milli_cpu;
-        self.memory -= r.memory;
-        self.ephemeral_storage -= r.ephemeral_storage;
-        for (k, v) in &r.scalar {
-            if let Some(e) = self.scalar.get_mut(k) {
-                *e -= v;
-            }
-        }
-        self.nonzero_milli_cpu -= pod.nonzero_milli_cpu;
-        self.nonzero_memory -= pod.nonzero_memory;
-        self.pods -= 1;
-        for port in &pod.host_ports {
-            if let Some(i) = self.host_ports.iter().position(|p| p == port) {
-                self.host_ports.swap_remove(i);
-            }
-        }
-    }
-
-    pub fn scalar(&self, name: &str) -> u64 {
-        self.scalar.get(name).copied().unwrap_or(0)
-    }
-
-    /// The numbers policies see for this node.
-    pub fn candidate(&self, node: NodeId) -> Candidate {
-        Candidate {
-            node,
-            requested_milli_cpu: self.milli_cpu,
-            requested_memory: self.memory,
-            requested_ephemeral_storage: self.ephemeral_storage,
-            nonzero_requested_milli_cpu: self.nonzero_milli_cpu,
-            nonzero_requested_memory: self.nonzero_memory,
-            pod_count: self.pods,
-        }
-    }
-}
+use wasmsched_runtime::{NodeId, NodeTable, TaintEffect};
 
 /// How long a pod this scheduler has started to delete counts as
 /// terminating without the watch saying so (`ClusterState::expire_evictions`).
@@ -99,61 +33,6 @@ pub const EVICTION_UNCONFIRMED: Duration = Duration::from_secs(90);
 struct Eviction {
     uid: String,
     since: Duration,
-}
-
-/// A pod counted on a node.
-#[derive(Debug, Clone)]
-pub struct PlacedPod {
-    pub node: String,
-    requests: wasmsched_runtime::Resources,
-    nonzero_milli_cpu: u64,
-    nonzero_memory: u64,
-    host_ports: Vec<HostPort>,
-    pub assumed: bool,
-    pub uid: String,
-    pub namespace: String,
-    pub labels: Vec<(String, String)>,
-    pub terminating: bool,
-    pub constraints: Option<Arc<PodConstraints>>,
-    pub priority: i32,
-    pub start_time: Option<i64>,
-}
-
-impl PlacedPod {
-    /// What `pod` would hold on `node`.
-    pub fn of(pod: &PodInfo, node: &str, assumed: bool) -> PlacedPod {
-        PlacedPod {
-            node: node.to_string(),
-            requests: pod.requests.resources.clone(),
-            nonzero_milli_cpu: pod.requests.nonzero_milli_cpu,
-            nonzero_memory: pod.requests.nonzero_memory,
-            host_ports: pod.host_ports.clone(),
-            assumed,
-            uid: pod.uid.clone(),
-            namespace: pod.key.namespace.clone(),
-            labels: pod.facts.labels.clone(),
-            terminating: pod.terminating,
-            constraints: pod.constraints.clone(),
-            priority: pod.facts.priority,
-            start_time: pod.start_time,
-        }
-    }
-
-    fn counted(&self, node: NodeId) -> CountedPod<'_> {
-        CountedPod { namespace: &self.namespace, labels: &self.labels, terminating: self.terminating, node }
-    }
-
-    pub fn anti_affinity(&self) -> &[AffinityTerm] {
-        self.constraints.as_deref().map_or(&[], |c| &c.anti_affinity)
-    }
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct NodeState {
-    pub ready: bool,
-    pub usage: NodeUsage,
-    /// Pods nominated here by a preemption, not placed yet.
-    pub nominated: Vec<NominatedPod>,
 }
 
 #[derive(Debug, Default)]
@@ -201,7 +80,7 @@ impl ClusterState {
         Self::default()
     }
 
-    /// The node table policies mirror; cheap to clone for a cycle.
+    /// The node table policies mirror; cheap to clone for an attempt.
     pub fn table(&self) -> &Arc<NodeTable> {
         &self.table
     }
@@ -343,7 +222,7 @@ impl ClusterState {
         if let Some(id) = id {
             self.count(&placed, id, false);
         }
-        let changed = PlacedPod { terminating, ..placed };
+        let changed = placed.with_terminating(terminating);
         if let Some(id) = id {
             self.count(&changed, id, true);
         }

@@ -87,6 +87,19 @@ impl Volumes {
         self.classes.remove(name);
     }
 
+    /// Every claim held, as (namespace, name).
+    pub fn claim_keys(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.claims.keys().map(|(namespace, name)| (namespace.as_str(), name.as_str()))
+    }
+
+    pub fn volume_names(&self) -> impl Iterator<Item = &str> {
+        self.volumes.keys().map(String::as_str)
+    }
+
+    pub fn class_names(&self) -> impl Iterator<Item = &str> {
+        self.classes.keys().map(String::as_str)
+    }
+
     pub fn claim(&self, namespace: &str, name: &str) -> Option<&Claim> {
         self.claims.get(&(namespace.to_string(), name.to_string()))
     }

@@ -14,10 +14,10 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::status::SchedulerStatus;
+use crate::kubernetes::scheduler_status::SchedulerStatus;
 
 /// The loop wakes at least once a second; this long without a round means
-/// it is stuck (e.g. a cycle wedged outside any deadline).
+/// it is stuck (e.g. an attempt wedged outside any deadline).
 const STALLED_AFTER_SECS: f64 = 30.0;
 
 fn text(code: u16, content_type: &str, body: String) -> Response<Full<Bytes>> {

@@ -25,9 +25,9 @@ use kube::api::{ObjectMeta, PostParams};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::config::LeaderElectionConfig;
-use super::denied;
-use super::status::SchedulerStatus;
+use crate::kubernetes::config::LeaderElectionConfig;
+use crate::kubernetes::scheduler_status::SchedulerStatus;
+use crate::kubernetes::writes::denied;
 
 /// A failure that goes on is logged again at most this often.
 const REPEAT_LOG: Duration = Duration::from_secs(30);

@@ -5,24 +5,26 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::sync::mpsc::Sender;
+
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use anyhow::Context;
 
-use super::binder::{self, BindRequest};
-use super::config::{PolicyOrigin, RunConfig};
-use super::http;
-use super::leader::LeaderElector;
-use super::policy_configmap::{ConfigMapRef, PolicyConfigMapSource};
-use super::policy_dir::PolicyDirSource;
-use super::reporter::PodReporter;
-use super::scheduling_loop::{Input, SchedulingLoop};
-use super::sources::Source;
-use super::status::{ActivePolicy, SchedulerStatus};
-use super::tenant_configmaps::{self, TenantConfigMapSource};
-use crate::metrics::MetricsCache;
-use crate::metrics::refresher::Refresher;
+use crate::kubernetes::config::{LeaderElectionConfig, PolicyOrigin, RunConfig, TenantConfig};
+use crate::kubernetes::hot_swap::configmap::{ConfigMapRef, PolicyConfigMapSource};
+use crate::kubernetes::hot_swap::dir::PolicyDirSource;
+use crate::kubernetes::http;
+use crate::kubernetes::leader::LeaderElector;
+use crate::kubernetes::scheduler_status::{ActivePolicy, SchedulerStatus};
+use crate::kubernetes::scheduling_loop::{Input, SchedulingLoop};
+use crate::kubernetes::tenants::configmaps::{self as tenant_configmaps, TenantConfigMapSource};
+use crate::kubernetes::watch::sources::Source;
+use crate::kubernetes::writes::binder::{self, BindRequest};
+use crate::kubernetes::writes::reporter::PodReporter;
+use crate::node_metrics::MetricsCache;
+use crate::node_metrics::refresher::Refresher;
 use crate::policy::remote::Fetcher;
 use crate::policy::validator::BundleValidator;
 use crate::scheduler::{AttemptWorkers, Profile, Scheduler, SchedulerConfig};
@@ -56,100 +58,20 @@ impl RunningScheduler {
     }
 }
 
-/// Starts scheduling against the cluster `client` talks to.
+/// Starts scheduling against the cluster `client` talks to: builds the
+/// core, spawns the sources and leadership, then the loop that drives the
+/// core, the binder and the reporter.
 pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<RunningScheduler> {
     anyhow::ensure!(!config.profiles.is_empty(), "at least one profile is required");
-    // One pod watch for every profile, as kube-scheduler's one informer.
-    let sources = vec![
-        Source::nodes(),
-        Source::live_pods(),
-        Source::namespaces(),
-        Source::disruption_budgets(),
-        Source::claims(),
-        Source::volumes(),
-        Source::storage_classes(),
-    ];
-    let mut source_names: Vec<String> = sources.iter().map(|s| s.name.clone()).collect();
-    let mut policy_sources: Vec<(String, ConfigMapRef)> = Vec::new();
-    let mut dir_sources: Vec<(String, std::path::PathBuf)> = Vec::new();
-    for p in &config.profiles {
-        match &p.origin {
-            PolicyOrigin::Specs(_) => {}
-            PolicyOrigin::ConfigMap(cm) => policy_sources.push((p.scheduler_name.clone(), cm.clone())),
-            PolicyOrigin::Dir(dir) => dir_sources.push((p.scheduler_name.clone(), dir.clone())),
-        }
-    }
-    source_names.extend(policy_sources.iter().map(|(_, cm)| cm.source_name()));
-    source_names.extend(dir_sources.iter().map(|(_, d)| PolicyDirSource::source_name(d)));
-    // Tenants' ConfigMaps are listed before the first pod is scheduled, so
-    // a pod that opted in is never decided before its policy is known.
-    let tenants_on = config.tenants.settings.enabled;
-    if tenants_on {
-        source_names.push(tenant_configmaps::SOURCE_NAME.to_string());
-    }
-    if !config.metrics.is_empty() {
-        source_names.push(NODE_METRICS_SOURCE.to_string());
-    }
-    // What each profile runs until its hot-swapped source (if any) answers.
-    let mut initial: Vec<_> = config.profiles.iter().map(|p| p.initial_policies()).collect();
-    let active: Vec<ActivePolicy> = config
-        .profiles
-        .iter()
-        .zip(&initial)
-        .flat_map(|(p, set)| ActivePolicy::of_set(&p.scheduler_name, set))
-        .collect();
-    let mut le = config.leader_election.clone();
-    if le.namespace.is_empty() {
-        // In a pod, its own namespace; outside, the kubeconfig context's.
-        le.namespace = client.default_namespace().to_string();
-    }
-    let lease = le.enabled.then(|| format!("{}/{} as {}", le.namespace, le.name, le.identity));
-    if let Some(lease) = &lease {
-        tracing::info!("leader election on Lease {lease}");
-    }
-    let status = Arc::new(SchedulerStatus::new(lease, &source_names, active));
-
-    let rest = initial.split_off(1);
-    let mut profiles = config.profiles.into_iter();
-    let first = profiles.next().expect("checked above");
-    let controller = first.scheduler_name.clone();
-    let mut scheduler = Scheduler::new(
-        SchedulerConfig {
-            scheduler_name: first.scheduler_name,
-            seed: config.seed,
-            sampling: first.sampling,
-            scoring: first.scoring,
-        },
-        initial.remove(0),
-    )
-    .with_workers(AttemptWorkers::new(config.parallelism).context("starting the parallelism threads")?);
-    for (p, policies) in profiles.zip(rest) {
-        scheduler.add_profile(Profile {
-            scheduler_name: p.scheduler_name,
-            policies,
-            sampling: p.sampling,
-            scoring: p.scoring,
-        });
-    }
-    scheduler.configure_tenants(config.tenants.settings.clone());
+    let sources = Sources::of(&config);
+    let le = lease_settings(&client, &config);
+    let status = Arc::new(SchedulerStatus::new(le.lease(), &sources.names(&config), active_policies(&config)));
+    let tenants = config.tenants.clone();
+    let mut scheduler = build_scheduler(&config)?;
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    // Node metrics: refreshed in the background, read by policies from
-    // memory. Readiness waits for one refresh attempt of each, so the
-    // first pods are not decided without data that is on its way.
     if !config.metrics.is_empty() {
-        let cache = Arc::new(MetricsCache::new(config.metrics.clone()));
-        scheduler = scheduler.with_metrics(cache.clone());
-        status.set_node_metrics(cache.clone());
-        let http = reqwest::Client::builder().build()?;
-        Refresher { cache: cache.clone(), http, kube: Some(client.clone()) }.spawn(shutdown_rx.clone());
-        let ready = status.clone();
-        tokio::spawn(async move {
-            while !cache.first_refresh_done() {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            ready.set_synced(NODE_METRICS_SOURCE);
-        });
+        scheduler = start_node_metrics(scheduler, &config, &client, &status, shutdown_rx.clone())?;
     }
     let http_addr = match config.http_addr {
         Some(addr) => Some(http::serve(addr, status.clone(), shutdown_rx.clone()).await?.0),
@@ -159,57 +81,8 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let (inputs_tx, inputs_rx) = std::sync::mpsc::channel::<Input>();
     let (binds_tx, binds_rx) = mpsc::unbounded_channel::<BindRequest>();
     let (reports_tx, reports_rx) = mpsc::unbounded_channel();
-
-    let mut watches: Vec<JoinHandle<()>> =
-        sources.into_iter().map(|s| tokio::spawn(s.run(client.clone(), inputs_tx.clone()))).collect();
-    if !policy_sources.is_empty() || !dir_sources.is_empty() || tenants_on {
-        // Loads happen while pods are being scheduled: one core at most.
-        let mut engine = PolicyEngine::for_background()?;
-        if let Some(dir) = &config.cache_dir {
-            engine = engine.with_cache_dir(dir);
-        }
-        let engine = Arc::new(engine);
-        if tenants_on {
-            let t = &config.tenants;
-            let validator = Arc::new(BundleValidator::for_tenants(engine.clone(), t.limits.clone(), t.max_policies));
-            let source =
-                TenantConfigMapSource::new(t.settings.clone(), validator, controller.clone(), le.identity.clone());
-            watches.push(tokio::spawn(source.run(client.clone(), inputs_tx.clone(), status.clone())));
-        }
-        let validator = Arc::new(BundleValidator::for_profiles(
-            engine,
-            config.policy_limits.clone(),
-            Fetcher::new(config.cache_dir.clone()),
-        ));
-        for (profile, dir) in dir_sources {
-            let source = PolicyDirSource::new(dir, profile, validator.clone());
-            let (tx, status) = (inputs_tx.clone(), status.clone());
-            std::thread::Builder::new().name("policy-dir".into()).spawn(move || source.run(tx, status))?;
-        }
-        for (profile, configmap) in policy_sources {
-            let source = PolicyConfigMapSource::new(configmap, profile, validator.clone(), le.identity.clone());
-            watches.push(tokio::spawn(source.run(client.clone(), inputs_tx.clone(), status.clone())));
-        }
-    }
-
-    // Leadership: the elector publishes on a watch; the status mirrors it.
-    let (lease_stop_tx, lease_stop_rx) = watch::channel(false);
-    let elector = if le.enabled {
-        let (leader_tx, mut leader_rx) = watch::channel(false);
-        let mirror_status = status.clone();
-        tokio::spawn(async move {
-            while leader_rx.changed().await.is_ok() {
-                let leader = *leader_rx.borrow();
-                mirror_status.set_leader(leader);
-            }
-            mirror_status.set_leader(false);
-        });
-        Some(tokio::spawn(LeaderElector::new(client.clone(), le.clone(), status.clone()).run(leader_tx, lease_stop_rx)))
-    } else {
-        status.set_leader(true);
-        None
-    };
-
+    let watches = sources.spawn(&client, &config, &tenants, &le, &inputs_tx, &status)?;
+    let (elector, lease_stop_tx) = spawn_leadership(&client, &le, &status);
     let binder =
         tokio::spawn(binder::run(client.clone(), binds_rx, inputs_tx.clone(), status.clone(), config.bind_concurrency));
     let reporter = tokio::spawn(
@@ -219,27 +92,222 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let core = SchedulingLoop::new(scheduler, (inputs_tx.clone(), inputs_rx), binds_tx, reports_tx, status.clone());
     let core_thread = std::thread::Builder::new().name("scheduling-loop".into()).spawn(move || core.run())?;
 
-    let sup_status = status.clone();
-    let mut shutdown_wait = shutdown_rx;
-    let supervisor = tokio::spawn(async move {
-        let _ = shutdown_wait.wait_for(|s| *s).await;
+    let stages = Stages { inputs_tx, core_thread, binder, watches, reporter, lease_stop_tx, elector };
+    let supervisor = tokio::spawn(stages.shut_down_on(shutdown_rx, status.clone()));
+    Ok(RunningScheduler { status, http_addr, shutdown: shutdown_tx, supervisor })
+}
+
+/// The watches of a run: the cluster's objects, and each profile's
+/// hot-swapped policy source.
+struct Sources {
+    cluster: Vec<Source>,
+    configmaps: Vec<(String, ConfigMapRef)>,
+    dirs: Vec<(String, std::path::PathBuf)>,
+}
+
+impl Sources {
+    fn of(config: &RunConfig) -> Sources {
+        let mut sources = Sources { cluster: Source::all(), configmaps: Vec::new(), dirs: Vec::new() };
+        for p in &config.profiles {
+            match &p.origin {
+                PolicyOrigin::Specs(_) => {}
+                PolicyOrigin::ConfigMap(cm) => sources.configmaps.push((p.scheduler_name.clone(), cm.clone())),
+                PolicyOrigin::Dir(dir) => sources.dirs.push((p.scheduler_name.clone(), dir.clone())),
+            }
+        }
+        sources
+    }
+
+    /// What readiness waits for. Tenants' ConfigMaps are listed before the
+    /// first pod is scheduled, so a pod that opted in is never decided
+    /// before its policy is known.
+    fn names(&self, config: &RunConfig) -> Vec<String> {
+        let mut names: Vec<String> = self.cluster.iter().map(|s| s.name.clone()).collect();
+        names.extend(self.configmaps.iter().map(|(_, cm)| cm.source_name()));
+        names.extend(self.dirs.iter().map(|(_, d)| PolicyDirSource::source_name(d)));
+        if config.tenants.settings.enabled {
+            names.push(tenant_configmaps::SOURCE_NAME.to_string());
+        }
+        if !config.metrics.is_empty() {
+            names.push(NODE_METRICS_SOURCE.to_string());
+        }
+        names
+    }
+
+    /// Starts every watch; policy sources validate on their own engine.
+    fn spawn(
+        self,
+        client: &kube::Client,
+        config: &RunConfig,
+        tenants: &TenantConfig,
+        le: &LeaderElectionConfig,
+        inputs: &Sender<Input>,
+        status: &Arc<SchedulerStatus>,
+    ) -> anyhow::Result<Vec<JoinHandle<()>>> {
+        let mut watches: Vec<JoinHandle<()>> =
+            self.cluster.into_iter().map(|s| tokio::spawn(s.run(client.clone(), inputs.clone()))).collect();
+        let tenants_on = tenants.settings.enabled;
+        if self.configmaps.is_empty() && self.dirs.is_empty() && !tenants_on {
+            return Ok(watches);
+        }
+        // Loads happen while pods are being scheduled: one core at most.
+        let mut engine = PolicyEngine::for_background()?;
+        if let Some(dir) = &config.cache_dir {
+            engine = engine.with_cache_dir(dir);
+        }
+        let engine = Arc::new(engine);
+        if tenants_on {
+            let validator =
+                Arc::new(BundleValidator::for_tenants(engine.clone(), tenants.limits.clone(), tenants.max_policies));
+            let controller = config.profiles[0].scheduler_name.clone();
+            let source =
+                TenantConfigMapSource::new(tenants.settings.clone(), validator, controller, le.identity.clone());
+            watches.push(tokio::spawn(source.run(client.clone(), inputs.clone(), status.clone())));
+        }
+        let validator = Arc::new(BundleValidator::for_profiles(
+            engine,
+            config.policy_limits.clone(),
+            Fetcher::new(config.cache_dir.clone()),
+        ));
+        for (profile, dir) in self.dirs {
+            let source = PolicyDirSource::new(dir, profile, validator.clone());
+            let (tx, status) = (inputs.clone(), status.clone());
+            std::thread::Builder::new().name("policy-dir".into()).spawn(move || source.run(tx, status))?;
+        }
+        for (profile, configmap) in self.configmaps {
+            let source = PolicyConfigMapSource::new(configmap, profile, validator.clone(), le.identity.clone());
+            watches.push(tokio::spawn(source.run(client.clone(), inputs.clone(), status.clone())));
+        }
+        Ok(watches)
+    }
+}
+
+/// The Lease settings, its namespace filled in: in a pod its own, outside
+/// a cluster the kubeconfig context's.
+fn lease_settings(client: &kube::Client, config: &RunConfig) -> LeaderElectionConfig {
+    let mut le = config.leader_election.clone();
+    if le.namespace.is_empty() {
+        le.namespace = client.default_namespace().to_string();
+    }
+    if let Some(lease) = le.lease() {
+        tracing::info!("leader election on Lease {lease}");
+    }
+    le
+}
+
+/// What each profile runs until its hot-swapped source (if any) answers,
+/// as `/policies` shows it.
+fn active_policies(config: &RunConfig) -> Vec<ActivePolicy> {
+    config.profiles.iter().flat_map(|p| ActivePolicy::of_set(&p.scheduler_name, &p.initial_policies())).collect()
+}
+
+/// The core, with a profile for each configured one.
+fn build_scheduler(config: &RunConfig) -> anyhow::Result<Scheduler> {
+    let mut profiles = config.profiles.iter();
+    let first = profiles.next().expect("checked by start");
+    let mut scheduler = Scheduler::new(
+        SchedulerConfig {
+            scheduler_name: first.scheduler_name.clone(),
+            seed: config.seed,
+            sampling: first.sampling,
+            scoring: first.scoring,
+        },
+        first.initial_policies(),
+    )
+    .with_workers(AttemptWorkers::new(config.parallelism).context("starting the parallelism threads")?);
+    for p in profiles {
+        scheduler.add_profile(Profile {
+            scheduler_name: p.scheduler_name.clone(),
+            policies: p.initial_policies(),
+            sampling: p.sampling,
+            scoring: p.scoring,
+        });
+    }
+    scheduler.configure_tenants(config.tenants.settings.clone());
+    Ok(scheduler)
+}
+
+/// Node metrics: refreshed in the background, read by policies from
+/// memory. Readiness waits for one refresh attempt of each, so the first
+/// pods are not decided without data that is on its way.
+fn start_node_metrics(
+    scheduler: Scheduler,
+    config: &RunConfig,
+    client: &kube::Client,
+    status: &Arc<SchedulerStatus>,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<Scheduler> {
+    let cache = Arc::new(MetricsCache::new(config.metrics.clone()));
+    status.set_node_metrics(cache.clone());
+    let http = reqwest::Client::builder().build()?;
+    Refresher { cache: cache.clone(), http, kube: Some(client.clone()) }.spawn(shutdown);
+    let ready = status.clone();
+    let first_refresh = cache.clone();
+    tokio::spawn(async move {
+        while !first_refresh.first_refresh_done() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        ready.set_synced(NODE_METRICS_SOURCE);
+    });
+    Ok(scheduler.with_metrics(cache))
+}
+
+/// Leadership: the elector publishes on a watch; the status mirrors it.
+/// Without leader election this replica leads at once.
+fn spawn_leadership(
+    client: &kube::Client,
+    le: &LeaderElectionConfig,
+    status: &Arc<SchedulerStatus>,
+) -> (Option<JoinHandle<()>>, watch::Sender<bool>) {
+    let (lease_stop_tx, lease_stop_rx) = watch::channel(false);
+    if !le.enabled {
+        status.set_leader(true);
+        return (None, lease_stop_tx);
+    }
+    let (leader_tx, mut leader_rx) = watch::channel(false);
+    let mirror_status = status.clone();
+    tokio::spawn(async move {
+        while leader_rx.changed().await.is_ok() {
+            let leader = *leader_rx.borrow();
+            mirror_status.set_leader(leader);
+        }
+        mirror_status.set_leader(false);
+    });
+    let elector = LeaderElector::new(client.clone(), le.clone(), status.clone()).run(leader_tx, lease_stop_rx);
+    (Some(tokio::spawn(elector)), lease_stop_tx)
+}
+
+/// What shutdown stops, in order.
+struct Stages {
+    inputs_tx: Sender<Input>,
+    core_thread: std::thread::JoinHandle<()>,
+    binder: JoinHandle<()>,
+    watches: Vec<JoinHandle<()>>,
+    reporter: JoinHandle<()>,
+    lease_stop_tx: watch::Sender<bool>,
+    elector: Option<JoinHandle<()>>,
+}
+
+impl Stages {
+    async fn shut_down_on(self, mut shutdown: watch::Receiver<bool>, status: Arc<SchedulerStatus>) {
+        let _ = shutdown.wait_for(|s| *s).await;
         tracing::info!("shutting down: no new pods, finishing bindings in flight");
-        sup_status.set_stopping();
+        status.set_stopping();
         // The loop stops taking pods, waits for every binding result (and
         // reports it), then exits; its exit closes the binder's queue.
-        let _ = inputs_tx.send(Input::Stop);
-        drop(inputs_tx);
+        let _ = self.inputs_tx.send(Input::Stop);
+        drop(self.inputs_tx);
+        let core_thread = self.core_thread;
         let _ = tokio::task::spawn_blocking(move || core_thread.join()).await;
-        let _ = binder.await;
-        for w in &watches {
+        let _ = self.binder.await;
+        for w in &self.watches {
             w.abort();
         }
-        let _ = tokio::time::timeout(REPORT_FLUSH, reporter).await;
-        lease_stop_tx.send_replace(true);
-        if let Some(e) = elector {
+        let _ = tokio::time::timeout(REPORT_FLUSH, self.reporter).await;
+        self.lease_stop_tx.send_replace(true);
+        if let Some(e) = self.elector {
             let _ = e.await;
         }
         tracing::info!("shut down");
-    });
-    Ok(RunningScheduler { status, http_addr, shutdown: shutdown_tx, supervisor })
+    }
 }

@@ -1,33 +1,31 @@
-//! The one thread that owns the scheduling core. Cluster changes and
-//! binding results arrive on a channel and are applied between cycles, so
-//! a cycle always sees one consistent snapshot; placements leave for the
-//! binder, failures for the reporter.
+//! The one thread that owns the scheduling core: the transport between
+//! the producers and the core. Cluster events and binding results arrive
+//! on a channel and are applied between attempts, so an attempt always
+//! sees one consistent snapshot; placements leave for the binder, failures
+//! for the reporter.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::binder::{BindOutcome, BindRequest, BindResult};
-use super::policy_warm::{PolicyWarmer, Warmed};
-use super::profile_updates::ProfilePolicies;
-use super::reporter::{PodRef, Report};
-use super::sources::ClusterChange;
-use super::status::SchedulerStatus;
-use super::tenant_namespace::TenantPolicies;
-use super::tenant_workers::TenantWorkers;
-use k8s_openapi::api::core::v1::Pod;
-
-use crate::cluster::PodKey;
-use crate::scheduler::{Attempt, Nomination, Scheduler, TenantVerdict};
+use crate::kubernetes::hot_swap::profile_updates::ProfilePolicies;
+use crate::kubernetes::hot_swap::warm::{PolicyWarmer, Warmed};
+use crate::kubernetes::scheduler_status::SchedulerStatus;
+use crate::kubernetes::tenants::namespace::TenantPolicies;
+use crate::kubernetes::tenants::workers::TenantWorkers;
+use crate::kubernetes::writes::binder::{BindOutcome, BindRequest, BindResult};
+use crate::kubernetes::writes::reporter::{PodRef, Report};
+use crate::scheduler::{Attempt, ClusterEvent, EventReport, InvalidPod, Nomination, Scheduler, TenantVerdict};
 
 /// Everything the loop hears, each from the producer that owns its type.
 #[derive(Debug)]
 pub enum Input {
-    /// From the watches (`sources`).
-    Cluster(ClusterChange),
+    /// From the watches (`watch::sources`).
+    Cluster(ClusterEvent),
+    /// A watch's initial list (or a relist) has been applied.
+    Synced(String),
     /// From the binder.
     Bound(BindResult),
     /// From a profile's policy source (`profile_updates`).
@@ -40,12 +38,6 @@ pub enum Input {
     TenantPolicies(TenantPolicies),
     /// Stop taking pods (shutdown).
     Stop,
-}
-
-impl From<ClusterChange> for Input {
-    fn from(c: ClusterChange) -> Self {
-        Input::Cluster(c)
-    }
 }
 
 impl From<BindResult> for Input {
@@ -81,7 +73,7 @@ impl From<TenantPolicies> for Input {
 /// Attempts per round before the loop looks at its inputs again: keeps
 /// cluster changes and binding results flowing under a long queue.
 const BATCH: usize = 32;
-/// Inputs applied per round at most, so a relist cannot starve cycles.
+/// Inputs applied per round at most, so a relist cannot starve attempts.
 const MAX_INPUTS: usize = 4096;
 /// The loop wakes at least this often (liveness, metrics, due pods).
 const IDLE_WAKE: Duration = Duration::from_secs(1);
@@ -92,8 +84,6 @@ pub struct SchedulingLoop {
     binds: UnboundedSender<BindRequest>,
     reports: UnboundedSender<Report>,
     status: Arc<SchedulerStatus>,
-    /// Invalid pods already reported, with the message reported.
-    reported_invalid: HashMap<PodKey, String>,
     /// Bindings handed to the binder whose result has not come back.
     bindings_in_flight: usize,
     /// Stop requested: take no new pods, exit once bindings are done.
@@ -118,7 +108,6 @@ impl SchedulingLoop {
             binds,
             reports,
             status,
-            reported_invalid: HashMap::new(),
             bindings_in_flight: 0,
             draining: false,
             tenant_workers: TenantWorkers::new(loopback.clone()),
@@ -178,7 +167,7 @@ impl SchedulingLoop {
         self.status.set_profile_policies(&profile, active);
     }
 
-    /// Whether decisions may be acted on: this replica leads and is not
+    /// Whether attempts may place pods: this replica leads and is not
     /// shutting down.
     fn may_place(&self) -> bool {
         self.status.is_leader() && !self.status.is_stopping() && !self.draining
@@ -186,77 +175,8 @@ impl SchedulingLoop {
 
     fn apply(&mut self, input: Input, now: Duration) {
         match input {
-            Input::Cluster(change) => match change {
-                ClusterChange::Node(node) => {
-                    self.status.metrics.watch_event("nodes");
-                    if let Err(e) = self.scheduler.node_upserted(&node, now) {
-                        tracing::warn!(error = %e, "node ignored");
-                    }
-                }
-                ClusterChange::NodeGone(name) => {
-                    self.status.metrics.watch_event("nodes");
-                    self.scheduler.node_deleted(&name);
-                }
-                ClusterChange::Pod(pod) => {
-                    self.status.metrics.watch_event("pods");
-                    self.scheduler.pod_upserted(pod.clone(), now);
-                    self.report_if_invalid(&pod);
-                }
-                ClusterChange::PodGone { key, uid } => {
-                    self.status.metrics.watch_event("pods");
-                    self.scheduler.pod_deleted(&key, uid.as_deref(), now);
-                    self.reported_invalid.remove(&key);
-                    let _ = self.reports.send(Report::Forget(key));
-                }
-                ClusterChange::PodsListed(listed) => {
-                    let gone = self.scheduler.reconcile_pods(&listed, now);
-                    if gone > 0 {
-                        tracing::info!(pods = gone, "pods deleted or finished while the watch was down");
-                    }
-                    self.reported_invalid.retain(|key, _| listed.contains(key));
-                }
-                ClusterChange::Namespace(namespace) => {
-                    self.status.metrics.watch_event("namespaces");
-                    self.scheduler.namespace_upserted(&namespace, now);
-                }
-                ClusterChange::NamespaceGone(name) => {
-                    self.status.metrics.watch_event("namespaces");
-                    self.scheduler.namespace_deleted(&name);
-                }
-                ClusterChange::Budget(budget) => {
-                    self.status.metrics.watch_event("poddisruptionbudgets");
-                    self.scheduler.budget_upserted(&budget);
-                }
-                ClusterChange::BudgetGone { namespace, name } => {
-                    self.status.metrics.watch_event("poddisruptionbudgets");
-                    self.scheduler.budget_deleted(&namespace, &name);
-                }
-                ClusterChange::Claim(claim) => {
-                    self.status.metrics.watch_event("persistentvolumeclaims");
-                    self.scheduler.claim_upserted(&claim, now);
-                }
-                ClusterChange::ClaimGone { namespace, name } => {
-                    self.status.metrics.watch_event("persistentvolumeclaims");
-                    self.scheduler.claim_deleted(&namespace, &name);
-                }
-                ClusterChange::Volume(volume) => {
-                    self.status.metrics.watch_event("persistentvolumes");
-                    self.scheduler.volume_upserted(&volume, now);
-                }
-                ClusterChange::VolumeGone(name) => {
-                    self.status.metrics.watch_event("persistentvolumes");
-                    self.scheduler.volume_deleted(&name);
-                }
-                ClusterChange::StorageClass(class) => {
-                    self.status.metrics.watch_event("storageclasses");
-                    self.scheduler.storage_class_upserted(&class, now);
-                }
-                ClusterChange::StorageClassGone(name) => {
-                    self.status.metrics.watch_event("storageclasses");
-                    self.scheduler.storage_class_deleted(&name);
-                }
-                ClusterChange::Synced(source) => self.status.set_synced(&source),
-            },
+            Input::Cluster(event) => self.cluster_event(event, now),
+            Input::Synced(source) => self.status.set_synced(&source),
             Input::Bound(BindResult { request, outcome }) => {
                 self.bindings_in_flight = self.bindings_in_flight.saturating_sub(1);
                 self.binding_result(request, outcome, now);
@@ -326,33 +246,31 @@ impl SchedulingLoop {
         }
     }
 
-    /// A pending pod of ours that cannot even be evaluated (an unparsable
-    /// quantity, say) is kept, not dropped; its owner hears why.
-    fn report_if_invalid(&mut self, pod: &Pod) {
-        let spec = pod.spec.as_ref();
-        let pending = spec.and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty);
-        let profile = spec.and_then(|s| s.scheduler_name.as_deref()).unwrap_or("default-scheduler");
-        if !pending || !self.scheduler.profiles().any(|p| p.scheduler_name == profile) {
-            return;
+    /// Hands a watch's event to the core and reports what it says to.
+    fn cluster_event(&mut self, event: ClusterEvent, now: Duration) {
+        let (resource, relisted) = (event.resource(), event.is_list());
+        if !relisted {
+            self.status.metrics.watch_event(resource);
         }
-        let key = PodKey::of(pod);
-        let Some(invalid) = self.scheduler.invalid_pods().iter().find(|i| i.key == key) else { return };
-        let message = invalid.message.clone();
-        if self.reported_invalid.get(&key) == Some(&message) {
-            // Our own condition patch comes back as an update: once is enough.
-            return;
+        match self.scheduler.apply(event, now) {
+            EventReport::Nothing => {}
+            EventReport::Ignored(why) => tracing::warn!(resource, error = %why, "object ignored"),
+            EventReport::Invalid(InvalidPod { key, pod, message }) => {
+                tracing::warn!(pod = %key, %message, "pod cannot be scheduled as written");
+                let pod = PodRef::from(&*pod);
+                self.status.metrics.attempt_error(&pod.scheduler_name);
+                let nomination = Nomination::Unchanged;
+                let _ = self.reports.send(Report::Unschedulable { pod, message, fallback: None, nomination });
+            }
+            EventReport::PodsGone(keys) => {
+                if relisted {
+                    tracing::info!(pods = keys.len(), "pods deleted or finished while the watch was down");
+                }
+                for key in keys {
+                    let _ = self.reports.send(Report::Forget(key));
+                }
+            }
         }
-        self.reported_invalid.insert(key.clone(), message.clone());
-        tracing::warn!(pod = %key, %message, "pod cannot be scheduled as written");
-        self.status.metrics.attempt_error(profile);
-        let pod = PodRef {
-            key,
-            uid: pod.metadata.uid.clone().unwrap_or_default(),
-            resource_version: pod.metadata.resource_version.clone().unwrap_or_default(),
-            scheduler_name: profile.to_string(),
-        };
-        let nomination = Nomination::Unchanged;
-        let _ = self.reports.send(Report::Unschedulable { pod, message, fallback: None, nomination });
     }
 
     fn handle(&mut self, attempt: Attempt, now: Duration) {

@@ -153,7 +153,7 @@ const SCORE_SETTINGS: &str = r#"        let zone_bonus = config.f64("zoneBonus")
 const FILTER_METHOD: &str = r#"
     /// `Err(reason)` rejects the node; phrase reasons as kube-scheduler
     /// does, they are counted in the pod's FailedScheduling message.
-    fn filter(&self, _cycle: &Cycle<'_>, _pod: &Pod, node: &NodeView<'_>) -> Result<(), String> {
+    fn filter(&self, _attempt: &Attempt<'_>, _pod: &Pod, node: &NodeView<'_>) -> Result<(), String> {
         match node.label(&self.avoid_label) {
             Some("true") => Err(format!("node(s) had label {}=true", self.avoid_label)),
             _ => Ok(()),
@@ -163,7 +163,7 @@ const FILTER_METHOD: &str = r#"
 
 const SCORE_METHOD: &str = r#"
     /// Higher is better; the scheduler normalises raw scores to 0-100.
-    fn score(&self, _cycle: &Cycle<'_>, pod: &Pod, node: &NodeView<'_>) -> f64 {
+    fn score(&self, _attempt: &Attempt<'_>, pod: &Pod, node: &NodeView<'_>) -> f64 {
         let allocatable = node.allocatable.milli_cpu.max(1);
         let free = node.free_milli_cpu().saturating_sub(pod.requests.milli_cpu);
         let share = (free * 100 / allocatable) as f64;

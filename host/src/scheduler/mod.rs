@@ -1,33 +1,44 @@
 //! The scheduling core: one implementation for every backend.
-//! Data path: cluster changes → queue → built-in filters → policy filters →
-//! built-in and policy scores → assume → bind (by the backend) → confirm or
-//! forget.
+//!
+//! Data path, top to bottom:
+//! - `events`: the cluster events a backend feeds in (`Scheduler::apply`);
+//! - `scheduler_core`: the `Scheduler`, which owns the cluster model and
+//!   the queue, applies events, runs attempts, assumes, and hears how
+//!   bindings went;
+//! - `queue`: active, backoff, unschedulable and gated pods;
+//! - `attempt`: one scheduling attempt for one pod (built-in pass →
+//!   policy filters → scores → the choice) and its record;
+//! - `plugins`: kube-scheduler's default plugins, built in (filters,
+//!   topology, volumes, scores, preemption, queueing hints);
+//! - `policy_set`, `policy_calls`: the profile's wasm policies and how an
+//!   attempt calls them;
+//! - `sampling`: how many nodes an attempt evaluates;
+//! - `tenants`: tenants' own policies, run off the scheduling thread;
+//! - `parallel`: the threads a large cluster's attempts are split over.
 
-pub mod builtin_scores;
-mod core;
-pub mod cycle;
-pub mod decision;
-pub mod filters;
-mod fork_join;
+pub mod attempt;
+pub mod events;
+pub mod parallel;
+pub mod plugins;
 pub mod policy_calls;
 pub mod policy_set;
-pub mod preemption;
 pub mod queue;
-mod queueing_hints;
 pub mod sampling;
+mod scheduler_core;
 pub mod tenants;
-pub mod topology_filters;
-pub mod volume_binding;
-pub mod workers;
 
-pub use self::core::{Attempt, InvalidPod, MAX_JOBS_PER_TENANT, Nomination, Profile, Scheduler, SchedulerConfig};
-pub use builtin_scores::{BuiltinScoring, ScorePart};
-pub use decision::{DecisionRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ReasonHistogram, Verdict};
+pub use attempt::record::{AttemptRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, Verdict};
+pub use events::{Change, ClusterEvent, EventReport, ObjectKey, WatchedKind};
+pub use parallel::AttemptWorkers;
+pub use plugins::preemption::{Preemption, Victim};
+pub use plugins::reasons::ReasonHistogram;
+pub use plugins::scores::{BuiltinScoring, ScorePart};
 pub use policy_set::{PolicySet, WeightedPolicy};
-pub use preemption::{Preemption, Victim};
 pub use queue::QueueSizes;
 pub use sampling::{NodeSampling, NodeWindow};
+pub use scheduler_core::{
+    Attempt, InvalidPod, MAX_JOBS_PER_TENANT, Nomination, PodStanding, Profile, Scheduler, SchedulerConfig,
+};
 pub use tenants::{
     POLICY_ANNOTATION, POLICY_CONFIGMAP_LABEL, Route, TenantJob, TenantSettings, TenantVerdict, default_tenant_limits,
 };
-pub use workers::AttemptWorkers;

@@ -8,9 +8,9 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use super::decision::PolicyCall;
 use super::policy_set::WeightedPolicy;
-use super::workers::AttemptWorkers;
+use crate::scheduler::attempt::record::PolicyCall;
+use crate::scheduler::parallel::workers::AttemptWorkers;
 use wasmsched_runtime::{Candidate, FilterOutcome, PodFacts, PolicyContext, PolicyError};
 
 /// What an attempt's policy calls read besides their arguments, and the

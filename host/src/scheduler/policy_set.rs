@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use super::workers::AttemptWorkers;
 use crate::cluster::PodInfo;
+use crate::scheduler::parallel::workers::AttemptWorkers;
 use wasmsched_runtime::{Candidate, LoadedPolicy, NodeTable, PolicyContext};
 
 #[derive(Debug, Clone)]

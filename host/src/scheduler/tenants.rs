@@ -16,11 +16,11 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::cycle::{Decision, Prefiltered, decide};
 use super::policy_calls::CallScope;
 use super::policy_set::PolicySet;
-use super::workers::AttemptWorkers;
 use crate::cluster::PodInfo;
+use crate::scheduler::attempt::{AttemptOutcome, BuiltinPass, policy_pass};
+use crate::scheduler::parallel::workers::AttemptWorkers;
 use wasmsched_runtime::{LoadedPolicy, NodeTable, PolicyContext, PolicyLimits};
 
 /// The pod annotation that opts a pod in to one of its namespace's policies.
@@ -121,7 +121,7 @@ pub struct TenantJob {
     pub(crate) attempt: u32,
     /// The tenant's one policy, as the version the attempt started with.
     pub(crate) policies: PolicySet,
-    pub(crate) pre: Prefiltered,
+    pub(crate) pre: BuiltinPass,
     pub(crate) ctx: PolicyContext,
     pub(crate) seed: u64,
     pub(crate) started: Instant,
@@ -141,16 +141,17 @@ impl TenantJob {
         // A tenant's policy runs on its job's thread alone: its instances
         // are the tenant's, not the attempt workers'.
         let scope = CallScope { ctx: &ctx, workers: &AttemptWorkers::default() };
-        let outcome =
-            std::panic::catch_unwind(AssertUnwindSafe(|| decide(pre, &pod, &policies, scope, seed, attempt, started)))
-                .map_err(|panic| {
-                    let what = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_default();
-                    format!("evaluating the tenant policy panicked: {what}")
-                });
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            policy_pass(pre, &pod, &policies, scope, seed, attempt, started)
+        }))
+        .map_err(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            format!("evaluating the tenant policy panicked: {what}")
+        });
         TenantVerdict { tenant, pod, outcome, nodes: ctx.nodes }
     }
 }
@@ -159,8 +160,8 @@ impl TenantJob {
 pub struct TenantVerdict {
     pub tenant: String,
     pub pod: Arc<PodInfo>,
-    pub(crate) outcome: Result<Decision, String>,
-    /// The node table the decision was made on (ids are resolved by name).
+    pub(crate) outcome: Result<AttemptOutcome, String>,
+    /// The node table the attempt was made on (ids are resolved by name).
     pub(crate) nodes: Arc<NodeTable>,
 }
 

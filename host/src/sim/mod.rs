@@ -9,5 +9,5 @@ pub use run::{SimOptions, SimReport, simulate};
 
 /// The bundled scenario `wasmsched simulate` runs with no arguments.
 pub const DEFAULT_SCENARIO: &str = include_str!("default-scenario.yaml");
-/// The bundled scenario's node metrics (see `metrics::file`).
+/// The bundled scenario's node metrics (see `node_metrics::file`).
 pub const DEFAULT_METRICS: &str = include_str!("default-metrics.yaml");

@@ -1,10 +1,10 @@
 //! Rendering a simulation: a readable table, JSON, or the placed pods as
-//! YAML ready for `kubectl apply`; and one pod's decision record.
+//! YAML ready for `kubectl apply`; and one pod's attempt record.
 
 use std::fmt::Write;
 
 use super::run::SimReport;
-use crate::scheduler::{DecisionRecord, Verdict};
+use crate::scheduler::{AttemptRecord, Verdict};
 
 fn cpu(milli: u64) -> String {
     if milli.is_multiple_of(1000) { format!("{}", milli / 1000) } else { format!("{milli}m") }
@@ -133,7 +133,7 @@ pub fn yaml(report: &SimReport) -> String {
 }
 
 /// One attempt as a readable table.
-pub fn explain(record: &DecisionRecord) -> String {
+pub fn explain(record: &AttemptRecord) -> String {
     let mut out = String::new();
     let sampled = if record.evaluated < record.nodes {
         format!(" ({} evaluated: node sampling)", record.evaluated)

@@ -8,17 +8,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 
 use super::load::Manifests;
-use crate::cluster::DisruptionBudget;
-use crate::cluster::PodKey;
+use crate::cluster::{ClusterState, DisruptionBudget, PodKey};
 use crate::scheduler::{
-    Attempt, AttemptWorkers, BuiltinScoring, DecisionRecord, NodeSampling, Nomination, PolicySet, Scheduler,
-    SchedulerConfig,
+    Attempt, AttemptRecord, AttemptWorkers, BuiltinScoring, ClusterEvent, EventReport, NodeSampling, Nomination,
+    PodStanding, PolicySet, Scheduler, SchedulerConfig,
 };
 use wasmsched_runtime::LoadedPolicy;
 use wasmsched_runtime::NodeMetrics;
@@ -115,9 +115,9 @@ pub struct SimReport {
     #[serde(serialize_with = "millis")]
     pub wall_time: Duration,
     pub utilisation: Vec<NodeUtilisation>,
-    /// The `--explain` pod's last decision record, with per-node detail.
+    /// The `--explain` pod's last attempt record, with per-node detail.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub explained: Option<DecisionRecord>,
+    pub explained: Option<AttemptRecord>,
     /// The input pods, by key, to print placed pods back as YAML.
     #[serde(skip)]
     pub input_pods: Vec<Arc<Pod>>,
@@ -191,8 +191,10 @@ fn matches_explain(which: &str, key: &PodKey) -> bool {
     }
 }
 
-/// Runs the simulation. Takes the manifests by value: the pods move into the
-/// core without a copy.
+/// Runs the simulation: the manifests loaded into the core as cluster
+/// events, the queue driven to the end on virtual time, then the report.
+/// Takes the manifests by value: the pods move into the core without a
+/// copy.
 pub fn simulate(
     manifests: Manifests,
     policies: PolicySet,
@@ -200,6 +202,14 @@ pub fn simulate(
     options: &SimOptions,
 ) -> Result<SimReport, String> {
     let started = Instant::now();
+    let mut scheduler = new_scheduler(policies, metrics, options);
+    let loaded = load(&mut scheduler, manifests)?;
+    let drive = drive(&mut scheduler, loaded.pending, options);
+    Ok(report(&scheduler, loaded, drive, started.elapsed()))
+}
+
+/// The core as `options` configure it, tenants' policies included.
+fn new_scheduler(policies: PolicySet, metrics: Arc<dyn NodeMetrics>, options: &SimOptions) -> Scheduler {
     let config = SchedulerConfig {
         scheduler_name: options.scheduler_name.clone(),
         seed: options.seed,
@@ -217,121 +227,146 @@ pub fn simulate(
     if let Some(which) = options.explain.clone() {
         scheduler.explain(move |key| matches_explain(&which, key));
     }
-    let mut now = Duration::ZERO;
-    for namespace in &manifests.namespaces {
-        scheduler.namespace_upserted(namespace, now);
-    }
-    for node in &manifests.nodes {
-        scheduler.node_upserted(node, now)?;
-    }
-    for budget in &manifests.budgets {
-        scheduler.budget_upserted(&simulated_budget(budget, &manifests.pods));
-    }
-    for class in &manifests.storage_classes {
-        scheduler.storage_class_upserted(class, now);
-    }
-    for volume in &manifests.volumes {
-        scheduler.volume_upserted(volume, now);
-    }
-    for claim in &manifests.claims {
-        scheduler.claim_upserted(claim, now);
-    }
-    let input_pods: Vec<Arc<Pod>> = manifests.pods.into_iter().map(Arc::new).collect();
-    let mut bound_before = 0;
-    let mut pending = 0;
-    let mut other_schedulers = 0;
-    for pod in &input_pods {
-        let spec = pod.spec.as_ref();
-        let terminal = matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"));
-        match spec.and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) {
-            Some(_) if !terminal => bound_before += 1,
-            Some(_) => {}
-            None if terminal => {}
-            None if spec.and_then(|s| s.scheduler_name.as_deref()).unwrap_or("default-scheduler")
-                == options.scheduler_name =>
-            {
-                pending += 1
-            }
-            None => other_schedulers += 1,
-        }
-        scheduler.pod_upserted(pod.clone(), now);
-    }
+    scheduler
+}
 
-    let mut placements: Vec<Placement> = Vec::new();
-    let mut preemptions = Vec::new();
-    let mut attempts = 0u64;
-    let mut fallbacks = 0u64;
-    let mut explained = None;
-    let mut last_failure: HashMap<PodKey, String> = HashMap::new();
-    let mut attempt_durations = Vec::new();
-    let mut score_time = Duration::ZERO;
-    let mut scored_nodes = 0u64;
-    let mut account = |record: &DecisionRecord| {
-        attempt_durations.push(record.duration);
-        for call in record.policy_calls.iter().filter(|c| c.phase == "score") {
-            score_time += call.duration;
-            scored_nodes += record.feasible as u64;
+/// What the dump held, as the core sorted its pods.
+struct Loaded {
+    input_pods: Vec<Arc<Pod>>,
+    bound_before: usize,
+    pending: usize,
+    other_schedulers: usize,
+}
+
+/// Feeds the dump to the core as the events a watch's first lists would
+/// be: the objects pods depend on first, then the pods.
+fn load(scheduler: &mut Scheduler, manifests: Manifests) -> Result<Loaded, String> {
+    let Manifests { namespaces, nodes, pods, budgets, storage_classes, volumes, claims, .. } = manifests;
+    let budgets: Vec<PodDisruptionBudget> = budgets.iter().map(|b| simulated_budget(b, &pods)).collect();
+    let events = (namespaces.into_iter().map(ClusterEvent::applied::<Namespace>))
+        .chain(nodes.into_iter().map(ClusterEvent::applied::<Node>))
+        .chain(budgets.into_iter().map(ClusterEvent::applied::<PodDisruptionBudget>))
+        .chain(storage_classes.into_iter().map(ClusterEvent::applied::<StorageClass>))
+        .chain(volumes.into_iter().map(ClusterEvent::applied::<PersistentVolume>))
+        .chain(claims.into_iter().map(ClusterEvent::applied::<PersistentVolumeClaim>));
+    for event in events {
+        if let EventReport::Ignored(why) = scheduler.apply(event, Duration::ZERO) {
+            return Err(why);
         }
-    };
+    }
+    let input_pods: Vec<Arc<Pod>> = pods.into_iter().map(Arc::new).collect();
+    let mut loaded = Loaded { input_pods: Vec::new(), bound_before: 0, pending: 0, other_schedulers: 0 };
+    for pod in &input_pods {
+        match scheduler.standing(pod) {
+            PodStanding::Terminal => {}
+            PodStanding::Bound => loaded.bound_before += 1,
+            PodStanding::Ours => loaded.pending += 1,
+            PodStanding::OtherScheduler => loaded.other_schedulers += 1,
+        }
+        // Invalid pods are listed by the report, from the core.
+        let _ = scheduler.apply(ClusterEvent::applied_shared(pod.clone()), Duration::ZERO);
+    }
+    loaded.input_pods = input_pods;
+    Ok(loaded)
+}
+
+/// What driving the queue to its end produced.
+#[derive(Default)]
+struct Drive {
+    placements: Vec<Placement>,
+    preemptions: Vec<PreemptionRecord>,
+    attempts: u64,
+    fallbacks: u64,
+    explained: Option<AttemptRecord>,
+    last_failure: HashMap<PodKey, String>,
+    attempt_durations: Vec<Duration>,
+    score_time: Duration,
+    scored_nodes: u64,
+}
+
+/// Runs attempts until no pod is active or backing off, jumping virtual
+/// time to the next pod due. Bindings always succeed; preemption's
+/// victims go at once.
+fn drive(scheduler: &mut Scheduler, pending: usize, options: &SimOptions) -> Drive {
+    let mut drive = Drive::default();
+    let mut now = Duration::ZERO;
     loop {
         while let Some(attempt) = scheduler.schedule_next(now) {
-            attempts += 1;
+            drive.attempts += 1;
             // Tenant policies run inline here: the simulator has one thread
             // and virtual time, so the answer is applied at once.
             let attempt = match attempt {
                 Attempt::Evaluate(job) => scheduler.tenant_verdict(job.run(), now),
                 attempt => Some(attempt),
             };
-            match attempt {
-                None => {}
-                Some(Attempt::Evaluate(_)) => unreachable!("a verdict is never another job"),
-                Some(Attempt::Placed { pod, node, record }) => {
-                    account(&record);
-                    scheduler.binding_succeeded(&pod, &node);
-                    fallbacks += u64::from(record.fallback.is_some());
-                    placements.push(Placement {
-                        pod: pod.key.to_string(),
-                        node,
-                        attempts: record.attempt,
-                        tenant: record.tenant.clone(),
-                        fallback: record.fallback.clone(),
-                        ignored_constraints: record.ignored_constraints.clone(),
-                    });
-                    if !record.node_records.is_empty() {
-                        explained = Some(record);
-                    }
-                }
-                Some(Attempt::Unschedulable { pod, record, nomination }) => {
-                    account(&record);
-                    if let Nomination::Preempting { preemption, .. } = nomination {
-                        // The victims go at once: no grace period here.
-                        for victim in &preemption.victims {
-                            scheduler.pod_deleted(&victim.key, Some(&victim.uid), now);
-                            placements.retain(|p| p.pod != victim.key.to_string());
-                        }
-                        preemptions.push(PreemptionRecord {
-                            preemptor: pod.key.to_string(),
-                            node: preemption.node,
-                            victims: preemption.victims.iter().map(|v| v.key.to_string()).collect(),
-                        });
-                    }
-                    fallbacks += u64::from(record.fallback.is_some());
-                    last_failure.insert(pod.key.clone(), record.message.clone().unwrap_or_default());
-                    if !record.node_records.is_empty() {
-                        explained = Some(record);
-                    }
-                }
+            if let Some(attempt) = attempt {
+                drive.conclude(scheduler, attempt, now);
             }
             if let Some(progress) = &options.progress {
-                progress(placements.len() as u64, pending as u64);
+                progress(drive.placements.len() as u64, pending as u64);
             }
         }
         match scheduler.next_due() {
             Some(due) if scheduler.has_work() => now = due.max(now),
-            _ => break,
+            _ => return drive,
+        }
+    }
+}
+
+impl Drive {
+    /// Binds a placed pod, or evicts a preemption's victims.
+    fn conclude(&mut self, scheduler: &mut Scheduler, attempt: Attempt, now: Duration) {
+        match attempt {
+            Attempt::Evaluate(_) => unreachable!("a verdict is never another job"),
+            Attempt::Placed { pod, node, record } => {
+                scheduler.binding_succeeded(&pod, &node);
+                self.placements.push(Placement {
+                    pod: pod.key.to_string(),
+                    node,
+                    attempts: record.attempt,
+                    tenant: record.tenant.clone(),
+                    fallback: record.fallback.clone(),
+                    ignored_constraints: record.ignored_constraints.clone(),
+                });
+                self.account(record);
+            }
+            Attempt::Unschedulable { pod, record, nomination } => {
+                if let Nomination::Preempting { preemption, .. } = nomination {
+                    // The victims go at once: no grace period here.
+                    for victim in &preemption.victims {
+                        let deleted = ClusterEvent::deleted::<Pod>((&victim.key).into(), Some(victim.uid.clone()));
+                        let _ = scheduler.apply(deleted, now);
+                        self.placements.retain(|p| p.pod != victim.key.to_string());
+                    }
+                    self.preemptions.push(PreemptionRecord {
+                        preemptor: pod.key.to_string(),
+                        node: preemption.node,
+                        victims: preemption.victims.iter().map(|v| v.key.to_string()).collect(),
+                    });
+                }
+                self.last_failure.insert(pod.key.clone(), record.message.clone().unwrap_or_default());
+                self.account(record);
+            }
         }
     }
 
+    /// One attempt's cost and outcome, for the totals and latencies.
+    fn account(&mut self, record: AttemptRecord) {
+        self.attempt_durations.push(record.duration);
+        for call in record.policy_calls.iter().filter(|c| c.phase == "score") {
+            self.score_time += call.duration;
+            self.scored_nodes += record.feasible as u64;
+        }
+        self.fallbacks += u64::from(record.fallback.is_some());
+        if !record.node_records.is_empty() {
+            self.explained = Some(record);
+        }
+    }
+}
+
+/// The pods still waiting (with their last failure), the invalid ones, and
+/// every node's utilisation.
+fn report(scheduler: &Scheduler, loaded: Loaded, drive: Drive, wall_time: Duration) -> SimReport {
     let mut unschedulable: Vec<Unplaced> = scheduler
         .waiting()
         .map(|pod| Unplaced {
@@ -340,7 +375,7 @@ pub fn simulate(
             message: if pod.gated {
                 "waiting for its scheduling gates to be removed".into()
             } else {
-                last_failure.get(&pod.key).cloned().unwrap_or_default()
+                drive.last_failure.get(&pod.key).cloned().unwrap_or_default()
             },
         })
         .collect();
@@ -350,9 +385,29 @@ pub fn simulate(
         message: i.message.clone(),
     }));
     unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
-
     let state = scheduler.state();
-    let utilisation = state
+    SimReport {
+        nodes: state.node_count(),
+        bound_before: loaded.bound_before,
+        pending: loaded.pending,
+        placements: drive.placements,
+        preemptions: drive.preemptions,
+        unschedulable,
+        other_schedulers: loaded.other_schedulers,
+        attempts: drive.attempts,
+        fallbacks: drive.fallbacks,
+        wall_time,
+        utilisation: utilisation(state),
+        explained: drive.explained,
+        input_pods: loaded.input_pods,
+        attempt_durations: drive.attempt_durations,
+        score_time: drive.score_time,
+        scored_nodes: drive.scored_nodes,
+    }
+}
+
+fn utilisation(state: &ClusterState) -> Vec<NodeUtilisation> {
+    state
         .table()
         .iter()
         .filter_map(|(id, facts)| {
@@ -368,23 +423,5 @@ pub fn simulate(
                 pods_allocatable: facts.allocatable.pods,
             })
         })
-        .collect();
-    Ok(SimReport {
-        nodes: state.node_count(),
-        bound_before,
-        pending,
-        placements,
-        preemptions,
-        unschedulable,
-        other_schedulers,
-        attempts,
-        fallbacks,
-        wall_time: started.elapsed(),
-        utilisation,
-        explained,
-        input_pods,
-        attempt_durations,
-        score_time,
-        scored_nodes,
-    })
+        .collect()
 }

@@ -127,7 +127,7 @@ async fn configmap_warnings(s: &Setup) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_valid_update_swaps_in_under_load_without_a_failed_cycle() {
+async fn a_valid_update_swaps_in_under_load_without_a_failed_attempt() {
     let s = setup(Some(configmap(&[("least-allocated.wasm", wasm("least-allocated"))])), PolicyLimits::default()).await;
     // Readiness is the caches; the first version goes active once warmed.
     wait_active(&s, &["least-allocated"]).await;

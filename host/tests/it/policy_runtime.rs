@@ -4,7 +4,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use wasmsched::metrics::StaticMetrics;
+use wasmsched::node_metrics::StaticMetrics;
 use wasmsched::policy::config_to_json;
 use wasmsched_runtime::NoMetrics;
 use wasmsched_runtime::smoke::smoke_run;

@@ -25,7 +25,7 @@ impl Policy for AppNodeMatch {
 
     fn filter_all(
         &self,
-        _cycle: &Cycle<'_>,
+        _attempt: &Attempt<'_>,
         pod: &Pod,
         nodes: &[NodeView<'_>],
         verdicts: &mut Verdicts,

@@ -46,7 +46,7 @@ impl Policy for Cheapest {
         Ok(Cheapest { source: PriceSource::Annotation(annotation) })
     }
 
-    fn score_all(&self, cycle: &Cycle<'_>, _pod: &Pod, nodes: &[NodeView<'_>]) -> Result<Vec<f64>, String> {
+    fn score_all(&self, attempt: &Attempt<'_>, _pod: &Pod, nodes: &[NodeView<'_>]) -> Result<Vec<f64>, String> {
         let mut unpriced = Vec::new();
         let prices: Vec<Option<f64>> = nodes
             .iter()
@@ -62,7 +62,7 @@ impl Policy for Cheapest {
                         None
                     }
                 },
-                PriceSource::Metric { name, max_age_ms } => match cycle.metric(name, node) {
+                PriceSource::Metric { name, max_age_ms } => match attempt.metric(name, node) {
                     Some(s) if s.age_ms <= *max_age_ms && s.value >= 0.0 => Some(s.value),
                     Some(s) => {
                         unpriced.push(format!("node {}: {name} is {} s old or negative", node.name, s.age_ms / 1000));

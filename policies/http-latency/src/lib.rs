@@ -31,10 +31,10 @@ impl Policy for HttpLatency {
         Ok(HttpLatency { metric, max_age_ms: (max_age * 1000.0) as u64 })
     }
 
-    fn score_all(&self, cycle: &Cycle<'_>, _pod: &Pod, nodes: &[NodeView<'_>]) -> Result<Vec<f64>, String> {
+    fn score_all(&self, attempt: &Attempt<'_>, _pod: &Pod, nodes: &[NodeView<'_>]) -> Result<Vec<f64>, String> {
         let values: Vec<Option<f64>> = nodes
             .iter()
-            .map(|node| match cycle.metric(&self.metric, node) {
+            .map(|node| match attempt.metric(&self.metric, node) {
                 Some(s) if s.age_ms <= self.max_age_ms && s.value.is_finite() && s.value >= 0.0 => Some(s.value),
                 _ => None,
             })

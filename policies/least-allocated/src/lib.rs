@@ -17,12 +17,17 @@ impl Policy for LeastAllocated {
         Ok(LeastAllocated)
     }
 
-    fn score(&self, _cycle: &Cycle<'_>, pod: &Pod, node: &NodeView<'_>) -> f64 {
+    fn score(&self, _attempt: &Attempt<'_>, pod: &Pod, node: &NodeView<'_>) -> f64 {
         node.least_allocated_score(pod) as f64
     }
 
     // The same score in one pass over the columns: no view per candidate.
-    fn score_columns(&self, _cycle: &Cycle<'_>, pod: &Pod, columns: &Columns<'_>) -> Option<Result<Vec<f64>, String>> {
+    fn score_columns(
+        &self,
+        _attempt: &Attempt<'_>,
+        pod: &Pod,
+        columns: &Columns<'_>,
+    ) -> Option<Result<Vec<f64>, String>> {
         let usage = columns.usage();
         Some(columns.map2(&usage.nonzero_requested_milli_cpu, &usage.nonzero_requested_memory, |node, cpu, memory| {
             least_allocated_score(node, cpu, memory, pod) as f64

@@ -1,5 +1,5 @@
 //! Uniform random choice among the feasible nodes, like the Elixir
-//! `escheduler`. Reproducible: the random stream is seeded from the cycle seed
+//! `escheduler`. Reproducible: the random stream is seeded from the attempt seed
 //! the scheduler derives from its `--seed` and the pod.
 
 use wasmsched_sdk::*;
@@ -16,8 +16,8 @@ impl Policy for Random {
         Ok(Random)
     }
 
-    fn score_all(&self, cycle: &Cycle<'_>, _pod: &Pod, nodes: &[NodeView<'_>]) -> Result<Vec<f64>, String> {
-        let mut rng = cycle.rng();
+    fn score_all(&self, attempt: &Attempt<'_>, _pod: &Pod, nodes: &[NodeView<'_>]) -> Result<Vec<f64>, String> {
+        let mut rng = attempt.rng();
         Ok(nodes.iter().map(|_| rng.next_f64()).collect())
     }
 }

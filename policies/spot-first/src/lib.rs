@@ -44,7 +44,7 @@ impl Policy for SpotFirst {
         Ok(SpotFirst { spot_label })
     }
 
-    fn score(&self, _cycle: &Cycle<'_>, pod: &Pod, node: &NodeView<'_>) -> f64 {
+    fn score(&self, _attempt: &Attempt<'_>, pod: &Pod, node: &NodeView<'_>) -> f64 {
         // MostAllocated = 100 - LeastAllocated; spot adds a bonus no
         // on-demand node can reach.
         let most_allocated = 100 - node.least_allocated_score(pod);

@@ -6,6 +6,7 @@
 //! - `load`: the policies it names read, fetched and compiled (a
 //!   [`RunConfig`], which `kubernetes::start` runs).
 
+mod flags;
 mod load;
 mod resolve;
 mod run_settings;
@@ -15,15 +16,16 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::policy_configmap::ConfigMapRef;
-use crate::metrics::MetricSpec;
+use crate::kubernetes::hot_swap::configmap::ConfigMapRef;
+use crate::node_metrics::MetricSpec;
 use crate::scheduler::{
     AttemptWorkers, BuiltinScoring, NodeSampling, PolicySet, TenantSettings, default_tenant_limits,
 };
 use wasmsched_runtime::PolicyLimits;
 
+pub use flags::{Flags, LeaderElectionFlags, TenantFlags};
 pub use load::load;
-pub use resolve::{Flags, LeaderElectionFlags, PolicyConfig, PolicyLocation, PolicyPlan, TenantFlags, resolve};
+pub use resolve::{PolicyConfig, PolicyLocation, PolicyPlan, resolve};
 pub use v1alpha1::{ConfigError, ConfigurationFile};
 
 /// Where a profile's policies come from. `S` is what the specs are: a
@@ -85,6 +87,13 @@ pub struct LeaderElectionConfig {
     pub lease_duration: Duration,
     pub renew_deadline: Duration,
     pub retry_period: Duration,
+}
+
+impl LeaderElectionConfig {
+    /// `NAMESPACE/NAME as IDENTITY`, when leader election is on.
+    pub fn lease(&self) -> Option<String> {
+        self.enabled.then(|| format!("{}/{} as {}", self.namespace, self.name, self.identity))
+    }
 }
 
 impl Default for LeaderElectionConfig {

@@ -9,62 +9,15 @@
 //! describe the one profile of a run without a file; with a file they are
 //! refused.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
+use super::flags::Flags;
 use super::run_settings;
 use super::v1alpha1::{ConfigurationFile, PolicyFile, ProfileFile};
 use super::{ConfigError, PolicyOrigin, ProfileConfig, Resolved, RunConfig};
-use crate::kubernetes::ConfigMapRef;
-use crate::metrics::MetricSpec;
 use crate::policy::bundle::resolve_settings;
-use crate::policy::flags::PolicySpec;
 use crate::scheduler::{BuiltinScoring, NodeSampling};
 use wasmsched_runtime::PolicyLimits;
-
-/// What `wasmsched run`'s flags say, parsed; `None`: not given.
-#[derive(Default)]
-pub struct Flags {
-    pub scheduler_name: Option<String>,
-    /// `--policy` specs; none: the embedded default policy.
-    pub policies: Vec<PolicySpec>,
-    pub policy_configmap: Option<ConfigMapRef>,
-    pub policy_dir: Option<PathBuf>,
-    pub sampling: Option<NodeSampling>,
-    /// From `--metrics-config`.
-    pub metrics: Vec<MetricSpec>,
-    pub leader_election: LeaderElectionFlags,
-    pub tenants: TenantFlags,
-    /// `--memory-limit` and `--deadline`: what a policy does not set.
-    pub limits: PolicyLimits,
-    pub bind_concurrency: Option<usize>,
-    pub parallelism: Option<usize>,
-    pub http_addr: Option<SocketAddr>,
-    pub seed: u64,
-    pub cache_dir: Option<PathBuf>,
-}
-
-#[derive(Default)]
-pub struct LeaderElectionFlags {
-    pub enabled: Option<bool>,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub identity: Option<String>,
-    pub lease_duration: Option<Duration>,
-    pub renew_deadline: Option<Duration>,
-    pub retry_period: Option<Duration>,
-}
-
-#[derive(Default)]
-pub struct TenantFlags {
-    pub enabled: Option<bool>,
-    pub disabled_namespaces: Vec<String>,
-    pub memory_bytes: Option<usize>,
-    pub deadline: Option<Duration>,
-    pub max_policy_bytes: Option<usize>,
-    pub max_policies: Option<usize>,
-}
 
 /// One policy of a profile, ready to be loaded.
 #[derive(Debug, Clone, PartialEq)]
@@ -235,7 +188,9 @@ fn file_policy(p: &PolicyFile, dir: &Path, base: &PolicyLimits, at: String) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kubernetes::ConfigMapRef;
     use crate::kubernetes::config::DEFAULT_BIND_CONCURRENCY;
+    use crate::policy::flags::PolicySpec;
 
     const HEAD: &str = "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\n";
     const PATH: &str = "/etc/wasmsched/config.yaml";

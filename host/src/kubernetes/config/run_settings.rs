@@ -2,12 +2,12 @@
 //! and the node metrics. A flag that was given wins over the file, the
 //! file over the defaults.
 
-use super::resolve::{LeaderElectionFlags, TenantFlags};
+use super::flags::{LeaderElectionFlags, TenantFlags};
 use super::v1alpha1::ConfigurationFile;
 use super::{LeaderElectionConfig, TenantConfig};
 use crate::duration::parse_duration;
-use crate::metrics::MetricSpec;
-use crate::metrics::spec::resolve_all;
+use crate::node_metrics::MetricSpec;
+use crate::node_metrics::spec::resolve_all;
 use crate::policy::bundle::resolve_settings;
 
 pub(super) fn leader_election(

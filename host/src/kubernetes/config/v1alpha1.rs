@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::metrics::spec::MetricFile;
+use crate::node_metrics::spec::MetricFile;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -93,7 +93,7 @@ pub struct ProfileFile {
     /// A directory (relative to this file) to take the policies from and
     /// follow, e.g. a mounted ConfigMap (instead of `policies`).
     pub policy_dir: Option<PathBuf>,
-    /// Node metrics this profile's policies read (see `metrics::spec`).
+    /// Node metrics this profile's policies read (see `node_metrics::spec`).
     #[serde(default)]
     pub metrics: Vec<MetricFile>,
     /// This profile's node sampling (overrides the top-level one).

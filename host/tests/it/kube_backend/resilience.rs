@@ -157,9 +157,9 @@ async fn apiserver_restarts_and_expired_watches_lose_no_pod() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pod_deleted_mid_cycle_is_dropped_cleanly() {
+async fn pod_deleted_mid_attempt_is_dropped_cleanly() {
     let c = TestCluster::new("deleted").await;
-    let Some(fake) = c.fake_only("pod_deleted_mid_cycle_is_dropped_cleanly") else { return };
+    let Some(fake) = c.fake_only("pod_deleted_mid_attempt_is_dropped_cleanly") else { return };
     c.add_node("only", "1", "4Gi", json!({})).await;
     let s = c.start_scheduler("solo", false).await;
     wait_ready(&s).await;

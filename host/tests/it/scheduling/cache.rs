@@ -3,6 +3,25 @@
 //! sampling.
 
 use super::*;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use wasmsched::cluster::PodKey;
+use wasmsched::scheduler::{ClusterEvent, EventReport, Scheduler};
+
+/// A node, as a watch or a dump hands it to the core.
+fn add_node(s: &mut Scheduler, node: &Node, now: std::time::Duration) {
+    match s.apply(ClusterEvent::applied(node.clone()), now) {
+        EventReport::Nothing => {}
+        other => panic!("node not taken: {other:?}"),
+    }
+}
+
+fn add_pod(s: &mut Scheduler, pod: Pod, now: std::time::Duration) {
+    let _ = s.apply(ClusterEvent::applied(pod), now);
+}
+
+fn delete_pod(s: &mut Scheduler, key: &PodKey, uid: Option<&str>, now: std::time::Duration) {
+    let _ = s.apply(ClusterEvent::deleted::<Pod>(key.into(), uid.map(str::to_string)), now);
+}
 
 #[test]
 fn an_unschedulable_pod_is_placed_when_a_node_with_room_appears_not_on_heartbeats() {
@@ -18,8 +37,8 @@ fn an_unschedulable_pod_is_placed_when_a_node_with_room_appears_not_on_heartbeat
     let pending = parse(&pod("wide", "4", "")).pods.remove(0);
     let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
     let t = Duration::from_secs;
-    s.node_upserted(&small, t(0)).unwrap();
-    s.pod_upserted(Arc::new(pending), t(0));
+    add_node(&mut s, &small, t(0));
+    add_pod(&mut s, pending, t(0));
     match s.schedule_next(t(0)) {
         Some(Attempt::Unschedulable { record, .. }) => {
             assert_eq!(
@@ -32,10 +51,10 @@ fn an_unschedulable_pod_is_placed_when_a_node_with_room_appears_not_on_heartbeat
         other => panic!("expected unschedulable, got {other:?}"),
     }
     // A heartbeat of the same node is not a reason to retry.
-    s.node_upserted(&small, t(5)).unwrap();
+    add_node(&mut s, &small, t(5));
     assert!(!s.has_work());
     // A node with room is: the pod goes back (its 1 s backoff is over).
-    s.node_upserted(&big, t(5)).unwrap();
+    add_node(&mut s, &big, t(5));
     match s.schedule_next(t(5)) {
         Some(Attempt::Placed { node, record, .. }) => {
             assert_eq!(node, "big");
@@ -66,27 +85,27 @@ fn binding_results_and_stale_watch_copies_keep_the_cache_consistent() {
         p
     };
     let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
-    s.node_upserted(&parse(&node("n", "2", "4Gi", "")).nodes.remove(0), t(0)).unwrap();
-    s.pod_upserted(Arc::new(with_uid("u1")), t(0));
+    add_node(&mut s, &parse(&node("n", "2", "4Gi", "")).nodes.remove(0), t(0));
+    add_pod(&mut s, with_uid("u1"), t(0));
     let Some(Attempt::Placed { pod, node, .. }) = s.schedule_next(t(0)) else { panic!("not placed") };
     let key = PodKey { namespace: "t".into(), name: "web".into() };
     // Deleted (the watch said so) before the binding result came back.
-    s.pod_deleted(&key, None, t(1));
+    delete_pod(&mut s, &key, None, t(1));
     s.binding_succeeded(&pod, &node);
     assert_eq!(s.state().placement(&key), None, "a deleted pod must not be counted again");
     assert_eq!(s.state().node(0).unwrap().usage.milli_cpu, 0);
 
     // Bound and confirmed; then a lagging watch delivers the unbound copy.
-    s.pod_upserted(Arc::new(with_uid("u2")), t(2));
+    add_pod(&mut s, with_uid("u2"), t(2));
     let Some(Attempt::Placed { pod, node, .. }) = s.schedule_next(t(2)) else { panic!("not placed") };
     s.binding_succeeded(&pod, &node);
-    s.pod_upserted(Arc::new(with_uid("u2")), t(3));
+    add_pod(&mut s, with_uid("u2"), t(3));
     assert!(!s.has_work(), "a stale unbound copy must not be scheduled again");
     assert_eq!(s.state().node(0).unwrap().usage.milli_cpu, 1000);
 
     // Deleted and recreated under the same name while we missed the
     // deletion: the new UID is a new pod, scheduled again.
-    s.pod_upserted(Arc::new(with_uid("u3")), t(4));
+    add_pod(&mut s, with_uid("u3"), t(4));
     assert!(s.has_work(), "a recreated pod is pending");
 }
 
@@ -120,15 +139,15 @@ fn tenant_verdicts_are_checked_against_the_cluster_of_now() {
     let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
     s.set_tenant_policies("t", vec![("la".to_string(), la)]);
     // The policy prefers the emptier, bigger node a.
-    s.node_upserted(&parse(&node("a", "4", "8Gi", "")).nodes.remove(0), t0).unwrap();
-    s.node_upserted(&parse(&node("b", "2", "8Gi", "")).nodes.remove(0), t0).unwrap();
+    add_node(&mut s, &parse(&node("a", "4", "8Gi", "")).nodes.remove(0), t0);
+    add_node(&mut s, &parse(&node("b", "2", "8Gi", "")).nodes.remove(0), t0);
 
-    s.pod_upserted(Arc::new(tenant_pod("first")), t0);
+    add_pod(&mut s, tenant_pod("first"), t0);
     let Some(Attempt::Evaluate(job)) = s.schedule_next(t0) else { panic!("not handed to the tenant") };
     let verdict = job.run();
     // Meanwhile someone else fills node a.
     let filler = parse(&pod("filler", "3500m", "  nodeName: a\n")).pods.remove(0);
-    s.pod_upserted(Arc::new(filler), t0);
+    add_pod(&mut s, filler, t0);
     let Some(Attempt::Placed { node: chosen, record, .. }) = s.tenant_verdict(verdict, t0) else {
         panic!("not placed")
     };
@@ -137,16 +156,16 @@ fn tenant_verdicts_are_checked_against_the_cluster_of_now() {
     assert!(record.fallback.is_none(), "{:?}", record.fallback);
 
     // Deleted while its policy ran: not placed, nothing counted.
-    s.pod_upserted(Arc::new(tenant_pod("gone")), t0);
+    add_pod(&mut s, tenant_pod("gone"), t0);
     let Some(Attempt::Evaluate(job)) = s.schedule_next(t0) else { panic!("not handed to the tenant") };
     let key = PodKey { namespace: "t".into(), name: "gone".into() };
-    s.pod_deleted(&key, None, t0);
+    delete_pod(&mut s, &key, None, t0);
     assert!(s.tenant_verdict(job.run(), t0).is_none());
     assert_eq!(s.state().placement(&key), None);
 
     // A verdict that arrives when it cannot be used (this replica stopped
     // leading): the pod is queued again, not lost.
-    s.pod_upserted(Arc::new(tenant_pod("later")), t0);
+    add_pod(&mut s, tenant_pod("later"), t0);
     let Some(Attempt::Evaluate(job)) = s.schedule_next(t0) else { panic!("not handed to the tenant") };
     assert!(!s.has_work());
     s.tenant_verdict_discarded(job.run());
@@ -157,9 +176,9 @@ fn tenant_verdicts_are_checked_against_the_cluster_of_now() {
     // A tenant has at most MAX_JOBS_PER_TENANT jobs out; its other pods wait
     // their turn in the queue, and each answer lets the next one go.
     use wasmsched::scheduler::MAX_JOBS_PER_TENANT;
-    s.node_upserted(&parse(&node("c", "64", "64Gi", "")).nodes.remove(0), t0).unwrap();
+    add_node(&mut s, &parse(&node("c", "64", "64Gi", "")).nodes.remove(0), t0);
     for i in 0..MAX_JOBS_PER_TENANT + 2 {
-        s.pod_upserted(Arc::new(tenant_pod(&format!("burst-{i}"))), t0);
+        add_pod(&mut s, tenant_pod(&format!("burst-{i}")), t0);
     }
     let mut jobs = Vec::new();
     while let Some(attempt) = s.schedule_next(t0) {
@@ -180,7 +199,7 @@ fn tenant_verdicts_are_checked_against_the_cluster_of_now() {
 /// in between two cycles. No attempt fails around the swap, every attempt
 /// after it is decided by the new version, and none before it.
 #[test]
-fn a_hot_swap_under_continuous_load_fails_no_cycle() {
+fn a_hot_swap_under_continuous_load_fails_no_attempt() {
     use std::collections::BTreeMap;
     use std::time::Duration;
     use wasmsched::policy::bundle::{load_bundle, parse_bundle};
@@ -206,7 +225,7 @@ fn a_hot_swap_under_continuous_load_fails_no_cycle() {
         );
     }
     for n in &nodes.nodes {
-        s.node_upserted(n, Duration::ZERO).unwrap();
+        add_node(&mut s, n, Duration::ZERO);
     }
 
     // The update arrives: validated off the scheduling thread.
@@ -235,7 +254,7 @@ fn a_hot_swap_under_continuous_load_fails_no_cycle() {
         }
         let mut m = Manifests::default();
         m.add_text("load", &pod(&format!("p{i}"), "10m", ""));
-        s.pod_upserted(Arc::new(m.pods.remove(0)), now);
+        add_pod(&mut s, m.pods.remove(0), now);
         let Some(Attempt::Placed { pod, node, record }) = s.schedule_next(now) else { panic!("p{i} not placed") };
         assert!(record.fallback.is_none(), "p{i}: {:?}", record.fallback);
         let decided_by = &record.policies[0];
@@ -263,7 +282,7 @@ fn a_hot_swap_under_continuous_load_fails_no_cycle() {
 #[test]
 fn node_sampling_rotates_through_the_nodes_and_never_strands_a_pod() {
     use std::time::Duration;
-    use wasmsched::scheduler::{Attempt, DecisionRecord, NodeSampling, Scheduler, SchedulerConfig};
+    use wasmsched::scheduler::{Attempt, AttemptRecord, NodeSampling, Scheduler, SchedulerConfig};
 
     let engine = PolicyEngine::new().unwrap();
     let source = PolicySource::from_file(&policy_wasm("app-node-match")).unwrap();
@@ -283,12 +302,12 @@ fn node_sampling_rotates_through_the_nodes_and_never_strands_a_pod() {
     let scheduler = |sampling| {
         let mut s = Scheduler::new(SchedulerConfig { sampling, ..SchedulerConfig::default() }, policies());
         for n in &nodes.nodes {
-            s.node_upserted(n, Duration::ZERO).unwrap();
+            add_node(&mut s, n, Duration::ZERO);
         }
         s
     };
     // One pod (labelled app=APP, or not) through one attempt.
-    let attempt = |s: &mut Scheduler, name: &str, app: Option<&str>| -> DecisionRecord {
+    let attempt = |s: &mut Scheduler, name: &str, app: Option<&str>| -> AttemptRecord {
         let labels = app.map(|a| format!(", labels: {{app: {a}}}")).unwrap_or_default();
         let mut m = Manifests::default();
         m.add_text(
@@ -297,7 +316,7 @@ fn node_sampling_rotates_through_the_nodes_and_never_strands_a_pod() {
                 "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: t{labels}}}\nspec:\n  schedulerName: wasmsched\n  containers:\n  - name: c\n    resources: {{requests: {{cpu: 10m}}}}\n"
             ),
         );
-        s.pod_upserted(Arc::new(m.pods.remove(0)), Duration::ZERO);
+        add_pod(s, m.pods.remove(0), Duration::ZERO);
         match s.schedule_next(Duration::ZERO) {
             Some(Attempt::Placed { pod, node, record }) => {
                 s.binding_succeeded(&pod, &node);
@@ -307,8 +326,8 @@ fn node_sampling_rotates_through_the_nodes_and_never_strands_a_pod() {
             other => panic!("{name}: {other:?}"),
         }
     };
-    let index = |r: &DecisionRecord| r.chosen.as_deref().expect("placed")[1..].parse::<usize>().unwrap();
-    let filter_calls = |r: &DecisionRecord| r.policy_calls.iter().filter(|c| c.phase == "filter").count();
+    let index = |r: &AttemptRecord| r.chosen.as_deref().expect("placed")[1..].parse::<usize>().unwrap();
+    let filter_calls = |r: &AttemptRecord| r.policy_calls.iter().filter(|c| c.phase == "filter").count();
 
     // 50 % of 200 nodes: 100 per attempt, the next attempt where the last stopped.
     let mut s = scheduler(NodeSampling::Percentage(50));
@@ -360,10 +379,10 @@ fn a_preemptor_retried_before_its_victim_is_gone_does_not_preempt_again() {
     };
     let t = Duration::from_secs;
     let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
-    s.node_upserted(&parse(&node("n", "2", "4Gi", "")).nodes.remove(0), t(0)).unwrap();
+    add_node(&mut s, &parse(&node("n", "2", "4Gi", "")).nodes.remove(0), t(0));
     let low = pod("low", "1500m", "  nodeName: n\n  priority: 0\n").replace("metadata: {", "metadata: {uid: u-low, ");
-    s.pod_upserted(Arc::new(parse(&low).pods.remove(0)), t(0));
-    s.pod_upserted(Arc::new(parse(&pod("high", "1", "  priority: 100\n")).pods.remove(0)), t(0));
+    add_pod(&mut s, parse(&low).pods.remove(0), t(0));
+    add_pod(&mut s, parse(&pod("high", "1", "  priority: 100\n")).pods.remove(0), t(0));
     match s.schedule_next(t(0)) {
         Some(Attempt::Unschedulable { nomination: Nomination::Preempting { preemption, .. }, .. }) => {
             assert_eq!(preemption.victims.len(), 1);
@@ -374,8 +393,8 @@ fn a_preemptor_retried_before_its_victim_is_gone_does_not_preempt_again() {
     // The victim's condition, not yet its deletion; then a change that
     // retries every unschedulable pod.
     let marked = low.replace("spec:\n", "status:\n  conditions: [{type: DisruptionTarget, status: \"True\"}]\nspec:\n");
-    s.pod_upserted(Arc::new(parse(&marked).pods.remove(0)), t(1));
-    s.node_upserted(&parse(&node("tiny", "100m", "1Gi", "")).nodes.remove(0), t(1)).unwrap();
+    add_pod(&mut s, parse(&marked).pods.remove(0), t(1));
+    add_node(&mut s, &parse(&node("tiny", "100m", "1Gi", "")).nodes.remove(0), t(1));
     match s.schedule_next(t(1)) {
         Some(Attempt::Unschedulable { nomination: Nomination::Unchanged, record, .. }) => {
             let message = record.message.unwrap();
@@ -396,7 +415,7 @@ fn a_preemptor_retried_before_its_victim_is_gone_does_not_preempt_again() {
     // The victim goes: the preemptor takes its room.
     let low_key = parse(&low).pods.remove(0);
     let key = wasmsched::cluster::PodKey { namespace: "t".into(), name: "low".into() };
-    s.pod_deleted(&key, low_key.metadata.uid.as_deref(), unconfirmed);
+    delete_pod(&mut s, &key, low_key.metadata.uid.as_deref(), unconfirmed);
     match s.schedule_next(unconfirmed) {
         Some(Attempt::Placed { node, .. }) => assert_eq!(node, "n"),
         other => panic!("expected the preemptor placed, got {other:?}"),

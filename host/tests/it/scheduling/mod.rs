@@ -48,6 +48,7 @@ fn message(report: &SimReport, pod: &str) -> String {
 }
 
 mod cache;
+mod events;
 mod filters;
 mod parallel;
 mod policies;

@@ -88,7 +88,7 @@ fn split_attempts_decide_as_attempts_on_one_thread() {
             // A policy of independent nodes is called once per slice of
             // the candidates; `random` once per phase, as on one thread.
             for name in &policies {
-                let calls = |r: &wasmsched::scheduler::DecisionRecord| {
+                let calls = |r: &wasmsched::scheduler::AttemptRecord| {
                     r.policy_calls.iter().filter(|c| c.policy == *name).count()
                 };
                 let (one, many) = (calls(one), calls(many));

@@ -1,0 +1,190 @@
+//! Policies from a ConfigMap (`--policy-configmap NS/NAME`), hot-swapped.
+//!
+//! Every update is compiled and validated off the scheduling path (the
+//! bundle rules: component, contract version, exports, `init`, a smoke
+//! run). Only a fully valid bundle is handed to the scheduling loop, which
+//! swaps it in between two attempts. A bad update is rejected: a Warning
+//! Event on the ConfigMap, a log line and
+//! `wasmsched_policy_reloads_total{result="rejected"}`; the active version
+//! stays. With no valid version at all, the profile's pods are placed by
+//! the built-in scoring and their events say why.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use kube::Api;
+use kube::api::PostParams;
+use kube::runtime::watcher;
+
+use crate::kubernetes::hot_swap::profile_updates::{Outcome, ProfilePolicies, ProfileUpdates};
+use crate::kubernetes::scheduler_status::SchedulerStatus;
+use crate::kubernetes::watch::decode::{self, Change};
+use crate::kubernetes::watch::retry::{FailureKind, WatchTarget, classify};
+use crate::kubernetes::writes::reporter::new_event;
+use crate::policy::validator::BundleValidator;
+
+/// `NAMESPACE/NAME` of a policy ConfigMap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigMapRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::str::FromStr for ConfigMapRef {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                Ok(ConfigMapRef { namespace: ns.into(), name: name.into() })
+            }
+            _ => Err(format!("{s:?}: expected NAMESPACE/NAME")),
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigMapRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+impl ConfigMapRef {
+    /// The readiness check this source reports under.
+    pub fn source_name(&self) -> String {
+        format!("policy configmap {self}")
+    }
+}
+
+/// The files of a ConfigMap: `binaryData` and `data` entries.
+pub(crate) fn files_of(cm: &ConfigMap) -> BTreeMap<String, Vec<u8>> {
+    let mut files: BTreeMap<String, Vec<u8>> =
+        cm.binary_data.iter().flatten().map(|(k, v)| (k.clone(), v.0.clone())).collect();
+    files.extend(cm.data.iter().flatten().map(|(k, v)| (k.clone(), v.as_bytes().to_vec())));
+    files
+}
+
+pub struct PolicyConfigMapSource {
+    configmap: ConfigMapRef,
+    profile: String,
+    validator: Arc<BundleValidator>,
+    /// The events' reporting instance.
+    instance: String,
+}
+
+impl PolicyConfigMapSource {
+    pub fn new(configmap: ConfigMapRef, profile: String, validator: Arc<BundleValidator>, instance: String) -> Self {
+        PolicyConfigMapSource { configmap, profile, validator, instance }
+    }
+
+    pub async fn run<T: From<ProfilePolicies> + Send + 'static>(
+        self,
+        client: kube::Client,
+        tx: std::sync::mpsc::Sender<T>,
+        status: Arc<SchedulerStatus>,
+    ) {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.configmap.namespace);
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", self.configmap.name));
+        let target = WatchTarget {
+            name: self.configmap.source_name(),
+            resource: "configmaps",
+            scope: format!("in namespace {}", self.configmap.namespace),
+            switch_off: None,
+        };
+        let mut changes = decode::watch(api, config, target).boxed();
+        let origin = format!("configmap {}", self.configmap);
+        let mut updates = Some(ProfileUpdates::new(&self.profile, origin, self.validator.clone(), tx, status.clone()));
+        // Whether any version of the ConfigMap has been seen.
+        let mut seen = false;
+        // Said once: the ConfigMap may not be read.
+        let mut forbidden = false;
+        while let Some(change) = changes.next().await {
+            let cm = match change {
+                Ok(Change::Applied(cm)) => cm,
+                Ok(Change::Listed { listed, .. }) => {
+                    if listed.is_empty() && !seen {
+                        let why = format!("policy configmap {} not found", self.configmap);
+                        tracing::warn!(profile = %self.profile, "{why}; pods are placed by the built-in scoring");
+                        if let Some(u) = updates.as_mut() {
+                            u.unavailable(&why);
+                        }
+                    }
+                    status.set_synced(&self.configmap.source_name());
+                    continue;
+                }
+                Ok(Change::Deleted(_)) => {
+                    tracing::warn!(configmap = %self.configmap, "policy configmap deleted; the active policies stay");
+                    continue;
+                }
+                // A ConfigMap this identity may not read is like a missing
+                // one: the profile's pods are placed by the built-in
+                // scoring (and say why) rather than every profile waiting.
+                // Logged and retried by `with_retry`.
+                Err(e) => {
+                    let (kind, _, message) = classify(&e);
+                    if !seen && !forbidden && kind == FailureKind::Forbidden {
+                        forbidden = true;
+                        let why = format!("policy configmap {} cannot be read: {message}", self.configmap);
+                        if let Some(u) = updates.as_mut() {
+                            u.unavailable(&why);
+                        }
+                        status.set_synced(&self.configmap.source_name());
+                    }
+                    continue;
+                }
+            };
+            seen = true;
+            let files = files_of(&cm);
+            // Compiling blocks: the updates go to a blocking thread and back.
+            let Some(mut u) = updates.take() else { return };
+            let (u, outcome) = match tokio::task::spawn_blocking(move || {
+                let outcome = u.offer(&files);
+                (u, outcome)
+            })
+            .await
+            {
+                Ok(done) => done,
+                Err(e) => {
+                    tracing::error!(configmap = %self.configmap, error = %e, "loading the policy update panicked");
+                    return;
+                }
+            };
+            updates = Some(u);
+            if let Outcome::Rejected { why, consequence } = outcome {
+                let note = format!("policy update rejected: {why}; {consequence}");
+                configmap_event(&client, &cm, ("Warning", "PolicyRejected"), note, &self.profile, &self.instance).await;
+            }
+            status.set_synced(&self.configmap.source_name());
+        }
+    }
+}
+
+/// An Event about a policy ConfigMap (`Load` action), reported by
+/// `controller`: what the owner of the ConfigMap sees with `kubectl
+/// describe configmap`. A failure to create it is logged, not returned.
+pub(crate) async fn configmap_event(
+    client: &kube::Client,
+    cm: &ConfigMap,
+    (type_, reason): (&str, &str),
+    note: String,
+    controller: &str,
+    instance: &str,
+) {
+    let reference = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        name: cm.metadata.name.clone(),
+        namespace: cm.metadata.namespace.clone(),
+        uid: cm.metadata.uid.clone(),
+        ..Default::default()
+    };
+    let event = new_event(&reference, type_, reason, "Load", note, controller, instance);
+    let namespace = cm.metadata.namespace.as_deref().unwrap_or("default");
+    let events: Api<K8sEvent> = Api::namespaced(client.clone(), namespace);
+    if let Err(e) = events.create(&PostParams::default(), &event).await {
+        tracing::warn!(configmap = ?cm.metadata.name, error = %e, "could not create the {reason} event");
+    }
+}

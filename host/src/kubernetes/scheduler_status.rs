@@ -1,0 +1,249 @@
+//! What the HTTP endpoints report: readiness inputs, leadership, the
+//! active policies and the metrics. Shared by every task of a running
+//! scheduler.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::kubernetes::writes::denied::Denials;
+use crate::node_metrics::MetricsCache;
+use crate::scheduler::PolicySet;
+use crate::scheduler_metrics::SchedulerMetrics;
+use wasmsched_runtime::LoadedPolicy;
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivePolicy {
+    /// The profile it decides for; empty for a tenant's policy.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub profile: String,
+    /// The tenant (namespace) whose opted-in pods it decides for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    pub name: String,
+    pub version: String,
+    pub sha256: String,
+    pub source: String,
+    pub weight: u32,
+    pub loaded_at: String,
+}
+
+impl ActivePolicy {
+    /// What `/policies` says about each policy of `set`, loaded now.
+    pub fn of_set(profile: &str, set: &PolicySet) -> Vec<ActivePolicy> {
+        let loaded_at = now();
+        set.policies
+            .iter()
+            .map(|wp| ActivePolicy {
+                profile: profile.to_string(),
+                ..Self::describe(&wp.policy, &wp.policy.info.name, wp.weight, &loaded_at)
+            })
+            .collect()
+    }
+
+    /// A tenant's policies, loaded now, named as the pods' annotation
+    /// names them.
+    pub fn of_tenant(tenant: &str, policies: &[(String, Arc<LoadedPolicy>)]) -> Vec<ActivePolicy> {
+        let loaded_at = now();
+        policies
+            .iter()
+            .map(|(name, policy)| ActivePolicy {
+                tenant: Some(tenant.to_string()),
+                ..Self::describe(policy, name, 1, &loaded_at)
+            })
+            .collect()
+    }
+
+    fn describe(policy: &LoadedPolicy, name: &str, weight: u32, loaded_at: &str) -> ActivePolicy {
+        ActivePolicy {
+            profile: String::new(),
+            tenant: None,
+            name: name.to_string(),
+            version: policy.info.version.clone(),
+            sha256: policy.provenance.sha256.clone(),
+            source: policy.provenance.origin.clone(),
+            weight,
+            loaded_at: loaded_at.to_string(),
+        }
+    }
+}
+
+fn now() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+pub struct SchedulerStatus {
+    pub metrics: SchedulerMetrics,
+    /// Permissions found missing, each said once.
+    pub denials: Denials,
+    started: Instant,
+    /// Source name → whether its initial list has been applied.
+    synced: Mutex<BTreeMap<String, bool>>,
+    leader: AtomicBool,
+    /// Milliseconds since start when the scheduling loop last went round.
+    heartbeat_ms: AtomicU64,
+    stopping: AtomicBool,
+    policies: Mutex<Vec<ActivePolicy>>,
+    /// Node metrics for policies, when configured: rendered with ours.
+    node_metrics: Mutex<Option<Arc<MetricsCache>>>,
+    /// The Lease this replica campaigns for (`NS/NAME as IDENTITY`);
+    /// `None`: leader election is off.
+    lease: Option<String>,
+    /// Why the last Lease round failed, and whether it is a permission
+    /// problem (which fails readiness: it will not pass by itself).
+    lease_problem: Mutex<Option<(String, bool)>>,
+}
+
+impl SchedulerStatus {
+    pub fn new(lease: Option<String>, sources: &[String], policies: Vec<ActivePolicy>) -> Self {
+        let leader_election = lease.is_some();
+        let status = SchedulerStatus {
+            metrics: SchedulerMetrics::new(),
+            denials: Denials::default(),
+            started: Instant::now(),
+            synced: Mutex::new(sources.iter().map(|s| (s.clone(), false)).collect()),
+            leader: AtomicBool::new(!leader_election),
+            heartbeat_ms: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
+            policies: Mutex::new(policies),
+            node_metrics: Mutex::new(None),
+            lease,
+            lease_problem: Mutex::new(None),
+        };
+        status.metrics.set_leader(!leader_election);
+        status
+    }
+
+    pub fn set_node_metrics(&self, cache: Arc<MetricsCache>) {
+        *self.node_metrics.lock().unwrap_or_else(|e| e.into_inner()) = Some(cache);
+    }
+
+    /// `/metrics`: the scheduler's families, then the node metric cache's.
+    pub fn render_metrics(&self) -> String {
+        let mut text = self.metrics.render();
+        if let Some(cache) = self.node_metrics.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            text.push_str(&cache.render());
+        }
+        text
+    }
+
+    /// `NS/NAME as IDENTITY`, when leader election is on.
+    pub fn lease(&self) -> Option<&str> {
+        self.lease.as_deref()
+    }
+
+    /// The last Lease round's failure (`None`: it worked).
+    pub fn set_lease_problem(&self, problem: Option<(String, bool)>) {
+        *self.lease_problem.lock().unwrap_or_else(|e| e.into_inner()) = problem;
+    }
+
+    pub fn set_synced(&self, source: &str) {
+        self.synced.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_string(), true);
+    }
+
+    pub fn all_synced(&self) -> bool {
+        self.synced.lock().unwrap_or_else(|e| e.into_inner()).values().all(|s| *s)
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.store(leader, Ordering::SeqCst);
+        self.metrics.set_leader(leader);
+    }
+
+    /// Whether this replica may schedule and bind now.
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::SeqCst)
+    }
+
+    pub fn heartbeat(&self) {
+        self.heartbeat_ms.store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Seconds since the scheduling loop last went round (it wakes at
+    /// least once a second).
+    pub fn loop_stalled_for(&self) -> f64 {
+        let now = self.started.elapsed().as_millis() as u64;
+        now.saturating_sub(self.heartbeat_ms.load(Ordering::Relaxed)) as f64 / 1e3
+    }
+
+    pub fn set_stopping(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Replaces one profile's active policies (a hot swap).
+    pub fn set_profile_policies(&self, profile: &str, active: Vec<ActivePolicy>) {
+        let mut policies = self.policies.lock().unwrap_or_else(|e| e.into_inner());
+        policies.retain(|p| p.profile != profile);
+        policies.extend(active);
+    }
+
+    /// Replaces one tenant's active policies.
+    pub fn set_tenant_policies(&self, tenant: &str, active: Vec<ActivePolicy>) {
+        let mut policies = self.policies.lock().unwrap_or_else(|e| e.into_inner());
+        policies.retain(|p| p.tenant.as_deref() != Some(tenant));
+        policies.extend(active);
+    }
+
+    pub fn policies(&self) -> Vec<ActivePolicy> {
+        self.policies.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// `/readyz`: every check with its state; ready when all pass. A
+    /// standby replica is ready (it is a healthy candidate).
+    pub fn readiness(&self) -> (bool, Vec<String>) {
+        let mut lines = Vec::new();
+        let mut ready = true;
+        for (source, synced) in self.synced.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            ready &= *synced;
+            lines.push(format!(
+                "[{}]cache {source} {}",
+                if *synced { "+" } else { "-" },
+                if *synced { "synced" } else { "not synced yet" }
+            ));
+        }
+        let policies = self.policies();
+        lines.push(format!("[+]policies {} loaded", policies.len()));
+        for p in &policies {
+            let owner = match &p.tenant {
+                Some(tenant) => format!("tenant {tenant}"),
+                None => p.profile.clone(),
+            };
+            lines.push(format!(
+                "    {} {} {} sha256:{} from {}",
+                owner,
+                p.name,
+                p.version,
+                &p.sha256[..12.min(p.sha256.len())],
+                p.source
+            ));
+        }
+        let role = match (self.lease.is_some(), self.is_leader()) {
+            (false, _) => "leader election disabled",
+            (true, true) => "leader",
+            (true, false) => "standby",
+        };
+        let lease = self.lease.as_ref().map(|l| format!(" (Lease {l})")).unwrap_or_default();
+        match self.lease_problem.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            // A standby that may not touch the Lease never leads: not ready.
+            Some((problem, true)) => {
+                ready = false;
+                lines.push(format!("[-]leader-election {role}{lease}: {problem}"));
+            }
+            Some((problem, false)) => lines.push(format!("[+]leader-election {role}{lease}: last attempt: {problem}")),
+            None => lines.push(format!("[+]leader-election {role}{lease}")),
+        }
+        if self.is_stopping() {
+            ready = false;
+            lines.push("[-]shutdown in progress".into());
+        }
+        (ready, lines)
+    }
+}

@@ -1,0 +1,201 @@
+//! One tenant's worker: validates its namespace's policy ConfigMaps in the
+//! order they changed, within the tenant caps, off the scheduling path,
+//! and publishes every valid policy of the namespace to the scheduling
+//! loop. The tenant hears the result on its ConfigMap: a Normal
+//! `PolicyAccepted` or a Warning `PolicyRejected` Event (the previous
+//! version stays), or `TenantPoliciesDisabled` when operators switched
+//! tenant policies off for the namespace.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use crate::kubernetes::hot_swap::configmap::files_of;
+use crate::kubernetes::scheduler_status::{ActivePolicy, SchedulerStatus};
+use crate::policy::validator::{BundleValidator, ValidBundle};
+use crate::scheduler::{POLICY_ANNOTATION, TenantSettings};
+use wasmsched_runtime::LoadedPolicy;
+
+/// Every valid policy of one tenant now (empty: none), for the
+/// scheduling loop.
+#[derive(Debug)]
+pub struct TenantPolicies {
+    pub namespace: String,
+    /// By the name pods give in their annotation.
+    pub policies: Vec<(String, Arc<LoadedPolicy>)>,
+    pub active: Vec<ActivePolicy>,
+}
+
+/// How a bundle is judged (`BundleValidator`; a stand-in in tests).
+pub trait Validate: Send + Sync + 'static {
+    fn validate(
+        &self,
+        origin: &str,
+        files: &BTreeMap<String, Vec<u8>>,
+        taken: &[String],
+    ) -> Result<ValidBundle, String>;
+}
+
+impl Validate for BundleValidator {
+    fn validate(
+        &self,
+        origin: &str,
+        files: &BTreeMap<String, Vec<u8>>,
+        taken: &[String],
+    ) -> Result<ValidBundle, String> {
+        BundleValidator::validate(self, origin, files, taken)
+    }
+}
+
+/// What every tenant's worker shares.
+pub struct TenantContext<V, T> {
+    pub settings: TenantSettings,
+    pub validator: Arc<V>,
+    pub tx: std::sync::mpsc::Sender<T>,
+    pub status: Arc<SchedulerStatus>,
+    pub notes: mpsc::UnboundedSender<Note>,
+    /// Compiles in flight over every tenant: enough that one tenant's slow
+    /// compile leaves room for another's ([`compile_slots`]), few enough
+    /// that a burst of updates (every tenant's ConfigMap listed at start)
+    /// does not take every core from the scheduling thread.
+    pub compiles: Semaphore,
+}
+
+/// How many tenant compiles may run at once: half the cores, and never
+/// fewer than two, so one slow tenant cannot hold up the rest.
+pub fn compile_slots() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (cores / 2).max(2)
+}
+
+/// A change for a tenant's worker, in watch order.
+pub enum Work {
+    Apply(Box<ConfigMap>),
+    /// The ConfigMap of this name is gone (or unlabelled).
+    Forget(String),
+    /// Answer once everything queued before is done.
+    Barrier(oneshot::Sender<()>),
+}
+
+/// An Event to post on a ConfigMap.
+pub struct Note {
+    pub configmap: ConfigMap,
+    pub type_: &'static str,
+    pub reason: &'static str,
+    pub text: String,
+}
+
+/// The valid version of one ConfigMap.
+struct Accepted {
+    policies: Vec<(String, Arc<LoadedPolicy>)>,
+    active: Vec<ActivePolicy>,
+}
+
+pub struct Tenant<V, T> {
+    namespace: String,
+    context: Arc<TenantContext<V, T>>,
+    /// By ConfigMap name.
+    accepted: BTreeMap<String, Accepted>,
+}
+
+impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
+    pub fn new(namespace: &str, context: Arc<TenantContext<V, T>>) -> Self {
+        Tenant { namespace: namespace.to_string(), context, accepted: BTreeMap::new() }
+    }
+
+    /// Runs until the queue closes.
+    pub async fn run(mut self, mut work: mpsc::UnboundedReceiver<Work>) {
+        while let Some(w) = work.recv().await {
+            match w {
+                Work::Apply(cm) => self.apply(*cm).await,
+                Work::Forget(name) => self.forget(&name),
+                Work::Barrier(done) => {
+                    let _ = done.send(());
+                }
+            }
+        }
+    }
+
+    async fn apply(&mut self, cm: ConfigMap) {
+        let namespace = self.namespace.clone();
+        let name = cm.metadata.name.clone().unwrap_or_default();
+        let settings = &self.context.settings;
+        if !settings.allows(&namespace) {
+            let why = if settings.enabled {
+                format!("tenant policies are disabled for namespace {namespace} by the scheduler's configuration")
+            } else {
+                "tenant policies are disabled by the scheduler's configuration".to_string()
+            };
+            tracing::info!(configmap = %format!("{namespace}/{name}"), "{why}; ignoring it");
+            self.context.status.metrics.tenant_reload(&namespace, "disabled");
+            self.note(cm, "Warning", "TenantPoliciesDisabled", format!("{why}; this ConfigMap is ignored"));
+            return;
+        }
+
+        // What the namespace's other ConfigMaps already supply.
+        let taken: Vec<String> = self
+            .accepted
+            .iter()
+            .filter(|(n, _)| **n != name)
+            .flat_map(|(_, a)| a.policies.iter().map(|(p, _)| p.clone()))
+            .collect();
+        let origin = format!("configmap {namespace}/{name}");
+        let files = files_of(&cm);
+        let validator = self.context.validator.clone();
+        let slot = self.context.compiles.acquire().await;
+        let valid = tokio::task::spawn_blocking(move || validator.validate(&origin, &files, &taken))
+            .await
+            .unwrap_or_else(|e| Err(format!("loading panicked: {e}")));
+        drop(slot);
+
+        match valid {
+            Ok(ValidBundle { names, set }) => {
+                let policies: Vec<(String, Arc<LoadedPolicy>)> =
+                    names.into_iter().zip(set.policies.into_iter().map(|wp| wp.policy)).collect();
+                let active = ActivePolicy::of_tenant(&namespace, &policies);
+                let summary = active
+                    .iter()
+                    .map(|a| format!("{} ({} sha256:{})", a.name, a.version, a.sha256.get(..12).unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                tracing::info!(tenant = %namespace, configmap = %name, policies = %summary, "tenant policies accepted");
+                self.context.status.metrics.tenant_reload(&namespace, "accepted");
+                self.accepted.insert(name, Accepted { policies, active });
+                self.publish();
+                let text =
+                    format!("policies loaded: {summary}; pods opt in with the annotation {POLICY_ANNOTATION}: NAME");
+                self.note(cm, "Normal", "PolicyAccepted", text);
+            }
+            Err(why) => {
+                let consequence = if self.accepted.contains_key(&name) {
+                    "the active version stays"
+                } else {
+                    "no version of it is active: pods that opt in to its policies are placed by the built-in scoring"
+                };
+                tracing::warn!(tenant = %namespace, configmap = %name, error = %why, "tenant policy update rejected; {consequence}");
+                self.context.status.metrics.tenant_reload(&namespace, "rejected");
+                self.note(cm, "Warning", "PolicyRejected", format!("policy update rejected: {why}; {consequence}"));
+            }
+        }
+    }
+
+    fn forget(&mut self, name: &str) {
+        if self.accepted.remove(name).is_some() {
+            tracing::info!(tenant = %self.namespace, configmap = %name, "tenant policy configmap removed; its policies stop");
+            self.publish();
+        }
+    }
+
+    /// Sends every valid policy of the namespace to the scheduling loop.
+    fn publish(&self) {
+        let policies = self.accepted.values().flat_map(|a| a.policies.iter().cloned()).collect();
+        let active = self.accepted.values().flat_map(|a| a.active.iter().cloned()).collect();
+        let _ = self.context.tx.send(T::from(TenantPolicies { namespace: self.namespace.clone(), policies, active }));
+    }
+
+    fn note(&self, configmap: ConfigMap, type_: &'static str, reason: &'static str, text: String) {
+        let _ = self.context.notes.send(Note { configmap, type_, reason, text });
+    }
+}

@@ -1,0 +1,7 @@
+//! Watches of the API server: how each is decoded (`decode`: lists,
+//! relists, dedupe by resourceVersion), retried and logged (`retry`), and
+//! the cluster's objects turned into the core's events (`sources`).
+
+pub mod decode;
+pub mod retry;
+pub mod sources;

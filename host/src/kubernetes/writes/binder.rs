@@ -1,0 +1,157 @@
+//! Binding: `POST pods/{name}/binding` with the pod's UID as precondition,
+//! as kube-scheduler's DefaultBinder does. What a failure means for the
+//! assumed pod:
+//! - 409 because the pod is already bound → it is someone else's now: forget
+//!   the assumption and drop the pod (its bound state arrives by watch);
+//! - 404, or 409 because it is being deleted or was replaced (UID
+//!   precondition) → drop;
+//! - anything else (timeouts, 5xx, connection refused) → forget and requeue
+//!   with backoff.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::cluster::PodInfo;
+use crate::kubernetes::scheduler_status::SchedulerStatus;
+use crate::kubernetes::writes::denied::{self, Denials};
+
+/// A binding slower than this is abandoned and retried.
+const BIND_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BindOutcome {
+    Bound,
+    /// Already bound elsewhere, deleted or replaced: stop trying.
+    Dropped(String),
+    /// Transient: try again after backoff.
+    Retry(String),
+    /// This identity may not bind (said once by `Denials`): try again
+    /// after backoff, in case the permission is granted.
+    Forbidden(String),
+}
+
+impl BindOutcome {
+    pub fn label(&self) -> &'static str {
+        match self {
+            BindOutcome::Bound => "bound",
+            BindOutcome::Dropped(_) => "dropped",
+            BindOutcome::Retry(_) | BindOutcome::Forbidden(_) => "error",
+        }
+    }
+}
+
+/// What an API error on binding means.
+pub fn classify(error: &kube::Error) -> BindOutcome {
+    match error {
+        kube::Error::Api(status) if status.code == 404 => BindOutcome::Dropped(status.message.clone()),
+        kube::Error::Api(status) if status.code == 409 => BindOutcome::Dropped(status.message.clone()),
+        // The server's message, not the client's debug rendering of it.
+        kube::Error::Api(status) => BindOutcome::Retry(format!("{} ({})", status.message, status.code)),
+        other => BindOutcome::Retry(other.to_string()),
+    }
+}
+
+/// Binds `pod` to `node`; bounded by `timeout` so a hung connection
+/// cannot hold a binding slot forever.
+pub async fn bind(
+    client: &kube::Client,
+    pod: &PodInfo,
+    node: &str,
+    timeout: Duration,
+    denials: &Denials,
+) -> (BindOutcome, Duration) {
+    let started = Instant::now();
+    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.key.namespace);
+    let body = json!({
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod.key.name, "namespace": pod.key.namespace, "uid": pod.uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    });
+    let params = PostParams::default();
+    let call = api.create_subresource::<_, serde_json::Value>("binding", &pod.key.name, &params, &body);
+    let outcome = match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(_)) => BindOutcome::Bound,
+        Ok(Err(e)) if denials.forbidden("create", "pods/binding", &e) => BindOutcome::Forbidden(denied::message(&e)),
+        Ok(Err(e)) => classify(&e),
+        Err(_) => BindOutcome::Retry(format!("binding timed out after {timeout:?}")),
+    };
+    (outcome, started.elapsed())
+}
+
+/// A placement the scheduling loop hands to the binder.
+#[derive(Debug, Clone)]
+pub struct BindRequest {
+    pub pod: Arc<PodInfo>,
+    pub node: String,
+    /// Set when the built-in fallback chose the node (a policy failed).
+    pub fallback: Option<String>,
+}
+
+/// What the binder tells the scheduling loop.
+#[derive(Debug)]
+pub struct BindResult {
+    pub request: BindRequest,
+    pub outcome: BindOutcome,
+}
+
+/// Binds with at most `concurrency` requests in flight, until `requests`
+/// closes and every binding has answered; results go to `results`. A
+/// replica that is no longer the leader does not send the request: the pod
+/// is requeued (and the new leader binds it).
+pub async fn run<T: From<BindResult> + Send + 'static>(
+    client: kube::Client,
+    mut requests: mpsc::UnboundedReceiver<BindRequest>,
+    results: std::sync::mpsc::Sender<T>,
+    status: Arc<SchedulerStatus>,
+    concurrency: usize,
+) {
+    let concurrency = concurrency.max(1);
+    let slots = Arc::new(Semaphore::new(concurrency));
+    while let Some(request) = requests.recv().await {
+        let Ok(permit) = slots.clone().acquire_owned().await else { break };
+        let client = client.clone();
+        let results = results.clone();
+        let status = status.clone();
+        tokio::spawn(async move {
+            let (outcome, took) = if status.is_leader() {
+                bind(&client, &request.pod, &request.node, BIND_TIMEOUT, &status.denials).await
+            } else {
+                (BindOutcome::Retry("not the leader any more".into()), Duration::ZERO)
+            };
+            status.metrics.binding(outcome.label(), took);
+            let _ = results.send(T::from(BindResult { request, outcome }));
+            drop(permit);
+        });
+    }
+    let _ = slots.acquire_many(concurrency as u32).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure(message, if code == 404 { "NotFound" } else { "Conflict" })
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn conflicts_and_not_found_drop_the_pod_other_errors_retry() {
+        assert!(matches!(
+            classify(&api_error(409, "pod p is already assigned to node \"n\"")),
+            BindOutcome::Dropped(_)
+        ));
+        assert!(matches!(classify(&api_error(404, "pods \"p\" not found")), BindOutcome::Dropped(_)));
+        assert!(matches!(classify(&api_error(500, "etcdserver: request timed out")), BindOutcome::Retry(_)));
+    }
+}

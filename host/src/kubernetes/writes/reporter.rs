@@ -1,0 +1,320 @@
+//! What users see on their pods: events.k8s.io Events (`Scheduled`,
+//! `FailedScheduling`, `Preempted`, and `PolicyFallback` when a policy
+//! failed and the built-in scoring decided), the `PodScheduled=False`
+//! condition and `nominatedNodeName`; and preemptions carried out
+//! (`evictions.rs`).
+//! Events go out at most 8 at a time, in the background: reporting never
+//! holds up scheduling. Preemptions have their own allowance (32 at a
+//! time, each evicting its victims together): a preemptor waits for its
+//! evictions, so they must not queue behind events.
+//!
+//! Not flooding the API: a pod retried with the same failure gets one
+//! `FailedScheduling` event; repeats are counted and written into that
+//! event's `series` at most once per interval (30 s), as client-go's event
+//! series do; a different message is a new event. The condition is only
+//! patched when the message changes. Events are created directly rather
+//! than through kube-runtime's `Recorder`: it caches every event for six
+//! minutes (millions at our rates) and keys its series without the note, so
+//! a changed message would be folded into the old one.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::cluster::PodKey;
+use crate::kubernetes::writes::denied::{self, Denials};
+use crate::kubernetes::writes::evictions;
+use crate::kubernetes::writes::pod_condition;
+pub use crate::kubernetes::writes::pod_ref::PodRef;
+use crate::scheduler::{Nomination, Preemption};
+
+#[derive(Debug)]
+pub enum Report {
+    Scheduled {
+        pod: PodRef,
+        node: String,
+        fallback: Option<String>,
+    },
+    /// No node could take the pod. What preemption did goes with it: the
+    /// `nominatedNodeName` is written in the same status patch as the
+    /// `PodScheduled` condition, as kube-scheduler writes them, and a
+    /// preemption's victims are evicted meanwhile.
+    Unschedulable {
+        pod: PodRef,
+        message: String,
+        fallback: Option<String>,
+        nomination: Nomination,
+    },
+    /// The pod is bound or gone: forget what was sent about it.
+    Forget(PodKey),
+}
+
+pub struct PodReporter {
+    client: kube::Client,
+    instance: String,
+    denials: Denials,
+
+    failed_interval: Duration,
+    /// Per pod: the last FailedScheduling message sent and when.
+    last_failure: HashMap<PodKey, FailureSeries>,
+    /// Per pod: the message of the condition we last set.
+    last_condition: HashMap<PodKey, String>,
+    in_flight: Arc<Semaphore>,
+    preemptions: Arc<Semaphore>,
+}
+
+const CONCURRENCY: usize = 8;
+const PREEMPTIONS_IN_FLIGHT: usize = 32;
+
+/// The last `FailedScheduling` sent for a pod, for aggregation.
+struct FailureSeries {
+    message: String,
+    last_sent: Instant,
+    event_name: String,
+    /// Occurrences so far (the event's `series.count` when next sent).
+    count: i32,
+}
+
+fn reference(pod: &PodRef) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(pod.key.name.clone()),
+        namespace: Some(pod.key.namespace.clone()),
+        uid: Some(pod.uid.clone()),
+        ..Default::default()
+    }
+}
+
+impl PodReporter {
+    pub fn new(client: kube::Client, instance: &str, failed_interval: Duration, denials: Denials) -> Self {
+        PodReporter {
+            client,
+            instance: instance.to_string(),
+            denials,
+            failed_interval,
+            last_failure: HashMap::new(),
+            last_condition: HashMap::new(),
+            in_flight: Arc::new(Semaphore::new(CONCURRENCY)),
+            preemptions: Arc::new(Semaphore::new(PREEMPTIONS_IN_FLIGHT)),
+        }
+    }
+
+    /// Sends reports until the channel closes, then waits for the calls in
+    /// flight.
+    pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Report>) {
+        while let Some(report) = rx.recv().await {
+            self.handle(report).await;
+        }
+        let _ = self.in_flight.acquire_many(CONCURRENCY as u32).await;
+        let _ = self.preemptions.acquire_many(PREEMPTIONS_IN_FLIGHT as u32).await;
+    }
+
+    async fn handle(&mut self, report: Report) {
+        match report {
+            Report::Forget(key) => {
+                self.last_failure.remove(&key);
+                self.last_condition.remove(&key);
+            }
+            Report::Scheduled { pod, node, fallback } => {
+                self.last_failure.remove(&pod.key);
+                self.last_condition.remove(&pod.key);
+                let note = format!("Successfully assigned {} to {node}", pod.key);
+                self.create(&pod, "Normal", "Scheduled", "Binding", note).await;
+                if let Some(why) = fallback {
+                    let note = format!("{node} was chosen by the built-in least-allocated scoring: {why}");
+                    self.create(&pod, "Warning", "PolicyFallback", "Scheduling", note).await;
+                }
+            }
+            Report::Unschedulable { pod, message, fallback, nomination } => {
+                let now = Instant::now();
+                match self.last_failure.get_mut(&pod.key) {
+                    // The same failure again: counted; sent as the event's
+                    // series at most once per interval.
+                    Some(series) if series.message == message => {
+                        series.count += 1;
+                        if now.duration_since(series.last_sent) >= self.failed_interval {
+                            series.last_sent = now;
+                            let patch = json!({"series": {
+                                "count": series.count,
+                                "lastObservedTime": MicroTime(jiff::Timestamp::now()),
+                            }});
+                            let (namespace, name) = (pod.key.namespace.clone(), series.event_name.clone());
+                            self.patch(namespace, name, patch).await;
+                        }
+                    }
+                    _ => {
+                        let note = match &fallback {
+                            Some(why) => format!("{message} (a policy failed: {why})"),
+                            None => message.clone(),
+                        };
+                        let event_name = self.create(&pod, "Warning", "FailedScheduling", "Scheduling", note).await;
+                        let series = FailureSeries { message: message.clone(), last_sent: now, event_name, count: 1 };
+                        self.last_failure.insert(pod.key.clone(), series);
+                    }
+                }
+                let condition_changed = self.last_condition.get(&pod.key) != Some(&message);
+                if condition_changed {
+                    self.last_condition.insert(pod.key.clone(), message.clone());
+                }
+                let condition = condition_changed.then_some(message);
+                match nomination {
+                    Nomination::Unchanged => {
+                        if let Some(message) = condition {
+                            self.write_status(&pod, pod_condition::unschedulable(Some(message), None)).await;
+                        }
+                    }
+                    Nomination::Cleared => {
+                        self.write_status(&pod, pod_condition::unschedulable(condition, Some(None))).await
+                    }
+                    Nomination::Preempting { preemption, displaced } => {
+                        let status = pod_condition::unschedulable(condition, Some(Some(&preemption.node)));
+                        self.preempt(pod, status, preemption, displaced).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Creates an event in the background; returns its name.
+    async fn create(&self, pod: &PodRef, type_: &str, reason: &str, action: &str, note: String) -> String {
+        let event = new_event(&reference(pod), type_, reason, action, note, &pod.scheduler_name, &self.instance);
+        let name = event.metadata.name.clone().unwrap_or_default();
+        let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return name };
+        let (client, denials, key) = (self.client.clone(), self.denials.clone(), pod.key.clone());
+        tokio::spawn(async move {
+            post(client, &denials, event, &key).await;
+            drop(permit);
+        });
+        name
+    }
+
+    async fn patch(&self, namespace: String, name: String, patch: serde_json::Value) {
+        let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return };
+        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
+        tokio::spawn(async move {
+            if let Err(e) = api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                tracing::debug!(event = %name, error = %e, "could not update the event series");
+            }
+            drop(permit);
+        });
+    }
+
+    /// Writes the pod's `PodScheduled` condition and nomination.
+    async fn write_status(&self, pod: &PodRef, patch: serde_json::Value) {
+        let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return };
+        let (client, denials, pod) = (self.client.clone(), self.denials.clone(), pod.clone());
+        tokio::spawn(async move {
+            pod_condition::write_while_pending(client, &denials, &pod, patch).await;
+            drop(permit);
+        });
+    }
+
+    /// Carries out a preemption: the preemptor's status (with its
+    /// nomination) and the victims' evictions at once, as kube-scheduler
+    /// evicts them in parallel; a victim already being deleted gets nothing
+    /// more. Then the lower-priority pods it displaced lose their
+    /// nominations.
+    async fn preempt(
+        &self,
+        preemptor: PodRef,
+        status: serde_json::Value,
+        preemption: Preemption,
+        displaced: Vec<PodKey>,
+    ) {
+        let Ok(permit) = self.preemptions.clone().acquire_owned().await else { return };
+        let (client, denials, instance) = (self.client.clone(), self.denials.clone(), self.instance.clone());
+        tokio::spawn(async move {
+            let Preemption { node, victims } = preemption;
+            let nominated = pod_condition::write_while_pending(client.clone(), &denials, &preemptor, status);
+            let evictions = victims.iter().filter(|v| !v.terminating).map(|victim| {
+                let (client, denials, instance) = (client.clone(), denials.clone(), instance.clone());
+                let (preemptor, node) = (&preemptor, &node);
+                async move {
+                    let name = &preemptor.scheduler_name;
+                    if !evictions::evict(client.clone(), &denials, &victim.key, &victim.uid, name).await {
+                        return;
+                    }
+                    let victim = PodRef {
+                        key: victim.key.clone(),
+                        uid: victim.uid.clone(),
+                        resource_version: String::new(),
+                        scheduler_name: name.clone(),
+                    };
+                    let note = format!("Preempted by pod {} on node {node}", preemptor.uid);
+                    let mut event =
+                        new_event(&reference(&victim), "Normal", "Preempted", "Preempting", note, name, &instance);
+                    event.related = Some(reference(preemptor));
+                    post(client, &denials, event, &victim.key).await;
+                }
+            });
+            futures::future::join(nominated, futures::future::join_all(evictions)).await;
+            for key in displaced {
+                // Its UID and version are not at hand: read first.
+                let pod = PodRef {
+                    key,
+                    uid: String::new(),
+                    resource_version: String::new(),
+                    scheduler_name: preemptor.scheduler_name.clone(),
+                };
+                let patch = pod_condition::unschedulable(None, Some(None));
+                pod_condition::write_while_pending(client.clone(), &denials, &pod, patch).await;
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// Creates an event about the pod `key`.
+async fn post(client: kube::Client, denials: &Denials, event: K8sEvent, key: &PodKey) {
+    let api: Api<K8sEvent> = Api::namespaced(client, &key.namespace);
+    match api.create(&PostParams::default(), &event).await {
+        Ok(_) => {}
+        Err(e) if denials.forbidden("create", "events.k8s.io events", &e) => {}
+        Err(e) => {
+            let reason = event.reason.as_deref().unwrap_or_default();
+            tracing::warn!(pod = %key, %reason, error = %denied::message(&e), "could not create event")
+        }
+    }
+}
+
+/// An events.k8s.io Event about `regarding`, to create as is (no series
+/// aggregation: kube-runtime's recorder keys series without the note, so a
+/// second, different message would be folded into the first).
+pub fn new_event(
+    regarding: &ObjectReference,
+    type_: &str,
+    reason: &str,
+    action: &str,
+    note: String,
+    controller: &str,
+    instance: &str,
+) -> K8sEvent {
+    let now = jiff::Timestamp::now();
+    let name = regarding.name.clone().unwrap_or_else(|| controller.to_string());
+    K8sEvent {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+            namespace: regarding.namespace.clone(),
+            ..Default::default()
+        },
+        event_time: Some(MicroTime(now)),
+        type_: Some(type_.into()),
+        reason: Some(reason.into()),
+        action: Some(action.into()),
+        // The API server refuses notes over 1 kB.
+        note: Some(note.chars().take(1000).collect()),
+        regarding: Some(regarding.clone()),
+        reporting_controller: Some(controller.into()),
+        reporting_instance: Some(instance.into()),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,204 @@
+//! The built-in pass of an attempt: kube's filters over the nodes of the
+//! window (split over the workers in a large cluster), then the inputs of
+//! the built-in scores for the nodes that passed. What it leaves is
+//! self-contained, so a tenant's policy can finish the attempt on another
+//! thread.
+
+use crate::cluster::{ClusterState, PodInfo};
+use crate::scheduler::attempt::record::{NodeRecord, Verdict};
+use crate::scheduler::parallel::workers::AttemptWorkers;
+use crate::scheduler::plugins::filters;
+use crate::scheduler::plugins::reasons::ReasonHistogram;
+use crate::scheduler::plugins::scores::{BuiltinInputs, BuiltinScoring};
+use crate::scheduler::plugins::topology::TopologyFilters;
+use crate::scheduler::plugins::volume_binding::{PodVolumes, WAITS_FOR_FIRST_CONSUMER};
+use crate::scheduler::sampling::NodeWindow;
+use wasmsched_runtime::{Candidate, NodeFacts, NodeId};
+
+/// What the built-in filters left: the candidates, and what rejected the
+/// others. Self-contained, so a tenant's policy can finish the attempt on
+/// another thread.
+#[derive(Debug)]
+pub struct BuiltinPass {
+    pub candidates: Vec<Candidate>,
+    /// The built-in score parts' inputs, per candidate.
+    pub(super) builtin: BuiltinInputs,
+    /// Why no node can take the pod whatever the node (kube's PreFilter
+    /// rejections: a claim missing or not bound yet).
+    pub(super) pod_rejection: Option<String>,
+    /// Constraints of the pod left unevaluated, for the record.
+    pub(super) ignored_constraints: Vec<&'static str>,
+    pub(super) histogram: ReasonHistogram,
+    pub(super) records: Vec<NodeRecord>,
+    /// For each candidate, its entry in `records` (with detail only).
+    pub(super) record_index: Vec<usize>,
+    pub(super) feasible_builtin: usize,
+    pub(super) nodes: usize,
+    /// Nodes the built-in filters ran on: `nodes` unless sampling stopped
+    /// them early.
+    pub(super) evaluated: usize,
+    /// The table slot after the last node evaluated: where the next
+    /// sampled attempt starts.
+    pub(super) next_start: usize,
+    pub(super) detail: bool,
+}
+
+/// Built-in filters over the nodes of `window`: from its start, until it
+/// has found enough feasible nodes or seen every node; then the inputs of
+/// the built-in scores for the nodes found. Every node of a large cluster
+/// is split over `workers`, in slices of the table whose results join in
+/// table order: the same candidates, in the same order, as on one thread.
+pub fn builtin_pass(
+    pod: &PodInfo,
+    state: &ClusterState,
+    scoring: &BuiltinScoring,
+    detail: bool,
+    window: NodeWindow,
+    workers: &AttemptWorkers,
+) -> BuiltinPass {
+    let table = state.table();
+    let slices = workers.slices(table.len(), table.slot_count());
+    if window != NodeWindow::ALL || slices.len() == 1 {
+        return builtin_pass_over(pod, state, scoring, detail, window, workers, |volumes, topology, pre| {
+            filter_nodes(pod, state, volumes, topology, table.iter_from(window.start), window.find, pre)
+        });
+    }
+    builtin_pass_over(pod, state, scoring, detail, window, workers, |volumes, topology, pre| {
+        let parts = slices.iter().map(|slots| BuiltinPass::empty(table.len(), slots.len(), detail, 0)).collect();
+        let parts = workers.fill(&slices, parts, |slots, part| {
+            filter_nodes(pod, state, volumes, topology, table.iter_slots(slots), usize::MAX, part);
+        });
+        for part in parts {
+            pre.append(part);
+        }
+    })
+}
+
+impl BuiltinPass {
+    fn empty(nodes: usize, capacity: usize, detail: bool, next_start: usize) -> Self {
+        BuiltinPass {
+            candidates: Vec::with_capacity(capacity),
+            builtin: BuiltinInputs::default(),
+            pod_rejection: None,
+            ignored_constraints: Vec::new(),
+            histogram: ReasonHistogram::default(),
+            records: Vec::new(),
+            record_index: Vec::new(),
+            feasible_builtin: 0,
+            nodes,
+            evaluated: 0,
+            next_start,
+            detail,
+        }
+    }
+
+    /// Adds what the built-in filters found in the next slice of nodes.
+    fn append(&mut self, next: BuiltinPass) {
+        let offset = self.records.len();
+        self.candidates.extend(next.candidates);
+        self.histogram.merge(next.histogram);
+        self.records.extend(next.records);
+        self.record_index.extend(next.record_index.into_iter().map(|i| i + offset));
+        self.evaluated += next.evaluated;
+        self.next_start = next.next_start;
+    }
+}
+
+/// Built-in filters over the nodes `scan` visits (it stops at
+/// `window.find` feasible ones), then the built-in scores' inputs.
+pub(super) fn builtin_pass_over(
+    pod: &PodInfo,
+    state: &ClusterState,
+    scoring: &BuiltinScoring,
+    detail: bool,
+    window: NodeWindow,
+    workers: &AttemptWorkers,
+    scan: impl FnOnce(&PodVolumes, Option<&TopologyFilters>, &mut BuiltinPass),
+) -> BuiltinPass {
+    // Sized for every node (or the sample) up front: growing it by
+    // doubling cost a dozen reallocations and copies per attempt at 5,000
+    // nodes (docs/benchmarks.md, "Instruction counts").
+    let table = state.table();
+    let mut pre = BuiltinPass::empty(table.len(), table.len().min(window.find), detail, window.start);
+    let volumes = match PodVolumes::resolve(pod, state) {
+        Ok(volumes) => volumes,
+        Err(rejection) => {
+            pre.pod_rejection = Some(rejection);
+            return pre;
+        }
+    };
+    if volumes.waits_for_first_consumer {
+        pre.ignored_constraints.push(WAITS_FOR_FIRST_CONSUMER);
+    }
+    scan(&volumes, TopologyFilters::new(pod, state).as_ref(), &mut pre);
+    pre.feasible_builtin = pre.candidates.len();
+    pre.builtin = BuiltinInputs::gather(pod, state, &pre.candidates, scoring, workers);
+    pre
+}
+
+/// The built-in filters over `nodes` (id, facts, the slot after it) until
+/// `find` pass, then `topology` (the filters that read counts of other
+/// pods) on the nodes that passed.
+pub(super) fn filter_nodes<'a>(
+    pod: &PodInfo,
+    state: &ClusterState,
+    volumes: &PodVolumes,
+    topology: Option<&TopologyFilters>,
+    nodes: impl Iterator<Item = (NodeId, &'a NodeFacts, usize)>,
+    find: usize,
+    pre: &mut BuiltinPass,
+) {
+    // One loop per case, so a pod without topology constraints (most pods)
+    // runs the per-node loop it ran before they existed.
+    match topology {
+        None => filter_nodes_with(pod, state, volumes, nodes, find, pre, |_| Ok(())),
+        Some(topology) => filter_nodes_with(pod, state, volumes, nodes, find, pre, |id| topology.check(id)),
+    }
+}
+
+fn filter_nodes_with<'a>(
+    pod: &PodInfo,
+    state: &ClusterState,
+    volumes: &PodVolumes,
+    nodes: impl Iterator<Item = (NodeId, &'a NodeFacts, usize)>,
+    find: usize,
+    pre: &mut BuiltinPass,
+    topology: impl Fn(NodeId) -> Result<(), &'static str>,
+) {
+    let detail = pre.detail;
+    for (id, node, next) in nodes {
+        if pre.candidates.len() >= find {
+            break;
+        }
+        pre.next_start = next;
+        pre.evaluated += 1;
+        let Some(node_state) = state.node(id) else { continue };
+        match filters::run(pod, node, node_state, volumes).and_then(|()| topology(id).or_else(filters::reject)) {
+            Ok(()) => {
+                pre.candidates.push(node_state.usage.candidate(id));
+                if detail {
+                    pre.record_index.push(pre.records.len());
+                    pre.records.push(NodeRecord {
+                        node: node.name.clone(),
+                        verdict: Verdict::Feasible,
+                        scores: vec![],
+                        total: None,
+                    });
+                }
+            }
+            Err(reasons) => {
+                for r in &reasons {
+                    pre.histogram.add(r);
+                }
+                if detail {
+                    pre.records.push(NodeRecord {
+                        node: node.name.clone(),
+                        verdict: Verdict::Rejected { by: "built-in".into(), reasons },
+                        scores: vec![],
+                        total: None,
+                    });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! The policy pass of an attempt, over what the built-in pass left: the
+//! policy filters in order, then the built-in and policy scores, the
+//! weighted sum and the best node, and (when asked) every node's detail.
+//! Reads the cluster only through the call scope's context, so a tenant's
+//! job can run it on another thread.
+
+use std::time::{Duration, Instant};
+
+use super::builtin_pass::BuiltinPass;
+use super::choice::{normalize, pick_best};
+use super::pod_seed;
+use crate::cluster::PodInfo;
+use crate::scheduler::attempt::record::{AttemptRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, Verdict};
+use crate::scheduler::plugins::reasons::ReasonHistogram;
+use crate::scheduler::plugins::scores::{BuiltinInputs, PartScores};
+use crate::scheduler::policy_calls::{AttemptCalls, CallScope};
+use crate::scheduler::policy_set::{PolicySet, least_allocated};
+use wasmsched_runtime::Candidate;
+
+/// An attempt decided: the record, and the scored candidates so a caller
+/// that decided on a snapshot can fall back to the next best node.
+#[derive(Debug)]
+pub struct AttemptOutcome {
+    pub record: AttemptRecord,
+    pub candidates: Vec<Candidate>,
+    pub totals: Vec<f64>,
+    /// Index into `candidates` of the chosen node.
+    pub best: Option<usize>,
+}
+
+/// The nodes still in the running, and what the attempt noted of the
+/// others.
+struct Survivors {
+    candidates: Vec<Candidate>,
+    builtin: BuiltinInputs,
+    histogram: ReasonHistogram,
+    records: Vec<NodeRecord>,
+    /// For each candidate, its entry in `records` (with detail only).
+    record_index: Vec<usize>,
+    detail: bool,
+}
+
+/// The policy calls of one attempt, and what their failures leave.
+struct Calls<'a> {
+    pod: &'a PodInfo,
+    policies: &'a PolicySet,
+    calls_for: AttemptCalls<'a>,
+    made: Vec<PolicyCall>,
+    /// Why the built-in fallback scores instead of the policies.
+    fallback: Option<String>,
+}
+
+/// A scoring policy's (or the fallback's) scores: name, weight, raw and
+/// normalised, per candidate.
+type PolicyScores = (String, u32, Vec<f64>, Vec<f64>);
+
+/// Policy filters, policy scores, the weighted sum and the best node, over
+/// what the built-in pass left.
+pub fn policy_pass(
+    pre: BuiltinPass,
+    pod: &PodInfo,
+    policies: &PolicySet,
+    scope: CallScope<'_>,
+    seed: u64,
+    attempt: u32,
+    started: Instant,
+) -> AttemptOutcome {
+    let BuiltinPass {
+        candidates,
+        builtin,
+        pod_rejection,
+        ignored_constraints,
+        histogram,
+        records,
+        record_index,
+        feasible_builtin,
+        nodes,
+        evaluated,
+        detail,
+        ..
+    } = pre;
+    let calls_for = AttemptCalls { scope, pod: &pod.facts, nodes };
+    let fallback = policies.unavailable.clone();
+    let mut calls = Calls { pod, policies, calls_for, made: Vec::new(), fallback };
+    let mut survivors = Survivors { candidates, builtin, histogram, records, record_index, detail };
+    calls.filter(&mut survivors);
+
+    let mut record = AttemptRecord {
+        pod: pod.key.to_string(),
+        attempt,
+        nodes,
+        evaluated,
+        feasible_builtin,
+        feasible: survivors.candidates.len(),
+        chosen: None,
+        message: None,
+        policies: versions(policies),
+        tenant: None,
+        ignored_constraints: ignored_constraints.iter().map(|c| c.to_string()).collect(),
+        pod_rejected: pod_rejection.is_some(),
+        preemption: None,
+        fallback: None,
+        duration: Duration::ZERO,
+        policy_calls: Vec::new(),
+        node_records: Vec::new(),
+    };
+    let Survivors { candidates, builtin, histogram, mut records, record_index, .. } = survivors;
+    if candidates.is_empty() {
+        record.message = Some(match pod_rejection {
+            Some(rejection) => format!("0/{nodes} nodes are available: {rejection}."),
+            None => histogram.message(nodes),
+        });
+        record.fallback = calls.fallback;
+        record.policy_calls = calls.made;
+        record.node_records = records;
+        record.duration = started.elapsed();
+        return AttemptOutcome { record, candidates, totals: Vec::new(), best: None };
+    }
+
+    let pod_seed = pod_seed(seed, pod, attempt);
+    let builtin = builtin.scores();
+    let (totals, per_policy) = calls.score(&candidates, &builtin, pod_seed);
+    let chosen = pick_best(&totals, &candidates, pod_seed);
+    if detail {
+        node_detail(&mut records, &record_index, &builtin, &per_policy, &totals);
+    }
+    record.chosen = scope.ctx.nodes.name(candidates[chosen].node).map(str::to_string);
+    record.fallback = calls.fallback;
+    record.policy_calls = calls.made;
+    record.node_records = records;
+    record.duration = started.elapsed();
+    AttemptOutcome { record, candidates, totals, best: Some(chosen) }
+}
+
+impl Survivors {
+    /// Keeps the candidates `rejection` has no reason for; counts and
+    /// records the others' reasons against `policy`.
+    fn keep<'r>(&mut self, policy: &str, rejection: impl Fn(usize) -> Option<&'r str>) {
+        let n = self.candidates.len();
+        let (mut kept, mut kept_index, mut keep) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        for (i, c) in self.candidates.iter().enumerate() {
+            let rejected = rejection(i);
+            keep.push(rejected.is_none());
+            match rejected {
+                None => {
+                    kept.push(*c);
+                    if self.detail {
+                        kept_index.push(self.record_index[i]);
+                    }
+                }
+                Some(reason) => {
+                    self.histogram.add(reason);
+                    if self.detail {
+                        self.records[self.record_index[i]].verdict =
+                            Verdict::Rejected { by: policy.to_string(), reasons: vec![reason.to_string()] };
+                    }
+                }
+            }
+        }
+        if kept.len() < n {
+            self.builtin.retain(&keep);
+        }
+        self.candidates = kept;
+        self.record_index = kept_index;
+    }
+}
+
+/// The name, version, digest and weight of every policy, for the record.
+fn versions(policies: &PolicySet) -> Vec<PolicyVersion> {
+    policies
+        .policies
+        .iter()
+        .map(|wp| PolicyVersion {
+            name: wp.policy.info.name.clone(),
+            version: wp.policy.info.version.clone(),
+            sha256: wp.policy.provenance.sha256.clone(),
+            weight: wp.weight,
+        })
+        .collect()
+}
+
+impl Calls<'_> {
+    /// The policy filters, in order; each sees the survivors of the
+    /// previous one. A filter that fails is skipped, and the attempt goes
+    /// on with the built-in fallback.
+    fn filter(&mut self, survivors: &mut Survivors) {
+        for wp in self.policies.policies.iter().filter(|wp| wp.policy.info.phases.filter) {
+            if survivors.candidates.is_empty() {
+                break;
+            }
+            match self.calls_for.filter(&mut self.made, wp, &survivors.candidates) {
+                Ok(outcome) => survivors.keep(wp.policy.name(), |i| outcome.rejection(i)),
+                Err(e) => {
+                    tracing::warn!(pod = %self.pod.key, error = %e, "policy filter failed; skipping it");
+                    self.fallback.get_or_insert_with(|| e.to_string());
+                }
+            }
+        }
+    }
+
+    /// Every candidate's total: the built-in parts, then every scoring
+    /// policy, normalised and weighted. Any policy failure (or no policy to
+    /// ask) means the native least-allocated in the policies' place.
+    fn score(
+        &mut self,
+        candidates: &[Candidate],
+        builtin: &[PartScores],
+        pod_seed: u64,
+    ) -> (Vec<f64>, Vec<PolicyScores>) {
+        let uniform: f64 = builtin.iter().filter_map(|part| part.uniform_weighted()).sum();
+        let mut totals = vec![uniform; candidates.len()];
+        for part in builtin {
+            part.add_weighted(&mut totals);
+        }
+        let mut per_policy: Vec<PolicyScores> = Vec::new();
+        let scoring: Vec<_> = self.policies.policies.iter().filter(|wp| wp.policy.info.phases.score).collect();
+        if self.fallback.is_none() {
+            for wp in &scoring {
+                match self.calls_for.score(&mut self.made, wp, candidates, pod_seed) {
+                    Ok(raw) => {
+                        let normalized = normalize(&raw, wp.policy.info.score_order);
+                        per_policy.push((wp.policy.name().to_string(), wp.weight, raw, normalized));
+                    }
+                    Err(e) => {
+                        tracing::warn!(pod = %self.pod.key, error = %e, "policy score failed; using the built-in fallback");
+                        self.fallback = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+        }
+        if self.fallback.is_some() || scoring.is_empty() {
+            let scope = &self.calls_for.scope;
+            let raw = least_allocated(self.pod, candidates, &scope.ctx.nodes, scope.workers);
+            let normalized = raw.clone();
+            per_policy = vec![("least-allocated (built-in)".to_string(), 1, raw, normalized)];
+        }
+        for (_, weight, _, normalized) in &per_policy {
+            for (t, n) in totals.iter_mut().zip(normalized) {
+                *t += f64::from(*weight) * n;
+            }
+        }
+        (totals, per_policy)
+    }
+}
+
+/// Each candidate's scores, part by part, and its total, for `--explain`.
+fn node_detail(
+    records: &mut [NodeRecord],
+    record_index: &[usize],
+    builtin: &[PartScores],
+    per_policy: &[PolicyScores],
+    totals: &[f64],
+) {
+    for (i, &r) in record_index.iter().enumerate() {
+        let parts = builtin.iter().map(|p| PolicyScore {
+            policy: format!("{} (built-in)", p.part),
+            raw: p.raw(i),
+            normalized: p.normalized(i),
+            weight: p.weight,
+        });
+        let policies = per_policy.iter().map(|(name, weight, raw, normalized)| PolicyScore {
+            policy: name.clone(),
+            raw: raw[i],
+            normalized: normalized[i],
+            weight: *weight,
+        });
+        records[r].scores = parts.chain(policies).collect();
+        records[r].total = Some(totals[i]);
+    }
+}

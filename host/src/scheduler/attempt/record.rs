@@ -1,0 +1,106 @@
+//! What one scheduling attempt decided and why: the record `--explain`
+//! prints and the kube-form failure message.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::scheduler::plugins::preemption::Preemption;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyVersion {
+    pub name: String,
+    pub version: String,
+    pub sha256: String,
+    pub weight: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyScore {
+    pub policy: String,
+    pub raw: f64,
+    /// 0..100, 100 best, after honouring the policy's score order.
+    pub normalized: f64,
+    pub weight: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "verdict", rename_all = "camelCase")]
+pub enum Verdict {
+    Feasible,
+    /// Rejected by a built-in filter or a policy (`by`), with its reasons.
+    Rejected {
+        by: String,
+        reasons: Vec<String>,
+    },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeRecord {
+    pub node: String,
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scores: Vec<PolicyScore>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+}
+
+/// One call into a policy during an attempt, for the metrics.
+#[derive(Debug, Clone)]
+pub struct PolicyCall {
+    pub policy: String,
+    pub phase: &'static str,
+    pub duration: Duration,
+    /// The failure kind (`PolicyError::kind`), if the call failed.
+    pub failure: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptRecord {
+    pub pod: String,
+    pub attempt: u32,
+    /// Nodes in the cluster when the attempt started.
+    pub nodes: usize,
+    /// Nodes the built-in filters ran on: all of them, unless node sampling
+    /// (`percentageOfNodesToScore`) stopped once enough were feasible.
+    pub evaluated: usize,
+    /// Nodes left after the built-in filters, then after policy filters.
+    pub feasible_builtin: usize,
+    pub feasible: usize,
+    pub chosen: Option<String>,
+    /// The kube-form message when no node was chosen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Rejected whatever the node (a claim missing or not bound): no
+    /// eviction can help.
+    #[serde(skip)]
+    pub pod_rejected: bool,
+    pub policies: Vec<PolicyVersion>,
+    /// The tenant (namespace) whose policy decided, for pods that opted in
+    /// to one with the `wasmsched.io/policy` annotation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// Constraints of the pod that were not evaluated (plugins wasmsched
+    /// does not implement yet).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ignored_constraints: Vec<String>,
+    /// The preemption this attempt started: the node the pod is nominated
+    /// to and the pods evicted there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<Preemption>,
+    /// Why the built-in least-allocated scoring was used, if it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+    #[serde(serialize_with = "micros")]
+    pub duration: Duration,
+    #[serde(skip)]
+    pub policy_calls: Vec<PolicyCall>,
+    /// Per-node detail; only collected when asked for (it is large).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_records: Vec<NodeRecord>,
+}
+
+fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_micros() as u64)
+}

@@ -1,0 +1,149 @@
+//! The built-in filters, native Rust, in kube-scheduler's default order, each
+//! with kube's reason text. Like the framework, a node stops at its first
+//! failing filter, and that filter's reasons are what the node reports.
+//!
+//! No filter reads node conditions: kube-scheduler has had no readiness
+//! filter since conditions became taints (`node.kubernetes.io/not-ready`,
+//! `unreachable`, `memory-pressure`, … added by the node lifecycle
+//! controller), so a NotReady node is judged by its taints alone.
+
+use wasmsched_rules::{first_untolerated, node_selector_matches, required_affinity_matches, tolerates};
+use wasmsched_runtime::{NodeFacts, TaintEffect};
+
+use crate::cluster::{NodeState, NodeUsage, PodInfo};
+use crate::scheduler::plugins::volume_binding::PodVolumes;
+
+pub const NODE_UNSCHEDULABLE: &str = "node(s) were unschedulable";
+pub const NODE_NAME_MISMATCH: &str = "node(s) didn't match the requested node name";
+pub const NODE_AFFINITY_MISMATCH: &str = "node(s) didn't match Pod's node affinity/selector";
+pub const NODE_PORTS_CONFLICT: &str = "node(s) didn't have free ports for the requested pod ports";
+pub const TOO_MANY_PODS: &str = "Too many pods";
+pub const UNTOLERATED_TAINT: &str = "node(s) had untolerated taint(s)";
+
+/// Runs the built-in filters that read only the node, what is placed on
+/// it and the pod's bound volumes; `Err` holds the first failing filter's
+/// reasons. PodTopologySpread and InterPodAffinity, which read counts of
+/// other pods, come after them (`topology_filters.rs`).
+pub fn run(pod: &PodInfo, node: &NodeFacts, state: &NodeState, volumes: &PodVolumes) -> Result<(), Vec<String>> {
+    node_unschedulable(pod, node)?;
+    node_name(pod, node)?;
+    taint_toleration(pod, node)?;
+    node_affinity(pod, node)?;
+    // Placed pods, and nominated pods that come first (their room is held).
+    let usage = state.usage_for(pod);
+    node_ports(pod, &usage)?;
+    node_resources_fit(pod, node, &usage)?;
+    volumes.check(node)
+}
+
+/// Whether evicting pods could clear a node's rejection: kube's
+/// `Unschedulable`, as opposed to `UnschedulableAndUnresolvable`, which
+/// preemption does not try. Resources are resolvable unless the pod asks
+/// for more than the node has at all; topology spread's skew and both
+/// anti-affinity rules are; a label, a taint, a node affinity, a cordon, a
+/// pod affinity with no match or a policy's verdict are not.
+pub fn resolvable_by_eviction(pod: &PodInfo, node: &NodeFacts, reasons: &[String]) -> bool {
+    use wasmsched_rules::pod_affinity::{ANTI_AFFINITY_MISMATCH, EXISTING_ANTI_AFFINITY_MISMATCH};
+    use wasmsched_rules::topology_spread::SKEW_EXCEEDED;
+    let resolvable = |r: &String| {
+        r.starts_with("Insufficient ")
+            || [
+                NODE_PORTS_CONFLICT,
+                TOO_MANY_PODS,
+                SKEW_EXCEEDED,
+                ANTI_AFFINITY_MISMATCH,
+                EXISTING_ANTI_AFFINITY_MISMATCH,
+            ]
+            .contains(&r.as_str())
+    };
+    !reasons.is_empty() && reasons.iter().all(resolvable) && !exceeds_allocatable(pod, node)
+}
+
+/// The pod asks for more of some resource than the node has in all.
+fn exceeds_allocatable(pod: &PodInfo, node: &NodeFacts) -> bool {
+    let want = &pod.requests.resources;
+    let alloc = &node.allocatable;
+    alloc.pods == 0
+        || want.milli_cpu > alloc.milli_cpu
+        || want.memory > alloc.memory
+        || want.ephemeral_storage > alloc.ephemeral_storage
+        || want
+            .scalar
+            .iter()
+            .any(|(name, amount)| *amount > alloc.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v))
+}
+
+/// One reason, as a failing filter reports it.
+pub fn reject(reason: &str) -> Result<(), Vec<String>> {
+    Err(vec![reason.to_string()])
+}
+
+/// NodeUnschedulable: `spec.unschedulable` unless the pod tolerates
+/// `node.kubernetes.io/unschedulable:NoSchedule`.
+fn node_unschedulable(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
+    if !node.unschedulable {
+        return Ok(());
+    }
+    let cordoned = ("node.kubernetes.io/unschedulable", "", TaintEffect::NoSchedule);
+    if tolerates(&pod.facts.tolerations, &cordoned) { Ok(()) } else { reject(NODE_UNSCHEDULABLE) }
+}
+
+fn node_name(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
+    match &pod.node_name {
+        Some(name) if *name != node.name => reject(NODE_NAME_MISMATCH),
+        _ => Ok(()),
+    }
+}
+
+/// TaintToleration: a NoSchedule/NoExecute taint the pod does not
+/// tolerate. Reported as kube-scheduler v1.36 reports it, without the
+/// taint's key and value (they can be sensitive; kubernetes#134740).
+fn taint_toleration(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
+    match first_untolerated(&node.taints, &pod.facts.tolerations) {
+        Some(_) => reject(UNTOLERATED_TAINT),
+        None => Ok(()),
+    }
+}
+
+/// NodeAffinity: nodeSelector (all pairs) and required node affinity (terms
+/// ORed, requirements ANDed, an empty term matches nothing; fields support
+/// `metadata.name`).
+fn node_affinity(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
+    let facts = &pod.facts;
+    let selector = node_selector_matches(facts.node_selector.iter().map(|(k, v)| (k.as_str(), v.as_str())), node);
+    let affinity = required_affinity_matches(&facts.required_node_affinity, node);
+    if selector && affinity { Ok(()) } else { reject(NODE_AFFINITY_MISMATCH) }
+}
+
+fn node_ports(pod: &PodInfo, usage: &NodeUsage) -> Result<(), Vec<String>> {
+    let conflict = pod.host_ports.iter().any(|want| usage.host_ports.iter().any(|used| want.conflicts(used)));
+    if conflict { reject(NODE_PORTS_CONFLICT) } else { Ok(()) }
+}
+
+/// NodeResourcesFit: pod count, then every requested resource that does not
+/// fit in `allocatable - requested`; all of them are reported.
+fn node_resources_fit(pod: &PodInfo, node: &NodeFacts, usage: &NodeUsage) -> Result<(), Vec<String>> {
+    let mut reasons = Vec::new();
+    let alloc = &node.allocatable;
+    if usage.pods + 1 > alloc.pods {
+        reasons.push(TOO_MANY_PODS.to_string());
+    }
+    let want = &pod.requests.resources;
+    let insufficient = |want: u64, allocatable: u64, used: u64| want > 0 && want > allocatable.saturating_sub(used);
+    if insufficient(want.milli_cpu, alloc.milli_cpu, usage.milli_cpu) {
+        reasons.push("Insufficient cpu".into());
+    }
+    if insufficient(want.memory, alloc.memory, usage.memory) {
+        reasons.push("Insufficient memory".into());
+    }
+    if insufficient(want.ephemeral_storage, alloc.ephemeral_storage, usage.ephemeral_storage) {
+        reasons.push("Insufficient ephemeral-storage".into());
+    }
+    for (name, amount) in &want.scalar {
+        let allocatable = alloc.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
+        if insufficient(*amount, allocatable, usage.scalar(name)) {
+            reasons.push(format!("Insufficient {name}"));
+        }
+    }
+    if reasons.is_empty() { Ok(()) } else { Err(reasons) }
+}

@@ -1,0 +1,21 @@
+//! kube-scheduler's default plugins, built into the core with its
+//! semantics and reason texts: what every attempt runs before (and beside)
+//! the policies.
+//! - `filters`: the per-node filters (NodeResourcesFit, NodeName,
+//!   NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts, and
+//!   VolumeBinding's node checks);
+//! - `topology`: PodTopologySpread and InterPodAffinity, which count other
+//!   pods;
+//! - `volume_binding`: a pod's claims resolved once per attempt;
+//! - `scores`: the built-in score parts and their default weights;
+//! - `preemption`: DefaultPreemption;
+//! - `queueing_hints`: which waiting pods a cluster event may let in;
+//! - `reasons`: the rejection reasons, counted into kube's message.
+
+pub mod filters;
+pub mod preemption;
+pub mod queueing_hints;
+pub mod reasons;
+pub mod scores;
+pub mod topology;
+pub mod volume_binding;

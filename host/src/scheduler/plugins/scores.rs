@@ -1,0 +1,525 @@
+//! The built-in score: kube-scheduler's default score plugins other than
+//! NodeResourcesFit, whose place the policies take, with kube's default
+//! weights. Each part scores the feasible nodes 0..=100 as its kube plugin
+//! does (docs/architecture.md, "Scoring"); the attempt adds `weight × part`
+//! to the policies' `weight × normalised score`.
+//!
+//! The parts read the cluster model (pod counts, images), so their inputs
+//! are gathered with the built-in filters, on the scheduling thread, and
+//! carried to `policy_pass` per candidate: policy filters may still drop
+//! candidates, and the parts that normalise over the feasible nodes do so
+//! over what is left, as kube's normalisation runs after every filter.
+
+use std::fmt;
+use std::sync::Arc;
+
+use wasmsched_rules::scoring::{
+    balanced_cpu_memory, default_normalize, image_locality, inter_pod_normalize, intolerable_prefer_no_schedule,
+    preferred_node_affinity, scaled_image_score, spread_normalize, spread_score, spread_weight,
+};
+use wasmsched_runtime::{Candidate, NodeId};
+
+use crate::cluster::{ClusterState, Domains, PodInfo, SpreadConstraint};
+use crate::scheduler::parallel::workers::AttemptWorkers;
+use crate::scheduler::plugins::topology::{clause_of, spread_domain_counts};
+
+/// One part of the built-in score, named as its kube-scheduler plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScorePart {
+    TaintToleration,
+    NodeAffinity,
+    PodTopologySpread,
+    InterPodAffinity,
+    NodeResourcesBalancedAllocation,
+    ImageLocality,
+}
+
+impl ScorePart {
+    pub const ALL: [ScorePart; 6] = [
+        ScorePart::TaintToleration,
+        ScorePart::NodeAffinity,
+        ScorePart::PodTopologySpread,
+        ScorePart::InterPodAffinity,
+        ScorePart::NodeResourcesBalancedAllocation,
+        ScorePart::ImageLocality,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ScorePart::TaintToleration => "TaintToleration",
+            ScorePart::NodeAffinity => "NodeAffinity",
+            ScorePart::PodTopologySpread => "PodTopologySpread",
+            ScorePart::InterPodAffinity => "InterPodAffinity",
+            ScorePart::NodeResourcesBalancedAllocation => "NodeResourcesBalancedAllocation",
+            ScorePart::ImageLocality => "ImageLocality",
+        }
+    }
+
+    /// kube-scheduler v1.36's default profile's weight.
+    pub fn default_weight(self) -> u32 {
+        match self {
+            ScorePart::TaintToleration => 3,
+            ScorePart::NodeAffinity | ScorePart::PodTopologySpread | ScorePart::InterPodAffinity => 2,
+            ScorePart::NodeResourcesBalancedAllocation | ScorePart::ImageLocality => 1,
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ScorePart> {
+        ScorePart::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    fn index(self) -> usize {
+        ScorePart::ALL.iter().position(|p| *p == self).expect("every part is in ALL")
+    }
+}
+
+impl fmt::Display for ScorePart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A profile's weights for the built-in parts; 0 turns a part off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuiltinScoring {
+    weights: [u32; ScorePart::ALL.len()],
+}
+
+impl Default for BuiltinScoring {
+    /// kube-scheduler's default profile.
+    fn default() -> Self {
+        BuiltinScoring { weights: ScorePart::ALL.map(ScorePart::default_weight) }
+    }
+}
+
+impl BuiltinScoring {
+    /// kube's defaults, less the parts named in `disabled` (`*`: every
+    /// part), with the weights in `weights` instead of the defaults.
+    pub fn configured(disabled: &[String], weights: &[(String, u32)]) -> Result<BuiltinScoring, String> {
+        let part = |name: &str| {
+            ScorePart::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = ScorePart::ALL.iter().map(|p| p.name()).collect();
+                format!("unknown built-in score {name:?}; known: {}", known.join(", "))
+            })
+        };
+        let mut scoring = BuiltinScoring::default();
+        for name in disabled {
+            if name == "*" {
+                scoring.weights = [0; ScorePart::ALL.len()];
+            } else {
+                scoring.weights[part(name)?.index()] = 0;
+            }
+        }
+        for (name, weight) in weights {
+            scoring.weights[part(name)?.index()] = *weight;
+        }
+        Ok(scoring)
+    }
+
+    pub fn weight(&self, part: ScorePart) -> u32 {
+        self.weights[part.index()]
+    }
+}
+
+/// One part's inputs for each candidate, in the candidates' order.
+#[derive(Debug, Clone)]
+enum PartInputs {
+    /// Every node scores the same: `raw` normalises to `normalized`.
+    Uniform {
+        raw: i64,
+        normalized: i64,
+    },
+    /// kube's `DefaultNormalizeScore`.
+    Normalized {
+        raw: Vec<i64>,
+        reverse: bool,
+    },
+    /// Already 0..=100.
+    Final(Vec<i64>),
+    Spread(SpreadInputs),
+    /// Min-max over the candidates.
+    MinMax(Vec<i64>),
+}
+
+/// PodTopologySpread's inputs: per candidate, for each `ScheduleAnyway`
+/// constraint, its domain and matching pods there; `None` for a node
+/// missing a constraint's key, which kube scores 0.
+#[derive(Debug, Clone)]
+struct SpreadInputs {
+    /// `(maxSkew, whether the key is kubernetes.io/hostname)`.
+    constraints: Vec<(u32, bool)>,
+    cells: Vec<Option<Vec<(usize, u32)>>>,
+}
+
+/// The built-in parts that apply to one attempt, with their inputs per
+/// candidate. Parts kube skips for the pod (no preferred terms, no soft
+/// constraints, a best-effort pod) are absent and add nothing.
+#[derive(Debug, Clone, Default)]
+pub struct BuiltinInputs {
+    parts: Vec<(ScorePart, u32, PartInputs)>,
+}
+
+/// One part's scores over the candidates: raw, and normalised 0..=100.
+pub struct PartScores {
+    pub part: ScorePart,
+    pub weight: u32,
+    raw: Column,
+    /// `None`: the raw scores are already normalised.
+    normalized: Option<Column>,
+}
+
+/// Scores by candidate, or one score for all of them (not spelled out per
+/// node: most attempts have such parts, and 5,000 copies of one number
+/// cost more than the part itself).
+enum Column {
+    Uniform(i64),
+    PerNode(Vec<i64>),
+}
+
+impl Column {
+    #[inline]
+    fn get(&self, i: usize) -> i64 {
+        match self {
+            Column::Uniform(v) => *v,
+            Column::PerNode(v) => v[i],
+        }
+    }
+}
+
+impl PartScores {
+    fn normalized_column(&self) -> &Column {
+        self.normalized.as_ref().unwrap_or(&self.raw)
+    }
+
+    /// `weight × normalised score` when every candidate scores alike: the
+    /// caller starts every total from it instead of adding it node by node.
+    pub fn uniform_weighted(&self) -> Option<f64> {
+        match self.normalized_column() {
+            Column::Uniform(v) => Some(f64::from(self.weight) * *v as f64),
+            Column::PerNode(_) => None,
+        }
+    }
+
+    /// Adds `weight × normalised score` to each candidate's total, unless
+    /// the part is uniform (see [`PartScores::uniform_weighted`]).
+    pub fn add_weighted(&self, totals: &mut [f64]) {
+        let weight = f64::from(self.weight);
+        if let Column::PerNode(v) = self.normalized_column() {
+            totals.iter_mut().zip(v).for_each(|(t, &s)| *t += weight * s as f64);
+        }
+    }
+
+    pub fn raw(&self, candidate: usize) -> f64 {
+        self.raw.get(candidate) as f64
+    }
+
+    pub fn normalized(&self, candidate: usize) -> f64 {
+        self.normalized_column().get(candidate) as f64
+    }
+}
+
+impl BuiltinInputs {
+    pub fn gather(
+        pod: &PodInfo,
+        state: &ClusterState,
+        candidates: &[Candidate],
+        scoring: &BuiltinScoring,
+        workers: &AttemptWorkers,
+    ) -> Self {
+        let mut parts = Vec::new();
+        for part in ScorePart::ALL {
+            let weight = scoring.weight(part);
+            if weight == 0 || candidates.is_empty() {
+                continue;
+            }
+            let inputs = match part {
+                ScorePart::TaintToleration => Some(taint_toleration(pod, state, candidates)),
+                ScorePart::NodeAffinity => node_affinity(pod, state, candidates),
+                ScorePart::PodTopologySpread => pod_topology_spread(pod, state, candidates),
+                ScorePart::InterPodAffinity => inter_pod_affinity(pod, state, candidates),
+                ScorePart::NodeResourcesBalancedAllocation => balanced(pod, state, candidates, workers),
+                ScorePart::ImageLocality => Some(images(pod, state, candidates)),
+            };
+            if let Some(inputs) = inputs {
+                parts.push((part, weight, inputs));
+            }
+        }
+        BuiltinInputs { parts }
+    }
+
+    /// Keeps the inputs of the candidates whose `keep` is true (what the
+    /// policy filters left).
+    pub fn retain(&mut self, keep: &[bool]) {
+        fn filter<T: Clone>(values: &mut Vec<T>, keep: &[bool]) {
+            let mut i = 0;
+            values.retain(|_| {
+                i += 1;
+                keep[i - 1]
+            });
+        }
+        for (_, _, inputs) in &mut self.parts {
+            match inputs {
+                PartInputs::Uniform { .. } => {}
+                PartInputs::Normalized { raw, .. } | PartInputs::Final(raw) | PartInputs::MinMax(raw) => {
+                    filter(raw, keep)
+                }
+                PartInputs::Spread(spread) => filter(&mut spread.cells, keep),
+            }
+        }
+    }
+
+    /// Each part's scores, normalised over the candidates left.
+    pub fn scores(self) -> Vec<PartScores> {
+        self.parts
+            .into_iter()
+            .map(|(part, weight, inputs)| {
+                let (raw, normalized) = match inputs {
+                    PartInputs::Uniform { raw, normalized } => {
+                        (Column::Uniform(raw), Some(Column::Uniform(normalized)))
+                    }
+                    PartInputs::Normalized { raw, reverse } => {
+                        let mut normalized = raw.clone();
+                        default_normalize(&mut normalized, reverse);
+                        (Column::PerNode(raw), Some(Column::PerNode(normalized)))
+                    }
+                    PartInputs::Final(scores) => (Column::PerNode(scores), None),
+                    PartInputs::MinMax(raw) => {
+                        let mut normalized = raw.clone();
+                        inter_pod_normalize(&mut normalized);
+                        (Column::PerNode(raw), Some(Column::PerNode(normalized)))
+                    }
+                    PartInputs::Spread(spread) => {
+                        let raw = spread.scores();
+                        let normalized = spread_normalize(&raw);
+                        (
+                            Column::PerNode(raw.iter().map(|s| s.unwrap_or(0)).collect()),
+                            Some(Column::PerNode(normalized)),
+                        )
+                    }
+                };
+                PartScores { part, weight, raw, normalized }
+            })
+            .collect()
+    }
+}
+
+impl SpreadInputs {
+    /// kube's per-node spread score, with each constraint's weight from
+    /// the number of its domains among the candidates left.
+    fn scores(&self) -> Vec<Option<i64>> {
+        let scored = self.cells.iter().flatten();
+        let weights: Vec<f64> = self
+            .constraints
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, hostname))| {
+                let domains = if hostname {
+                    scored.clone().count()
+                } else {
+                    let mut seen: Vec<usize> = scored.clone().map(|cell| cell[i].0).collect();
+                    seen.sort_unstable();
+                    seen.dedup();
+                    seen.len()
+                };
+                spread_weight(domains)
+            })
+            .collect();
+        self.cells
+            .iter()
+            .map(|cell| {
+                let cell = cell.as_ref()?;
+                Some(spread_score(
+                    cell.iter()
+                        .zip(&self.constraints)
+                        .zip(&weights)
+                        .map(|((&(_, count), &(skew, _)), &w)| (count, skew, w)),
+                ))
+            })
+            .collect()
+    }
+}
+
+fn taint_toleration(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> PartInputs {
+    // Most clusters have no PreferNoSchedule taint: every node scores 100.
+    let uniform = PartInputs::Uniform { raw: 0, normalized: 100 };
+    if !state.any_soft_taint() {
+        return uniform;
+    }
+    let table = state.table();
+    let tolerations = &pod.facts.tolerations;
+    let raw: Vec<i64> = candidates
+        .iter()
+        .map(|c| match table.get(c.node) {
+            Some(n) if !n.taints.is_empty() => intolerable_prefer_no_schedule(&n.taints, tolerations),
+            _ => 0,
+        })
+        .collect();
+    if raw.iter().all(|&r| r == 0) {
+        return uniform;
+    }
+    PartInputs::Normalized { raw, reverse: true }
+}
+
+fn node_affinity(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> Option<PartInputs> {
+    let terms = &pod.preferences.node_affinity;
+    if terms.is_empty() {
+        return None;
+    }
+    let table = state.table();
+    let raw = candidates.iter().map(|c| table.get(c.node).map_or(0, |n| preferred_node_affinity(terms, n))).collect();
+    Some(PartInputs::Normalized { raw, reverse: false })
+}
+
+fn balanced(
+    pod: &PodInfo,
+    state: &ClusterState,
+    candidates: &[Candidate],
+    workers: &AttemptWorkers,
+) -> Option<PartInputs> {
+    if pod.preferences.best_effort {
+        return None;
+    }
+    let table = state.table();
+    let own = &pod.requests.resources;
+    let scores = workers.column(table.len(), candidates, |c| {
+        let Some(node) = table.get(c.node) else { return 0 };
+        balanced_cpu_memory(
+            (c.requested_milli_cpu + own.milli_cpu, node.allocatable.milli_cpu),
+            (c.requested_memory + own.memory, node.allocatable.memory),
+        )
+    });
+    Some(PartInputs::Final(scores))
+}
+
+fn images(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> PartInputs {
+    let images = state.images();
+    let total = state.node_count();
+    // The pod's images that some node has, with how many nodes have each.
+    let present: Vec<(&str, usize)> = pod
+        .preferences
+        .images
+        .iter()
+        .map(|name| (name.as_str(), images.nodes_with(name)))
+        .filter(|(_, nodes)| *nodes > 0)
+        .collect();
+    let containers = pod.preferences.containers;
+    if present.is_empty() {
+        return PartInputs::Uniform { raw: 0, normalized: image_locality(0, containers) };
+    }
+    let scores = candidates
+        .iter()
+        .map(|c| {
+            let sum = present
+                .iter()
+                .filter_map(|&(name, nodes)| {
+                    images.size_on(c.node, name).map(|size| scaled_image_score(size, nodes, total))
+                })
+                .sum();
+            image_locality(sum, containers)
+        })
+        .collect();
+    PartInputs::Final(scores)
+}
+
+fn pod_topology_spread(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> Option<PartInputs> {
+    let soft: Vec<&SpreadConstraint> = pod.constraints.as_deref()?.spread.iter().filter(|c| !c.hard).collect();
+    if soft.is_empty() {
+        return None;
+    }
+    let keys: Vec<_> = soft.iter().map(|c| state.domains(&c.topology_key)).collect();
+    let counts: Vec<_> =
+        soft.iter().zip(&keys).map(|(c, domains)| spread_domain_counts(pod, state, c, &keys, domains).0).collect();
+    let cells = candidates
+        .iter()
+        .map(|c| {
+            keys.iter()
+                .zip(&counts)
+                .map(|(domains, counts)| domains.of(c.node).map(|d| (d, counts.count(d))))
+                .collect::<Option<Vec<_>>>()
+        })
+        .collect();
+    let constraints = soft.iter().map(|c| (c.max_skew, c.topology_key == HOSTNAME)).collect();
+    Some(PartInputs::Spread(SpreadInputs { constraints, cells }))
+}
+
+const HOSTNAME: &str = "kubernetes.io/hostname";
+
+/// InterPodAffinity's topology score: per topology key and domain, the
+/// weights of the incoming pod's preferred terms times the placed pods
+/// they match there, plus the weights of the placed pods' terms (their
+/// required affinity and preferred terms) that match the incoming pod.
+/// Absent, as kube skips it, when there is nothing to add up.
+fn inter_pod_affinity(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> Option<PartInputs> {
+    let preferred = pod.constraints.as_deref().map_or(&[][..], |c| &c.preferred);
+    let placed = state.placed_scoring_terms();
+    if preferred.is_empty() && placed.is_empty() {
+        return None;
+    }
+    let mut scores = TopologyScores::default();
+    for wt in preferred {
+        let Some(clause) = clause_of(&wt.term, state) else { continue };
+        state.matching_pods(std::slice::from_ref(&clause), |per_node| {
+            for (node, matching) in per_node.iter().enumerate().filter(|(_, m)| m.all() > 0) {
+                scores.add(
+                    state,
+                    &wt.term.topology_key,
+                    node as NodeId,
+                    i64::from(wt.weight) * i64::from(matching.all()),
+                );
+            }
+        });
+    }
+    let namespace_labels = state.namespace_labels(&pod.key.namespace);
+    for (wt, per_node) in placed.terms() {
+        if !wt.term.matches(&pod.key.namespace, namespace_labels, &pod.facts.labels) {
+            continue;
+        }
+        for (node, &n) in per_node.iter().enumerate().filter(|(_, n)| **n > 0) {
+            scores.add(state, &wt.term.topology_key, node as NodeId, i64::from(wt.weight) * i64::from(n));
+        }
+    }
+    if scores.is_empty() {
+        return None;
+    }
+    Some(PartInputs::MinMax(candidates.iter().map(|c| scores.of(c.node)).collect()))
+}
+
+/// Scores per topology key and domain.
+#[derive(Default)]
+struct TopologyScores {
+    keys: Vec<(String, Arc<Domains>, Vec<i64>)>,
+    /// Whether any node with a matching pod had the term's key.
+    any: bool,
+}
+
+impl TopologyScores {
+    /// Adds `amount` to the domain of `node` under `key`, if it has one.
+    fn add(&mut self, state: &ClusterState, key: &str, node: NodeId, amount: i64) {
+        let i = match self.keys.iter().position(|(k, _, _)| k == key) {
+            Some(i) => i,
+            None => {
+                self.keys.push((key.to_string(), state.domains(key), Vec::new()));
+                self.keys.len() - 1
+            }
+        };
+        let (_, domains, scores) = &mut self.keys[i];
+        let Some(domain) = domains.of(node) else { return };
+        self.any = true;
+        if scores.len() <= domain {
+            scores.resize(domain + 1, 0);
+        }
+        scores[domain] += amount;
+    }
+
+    fn is_empty(&self) -> bool {
+        !self.any
+    }
+
+    /// A node's score: its domains' scores summed over the keys.
+    fn of(&self, node: NodeId) -> i64 {
+        self.keys
+            .iter()
+            .filter_map(|(_, domains, scores)| domains.of(node).map(|d| scores.get(d).copied().unwrap_or(0)))
+            .sum()
+    }
+}

@@ -1,0 +1,342 @@
+//! What the core does with the cluster's events: one arm per kind in
+//! `apply`, each taking the kind's objects added, updated, deleted and
+//! relisted.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
+
+use super::{InvalidPod, Scheduler};
+use crate::cluster::convert::{bound_node, is_terminal, scheduler_name};
+use crate::cluster::{DisruptionBudget, PodInfo, PodKey};
+use crate::scheduler::events::{Change, ClusterEvent, EventReport, ObjectKey};
+use crate::scheduler::plugins::queueing_hints::may_fit_after_pod_gone;
+
+/// Where a pod stands for this scheduler: the one place that decides
+/// which pods are ours to place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodStanding {
+    /// Succeeded or Failed: holds nothing.
+    Terminal,
+    /// Has a node (bound by us or anyone): counts as load.
+    Bound,
+    /// Pending, with the scheduler name of one of our profiles.
+    Ours,
+    /// Pending, for another scheduler: left alone.
+    OtherScheduler,
+}
+
+impl Scheduler {
+    /// Applies one cluster event; returns what the backend must report.
+    pub fn apply(&mut self, event: ClusterEvent, now: Duration) -> EventReport {
+        match event {
+            ClusterEvent::Node(change) => self.nodes_changed(change, now),
+            ClusterEvent::Pod(change) => self.pods_changed(change, now),
+            ClusterEvent::Namespace(change) => self.namespaces_changed(change, now),
+            ClusterEvent::DisruptionBudget(change) => self.budgets_changed(change),
+            ClusterEvent::Claim(change) => self.claims_changed(change, now),
+            ClusterEvent::Volume(change) => self.volumes_changed(change, now),
+            ClusterEvent::StorageClass(change) => self.storage_classes_changed(change, now),
+        }
+    }
+
+    pub fn standing(&self, pod: &Pod) -> PodStanding {
+        if is_terminal(pod) {
+            PodStanding::Terminal
+        } else if bound_node(pod).is_some() {
+            PodStanding::Bound
+        } else if self.profile(scheduler_name(pod)).is_some() {
+            PodStanding::Ours
+        } else {
+            PodStanding::OtherScheduler
+        }
+    }
+
+    /// A node added or updated. Unschedulable pods are retried only when
+    /// something that can make room changed, not on status heartbeats.
+    fn nodes_changed(&mut self, change: Change<Node>, now: Duration) -> EventReport {
+        match change {
+            Change::Applied(node) => match self.state.upsert_node(&node) {
+                Ok((_, true)) => self.queue.cluster_changed(now),
+                Ok((_, false)) => {}
+                Err(e) => return EventReport::Ignored(e),
+            },
+            Change::Deleted { key, .. } => {
+                self.state.remove_node(&key.name);
+            }
+            Change::Listed(listed) => {
+                let held = self.state.table().iter().map(|(_, n)| ObjectKey::cluster_scoped(&n.name));
+                for key in gone_from(held, &listed) {
+                    tracing::debug!(node = %key.name, "gone while not watching");
+                    self.state.remove_node(&key.name);
+                }
+            }
+        }
+        EventReport::Nothing
+    }
+
+    fn pods_changed(&mut self, change: Change<Pod>, now: Duration) -> EventReport {
+        match change {
+            Change::Applied(pod) => self.pod_upserted(pod, now),
+            Change::Deleted { key, uid } => {
+                let key = key.pod();
+                self.pod_deleted(&key, uid.as_deref(), now);
+                EventReport::PodsGone(vec![key])
+            }
+            Change::Listed(listed) => {
+                let listed: HashSet<PodKey> = listed.iter().map(ObjectKey::pod).collect();
+                match self.reconcile_pods(&listed, now) {
+                    gone if gone.is_empty() => EventReport::Nothing,
+                    gone => EventReport::PodsGone(gone),
+                }
+            }
+        }
+    }
+
+    /// A namespace's labels are what inter-pod affinity's namespace
+    /// selectors match. A change of labels may let a waiting pod in (or
+    /// keep it out), so unschedulable pods are retried.
+    fn namespaces_changed(&mut self, change: Change<Namespace>, now: Duration) -> EventReport {
+        match change {
+            Change::Applied(namespace) => {
+                let name = namespace.metadata.name.as_deref().unwrap_or_default();
+                let labels: Vec<(String, String)> =
+                    namespace.metadata.labels.clone().unwrap_or_default().into_iter().collect();
+                if self.state.namespace_labels(name) != labels.as_slice() {
+                    self.state.namespace_upserted(name, labels);
+                    self.queue.cluster_changed(now);
+                }
+            }
+            Change::Deleted { key, .. } => self.state.namespace_deleted(&key.name),
+            Change::Listed(listed) => {
+                let held = self.state.namespaces().map(|(n, _)| ObjectKey::cluster_scoped(n));
+                for key in gone_from(held, &listed) {
+                    self.state.namespace_deleted(&key.name);
+                }
+            }
+        }
+        EventReport::Nothing
+    }
+
+    /// PodDisruptionBudgets: preemption reads them.
+    fn budgets_changed(&mut self, change: Change<PodDisruptionBudget>) -> EventReport {
+        match change {
+            Change::Applied(budget) => {
+                self.state.budget_upserted(DisruptionBudget::of(&budget));
+            }
+            Change::Deleted { key, .. } => self.state.budget_deleted(&key.namespace, &key.name),
+            Change::Listed(listed) => {
+                let held =
+                    self.state.budgets().map(|b| ObjectKey { namespace: b.namespace.clone(), name: b.name.clone() });
+                for key in gone_from(held, &listed) {
+                    self.state.budget_deleted(&key.namespace, &key.name);
+                }
+            }
+        }
+        EventReport::Nothing
+    }
+
+    /// A claim added or updated (bound, say): pods waiting for it are
+    /// retried.
+    fn claims_changed(&mut self, change: Change<PersistentVolumeClaim>, now: Duration) -> EventReport {
+        let volumes = self.state.volumes_mut();
+        match change {
+            Change::Applied(claim) => {
+                volumes.claim_upserted(&claim);
+                self.queue.cluster_changed(now);
+            }
+            Change::Deleted { key, .. } => volumes.claim_deleted(&key.namespace, &key.name),
+            Change::Listed(listed) => {
+                let held = volumes
+                    .claim_keys()
+                    .map(|(namespace, name)| ObjectKey { namespace: namespace.to_string(), name: name.to_string() });
+                for key in gone_from(held, &listed) {
+                    volumes.claim_deleted(&key.namespace, &key.name);
+                }
+            }
+        }
+        EventReport::Nothing
+    }
+
+    /// A volume added or updated: pods whose claims are bound to it are
+    /// retried.
+    fn volumes_changed(&mut self, change: Change<PersistentVolume>, now: Duration) -> EventReport {
+        let volumes = self.state.volumes_mut();
+        match change {
+            Change::Applied(volume) => {
+                volumes.volume_upserted(&volume);
+                self.queue.cluster_changed(now);
+            }
+            Change::Deleted { key, .. } => volumes.volume_deleted(&key.name),
+            Change::Listed(listed) => {
+                let held = volumes.volume_names().map(ObjectKey::cluster_scoped);
+                for key in gone_from(held, &listed) {
+                    volumes.volume_deleted(&key.name);
+                }
+            }
+        }
+        EventReport::Nothing
+    }
+
+    /// A class added or updated: pods whose claims name it are retried.
+    fn storage_classes_changed(&mut self, change: Change<StorageClass>, now: Duration) -> EventReport {
+        let volumes = self.state.volumes_mut();
+        match change {
+            Change::Applied(class) => {
+                volumes.class_upserted(&class);
+                self.queue.cluster_changed(now);
+            }
+            Change::Deleted { key, .. } => volumes.class_deleted(&key.name),
+            Change::Listed(listed) => {
+                let held = volumes.class_names().map(ObjectKey::cluster_scoped);
+                for key in gone_from(held, &listed) {
+                    volumes.class_deleted(&key.name);
+                }
+            }
+        }
+        EventReport::Nothing
+    }
+
+    /// Any pod, ours or not: bound pods count as load, pending pods with our
+    /// scheduler name are queued, terminal pods stop counting.
+    fn pod_upserted(&mut self, pod: Arc<Pod>, now: Duration) -> EventReport {
+        let key = PodKey::of(&pod);
+        let info = match PodInfo::new(&pod) {
+            Ok(info) => Arc::new(info),
+            Err(e) => return self.pod_invalid(key, pod, e.to_string()),
+        };
+        self.invalid.retain(|i| i.key != key);
+        if info.terminal {
+            self.queue.remove(&key);
+            self.state.unnominate(&key);
+            self.placed_pod_gone(&key, now);
+            return EventReport::Nothing;
+        }
+        if let Some(node) = info.node_name.clone() {
+            // Bound (by us or anyone): count it, confirming an assumption.
+            self.queue.remove(&key);
+            self.state.unnominate(&key);
+            let moved = self.state.placement(&key).is_none_or(|(placed_on, _)| placed_on != node);
+            self.state.place(&info, &node, false);
+            if moved {
+                self.queue.pod_placed(now);
+            }
+            return EventReport::Nothing;
+        }
+        if self.profile(&info.scheduler_name).is_some() {
+            self.pending_pod_upserted(&pod, info);
+        }
+        EventReport::Nothing
+    }
+
+    /// A pod that cannot even be evaluated (an unparsable quantity, say).
+    /// Ours and pending, it is kept, not dropped, and its owner hears why
+    /// (once per message); anyone else's is no concern of ours.
+    fn pod_invalid(&mut self, key: PodKey, pod: Arc<Pod>, error: String) -> EventReport {
+        self.queue.remove(&key);
+        let before = self.invalid.iter().position(|i| i.key == key).map(|i| self.invalid.swap_remove(i));
+        if self.standing(&pod) != PodStanding::Ours {
+            return EventReport::Nothing;
+        }
+        let invalid = InvalidPod { message: format!("invalid pod {key}: {error}"), key, pod };
+        self.invalid.push(invalid.clone());
+        match before {
+            Some(before) if before.message == invalid.message => EventReport::Nothing,
+            _ => EventReport::Invalid(invalid),
+        }
+    }
+
+    /// A pending pod of one of our profiles: queued, unless it is being
+    /// deleted or its binding is in flight.
+    fn pending_pod_upserted(&mut self, pod: &Pod, info: Arc<PodInfo>) {
+        let key = &info.key;
+        if pod.metadata.deletion_timestamp.is_some() {
+            // Being deleted: kube-scheduler skips such pods too.
+            self.queue.remove(key);
+            self.state.unnominate(key);
+            return;
+        }
+        match self.state.placement_uid(key) {
+            // Assumed and being bound: the binding result decides.
+            Some((_, true, _)) => return,
+            // Bound by us and confirmed, but this copy predates the binding
+            // (another watch stream can lag): nodeName never goes back to
+            // empty, so it is stale. A recreated pod has a new UID.
+            Some((_, false, uid)) if uid == info.uid => return,
+            _ => {}
+        }
+        // Nominated before we saw it (by an earlier leader, say): its room
+        // is held as the nomination says. Our own nomination stays while
+        // the copy that carries it is on its way.
+        if let Some(node) = &info.nominated_node
+            && self.state.nomination(key) != Some(node.as_str())
+        {
+            self.state.nominate(&info, node);
+        }
+        self.queue.add_or_update(info);
+    }
+
+    /// A pod deleted, or finished. With `uid`, only the pod of that UID
+    /// goes: a late deletion of an earlier pod of the same name (looked up
+    /// while it was being recreated) must not remove its successor.
+    pub(super) fn pod_deleted(&mut self, key: &PodKey, uid: Option<&str>, now: Duration) {
+        if let Some(uid) = uid
+            && self.known_uid(key).is_some_and(|known| known != uid)
+        {
+            return;
+        }
+        self.queue.remove(key);
+        self.invalid.retain(|i| &i.key != key);
+        self.state.unnominate(key);
+        self.placed_pod_gone(key, now);
+    }
+
+    /// A placed pod stops counting: the unschedulable pods its room (or
+    /// its absence) may let in are retried.
+    fn placed_pod_gone(&mut self, key: &PodKey, now: Duration) {
+        let Some(gone) = self.state.pod_gone(key) else { return };
+        let state = &self.state;
+        self.queue.cluster_changed_for(now, |waiting| may_fit_after_pod_gone(waiting, &gone, state));
+    }
+
+    /// The UID of the pod the core holds under `key`, placed, queued or
+    /// invalid.
+    fn known_uid(&self, key: &PodKey) -> Option<&str> {
+        self.state
+            .placement_uid(key)
+            .map(|(_, _, uid)| uid)
+            .or_else(|| self.queue.get(key).map(|p| p.uid.as_str()))
+            .or_else(|| self.invalid.iter().find(|i| &i.key == key).and_then(|i| i.pod.metadata.uid.as_deref()))
+    }
+
+    /// A fresh list of every live pod, its contents applied just before.
+    /// Every pod the core learnt of came through the same watch at an
+    /// earlier resourceVersion, so one missing from the list was deleted
+    /// (or finished) meanwhile: bound, queued, invalid or assumed, it goes.
+    /// The binding of an assumed one then answers 404, or counts nothing.
+    /// Returns the pods that went.
+    fn reconcile_pods(&mut self, listed: &HashSet<PodKey>, now: Duration) -> Vec<PodKey> {
+        let gone: HashSet<PodKey> = self
+            .state
+            .placed()
+            .map(|(k, _)| k)
+            .chain(self.queue.keys())
+            .chain(self.invalid.iter().map(|i| &i.key))
+            .filter(|k| !listed.contains(*k))
+            .cloned()
+            .collect();
+        for key in &gone {
+            self.pod_deleted(key, None, now);
+        }
+        gone.into_iter().collect()
+    }
+}
+
+/// The keys held that a complete list no longer names.
+fn gone_from(held: impl Iterator<Item = ObjectKey>, listed: &HashSet<ObjectKey>) -> Vec<ObjectKey> {
+    held.filter(|k| !listed.contains(k)).collect()
+}

@@ -1,0 +1,381 @@
+//! The scheduling core both backends drive. A backend feeds it cluster
+//! events (`apply`, in `cluster_events`), asks it for the next attempt
+//! (`schedule_next`), binds the pods it places, and reports how the
+//! binding went (`binding_succeeded` / `binding_failed`). The core never
+//! knows whether the cluster is real or simulated.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::cluster::{ClusterState, PodInfo, PodKey};
+use crate::scheduler::attempt::record::AttemptRecord;
+use crate::scheduler::attempt::{AttemptInput, pod_seed, run_attempt};
+use crate::scheduler::parallel::workers::AttemptWorkers;
+use crate::scheduler::plugins::preemption::{self, Preemption};
+use crate::scheduler::plugins::scores::BuiltinScoring;
+use crate::scheduler::policy_set::PolicySet;
+use crate::scheduler::queue::{QueueSizes, SchedulingQueue};
+use crate::scheduler::sampling::{NodeSampling, NodeWindow};
+use crate::scheduler::tenants::{Route, TenantJob, TenantPolicies};
+use wasmsched_runtime::PolicyContext;
+use wasmsched_runtime::{NoMetrics, NodeMetrics};
+
+mod cluster_events;
+mod tenant_jobs;
+
+pub use cluster_events::PodStanding;
+
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// Pods with this `spec.schedulerName` and no node are ours to place
+    /// (the first profile's name; more profiles via `Scheduler::add_profile`).
+    pub scheduler_name: String,
+    pub seed: u64,
+    /// How many nodes the first profile's attempts evaluate.
+    pub sampling: NodeSampling,
+    /// The first profile's built-in score parts.
+    pub scoring: BuiltinScoring,
+}
+
+/// One scheduler name, the policies that decide for its pods and how many
+/// nodes they see, as a KubeSchedulerConfiguration profile.
+pub struct Profile {
+    pub scheduler_name: String,
+    pub policies: PolicySet,
+    pub sampling: NodeSampling,
+    /// The built-in score parts and their weights (kube's by default).
+    pub scoring: BuiltinScoring,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            scheduler_name: "wasmsched".into(),
+            seed: 0,
+            sampling: NodeSampling::All,
+            scoring: BuiltinScoring::default(),
+        }
+    }
+}
+
+/// What one attempt produced.
+#[derive(Debug)]
+pub enum Attempt {
+    /// The pod is assumed on `node`: bind it, then report the result.
+    Placed { pod: Arc<PodInfo>, node: String, record: AttemptRecord },
+    /// No node can take the pod now; it waits for a cluster change. The
+    /// backend writes what happened to its nomination.
+    Unschedulable { pod: Arc<PodInfo>, record: AttemptRecord, nomination: Nomination },
+    /// The pod's tenant policy decides: run the job off the scheduling
+    /// thread and hand its verdict to `tenant_verdict`. The pod stays in
+    /// flight until then.
+    Evaluate(Box<TenantJob>),
+}
+
+/// What an unschedulable attempt did to the pod's `nominatedNodeName`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Nomination {
+    Unchanged,
+    /// Preemption chose a node: evict the victims there (`Preempted`
+    /// events), set the pod's `nominatedNodeName`, and clear it on the
+    /// lower-priority pods that were nominated to the same node.
+    Preempting {
+        preemption: Preemption,
+        displaced: Vec<PodKey>,
+    },
+    /// Preemption cannot help any more: clear the pod's nomination.
+    Cleared,
+}
+
+/// A pending pod the core cannot even evaluate (e.g. an unparsable
+/// quantity). It is never dropped: it is reported and kept until updated.
+#[derive(Debug, Clone)]
+pub struct InvalidPod {
+    pub key: PodKey,
+    pub pod: Arc<Pod>,
+    pub message: String,
+}
+
+pub struct Scheduler {
+    config: SchedulerConfig,
+    state: ClusterState,
+    queue: SchedulingQueue,
+    /// Few (usually one): a linear search beats a map.
+    profiles: Vec<Profile>,
+    metrics: Arc<dyn NodeMetrics>,
+    invalid: Vec<InvalidPod>,
+    /// Pods whose records should carry per-node detail.
+    explain: Option<PodFilter>,
+    tenants: TenantPolicies,
+    /// Tenant jobs handed out and not answered yet, by tenant.
+    tenant_jobs: HashMap<String, usize>,
+    /// Pods waiting for their tenant to have room, oldest first.
+    parked: HashMap<String, VecDeque<PodKey>>,
+    /// Where the next sampled attempt starts in the node table
+    /// (kube-scheduler's `nextStartNodeIndex`, shared by every profile).
+    next_start_node: usize,
+    /// The threads a large cluster's attempts are split over.
+    workers: AttemptWorkers,
+}
+
+/// Tenant jobs in flight per tenant. Each holds a copy of its candidates
+/// (~56 bytes per node), so a tenant with thousands of pending pods must
+/// not have thousands of jobs queued.
+pub const MAX_JOBS_PER_TENANT: usize = 4;
+
+type PodFilter = Box<dyn Fn(&PodKey) -> bool + Send>;
+
+impl Scheduler {
+    pub fn new(config: SchedulerConfig, policies: PolicySet) -> Self {
+        Scheduler {
+            profiles: vec![Profile {
+                scheduler_name: config.scheduler_name.clone(),
+                policies,
+                sampling: config.sampling,
+                scoring: config.scoring,
+            }],
+            config,
+            state: ClusterState::new(),
+            queue: SchedulingQueue::new(),
+            metrics: Arc::new(NoMetrics),
+            invalid: Vec::new(),
+            explain: None,
+            tenants: TenantPolicies::default(),
+            tenant_jobs: HashMap::new(),
+            parked: HashMap::new(),
+            next_start_node: 0,
+            workers: AttemptWorkers::default(),
+        }
+    }
+
+    /// Splits the attempts of large clusters over `workers`.
+    pub fn with_workers(mut self, workers: AttemptWorkers) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    pub fn with_metrics(mut self, metrics: Arc<dyn NodeMetrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Adds a profile, or replaces an existing one of the same name.
+    pub fn add_profile(&mut self, profile: Profile) {
+        match self.profiles.iter_mut().find(|p| p.scheduler_name == profile.scheduler_name) {
+            Some(existing) => *existing = profile,
+            None => self.profiles.push(profile),
+        }
+    }
+
+    /// A new policy set for a profile (a hot swap); the rest of the profile
+    /// stays. An unknown name adds a profile that evaluates every node.
+    /// Cycles that already started keep the set they started with (they
+    /// hold it).
+    pub fn set_policies(&mut self, scheduler_name: &str, policies: PolicySet) {
+        match self.profiles.iter_mut().find(|p| p.scheduler_name == scheduler_name) {
+            Some(existing) => existing.policies = policies,
+            None => self.profiles.push(Profile {
+                scheduler_name: scheduler_name.to_string(),
+                policies,
+                sampling: NodeSampling::All,
+                scoring: BuiltinScoring::default(),
+            }),
+        }
+    }
+
+    /// What a policy call reads besides its arguments, as of now: for
+    /// warming a new policy version off this thread ([`PolicySet::warm`]).
+    /// Holding it while nodes change costs one copy of the node table.
+    pub fn policy_context(&self) -> PolicyContext {
+        PolicyContext { nodes: self.state.table().clone(), metrics: self.metrics.clone() }
+    }
+
+    pub fn profiles(&self) -> impl Iterator<Item = &Profile> {
+        self.profiles.iter()
+    }
+
+    fn profile(&self, scheduler_name: &str) -> Option<&Profile> {
+        self.profiles.iter().find(|p| p.scheduler_name == scheduler_name)
+    }
+
+    /// Collect per-node detail for the pods `which` selects.
+    pub fn explain(&mut self, which: impl Fn(&PodKey) -> bool + Send + 'static) {
+        self.explain = Some(Box::new(which));
+    }
+
+    pub fn state(&self) -> &ClusterState {
+        &self.state
+    }
+
+    pub fn queue_sizes(&self) -> QueueSizes {
+        self.queue.sizes()
+    }
+
+    pub fn invalid_pods(&self) -> &[InvalidPod] {
+        &self.invalid
+    }
+
+    /// Pods waiting for a cluster change or a gate.
+    pub fn waiting(&self) -> impl Iterator<Item = &Arc<PodInfo>> {
+        self.queue.waiting().map(|(p, _)| p)
+    }
+
+    /// The next attempt, if any pod is due at `now`.
+    pub fn schedule_next(&mut self, now: Duration) -> Option<Attempt> {
+        if self.state.expire_evictions(now) {
+            self.queue.cluster_changed(now);
+        }
+        loop {
+            let (pod, attempts) = self.queue.pop(now)?;
+            if let Some(attempt) = self.attempt(pod, attempts, now) {
+                return Some(attempt);
+            }
+        }
+    }
+
+    /// One attempt for a popped pod; `None` when it has to wait its turn.
+    fn attempt(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Duration) -> Option<Attempt> {
+        let detail = self.explain.as_ref().is_some_and(|f| f(&pod.key));
+        let Some(profile) = self.profile(&pod.scheduler_name) else {
+            // Only pods of a known profile are queued.
+            self.queue.done(&pod.key);
+            return None;
+        };
+        let attempt = attempts + 1;
+        let unavailable;
+        let (policies, tenant) = match self.tenants.route(&pod) {
+            Route::Profile => (&profile.policies, None),
+            Route::Missing { tenant, why } => {
+                unavailable = PolicySet::unavailable(why);
+                (&unavailable, Some(tenant))
+            }
+            Route::Tenant { tenant, policy } => {
+                let scoring = profile.scoring;
+                return self.hand_to_tenant((tenant, policy), &scoring, pod, attempt, detail, now);
+            }
+        };
+        let window = self.window(profile.sampling);
+        let (mut record, next_start) = run_attempt(AttemptInput {
+            pod: &pod,
+            state: &self.state,
+            policies,
+            scoring: &profile.scoring,
+            metrics: &self.metrics,
+            seed: self.config.seed,
+            attempt,
+            detail,
+            window,
+            workers: &self.workers,
+        });
+        if window != NodeWindow::ALL {
+            self.next_start_node = next_start;
+        }
+        record.tenant = tenant;
+        Some(self.conclude(pod, record, now))
+    }
+
+    /// The nodes an attempt evaluates: every node in table order, or a
+    /// sample starting where the last sampled attempt stopped.
+    fn window(&self, sampling: NodeSampling) -> NodeWindow {
+        let all = self.state.node_count();
+        match sampling.nodes_to_find(all) {
+            find if find >= all => NodeWindow::ALL,
+            find => NodeWindow { start: self.next_start_node, find },
+        }
+    }
+
+    /// The attempt's end: place the pod on the chosen node (assumed until
+    /// the binding answers), or mark it unschedulable.
+    fn conclude(&mut self, pod: Arc<PodInfo>, record: AttemptRecord, now: Duration) -> Attempt {
+        match record.chosen.clone() {
+            Some(node) => {
+                self.state.unnominate(&pod.key);
+                self.state.place(&pod, &node, true);
+                self.queue.pod_placed(now);
+                Attempt::Placed { pod, node, record }
+            }
+            None => {
+                let mut record = record;
+                let nomination = self.preempt(&pod, &mut record, now);
+                self.queue.unschedulable(&pod.key, now);
+                Attempt::Unschedulable { pod, record, nomination }
+            }
+        }
+    }
+
+    /// kube's PostFilter for a pod no node can take: nominate it where
+    /// evictions make room, or say in the record why preemption cannot help.
+    fn preempt(&mut self, pod: &PodInfo, record: &mut AttemptRecord, now: Duration) -> Nomination {
+        if record.nodes == 0 || record.pod_rejected {
+            return Nomination::Unchanged;
+        }
+        match preemption::preempt(pod, &self.state, pod_seed(self.config.seed, pod, record.attempt)) {
+            Ok(preemption) => {
+                let displaced: Vec<PodKey> = self
+                    .state
+                    .nominated_to(&preemption.node)
+                    .filter(|n| n.priority < pod.facts.priority && n.key != pod.key)
+                    .map(|n| n.key.clone())
+                    .collect();
+                for key in &displaced {
+                    self.state.unnominate(key);
+                    self.queue.requeue(key, now);
+                }
+                self.state.nominate(pod, &preemption.node);
+                for victim in &preemption.victims {
+                    self.state.mark_terminating(&victim.key, now);
+                }
+                record.preemption = Some(preemption.clone());
+                Nomination::Preempting { preemption, displaced }
+            }
+            Err(not) => {
+                if let Some(message) = &mut record.message {
+                    message.push_str(" preemption: ");
+                    message.push_str(&not.message);
+                }
+                if not.clear_nomination && self.state.unnominate(&pod.key).is_some() {
+                    Nomination::Cleared
+                } else {
+                    Nomination::Unchanged
+                }
+            }
+        }
+    }
+
+    /// The binding was accepted: the assumed pod is now bound.
+    pub fn binding_succeeded(&mut self, pod: &PodInfo, node: &str) {
+        // Deleted while the binding was in flight (the watch said so
+        // first): it must not be counted again.
+        if self.state.placement_uid(&pod.key).is_some_and(|(_, _, uid)| uid == pod.uid) {
+            self.state.place(pod, node, false);
+        }
+        self.queue.done(&pod.key);
+    }
+
+    /// The binding failed: forget the assumption; retry with backoff unless
+    /// the pod is gone or already bound elsewhere (`retry == false`).
+    pub fn binding_failed(&mut self, pod: &PodInfo, retry: bool, now: Duration) {
+        if matches!(self.state.placement(&pod.key), Some((_, true))) {
+            self.state.unplace(&pod.key);
+        }
+        if retry {
+            self.queue.backoff(&pod.key, now);
+        } else {
+            self.queue.done(&pod.key);
+        }
+    }
+
+    /// Whether any pod is active or backing off.
+    pub fn has_work(&self) -> bool {
+        self.queue.has_work()
+    }
+
+    /// When a backing-off or waiting pod next becomes due, or an eviction
+    /// the watch has not confirmed expires.
+    pub fn next_due(&self) -> Option<Duration> {
+        self.queue.next_due().into_iter().chain(self.state.next_eviction_check()).min()
+    }
+}

@@ -1,0 +1,159 @@
+//! The core's tenant path: a pod that opted in to its namespace's policy
+//! is filtered here, evaluated as a job on the tenant's own thread, and
+//! placed when the verdict comes back. A tenant has a bounded share of jobs
+//! out at once; its other pods wait their turn.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Attempt, MAX_JOBS_PER_TENANT, Scheduler};
+use crate::cluster::PodInfo;
+use crate::scheduler::attempt::{builtin_pass, policy_pass};
+use crate::scheduler::parallel::workers::AttemptWorkers;
+use crate::scheduler::plugins::filters;
+use crate::scheduler::plugins::scores::BuiltinScoring;
+use crate::scheduler::plugins::topology::TopologyFilters;
+use crate::scheduler::plugins::volume_binding::PodVolumes;
+use crate::scheduler::policy_calls::CallScope;
+use crate::scheduler::policy_set::{PolicySet, WeightedPolicy};
+use crate::scheduler::queue::Location;
+use crate::scheduler::sampling::NodeWindow;
+use crate::scheduler::tenants::{TenantJob, TenantSettings, TenantVerdict};
+use wasmsched_runtime::LoadedPolicy;
+
+impl Scheduler {
+    /// Whether (and where) tenants' own policies apply.
+    pub fn configure_tenants(&mut self, settings: TenantSettings) {
+        self.tenants.configure(settings);
+    }
+
+    /// Replaces every policy of a tenant (empty removes them). Jobs already
+    /// handed out finish with the versions they started with.
+    pub fn set_tenant_policies(&mut self, namespace: &str, policies: Vec<(String, Arc<LoadedPolicy>)>) {
+        self.tenants.set(namespace, policies);
+    }
+
+    /// A tenant pod: the built-in filters here, the rest of the attempt as a
+    /// job for the tenant's own thread; or, if the tenant already has its
+    /// share of jobs out, the pod waits its turn (`None`).
+    pub(super) fn hand_to_tenant(
+        &mut self,
+        (tenant, policy): (String, Arc<LoadedPolicy>),
+        scoring: &BuiltinScoring,
+        pod: Arc<PodInfo>,
+        attempt: u32,
+        detail: bool,
+        now: Duration,
+    ) -> Option<Attempt> {
+        if self.tenant_jobs.get(&tenant).is_some_and(|n| *n >= MAX_JOBS_PER_TENANT) {
+            // Bounded: each job holds a copy of the candidates, and pods
+            // that wait here still get a newly swapped version.
+            self.queue.park(&pod.key);
+            self.parked.entry(tenant).or_default().push_back(pod.key.clone());
+            return None;
+        }
+        let started = std::time::Instant::now();
+        // Every node: the tenant's verdict comes back on another thread,
+        // where an empty sample could not go on to the other nodes.
+        let pre = builtin_pass(&pod, &self.state, scoring, detail, NodeWindow::ALL, &self.workers);
+        let ctx = self.policy_context();
+        let policies = PolicySet::new(vec![WeightedPolicy { policy, weight: 1 }]);
+        let seed = self.config.seed;
+        if pre.candidates.is_empty() {
+            // Nothing to ask the policy about: no call is made.
+            let scope = CallScope { ctx: &ctx, workers: &AttemptWorkers::default() };
+            let mut record = policy_pass(pre, &pod, &policies, scope, seed, attempt, started).record;
+            record.tenant = Some(tenant);
+            return Some(self.conclude(pod, record, now));
+        }
+        *self.tenant_jobs.entry(tenant.clone()).or_default() += 1;
+        Some(Attempt::Evaluate(Box::new(TenantJob { tenant, pod, attempt, policies, pre, ctx, seed, started })))
+    }
+
+    /// A tenant policy answered. The pod is placed on the best node that
+    /// still passes the built-in filters now (others were placed while the
+    /// policy ran); if none does, it is tried again. `None` when the pod
+    /// went away meanwhile, or the attempt is tried again.
+    pub fn tenant_verdict(&mut self, verdict: TenantVerdict, now: Duration) -> Option<Attempt> {
+        let TenantVerdict { tenant, pod, outcome, nodes } = verdict;
+        self.tenant_job_done(&tenant);
+        let current = self.queue.get(&pod.key).filter(|p| p.uid == pod.uid);
+        if current.is_none() || self.queue.location(&pod.key) != Some(Location::InFlight) {
+            // Deleted, recreated or bound by someone else while evaluated.
+            return None;
+        }
+        let mut outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(why) => {
+                tracing::error!(pod = %pod.key, tenant = %tenant, error = %why, "tenant policy evaluation failed; retrying with backoff");
+                self.queue.backoff(&pod.key, now);
+                return None;
+            }
+        };
+        if let Some(why) = outcome.record.fallback.take() {
+            outcome.record.fallback = Some(format!("tenant {tenant}: {why}"));
+        }
+        outcome.record.tenant = Some(tenant);
+        let Some(best) = outcome.best else {
+            return Some(self.conclude(pod, outcome.record, now));
+        };
+        // The cluster moved on while the tenant decided: check today's counts.
+        let topology = TopologyFilters::new(&pod, &self.state);
+        let volumes = PodVolumes::resolve(&pod, &self.state);
+        let fits = |name: &str| {
+            let table = self.state.table();
+            let id = table.id_of(name)?;
+            let node = table.get(id)?;
+            let topology_fits = topology.as_ref().is_none_or(|t| t.check(id).is_ok());
+            let volumes = volumes.as_ref().ok()?;
+            (filters::run(&pod, node, self.state.node(id)?, volumes).is_ok() && topology_fits).then_some(())
+        };
+        let name_of = |i: usize| nodes.name(outcome.candidates[i].node);
+        let chosen = if name_of(best).is_some_and(|n| fits(n).is_some()) {
+            name_of(best)
+        } else {
+            // Rare (the chosen node filled up meanwhile): the next best.
+            let mut order: Vec<usize> = (0..outcome.candidates.len()).filter(|&i| i != best).collect();
+            order.sort_by(|&a, &b| outcome.totals[b].total_cmp(&outcome.totals[a]));
+            order.into_iter().filter_map(name_of).find(|n| fits(n).is_some())
+        };
+        match chosen {
+            Some(node) => {
+                outcome.record.chosen = Some(node.to_string());
+                Some(self.conclude(pod, outcome.record, now))
+            }
+            None => {
+                // Every node it ranked filled up: decide again on today's cluster.
+                self.queue.retry_now(&pod.key);
+                None
+            }
+        }
+    }
+
+    /// One job of `tenant` answered: the next parked pod of it may go.
+    fn tenant_job_done(&mut self, tenant: &str) {
+        if let Some(n) = self.tenant_jobs.get_mut(tenant) {
+            *n = n.saturating_sub(1);
+        }
+        if let Some(parked) = self.parked.get_mut(tenant) {
+            // Skip pods that left meanwhile (deleted, bound elsewhere).
+            while let Some(key) = parked.pop_front() {
+                if self.queue.unpark(&key) {
+                    break;
+                }
+            }
+            if parked.is_empty() {
+                self.parked.remove(tenant);
+            }
+        }
+    }
+
+    /// A tenant verdict that will not be applied (this replica stopped
+    /// leading, or is shutting down): the pod goes back to the queue.
+    pub fn tenant_verdict_discarded(&mut self, verdict: TenantVerdict) {
+        self.tenant_job_done(&verdict.tenant);
+        if self.queue.location(&verdict.pod.key) == Some(Location::InFlight) {
+            self.queue.retry_now(&verdict.pod.key);
+        }
+    }
+}
