@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVo
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 
-use super::scheduler_core::InvalidPod;
 use crate::cluster::PodKey;
 
 /// Declares the event vocabulary from one table, kind by kind: the
@@ -153,4 +152,13 @@ pub enum EventReport {
     /// Pods the core no longer holds (deleted, finished, or missing from a
     /// relist): forget what was reported of them.
     PodsGone(Vec<PodKey>),
+}
+
+/// A pending pod the core cannot even evaluate (e.g. an unparsable
+/// quantity). It is never dropped: it is reported and kept until updated.
+#[derive(Debug, Clone)]
+pub struct InvalidPod {
+    pub key: PodKey,
+    pub pod: Arc<Pod>,
+    pub message: String,
 }

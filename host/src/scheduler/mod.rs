@@ -28,7 +28,7 @@ mod scheduler_core;
 pub mod tenants;
 
 pub use attempt::record::{AttemptRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, Verdict};
-pub use events::{Change, ClusterEvent, EventReport, ObjectKey, WatchedKind};
+pub use events::{Change, ClusterEvent, EventReport, InvalidPod, ObjectKey, WatchedKind};
 pub use parallel::AttemptWorkers;
 pub use plugins::preemption::{Preemption, Victim};
 pub use plugins::reasons::ReasonHistogram;
@@ -36,9 +36,7 @@ pub use plugins::scores::{BuiltinScoring, ScorePart};
 pub use policy_set::{PolicySet, WeightedPolicy};
 pub use queue::QueueSizes;
 pub use sampling::{NodeSampling, NodeWindow};
-pub use scheduler_core::{
-    Attempt, InvalidPod, MAX_JOBS_PER_TENANT, Nomination, PodStanding, Profile, Scheduler, SchedulerConfig,
-};
+pub use scheduler_core::{Attempt, MAX_JOBS_PER_TENANT, Nomination, PodStanding, Profile, Scheduler, SchedulerConfig};
 pub use tenants::{
     POLICY_ANNOTATION, POLICY_CONFIGMAP_LABEL, Route, TenantJob, TenantSettings, TenantVerdict, default_tenant_limits,
 };

@@ -11,6 +11,7 @@ mod real;
 mod check_cli;
 mod deploy_manifests;
 mod kube_backend;
+mod layering;
 mod new_cli;
 mod node_metrics;
 mod policy_reload;

@@ -1,19 +1,18 @@
 //! What the core does with the cluster's events: one arm per kind in
 //! `apply`, each taking the kind's objects added, updated, deleted and
-//! relisted.
+//! relisted. Kinds that are only stored go through `stores`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::core::v1::{Node, Pod};
 
-use super::{InvalidPod, Scheduler};
+use super::Scheduler;
+use super::stores::{KindStore, apply_to, gone_from};
 use crate::cluster::convert::{bound_node, is_terminal, scheduler_name};
-use crate::cluster::{DisruptionBudget, PodInfo, PodKey};
-use crate::scheduler::events::{Change, ClusterEvent, EventReport, ObjectKey};
+use crate::cluster::{PodInfo, PodKey};
+use crate::scheduler::events::{Change, ClusterEvent, EventReport, InvalidPod, ObjectKey};
 use crate::scheduler::plugins::queueing_hints::may_fit_after_pod_gone;
 
 /// Where a pod stands for this scheduler: the one place that decides
@@ -36,14 +35,15 @@ impl Scheduler {
         match event {
             ClusterEvent::Node(change) => self.nodes_changed(change, now),
             ClusterEvent::Pod(change) => self.pods_changed(change, now),
-            ClusterEvent::Namespace(change) => self.namespaces_changed(change, now),
-            ClusterEvent::DisruptionBudget(change) => self.budgets_changed(change),
-            ClusterEvent::Claim(change) => self.claims_changed(change, now),
-            ClusterEvent::Volume(change) => self.volumes_changed(change, now),
-            ClusterEvent::StorageClass(change) => self.storage_classes_changed(change, now),
+            ClusterEvent::Namespace(change) => self.stored(|s| &mut s.state, change, now),
+            ClusterEvent::DisruptionBudget(change) => self.stored(|s| &mut s.state, change, now),
+            ClusterEvent::Claim(change) => self.stored(|s| s.state.volumes_mut(), change, now),
+            ClusterEvent::Volume(change) => self.stored(|s| s.state.volumes_mut(), change, now),
+            ClusterEvent::StorageClass(change) => self.stored(|s| s.state.volumes_mut(), change, now),
         }
     }
 
+    /// Where `pod` stands for this scheduler (`PodStanding`).
     pub fn standing(&self, pod: &Pod) -> PodStanding {
         if is_terminal(pod) {
             PodStanding::Terminal
@@ -97,106 +97,16 @@ impl Scheduler {
         }
     }
 
-    /// A namespace's labels are what inter-pod affinity's namespace
-    /// selectors match. A change of labels may let a waiting pod in (or
-    /// keep it out), so unschedulable pods are retried.
-    fn namespaces_changed(&mut self, change: Change<Namespace>, now: Duration) -> EventReport {
-        match change {
-            Change::Applied(namespace) => {
-                let name = namespace.metadata.name.as_deref().unwrap_or_default();
-                let labels: Vec<(String, String)> =
-                    namespace.metadata.labels.clone().unwrap_or_default().into_iter().collect();
-                if self.state.namespace_labels(name) != labels.as_slice() {
-                    self.state.namespace_upserted(name, labels);
-                    self.queue.cluster_changed(now);
-                }
-            }
-            Change::Deleted { key, .. } => self.state.namespace_deleted(&key.name),
-            Change::Listed(listed) => {
-                let held = self.state.namespaces().map(|(n, _)| ObjectKey::cluster_scoped(n));
-                for key in gone_from(held, &listed) {
-                    self.state.namespace_deleted(&key.name);
-                }
-            }
-        }
-        EventReport::Nothing
-    }
-
-    /// PodDisruptionBudgets: preemption reads them.
-    fn budgets_changed(&mut self, change: Change<PodDisruptionBudget>) -> EventReport {
-        match change {
-            Change::Applied(budget) => {
-                self.state.budget_upserted(DisruptionBudget::of(&budget));
-            }
-            Change::Deleted { key, .. } => self.state.budget_deleted(&key.namespace, &key.name),
-            Change::Listed(listed) => {
-                let held =
-                    self.state.budgets().map(|b| ObjectKey { namespace: b.namespace.clone(), name: b.name.clone() });
-                for key in gone_from(held, &listed) {
-                    self.state.budget_deleted(&key.namespace, &key.name);
-                }
-            }
-        }
-        EventReport::Nothing
-    }
-
-    /// A claim added or updated (bound, say): pods waiting for it are
-    /// retried.
-    fn claims_changed(&mut self, change: Change<PersistentVolumeClaim>, now: Duration) -> EventReport {
-        let volumes = self.state.volumes_mut();
-        match change {
-            Change::Applied(claim) => {
-                volumes.claim_upserted(&claim);
-                self.queue.cluster_changed(now);
-            }
-            Change::Deleted { key, .. } => volumes.claim_deleted(&key.namespace, &key.name),
-            Change::Listed(listed) => {
-                let held = volumes
-                    .claim_keys()
-                    .map(|(namespace, name)| ObjectKey { namespace: namespace.to_string(), name: name.to_string() });
-                for key in gone_from(held, &listed) {
-                    volumes.claim_deleted(&key.namespace, &key.name);
-                }
-            }
-        }
-        EventReport::Nothing
-    }
-
-    /// A volume added or updated: pods whose claims are bound to it are
-    /// retried.
-    fn volumes_changed(&mut self, change: Change<PersistentVolume>, now: Duration) -> EventReport {
-        let volumes = self.state.volumes_mut();
-        match change {
-            Change::Applied(volume) => {
-                volumes.volume_upserted(&volume);
-                self.queue.cluster_changed(now);
-            }
-            Change::Deleted { key, .. } => volumes.volume_deleted(&key.name),
-            Change::Listed(listed) => {
-                let held = volumes.volume_names().map(ObjectKey::cluster_scoped);
-                for key in gone_from(held, &listed) {
-                    volumes.volume_deleted(&key.name);
-                }
-            }
-        }
-        EventReport::Nothing
-    }
-
-    /// A class added or updated: pods whose claims name it are retried.
-    fn storage_classes_changed(&mut self, change: Change<StorageClass>, now: Duration) -> EventReport {
-        let volumes = self.state.volumes_mut();
-        match change {
-            Change::Applied(class) => {
-                volumes.class_upserted(&class);
-                self.queue.cluster_changed(now);
-            }
-            Change::Deleted { key, .. } => volumes.class_deleted(&key.name),
-            Change::Listed(listed) => {
-                let held = volumes.class_names().map(ObjectKey::cluster_scoped);
-                for key in gone_from(held, &listed) {
-                    volumes.class_deleted(&key.name);
-                }
-            }
+    /// A kind the core only stores: waiting pods are retried when the
+    /// store says the change may let one in.
+    fn stored<K, S: KindStore<K>>(
+        &mut self,
+        store: impl FnOnce(&mut Self) -> &mut S,
+        change: Change<K>,
+        now: Duration,
+    ) -> EventReport {
+        if apply_to(store(self), change) {
+            self.queue.cluster_changed(now);
         }
         EventReport::Nothing
     }
@@ -334,9 +244,4 @@ impl Scheduler {
         }
         gone.into_iter().collect()
     }
-}
-
-/// The keys held that a complete list no longer names.
-fn gone_from(held: impl Iterator<Item = ObjectKey>, listed: &HashSet<ObjectKey>) -> Vec<ObjectKey> {
-    held.filter(|k| !listed.contains(k)).collect()
 }

@@ -8,11 +8,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-
 use crate::cluster::{ClusterState, PodInfo, PodKey};
 use crate::scheduler::attempt::record::AttemptRecord;
 use crate::scheduler::attempt::{AttemptInput, pod_seed, run_attempt};
+use crate::scheduler::events::InvalidPod;
 use crate::scheduler::parallel::workers::AttemptWorkers;
 use crate::scheduler::plugins::preemption::{self, Preemption};
 use crate::scheduler::plugins::scores::BuiltinScoring;
@@ -24,6 +23,7 @@ use wasmsched_runtime::PolicyContext;
 use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
 mod cluster_events;
+mod stores;
 mod tenant_jobs;
 
 pub use cluster_events::PodStanding;
@@ -88,15 +88,6 @@ pub enum Nomination {
     },
     /// Preemption cannot help any more: clear the pod's nomination.
     Cleared,
-}
-
-/// A pending pod the core cannot even evaluate (e.g. an unparsable
-/// quantity). It is never dropped: it is reported and kept until updated.
-#[derive(Debug, Clone)]
-pub struct InvalidPod {
-    pub key: PodKey,
-    pub pod: Arc<Pod>,
-    pub message: String,
 }
 
 pub struct Scheduler {
