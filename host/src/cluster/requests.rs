@@ -2,15 +2,20 @@
 //! computes it: regular containers summed; restartable init containers
 //! (sidecars) added to that sum and to every later init phase; each init
 //! phase costs its own request plus the sidecars declared before it; the pod
-//! needs the per-resource maximum of the sum and the largest init phase,
-//! plus `spec.overhead`.
+//! needs the per-resource maximum of the sum and the largest init phase;
+//! pod-level requests (`spec.resources`, PodLevelResources, on by default
+//! since v1.34) replace that for cpu and memory; plus `spec.overhead`.
 //!
 //! Worked example (a test below): init 2cpu/1G and 2cpu/3G, containers
 //! 2cpu/1G and 1cpu/1G → 3 cpu / 3G.
+//!
+//! For scoring, a container that does not name cpu (or memory) counts as
+//! 100m (200Mi); with pod-level requests, only a resource named nowhere
+//! (no container, no pod-level request, no overhead) does.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use wasmsched_runtime::Resources;
@@ -39,13 +44,17 @@ pub struct RequestError {
     pub message: String,
 }
 
-/// Per-resource amounts of one container (or of the overhead).
+/// Per-resource amounts of one container (or of the overhead), and
+/// whether cpu and memory were named at all (kube's defaults for scoring
+/// fill only what is missing, not what is zero).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Amounts {
     milli_cpu: u64,
     memory: u64,
     ephemeral_storage: u64,
     scalar: BTreeMap<String, u64>,
+    names_cpu: bool,
+    names_memory: bool,
 }
 
 impl Amounts {
@@ -56,6 +65,8 @@ impl Amounts {
         for (k, v) in &other.scalar {
             *self.scalar.entry(k.clone()).or_default() += v;
         }
+        self.names_cpu |= other.names_cpu;
+        self.names_memory |= other.names_memory;
     }
 
     fn max_with(&mut self, other: &Amounts) {
@@ -65,6 +76,63 @@ impl Amounts {
         for (k, v) in &other.scalar {
             let e = self.scalar.entry(k.clone()).or_default();
             *e = (*e).max(*v);
+        }
+        self.names_cpu |= other.names_cpu;
+        self.names_memory |= other.names_memory;
+    }
+}
+
+/// Which of cpu and memory get kube's scoring default where a container
+/// does not name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fill {
+    cpu: bool,
+    memory: bool,
+}
+
+impl Fill {
+    const NONE: Fill = Fill { cpu: false, memory: false };
+    const BOTH: Fill = Fill { cpu: true, memory: true };
+}
+
+/// `spec.resources.requests` for the resources kube takes at pod level:
+/// cpu and memory (hugepages too, which are not modelled here).
+#[derive(Debug, Clone, Default)]
+struct PodLevel {
+    /// Any pod-level request kube supports is set.
+    set: bool,
+    milli_cpu: Option<u64>,
+    memory: Option<u64>,
+}
+
+impl PodLevel {
+    fn of(spec: &PodSpec) -> Result<PodLevel, RequestError> {
+        let Some(requests) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) else {
+            return Ok(PodLevel::default());
+        };
+        let err = |resource: &str, e: wasmsched_rules::quantity::QuantityError| RequestError {
+            container: "(pod-level resources)".into(),
+            resource: resource.to_string(),
+            message: e.to_string(),
+        };
+        let quantity = |name: &str, parse: fn(&str) -> Result<u64, wasmsched_rules::quantity::QuantityError>| {
+            requests.get(name).map(|q| parse(&q.0).map_err(|e| err(name, e))).transpose()
+        };
+        Ok(PodLevel {
+            set: requests.keys().any(|k| k == "cpu" || k == "memory" || k.starts_with("hugepages-")),
+            milli_cpu: quantity("cpu", wasmsched_rules::quantity::milli_value)?,
+            memory: quantity("memory", wasmsched_rules::quantity::value)?,
+        })
+    }
+
+    /// The pod-level requests in place of the containers' for the
+    /// resources they name.
+    fn apply(&self, total: &mut Amounts) {
+        if let Some(cpu) = self.milli_cpu {
+            (total.milli_cpu, total.names_cpu) = (cpu, true);
+        }
+        if let Some(memory) = self.memory {
+            (total.memory, total.names_memory) = (memory, true);
         }
     }
 }
@@ -79,7 +147,7 @@ fn is_scalar(name: &str) -> bool {
 fn parse_amounts(
     container: &str,
     requests: Option<&BTreeMap<String, Quantity>>,
-    defaults: bool,
+    fill: Fill,
 ) -> Result<Amounts, RequestError> {
     let mut amounts = Amounts::default();
     let err = |resource: &str, e: wasmsched_rules::quantity::QuantityError| RequestError {
@@ -90,8 +158,14 @@ fn parse_amounts(
     if let Some(requests) = requests {
         for (name, q) in requests {
             match name.as_str() {
-                "cpu" => amounts.milli_cpu = wasmsched_rules::quantity::milli_value(&q.0).map_err(|e| err(name, e))?,
-                "memory" => amounts.memory = wasmsched_rules::quantity::value(&q.0).map_err(|e| err(name, e))?,
+                "cpu" => {
+                    amounts.milli_cpu = wasmsched_rules::quantity::milli_value(&q.0).map_err(|e| err(name, e))?;
+                    amounts.names_cpu = true;
+                }
+                "memory" => {
+                    amounts.memory = wasmsched_rules::quantity::value(&q.0).map_err(|e| err(name, e))?;
+                    amounts.names_memory = true;
+                }
                 "ephemeral-storage" => {
                     amounts.ephemeral_storage = wasmsched_rules::quantity::value(&q.0).map_err(|e| err(name, e))?
                 }
@@ -104,31 +178,28 @@ fn parse_amounts(
             }
         }
     }
-    if defaults {
-        if amounts.milli_cpu == 0 {
-            amounts.milli_cpu = DEFAULT_MILLI_CPU_REQUEST;
-        }
-        if amounts.memory == 0 {
-            amounts.memory = DEFAULT_MEMORY_REQUEST;
-        }
+    if fill.cpu && !amounts.names_cpu {
+        amounts.milli_cpu = DEFAULT_MILLI_CPU_REQUEST;
+    }
+    if fill.memory && !amounts.names_memory {
+        amounts.memory = DEFAULT_MEMORY_REQUEST;
     }
     Ok(amounts)
 }
 
-fn container_requests(c: &Container, defaults: bool) -> Result<Amounts, RequestError> {
-    parse_amounts(&c.name, c.resources.as_ref().and_then(|r| r.requests.as_ref()), defaults)
+fn container_requests(c: &Container, fill: Fill) -> Result<Amounts, RequestError> {
+    parse_amounts(&c.name, c.resources.as_ref().and_then(|r| r.requests.as_ref()), fill)
 }
 
-fn pod_amounts(pod: &Pod, defaults: bool) -> Result<Amounts, RequestError> {
-    let Some(spec) = pod.spec.as_ref() else { return Ok(Amounts::default()) };
+fn pod_amounts(spec: &PodSpec, pod_level: &PodLevel, fill: Fill) -> Result<Amounts, RequestError> {
     let mut total = Amounts::default();
     for c in &spec.containers {
-        total.add(&container_requests(c, defaults)?);
+        total.add(&container_requests(c, fill)?);
     }
     let mut sidecars = Amounts::default();
     let mut largest_init = Amounts::default();
     for c in spec.init_containers.iter().flatten() {
-        let own = container_requests(c, defaults)?;
+        let own = container_requests(c, fill)?;
         let phase = if c.restart_policy.as_deref() == Some("Always") {
             total.add(&own);
             sidecars.add(&own);
@@ -141,13 +212,20 @@ fn pod_amounts(pod: &Pod, defaults: bool) -> Result<Amounts, RequestError> {
         largest_init.max_with(&phase);
     }
     total.max_with(&largest_init);
-    total.add(&parse_amounts("(pod overhead)", spec.overhead.as_ref(), false)?);
+    pod_level.apply(&mut total);
+    total.add(&parse_amounts("(pod overhead)", spec.overhead.as_ref(), Fill::NONE)?);
     Ok(total)
 }
 
 pub fn pod_requests(pod: &Pod) -> Result<PodRequests, RequestError> {
-    let fit = pod_amounts(pod, false)?;
-    let nonzero = pod_amounts(pod, true)?;
+    let no_spec = PodSpec::default();
+    let spec = pod.spec.as_ref().unwrap_or(&no_spec);
+    let pod_level = PodLevel::of(spec)?;
+    let fit = pod_amounts(spec, &pod_level, Fill::NONE)?;
+    // kube's defaults for scoring: every container's missing cpu and
+    // memory; with pod-level requests, only what nothing names.
+    let fill = if pod_level.set { Fill { cpu: !fit.names_cpu, memory: !fit.names_memory } } else { Fill::BOTH };
+    let nonzero = if fill == Fill::NONE { fit.clone() } else { pod_amounts(spec, &pod_level, fill)? };
     Ok(PodRequests {
         resources: Resources {
             milli_cpu: fit.milli_cpu,
@@ -219,6 +297,63 @@ spec:
         assert_eq!(r.nonzero_memory, 2 * DEFAULT_MEMORY_REQUEST);
         assert_eq!(r.resources.scalar, vec![("nvidia.com/gpu".to_string(), 2)]);
         assert_eq!(r.resources.ephemeral_storage, 1 << 30);
+    }
+
+    #[test]
+    fn pod_level_requests_replace_the_containers_for_cpu_and_memory() {
+        // 6 cpu at pod level on containers that ask 1 + 1: the pod needs 6
+        // (kube's "pod-level resources: 6 cpu on a 4-cpu node" case);
+        // memory is not set at pod level, so the containers' sum stands.
+        let p = pod(r#"
+metadata: {name: p}
+spec:
+  resources: {requests: {cpu: "6"}}
+  containers:
+  - {name: a, resources: {requests: {cpu: "1", memory: 1Gi}}}
+  - {name: b, resources: {requests: {cpu: "1", nvidia.com/gpu: "1"}}}
+  overhead: {cpu: 100m}
+"#);
+        let r = pod_requests(&p).unwrap();
+        assert_eq!(r.resources.milli_cpu, 6100);
+        assert_eq!(r.resources.memory, 1 << 30);
+        assert_eq!(r.resources.scalar, vec![("nvidia.com/gpu".to_string(), 1)]);
+        // Scoring: cpu is named (pod level), memory by container a: no
+        // defaults, so b's missing memory stays missing.
+        assert_eq!((r.nonzero_milli_cpu, r.nonzero_memory), (6100, 1 << 30));
+    }
+
+    #[test]
+    fn with_pod_level_requests_only_what_nothing_names_gets_a_scoring_default() {
+        let p = pod(r#"
+metadata: {name: p}
+spec:
+  resources: {requests: {memory: 2Gi}}
+  containers:
+  - {name: a}
+  - {name: b}
+"#);
+        let r = pod_requests(&p).unwrap();
+        assert_eq!((r.resources.milli_cpu, r.resources.memory), (0, 2 << 30));
+        // cpu is named nowhere: each container counts 100m; memory is the
+        // pod's 2Gi, not 2 × 200Mi.
+        assert_eq!((r.nonzero_milli_cpu, r.nonzero_memory), (2 * DEFAULT_MILLI_CPU_REQUEST, 2 << 30));
+    }
+
+    #[test]
+    fn an_explicit_zero_is_not_missing_for_the_scoring_defaults() {
+        let p = pod("metadata: {name: p}\nspec:\n  containers:\n  - {name: a, resources: {requests: {cpu: \"0\"}}}\n");
+        let r = pod_requests(&p).unwrap();
+        assert_eq!((r.nonzero_milli_cpu, r.nonzero_memory), (0, DEFAULT_MEMORY_REQUEST));
+    }
+
+    #[test]
+    fn a_bad_pod_level_quantity_says_where() {
+        let p = pod("metadata: {name: p}\nspec:\n  resources: {requests: {memory: lots}}\n  containers: [{name: a}]\n");
+        let e = pod_requests(&p).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "container (pod-level resources): memory: invalid quantity \"lots\": expected a number"
+        );
     }
 
     #[test]

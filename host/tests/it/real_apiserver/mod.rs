@@ -44,6 +44,7 @@ async fn start_default_wasmsched(real: &Real, scheduler_name: &str) -> wasmsched
 }
 
 mod oracle;
+mod pod_resources;
 mod policies;
 mod preemption;
 mod recovery;
