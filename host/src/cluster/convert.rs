@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSpec, Pod, P
 
 use std::sync::Arc;
 
+use super::disks::Disk;
 use super::pod_constraints::PodConstraints;
 use super::requests::{PodRequests, RequestError, pod_requests};
 use wasmsched_runtime::{
@@ -88,6 +89,8 @@ pub struct PodInfo {
     pub preferences: PodPreferences,
     /// The PersistentVolumeClaims its volumes use (VolumeBinding).
     pub claims: Vec<PodClaim>,
+    /// The in-tree disks it mounts (VolumeRestrictions).
+    pub disks: Vec<Disk>,
 }
 
 /// A PersistentVolumeClaim one of a pod's volumes uses.
@@ -180,9 +183,11 @@ impl PodInfo {
                 (None, None) => None,
             })
             .collect();
+        let disks = spec.volumes.iter().flatten().filter_map(Disk::of).collect();
         Ok(PodInfo {
             preferences,
             claims,
+            disks,
             uid: facts.uid.clone(),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
             key,

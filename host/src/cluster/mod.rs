@@ -2,6 +2,7 @@
 //! per-node accounting of bound and assumed pods.
 
 pub mod convert;
+pub mod disks;
 pub mod disruption_budgets;
 pub mod domains;
 pub mod images;
@@ -14,6 +15,7 @@ pub mod state;
 pub mod volumes;
 
 pub use convert::{HostPort, PodClaim, PodInfo, PodKey, PodPreferences, node_facts};
+pub use disks::Disk;
 pub use disruption_budgets::DisruptionBudget;
 pub use domains::Domains;
 pub use node_usage::{NodeState, NodeUsage, NominatedPod, PlacedPod};

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::convert::{HostPort, PodInfo, PodKey};
+use super::disks::Disk;
 use super::pod_constraints::{AffinityTerm, PodConstraints};
 use super::pod_counts::CountedPod;
 use wasmsched_runtime::{Candidate, NodeId};
@@ -25,6 +26,8 @@ pub struct NodeUsage {
     pub nonzero_memory: u64,
     pub pods: u32,
     pub host_ports: Vec<HostPort>,
+    /// The in-tree disks its pods mount (VolumeRestrictions).
+    pub disks: Vec<Disk>,
 }
 
 impl NodeUsage {
@@ -40,6 +43,7 @@ impl NodeUsage {
         self.nonzero_memory += pod.nonzero_memory;
         self.pods += 1;
         self.host_ports.extend(pod.host_ports.iter().cloned());
+        self.disks.extend(pod.disks.iter().cloned());
     }
 
     pub(crate) fn remove(&mut self, pod: &PlacedPod) {
@@ -58,6 +62,11 @@ impl NodeUsage {
         for port in &pod.host_ports {
             if let Some(i) = self.host_ports.iter().position(|p| p == port) {
                 self.host_ports.swap_remove(i);
+            }
+        }
+        for disk in &pod.disks {
+            if let Some(i) = self.disks.iter().position(|d| d == disk) {
+                self.disks.swap_remove(i);
             }
         }
     }
@@ -88,6 +97,9 @@ pub struct PlacedPod {
     nonzero_milli_cpu: u64,
     nonzero_memory: u64,
     host_ports: Vec<HostPort>,
+    disks: Vec<Disk>,
+    /// The names of the claims its volumes use, in its namespace.
+    pub claims: Vec<String>,
     pub assumed: bool,
     pub uid: String,
     pub namespace: String,
@@ -112,6 +124,8 @@ impl PlacedPod {
             nonzero_milli_cpu: pod.requests.nonzero_milli_cpu,
             nonzero_memory: pod.requests.nonzero_memory,
             host_ports: pod.host_ports.clone(),
+            disks: pod.disks.clone(),
+            claims: pod.claims.iter().map(|c| c.name.clone()).collect(),
             assumed,
             uid: pod.uid.clone(),
             namespace: pod.key.namespace.clone(),

@@ -73,6 +73,9 @@ pub struct ClusterState {
     nominations: HashMap<PodKey, NominatedPod>,
     /// PodDisruptionBudgets by namespace and name.
     budgets: BTreeMap<(String, String), DisruptionBudget>,
+    /// (namespace, claim) → how many placed pods use it: a ReadWriteOncePod
+    /// claim in use takes no other pod (VolumeRestrictions).
+    claim_users: HashMap<(String, String), u32>,
 }
 
 impl ClusterState {
@@ -171,6 +174,7 @@ impl ClusterState {
             self.count(&placed, id, true);
         }
         self.by_node.entry(node.to_string()).or_default().insert(pod.key.clone());
+        self.count_claims(&placed, true);
         self.pods.insert(pod.key.clone(), placed);
     }
 
@@ -243,6 +247,7 @@ impl ClusterState {
 
     fn take_placed(&mut self, key: &PodKey) -> Option<PlacedPod> {
         let placed = self.pods.remove(key)?;
+        self.count_claims(&placed, false);
         if let Some(state) = self.state_mut(&placed.node) {
             state.usage.remove(&placed);
         }
@@ -256,6 +261,25 @@ impl ClusterState {
             }
         }
         Some(placed)
+    }
+
+    fn count_claims(&mut self, pod: &PlacedPod, added: bool) {
+        for claim in &pod.claims {
+            let key = (pod.namespace.clone(), claim.clone());
+            if added {
+                *self.claim_users.entry(key).or_default() += 1;
+            } else if let Some(users) = self.claim_users.get_mut(&key) {
+                *users -= 1;
+                if *users == 0 {
+                    self.claim_users.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// Whether a placed pod (bound or assumed) uses the claim.
+    pub fn claim_in_use(&self, namespace: &str, claim: &str) -> bool {
+        self.claim_users.contains_key(&(namespace.to_string(), claim.to_string()))
     }
 
     /// Where a pod is counted, and whether only assumed.

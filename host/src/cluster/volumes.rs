@@ -24,6 +24,8 @@ pub struct Claim {
     pub bound: bool,
     pub storage_class: Option<String>,
     pub deleting: bool,
+    /// `ReadWriteOncePod` among its access modes: one pod at a time.
+    pub read_write_once_pod: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +57,9 @@ impl Volumes {
                 volume,
                 storage_class: spec.and_then(|s| s.storage_class_name.clone()),
                 deleting: meta.deletion_timestamp.is_some(),
+                read_write_once_pod: spec
+                    .and_then(|s| s.access_modes.as_ref())
+                    .is_some_and(|modes| modes.iter().any(|m| m == "ReadWriteOncePod")),
             },
         );
     }

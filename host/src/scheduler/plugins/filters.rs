@@ -12,6 +12,7 @@ use wasmsched_runtime::{NodeFacts, TaintEffect};
 
 use crate::cluster::{NodeState, NodeUsage, PodInfo};
 use crate::scheduler::plugins::volume_binding::PodVolumes;
+use crate::scheduler::plugins::volume_restrictions;
 
 pub const NODE_UNSCHEDULABLE: &str = "node(s) were unschedulable";
 pub const NODE_NAME_MISMATCH: &str = "node(s) didn't match the requested node name";
@@ -33,6 +34,7 @@ pub fn run(pod: &PodInfo, node: &NodeFacts, state: &NodeState, volumes: &PodVolu
     let usage = state.usage_for(pod);
     node_ports(pod, &usage)?;
     node_resources_fit(pod, node, &usage)?;
+    volume_restrictions::check(pod, &usage, volumes)?;
     volumes.check(node)
 }
 
@@ -50,6 +52,8 @@ pub fn resolvable_by_eviction(pod: &PodInfo, node: &NodeFacts, reasons: &[String
             || [
                 NODE_PORTS_CONFLICT,
                 TOO_MANY_PODS,
+                volume_restrictions::DISK_CONFLICT,
+                volume_restrictions::READ_WRITE_ONCE_POD_CONFLICT,
                 SKEW_EXCEEDED,
                 ANTI_AFFINITY_MISMATCH,
                 EXISTING_ANTI_AFFINITY_MISMATCH,

@@ -2,11 +2,13 @@
 //! semantics and reason texts: what every attempt runs before (and beside)
 //! the policies.
 //! - `filters`: the per-node filters (NodeResourcesFit, NodeName,
-//!   NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts, and
-//!   VolumeBinding's node checks);
+//!   NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts,
+//!   VolumeRestrictions, and VolumeBinding's node checks);
 //! - `topology`: PodTopologySpread and InterPodAffinity, which count other
 //!   pods;
 //! - `volume_binding`: a pod's claims resolved once per attempt;
+//! - `volume_restrictions`: ReadWriteOncePod claims and in-tree disks that
+//!   cannot be shared;
 //! - `scores`: the built-in score parts and their default weights;
 //! - `preemption`: DefaultPreemption;
 //! - `queueing_hints`: which waiting pods a cluster event may let in;
@@ -19,3 +21,4 @@ pub mod reasons;
 pub mod scores;
 pub mod topology;
 pub mod volume_binding;
+pub mod volume_restrictions;

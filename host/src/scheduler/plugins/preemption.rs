@@ -189,7 +189,7 @@ fn dry_run<'a>(
             after.usage.remove(p.pod);
             evicted.push(p.pod);
         }
-        filters::run(pod, facts, &after, volumes)?;
+        filters::run(pod, facts, &after, &volumes.without(&evicted))?;
         match topology {
             Some(t) => t.without(id, &evicted).check(id).or_else(filters::reject),
             None => Ok(()),

@@ -10,10 +10,12 @@
 //! provisioned by wasmsched: such a pod is placed on any node the other
 //! filters allow, and its record says so.
 
+use std::borrow::Cow;
+
 use wasmsched_rules::required_affinity_matches;
 use wasmsched_runtime::{NodeFacts, NodeSelectorTerm};
 
-use crate::cluster::{ClusterState, PodInfo};
+use crate::cluster::{ClusterState, PlacedPod, PodInfo};
 
 /// A node a bound volume's node affinity excludes.
 pub const VOLUME_NODE_AFFINITY_CONFLICT: &str = "node(s) didn't match PersistentVolume's node affinity";
@@ -23,13 +25,19 @@ pub const UNBOUND_IMMEDIATE_CLAIMS: &str = "pod has unbound immediate Persistent
 pub const WAITS_FOR_FIRST_CONSUMER: &str =
     "unbound WaitForFirstConsumer persistent volume claims (VolumeBinding provisioning)";
 
-/// The pod's bound volumes' node affinities.
+/// The pod's claims as this attempt's volume filters read them: the bound
+/// volumes' node affinities (VolumeBinding) and the ReadWriteOncePod claims
+/// other pods use (VolumeRestrictions).
 #[derive(Debug, Clone, Default)]
 pub struct PodVolumes {
     /// One entry per bound volume with a node affinity.
     affinities: Vec<Vec<NodeSelectorTerm>>,
     /// Some claim waits for its first consumer.
     pub waits_for_first_consumer: bool,
+    /// The names of its ReadWriteOncePod claims.
+    read_write_once_pod: Vec<String>,
+    /// How many of those a placed pod uses: kube's `conflictingPVCRefCount`.
+    pub read_write_once_pod_in_use: usize,
 }
 
 impl PodVolumes {
@@ -56,6 +64,10 @@ impl PodVolumes {
             if claim.deleting {
                 return Err(format!("persistentvolumeclaim \"{name}\" is being deleted"));
             }
+            if claim.read_write_once_pod {
+                resolved.read_write_once_pod.push(name.clone());
+                resolved.read_write_once_pod_in_use += usize::from(state.claim_in_use(namespace, name));
+            }
             match (&claim.volume, claim.bound) {
                 (Some(volume), true) => bound_volumes.push(volume.as_str()),
                 (volume, _) => {
@@ -77,6 +89,18 @@ impl PodVolumes {
             }
         }
         Ok(resolved)
+    }
+
+    /// The same, with `evicted` gone (a preemption's dry run): each of their
+    /// volumes that names one of the pod's ReadWriteOncePod claims frees it.
+    /// By name only, as kube's `RemovePod` counts them.
+    pub fn without(&self, evicted: &[&PlacedPod]) -> Cow<'_, PodVolumes> {
+        let freed = evicted.iter().flat_map(|p| &p.claims).filter(|c| self.read_write_once_pod.contains(c)).count();
+        if freed == 0 {
+            return Cow::Borrowed(self);
+        }
+        let in_use = self.read_write_once_pod_in_use.saturating_sub(freed);
+        Cow::Owned(PodVolumes { read_write_once_pod_in_use: in_use, ..self.clone() })
     }
 
     /// VolumeBinding's Filter for bound claims.

@@ -103,3 +103,66 @@ fn binds_volumes_as_kube_scheduler_does() {
         assert_eq!(ours, kube, "wasmsched binds volumes differently from kube-scheduler");
     });
 }
+
+/// Two pods on one bound ReadWriteOncePod claim: each pod's outcome, in
+/// order of outcome (which of the two goes first is the queue's choice).
+async fn run_read_write_once_pod(real: &Real, side: &str, scheduler_name: &str) -> Vec<Outcome> {
+    let class = format!("{side}-rwop");
+    let mut node_names = Vec::new();
+    for n in ["n0", "n1"] {
+        let shape =
+            json!({"labels": {"wasmsched-class": class}, "spec": {}, "cpu": "2", "memory": "4Gi", "pods": "110"});
+        real.add_node(&format!("{side}-{n}"), &shape).await;
+        node_names.push(real.own(&format!("{side}-{n}")));
+    }
+    let volumes: Api<PersistentVolume> = Api::all(real.admin.clone());
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
+    let (volume, claim) = (real.own(&format!("{side}-pv-solo")), format!("{side}-solo"));
+    let pv = json!({"metadata": {"name": volume}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOncePod"], "local": {"path": "/data"},
+        "storageClassName": "local", "claimRef": {"namespace": real.namespace, "name": claim},
+        "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": node_names}]}]}},
+    }});
+    volumes.create(&PostParams::default(), &serde_json::from_value(pv).unwrap()).await.unwrap();
+    let pvc = json!({"metadata": {"name": claim, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}}, "spec": {
+        "storageClassName": "local", "volumeName": volume, "accessModes": ["ReadWriteOncePod"],
+        "resources": {"requests": {"storage": "1Gi"}},
+    }});
+    claims.create(&PostParams::default(), &serde_json::from_value(pvc).unwrap()).await.unwrap();
+    real.settle().await;
+    let pod = json!({
+        "nodeSelector": {"wasmsched-class": class},
+        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}],
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
+    });
+    let pods = vec![("one".to_string(), pod.clone()), ("two".to_string(), pod)];
+    let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::ZERO).await;
+    let decided = real.wait_decided(&names, Duration::from_secs(30)).await;
+    let mut outcomes: Vec<Outcome> = decided.iter().map(Outcome::of).collect();
+    outcomes.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+
+    real.delete_pods().await;
+    let _ = claims.delete(&claim, &DeleteParams::default()).await;
+    let _ = volumes.delete(&volume, &DeleteParams::default()).await;
+    real.delete_nodes().await;
+    outcomes
+}
+
+#[test]
+fn a_read_write_once_pod_claim_takes_one_pod_as_kube_scheduler_allows() {
+    let Some(real) = Real::start("rwop") else { return };
+    real.block_on(async {
+        real.start_oracle();
+        let kube = run_read_write_once_pod(&real, "k", "default-scheduler").await;
+
+        let scheduler_name = "wasmsched-rwop";
+        let ours_scheduler = start_default_wasmsched(&real, scheduler_name).await;
+        let ours = run_read_write_once_pod(&real, "w", scheduler_name).await;
+        ours_scheduler.shutdown().await;
+
+        assert_eq!(kube[0], Outcome::Bound, "{kube:?}");
+        assert!(matches!(&kube[1], Outcome::Unschedulable(m) if m.contains("ReadWriteOncePod")), "{kube:?}");
+        assert_eq!(ours, kube, "wasmsched shares a ReadWriteOncePod claim otherwise than kube-scheduler");
+    });
+}

@@ -148,3 +148,29 @@ fn a_deletion_of_an_earlier_pod_of_the_same_name_spares_its_successor() {
     assert!(matches!(s.apply(late, Duration::ZERO), EventReport::PodsGone(_)));
     assert!(s.has_work(), "the recreated pod must stay queued");
 }
+
+#[test]
+fn the_deletion_of_the_pod_that_holds_a_read_write_once_pod_claim_lets_the_next_in() {
+    let mut s = scheduler();
+    assert!(matches!(apply_node(&mut s, "a", "4"), EventReport::Nothing));
+    let storage = "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv}\nspec: {accessModes: [ReadWriteOncePod]}\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: solo, namespace: t, annotations: {pv.kubernetes.io/bind-completed: \"yes\"}}\nspec: {volumeName: pv, accessModes: [ReadWriteOncePod]}\n";
+    let mut m = parse(storage);
+    let _ = s.apply(ClusterEvent::applied(m.volumes.remove(0)), Duration::ZERO);
+    let _ = s.apply(ClusterEvent::applied(m.claims.remove(0)), Duration::ZERO);
+    let using = "  volumes:\n  - name: d\n    persistentVolumeClaim: {claimName: solo}\n";
+    let _ = apply_pod(&mut s, &pod("holder", "1", &format!("  nodeName: a\n{using}")));
+    let _ = apply_pod(&mut s, &pod("next", "1", using));
+    match s.schedule_next(Duration::ZERO) {
+        Some(Attempt::Unschedulable { record, .. }) => {
+            assert!(record.message.as_deref().unwrap_or_default().contains("ReadWriteOncePod"), "{record:?}")
+        }
+        other => panic!("expected the claim to be in use, got {other:?}"),
+    }
+    assert!(!s.has_work());
+    let later = Duration::from_secs(2);
+    let _ = s.apply(ClusterEvent::deleted::<Pod>((&key("holder")).into(), None), later);
+    match s.schedule_next(later) {
+        Some(Attempt::Placed { node, .. }) => assert_eq!(node, "a"),
+        other => panic!("expected the next pod in once the holder went, got {other:?}"),
+    }
+}

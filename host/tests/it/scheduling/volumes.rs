@@ -59,3 +59,67 @@ fn a_bound_volume_takes_its_pod_to_the_node_it_allows() {
         );
     }
 }
+
+/// A claim bound to `volume` with the ReadWriteOncePod access mode.
+fn rwop_claim(name: &str, volume: &str) -> String {
+    claim(name, volume, true).replace("accessModes: [ReadWriteOnce]", "accessModes: [ReadWriteOncePod]")
+}
+
+#[test]
+fn a_read_write_once_pod_claim_takes_one_pod_at_a_time() {
+    let nodes: String = ["n0", "n1"].iter().map(|n| node(n, "4", "8Gi", "")).collect();
+    let volume = local_volume("pv", "solo", "n1").replace("values: [n1]", "values: [n0, n1]");
+    let yaml = nodes + &volume + &rwop_claim("solo", "pv") + &pod("first", "1", &using("solo"));
+    let second = pod("second", "1", &using("solo"));
+    let r = run_with(&(yaml.clone() + &second), PolicySet::default(), 0);
+    let placed_count = ["first", "second"].iter().filter(|p| placed(&r, p).is_some()).count();
+    assert_eq!(placed_count, 1, "{:?}", r.placements);
+    let waiting = if placed(&r, "first").is_some() { "second" } else { "first" };
+    assert!(
+        message(&r, waiting).starts_with(
+            "0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod."
+        ),
+        "{}",
+        message(&r, waiting)
+    );
+
+    // A more important pod may evict the one that holds the claim.
+    let bound_first = pod("first", "1", &format!("  nodeName: n0\n{}", using("solo")));
+    let urgent = pod("urgent", "1", &format!("  priority: 1000\n{}", using("solo")));
+    let yaml = ["n0", "n1"].iter().map(|n| node(n, "4", "8Gi", "")).collect::<String>()
+        + &volume
+        + &rwop_claim("solo", "pv")
+        + &bound_first
+        + &urgent;
+    let r = run_with(&yaml, PolicySet::default(), 0);
+    assert_eq!(r.preemptions.len(), 1, "{:?}", r.unschedulable);
+    assert_eq!(r.preemptions[0].victims, vec!["t/first".to_string()]);
+    assert_eq!(placed(&r, "urgent").as_deref(), Some("n0"));
+}
+
+#[test]
+fn an_in_tree_disk_mounted_read_write_keeps_a_second_mount_off_its_node() {
+    let disk = |read_only: bool| {
+        format!("  volumes:\n  - name: d\n    gcePersistentDisk: {{pdName: shared, readOnly: {read_only}}}\n")
+    };
+    let one_node = node("n0", "4", "8Gi", "");
+    let yaml = one_node.clone() + &pod("a", "1", &disk(false)) + &pod("b", "1", &disk(false));
+    let r = run_with(&yaml, PolicySet::default(), 0);
+    let waiting = if placed(&r, "a").is_some() { "b" } else { "a" };
+    assert!(
+        message(&r, waiting).starts_with("0/1 nodes are available: 1 node(s) had no available disk."),
+        "{}",
+        message(&r, waiting)
+    );
+    // Read-only mounts share the disk; a second node takes the other.
+    let r = run_with(
+        &(one_node.clone() + &pod("a", "1", &disk(true)) + &pod("b", "1", &disk(true))),
+        PolicySet::default(),
+        0,
+    );
+    assert_eq!(r.placements.len(), 2);
+    let two = one_node + &node("n1", "4", "8Gi", "") + &pod("a", "1", &disk(false)) + &pod("b", "1", &disk(false));
+    let r = run_with(&two, PolicySet::default(), 0);
+    assert_ne!(placed(&r, "a"), placed(&r, "b"));
+    assert_eq!(r.placements.len(), 2);
+}
