@@ -33,6 +33,30 @@ pub struct Volume {
     /// `spec.nodeAffinity.required`: the nodes that can reach it (empty:
     /// every node).
     pub node_affinity: Vec<NodeSelectorTerm>,
+    /// Its zone and region labels (VolumeZone): the label, and the values
+    /// a node's label may have (a label may list several, `a__b`).
+    pub zones: Vec<(String, Vec<String>)>,
+}
+
+/// The labels VolumeZone compares, beta first, as kube lists them.
+pub const ZONE_LABELS: [&str; 4] = [
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+];
+
+/// A volume's zone labels; one whose value does not parse (an empty
+/// entry) is ignored, as kube ignores it.
+fn zones_of(volume: &PersistentVolume) -> Vec<(String, Vec<String>)> {
+    let Some(labels) = volume.metadata.labels.as_ref() else { return Vec::new() };
+    ZONE_LABELS
+        .iter()
+        .filter_map(|key| {
+            let values: Vec<String> = labels.get(*key)?.split("__").map(|z| z.trim().to_string()).collect();
+            (!values.iter().any(String::is_empty)).then(|| (key.to_string(), values))
+        })
+        .collect()
 }
 
 #[derive(Debug, Default)]
@@ -76,7 +100,8 @@ impl Volumes {
             .and_then(|a| a.required.as_ref())
             .map(|r| r.node_selector_terms.iter().map(selector_term).collect())
             .unwrap_or_default();
-        self.volumes.insert(volume.metadata.name.clone().unwrap_or_default(), Volume { node_affinity });
+        let zones = zones_of(volume);
+        self.volumes.insert(volume.metadata.name.clone().unwrap_or_default(), Volume { node_affinity, zones });
     }
 
     pub fn volume_deleted(&mut self, name: &str) {

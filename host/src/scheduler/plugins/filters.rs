@@ -12,7 +12,7 @@ use wasmsched_runtime::{NodeFacts, TaintEffect};
 
 use crate::cluster::{NodeState, NodeUsage, PodInfo};
 use crate::scheduler::plugins::volume_binding::PodVolumes;
-use crate::scheduler::plugins::volume_restrictions;
+use crate::scheduler::plugins::{volume_restrictions, volume_zone};
 
 pub const NODE_UNSCHEDULABLE: &str = "node(s) were unschedulable";
 pub const NODE_NAME_MISMATCH: &str = "node(s) didn't match the requested node name";
@@ -35,7 +35,8 @@ pub fn run(pod: &PodInfo, node: &NodeFacts, state: &NodeState, volumes: &PodVolu
     node_ports(pod, &usage)?;
     node_resources_fit(pod, node, &usage)?;
     volume_restrictions::check(pod, &usage, volumes)?;
-    volumes.check(node)
+    volumes.check(node)?;
+    volume_zone::check(node, volumes)
 }
 
 /// Whether evicting pods could clear a node's rejection: kube's

@@ -3,12 +3,13 @@
 //! the policies.
 //! - `filters`: the per-node filters (NodeResourcesFit, NodeName,
 //!   NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts,
-//!   VolumeRestrictions, and VolumeBinding's node checks);
+//!   VolumeRestrictions, VolumeBinding's node checks and VolumeZone);
 //! - `topology`: PodTopologySpread and InterPodAffinity, which count other
 //!   pods;
 //! - `volume_binding`: a pod's claims resolved once per attempt;
 //! - `volume_restrictions`: ReadWriteOncePod claims and in-tree disks that
 //!   cannot be shared;
+//! - `volume_zone`: bound volumes' zone and region labels;
 //! - `scores`: the built-in score parts and their default weights;
 //! - `preemption`: DefaultPreemption;
 //! - `queueing_hints`: which waiting pods a cluster event may let in;
@@ -22,3 +23,4 @@ pub mod scores;
 pub mod topology;
 pub mod volume_binding;
 pub mod volume_restrictions;
+pub mod volume_zone;

@@ -32,6 +32,8 @@ pub const WAITS_FOR_FIRST_CONSUMER: &str =
 pub struct PodVolumes {
     /// One entry per bound volume with a node affinity.
     affinities: Vec<Vec<NodeSelectorTerm>>,
+    /// The bound volumes' zone labels (VolumeZone).
+    pub zones: Vec<(String, Vec<String>)>,
     /// Some claim waits for its first consumer.
     pub waits_for_first_consumer: bool,
     /// The names of its ReadWriteOncePod claims.
@@ -87,6 +89,7 @@ impl PodVolumes {
             if !volume.node_affinity.is_empty() {
                 resolved.affinities.push(volume.node_affinity.clone());
             }
+            resolved.zones.extend(volume.zones.iter().cloned());
         }
         Ok(resolved)
     }

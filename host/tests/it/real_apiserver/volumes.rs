@@ -166,3 +166,70 @@ fn a_read_write_once_pod_claim_takes_one_pod_as_kube_scheduler_allows() {
         assert_eq!(ours, kube, "wasmsched shares a ReadWriteOncePod claim otherwise than kube-scheduler");
     });
 }
+
+/// Pods on volumes labelled with a zone, nodes in zones a and b: each
+/// pod's outcome, and the zone of the node the placed one went to.
+async fn run_volume_zone(real: &Real, side: &str, scheduler_name: &str) -> BTreeMap<String, Outcome> {
+    let class = format!("{side}-zone");
+    for (n, zone) in [("n0", "a"), ("n1", "b")] {
+        let labels = json!({"wasmsched-class": class, "topology.kubernetes.io/zone": format!("{side}-{zone}")});
+        let shape = json!({"labels": labels, "spec": {}, "cpu": "2", "memory": "4Gi", "pods": "110"});
+        real.add_node(&format!("{side}-{n}"), &shape).await;
+    }
+    let volumes: Api<PersistentVolume> = Api::all(real.admin.clone());
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
+    let post = PostParams::default();
+    for (zone, claim) in [("a", "in-a"), ("c", "in-c")] {
+        let pv = json!({"metadata": {"name": real.own(&format!("{side}-pv-{zone}")),
+                                     "labels": {"topology.kubernetes.io/zone": format!("{side}-{zone}")}},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/data"},
+                     "storageClassName": "local", "claimRef": {"namespace": real.namespace, "name": format!("{side}-{claim}")}}});
+        volumes.create(&post, &serde_json::from_value(pv).unwrap()).await.unwrap();
+        let pvc = json!({"metadata": {"name": format!("{side}-{claim}"), "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+            "spec": {"storageClassName": "local", "volumeName": real.own(&format!("{side}-pv-{zone}")),
+                     "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+        claims.create(&post, &serde_json::from_value(pvc).unwrap()).await.unwrap();
+    }
+    real.settle().await;
+    let pod = |claim: &str| {
+        json!({
+            "nodeSelector": {"wasmsched-class": class},
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": format!("{side}-{claim}")}}],
+        })
+    };
+    let pods = vec![("to-a".to_string(), pod("in-a")), ("nowhere".to_string(), pod("in-c"))];
+    let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::ZERO).await;
+    let decided = real.wait_decided(&names, Duration::from_secs(30)).await;
+    let on_node = decided[0].spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let mut outcomes: BTreeMap<String, Outcome> =
+        [("to-a".to_string(), Outcome::of(&decided[0])), ("nowhere".to_string(), Outcome::of(&decided[1]))].into();
+    outcomes.insert("to-a's node".into(), Outcome::Unschedulable(on_node.trim_start_matches(&real.own(side)).into()));
+
+    real.delete_pods().await;
+    claims.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap();
+    for zone in ["a", "c"] {
+        let _ = volumes.delete(&real.own(&format!("{side}-pv-{zone}")), &DeleteParams::default()).await;
+    }
+    real.delete_nodes().await;
+    outcomes
+}
+
+#[test]
+fn a_volume_zone_takes_its_pod_where_kube_scheduler_does() {
+    let Some(real) = Real::start("volume-zone") else { return };
+    real.block_on(async {
+        real.start_oracle();
+        let kube = run_volume_zone(&real, "k", "default-scheduler").await;
+
+        let scheduler_name = "wasmsched-volume-zone";
+        let ours_scheduler = start_default_wasmsched(&real, scheduler_name).await;
+        let ours = run_volume_zone(&real, "w", scheduler_name).await;
+        ours_scheduler.shutdown().await;
+
+        assert_eq!(kube["to-a"], Outcome::Bound, "{kube:?}");
+        assert_eq!(kube["to-a's node"], Outcome::Unschedulable("-n0".into()), "{kube:?}");
+        assert!(matches!(&kube["nowhere"], Outcome::Unschedulable(m) if m.contains("volume zone")), "{kube:?}");
+        assert_eq!(ours, kube, "wasmsched places zoned volumes' pods differently from kube-scheduler");
+    });
+}

@@ -123,3 +123,47 @@ fn an_in_tree_disk_mounted_read_write_keeps_a_second_mount_off_its_node() {
     assert_ne!(placed(&r, "a"), placed(&r, "b"));
     assert_eq!(r.placements.len(), 2);
 }
+
+#[test]
+fn a_volume_in_a_zone_takes_its_pod_to_a_node_of_that_zone() {
+    let zoned = |name: &str, zone: &str| {
+        let hostname = format!("kubernetes.io/hostname: {name}");
+        node(name, "4", "8Gi", "").replace(&hostname, &format!("{hostname}, topology.kubernetes.io/zone: {zone}"))
+    };
+    let volume = |labels: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: pv, labels: {{{labels}}}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], storageClassName: local, claimRef: {{namespace: t, name: data}}}}\n"
+        )
+    };
+    let cluster = zoned("in-a", "a") + &zoned("in-b", "b") + &claim("data", "pv", true);
+    for seed in 0..4 {
+        let r = run_with(
+            &(cluster.clone() + &volume("topology.kubernetes.io/zone: a") + &pod("p", "1", &using("data"))),
+            PolicySet::default(),
+            seed,
+        );
+        assert_eq!(placed(&r, "p").as_deref(), Some("in-a"), "seed {seed}");
+    }
+    // A beta label on the volume is matched by the node's GA label; a
+    // value may list zones; no node in them: kube's message.
+    let r = run_with(
+        &(cluster.clone() + &volume("failure-domain.beta.kubernetes.io/zone: c__d") + &pod("p", "1", &using("data"))),
+        PolicySet::default(),
+        0,
+    );
+    assert!(
+        message(&r, "p").starts_with("0/2 nodes are available: 2 node(s) had no available volume zone."),
+        "{}",
+        message(&r, "p")
+    );
+    // A node with no zone label at all passes (a single-zone cluster).
+    let r = run_with(
+        &(node("plain", "4", "8Gi", "")
+            + &claim("data", "pv", true)
+            + &volume("topology.kubernetes.io/zone: c")
+            + &pod("p", "1", &using("data"))),
+        PolicySet::default(),
+        0,
+    );
+    assert_eq!(placed(&r, "p").as_deref(), Some("plain"));
+}
