@@ -28,6 +28,9 @@ pub struct NodeUsage {
     pub host_ports: Vec<HostPort>,
     /// The in-tree disks its pods mount (VolumeRestrictions).
     pub disks: Vec<Disk>,
+    /// The claims its pods use, as (namespace, name), once per pod
+    /// (NodeVolumeLimits counts the volumes they stand for).
+    pub claims: Vec<(String, String)>,
 }
 
 impl NodeUsage {
@@ -44,6 +47,7 @@ impl NodeUsage {
         self.pods += 1;
         self.host_ports.extend(pod.host_ports.iter().cloned());
         self.disks.extend(pod.disks.iter().cloned());
+        self.claims.extend(pod.claims.iter().map(|c| (pod.namespace.clone(), c.clone())));
     }
 
     pub(crate) fn remove(&mut self, pod: &PlacedPod) {
@@ -67,6 +71,11 @@ impl NodeUsage {
         for disk in &pod.disks {
             if let Some(i) = self.disks.iter().position(|d| d == disk) {
                 self.disks.swap_remove(i);
+            }
+        }
+        for claim in &pod.claims {
+            if let Some(i) = self.claims.iter().position(|(ns, c)| *ns == pod.namespace && c == claim) {
+                self.claims.swap_remove(i);
             }
         }
     }

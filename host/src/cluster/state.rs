@@ -76,6 +76,9 @@ pub struct ClusterState {
     /// (namespace, claim) → how many placed pods use it: a ReadWriteOncePod
     /// claim in use takes no other pod (VolumeRestrictions).
     claim_users: HashMap<(String, String), u32>,
+    /// Node name → how many volumes of each CSI driver it can attach
+    /// (CSINode `allocatable.count`; NodeVolumeLimits).
+    attach_limits: HashMap<String, Vec<(String, u32)>>,
 }
 
 impl ClusterState {
@@ -275,6 +278,24 @@ impl ClusterState {
                 }
             }
         }
+    }
+
+    /// A node's CSI attach limits, from its CSINode; `None` clears them.
+    pub fn set_attach_limits(&mut self, node: &str, limits: Option<Vec<(String, u32)>>) {
+        match limits {
+            Some(limits) => self.attach_limits.insert(node.to_string(), limits),
+            None => self.attach_limits.remove(node),
+        };
+    }
+
+    /// How many volumes of each CSI driver `node` can attach, if it says.
+    pub fn attach_limits(&self, node: &str) -> Option<&[(String, u32)]> {
+        self.attach_limits.get(node).map(Vec::as_slice)
+    }
+
+    /// Every node whose CSINode is held.
+    pub fn attach_limited_nodes(&self) -> impl Iterator<Item = &str> {
+        self.attach_limits.keys().map(String::as_str)
     }
 
     /// Whether a placed pod (bound or assumed) uses the claim.

@@ -36,6 +36,16 @@ pub struct Volume {
     /// Its zone and region labels (VolumeZone): the label, and the values
     /// a node's label may have (a label may list several, `a__b`).
     pub zones: Vec<(String, Vec<String>)>,
+    /// A CSI volume's driver and volume handle (NodeVolumeLimits).
+    pub csi: Option<(String, String)>,
+}
+
+/// What a StorageClass says that the filters read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Class {
+    /// `volumeBindingMode: WaitForFirstConsumer`.
+    wait_for_first_consumer: bool,
+    provisioner: String,
 }
 
 /// The labels VolumeZone compares, beta first, as kube lists them.
@@ -63,8 +73,7 @@ fn zones_of(volume: &PersistentVolume) -> Vec<(String, Vec<String>)> {
 pub struct Volumes {
     claims: HashMap<(String, String), Claim>,
     volumes: HashMap<String, Volume>,
-    /// Storage class → `volumeBindingMode: WaitForFirstConsumer`.
-    classes: HashMap<String, bool>,
+    classes: HashMap<String, Class>,
 }
 
 impl Volumes {
@@ -101,7 +110,9 @@ impl Volumes {
             .map(|r| r.node_selector_terms.iter().map(selector_term).collect())
             .unwrap_or_default();
         let zones = zones_of(volume);
-        self.volumes.insert(volume.metadata.name.clone().unwrap_or_default(), Volume { node_affinity, zones });
+        let csi =
+            volume.spec.as_ref().and_then(|s| s.csi.as_ref()).map(|c| (c.driver.clone(), c.volume_handle.clone()));
+        self.volumes.insert(volume.metadata.name.clone().unwrap_or_default(), Volume { node_affinity, zones, csi });
     }
 
     pub fn volume_deleted(&mut self, name: &str) {
@@ -109,8 +120,9 @@ impl Volumes {
     }
 
     pub fn class_upserted(&mut self, class: &StorageClass) {
-        let wait = class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer");
-        self.classes.insert(class.metadata.name.clone().unwrap_or_default(), wait);
+        let wait_for_first_consumer = class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer");
+        let class_facts = Class { wait_for_first_consumer, provisioner: class.provisioner.clone() };
+        self.classes.insert(class.metadata.name.clone().unwrap_or_default(), class_facts);
     }
 
     pub fn class_deleted(&mut self, name: &str) {
@@ -142,6 +154,23 @@ impl Volumes {
     /// without a class, or whose class does not exist, binds at once, as
     /// kube-scheduler reads it.
     pub fn waits_for_first_consumer(&self, claim: &Claim) -> bool {
-        claim.storage_class.as_deref().is_some_and(|c| self.classes.get(c).copied().unwrap_or(false))
+        claim.storage_class.as_deref().and_then(|c| self.classes.get(c)).is_some_and(|c| c.wait_for_first_consumer)
+    }
+}
+
+impl Volumes {
+    /// The CSI volume a claim stands for, as NodeVolumeLimits counts it:
+    /// its bound volume's driver and handle; for a claim not bound yet (or
+    /// whose volume is gone), its class's provisioner and a handle of its
+    /// own, so that each such claim counts once. `None`: not a CSI volume,
+    /// or the claim is unknown (a volume migrated from an in-tree plugin
+    /// is not translated).
+    pub fn attachable(&self, namespace: &str, claim: &str) -> Option<(String, String)> {
+        let found = self.claim(namespace, claim)?;
+        if let Some(volume) = found.volume.as_deref().and_then(|v| self.volumes.get(v)) {
+            return volume.csi.clone();
+        }
+        let class = self.classes.get(found.storage_class.as_deref()?)?;
+        Some((class.provisioner.clone(), format!("unbound claim {namespace}/{claim}")))
     }
 }

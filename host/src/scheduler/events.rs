@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 
 use crate::cluster::PodKey;
 
@@ -65,6 +65,9 @@ cluster_events! {
     Claim(PersistentVolumeClaim) => "persistentvolumeclaims",
     Volume(PersistentVolume) => "persistentvolumes",
     StorageClass(StorageClass) => "storageclasses",
+    /// CSINodes: how many volumes of each CSI driver a node can attach
+    /// (NodeVolumeLimits).
+    CsiNode(CSINode) => "csinodes",
 }
 
 /// What happened to objects of one kind.

@@ -10,14 +10,13 @@ use k8s_openapi::Metadata;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 /// The kinds the simulator reads.
-const KINDS: &str =
-    "Node, Pod, Namespace, PodDisruptionBudget, PriorityClass, PersistentVolumeClaim, PersistentVolume, StorageClass";
+const KINDS: &str = "Node, Pod, Namespace, PodDisruptionBudget, PriorityClass, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode";
 
 #[derive(Debug, Default)]
 pub struct Manifests {
@@ -34,6 +33,8 @@ pub struct Manifests {
     pub claims: Vec<PersistentVolumeClaim>,
     pub volumes: Vec<PersistentVolume>,
     pub storage_classes: Vec<StorageClass>,
+    /// Nodes' CSI attach limits (NodeVolumeLimits).
+    pub csi_nodes: Vec<CSINode>,
     /// Kinds that were read but are not simulated (Deployments, Services…).
     pub ignored_kinds: BTreeMap<String, usize>,
     /// Documents that could not be used, with where they are.
@@ -91,6 +92,10 @@ impl Manifests {
             "StorageClass" => {
                 let class = self.parse(at, &kind, value);
                 self.storage_classes.extend(class);
+            }
+            "CSINode" => {
+                let csi_node = self.parse(at, &kind, value);
+                self.csi_nodes.extend(csi_node);
             }
             k if k == "List" || k.ends_with("List") => {
                 let items = value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default();

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 
@@ -241,14 +241,15 @@ struct Loaded {
 /// Feeds the dump to the core as the events a watch's first lists would
 /// be: the objects pods depend on first, then the pods.
 fn load(scheduler: &mut Scheduler, manifests: Manifests) -> Result<Loaded, String> {
-    let Manifests { namespaces, nodes, pods, budgets, storage_classes, volumes, claims, .. } = manifests;
+    let Manifests { namespaces, nodes, pods, budgets, storage_classes, volumes, claims, csi_nodes, .. } = manifests;
     let budgets: Vec<PodDisruptionBudget> = budgets.iter().map(|b| simulated_budget(b, &pods)).collect();
     let events = (namespaces.into_iter().map(ClusterEvent::applied::<Namespace>))
         .chain(nodes.into_iter().map(ClusterEvent::applied::<Node>))
         .chain(budgets.into_iter().map(ClusterEvent::applied::<PodDisruptionBudget>))
         .chain(storage_classes.into_iter().map(ClusterEvent::applied::<StorageClass>))
         .chain(volumes.into_iter().map(ClusterEvent::applied::<PersistentVolume>))
-        .chain(claims.into_iter().map(ClusterEvent::applied::<PersistentVolumeClaim>));
+        .chain(claims.into_iter().map(ClusterEvent::applied::<PersistentVolumeClaim>))
+        .chain(csi_nodes.into_iter().map(ClusterEvent::applied::<CSINode>));
     for event in events {
         if let EventReport::Ignored(why) = scheduler.apply(event, Duration::ZERO) {
             return Err(why);

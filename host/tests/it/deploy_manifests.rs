@@ -86,6 +86,7 @@ fn rbac_grants_every_call_the_backend_makes() {
         ("", "persistentvolumeclaims", &["list", "watch"]),
         ("", "persistentvolumes", &["list", "watch"]),
         ("storage.k8s.io", "storageclasses", &["list", "watch"]),
+        ("storage.k8s.io", "csinodes", &["list", "watch"]),
     ] {
         for verb in verbs {
             assert!(allows(&rules, group, resource, verb, None), "ClusterRole lacks {verb} {group}/{resource}");

@@ -37,6 +37,7 @@ pub const RESOURCES: &[ResourceType] = &[
         kind: "StorageClass",
         namespaced: false,
     },
+    ResourceType { api_version: "storage.k8s.io/v1", plural: "csinodes", kind: "CSINode", namespaced: false },
     // What metrics-server serves (read-only there; tests create them here).
     ResourceType { api_version: "metrics.k8s.io/v1beta1", plural: "nodes", kind: "NodeMetrics", namespaced: false },
 ];

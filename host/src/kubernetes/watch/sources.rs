@@ -2,8 +2,9 @@
 //! events: nodes; every non-terminal pod through one watch, as
 //! kube-scheduler's single pod informer does (the core decides which pods
 //! are pending and whose); namespaces, whose labels inter-pod affinity's
-//! namespace selectors match; PodDisruptionBudgets for preemption; and the
-//! claims, volumes and storage classes VolumeBinding reads.
+//! namespace selectors match; PodDisruptionBudgets for preemption; the
+//! claims, volumes and storage classes the volume filters read; and the
+//! CSINodes that give nodes' attach limits.
 //!
 //! kube-runtime's watcher relists on 410 Gone and reconnects with backoff;
 //! a relist's end goes to the core as `Change::Listed`, and the core
@@ -22,7 +23,7 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::runtime::watcher;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -72,6 +73,7 @@ impl Source {
             ),
             Source::of::<PersistentVolume>("persistentvolumes", "persistentvolumes", CLUSTER, every()),
             Source::of::<StorageClass>("storageclasses", "storageclasses.storage.k8s.io", CLUSTER, every()),
+            Source::of::<CSINode>("csinodes", "csinodes.storage.k8s.io", CLUSTER, every()),
         ]
     }
 

@@ -173,7 +173,7 @@ fn filter_nodes_with<'a>(
         pre.next_start = next;
         pre.evaluated += 1;
         let Some(node_state) = state.node(id) else { continue };
-        match filters::run(pod, node, node_state, volumes).and_then(|()| topology(id).or_else(filters::reject)) {
+        match filters::run(pod, node, node_state, volumes, state).and_then(|()| topology(id).or_else(filters::reject)) {
             Ok(()) => {
                 pre.candidates.push(node_state.usage.candidate(id));
                 if detail {

@@ -10,9 +10,9 @@
 use wasmsched_rules::{first_untolerated, node_selector_matches, required_affinity_matches, tolerates};
 use wasmsched_runtime::{NodeFacts, TaintEffect};
 
-use crate::cluster::{NodeState, NodeUsage, PodInfo};
+use crate::cluster::{ClusterState, NodeState, NodeUsage, PodInfo};
 use crate::scheduler::plugins::volume_binding::PodVolumes;
-use crate::scheduler::plugins::{volume_restrictions, volume_zone};
+use crate::scheduler::plugins::{node_volume_limits, volume_restrictions, volume_zone};
 
 pub const NODE_UNSCHEDULABLE: &str = "node(s) were unschedulable";
 pub const NODE_NAME_MISMATCH: &str = "node(s) didn't match the requested node name";
@@ -21,20 +21,28 @@ pub const NODE_PORTS_CONFLICT: &str = "node(s) didn't have free ports for the re
 pub const TOO_MANY_PODS: &str = "Too many pods";
 pub const UNTOLERATED_TAINT: &str = "node(s) had untolerated taint(s)";
 
-/// Runs the built-in filters that read only the node, what is placed on
-/// it and the pod's bound volumes; `Err` holds the first failing filter's
-/// reasons. PodTopologySpread and InterPodAffinity, which read counts of
-/// other pods, come after them (`topology_filters.rs`).
-pub fn run(pod: &PodInfo, node: &NodeFacts, state: &NodeState, volumes: &PodVolumes) -> Result<(), Vec<String>> {
+/// Runs the built-in filters that read the node, what is placed on it
+/// (`node_state`) and the pod's volumes (`volumes`, resolved in `cluster`);
+/// `Err` holds the first failing filter's reasons. PodTopologySpread and
+/// InterPodAffinity, which read counts of other pods, come after them
+/// (`topology.rs`).
+pub fn run(
+    pod: &PodInfo,
+    node: &NodeFacts,
+    node_state: &NodeState,
+    volumes: &PodVolumes,
+    cluster: &ClusterState,
+) -> Result<(), Vec<String>> {
     node_unschedulable(pod, node)?;
     node_name(pod, node)?;
     taint_toleration(pod, node)?;
     node_affinity(pod, node)?;
     // Placed pods, and nominated pods that come first (their room is held).
-    let usage = state.usage_for(pod);
+    let usage = node_state.usage_for(pod);
     node_ports(pod, &usage)?;
     node_resources_fit(pod, node, &usage)?;
     volume_restrictions::check(pod, &usage, volumes)?;
+    node_volume_limits::check(node, &usage, volumes, cluster)?;
     volumes.check(node)?;
     volume_zone::check(node, volumes)
 }
@@ -54,6 +62,7 @@ pub fn resolvable_by_eviction(pod: &PodInfo, node: &NodeFacts, reasons: &[String
                 NODE_PORTS_CONFLICT,
                 TOO_MANY_PODS,
                 volume_restrictions::DISK_CONFLICT,
+                node_volume_limits::MAX_VOLUME_COUNT_EXCEEDED,
                 volume_restrictions::READ_WRITE_ONCE_POD_CONFLICT,
                 SKEW_EXCEEDED,
                 ANTI_AFFINITY_MISMATCH,

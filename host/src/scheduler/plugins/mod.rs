@@ -3,19 +3,22 @@
 //! the policies.
 //! - `filters`: the per-node filters (NodeResourcesFit, NodeName,
 //!   NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts,
-//!   VolumeRestrictions, VolumeBinding's node checks and VolumeZone);
+//!   VolumeRestrictions, NodeVolumeLimits, VolumeBinding's node checks
+//!   and VolumeZone);
 //! - `topology`: PodTopologySpread and InterPodAffinity, which count other
 //!   pods;
 //! - `volume_binding`: a pod's claims resolved once per attempt;
 //! - `volume_restrictions`: ReadWriteOncePod claims and in-tree disks that
 //!   cannot be shared;
 //! - `volume_zone`: bound volumes' zone and region labels;
+//! - `node_volume_limits`: CSI attach limits per node;
 //! - `scores`: the built-in score parts and their default weights;
 //! - `preemption`: DefaultPreemption;
 //! - `queueing_hints`: which waiting pods a cluster event may let in;
 //! - `reasons`: the rejection reasons, counted into kube's message.
 
 pub mod filters;
+pub mod node_volume_limits;
 pub mod preemption;
 pub mod queueing_hints;
 pub mod reasons;

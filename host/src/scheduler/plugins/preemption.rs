@@ -97,7 +97,7 @@ pub fn preempt(pod: &PodInfo, state: &ClusterState, seed: u64) -> Result<Preempt
     let volumes = PodVolumes::resolve(pod, state).unwrap_or_default();
     let rejection = |id: NodeId| -> Option<Vec<String>> {
         let (facts, node) = (state.table().get(id)?, state.node(id)?);
-        let result = filters::run(pod, facts, node, &volumes)
+        let result = filters::run(pod, facts, node, &volumes, state)
             .and_then(|()| topology.as_ref().map_or(Ok(()), |t| t.check(id)).or_else(filters::reject));
         result.err()
     };
@@ -189,7 +189,7 @@ fn dry_run<'a>(
             after.usage.remove(p.pod);
             evicted.push(p.pod);
         }
-        filters::run(pod, facts, &after, &volumes.without(&evicted))?;
+        filters::run(pod, facts, &after, &volumes.without(&evicted), state)?;
         match topology {
             Some(t) => t.without(id, &evicted).check(id).or_else(filters::reject),
             None => Ok(()),

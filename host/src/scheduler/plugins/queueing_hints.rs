@@ -44,7 +44,7 @@ pub fn may_fit_after_pod_gone(waiting: &PodInfo, gone: &PlacedPod, state: &Clust
         }
     }
     match PodVolumes::resolve(waiting, state) {
-        Ok(volumes) => filters::run(waiting, facts, node, &volumes).is_ok(),
+        Ok(volumes) => filters::run(waiting, facts, node, &volumes, state).is_ok(),
         // Rejected whatever the node: the claim's own events retry it.
         Err(_) => false,
     }

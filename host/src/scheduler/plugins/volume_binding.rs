@@ -40,6 +40,9 @@ pub struct PodVolumes {
     read_write_once_pod: Vec<String>,
     /// How many of those a placed pod uses: kube's `conflictingPVCRefCount`.
     pub read_write_once_pod_in_use: usize,
+    /// The CSI volumes its claims stand for, as (driver, volume handle),
+    /// once each (NodeVolumeLimits).
+    pub attachable: Vec<(String, String)>,
 }
 
 impl PodVolumes {
@@ -65,6 +68,11 @@ impl PodVolumes {
             };
             if claim.deleting {
                 return Err(format!("persistentvolumeclaim \"{name}\" is being deleted"));
+            }
+            if let Some(volume) = volumes.attachable(namespace, name)
+                && !resolved.attachable.contains(&volume)
+            {
+                resolved.attachable.push(volume);
             }
             if claim.read_write_once_pod {
                 resolved.read_write_once_pod.push(name.clone());

@@ -40,6 +40,7 @@ impl Scheduler {
             ClusterEvent::Claim(change) => self.stored(|s| s.state.volumes_mut(), change, now),
             ClusterEvent::Volume(change) => self.stored(|s| s.state.volumes_mut(), change, now),
             ClusterEvent::StorageClass(change) => self.stored(|s| s.state.volumes_mut(), change, now),
+            ClusterEvent::CsiNode(change) => self.stored(|s| &mut s.state, change, now),
         }
     }
 

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 
 use crate::cluster::{ClusterState, DisruptionBudget, Volumes};
 use crate::scheduler::events::{Change, ObjectKey};
@@ -128,5 +128,28 @@ impl KindStore<StorageClass> for Volumes {
 
     fn held(&self) -> Vec<ObjectKey> {
         self.class_names().map(ObjectKey::cluster_scoped).collect()
+    }
+}
+
+/// A node's CSI attach limits: a new or raised limit may let a waiting pod
+/// in. Drivers without an `allocatable.count` have no limit.
+impl KindStore<CSINode> for ClusterState {
+    fn upsert(&mut self, csi_node: &CSINode) -> bool {
+        let limits = csi_node
+            .spec
+            .drivers
+            .iter()
+            .filter_map(|d| Some((d.name.clone(), u32::try_from(d.allocatable.as_ref()?.count?).ok()?)))
+            .collect();
+        self.set_attach_limits(csi_node.metadata.name.as_deref().unwrap_or_default(), Some(limits));
+        true
+    }
+
+    fn remove(&mut self, key: &ObjectKey) {
+        self.set_attach_limits(&key.name, None);
+    }
+
+    fn held(&self) -> Vec<ObjectKey> {
+        self.attach_limited_nodes().map(ObjectKey::cluster_scoped).collect()
     }
 }

@@ -106,7 +106,8 @@ impl Scheduler {
             let node = table.get(id)?;
             let topology_fits = topology.as_ref().is_none_or(|t| t.check(id).is_ok());
             let volumes = volumes.as_ref().ok()?;
-            (filters::run(&pod, node, self.state.node(id)?, volumes).is_ok() && topology_fits).then_some(())
+            (filters::run(&pod, node, self.state.node(id)?, volumes, &self.state).is_ok() && topology_fits)
+                .then_some(())
         };
         let name_of = |i: usize| nodes.name(outcome.candidates[i].node);
         let chosen = if name_of(best).is_some_and(|n| fits(n).is_some()) {

@@ -233,3 +233,72 @@ fn a_volume_zone_takes_its_pod_where_kube_scheduler_does() {
         assert_eq!(ours, kube, "wasmsched places zoned volumes' pods differently from kube-scheduler");
     });
 }
+
+/// A node whose CSINode allows one volume of a driver, three pods with
+/// one volume of it each: the pods' outcomes, in order of outcome.
+async fn run_volume_limits(real: &Real, side: &str, scheduler_name: &str) -> Vec<Outcome> {
+    use k8s_openapi::api::storage::v1::CSINode;
+    let class = format!("{side}-limits");
+    let shape = json!({"labels": {"wasmsched-class": class}, "spec": {}, "cpu": "4", "memory": "8Gi", "pods": "110"});
+    real.add_node(&format!("{side}-n0"), &shape).await;
+    let node = real.own(&format!("{side}-n0"));
+    let driver = "disk.csi.example.com";
+    let csi_nodes: Api<CSINode> = Api::all(real.admin.clone());
+    let csi_node = json!({"metadata": {"name": node}, "spec": {"drivers": [
+        {"name": driver, "nodeID": node, "allocatable": {"count": 1}}]}});
+    csi_nodes.create(&PostParams::default(), &serde_json::from_value(csi_node).unwrap()).await.unwrap();
+    let volumes: Api<PersistentVolume> = Api::all(real.admin.clone());
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
+    let post = PostParams::default();
+    let mut pods = Vec::new();
+    for i in 0..3 {
+        let (pv, claim) = (real.own(&format!("{side}-pv-limit-{i}")), format!("{side}-limit-{i}"));
+        let body = json!({"metadata": {"name": pv}, "spec": {
+            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "local",
+            "csi": {"driver": driver, "volumeHandle": format!("{pv}-handle")},
+            "claimRef": {"namespace": real.namespace, "name": claim}}});
+        volumes.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
+        let pvc = json!({"metadata": {"name": claim, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+            "spec": {"storageClassName": "local", "volumeName": pv, "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}});
+        claims.create(&post, &serde_json::from_value(pvc).unwrap()).await.unwrap();
+        pods.push((format!("p{i}"), json!({
+            "nodeSelector": {"wasmsched-class": class},
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
+        })));
+    }
+    real.settle().await;
+    let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::ZERO).await;
+    let decided = real.wait_decided(&names, Duration::from_secs(30)).await;
+    let mut outcomes: Vec<Outcome> = decided.iter().map(Outcome::of).collect();
+    outcomes.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+
+    real.delete_pods().await;
+    claims.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap();
+    for i in 0..3 {
+        let _ = volumes.delete(&real.own(&format!("{side}-pv-limit-{i}")), &DeleteParams::default()).await;
+    }
+    let _ = csi_nodes.delete(&node, &DeleteParams::default()).await;
+    real.delete_nodes().await;
+    outcomes
+}
+
+#[test]
+fn a_node_attaches_as_many_csi_volumes_as_kube_scheduler_allows() {
+    let Some(real) = Real::start("volume-limits") else { return };
+    real.block_on(async {
+        real.start_oracle();
+        let kube = run_volume_limits(&real, "k", "default-scheduler").await;
+
+        let scheduler_name = "wasmsched-volume-limits";
+        let ours_scheduler = start_default_wasmsched(&real, scheduler_name).await;
+        let ours = run_volume_limits(&real, "w", scheduler_name).await;
+        ours_scheduler.shutdown().await;
+
+        assert_eq!(kube[0], Outcome::Bound, "{kube:?}");
+        let exceeded = |o: &Outcome| matches!(o, Outcome::Unschedulable(m) if m.contains("exceed max volume count"));
+        assert!(exceeded(&kube[1]) && exceeded(&kube[2]), "{kube:?}");
+        assert_eq!(ours, kube, "wasmsched counts CSI volumes otherwise than kube-scheduler");
+    });
+}

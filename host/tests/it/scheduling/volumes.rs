@@ -167,3 +167,48 @@ fn a_volume_in_a_zone_takes_its_pod_to_a_node_of_that_zone() {
     );
     assert_eq!(placed(&r, "p").as_deref(), Some("plain"));
 }
+
+/// A CSI volume of `driver` with handle `handle`, bound to claim `claim`.
+fn csi_volume(name: &str, claim: &str, driver: &str, handle: &str) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {name}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], storageClassName: local, claimRef: {{namespace: t, name: {claim}}}, csi: {{driver: {driver}, volumeHandle: {handle}}}}}\n"
+    )
+}
+
+fn csi_node(node: &str, driver: &str, count: u32) -> String {
+    format!(
+        "---\napiVersion: storage.k8s.io/v1\nkind: CSINode\nmetadata: {{name: {node}}}\nspec: {{drivers: [{{name: {driver}, nodeID: {node}, allocatable: {{count: {count}}}}}]}}\n"
+    )
+}
+
+#[test]
+fn a_node_attaches_no_more_csi_volumes_than_its_csinode_allows() {
+    let mut yaml = node("n0", "8", "8Gi", "") + &csi_node("n0", "disk.csi.example.com", 2);
+    for i in 0..3 {
+        yaml += &csi_volume(&format!("pv-{i}"), &format!("data-{i}"), "disk.csi.example.com", &format!("vol-{i}"));
+        yaml += &claim(&format!("data-{i}"), &format!("pv-{i}"), true);
+        yaml += &pod(&format!("p{i}"), "1", &using(&format!("data-{i}")));
+    }
+    // A second pod on an attached volume adds nothing; another driver's
+    // volume is not limited.
+    yaml += &pod("sharer", "1", &using("data-0"));
+    yaml += &(csi_volume("pv-other", "other", "nfs.csi.example.com", "o") + &claim("other", "pv-other", true));
+    yaml += &pod("other-driver", "1", &using("other"));
+    let r = run_with(&yaml, PolicySet::default(), 0);
+    let placed_count = ["p0", "p1", "p2"].iter().filter(|p| placed(&r, p).is_some()).count();
+    assert_eq!(placed_count, 2, "{:?}", r.unschedulable);
+    let waiting = ["p0", "p1", "p2"].into_iter().find(|p| placed(&r, p).is_none()).unwrap();
+    assert!(
+        message(&r, waiting).starts_with("0/1 nodes are available: 1 node(s) exceed max volume count."),
+        "{}",
+        message(&r, waiting)
+    );
+    assert_eq!(placed(&r, "other-driver").as_deref(), Some("n0"));
+    if placed(&r, "p0").is_some() {
+        assert_eq!(placed(&r, "sharer").as_deref(), Some("n0"), "a shared volume counts once");
+    }
+    // Without a CSINode the node has no limit.
+    let unlimited = yaml.replace("kind: CSINode", "kind: SomethingElse");
+    let r = run_with(&unlimited, PolicySet::default(), 0);
+    assert!(r.unschedulable.is_empty(), "{:?}", r.unschedulable);
+}

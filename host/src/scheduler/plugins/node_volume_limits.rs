@@ -1,0 +1,45 @@
+//! NodeVolumeLimits, kube-scheduler's CSI attach limits: a node whose
+//! CSINode gives a driver an `allocatable.count` takes no pod whose new
+//! volumes of that driver, with those its pods (placed and nominated)
+//! already attach, would exceed it. Volumes are counted once each, by
+//! driver and volume handle; a claim not bound yet counts as one volume
+//! of its class's provisioner. Eviction can clear it.
+
+use std::collections::HashSet;
+
+use wasmsched_runtime::NodeFacts;
+
+use crate::cluster::{ClusterState, NodeUsage};
+use crate::scheduler::plugins::volume_binding::PodVolumes;
+
+pub const MAX_VOLUME_COUNT_EXCEEDED: &str = "node(s) exceed max volume count";
+
+/// The filter on one node, whose pods hold `usage`; `state` resolves their
+/// claims and holds the node's limits.
+#[inline]
+pub fn check(
+    node: &NodeFacts,
+    usage: &NodeUsage,
+    volumes: &PodVolumes,
+    state: &ClusterState,
+) -> Result<(), Vec<String>> {
+    if volumes.attachable.is_empty() {
+        return Ok(());
+    }
+    match state.attach_limits(&node.name) {
+        Some(limits) if exceeds(limits, usage, volumes, state) => Err(vec![MAX_VOLUME_COUNT_EXCEEDED.to_string()]),
+        _ => Ok(()),
+    }
+}
+
+#[cold]
+fn exceeds(limits: &[(String, u32)], usage: &NodeUsage, volumes: &PodVolumes, state: &ClusterState) -> bool {
+    let attached: HashSet<(String, String)> =
+        usage.claims.iter().filter_map(|(namespace, claim)| state.volumes().attachable(namespace, claim)).collect();
+    let new: Vec<&(String, String)> = volumes.attachable.iter().filter(|v| !attached.contains(*v)).collect();
+    limits.iter().any(|(driver, limit)| {
+        let adding = new.iter().filter(|(d, _)| d == driver).count();
+        let present = attached.iter().filter(|(d, _)| d == driver).count();
+        adding > 0 && present + adding > *limit as usize
+    })
+}
