@@ -43,6 +43,18 @@ async fn start_default_wasmsched(real: &Real, scheduler_name: &str) -> wasmsched
     real.start_wasmsched(config).await
 }
 
+/// Runs `scenario` with kube-scheduler (side `k`), then with a default
+/// wasmsched profile `scheduler_name` (side `w`), on the same objects:
+/// the oracle's result, then ours.
+async fn beside_kube<T>(real: &Real, scheduler_name: &str, scenario: impl AsyncFn(&Real, &str, &str) -> T) -> (T, T) {
+    real.start_oracle();
+    let kube = scenario(real, "k", "default-scheduler").await;
+    let ours_scheduler = start_default_wasmsched(real, scheduler_name).await;
+    let ours = scenario(real, "w", scheduler_name).await;
+    ours_scheduler.shutdown().await;
+    (kube, ours)
+}
+
 mod oracle;
 mod pod_resources;
 mod policies;

@@ -51,13 +51,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Vec<(String, Outc
 fn pod_level_requests_are_what_must_fit_as_kube_scheduler_reads_them() {
     let Some(real) = Real::start("pod-resources") else { return };
     real.block_on(async {
-        real.start_oracle();
-        let kube = run(&real, "k", "default-scheduler").await;
-
-        let scheduler_name = "wasmsched-pod-resources";
-        let ours_scheduler = start_default_wasmsched(&real, scheduler_name).await;
-        let ours = run(&real, "w", scheduler_name).await;
-        ours_scheduler.shutdown().await;
+        let (kube, ours) = beside_kube(&real, "wasmsched-pod-resources", run).await;
 
         let insufficient = |o: &Outcome| matches!(o, Outcome::Unschedulable(m) if m.contains(" Insufficient cpu."));
         let shape: Vec<(&str, bool)> = kube.iter().map(|(name, o)| (name.as_str(), *o == Outcome::Bound)).collect();

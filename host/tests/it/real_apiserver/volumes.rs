@@ -104,47 +104,72 @@ fn binds_volumes_as_kube_scheduler_does() {
     });
 }
 
-/// Two pods on one bound ReadWriteOncePod claim: each pod's outcome, in
-/// order of outcome (which of the two goes first is the queue's choice).
-async fn run_read_write_once_pod(real: &Real, side: &str, scheduler_name: &str) -> Vec<Outcome> {
-    let class = format!("{side}-rwop");
-    let mut node_names = Vec::new();
-    for n in ["n0", "n1"] {
-        let shape =
-            json!({"labels": {"wasmsched-class": class}, "spec": {}, "cpu": "2", "memory": "4Gi", "pods": "110"});
-        real.add_node(&format!("{side}-{n}"), &shape).await;
-        node_names.push(real.own(&format!("{side}-{n}")));
-    }
+/// A volume `pv` of `source` (its volume source and any node affinity),
+/// labelled `labels`, and the claim `claim` bound to it as the
+/// PersistentVolume controller leaves them, both with access mode `mode`.
+async fn bound_volume(real: &Real, (pv, claim): (&str, &str), labels: Value, source: Value, mode: &str) {
+    let mut spec = json!({"capacity": {"storage": "1Gi"}, "accessModes": [mode], "storageClassName": "local",
+                          "claimRef": {"namespace": real.namespace, "name": claim}});
+    spec.as_object_mut().unwrap().extend(source.as_object().unwrap().clone());
+    let volume = json!({"metadata": {"name": pv, "labels": labels}, "spec": spec});
     let volumes: Api<PersistentVolume> = Api::all(real.admin.clone());
+    volumes.create(&PostParams::default(), &serde_json::from_value(volume).unwrap()).await.unwrap();
+    let pvc = json!({"metadata": {"name": claim, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+        "spec": {"storageClassName": "local", "volumeName": pv, "accessModes": [mode],
+                 "resources": {"requests": {"storage": "1Gi"}}}});
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
-    let (volume, claim) = (real.own(&format!("{side}-pv-solo")), format!("{side}-solo"));
-    let pv = json!({"metadata": {"name": volume}, "spec": {
-        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOncePod"], "local": {"path": "/data"},
-        "storageClassName": "local", "claimRef": {"namespace": real.namespace, "name": claim},
-        "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "kubernetes.io/hostname", "operator": "In", "values": node_names}]}]}},
-    }});
-    volumes.create(&PostParams::default(), &serde_json::from_value(pv).unwrap()).await.unwrap();
-    let pvc = json!({"metadata": {"name": claim, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}}, "spec": {
-        "storageClassName": "local", "volumeName": volume, "accessModes": ["ReadWriteOncePod"],
-        "resources": {"requests": {"storage": "1Gi"}},
-    }});
     claims.create(&PostParams::default(), &serde_json::from_value(pvc).unwrap()).await.unwrap();
-    real.settle().await;
-    let pod = json!({
+}
+
+/// Every claim of the test's namespace, and the volumes named.
+async fn delete_volumes(real: &Real, volumes: &[String]) {
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
+    claims.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap();
+    let api: Api<PersistentVolume> = Api::all(real.admin.clone());
+    for volume in volumes {
+        let _ = api.delete(volume, &DeleteParams::default()).await;
+    }
+}
+
+/// A pod of 100m on a node of `class` using `claim`.
+fn pod_using(class: &str, claim: &str) -> Value {
+    json!({
         "nodeSelector": {"wasmsched-class": class},
         "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}],
         "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
-    });
-    let pods = vec![("one".to_string(), pod.clone()), ("two".to_string(), pod)];
-    let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::ZERO).await;
+    })
+}
+
+/// Creates the pods and waits for them: their outcomes, in order of
+/// outcome (which of equal pods goes first is the queue's choice).
+async fn outcomes_of(real: &Real, side: &str, pods: &[(String, Value)], scheduler_name: &str) -> Vec<Outcome> {
+    let names = real.create_pods(&format!("{side}-"), pods, scheduler_name, Duration::ZERO).await;
     let decided = real.wait_decided(&names, Duration::from_secs(30)).await;
     let mut outcomes: Vec<Outcome> = decided.iter().map(Outcome::of).collect();
     outcomes.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    outcomes
+}
 
+fn node_shape(labels: Value) -> Value {
+    json!({"labels": labels, "spec": {}, "cpu": "2", "memory": "4Gi", "pods": "110"})
+}
+
+/// Two pods on one bound ReadWriteOncePod claim.
+async fn run_read_write_once_pod(real: &Real, side: &str, scheduler_name: &str) -> Vec<Outcome> {
+    let class = format!("{side}-rwop");
+    for n in ["n0", "n1"] {
+        real.add_node(&format!("{side}-{n}"), &node_shape(json!({"wasmsched-class": class}))).await;
+    }
+    let nodes = [real.own(&format!("{side}-n0")), real.own(&format!("{side}-n1"))];
+    let (volume, claim) = (real.own(&format!("{side}-pv-solo")), format!("{side}-solo"));
+    let source = json!({"local": {"path": "/data"}, "nodeAffinity": {"required": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}]}}});
+    bound_volume(real, (&volume, &claim), json!({}), source, "ReadWriteOncePod").await;
+    real.settle().await;
+    let pods = [("one".to_string(), pod_using(&class, &claim)), ("two".to_string(), pod_using(&class, &claim))];
+    let outcomes = outcomes_of(real, side, &pods, scheduler_name).await;
     real.delete_pods().await;
-    let _ = claims.delete(&claim, &DeleteParams::default()).await;
-    let _ = volumes.delete(&volume, &DeleteParams::default()).await;
+    delete_volumes(real, &[volume]).await;
     real.delete_nodes().await;
     outcomes
 }
@@ -153,132 +178,78 @@ async fn run_read_write_once_pod(real: &Real, side: &str, scheduler_name: &str) 
 fn a_read_write_once_pod_claim_takes_one_pod_as_kube_scheduler_allows() {
     let Some(real) = Real::start("rwop") else { return };
     real.block_on(async {
-        real.start_oracle();
-        let kube = run_read_write_once_pod(&real, "k", "default-scheduler").await;
-
-        let scheduler_name = "wasmsched-rwop";
-        let ours_scheduler = start_default_wasmsched(&real, scheduler_name).await;
-        let ours = run_read_write_once_pod(&real, "w", scheduler_name).await;
-        ours_scheduler.shutdown().await;
-
+        let (kube, ours) = beside_kube(&real, "wasmsched-rwop", run_read_write_once_pod).await;
         assert_eq!(kube[0], Outcome::Bound, "{kube:?}");
         assert!(matches!(&kube[1], Outcome::Unschedulable(m) if m.contains("ReadWriteOncePod")), "{kube:?}");
         assert_eq!(ours, kube, "wasmsched shares a ReadWriteOncePod claim otherwise than kube-scheduler");
     });
 }
 
-/// Pods on volumes labelled with a zone, nodes in zones a and b: each
-/// pod's outcome, and the zone of the node the placed one went to.
-async fn run_volume_zone(real: &Real, side: &str, scheduler_name: &str) -> BTreeMap<String, Outcome> {
+/// Nodes in zones a and b; a pod on a volume in zone a, one on a volume
+/// in zone c: their outcomes, and the node the first went to.
+async fn run_volume_zone(real: &Real, side: &str, scheduler_name: &str) -> (Vec<Outcome>, String) {
     let class = format!("{side}-zone");
     for (n, zone) in [("n0", "a"), ("n1", "b")] {
         let labels = json!({"wasmsched-class": class, "topology.kubernetes.io/zone": format!("{side}-{zone}")});
-        let shape = json!({"labels": labels, "spec": {}, "cpu": "2", "memory": "4Gi", "pods": "110"});
-        real.add_node(&format!("{side}-{n}"), &shape).await;
+        real.add_node(&format!("{side}-{n}"), &node_shape(labels)).await;
     }
-    let volumes: Api<PersistentVolume> = Api::all(real.admin.clone());
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
-    let post = PostParams::default();
-    for (zone, claim) in [("a", "in-a"), ("c", "in-c")] {
-        let pv = json!({"metadata": {"name": real.own(&format!("{side}-pv-{zone}")),
-                                     "labels": {"topology.kubernetes.io/zone": format!("{side}-{zone}")}},
-            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/data"},
-                     "storageClassName": "local", "claimRef": {"namespace": real.namespace, "name": format!("{side}-{claim}")}}});
-        volumes.create(&post, &serde_json::from_value(pv).unwrap()).await.unwrap();
-        let pvc = json!({"metadata": {"name": format!("{side}-{claim}"), "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
-            "spec": {"storageClassName": "local", "volumeName": real.own(&format!("{side}-pv-{zone}")),
-                     "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
-        claims.create(&post, &serde_json::from_value(pvc).unwrap()).await.unwrap();
+    let mut volumes = Vec::new();
+    for zone in ["a", "c"] {
+        let (volume, claim) = (real.own(&format!("{side}-pv-{zone}")), format!("{side}-in-{zone}"));
+        let labels = json!({"topology.kubernetes.io/zone": format!("{side}-{zone}")});
+        bound_volume(real, (&volume, &claim), labels, json!({"hostPath": {"path": "/data"}}), "ReadWriteOnce").await;
+        volumes.push(volume);
     }
     real.settle().await;
-    let pod = |claim: &str| {
-        json!({
-            "nodeSelector": {"wasmsched-class": class},
-            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}],
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": format!("{side}-{claim}")}}],
-        })
-    };
-    let pods = vec![("to-a".to_string(), pod("in-a")), ("nowhere".to_string(), pod("in-c"))];
-    let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::ZERO).await;
-    let decided = real.wait_decided(&names, Duration::from_secs(30)).await;
-    let on_node = decided[0].spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-    let mut outcomes: BTreeMap<String, Outcome> =
-        [("to-a".to_string(), Outcome::of(&decided[0])), ("nowhere".to_string(), Outcome::of(&decided[1]))].into();
-    outcomes.insert("to-a's node".into(), Outcome::Unschedulable(on_node.trim_start_matches(&real.own(side)).into()));
-
+    let pods = [
+        ("to-a".to_string(), pod_using(&class, &format!("{side}-in-a"))),
+        ("nowhere".to_string(), pod_using(&class, &format!("{side}-in-c"))),
+    ];
+    let outcomes = outcomes_of(real, side, &pods, scheduler_name).await;
+    let to_a = real.wait_decided(&[format!("{side}-to-a")], Duration::from_secs(1)).await;
+    let node = to_a[0].spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
     real.delete_pods().await;
-    claims.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap();
-    for zone in ["a", "c"] {
-        let _ = volumes.delete(&real.own(&format!("{side}-pv-{zone}")), &DeleteParams::default()).await;
-    }
+    delete_volumes(real, &volumes).await;
     real.delete_nodes().await;
-    outcomes
+    (outcomes, node.trim_start_matches(&real.own(side)).to_string())
 }
 
 #[test]
 fn a_volume_zone_takes_its_pod_where_kube_scheduler_does() {
     let Some(real) = Real::start("volume-zone") else { return };
     real.block_on(async {
-        real.start_oracle();
-        let kube = run_volume_zone(&real, "k", "default-scheduler").await;
-
-        let scheduler_name = "wasmsched-volume-zone";
-        let ours_scheduler = start_default_wasmsched(&real, scheduler_name).await;
-        let ours = run_volume_zone(&real, "w", scheduler_name).await;
-        ours_scheduler.shutdown().await;
-
-        assert_eq!(kube["to-a"], Outcome::Bound, "{kube:?}");
-        assert_eq!(kube["to-a's node"], Outcome::Unschedulable("-n0".into()), "{kube:?}");
-        assert!(matches!(&kube["nowhere"], Outcome::Unschedulable(m) if m.contains("volume zone")), "{kube:?}");
+        let (kube, ours) = beside_kube(&real, "wasmsched-volume-zone", run_volume_zone).await;
+        assert_eq!(kube.0[0], Outcome::Bound, "{kube:?}");
+        assert_eq!(kube.1, "-n0", "{kube:?}");
+        assert!(matches!(&kube.0[1], Outcome::Unschedulable(m) if m.contains("volume zone")), "{kube:?}");
         assert_eq!(ours, kube, "wasmsched places zoned volumes' pods differently from kube-scheduler");
     });
 }
 
 /// A node whose CSINode allows one volume of a driver, three pods with
-/// one volume of it each: the pods' outcomes, in order of outcome.
+/// one volume of it each.
 async fn run_volume_limits(real: &Real, side: &str, scheduler_name: &str) -> Vec<Outcome> {
     use k8s_openapi::api::storage::v1::CSINode;
     let class = format!("{side}-limits");
-    let shape = json!({"labels": {"wasmsched-class": class}, "spec": {}, "cpu": "4", "memory": "8Gi", "pods": "110"});
-    real.add_node(&format!("{side}-n0"), &shape).await;
+    real.add_node(&format!("{side}-n0"), &node_shape(json!({"wasmsched-class": class}))).await;
     let node = real.own(&format!("{side}-n0"));
     let driver = "disk.csi.example.com";
     let csi_nodes: Api<CSINode> = Api::all(real.admin.clone());
     let csi_node = json!({"metadata": {"name": node}, "spec": {"drivers": [
         {"name": driver, "nodeID": node, "allocatable": {"count": 1}}]}});
     csi_nodes.create(&PostParams::default(), &serde_json::from_value(csi_node).unwrap()).await.unwrap();
-    let volumes: Api<PersistentVolume> = Api::all(real.admin.clone());
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
-    let post = PostParams::default();
-    let mut pods = Vec::new();
+    let (mut volumes, mut pods) = (Vec::new(), Vec::new());
     for i in 0..3 {
-        let (pv, claim) = (real.own(&format!("{side}-pv-limit-{i}")), format!("{side}-limit-{i}"));
-        let body = json!({"metadata": {"name": pv}, "spec": {
-            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "local",
-            "csi": {"driver": driver, "volumeHandle": format!("{pv}-handle")},
-            "claimRef": {"namespace": real.namespace, "name": claim}}});
-        volumes.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
-        let pvc = json!({"metadata": {"name": claim, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
-            "spec": {"storageClassName": "local", "volumeName": pv, "accessModes": ["ReadWriteOnce"],
-                     "resources": {"requests": {"storage": "1Gi"}}}});
-        claims.create(&post, &serde_json::from_value(pvc).unwrap()).await.unwrap();
-        pods.push((format!("p{i}"), json!({
-            "nodeSelector": {"wasmsched-class": class},
-            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}],
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
-        })));
+        let (volume, claim) = (real.own(&format!("{side}-pv-limit-{i}")), format!("{side}-limit-{i}"));
+        let source = json!({"csi": {"driver": driver, "volumeHandle": format!("{volume}-handle")}});
+        bound_volume(real, (&volume, &claim), json!({}), source, "ReadWriteOnce").await;
+        volumes.push(volume);
+        pods.push((format!("p{i}"), pod_using(&class, &claim)));
     }
     real.settle().await;
-    let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::ZERO).await;
-    let decided = real.wait_decided(&names, Duration::from_secs(30)).await;
-    let mut outcomes: Vec<Outcome> = decided.iter().map(Outcome::of).collect();
-    outcomes.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
-
+    let outcomes = outcomes_of(real, side, &pods, scheduler_name).await;
     real.delete_pods().await;
-    claims.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap();
-    for i in 0..3 {
-        let _ = volumes.delete(&real.own(&format!("{side}-pv-limit-{i}")), &DeleteParams::default()).await;
-    }
+    delete_volumes(real, &volumes).await;
     let _ = csi_nodes.delete(&node, &DeleteParams::default()).await;
     real.delete_nodes().await;
     outcomes
@@ -288,14 +259,7 @@ async fn run_volume_limits(real: &Real, side: &str, scheduler_name: &str) -> Vec
 fn a_node_attaches_as_many_csi_volumes_as_kube_scheduler_allows() {
     let Some(real) = Real::start("volume-limits") else { return };
     real.block_on(async {
-        real.start_oracle();
-        let kube = run_volume_limits(&real, "k", "default-scheduler").await;
-
-        let scheduler_name = "wasmsched-volume-limits";
-        let ours_scheduler = start_default_wasmsched(&real, scheduler_name).await;
-        let ours = run_volume_limits(&real, "w", scheduler_name).await;
-        ours_scheduler.shutdown().await;
-
+        let (kube, ours) = beside_kube(&real, "wasmsched-volume-limits", run_volume_limits).await;
         assert_eq!(kube[0], Outcome::Bound, "{kube:?}");
         let exceeded = |o: &Outcome| matches!(o, Outcome::Unschedulable(m) if m.contains("exceed max volume count"));
         assert!(exceeded(&kube[1]) && exceeded(&kube[2]), "{kube:?}");
