@@ -41,8 +41,24 @@ pub fn run(
     let usage = node_state.usage_for(pod);
     node_ports(pod, &usage)?;
     node_resources_fit(pod, node, &usage)?;
-    volume_restrictions::check(pod, &usage, volumes)?;
-    node_volume_limits::check(node, &usage, volumes, cluster)?;
+    if volumes.checks_nodes {
+        volume_filters(pod, node, &usage, volumes, cluster)?;
+    }
+    Ok(())
+}
+
+/// VolumeRestrictions, NodeVolumeLimits, VolumeBinding and VolumeZone, in
+/// kube's order, for a pod that has volumes to check on nodes.
+#[inline(never)]
+fn volume_filters(
+    pod: &PodInfo,
+    node: &NodeFacts,
+    usage: &NodeUsage,
+    volumes: &PodVolumes,
+    cluster: &ClusterState,
+) -> Result<(), Vec<String>> {
+    volume_restrictions::check(pod, usage, volumes)?;
+    node_volume_limits::check(node, usage, volumes, cluster)?;
     volumes.check(node)?;
     volume_zone::check(node, volumes)
 }

@@ -43,13 +43,17 @@ pub struct PodVolumes {
     /// The CSI volumes its claims stand for, as (driver, volume handle),
     /// once each (NodeVolumeLimits).
     pub attachable: Vec<(String, String)>,
+    /// Whether any volume filter has something to check on a node: most
+    /// pods have no volumes, and then the per-node loop skips them all in
+    /// one test.
+    pub checks_nodes: bool,
 }
 
 impl PodVolumes {
     /// The pod's claims looked up; `Err` is kube's PreFilter message, which
     /// rejects the pod on every node.
     pub fn resolve(pod: &PodInfo, state: &ClusterState) -> Result<PodVolumes, String> {
-        let mut resolved = PodVolumes::default();
+        let mut resolved = PodVolumes { checks_nodes: !pod.disks.is_empty(), ..PodVolumes::default() };
         if pod.claims.is_empty() {
             return Ok(resolved);
         }
@@ -99,6 +103,10 @@ impl PodVolumes {
             }
             resolved.zones.extend(volume.zones.iter().cloned());
         }
+        resolved.checks_nodes |= !resolved.affinities.is_empty()
+            || !resolved.zones.is_empty()
+            || !resolved.attachable.is_empty()
+            || resolved.read_write_once_pod_in_use > 0;
         Ok(resolved)
     }
 
