@@ -32,7 +32,7 @@ pub enum Input {
     Policies(ProfilePolicies),
     /// From the warmer, for a set offered as `Policies`.
     Warmed(Warmed),
-    /// From a tenant's policy thread (`tenant_workers`).
+    /// From a tenant's policy thread (`tenants::workers`).
     TenantVerdict(Box<TenantVerdict>),
     /// From the tenants' ConfigMaps.
     TenantPolicies(TenantPolicies),

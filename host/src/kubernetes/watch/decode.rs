@@ -91,7 +91,7 @@ impl Seen {
 }
 
 /// Watches `api` with `config`: kube-runtime's watcher, retried as
-/// `watch_retry` says for `target`, decoded.
+/// `retry` says for `target`, decoded.
 pub fn watch<K>(
     api: Api<K>,
     config: watcher::Config,
