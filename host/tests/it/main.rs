@@ -23,5 +23,6 @@ mod run_cli;
 mod scheduling;
 mod sdk_docs;
 mod simulate_cli;
+mod storage_properties;
 mod tenants;
 mod topology_properties;
