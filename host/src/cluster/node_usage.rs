@@ -2,8 +2,9 @@
 //! assumed), and the pods nominated to it by a preemption, whose room is
 //! held. Until a nominated pod is placed, a pod of lower or equal priority
 //! is filtered as if it were already on the node, as kube-scheduler adds
-//! nominated pods in its filters. Only their resources and host ports are
-//! held; topology spread and inter-pod affinity count placed pods only.
+//! nominated pods in its filters. Only what the per-node filters read is
+//! held (resources, host ports, disks, claims); topology spread and
+//! inter-pod affinity count placed pods only.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -28,8 +29,8 @@ pub struct NodeUsage {
     pub host_ports: Vec<HostPort>,
     /// The in-tree disks its pods mount (VolumeRestrictions).
     pub disks: Vec<Disk>,
-    /// The claims its pods use, as (namespace, name), once per pod
-    /// (NodeVolumeLimits counts the volumes they stand for).
+    /// The claims its pods' volumes use, as (namespace, name) (NodeVolumeLimits
+    /// counts the distinct volumes they stand for).
     pub claims: Vec<(String, String)>,
 }
 
@@ -64,19 +65,13 @@ impl NodeUsage {
         self.nonzero_memory -= pod.nonzero_memory;
         self.pods -= 1;
         for port in &pod.host_ports {
-            if let Some(i) = self.host_ports.iter().position(|p| p == port) {
-                self.host_ports.swap_remove(i);
-            }
+            remove_one(&mut self.host_ports, |p| p == port);
         }
         for disk in &pod.disks {
-            if let Some(i) = self.disks.iter().position(|d| d == disk) {
-                self.disks.swap_remove(i);
-            }
+            remove_one(&mut self.disks, |d| d == disk);
         }
         for claim in &pod.claims {
-            if let Some(i) = self.claims.iter().position(|(ns, c)| *ns == pod.namespace && c == claim) {
-                self.claims.swap_remove(i);
-            }
+            remove_one(&mut self.claims, |(ns, c)| *ns == pod.namespace && c == claim);
         }
     }
 
@@ -95,6 +90,14 @@ impl NodeUsage {
             nonzero_requested_memory: self.nonzero_memory,
             pod_count: self.pods,
         }
+    }
+}
+
+/// Takes out one entry that `matches`: another pod on the node may hold an
+/// equal one (two pods on one claim), which stays.
+fn remove_one<T>(from: &mut Vec<T>, matches: impl Fn(&T) -> bool) {
+    if let Some(i) = from.iter().position(matches) {
+        from.swap_remove(i);
     }
 }
 
