@@ -198,7 +198,7 @@ fn measure(compile: &Compile, nodes: usize, duration: Duration, updates: Updates
         let now = origin.elapsed();
         let _ = scheduler.apply(ClusterEvent::applied(pod(run.placed)), now);
         match scheduler.schedule_next(now) {
-            Some(Attempt::Placed { pod, node, record }) => {
+            Some(Attempt::Placed { pod, node, record, .. }) => {
                 run.fallbacks += usize::from(record.fallback.is_some());
                 if std::mem::take(&mut just_swapped) {
                     run.first_after_swap.push(record.duration);

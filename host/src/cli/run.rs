@@ -79,6 +79,11 @@ pub struct RunArgs {
     /// Bindings in flight at once [default: 128].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub bind_concurrency: Option<u16>,
+    /// How long a pod's binding waits for its claims to be bound by the
+    /// PersistentVolume controller and provisioners, as VolumeBinding's
+    /// `bindTimeoutSeconds` [default: 600].
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub volume_bind_timeout_seconds: Option<u32>,
     /// Threads an attempt over 1,000 nodes or more is split over, as
     /// kube-scheduler's `parallelism` [default: the file's parallelism,
     /// or the cores, at most 16].
@@ -188,6 +193,7 @@ fn flags(args: &RunArgs) -> anyhow::Result<Flags> {
         tenants: args.tenants.flags()?,
         limits: args.limits.to_limits()?,
         bind_concurrency: args.bind_concurrency.map(usize::from),
+        volume_bind_timeout: args.volume_bind_timeout_seconds.map(|s| Duration::from_secs(s.into())),
         parallelism: args.parallelism.map(usize::from),
         http_addr: match args.http_addr.as_str() {
             "off" | "" => None,

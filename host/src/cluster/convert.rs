@@ -91,6 +91,9 @@ pub struct PodInfo {
     pub claims: Vec<PodClaim>,
     /// The in-tree disks it mounts (VolumeRestrictions).
     pub disks: Vec<Disk>,
+    /// Names ResourceClaims (`spec.resourceClaims`): DRA devices, which
+    /// wasmsched does not allocate yet.
+    pub claims_devices: bool,
 }
 
 /// A PersistentVolumeClaim one of a pod's volumes uses.
@@ -188,6 +191,7 @@ impl PodInfo {
             preferences,
             claims,
             disks,
+            claims_devices: spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()),
             uid: facts.uid.clone(),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
             key,

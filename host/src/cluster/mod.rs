@@ -12,6 +12,7 @@ pub mod pod_constraints;
 pub mod pod_counts;
 pub mod requests;
 pub mod state;
+pub mod volume_objects;
 pub mod volumes;
 
 pub use convert::{HostPort, PodClaim, PodInfo, PodKey, PodPreferences, node_facts};
@@ -23,4 +24,4 @@ pub use pod_constraints::{AffinityTerm, LabelSelector, PodConstraints, SpreadCon
 pub use pod_counts::{MatchingPods, Namespaces, PerNode, PodClause};
 pub use requests::{PodRequests, RequestError, pod_requests};
 pub use state::{ClusterState, EVICTION_UNCONFIRMED};
-pub use volumes::Volumes;
+pub use volumes::{VolumeReservation, Volumes};

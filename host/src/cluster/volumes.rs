@@ -1,128 +1,105 @@
-//! PersistentVolumeClaims, PersistentVolumes and StorageClasses as
-//! VolumeBinding reads them: whether a claim is bound and to which volume,
-//! the volume's node affinity, and whether a class waits for the first
-//! consumer.
+//! The claims, volumes and classes the volume filters read, with what
+//! attempts have reserved on top: kube-scheduler's assume cache. A
+//! reservation (a claim's selected node, a volume pre-bound to a claim)
+//! overrides what the watch said until the watch brings a newer version
+//! of that object (our own write, usually), or until the binding fails and
+//! the reservation is reverted.
 
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
-use wasmsched_runtime::NodeSelectorTerm;
 
-use super::convert::selector_term;
+use super::PodKey;
+pub use super::volume_objects::{
+    BIND_COMPLETED, BOUND_BY_CONTROLLER, Claim, ClaimRef, Class, SELECTED_NODE, Volume, ZONE_LABELS,
+};
 
-/// The annotation the PersistentVolume controller sets once it has bound a
-/// claim; kube-scheduler counts a claim as bound only with it.
-pub const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+type ClaimKey = (String, String);
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claim {
-    /// `spec.volumeName`.
-    pub volume: Option<String>,
-    /// Bound by the PersistentVolume controller (`volumeName` and the
-    /// bind-completed annotation).
-    pub bound: bool,
-    pub storage_class: Option<String>,
-    pub deleting: bool,
-    /// `ReadWriteOncePod` among its access modes: one pod at a time.
-    pub read_write_once_pod: bool,
+/// What an attempt reserved of the pod's volumes on the chosen node, and
+/// the writes that make it so (kube's PreBind).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VolumeReservation {
+    /// Claims to provision for the node: annotated with `selected-node`.
+    pub provision: Vec<Provision>,
+    /// Available volumes pre-bound to the pod's claims (`claimRef`).
+    pub bind: Vec<StaticBinding>,
 }
 
+/// A claim to be provisioned on `node`, as read when it was reserved.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Volume {
-    /// `spec.nodeAffinity.required`: the nodes that can reach it (empty:
-    /// every node).
-    pub node_affinity: Vec<NodeSelectorTerm>,
-    /// Its zone and region labels (VolumeZone): the label, and the values
-    /// a node's label may have (a label may list several, `a__b`).
-    pub zones: Vec<(String, Vec<String>)>,
-    /// A CSI volume's driver and volume handle (NodeVolumeLimits).
-    pub csi: Option<(String, String)>,
+pub struct Provision {
+    pub namespace: String,
+    pub claim: String,
+    pub claim_version: String,
+    pub node: String,
 }
 
-/// What a StorageClass says that the filters read.
+/// A volume to bind to a claim, both as read when it was reserved.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Class {
-    /// `volumeBindingMode: WaitForFirstConsumer`.
-    wait_for_first_consumer: bool,
-    provisioner: String,
+pub struct StaticBinding {
+    pub volume: String,
+    pub volume_version: String,
+    pub namespace: String,
+    pub claim: String,
+    pub claim_uid: String,
+    pub claim_version: String,
 }
 
-/// The labels VolumeZone compares, beta first, as kube lists them.
-pub const ZONE_LABELS: [&str; 4] = [
-    "failure-domain.beta.kubernetes.io/zone",
-    "failure-domain.beta.kubernetes.io/region",
-    "topology.kubernetes.io/zone",
-    "topology.kubernetes.io/region",
-];
+impl VolumeReservation {
+    pub fn is_empty(&self) -> bool {
+        self.provision.is_empty() && self.bind.is_empty()
+    }
 
-/// A volume's zone labels; one whose value does not parse (an empty
-/// entry) is ignored, as kube ignores it.
-fn zones_of(volume: &PersistentVolume) -> Vec<(String, Vec<String>)> {
-    let Some(labels) = volume.metadata.labels.as_ref() else { return Vec::new() };
-    ZONE_LABELS
-        .iter()
-        .filter_map(|key| {
-            let values: Vec<String> = labels.get(*key)?.split("__").map(|z| z.trim().to_string()).collect();
-            (!values.iter().any(String::is_empty)).then(|| (key.to_string(), values))
-        })
-        .collect()
+    /// One line per claim, for people: `data → provisioned on n1`,
+    /// `data → pv-7`.
+    pub fn describe(&self) -> Vec<String> {
+        let provisioned = self.provision.iter().map(|p| format!("{} → provisioned on {}", p.claim, p.node));
+        provisioned.chain(self.bind.iter().map(|b| format!("{} → {}", b.claim, b.volume))).collect()
+    }
 }
 
 #[derive(Debug, Default)]
 pub struct Volumes {
-    claims: HashMap<(String, String), Claim>,
+    claims: HashMap<ClaimKey, Claim>,
     volumes: HashMap<String, Volume>,
     classes: HashMap<String, Class>,
+    /// Claims and volumes as reservations left them, over the watched ones.
+    assumed_claims: HashMap<ClaimKey, Claim>,
+    assumed_volumes: HashMap<String, Volume>,
+    /// What each pod in its binding cycle reserved, to revert on failure.
+    reservations: HashMap<PodKey, VolumeReservation>,
 }
 
 impl Volumes {
+    /// A newer version from the watch replaces any assumption about it.
     pub fn claim_upserted(&mut self, claim: &PersistentVolumeClaim) {
         let meta = &claim.metadata;
-        let spec = claim.spec.as_ref();
-        let volume = spec.and_then(|s| s.volume_name.clone()).filter(|v| !v.is_empty());
-        let completed = meta.annotations.as_ref().is_some_and(|a| a.contains_key(BIND_COMPLETED));
         let key = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
-        self.claims.insert(
-            key,
-            Claim {
-                bound: volume.is_some() && completed,
-                volume,
-                storage_class: spec.and_then(|s| s.storage_class_name.clone()),
-                deleting: meta.deletion_timestamp.is_some(),
-                read_write_once_pod: spec
-                    .and_then(|s| s.access_modes.as_ref())
-                    .is_some_and(|modes| modes.iter().any(|m| m == "ReadWriteOncePod")),
-            },
-        );
+        self.assumed_claims.remove(&key);
+        self.claims.insert(key, Claim::of(claim));
     }
 
     pub fn claim_deleted(&mut self, namespace: &str, name: &str) {
-        self.claims.remove(&(namespace.to_string(), name.to_string()));
+        let key = (namespace.to_string(), name.to_string());
+        self.assumed_claims.remove(&key);
+        self.claims.remove(&key);
     }
 
     pub fn volume_upserted(&mut self, volume: &PersistentVolume) {
-        let node_affinity = volume
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_affinity.as_ref())
-            .and_then(|a| a.required.as_ref())
-            .map(|r| r.node_selector_terms.iter().map(selector_term).collect())
-            .unwrap_or_default();
-        let zones = zones_of(volume);
-        let csi =
-            volume.spec.as_ref().and_then(|s| s.csi.as_ref()).map(|c| (c.driver.clone(), c.volume_handle.clone()));
-        self.volumes.insert(volume.metadata.name.clone().unwrap_or_default(), Volume { node_affinity, zones, csi });
+        let name = volume.metadata.name.clone().unwrap_or_default();
+        self.assumed_volumes.remove(&name);
+        self.volumes.insert(name, Volume::of(volume));
     }
 
     pub fn volume_deleted(&mut self, name: &str) {
+        self.assumed_volumes.remove(name);
         self.volumes.remove(name);
     }
 
     pub fn class_upserted(&mut self, class: &StorageClass) {
-        let wait_for_first_consumer = class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer");
-        let class_facts = Class { wait_for_first_consumer, provisioner: class.provisioner.clone() };
-        self.classes.insert(class.metadata.name.clone().unwrap_or_default(), class_facts);
+        self.classes.insert(class.metadata.name.clone().unwrap_or_default(), Class::of(class));
     }
 
     pub fn class_deleted(&mut self, name: &str) {
@@ -142,12 +119,24 @@ impl Volumes {
         self.classes.keys().map(String::as_str)
     }
 
+    /// A claim as the last reservation left it, or as watched.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<&Claim> {
-        self.claims.get(&(namespace.to_string(), name.to_string()))
+        let key = (namespace.to_string(), name.to_string());
+        self.assumed_claims.get(&key).or_else(|| self.claims.get(&key))
     }
 
+    /// A volume as the last reservation left it, or as watched.
     pub fn volume(&self, name: &str) -> Option<&Volume> {
-        self.volumes.get(name)
+        self.assumed_volumes.get(name).or_else(|| self.volumes.get(name))
+    }
+
+    /// Every volume, reservations applied, with its name.
+    pub fn all_volumes(&self) -> impl Iterator<Item = (&str, &Volume)> {
+        self.volumes.keys().filter_map(|name| Some((name.as_str(), self.volume(name)?)))
+    }
+
+    pub fn class(&self, name: &str) -> Option<&Class> {
+        self.classes.get(name)
     }
 
     /// Whether the claim's class binds on the first consumer. A claim
@@ -156,9 +145,7 @@ impl Volumes {
     pub fn waits_for_first_consumer(&self, claim: &Claim) -> bool {
         claim.storage_class.as_deref().and_then(|c| self.classes.get(c)).is_some_and(|c| c.wait_for_first_consumer)
     }
-}
 
-impl Volumes {
     /// The CSI volume a claim stands for, as NodeVolumeLimits counts it:
     /// its bound volume's driver and handle; for a claim not bound yet (or
     /// whose volume is gone), its class's provisioner and a handle of its
@@ -167,10 +154,61 @@ impl Volumes {
     /// is not translated).
     pub fn attachable(&self, namespace: &str, claim: &str) -> Option<(String, String)> {
         let found = self.claim(namespace, claim)?;
-        if let Some(volume) = found.volume.as_deref().and_then(|v| self.volumes.get(v)) {
+        if let Some(volume) = found.volume.as_deref().and_then(|v| self.volume(v)) {
             return volume.csi.clone();
         }
         let class = self.classes.get(found.storage_class.as_deref()?)?;
         Some((class.provisioner.clone(), format!("unbound claim {namespace}/{claim}")))
+    }
+}
+
+/// Reserve and Unreserve.
+impl Volumes {
+    /// Holds `reservation` for `pod` (kube's AssumePodVolumes): the claims
+    /// to provision carry their selected node, the volumes to bind their
+    /// claim, for every later attempt, until the watch or a revert says
+    /// otherwise.
+    pub fn assume(&mut self, pod: &PodKey, reservation: VolumeReservation) {
+        for p in &reservation.provision {
+            let key = (p.namespace.clone(), p.claim.clone());
+            if let Some(mut claim) = self.claim(&p.namespace, &p.claim).cloned() {
+                claim.selected_node = Some(p.node.clone());
+                self.assumed_claims.insert(key, claim);
+            }
+        }
+        for b in &reservation.bind {
+            if let Some(mut volume) = self.volume(&b.volume).cloned() {
+                let reference =
+                    ClaimRef { namespace: b.namespace.clone(), name: b.claim.clone(), uid: b.claim_uid.clone() };
+                volume.claim_ref = Some(reference);
+                self.assumed_volumes.insert(b.volume.clone(), volume);
+            }
+        }
+        if !reservation.is_empty() {
+            self.reservations.insert(pod.clone(), reservation);
+        }
+    }
+
+    /// The pod is bound: its writes were made, and the watch brings them.
+    pub fn reservation_done(&mut self, pod: &PodKey) {
+        self.reservations.remove(pod);
+    }
+
+    /// The pod's binding cycle failed (kube's Unreserve): what it reserved
+    /// reads as watched again. Returns whether it had reserved anything.
+    pub fn revert(&mut self, pod: &PodKey) -> bool {
+        let Some(reservation) = self.reservations.remove(pod) else { return false };
+        for p in reservation.provision {
+            self.assumed_claims.remove(&(p.namespace, p.claim));
+        }
+        for b in reservation.bind {
+            self.assumed_volumes.remove(&b.volume);
+        }
+        true
+    }
+
+    /// Whether any pod holds a reservation (tests).
+    pub fn reserved(&self, pod: &PodKey) -> Option<&VolumeReservation> {
+        self.reservations.get(pod)
     }
 }

@@ -21,7 +21,7 @@ use crate::kubernetes::scheduler_status::{ActivePolicy, SchedulerStatus};
 use crate::kubernetes::scheduling_loop::{Input, SchedulingLoop};
 use crate::kubernetes::tenants::configmaps::{self as tenant_configmaps, TenantConfigMapSource};
 use crate::kubernetes::watch::sources::Source;
-use crate::kubernetes::writes::binder::{self, BindRequest};
+use crate::kubernetes::writes::binder::{self, BindRequest, BinderSettings};
 use crate::kubernetes::writes::reporter::PodReporter;
 use crate::node_metrics::MetricsCache;
 use crate::node_metrics::refresher::Refresher;
@@ -83,8 +83,10 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let (reports_tx, reports_rx) = mpsc::unbounded_channel();
     let watches = sources.spawn(&client, &config, &tenants, &le, &inputs_tx, &status)?;
     let (elector, lease_stop_tx) = spawn_leadership(&client, &le, &status);
+    let binder_settings =
+        BinderSettings { concurrency: config.bind_concurrency, volume_bind_timeout: config.volume_bind_timeout };
     let binder =
-        tokio::spawn(binder::run(client.clone(), binds_rx, inputs_tx.clone(), status.clone(), config.bind_concurrency));
+        tokio::spawn(binder::run(client.clone(), binds_rx, inputs_tx.clone(), status.clone(), binder_settings));
     let reporter = tokio::spawn(
         PodReporter::new(client.clone(), &le.identity, config.failed_event_interval, status.denials.clone())
             .run(reports_rx),

@@ -57,6 +57,9 @@ pub fn table(report: &SimReport, policies: &str) -> String {
         if !p.ignored_constraints.is_empty() {
             note.push_str(&format!("  ⚠ ignored: {}", p.ignored_constraints.join(", ")));
         }
+        if !p.reserved.is_empty() {
+            note.push_str(&format!("  volumes: {}", p.reserved.join(", ")));
+        }
         let _ = writeln!(out, "{:<width$}  {}{note}", p.pod, p.node);
     }
     let nwidth = report.utilisation.iter().map(|u| u.node.len()).max().unwrap_or(4).max(4);

@@ -68,6 +68,11 @@ pub struct Placement {
     pub fallback: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ignored_constraints: Vec<String>,
+    /// What the pod's claims got on the node (PreBind's writes, which the
+    /// simulator takes as made): `claim → volume` or `claim → provisioned
+    /// on node`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reserved: Vec<String>,
 }
 
 /// A preemption: the pod nominated to `node`, and the pods evicted there.
@@ -319,7 +324,7 @@ impl Drive {
     fn conclude(&mut self, scheduler: &mut Scheduler, attempt: Attempt, now: Duration) {
         match attempt {
             Attempt::Evaluate(_) => unreachable!("a verdict is never another job"),
-            Attempt::Placed { pod, node, record } => {
+            Attempt::Placed { pod, node, volumes, record } => {
                 scheduler.binding_succeeded(&pod, &node);
                 self.placements.push(Placement {
                     pod: pod.key.to_string(),
@@ -328,6 +333,7 @@ impl Drive {
                     tenant: record.tenant.clone(),
                     fallback: record.fallback.clone(),
                     ignored_constraints: record.ignored_constraints.clone(),
+                    reserved: volumes.describe(),
                 });
                 self.account(record);
             }

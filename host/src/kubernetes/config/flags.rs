@@ -27,6 +27,7 @@ pub struct Flags {
     /// `--memory-limit` and `--deadline`: what a policy does not set.
     pub limits: PolicyLimits,
     pub bind_concurrency: Option<usize>,
+    pub volume_bind_timeout: Option<Duration>,
     pub parallelism: Option<usize>,
     pub http_addr: Option<SocketAddr>,
     pub seed: u64,

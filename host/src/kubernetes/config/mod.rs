@@ -146,6 +146,9 @@ impl Default for TenantConfig {
 /// requests in flight, with room for events and status patches.
 pub const DEFAULT_BIND_CONCURRENCY: usize = 128;
 
+/// VolumeBinding's `bindTimeoutSeconds` default in kube-scheduler.
+pub const DEFAULT_VOLUME_BIND_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// A configuration with every rule applied and nothing loaded yet.
 pub type Resolved = RunConfig<Vec<PolicyPlan>>;
 
@@ -155,6 +158,8 @@ pub struct RunConfig<S = PolicySet> {
     pub leader_election: LeaderElectionConfig,
     /// Bindings in flight at once.
     pub bind_concurrency: usize,
+    /// How long PreBind waits for a pod's claims to be bound.
+    pub volume_bind_timeout: Duration,
     /// Threads a large cluster's attempts are split over (`parallelism`).
     pub parallelism: usize,
     /// Where `/healthz`, `/readyz`, `/metrics` and `/policies` are served.
@@ -178,6 +183,7 @@ impl<S> RunConfig<S> {
             profiles,
             leader_election: LeaderElectionConfig::default(),
             bind_concurrency: DEFAULT_BIND_CONCURRENCY,
+            volume_bind_timeout: DEFAULT_VOLUME_BIND_TIMEOUT,
             parallelism: AttemptWorkers::default_threads(),
             http_addr: None,
             seed: 0,
@@ -196,6 +202,7 @@ impl<S> RunConfig<S> {
             profiles,
             leader_election: self.leader_election,
             bind_concurrency: self.bind_concurrency,
+            volume_bind_timeout: self.volume_bind_timeout,
             parallelism: self.parallelism,
             http_addr: self.http_addr,
             seed: self.seed,

@@ -82,6 +82,9 @@ pub fn resolve(file: Option<(&ConfigurationFile, &Path)>, flags: Flags) -> Resul
     if let Some(n) = flags.bind_concurrency {
         config.bind_concurrency = n.max(1);
     }
+    if let Some(timeout) = flags.volume_bind_timeout {
+        config.volume_bind_timeout = timeout;
+    }
     config.parallelism = match flags.parallelism.or(conf.and_then(|f| f.parallelism)) {
         // kube-scheduler's configuration validation says the same.
         Some(0) => {

@@ -1,6 +1,8 @@
-//! Binding: `POST pods/{name}/binding` with the pod's UID as precondition,
-//! as kube-scheduler's DefaultBinder does. What a failure means for the
-//! assumed pod:
+//! The binding cycle of a placed pod: PreBind's volume writes and the wait
+//! for its claims (`prebind`), when it reserved any, then the binding:
+//! `POST pods/{name}/binding` with the pod's UID as precondition, as
+//! kube-scheduler's DefaultBinder does. A PreBind failure is retried with
+//! backoff. What a binding failure means for the assumed pod:
 //! - 409 because the pod is already bound → it is someone else's now: forget
 //!   the assumption and drop the pod (its bound state arrives by watch);
 //! - 404, or 409 because it is being deleted or was replaced (UID
@@ -15,11 +17,13 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::task::JoinSet;
 
-use crate::cluster::PodInfo;
+use crate::cluster::{PodInfo, VolumeReservation};
 use crate::kubernetes::scheduler_status::SchedulerStatus;
 use crate::kubernetes::writes::denied::{self, Denials};
+use crate::kubernetes::writes::prebind::{self, PreBindError};
 
 /// A binding slower than this is abandoned and retried.
 const BIND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -92,6 +96,8 @@ pub struct BindRequest {
     pub node: String,
     /// Set when the built-in fallback chose the node (a policy failed).
     pub fallback: Option<String>,
+    /// What PreBind writes and waits for.
+    pub volumes: VolumeReservation,
 }
 
 /// What the binder tells the scheduling loop.
@@ -101,8 +107,16 @@ pub struct BindResult {
     pub outcome: BindOutcome,
 }
 
-/// Binds with at most `concurrency` requests in flight, until `requests`
-/// closes and every binding has answered; results go to `results`. A
+/// How the binder runs: requests in flight, and PreBind's wait.
+#[derive(Debug, Clone, Copy)]
+pub struct BinderSettings {
+    pub concurrency: usize,
+    pub volume_bind_timeout: Duration,
+}
+
+/// Binds with at most `concurrency` API requests in flight, until
+/// `requests` closes and every binding has answered; results go to
+/// `results`. A pod waiting for its claims to be bound holds no slot. A
 /// replica that is no longer the leader does not send the request: the pod
 /// is requeued (and the new leader binds it).
 pub async fn run<T: From<BindResult> + Send + 'static>(
@@ -110,27 +124,57 @@ pub async fn run<T: From<BindResult> + Send + 'static>(
     mut requests: mpsc::UnboundedReceiver<BindRequest>,
     results: std::sync::mpsc::Sender<T>,
     status: Arc<SchedulerStatus>,
-    concurrency: usize,
+    settings: BinderSettings,
 ) {
-    let concurrency = concurrency.max(1);
-    let slots = Arc::new(Semaphore::new(concurrency));
+    let slots = Arc::new(Semaphore::new(settings.concurrency.max(1)));
+    let mut cycles = JoinSet::new();
     while let Some(request) = requests.recv().await {
         let Ok(permit) = slots.clone().acquire_owned().await else { break };
-        let client = client.clone();
-        let results = results.clone();
-        let status = status.clone();
-        tokio::spawn(async move {
+        while cycles.try_join_next().is_some() {}
+        let (client, results, status, slots) = (client.clone(), results.clone(), status.clone(), slots.clone());
+        cycles.spawn(async move {
             let (outcome, took) = if status.is_leader() {
-                bind(&client, &request.pod, &request.node, BIND_TIMEOUT, &status.denials).await
+                binding_cycle(&client, &request, &status, (slots, permit), settings.volume_bind_timeout).await
             } else {
                 (BindOutcome::Retry("not the leader any more".into()), Duration::ZERO)
             };
             status.metrics.binding(outcome.label(), took);
             let _ = results.send(T::from(BindResult { request, outcome }));
-            drop(permit);
         });
     }
-    let _ = slots.acquire_many(concurrency as u32).await;
+    while cycles.join_next().await.is_some() {}
+}
+
+/// PreBind (when the attempt reserved volumes), then the binding. The
+/// binding's duration is what is timed, as kube's binding metric does.
+async fn binding_cycle(
+    client: &kube::Client,
+    request: &BindRequest,
+    status: &SchedulerStatus,
+    (slots, permit): (Arc<Semaphore>, OwnedSemaphorePermit),
+    volume_bind_timeout: Duration,
+) -> (BindOutcome, Duration) {
+    let mut permit = Some(permit);
+    if !request.volumes.is_empty() {
+        let prebound = match prebind::write(client, &request.volumes, &status.denials).await {
+            Ok(()) => {
+                drop(permit.take());
+                prebind::wait_bound(client, &request.pod, &request.volumes, volume_bind_timeout).await
+            }
+            Err(e) => Err(e),
+        };
+        match prebound {
+            Ok(()) => permit = slots.acquire_owned().await.ok(),
+            Err(PreBindError::Forbidden(why)) => return (BindOutcome::Forbidden(why), Duration::ZERO),
+            Err(PreBindError::Failed(why)) => {
+                let why = format!("running PreBind plugin \"VolumeBinding\": {why}");
+                return (BindOutcome::Retry(why), Duration::ZERO);
+            }
+        }
+    }
+    let outcome = bind(client, &request.pod, &request.node, BIND_TIMEOUT, &status.denials).await;
+    drop(permit);
+    outcome
 }
 
 #[cfg(test)]

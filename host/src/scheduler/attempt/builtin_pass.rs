@@ -11,9 +11,13 @@ use crate::scheduler::plugins::filters;
 use crate::scheduler::plugins::reasons::ReasonHistogram;
 use crate::scheduler::plugins::scores::{BuiltinInputs, BuiltinScoring};
 use crate::scheduler::plugins::topology::TopologyFilters;
-use crate::scheduler::plugins::volume_binding::{PodVolumes, WAITS_FOR_FIRST_CONSUMER};
+use crate::scheduler::plugins::volume_binding::PodVolumes;
 use crate::scheduler::sampling::NodeWindow;
 use wasmsched_runtime::{Candidate, NodeFacts, NodeId};
+
+/// What a record lists for a pod's ResourceClaims, which no built-in filter
+/// evaluates yet: its devices are not allocated.
+pub const DEVICE_CLAIMS: &str = "resource claims (DynamicResources: devices are not allocated)";
 
 /// What the built-in filters left: the candidates, and what rejected the
 /// others. Self-contained, so a tenant's policy can finish the attempt on
@@ -127,8 +131,8 @@ pub(super) fn builtin_pass_over(
             return pre;
         }
     };
-    if volumes.waits_for_first_consumer {
-        pre.ignored_constraints.push(WAITS_FOR_FIRST_CONSUMER);
+    if pod.claims_devices {
+        pre.ignored_constraints.push(DEVICE_CLAIMS);
     }
     scan(&volumes, TopologyFilters::new(pod, state).as_ref(), &mut pre);
     pre.feasible_builtin = pre.candidates.len();

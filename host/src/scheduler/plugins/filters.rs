@@ -59,7 +59,7 @@ fn volume_filters(
 ) -> Result<(), Vec<String>> {
     volume_restrictions::check(pod, usage, volumes)?;
     node_volume_limits::check(node, usage, volumes, cluster)?;
-    volumes.check(node)?;
+    volumes.check(node, cluster.volumes())?;
     volume_zone::check(node, volumes)
 }
 

@@ -7,7 +7,9 @@
 //!   and VolumeZone);
 //! - `topology`: PodTopologySpread and InterPodAffinity, which count other
 //!   pods;
-//! - `volume_binding`: a pod's claims resolved once per attempt;
+//! - `volume_binding`: a pod's claims resolved once per attempt, volumes
+//!   matched or provisioned for claims that wait for their first consumer,
+//!   and what the chosen node needs reserved for PreBind;
 //! - `volume_restrictions`: ReadWriteOncePod claims and in-tree disks that
 //!   cannot be shared;
 //! - `volume_zone`: bound volumes' zone and region labels;

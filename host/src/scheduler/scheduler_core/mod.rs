@@ -8,13 +8,14 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cluster::{ClusterState, PodInfo, PodKey};
+use crate::cluster::{ClusterState, PodInfo, PodKey, VolumeReservation};
 use crate::scheduler::attempt::record::AttemptRecord;
 use crate::scheduler::attempt::{AttemptInput, pod_seed, run_attempt};
 use crate::scheduler::events::InvalidPod;
 use crate::scheduler::parallel::workers::AttemptWorkers;
 use crate::scheduler::plugins::preemption::{self, Preemption};
 use crate::scheduler::plugins::scores::BuiltinScoring;
+use crate::scheduler::plugins::volume_binding;
 use crate::scheduler::policy_set::PolicySet;
 use crate::scheduler::queue::{QueueSizes, SchedulingQueue};
 use crate::scheduler::sampling::{NodeSampling, NodeWindow};
@@ -64,8 +65,10 @@ impl Default for SchedulerConfig {
 /// What one attempt produced.
 #[derive(Debug)]
 pub enum Attempt {
-    /// The pod is assumed on `node`: bind it, then report the result.
-    Placed { pod: Arc<PodInfo>, node: String, record: AttemptRecord },
+    /// The pod is assumed on `node`, with what its volumes need there
+    /// reserved: make the volume writes (PreBind), bind it, then report
+    /// the result.
+    Placed { pod: Arc<PodInfo>, node: String, volumes: VolumeReservation, record: AttemptRecord },
     /// No node can take the pod now; it waits for a cluster change. The
     /// backend writes what happened to its nomination.
     Unschedulable { pod: Arc<PodInfo>, record: AttemptRecord, nomination: Nomination },
@@ -285,8 +288,9 @@ impl Scheduler {
             Some(node) => {
                 self.state.unnominate(&pod.key);
                 self.state.place(&pod, &node, true);
+                let volumes = volume_binding::reserve(&pod, &node, &mut self.state);
                 self.queue.pod_placed(now);
-                Attempt::Placed { pod, node, record }
+                Attempt::Placed { pod, node, volumes, record }
             }
             None => {
                 let mut record = record;
@@ -343,14 +347,22 @@ impl Scheduler {
         if self.state.placement_uid(&pod.key).is_some_and(|(_, _, uid)| uid == pod.uid) {
             self.state.place(pod, node, false);
         }
+        self.state.volumes_mut().reservation_done(&pod.key);
         self.queue.done(&pod.key);
     }
 
-    /// The binding failed: forget the assumption; retry with backoff unless
-    /// the pod is gone or already bound elsewhere (`retry == false`).
+    /// The binding cycle failed (PreBind or the binding): forget the
+    /// assumption and what it reserved (kube's Unreserve); retry with
+    /// backoff unless the pod is gone or already bound elsewhere
+    /// (`retry == false`).
     pub fn binding_failed(&mut self, pod: &PodInfo, retry: bool, now: Duration) {
         if matches!(self.state.placement(&pod.key), Some((_, true))) {
             self.state.unplace(&pod.key);
+        }
+        if self.state.volumes_mut().revert(&pod.key) {
+            // What it held may let a waiting pod in, as kube retries
+            // waiting pods after a failed binding cycle.
+            self.queue.cluster_changed(now);
         }
         if retry {
             self.queue.backoff(&pod.key, now);

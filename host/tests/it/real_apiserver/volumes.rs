@@ -266,3 +266,99 @@ fn a_node_attaches_as_many_csi_volumes_as_kube_scheduler_allows() {
         assert_eq!(ours, kube, "wasmsched counts CSI volumes otherwise than kube-scheduler");
     });
 }
+
+/// Plays the external provisioner and the PersistentVolume controller,
+/// which do not run here: a claim of the namespace that has a selected
+/// node and no volume gets a volume on that node, and is bound to it as
+/// the controller binds (`volumeName` and the bind-completed annotation).
+/// Volumes are named `{prefix}-pv-{claim}`.
+async fn provision_selected_claims(admin: kube::Client, namespace: String, prefix: String) {
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), &namespace);
+    let volumes: Api<PersistentVolume> = Api::all(admin);
+    loop {
+        for claim in claims.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default() {
+            let node = claim.metadata.annotations.as_ref().and_then(|a| a.get("volume.kubernetes.io/selected-node"));
+            let spec = claim.spec.clone().unwrap_or_default();
+            let (Some(node), None) = (node, spec.volume_name.as_ref()) else { continue };
+            let name = claim.metadata.name.clone().unwrap_or_default();
+            let volume = format!("{prefix}-pv-{name}");
+            let pv = json!({"metadata": {"name": volume}, "spec": {
+                "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                "storageClassName": spec.storage_class_name,
+                "csi": {"driver": "disk.csi.example.com", "volumeHandle": volume},
+                "claimRef": {"namespace": namespace, "name": name, "uid": claim.metadata.uid},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}},
+            }});
+            let _ = volumes.create(&PostParams::default(), &serde_json::from_value(pv).unwrap()).await;
+            let bound = json!({"metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                               "spec": {"volumeName": volume}});
+            let _ = claims.patch(&name, &Default::default(), &kube::api::Patch::Merge(&bound)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Nodes in zones a and b; a class that provisions in zone b only, one
+/// that provisions in zone c (no node), a claim of each, a pod on each:
+/// their outcomes, the node the first went to, and the node its claim was
+/// provisioned for.
+async fn run_provisioning(real: &Real, side: &str, scheduler_name: &str) -> (Vec<Outcome>, String, String) {
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let class = format!("{side}-provision");
+    for (n, zone) in [("n0", "a"), ("n1", "b")] {
+        let labels = json!({"wasmsched-class": class, "topology.kubernetes.io/zone": format!("{side}-{zone}")});
+        real.add_node(&format!("{side}-{n}"), &node_shape(labels)).await;
+    }
+    let storage_classes: Api<StorageClass> = Api::all(real.admin.clone());
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
+    let mut class_names = Vec::new();
+    for zone in ["b", "c"] {
+        let name = real.own(&format!("{side}-zone-{zone}"));
+        let storage_class = json!({"metadata": {"name": name}, "provisioner": "disk.csi.example.com",
+            "volumeBindingMode": "WaitForFirstConsumer", "allowedTopologies": [{"matchLabelExpressions": [
+                {"key": "topology.kubernetes.io/zone", "values": [format!("{side}-{zone}")]}]}]});
+        storage_classes.create(&PostParams::default(), &serde_json::from_value(storage_class).unwrap()).await.unwrap();
+        let claim = json!({"metadata": {"name": format!("{side}-in-{zone}")}, "spec": {"storageClassName": name,
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+        claims.create(&PostParams::default(), &serde_json::from_value(claim).unwrap()).await.unwrap();
+        class_names.push(name);
+    }
+    real.settle().await;
+    let provisioner =
+        tokio::spawn(provision_selected_claims(real.admin.clone(), real.namespace.clone(), real.prefix.clone()));
+    let pods = [
+        ("in-b".to_string(), pod_using(&class, &format!("{side}-in-b"))),
+        ("nowhere".to_string(), pod_using(&class, &format!("{side}-in-c"))),
+    ];
+    let outcomes = outcomes_of(real, side, &pods, scheduler_name).await;
+    provisioner.abort();
+    let in_b = real.wait_decided(&[format!("{side}-in-b")], Duration::from_secs(1)).await;
+    let node = in_b[0].spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let claim = claims.get(&format!("{side}-in-b")).await.unwrap();
+    let selected = claim.metadata.annotations.unwrap_or_default().remove("volume.kubernetes.io/selected-node");
+    real.delete_pods().await;
+    let volumes = [real.own(&format!("pv-{side}-in-b")), real.own(&format!("pv-{side}-in-c"))];
+    delete_volumes(real, &volumes).await;
+    for name in class_names {
+        let _ = storage_classes.delete(&name, &DeleteParams::default()).await;
+    }
+    real.delete_nodes().await;
+    let own = |name: String| name.trim_start_matches(&real.own(side)).to_string();
+    (outcomes, own(node), own(selected.unwrap_or_default()))
+}
+
+#[test]
+fn a_claim_waiting_for_its_pod_is_provisioned_where_kube_scheduler_provisions_it() {
+    let Some(real) = Real::start("provisioning") else { return };
+    real.block_on(async {
+        let (kube, ours) = beside_kube(&real, "wasmsched-provisioning", run_provisioning).await;
+        assert_eq!((&kube.1, &kube.2), (&"-n1".to_string(), &"-n1".to_string()), "{kube:?}");
+        assert!(kube.0.contains(&Outcome::Bound), "{kube:?}");
+        let refused = Outcome::Unschedulable(
+            "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind.".into(),
+        );
+        assert!(kube.0.contains(&refused), "{kube:?}");
+        assert_eq!(ours, kube, "wasmsched provisions claims otherwise than kube-scheduler");
+    });
+}

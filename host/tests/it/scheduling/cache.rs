@@ -255,7 +255,7 @@ fn a_hot_swap_under_continuous_load_fails_no_attempt() {
         let mut m = Manifests::default();
         m.add_text("load", &pod(&format!("p{i}"), "10m", ""));
         add_pod(&mut s, m.pods.remove(0), now);
-        let Some(Attempt::Placed { pod, node, record }) = s.schedule_next(now) else { panic!("p{i} not placed") };
+        let Some(Attempt::Placed { pod, node, record, .. }) = s.schedule_next(now) else { panic!("p{i} not placed") };
         assert!(record.fallback.is_none(), "p{i}: {:?}", record.fallback);
         let decided_by = &record.policies[0];
         if swapped {
@@ -318,7 +318,7 @@ fn node_sampling_rotates_through_the_nodes_and_never_strands_a_pod() {
         );
         add_pod(s, m.pods.remove(0), Duration::ZERO);
         match s.schedule_next(Duration::ZERO) {
-            Some(Attempt::Placed { pod, node, record }) => {
+            Some(Attempt::Placed { pod, node, record, .. }) => {
                 s.binding_succeeded(&pod, &node);
                 record
             }

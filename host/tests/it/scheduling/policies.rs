@@ -56,16 +56,11 @@ fn a_failing_policy_falls_back_and_the_pod_is_still_placed() {
 
 #[test]
 fn constraints_not_evaluated_yet_are_named_not_hidden() {
-    let class = "---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: wffc}\nprovisioner: example.com/x\nvolumeBindingMode: WaitForFirstConsumer\n";
-    let claim = "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: t}\nspec: {storageClassName: wffc, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n";
-    let volume = "  volumes:\n  - name: data\n    persistentVolumeClaim: {claimName: data}\n";
-    let yaml = node("n", "4", "8Gi", "") + class + claim + &pod("claims", "1", volume) + &pod("plain", "1", "");
+    let devices = "  resourceClaims:\n  - {name: gpu, resourceClaimName: gpu}\n";
+    let yaml = node("n", "4", "8Gi", "") + &pod("claims", "1", devices) + &pod("plain", "1", "");
     let r = run(&yaml);
     let claims = r.placements.iter().find(|p| p.pod == "t/claims").unwrap();
-    assert_eq!(
-        claims.ignored_constraints,
-        vec!["unbound WaitForFirstConsumer persistent volume claims (VolumeBinding provisioning)"]
-    );
+    assert_eq!(claims.ignored_constraints, vec!["resource claims (DynamicResources: devices are not allocated)"]);
     assert!(r.placements.iter().find(|p| p.pod == "t/plain").unwrap().ignored_constraints.is_empty());
     let table = wasmsched::sim::report::table(&r, "none");
     assert!(table.contains("warning: 1 placed pods use constraints wasmsched does not evaluate yet"), "{table}");

@@ -212,3 +212,163 @@ fn a_node_attaches_no_more_csi_volumes_than_its_csinode_allows() {
     let r = run_with(&unlimited, PolicySet::default(), 0);
     assert!(r.unschedulable.is_empty(), "{:?}", r.unschedulable);
 }
+
+/// A StorageClass that waits for the first consumer; `extra` adds to it
+/// (`allowedTopologies`).
+fn delayed_class(name: &str, provisioner: &str, extra: &str) -> String {
+    format!(
+        "---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: {name}}}\nprovisioner: {provisioner}\nvolumeBindingMode: WaitForFirstConsumer\n{extra}"
+    )
+}
+
+/// An unbound claim of `class` asking for `size`; `annotations` as given.
+fn unbound_claim(name: &str, class: &str, size: &str, annotations: &str) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}, namespace: t, uid: uid-{name}, annotations: {{{annotations}}}}}\nspec: {{storageClassName: {class}, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: {size}}}}}}}\n"
+    )
+}
+
+/// An available volume of `class` and `size`, reachable only from `node`.
+fn available_volume(name: &str, class: &str, size: &str, node: &str) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {name}}}\nspec:\n  capacity: {{storage: {size}}}\n  accessModes: [ReadWriteOnce]\n  local: {{path: /data}}\n  storageClassName: {class}\n  nodeAffinity:\n    required:\n      nodeSelectorTerms:\n      - matchExpressions: [{{key: kubernetes.io/hostname, operator: In, values: [{node}]}}]\nstatus: {{phase: Available}}\n"
+    )
+}
+
+fn zoned_nodes() -> String {
+    [("n0", "a"), ("n1", "b")]
+        .iter()
+        .map(|(n, zone)| {
+            node(
+                n,
+                "4",
+                "8Gi",
+                &format!("  labels: {{kubernetes.io/hostname: {n}, topology.kubernetes.io/zone: {zone}}}\n"),
+            )
+        })
+        .collect::<String>()
+        .replace("  labels: {kubernetes.io/hostname: n0}\n  labels:", "  labels:")
+        .replace("  labels: {kubernetes.io/hostname: n1}\n  labels:", "  labels:")
+}
+
+fn reserved(report: &SimReport, pod: &str) -> Vec<String> {
+    report.placements.iter().find(|p| p.pod == format!("t/{pod}")).map(|p| p.reserved.clone()).unwrap_or_default()
+}
+
+#[test]
+fn a_claim_that_waits_for_its_consumer_is_provisioned_where_its_class_allows() {
+    let topology =
+        "allowedTopologies:\n- matchLabelExpressions:\n  - {key: topology.kubernetes.io/zone, values: [b]}\n";
+    let yaml = zoned_nodes()
+        + &delayed_class("zonal", "disk.csi.example.com", topology)
+        + &unbound_claim("data", "zonal", "1Gi", "")
+        + &pod("db", "1", &using("data"))
+        + &delayed_class("anywhere", "disk.csi.example.com", "")
+        + &unbound_claim("shared", "anywhere", "1Gi", "")
+        + &pod("web-1", "2", &using("shared"))
+        + &pod("web-2", "2", &using("shared"));
+    for seed in 0..4 {
+        let r = run_with(&yaml, PolicySet::default(), seed);
+        assert_eq!(placed(&r, "db").as_deref(), Some("n1"), "seed {seed}: {:?}", r.unschedulable);
+        assert_eq!(reserved(&r, "db"), vec!["data → provisioned on n1".to_string()]);
+        // The second user of a claim follows the node reserved for it,
+        // though the emptier node would score higher.
+        let web = placed(&r, "web-1");
+        assert!(web.is_some(), "seed {seed}: {:?}", r.unschedulable);
+        assert_eq!(placed(&r, "web-2"), web, "seed {seed}");
+        let table = wasmsched::sim::report::table(&r, "none");
+        assert!(table.contains("volumes: data → provisioned on n1"), "{table}");
+        assert!(!table.contains("does not evaluate yet"), "{table}");
+    }
+    // A claim whose node was selected already fits that node only.
+    let yaml = zoned_nodes()
+        + &delayed_class("zonal", "disk.csi.example.com", "")
+        + &unbound_claim("data", "zonal", "1Gi", "volume.kubernetes.io/selected-node: n0")
+        + &pod("db", "1", &using("data"));
+    for seed in 0..4 {
+        assert_eq!(placed(&run_with(&yaml, PolicySet::default(), seed), "db").as_deref(), Some("n0"));
+    }
+    // No zone of the class has a node: kube's message, and no preemption.
+    let yaml = zoned_nodes()
+        + &delayed_class("zonal", "disk.csi.example.com", &topology.replace("[b]", "[c]"))
+        + &unbound_claim("data", "zonal", "1Gi", "")
+        + &pod("db", "1", &using("data"));
+    assert_eq!(
+        message(&run(&yaml), "db"),
+        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    );
+}
+
+#[test]
+fn a_claim_that_waits_gets_the_smallest_available_volume_that_fits_once() {
+    let yaml = zoned_nodes()
+        + &delayed_class("local", "kubernetes.io/no-provisioner", "")
+        + &available_volume("pv-small", "local", "1Gi", "n0")
+        + &available_volume("pv-big", "local", "5Gi", "n1")
+        + &available_volume("pv-huge", "local", "50Gi", "n1")
+        + &unbound_claim("two-gig", "local", "2Gi", "")
+        + &unbound_claim("also-two-gig", "local", "2Gi", "")
+        + &unbound_claim("too-big", "local", "100Gi", "")
+        + &pod("a", "1", &using("two-gig"))
+        + &pod("b", "1", &using("also-two-gig"))
+        + &pod("c", "1", &using("too-big"));
+    let r = run(&yaml);
+    // pv-small is too small for either; each gets one of the two larger
+    // volumes on n1, the smaller first, and never the same one.
+    let mut got: Vec<String> = ["a", "b"].iter().flat_map(|p| reserved(&r, p)).collect();
+    got.sort();
+    assert!(
+        got == ["also-two-gig → pv-big", "two-gig → pv-huge"] || got == ["also-two-gig → pv-huge", "two-gig → pv-big"],
+        "{got:?}"
+    );
+    assert_eq!((placed(&r, "a").as_deref(), placed(&r, "b").as_deref()), (Some("n1"), Some("n1")));
+    assert_eq!(
+        message(&r, "c"),
+        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    );
+}
+
+#[test]
+fn a_failed_binding_cycle_gives_back_what_it_reserved() {
+    use std::time::Duration;
+    use wasmsched::cluster::PodKey;
+    use wasmsched::scheduler::{Attempt, ClusterEvent, Scheduler, SchedulerConfig};
+    let mut m = Manifests::default();
+    m.add_text(
+        "t",
+        &(zoned_nodes()
+            + &delayed_class("local", "kubernetes.io/no-provisioner", "")
+            + &available_volume("pv", "local", "1Gi", "n1")
+            + &unbound_claim("data", "local", "1Gi", "")
+            + &unbound_claim("other", "local", "1Gi", "")
+            + &pod("a", "1", &using("data"))
+            + &pod("b", "1", &using("other"))),
+    );
+    let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
+    let now = Duration::ZERO;
+    let events =
+        m.nodes.into_iter().map(ClusterEvent::applied).chain(m.storage_classes.into_iter().map(ClusterEvent::applied));
+    let events = events.chain(m.volumes.into_iter().map(ClusterEvent::applied));
+    let events = events
+        .chain(m.claims.into_iter().map(ClusterEvent::applied))
+        .chain(m.pods.into_iter().map(ClusterEvent::applied));
+    for event in events {
+        let _ = s.apply(event, now);
+    }
+    let Some(Attempt::Placed { pod, node, volumes, .. }) = s.schedule_next(now) else { panic!("not placed") };
+    assert_eq!(node, "n1");
+    assert_eq!(volumes.bind.len(), 1, "{volumes:?}");
+    let (holder, waiting) = if pod.key.name == "a" { ("data", "b") } else { ("other", "a") };
+    assert_eq!(volumes.bind[0].claim, holder);
+    assert_eq!(volumes.bind[0].claim_uid, format!("uid-{holder}"));
+    // The volume is taken while the binding cycle runs: the other pod waits.
+    let Some(Attempt::Unschedulable { pod: other, .. }) = s.schedule_next(now) else { panic!("both placed") };
+    assert_eq!(other.key.name, waiting);
+    let claim_ref = s.state().volumes().volume("pv").unwrap().claim_ref.clone().unwrap();
+    assert_eq!(claim_ref.name, holder);
+    // PreBind failed: the volume is free again, and no pod holds it.
+    s.binding_failed(&pod, true, now);
+    assert!(s.state().volumes().volume("pv").unwrap().claim_ref.is_none());
+    assert!(s.state().volumes().reserved(&PodKey { namespace: "t".into(), name: pod.key.name.clone() }).is_none());
+    assert_eq!(s.state().placement(&pod.key), None);
+}
