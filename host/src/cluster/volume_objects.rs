@@ -3,7 +3,7 @@
 //! read of them, once per watch event.
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSIStorageCapacity, StorageClass};
 use wasmsched_runtime::{NodeSelectorTerm, SelectorOperator, SelectorRequirement};
 
 use super::convert::selector_term;
@@ -90,6 +90,29 @@ pub struct Class {
     pub provisioner: String,
     /// `allowedTopologies`, as node selector terms (empty: anywhere).
     pub allowed_topologies: Vec<NodeSelectorTerm>,
+}
+
+/// What a CSI driver publishes of its storage left for one class in one
+/// part of the cluster (CSIStorageCapacity).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capacity {
+    pub class: String,
+    /// The largest volume it can provision there: `maximumVolumeSize`,
+    /// more precise, or else `capacity`; `None`: it does not say.
+    pub limit: Option<u64>,
+    /// The nodes that reach it; `None`: none does.
+    pub topology: Option<LabelSelector>,
+}
+
+impl Capacity {
+    pub fn of(capacity: &CSIStorageCapacity) -> Capacity {
+        let limit = capacity.maximum_volume_size.as_ref().or(capacity.capacity.as_ref());
+        Capacity {
+            class: capacity.storage_class_name.clone(),
+            limit: limit.and_then(|q| wasmsched_rules::quantity::value(&q.0).ok()),
+            topology: capacity.node_topology.as_ref().map(LabelSelector::from_api),
+        }
+    }
 }
 
 /// The labels VolumeZone compares, beta first, as kube lists them.

@@ -8,11 +8,12 @@
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass};
+use wasmsched_runtime::NodeFacts;
 
 use super::PodKey;
 pub use super::volume_objects::{
-    BIND_COMPLETED, BOUND_BY_CONTROLLER, Claim, ClaimRef, Class, SELECTED_NODE, Volume, ZONE_LABELS,
+    BIND_COMPLETED, BOUND_BY_CONTROLLER, Capacity, Claim, ClaimRef, Class, SELECTED_NODE, Volume, ZONE_LABELS,
 };
 
 type ClaimKey = (String, String);
@@ -65,6 +66,10 @@ pub struct Volumes {
     claims: HashMap<ClaimKey, Claim>,
     volumes: HashMap<String, Volume>,
     classes: HashMap<String, Class>,
+    /// CSI drivers by name, and whether they publish their storage
+    /// capacity (`storageCapacity: true`).
+    drivers: HashMap<String, bool>,
+    capacities: HashMap<ClaimKey, Capacity>,
     /// Claims and volumes as reservations left them, over the watched ones.
     assumed_claims: HashMap<ClaimKey, Claim>,
     assumed_volumes: HashMap<String, Volume>,
@@ -104,6 +109,49 @@ impl Volumes {
 
     pub fn class_deleted(&mut self, name: &str) {
         self.classes.remove(name);
+    }
+
+    pub fn driver_upserted(&mut self, driver: &CSIDriver) {
+        let publishes = driver.spec.storage_capacity == Some(true);
+        self.drivers.insert(driver.metadata.name.clone().unwrap_or_default(), publishes);
+    }
+
+    pub fn driver_deleted(&mut self, name: &str) {
+        self.drivers.remove(name);
+    }
+
+    pub fn driver_names(&self) -> impl Iterator<Item = &str> {
+        self.drivers.keys().map(String::as_str)
+    }
+
+    pub fn capacity_upserted(&mut self, capacity: &CSIStorageCapacity) {
+        let meta = &capacity.metadata;
+        let key = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
+        self.capacities.insert(key, Capacity::of(capacity));
+    }
+
+    pub fn capacity_deleted(&mut self, namespace: &str, name: &str) {
+        self.capacities.remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    pub fn capacity_keys(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.capacities.keys().map(|(namespace, name)| (namespace.as_str(), name.as_str()))
+    }
+
+    /// kube's `hasEnoughCapacity`: a claim of `request` bytes (0: none
+    /// asked) can be provisioned in class `class_name` for `node`. Only
+    /// drivers that publish their capacity are checked; one of their
+    /// capacities must be of the class, reach the node and be large
+    /// enough.
+    pub fn enough_capacity(&self, class_name: &str, class: &Class, request: u64, node: &NodeFacts) -> bool {
+        if request == 0 || self.drivers.get(&class.provisioner) != Some(&true) {
+            return true;
+        }
+        self.capacities.values().any(|c| {
+            c.class == class_name
+                && c.limit.is_some_and(|limit| limit >= request)
+                && c.topology.as_ref().is_some_and(|t| t.matches(&node.labels))
+        })
     }
 
     /// Every claim held, as (namespace, name).

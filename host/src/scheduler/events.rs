@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 
 use crate::cluster::PodKey;
 
@@ -68,6 +68,11 @@ cluster_events! {
     /// CSINodes: how many volumes of each CSI driver a node can attach
     /// (NodeVolumeLimits).
     CsiNode(CSINode) => "csinodes",
+    /// CSIDrivers (which publish their storage capacity) and the
+    /// CSIStorageCapacities they publish: where a claim can be provisioned
+    /// (VolumeBinding).
+    CsiDriver(CSIDriver) => "csidrivers",
+    StorageCapacity(CSIStorageCapacity) => "csistoragecapacities",
 }
 
 /// What happened to objects of one kind.

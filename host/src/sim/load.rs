@@ -10,13 +10,13 @@ use k8s_openapi::Metadata;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 /// The kinds the simulator reads.
-const KINDS: &str = "Node, Pod, Namespace, PodDisruptionBudget, PriorityClass, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode";
+const KINDS: &str = "Node, Pod, Namespace, PodDisruptionBudget, PriorityClass, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, CSIStorageCapacity";
 
 #[derive(Debug, Default)]
 pub struct Manifests {
@@ -35,6 +35,10 @@ pub struct Manifests {
     pub storage_classes: Vec<StorageClass>,
     /// Nodes' CSI attach limits (NodeVolumeLimits).
     pub csi_nodes: Vec<CSINode>,
+    /// CSI drivers and the storage capacity they publish (VolumeBinding's
+    /// provisioning).
+    pub csi_drivers: Vec<CSIDriver>,
+    pub storage_capacities: Vec<CSIStorageCapacity>,
     /// Kinds that were read but are not simulated (Deployments, Services…).
     pub ignored_kinds: BTreeMap<String, usize>,
     /// Documents that could not be used, with where they are.
@@ -96,6 +100,14 @@ impl Manifests {
             "CSINode" => {
                 let csi_node = self.parse(at, &kind, value);
                 self.csi_nodes.extend(csi_node);
+            }
+            "CSIDriver" => {
+                let driver = self.parse(at, &kind, value);
+                self.csi_drivers.extend(driver);
+            }
+            "CSIStorageCapacity" => {
+                let capacity = self.parse(at, &kind, value);
+                self.storage_capacities.extend(capacity);
             }
             k if k == "List" || k.ends_with("List") => {
                 let items = value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default();

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 
@@ -246,7 +246,19 @@ struct Loaded {
 /// Feeds the dump to the core as the events a watch's first lists would
 /// be: the objects pods depend on first, then the pods.
 fn load(scheduler: &mut Scheduler, manifests: Manifests) -> Result<Loaded, String> {
-    let Manifests { namespaces, nodes, pods, budgets, storage_classes, volumes, claims, csi_nodes, .. } = manifests;
+    let Manifests {
+        namespaces,
+        nodes,
+        pods,
+        budgets,
+        storage_classes,
+        volumes,
+        claims,
+        csi_nodes,
+        csi_drivers,
+        storage_capacities,
+        ..
+    } = manifests;
     let budgets: Vec<PodDisruptionBudget> = budgets.iter().map(|b| simulated_budget(b, &pods)).collect();
     let events = (namespaces.into_iter().map(ClusterEvent::applied::<Namespace>))
         .chain(nodes.into_iter().map(ClusterEvent::applied::<Node>))
@@ -254,7 +266,9 @@ fn load(scheduler: &mut Scheduler, manifests: Manifests) -> Result<Loaded, Strin
         .chain(storage_classes.into_iter().map(ClusterEvent::applied::<StorageClass>))
         .chain(volumes.into_iter().map(ClusterEvent::applied::<PersistentVolume>))
         .chain(claims.into_iter().map(ClusterEvent::applied::<PersistentVolumeClaim>))
-        .chain(csi_nodes.into_iter().map(ClusterEvent::applied::<CSINode>));
+        .chain(csi_nodes.into_iter().map(ClusterEvent::applied::<CSINode>))
+        .chain(csi_drivers.into_iter().map(ClusterEvent::applied::<CSIDriver>))
+        .chain(storage_capacities.into_iter().map(ClusterEvent::applied::<CSIStorageCapacity>));
     for event in events {
         if let EventReport::Ignored(why) = scheduler.apply(event, Duration::ZERO) {
             return Err(why);

@@ -87,6 +87,10 @@ fn rbac_grants_every_call_the_backend_makes() {
         ("", "persistentvolumes", &["list", "watch"]),
         ("storage.k8s.io", "storageclasses", &["list", "watch"]),
         ("storage.k8s.io", "csinodes", &["list", "watch"]),
+        ("storage.k8s.io", "csidrivers", &["list", "watch"]),
+        ("storage.k8s.io", "csistoragecapacities", &["list", "watch"]),
+        ("", "persistentvolumeclaims", &["patch"]),
+        ("", "persistentvolumes", &["patch"]),
     ] {
         for verb in verbs {
             assert!(allows(&rules, group, resource, verb, None), "ClusterRole lacks {verb} {group}/{resource}");

@@ -38,6 +38,13 @@ pub const RESOURCES: &[ResourceType] = &[
         namespaced: false,
     },
     ResourceType { api_version: "storage.k8s.io/v1", plural: "csinodes", kind: "CSINode", namespaced: false },
+    ResourceType { api_version: "storage.k8s.io/v1", plural: "csidrivers", kind: "CSIDriver", namespaced: false },
+    ResourceType {
+        api_version: "storage.k8s.io/v1",
+        plural: "csistoragecapacities",
+        kind: "CSIStorageCapacity",
+        namespaced: true,
+    },
     // What metrics-server serves (read-only there; tests create them here).
     ResourceType { api_version: "metrics.k8s.io/v1beta1", plural: "nodes", kind: "NodeMetrics", namespaced: false },
 ];

@@ -3,8 +3,9 @@
 //! kube-scheduler's single pod informer does (the core decides which pods
 //! are pending and whose); namespaces, whose labels inter-pod affinity's
 //! namespace selectors match; PodDisruptionBudgets for preemption; the
-//! claims, volumes and storage classes the volume filters read; and the
-//! CSINodes that give nodes' attach limits.
+//! claims, volumes and storage classes the volume filters read; the
+//! CSINodes that give nodes' attach limits; and the CSI drivers' published
+//! storage capacity.
 //!
 //! kube-runtime's watcher relists on 410 Gone and reconnects with backoff;
 //! a relist's end goes to the core as `Change::Listed`, and the core
@@ -23,7 +24,7 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::runtime::watcher;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -74,6 +75,13 @@ impl Source {
             Source::of::<PersistentVolume>("persistentvolumes", "persistentvolumes", CLUSTER, every()),
             Source::of::<StorageClass>("storageclasses", "storageclasses.storage.k8s.io", CLUSTER, every()),
             Source::of::<CSINode>("csinodes", "csinodes.storage.k8s.io", CLUSTER, every()),
+            Source::of::<CSIDriver>("csidrivers", "csidrivers.storage.k8s.io", CLUSTER, every()),
+            Source::of::<CSIStorageCapacity>(
+                "csistoragecapacities",
+                "csistoragecapacities.storage.k8s.io",
+                ALL_NAMESPACES,
+                every(),
+            ),
         ]
     }
 

@@ -41,6 +41,8 @@ impl Scheduler {
             ClusterEvent::Volume(change) => self.stored(|s| s.state.volumes_mut(), change, now),
             ClusterEvent::StorageClass(change) => self.stored(|s| s.state.volumes_mut(), change, now),
             ClusterEvent::CsiNode(change) => self.stored(|s| &mut s.state, change, now),
+            ClusterEvent::CsiDriver(change) => self.stored(|s| s.state.volumes_mut(), change, now),
+            ClusterEvent::StorageCapacity(change) => self.stored(|s| s.state.volumes_mut(), change, now),
         }
     }
 

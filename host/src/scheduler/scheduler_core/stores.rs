@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 
 use crate::cluster::{ClusterState, DisruptionBudget, Volumes};
 use crate::scheduler::events::{Change, ObjectKey};
@@ -128,6 +128,40 @@ impl KindStore<StorageClass> for Volumes {
 
     fn held(&self) -> Vec<ObjectKey> {
         self.class_names().map(ObjectKey::cluster_scoped).collect()
+    }
+}
+
+/// A driver that starts publishing its capacity may close a node, one that
+/// stops may open it.
+impl KindStore<CSIDriver> for Volumes {
+    fn upsert(&mut self, driver: &CSIDriver) -> bool {
+        self.driver_upserted(driver);
+        true
+    }
+
+    fn remove(&mut self, key: &ObjectKey) {
+        self.driver_deleted(&key.name);
+    }
+
+    fn held(&self) -> Vec<ObjectKey> {
+        self.driver_names().map(ObjectKey::cluster_scoped).collect()
+    }
+}
+
+/// More storage published may let a waiting claim be provisioned.
+impl KindStore<CSIStorageCapacity> for Volumes {
+    fn upsert(&mut self, capacity: &CSIStorageCapacity) -> bool {
+        self.capacity_upserted(capacity);
+        true
+    }
+
+    fn remove(&mut self, key: &ObjectKey) {
+        self.capacity_deleted(&key.namespace, &key.name);
+    }
+
+    fn held(&self) -> Vec<ObjectKey> {
+        let key = |(namespace, name): (&str, &str)| ObjectKey { namespace: namespace.into(), name: name.into() };
+        self.capacity_keys().map(key).collect()
     }
 }
 

@@ -300,9 +300,10 @@ async fn provision_selected_claims(admin: kube::Client, namespace: String, prefi
 }
 
 /// Nodes in zones a and b; a class that provisions in zone b only, one
-/// that provisions in zone c (no node), a claim of each, a pod on each:
-/// their outcomes, the node the first went to, and the node its claim was
-/// provisioned for.
+/// that provisions in zone c (no node), and one whose driver publishes
+/// 2Gi left in zone b; a claim of each of the first two and a 1Gi and a
+/// 5Gi claim of the third, a pod on each: their outcomes, the node the
+/// first went to, and the node its claim was provisioned for.
 async fn run_provisioning(real: &Real, side: &str, scheduler_name: &str) -> (Vec<Outcome>, String, String) {
     use k8s_openapi::api::storage::v1::StorageClass;
     let class = format!("{side}-provision");
@@ -324,12 +325,15 @@ async fn run_provisioning(real: &Real, side: &str, scheduler_name: &str) -> (Vec
         claims.create(&PostParams::default(), &serde_json::from_value(claim).unwrap()).await.unwrap();
         class_names.push(name);
     }
+    let driver = published_capacity(real, side, &claims).await;
     real.settle().await;
     let provisioner =
         tokio::spawn(provision_selected_claims(real.admin.clone(), real.namespace.clone(), real.prefix.clone()));
     let pods = [
         ("in-b".to_string(), pod_using(&class, &format!("{side}-in-b"))),
         ("nowhere".to_string(), pod_using(&class, &format!("{side}-in-c"))),
+        ("fits".to_string(), pod_using(&class, &format!("{side}-small"))),
+        ("too-big".to_string(), pod_using(&class, &format!("{side}-large"))),
     ];
     let outcomes = outcomes_of(real, side, &pods, scheduler_name).await;
     provisioner.abort();
@@ -338,14 +342,40 @@ async fn run_provisioning(real: &Real, side: &str, scheduler_name: &str) -> (Vec
     let claim = claims.get(&format!("{side}-in-b")).await.unwrap();
     let selected = claim.metadata.annotations.unwrap_or_default().remove("volume.kubernetes.io/selected-node");
     real.delete_pods().await;
-    let volumes = [real.own(&format!("pv-{side}-in-b")), real.own(&format!("pv-{side}-in-c"))];
+    let volumes = ["in-b", "in-c", "small", "large"].map(|claim| real.own(&format!("pv-{side}-{claim}")));
     delete_volumes(real, &volumes).await;
-    for name in class_names {
+    for name in class_names.into_iter().chain([driver.clone()]) {
         let _ = storage_classes.delete(&name, &DeleteParams::default()).await;
     }
+    let _ = Api::<k8s_openapi::api::storage::v1::CSIDriver>::all(real.admin.clone())
+        .delete(&driver, &DeleteParams::default())
+        .await;
     real.delete_nodes().await;
     let own = |name: String| name.trim_start_matches(&real.own(side)).to_string();
     (outcomes, own(node), own(selected.unwrap_or_default()))
+}
+
+/// A CSIDriver that publishes its capacity (named as its class), 2Gi of
+/// it left for nodes of zone b, and two claims of that class, `small`
+/// (1Gi) and `large` (5Gi). Returns the driver's name.
+async fn published_capacity(real: &Real, side: &str, claims: &Api<PersistentVolumeClaim>) -> String {
+    use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass};
+    let name = format!("{}.csi.example.com", real.own(side));
+    let post = PostParams::default();
+    let driver = json!({"metadata": {"name": name}, "spec": {"storageCapacity": true}});
+    Api::<CSIDriver>::all(real.admin.clone()).create(&post, &serde_json::from_value(driver).unwrap()).await.unwrap();
+    let class = json!({"metadata": {"name": name}, "provisioner": name, "volumeBindingMode": "WaitForFirstConsumer"});
+    Api::<StorageClass>::all(real.admin.clone()).create(&post, &serde_json::from_value(class).unwrap()).await.unwrap();
+    let capacity = json!({"metadata": {"name": format!("{side}-left")}, "storageClassName": name, "capacity": "2Gi",
+        "nodeTopology": {"matchLabels": {"topology.kubernetes.io/zone": format!("{side}-b")}}});
+    let capacities: Api<CSIStorageCapacity> = Api::namespaced(real.admin.clone(), &real.namespace);
+    capacities.create(&post, &serde_json::from_value(capacity).unwrap()).await.unwrap();
+    for (claim, size) in [("small", "1Gi"), ("large", "5Gi")] {
+        let claim = json!({"metadata": {"name": format!("{side}-{claim}")}, "spec": {"storageClassName": name,
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}});
+        claims.create(&post, &serde_json::from_value(claim).unwrap()).await.unwrap();
+    }
+    name
 }
 
 #[test]
@@ -359,6 +389,10 @@ fn a_claim_waiting_for_its_pod_is_provisioned_where_kube_scheduler_provisions_it
             "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind.".into(),
         );
         assert!(kube.0.contains(&refused), "{kube:?}");
+        let no_room =
+            Outcome::Unschedulable("0/2 nodes are available: 2 node(s) did not have enough free storage.".into());
+        assert!(kube.0.contains(&no_room), "{kube:?}");
+        assert_eq!(kube.0.iter().filter(|o| **o == Outcome::Bound).count(), 2, "{kube:?}");
         assert_eq!(ours, kube, "wasmsched provisions claims otherwise than kube-scheduler");
     });
 }

@@ -372,3 +372,34 @@ fn a_failed_binding_cycle_gives_back_what_it_reserved() {
     assert!(s.state().volumes().reserved(&PodKey { namespace: "t".into(), name: pod.key.name.clone() }).is_none());
     assert_eq!(s.state().placement(&pod.key), None);
 }
+
+#[test]
+fn a_claim_is_provisioned_only_where_its_driver_publishes_room_for_it() {
+    let driver = "---\napiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata: {name: disk.csi.example.com}\nspec: {storageCapacity: true}\n";
+    let capacity = |name: &str, zone: &str, size: &str| {
+        format!(
+            "---\napiVersion: storage.k8s.io/v1\nkind: CSIStorageCapacity\nmetadata: {{name: {name}, namespace: kube-system}}\nstorageClassName: fast\ncapacity: {size}\nnodeTopology: {{matchLabels: {{topology.kubernetes.io/zone: {zone}}}}}\n"
+        )
+    };
+    let cluster = zoned_nodes()
+        + &delayed_class("fast", "disk.csi.example.com", "")
+        + driver
+        + &capacity("in-a", "a", "1Gi")
+        + &capacity("in-b", "b", "10Gi");
+    let yaml = cluster.clone()
+        + &unbound_claim("five", "fast", "5Gi", "")
+        + &unbound_claim("fifty", "fast", "50Gi", "")
+        + &pod("five", "1", &using("five"))
+        + &pod("fifty", "1", &using("fifty"));
+    for seed in 0..4 {
+        let r = run_with(&yaml, PolicySet::default(), seed);
+        assert_eq!(placed(&r, "five").as_deref(), Some("n1"), "seed {seed}: {:?}", r.unschedulable);
+        assert_eq!(
+            message(&r, "fifty"),
+            "0/2 nodes are available: 2 node(s) did not have enough free storage. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        );
+    }
+    // A driver that does not publish its capacity is not checked.
+    let unchecked = yaml.replace("storageCapacity: true", "storageCapacity: false");
+    assert!(placed(&run(&unchecked), "fifty").is_some());
+}

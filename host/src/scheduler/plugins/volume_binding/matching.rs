@@ -2,8 +2,8 @@
 //! `FindPodVolumes` treats them: a claim whose node was selected already
 //! fits only that node; the others get the smallest available volume that
 //! matches them (`FindMatchingVolume`), or else must be provisionable there
-//! (the class has a provisioner and its `allowedTopologies` admit the
-//! node).
+//! (the class has a provisioner, its `allowedTopologies` admit the node,
+//! and a driver that publishes its capacity has room there).
 
 use wasmsched_rules::required_affinity_matches;
 use wasmsched_runtime::NodeFacts;
@@ -11,29 +11,28 @@ use wasmsched_runtime::NodeFacts;
 use crate::cluster::volumes::{Claim, Provision, StaticBinding, Volume, VolumeReservation};
 use crate::cluster::{LabelSelector, Volumes};
 
+use super::{BIND_CONFLICT, NOT_ENOUGH_SPACE};
+
 /// `delayed` (name and claim, smallest request first) on `node`: what each
-/// needs there, or `None` when one cannot be satisfied.
+/// needs there, or the reason one cannot be satisfied (`BIND_CONFLICT`,
+/// `NOT_ENOUGH_SPACE`), as kube's `FindPodVolumes` finds it: claims whose
+/// node was selected first, then volumes matched, then what is left to
+/// provision, in that order.
 pub(super) fn plan(
     namespace: &str,
     delayed: &[(String, Claim)],
     node: &NodeFacts,
     volumes: &Volumes,
-) -> Option<VolumeReservation> {
+) -> Result<VolumeReservation, &'static str> {
     let mut reservation = VolumeReservation::default();
-    for (name, claim) in delayed {
-        let provision = || Provision {
-            namespace: namespace.to_string(),
-            claim: name.clone(),
-            claim_version: claim.resource_version.clone(),
-            node: node.name.clone(),
-        };
-        if let Some(selected) = &claim.selected_node {
-            if *selected != node.name {
-                return None;
-            }
-            reservation.provision.push(provision());
-            continue;
+    let mut to_provision: Vec<&(String, Claim)> = Vec::new();
+    for entry in delayed.iter().filter(|(_, claim)| claim.selected_node.is_some()) {
+        if entry.1.selected_node.as_deref() != Some(node.name.as_str()) {
+            return Err(BIND_CONFLICT);
         }
+        to_provision.push(entry);
+    }
+    for entry @ (name, claim) in delayed.iter().filter(|(_, claim)| claim.selected_node.is_none()) {
         let chosen: Vec<&str> = reservation.bind.iter().map(|b| b.volume.as_str()).collect();
         match matching_volume((namespace, name, claim), node, volumes, &chosen) {
             Some((volume, found)) => reservation.bind.push(StaticBinding {
@@ -44,16 +43,34 @@ pub(super) fn plan(
                 claim_uid: claim.uid.clone(),
                 claim_version: claim.resource_version.clone(),
             }),
-            None => reservation.provision.push(provision()),
+            None => to_provision.push(entry),
         }
     }
-    let provisionable = |p: &Provision| {
-        let claim = &delayed.iter().find(|(name, _)| *name == p.claim)?.1;
-        let class = volumes.class(claim.class())?;
-        let allowed = class.allowed_topologies.is_empty() || required_affinity_matches(&class.allowed_topologies, node);
-        (class.provisions() && allowed).then_some(())
-    };
-    reservation.provision.iter().all(|p| provisionable(p).is_some()).then_some(reservation)
+    for (name, claim) in to_provision {
+        provisionable(claim, node, volumes)?;
+        reservation.provision.push(Provision {
+            namespace: namespace.to_string(),
+            claim: name.clone(),
+            claim_version: claim.resource_version.clone(),
+            node: node.name.clone(),
+        });
+    }
+    Ok(reservation)
+}
+
+/// kube's `checkVolumeProvisions` for one claim: its class has a
+/// provisioner, its `allowedTopologies` admit the node, and the driver's
+/// published capacity (if it publishes any) has room for it there.
+fn provisionable(claim: &Claim, node: &NodeFacts, volumes: &Volumes) -> Result<(), &'static str> {
+    let class = volumes.class(claim.class()).ok_or(BIND_CONFLICT)?;
+    let allowed = class.allowed_topologies.is_empty() || required_affinity_matches(&class.allowed_topologies, node);
+    if !class.provisions() || !allowed {
+        return Err(BIND_CONFLICT);
+    }
+    if !volumes.enough_capacity(claim.class(), class, claim.request, node) {
+        return Err(NOT_ENOUGH_SPACE);
+    }
+    Ok(())
 }
 
 /// kube's `FindMatchingVolume` on the scheduler's path: a volume already

@@ -7,7 +7,8 @@
 //! - Filter (`PodVolumes::check`) keeps the pod off nodes that a bound
 //!   volume's node affinity excludes, and, for claims whose class waits for
 //!   the first consumer, off nodes where no available volume matches and
-//!   none can be provisioned (`matching`).
+//!   none can be provisioned, or the driver says too little storage is
+//!   left (`matching`).
 //! - Reserve (`reserve`) holds what the chosen node needs in the cluster
 //!   model: the volumes to bind, the claims to provision there. The
 //!   backend's PreBind writes them and waits until the claims are bound.
@@ -27,6 +28,9 @@ pub const VOLUME_NODE_AFFINITY_CONFLICT: &str = "node(s) didn't match Persistent
 /// A node where a claim waiting for its first consumer can neither get an
 /// available volume nor be provisioned.
 pub const BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
+/// A node where a claim to provision does not fit the storage its driver
+/// says is left there (CSIStorageCapacity).
+pub const NOT_ENOUGH_SPACE: &str = "node(s) did not have enough free storage";
 /// A claim that should be bound already and is not.
 pub const UNBOUND_IMMEDIATE_CLAIMS: &str = "pod has unbound immediate PersistentVolumeClaims";
 
@@ -125,18 +129,18 @@ impl PodVolumes {
     #[inline]
     pub fn check(&self, node: &NodeFacts, volumes: &Volumes) -> Result<(), Vec<String>> {
         let bound_fit = self.affinities.iter().all(|terms| required_affinity_matches(terms, node));
-        let unbound_fit = self.delayed.is_empty() || self.plan(node, volumes).is_some();
-        if bound_fit && unbound_fit {
+        let unbound = if self.delayed.is_empty() { Ok(()) } else { self.plan(node, volumes).map(drop) };
+        if bound_fit && unbound.is_ok() {
             return Ok(());
         }
-        let reasons = [(!bound_fit, VOLUME_NODE_AFFINITY_CONFLICT), (!unbound_fit, BIND_CONFLICT)];
-        Err(reasons.into_iter().filter(|(failed, _)| *failed).map(|(_, reason)| reason.to_string()).collect())
+        let bound = (!bound_fit).then_some(VOLUME_NODE_AFFINITY_CONFLICT);
+        Err(bound.into_iter().chain(unbound.err()).map(str::to_string).collect())
     }
 
     /// What the pod's claims that wait for a consumer need on `node`: a
-    /// volume to bind, or a provisioning there. `None`: one cannot have
-    /// either.
-    fn plan(&self, node: &NodeFacts, volumes: &Volumes) -> Option<VolumeReservation> {
+    /// volume to bind, or a provisioning there; `Err`: why one cannot
+    /// have either.
+    fn plan(&self, node: &NodeFacts, volumes: &Volumes) -> Result<VolumeReservation, &'static str> {
         matching::plan(&self.namespace, &self.delayed, node, volumes)
     }
 }
