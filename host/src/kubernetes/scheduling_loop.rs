@@ -238,6 +238,11 @@ impl SchedulingLoop {
                 tracing::warn!(pod = %request.pod.key, node = %request.node, error = %why, "binding failed; retrying with backoff");
                 self.scheduler.binding_failed(&request.pod, true, now);
             }
+            BindOutcome::PreBindFailed(message) => {
+                tracing::warn!(pod = %request.pod.key, node = %request.node, %message, "binding cycle failed; retrying with backoff");
+                self.scheduler.binding_failed(&request.pod, true, now);
+                let _ = self.reports.send(Report::Failed { pod: PodRef::from(&*request.pod), message });
+            }
             // Said once, for every pod, by `Denials`.
             BindOutcome::Forbidden(why) => {
                 tracing::debug!(pod = %request.pod.key, error = %why, "binding forbidden; retrying with backoff");

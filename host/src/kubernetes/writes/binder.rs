@@ -38,6 +38,9 @@ pub enum BindOutcome {
     /// This identity may not bind (said once by `Denials`): try again
     /// after backoff, in case the permission is granted.
     Forbidden(String),
+    /// PreBind failed (kube's message): said on the pod as kube says a
+    /// scheduler error, and tried again after backoff.
+    PreBindFailed(String),
 }
 
 impl BindOutcome {
@@ -45,7 +48,7 @@ impl BindOutcome {
         match self {
             BindOutcome::Bound => "bound",
             BindOutcome::Dropped(_) => "dropped",
-            BindOutcome::Retry(_) | BindOutcome::Forbidden(_) => "error",
+            BindOutcome::Retry(_) | BindOutcome::Forbidden(_) | BindOutcome::PreBindFailed(_) => "error",
         }
     }
 }
@@ -168,7 +171,7 @@ async fn binding_cycle(
             Err(PreBindError::Forbidden(why)) => return (BindOutcome::Forbidden(why), Duration::ZERO),
             Err(PreBindError::Failed(why)) => {
                 let why = format!("running PreBind plugin \"VolumeBinding\": {why}");
-                return (BindOutcome::Retry(why), Duration::ZERO);
+                return (BindOutcome::PreBindFailed(why), Duration::ZERO);
             }
         }
     }

@@ -30,20 +30,29 @@ const ATTEMPTS: usize = 3;
 pub fn unschedulable(message: Option<String>, nominated: Option<Option<&str>>) -> serde_json::Value {
     let mut status = serde_json::Map::new();
     if let Some(message) = message {
-        let condition = json!({
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-            "lastProbeTime": null,
-            "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-        });
-        status.insert("conditions".into(), json!([condition]));
+        status.insert("conditions".into(), json!([condition("Unschedulable", message)]));
     }
     if let Some(node) = nominated {
         status.insert("nominatedNodeName".into(), json!(node));
     }
     json!({ "status": status })
+}
+
+/// A status patch for a pod whose attempt failed otherwise than by its fit
+/// (`reason`, e.g. kube's `SchedulerError`).
+pub fn not_scheduled(reason: &str, message: String) -> serde_json::Value {
+    json!({"status": {"conditions": [condition(reason, message)]}})
+}
+
+fn condition(reason: &str, message: String) -> serde_json::Value {
+    json!({
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": null,
+        "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    })
 }
 
 /// Applies `patch` (strategic merge: the condition list is merged by type)

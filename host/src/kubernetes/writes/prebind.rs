@@ -73,7 +73,8 @@ pub async fn wait_bound(
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         tokio::time::sleep(Duration::from_secs(1).min(timeout)).await;
-        if bound(client, pod, reservation).await.map_err(PreBindError::Failed)? {
+        let checked = bound(client, pod, reservation).await;
+        if checked.map_err(|e| PreBindError::Failed(format!("binding volumes: {e}")))? {
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {

@@ -53,6 +53,13 @@ pub enum Report {
         fallback: Option<String>,
         nomination: Nomination,
     },
+    /// The binding cycle failed (PreBind): a `FailedScheduling` event and
+    /// the condition with reason `SchedulerError`, as kube-scheduler says
+    /// an error that is not the pod's fit.
+    Failed {
+        pod: PodRef,
+        message: String,
+    },
     /// The pod is bound or gone: forget what was sent about it.
     Forget(PodKey),
 }
@@ -133,6 +140,11 @@ impl PodReporter {
                     let note = format!("{node} was chosen by the built-in least-allocated scoring: {why}");
                     self.create(&pod, "Warning", "PolicyFallback", "Scheduling", note).await;
                 }
+            }
+            Report::Failed { pod, message } => {
+                self.create(&pod, "Warning", "FailedScheduling", "Scheduling", message.clone()).await;
+                self.last_condition.insert(pod.key.clone(), message.clone());
+                self.write_status(&pod, pod_condition::not_scheduled("SchedulerError", message)).await;
             }
             Report::Unschedulable { pod, message, fallback, nomination } => {
                 let now = Instant::now();

@@ -396,3 +396,68 @@ fn a_claim_waiting_for_its_pod_is_provisioned_where_kube_scheduler_provisions_it
         assert_eq!(ours, kube, "wasmsched provisions claims otherwise than kube-scheduler");
     });
 }
+
+/// Waits for the first claim of the namespace that has a selected node
+/// and removes the annotation, as an external provisioner does when it
+/// gives up.
+async fn refuse_one_provisioning(claims: &Api<PersistentVolumeClaim>) {
+    let key = "volume.kubernetes.io/selected-node";
+    for _ in 0..300 {
+        for claim in claims.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default() {
+            if claim.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(key)) {
+                let name = claim.metadata.name.unwrap_or_default();
+                let patch = json!({"metadata": {"annotations": {key: null}}});
+                claims.patch(&name, &Default::default(), &kube::api::Patch::Merge(&patch)).await.unwrap();
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no claim got a selected node within 30 s");
+}
+
+#[test]
+fn a_provisioning_that_fails_is_said_on_the_pod_and_tried_again() {
+    use k8s_openapi::api::events::v1::Event;
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let Some(real) = Real::start("reprovision") else { return };
+    real.block_on(async {
+        let ours = start_default_wasmsched(&real, "wasmsched-reprovision").await;
+        real.add_node("n0", &node_shape(json!({"wasmsched-class": "retry"}))).await;
+        let class_name = real.own("retry");
+        let class = json!({"metadata": {"name": class_name}, "provisioner": "disk.csi.example.com",
+                           "volumeBindingMode": "WaitForFirstConsumer"});
+        let classes: Api<StorageClass> = Api::all(real.admin.clone());
+        classes.create(&PostParams::default(), &serde_json::from_value(class).unwrap()).await.unwrap();
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
+        let claim = json!({"metadata": {"name": "data"}, "spec": {"storageClassName": class_name,
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+        claims.create(&PostParams::default(), &serde_json::from_value(claim).unwrap()).await.unwrap();
+        real.settle().await;
+        let pods = [("db".to_string(), pod_using("retry", "data"))];
+        let names = real.create_pods("", &pods, "wasmsched-reprovision", Duration::ZERO).await;
+        refuse_one_provisioning(&claims).await;
+        let provisioner =
+            tokio::spawn(provision_selected_claims(real.admin.clone(), real.namespace.clone(), real.prefix.clone()));
+        let decided = real.wait_decided(&names, Duration::from_secs(30)).await;
+        provisioner.abort();
+        assert_eq!(Outcome::of(&decided[0]), Outcome::Bound);
+        let events: Api<Event> = Api::namespaced(real.admin.clone(), &real.namespace);
+        let notes: Vec<String> = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
+            .filter_map(|e| e.note)
+            .collect();
+        let said = "running PreBind plugin \"VolumeBinding\": binding volumes: provisioning failed for PVC \"data\"";
+        assert!(notes.iter().any(|n| n == said), "{notes:?}");
+        ours.shutdown().await;
+        real.delete_pods().await;
+        delete_volumes(&real, &[real.own("pv-data")]).await;
+        let _ = classes.delete(&class_name, &DeleteParams::default()).await;
+        real.delete_nodes().await;
+    });
+}
