@@ -190,7 +190,8 @@ impl SchedulerMetrics {
         }
     }
 
-    /// An attempt that could not run (e.g. an invalid pod).
+    /// An attempt that could not run (e.g. an invalid pod), or whose
+    /// binding cycle failed.
     pub fn attempt_error(&self, profile: &str) {
         self.attempts.with(&["error", profile], |v| *v += 1.0);
     }

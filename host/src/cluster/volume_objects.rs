@@ -109,7 +109,7 @@ impl Capacity {
         let limit = capacity.maximum_volume_size.as_ref().or(capacity.capacity.as_ref());
         Capacity {
             class: capacity.storage_class_name.clone(),
-            limit: limit.and_then(|q| wasmsched_rules::quantity::value(&q.0).ok()),
+            limit: bytes(limit),
             topology: capacity.node_topology.as_ref().map(LabelSelector::from_api),
         }
     }
@@ -123,10 +123,10 @@ pub const ZONE_LABELS: [&str; 4] = [
     "topology.kubernetes.io/region",
 ];
 
-/// A storage quantity in bytes; one that does not parse counts as 0, as
-/// the API server would not have accepted it.
-fn bytes(quantity: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>) -> u64 {
-    quantity.and_then(|q| wasmsched_rules::quantity::value(&q.0).ok()).unwrap_or(0)
+/// A storage quantity in bytes; `None` when absent or unparsable (the API
+/// server would not have accepted it).
+fn bytes(quantity: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>) -> Option<u64> {
+    quantity.and_then(|q| wasmsched_rules::quantity::value(&q.0).ok())
 }
 
 impl Claim {
@@ -149,7 +149,7 @@ impl Claim {
             deleting: meta.deletion_timestamp.is_some(),
             read_write_once_pod: access_modes.iter().any(|m| m == "ReadWriteOncePod"),
             access_modes,
-            request: bytes(spec.and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))),
+            request: bytes(spec.and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))).unwrap_or(0),
             block: spec.and_then(|s| s.volume_mode.as_deref()) == Some("Block"),
             selector: spec.and_then(|s| s.selector.as_ref()).map(LabelSelector::from_api),
             selected_node: annotations.and_then(|a| a.get(SELECTED_NODE)).cloned(),
@@ -176,7 +176,7 @@ impl Volume {
             zones: zones_of(volume),
             csi: spec.and_then(|s| s.csi.as_ref()).map(|c| (c.driver.clone(), c.volume_handle.clone())),
             class: spec.and_then(|s| s.storage_class_name.clone()).unwrap_or_default(),
-            capacity: bytes(spec.and_then(|s| s.capacity.as_ref()?.get("storage"))),
+            capacity: bytes(spec.and_then(|s| s.capacity.as_ref()?.get("storage"))).unwrap_or(0),
             claim_ref: spec.and_then(|s| s.claim_ref.as_ref()).map(|r| ClaimRef {
                 namespace: r.namespace.clone().unwrap_or_default(),
                 name: r.name.clone().unwrap_or_default(),

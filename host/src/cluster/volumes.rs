@@ -255,7 +255,7 @@ impl Volumes {
         true
     }
 
-    /// Whether any pod holds a reservation (tests).
+    /// What `pod` holds reserved while its binding cycle runs.
     pub fn reserved(&self, pod: &PodKey) -> Option<&VolumeReservation> {
         self.reservations.get(pod)
     }

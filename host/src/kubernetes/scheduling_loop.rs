@@ -241,6 +241,8 @@ impl SchedulingLoop {
             BindOutcome::PreBindFailed(message) => {
                 tracing::warn!(pod = %request.pod.key, node = %request.node, %message, "binding cycle failed; retrying with backoff");
                 self.scheduler.binding_failed(&request.pod, true, now);
+                // kube counts a failed binding cycle as an attempt's error.
+                self.status.metrics.attempt_error(&request.pod.scheduler_name);
                 let _ = self.reports.send(Report::Failed { pod: PodRef::from(&*request.pod), message });
             }
             // Said once, for every pod, by `Denials`.

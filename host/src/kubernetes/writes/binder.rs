@@ -139,9 +139,11 @@ pub async fn run<T: From<BindResult> + Send + 'static>(
             let (outcome, took) = if status.is_leader() {
                 binding_cycle(&client, &request, &status, (slots, permit), settings.volume_bind_timeout).await
             } else {
-                (BindOutcome::Retry("not the leader any more".into()), Duration::ZERO)
+                (BindOutcome::Retry("not the leader any more".into()), Some(Duration::ZERO))
             };
-            status.metrics.binding(outcome.label(), took);
+            if let Some(took) = took {
+                status.metrics.binding(outcome.label(), took);
+            }
             let _ = results.send(T::from(BindResult { request, outcome }));
         });
     }
@@ -149,14 +151,15 @@ pub async fn run<T: From<BindResult> + Send + 'static>(
 }
 
 /// PreBind (when the attempt reserved volumes), then the binding. The
-/// binding's duration is what is timed, as kube's binding metric does.
+/// binding's duration is what is timed, as kube's binding metric does;
+/// `None` when PreBind failed and no binding was sent.
 async fn binding_cycle(
     client: &kube::Client,
     request: &BindRequest,
     status: &SchedulerStatus,
     (slots, permit): (Arc<Semaphore>, OwnedSemaphorePermit),
     volume_bind_timeout: Duration,
-) -> (BindOutcome, Duration) {
+) -> (BindOutcome, Option<Duration>) {
     let mut permit = Some(permit);
     if !request.volumes.is_empty() {
         let prebound = match prebind::write(client, &request.volumes, &status.denials).await {
@@ -168,16 +171,16 @@ async fn binding_cycle(
         };
         match prebound {
             Ok(()) => permit = slots.acquire_owned().await.ok(),
-            Err(PreBindError::Forbidden(why)) => return (BindOutcome::Forbidden(why), Duration::ZERO),
+            Err(PreBindError::Forbidden(why)) => return (BindOutcome::Forbidden(why), None),
             Err(PreBindError::Failed(why)) => {
                 let why = format!("running PreBind plugin \"VolumeBinding\": {why}");
-                return (BindOutcome::PreBindFailed(why), Duration::ZERO);
+                return (BindOutcome::PreBindFailed(why), None);
             }
         }
     }
-    let outcome = bind(client, &request.pod, &request.node, BIND_TIMEOUT, &status.denials).await;
+    let (outcome, took) = bind(client, &request.pod, &request.node, BIND_TIMEOUT, &status.denials).await;
     drop(permit);
-    outcome
+    (outcome, Some(took))
 }
 
 #[cfg(test)]

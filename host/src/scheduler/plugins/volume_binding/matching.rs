@@ -13,29 +13,58 @@ use crate::cluster::{LabelSelector, Volumes};
 
 use super::{BIND_CONFLICT, NOT_ENOUGH_SPACE};
 
+/// What one claim that waits for its consumer needs on a node.
+pub(super) enum Need<'v> {
+    /// This available volume, bound to it.
+    Volume(&'v str, &'v Volume),
+    /// A volume provisioned for the node.
+    Provision,
+}
+
 /// `delayed` (name and claim, smallest request first) on `node`: what each
-/// needs there, or the reason one cannot be satisfied (`BIND_CONFLICT`,
-/// `NOT_ENOUGH_SPACE`), as kube's `FindPodVolumes` finds it: claims whose
-/// node was selected first, then volumes matched, then what is left to
-/// provision, in that order.
-pub(super) fn plan(
+/// needs there, in `delayed`'s order, or the reason one cannot be
+/// satisfied (`BIND_CONFLICT`, `NOT_ENOUGH_SPACE`), as kube's
+/// `FindPodVolumes` finds it: claims whose node was selected first, then
+/// volumes matched, then what is left to provision. Borrows only: the
+/// filter runs it on every node.
+pub(super) fn plan<'v>(
     namespace: &str,
     delayed: &[(String, Claim)],
     node: &NodeFacts,
-    volumes: &Volumes,
-) -> Result<VolumeReservation, &'static str> {
-    let mut reservation = VolumeReservation::default();
-    let mut to_provision: Vec<&(String, Claim)> = Vec::new();
-    for entry in delayed.iter().filter(|(_, claim)| claim.selected_node.is_some()) {
-        if entry.1.selected_node.as_deref() != Some(node.name.as_str()) {
-            return Err(BIND_CONFLICT);
-        }
-        to_provision.push(entry);
+    volumes: &'v Volumes,
+) -> Result<Vec<Need<'v>>, &'static str> {
+    if delayed.iter().any(|(_, claim)| claim.selected_node.as_ref().is_some_and(|selected| *selected != node.name)) {
+        return Err(BIND_CONFLICT);
     }
-    for entry @ (name, claim) in delayed.iter().filter(|(_, claim)| claim.selected_node.is_none()) {
-        let chosen: Vec<&str> = reservation.bind.iter().map(|b| b.volume.as_str()).collect();
-        match matching_volume((namespace, name, claim), node, volumes, &chosen) {
-            Some((volume, found)) => reservation.bind.push(StaticBinding {
+    let mut needs: Vec<Need<'v>> = delayed.iter().map(|_| Need::Provision).collect();
+    for (i, (name, claim)) in delayed.iter().enumerate().filter(|(_, (_, c))| c.selected_node.is_none()) {
+        let chosen = |v: &str| needs.iter().any(|n| matches!(n, Need::Volume(taken, _) if *taken == v));
+        if let Some(found) = matching_volume((namespace, name, claim), node, volumes, chosen) {
+            needs[i] = Need::Volume(found.0, found.1);
+        }
+    }
+    let to_provision = |selected: bool| {
+        let provisioned = delayed.iter().zip(&needs).filter(|(_, need)| matches!(need, Need::Provision));
+        provisioned.filter(move |((_, claim), _)| claim.selected_node.is_some() == selected)
+    };
+    for ((_, claim), _) in to_provision(true).chain(to_provision(false)) {
+        provisionable(claim, node, volumes)?;
+    }
+    Ok(needs)
+}
+
+/// `needs`, as `plan` found them for `delayed` on `node`, turned into the
+/// reservation PreBind writes.
+pub(super) fn reservation(
+    namespace: &str,
+    delayed: &[(String, Claim)],
+    needs: Vec<Need<'_>>,
+    node: &str,
+) -> VolumeReservation {
+    let mut reservation = VolumeReservation::default();
+    for ((name, claim), need) in delayed.iter().zip(needs) {
+        match need {
+            Need::Volume(volume, found) => reservation.bind.push(StaticBinding {
                 volume: volume.to_string(),
                 volume_version: found.resource_version.clone(),
                 namespace: namespace.to_string(),
@@ -43,19 +72,15 @@ pub(super) fn plan(
                 claim_uid: claim.uid.clone(),
                 claim_version: claim.resource_version.clone(),
             }),
-            None => to_provision.push(entry),
+            Need::Provision => reservation.provision.push(Provision {
+                namespace: namespace.to_string(),
+                claim: name.clone(),
+                claim_version: claim.resource_version.clone(),
+                node: node.to_string(),
+            }),
         }
     }
-    for (name, claim) in to_provision {
-        provisionable(claim, node, volumes)?;
-        reservation.provision.push(Provision {
-            namespace: namespace.to_string(),
-            claim: name.clone(),
-            claim_version: claim.resource_version.clone(),
-            node: node.name.clone(),
-        });
-    }
-    Ok(reservation)
+    reservation
 }
 
 /// kube's `checkVolumeProvisions` for one claim: its class has a
@@ -83,11 +108,11 @@ fn matching_volume<'v>(
     (namespace, name, claim): (&str, &str, &Claim),
     node: &NodeFacts,
     volumes: &'v Volumes,
-    chosen: &[&str],
+    chosen: impl Fn(&str) -> bool,
 ) -> Option<(&'v str, &'v Volume)> {
     let mut smallest: Option<(&str, &Volume)> = None;
     for (volume_name, volume) in volumes.all_volumes() {
-        if volume.class != claim.class() || chosen.contains(&volume_name) {
+        if volume.class != claim.class() || chosen(volume_name) {
             continue;
         }
         let bound_here = volume.is_bound_to(namespace, name, claim);

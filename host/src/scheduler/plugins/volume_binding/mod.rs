@@ -40,6 +40,8 @@ pub const UNBOUND_IMMEDIATE_CLAIMS: &str = "pod has unbound immediate Persistent
 /// attachable volumes.
 #[derive(Debug, Clone, Default)]
 pub struct PodVolumes {
+    /// The pod's namespace (its claims' and their volumes' claimRefs);
+    /// empty for a pod without claims.
     namespace: String,
     /// One entry per bound volume with a node affinity.
     affinities: Vec<Vec<NodeSelectorTerm>>,
@@ -65,11 +67,11 @@ impl PodVolumes {
     /// The pod's claims looked up; `Err` is kube's PreFilter message, which
     /// rejects the pod on every node.
     pub fn resolve(pod: &PodInfo, state: &ClusterState) -> Result<PodVolumes, String> {
-        let namespace = pod.key.namespace.clone();
-        let mut resolved = PodVolumes { checks_nodes: !pod.disks.is_empty(), namespace, ..PodVolumes::default() };
+        let mut resolved = PodVolumes { checks_nodes: !pod.disks.is_empty(), ..PodVolumes::default() };
         if pod.claims.is_empty() {
             return Ok(resolved);
         }
+        resolved.namespace = pod.key.namespace.clone();
         let volumes = state.volumes();
         let namespace = &pod.key.namespace;
         let mut bound_volumes = Vec::new();
@@ -129,19 +131,16 @@ impl PodVolumes {
     #[inline]
     pub fn check(&self, node: &NodeFacts, volumes: &Volumes) -> Result<(), Vec<String>> {
         let bound_fit = self.affinities.iter().all(|terms| required_affinity_matches(terms, node));
-        let unbound = if self.delayed.is_empty() { Ok(()) } else { self.plan(node, volumes).map(drop) };
+        let unbound = if self.delayed.is_empty() {
+            Ok(())
+        } else {
+            matching::plan(&self.namespace, &self.delayed, node, volumes).map(drop)
+        };
         if bound_fit && unbound.is_ok() {
             return Ok(());
         }
         let bound = (!bound_fit).then_some(VOLUME_NODE_AFFINITY_CONFLICT);
         Err(bound.into_iter().chain(unbound.err()).map(str::to_string).collect())
-    }
-
-    /// What the pod's claims that wait for a consumer need on `node`: a
-    /// volume to bind, or a provisioning there; `Err`: why one cannot
-    /// have either.
-    fn plan(&self, node: &NodeFacts, volumes: &Volumes) -> Result<VolumeReservation, &'static str> {
-        matching::plan(&self.namespace, &self.delayed, node, volumes)
     }
 }
 
@@ -183,7 +182,10 @@ pub fn reserve(pod: &PodInfo, node: &str, state: &mut ClusterState) -> VolumeRes
     let Ok(resolved) = PodVolumes::resolve(pod, state) else { return VolumeReservation::default() };
     let table = state.table();
     let Some(facts) = table.id_of(node).and_then(|id| table.get(id)) else { return VolumeReservation::default() };
-    let reservation = resolved.plan(facts, state.volumes()).unwrap_or_default();
+    let Ok(needs) = matching::plan(&resolved.namespace, &resolved.delayed, facts, state.volumes()) else {
+        return VolumeReservation::default();
+    };
+    let reservation = matching::reservation(&resolved.namespace, &resolved.delayed, needs, node);
     state.volumes_mut().assume(&pod.key, reservation.clone());
     reservation
 }
