@@ -91,9 +91,18 @@ pub struct PodInfo {
     pub claims: Vec<PodClaim>,
     /// The in-tree disks it mounts (VolumeRestrictions).
     pub disks: Vec<Disk>,
-    /// Names ResourceClaims (`spec.resourceClaims`): DRA devices, which
-    /// wasmsched does not allocate yet.
-    pub claims_devices: bool,
+    /// The ResourceClaims it names (`spec.resourceClaims`): DRA devices.
+    pub device_claims: Vec<DeviceClaimRef>,
+}
+
+/// One of a pod's ResourceClaims, as kube's `resourceclaim.Name` resolves
+/// it: by name, or the claim made from a template, which the pod's status
+/// names once the resource claim controller has made it (`None` until
+/// then).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceClaimRef {
+    pub claim: Option<String>,
+    pub from_template: bool,
 }
 
 /// A PersistentVolumeClaim one of a pod's volumes uses.
@@ -191,7 +200,7 @@ impl PodInfo {
             preferences,
             claims,
             disks,
-            claims_devices: spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()),
+            device_claims: device_claims(pod),
             uid: facts.uid.clone(),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
             key,
@@ -226,6 +235,25 @@ pub fn scheduler_name(pod: &Pod) -> &str {
 }
 
 /// Succeeded or Failed: the pod holds nothing any more.
+/// The pod's ResourceClaims. A template's claim the pod's status lists
+/// without a name is not needed (kube skips it).
+fn device_claims(pod: &Pod) -> Vec<DeviceClaimRef> {
+    let spec_claims = pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref()).into_iter().flatten();
+    let statuses = pod.status.as_ref().and_then(|s| s.resource_claim_statuses.as_ref());
+    spec_claims
+        .filter_map(|c| match (&c.resource_claim_name, &c.resource_claim_template_name) {
+            (Some(name), _) => Some(DeviceClaimRef { claim: Some(name.clone()), from_template: false }),
+            (None, Some(_)) => match statuses.into_iter().flatten().find(|s| s.name == c.name) {
+                Some(status) => {
+                    status.resource_claim_name.clone().map(|n| DeviceClaimRef { claim: Some(n), from_template: true })
+                }
+                None => Some(DeviceClaimRef { claim: None, from_template: true }),
+            },
+            (None, None) => None,
+        })
+        .collect()
+}
+
 pub fn is_terminal(pod: &Pod) -> bool {
     matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
 }

@@ -2,6 +2,7 @@
 //! per-node accounting of bound and assumed pods.
 
 pub mod convert;
+pub mod devices;
 pub mod disks;
 pub mod disruption_budgets;
 pub mod domains;
@@ -15,7 +16,8 @@ pub mod state;
 pub mod volume_objects;
 pub mod volumes;
 
-pub use convert::{HostPort, PodClaim, PodInfo, PodKey, PodPreferences, node_facts};
+pub use convert::{DeviceClaimRef, HostPort, PodClaim, PodInfo, PodKey, PodPreferences, node_facts};
+pub use devices::{DeviceReservation, Devices};
 pub use disks::Disk;
 pub use disruption_budgets::DisruptionBudget;
 pub use domains::Domains;

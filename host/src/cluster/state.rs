@@ -13,6 +13,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 
 use super::convert::{PodInfo, PodKey, node_facts};
+use super::devices::Devices;
 use super::disruption_budgets::DisruptionBudget;
 use super::domains::{DomainCache, Domains};
 use super::images::{NodeImages, node_images};
@@ -66,6 +67,8 @@ pub struct ClusterState {
     soft_tainted: HashSet<NodeId>,
     /// Claims, volumes and storage classes (VolumeBinding).
     volumes: Volumes,
+    /// ResourceSlices, DeviceClasses and ResourceClaims (DynamicResources).
+    devices: Devices,
     /// Namespace name → its labels, for namespace selectors.
     namespaces: HashMap<String, Vec<(String, String)>>,
     /// Pod → the node a preemption nominated it to (also in that node's
@@ -393,6 +396,14 @@ impl ClusterState {
 
     pub fn volumes_mut(&mut self) -> &mut Volumes {
         &mut self.volumes
+    }
+
+    pub fn devices(&self) -> &Devices {
+        &self.devices
+    }
+
+    pub fn devices_mut(&mut self) -> &mut Devices {
+        &mut self.devices
     }
 
     pub fn namespace_upserted(&mut self, name: &str, labels: Vec<(String, String)>) {

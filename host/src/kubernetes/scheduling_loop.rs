@@ -282,10 +282,10 @@ impl SchedulingLoop {
 
     fn handle(&mut self, attempt: Attempt, now: Duration) {
         match attempt {
-            Attempt::Placed { pod, node, volumes, record } => {
+            Attempt::Placed { pod, node, volumes, devices, record } => {
                 self.status.metrics.attempt(&pod.scheduler_name, &record);
                 tracing::debug!(pod = %pod.key, %node, took = ?record.duration, "assumed");
-                let request = BindRequest { pod, node, fallback: record.fallback, volumes };
+                let request = BindRequest { pod, node, fallback: record.fallback, volumes, devices };
                 match self.binds.send(request) {
                     Ok(()) => self.bindings_in_flight += 1,
                     // The binder is gone (shutting down): forget the assumption.

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 
 use crate::cluster::PodKey;
@@ -73,6 +74,11 @@ cluster_events! {
     /// (VolumeBinding).
     CsiDriver(CSIDriver) => "csidrivers",
     StorageCapacity(CSIStorageCapacity) => "csistoragecapacities",
+    /// ResourceSlices (the devices drivers publish), DeviceClasses and
+    /// ResourceClaims: what DynamicResources allocates.
+    ResourceSlice(ResourceSlice) => "resourceslices",
+    DeviceClass(DeviceClass) => "deviceclasses",
+    ResourceClaim(ResourceClaim) => "resourceclaims",
 }
 
 /// What happened to objects of one kind.

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::Metadata;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -16,7 +17,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 /// The kinds the simulator reads.
-const KINDS: &str = "Node, Pod, Namespace, PodDisruptionBudget, PriorityClass, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, CSIStorageCapacity";
+const KINDS: &str = "Node, Pod, Namespace, PodDisruptionBudget, PriorityClass, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, CSIStorageCapacity, ResourceSlice, DeviceClass, ResourceClaim";
 
 #[derive(Debug, Default)]
 pub struct Manifests {
@@ -39,6 +40,11 @@ pub struct Manifests {
     /// provisioning).
     pub csi_drivers: Vec<CSIDriver>,
     pub storage_capacities: Vec<CSIStorageCapacity>,
+    /// Devices published, their classes and the claims for them
+    /// (DynamicResources).
+    pub resource_slices: Vec<ResourceSlice>,
+    pub device_classes: Vec<DeviceClass>,
+    pub resource_claims: Vec<ResourceClaim>,
     /// Kinds that were read but are not simulated (Deployments, Services…).
     pub ignored_kinds: BTreeMap<String, usize>,
     /// Documents that could not be used, with where they are.
@@ -108,6 +114,18 @@ impl Manifests {
             "CSIStorageCapacity" => {
                 let capacity = self.parse(at, &kind, value);
                 self.storage_capacities.extend(capacity);
+            }
+            "ResourceSlice" => {
+                let slice = self.parse(at, &kind, value);
+                self.resource_slices.extend(slice);
+            }
+            "DeviceClass" => {
+                let class = self.parse(at, &kind, value);
+                self.device_classes.extend(class);
+            }
+            "ResourceClaim" => {
+                let claim = self.parse(at, &kind, value);
+                self.resource_claims.extend(claim);
             }
             k if k == "List" || k.ends_with("List") => {
                 let items = value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default();

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
@@ -257,6 +258,9 @@ fn load(scheduler: &mut Scheduler, manifests: Manifests) -> Result<Loaded, Strin
         csi_nodes,
         csi_drivers,
         storage_capacities,
+        resource_slices,
+        device_classes,
+        resource_claims,
         ..
     } = manifests;
     let budgets: Vec<PodDisruptionBudget> = budgets.iter().map(|b| simulated_budget(b, &pods)).collect();
@@ -268,7 +272,10 @@ fn load(scheduler: &mut Scheduler, manifests: Manifests) -> Result<Loaded, Strin
         .chain(claims.into_iter().map(ClusterEvent::applied::<PersistentVolumeClaim>))
         .chain(csi_nodes.into_iter().map(ClusterEvent::applied::<CSINode>))
         .chain(csi_drivers.into_iter().map(ClusterEvent::applied::<CSIDriver>))
-        .chain(storage_capacities.into_iter().map(ClusterEvent::applied::<CSIStorageCapacity>));
+        .chain(storage_capacities.into_iter().map(ClusterEvent::applied::<CSIStorageCapacity>))
+        .chain(resource_slices.into_iter().map(ClusterEvent::applied::<ResourceSlice>))
+        .chain(device_classes.into_iter().map(ClusterEvent::applied::<DeviceClass>))
+        .chain(resource_claims.into_iter().map(ClusterEvent::applied::<ResourceClaim>));
     for event in events {
         if let EventReport::Ignored(why) = scheduler.apply(event, Duration::ZERO) {
             return Err(why);
@@ -338,7 +345,7 @@ impl Drive {
     fn conclude(&mut self, scheduler: &mut Scheduler, attempt: Attempt, now: Duration) {
         match attempt {
             Attempt::Evaluate(_) => unreachable!("a verdict is never another job"),
-            Attempt::Placed { pod, node, volumes, record } => {
+            Attempt::Placed { pod, node, volumes, devices, record } => {
                 scheduler.binding_succeeded(&pod, &node);
                 self.placements.push(Placement {
                     pod: pod.key.to_string(),
@@ -347,7 +354,7 @@ impl Drive {
                     tenant: record.tenant.clone(),
                     fallback: record.fallback.clone(),
                     ignored_constraints: record.ignored_constraints.clone(),
-                    reserved: volumes.describe(),
+                    reserved: volumes.describe().into_iter().chain(devices.describe()).collect(),
                 });
                 self.account(record);
             }

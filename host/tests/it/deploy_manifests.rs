@@ -91,6 +91,10 @@ fn rbac_grants_every_call_the_backend_makes() {
         ("storage.k8s.io", "csistoragecapacities", &["list", "watch"]),
         ("", "persistentvolumeclaims", &["patch"]),
         ("", "persistentvolumes", &["patch"]),
+        ("resource.k8s.io", "resourceslices", &["list", "watch"]),
+        ("resource.k8s.io", "deviceclasses", &["list", "watch"]),
+        ("resource.k8s.io", "resourceclaims", &["get", "list", "watch", "patch"]),
+        ("resource.k8s.io", "resourceclaims/status", &["patch"]),
     ] {
         for verb in verbs {
             assert!(allows(&rules, group, resource, verb, None), "ClusterRole lacks {verb} {group}/{resource}");

@@ -45,6 +45,19 @@ pub const RESOURCES: &[ResourceType] = &[
         kind: "CSIStorageCapacity",
         namespaced: true,
     },
+    ResourceType {
+        api_version: "resource.k8s.io/v1",
+        plural: "resourceslices",
+        kind: "ResourceSlice",
+        namespaced: false,
+    },
+    ResourceType { api_version: "resource.k8s.io/v1", plural: "deviceclasses", kind: "DeviceClass", namespaced: false },
+    ResourceType {
+        api_version: "resource.k8s.io/v1",
+        plural: "resourceclaims",
+        kind: "ResourceClaim",
+        namespaced: true,
+    },
     // What metrics-server serves (read-only there; tests create them here).
     ResourceType { api_version: "metrics.k8s.io/v1beta1", plural: "nodes", kind: "NodeMetrics", namespaced: false },
 ];

@@ -4,8 +4,9 @@
 //! are pending and whose); namespaces, whose labels inter-pod affinity's
 //! namespace selectors match; PodDisruptionBudgets for preemption; the
 //! claims, volumes and storage classes the volume filters read; the
-//! CSINodes that give nodes' attach limits; and the CSI drivers' published
-//! storage capacity.
+//! CSINodes that give nodes' attach limits; the CSI drivers' published
+//! storage capacity; and DRA's ResourceSlices, DeviceClasses and
+//! ResourceClaims.
 //!
 //! kube-runtime's watcher relists on 410 Gone and reconnects with backoff;
 //! a relist's end goes to the core as `Change::Listed`, and the core
@@ -24,6 +25,7 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::runtime::watcher;
 use kube::{Api, Resource};
@@ -82,6 +84,9 @@ impl Source {
                 ALL_NAMESPACES,
                 every(),
             ),
+            Source::of::<ResourceSlice>("resourceslices", "resourceslices.resource.k8s.io", CLUSTER, every()),
+            Source::of::<DeviceClass>("deviceclasses", "deviceclasses.resource.k8s.io", CLUSTER, every()),
+            Source::of::<ResourceClaim>("resourceclaims", "resourceclaims.resource.k8s.io", ALL_NAMESPACES, every()),
         ]
     }
 

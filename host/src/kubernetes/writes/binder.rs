@@ -20,8 +20,9 @@ use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 
-use crate::cluster::{PodInfo, VolumeReservation};
+use crate::cluster::{DeviceReservation, PodInfo, VolumeReservation};
 use crate::kubernetes::scheduler_status::SchedulerStatus;
+use crate::kubernetes::writes::claim_reservation;
 use crate::kubernetes::writes::denied::{self, Denials};
 use crate::kubernetes::writes::prebind::{self, PreBindError};
 
@@ -101,6 +102,7 @@ pub struct BindRequest {
     pub fallback: Option<String>,
     /// What PreBind writes and waits for.
     pub volumes: VolumeReservation,
+    pub devices: DeviceReservation,
 }
 
 /// What the binder tells the scheduling loop.
@@ -150,7 +152,8 @@ pub async fn run<T: From<BindResult> + Send + 'static>(
     while cycles.join_next().await.is_some() {}
 }
 
-/// PreBind (when the attempt reserved volumes), then the binding. The
+/// PreBind (when the attempt reserved volumes or devices), then the
+/// binding, as kube runs them: VolumeBinding's, then DynamicResources'. The
 /// binding's duration is what is timed, as kube's binding metric does;
 /// `None` when PreBind failed and no binding was sent.
 async fn binding_cycle(
@@ -174,6 +177,16 @@ async fn binding_cycle(
             Err(PreBindError::Forbidden(why)) => return (BindOutcome::Forbidden(why), None),
             Err(PreBindError::Failed(why)) => {
                 let why = format!("running PreBind plugin \"VolumeBinding\": {why}");
+                return (BindOutcome::PreBindFailed(why), None);
+            }
+        }
+    }
+    if !request.devices.is_empty() {
+        match claim_reservation::write(client, &request.devices, &status.denials).await {
+            Ok(()) => {}
+            Err(PreBindError::Forbidden(why)) => return (BindOutcome::Forbidden(why), None),
+            Err(PreBindError::Failed(why)) => {
+                let why = format!("running PreBind plugin \"DynamicResources\": {why}");
                 return (BindOutcome::PreBindFailed(why), None);
             }
         }

@@ -1,10 +1,12 @@
 //! What the backend writes to the API server: bindings (`binder`) and the
-//! volume writes before them (`prebind`),
+//! volume and device-claim writes before them (`prebind`,
+//! `claim_reservation`),
 //! Events and the `PodScheduled` condition (`reporter`, `pod_condition`),
 //! preemption's evictions (`evictions`), and how a forbidden write is
 //! said once (`denied`).
 
 pub mod binder;
+pub mod claim_reservation;
 pub mod denied;
 pub mod evictions;
 pub mod pod_condition;

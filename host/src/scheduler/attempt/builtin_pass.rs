@@ -8,16 +8,12 @@ use crate::cluster::{ClusterState, PodInfo};
 use crate::scheduler::attempt::record::{NodeRecord, Verdict};
 use crate::scheduler::parallel::workers::AttemptWorkers;
 use crate::scheduler::plugins::filters;
+use crate::scheduler::plugins::pod_claims::PodClaims;
 use crate::scheduler::plugins::reasons::ReasonHistogram;
 use crate::scheduler::plugins::scores::{BuiltinInputs, BuiltinScoring};
 use crate::scheduler::plugins::topology::TopologyFilters;
-use crate::scheduler::plugins::volume_binding::PodVolumes;
 use crate::scheduler::sampling::NodeWindow;
 use wasmsched_runtime::{Candidate, NodeFacts, NodeId};
-
-/// What a record lists for a pod's ResourceClaims, which no built-in filter
-/// evaluates yet: its devices are not allocated.
-pub const DEVICE_CLAIMS: &str = "resource claims (DynamicResources: devices are not allocated)";
 
 /// What the built-in filters left: the candidates, and what rejected the
 /// others. Self-contained, so a tenant's policy can finish the attempt on
@@ -63,14 +59,14 @@ pub fn builtin_pass(
     let table = state.table();
     let slices = workers.slices(table.len(), table.slot_count());
     if window != NodeWindow::ALL || slices.len() == 1 {
-        return builtin_pass_over(pod, state, scoring, detail, window, workers, |volumes, topology, pre| {
-            filter_nodes(pod, state, volumes, topology, table.iter_from(window.start), window.find, pre)
+        return builtin_pass_over(pod, state, scoring, detail, window, workers, |claims, topology, pre| {
+            filter_nodes(pod, state, claims, topology, table.iter_from(window.start), window.find, pre)
         });
     }
-    builtin_pass_over(pod, state, scoring, detail, window, workers, |volumes, topology, pre| {
+    builtin_pass_over(pod, state, scoring, detail, window, workers, |claims, topology, pre| {
         let parts = slices.iter().map(|slots| BuiltinPass::empty(table.len(), slots.len(), detail, 0)).collect();
         let parts = workers.fill(&slices, parts, |slots, part| {
-            filter_nodes(pod, state, volumes, topology, table.iter_slots(slots), usize::MAX, part);
+            filter_nodes(pod, state, claims, topology, table.iter_slots(slots), usize::MAX, part);
         });
         for part in parts {
             pre.append(part);
@@ -117,24 +113,21 @@ pub(super) fn builtin_pass_over(
     detail: bool,
     window: NodeWindow,
     workers: &AttemptWorkers,
-    scan: impl FnOnce(&PodVolumes, Option<&TopologyFilters>, &mut BuiltinPass),
+    scan: impl FnOnce(&PodClaims, Option<&TopologyFilters>, &mut BuiltinPass),
 ) -> BuiltinPass {
     // Sized for every node (or the sample) up front: growing it by
     // doubling cost a dozen reallocations and copies per attempt at 5,000
     // nodes (docs/benchmarks.md, "Instruction counts").
     let table = state.table();
     let mut pre = BuiltinPass::empty(table.len(), table.len().min(window.find), detail, window.start);
-    let volumes = match PodVolumes::resolve(pod, state) {
-        Ok(volumes) => volumes,
+    let claims = match PodClaims::resolve(pod, state) {
+        Ok(claims) => claims,
         Err(rejection) => {
             pre.pod_rejection = Some(rejection);
             return pre;
         }
     };
-    if pod.claims_devices {
-        pre.ignored_constraints.push(DEVICE_CLAIMS);
-    }
-    scan(&volumes, TopologyFilters::new(pod, state).as_ref(), &mut pre);
+    scan(&claims, TopologyFilters::new(pod, state).as_ref(), &mut pre);
     pre.feasible_builtin = pre.candidates.len();
     pre.builtin = BuiltinInputs::gather(pod, state, &pre.candidates, scoring, workers);
     pre
@@ -146,7 +139,7 @@ pub(super) fn builtin_pass_over(
 pub(super) fn filter_nodes<'a>(
     pod: &PodInfo,
     state: &ClusterState,
-    volumes: &PodVolumes,
+    claims: &PodClaims,
     topology: Option<&TopologyFilters>,
     nodes: impl Iterator<Item = (NodeId, &'a NodeFacts, usize)>,
     find: usize,
@@ -155,15 +148,15 @@ pub(super) fn filter_nodes<'a>(
     // One loop per case, so a pod without topology constraints (most pods)
     // runs the per-node loop it ran before they existed.
     match topology {
-        None => filter_nodes_with(pod, state, volumes, nodes, find, pre, |_| Ok(())),
-        Some(topology) => filter_nodes_with(pod, state, volumes, nodes, find, pre, |id| topology.check(id)),
+        None => filter_nodes_with(pod, state, claims, nodes, find, pre, |_| Ok(())),
+        Some(topology) => filter_nodes_with(pod, state, claims, nodes, find, pre, |id| topology.check(id)),
     }
 }
 
 fn filter_nodes_with<'a>(
     pod: &PodInfo,
     state: &ClusterState,
-    volumes: &PodVolumes,
+    claims: &PodClaims,
     nodes: impl Iterator<Item = (NodeId, &'a NodeFacts, usize)>,
     find: usize,
     pre: &mut BuiltinPass,
@@ -177,7 +170,7 @@ fn filter_nodes_with<'a>(
         pre.next_start = next;
         pre.evaluated += 1;
         let Some(node_state) = state.node(id) else { continue };
-        match filters::run(pod, node, node_state, volumes, state).and_then(|()| topology(id).or_else(filters::reject)) {
+        match filters::run(pod, node, node_state, claims, state).and_then(|()| topology(id).or_else(filters::reject)) {
             Ok(()) => {
                 pre.candidates.push(node_state.usage.candidate(id));
                 if detail {

@@ -74,8 +74,8 @@ pub fn run_attempt(input: AttemptInput<'_>) -> (AttemptRecord, usize) {
     let nominated = state.nomination(&pod.key).and_then(|n| state.table().id_of(n));
     if let Some(id) = nominated {
         let node = state.table().get(id).map(|facts| (id, facts, id as usize + 1));
-        let pre = builtin_pass_over(pod, state, scoring, detail, NodeWindow::ALL, workers, |volumes, topology, pre| {
-            filter_nodes(pod, state, volumes, topology, node.into_iter(), usize::MAX, pre)
+        let pre = builtin_pass_over(pod, state, scoring, detail, NodeWindow::ALL, workers, |claims, topology, pre| {
+            filter_nodes(pod, state, claims, topology, node.into_iter(), usize::MAX, pre)
         });
         if !pre.candidates.is_empty() {
             let record = policy_pass(pre, pod, policies, scope, seed, attempt, started).record;

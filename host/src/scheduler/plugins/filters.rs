@@ -11,6 +11,7 @@ use wasmsched_rules::{first_untolerated, node_selector_matches, required_affinit
 use wasmsched_runtime::{NodeFacts, TaintEffect};
 
 use crate::cluster::{ClusterState, NodeState, NodeUsage, PodInfo};
+use crate::scheduler::plugins::pod_claims::PodClaims;
 use crate::scheduler::plugins::volume_binding::PodVolumes;
 use crate::scheduler::plugins::{node_volume_limits, volume_restrictions, volume_zone};
 
@@ -22,7 +23,7 @@ pub const TOO_MANY_PODS: &str = "Too many pods";
 pub const UNTOLERATED_TAINT: &str = "node(s) had untolerated taint(s)";
 
 /// Runs the built-in filters that read the node, what is placed on it
-/// (`node_state`) and the pod's volumes (`volumes`, resolved in `cluster`);
+/// (`node_state`) and the pod's claims (`claims`, resolved in `cluster`);
 /// `Err` holds the first failing filter's reasons. PodTopologySpread and
 /// InterPodAffinity, which read counts of other pods, come after them
 /// (`topology.rs`).
@@ -30,7 +31,7 @@ pub fn run(
     pod: &PodInfo,
     node: &NodeFacts,
     node_state: &NodeState,
-    volumes: &PodVolumes,
+    claims: &PodClaims,
     cluster: &ClusterState,
 ) -> Result<(), Vec<String>> {
     node_unschedulable(pod, node)?;
@@ -41,8 +42,11 @@ pub fn run(
     let usage = node_state.usage_for(pod);
     node_ports(pod, &usage)?;
     node_resources_fit(pod, node, &usage)?;
-    if volumes.checks_nodes {
-        volume_filters(pod, node, &usage, volumes, cluster)?;
+    if claims.volumes.checks_nodes {
+        volume_filters(pod, node, &usage, &claims.volumes, cluster)?;
+    }
+    if claims.devices.checks_nodes {
+        claims.devices.check(node, cluster.devices())?;
     }
     Ok(())
 }

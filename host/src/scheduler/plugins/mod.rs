@@ -10,6 +10,9 @@
 //! - `volume_binding`: a pod's claims resolved once per attempt, volumes
 //!   matched or provisioned for claims that wait for their first consumer,
 //!   and what the chosen node needs reserved for PreBind;
+//! - `dynamic_resources`: a pod's ResourceClaims resolved once per
+//!   attempt, devices allocated per node with the classes' and requests'
+//!   CEL selectors, and what the chosen node needs reserved for PreBind;
 //! - `volume_restrictions`: ReadWriteOncePod claims and in-tree disks that
 //!   cannot be shared;
 //! - `volume_zone`: bound volumes' zone and region labels;
@@ -19,8 +22,10 @@
 //! - `queueing_hints`: which waiting pods a cluster event may let in;
 //! - `reasons`: the rejection reasons, counted into kube's message.
 
+pub mod dynamic_resources;
 pub mod filters;
 pub mod node_volume_limits;
+pub mod pod_claims;
 pub mod preemption;
 pub mod queueing_hints;
 pub mod reasons;

@@ -17,9 +17,9 @@ use wasmsched_runtime::NodeId;
 
 use crate::cluster::{ClusterState, NodeState, PlacedPod, PodInfo, PodKey};
 use crate::scheduler::plugins::filters;
+use crate::scheduler::plugins::pod_claims::PodClaims;
 use crate::scheduler::plugins::reasons::ReasonHistogram;
 use crate::scheduler::plugins::topology::TopologyFilters;
-use crate::scheduler::plugins::volume_binding::PodVolumes;
 
 pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
 pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
@@ -93,11 +93,11 @@ pub fn preempt(pod: &PodInfo, state: &ClusterState, seed: u64) -> Result<Preempt
     }
     let topology = TopologyFilters::new(pod, state);
     // The attempt that failed resolved them; a claim gone since leaves the
-    // volumes out, and the next attempt says so.
-    let volumes = PodVolumes::resolve(pod, state).unwrap_or_default();
+    // claims out, and the next attempt says so.
+    let claims = PodClaims::resolve(pod, state).unwrap_or_default();
     let rejection = |id: NodeId| -> Option<Vec<String>> {
         let (facts, node) = (state.table().get(id)?, state.node(id)?);
-        let result = filters::run(pod, facts, node, &volumes, state)
+        let result = filters::run(pod, facts, node, &claims, state)
             .and_then(|()| topology.as_ref().map_or(Ok(()), |t| t.check(id)).or_else(filters::reject));
         result.err()
     };
@@ -128,7 +128,7 @@ pub fn preempt(pod: &PodInfo, state: &ClusterState, seed: u64) -> Result<Preempt
         let budgets: Vec<_> = state.budgets().collect();
         for i in 0..potential.len() {
             let id = potential[(offset + i) % potential.len()];
-            match dry_run(pod, state, id, (topology.as_ref(), &volumes), &budgets) {
+            match dry_run(pod, state, id, (topology.as_ref(), &claims), &budgets) {
                 Ok(candidate) => candidates.push(candidate),
                 Err(reasons) => reasons.iter().for_each(|r| statuses.add(r)),
             }
@@ -170,7 +170,7 @@ fn dry_run<'a>(
     pod: &PodInfo,
     state: &'a ClusterState,
     id: NodeId,
-    (topology, volumes): (Option<&TopologyFilters>, &PodVolumes),
+    (topology, claims): (Option<&TopologyFilters>, &PodClaims),
     budgets: &[&crate::cluster::DisruptionBudget],
 ) -> Result<Candidate<'a>, Vec<String>> {
     let table = state.table();
@@ -189,7 +189,7 @@ fn dry_run<'a>(
             after.usage.remove(p.pod);
             evicted.push(p.pod);
         }
-        filters::run(pod, facts, &after, &volumes.without(&evicted), state)?;
+        filters::run(pod, facts, &after, &claims.without(&evicted), state)?;
         match topology {
             Some(t) => t.without(id, &evicted).check(id).or_else(filters::reject),
             None => Ok(()),

@@ -7,7 +7,7 @@
 
 use crate::cluster::{ClusterState, PlacedPod, PodInfo};
 use crate::scheduler::plugins::filters;
-use crate::scheduler::plugins::volume_binding::PodVolumes;
+use crate::scheduler::plugins::pod_claims::PodClaims;
 
 /// Whether `waiting`, which no node could take, may fare differently now
 /// that `gone` left its node. Before the deletion every node rejected it;
@@ -43,8 +43,8 @@ pub fn may_fit_after_pod_gone(waiting: &PodInfo, gone: &PlacedPod, state: &Clust
             return true;
         }
     }
-    match PodVolumes::resolve(waiting, state) {
-        Ok(volumes) => filters::run(waiting, facts, node, &volumes, state).is_ok(),
+    match PodClaims::resolve(waiting, state) {
+        Ok(claims) => filters::run(waiting, facts, node, &claims, state).is_ok(),
         // Rejected whatever the node: the claim's own events retry it.
         Err(_) => false,
     }

@@ -43,6 +43,9 @@ impl Scheduler {
             ClusterEvent::CsiNode(change) => self.stored(|s| &mut s.state, change, now),
             ClusterEvent::CsiDriver(change) => self.stored(|s| s.state.volumes_mut(), change, now),
             ClusterEvent::StorageCapacity(change) => self.stored(|s| s.state.volumes_mut(), change, now),
+            ClusterEvent::ResourceSlice(change) => self.stored(|s| s.state.devices_mut(), change, now),
+            ClusterEvent::DeviceClass(change) => self.stored(|s| s.state.devices_mut(), change, now),
+            ClusterEvent::ResourceClaim(change) => self.stored(|s| s.state.devices_mut(), change, now),
         }
     }
 

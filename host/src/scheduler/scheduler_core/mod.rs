@@ -8,14 +8,14 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cluster::{ClusterState, PodInfo, PodKey, VolumeReservation};
+use crate::cluster::{ClusterState, DeviceReservation, PodInfo, PodKey, VolumeReservation};
 use crate::scheduler::attempt::record::AttemptRecord;
 use crate::scheduler::attempt::{AttemptInput, pod_seed, run_attempt};
 use crate::scheduler::events::InvalidPod;
 use crate::scheduler::parallel::workers::AttemptWorkers;
 use crate::scheduler::plugins::preemption::{self, Preemption};
 use crate::scheduler::plugins::scores::BuiltinScoring;
-use crate::scheduler::plugins::volume_binding;
+use crate::scheduler::plugins::{dynamic_resources, volume_binding};
 use crate::scheduler::policy_set::PolicySet;
 use crate::scheduler::queue::{QueueSizes, SchedulingQueue};
 use crate::scheduler::sampling::{NodeSampling, NodeWindow};
@@ -65,10 +65,16 @@ impl Default for SchedulerConfig {
 /// What one attempt produced.
 #[derive(Debug)]
 pub enum Attempt {
-    /// The pod is assumed on `node`, with what its volumes need there
-    /// reserved: make the volume writes (PreBind), bind it, then report
-    /// the result.
-    Placed { pod: Arc<PodInfo>, node: String, volumes: VolumeReservation, record: AttemptRecord },
+    /// The pod is assumed on `node`, with what its volumes and devices
+    /// need there reserved: make their writes (PreBind), bind it, then
+    /// report the result.
+    Placed {
+        pod: Arc<PodInfo>,
+        node: String,
+        volumes: VolumeReservation,
+        devices: DeviceReservation,
+        record: AttemptRecord,
+    },
     /// No node can take the pod now; it waits for a cluster change. The
     /// backend writes what happened to its nomination.
     Unschedulable { pod: Arc<PodInfo>, record: AttemptRecord, nomination: Nomination },
@@ -289,8 +295,9 @@ impl Scheduler {
                 self.state.unnominate(&pod.key);
                 self.state.place(&pod, &node, true);
                 let volumes = volume_binding::reserve(&pod, &node, &mut self.state);
+                let devices = dynamic_resources::reserve(&pod, &node, &mut self.state);
                 self.queue.pod_placed(now);
-                Attempt::Placed { pod, node, volumes, record }
+                Attempt::Placed { pod, node, volumes, devices, record }
             }
             None => {
                 let mut record = record;
@@ -348,6 +355,7 @@ impl Scheduler {
             self.state.place(pod, node, false);
         }
         self.state.volumes_mut().reservation_done(&pod.key);
+        self.state.devices_mut().reservation_done(&pod.key);
         self.queue.done(&pod.key);
     }
 
@@ -359,7 +367,8 @@ impl Scheduler {
         if matches!(self.state.placement(&pod.key), Some((_, true))) {
             self.state.unplace(&pod.key);
         }
-        if self.state.volumes_mut().revert(&pod.key) {
+        let volumes_held = self.state.volumes_mut().revert(&pod.key);
+        if self.state.devices_mut().revert(&pod.key) || volumes_held {
             // What it held may let a waiting pod in, as kube retries
             // waiting pods after a failed binding cycle.
             self.queue.cluster_changed(now);

@@ -8,9 +8,10 @@ use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 
-use crate::cluster::{ClusterState, DisruptionBudget, Volumes};
+use crate::cluster::{ClusterState, Devices, DisruptionBudget, Volumes};
 use crate::scheduler::events::{Change, ObjectKey};
 
 /// A store of objects of kind `K`, keyed as the API keys them.
@@ -185,5 +186,53 @@ impl KindStore<CSINode> for ClusterState {
 
     fn held(&self) -> Vec<ObjectKey> {
         self.attach_limited_nodes().map(ObjectKey::cluster_scoped).collect()
+    }
+}
+
+/// More devices published may let a waiting pod's claims be allocated.
+impl KindStore<ResourceSlice> for Devices {
+    fn upsert(&mut self, slice: &ResourceSlice) -> bool {
+        self.slice_upserted(slice);
+        true
+    }
+
+    fn remove(&mut self, key: &ObjectKey) {
+        self.slice_deleted(&key.name);
+    }
+
+    fn held(&self) -> Vec<ObjectKey> {
+        self.slice_names().map(ObjectKey::cluster_scoped).collect()
+    }
+}
+
+impl KindStore<DeviceClass> for Devices {
+    fn upsert(&mut self, class: &DeviceClass) -> bool {
+        self.class_upserted(class);
+        true
+    }
+
+    fn remove(&mut self, key: &ObjectKey) {
+        self.class_deleted(&key.name);
+    }
+
+    fn held(&self) -> Vec<ObjectKey> {
+        self.class_names().map(ObjectKey::cluster_scoped).collect()
+    }
+}
+
+/// A claim made, allocated or freed may let a waiting pod in.
+impl KindStore<ResourceClaim> for Devices {
+    fn upsert(&mut self, claim: &ResourceClaim) -> bool {
+        self.claim_upserted(claim);
+        true
+    }
+
+    fn remove(&mut self, key: &ObjectKey) {
+        self.claim_deleted(&key.namespace, &key.name);
+    }
+
+    fn held(&self) -> Vec<ObjectKey> {
+        let key = |(namespace, name): (&str, &str)| ObjectKey { namespace: namespace.into(), name: name.into() };
+        self.claim_keys().map(key).collect()
     }
 }

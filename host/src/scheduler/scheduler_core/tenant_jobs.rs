@@ -11,9 +11,9 @@ use crate::cluster::PodInfo;
 use crate::scheduler::attempt::{builtin_pass, policy_pass};
 use crate::scheduler::parallel::workers::AttemptWorkers;
 use crate::scheduler::plugins::filters;
+use crate::scheduler::plugins::pod_claims::PodClaims;
 use crate::scheduler::plugins::scores::BuiltinScoring;
 use crate::scheduler::plugins::topology::TopologyFilters;
-use crate::scheduler::plugins::volume_binding::PodVolumes;
 use crate::scheduler::policy_calls::CallScope;
 use crate::scheduler::policy_set::{PolicySet, WeightedPolicy};
 use crate::scheduler::queue::Location;
@@ -99,15 +99,14 @@ impl Scheduler {
         };
         // The cluster moved on while the tenant decided: check today's counts.
         let topology = TopologyFilters::new(&pod, &self.state);
-        let volumes = PodVolumes::resolve(&pod, &self.state);
+        let claims = PodClaims::resolve(&pod, &self.state);
         let fits = |name: &str| {
             let table = self.state.table();
             let id = table.id_of(name)?;
             let node = table.get(id)?;
             let topology_fits = topology.as_ref().is_none_or(|t| t.check(id).is_ok());
-            let volumes = volumes.as_ref().ok()?;
-            (filters::run(&pod, node, self.state.node(id)?, volumes, &self.state).is_ok() && topology_fits)
-                .then_some(())
+            let claims = claims.as_ref().ok()?;
+            (filters::run(&pod, node, self.state.node(id)?, claims, &self.state).is_ok() && topology_fits).then_some(())
         };
         let name_of = |i: usize| nodes.name(outcome.candidates[i].node);
         let chosen = if name_of(best).is_some_and(|n| fits(n).is_some()) {

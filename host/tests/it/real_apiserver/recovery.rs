@@ -157,6 +157,7 @@ fn forbidden_events_and_conditions_are_said_once() {
              - {{apiGroups: [''], resources: [nodes, pods, namespaces, persistentvolumeclaims, persistentvolumes], verbs: [get, list, watch]}}\n\
              - {{apiGroups: [policy], resources: [poddisruptionbudgets], verbs: [get, list, watch]}}\n\
              - {{apiGroups: [storage.k8s.io], resources: [storageclasses, csinodes, csidrivers, csistoragecapacities], verbs: [get, list, watch]}}\n\
+             - {{apiGroups: [resource.k8s.io], resources: [resourceslices, deviceclasses, resourceclaims], verbs: [get, list, watch]}}\n\
              - {{apiGroups: [''], resources: [pods/binding], verbs: [create]}}\n---\n\
              apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: {ns}-quiet}}\n\
              roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {ns}-quiet}}\n\

@@ -1,0 +1,328 @@
+//! The DRA objects DynamicResources reads (ResourceSlices, DeviceClasses,
+//! ResourceClaims), with what attempts have reserved on top: a claim's
+//! allocation and its consumer are held, as kube's assume cache holds
+//! them, from Reserve until the watch brings the claim allocated (our
+//! own write, usually), or until the binding fails and the reservation is
+//! reverted. No device is ever counted free while an attempt holds it.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use wasmsched_rules::required_affinity_matches;
+use wasmsched_runtime::NodeFacts;
+
+use super::PodKey;
+
+pub mod cel;
+pub mod objects;
+
+pub use objects::{Allocated, Allocation, Claim, Class, Device, DeviceId, Reach, Slice};
+
+type ClaimKey = (String, String);
+type PoolKey = (String, String);
+
+/// What an attempt reserved of the pod's ResourceClaims on the chosen
+/// node, and the writes that make it so (kube's PreBind).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceReservation {
+    pub claims: Vec<ClaimReservation>,
+}
+
+/// One claim to reserve for the pod, as read when it was reserved:
+/// allocated here first when `allocation` is set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimReservation {
+    pub namespace: String,
+    pub claim: String,
+    pub claim_uid: String,
+    pub claim_version: String,
+    pub allocation: Option<Arc<Allocation>>,
+    pub pod_name: String,
+    pub pod_uid: String,
+}
+
+impl DeviceReservation {
+    pub fn is_empty(&self) -> bool {
+        self.claims.is_empty()
+    }
+
+    /// One line per claim, for people: `gpu → pool-a/gpu-0, pool-a/gpu-1`,
+    /// `shared → reserved (allocated before)`.
+    pub fn describe(&self) -> Vec<String> {
+        self.claims
+            .iter()
+            .map(|c| match &c.allocation {
+                Some(a) => {
+                    let devices: Vec<String> = a.devices.iter().map(|d| format!("{}/{}", d.pool, d.device)).collect();
+                    format!("{} → {}", c.claim, devices.join(", "))
+                }
+                None => format!("{} → reserved (allocated before)", c.claim),
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Devices {
+    slices: HashMap<String, Arc<Slice>>,
+    /// Slices whose devices one node reaches, by node name.
+    by_node: HashMap<String, BTreeSet<String>>,
+    /// Slices reaching several nodes (all, a selector, per device).
+    wide: BTreeSet<String>,
+    /// Each pool's slices; only a complete pool's newest generation is
+    /// used (`current`).
+    pools: HashMap<PoolKey, BTreeSet<String>>,
+    current: HashSet<String>,
+    classes: HashMap<String, Class>,
+    claims: HashMap<ClaimKey, Claim>,
+    /// Claims as reservations left them, over the watched ones.
+    assumed: HashMap<ClaimKey, Claim>,
+    reservations: HashMap<PodKey, DeviceReservation>,
+    /// How many claims (watched or assumed) hold each device, admin access
+    /// aside.
+    allocated: HashMap<DeviceId, usize>,
+    /// Compiled selectors by expression; `Err` is the compiler's message.
+    selectors: HashMap<String, Arc<Result<cel::Selector, String>>>,
+}
+
+impl Devices {
+    pub fn slice_upserted(&mut self, slice: &ResourceSlice) {
+        let name = slice.metadata.name.clone().unwrap_or_default();
+        self.slice_deleted(&name);
+        let parsed = Slice::of(slice);
+        match &parsed.reach {
+            Some(Reach::Node(node)) => {
+                self.by_node.entry(node.clone()).or_default().insert(name.clone());
+            }
+            _ => {
+                self.wide.insert(name.clone());
+            }
+        }
+        let pool = (parsed.driver.clone(), parsed.pool.clone());
+        self.pools.entry(pool.clone()).or_default().insert(name.clone());
+        self.slices.insert(name, Arc::new(parsed));
+        self.recompute_pool(&pool);
+    }
+
+    pub fn slice_deleted(&mut self, name: &str) {
+        let Some(old) = self.slices.remove(name) else { return };
+        if let Some(Reach::Node(node)) = &old.reach
+            && let Some(set) = self.by_node.get_mut(node)
+        {
+            set.remove(name);
+            if set.is_empty() {
+                self.by_node.remove(node);
+            }
+        }
+        self.wide.remove(name);
+        let pool = (old.driver.clone(), old.pool.clone());
+        if let Some(set) = self.pools.get_mut(&pool) {
+            set.remove(name);
+        }
+        self.current.remove(name);
+        self.recompute_pool(&pool);
+    }
+
+    /// kube uses a pool's slices of its newest generation, and only once
+    /// all of them (`resourceSliceCount`) are published.
+    fn recompute_pool(&mut self, pool: &PoolKey) {
+        let Some(names) = self.pools.get(pool) else { return };
+        let slices: Vec<(&String, &Arc<Slice>)> = names.iter().filter_map(|n| Some((n, self.slices.get(n)?))).collect();
+        let newest = slices.iter().map(|(_, s)| s.generation).max().unwrap_or(0);
+        let at_newest: Vec<&String> = slices.iter().filter(|(_, s)| s.generation == newest).map(|(n, _)| *n).collect();
+        let complete = slices.iter().any(|(_, s)| s.generation == newest && s.slice_count == at_newest.len() as i64);
+        for (name, _) in &slices {
+            self.current.remove(*name);
+        }
+        if complete {
+            self.current.extend(at_newest.into_iter().cloned());
+        }
+        if names.is_empty() {
+            self.pools.remove(pool);
+        }
+    }
+
+    pub fn slice_names(&self) -> impl Iterator<Item = &str> {
+        self.slices.keys().map(String::as_str)
+    }
+
+    pub fn class_upserted(&mut self, class: &DeviceClass) {
+        let parsed = Class::of(class);
+        self.compile_all(&parsed.selectors.clone());
+        self.classes.insert(class.metadata.name.clone().unwrap_or_default(), parsed);
+    }
+
+    pub fn class_deleted(&mut self, name: &str) {
+        self.classes.remove(name);
+    }
+
+    pub fn class_names(&self) -> impl Iterator<Item = &str> {
+        self.classes.keys().map(String::as_str)
+    }
+
+    pub fn class(&self, name: &str) -> Option<&Class> {
+        self.classes.get(name)
+    }
+
+    /// A newer version from the watch replaces any assumption about it,
+    /// unless the pod that holds it is still being bound and the claim is
+    /// not allocated yet (the finalizer's write comes back before the
+    /// allocation's).
+    pub fn claim_upserted(&mut self, claim: &ResourceClaim) {
+        let meta = &claim.metadata;
+        let key = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
+        let parsed = Claim::of(claim);
+        let selectors: Vec<String> =
+            parsed.requests.iter().flat_map(|r| r.alternatives.iter().flat_map(|a| a.selectors.clone())).collect();
+        self.compile_all(&selectors);
+        self.unaccount(&key);
+        let in_flight =
+            self.reservations.values().flat_map(|r| &r.claims).any(|c| (&c.namespace, &c.claim) == (&key.0, &key.1));
+        if parsed.allocation.is_some() || !in_flight {
+            self.assumed.remove(&key);
+        }
+        self.claims.insert(key.clone(), parsed);
+        self.account(&key);
+    }
+
+    pub fn claim_deleted(&mut self, namespace: &str, name: &str) {
+        let key = (namespace.to_string(), name.to_string());
+        self.unaccount(&key);
+        self.assumed.remove(&key);
+        self.claims.remove(&key);
+    }
+
+    pub fn claim_keys(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.claims.keys().map(|(namespace, name)| (namespace.as_str(), name.as_str()))
+    }
+
+    /// A claim as the last reservation left it, or as watched.
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<&Claim> {
+        let key = (namespace.to_string(), name.to_string());
+        self.assumed.get(&key).or_else(|| self.claims.get(&key))
+    }
+
+    fn claim_by_key(&self, key: &ClaimKey) -> Option<&Claim> {
+        self.assumed.get(key).or_else(|| self.claims.get(key))
+    }
+
+    fn unaccount(&mut self, key: &ClaimKey) {
+        for id in self.held_by(key) {
+            if let Some(n) = self.allocated.get_mut(&id) {
+                *n -= 1;
+                if *n == 0 {
+                    self.allocated.remove(&id);
+                }
+            }
+        }
+    }
+
+    fn account(&mut self, key: &ClaimKey) {
+        for id in self.held_by(key) {
+            *self.allocated.entry(id).or_default() += 1;
+        }
+    }
+
+    fn held_by(&self, key: &ClaimKey) -> Vec<DeviceId> {
+        let Some(allocation) = self.claim_by_key(key).and_then(|c| c.allocation.as_ref()) else { return vec![] };
+        allocation.devices.iter().filter(|d| !d.admin_access).map(Allocated::id).collect()
+    }
+
+    /// Whether a claim (watched or reserved) holds the device.
+    pub fn is_allocated(&self, id: &DeviceId) -> bool {
+        self.allocated.contains_key(id)
+    }
+
+    fn compile_all(&mut self, sources: &[String]) {
+        for source in sources {
+            if !self.selectors.contains_key(source) {
+                self.selectors.insert(source.clone(), Arc::new(cel::Selector::compile(source)));
+            }
+        }
+    }
+
+    /// The compiled selector for `source` (compiled when its class or
+    /// claim was stored).
+    pub fn selector(&self, source: &str) -> Arc<Result<cel::Selector, String>> {
+        self.selectors.get(source).cloned().unwrap_or_else(|| Arc::new(cel::Selector::compile(source)))
+    }
+
+    /// The devices `node` reaches, from complete pools' newest slices, in
+    /// a stable order (driver, pool, slice, then as published), each with
+    /// its reach.
+    pub fn reachable<'a>(&'a self, node: &'a NodeFacts) -> Vec<(&'a Slice, &'a Device, &'a Reach)> {
+        let local = self.by_node.get(&node.name).into_iter().flatten();
+        let mut slices: Vec<(&String, &Arc<Slice>)> = local
+            .chain(self.wide.iter())
+            .filter(|n| self.current.contains(*n))
+            .filter_map(|n| Some((n, self.slices.get(n)?)))
+            .collect();
+        slices.sort_by(|(an, a), (bn, b)| (&a.driver, &a.pool, an).cmp(&(&b.driver, &b.pool, bn)));
+        let mut out = Vec::new();
+        for (_, slice) in slices {
+            for device in &slice.devices {
+                let Some(reach) = device.reach.as_ref().or(slice.reach.as_ref()) else { continue };
+                if reaches(reach, node) {
+                    out.push((slice.as_ref(), device, reach));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Whether a slice's (or device's) reach includes `node`.
+pub fn reaches(reach: &Reach, node: &NodeFacts) -> bool {
+    match reach {
+        Reach::Node(name) => *name == node.name,
+        Reach::All => true,
+        Reach::Selector(terms) => required_affinity_matches(terms, node),
+    }
+}
+
+/// Reserve and Unreserve.
+impl Devices {
+    /// Holds `reservation` for `pod`: each claim carries its allocation and
+    /// the pod as consumer for every later attempt, until the watch or a
+    /// revert says otherwise.
+    pub fn assume(&mut self, pod: &PodKey, reservation: DeviceReservation) {
+        for c in &reservation.claims {
+            let key = (c.namespace.clone(), c.claim.clone());
+            let Some(mut claim) = self.claim_by_key(&key).cloned() else { continue };
+            self.unaccount(&key);
+            if let Some(allocation) = &c.allocation {
+                claim.allocation = Some(allocation.clone());
+            }
+            claim.reserved_for.push(c.pod_uid.clone());
+            self.assumed.insert(key.clone(), claim);
+            self.account(&key);
+        }
+        if !reservation.is_empty() {
+            self.reservations.insert(pod.clone(), reservation);
+        }
+    }
+
+    /// The pod is bound: its writes were made, and the watch brings them.
+    pub fn reservation_done(&mut self, pod: &PodKey) {
+        self.reservations.remove(pod);
+    }
+
+    /// The pod's binding cycle failed: what it reserved reads as watched
+    /// again. Returns whether it had reserved anything.
+    pub fn revert(&mut self, pod: &PodKey) -> bool {
+        let Some(reservation) = self.reservations.remove(pod) else { return false };
+        for c in reservation.claims {
+            let key = (c.namespace, c.claim);
+            self.unaccount(&key);
+            self.assumed.remove(&key);
+            self.account(&key);
+        }
+        true
+    }
+
+    /// What `pod` holds reserved while its binding cycle runs.
+    pub fn reserved(&self, pod: &PodKey) -> Option<&DeviceReservation> {
+        self.reservations.get(pod)
+    }
+}

@@ -1,0 +1,373 @@
+//! DRA's objects (resource.k8s.io/v1) as the allocator reads them:
+//! ResourceSlices' devices with their `device` CEL values built once,
+//! DeviceClasses' selectors, ResourceClaims' requests, allocation and
+//! consumers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::resource::v1::{
+    self as api, DeviceClass, DeviceRequest, DeviceToleration, ResourceClaim, ResourceSlice,
+};
+use wasmsched_runtime::NodeSelectorTerm;
+
+use super::cel::{Attribute, device_value};
+use crate::cluster::convert::selector_term;
+
+/// kube's `ResourceClaimReservedForMaxSize`: how many consumers one claim
+/// may be reserved for.
+pub const RESERVED_FOR_MAX: usize = 256;
+/// The finalizer kube adds to a claim it allocates.
+pub const DELETE_PROTECTION: &str = "resource.kubernetes.io/delete-protection";
+
+/// Which nodes reach a slice's (or a device's) devices.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reach {
+    Node(String),
+    All,
+    Selector(Vec<NodeSelectorTerm>),
+}
+
+impl Reach {
+    fn of(
+        node_name: Option<&String>,
+        all: Option<bool>,
+        selector: Option<&k8s_openapi::api::core::v1::NodeSelector>,
+    ) -> Option<Reach> {
+        match (node_name, all, selector) {
+            (Some(n), _, _) => Some(Reach::Node(n.clone())),
+            (_, Some(true), _) => Some(Reach::All),
+            (_, _, Some(s)) => Some(Reach::Selector(s.node_selector_terms.iter().map(selector_term).collect())),
+            _ => None,
+        }
+    }
+
+    /// The allocation's node selector, as kube writes it: a node-local
+    /// device pins the claim to that node by name; a device every node
+    /// reaches pins nothing.
+    pub fn node_selector(&self) -> Option<Vec<NodeSelectorTerm>> {
+        match self {
+            Reach::Node(name) => Some(vec![by_name(name)]),
+            Reach::All => None,
+            Reach::Selector(terms) => Some(terms.clone()),
+        }
+    }
+}
+
+/// The node selector term that names one node (`metadata.name`).
+pub fn by_name(node: &str) -> NodeSelectorTerm {
+    use wasmsched_runtime::{SelectorOperator, SelectorRequirement};
+    NodeSelectorTerm {
+        match_expressions: vec![],
+        match_fields: vec![SelectorRequirement {
+            key: "metadata.name".into(),
+            operator: SelectorOperator::In,
+            values: vec![node.to_string()],
+        }],
+    }
+}
+
+/// One published device.
+#[derive(Debug, Clone)]
+pub struct Device {
+    pub name: String,
+    pub attributes: BTreeMap<String, Attribute>,
+    /// Its own reach, for a slice with per-device node selection.
+    pub reach: Option<Reach>,
+    /// Taints with an effect that keeps it from new claims (NoSchedule,
+    /// NoExecute), as (key, value, effect).
+    pub taints: Vec<(String, String, String)>,
+    /// What wasmsched cannot give out yet (shared counters, binding
+    /// conditions): such a device is never allocated, rather than
+    /// over-committed.
+    pub unsupported: bool,
+    /// The `device` CEL variable.
+    pub value: cel::Value,
+}
+
+/// A ResourceSlice: one pool's devices, or part of them.
+#[derive(Debug, Clone)]
+pub struct Slice {
+    pub driver: String,
+    pub pool: String,
+    pub generation: i64,
+    pub slice_count: i64,
+    /// `None` with per-device node selection.
+    pub reach: Option<Reach>,
+    pub devices: Vec<Device>,
+}
+
+impl Slice {
+    pub fn of(slice: &ResourceSlice) -> Slice {
+        let spec = &slice.spec;
+        let driver = spec.driver.clone();
+        let devices = spec.devices.iter().flatten().map(|d| device(&driver, d)).collect();
+        Slice {
+            pool: spec.pool.name.clone(),
+            generation: spec.pool.generation,
+            slice_count: spec.pool.resource_slice_count,
+            reach: Reach::of(spec.node_name.as_ref(), spec.all_nodes, spec.node_selector.as_ref()),
+            devices,
+            driver,
+        }
+    }
+}
+
+fn device(driver: &str, d: &api::Device) -> Device {
+    let attributes: BTreeMap<String, Attribute> =
+        d.attributes.iter().flatten().filter_map(|(name, a)| Some((name.clone(), attribute(a)?))).collect();
+    let capacity: Vec<(String, u64)> = d
+        .capacity
+        .iter()
+        .flatten()
+        .filter_map(|(name, c)| Some((name.clone(), wasmsched_rules::quantity::milli_value(&c.value.0).ok()?)))
+        .collect();
+    let multiple = d.allow_multiple_allocations == Some(true);
+    let value = device_value(
+        driver,
+        attributes.iter().map(|(k, v)| (k.as_str(), v)),
+        capacity.iter().map(|(k, v)| (k.as_str(), *v)),
+        multiple,
+    );
+    let taints = d
+        .taints
+        .iter()
+        .flatten()
+        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+        .map(|t| (t.key.clone(), t.value.clone().unwrap_or_default(), t.effect.clone()))
+        .collect();
+    let unsupported = d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty())
+        || d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty());
+    Device {
+        name: d.name.clone(),
+        reach: Reach::of(d.node_name.as_ref(), d.all_nodes, d.node_selector.as_ref()),
+        attributes,
+        taints,
+        unsupported,
+        value,
+    }
+}
+
+fn attribute(a: &api::DeviceAttribute) -> Option<Attribute> {
+    if let Some(i) = a.int {
+        return Some(Attribute::Int(i));
+    }
+    if let Some(b) = a.bool {
+        return Some(Attribute::Bool(b));
+    }
+    if let Some(s) = &a.string {
+        return Some(Attribute::String(s.clone()));
+    }
+    a.version.as_deref().and_then(|v| semver::Version::parse(v).ok()).map(Attribute::Version)
+}
+
+/// A DeviceClass: the selectors every device of it must match.
+#[derive(Debug, Clone, Default)]
+pub struct Class {
+    pub selectors: Vec<String>,
+}
+
+impl Class {
+    pub fn of(class: &DeviceClass) -> Class {
+        Class { selectors: selectors(class.spec.selectors.as_deref()) }
+    }
+}
+
+fn selectors(s: Option<&[api::DeviceSelector]>) -> Vec<String> {
+    s.into_iter().flatten().filter_map(|s| Some(s.cel.as_ref()?.expression.clone())).collect()
+}
+
+/// How many devices a request wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Exactly(usize),
+    All,
+}
+
+/// One way of satisfying a request: a request's `exactly`, or one of its
+/// `firstAvailable` alternatives (named `request/sub`).
+#[derive(Debug, Clone)]
+pub struct Alternative {
+    pub name: String,
+    pub class: String,
+    pub selectors: Vec<String>,
+    pub mode: Mode,
+    pub admin_access: bool,
+    pub tolerations: Vec<DeviceToleration>,
+}
+
+/// A request of a claim: its alternatives in order (one for `exactly`).
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub name: String,
+    pub alternatives: Vec<Alternative>,
+}
+
+/// `matchAttribute`: the devices of `requests` (every request when empty)
+/// share the attribute's value.
+#[derive(Debug, Clone)]
+pub struct MatchAttribute {
+    pub attribute: String,
+    pub requests: Vec<String>,
+}
+
+/// One allocated device, as `status.allocation.devices.results` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allocated {
+    pub request: String,
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+    pub admin_access: bool,
+}
+
+impl Allocated {
+    pub fn id(&self) -> DeviceId {
+        DeviceId { driver: self.driver.clone(), pool: self.pool.clone(), device: self.device.clone() }
+    }
+}
+
+/// A device, cluster-wide.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId {
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+}
+
+/// A claim's allocation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Allocation {
+    pub devices: Vec<Allocated>,
+    pub node_selector: Option<Vec<NodeSelectorTerm>>,
+}
+
+/// A ResourceClaim.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub uid: String,
+    pub resource_version: String,
+    pub requests: Vec<Request>,
+    pub constraints: Vec<MatchAttribute>,
+    /// Constraints wasmsched does not evaluate yet (`distinctAttribute`,
+    /// capacity requests): such a claim is refused, not misjudged.
+    pub unsupported: Option<String>,
+    pub allocation: Option<Arc<Allocation>>,
+    /// The UIDs of the pods it is reserved for.
+    pub reserved_for: Vec<String>,
+    pub deleting: bool,
+    /// The UID of the pod that owns it as its controller (a claim made
+    /// from a template).
+    pub owner: Option<String>,
+}
+
+impl Claim {
+    pub fn of(claim: &ResourceClaim) -> Claim {
+        let meta = &claim.metadata;
+        let devices = claim.spec.devices.as_ref();
+        let requests = devices.and_then(|d| d.requests.as_ref()).into_iter().flatten().map(request).collect();
+        let all_constraints = devices.and_then(|d| d.constraints.as_ref()).into_iter().flatten();
+        let mut unsupported = None;
+        let mut constraints = Vec::new();
+        for c in all_constraints {
+            match (&c.match_attribute, &c.distinct_attribute) {
+                (Some(attribute), _) => constraints.push(MatchAttribute {
+                    attribute: attribute.clone(),
+                    requests: c.requests.clone().unwrap_or_default(),
+                }),
+                (None, Some(_)) => unsupported = Some("distinctAttribute constraints".to_string()),
+                (None, None) => {}
+            }
+        }
+        if devices.and_then(|d| d.requests.as_ref()).into_iter().flatten().any(asks_capacity) {
+            unsupported = Some("capacity requests (DRAConsumableCapacity)".to_string());
+        }
+        let status = claim.status.as_ref();
+        Claim {
+            uid: meta.uid.clone().unwrap_or_default(),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+            requests,
+            constraints,
+            unsupported,
+            allocation: status.and_then(|s| s.allocation.as_ref()).map(|a| Arc::new(allocation(a))),
+            reserved_for: status
+                .and_then(|s| s.reserved_for.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|r| r.uid.clone())
+                .collect(),
+            deleting: meta.deletion_timestamp.is_some(),
+            owner: meta
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true) && o.kind == "Pod")
+                .map(|o| o.uid.clone()),
+        }
+    }
+}
+
+fn asks_capacity(r: &DeviceRequest) -> bool {
+    r.exactly.as_ref().is_some_and(|e| e.capacity.is_some())
+        || r.first_available.iter().flatten().any(|s| s.capacity.is_some())
+}
+
+fn request(r: &DeviceRequest) -> Request {
+    let mode = |mode: Option<&str>, count: Option<i64>| match mode {
+        Some("All") => Mode::All,
+        _ => Mode::Exactly(usize::try_from(count.unwrap_or(1)).unwrap_or(1)),
+    };
+    let alternatives = match (&r.exactly, &r.first_available) {
+        (Some(e), _) => vec![Alternative {
+            name: r.name.clone(),
+            class: e.device_class_name.clone(),
+            selectors: selectors(e.selectors.as_deref()),
+            mode: mode(e.allocation_mode.as_deref(), e.count),
+            admin_access: e.admin_access == Some(true),
+            tolerations: e.tolerations.clone().unwrap_or_default(),
+        }],
+        (None, Some(subs)) => subs
+            .iter()
+            .map(|s| Alternative {
+                name: format!("{}/{}", r.name, s.name),
+                class: s.device_class_name.clone(),
+                selectors: selectors(s.selectors.as_deref()),
+                mode: mode(s.allocation_mode.as_deref(), s.count),
+                admin_access: false,
+                tolerations: s.tolerations.clone().unwrap_or_default(),
+            })
+            .collect(),
+        (None, None) => vec![],
+    };
+    Request { name: r.name.clone(), alternatives }
+}
+
+fn allocation(a: &api::AllocationResult) -> Allocation {
+    let results = a.devices.as_ref().and_then(|d| d.results.as_ref()).into_iter().flatten();
+    Allocation {
+        devices: results
+            .map(|r| Allocated {
+                request: r.request.clone(),
+                driver: r.driver.clone(),
+                pool: r.pool.clone(),
+                device: r.device.clone(),
+                admin_access: r.admin_access == Some(true),
+            })
+            .collect(),
+        node_selector: a.node_selector.as_ref().map(|s| s.node_selector_terms.iter().map(selector_term).collect()),
+    }
+}
+
+/// Whether `tolerations` tolerate the device taint `(key, value, effect)`,
+/// as a pod's tolerations tolerate a node's taint.
+pub fn tolerated(tolerations: &[DeviceToleration], (key, value, effect): &(String, String, String)) -> bool {
+    tolerations.iter().any(|t| {
+        let effect_ok = t.effect.as_deref().is_none_or(|e| e.is_empty() || e == effect);
+        let key_ok = t.key.as_deref().is_none_or(|k| k.is_empty() || k == key);
+        let value_ok = match t.operator.as_deref() {
+            Some("Exists") => true,
+            _ => t.value.as_deref().unwrap_or_default() == value,
+        };
+        effect_ok && key_ok && value_ok
+    })
+}

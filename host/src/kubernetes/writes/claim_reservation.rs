@@ -1,0 +1,137 @@
+//! DynamicResources' PreBind, as kube-scheduler makes it: each of the
+//! pod's ResourceClaims not reserved for it yet gets, on the claim's latest
+//! version, the delete-protection finalizer and the allocation the attempt
+//! reserved (for a claim it allocated), then the pod as consumer in
+//! `status.reservedFor`. A conflict re-reads the claim and tries again; a
+//! claim deleted, or allocated by someone else meanwhile, fails the
+//! binding cycle.
+
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::cluster::devices::objects::DELETE_PROTECTION;
+use crate::cluster::devices::{Allocation, ClaimReservation, DeviceReservation};
+use crate::kubernetes::writes::denied::Denials;
+use crate::kubernetes::writes::prebind::PreBindError;
+use wasmsched_runtime::NodeSelectorTerm;
+
+/// How often a claim is re-read after a conflict (client-go's
+/// `retry.DefaultRetry` steps).
+const CONFLICT_RETRIES: usize = 5;
+
+/// Reserves every claim of `reservation` for its pod.
+pub async fn write(
+    client: &kube::Client,
+    reservation: &DeviceReservation,
+    denials: &Denials,
+) -> Result<(), PreBindError> {
+    for claim in &reservation.claims {
+        reserve_claim(client, claim, denials).await?;
+    }
+    Ok(())
+}
+
+async fn reserve_claim(client: &kube::Client, c: &ClaimReservation, denials: &Denials) -> Result<(), PreBindError> {
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &c.namespace);
+    let key = format!("{}/{}", c.namespace, c.claim);
+    let doing =
+        if c.allocation.is_some() { "add allocation and reservation to claim" } else { "add reservation to claim" };
+    let mut last = String::new();
+    for _ in 0..CONFLICT_RETRIES {
+        let current = claims.get(&c.claim).await.map_err(|e| failed(&format!("get claim {key}: {e}")))?;
+        if current.metadata.deletion_timestamp.is_some() || current.metadata.uid.as_deref() != Some(&c.claim_uid) {
+            return Err(failed(&format!("claim {key} got deleted in the meantime")));
+        }
+        let status = current.status.as_ref();
+        if c.allocation.is_some() && status.is_some_and(|s| s.allocation.is_some()) {
+            return Err(failed(&format!("claim {key} got allocated elsewhere in the meantime")));
+        }
+        let mut version = current.metadata.resource_version.clone().unwrap_or_default();
+        let finalizers = current.metadata.finalizers.clone().unwrap_or_default();
+        if c.allocation.is_some() && !finalizers.iter().any(|f| f == DELETE_PROTECTION) {
+            let mut with = finalizers.clone();
+            with.push(DELETE_PROTECTION.to_string());
+            let patch = json!({"metadata": {"resourceVersion": version, "finalizers": with}});
+            match claims.patch(&c.claim, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Ok(updated) => version = updated.metadata.resource_version.unwrap_or_default(),
+                Err(e) if is_conflict(&e) => {
+                    last = e.to_string();
+                    continue;
+                }
+                Err(e) => return Err(failure(denials, "resourceclaims", &e, &format!("add finalizer to claim {key}"))),
+            }
+        }
+        let mut reserved: Vec<Value> = status
+            .and_then(|s| s.reserved_for.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|r| json!({"resource": r.resource, "name": r.name, "uid": r.uid}))
+            .collect();
+        reserved.push(json!({"resource": "pods", "name": c.pod_name, "uid": c.pod_uid}));
+        let mut status_patch = json!({"reservedFor": reserved});
+        if let Some(allocation) = &c.allocation {
+            status_patch["allocation"] = allocation_json(allocation);
+        }
+        let patch = json!({"metadata": {"resourceVersion": version}, "status": status_patch});
+        match claims.patch_status(&c.claim, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => return Ok(()),
+            Err(e) if is_conflict(&e) => last = e.to_string(),
+            Err(e) => return Err(failure(denials, "resourceclaims/status", &e, &format!("{doing} {key}"))),
+        }
+    }
+    Err(failed(&format!("{doing} {key}: {last}")))
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+fn failed(why: &str) -> PreBindError {
+    PreBindError::Failed(why.to_string())
+}
+
+fn failure(denials: &Denials, resource: &'static str, error: &kube::Error, doing: &str) -> PreBindError {
+    if denials.forbidden("patch", resource, error) {
+        PreBindError::Forbidden(crate::kubernetes::writes::denied::message(error))
+    } else {
+        PreBindError::Failed(format!("{doing}: {error}"))
+    }
+}
+
+/// `status.allocation` as the API spells it.
+pub fn allocation_json(allocation: &Allocation) -> Value {
+    let results: Vec<Value> = allocation
+        .devices
+        .iter()
+        .map(|d| {
+            let mut r = json!({"request": d.request, "driver": d.driver, "pool": d.pool, "device": d.device});
+            if d.admin_access {
+                r["adminAccess"] = json!(true);
+            }
+            r
+        })
+        .collect();
+    let mut out = json!({"devices": {"results": results}});
+    if let Some(terms) = &allocation.node_selector {
+        out["nodeSelector"] = json!({"nodeSelectorTerms": terms.iter().map(term_json).collect::<Vec<_>>()});
+    }
+    out
+}
+
+fn term_json(term: &NodeSelectorTerm) -> Value {
+    let requirements = |list: &[wasmsched_runtime::SelectorRequirement]| -> Vec<Value> {
+        list.iter()
+            .map(|r| json!({"key": r.key, "operator": format!("{:?}", r.operator), "values": r.values}))
+            .collect()
+    };
+    let mut out = json!({});
+    if !term.match_expressions.is_empty() {
+        out["matchExpressions"] = json!(requirements(&term.match_expressions));
+    }
+    if !term.match_fields.is_empty() {
+        out["matchFields"] = json!(requirements(&term.match_fields));
+    }
+    out
+}

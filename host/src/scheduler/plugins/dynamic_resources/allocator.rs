@@ -1,0 +1,276 @@
+//! kube's structured allocation on one node: every request of every claim
+//! to allocate gets its devices from those the node reaches, not held by
+//! another claim (admin access aside), matching the class's and the
+//! request's selectors, tolerating the devices' taints, and agreeing on
+//! the claim's `matchAttribute` constraints. A depth-first search with
+//! backtracking, as kube's allocator: a request's alternatives
+//! (`firstAvailable`) in order, devices in a stable order.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::cluster::devices::cel::{Attribute, qualified};
+use crate::cluster::devices::objects::{Alternative, Mode, tolerated};
+use crate::cluster::devices::{Allocated, Allocation, Device, Devices, Reach, Slice};
+use crate::cluster::devices::{Claim, DeviceId, cel::Selector};
+
+/// A compiled selector, or why it does not compile.
+pub type Compiled = Arc<Result<Selector, String>>;
+
+/// A claim to allocate, with its selectors compiled.
+#[derive(Debug, Clone)]
+pub struct ClaimPlan {
+    pub name: String,
+    pub claim: Claim,
+    /// Per request, per alternative: the class's selectors, then the
+    /// request's.
+    pub selectors: Vec<Vec<Vec<Compiled>>>,
+}
+
+/// One candidate device on the node.
+struct Candidate<'a> {
+    slice: &'a Slice,
+    device: &'a Device,
+    reach: &'a Reach,
+    allocated: bool,
+}
+
+/// One device chosen for a request.
+#[derive(Clone)]
+struct Choice {
+    claim: usize,
+    request: String,
+    /// The request's name, and the alternative's (`req/sub`).
+    parent: String,
+    candidate: usize,
+    admin_access: bool,
+}
+
+/// The allocations of `plans` on this node, one per claim, or `Ok(None)`
+/// when they cannot all be allocated; `Err` is a selector that failed to
+/// compile or evaluate.
+pub fn allocate(
+    plans: &[ClaimPlan],
+    devices: &Devices,
+    node: &wasmsched_runtime::NodeFacts,
+) -> Result<Option<Vec<Allocation>>, String> {
+    let candidates: Vec<Candidate> = devices
+        .reachable(node)
+        .into_iter()
+        .filter(|(_, d, _)| !d.unsupported)
+        .map(|(slice, device, reach)| {
+            let id = DeviceId { driver: slice.driver.clone(), pool: slice.pool.clone(), device: device.name.clone() };
+            let allocated = devices.is_allocated(&id);
+            Candidate { slice, device, reach, allocated }
+        })
+        .collect();
+    let mut search = Search { plans, candidates: &candidates, chosen: Vec::new(), taken: HashSet::new() };
+    if !search.claim_from(0, 0)? {
+        return Ok(None);
+    }
+    Ok(Some(search.allocations(node)))
+}
+
+struct Search<'p, 'c> {
+    plans: &'p [ClaimPlan],
+    candidates: &'c [Candidate<'c>],
+    chosen: Vec<Choice>,
+    taken: HashSet<usize>,
+}
+
+impl Search<'_, '_> {
+    /// Allocates request `request` of claim `claim` and everything after.
+    fn claim_from(&mut self, claim: usize, request: usize) -> Result<bool, String> {
+        let Some(plan) = self.plans.get(claim) else { return Ok(true) };
+        let Some(req) = plan.claim.requests.get(request) else { return self.claim_from(claim + 1, 0) };
+        for (a, alternative) in req.alternatives.iter().enumerate() {
+            let matching = self.matching(claim, request, a, alternative)?;
+            let mark = self.chosen.len();
+            let ok = match alternative.mode {
+                Mode::Exactly(n) => self.pick(claim, request, alternative, &matching, 0, n)?,
+                Mode::All => self.pick_all(claim, request, alternative, &matching)?,
+            };
+            if ok {
+                return Ok(true);
+            }
+            self.undo(mark);
+        }
+        Ok(false)
+    }
+
+    /// The candidates that match the alternative's class and selectors and
+    /// tolerate its taints, free or not.
+    fn matching(&self, claim: usize, request: usize, a: usize, alt: &Alternative) -> Result<Vec<usize>, String> {
+        let selectors = &self.plans[claim].selectors[request][a];
+        let mut out = Vec::new();
+        for (i, c) in self.candidates.iter().enumerate() {
+            if !c.device.taints.iter().all(|t| tolerated(&alt.tolerations, t)) {
+                continue;
+            }
+            let mut all = true;
+            for (n, selector) in selectors.iter().enumerate() {
+                let selector =
+                    selector.as_ref().as_ref().map_err(|e| format!("request {}: selector #{n}: {e}", alt.name))?;
+                let matched = selector
+                    .matches(&c.device.value)
+                    .map_err(|e| format!("request {}: selector #{n}: CEL runtime error: {e}", alt.name))?;
+                if !matched {
+                    all = false;
+                    break;
+                }
+            }
+            if all {
+                out.push(i);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Picks `left` more devices from `matching[from..]`, then goes on
+    /// with the next request.
+    fn pick(
+        &mut self,
+        claim: usize,
+        request: usize,
+        alt: &Alternative,
+        matching: &[usize],
+        from: usize,
+        left: usize,
+    ) -> Result<bool, String> {
+        if left == 0 {
+            return self.claim_from(claim, request + 1);
+        }
+        for (k, &i) in matching.iter().enumerate().skip(from) {
+            if !self.usable(i, alt.admin_access) || !self.constraints_allow(claim, &alt.name, i) {
+                continue;
+            }
+            self.choose(claim, request, alt, i);
+            if self.pick(claim, request, alt, matching, k + 1, left - 1)? {
+                return Ok(true);
+            }
+            self.undo(self.chosen.len() - 1);
+        }
+        Ok(false)
+    }
+
+    /// `allocationMode: All`: every matching device, each free.
+    fn pick_all(
+        &mut self,
+        claim: usize,
+        request: usize,
+        alt: &Alternative,
+        matching: &[usize],
+    ) -> Result<bool, String> {
+        if matching.is_empty() {
+            return Ok(false);
+        }
+        for &i in matching {
+            if !self.usable(i, alt.admin_access) || !self.constraints_allow(claim, &alt.name, i) {
+                return Ok(false);
+            }
+            self.choose(claim, request, alt, i);
+        }
+        self.claim_from(claim, request + 1)
+    }
+
+    fn usable(&self, i: usize, admin_access: bool) -> bool {
+        admin_access || (!self.candidates[i].allocated && !self.taken.contains(&i))
+    }
+
+    fn choose(&mut self, claim: usize, request: usize, alt: &Alternative, i: usize) {
+        let parent = self.plans[claim].claim.requests[request].name.clone();
+        if !alt.admin_access {
+            self.taken.insert(i);
+        }
+        self.chosen.push(Choice {
+            claim,
+            request: alt.name.clone(),
+            parent,
+            candidate: i,
+            admin_access: alt.admin_access,
+        });
+    }
+
+    fn undo(&mut self, to: usize) {
+        for c in self.chosen.drain(to..) {
+            if !c.admin_access {
+                self.taken.remove(&c.candidate);
+            }
+        }
+    }
+
+    /// `matchAttribute`: a device for a constrained request must carry the
+    /// attribute with the value the claim's devices chosen so far carry.
+    fn constraints_allow(&self, claim: usize, request: &str, i: usize) -> bool {
+        let parent = request.split('/').next().unwrap_or(request);
+        self.plans[claim].claim.constraints.iter().all(|c| {
+            let applies = |r: &str| {
+                c.requests.is_empty() || c.requests.iter().any(|n| n == r || n == r.split('/').next().unwrap_or(r))
+            };
+            if !applies(request) && !applies(parent) {
+                return true;
+            }
+            let Some(value) = attribute(&self.candidates[i], &c.attribute) else { return false };
+            self.chosen
+                .iter()
+                .filter(|ch| ch.claim == claim && (applies(&ch.request) || applies(&ch.parent)))
+                .all(|ch| attribute(&self.candidates[ch.candidate], &c.attribute) == Some(value))
+        })
+    }
+
+    /// Each claim's allocation from the choices.
+    fn allocations(&self, node: &wasmsched_runtime::NodeFacts) -> Vec<Allocation> {
+        (0..self.plans.len())
+            .map(|claim| {
+                let chosen: Vec<&Choice> = self.chosen.iter().filter(|c| c.claim == claim).collect();
+                let devices = chosen
+                    .iter()
+                    .map(|c| {
+                        let candidate = &self.candidates[c.candidate];
+                        Allocated {
+                            request: c.request.clone(),
+                            driver: candidate.slice.driver.clone(),
+                            pool: candidate.slice.pool.clone(),
+                            device: candidate.device.name.clone(),
+                            admin_access: c.admin_access,
+                        }
+                    })
+                    .collect();
+                Allocation {
+                    devices,
+                    node_selector: node_selector(chosen.iter().map(|c| self.candidates[c.candidate].reach), node),
+                }
+            })
+            .collect()
+    }
+}
+
+/// A device's attribute by its fully qualified name (`domain/name`).
+fn attribute<'a>(c: &'a Candidate, qualified_name: &str) -> Option<&'a Attribute> {
+    c.device
+        .attributes
+        .iter()
+        .find(|(name, _)| {
+            let (domain, id) = qualified(&c.slice.driver, name);
+            qualified_name.split_once('/') == Some((domain, id))
+        })
+        .map(|(_, v)| v)
+}
+
+/// The allocation's node selector: the node by name when any device is
+/// local to it, a device selector's terms, or none when every node reaches
+/// every device.
+fn node_selector<'a>(
+    reaches: impl Iterator<Item = &'a Reach>,
+    node: &wasmsched_runtime::NodeFacts,
+) -> Option<Vec<wasmsched_runtime::NodeSelectorTerm>> {
+    let mut selector = None;
+    for reach in reaches {
+        match reach {
+            Reach::Node(_) => return Some(vec![crate::cluster::devices::objects::by_name(&node.name)]),
+            Reach::All => {}
+            Reach::Selector(_) => selector = reach.node_selector(),
+        }
+    }
+    selector
+}

@@ -1,0 +1,166 @@
+//! DynamicResources, as kube-scheduler v1.36 judges a pod's
+//! ResourceClaims.
+//! - PreFilter (`PodDevices::resolve`) rejects the pod as a whole when a
+//!   claim is not made yet (from a template), missing, being deleted, not
+//!   the pod's own, reserved for as many consumers as it may have, or asks
+//!   for a device class that does not exist.
+//! - Filter (`PodDevices::check`) keeps the pod off nodes outside an
+//!   allocated claim's node selector, and off nodes where the claims to
+//!   allocate cannot all get their devices (`allocator`).
+//! - Reserve (`reserve`) holds the chosen node's allocation and the pod as
+//!   consumer in the cluster model; the backend's PreBind writes both to
+//!   each claim's status.
+
+use std::sync::Arc;
+
+use wasmsched_rules::required_affinity_matches;
+use wasmsched_runtime::{NodeFacts, NodeSelectorTerm};
+
+use crate::cluster::devices::objects::RESERVED_FOR_MAX;
+use crate::cluster::devices::{Allocation, Claim, ClaimReservation, DeviceReservation, Devices};
+use crate::cluster::{ClusterState, PodInfo};
+
+mod allocator;
+
+use allocator::ClaimPlan;
+
+/// A node where the pod's claims to allocate cannot all get devices.
+pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
+/// A node outside an allocated claim's node selector.
+pub const NOT_AVAILABLE: &str = "resourceclaim not available on the node";
+/// A claim reserved for as many consumers as it may have.
+pub const IN_USE: &str = "resourceclaim in use";
+
+/// The pod's claims as this attempt reads them.
+#[derive(Debug, Clone, Default)]
+pub struct PodDevices {
+    /// Allocated claims' node selectors.
+    allocated: Vec<Vec<NodeSelectorTerm>>,
+    /// Claims to allocate.
+    to_allocate: Vec<ClaimPlan>,
+    /// Claims allocated already, to reserve for the pod, by name.
+    to_reserve: Vec<(String, Claim)>,
+    pub checks_nodes: bool,
+}
+
+impl PodDevices {
+    /// The pod's claims looked up; `Err` is kube's PreFilter message, which
+    /// rejects the pod on every node.
+    pub fn resolve(pod: &PodInfo, state: &ClusterState) -> Result<PodDevices, String> {
+        let mut resolved = PodDevices::default();
+        if pod.device_claims.is_empty() {
+            return Ok(resolved);
+        }
+        let devices = state.devices();
+        for claim_ref in &pod.device_claims {
+            let Some(name) = &claim_ref.claim else {
+                return Err(format!("pod \"{}\": ResourceClaim not created yet", pod.key));
+            };
+            let claim = usable_claim(pod, name, claim_ref.from_template, devices)?;
+            let reserved_here = claim.reserved_for.contains(&pod.uid);
+            match &claim.allocation {
+                Some(_) if claim.reserved_for.len() >= RESERVED_FOR_MAX && !reserved_here => {
+                    return Err(IN_USE.to_string());
+                }
+                Some(allocation) => {
+                    if let Some(terms) = &allocation.node_selector {
+                        resolved.allocated.push(terms.clone());
+                    }
+                    if !reserved_here {
+                        resolved.to_reserve.push((name.clone(), claim.clone()));
+                    }
+                }
+                None => {
+                    let plan = plan(name, claim, devices)?;
+                    resolved.to_allocate.push(plan);
+                }
+            }
+        }
+        resolved.checks_nodes = !resolved.allocated.is_empty() || !resolved.to_allocate.is_empty();
+        Ok(resolved)
+    }
+
+    /// DynamicResources' Filter.
+    pub fn check(&self, node: &NodeFacts, devices: &Devices) -> Result<(), Vec<String>> {
+        if !self.allocated.iter().all(|terms| required_affinity_matches(terms, node)) {
+            return Err(vec![NOT_AVAILABLE.to_string()]);
+        }
+        self.allocate(node, devices).map(drop)
+    }
+
+    /// The allocations of the claims to allocate on `node`, in their
+    /// order.
+    fn allocate(&self, node: &NodeFacts, devices: &Devices) -> Result<Vec<Allocation>, Vec<String>> {
+        if self.to_allocate.is_empty() {
+            return Ok(vec![]);
+        }
+        match allocator::allocate(&self.to_allocate, devices, node) {
+            Ok(Some(allocations)) => Ok(allocations),
+            Ok(None) => Err(vec![CANNOT_ALLOCATE.to_string()]),
+            Err(e) => Err(vec![e]),
+        }
+    }
+}
+
+/// The claim `name` if the pod may use it as it is (kube's
+/// `foreachPodResourceClaim`); `Err` is the PreFilter's message.
+fn usable_claim<'d>(pod: &PodInfo, name: &str, from_template: bool, devices: &'d Devices) -> Result<&'d Claim, String> {
+    let namespace = &pod.key.namespace;
+    let claim =
+        devices.claim(namespace, name).ok_or_else(|| format!("resourceclaim.resource.k8s.io \"{name}\" not found"))?;
+    if claim.deleting {
+        return Err(format!("resourceclaim \"{name}\" is being deleted"));
+    }
+    if from_template && claim.owner.as_deref() != Some(pod.uid.as_str()) {
+        return Err(format!("ResourceClaim {namespace}/{name} was not created for pod {} (pod is not owner)", pod.key));
+    }
+    Ok(claim)
+}
+
+/// A claim to allocate with its classes' and requests' selectors; `Err`
+/// when a class is missing or the claim asks what wasmsched cannot
+/// allocate yet.
+fn plan(name: &str, claim: &Claim, devices: &Devices) -> Result<ClaimPlan, String> {
+    if let Some(what) = &claim.unsupported {
+        return Err(format!("resourceclaim \"{name}\" uses {what}, which wasmsched does not allocate yet"));
+    }
+    let mut selectors = Vec::with_capacity(claim.requests.len());
+    for request in &claim.requests {
+        let mut per_alternative = Vec::with_capacity(request.alternatives.len());
+        for alt in &request.alternatives {
+            let class = devices
+                .class(&alt.class)
+                .ok_or_else(|| format!("request {}: device class {} does not exist", alt.name, alt.class))?;
+            per_alternative.push(class.selectors.iter().chain(&alt.selectors).map(|s| devices.selector(s)).collect());
+        }
+        selectors.push(per_alternative);
+    }
+    Ok(ClaimPlan { name: name.to_string(), claim: claim.clone(), selectors })
+}
+
+/// kube's Reserve for the chosen node: the claims to allocate get the
+/// node's allocation, every claim the pod as consumer, held in the model
+/// and returned for PreBind. Nothing for a pod without claims.
+pub fn reserve(pod: &PodInfo, node: &str, state: &mut ClusterState) -> DeviceReservation {
+    if pod.device_claims.is_empty() {
+        return DeviceReservation::default();
+    }
+    let Ok(resolved) = PodDevices::resolve(pod, state) else { return DeviceReservation::default() };
+    let table = state.table();
+    let Some(facts) = table.id_of(node).and_then(|id| table.get(id)) else { return DeviceReservation::default() };
+    let Ok(allocations) = resolved.allocate(facts, state.devices()) else { return DeviceReservation::default() };
+    let entry = |(name, claim): (&String, &Claim), allocation: Option<Allocation>| ClaimReservation {
+        namespace: pod.key.namespace.clone(),
+        claim: name.clone(),
+        claim_uid: claim.uid.clone(),
+        claim_version: claim.resource_version.clone(),
+        allocation: allocation.map(Arc::new),
+        pod_name: pod.key.name.clone(),
+        pod_uid: pod.uid.clone(),
+    };
+    let allocated = resolved.to_allocate.iter().zip(allocations).map(|(p, a)| entry((&p.name, &p.claim), Some(a)));
+    let reserved = resolved.to_reserve.iter().map(|(n, c)| entry((n, c), None));
+    let reservation = DeviceReservation { claims: allocated.chain(reserved).collect() };
+    state.devices_mut().assume(&pod.key, reservation.clone());
+    reservation
+}

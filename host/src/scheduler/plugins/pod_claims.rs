@@ -1,0 +1,36 @@
+//! What a pod's claims need of nodes, resolved once per attempt: its
+//! PersistentVolumeClaims (VolumeBinding and the other volume filters) and
+//! its ResourceClaims (DynamicResources). A claim that cannot be used
+//! whatever the node rejects the pod as a whole (kube's PreFilter).
+
+use std::borrow::Cow;
+
+use crate::cluster::{ClusterState, PlacedPod, PodInfo};
+use crate::scheduler::plugins::dynamic_resources::PodDevices;
+use crate::scheduler::plugins::volume_binding::PodVolumes;
+
+#[derive(Debug, Clone, Default)]
+pub struct PodClaims {
+    pub volumes: PodVolumes,
+    pub devices: PodDevices,
+}
+
+impl PodClaims {
+    /// `Err` is kube's PreFilter message: VolumeBinding's first, as kube
+    /// runs it first.
+    pub fn resolve(pod: &PodInfo, state: &ClusterState) -> Result<PodClaims, String> {
+        let volumes = PodVolumes::resolve(pod, state)?;
+        let devices = PodDevices::resolve(pod, state)?;
+        Ok(PodClaims { volumes, devices })
+    }
+
+    /// The same, with `evicted` gone (a preemption's dry run): evictions
+    /// free ReadWriteOncePod claims; devices stay allocated until their
+    /// claims are deallocated, which eviction does not do.
+    pub fn without(&self, evicted: &[&PlacedPod]) -> Cow<'_, PodClaims> {
+        match self.volumes.without(evicted) {
+            Cow::Borrowed(_) => Cow::Borrowed(self),
+            Cow::Owned(volumes) => Cow::Owned(PodClaims { volumes, devices: self.devices.clone() }),
+        }
+    }
+}

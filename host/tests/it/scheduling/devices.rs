@@ -1,0 +1,140 @@
+//! DynamicResources in the simulator: devices published in ResourceSlices,
+//! allocated to ResourceClaims with CEL selectors, never twice.
+
+use super::*;
+
+const CLASS: &str = "---\napiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu}\nspec:\n  selectors:\n  - cel: {expression: 'device.driver == \"gpu.example.com\"'}\n";
+
+/// A slice on `node` with devices `(name, model, numa)`.
+fn slice(node: &str, devices: &[(&str, &str, i64)]) -> String {
+    let devices: String = devices
+        .iter()
+        .map(|(name, model, numa)| {
+            format!("  - name: {name}\n    attributes:\n      model: {{string: {model}}}\n      numa: {{int: {numa}}}\n    capacity:\n      memory: {{value: 80Gi}}\n")
+        })
+        .collect();
+    format!(
+        "---\napiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: {node}-gpus}}\nspec:\n  driver: gpu.example.com\n  nodeName: {node}\n  pool: {{name: {node}, generation: 1, resourceSliceCount: 1}}\n  devices:\n{devices}"
+    )
+}
+
+/// A claim whose requests (YAML, indented for `requests:`) ask for devices.
+fn claim(name: &str, requests: &str, extra: &str) -> String {
+    format!(
+        "---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {{name: {name}, namespace: t}}\nspec:\n  devices:\n    requests:\n{requests}{extra}"
+    )
+}
+
+fn exactly(request: &str, count: u32, selector: &str) -> String {
+    let selectors = if selector.is_empty() {
+        String::new()
+    } else {
+        format!("        selectors:\n        - cel: {{expression: '{selector}'}}\n")
+    };
+    format!("    - name: {request}\n      exactly:\n        deviceClassName: gpu\n        count: {count}\n{selectors}")
+}
+
+fn using(claim: &str) -> String {
+    format!("  resourceClaims:\n  - name: gpu\n    resourceClaimName: {claim}\n")
+}
+
+const A100: &str = r#"device.attributes["gpu.example.com"].model == "a100""#;
+
+fn cluster() -> String {
+    let nodes: String = ["n0", "n1", "n2"].iter().map(|n| node(n, "4", "8Gi", "")).collect();
+    nodes + CLASS + &slice("n1", &[("gpu-0", "a100", 0)]) + &slice("n2", &[("gpu-0", "h100", 0), ("gpu-1", "h100", 1)])
+}
+
+fn reserved(report: &SimReport, pod: &str) -> Vec<String> {
+    report.placements.iter().find(|p| p.pod == format!("t/{pod}")).map(|p| p.reserved.clone()).unwrap_or_default()
+}
+
+#[test]
+fn a_selector_takes_the_pod_to_the_node_with_the_device_and_allocates_it() {
+    let h100 = A100.replace("a100", "h100");
+    let yaml = cluster()
+        + &claim("a100", &exactly("gpu", 1, A100), "")
+        + &claim("h100", &exactly("gpu", 1, &h100), "")
+        + &claim("v100", &exactly("gpu", 1, &A100.replace("a100", "v100")), "")
+        + &pod("wants-a100", "1", &using("a100"))
+        + &pod("wants-h100", "1", &using("h100"))
+        + &pod("wants-v100", "1", &using("v100"));
+    let r = run(&yaml);
+    assert_eq!(placed(&r, "wants-a100").as_deref(), Some("n1"));
+    assert_eq!(reserved(&r, "wants-a100"), vec!["a100 → n1/gpu-0"]);
+    assert_eq!(placed(&r, "wants-h100").as_deref(), Some("n2"));
+    assert_eq!(
+        message(&r, "wants-v100"),
+        "0/3 nodes are available: 3 cannot allocate all claims. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+    );
+}
+
+#[test]
+fn a_device_is_never_given_to_two_claims() {
+    let yaml = cluster()
+        + &claim("first", &exactly("gpu", 1, A100), "")
+        + &claim("second", &exactly("gpu", 1, A100), "")
+        + &pod("one", "1", &using("first"))
+        + &pod("two", "1", &using("second"));
+    for seed in 0..4 {
+        let r = run_with(&yaml, PolicySet::default(), seed);
+        let placed_pods: Vec<&str> = ["one", "two"].into_iter().filter(|p| placed(&r, p).is_some()).collect();
+        assert_eq!(placed_pods.len(), 1, "seed {seed}: {:?}", r.placements);
+        let waiting = if placed_pods[0] == "one" { "two" } else { "one" };
+        assert!(message(&r, waiting).contains("3 cannot allocate all claims"), "{}", message(&r, waiting));
+    }
+}
+
+#[test]
+fn two_pods_sharing_a_claim_land_where_its_device_is() {
+    let yaml = cluster()
+        + &claim("shared", &exactly("gpu", 1, A100), "")
+        + &pod("one", "1", &using("shared"))
+        + &pod("two", "1", &using("shared"));
+    let r = run(&yaml);
+    assert_eq!(placed(&r, "one").as_deref(), Some("n1"));
+    assert_eq!(placed(&r, "two").as_deref(), Some("n1"));
+}
+
+#[test]
+fn count_all_match_attribute_and_first_available_pick_as_kube_does() {
+    let same_numa = "    constraints:\n    - matchAttribute: gpu.example.com/numa\n";
+    let all = "    - name: gpu\n      exactly: {deviceClassName: gpu, allocationMode: All}\n";
+    let fallback = format!(
+        "    - name: gpu\n      firstAvailable:\n      - name: a100s\n        deviceClassName: gpu\n        count: 2\n        selectors:\n        - cel: {{expression: '{A100}'}}\n      - name: any\n        deviceClassName: gpu\n        count: 2\n"
+    );
+    let two_alike = cluster()
+        + &slice("n0", &[("gpu-0", "h100", 0), ("gpu-1", "h100", 0)])
+        + &claim("pair", &exactly("gpu", 2, ""), same_numa)
+        + &pod("pair", "1", &using("pair"));
+    assert_eq!(placed(&run(&two_alike), "pair").as_deref(), Some("n0"), "two devices on one NUMA node: only n0");
+
+    let every = cluster() + &claim("every", all, "") + &pod("every", "1", &using("every"));
+    let r = run(&every);
+    let node = placed(&r, "every").unwrap();
+    let expected = if node == "n1" { vec!["every → n1/gpu-0"] } else { vec!["every → n2/gpu-0, n2/gpu-1"] };
+    assert_eq!(reserved(&r, "every"), expected);
+
+    let first = cluster() + &claim("first", &fallback, "") + &pod("first", "1", &using("first"));
+    let r = run(&first);
+    assert_eq!(placed(&r, "first").as_deref(), Some("n2"), "no node has two a100s: the second choice");
+}
+
+#[test]
+fn claims_that_cannot_be_used_reject_the_pod_with_kubes_messages() {
+    let template = "  resourceClaims:\n  - name: gpu\n    resourceClaimTemplateName: gpus\n";
+    let no_class =
+        claim("no-class", &exactly("gpu", 1, "").replace("deviceClassName: gpu", "deviceClassName: fpga"), "");
+    let yaml = cluster()
+        + &no_class
+        + &pod("from-template", "1", template)
+        + &pod("missing", "1", &using("nothere"))
+        + &pod("no-class", "1", &using("no-class"));
+    let r = run(&yaml);
+    assert_eq!(
+        message(&r, "from-template"),
+        "0/3 nodes are available: pod \"t/from-template\": ResourceClaim not created yet."
+    );
+    assert_eq!(message(&r, "missing"), "0/3 nodes are available: resourceclaim.resource.k8s.io \"nothere\" not found.");
+    assert_eq!(message(&r, "no-class"), "0/3 nodes are available: request gpu: device class fpga does not exist.");
+}
