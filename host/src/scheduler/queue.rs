@@ -10,7 +10,9 @@
 //!   that may help (see [`SchedulingQueue::cluster_changed`]; for pods with
 //!   constraints on other pods, also a pod placed: [`SchedulingQueue::pod_placed`])
 //!   or at most five minutes;
-//! - gated: pods with `schedulingGates` wait until the gates are removed.
+//! - gated: pods with `schedulingGates` wait until the gates are removed,
+//!   and pods whose ResourceClaims cannot be used yet (kube's PreEnqueue)
+//!   until a claim changes.
 //!
 //! Time is passed in (`now` since an arbitrary origin) so the simulator can
 //! run on virtual time and tests need no sleeps.
@@ -302,6 +304,22 @@ impl SchedulingQueue {
     }
 
     /// The pod was placed and bound: it leaves the queue.
+    /// A popped pod that may not be attempted yet (kube's PreEnqueue):
+    /// it waits, without an attempt, until `release`d or updated.
+    pub fn hold(&mut self, key: &PodKey) {
+        if let Some(e) = self.entries.get_mut(key) {
+            e.location = Location::Gated;
+        }
+    }
+
+    /// A held pod may be attempted again; one gated by its own
+    /// `schedulingGates` stays.
+    pub fn release(&mut self, key: &PodKey) {
+        if self.entries.get(key).is_some_and(|e| e.location == Location::Gated && !e.info.gated) {
+            self.push_active(key);
+        }
+    }
+
     pub fn done(&mut self, key: &PodKey) {
         self.entries.remove(key);
     }

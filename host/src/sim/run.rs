@@ -399,11 +399,15 @@ fn report(scheduler: &Scheduler, loaded: Loaded, drive: Drive, wall_time: Durati
         .waiting()
         .map(|pod| Unplaced {
             pod: pod.key.to_string(),
-            reason: if pod.gated { "SchedulingGated".into() } else { "Unschedulable".into() },
-            message: if pod.gated {
-                "waiting for its scheduling gates to be removed".into()
-            } else {
-                drive.last_failure.get(&pod.key).cloned().unwrap_or_default()
+            reason: match (pod.gated, scheduler.claim_wait(&pod.key)) {
+                (true, _) => "SchedulingGated".into(),
+                (false, Some(_)) => "WaitingForResourceClaims".into(),
+                (false, None) => "Unschedulable".into(),
+            },
+            message: match (pod.gated, scheduler.claim_wait(&pod.key)) {
+                (true, _) => "waiting for its scheduling gates to be removed".into(),
+                (false, Some(why)) => format!("not attempted until its ResourceClaims can be used: {why}"),
+                (false, None) => drive.last_failure.get(&pod.key).cloned().unwrap_or_default(),
             },
         })
         .collect();

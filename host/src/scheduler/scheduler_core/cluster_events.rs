@@ -45,7 +45,14 @@ impl Scheduler {
             ClusterEvent::StorageCapacity(change) => self.stored(|s| s.state.volumes_mut(), change, now),
             ClusterEvent::ResourceSlice(change) => self.stored(|s| s.state.devices_mut(), change, now),
             ClusterEvent::DeviceClass(change) => self.stored(|s| s.state.devices_mut(), change, now),
-            ClusterEvent::ResourceClaim(change) => self.stored(|s| s.state.devices_mut(), change, now),
+            ClusterEvent::ResourceClaim(change) => {
+                // A claim made, or changed: the pods held for their claims
+                // look again (kube's queueing hint for claims).
+                for key in std::mem::take(&mut self.claim_waits).into_keys() {
+                    self.queue.release(&key);
+                }
+                self.stored(|s| s.state.devices_mut(), change, now)
+            }
         }
     }
 
@@ -206,6 +213,7 @@ impl Scheduler {
             return;
         }
         self.queue.remove(key);
+        self.claim_waits.remove(key);
         self.invalid.retain(|i| &i.key != key);
         self.state.unnominate(key);
         self.placed_pod_gone(key, now);

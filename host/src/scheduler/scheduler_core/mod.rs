@@ -119,6 +119,8 @@ pub struct Scheduler {
     next_start_node: usize,
     /// The threads a large cluster's attempts are split over.
     workers: AttemptWorkers,
+    /// Pods held until their ResourceClaims can be used, and why.
+    claim_waits: HashMap<PodKey, String>,
 }
 
 /// Tenant jobs in flight per tenant. Each holds a copy of its candidates
@@ -148,6 +150,7 @@ impl Scheduler {
             parked: HashMap::new(),
             next_start_node: 0,
             workers: AttemptWorkers::default(),
+            claim_waits: HashMap::new(),
         }
     }
 
@@ -218,6 +221,12 @@ impl Scheduler {
         &self.invalid
     }
 
+    /// Why a pod held back waits for its ResourceClaims (kube writes
+    /// nothing on it meanwhile).
+    pub fn claim_wait(&self, key: &PodKey) -> Option<&str> {
+        self.claim_waits.get(key).map(String::as_str)
+    }
+
     /// Pods waiting for a cluster change or a gate.
     pub fn waiting(&self) -> impl Iterator<Item = &Arc<PodInfo>> {
         self.queue.waiting().map(|(p, _)| p)
@@ -239,6 +248,12 @@ impl Scheduler {
     /// One attempt for a popped pod; `None` when it has to wait its turn.
     fn attempt(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Duration) -> Option<Attempt> {
         let detail = self.explain.as_ref().is_some_and(|f| f(&pod.key));
+        if let Err(why) = dynamic_resources::pre_enqueue(&pod, &self.state) {
+            self.queue.hold(&pod.key);
+            self.claim_waits.insert(pod.key.clone(), why);
+            return None;
+        }
+        self.claim_waits.remove(&pod.key);
         let Some(profile) = self.profile(&pod.scheduler_name) else {
             // Only pods of a known profile are queued.
             self.queue.done(&pod.key);

@@ -133,8 +133,12 @@ fn claims_that_cannot_be_used_reject_the_pod_with_kubes_messages() {
     let r = run(&yaml);
     assert_eq!(
         message(&r, "from-template"),
-        "0/3 nodes are available: pod \"t/from-template\": ResourceClaim not created yet."
+        "not attempted until its ResourceClaims can be used: pod \"t/from-template\": ResourceClaim not created yet"
     );
-    assert_eq!(message(&r, "missing"), "0/3 nodes are available: resourceclaim.resource.k8s.io \"nothere\" not found.");
+    // kube's PreEnqueue: not attempted, and nothing written on the pod.
+    assert_eq!(
+        message(&r, "missing"),
+        "not attempted until its ResourceClaims can be used: resourceclaim.resource.k8s.io \"nothere\" not found"
+    );
     assert_eq!(message(&r, "no-class"), "0/3 nodes are available: request gpu: device class fpga does not exist.");
 }

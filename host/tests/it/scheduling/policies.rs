@@ -60,7 +60,10 @@ fn a_pods_resource_claims_are_evaluated_not_passed_over() {
     let yaml = node("n", "4", "8Gi", "") + &pod("claims", "1", devices) + &pod("plain", "1", "");
     let r = run(&yaml);
     assert!(placed(&r, "claims").is_none(), "a pod whose claim does not exist is not placed");
-    assert_eq!(message(&r, "claims"), "0/1 nodes are available: resourceclaim.resource.k8s.io \"gpu\" not found.");
+    assert_eq!(
+        message(&r, "claims"),
+        "not attempted until its ResourceClaims can be used: resourceclaim.resource.k8s.io \"gpu\" not found"
+    );
     assert!(r.placements.iter().all(|p| p.ignored_constraints.is_empty()));
     let table = wasmsched::sim::report::table(&r, "none");
     assert!(!table.contains("constraints wasmsched does not evaluate yet"), "{table}");

@@ -1,9 +1,11 @@
 //! DynamicResources, as kube-scheduler v1.36 judges a pod's
 //! ResourceClaims.
+//! - PreEnqueue (`pre_enqueue`) keeps the pod out of the queue, silently,
+//!   while a claim is not made yet (from a template), missing, being
+//!   deleted or not the pod's own.
 //! - PreFilter (`PodDevices::resolve`) rejects the pod as a whole when a
-//!   claim is not made yet (from a template), missing, being deleted, not
-//!   the pod's own, reserved for as many consumers as it may have, or asks
-//!   for a device class that does not exist.
+//!   claim is reserved for as many consumers as it may have, or asks for a
+//!   device class that does not exist.
 //! - Filter (`PodDevices::check`) keeps the pod off nodes outside an
 //!   allocated claim's node selector, and off nodes where the claims to
 //!   allocate cannot all get their devices (`allocator`).
@@ -100,6 +102,18 @@ impl PodDevices {
             Err(e) => Err(vec![e]),
         }
     }
+}
+
+/// kube's PreEnqueue: `Err` says why the pod may not be attempted yet (a
+/// claim to wait for); nothing is written on the pod meanwhile.
+pub fn pre_enqueue(pod: &PodInfo, state: &ClusterState) -> Result<(), String> {
+    for claim_ref in &pod.device_claims {
+        let Some(name) = &claim_ref.claim else {
+            return Err(format!("pod \"{}\": ResourceClaim not created yet", pod.key));
+        };
+        usable_claim(pod, name, claim_ref.from_template, state.devices())?;
+    }
+    Ok(())
 }
 
 /// The claim `name` if the pod may use it as it is (kube's

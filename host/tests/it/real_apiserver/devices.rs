@@ -1,0 +1,154 @@
+//! DynamicResources beside kube-scheduler: the same DeviceClass, the same
+//! devices published in ResourceSlices and the same ResourceClaims given
+//! to each, with the test playing the resource claim controller for a
+//! claim made from a template. Both must bind the same pods to the same
+//! nodes, allocate the same devices, reserve each claim for the same
+//! pods, and refuse the others with the same message.
+
+use super::*;
+
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+
+/// Each pod's outcome (pod names without the side), then each claim's
+/// devices (`node-suffix/device`) and how many pods it is reserved for.
+type Result = (BTreeMap<String, Outcome>, BTreeMap<String, (Vec<String>, usize)>);
+
+async fn run(real: &Real, side: &str, scheduler_name: &str) -> Result {
+    let own = |name: &str| real.own(&format!("{side}-{name}"));
+    let (driver, class) = (format!("{}.example.com", own("gpu")), own("gpu"));
+    for n in ["n0", "n1"] {
+        real.add_node(
+            &format!("{side}-{n}"),
+            &json!({"labels": {"wasmsched-class": format!("{side}-dra")}, "spec": {},
+            "cpu": "4", "memory": "8Gi", "pods": "110"}),
+        )
+        .await;
+    }
+    let post = PostParams::default();
+    let classes: Api<DeviceClass> = Api::all(real.admin.clone());
+    let selector = format!("device.driver == \"{driver}\"");
+    let body = json!({"metadata": {"name": class}, "spec": {"selectors": [{"cel": {"expression": selector}}]}});
+    classes.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
+    let slices: Api<ResourceSlice> = Api::all(real.admin.clone());
+    for (n, devices) in [("n0", vec![("gpu-0", "t4")]), ("n1", vec![("gpu-0", "a100"), ("gpu-1", "h100")])] {
+        let devices: Vec<Value> = devices
+            .iter()
+            .map(|(name, model)| json!({"name": name, "attributes": {"model": {"string": model}}}))
+            .collect();
+        let body = json!({"metadata": {"name": own(n)}, "spec": {"driver": driver, "nodeName": own(n),
+            "pool": {"name": own(n), "generation": 1, "resourceSliceCount": 1}, "devices": devices}});
+        slices.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
+    }
+    let claims: Api<ResourceClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
+    let model = |m: &str| format!("device.attributes[\"{driver}\"].model == \"{m}\"");
+    for (name, count, selector) in
+        [("a100", 1, model("a100")), ("shared", 1, model("h100")), ("pair", 2, String::new())]
+    {
+        let selectors = if selector.is_empty() { json!([]) } else { json!([{"cel": {"expression": selector}}]) };
+        let request =
+            json!({"name": "gpu", "exactly": {"deviceClassName": class, "count": count, "selectors": selectors}});
+        let body =
+            json!({"metadata": {"name": format!("{side}-{name}")}, "spec": {"devices": {"requests": [request]}}});
+        claims.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
+    }
+    real.settle().await;
+
+    let pod = |claim: Value| {
+        json!({"nodeSelector": {"wasmsched-class": format!("{side}-dra")}, "resourceClaims": [claim],
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}]})
+    };
+    let named = |claim: &str| pod(json!({"name": "gpu", "resourceClaimName": format!("{side}-{claim}")}));
+    let pods: Vec<(String, Value)> = vec![
+        ("a100".into(), named("a100")),
+        ("shared-1".into(), named("shared")),
+        ("shared-2".into(), named("shared")),
+        ("pair".into(), named("pair")),
+        ("templated".into(), pod(json!({"name": "gpu", "resourceClaimTemplateName": "gpus"}))),
+    ];
+    // One at a time: which pod gets a device first must not be the queue's
+    // choice.
+    let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::from_millis(1500)).await;
+    let mut outcomes = decided(real, side, &names[..4]).await;
+    // kube's PreEnqueue holds the pod until its claim exists, silently.
+    let pods_api: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
+    let templated = format!("{side}-templated");
+    outcomes.insert("templated".into(), Outcome::of(&pods_api.get(&templated).await.unwrap()));
+
+    // The resource claim controller's part: the claim from the template,
+    // owned by the pod, named in its status.
+    let uid = pods_api.get(&templated).await.unwrap().metadata.uid.unwrap();
+    let request = json!({"name": "gpu", "exactly": {"deviceClassName": class, "selectors": [{"cel": {"expression": model("t4")}}]}});
+    let claim_name = format!("{templated}-gpu");
+    let body = json!({"metadata": {"name": claim_name, "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+        "name": templated, "uid": uid, "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"devices": {"requests": [request]}}});
+    claims.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
+    let status = json!({"status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": claim_name}]}});
+    pods_api.patch_status(&templated, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let later = decided(real, side, std::slice::from_ref(&templated)).await;
+    outcomes.insert("templated, once its claim is made".into(), later["templated"].clone());
+
+    let mut allocated = BTreeMap::new();
+    for claim in ["a100", "shared", "pair", "templated-gpu"] {
+        let found = claims.get(&format!("{side}-{claim}")).await.unwrap();
+        let status = found.status.unwrap_or_default();
+        let devices = status
+            .allocation
+            .and_then(|a| a.devices)
+            .and_then(|d| d.results)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| format!("{}/{}", r.pool.trim_start_matches(&own("")), r.device))
+            .collect();
+        allocated.insert(claim.to_string(), (devices, status.reserved_for.unwrap_or_default().len()));
+    }
+
+    real.delete_pods().await;
+    let _ = claims.delete_collection(&DeleteParams::default(), &Default::default()).await;
+    for n in ["n0", "n1"] {
+        let _ = slices.delete(&own(n), &DeleteParams::default()).await;
+    }
+    let _ = classes.delete(&class, &DeleteParams::default()).await;
+    real.delete_nodes().await;
+    (outcomes, allocated)
+}
+
+/// The pods' outcomes once decided, by name without the side, with the
+/// side taken out of messages too.
+async fn decided(real: &Real, side: &str, names: &[String]) -> BTreeMap<String, Outcome> {
+    let decided = real.wait_decided(names, Duration::from_secs(40)).await;
+    decided
+        .iter()
+        .map(|p| {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let outcome = match Outcome::of(p) {
+                Outcome::Unschedulable(m) => Outcome::Unschedulable(m.replace(&format!("/{side}-"), "/")),
+                other => other,
+            };
+            (name.trim_start_matches(&format!("{side}-")).to_string(), outcome)
+        })
+        .collect()
+}
+
+#[test]
+fn allocates_devices_as_kube_scheduler_does() {
+    let Some(real) = Real::start("dra") else { return };
+    real.block_on(async {
+        let (kube, ours) = beside_kube(&real, "wasmsched-dra", run).await;
+        let (outcomes, allocated) = &kube;
+        assert_eq!(outcomes["a100"], Outcome::Bound, "{kube:?}");
+        assert_eq!(outcomes["shared-2"], Outcome::Bound, "{kube:?}");
+        assert!(
+            matches!(&outcomes["pair"], Outcome::Unschedulable(m) if m.contains("cannot allocate all claims")),
+            "{kube:?}"
+        );
+        assert_eq!(outcomes["templated"], Outcome::Pending, "{kube:?}");
+        assert_eq!(outcomes["templated, once its claim is made"], Outcome::Bound, "{kube:?}");
+        assert_eq!(allocated["a100"], (vec!["n1/gpu-0".to_string()], 1), "{kube:?}");
+        assert_eq!(allocated["shared"], (vec!["n1/gpu-1".to_string()], 2), "{kube:?}");
+        assert_eq!(allocated["templated-gpu"], (vec!["n0/gpu-0".to_string()], 1), "{kube:?}");
+        assert_eq!(ours, kube, "wasmsched allocates devices differently from kube-scheduler");
+    });
+}
