@@ -142,3 +142,90 @@ fn claims_that_cannot_be_used_reject_the_pod_with_kubes_messages() {
     );
     assert_eq!(message(&r, "no-class"), "0/3 nodes are available: request gpu: device class fpga does not exist.");
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+    use std::time::Duration;
+    use wasmsched::scheduler::{Attempt, ClusterEvent, Scheduler, SchedulerConfig};
+
+    /// Every device held by a claim (watched or reserved), once each.
+    fn no_device_twice(s: &Scheduler) -> Result<(), String> {
+        let devices = s.state().devices();
+        let mut seen = HashSet::new();
+        for (namespace, name) in devices.claim_keys() {
+            let Some(allocation) = devices.claim(namespace, name).and_then(|c| c.allocation.clone()) else { continue };
+            for d in &allocation.devices {
+                if !seen.insert(d.id()) {
+                    return Err(format!("{:?} given twice (again to {name})", d.id()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        /// Whatever the devices, the claims and which binding cycles fail,
+        /// no device is ever held by two claims, and a failed cycle leaves
+        /// nothing reserved for its pod.
+        #[test]
+        fn no_device_is_given_twice_and_failed_cycles_give_back(
+            per_node in proptest::collection::vec(0usize..3, 1..4),
+            counts in proptest::collection::vec(1u32..3, 1..6),
+            failures in proptest::collection::vec(any::<bool>(), 32),
+        ) {
+            let mut yaml: String = CLASS.to_string();
+            for (i, n) in per_node.iter().enumerate() {
+                let node_name = format!("n{i}");
+                yaml += &node(&node_name, "64", "64Gi", "");
+                let devices: Vec<(String, &str, i64)> = (0..*n).map(|d| (format!("gpu-{d}"), "a100", d as i64)).collect();
+                let devices: Vec<(&str, &str, i64)> = devices.iter().map(|(a, b, c)| (a.as_str(), *b, *c)).collect();
+                if !devices.is_empty() {
+                    yaml += &slice(&node_name, &devices);
+                }
+            }
+            for (i, count) in counts.iter().enumerate() {
+                yaml += &claim(&format!("c{i}"), &exactly("gpu", *count, ""), "");
+                yaml += &pod(&format!("p{i}"), "100m", &using(&format!("c{i}")));
+            }
+            let mut m = Manifests::default();
+            m.add_text("t", &yaml);
+            let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
+            let mut now = Duration::ZERO;
+            let events = m.nodes.into_iter().map(ClusterEvent::applied)
+                .chain(m.device_classes.into_iter().map(ClusterEvent::applied))
+                .chain(m.resource_slices.into_iter().map(ClusterEvent::applied))
+                .chain(m.resource_claims.into_iter().map(ClusterEvent::applied))
+                .chain(m.pods.into_iter().map(ClusterEvent::applied));
+            for event in events {
+                let _ = s.apply(event, now);
+            }
+            let mut failures = failures.into_iter().cycle();
+            // What each placement was handed, as PreBind would write it.
+            let mut given = std::collections::HashMap::new();
+            for _ in 0..64 {
+                match s.schedule_next(now) {
+                    Some(Attempt::Placed { pod, node, devices, .. }) => {
+                        prop_assert!(no_device_twice(&s).is_ok(), "{:?}", no_device_twice(&s));
+                        let handed: Vec<_> = devices.claims.iter().flat_map(|c| c.allocation.iter().flat_map(|a| a.devices.iter().map(|d| d.id()))).collect();
+                        for id in &handed {
+                            prop_assert!(given.insert(id.clone(), pod.key.clone()).is_none(), "{id:?} handed out twice");
+                        }
+                        if failures.next().unwrap_or(false) {
+                            given.retain(|_, holder| *holder != pod.key);
+                            s.binding_failed(&pod, true, now);
+                            prop_assert!(s.state().devices().reserved(&pod.key).is_none());
+                        } else {
+                            s.binding_succeeded(&pod, &node);
+                        }
+                    }
+                    Some(_) => {}
+                    None => now += Duration::from_secs(30),
+                }
+                prop_assert!(no_device_twice(&s).is_ok(), "{:?}", no_device_twice(&s));
+            }
+        }
+    }
+}
