@@ -16,6 +16,7 @@
 //!   server (watch → attempt → bind → events).
 
 pub mod cluster;
+pub mod devices;
 pub mod end_to_end;
 pub mod hot_swap;
 pub mod real_drain;

@@ -35,6 +35,8 @@ pub enum Workload {
     SpreadAndAntiAffinity,
     /// Every measured pod preempts lower-priority pods.
     PreemptionBasic,
+    /// Every measured pod has a ResourceClaim for one device (DRA).
+    SchedulingWithResourceClaims,
 }
 
 impl Workload {
@@ -45,6 +47,7 @@ impl Workload {
             Workload::TopologySpreading => Some(Shape::TopologySpreading),
             Workload::SpreadAndAntiAffinity => Some(Shape::SpreadAndAntiAffinity),
             Workload::PreemptionBasic => Some(Shape::Preemption),
+            Workload::SchedulingWithResourceClaims => Some(Shape::ResourceClaims),
             _ => None,
         }
     }
@@ -176,7 +179,8 @@ fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
             Workload::SchedulingPodAntiAffinity
             | Workload::SchedulingPodAffinity
             | Workload::TopologySpreading
-            | Workload::PreemptionBasic => {
+            | Workload::PreemptionBasic
+            | Workload::SchedulingWithResourceClaims => {
                 let shape = w.shape().expect("an inter-pod workload");
                 for nodes in if quick { &[500][..] } else { &[500, 5000][..] } {
                     out.push(spec(*w, *nodes, shape.kube_pods(*nodes).1, false));
@@ -257,7 +261,8 @@ fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
         | Workload::SchedulingPodAffinity
         | Workload::TopologySpreading
         | Workload::SpreadAndAntiAffinity
-        | Workload::PreemptionBasic => {
+        | Workload::PreemptionBasic
+        | Workload::SchedulingWithResourceClaims => {
             let shape = spec.workload.shape().expect("an inter-pod workload");
             topology::run(shape, spec.nodes, spec.pods, deadline, options)
         }
@@ -332,7 +337,14 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
     };
     anyhow::ensure!(wasmsched.is_file(), "{} not found: build it or pass --wasmsched-binary", wasmsched.display());
     let shapes: Vec<Shape> = if args.workloads.is_empty() {
-        vec![Shape::Basic, Shape::PodAntiAffinity, Shape::PodAffinity, Shape::TopologySpreading, Shape::Preemption]
+        vec![
+            Shape::Basic,
+            Shape::PodAntiAffinity,
+            Shape::PodAffinity,
+            Shape::TopologySpreading,
+            Shape::Preemption,
+            Shape::ResourceClaims,
+        ]
     } else {
         let mut shapes = Vec::new();
         for w in &args.workloads {

@@ -11,6 +11,11 @@
 //! no kubelet a deleted bound pod stays Terminating: a stand-in
 //! (`finish_deletions`) finishes each deletion at once, for both
 //! schedulers, and each scheduler gets a fresh set of init pods.
+//!
+//! SchedulingWithResourceClaims publishes eight devices per node and gives
+//! each measured pod a claim of its own; a scheduler's claims are released
+//! (as the resource claim controller would once their pods are gone) before
+//! the next one drains.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -21,6 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
@@ -29,6 +35,7 @@ use serde_json::{Value, json};
 
 use super::BenchResult;
 use super::cluster::node_json;
+use super::devices;
 use super::topology::Shape;
 
 /// Requests in flight while the cluster is filled.
@@ -89,6 +96,9 @@ impl Drain {
             // starts with the first eviction, not the first binding.
             let first = first_eviction.get().copied().unwrap_or(first_binding).min(first_binding);
             delete_pods(&client, self.shape.namespaces().1, &format!("drain-run={run}-{}", scheduler.name())).await?;
+            if self.shape == Shape::ResourceClaims {
+                release_claims(&client, self.shape.namespaces().1).await?;
+            }
             let drain = last.duration_since(first).as_secs_f64().max(1e-3);
             let mut result = BenchResult {
                 workload: self.shape.workload().into(),
@@ -143,7 +153,21 @@ impl Drain {
             }
             node
         });
-        create_all(&nodes, bodies).await.context("creating nodes")
+        create_all(&nodes, bodies).await.context("creating nodes")?;
+        if shape == Shape::ResourceClaims {
+            let classes: Api<DeviceClass> = Api::all(client.clone());
+            create_if_missing(&classes, &serde_json::from_value(devices::class())?)
+                .await
+                .context("creating the class")?;
+            let slices: Api<ResourceSlice> = Api::all(client.clone());
+            let bodies = (0..self.nodes).map(|i| {
+                let mut slice = devices::slice(&format!("node-{i:05}"));
+                slice["metadata"]["labels"] = json!({"drain-run": run});
+                slice
+            });
+            create_all(&slices, bodies).await.context("creating resource slices")?;
+        }
+        Ok(())
     }
 
     /// The init pods, bound already as kube-scheduler would have placed
@@ -179,7 +203,13 @@ impl Drain {
                 pod
             })
             .collect();
-        let names = bodies.iter().map(|p| p["metadata"]["name"].as_str().unwrap_or_default().to_string()).collect();
+        let names: HashSet<String> =
+            bodies.iter().map(|p| p["metadata"]["name"].as_str().unwrap_or_default().to_string()).collect();
+        if self.shape == Shape::ResourceClaims {
+            let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), namespace);
+            let bodies = names.iter().map(|pod| devices::claim(pod, namespace));
+            create_all(&claims, bodies).await.context("creating resource claims")?;
+        }
         create_all(&pods, bodies.into_iter()).await.context("creating measured pods")?;
         Ok(names)
     }
@@ -244,9 +274,12 @@ impl Drain {
     async fn empty(&self, client: &Client, run: &str) -> anyhow::Result<()> {
         delete_pods(client, self.shape.namespaces().0, &format!("drain-run={run}")).await?;
         let nodes: Api<Node> = Api::all(client.clone());
-        nodes
-            .delete_collection(&DeleteParams::default(), &ListParams::default().labels(&format!("drain-run={run}")))
-            .await?;
+        let ours = ListParams::default().labels(&format!("drain-run={run}"));
+        nodes.delete_collection(&DeleteParams::default(), &ours).await?;
+        if self.shape == Shape::ResourceClaims {
+            let slices: Api<ResourceSlice> = Api::all(client.clone());
+            slices.delete_collection(&DeleteParams::default(), &ours).await?;
+        }
         Ok(())
     }
 }
@@ -460,5 +493,22 @@ async fn delete_pods(client: &Client, namespace: &str, selector: &str) -> anyhow
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    Ok(())
+}
+
+/// Every claim of `namespace` deallocated and deleted: the resource claim
+/// controller's part once their pods are gone (it removes the
+/// delete-protection finalizer the scheduler added).
+async fn release_claims(client: &Client, namespace: &str) -> anyhow::Result<()> {
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), namespace);
+    let listed = claims.list(&ListParams::default()).await?;
+    let names: Vec<String> = listed.items.into_iter().filter_map(|c| c.metadata.name).collect();
+    let unprotect = kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    let params = kube::api::PatchParams::default();
+    futures::stream::iter(names.iter().map(|n| claims.patch(n, &params, &unprotect)))
+        .buffer_unordered(CREATE_CONCURRENCY)
+        .try_for_each(|_| async { Ok(()) })
+        .await?;
+    claims.delete_collection(&DeleteParams::default(), &ListParams::default()).await?;
     Ok(())
 }

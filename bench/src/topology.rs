@@ -19,6 +19,7 @@ use wasmsched_runtime::{NoMetrics, PolicyEngine, PolicyLimits};
 
 use super::BenchResult;
 use super::cluster::node;
+use super::devices;
 use super::scheduling_basic::measure;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +43,12 @@ pub enum Shape {
     /// pod (priority 10, 3 cpu) preempts three of them (kube's
     /// pod-low-priority and pod-high-priority templates).
     Preemption,
+    /// DynamicResources: every node publishes eight devices of one driver
+    /// in a ResourceSlice; each measured pod has its own ResourceClaim for
+    /// one device of the class whose model a CEL selector picks (as made
+    /// from a template), as in kube's
+    /// SchedulingWithResourceClaimTemplateStructured.
+    ResourceClaims,
 }
 
 impl Shape {
@@ -53,6 +60,7 @@ impl Shape {
             Shape::TopologySpreading => "TopologySpreading",
             Shape::SpreadAndAntiAffinity => "SpreadAndAntiAffinity",
             Shape::Preemption => "PreemptionBasic",
+            Shape::ResourceClaims => "SchedulingWithResourceClaims",
         }
     }
 
@@ -70,15 +78,18 @@ impl Shape {
             Shape::TopologySpreading => (1000, 1000),
             Shape::SpreadAndAntiAffinity => (0, 2 * nodes),
             Shape::Preemption => (4 * nodes, nodes),
+            Shape::ResourceClaims => (0, 1000),
         }
     }
 
     /// Where the init and the measured pods go.
     pub fn namespaces(self) -> (&'static str, &'static str) {
         match self {
-            Shape::Basic | Shape::TopologySpreading | Shape::SpreadAndAntiAffinity | Shape::Preemption => {
-                ("default", "default")
-            }
+            Shape::Basic
+            | Shape::TopologySpreading
+            | Shape::SpreadAndAntiAffinity
+            | Shape::Preemption
+            | Shape::ResourceClaims => ("default", "default"),
             _ => ("sched-0", "sched-1"),
         }
     }
@@ -105,6 +116,9 @@ impl Shape {
                 json!({"topologySpreadConstraints": [{"maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone",
                         "whenUnsatisfiable": "DoNotSchedule", "labelSelector": blue}]}),
             ),
+            Shape::ResourceClaims => {
+                (json!({}), json!({"resourceClaims": [{"name": "gpu", "resourceClaimName": format!("{name}-gpu")}]}))
+            }
             Shape::TopologySpreading | Shape::Basic | Shape::Preemption => (json!({}), json!({})),
             Shape::SpreadAndAntiAffinity => {
                 // Alternate by the pod's number: its name ends in it.
@@ -154,7 +168,22 @@ pub fn cluster(shape: Shape, nodes: usize, init: usize, measured: usize) -> Mani
     });
     let pending =
         (0..measured).map(|i| pod(shape.pod(format!("measured-{i:06}"), measured_namespace, None, true, "wasmsched")));
-    Manifests { nodes: node_list, pods: bound.chain(pending).collect(), ..Default::default() }
+    let mut manifests = Manifests { nodes: node_list, pods: bound.chain(pending).collect(), ..Default::default() };
+    if shape == Shape::ResourceClaims {
+        add_devices(&mut manifests, nodes, measured, measured_namespace);
+    }
+    manifests
+}
+
+/// The class, one slice per node, and one claim per measured pod.
+fn add_devices(manifests: &mut Manifests, nodes: usize, measured: usize, namespace: &str) {
+    fn parse<K: serde::de::DeserializeOwned>(value: Value) -> K {
+        serde_json::from_value(value).expect("a valid DRA object")
+    }
+    manifests.device_classes.push(parse(devices::class()));
+    manifests.resource_slices.extend((0..nodes).map(|i| parse(devices::slice(&format!("node-{i:05}")))));
+    let claims = (0..measured).map(|i| parse(devices::claim(&format!("measured-{i:06}"), namespace)));
+    manifests.resource_claims.extend(claims);
 }
 
 /// One run of `shape` at `nodes` nodes with kube's init pods and

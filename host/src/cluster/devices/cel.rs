@@ -39,8 +39,12 @@ impl Attribute {
 /// A compiled selector expression.
 pub struct Selector {
     pub source: String,
+    /// Unique per compilation: what devices remember their verdicts by.
+    pub id: u64,
     program: Program,
 }
+
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl std::fmt::Debug for Selector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -53,7 +57,8 @@ impl Selector {
     /// compiler says it.
     pub fn compile(source: &str) -> Result<Selector, String> {
         let program = Program::compile(source).map_err(|e| format!("compilation failed: {e}"))?;
-        Ok(Selector { source: source.to_string(), program })
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Selector { source: source.to_string(), id, program })
     }
 
     /// Whether `device` matches; `Err` is a runtime error (a missing

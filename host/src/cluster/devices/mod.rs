@@ -66,14 +66,16 @@ impl DeviceReservation {
 #[derive(Debug, Default)]
 pub struct Devices {
     slices: HashMap<String, Arc<Slice>>,
-    /// Slices whose devices one node reaches, by node name.
-    by_node: HashMap<String, BTreeSet<String>>,
-    /// Slices reaching several nodes (all, a selector, per device).
-    wide: BTreeSet<String>,
     /// Each pool's slices; only a complete pool's newest generation is
     /// used (`current`).
     pools: HashMap<PoolKey, BTreeSet<String>>,
     current: HashSet<String>,
+    /// The current slices whose devices one node reaches, by node name,
+    /// each list by slice name: what an attempt reads per node.
+    by_node: HashMap<String, Vec<(String, Arc<Slice>)>>,
+    /// The current slices reaching several nodes (all, a selector, per
+    /// device), by name.
+    wide: Vec<(String, Arc<Slice>)>,
     classes: HashMap<String, Class>,
     claims: HashMap<ClaimKey, Claim>,
     /// Claims as reservations left them, over the watched ones.
@@ -91,13 +93,8 @@ impl Devices {
         let name = slice.metadata.name.clone().unwrap_or_default();
         self.slice_deleted(&name);
         let parsed = Slice::of(slice);
-        match &parsed.reach {
-            Some(Reach::Node(node)) => {
-                self.by_node.entry(node.clone()).or_default().insert(name.clone());
-            }
-            _ => {
-                self.wide.insert(name.clone());
-            }
+        for device in &parsed.devices {
+            device.set_holders(self.allocated.get(&device.id).copied().unwrap_or(0));
         }
         let pool = (parsed.driver.clone(), parsed.pool.clone());
         self.pools.entry(pool.clone()).or_default().insert(name.clone());
@@ -106,21 +103,13 @@ impl Devices {
     }
 
     pub fn slice_deleted(&mut self, name: &str) {
-        let Some(old) = self.slices.remove(name) else { return };
-        if let Some(Reach::Node(node)) = &old.reach
-            && let Some(set) = self.by_node.get_mut(node)
-        {
-            set.remove(name);
-            if set.is_empty() {
-                self.by_node.remove(node);
-            }
-        }
-        self.wide.remove(name);
+        let Some(old) = self.slices.get(name).cloned() else { return };
+        self.unindex(name, &old);
+        self.slices.remove(name);
         let pool = (old.driver.clone(), old.pool.clone());
         if let Some(set) = self.pools.get_mut(&pool) {
             set.remove(name);
         }
-        self.current.remove(name);
         self.recompute_pool(&pool);
     }
 
@@ -128,18 +117,49 @@ impl Devices {
     /// all of them (`resourceSliceCount`) are published.
     fn recompute_pool(&mut self, pool: &PoolKey) {
         let Some(names) = self.pools.get(pool) else { return };
-        let slices: Vec<(&String, &Arc<Slice>)> = names.iter().filter_map(|n| Some((n, self.slices.get(n)?))).collect();
-        let newest = slices.iter().map(|(_, s)| s.generation).max().unwrap_or(0);
-        let at_newest: Vec<&String> = slices.iter().filter(|(_, s)| s.generation == newest).map(|(n, _)| *n).collect();
-        let complete = slices.iter().any(|(_, s)| s.generation == newest && s.slice_count == at_newest.len() as i64);
-        for (name, _) in &slices {
-            self.current.remove(*name);
-        }
-        if complete {
-            self.current.extend(at_newest.into_iter().cloned());
-        }
+        let slices: Vec<(String, Arc<Slice>)> =
+            names.iter().filter_map(|n| Some((n.clone(), self.slices.get(n)?.clone()))).collect();
         if names.is_empty() {
             self.pools.remove(pool);
+        }
+        let newest = slices.iter().map(|(_, s)| s.generation).max().unwrap_or(0);
+        let at_newest = slices.iter().filter(|(_, s)| s.generation == newest).count();
+        let complete = slices.iter().any(|(_, s)| s.generation == newest && s.slice_count == at_newest as i64);
+        for (name, slice) in &slices {
+            self.unindex(name, slice);
+        }
+        for (name, slice) in slices {
+            if complete && slice.generation == newest {
+                self.index(name, slice);
+            }
+        }
+    }
+
+    /// Makes a slice current: reachable by attempts.
+    fn index(&mut self, name: String, slice: Arc<Slice>) {
+        self.current.insert(name.clone());
+        let list = match &slice.reach {
+            Some(Reach::Node(node)) => self.by_node.entry(node.clone()).or_default(),
+            _ => &mut self.wide,
+        };
+        let at = list.partition_point(|(n, _)| *n < name);
+        list.insert(at, (name, slice));
+    }
+
+    fn unindex(&mut self, name: &str, slice: &Slice) {
+        if !self.current.remove(name) {
+            return;
+        }
+        match &slice.reach {
+            Some(Reach::Node(node)) => {
+                if let Some(list) = self.by_node.get_mut(node) {
+                    list.retain(|(n, _)| n != name);
+                    if list.is_empty() {
+                        self.by_node.remove(node);
+                    }
+                }
+            }
+            _ => self.wide.retain(|(n, _)| n != name),
         }
     }
 
@@ -209,18 +229,37 @@ impl Devices {
 
     fn unaccount(&mut self, key: &ClaimKey) {
         for id in self.held_by(key) {
-            if let Some(n) = self.allocated.get_mut(&id) {
-                *n -= 1;
-                if *n == 0 {
-                    self.allocated.remove(&id);
+            let left = match self.allocated.get_mut(&id) {
+                Some(n) => {
+                    *n -= 1;
+                    *n
                 }
+                None => continue,
+            };
+            if left == 0 {
+                self.allocated.remove(&id);
             }
+            self.mirror(&id, left);
         }
     }
 
     fn account(&mut self, key: &ClaimKey) {
         for id in self.held_by(key) {
-            *self.allocated.entry(id).or_default() += 1;
+            let held = self.allocated.entry(id.clone()).or_default();
+            *held += 1;
+            let held = *held;
+            self.mirror(&id, held);
+        }
+    }
+
+    /// Copies a device's count of holders into the published devices that
+    /// stand for it (a pool's older slices included).
+    fn mirror(&self, id: &DeviceId, holders: usize) {
+        let Some(names) = self.pools.get(&(id.driver.clone(), id.pool.clone())) else { return };
+        for slice in names.iter().filter_map(|n| self.slices.get(n)) {
+            for device in slice.devices.iter().filter(|d| d.name == id.device) {
+                device.set_holders(holders);
+            }
         }
     }
 
@@ -249,26 +288,18 @@ impl Devices {
     }
 
     /// The devices `node` reaches, from complete pools' newest slices, in
-    /// a stable order (driver, pool, slice, then as published), each with
-    /// its reach.
-    pub fn reachable<'a>(&'a self, node: &'a NodeFacts) -> Vec<(&'a Slice, &'a Device, &'a Reach)> {
+    /// a stable order (its own slices, then those reaching further, each by
+    /// name, then as published), each with its reach.
+    pub fn reachable<'a>(&'a self, node: &'a NodeFacts) -> impl Iterator<Item = (&'a Slice, &'a Device, &'a Reach)> {
         let local = self.by_node.get(&node.name).into_iter().flatten();
-        let mut slices: Vec<(&String, &Arc<Slice>)> = local
-            .chain(self.wide.iter())
-            .filter(|n| self.current.contains(*n))
-            .filter_map(|n| Some((n, self.slices.get(n)?)))
-            .collect();
-        slices.sort_by(|(an, a), (bn, b)| (&a.driver, &a.pool, an).cmp(&(&b.driver, &b.pool, bn)));
-        let mut out = Vec::new();
-        for (_, slice) in slices {
-            for device in &slice.devices {
-                let Some(reach) = device.reach.as_ref().or(slice.reach.as_ref()) else { continue };
-                if reaches(reach, node) {
-                    out.push((slice.as_ref(), device, reach));
-                }
-            }
-        }
-        out
+        local.chain(self.wide.iter()).flat_map(move |(_, slice)| {
+            slice.devices.iter().filter_map(move |device| {
+                let reach = device.reach.as_ref().or(slice.reach.as_ref())?;
+                // A node's own slice was found by its name.
+                let local = device.reach.is_none() && matches!(reach, Reach::Node(_));
+                (local || reaches(reach, node)).then_some((slice.as_ref(), device, reach))
+            })
+        })
     }
 }
 

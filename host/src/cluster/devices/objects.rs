@@ -4,7 +4,8 @@
 //! consumers.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::resource::v1::{
     self as api, DeviceClass, DeviceRequest, DeviceToleration, ResourceClaim, ResourceSlice,
@@ -68,9 +69,11 @@ pub fn by_name(node: &str) -> NodeSelectorTerm {
 }
 
 /// One published device.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Device {
     pub name: String,
+    /// Driver, pool and name: how claims' allocations name it.
+    pub id: DeviceId,
     pub attributes: BTreeMap<String, Attribute>,
     /// Its own reach, for a slice with per-device node selection.
     pub reach: Option<Reach>,
@@ -83,10 +86,39 @@ pub struct Device {
     pub unsupported: bool,
     /// The `device` CEL variable.
     pub value: cel::Value,
+    /// Each selector's verdict on it, by expression: a device does not
+    /// change while its slice is stored, and evaluating CEL on every
+    /// device of every node at every attempt would dominate the attempt.
+    verdicts: Mutex<Vec<(u64, Result<bool, String>)>>,
+    /// How many claims hold it (watched or reserved), admin access aside:
+    /// mirrored from the store's count, so attempts read it without a
+    /// lookup.
+    holders: AtomicU32,
+}
+
+impl Device {
+    /// Whether `selector` matches this device (computed once).
+    pub fn matches(&self, selector: &super::cel::Selector) -> Result<bool, String> {
+        let mut verdicts = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, verdict)) = verdicts.iter().find(|(id, _)| *id == selector.id) {
+            return verdict.clone();
+        }
+        let verdict = selector.matches(&self.value);
+        verdicts.push((selector.id, verdict.clone()));
+        verdict
+    }
+
+    pub fn is_allocated(&self) -> bool {
+        self.holders.load(Ordering::Relaxed) > 0
+    }
+
+    pub fn set_holders(&self, holders: usize) {
+        self.holders.store(u32::try_from(holders).unwrap_or(u32::MAX), Ordering::Relaxed);
+    }
 }
 
 /// A ResourceSlice: one pool's devices, or part of them.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Slice {
     pub driver: String,
     pub pool: String,
@@ -101,7 +133,7 @@ impl Slice {
     pub fn of(slice: &ResourceSlice) -> Slice {
         let spec = &slice.spec;
         let driver = spec.driver.clone();
-        let devices = spec.devices.iter().flatten().map(|d| device(&driver, d)).collect();
+        let devices = spec.devices.iter().flatten().map(|d| device(&driver, &spec.pool.name, d)).collect();
         Slice {
             pool: spec.pool.name.clone(),
             generation: spec.pool.generation,
@@ -113,7 +145,7 @@ impl Slice {
     }
 }
 
-fn device(driver: &str, d: &api::Device) -> Device {
+fn device(driver: &str, pool: &str, d: &api::Device) -> Device {
     let attributes: BTreeMap<String, Attribute> =
         d.attributes.iter().flatten().filter_map(|(name, a)| Some((name.clone(), attribute(a)?))).collect();
     let capacity: Vec<(String, u64)> = d
@@ -140,6 +172,9 @@ fn device(driver: &str, d: &api::Device) -> Device {
         || d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty());
     Device {
         name: d.name.clone(),
+        id: DeviceId { driver: driver.to_string(), pool: pool.to_string(), device: d.name.clone() },
+        verdicts: Mutex::new(Vec::new()),
+        holders: AtomicU32::new(0),
         reach: Reach::of(d.node_name.as_ref(), d.all_nodes, d.node_selector.as_ref()),
         attributes,
         taints,

@@ -6,13 +6,12 @@
 //! backtracking, as kube's allocator: a request's alternatives
 //! (`firstAvailable`) in order, devices in a stable order.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::cluster::devices::cel::{Attribute, qualified};
 use crate::cluster::devices::objects::{Alternative, Mode, tolerated};
 use crate::cluster::devices::{Allocated, Allocation, Device, Devices, Reach, Slice};
-use crate::cluster::devices::{Claim, DeviceId, cel::Selector};
+use crate::cluster::devices::{Claim, cel::Selector};
 
 /// A compiled selector, or why it does not compile.
 pub type Compiled = Arc<Result<Selector, String>>;
@@ -35,50 +34,66 @@ struct Candidate<'a> {
     allocated: bool,
 }
 
-/// One device chosen for a request.
-#[derive(Clone)]
+/// One device chosen for a request: indices into the plans and the
+/// candidates (the Filter runs on every node: no names are copied).
+#[derive(Clone, Copy)]
 struct Choice {
     claim: usize,
-    request: String,
-    /// The request's name, and the alternative's (`req/sub`).
-    parent: String,
+    request: usize,
+    alternative: usize,
     candidate: usize,
     admin_access: bool,
 }
 
+/// Whether `plans` can all be allocated on this node (the Filter); `Err`
+/// is a selector that failed to compile or evaluate.
+pub fn fits(plans: &[ClaimPlan], devices: &Devices, node: &wasmsched_runtime::NodeFacts) -> Result<bool, String> {
+    let candidates = candidates(devices, node);
+    Search::new(plans, &candidates).claim_from(0, 0)
+}
+
 /// The allocations of `plans` on this node, one per claim, or `Ok(None)`
-/// when they cannot all be allocated; `Err` is a selector that failed to
-/// compile or evaluate.
+/// when they cannot all be allocated (Reserve).
 pub fn allocate(
     plans: &[ClaimPlan],
     devices: &Devices,
     node: &wasmsched_runtime::NodeFacts,
 ) -> Result<Option<Vec<Allocation>>, String> {
-    let candidates: Vec<Candidate> = devices
-        .reachable(node)
-        .into_iter()
-        .filter(|(_, d, _)| !d.unsupported)
-        .map(|(slice, device, reach)| {
-            let id = DeviceId { driver: slice.driver.clone(), pool: slice.pool.clone(), device: device.name.clone() };
-            let allocated = devices.is_allocated(&id);
-            Candidate { slice, device, reach, allocated }
-        })
-        .collect();
-    let mut search = Search { plans, candidates: &candidates, chosen: Vec::new(), taken: HashSet::new() };
+    let candidates = candidates(devices, node);
+    let mut search = Search::new(plans, &candidates);
     if !search.claim_from(0, 0)? {
         return Ok(None);
     }
     Ok(Some(search.allocations(node)))
 }
 
+fn candidates<'a>(devices: &'a Devices, node: &'a wasmsched_runtime::NodeFacts) -> Vec<Candidate<'a>> {
+    devices
+        .reachable(node)
+        .filter(|(_, d, _)| !d.unsupported)
+        .map(|(slice, device, reach)| Candidate { slice, device, reach, allocated: device.is_allocated() })
+        .collect()
+}
+
 struct Search<'p, 'c> {
     plans: &'p [ClaimPlan],
     candidates: &'c [Candidate<'c>],
     chosen: Vec<Choice>,
-    taken: HashSet<usize>,
+    /// Candidates chosen so far (admin access aside).
+    taken: Vec<bool>,
 }
 
-impl Search<'_, '_> {
+impl<'p, 'c> Search<'p, 'c> {
+    fn new(plans: &'p [ClaimPlan], candidates: &'c [Candidate<'c>]) -> Self {
+        Search { plans, candidates, chosen: Vec::new(), taken: vec![false; candidates.len()] }
+    }
+
+    /// The alternative's name (`req` or `req/sub`) and the request's.
+    fn names(&self, ch: &Choice) -> (&'p str, &'p str) {
+        let request = &self.plans[ch.claim].claim.requests[ch.request];
+        (&request.alternatives[ch.alternative].name, &request.name)
+    }
+
     /// Allocates request `request` of claim `claim` and everything after.
     fn claim_from(&mut self, claim: usize, request: usize) -> Result<bool, String> {
         let Some(plan) = self.plans.get(claim) else { return Ok(true) };
@@ -86,9 +101,10 @@ impl Search<'_, '_> {
         for (a, alternative) in req.alternatives.iter().enumerate() {
             let matching = self.matching(claim, request, a, alternative)?;
             let mark = self.chosen.len();
+            let at = (claim, request, a);
             let ok = match alternative.mode {
-                Mode::Exactly(n) => self.pick(claim, request, alternative, &matching, 0, n)?,
-                Mode::All => self.pick_all(claim, request, alternative, &matching)?,
+                Mode::Exactly(n) => self.pick(at, alternative, &matching, 0, n)?,
+                Mode::All => self.pick_all(at, alternative, &matching)?,
             };
             if ok {
                 return Ok(true);
@@ -111,8 +127,9 @@ impl Search<'_, '_> {
             for (n, selector) in selectors.iter().enumerate() {
                 let selector =
                     selector.as_ref().as_ref().map_err(|e| format!("request {}: selector #{n}: {e}", alt.name))?;
-                let matched = selector
-                    .matches(&c.device.value)
+                let matched = c
+                    .device
+                    .matches(selector)
                     .map_err(|e| format!("request {}: selector #{n}: CEL runtime error: {e}", alt.name))?;
                 if !matched {
                     all = false;
@@ -130,13 +147,13 @@ impl Search<'_, '_> {
     /// with the next request.
     fn pick(
         &mut self,
-        claim: usize,
-        request: usize,
+        at: (usize, usize, usize),
         alt: &Alternative,
         matching: &[usize],
         from: usize,
         left: usize,
     ) -> Result<bool, String> {
+        let (claim, request, _) = at;
         if left == 0 {
             return self.claim_from(claim, request + 1);
         }
@@ -144,8 +161,8 @@ impl Search<'_, '_> {
             if !self.usable(i, alt.admin_access) || !self.constraints_allow(claim, &alt.name, i) {
                 continue;
             }
-            self.choose(claim, request, alt, i);
-            if self.pick(claim, request, alt, matching, k + 1, left - 1)? {
+            self.choose(at, alt, i);
+            if self.pick(at, alt, matching, k + 1, left - 1)? {
                 return Ok(true);
             }
             self.undo(self.chosen.len() - 1);
@@ -154,13 +171,8 @@ impl Search<'_, '_> {
     }
 
     /// `allocationMode: All`: every matching device, each free.
-    fn pick_all(
-        &mut self,
-        claim: usize,
-        request: usize,
-        alt: &Alternative,
-        matching: &[usize],
-    ) -> Result<bool, String> {
+    fn pick_all(&mut self, at: (usize, usize, usize), alt: &Alternative, matching: &[usize]) -> Result<bool, String> {
+        let (claim, request, _) = at;
         if matching.is_empty() {
             return Ok(false);
         }
@@ -168,33 +180,26 @@ impl Search<'_, '_> {
             if !self.usable(i, alt.admin_access) || !self.constraints_allow(claim, &alt.name, i) {
                 return Ok(false);
             }
-            self.choose(claim, request, alt, i);
+            self.choose(at, alt, i);
         }
         self.claim_from(claim, request + 1)
     }
 
     fn usable(&self, i: usize, admin_access: bool) -> bool {
-        admin_access || (!self.candidates[i].allocated && !self.taken.contains(&i))
+        admin_access || (!self.candidates[i].allocated && !self.taken[i])
     }
 
-    fn choose(&mut self, claim: usize, request: usize, alt: &Alternative, i: usize) {
-        let parent = self.plans[claim].claim.requests[request].name.clone();
+    fn choose(&mut self, (claim, request, alternative): (usize, usize, usize), alt: &Alternative, i: usize) {
         if !alt.admin_access {
-            self.taken.insert(i);
+            self.taken[i] = true;
         }
-        self.chosen.push(Choice {
-            claim,
-            request: alt.name.clone(),
-            parent,
-            candidate: i,
-            admin_access: alt.admin_access,
-        });
+        self.chosen.push(Choice { claim, request, alternative, candidate: i, admin_access: alt.admin_access });
     }
 
     fn undo(&mut self, to: usize) {
         for c in self.chosen.drain(to..) {
             if !c.admin_access {
-                self.taken.remove(&c.candidate);
+                self.taken[c.candidate] = false;
             }
         }
     }
@@ -213,7 +218,10 @@ impl Search<'_, '_> {
             let Some(value) = attribute(&self.candidates[i], &c.attribute) else { return false };
             self.chosen
                 .iter()
-                .filter(|ch| ch.claim == claim && (applies(&ch.request) || applies(&ch.parent)))
+                .filter(|ch| {
+                    let (name, parent) = self.names(ch);
+                    ch.claim == claim && (applies(name) || applies(parent))
+                })
                 .all(|ch| attribute(&self.candidates[ch.candidate], &c.attribute) == Some(value))
         })
     }
@@ -228,7 +236,7 @@ impl Search<'_, '_> {
                     .map(|c| {
                         let candidate = &self.candidates[c.candidate];
                         Allocated {
-                            request: c.request.clone(),
+                            request: self.names(c).0.to_string(),
                             driver: candidate.slice.driver.clone(),
                             pool: candidate.slice.pool.clone(),
                             device: candidate.device.name.clone(),

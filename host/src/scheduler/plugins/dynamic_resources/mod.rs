@@ -87,7 +87,14 @@ impl PodDevices {
         if !self.allocated.iter().all(|terms| required_affinity_matches(terms, node)) {
             return Err(vec![NOT_AVAILABLE.to_string()]);
         }
-        self.allocate(node, devices).map(drop)
+        if self.to_allocate.is_empty() {
+            return Ok(());
+        }
+        match allocator::fits(&self.to_allocate, devices, node) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(vec![CANNOT_ALLOCATE.to_string()]),
+            Err(e) => Err(vec![e]),
+        }
     }
 
     /// The allocations of the claims to allocate on `node`, in their
