@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::cluster::devices::objects::DELETE_PROTECTION;
 use crate::cluster::devices::{Allocation, ClaimReservation, DeviceReservation};
 use crate::kubernetes::writes::denied::Denials;
-use crate::kubernetes::writes::prebind::PreBindError;
+use crate::kubernetes::writes::prebind::{PreBindError, failure};
 use wasmsched_runtime::NodeSelectorTerm;
 
 /// How often a claim is re-read after a conflict (client-go's
@@ -90,14 +90,6 @@ fn is_conflict(e: &kube::Error) -> bool {
 
 fn failed(why: &str) -> PreBindError {
     PreBindError::Failed(why.to_string())
-}
-
-fn failure(denials: &Denials, resource: &'static str, error: &kube::Error, doing: &str) -> PreBindError {
-    if denials.forbidden("patch", resource, error) {
-        PreBindError::Forbidden(crate::kubernetes::writes::denied::message(error))
-    } else {
-        PreBindError::Failed(format!("{doing}: {error}"))
-    }
 }
 
 /// `status.allocation` as the API spells it.

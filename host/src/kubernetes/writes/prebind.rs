@@ -54,7 +54,8 @@ pub async fn write(
     Ok(())
 }
 
-fn failure(denials: &Denials, resource: &'static str, error: &kube::Error, doing: &str) -> PreBindError {
+/// A refused write: said once when this identity may not make it.
+pub(crate) fn failure(denials: &Denials, resource: &'static str, error: &kube::Error, doing: &str) -> PreBindError {
     if denials.forbidden("patch", resource, error) {
         PreBindError::Forbidden(crate::kubernetes::writes::denied::message(error))
     } else {

@@ -86,86 +86,6 @@ impl KindStore<PodDisruptionBudget> for ClusterState {
     }
 }
 
-impl KindStore<PersistentVolumeClaim> for Volumes {
-    fn upsert(&mut self, claim: &PersistentVolumeClaim) -> bool {
-        self.claim_upserted(claim);
-        true
-    }
-
-    fn remove(&mut self, key: &ObjectKey) {
-        self.claim_deleted(&key.namespace, &key.name);
-    }
-
-    fn held(&self) -> Vec<ObjectKey> {
-        let key = |(namespace, name): (&str, &str)| ObjectKey { namespace: namespace.into(), name: name.into() };
-        self.claim_keys().map(key).collect()
-    }
-}
-
-impl KindStore<PersistentVolume> for Volumes {
-    fn upsert(&mut self, volume: &PersistentVolume) -> bool {
-        self.volume_upserted(volume);
-        true
-    }
-
-    fn remove(&mut self, key: &ObjectKey) {
-        self.volume_deleted(&key.name);
-    }
-
-    fn held(&self) -> Vec<ObjectKey> {
-        self.volume_names().map(ObjectKey::cluster_scoped).collect()
-    }
-}
-
-impl KindStore<StorageClass> for Volumes {
-    fn upsert(&mut self, class: &StorageClass) -> bool {
-        self.class_upserted(class);
-        true
-    }
-
-    fn remove(&mut self, key: &ObjectKey) {
-        self.class_deleted(&key.name);
-    }
-
-    fn held(&self) -> Vec<ObjectKey> {
-        self.class_names().map(ObjectKey::cluster_scoped).collect()
-    }
-}
-
-/// A driver that starts publishing its capacity may close a node, one that
-/// stops may open it.
-impl KindStore<CSIDriver> for Volumes {
-    fn upsert(&mut self, driver: &CSIDriver) -> bool {
-        self.driver_upserted(driver);
-        true
-    }
-
-    fn remove(&mut self, key: &ObjectKey) {
-        self.driver_deleted(&key.name);
-    }
-
-    fn held(&self) -> Vec<ObjectKey> {
-        self.driver_names().map(ObjectKey::cluster_scoped).collect()
-    }
-}
-
-/// More storage published may let a waiting claim be provisioned.
-impl KindStore<CSIStorageCapacity> for Volumes {
-    fn upsert(&mut self, capacity: &CSIStorageCapacity) -> bool {
-        self.capacity_upserted(capacity);
-        true
-    }
-
-    fn remove(&mut self, key: &ObjectKey) {
-        self.capacity_deleted(&key.namespace, &key.name);
-    }
-
-    fn held(&self) -> Vec<ObjectKey> {
-        let key = |(namespace, name): (&str, &str)| ObjectKey { namespace: namespace.into(), name: name.into() };
-        self.capacity_keys().map(key).collect()
-    }
-}
-
 /// A node's CSI attach limits: a new or raised limit may let a waiting pod
 /// in. Drivers without an `allocatable.count` have no limit.
 impl KindStore<CSINode> for ClusterState {
@@ -189,50 +109,58 @@ impl KindStore<CSINode> for ClusterState {
     }
 }
 
-/// More devices published may let a waiting pod's claims be allocated.
-impl KindStore<ResourceSlice> for Devices {
-    fn upsert(&mut self, slice: &ResourceSlice) -> bool {
-        self.slice_upserted(slice);
-        true
-    }
+/// Stores of kinds whose every change may let a waiting pod in (a claim
+/// made or bound, a volume or device published, a class or driver
+/// changed), kept by `$store`'s `$upserted`, `$deleted` and `$keys`:
+/// cluster-scoped ones by name, namespaced ones by namespace and name.
+macro_rules! stores {
+    (cluster-scoped: $($kind:ty => $store:ty { $upserted:ident, $deleted:ident, $keys:ident })*) => {$(
+        impl KindStore<$kind> for $store {
+            fn upsert(&mut self, object: &$kind) -> bool {
+                self.$upserted(object);
+                true
+            }
 
-    fn remove(&mut self, key: &ObjectKey) {
-        self.slice_deleted(&key.name);
-    }
+            fn remove(&mut self, key: &ObjectKey) {
+                self.$deleted(&key.name);
+            }
 
-    fn held(&self) -> Vec<ObjectKey> {
-        self.slice_names().map(ObjectKey::cluster_scoped).collect()
-    }
+            fn held(&self) -> Vec<ObjectKey> {
+                self.$keys().map(ObjectKey::cluster_scoped).collect()
+            }
+        }
+    )*};
+    (namespaced: $($kind:ty => $store:ty { $upserted:ident, $deleted:ident, $keys:ident })*) => {$(
+        impl KindStore<$kind> for $store {
+            fn upsert(&mut self, object: &$kind) -> bool {
+                self.$upserted(object);
+                true
+            }
+
+            fn remove(&mut self, key: &ObjectKey) {
+                self.$deleted(&key.namespace, &key.name);
+            }
+
+            fn held(&self) -> Vec<ObjectKey> {
+                let key = |(namespace, name): (&str, &str)| ObjectKey { namespace: namespace.into(), name: name.into() };
+                self.$keys().map(key).collect()
+            }
+        }
+    )*};
 }
 
-impl KindStore<DeviceClass> for Devices {
-    fn upsert(&mut self, class: &DeviceClass) -> bool {
-        self.class_upserted(class);
-        true
-    }
-
-    fn remove(&mut self, key: &ObjectKey) {
-        self.class_deleted(&key.name);
-    }
-
-    fn held(&self) -> Vec<ObjectKey> {
-        self.class_names().map(ObjectKey::cluster_scoped).collect()
-    }
+stores! { cluster-scoped:
+    PersistentVolume => Volumes { volume_upserted, volume_deleted, volume_names }
+    StorageClass => Volumes { class_upserted, class_deleted, class_names }
+    // A driver that starts publishing its capacity may close a node, one
+    // that stops may open it.
+    CSIDriver => Volumes { driver_upserted, driver_deleted, driver_names }
+    ResourceSlice => Devices { slice_upserted, slice_deleted, slice_names }
+    DeviceClass => Devices { class_upserted, class_deleted, class_names }
 }
 
-/// A claim made, allocated or freed may let a waiting pod in.
-impl KindStore<ResourceClaim> for Devices {
-    fn upsert(&mut self, claim: &ResourceClaim) -> bool {
-        self.claim_upserted(claim);
-        true
-    }
-
-    fn remove(&mut self, key: &ObjectKey) {
-        self.claim_deleted(&key.namespace, &key.name);
-    }
-
-    fn held(&self) -> Vec<ObjectKey> {
-        let key = |(namespace, name): (&str, &str)| ObjectKey { namespace: namespace.into(), name: name.into() };
-        self.claim_keys().map(key).collect()
-    }
+stores! { namespaced:
+    PersistentVolumeClaim => Volumes { claim_upserted, claim_deleted, claim_keys }
+    CSIStorageCapacity => Volumes { capacity_upserted, capacity_deleted, capacity_keys }
+    ResourceClaim => Devices { claim_upserted, claim_deleted, claim_keys }
 }
