@@ -16,9 +16,9 @@
 //!   server (watch → attempt → bind → events).
 
 pub mod cluster;
-pub mod devices;
 pub mod end_to_end;
 pub mod hot_swap;
+pub mod pod_needs;
 pub mod real_drain;
 pub mod scheduling_basic;
 pub mod topology;

@@ -37,6 +37,10 @@ pub enum Workload {
     PreemptionBasic,
     /// Every measured pod has a ResourceClaim for one device (DRA).
     SchedulingWithResourceClaims,
+    /// Every measured pod has a claim bound to its own CSI volume.
+    #[value(name = "scheduling-csi-pvs")]
+    #[serde(rename = "scheduling-csi-pvs")]
+    SchedulingCsiPvs,
 }
 
 impl Workload {
@@ -48,6 +52,7 @@ impl Workload {
             Workload::SpreadAndAntiAffinity => Some(Shape::SpreadAndAntiAffinity),
             Workload::PreemptionBasic => Some(Shape::Preemption),
             Workload::SchedulingWithResourceClaims => Some(Shape::ResourceClaims),
+            Workload::SchedulingCsiPvs => Some(Shape::CsiVolumes),
             _ => None,
         }
     }
@@ -180,7 +185,8 @@ fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
             | Workload::SchedulingPodAffinity
             | Workload::TopologySpreading
             | Workload::PreemptionBasic
-            | Workload::SchedulingWithResourceClaims => {
+            | Workload::SchedulingWithResourceClaims
+            | Workload::SchedulingCsiPvs => {
                 let shape = w.shape().expect("an inter-pod workload");
                 for nodes in if quick { &[500][..] } else { &[500, 5000][..] } {
                     out.push(spec(*w, *nodes, shape.kube_pods(*nodes).1, false));
@@ -262,7 +268,8 @@ fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
         | Workload::TopologySpreading
         | Workload::SpreadAndAntiAffinity
         | Workload::PreemptionBasic
-        | Workload::SchedulingWithResourceClaims => {
+        | Workload::SchedulingWithResourceClaims
+        | Workload::SchedulingCsiPvs => {
             let shape = spec.workload.shape().expect("an inter-pod workload");
             topology::run(shape, spec.nodes, spec.pods, deadline, options)
         }
@@ -344,6 +351,7 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
             Shape::TopologySpreading,
             Shape::Preemption,
             Shape::ResourceClaims,
+            Shape::CsiVolumes,
         ]
     } else {
         let mut shapes = Vec::new();

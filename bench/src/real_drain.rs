@@ -12,10 +12,10 @@
 //! (`finish_deletions`) finishes each deletion at once, for both
 //! schedulers, and each scheduler gets a fresh set of init pods.
 //!
-//! SchedulingWithResourceClaims publishes eight devices per node and gives
-//! each measured pod a claim of its own; a scheduler's claims are released
-//! (as the resource claim controller would once their pods are gone) before
-//! the next one drains.
+//! SchedulingWithResourceClaims and SchedulingCSIPVs give each measured pod
+//! objects of its own (`pod_needs`), made before it; a scheduler's are
+//! released (as the controllers would once their pods are gone: the
+//! finalizers removed) before the next one drains.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::storage::v1::CSINode;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
@@ -35,7 +37,7 @@ use serde_json::{Value, json};
 
 use super::BenchResult;
 use super::cluster::node_json;
-use super::devices;
+use super::pod_needs::{self, Need};
 use super::topology::Shape;
 
 /// Requests in flight while the cluster is filled.
@@ -96,9 +98,7 @@ impl Drain {
             // starts with the first eviction, not the first binding.
             let first = first_eviction.get().copied().unwrap_or(first_binding).min(first_binding);
             delete_pods(&client, self.shape.namespaces().1, &format!("drain-run={run}-{}", scheduler.name())).await?;
-            if self.shape == Shape::ResourceClaims {
-                release_claims(&client, self.shape.namespaces().1).await?;
-            }
+            release(&client, self.shape.namespaces().1, &format!("{run}-{}", scheduler.name())).await?;
             let drain = last.duration_since(first).as_secs_f64().max(1e-3);
             let mut result = BenchResult {
                 workload: self.shape.workload().into(),
@@ -154,20 +154,7 @@ impl Drain {
             node
         });
         create_all(&nodes, bodies).await.context("creating nodes")?;
-        if shape == Shape::ResourceClaims {
-            let classes: Api<DeviceClass> = Api::all(client.clone());
-            create_if_missing(&classes, &serde_json::from_value(devices::class())?)
-                .await
-                .context("creating the class")?;
-            let slices: Api<ResourceSlice> = Api::all(client.clone());
-            let bodies = (0..self.nodes).map(|i| {
-                let mut slice = devices::slice(&format!("node-{i:05}"));
-                slice["metadata"]["labels"] = json!({"drain-run": run});
-                slice
-            });
-            create_all(&slices, bodies).await.context("creating resource slices")?;
-        }
-        Ok(())
+        create_needs(client, "", pod_needs::for_nodes(shape, self.nodes), run).await.context("creating what nodes publish")
     }
 
     /// The init pods, bound already as kube-scheduler would have placed
@@ -205,11 +192,8 @@ impl Drain {
             .collect();
         let names: HashSet<String> =
             bodies.iter().map(|p| p["metadata"]["name"].as_str().unwrap_or_default().to_string()).collect();
-        if self.shape == Shape::ResourceClaims {
-            let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), namespace);
-            let bodies = names.iter().map(|pod| devices::claim(pod, namespace));
-            create_all(&claims, bodies).await.context("creating resource claims")?;
-        }
+        let needs = names.iter().flat_map(|pod| pod_needs::for_pod(self.shape, pod, namespace)).collect();
+        create_needs(client, namespace, needs, &label).await.context("creating what the measured pods need")?;
         create_all(&pods, bodies.into_iter()).await.context("creating measured pods")?;
         Ok(names)
     }
@@ -276,10 +260,10 @@ impl Drain {
         let nodes: Api<Node> = Api::all(client.clone());
         let ours = ListParams::default().labels(&format!("drain-run={run}"));
         nodes.delete_collection(&DeleteParams::default(), &ours).await?;
-        if self.shape == Shape::ResourceClaims {
-            let slices: Api<ResourceSlice> = Api::all(client.clone());
-            slices.delete_collection(&DeleteParams::default(), &ours).await?;
-        }
+        let slices: Api<ResourceSlice> = Api::all(client.clone());
+        slices.delete_collection(&DeleteParams::default(), &ours).await?;
+        let csi_nodes: Api<CSINode> = Api::all(client.clone());
+        csi_nodes.delete_collection(&DeleteParams::default(), &ours).await?;
         Ok(())
     }
 }
@@ -496,19 +480,60 @@ async fn delete_pods(client: &Client, namespace: &str, selector: &str) -> anyhow
     Ok(())
 }
 
-/// Every claim of `namespace` deallocated and deleted: the resource claim
-/// controller's part once their pods are gone (it removes the
-/// delete-protection finalizer the scheduler added).
-async fn release_claims(client: &Client, namespace: &str) -> anyhow::Result<()> {
-    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), namespace);
-    let listed = claims.list(&ListParams::default()).await?;
-    let names: Vec<String> = listed.items.into_iter().filter_map(|c| c.metadata.name).collect();
+/// Creates `needs` (the namespaced ones in `namespace`), labelled with
+/// `run` as `drain-run`.
+async fn create_needs(client: &Client, namespace: &str, needs: Vec<Need>, run: &str) -> anyhow::Result<()> {
+    let labelled = |mut v: Value| {
+        v["metadata"]["labels"] = json!({"drain-run": run});
+        v
+    };
+    let (mut classes, mut slices, mut resource_claims, mut csi_nodes, mut volumes, mut claims) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    for need in needs {
+        match need {
+            Need::DeviceClass(v) => classes.push(v),
+            Need::ResourceSlice(v) => slices.push(labelled(v)),
+            Need::ResourceClaim(v) => resource_claims.push(labelled(v)),
+            Need::CsiNode(v) => csi_nodes.push(labelled(v)),
+            Need::Volume(v) => volumes.push(labelled(v)),
+            Need::Claim(v) => claims.push(labelled(v)),
+        }
+    }
+    for class in classes {
+        create_if_missing(&Api::<DeviceClass>::all(client.clone()), &serde_json::from_value(class)?).await?;
+    }
+    create_all(&Api::<ResourceSlice>::all(client.clone()), slices.into_iter()).await?;
+    create_all(&Api::<CSINode>::all(client.clone()), csi_nodes.into_iter()).await?;
+    create_all(&Api::<PersistentVolume>::all(client.clone()), volumes.into_iter()).await?;
+    if !namespace.is_empty() {
+        create_all(&Api::<ResourceClaim>::namespaced(client.clone(), namespace), resource_claims.into_iter()).await?;
+        create_all(&Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace), claims.into_iter()).await?;
+    }
+    Ok(())
+}
+
+/// What the pods of `run` had made for them, released and deleted: the
+/// controllers' part once the pods are gone (they remove the finalizers:
+/// the scheduler's delete-protection on a ResourceClaim, the
+/// storage-object-in-use protection on claims and volumes).
+async fn release(client: &Client, namespace: &str, run: &str) -> anyhow::Result<()> {
+    let ours = ListParams::default().labels(&format!("drain-run={run}"));
+    release_kind(&Api::<ResourceClaim>::namespaced(client.clone(), namespace), &ours).await?;
+    release_kind(&Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace), &ours).await?;
+    release_kind(&Api::<PersistentVolume>::all(client.clone()), &ours).await
+}
+
+async fn release_kind<K>(api: &Api<K>, ours: &ListParams) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let names: Vec<String> = api.list(ours).await?.items.into_iter().filter_map(|o| o.meta().name.clone()).collect();
     let unprotect = kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}}));
     let params = kube::api::PatchParams::default();
-    futures::stream::iter(names.iter().map(|n| claims.patch(n, &params, &unprotect)))
+    futures::stream::iter(names.iter().map(|n| api.patch(n, &params, &unprotect)))
         .buffer_unordered(CREATE_CONCURRENCY)
         .try_for_each(|_| async { Ok(()) })
         .await?;
-    claims.delete_collection(&DeleteParams::default(), &ListParams::default()).await?;
+    api.delete_collection(&DeleteParams::default(), ours).await?;
     Ok(())
 }

@@ -19,7 +19,7 @@ use wasmsched_runtime::{NoMetrics, PolicyEngine, PolicyLimits};
 
 use super::BenchResult;
 use super::cluster::node;
-use super::devices;
+use super::pod_needs::{self, Need};
 use super::scheduling_basic::measure;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,12 +43,12 @@ pub enum Shape {
     /// pod (priority 10, 3 cpu) preempts three of them (kube's
     /// pod-low-priority and pod-high-priority templates).
     Preemption,
-    /// DynamicResources: every node publishes eight devices of one driver
-    /// in a ResourceSlice; each measured pod has its own ResourceClaim for
-    /// one device of the class whose model a CEL selector picks (as made
-    /// from a template), as in kube's
-    /// SchedulingWithResourceClaimTemplateStructured.
+    /// DynamicResources: each measured pod has a ResourceClaim for one of
+    /// the eight devices every node publishes (`pod_needs`).
     ResourceClaims,
+    /// Volumes: each measured pod has a claim bound to its own CSI volume,
+    /// and nodes attach at most 39 (`pod_needs`).
+    CsiVolumes,
 }
 
 impl Shape {
@@ -61,6 +61,7 @@ impl Shape {
             Shape::SpreadAndAntiAffinity => "SpreadAndAntiAffinity",
             Shape::Preemption => "PreemptionBasic",
             Shape::ResourceClaims => "SchedulingWithResourceClaims",
+            Shape::CsiVolumes => "SchedulingCSIPVs",
         }
     }
 
@@ -78,7 +79,7 @@ impl Shape {
             Shape::TopologySpreading => (1000, 1000),
             Shape::SpreadAndAntiAffinity => (0, 2 * nodes),
             Shape::Preemption => (4 * nodes, nodes),
-            Shape::ResourceClaims => (0, 1000),
+            Shape::ResourceClaims | Shape::CsiVolumes => (0, 1000),
         }
     }
 
@@ -89,7 +90,8 @@ impl Shape {
             | Shape::TopologySpreading
             | Shape::SpreadAndAntiAffinity
             | Shape::Preemption
-            | Shape::ResourceClaims => ("default", "default"),
+            | Shape::ResourceClaims
+            | Shape::CsiVolumes => ("default", "default"),
             _ => ("sched-0", "sched-1"),
         }
     }
@@ -116,9 +118,7 @@ impl Shape {
                 json!({"topologySpreadConstraints": [{"maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone",
                         "whenUnsatisfiable": "DoNotSchedule", "labelSelector": blue}]}),
             ),
-            Shape::ResourceClaims => {
-                (json!({}), json!({"resourceClaims": [{"name": "gpu", "resourceClaimName": format!("{name}-gpu")}]}))
-            }
+            Shape::ResourceClaims | Shape::CsiVolumes => (json!({}), pod_needs::in_pod_spec(self, &name)),
             Shape::TopologySpreading | Shape::Basic | Shape::Preemption => (json!({}), json!({})),
             Shape::SpreadAndAntiAffinity => {
                 // Alternate by the pod's number: its name ends in it.
@@ -169,21 +169,25 @@ pub fn cluster(shape: Shape, nodes: usize, init: usize, measured: usize) -> Mani
     let pending =
         (0..measured).map(|i| pod(shape.pod(format!("measured-{i:06}"), measured_namespace, None, true, "wasmsched")));
     let mut manifests = Manifests { nodes: node_list, pods: bound.chain(pending).collect(), ..Default::default() };
-    if shape == Shape::ResourceClaims {
-        add_devices(&mut manifests, nodes, measured, measured_namespace);
+    let pod_needs = (0..measured).flat_map(|i| pod_needs::for_pod(shape, &format!("measured-{i:06}"), measured_namespace));
+    for need in pod_needs::for_nodes(shape, nodes).into_iter().chain(pod_needs) {
+        add(&mut manifests, need);
     }
     manifests
 }
 
-/// The class, one slice per node, and one claim per measured pod.
-fn add_devices(manifests: &mut Manifests, nodes: usize, measured: usize, namespace: &str) {
+fn add(manifests: &mut Manifests, need: Need) {
     fn parse<K: serde::de::DeserializeOwned>(value: Value) -> K {
-        serde_json::from_value(value).expect("a valid DRA object")
+        serde_json::from_value(value).expect("a valid object")
     }
-    manifests.device_classes.push(parse(devices::class()));
-    manifests.resource_slices.extend((0..nodes).map(|i| parse(devices::slice(&format!("node-{i:05}")))));
-    let claims = (0..measured).map(|i| parse(devices::claim(&format!("measured-{i:06}"), namespace)));
-    manifests.resource_claims.extend(claims);
+    match need {
+        Need::DeviceClass(v) => manifests.device_classes.push(parse(v)),
+        Need::ResourceSlice(v) => manifests.resource_slices.push(parse(v)),
+        Need::ResourceClaim(v) => manifests.resource_claims.push(parse(v)),
+        Need::CsiNode(v) => manifests.csi_nodes.push(parse(v)),
+        Need::Volume(v) => manifests.volumes.push(parse(v)),
+        Need::Claim(v) => manifests.claims.push(parse(v)),
+    }
 }
 
 /// One run of `shape` at `nodes` nodes with kube's init pods and

@@ -47,7 +47,7 @@ impl Real {
         path
     }
 
-    /// Creates the objects of a YAML text (any kinds) unless they exist.
+    /// Applies the objects of a YAML text (any kinds), server-side.
     pub async fn apply_yaml(&self, text: &str) {
         for doc in serde_yaml::Deserializer::from_str(text) {
             let object = Value::deserialize(doc).unwrap();
@@ -72,11 +72,13 @@ impl Real {
             }
             _ => Api::all_with(self.admin.clone(), &resource),
         };
-        let object: DynamicObject = serde_json::from_value(object).unwrap();
-        match api.create(&PostParams::default(), &object).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => panic!("creating {kind}: {e}"),
+        // Server-side apply: an object left by an earlier run of the
+        // shared cluster is brought up to this text (a ClusterRole that
+        // gained rules, say), as an operator's apply would.
+        let name = object["metadata"]["name"].as_str().unwrap().to_string();
+        let params = kube::api::PatchParams::apply("wasmsched-tests").force();
+        if let Err(e) = api.patch(&name, &params, &kube::api::Patch::Apply(&object)).await {
+            panic!("applying {kind} {name}: {e}");
         }
     }
 

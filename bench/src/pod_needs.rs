@@ -1,0 +1,109 @@
+//! What a shape's pods need besides nodes, for the simulator and the real
+//! API server alike:
+//! - SchedulingWithResourceClaims (after kube's
+//!   SchedulingWithResourceClaimTemplateStructured): one DeviceClass, one
+//!   ResourceSlice of eight devices per node, and one ResourceClaim per
+//!   measured pod (as the resource claim controller makes it from a
+//!   template) for one device whose model a CEL selector picks;
+//! - SchedulingCSIPVs (kube's): every node's CSINode lets it attach 39
+//!   volumes of one CSI driver, and every measured pod has its own claim
+//!   bound to its own CSI volume (as the PersistentVolume controller
+//!   leaves them).
+
+use serde_json::{Value, json};
+
+use super::topology::Shape;
+
+const GPU_DRIVER: &str = "gpu.example.com";
+const CSI_DRIVER: &str = "ebs.csi.aws.com";
+
+/// One object, by kind.
+pub enum Need {
+    DeviceClass(Value),
+    ResourceSlice(Value),
+    ResourceClaim(Value),
+    CsiNode(Value),
+    Volume(Value),
+    Claim(Value),
+}
+
+/// What the nodes of `shape` publish besides themselves.
+pub fn for_nodes(shape: Shape, nodes: usize) -> Vec<Need> {
+    let names = (0..nodes).map(|i| format!("node-{i:05}"));
+    match shape {
+        Shape::ResourceClaims => std::iter::once(Need::DeviceClass(device_class()))
+            .chain(names.map(|n| Need::ResourceSlice(slice(&n))))
+            .collect(),
+        Shape::CsiVolumes => names.map(|n| Need::CsiNode(csi_node(&n))).collect(),
+        _ => vec![],
+    }
+}
+
+/// What the measured pod `pod` of `shape` needs made before it.
+pub fn for_pod(shape: Shape, pod: &str, namespace: &str) -> Vec<Need> {
+    match shape {
+        Shape::ResourceClaims => vec![Need::ResourceClaim(resource_claim(pod, namespace))],
+        Shape::CsiVolumes => {
+            vec![Need::Volume(volume(pod, namespace)), Need::Claim(claim(pod, namespace))]
+        }
+        _ => vec![],
+    }
+}
+
+/// What a measured pod's spec names of them.
+pub fn in_pod_spec(shape: Shape, pod: &str) -> Value {
+    match shape {
+        Shape::ResourceClaims => {
+            json!({"resourceClaims": [{"name": "gpu", "resourceClaimName": format!("{pod}-gpu")}]})
+        }
+        Shape::CsiVolumes => {
+            json!({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": format!("{pod}-pvc")}}]})
+        }
+        _ => json!({}),
+    }
+}
+
+fn device_class() -> Value {
+    let selector = format!("device.driver == \"{GPU_DRIVER}\"");
+    json!({"metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expression": selector}}]}})
+}
+
+/// `node`'s slice: its own pool of eight devices.
+fn slice(node: &str) -> Value {
+    let devices: Vec<Value> = (0..8)
+        .map(|d| {
+            json!({"name": format!("gpu-{d}"), "attributes": {"model": {"string": "a100"}, "index": {"int": d}},
+                "capacity": {"memory": {"value": "80Gi"}}})
+        })
+        .collect();
+    json!({"metadata": {"name": format!("{node}-gpus")}, "spec": {"driver": GPU_DRIVER, "nodeName": node,
+        "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}})
+}
+
+fn resource_claim(pod: &str, namespace: &str) -> Value {
+    let selector = format!("device.attributes[\"{GPU_DRIVER}\"].model == \"a100\"");
+    json!({"metadata": {"name": format!("{pod}-gpu"), "namespace": namespace},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu",
+            "selectors": [{"cel": {"expression": selector}}]}}]}}})
+}
+
+fn csi_node(node: &str) -> Value {
+    json!({"metadata": {"name": node}, "spec": {"drivers": [
+        {"name": CSI_DRIVER, "nodeID": node, "allocatable": {"count": 39}}]}})
+}
+
+/// The pod's volume, cluster-scoped: named after the pod's namespace too.
+fn volume(pod: &str, namespace: &str) -> Value {
+    json!({"metadata": {"name": format!("{namespace}-{pod}-pv")}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+        "persistentVolumeReclaimPolicy": "Retain",
+        "csi": {"driver": CSI_DRIVER, "volumeHandle": format!("{namespace}-{pod}-handle")},
+        "claimRef": {"namespace": namespace, "name": format!("{pod}-pvc")}}})
+}
+
+fn claim(pod: &str, namespace: &str) -> Value {
+    json!({"metadata": {"name": format!("{pod}-pvc"), "namespace": namespace,
+        "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+            "volumeName": format!("{namespace}-{pod}-pv"), "storageClassName": ""}})
+}
