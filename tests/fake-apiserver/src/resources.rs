@@ -75,9 +75,11 @@ impl ResourceType {
         }
     }
 
-    /// Pods and nodes have a status subresource: writes to the main
-    /// resource keep the old status, writes to `/status` only change it.
+    /// Pods, nodes and ResourceClaims have a status subresource: writes to
+    /// the main resource keep the old status, writes to `/status` only
+    /// change it.
     pub(crate) fn has_status(&self) -> bool {
-        matches!(self.plural, "pods" | "nodes") && self.api_version == "v1"
+        (matches!(self.plural, "pods" | "nodes") && self.api_version == "v1")
+            || (self.plural == "resourceclaims" && self.api_version == "resource.k8s.io/v1")
     }
 }

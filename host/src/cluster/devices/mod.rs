@@ -268,11 +268,6 @@ impl Devices {
         allocation.devices.iter().filter(|d| !d.admin_access).map(Allocated::id).collect()
     }
 
-    /// Whether a claim (watched or reserved) holds the device.
-    pub fn is_allocated(&self, id: &DeviceId) -> bool {
-        self.allocated.contains_key(id)
-    }
-
     fn compile_all(&mut self, sources: &[String]) {
         for source in sources {
             if !self.selectors.contains_key(source) {

@@ -182,17 +182,23 @@ async fn binding_cycle(
         }
     }
     if !request.devices.is_empty() {
-        match claim_reservation::write(client, &request.devices, &status.denials).await {
-            Ok(()) => {}
-            Err(PreBindError::Forbidden(why)) => return (BindOutcome::Forbidden(why), None),
+        let failed = match claim_reservation::write(client, &request.devices, &status.denials).await {
+            Ok(()) => None,
+            Err(PreBindError::Forbidden(why)) => Some(BindOutcome::Forbidden(why)),
             Err(PreBindError::Failed(why)) => {
-                let why = format!("running PreBind plugin \"DynamicResources\": {why}");
-                return (BindOutcome::PreBindFailed(why), None);
+                Some(BindOutcome::PreBindFailed(format!("running PreBind plugin \"DynamicResources\": {why}")))
             }
+        };
+        if let Some(outcome) = failed {
+            claim_reservation::unreserve(client, &request.devices).await;
+            return (outcome, None);
         }
     }
     let (outcome, took) = bind(client, &request.pod, &request.node, BIND_TIMEOUT, &status.denials).await;
     drop(permit);
+    if outcome != BindOutcome::Bound && !request.devices.is_empty() {
+        claim_reservation::unreserve(client, &request.devices).await;
+    }
     (outcome, Some(took))
 }
 

@@ -4,7 +4,9 @@
 //! reserved (for a claim it allocated), then the pod as consumer in
 //! `status.reservedFor`. A conflict re-reads the claim and tries again; a
 //! claim deleted, or allocated by someone else meanwhile, fails the
-//! binding cycle.
+//! binding cycle. When the cycle fails after it, `unreserve` takes the pod
+//! out of `reservedFor` again, as kube's Unreserve does (the allocation
+//! stays: the pod's retry, on the node it names, finds it).
 
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Api;
@@ -82,6 +84,37 @@ async fn reserve_claim(client: &kube::Client, c: &ClaimReservation, denials: &De
         }
     }
     Err(failed(&format!("{doing} {key}: {last}")))
+}
+
+/// kube's Unreserve: the pod out of every claim's `reservedFor` that lists
+/// it. Best effort, as kube's: a claim that cannot be written keeps the
+/// entry until the pod's retry or the resource claim controller.
+pub async fn unreserve(client: &kube::Client, reservation: &DeviceReservation) {
+    for c in &reservation.claims {
+        let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &c.namespace);
+        for _ in 0..CONFLICT_RETRIES {
+            let Ok(current) = claims.get(&c.claim).await else { break };
+            let listed = current.status.as_ref().and_then(|s| s.reserved_for.as_ref());
+            let entries = listed.into_iter().flatten();
+            if !entries.clone().any(|r| r.uid == c.pod_uid) {
+                break;
+            }
+            let kept: Vec<Value> = entries
+                .filter(|r| r.uid != c.pod_uid)
+                .map(|r| json!({"resource": r.resource, "name": r.name, "uid": r.uid}))
+                .collect();
+            let version = current.metadata.resource_version.clone().unwrap_or_default();
+            let patch = json!({"metadata": {"resourceVersion": version}, "status": {"reservedFor": kept}});
+            match claims.patch_status(&c.claim, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Err(e) if is_conflict(&e) => continue,
+                Err(e) => {
+                    tracing::warn!(claim = %c.claim, namespace = %c.namespace, error = %e, "unreserve");
+                    break;
+                }
+                Ok(_) => break,
+            }
+        }
+    }
 }
 
 fn is_conflict(e: &kube::Error) -> bool {

@@ -42,8 +42,24 @@ pub fn run(
     let usage = node_state.usage_for(pod);
     node_ports(pod, &usage)?;
     node_resources_fit(pod, node, &usage)?;
+    if claims.checks_nodes {
+        claim_filters(pod, node, &usage, claims, cluster)?;
+    }
+    Ok(())
+}
+
+/// The volume filters, then DynamicResources, for a pod whose claims have
+/// something to check on nodes.
+#[inline(never)]
+fn claim_filters(
+    pod: &PodInfo,
+    node: &NodeFacts,
+    usage: &NodeUsage,
+    claims: &PodClaims,
+    cluster: &ClusterState,
+) -> Result<(), Vec<String>> {
     if claims.volumes.checks_nodes {
-        volume_filters(pod, node, &usage, &claims.volumes, cluster)?;
+        volume_filters(pod, node, usage, &claims.volumes, cluster)?;
     }
     if claims.devices.checks_nodes {
         claims.devices.check(node, cluster.devices())?;
@@ -53,7 +69,6 @@ pub fn run(
 
 /// VolumeRestrictions, NodeVolumeLimits, VolumeBinding and VolumeZone, in
 /// kube's order, for a pod that has volumes to check on nodes.
-#[inline(never)]
 fn volume_filters(
     pod: &PodInfo,
     node: &NodeFacts,

@@ -32,8 +32,13 @@ pub fn check(
     }
 }
 
-#[cold]
 fn exceeds(limits: &[(String, u32)], usage: &NodeUsage, volumes: &PodVolumes, state: &ClusterState) -> bool {
+    if usage.claims.is_empty() {
+        // Nothing attached yet (most nodes): no set of what is.
+        return limits.iter().any(|(driver, limit)| {
+            volumes.attachable.iter().filter(|(d, _)| d == driver).count() > *limit as usize
+        });
+    }
     let attached: HashSet<(String, String)> =
         usage.claims.iter().filter_map(|(namespace, claim)| state.volumes().attachable(namespace, claim)).collect();
     let new: Vec<&(String, String)> = volumes.attachable.iter().filter(|v| !attached.contains(*v)).collect();

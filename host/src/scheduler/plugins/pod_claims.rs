@@ -13,6 +13,9 @@ use crate::scheduler::plugins::volume_binding::PodVolumes;
 pub struct PodClaims {
     pub volumes: PodVolumes,
     pub devices: PodDevices,
+    /// Whether either has anything to check on a node: most pods have
+    /// neither, and the per-node loop then skips both in one test.
+    pub checks_nodes: bool,
 }
 
 impl PodClaims {
@@ -21,7 +24,8 @@ impl PodClaims {
     pub fn resolve(pod: &PodInfo, state: &ClusterState) -> Result<PodClaims, String> {
         let volumes = PodVolumes::resolve(pod, state)?;
         let devices = PodDevices::resolve(pod, state)?;
-        Ok(PodClaims { volumes, devices })
+        let checks_nodes = volumes.checks_nodes || devices.checks_nodes;
+        Ok(PodClaims { volumes, devices, checks_nodes })
     }
 
     /// The same, with `evicted` gone (a preemption's dry run): evictions
@@ -30,7 +34,7 @@ impl PodClaims {
     pub fn without(&self, evicted: &[&PlacedPod]) -> Cow<'_, PodClaims> {
         match self.volumes.without(evicted) {
             Cow::Borrowed(_) => Cow::Borrowed(self),
-            Cow::Owned(volumes) => Cow::Owned(PodClaims { volumes, devices: self.devices.clone() }),
+            Cow::Owned(volumes) => Cow::Owned(PodClaims { volumes, devices: self.devices.clone(), ..*self }),
         }
     }
 }

@@ -253,7 +253,9 @@ impl Scheduler {
             self.claim_waits.insert(pod.key.clone(), why);
             return None;
         }
-        self.claim_waits.remove(&pod.key);
+        if !self.claim_waits.is_empty() {
+            self.claim_waits.remove(&pod.key);
+        }
         let Some(profile) = self.profile(&pod.scheduler_name) else {
             // Only pods of a known profile are queued.
             self.queue.done(&pod.key);

@@ -233,6 +233,7 @@ async fn wait_ready(s: &RunningScheduler) {
     }
 }
 
+mod devices;
 mod placement;
 mod reporting;
 mod resilience;
