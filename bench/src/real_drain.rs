@@ -28,8 +28,8 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use k8s_openapi::api::storage::v1::CSINode;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -154,7 +154,9 @@ impl Drain {
             node
         });
         create_all(&nodes, bodies).await.context("creating nodes")?;
-        create_needs(client, "", pod_needs::for_nodes(shape, self.nodes), run).await.context("creating what nodes publish")
+        create_needs(client, "", pod_needs::for_nodes(shape, self.nodes), run)
+            .await
+            .context("creating what nodes publish")
     }
 
     /// The init pods, bound already as kube-scheduler would have placed

@@ -114,7 +114,7 @@ impl Devices {
     }
 
     /// kube uses a pool's slices of its newest generation, and only once
-    /// all of them (`resourceSliceCount`) are published.
+    /// all of them (`resourceSliceCount`) are published, each device once.
     fn recompute_pool(&mut self, pool: &PoolKey) {
         let Some(names) = self.pools.get(pool) else { return };
         let slices: Vec<(String, Arc<Slice>)> =
@@ -125,6 +125,15 @@ impl Devices {
         let newest = slices.iter().map(|(_, s)| s.generation).max().unwrap_or(0);
         let at_newest = slices.iter().filter(|(_, s)| s.generation == newest).count();
         let complete = slices.iter().any(|(_, s)| s.generation == newest && s.slice_count == at_newest as i64);
+        // kube refuses a pool that lists a device twice (a slice published
+        // twice under two names): none of its devices is given out.
+        let mut seen = HashSet::new();
+        let unique = slices
+            .iter()
+            .filter(|(_, s)| s.generation == newest)
+            .flat_map(|(_, s)| s.devices.iter())
+            .all(|d| seen.insert(d.name.as_str()));
+        let complete = complete && unique;
         for (name, slice) in &slices {
             self.unindex(name, slice);
         }
@@ -142,7 +151,7 @@ impl Devices {
             Some(Reach::Node(node)) => self.by_node.entry(node.clone()).or_default(),
             _ => &mut self.wide,
         };
-        let at = list.partition_point(|(n, _)| *n < name);
+        let at = list.partition_point(|(n, s)| order(s, n) < order(&slice, &name));
         list.insert(at, (name, slice));
     }
 
@@ -283,11 +292,18 @@ impl Devices {
     }
 
     /// The devices `node` reaches, from complete pools' newest slices, in
-    /// a stable order (its own slices, then those reaching further, each by
-    /// name, then as published), each with its reach.
+    /// kube's order (driver, pool, then slice name and as published: the
+    /// node's own slices merged with those reaching further, both lists
+    /// kept in that order), each with its reach.
     pub fn reachable<'a>(&'a self, node: &'a NodeFacts) -> impl Iterator<Item = (&'a Slice, &'a Device, &'a Reach)> {
-        let local = self.by_node.get(&node.name).into_iter().flatten();
-        local.chain(self.wide.iter()).flat_map(move |(_, slice)| {
+        let mut local = self.by_node.get(&node.name).map_or(&[][..], Vec::as_slice).iter().peekable();
+        let mut wide = self.wide.iter().peekable();
+        let merged = std::iter::from_fn(move || match (local.peek(), wide.peek()) {
+            (Some((ln, ls)), Some((wn, ws))) if order(ws, wn) < order(ls, ln) => wide.next(),
+            (Some(_), _) => local.next(),
+            (None, _) => wide.next(),
+        });
+        merged.flat_map(move |(_, slice)| {
             slice.devices.iter().filter_map(move |device| {
                 let reach = device.reach.as_ref().or(slice.reach.as_ref())?;
                 // A node's own slice was found by its name.
@@ -296,6 +312,11 @@ impl Devices {
             })
         })
     }
+}
+
+/// The order kube's allocator visits slices in.
+fn order<'a>(slice: &'a Slice, name: &'a str) -> (&'a str, &'a str, &'a str) {
+    (&slice.driver, &slice.pool, name)
 }
 
 /// Whether a slice's (or device's) reach includes `node`.

@@ -35,9 +35,9 @@ pub fn check(
 fn exceeds(limits: &[(String, u32)], usage: &NodeUsage, volumes: &PodVolumes, state: &ClusterState) -> bool {
     if usage.claims.is_empty() {
         // Nothing attached yet (most nodes): no set of what is.
-        return limits.iter().any(|(driver, limit)| {
-            volumes.attachable.iter().filter(|(d, _)| d == driver).count() > *limit as usize
-        });
+        return limits
+            .iter()
+            .any(|(driver, limit)| volumes.attachable.iter().filter(|(d, _)| d == driver).count() > *limit as usize);
     }
     let attached: HashSet<(String, String)> =
         usage.claims.iter().filter_map(|(namespace, claim)| state.volumes().attachable(namespace, claim)).collect();

@@ -265,20 +265,45 @@ fn attribute<'a>(c: &'a Candidate, qualified_name: &str) -> Option<&'a Attribute
         .map(|(_, v)| v)
 }
 
-/// The allocation's node selector: the node by name when any device is
-/// local to it, a device selector's terms, or none when every node reaches
-/// every device.
+/// The allocation's node selector, as kube's: the node by name when any
+/// device is local to it; else the union (one term, every requirement) of
+/// the node selectors of devices that have one; none when every node
+/// reaches every device. Selectors of several terms (alternatives) are
+/// kept as they are when they are the only one, and otherwise pinned to
+/// the node, which every one of them reaches.
 fn node_selector<'a>(
     reaches: impl Iterator<Item = &'a Reach>,
     node: &wasmsched_runtime::NodeFacts,
 ) -> Option<Vec<wasmsched_runtime::NodeSelectorTerm>> {
-    let mut selector = None;
+    let by_name = || Some(vec![crate::cluster::devices::objects::by_name(&node.name)]);
+    let mut selectors: Vec<&Vec<wasmsched_runtime::NodeSelectorTerm>> = Vec::new();
     for reach in reaches {
         match reach {
-            Reach::Node(_) => return Some(vec![crate::cluster::devices::objects::by_name(&node.name)]),
+            Reach::Node(_) => return by_name(),
             Reach::All => {}
-            Reach::Selector(_) => selector = reach.node_selector(),
+            Reach::Selector(terms) if !selectors.contains(&terms) => selectors.push(terms),
+            Reach::Selector(_) => {}
         }
     }
-    selector
+    match selectors.as_slice() {
+        [] => None,
+        [only] => Some((*only).clone()),
+        several if several.iter().any(|terms| terms.len() != 1) => by_name(),
+        several => {
+            let mut union = wasmsched_runtime::NodeSelectorTerm::default();
+            for term in several.iter().flat_map(|terms| terms.iter()) {
+                for r in &term.match_expressions {
+                    if !union.match_expressions.contains(r) {
+                        union.match_expressions.push(r.clone());
+                    }
+                }
+                for r in &term.match_fields {
+                    if !union.match_fields.contains(r) {
+                        union.match_fields.push(r.clone());
+                    }
+                }
+            }
+            Some(vec![union])
+        }
+    }
 }
