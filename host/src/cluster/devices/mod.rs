@@ -17,7 +17,7 @@ use super::PodKey;
 pub mod cel;
 pub mod objects;
 
-pub use objects::{Allocated, Allocation, Claim, Class, Device, DeviceId, Reach, Slice};
+pub use objects::{Allocated, Allocation, Claim, Class, Consumption, Device, DeviceId, Reach, Slice};
 
 type ClaimKey = (String, String);
 type PoolKey = (String, String);
@@ -317,6 +317,25 @@ impl Devices {
 /// The order kube's allocator visits slices in.
 fn order<'a>(slice: &'a Slice, name: &'a str) -> (&'a str, &'a str, &'a str) {
     (&slice.driver, &slice.pool, name)
+}
+
+/// Partitionable devices.
+impl Devices {
+    /// What is left of the pool's shared counters: each counter its
+    /// current slices publish, less what its held devices consume.
+    pub fn counters_left(&self, driver: &str, pool: &str) -> Vec<Consumption> {
+        let Some(names) = self.pools.get(&(driver.to_string(), pool.to_string())) else { return vec![] };
+        let current: Vec<&Arc<Slice>> =
+            names.iter().filter(|n| self.current.contains(*n)).filter_map(|n| self.slices.get(n)).collect();
+        let mut left: Vec<Consumption> = current.iter().flat_map(|s| s.counters.iter().cloned()).collect();
+        let held = current.iter().flat_map(|s| s.devices.iter()).filter(|d| d.is_allocated());
+        for used in held.flat_map(|d| d.consumes.iter()) {
+            if let Some(c) = left.iter_mut().find(|c| c.set == used.set && c.counter == used.counter) {
+                c.milli = c.milli.saturating_sub(used.milli);
+            }
+        }
+        left
+    }
 }
 
 /// Whether a slice's (or device's) reach includes `node`.

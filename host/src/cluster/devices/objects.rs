@@ -80,9 +80,11 @@ pub struct Device {
     /// Taints with an effect that keeps it from new claims (NoSchedule,
     /// NoExecute), as (key, value, effect).
     pub taints: Vec<(String, String, String)>,
-    /// What wasmsched cannot give out yet (shared counters, binding
-    /// conditions): such a device is never allocated, rather than
-    /// over-committed.
+    /// What it takes of its pool's shared counters (partitionable
+    /// devices): (counter set, counter, amount in thousandths).
+    pub consumes: Vec<Consumption>,
+    /// What wasmsched cannot give out yet (binding conditions): such a
+    /// device is never allocated, rather than over-committed.
     pub unsupported: bool,
     /// The `device` CEL variable.
     pub value: cel::Value,
@@ -117,6 +119,14 @@ impl Device {
     }
 }
 
+/// A device's use of a shared counter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consumption {
+    pub set: String,
+    pub counter: String,
+    pub milli: u64,
+}
+
 /// A ResourceSlice: one pool's devices, or part of them.
 #[derive(Debug)]
 pub struct Slice {
@@ -124,6 +134,9 @@ pub struct Slice {
     pub pool: String,
     pub generation: i64,
     pub slice_count: i64,
+    /// The counters its pool's partitionable devices share: (counter set,
+    /// counter, amount in thousandths).
+    pub counters: Vec<Consumption>,
     /// `None` with per-device node selection.
     pub reach: Option<Reach>,
     pub devices: Vec<Device>,
@@ -134,7 +147,10 @@ impl Slice {
         let spec = &slice.spec;
         let driver = spec.driver.clone();
         let devices = spec.devices.iter().flatten().map(|d| device(&driver, &spec.pool.name, d)).collect();
+        let counters =
+            spec.shared_counters.iter().flatten().flat_map(|set| counters(&set.name, &set.counters)).collect();
         Slice {
+            counters,
             pool: spec.pool.name.clone(),
             generation: spec.pool.generation,
             slice_count: spec.pool.resource_slice_count,
@@ -168,8 +184,8 @@ fn device(driver: &str, pool: &str, d: &api::Device) -> Device {
         .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
         .map(|t| (t.key.clone(), t.value.clone().unwrap_or_default(), t.effect.clone()))
         .collect();
-    let unsupported = d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty())
-        || d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty());
+    let consumes = d.consumes_counters.iter().flatten().flat_map(|c| counters(&c.counter_set, &c.counters)).collect();
+    let unsupported = d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty());
     Device {
         name: d.name.clone(),
         id: DeviceId { driver: driver.to_string(), pool: pool.to_string(), device: d.name.clone() },
@@ -178,9 +194,19 @@ fn device(driver: &str, pool: &str, d: &api::Device) -> Device {
         reach: Reach::of(d.node_name.as_ref(), d.all_nodes, d.node_selector.as_ref()),
         attributes,
         taints,
+        consumes,
         unsupported,
         value,
     }
+}
+
+fn counters<'a>(set: &'a str, counters: &'a BTreeMap<String, api::Counter>) -> impl Iterator<Item = Consumption> + 'a {
+    counters.iter().map(move |(name, c)| Consumption {
+        set: set.to_string(),
+        counter: name.clone(),
+        // An unparsable amount (the API server refuses them) takes all.
+        milli: wasmsched_rules::quantity::milli_value(&c.value.0).unwrap_or(u64::MAX),
+    })
 }
 
 fn attribute(a: &api::DeviceAttribute) -> Option<Attribute> {

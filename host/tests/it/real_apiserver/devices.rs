@@ -152,3 +152,82 @@ fn allocates_devices_as_kube_scheduler_does() {
         assert_eq!(ours, kube, "wasmsched allocates devices differently from kube-scheduler");
     });
 }
+
+/// One GPU of 40Gi published as partitions sharing its memory counter
+/// (DRAPartitionableDevices, on by default in v1.36): two pods asking for
+/// a half each, then one asking for the whole GPU. Each pod's outcome and
+/// the partitions allocated.
+async fn run_partitions(real: &Real, side: &str, scheduler_name: &str) -> (Vec<Outcome>, Vec<Vec<String>>) {
+    let own = |name: &str| real.own(&format!("{side}-{name}"));
+    let (driver, class, node) = (format!("{}.example.com", own("part")), own("part"), own("p0"));
+    real.add_node(
+        &format!("{side}-p0"),
+        &json!({"labels": {"wasmsched-class": format!("{side}-part")}, "spec": {},
+        "cpu": "4", "memory": "8Gi", "pods": "110"}),
+    )
+    .await;
+    let post = PostParams::default();
+    let classes: Api<DeviceClass> = Api::all(real.admin.clone());
+    let selector = format!("device.driver == \"{driver}\"");
+    let body = json!({"metadata": {"name": class}, "spec": {"selectors": [{"cel": {"expression": selector}}]}});
+    classes.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
+    let partition = |name: &str, memory: &str| {
+        json!({"name": name, "attributes": {"size": {"string": name}},
+            "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": memory}}}]})
+    };
+    let pool = json!({"name": node, "generation": 1, "resourceSliceCount": 2});
+    let counters = json!({"metadata": {"name": own("counters")}, "spec": {"driver": driver, "nodeName": node, "pool": pool,
+        "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}]}});
+    let devices = json!({"metadata": {"name": own("partitions")}, "spec": {"driver": driver, "nodeName": node, "pool": pool,
+        "devices": [partition("whole", "40Gi"), partition("half-a", "20Gi"), partition("half-b", "20Gi")]}});
+    let slices: Api<ResourceSlice> = Api::all(real.admin.clone());
+    for body in [counters, devices] {
+        slices.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
+    }
+    let claims: Api<ResourceClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
+    let size = |s: &str| format!("device.attributes[\"{driver}\"].size.startsWith(\"{s}\")");
+    for (name, selector) in [("half-1", size("half")), ("half-2", size("half")), ("whole", size("whole"))] {
+        let request = json!({"name": "gpu", "exactly": {"deviceClassName": class, "selectors": [{"cel": {"expression": selector}}]}});
+        let body =
+            json!({"metadata": {"name": format!("{side}-{name}")}, "spec": {"devices": {"requests": [request]}}});
+        claims.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
+    }
+    real.settle().await;
+    let pod = |claim: &str| {
+        json!({"nodeSelector": {"wasmsched-class": format!("{side}-part")},
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": format!("{side}-{claim}")}],
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}]})
+    };
+    let pods: Vec<(String, Value)> = ["half-1", "half-2", "whole"].iter().map(|c| (c.to_string(), pod(c))).collect();
+    let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::from_millis(1500)).await;
+    let decided = real.wait_decided(&names, Duration::from_secs(40)).await;
+    let outcomes = decided.iter().map(Outcome::of).collect();
+    let mut allocated = Vec::new();
+    for claim in ["half-1", "half-2", "whole"] {
+        let status = claims.get(&format!("{side}-{claim}")).await.unwrap().status.unwrap_or_default();
+        let results = status.allocation.and_then(|a| a.devices).and_then(|d| d.results).unwrap_or_default();
+        allocated.push(results.into_iter().map(|r| r.device).collect());
+    }
+    real.delete_pods().await;
+    let _ = claims.delete_collection(&DeleteParams::default(), &Default::default()).await;
+    for slice in ["counters", "partitions"] {
+        let _ = slices.delete(&own(slice), &DeleteParams::default()).await;
+    }
+    let _ = classes.delete(&class, &DeleteParams::default()).await;
+    real.delete_nodes().await;
+    (outcomes, allocated)
+}
+
+#[test]
+fn partitions_share_their_counters_as_kube_scheduler_counts_them() {
+    let Some(real) = Real::start("dra-partitions") else { return };
+    real.block_on(async {
+        let (kube, ours) = beside_kube(&real, "wasmsched-partitions", run_partitions).await;
+        assert_eq!(kube.0[..2], [Outcome::Bound, Outcome::Bound], "{kube:?}");
+        assert!(
+            matches!(&kube.0[2], Outcome::Unschedulable(m) if m.contains("cannot allocate all claims")),
+            "{kube:?}"
+        );
+        assert_eq!(ours, kube, "wasmsched counts shared counters differently from kube-scheduler");
+    });
+}

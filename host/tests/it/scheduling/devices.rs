@@ -229,3 +229,44 @@ mod properties {
         }
     }
 }
+
+/// A GPU of 40Gi published as partitions that share its memory counter
+/// (DRAPartitionableDevices): the whole GPU, or two halves.
+fn partitioned_gpu(node: &str) -> String {
+    let partition = |name: &str, memory: &str| {
+        format!(
+            "  - name: {name}\n    attributes: {{model: {{string: a100}}, size: {{string: {name}}}}}\n    consumesCounters:\n    - counterSet: gpu-0\n      counters: {{memory: {{value: {memory}}}}}\n"
+        )
+    };
+    format!(
+        "---\napiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: {node}-partitions}}\nspec:\n  driver: gpu.example.com\n  nodeName: {node}\n  pool: {{name: {node}, generation: 1, resourceSliceCount: 1}}\n  sharedCounters:\n  - name: gpu-0\n    counters: {{memory: {{value: 40Gi}}}}\n  devices:\n{}{}{}",
+        partition("whole", "40Gi"),
+        partition("half-a", "20Gi"),
+        partition("half-b", "20Gi")
+    )
+}
+
+#[test]
+fn partitions_of_one_device_share_its_counters() {
+    let one_node = node("n1", "4", "8Gi", "") + CLASS + &partitioned_gpu("n1");
+    let size = |s: &str| format!(r#"device.attributes["gpu.example.com"].size == "{s}""#);
+    // Two halves fit; the whole one then does not.
+    let yaml = one_node.clone()
+        + &claim("halves", &exactly("gpu", 2, &size("half").replace("== \"half\"", ".startsWith(\"half\")")), "")
+        + &claim("whole", &exactly("gpu", 1, &size("whole")), "")
+        + &pod("halves", "1", &using("halves"));
+    let r = run(&(yaml.clone() + &pod("whole", "1", &using("whole"))));
+    let placed_pods: Vec<&str> = ["halves", "whole"].into_iter().filter(|p| placed(&r, p).is_some()).collect();
+    assert_eq!(placed_pods.len(), 1, "the halves and the whole GPU share its memory: {:?}", r.placements);
+    // One half taken: the other half fits, the whole GPU does not.
+    let half = one_node
+        + &claim("a", &exactly("gpu", 1, &size("half-a")), "")
+        + &claim("whole", &exactly("gpu", 1, &size("whole")), "")
+        + &claim("b", &exactly("gpu", 1, &size("half-b")), "")
+        + &pod("a", "1", &using("a"));
+    let r = run(&(half.clone() + &pod("whole", "1", &using("whole"))));
+    let both = ["a", "whole"].iter().filter(|p| placed(&r, p).is_some()).count();
+    assert_eq!(both, 1, "{:?}", r.placements);
+    let r = run(&(half + &pod("b", "1", &using("b"))));
+    assert_eq!((placed(&r, "a").as_deref(), placed(&r, "b").as_deref()), (Some("n1"), Some("n1")));
+}

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::cluster::devices::cel::{Attribute, qualified};
 use crate::cluster::devices::objects::{Alternative, Mode, tolerated};
-use crate::cluster::devices::{Allocated, Allocation, Device, Devices, Reach, Slice};
+use crate::cluster::devices::{Allocated, Allocation, Consumption, Device, Devices, Reach, Slice};
 use crate::cluster::devices::{Claim, cel::Selector};
 
 /// A compiled selector, or why it does not compile.
@@ -49,7 +49,7 @@ struct Choice {
 /// is a selector that failed to compile or evaluate.
 pub fn fits(plans: &[ClaimPlan], devices: &Devices, node: &wasmsched_runtime::NodeFacts) -> Result<bool, String> {
     let candidates = candidates(devices, node);
-    Search::new(plans, &candidates).claim_from(0, 0)
+    Search::new(plans, &candidates, devices).claim_from(0, 0)
 }
 
 /// The allocations of `plans` on this node, one per claim, or `Ok(None)`
@@ -60,7 +60,7 @@ pub fn allocate(
     node: &wasmsched_runtime::NodeFacts,
 ) -> Result<Option<Vec<Allocation>>, String> {
     let candidates = candidates(devices, node);
-    let mut search = Search::new(plans, &candidates);
+    let mut search = Search::new(plans, &candidates, devices);
     if !search.claim_from(0, 0)? {
         return Ok(None);
     }
@@ -81,11 +81,23 @@ struct Search<'p, 'c> {
     chosen: Vec<Choice>,
     /// Candidates chosen so far (admin access aside).
     taken: Vec<bool>,
+    /// What is left of the shared counters of the pools whose devices
+    /// consume them, by (driver, pool): filled when first needed, then
+    /// taken from and given back as devices are chosen and undone.
+    counters: Vec<((&'c str, &'c str), Vec<Consumption>)>,
+    devices: &'c Devices,
 }
 
 impl<'p, 'c> Search<'p, 'c> {
-    fn new(plans: &'p [ClaimPlan], candidates: &'c [Candidate<'c>]) -> Self {
-        Search { plans, candidates, chosen: Vec::new(), taken: vec![false; candidates.len()] }
+    fn new(plans: &'p [ClaimPlan], candidates: &'c [Candidate<'c>], devices: &'c Devices) -> Self {
+        Search {
+            plans,
+            candidates,
+            chosen: Vec::new(),
+            taken: vec![false; candidates.len()],
+            counters: vec![],
+            devices,
+        }
     }
 
     /// The alternative's name (`req` or `req/sub`) and the request's.
@@ -185,21 +197,64 @@ impl<'p, 'c> Search<'p, 'c> {
         self.claim_from(claim, request + 1)
     }
 
-    fn usable(&self, i: usize, admin_access: bool) -> bool {
-        admin_access || (!self.candidates[i].allocated && !self.taken[i])
+    fn usable(&mut self, i: usize, admin_access: bool) -> bool {
+        admin_access || (!self.candidates[i].allocated && !self.taken[i] && self.counters_allow(i))
+    }
+
+    /// A partitionable device fits what is left of its pool's counters.
+    fn counters_allow(&mut self, i: usize) -> bool {
+        let c = &self.candidates[i];
+        if c.device.consumes.is_empty() {
+            return true;
+        }
+        let left = self.counters_of(c.slice);
+        c.device
+            .consumes
+            .iter()
+            .all(|need| left.iter().any(|l| l.set == need.set && l.counter == need.counter && l.milli >= need.milli))
+    }
+
+    fn counters_of(&mut self, slice: &'c Slice) -> &mut Vec<Consumption> {
+        let key = (slice.driver.as_str(), slice.pool.as_str());
+        let at = match self.counters.iter().position(|(k, _)| *k == key) {
+            Some(at) => at,
+            None => {
+                self.counters.push((key, self.devices.counters_left(key.0, key.1)));
+                self.counters.len() - 1
+            }
+        };
+        &mut self.counters[at].1
+    }
+
+    /// Takes (or, undoing, gives back) what candidate `i` consumes.
+    fn consume(&mut self, i: usize, take: bool) {
+        let c = &self.candidates[i];
+        if c.device.consumes.is_empty() {
+            return;
+        }
+        let (slice, consumes) = (c.slice, &c.device.consumes);
+        let left = self.counters_of(slice);
+        for need in consumes {
+            if let Some(l) = left.iter_mut().find(|l| l.set == need.set && l.counter == need.counter) {
+                l.milli = if take { l.milli.saturating_sub(need.milli) } else { l.milli.saturating_add(need.milli) };
+            }
+        }
     }
 
     fn choose(&mut self, (claim, request, alternative): (usize, usize, usize), alt: &Alternative, i: usize) {
         if !alt.admin_access {
             self.taken[i] = true;
+            self.consume(i, true);
         }
         self.chosen.push(Choice { claim, request, alternative, candidate: i, admin_access: alt.admin_access });
     }
 
     fn undo(&mut self, to: usize) {
-        for c in self.chosen.drain(to..) {
+        let undone: Vec<Choice> = self.chosen.drain(to..).collect();
+        for c in undone {
             if !c.admin_access {
                 self.taken[c.candidate] = false;
+                self.consume(c.candidate, false);
             }
         }
     }
