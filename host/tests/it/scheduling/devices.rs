@@ -270,3 +270,15 @@ fn partitions_of_one_device_share_its_counters() {
     let r = run(&(half + &pod("b", "1", &using("b"))));
     assert_eq!((placed(&r, "a").as_deref(), placed(&r, "b").as_deref()), (Some("n1"), Some("n1")));
 }
+
+#[test]
+fn a_selector_that_does_not_compile_is_said_once_for_the_pod() {
+    let yaml = cluster()
+        + &claim("broken", &exactly("gpu", 1, "device.driver =="), "")
+        + &pod("broken", "1", &using("broken"));
+    let message = message(&run(&yaml), "broken");
+    assert!(
+        message.starts_with("0/3 nodes are available: request gpu: selector #0: compilation failed: "),
+        "{message}"
+    );
+}

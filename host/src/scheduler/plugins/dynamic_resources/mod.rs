@@ -152,7 +152,20 @@ fn plan(name: &str, claim: &Claim, devices: &Devices) -> Result<ClaimPlan, Strin
             let class = devices
                 .class(&alt.class)
                 .ok_or_else(|| format!("request {}: device class {} does not exist", alt.name, alt.class))?;
-            per_alternative.push(class.selectors.iter().chain(&alt.selectors).map(|s| devices.selector(s)).collect());
+            let compiled: Vec<_> = class.selectors.iter().chain(&alt.selectors).map(|s| devices.selector(s)).collect();
+            // A selector that does not compile fails on every node: say it
+            // once, for the pod.
+            for (n, compiled) in compiled.iter().enumerate() {
+                if let Err(e) = compiled.as_ref() {
+                    let class_selectors = class.selectors.len();
+                    let whose = match n.checked_sub(class_selectors) {
+                        None => format!("selector #{n} of device class {}", alt.class),
+                        Some(n) => format!("selector #{n}"),
+                    };
+                    return Err(format!("request {}: {whose}: {e}", alt.name));
+                }
+            }
+            per_alternative.push(compiled);
         }
         selectors.push(per_alternative);
     }
