@@ -17,7 +17,9 @@ use super::PodKey;
 pub mod cel;
 pub mod objects;
 
-pub use objects::{Allocated, Allocation, Claim, Class, Consumption, Device, DeviceId, Reach, Slice};
+pub use objects::{
+    Allocated, Allocation, BindingConditions, Claim, Class, Consumption, Device, DeviceId, Reach, Slice,
+};
 
 type ClaimKey = (String, String);
 type PoolKey = (String, String);

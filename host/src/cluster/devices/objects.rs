@@ -83,9 +83,13 @@ pub struct Device {
     /// What it takes of its pool's shared counters (partitionable
     /// devices): (counter set, counter, amount in thousandths).
     pub consumes: Vec<Consumption>,
-    /// What wasmsched cannot give out yet (binding conditions): such a
-    /// device is never allocated, rather than over-committed.
-    pub unsupported: bool,
+    /// Conditions its driver sets on the claim once the device is ready
+    /// for the node (or has failed): PreBind waits for them
+    /// (DRADeviceBindingConditions).
+    pub binding: BindingConditions,
+    /// Its allocation pins the claim to the node even when other nodes
+    /// reach it (`bindsToNode`).
+    pub binds_to_node: bool,
     /// The `device` CEL variable.
     pub value: cel::Value,
     /// Each selector's verdict on it, by expression: a device does not
@@ -185,7 +189,10 @@ fn device(driver: &str, pool: &str, d: &api::Device) -> Device {
         .map(|t| (t.key.clone(), t.value.clone().unwrap_or_default(), t.effect.clone()))
         .collect();
     let consumes = d.consumes_counters.iter().flatten().flat_map(|c| counters(&c.counter_set, &c.counters)).collect();
-    let unsupported = d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty());
+    let binding = BindingConditions {
+        ready: d.binding_conditions.clone().unwrap_or_default(),
+        failed: d.binding_failure_conditions.clone().unwrap_or_default(),
+    };
     Device {
         name: d.name.clone(),
         id: DeviceId { driver: driver.to_string(), pool: pool.to_string(), device: d.name.clone() },
@@ -195,7 +202,8 @@ fn device(driver: &str, pool: &str, d: &api::Device) -> Device {
         attributes,
         taints,
         consumes,
-        unsupported,
+        binding,
+        binds_to_node: d.binds_to_node == Some(true),
         value,
     }
 }
@@ -280,6 +288,22 @@ pub struct Allocated {
     pub pool: String,
     pub device: String,
     pub admin_access: bool,
+    /// Copied from the device: what PreBind waits for.
+    pub binding: BindingConditions,
+}
+
+/// A device's binding conditions: all of `ready` true on the claim's
+/// device status lets the pod bind; any of `failed` true fails it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BindingConditions {
+    pub ready: Vec<String>,
+    pub failed: Vec<String>,
+}
+
+impl BindingConditions {
+    pub fn is_empty(&self) -> bool {
+        self.ready.is_empty()
+    }
 }
 
 impl Allocated {
@@ -413,6 +437,10 @@ fn allocation(a: &api::AllocationResult) -> Allocation {
                 pool: r.pool.clone(),
                 device: r.device.clone(),
                 admin_access: r.admin_access == Some(true),
+                binding: BindingConditions {
+                    ready: r.binding_conditions.clone().unwrap_or_default(),
+                    failed: r.binding_failure_conditions.clone().unwrap_or_default(),
+                },
             })
             .collect(),
         node_selector: a.node_selector.as_ref().map(|s| s.node_selector_terms.iter().map(selector_term).collect()),

@@ -22,9 +22,9 @@ use tokio::task::JoinSet;
 
 use crate::cluster::{DeviceReservation, PodInfo, VolumeReservation};
 use crate::kubernetes::scheduler_status::SchedulerStatus;
-use crate::kubernetes::writes::claim_reservation;
 use crate::kubernetes::writes::denied::{self, Denials};
 use crate::kubernetes::writes::prebind::{self, PreBindError};
+use crate::kubernetes::writes::{claim_reservation, device_binding};
 
 /// A binding slower than this is abandoned and retried.
 const BIND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -173,7 +173,7 @@ async fn binding_cycle(
             Err(e) => Err(e),
         };
         match prebound {
-            Ok(()) => permit = slots.acquire_owned().await.ok(),
+            Ok(()) => permit = slots.clone().acquire_owned().await.ok(),
             Err(PreBindError::Forbidden(why)) => return (BindOutcome::Forbidden(why), None),
             Err(PreBindError::Failed(why)) => {
                 let why = format!("running PreBind plugin \"VolumeBinding\": {why}");
@@ -183,6 +183,17 @@ async fn binding_cycle(
     }
     if !request.devices.is_empty() {
         let failed = match claim_reservation::write(client, &request.devices, &status.denials).await {
+            Ok(()) if device_binding::waits(&request.devices) => {
+                drop(permit.take());
+                let ready = device_binding::wait_ready(client, &request.devices, device_binding::BINDING_TIMEOUT).await;
+                permit = slots.clone().acquire_owned().await.ok();
+                ready.err().map(|e| match e {
+                    PreBindError::Forbidden(why) => BindOutcome::Forbidden(why),
+                    PreBindError::Failed(why) => {
+                        BindOutcome::PreBindFailed(format!("running PreBind plugin \"DynamicResources\": {why}"))
+                    }
+                })
+            }
             Ok(()) => None,
             Err(PreBindError::Forbidden(why)) => Some(BindOutcome::Forbidden(why)),
             Err(PreBindError::Failed(why)) => {

@@ -87,8 +87,10 @@ async fn reserve_claim(client: &kube::Client, c: &ClaimReservation, denials: &De
 }
 
 /// kube's Unreserve: the pod out of every claim's `reservedFor` that lists
-/// it. Best effort, as kube's: a claim that cannot be written keeps the
-/// entry until the pod's retry or the resource claim controller.
+/// it, and a claim this cycle allocated with devices that have binding
+/// conditions deallocated (they may have failed to bind). Best effort, as
+/// kube's: a claim that cannot be written keeps the entry until the pod's
+/// retry or the resource claim controller.
 pub async fn unreserve(client: &kube::Client, reservation: &DeviceReservation) {
     for c in &reservation.claims {
         let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &c.namespace);
@@ -96,7 +98,8 @@ pub async fn unreserve(client: &kube::Client, reservation: &DeviceReservation) {
             let Ok(current) = claims.get(&c.claim).await else { break };
             let listed = current.status.as_ref().and_then(|s| s.reserved_for.as_ref());
             let entries = listed.into_iter().flatten();
-            if !entries.clone().any(|r| r.uid == c.pod_uid) {
+            let deallocate = c.allocation.as_ref().is_some_and(|a| a.devices.iter().any(|d| !d.binding.is_empty()));
+            if !entries.clone().any(|r| r.uid == c.pod_uid) && !deallocate {
                 break;
             }
             let kept: Vec<Value> = entries
@@ -104,7 +107,10 @@ pub async fn unreserve(client: &kube::Client, reservation: &DeviceReservation) {
                 .map(|r| json!({"resource": r.resource, "name": r.name, "uid": r.uid}))
                 .collect();
             let version = current.metadata.resource_version.clone().unwrap_or_default();
-            let patch = json!({"metadata": {"resourceVersion": version}, "status": {"reservedFor": kept}});
+            let mut patch = json!({"metadata": {"resourceVersion": version}, "status": {"reservedFor": kept}});
+            if deallocate {
+                patch["status"]["allocation"] = Value::Null;
+            }
             match claims.patch_status(&c.claim, &PatchParams::default(), &Patch::Merge(&patch)).await {
                 Err(e) if is_conflict(&e) => continue,
                 Err(e) => {
@@ -135,10 +141,17 @@ pub fn allocation_json(allocation: &Allocation) -> Value {
             if d.admin_access {
                 r["adminAccess"] = json!(true);
             }
+            if !d.binding.is_empty() {
+                r["bindingConditions"] = json!(d.binding.ready);
+                r["bindingFailureConditions"] = json!(d.binding.failed);
+            }
             r
         })
         .collect();
     let mut out = json!({"devices": {"results": results}});
+    if allocation.devices.iter().any(|d| !d.binding.is_empty()) {
+        out["allocationTimestamp"] = json!(jiff::Timestamp::now().to_string());
+    }
     if let Some(terms) = &allocation.node_selector {
         out["nodeSelector"] = json!({"nodeSelectorTerms": terms.iter().map(term_json).collect::<Vec<_>>()});
     }

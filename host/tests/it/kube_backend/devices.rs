@@ -71,3 +71,68 @@ async fn a_failed_binding_takes_the_pod_out_of_its_claims_reservation() {
     assert_ne!(holder.metadata.uid, None);
     s.shutdown().await;
 }
+
+/// Two devices that need attaching before a pod can use them (binding
+/// conditions `attached`, failure condition `failed`), a claim for each.
+async fn publish_attachable_devices(c: &TestCluster) {
+    let node = c.node_name("n");
+    let driver = format!("{}.example.com", c.prefix);
+    let class = json!({"metadata": {"name": c.prefix}, "spec": {"selectors": [
+        {"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
+    let classes: Api<DeviceClass> = Api::all(c.client.clone());
+    classes.create(&PostParams::default(), &serde_json::from_value(class).unwrap()).await.unwrap();
+    let device = |name: &str| json!({"name": name, "attributes": {"name": {"string": name}}, "bindingConditions": ["attached"], "bindingFailureConditions": ["failed"]});
+    let slice = json!({"metadata": {"name": node}, "spec": {"driver": driver, "nodeName": node,
+        "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": [device("good"), device("bad")]}});
+    let slices: Api<ResourceSlice> = Api::all(c.client.clone());
+    slices.create(&PostParams::default(), &serde_json::from_value(slice).unwrap()).await.unwrap();
+    for name in ["good", "bad"] {
+        let selector = format!("device.attributes[\"{driver}\"].name == \"{name}\"");
+        let claim = json!({"metadata": {"name": name}, "spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": c.prefix, "selectors": [{"cel": {"expression": selector}}]}}]}}});
+        c.claims().create(&PostParams::default(), &serde_json::from_value(claim).unwrap()).await.unwrap();
+    }
+}
+
+/// What the driver writes when the device is ready (or has failed).
+async fn set_device_condition(c: &TestCluster, claim: &str, device: &str, condition: &str) {
+    let driver = format!("{}.example.com", c.prefix);
+    let status = json!({"status": {"devices": [{"driver": driver, "pool": c.node_name("n"), "device": device,
+        "conditions": [{"type": condition, "status": "True", "reason": "Test", "message": "set by the test",
+                        "lastTransitionTime": "2026-11-25T00:00:00Z"}]}]}});
+    c.claims().patch_status(claim, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prebind_waits_for_binding_conditions_and_a_failed_device_is_given_back() {
+    let c = TestCluster::new("dra-binding").await;
+    let Some(_fake) = c.fake_only("prebind_waits_for_binding_conditions_and_a_failed_device_is_given_back") else {
+        return;
+    };
+    c.add_node("n", "4", "8Gi", json!({})).await;
+    publish_attachable_devices(&c).await;
+    let s = c.start_scheduler("solo", false).await;
+    wait_ready(&s).await;
+    for name in ["good", "bad"] {
+        c.add_pod(name, "100m", json!({"resourceClaims": [{"name": "gpu", "resourceClaimName": name}]})).await;
+    }
+    // Allocated and reserved, not bound: the devices are not attached yet.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for name in ["good", "bad"] {
+        assert_eq!(c.node_of(name).await, None, "{name} bound before its device is ready");
+        assert_eq!(c.claim_state(name).await.0, vec![name.to_string()]);
+    }
+    set_device_condition(&c, "good", "good", "attached").await;
+    c.wait_bound(&["good".to_string()], Duration::from_secs(10)).await;
+    // The driver gives up on the other: the pod is told, the claim
+    // deallocated and the pod not bound.
+    set_device_condition(&c, "bad", "bad", "failed").await;
+    let event = c.wait_event("bad", "FailedScheduling", Duration::from_secs(10)).await;
+    let note = event.note.unwrap_or_default();
+    assert!(note.contains("running PreBind plugin \"DynamicResources\"") && note.contains("binding failed"), "{note}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(c.node_of("bad").await, None);
+    let claim = c.claims().get("bad").await.unwrap();
+    assert!(claim.status.and_then(|s| s.allocation).is_none(), "the failed device's claim is deallocated");
+    s.shutdown().await;
+}

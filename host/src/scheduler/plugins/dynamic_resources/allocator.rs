@@ -70,7 +70,6 @@ pub fn allocate(
 fn candidates<'a>(devices: &'a Devices, node: &'a wasmsched_runtime::NodeFacts) -> Vec<Candidate<'a>> {
     devices
         .reachable(node)
-        .filter(|(_, d, _)| !d.unsupported)
         .map(|(slice, device, reach)| Candidate { slice, device, reach, allocated: device.is_allocated() })
         .collect()
 }
@@ -296,17 +295,28 @@ impl<'p, 'c> Search<'p, 'c> {
                             pool: candidate.slice.pool.clone(),
                             device: candidate.device.name.clone(),
                             admin_access: c.admin_access,
+                            binding: candidate.device.binding.clone(),
                         }
                     })
                     .collect();
                 Allocation {
                     devices,
-                    node_selector: node_selector(chosen.iter().map(|c| self.candidates[c.candidate].reach), node),
+                    node_selector: node_selector(
+                        chosen.iter().map(|c| {
+                            let candidate = &self.candidates[c.candidate];
+                            // A device bound to the node pins the claim to it.
+                            if candidate.device.binds_to_node { &PINNED } else { candidate.reach }
+                        }),
+                        node,
+                    ),
                 }
             })
             .collect()
     }
 }
+
+/// The reach of a device bound to the node it is allocated for.
+static PINNED: Reach = Reach::Node(String::new());
 
 /// A device's attribute by its fully qualified name (`domain/name`).
 fn attribute<'a>(c: &'a Candidate, qualified_name: &str) -> Option<&'a Attribute> {
