@@ -58,7 +58,7 @@ pub fn table(report: &SimReport, policies: &str) -> String {
             note.push_str(&format!("  ⚠ ignored: {}", p.ignored_constraints.join(", ")));
         }
         if !p.reserved.is_empty() {
-            note.push_str(&format!("  volumes: {}", p.reserved.join(", ")));
+            note.push_str(&format!("  reserved: {}", p.reserved.join(", ")));
         }
         let _ = writeln!(out, "{:<width$}  {}{note}", p.pod, p.node);
     }

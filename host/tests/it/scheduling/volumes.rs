@@ -277,7 +277,7 @@ fn a_claim_that_waits_for_its_consumer_is_provisioned_where_its_class_allows() {
         assert!(web.is_some(), "seed {seed}: {:?}", r.unschedulable);
         assert_eq!(placed(&r, "web-2"), web, "seed {seed}");
         let table = wasmsched::sim::report::table(&r, "none");
-        assert!(table.contains("volumes: data → provisioned on n1"), "{table}");
+        assert!(table.contains("reserved: data → provisioned on n1"), "{table}");
         assert!(!table.contains("does not evaluate yet"), "{table}");
     }
     // A claim whose node was selected already fits that node only.
