@@ -7,13 +7,18 @@ use super::*;
 
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 
-async fn publish_one_device(c: &TestCluster) {
-    let node = c.node_name("n");
-    let driver = format!("{}.example.com", c.prefix);
+/// DeviceClass named after the test, of every device of `driver`.
+async fn create_class(c: &TestCluster, driver: &str) {
     let class = json!({"metadata": {"name": c.prefix}, "spec": {"selectors": [
         {"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
     let classes: Api<DeviceClass> = Api::all(c.client.clone());
     classes.create(&PostParams::default(), &serde_json::from_value(class).unwrap()).await.unwrap();
+}
+
+async fn publish_one_device(c: &TestCluster) {
+    let node = c.node_name("n");
+    let driver = format!("{}.example.com", c.prefix);
+    create_class(c, &driver).await;
     let slice = json!({"metadata": {"name": node}, "spec": {"driver": driver, "nodeName": node,
         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": [{"name": "gpu-0"}]}});
     let slices: Api<ResourceSlice> = Api::all(c.client.clone());
@@ -77,10 +82,7 @@ async fn a_failed_binding_takes_the_pod_out_of_its_claims_reservation() {
 async fn publish_attachable_devices(c: &TestCluster) {
     let node = c.node_name("n");
     let driver = format!("{}.example.com", c.prefix);
-    let class = json!({"metadata": {"name": c.prefix}, "spec": {"selectors": [
-        {"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
-    let classes: Api<DeviceClass> = Api::all(c.client.clone());
-    classes.create(&PostParams::default(), &serde_json::from_value(class).unwrap()).await.unwrap();
+    create_class(c, &driver).await;
     let device = |name: &str| json!({"name": name, "attributes": {"name": {"string": name}}, "bindingConditions": ["attached"], "bindingFailureConditions": ["failed"]});
     let slice = json!({"metadata": {"name": node}, "spec": {"driver": driver, "nodeName": node,
         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": [device("good"), device("bad")]}});

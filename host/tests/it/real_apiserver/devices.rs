@@ -15,22 +15,29 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 /// devices (`node-suffix/device`) and how many pods it is reserved for.
 type Result = (BTreeMap<String, Outcome>, BTreeMap<String, (Vec<String>, usize)>);
 
+/// A node of class `class` (4 cpu, 8Gi).
+async fn add_node(real: &Real, name: &str, class: &str) {
+    let shape = json!({"labels": {"wasmsched-class": class}, "spec": {}, "cpu": "4", "memory": "8Gi", "pods": "110"});
+    real.add_node(name, &shape).await;
+}
+
+/// DeviceClass `name`, of every device of `driver`.
+async fn create_class(real: &Real, name: &str, driver: &str) -> Api<DeviceClass> {
+    let classes: Api<DeviceClass> = Api::all(real.admin.clone());
+    let selector = format!("device.driver == \"{driver}\"");
+    let body = json!({"metadata": {"name": name}, "spec": {"selectors": [{"cel": {"expression": selector}}]}});
+    classes.create(&PostParams::default(), &serde_json::from_value(body).unwrap()).await.unwrap();
+    classes
+}
+
 async fn run(real: &Real, side: &str, scheduler_name: &str) -> Result {
     let own = |name: &str| real.own(&format!("{side}-{name}"));
     let (driver, class) = (format!("{}.example.com", own("gpu")), own("gpu"));
     for n in ["n0", "n1"] {
-        real.add_node(
-            &format!("{side}-{n}"),
-            &json!({"labels": {"wasmsched-class": format!("{side}-dra")}, "spec": {},
-            "cpu": "4", "memory": "8Gi", "pods": "110"}),
-        )
-        .await;
+        add_node(real, &format!("{side}-{n}"), &format!("{side}-dra")).await;
     }
     let post = PostParams::default();
-    let classes: Api<DeviceClass> = Api::all(real.admin.clone());
-    let selector = format!("device.driver == \"{driver}\"");
-    let body = json!({"metadata": {"name": class}, "spec": {"selectors": [{"cel": {"expression": selector}}]}});
-    classes.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
+    let classes = create_class(real, &class, &driver).await;
     let slices: Api<ResourceSlice> = Api::all(real.admin.clone());
     for (n, devices) in [("n0", vec![("gpu-0", "t4")]), ("n1", vec![("gpu-0", "a100"), ("gpu-1", "h100")])] {
         let devices: Vec<Value> = devices
@@ -160,17 +167,9 @@ fn allocates_devices_as_kube_scheduler_does() {
 async fn run_partitions(real: &Real, side: &str, scheduler_name: &str) -> (Vec<Outcome>, Vec<Vec<String>>) {
     let own = |name: &str| real.own(&format!("{side}-{name}"));
     let (driver, class, node) = (format!("{}.example.com", own("part")), own("part"), own("p0"));
-    real.add_node(
-        &format!("{side}-p0"),
-        &json!({"labels": {"wasmsched-class": format!("{side}-part")}, "spec": {},
-        "cpu": "4", "memory": "8Gi", "pods": "110"}),
-    )
-    .await;
+    add_node(real, &format!("{side}-p0"), &format!("{side}-part")).await;
     let post = PostParams::default();
-    let classes: Api<DeviceClass> = Api::all(real.admin.clone());
-    let selector = format!("device.driver == \"{driver}\"");
-    let body = json!({"metadata": {"name": class}, "spec": {"selectors": [{"cel": {"expression": selector}}]}});
-    classes.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
+    let classes = create_class(real, &class, &driver).await;
     let partition = |name: &str, memory: &str| {
         json!({"name": name, "attributes": {"size": {"string": name}},
             "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": memory}}}]})
