@@ -230,3 +230,57 @@ fn partitions_share_their_counters_as_kube_scheduler_counts_them() {
         assert_eq!(ours, kube, "wasmsched counts shared counters differently from kube-scheduler");
     });
 }
+
+/// A device its driver must prepare first (binding condition `attached`):
+/// the pod's outcome before the driver says so, the binding conditions
+/// written into the allocation, then the outcome after it does.
+async fn run_binding_conditions(real: &Real, side: &str, scheduler_name: &str) -> (Outcome, Vec<String>, Outcome) {
+    let own = |name: &str| real.own(&format!("{side}-{name}"));
+    let (driver, class, node) = (format!("{}.example.com", own("fabric")), own("fabric"), own("f0"));
+    add_node(real, &format!("{side}-f0"), &format!("{side}-fabric")).await;
+    let classes = create_class(real, &class, &driver).await;
+    let device = json!({"name": "gpu-0", "bindingConditions": ["attached"], "bindingFailureConditions": ["failed"]});
+    let slice = json!({"metadata": {"name": own("f0")}, "spec": {"driver": driver, "nodeName": node,
+        "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": [device]}});
+    let slices: Api<ResourceSlice> = Api::all(real.admin.clone());
+    slices.create(&PostParams::default(), &serde_json::from_value(slice).unwrap()).await.unwrap();
+    let claims: Api<ResourceClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
+    let claim_name = format!("{side}-attached");
+    let claim = json!({"metadata": {"name": claim_name}, "spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": class}}]}}});
+    claims.create(&PostParams::default(), &serde_json::from_value(claim).unwrap()).await.unwrap();
+    real.settle().await;
+    let spec = json!({"nodeSelector": {"wasmsched-class": format!("{side}-fabric")},
+        "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}],
+        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]});
+    let names =
+        real.create_pods(&format!("{side}-"), &[("attached".into(), spec)], scheduler_name, Duration::ZERO).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let pods: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
+    let before = Outcome::of(&pods.get(&names[0]).await.unwrap());
+    let allocation = claims.get(&claim_name).await.unwrap().status.and_then(|s| s.allocation);
+    let results = allocation.and_then(|a| a.devices).and_then(|d| d.results).unwrap_or_default();
+    let conditions = results.iter().flat_map(|r| r.binding_conditions.clone().unwrap_or_default()).collect();
+    // The driver's part: the device is attached.
+    let status = json!({"status": {"devices": [{"driver": driver, "pool": node, "device": "gpu-0",
+        "conditions": [{"type": "attached", "status": "True", "reason": "Attached", "message": "by the test",
+                        "lastTransitionTime": "2026-11-25T00:00:00Z"}]}]}});
+    claims.patch_status(&claim_name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let after = Outcome::of(&real.wait_decided(&names, Duration::from_secs(30)).await[0]);
+    real.delete_pods().await;
+    let _ = claims.delete_collection(&DeleteParams::default(), &Default::default()).await;
+    let _ = slices.delete(&own("f0"), &DeleteParams::default()).await;
+    let _ = classes.delete(&class, &DeleteParams::default()).await;
+    real.delete_nodes().await;
+    (before, conditions, after)
+}
+
+#[test]
+fn binding_conditions_hold_the_pod_as_kube_scheduler_holds_it() {
+    let Some(real) = Real::start("dra-binding") else { return };
+    real.block_on(async {
+        let (kube, ours) = beside_kube(&real, "wasmsched-binding", run_binding_conditions).await;
+        assert_eq!(kube, (Outcome::Pending, vec!["attached".to_string()], Outcome::Bound), "{kube:?}");
+        assert_eq!(ours, kube, "wasmsched waits for binding conditions otherwise than kube-scheduler");
+    });
+}
