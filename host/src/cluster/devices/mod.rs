@@ -68,10 +68,13 @@ impl DeviceReservation {
 #[derive(Debug, Default)]
 pub struct Devices {
     slices: HashMap<String, Arc<Slice>>,
-    /// Each pool's slices; only a complete pool's newest generation is
-    /// used (`current`).
+    /// Each pool's slices; only a pool's newest generation is used
+    /// (`current`).
     pools: HashMap<PoolKey, BTreeSet<String>>,
     current: HashSet<String>,
+    /// Pools not all of whose newest slices are published yet: their
+    /// devices may be given out one by one, not as "all devices".
+    incomplete: HashSet<PoolKey>,
     /// The current slices whose devices one node reaches, by node name,
     /// each list by slice name: what an attempt reads per node.
     by_node: HashMap<String, Vec<(String, Arc<Slice>)>>,
@@ -115,8 +118,9 @@ impl Devices {
         self.recompute_pool(&pool);
     }
 
-    /// kube uses a pool's slices of its newest generation, and only once
-    /// all of them (`resourceSliceCount`) are published, each device once.
+    /// kube uses a pool's slices of its newest generation (while some of
+    /// them are still missing, the pool is incomplete), and refuses a pool
+    /// that lists a device twice.
     fn recompute_pool(&mut self, pool: &PoolKey) {
         let Some(names) = self.pools.get(pool) else { return };
         let slices: Vec<(String, Arc<Slice>)> =
@@ -135,12 +139,16 @@ impl Devices {
             .filter(|(_, s)| s.generation == newest)
             .flat_map(|(_, s)| s.devices.iter())
             .all(|d| seen.insert(d.name.as_str()));
-        let complete = complete && unique;
+        if complete || slices.is_empty() {
+            self.incomplete.remove(pool);
+        } else {
+            self.incomplete.insert(pool.clone());
+        }
         for (name, slice) in &slices {
             self.unindex(name, slice);
         }
         for (name, slice) in slices {
-            if complete && slice.generation == newest {
+            if unique && slice.generation == newest {
                 self.index(name, slice);
             }
         }
@@ -321,8 +329,13 @@ fn order<'a>(slice: &'a Slice, name: &'a str) -> (&'a str, &'a str, &'a str) {
     (&slice.driver, &slice.pool, name)
 }
 
-/// Partitionable devices.
+/// Partitionable devices, and pools being updated.
 impl Devices {
+    /// Whether the pool's newest slices are not all published yet.
+    pub fn pool_incomplete(&self, driver: &str, pool: &str) -> bool {
+        !self.incomplete.is_empty() && self.incomplete.contains(&(driver.to_string(), pool.to_string()))
+    }
+
     /// What is left of the pool's shared counters: each counter its
     /// current slices publish, less what its held devices consume.
     pub fn counters_left(&self, driver: &str, pool: &str) -> Vec<Consumption> {

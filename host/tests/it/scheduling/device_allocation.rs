@@ -321,3 +321,18 @@ fn network_attached_devices_carry_their_selectors() {
     let devices = ["req-0 driver-a/pool-1/device-1", "req-0 driver-a/pool-2/device-1"];
     assert_eq!(allocate(&local_too), Some(vec![results(&devices, LOCAL)]), "local-and-network-attached-devices");
 }
+
+#[test]
+fn a_pool_being_updated_gives_devices_one_by_one_but_not_all() {
+    // One slice of two published: the pool is incomplete.
+    let incomplete = base() + &slice("slice-1", "nodeName: node-1", "pool-1", A, 1, 2, &[("device-1", "")]);
+    let one = incomplete.clone() + &claim("claim-0", &[("req-0", "class-a", "1")]) + &pod_with(&["claim-0"]);
+    assert_eq!(allocate(&one), Some(vec![results(&["req-0 driver-a/pool-1/device-1"], LOCAL)]));
+    let all = incomplete + &claim("claim-0", &[("req-0", "class-a", "All")]) + &pod_with(&["claim-0"]);
+    let r = run(&all);
+    assert_eq!(
+        message(&r, "p"),
+        "0/1 nodes are available: 1 claim t/claim-0, request req-0: asks for all devices, but resource pool driver-a/pool-1 is currently being updated. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+        "all-devices-of-the-incomplete-pool"
+    );
+}

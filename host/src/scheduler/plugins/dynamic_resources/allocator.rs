@@ -19,6 +19,8 @@ pub type Compiled = Arc<Result<Selector, String>>;
 /// A claim to allocate, with its selectors compiled.
 #[derive(Debug, Clone)]
 pub struct ClaimPlan {
+    /// `namespace/name`, as kube's messages name it.
+    pub key: String,
     pub name: String,
     pub claim: Claim,
     /// Per request, per alternative: the class's selectors, then the
@@ -115,7 +117,10 @@ impl<'p, 'c> Search<'p, 'c> {
             let at = (claim, request, a);
             let ok = match alternative.mode {
                 Mode::Exactly(n) => self.pick(at, alternative, &matching, 0, n)?,
-                Mode::All => self.pick_all(at, alternative, &matching)?,
+                Mode::All => {
+                    self.all_pools_complete(claim, alternative)?;
+                    self.pick_all(at, alternative, &matching)?
+                }
             };
             if ok {
                 return Ok(true);
@@ -179,6 +184,19 @@ impl<'p, 'c> Search<'p, 'c> {
             self.undo(self.chosen.len() - 1);
         }
         Ok(false)
+    }
+
+    /// "All devices" cannot be told while a pool the node reaches is being
+    /// updated: kube stops the allocation with this error.
+    fn all_pools_complete(&self, claim: usize, alt: &Alternative) -> Result<(), String> {
+        let updating = self.candidates.iter().find(|c| self.devices.pool_incomplete(&c.slice.driver, &c.slice.pool));
+        match updating {
+            Some(c) => Err(format!(
+                "claim {}, request {}: asks for all devices, but resource pool {}/{} is currently being updated",
+                self.plans[claim].key, alt.name, c.slice.driver, c.slice.pool
+            )),
+            None => Ok(()),
+        }
     }
 
     /// `allocationMode: All`: every matching device, each free.

@@ -73,7 +73,7 @@ impl PodDevices {
                     }
                 }
                 None => {
-                    let plan = plan(name, claim, devices)?;
+                    let plan = plan((&pod.key.namespace, name), claim, devices)?;
                     resolved.to_allocate.push(plan);
                 }
             }
@@ -141,7 +141,7 @@ fn usable_claim<'d>(pod: &PodInfo, name: &str, from_template: bool, devices: &'d
 /// A claim to allocate with its classes' and requests' selectors; `Err`
 /// when a class is missing or the claim asks what wasmsched cannot
 /// allocate yet.
-fn plan(name: &str, claim: &Claim, devices: &Devices) -> Result<ClaimPlan, String> {
+fn plan((namespace, name): (&str, &str), claim: &Claim, devices: &Devices) -> Result<ClaimPlan, String> {
     if let Some(what) = &claim.unsupported {
         return Err(format!("resourceclaim \"{name}\" uses {what}, which wasmsched does not allocate yet"));
     }
@@ -169,7 +169,7 @@ fn plan(name: &str, claim: &Claim, devices: &Devices) -> Result<ClaimPlan, Strin
         }
         selectors.push(per_alternative);
     }
-    Ok(ClaimPlan { name: name.to_string(), claim: claim.clone(), selectors })
+    Ok(ClaimPlan { key: format!("{namespace}/{name}"), name: name.to_string(), claim: claim.clone(), selectors })
 }
 
 /// kube's Reserve for the chosen node: the claims to allocate get the
