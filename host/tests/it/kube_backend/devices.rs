@@ -107,10 +107,8 @@ async fn set_device_condition(c: &TestCluster, claim: &str, device: &str, condit
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prebind_waits_for_binding_conditions_and_a_failed_device_is_given_back() {
+    // No fault injected: runs on the real API server too (`.ci/run`).
     let c = TestCluster::new("dra-binding").await;
-    let Some(_fake) = c.fake_only("prebind_waits_for_binding_conditions_and_a_failed_device_is_given_back") else {
-        return;
-    };
     c.add_node("n", "4", "8Gi", json!({})).await;
     publish_attachable_devices(&c).await;
     let s = c.start_scheduler("solo", false).await;

@@ -55,9 +55,7 @@ impl PodDevices {
         }
         let devices = state.devices();
         for claim_ref in &pod.device_claims {
-            let Some(name) = &claim_ref.claim else {
-                return Err(format!("pod \"{}\": ResourceClaim not created yet", pod.key));
-            };
+            let name = claim_name(pod, claim_ref)?;
             let claim = usable_claim(pod, name, claim_ref.from_template, devices)?;
             let reserved_here = claim.reserved_for.contains(&pod.uid);
             match &claim.allocation {
@@ -115,12 +113,16 @@ impl PodDevices {
 /// claim to wait for); nothing is written on the pod meanwhile.
 pub fn pre_enqueue(pod: &PodInfo, state: &ClusterState) -> Result<(), String> {
     for claim_ref in &pod.device_claims {
-        let Some(name) = &claim_ref.claim else {
-            return Err(format!("pod \"{}\": ResourceClaim not created yet", pod.key));
-        };
+        let name = claim_name(pod, claim_ref)?;
         usable_claim(pod, name, claim_ref.from_template, state.devices())?;
     }
     Ok(())
+}
+
+/// The name of the claim a pod's entry stands for; a template's claim the
+/// resource claim controller has not made yet is kube's message.
+fn claim_name<'p>(pod: &PodInfo, claim_ref: &'p crate::cluster::DeviceClaimRef) -> Result<&'p String, String> {
+    claim_ref.claim.as_ref().ok_or_else(|| format!("pod \"{}\": ResourceClaim not created yet", pod.key))
 }
 
 /// The claim `name` if the pod may use it as it is (kube's
