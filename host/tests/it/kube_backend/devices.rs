@@ -135,4 +135,11 @@ async fn prebind_waits_for_binding_conditions_and_a_failed_device_is_given_back(
     let claim = c.claims().get("bad").await.unwrap();
     assert!(claim.status.and_then(|s| s.allocation).is_none(), "the failed device's claim is deallocated");
     s.shutdown().await;
+    // On the real API server the cluster is shared: leave no node, slice
+    // or class behind (a node left over changes others' "0/N nodes").
+    let slices: Api<ResourceSlice> = Api::all(c.client.clone());
+    let _ = slices.delete(&c.node_name("n"), &DeleteParams::default()).await;
+    let classes: Api<DeviceClass> = Api::all(c.client.clone());
+    let _ = classes.delete(&c.prefix, &DeleteParams::default()).await;
+    c.cleanup().await;
 }
