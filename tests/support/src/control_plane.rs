@@ -1,7 +1,8 @@
-//! The real control plane (kube-apiserver, etcd, kube-scheduler v1.36.2)
-//! of `../shared/kube-control-plane/`, for the tests that must run against
-//! the real thing: its `up.sh`, `restart-apiserver.sh` and
-//! `kube-scheduler.sh`, one state directory per cluster under `target/`.
+//! The real control plane (kube-apiserver, etcd, kube-scheduler and
+//! kube-controller-manager v1.36.2) of `../shared/kube-control-plane/`, for
+//! the tests that must run against the real thing: its `up.sh`,
+//! `restart-apiserver.sh`, `kube-scheduler.sh` and `controller-manager.sh`,
+//! one state directory per cluster under `target/`.
 //!
 //! The daemons outlive the test process on purpose (the next test binary
 //! reuses them; `down.sh` or `.ci/run`'s trap stops them). Without the kit,
@@ -102,5 +103,41 @@ impl ControlPlane {
         let state = self.state_dir.to_string_lossy().to_string();
         run_script("kube-scheduler.sh", &[&state, "stop"])?;
         run_script("kube-scheduler.sh", &[&state, "start"]).map(|_| ())
+    }
+}
+
+/// The real kube-controller-manager, running `controllers` only, until
+/// dropped: the controllers are for what one test needs (claims made from
+/// templates, say), and would act on the objects of the tests after it
+/// (the pod garbage collector, the PV binder).
+#[derive(Debug)]
+pub struct ControllerManager {
+    state: String,
+}
+
+impl ControlPlane {
+    /// Starts kube-controller-manager with `--controllers=controllers`
+    /// (one already running is restarted with them).
+    pub fn start_controller_manager(&self, controllers: &str) -> Result<ControllerManager, String> {
+        let state = self.state_dir.to_string_lossy().to_string();
+        run_script("controller-manager.sh", &[&state, "stop"])?;
+        let path = kit_dir().join("controller-manager.sh");
+        let output = Command::new(&path)
+            .args([state.as_str(), "start"])
+            .env("KCP_CONTROLLERS", controllers)
+            .output()
+            .map_err(|e| format!("running {}: {e}", path.display()))?;
+        if !output.status.success() {
+            return Err(format!("{} start failed:\n{}", path.display(), String::from_utf8_lossy(&output.stderr)));
+        }
+        Ok(ControllerManager { state })
+    }
+}
+
+impl Drop for ControllerManager {
+    fn drop(&mut self) {
+        if let Err(e) = run_script("controller-manager.sh", &[&self.state, "stop"]) {
+            eprintln!("{e}");
+        }
     }
 }

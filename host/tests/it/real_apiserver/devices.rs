@@ -1,13 +1,13 @@
 //! DynamicResources beside kube-scheduler: the same DeviceClass, the same
 //! devices published in ResourceSlices and the same ResourceClaims given
-//! to each, with the test playing the resource claim controller for a
-//! claim made from a template. Both must bind the same pods to the same
+//! to each, and a claim made from a template by the real resource claim
+//! controller (kube-controller-manager). Both must bind the same pods to the same
 //! nodes, allocate the same devices, reserve each claim for the same
 //! pods, and refuse the others with the same message.
 
 use super::*;
 
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 
@@ -16,13 +16,13 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 type Result = (BTreeMap<String, Outcome>, BTreeMap<String, (Vec<String>, usize)>);
 
 /// A node of class `class` (4 cpu, 8Gi).
-async fn add_node(real: &Real, name: &str, class: &str) {
+pub(super) async fn add_node(real: &Real, name: &str, class: &str) {
     let shape = json!({"labels": {"wasmsched-class": class}, "spec": {}, "cpu": "4", "memory": "8Gi", "pods": "110"});
     real.add_node(name, &shape).await;
 }
 
 /// DeviceClass `name`, of every device of `driver`.
-async fn create_class(real: &Real, name: &str, driver: &str) -> Api<DeviceClass> {
+pub(super) async fn create_class(real: &Real, name: &str, driver: &str) -> Api<DeviceClass> {
     let classes: Api<DeviceClass> = Api::all(real.admin.clone());
     let selector = format!("device.driver == \"{driver}\"");
     let body = json!({"metadata": {"name": name}, "spec": {"selectors": [{"cel": {"expression": selector}}]}});
@@ -83,23 +83,21 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Result {
     let templated = format!("{side}-templated");
     outcomes.insert("templated".into(), Outcome::of(&pods_api.get(&templated).await.unwrap()));
 
-    // The resource claim controller's part: the claim from the template,
-    // owned by the pod, named in its status.
-    let uid = pods_api.get(&templated).await.unwrap().metadata.uid.unwrap();
+    // The template appears: the real resource claim controller makes the
+    // pod's claim from it and names it in the pod's status.
     let request = json!({"name": "gpu", "exactly": {"deviceClassName": class, "selectors": [{"cel": {"expression": model("t4")}}]}});
-    let claim_name = format!("{templated}-gpu");
-    let body = json!({"metadata": {"name": claim_name, "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
-        "name": templated, "uid": uid, "controller": true, "blockOwnerDeletion": true}]},
-        "spec": {"devices": {"requests": [request]}}});
-    claims.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
-    let status = json!({"status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": claim_name}]}});
-    pods_api.patch_status(&templated, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let template = json!({"metadata": {"name": "gpus"}, "spec": {"spec": {"devices": {"requests": [request]}}}});
+    let templates: Api<ResourceClaimTemplate> = Api::namespaced(real.admin.clone(), &real.namespace);
+    templates.create(&post, &serde_json::from_value(template).unwrap()).await.unwrap();
     let later = decided(real, side, std::slice::from_ref(&templated)).await;
     outcomes.insert("templated, once its claim is made".into(), later["templated"].clone());
+    let made = pods_api.get(&templated).await.unwrap().status.and_then(|s| s.resource_claim_statuses);
+    let made = made.into_iter().flatten().find_map(|s| s.resource_claim_name).expect("the controller's claim");
 
     let mut allocated = BTreeMap::new();
-    for claim in ["a100", "shared", "pair", "templated-gpu"] {
-        let found = claims.get(&format!("{side}-{claim}")).await.unwrap();
+    for (claim, name) in [("a100", ""), ("shared", ""), ("pair", ""), ("templated-gpu", made.as_str())] {
+        let name = if name.is_empty() { format!("{side}-{claim}") } else { name.to_string() };
+        let found = claims.get(&name).await.unwrap();
         let status = found.status.unwrap_or_default();
         let devices = status
             .allocation
@@ -117,6 +115,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Result {
     for n in ["n0", "n1"] {
         let _ = slices.delete(&own(n), &DeleteParams::default()).await;
     }
+    let _ = templates.delete("gpus", &DeleteParams::default()).await;
     let _ = classes.delete(&class, &DeleteParams::default()).await;
     real.delete_nodes().await;
     (outcomes, allocated)
@@ -142,6 +141,7 @@ async fn decided(real: &Real, side: &str, names: &[String]) -> BTreeMap<String, 
 #[test]
 fn allocates_devices_as_kube_scheduler_does() {
     let Some(real) = Real::start("dra") else { return };
+    let _controller = real.control_plane.start_controller_manager("resourceclaim-controller").unwrap();
     real.block_on(async {
         let (kube, ours) = beside_kube(&real, "wasmsched-dra", run).await;
         let (outcomes, allocated) = &kube;

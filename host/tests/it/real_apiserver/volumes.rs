@@ -1,14 +1,22 @@
-//! VolumeBinding for bound claims beside kube-scheduler: the same
-//! volumes, claims and pods given to each, with no PersistentVolume
-//! controller (the test marks claims bound as it would). Both must place
-//! the pod where its volume is and refuse the others with the same
-//! message.
+//! VolumeBinding, VolumeRestrictions, VolumeZone and NodeVolumeLimits
+//! beside kube-scheduler: the same volumes, claims and pods given to each.
+//! Both must place each pod where its volumes are and refuse the others
+//! with the same message. Claims bound before the pods come are written
+//! as the PersistentVolume controller leaves them; where the scheduler
+//! chooses (a volume to match, a node to provision on), the real
+//! controller (kube-controller-manager's PV binder) binds, and the test
+//! plays only the external provisioner.
 
 use super::*;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
+
+/// The real PersistentVolume controller (kube-controller-manager's PV
+/// binder), for the tests where claims are bound after the scheduler
+/// chose a volume or a node.
+const PV_CONTROLLER: &str = "persistentvolume-binder-controller";
 
 /// Each pod's outcome, and the node (by suffix) of the one placed.
 async fn run(real: &Real, side: &str, scheduler_name: &str) -> BTreeMap<String, Outcome> {
@@ -267,11 +275,75 @@ fn a_node_attaches_as_many_csi_volumes_as_kube_scheduler_allows() {
     });
 }
 
-/// Plays the external provisioner and the PersistentVolume controller,
-/// which do not run here: a claim of the namespace that has a selected
-/// node and no volume gets a volume on that node, and is bound to it as
-/// the controller binds (`volumeName` and the bind-completed annotation).
-/// Volumes are named `{prefix}-pv-{claim}`.
+/// Two local volumes of a class with no provisioner on n1, 5Gi and 2Gi
+/// (n0 has none), and two unbound claims of it, 1Gi and 10Gi, a pod on
+/// each: the scheduler must take the first to n1, match it to the
+/// smallest volume that fits, write the match, and wait for the real
+/// PersistentVolume controller to bind it. The pods' outcomes, the first pod's node and
+/// the volume its claim was bound to (by suffix).
+async fn run_matching(real: &Real, side: &str, scheduler_name: &str) -> (Vec<Outcome>, String, String) {
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let class = format!("{side}-match");
+    for n in ["n0", "n1"] {
+        real.add_node(&format!("{side}-{n}"), &node_shape(json!({"wasmsched-class": class}))).await;
+    }
+    let post = PostParams::default();
+    let storage_class = real.own(&format!("{side}-local"));
+    let body = json!({"metadata": {"name": storage_class}, "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer"});
+    let storage_classes: Api<StorageClass> = Api::all(real.admin.clone());
+    storage_classes.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
+    let volumes: Api<PersistentVolume> = Api::all(real.admin.clone());
+    let volume_names = ["big", "small"].map(|v| real.own(&format!("{side}-pv-{v}")));
+    for (volume, size) in [(&volume_names[0], "5Gi"), (&volume_names[1], "2Gi")] {
+        let pv = json!({"metadata": {"name": volume}, "spec": {"capacity": {"storage": size},
+            "accessModes": ["ReadWriteOnce"], "local": {"path": "/data"}, "storageClassName": storage_class,
+            "persistentVolumeReclaimPolicy": "Retain",
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [real.own(&format!("{side}-n1"))]}]}]}}}});
+        volumes.create(&post, &serde_json::from_value(pv).unwrap()).await.unwrap();
+    }
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
+    for (claim, size) in [("fits", "1Gi"), ("huge", "10Gi")] {
+        let body = json!({"metadata": {"name": format!("{side}-{claim}")}, "spec": {"storageClassName": storage_class,
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}});
+        claims.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
+    }
+    real.settle().await;
+    let pods = ["fits", "huge"].map(|c| (c.to_string(), pod_using(&class, &format!("{side}-{c}"))));
+    let outcomes = outcomes_of(real, side, &pods, scheduler_name).await;
+    let fits = real.wait_decided(&[format!("{side}-fits")], Duration::from_secs(1)).await;
+    let node = fits[0].spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let claim = claims.get(&format!("{side}-fits")).await.unwrap();
+    let volume = claim.spec.and_then(|s| s.volume_name).unwrap_or_default();
+    real.delete_pods().await;
+    delete_volumes(real, &volume_names).await;
+    let _ = storage_classes.delete(&storage_class, &DeleteParams::default()).await;
+    real.delete_nodes().await;
+    let own = |name: String| name.trim_start_matches(&real.own(side)).to_string();
+    (outcomes, own(node), own(volume))
+}
+
+#[test]
+fn an_unbound_claim_is_matched_to_the_volume_kube_scheduler_matches() {
+    let Some(real) = Real::start("matching") else { return };
+    let _controller = real.control_plane.start_controller_manager(PV_CONTROLLER).unwrap();
+    real.block_on(async {
+        let (kube, ours) = beside_kube(&real, "wasmsched-matching", run_matching).await;
+        assert_eq!((&kube.1, &kube.2), (&"-n1".to_string(), &"-pv-small".to_string()), "{kube:?}");
+        let refused = Outcome::Unschedulable(
+            "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind.".into(),
+        );
+        assert_eq!(kube.0, vec![Outcome::Bound, refused], "{kube:?}");
+        assert_eq!(ours, kube, "wasmsched matches claims to volumes otherwise than kube-scheduler");
+    });
+}
+
+/// Plays the external provisioner, which does not run here: a claim of
+/// the namespace that has a selected node and no volume gets a volume on
+/// that node, made for it (`claimRef` with its UID), which the real
+/// PersistentVolume controller then binds (`volumeName` and the
+/// bind-completed annotation). Volumes are named `{prefix}-pv-{claim}`.
 async fn provision_selected_claims(admin: kube::Client, namespace: String, prefix: String) {
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), &namespace);
     let volumes: Api<PersistentVolume> = Api::all(admin);
@@ -282,18 +354,16 @@ async fn provision_selected_claims(admin: kube::Client, namespace: String, prefi
             let (Some(node), None) = (node, spec.volume_name.as_ref()) else { continue };
             let name = claim.metadata.name.clone().unwrap_or_default();
             let volume = format!("{prefix}-pv-{name}");
-            let pv = json!({"metadata": {"name": volume}, "spec": {
+            let pv = json!({"metadata": {"name": volume,
+                "annotations": {"pv.kubernetes.io/provisioned-by": "disk.csi.example.com"}}, "spec": {
                 "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                "storageClassName": spec.storage_class_name,
+                "storageClassName": spec.storage_class_name, "persistentVolumeReclaimPolicy": "Retain",
                 "csi": {"driver": "disk.csi.example.com", "volumeHandle": volume},
                 "claimRef": {"namespace": namespace, "name": name, "uid": claim.metadata.uid},
                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                     {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}},
             }});
             let _ = volumes.create(&PostParams::default(), &serde_json::from_value(pv).unwrap()).await;
-            let bound = json!({"metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
-                               "spec": {"volumeName": volume}});
-            let _ = claims.patch(&name, &Default::default(), &kube::api::Patch::Merge(&bound)).await;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -381,6 +451,7 @@ async fn published_capacity(real: &Real, side: &str, claims: &Api<PersistentVolu
 #[test]
 fn a_claim_waiting_for_its_pod_is_provisioned_where_kube_scheduler_provisions_it() {
     let Some(real) = Real::start("provisioning") else { return };
+    let _controller = real.control_plane.start_controller_manager(PV_CONTROLLER).unwrap();
     real.block_on(async {
         let (kube, ours) = beside_kube(&real, "wasmsched-provisioning", run_provisioning).await;
         assert_eq!((&kube.1, &kube.2), (&"-n1".to_string(), &"-n1".to_string()), "{kube:?}");
@@ -421,6 +492,7 @@ fn a_provisioning_that_fails_is_said_on_the_pod_and_tried_again() {
     use k8s_openapi::api::events::v1::Event;
     use k8s_openapi::api::storage::v1::StorageClass;
     let Some(real) = Real::start("reprovision") else { return };
+    let _controller = real.control_plane.start_controller_manager(PV_CONTROLLER).unwrap();
     real.block_on(async {
         let ours = start_default_wasmsched(&real, "wasmsched-reprovision").await;
         real.add_node("n0", &node_shape(json!({"wasmsched-class": "retry"}))).await;
