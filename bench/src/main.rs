@@ -37,6 +37,12 @@ pub enum Workload {
     PreemptionBasic,
     /// Every measured pod has a ResourceClaim for one device (DRA).
     SchedulingWithResourceClaims,
+    /// As SchedulingWithResourceClaims, each claim made from a template by
+    /// the real resource claim controller (--real-apiserver only).
+    SchedulingWithResourceClaimTemplate,
+    /// Claims from a template, 200 pods kept pending while bound ones are
+    /// deleted and replaced (--real-apiserver only).
+    SteadyStateClusterResourceClaimTemplate,
     /// Every measured pod has a claim bound to its own CSI volume.
     #[value(name = "scheduling-csi-pvs")]
     #[serde(rename = "scheduling-csi-pvs")]
@@ -52,6 +58,8 @@ impl Workload {
             Workload::SpreadAndAntiAffinity => Some(Shape::SpreadAndAntiAffinity),
             Workload::PreemptionBasic => Some(Shape::Preemption),
             Workload::SchedulingWithResourceClaims => Some(Shape::ResourceClaims),
+            Workload::SchedulingWithResourceClaimTemplate => Some(Shape::ClaimTemplates),
+            Workload::SteadyStateClusterResourceClaimTemplate => Some(Shape::SteadyClaimTemplates),
             Workload::SchedulingCsiPvs => Some(Shape::CsiVolumes),
             _ => None,
         }
@@ -186,6 +194,8 @@ fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
             | Workload::TopologySpreading
             | Workload::PreemptionBasic
             | Workload::SchedulingWithResourceClaims
+            | Workload::SchedulingWithResourceClaimTemplate
+            | Workload::SteadyStateClusterResourceClaimTemplate
             | Workload::SchedulingCsiPvs => {
                 let shape = w.shape().expect("an inter-pod workload");
                 for nodes in if quick { &[500][..] } else { &[500, 5000][..] } {
@@ -269,6 +279,8 @@ fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
         | Workload::SpreadAndAntiAffinity
         | Workload::PreemptionBasic
         | Workload::SchedulingWithResourceClaims
+        | Workload::SchedulingWithResourceClaimTemplate
+        | Workload::SteadyStateClusterResourceClaimTemplate
         | Workload::SchedulingCsiPvs => {
             let shape = spec.workload.shape().expect("an inter-pod workload");
             topology::run(shape, spec.nodes, spec.pods, deadline, options)
@@ -351,6 +363,8 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
             Shape::TopologySpreading,
             Shape::Preemption,
             Shape::ResourceClaims,
+            Shape::ClaimTemplates,
+            Shape::SteadyClaimTemplates,
             Shape::CsiVolumes,
         ]
     } else {
@@ -446,6 +460,12 @@ fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     } else {
         args.workloads.clone()
     };
+    if let Some(w) = workloads.iter().find(|w| w.shape().is_some_and(Shape::real_only)) {
+        bail!(
+            "{w:?} runs only beside kube-scheduler on the real control plane: add --real-apiserver STATE_DIR \
+             (the real resource claim controller makes its claims)"
+        );
+    }
     let mut specs = match &args.policy {
         Some(policy) => policy_specs(policy, &args.limits)?,
         None => specs(&workloads, args.quick),

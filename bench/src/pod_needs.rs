@@ -5,6 +5,11 @@
 //!   ResourceSlice of eight devices per node, and one ResourceClaim per
 //!   measured pod (as the resource claim controller makes it from a
 //!   template) for one device whose model a CEL selector picks;
+//! - SchedulingWithResourceClaimTemplate and
+//!   SteadyStateClusterResourceClaimTemplate (kube's, on the real API
+//!   server only): the same nodes, and one ResourceClaimTemplate per
+//!   scheduler from which the real resource claim controller
+//!   (kube-controller-manager) makes each pod's claim;
 //! - SchedulingCSIPVs (kube's): every node's CSINode lets it attach 39
 //!   volumes of one CSI driver, and every measured pod has its own claim
 //!   bound to its own CSI volume (as the PersistentVolume controller
@@ -22,6 +27,7 @@ pub enum Need {
     DeviceClass(Value),
     ResourceSlice(Value),
     ResourceClaim(Value),
+    ClaimTemplate(Value),
     CsiNode(Value),
     Volume(Value),
     Claim(Value),
@@ -31,9 +37,11 @@ pub enum Need {
 pub fn for_nodes(shape: Shape, nodes: usize) -> Vec<Need> {
     let names = (0..nodes).map(|i| format!("node-{i:05}"));
     match shape {
-        Shape::ResourceClaims => std::iter::once(Need::DeviceClass(device_class()))
-            .chain(names.map(|n| Need::ResourceSlice(slice(&n))))
-            .collect(),
+        Shape::ResourceClaims | Shape::ClaimTemplates | Shape::SteadyClaimTemplates => {
+            std::iter::once(Need::DeviceClass(device_class()))
+                .chain(names.map(|n| Need::ResourceSlice(slice(&n))))
+                .collect()
+        }
         Shape::CsiVolumes => names.map(|n| Need::CsiNode(csi_node(&n))).collect(),
         _ => vec![],
     }
@@ -50,11 +58,25 @@ pub fn for_pod(shape: Shape, pod: &str, namespace: &str) -> Vec<Need> {
     }
 }
 
-/// What a measured pod's spec names of them.
-pub fn in_pod_spec(shape: Shape, pod: &str) -> Value {
+/// What the measured pods of `scheduler` share, made before them in
+/// `namespace`; what is made from it is labelled `drain-run: run`.
+pub fn for_scheduler(shape: Shape, scheduler: &str, namespace: &str, run: &str) -> Vec<Need> {
+    match shape {
+        Shape::ClaimTemplates | Shape::SteadyClaimTemplates => {
+            vec![Need::ClaimTemplate(claim_template(scheduler, namespace, run))]
+        }
+        _ => vec![],
+    }
+}
+
+/// What a measured pod of `scheduler` names of them.
+pub fn in_pod_spec(shape: Shape, pod: &str, scheduler: &str) -> Value {
     match shape {
         Shape::ResourceClaims => {
             json!({"resourceClaims": [{"name": "gpu", "resourceClaimName": format!("{pod}-gpu")}]})
+        }
+        Shape::ClaimTemplates | Shape::SteadyClaimTemplates => {
+            json!({"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": format!("gpu-{scheduler}")}]})
         }
         Shape::CsiVolumes => {
             json!({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": format!("{pod}-pvc")}}]})
@@ -81,10 +103,21 @@ fn slice(node: &str) -> Value {
 }
 
 fn resource_claim(pod: &str, namespace: &str) -> Value {
+    json!({"metadata": {"name": format!("{pod}-gpu"), "namespace": namespace}, "spec": claim_spec()})
+}
+
+/// The template `gpu-{scheduler}`: the claims made from it carry
+/// `drain-run: run`.
+fn claim_template(scheduler: &str, namespace: &str, run: &str) -> Value {
+    json!({"metadata": {"name": format!("gpu-{scheduler}"), "namespace": namespace},
+        "spec": {"metadata": {"labels": {"drain-run": run}}, "spec": claim_spec()}})
+}
+
+/// One device whose model a CEL selector picks.
+fn claim_spec() -> Value {
     let selector = format!("device.attributes[\"{GPU_DRIVER}\"].model == \"a100\"");
-    json!({"metadata": {"name": format!("{pod}-gpu"), "namespace": namespace},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu",
-            "selectors": [{"cel": {"expression": selector}}]}}]}}})
+    json!({"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu",
+        "selectors": [{"cel": {"expression": selector}}]}}]}})
 }
 
 fn csi_node(node: &str) -> Value {

@@ -15,7 +15,11 @@
 //! SchedulingWithResourceClaims and SchedulingCSIPVs give each measured pod
 //! objects of its own (`pod_needs`), made before it; a scheduler's are
 //! released (as the controllers would once their pods are gone: the
-//! finalizers removed) before the next one drains.
+//! finalizers removed) before the next one drains. The template shapes
+//! run the real resource claim controller (`claim_controller`): in
+//! SchedulingWithResourceClaimTemplate it makes every claim before the
+//! scheduler starts; SteadyStateClusterResourceClaimTemplate is a steady
+//! state, not a backlog (`steady`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -27,7 +31,7 @@ use anyhow::{Context, bail};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -39,6 +43,11 @@ use super::BenchResult;
 use super::cluster::node_json;
 use super::pod_needs::{self, Need};
 use super::topology::Shape;
+
+mod claim_controller;
+mod steady;
+
+use claim_controller::{ClaimController, wait_claims};
 
 /// Requests in flight while the cluster is filled.
 const CREATE_CONCURRENCY: usize = 32;
@@ -63,7 +72,7 @@ impl Drain {
     pub async fn run(&self) -> anyhow::Result<Vec<BenchResult>> {
         let kubeconfig = self.state_dir.join("admin.kubeconfig");
         let client = wasmsched::kubernetes::client::connect(Some(&kubeconfig), None).await?;
-        let (init, measured) = self.shape.kube_pods(self.nodes);
+        let (init, _) = self.shape.kube_pods(self.nodes);
         let run = format!("drain-{}", std::process::id());
         eprintln!("filling the cluster: {} nodes", self.nodes);
         self.fill(&client, &run).await?;
@@ -74,54 +83,11 @@ impl Drain {
                 eprintln!("{init} init pods");
                 self.place_init_pods(&client, &run, init).await?;
             }
-            eprintln!("{}: {measured} pods pending, then the scheduler starts", scheduler.name());
-            let pods = self.create_measured(&client, &run, measured, scheduler).await?;
-            let first_eviction = Arc::new(OnceLock::new());
-            let kubelet = (self.shape == Shape::Preemption).then(|| {
-                let namespace = self.shape.namespaces().0;
-                tokio::spawn(finish_deletions(client.clone(), namespace, run.clone(), first_eviction.clone()))
-            });
-            let started = Instant::now();
-            let mut process = self.start(scheduler)?;
-            let timing = wait_bound(&client, self.shape.namespaces().1, &pods).await;
-            let peak_rss_mib = process.peak_rss_mib(&self.state_dir);
-            let attempts = match &process {
-                Running::Wasmsched(_, http) => attempts_by_result(*http).await,
-                Running::Kube => Vec::new(),
-            };
-            process.stop(&self.state_dir);
-            if let Some(kubelet) = kubelet {
-                kubelet.abort();
-            }
-            let (first_binding, last, per_node) = timing?;
-            // A preemptor binds only once its victims are gone: its drain
-            // starts with the first eviction, not the first binding.
-            let first = first_eviction.get().copied().unwrap_or(first_binding).min(first_binding);
-            delete_pods(&client, self.shape.namespaces().1, &format!("drain-run={run}-{}", scheduler.name())).await?;
-            release(&client, self.shape.namespaces().1, &format!("{run}-{}", scheduler.name())).await?;
-            let drain = last.duration_since(first).as_secs_f64().max(1e-3);
-            let mut result = BenchResult {
-                workload: self.shape.workload().into(),
-                variant: format!("{} on a real kube-apiserver", scheduler.name()),
-                nodes: self.nodes,
-                pods: measured,
-                pods_per_second: (measured - 1) as f64 / drain,
-                attempt_p50_us: 0.0,
-                attempt_p99_us: 0.0,
-                policy_ns_per_node: None,
-                peak_rss_mib,
-                wall_seconds: last.duration_since(started).as_secs_f64(),
-                details: Default::default(),
-                notes: vec![format!(
-                    "{} {:.1} s after the start, the last binding {:.1} s after it",
-                    if first < first_binding { "first eviction" } else { "first binding" },
-                    first.duration_since(started).as_secs_f64(),
-                    drain
-                )],
+            let mut result = match self.shape {
+                Shape::SteadyClaimTemplates => steady::run(self, &client, &run, scheduler).await?,
+                _ => self.drain(&client, &run, scheduler).await?,
             };
             result.details.insert("initPods".into(), init as f64);
-            result.details.extend(crate::spread(per_node.values(), self.nodes));
-            result.details.extend(attempts);
             results.push(result);
         }
         if let [kube, ours] = results.as_slice() {
@@ -129,6 +95,72 @@ impl Drain {
         }
         self.empty(&client, &run).await?;
         Ok(results)
+    }
+
+    /// One scheduler's drain of the measured backlog.
+    async fn drain(&self, client: &Client, run: &str, scheduler: Scheduler) -> anyhow::Result<BenchResult> {
+        let (_, measured) = self.shape.kube_pods(self.nodes);
+        let label = format!("{run}-{}", scheduler.name());
+        let namespace = self.shape.namespaces().1;
+        let controller = self.shape.real_only().then(|| ClaimController::start(&self.state_dir)).transpose()?;
+        eprintln!("{}: {measured} pods pending, then the scheduler starts", scheduler.name());
+        let pods = self.create_measured(client, run, measured, scheduler).await?;
+        if controller.is_some() {
+            wait_claims(client, namespace, &label, measured).await?;
+        }
+        let first_eviction = Arc::new(OnceLock::new());
+        let kubelet = (self.shape == Shape::Preemption).then(|| {
+            tokio::spawn(finish_deletions(client.clone(), namespace, run.to_string(), first_eviction.clone()))
+        });
+        let started = Instant::now();
+        let mut process = self.start(scheduler)?;
+        let timing = wait_bound(client, namespace, &pods).await;
+        let peak_rss_mib = process.peak_rss_mib(&self.state_dir);
+        let attempts = match &process {
+            Running::Wasmsched(_, http) => attempts_by_result(*http).await,
+            Running::Kube => Vec::new(),
+        };
+        process.stop(&self.state_dir);
+        if let Some(kubelet) = kubelet {
+            kubelet.abort();
+        }
+        // Stopped before the pods go: the claims are released below.
+        drop(controller);
+        let (first_binding, last, per_node) = timing?;
+        // A preemptor binds only once its victims are gone: its drain
+        // starts with the first eviction, not the first binding.
+        let first = first_eviction.get().copied().unwrap_or(first_binding).min(first_binding);
+        delete_pods(client, namespace, &format!("drain-run={label}")).await?;
+        release(client, namespace, &label).await?;
+        let drain = last.duration_since(first).as_secs_f64().max(1e-3);
+        let mut result = self.result(scheduler, measured, (measured - 1) as f64 / drain, peak_rss_mib);
+        result.wall_seconds = last.duration_since(started).as_secs_f64();
+        result.notes.push(format!(
+            "{} {:.1} s after the start, the last binding {:.1} s after it",
+            if first < first_binding { "first eviction" } else { "first binding" },
+            first.duration_since(started).as_secs_f64(),
+            drain
+        ));
+        result.details.extend(crate::spread(per_node.values(), self.nodes));
+        result.details.extend(attempts);
+        Ok(result)
+    }
+
+    fn result(&self, scheduler: Scheduler, pods: usize, pods_per_second: f64, peak_rss_mib: f64) -> BenchResult {
+        BenchResult {
+            workload: self.shape.workload().into(),
+            variant: format!("{} on a real kube-apiserver", scheduler.name()),
+            nodes: self.nodes,
+            pods,
+            pods_per_second,
+            attempt_p50_us: 0.0,
+            attempt_p99_us: 0.0,
+            policy_ns_per_node: None,
+            peak_rss_mib,
+            wall_seconds: 0.0,
+            details: Default::default(),
+            notes: vec![],
+        }
     }
 
     /// The namespaces, PreemptionBasic's priority class and the nodes.
@@ -184,17 +216,13 @@ impl Drain {
         let (_, namespace) = self.shape.namespaces();
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let label = format!("{run}-{}", scheduler.name());
-        let bodies: Vec<Value> = (0..measured)
-            .map(|i| {
-                let name = format!("{}-{i:06}", scheduler.name());
-                let mut pod = for_apiserver(self.shape.pod(name, namespace, None, true, scheduler.scheduler_name()));
-                pod["metadata"]["labels"]["drain-run"] = json!(label);
-                pod
-            })
-            .collect();
+        let bodies: Vec<Value> = (0..measured).map(|i| measured_pod(self.shape, scheduler, i, &label)).collect();
         let names: HashSet<String> =
             bodies.iter().map(|p| p["metadata"]["name"].as_str().unwrap_or_default().to_string()).collect();
-        let needs = names.iter().flat_map(|pod| pod_needs::for_pod(self.shape, pod, namespace)).collect();
+        let shared = pod_needs::for_scheduler(self.shape, scheduler.scheduler_name(), namespace, &label);
+        let needs =
+            shared.into_iter().chain(names.iter().flat_map(|pod| pod_needs::for_pod(self.shape, pod, namespace)));
+        let needs = needs.collect();
         create_needs(client, namespace, needs, &label).await.context("creating what the measured pods need")?;
         create_all(&pods, bodies.into_iter()).await.context("creating measured pods")?;
         Ok(names)
@@ -266,6 +294,8 @@ impl Drain {
         slices.delete_collection(&DeleteParams::default(), &ours).await?;
         let csi_nodes: Api<CSINode> = Api::all(client.clone());
         csi_nodes.delete_collection(&DeleteParams::default(), &ours).await?;
+        let classes: Api<DeviceClass> = Api::all(client.clone());
+        classes.delete_collection(&DeleteParams::default(), &ours).await?;
         Ok(())
     }
 }
@@ -345,6 +375,15 @@ where
         .try_for_each(|_| async { Ok(()) })
         .await?;
     Ok(())
+}
+
+/// The measured pod number `i` of `scheduler`, labelled `drain-run:
+/// label`.
+fn measured_pod(shape: Shape, scheduler: Scheduler, i: usize, label: &str) -> Value {
+    let name = format!("{}-{i:06}", scheduler.name());
+    let mut pod = for_apiserver(shape.pod(name, shape.namespaces().1, None, true, scheduler.scheduler_name()));
+    pod["metadata"]["labels"]["drain-run"] = json!(label);
+    pod
 }
 
 /// A shape's pod as the API server takes it: a priority given by its
@@ -491,11 +530,13 @@ async fn create_needs(client: &Client, namespace: &str, needs: Vec<Need>, run: &
     };
     let (mut classes, mut slices, mut resource_claims, mut csi_nodes, mut volumes, mut claims) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let mut templates = vec![];
     for need in needs {
         match need {
-            Need::DeviceClass(v) => classes.push(v),
+            Need::DeviceClass(v) => classes.push(labelled(v)),
             Need::ResourceSlice(v) => slices.push(labelled(v)),
             Need::ResourceClaim(v) => resource_claims.push(labelled(v)),
+            Need::ClaimTemplate(v) => templates.push(labelled(v)),
             Need::CsiNode(v) => csi_nodes.push(labelled(v)),
             Need::Volume(v) => volumes.push(labelled(v)),
             Need::Claim(v) => claims.push(labelled(v)),
@@ -509,6 +550,8 @@ async fn create_needs(client: &Client, namespace: &str, needs: Vec<Need>, run: &
     create_all(&Api::<PersistentVolume>::all(client.clone()), volumes.into_iter()).await?;
     if !namespace.is_empty() {
         create_all(&Api::<ResourceClaim>::namespaced(client.clone(), namespace), resource_claims.into_iter()).await?;
+        let template_api = Api::<ResourceClaimTemplate>::namespaced(client.clone(), namespace);
+        create_all(&template_api, templates.into_iter()).await?;
         create_all(&Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace), claims.into_iter()).await?;
     }
     Ok(())
@@ -521,6 +564,7 @@ async fn create_needs(client: &Client, namespace: &str, needs: Vec<Need>, run: &
 async fn release(client: &Client, namespace: &str, run: &str) -> anyhow::Result<()> {
     let ours = ListParams::default().labels(&format!("drain-run={run}"));
     release_kind(&Api::<ResourceClaim>::namespaced(client.clone(), namespace), &ours).await?;
+    release_kind(&Api::<ResourceClaimTemplate>::namespaced(client.clone(), namespace), &ours).await?;
     release_kind(&Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace), &ours).await?;
     release_kind(&Api::<PersistentVolume>::all(client.clone()), &ours).await
 }
@@ -530,12 +574,23 @@ where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let names: Vec<String> = api.list(ours).await?.items.into_iter().filter_map(|o| o.meta().name.clone()).collect();
-    let unprotect = kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}}));
-    let params = kube::api::PatchParams::default();
-    futures::stream::iter(names.iter().map(|n| api.patch(n, &params, &unprotect)))
+    futures::stream::iter(names.iter().map(|name| unprotect(api, name)))
         .buffer_unordered(CREATE_CONCURRENCY)
         .try_for_each(|_| async { Ok(()) })
         .await?;
     api.delete_collection(&DeleteParams::default(), ours).await?;
     Ok(())
+}
+
+/// Removes the finalizers of `name`; gone already is fine (a controller
+/// still running may delete it meanwhile).
+async fn unprotect<K>(api: &Api<K>, name: &str) -> kube::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    match api.patch(name, &kube::api::PatchParams::default(), &patch).await {
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        other => other.map(|_| ()),
+    }
 }

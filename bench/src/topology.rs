@@ -46,12 +46,26 @@ pub enum Shape {
     /// DynamicResources: each measured pod has a ResourceClaim for one of
     /// the eight devices every node publishes (`pod_needs`).
     ResourceClaims,
+    /// ResourceClaims' nodes, each measured pod's claim made from a
+    /// template by the real resource claim controller (real API server
+    /// only).
+    ClaimTemplates,
+    /// ClaimTemplates in a steady state: a fixed number of pods pending,
+    /// each bound pod deleted (its claim released by the controller) and
+    /// replaced (real API server only).
+    SteadyClaimTemplates,
     /// Volumes: each measured pod has a claim bound to its own CSI volume,
     /// and nodes attach at most 39 (`pod_needs`).
     CsiVolumes,
 }
 
 impl Shape {
+    /// Shapes whose pods' claims the real resource claim controller makes:
+    /// they run beside kube-scheduler on the real API server only.
+    pub fn real_only(self) -> bool {
+        matches!(self, Shape::ClaimTemplates | Shape::SteadyClaimTemplates)
+    }
+
     pub fn workload(self) -> &'static str {
         match self {
             Shape::Basic => "SchedulingBasic",
@@ -61,6 +75,8 @@ impl Shape {
             Shape::SpreadAndAntiAffinity => "SpreadAndAntiAffinity",
             Shape::Preemption => "PreemptionBasic",
             Shape::ResourceClaims => "SchedulingWithResourceClaims",
+            Shape::ClaimTemplates => "SchedulingWithResourceClaimTemplate",
+            Shape::SteadyClaimTemplates => "SteadyStateClusterResourceClaimTemplate",
             Shape::CsiVolumes => "SchedulingCSIPVs",
         }
     }
@@ -79,7 +95,9 @@ impl Shape {
             Shape::TopologySpreading => (1000, 1000),
             Shape::SpreadAndAntiAffinity => (0, 2 * nodes),
             Shape::Preemption => (4 * nodes, nodes),
-            Shape::ResourceClaims | Shape::CsiVolumes => (0, 1000),
+            Shape::ResourceClaims | Shape::ClaimTemplates | Shape::CsiVolumes => (0, 1000),
+            // Pending at any time, not in all.
+            Shape::SteadyClaimTemplates => (0, 200),
         }
     }
 
@@ -91,6 +109,8 @@ impl Shape {
             | Shape::SpreadAndAntiAffinity
             | Shape::Preemption
             | Shape::ResourceClaims
+            | Shape::ClaimTemplates
+            | Shape::SteadyClaimTemplates
             | Shape::CsiVolumes => ("default", "default"),
             _ => ("sched-0", "sched-1"),
         }
@@ -118,7 +138,9 @@ impl Shape {
                 json!({"topologySpreadConstraints": [{"maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone",
                         "whenUnsatisfiable": "DoNotSchedule", "labelSelector": blue}]}),
             ),
-            Shape::ResourceClaims | Shape::CsiVolumes => (json!({}), pod_needs::in_pod_spec(self, &name)),
+            Shape::ResourceClaims | Shape::ClaimTemplates | Shape::SteadyClaimTemplates | Shape::CsiVolumes => {
+                (json!({}), pod_needs::in_pod_spec(self, &name, scheduler))
+            }
             Shape::TopologySpreading | Shape::Basic | Shape::Preemption => (json!({}), json!({})),
             Shape::SpreadAndAntiAffinity => {
                 // Alternate by the pod's number: its name ends in it.
@@ -185,6 +207,8 @@ fn add(manifests: &mut Manifests, need: Need) {
         Need::DeviceClass(v) => manifests.device_classes.push(parse(v)),
         Need::ResourceSlice(v) => manifests.resource_slices.push(parse(v)),
         Need::ResourceClaim(v) => manifests.resource_claims.push(parse(v)),
+        // Only the real-only shapes have templates (`Shape::real_only`).
+        Need::ClaimTemplate(_) => {}
         Need::CsiNode(v) => manifests.csi_nodes.push(parse(v)),
         Need::Volume(v) => manifests.volumes.push(parse(v)),
         Need::Claim(v) => manifests.claims.push(parse(v)),
@@ -200,6 +224,12 @@ pub fn run(
     call_deadline: Option<Duration>,
     options: SimOptions,
 ) -> Result<BenchResult, String> {
+    if shape.real_only() {
+        return Err(format!(
+            "{} runs only with --real-apiserver: the real resource claim controller makes its claims",
+            shape.workload()
+        ));
+    }
     let engine = PolicyEngine::new().map_err(|e| e.to_string())?;
     let mut limits = PolicyLimits::default();
     if let Some(deadline) = call_deadline {
