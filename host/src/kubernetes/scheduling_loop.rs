@@ -267,7 +267,8 @@ impl SchedulingLoop {
                 let pod = PodRef::from(&*pod);
                 self.status.metrics.attempt_error(&pod.scheduler_name);
                 let nomination = Nomination::Unchanged;
-                let _ = self.reports.send(Report::Unschedulable { pod, message, fallback: None, nomination });
+                let report = Report::Unschedulable { pod, message, fallback: None, nomination, deallocate: None };
+                let _ = self.reports.send(report);
             }
             EventReport::PodsGone(keys) => {
                 if relisted {
@@ -306,6 +307,7 @@ impl SchedulingLoop {
                     message,
                     nomination,
                     fallback: record.fallback,
+                    deallocate: record.deallocated,
                 });
             }
         }

@@ -359,6 +359,9 @@ impl Drive {
                 self.account(record);
             }
             Attempt::Unschedulable { pod, record, nomination } => {
+                if let Some(deallocation) = &record.deallocated {
+                    scheduler.claim_deallocated(deallocation, now);
+                }
                 if let Nomination::Preempting { preemption, .. } = nomination {
                     // The victims go at once: no grace period here.
                     for victim in &preemption.victims {

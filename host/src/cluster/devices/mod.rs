@@ -39,6 +39,10 @@ pub struct ClaimReservation {
     pub claim: String,
     pub claim_uid: String,
     pub claim_version: String,
+    /// The finalizers of the claim at `claim_version`, when it was reserved
+    /// for no pod then: PreBind writes on that version without reading the
+    /// claim first, as kube's does from its informer (a conflict re-reads).
+    pub unreserved_finalizers: Option<Vec<String>>,
     pub allocation: Option<Arc<Allocation>>,
     pub pod_name: String,
     pub pod_uid: String,
@@ -400,6 +404,18 @@ impl Devices {
             self.account(&key);
         }
         true
+    }
+
+    /// The claim was deallocated (DynamicResources' PostFilter): it reads
+    /// so until the watch says otherwise.
+    pub fn deallocated(&mut self, namespace: &str, name: &str) {
+        let key = (namespace.to_string(), name.to_string());
+        let Some(mut claim) = self.claim_by_key(&key).cloned() else { return };
+        self.unaccount(&key);
+        claim.allocation = None;
+        claim.reserved_for.clear();
+        self.assumed.insert(key.clone(), claim);
+        self.account(&key);
     }
 
     /// What `pod` holds reserved while its binding cycle runs.

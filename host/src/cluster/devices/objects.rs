@@ -340,6 +340,8 @@ pub struct Claim {
     pub allocation: Option<Arc<Allocation>>,
     /// The UIDs of the pods it is reserved for.
     pub reserved_for: Vec<String>,
+    /// Its finalizers, which PreBind's write of its own must keep.
+    pub finalizers: Vec<String>,
     pub deleting: bool,
     /// The UID of the pod that owns it as its controller (a claim made
     /// from a template).
@@ -381,6 +383,7 @@ impl Claim {
                 .flatten()
                 .map(|r| r.uid.clone())
                 .collect(),
+            finalizers: meta.finalizers.clone().unwrap_or_default(),
             deleting: meta.deletion_timestamp.is_some(),
             owner: meta
                 .owner_references

@@ -1,6 +1,7 @@
 //! DynamicResources' PreBind, as kube-scheduler makes it: each of the
-//! pod's ResourceClaims not reserved for it yet gets, on the claim's latest
-//! version, the delete-protection finalizer and the allocation the attempt
+//! pod's ResourceClaims not reserved for it yet gets, on the version the
+//! attempt saw (or, after a conflict, the latest), the delete-protection
+//! finalizer and the allocation the attempt
 //! reserved (for a claim it allocated), then the pod as consumer in
 //! `status.reservedFor`. A conflict re-reads the claim and tries again; a
 //! claim deleted, or allocated by someone else meanwhile, fails the
@@ -17,6 +18,7 @@ use crate::cluster::devices::objects::DELETE_PROTECTION;
 use crate::cluster::devices::{Allocation, ClaimReservation, DeviceReservation};
 use crate::kubernetes::writes::denied::Denials;
 use crate::kubernetes::writes::prebind::{PreBindError, failure};
+use crate::scheduler::plugins::dynamic_resources::Deallocation;
 use wasmsched_runtime::NodeSelectorTerm;
 
 /// How often a claim is re-read after a conflict (client-go's
@@ -40,20 +42,21 @@ async fn reserve_claim(client: &kube::Client, c: &ClaimReservation, denials: &De
     let key = format!("{}/{}", c.namespace, c.claim);
     let doing =
         if c.allocation.is_some() { "add allocation and reservation to claim" } else { "add reservation to claim" };
+    // First on the version the attempt saw, without a read: the writes'
+    // precondition fails if it changed since.
+    let mut seen = c.unreserved_finalizers.clone().map(|f| Latest {
+        version: c.claim_version.clone(),
+        finalizers: f,
+        reserved: vec![],
+    });
     let mut last = String::new();
     for _ in 0..CONFLICT_RETRIES {
-        let current = claims.get(&c.claim).await.map_err(|e| failed(&format!("get claim {key}: {e}")))?;
-        if current.metadata.deletion_timestamp.is_some() || current.metadata.uid.as_deref() != Some(&c.claim_uid) {
-            return Err(failed(&format!("claim {key} got deleted in the meantime")));
-        }
-        let status = current.status.as_ref();
-        if c.allocation.is_some() && status.is_some_and(|s| s.allocation.is_some()) {
-            return Err(failed(&format!("claim {key} got allocated elsewhere in the meantime")));
-        }
-        let mut version = current.metadata.resource_version.clone().unwrap_or_default();
-        let finalizers = current.metadata.finalizers.clone().unwrap_or_default();
+        let Latest { mut version, finalizers, mut reserved } = match seen.take() {
+            Some(latest) => latest,
+            None => latest(&claims, c, &key).await?,
+        };
         if c.allocation.is_some() && !finalizers.iter().any(|f| f == DELETE_PROTECTION) {
-            let mut with = finalizers.clone();
+            let mut with = finalizers;
             with.push(DELETE_PROTECTION.to_string());
             let patch = json!({"metadata": {"resourceVersion": version, "finalizers": with}});
             match claims.patch(&c.claim, &PatchParams::default(), &Patch::Merge(&patch)).await {
@@ -62,15 +65,10 @@ async fn reserve_claim(client: &kube::Client, c: &ClaimReservation, denials: &De
                     last = e.to_string();
                     continue;
                 }
+                Err(e) if is_not_found(&e) => return Err(deleted(&key)),
                 Err(e) => return Err(failure(denials, "resourceclaims", &e, &format!("add finalizer to claim {key}"))),
             }
         }
-        let mut reserved: Vec<Value> = status
-            .and_then(|s| s.reserved_for.as_ref())
-            .into_iter()
-            .flatten()
-            .map(|r| json!({"resource": r.resource, "name": r.name, "uid": r.uid}))
-            .collect();
         reserved.push(json!({"resource": "pods", "name": c.pod_name, "uid": c.pod_uid}));
         let mut status_patch = json!({"reservedFor": reserved});
         if let Some(allocation) = &c.allocation {
@@ -80,10 +78,46 @@ async fn reserve_claim(client: &kube::Client, c: &ClaimReservation, denials: &De
         match claims.patch_status(&c.claim, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => return Ok(()),
             Err(e) if is_conflict(&e) => last = e.to_string(),
+            Err(e) if is_not_found(&e) => return Err(deleted(&key)),
             Err(e) => return Err(failure(denials, "resourceclaims/status", &e, &format!("{doing} {key}"))),
         }
     }
     Err(failed(&format!("{doing} {key}: {last}")))
+}
+
+/// What PreBind's writes start from.
+struct Latest {
+    version: String,
+    finalizers: Vec<String>,
+    /// `status.reservedFor` as written back.
+    reserved: Vec<Value>,
+}
+
+/// The claim as the API server has it now, or why the cycle fails: it
+/// was deleted, or allocated by someone else meanwhile.
+async fn latest(claims: &Api<ResourceClaim>, c: &ClaimReservation, key: &str) -> Result<Latest, PreBindError> {
+    let current = match claims.get(&c.claim).await {
+        Err(e) if is_not_found(&e) => return Err(deleted(key)),
+        got => got.map_err(|e| failed(&format!("get claim {key}: {e}")))?,
+    };
+    if current.metadata.deletion_timestamp.is_some() || current.metadata.uid.as_deref() != Some(&c.claim_uid) {
+        return Err(deleted(key));
+    }
+    let status = current.status.as_ref();
+    if c.allocation.is_some() && status.is_some_and(|s| s.allocation.is_some()) {
+        return Err(failed(&format!("claim {key} got allocated elsewhere in the meantime")));
+    }
+    let reserved = status
+        .and_then(|s| s.reserved_for.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|r| json!({"resource": r.resource, "name": r.name, "uid": r.uid}))
+        .collect();
+    Ok(Latest {
+        version: current.metadata.resource_version.unwrap_or_default(),
+        finalizers: current.metadata.finalizers.unwrap_or_default(),
+        reserved,
+    })
 }
 
 /// kube's Unreserve: the pod out of every claim's `reservedFor` that lists
@@ -123,8 +157,30 @@ pub async fn unreserve(client: &kube::Client, reservation: &DeviceReservation) {
     }
 }
 
+/// DynamicResources' PostFilter: the claim's allocation, consumers and
+/// device status cleared, on the version the attempt saw (kube writes
+/// the claim from its informer). A claim changed since is left alone: the
+/// change brings the pod back anyway.
+pub async fn deallocate(client: &kube::Client, d: &Deallocation) {
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &d.namespace);
+    let patch = json!({"metadata": {"resourceVersion": d.version},
+        "status": {"allocation": null, "reservedFor": null, "devices": null}});
+    match claims.patch_status(&d.claim, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => tracing::info!(claim = %d.claim, namespace = %d.namespace, "deallocated for a pod that did not fit"),
+        Err(e) => tracing::warn!(claim = %d.claim, namespace = %d.namespace, error = %e, "deallocating"),
+    }
+}
+
 fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+fn deleted(key: &str) -> PreBindError {
+    failed(&format!("claim {key} got deleted in the meantime"))
 }
 
 fn failed(why: &str) -> PreBindError {

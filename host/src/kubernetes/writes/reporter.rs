@@ -31,9 +31,10 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::cluster::PodKey;
 use crate::kubernetes::writes::denied::{self, Denials};
-use crate::kubernetes::writes::evictions;
 use crate::kubernetes::writes::pod_condition;
 pub use crate::kubernetes::writes::pod_ref::PodRef;
+use crate::kubernetes::writes::{claim_reservation, evictions};
+use crate::scheduler::plugins::dynamic_resources::Deallocation;
 use crate::scheduler::{Nomination, Preemption};
 
 #[derive(Debug)]
@@ -52,6 +53,8 @@ pub enum Report {
         message: String,
         fallback: Option<String>,
         nomination: Nomination,
+        /// A claim DynamicResources' PostFilter deallocates, written first.
+        deallocate: Option<Deallocation>,
     },
     /// The binding cycle failed (PreBind): a `FailedScheduling` event and
     /// the condition with reason `SchedulerError`, as kube-scheduler says
@@ -146,7 +149,10 @@ impl PodReporter {
                 self.last_condition.insert(pod.key.clone(), message.clone());
                 self.write_status(&pod, pod_condition::not_scheduled("SchedulerError", message)).await;
             }
-            Report::Unschedulable { pod, message, fallback, nomination } => {
+            Report::Unschedulable { pod, message, fallback, nomination, deallocate } => {
+                if let Some(deallocation) = deallocate {
+                    claim_reservation::deallocate(&self.client, &deallocation).await;
+                }
                 let now = Instant::now();
                 match self.last_failure.get_mut(&pod.key) {
                     // The same failure again: counted; sent as the event's

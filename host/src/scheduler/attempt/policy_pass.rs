@@ -99,6 +99,7 @@ pub fn policy_pass(
         ignored_constraints: ignored_constraints.iter().map(|c| c.to_string()).collect(),
         pod_rejected: pod_rejection.is_some(),
         preemption: None,
+        deallocated: None,
         fallback: None,
         duration: Duration::ZERO,
         policy_calls: Vec::new(),

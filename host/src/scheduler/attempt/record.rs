@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::scheduler::plugins::dynamic_resources::Deallocation;
 use crate::scheduler::plugins::preemption::Preemption;
 
 #[derive(Debug, Clone, Serialize)]
@@ -89,6 +90,10 @@ pub struct AttemptRecord {
     /// to and the pods evicted there.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub preemption: Option<Preemption>,
+    /// The claim DynamicResources' PostFilter deallocated for the pod's
+    /// next attempt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deallocated: Option<Deallocation>,
     /// Why the built-in least-allocated scoring was used, if it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,

@@ -13,9 +13,10 @@ use crate::scheduler::attempt::record::AttemptRecord;
 use crate::scheduler::attempt::{AttemptInput, pod_seed, run_attempt};
 use crate::scheduler::events::InvalidPod;
 use crate::scheduler::parallel::workers::AttemptWorkers;
+use crate::scheduler::plugins::dynamic_resources::{self, Deallocation};
 use crate::scheduler::plugins::preemption::{self, Preemption};
 use crate::scheduler::plugins::scores::BuiltinScoring;
-use crate::scheduler::plugins::{dynamic_resources, volume_binding};
+use crate::scheduler::plugins::volume_binding;
 use crate::scheduler::policy_set::PolicySet;
 use crate::scheduler::queue::{QueueSizes, SchedulingQueue};
 use crate::scheduler::sampling::{NodeSampling, NodeWindow};
@@ -325,12 +326,18 @@ impl Scheduler {
         }
     }
 
-    /// kube's PostFilter for a pod no node can take: nominate it where
-    /// evictions make room, or say in the record why preemption cannot help.
+    /// kube's PostFilter for a pod no node can take, its plugins in kube's
+    /// order: DynamicResources deallocates a claim that kept the pod off a
+    /// node (the backend writes it), then DefaultPreemption nominates the
+    /// pod where evictions make room. When neither makes the pod
+    /// schedulable, the record's message says why, as kube's does.
     fn preempt(&mut self, pod: &PodInfo, record: &mut AttemptRecord, now: Duration) -> Nomination {
         if record.nodes == 0 || record.pod_rejected {
             return Nomination::Unchanged;
         }
+        let message = record.message.as_deref().unwrap_or_default();
+        let (devices_verdict, deallocation) = dynamic_resources::post_filter(pod, &self.state, message);
+        record.deallocated = deallocation;
         match preemption::preempt(pod, &self.state, pod_seed(self.config.seed, pod, record.attempt)) {
             Ok(preemption) => {
                 let displaced: Vec<PodKey> = self
@@ -352,8 +359,7 @@ impl Scheduler {
             }
             Err(not) => {
                 if let Some(message) = &mut record.message {
-                    message.push_str(" preemption: ");
-                    message.push_str(&not.message);
+                    message.push_str(&format!(" {devices_verdict}, preemption: {}", not.message));
                 }
                 if not.clear_nomination && self.state.unnominate(&pod.key).is_some() {
                     Nomination::Cleared
@@ -362,6 +368,14 @@ impl Scheduler {
                 }
             }
         }
+    }
+
+    /// The claim DynamicResources' PostFilter asked to deallocate was
+    /// deallocated (the simulator's write; the Kubernetes backend's comes
+    /// back through the watch): the pods waiting may fit now.
+    pub fn claim_deallocated(&mut self, deallocation: &Deallocation, now: Duration) {
+        self.state.devices_mut().deallocated(&deallocation.namespace, &deallocation.claim);
+        self.queue.cluster_changed(now);
     }
 
     /// The binding was accepted: the assumed pod is now bound.

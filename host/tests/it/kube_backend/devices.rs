@@ -143,3 +143,48 @@ async fn prebind_waits_for_binding_conditions_and_a_failed_device_is_given_back(
     let _ = classes.delete(&c.prefix, &DeleteParams::default()).await;
     c.cleanup().await;
 }
+
+/// `GET resourceclaims` requests so far (the watch's lists included).
+fn claim_reads(fake: &FakeApiServer) -> u64 {
+    fake.request_stats().get("GET resourceclaims").map_or(0, |s| s.count)
+}
+
+/// PreBind writes on the claim as the attempt saw it, without reading it
+/// first (kube-scheduler writes from its informer); a claim changed
+/// meanwhile (a conflict) is read once and written again. Either way the
+/// pod binds with its device allocated and itself as consumer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prebind_writes_the_claim_it_saw_and_reads_it_only_after_a_conflict() {
+    let c = TestCluster::new("dra-conflict").await;
+    let Some(fake) = c.fake_only("prebind_writes_the_claim_it_saw_and_reads_it_only_after_a_conflict") else {
+        return;
+    };
+    c.add_node("n", "4", "8Gi", json!({})).await;
+    publish_one_device(&c).await;
+    let s = c.start_scheduler("solo", false).await;
+    wait_ready(&s).await;
+    let uses_claim = json!({"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}]});
+    for (pod, conflicts) in [("first", 0), ("second", 1)] {
+        if conflicts > 0 {
+            // The first pod is gone and its claim released, as the resource
+            // claim controller would; the next write of it conflicts.
+            c.pods().delete("first", &DeleteParams::default()).await.unwrap();
+            let released = json!({"status": {"allocation": null, "reservedFor": null}});
+            c.claims().patch_status("gpu", &PatchParams::default(), &Patch::Merge(&released)).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            fake.fail_requests(Fault {
+                method: Some("PATCH".into()),
+                path_contains: "/resourceclaims/gpu".into(),
+                code: 409,
+                delay: Duration::ZERO,
+                times: 1,
+            });
+        }
+        let reads = claim_reads(fake);
+        let uid = c.add_pod(pod, "100m", uses_claim.clone()).await.metadata.uid.unwrap();
+        c.wait_bound(&[pod.to_string()], Duration::from_secs(10)).await;
+        assert_eq!(claim_reads(fake) - reads, conflicts, "{pod}: claim reads before its writes");
+        assert_eq!(c.claim_state("gpu").await, (vec!["gpu-0".to_string()], vec![uid]), "{pod}");
+    }
+    s.shutdown().await;
+}

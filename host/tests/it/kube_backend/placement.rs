@@ -138,7 +138,7 @@ async fn unschedulable_pod_is_reported_then_bound_when_room_appears() {
     if c.fake.is_some() {
         assert_eq!(
             note,
-            "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+            "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
         );
     }
     assert_eq!(event.type_.as_deref(), Some("Warning"));

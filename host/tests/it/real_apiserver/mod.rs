@@ -55,6 +55,7 @@ async fn beside_kube<T>(real: &Real, scheduler_name: &str, scenario: impl AsyncF
     (kube, ours)
 }
 
+mod claim_deallocation;
 mod devices;
 mod oracle;
 mod pod_resources;

@@ -44,7 +44,7 @@ fn an_unschedulable_pod_is_placed_when_a_node_with_room_appears_not_on_heartbeat
             assert_eq!(
                 record.message.as_deref(),
                 Some(
-                    "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+                    "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
                 )
             )
         }

@@ -332,7 +332,7 @@ fn a_pool_being_updated_gives_devices_one_by_one_but_not_all() {
     let r = run(&all);
     assert_eq!(
         message(&r, "p"),
-        "0/1 nodes are available: 1 claim t/claim-0, request req-0: asks for all devices, but resource pool driver-a/pool-1 is currently being updated. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+        "0/1 nodes are available: 1 claim t/claim-0, request req-0: asks for all devices, but resource pool driver-a/pool-1 is currently being updated. still not schedulable, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
         "all-devices-of-the-incomplete-pool"
     );
 }

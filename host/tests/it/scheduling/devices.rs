@@ -65,7 +65,7 @@ fn a_selector_takes_the_pod_to_the_node_with_the_device_and_allocates_it() {
     assert_eq!(placed(&r, "wants-h100").as_deref(), Some("n2"));
     assert_eq!(
         message(&r, "wants-v100"),
-        "0/3 nodes are available: 3 cannot allocate all claims. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        "0/3 nodes are available: 3 cannot allocate all claims. still not schedulable, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
 }
 
@@ -280,5 +280,29 @@ fn a_selector_that_does_not_compile_is_said_once_for_the_pod() {
     assert!(
         message.starts_with("0/3 nodes are available: request gpu: selector #0: compilation failed: "),
         "{message}"
+    );
+}
+
+/// A claim allocated before for node `gone` (which is no more), reserved
+/// for no pod: kube's PostFilter deallocates it when the pod fits nowhere,
+/// and the next attempt allocates it on a node with the device.
+#[test]
+fn a_claim_allocated_where_its_pod_cannot_go_is_deallocated_and_allocated_again() {
+    let stale = "status:\n  allocation:\n    devices:\n      results:\n      - {request: gpu, driver: gpu.example.com, pool: n1, device: gpu-0}\n    nodeSelector:\n      nodeSelectorTerms:\n      - matchFields: [{key: metadata.name, operator: In, values: [gone]}]\n";
+    let shared = "status:\n  allocation:\n    devices:\n      results:\n      - {request: gpu, driver: gpu.example.com, pool: n2, device: gpu-0}\n    nodeSelector:\n      nodeSelectorTerms:\n      - matchFields: [{key: metadata.name, operator: In, values: [gone]}]\n  reservedFor:\n  - {resource: pods, name: other, uid: other-uid}\n";
+    let yaml = cluster()
+        + &claim("stale", &exactly("gpu", 1, A100), stale)
+        + &claim("in-use", &exactly("gpu", 1, ""), shared)
+        + &pod("moved", "1", &using("stale"))
+        + &pod("stuck", "1", &using("in-use"));
+    let r = run(&yaml);
+    assert_eq!(placed(&r, "moved").as_deref(), Some("n1"), "{:?}", r.unschedulable);
+    assert_eq!(reserved(&r, "moved"), vec!["stale → n1/gpu-0"]);
+    let attempts = r.placements.iter().find(|p| p.pod == "t/moved").map(|p| p.attempts);
+    assert_eq!(attempts, Some(2), "placed at the attempt after the deallocation");
+    // Another pod uses it: nothing to deallocate.
+    assert_eq!(
+        message(&r, "stuck"),
+        "0/3 nodes are available: 3 resourceclaim not available on the node. still not schedulable, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
 }

@@ -23,7 +23,7 @@ fn taints_and_tolerations() {
     let r = run(&yaml);
     assert_eq!(
         message(&r, "plain"),
-        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s). preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s). no new claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
     assert!(placed(&r, "tolerates-all").is_some());
     // Tolerating the control-plane taint is not tolerating NoExecute maintenance.
@@ -31,7 +31,7 @@ fn taints_and_tolerations() {
     // Tolerating maintenance=later is not tolerating maintenance=now.
     assert_eq!(
         message(&r, "wrong-value"),
-        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s). preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s). no new claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
 }
 
@@ -65,7 +65,7 @@ fn node_affinity_selector_and_unschedulable_and_not_ready_judged_by_taints() {
     assert_eq!(placed(&r, "tolerates-unschedulable").as_deref(), Some("b"));
     assert_eq!(
         message(&r, "missing-zone"),
-        "0/4 nodes are available: 1 node(s) were unschedulable, 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+        "0/4 nodes are available: 1 node(s) were unschedulable, 3 node(s) didn't match Pod's node affinity/selector. no new claims to deallocate, preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
     );
 }
 
@@ -81,7 +81,7 @@ fn a_not_ready_node_is_judged_by_its_taints_alone() {
     assert_eq!(placed(&r, "tolerates").as_deref(), Some("down"));
     assert_eq!(
         message(&r, "plain"),
-        "0/1 nodes are available: 1 node(s) had untolerated taint(s). preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+        "0/1 nodes are available: 1 node(s) had untolerated taint(s). no new claims to deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     );
 }
 
@@ -99,7 +99,7 @@ fn host_ports_conflict_by_protocol_and_ip() {
     assert!(placed(&r, "first").is_some() && placed(&r, "udp").is_some() && placed(&r, "other-port").is_some());
     assert_eq!(
         message(&r, "same-port"),
-        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. no new claims to deallocate, preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     );
 }
 
@@ -115,18 +115,18 @@ fn resources_fit_counts_assumed_pods_and_reports_every_shortage() {
     assert_eq!(placed(&r, "first").as_deref(), Some("n"));
     assert_eq!(
         message(&r, "second"),
-        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     );
     assert_eq!(
         message(&r, "gpu-hungry"),
-        "0/1 nodes are available: 1 Insufficient memory, 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+        "0/1 nodes are available: 1 Insufficient memory, 1 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     );
     let pods_full =
         node("tiny", "4", "4Gi", "").replace("pods: \"110\"", "pods: \"1\"") + &pod("a", "1", "") + &pod("b", "1", "");
     let r = run(&pods_full);
     assert_eq!(
         message(&r, "b"),
-        "0/1 nodes are available: 1 Too many pods. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        "0/1 nodes are available: 1 Too many pods. no new claims to deallocate, preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     );
 }
 

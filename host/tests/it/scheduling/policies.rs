@@ -32,7 +32,7 @@ fn policies_filter_and_score_with_weights() {
         + &pod("web", "1", "").replace("namespace: t}", "namespace: t, labels: {app: web}}");
     assert_eq!(
         message(&run_with(&tight, filtered, 0), "web"),
-        "0/1 nodes are available: 1 node(s) didn't have label wasmsched.io/app=web. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+        "0/1 nodes are available: 1 node(s) didn't have label wasmsched.io/app=web. no new claims to deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     );
 }
 

@@ -41,7 +41,7 @@ fn required_anti_affinity_puts_one_pod_per_host() {
     let waiting = &r.unschedulable[0];
     assert_eq!(
         waiting.message,
-        "0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules. preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod."
+        "0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules. no new claims to deallocate, preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod."
     );
 }
 
@@ -56,7 +56,7 @@ fn an_existing_pods_anti_affinity_keeps_others_away() {
     let r = run(&yaml);
     assert_eq!(
         message(&r, "db"),
-        "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) didn't satisfy existing pods anti-affinity rules. preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
+        "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) didn't satisfy existing pods anti-affinity rules. no new claims to deallocate, preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
     );
     assert_eq!(placed(&r, "db-anywhere").as_deref(), Some("n2"));
     // The rule is the existing pod's: a pod in another namespace is not selected by it.
@@ -82,7 +82,7 @@ fn required_affinity_follows_a_pod_to_its_zone() {
     let r = run(&(cluster.clone() + &labelled("lost", "app: api", near_cache)));
     assert_eq!(
         message(&r, "lost"),
-        "0/5 nodes are available: 5 node(s) didn't match pod affinity rules. preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling.",
+        "0/5 nodes are available: 5 node(s) didn't match pod affinity rules. no new claims to deallocate, preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling.",
         "the zoneless node fails too"
     );
     // …and the first pod of a group that attracts itself goes anywhere with the key.
@@ -130,7 +130,7 @@ fn spread_reasons_min_domains_and_the_node_affinity_policy() {
     let r = run(&(cluster.clone() + &existing + &labelled("ignore", "app: web", &ignore)));
     assert_eq!(
         message(&r, "ignore"),
-        "0/3 nodes are available: 1 node(s) didn't match pod topology spread constraints, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling."
+        "0/3 nodes are available: 1 node(s) didn't match pod topology spread constraints, 2 node(s) didn't match Pod's node affinity/selector. no new claims to deallocate, preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling."
     );
     // Three domains wanted, two exist: the global minimum is 0, so a zone with one pod is full.
     let min_domains = ZONE_SPREAD.replace("labelSelector:", "minDomains: 3, labelSelector:");
@@ -138,7 +138,7 @@ fn spread_reasons_min_domains_and_the_node_affinity_policy() {
         run(&(cluster + &existing + &bound("old-b", "app: web", "b1", "") + &labelled("m", "app: web", &min_domains)));
     assert_eq!(
         message(&r, "m"),
-        "0/3 nodes are available: 1 node(s) didn't match pod topology spread constraints (missing required label), 2 node(s) didn't match pod topology spread constraints. preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod."
+        "0/3 nodes are available: 1 node(s) didn't match pod topology spread constraints (missing required label), 2 node(s) didn't match pod topology spread constraints. no new claims to deallocate, preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod."
     );
 }
 
@@ -172,7 +172,7 @@ fn namespace_selectors_match_namespace_labels() {
     let r = run(&yaml.replace("{matchLabels: {team: x}}", "{}"));
     assert_eq!(
         message(&r, "team-x"),
-        "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
+        "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. no new claims to deallocate, preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
         "an empty namespace selector selects every namespace"
     );
 }

@@ -45,7 +45,7 @@ fn a_bound_volume_takes_its_pod_to_the_node_it_allows() {
         // The filter: every node excluded by the volume's node affinity.
         assert_eq!(
             message(&r, "nowhere"),
-            "0/3 nodes are available: 3 node(s) didn't match PersistentVolume's node affinity. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+            "0/3 nodes are available: 3 node(s) didn't match PersistentVolume's node affinity. no new claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
         );
         // The PreFilter: the pod as a whole, and no preemption.
         assert_eq!(
@@ -295,7 +295,7 @@ fn a_claim_that_waits_for_its_consumer_is_provisioned_where_its_class_allows() {
         + &pod("db", "1", &using("data"));
     assert_eq!(
         message(&run(&yaml), "db"),
-        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind. no new claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     );
 }
 
@@ -324,7 +324,7 @@ fn a_claim_that_waits_gets_the_smallest_available_volume_that_fits_once() {
     assert_eq!((placed(&r, "a").as_deref(), placed(&r, "b").as_deref()), (Some("n1"), Some("n1")));
     assert_eq!(
         message(&r, "c"),
-        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind. no new claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     );
 }
 
@@ -396,7 +396,7 @@ fn a_claim_is_provisioned_only_where_its_driver_publishes_room_for_it() {
         assert_eq!(placed(&r, "five").as_deref(), Some("n1"), "seed {seed}: {:?}", r.unschedulable);
         assert_eq!(
             message(&r, "fifty"),
-            "0/2 nodes are available: 2 node(s) did not have enough free storage. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+            "0/2 nodes are available: 2 node(s) did not have enough free storage. no new claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
         );
     }
     // A driver that does not publish its capacity is not checked.

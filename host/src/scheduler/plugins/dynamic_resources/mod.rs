@@ -9,6 +9,8 @@
 //! - Filter (`PodDevices::check`) keeps the pod off nodes outside an
 //!   allocated claim's node selector, and off nodes where the claims to
 //!   allocate cannot all get their devices (`allocator`).
+//! - PostFilter (`post_filter`) deallocates an allocated claim that kept
+//!   an unschedulable pod off a node and that no other pod uses.
 //! - Reserve (`reserve`) holds the chosen node's allocation and the pod as
 //!   consumer in the cluster model; the backend's PreBind writes both to
 //!   each claim's status.
@@ -23,8 +25,10 @@ use crate::cluster::devices::{Allocation, Claim, ClaimReservation, DeviceReserva
 use crate::cluster::{ClusterState, PodInfo};
 
 mod allocator;
+mod post_filter;
 
 use allocator::ClaimPlan;
+pub use post_filter::{DEALLOCATED, Deallocation, NO_CLAIMS, STILL_NOT_SCHEDULABLE, post_filter};
 
 /// A node where the pod's claims to allocate cannot all get devices.
 pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
@@ -190,6 +194,7 @@ pub fn reserve(pod: &PodInfo, node: &str, state: &mut ClusterState) -> DeviceRes
         claim: name.clone(),
         claim_uid: claim.uid.clone(),
         claim_version: claim.resource_version.clone(),
+        unreserved_finalizers: claim.reserved_for.is_empty().then(|| claim.finalizers.clone()),
         allocation: allocation.map(Arc::new),
         pod_name: pod.key.name.clone(),
         pod_uid: pod.uid.clone(),

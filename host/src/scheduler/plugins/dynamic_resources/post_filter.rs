@@ -1,0 +1,60 @@
+//! DynamicResources' PostFilter, as kube-scheduler v1.36 runs it before
+//! DefaultPreemption for a pod no node can take: a claim allocated before
+//! (by an earlier attempt, or by someone else) that kept the pod off a
+//! node, and that no other pod uses, is deallocated, so the next attempt
+//! may allocate it anywhere. Its verdict is the start of kube's PostFilter
+//! message, before preemption's.
+
+use serde::Serialize;
+use wasmsched_rules::required_affinity_matches;
+
+use super::NOT_AVAILABLE;
+use crate::cluster::{ClusterState, PodInfo};
+
+/// The pod has no claims (kube says so for every pod).
+pub const NO_CLAIMS: &str = "no new claims to deallocate";
+/// None of its claims can be deallocated.
+pub const STILL_NOT_SCHEDULABLE: &str = "still not schedulable";
+/// One was.
+pub const DEALLOCATED: &str = "deallocation of ResourceClaim completed";
+
+/// A claim to deallocate: its allocation and consumers cleared, written on
+/// the version the attempt saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Deallocation {
+    pub namespace: String,
+    pub claim: String,
+    #[serde(skip)]
+    pub version: String,
+}
+
+/// The verdict, and the claim to deallocate if any. `message` is the
+/// attempt's filter message: a node rejected the pod for an allocated
+/// claim only if it names that reason (kube's unavailable claims).
+pub fn post_filter(pod: &PodInfo, state: &ClusterState, message: &str) -> (&'static str, Option<Deallocation>) {
+    if pod.device_claims.is_empty() {
+        return (NO_CLAIMS, None);
+    }
+    if !message.contains(NOT_AVAILABLE) {
+        return (STILL_NOT_SCHEDULABLE, None);
+    }
+    let devices = state.devices();
+    let table = state.table();
+    let namespace = &pod.key.namespace;
+    let names = pod.device_claims.iter().filter_map(|c| c.claim.as_ref());
+    for name in names {
+        let Some(claim) = devices.claim(namespace, name) else { continue };
+        let Some(terms) = claim.allocation.as_ref().and_then(|a| a.node_selector.as_ref()) else { continue };
+        let unused = match claim.reserved_for.as_slice() {
+            [] => true,
+            [only] => *only == pod.uid,
+            _ => false,
+        };
+        let unavailable = table.iter().any(|(_, node)| !required_affinity_matches(terms, node));
+        if unused && unavailable {
+            let version = claim.resource_version.clone();
+            return (DEALLOCATED, Some(Deallocation { namespace: namespace.clone(), claim: name.clone(), version }));
+        }
+    }
+    (STILL_NOT_SCHEDULABLE, None)
+}
