@@ -52,6 +52,17 @@ impl Outcome {
             None => Outcome::Pending,
         }
     }
+
+    /// As `of`, with the whole message: the filters' reasons and what the
+    /// PostFilter plugins (DynamicResources, DefaultPreemption) said.
+    pub fn in_full(pod: &Pod) -> Outcome {
+        let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+        let refused = conditions.into_iter().flatten().find(|c| c.type_ == "PodScheduled" && c.status == "False");
+        match (Outcome::of(pod), refused.and_then(|c| c.message.clone())) {
+            (Outcome::Unschedulable(_), Some(message)) => Outcome::Unschedulable(message),
+            (outcome, _) => outcome,
+        }
+    }
 }
 
 /// A small deterministic generator (splitmix64), so a failing seed can be

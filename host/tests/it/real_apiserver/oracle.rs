@@ -157,9 +157,11 @@ fn random_case(rng: &mut Rng, seed: u64) -> Case {
 }
 
 /// The pods' outcomes, by the name suffix each scheduler's copy shares.
+/// Each pod's outcome, with its whole message: the filters' reasons and
+/// the PostFilter plugins' (DynamicResources, then preemption's verdict).
 fn outcomes(pods: &[Pod], prefix: &str) -> BTreeMap<String, Outcome> {
     pods.iter()
-        .map(|p| (p.metadata.name.clone().unwrap().trim_start_matches(prefix).to_string(), Outcome::of(p)))
+        .map(|p| (p.metadata.name.clone().unwrap().trim_start_matches(prefix).to_string(), Outcome::in_full(p)))
         .collect()
 }
 
