@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::Metadata;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 /// The kinds the simulator reads.
-const KINDS: &str = "Node, Pod, Namespace, PodDisruptionBudget, PriorityClass, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, CSIStorageCapacity, ResourceSlice, DeviceClass, ResourceClaim";
+const KINDS: &str = "Node, Pod, Namespace, PodDisruptionBudget, PriorityClass, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, CSIStorageCapacity, ResourceSlice, DeviceClass, ResourceClaim, ResourceClaimTemplate";
 
 #[derive(Debug, Default)]
 pub struct Manifests {
@@ -45,6 +45,8 @@ pub struct Manifests {
     pub resource_slices: Vec<ResourceSlice>,
     pub device_classes: Vec<DeviceClass>,
     pub resource_claims: Vec<ResourceClaim>,
+    /// What pods' claims are made from (`claim_templates`).
+    pub claim_templates: Vec<ResourceClaimTemplate>,
     /// Kinds that were read but are not simulated (Deployments, Services…).
     pub ignored_kinds: BTreeMap<String, usize>,
     /// Documents that could not be used, with where they are.
@@ -126,6 +128,10 @@ impl Manifests {
             "ResourceClaim" => {
                 let claim = self.parse(at, &kind, value);
                 self.resource_claims.extend(claim);
+            }
+            "ResourceClaimTemplate" => {
+                let template = self.parse(at, &kind, value);
+                self.claim_templates.extend(template);
             }
             k if k == "List" || k.ends_with("List") => {
                 let items = value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default();

@@ -1,5 +1,6 @@
 //! The embedded simulator: one of the two backends of the scheduling core.
 
+mod claim_templates;
 pub mod load;
 pub mod report;
 pub mod run;

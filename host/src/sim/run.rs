@@ -246,7 +246,8 @@ struct Loaded {
 
 /// Feeds the dump to the core as the events a watch's first lists would
 /// be: the objects pods depend on first, then the pods.
-fn load(scheduler: &mut Scheduler, manifests: Manifests) -> Result<Loaded, String> {
+fn load(scheduler: &mut Scheduler, mut manifests: Manifests) -> Result<Loaded, String> {
+    super::claim_templates::make_claims(&mut manifests);
     let Manifests {
         namespaces,
         nodes,

@@ -306,3 +306,23 @@ fn a_claim_allocated_where_its_pod_cannot_go_is_deallocated_and_allocated_again(
         "0/3 nodes are available: 3 resourceclaim not available on the node. still not schedulable, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
 }
+
+/// A pod's claim from a ResourceClaimTemplate: the simulator plays the
+/// resource claim controller (the claim `{pod}-{claim}`, owned by the
+/// pod, named in its status), so the pod is placed with the template's
+/// request; a pod whose template is missing waits for its claim.
+#[test]
+fn claims_are_made_from_templates_as_the_controller_makes_them() {
+    let template = format!(
+        "---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {{name: a100s, namespace: t}}\nspec:\n  spec:\n    devices:\n      requests:\n{}",
+        exactly("gpu", 1, A100).lines().map(|l| format!("    {l}\n")).collect::<String>()
+    );
+    let from =
+        |template: &str| format!("  resourceClaims:\n  - name: gpu\n    resourceClaimTemplateName: {template}\n");
+    let yaml = cluster() + &template + &pod("trainer", "1", &from("a100s")) + &pod("orphan", "1", &from("none"));
+    let r = run(&yaml);
+    assert_eq!(placed(&r, "trainer").as_deref(), Some("n1"), "{:?}", r.unschedulable);
+    assert_eq!(reserved(&r, "trainer"), vec!["trainer-gpu → n1/gpu-0"]);
+    let orphan = r.unschedulable.iter().find(|u| u.pod == "t/orphan").expect("the orphan waits");
+    assert_eq!(orphan.reason, "WaitingForResourceClaims", "{orphan:?}");
+}
