@@ -298,6 +298,21 @@ impl Real {
 
     /// Deletes every pod of the test's namespace at once (no kubelet
     /// finishes a graceful deletion) and waits until they are gone.
+    /// The events of this test's namespace with `reason`, oldest first.
+    pub async fn events_with_reason(&self, reason: &str) -> Vec<k8s_openapi::api::events::v1::Event> {
+        let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(self.admin.clone(), &self.namespace);
+        let mut found: Vec<_> = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .collect();
+        found.sort_by_key(|e| e.metadata.creation_timestamp.clone());
+        found
+    }
+
     pub async fn delete_pods(&self) {
         let api: Api<Pod> = Api::namespaced(self.admin.clone(), &self.namespace);
         let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };

@@ -7,10 +7,9 @@
 use super::devices::{add_node, create_class};
 use super::*;
 
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 
 /// The pod's outcome, its first FailedScheduling message (the side taken
 /// out), and the claim's devices in the end.
@@ -43,17 +42,11 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> (Outcome, String,
         real.create_pods(&format!("{side}-"), &[("moved".to_string(), pod)], scheduler_name, Duration::ZERO).await;
     let decided = real.wait_decided(&names, Duration::from_secs(40)).await;
     let outcome = Outcome::of(&decided[0]);
-    let events: Api<Event> = Api::namespaced(real.admin.clone(), &real.namespace);
-    let mut failures: Vec<Event> = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
+    let failures = real.events_with_reason("FailedScheduling").await;
+    let failures: Vec<_> = failures
         .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(names[0].as_str()))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&names[0]))
         .collect();
-    failures.sort_by_key(|e| e.metadata.creation_timestamp.clone());
     let said = failures.first().and_then(|e| e.note.clone()).unwrap_or_default();
     let status = claims.get(&claim_name).await.unwrap().status.unwrap_or_default();
     let results = status.allocation.and_then(|a| a.devices).and_then(|d| d.results).unwrap_or_default();

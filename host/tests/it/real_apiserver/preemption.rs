@@ -4,9 +4,8 @@
 
 use super::*;
 
-use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 
 /// What one scheduler did: the preemptor's nominated node (by its suffix),
 /// the victims (Terminating, marked `DisruptionTarget` by the scheduler,
@@ -49,7 +48,6 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Preempted {
     real.create_pods(&format!("{side}-"), &pending, scheduler_name, Duration::ZERO).await;
 
     let pods: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
-    let events: Api<Event> = Api::namespaced(real.admin.clone(), &real.namespace);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let high = pods.get(&format!("{side}-high")).await.unwrap();
@@ -79,13 +77,10 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Preempted {
                 victims.push(name.to_string());
             }
         }
-        let preempted: Vec<String> = events
-            .list(&ListParams::default())
+        let preempted: Vec<String> = real
+            .events_with_reason("Preempted")
             .await
-            .unwrap()
-            .items
             .into_iter()
-            .filter(|e| e.reason.as_deref() == Some("Preempted"))
             .filter_map(|e| e.regarding.and_then(|r| r.name))
             .filter_map(|n| n.strip_prefix(&format!("{side}-")).map(str::to_string))
             .collect();

@@ -489,7 +489,6 @@ async fn refuse_one_provisioning(claims: &Api<PersistentVolumeClaim>) {
 
 #[test]
 fn a_provisioning_that_fails_is_said_on_the_pod_and_tried_again() {
-    use k8s_openapi::api::events::v1::Event;
     use k8s_openapi::api::storage::v1::StorageClass;
     let Some(real) = Real::start("reprovision") else { return };
     let _controller = real.control_plane.start_controller_manager(PV_CONTROLLER).unwrap();
@@ -514,16 +513,8 @@ fn a_provisioning_that_fails_is_said_on_the_pod_and_tried_again() {
         let decided = real.wait_decided(&names, Duration::from_secs(30)).await;
         provisioner.abort();
         assert_eq!(Outcome::of(&decided[0]), Outcome::Bound);
-        let events: Api<Event> = Api::namespaced(real.admin.clone(), &real.namespace);
-        let notes: Vec<String> = events
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
-            .filter_map(|e| e.note)
-            .collect();
+        let failures = real.events_with_reason("FailedScheduling").await;
+        let notes: Vec<String> = failures.into_iter().filter_map(|e| e.note).collect();
         let said = "running PreBind plugin \"VolumeBinding\": binding volumes: provisioning failed for PVC \"data\"";
         assert!(notes.iter().any(|n| n == said), "{notes:?}");
         ours.shutdown().await;
