@@ -8,7 +8,7 @@ use crate::cluster::{ClusterState, PodInfo};
 use crate::scheduler::attempt::record::{NodeRecord, Verdict};
 use crate::scheduler::parallel::workers::AttemptWorkers;
 use crate::scheduler::plugins::filters;
-use crate::scheduler::plugins::pod_claims::PodClaims;
+use crate::scheduler::plugins::pod_claims::{PodClaims, Rejection};
 use crate::scheduler::plugins::reasons::ReasonHistogram;
 use crate::scheduler::plugins::scores::{BuiltinInputs, BuiltinScoring};
 use crate::scheduler::plugins::topology::TopologyFilters;
@@ -25,7 +25,7 @@ pub struct BuiltinPass {
     pub(super) builtin: BuiltinInputs,
     /// Why no node can take the pod whatever the node (kube's PreFilter
     /// rejections: a claim missing or not bound yet).
-    pub(super) pod_rejection: Option<String>,
+    pub(super) pod_rejection: Option<Rejection>,
     /// Constraints of the pod left unevaluated, for the record.
     pub(super) ignored_constraints: Vec<&'static str>,
     pub(super) histogram: ReasonHistogram,

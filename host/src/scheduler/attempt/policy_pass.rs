@@ -97,7 +97,7 @@ pub fn policy_pass(
         policies: versions(policies),
         tenant: None,
         ignored_constraints: ignored_constraints.iter().map(|c| c.to_string()).collect(),
-        pod_rejected: pod_rejection.is_some(),
+        pod_rejected: pod_rejection.as_ref().map(|r| r.by),
         preemption: None,
         deallocated: None,
         fallback: None,
@@ -108,7 +108,7 @@ pub fn policy_pass(
     let Survivors { candidates, builtin, histogram, mut records, record_index, .. } = survivors;
     if candidates.is_empty() {
         record.message = Some(match pod_rejection {
-            Some(rejection) => format!("0/{nodes} nodes are available: {rejection}."),
+            Some(rejection) => format!("0/{nodes} nodes are available: {}.", rejection.message),
             None => histogram.message(nodes),
         });
         record.fallback = calls.fallback;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::scheduler::plugins::dynamic_resources::Deallocation;
+use crate::scheduler::plugins::pod_claims::RejectedBy;
 use crate::scheduler::plugins::preemption::Preemption;
 
 #[derive(Debug, Clone, Serialize)]
@@ -73,10 +74,10 @@ pub struct AttemptRecord {
     /// The kube-form message when no node was chosen.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// Rejected whatever the node (a claim missing or not bound): no
-    /// eviction can help.
+    /// Rejected whatever the node (a claim missing or not bound), and by
+    /// which PreFilter plugin: no eviction can help.
     #[serde(skip)]
-    pub pod_rejected: bool,
+    pub pod_rejected: Option<RejectedBy>,
     pub policies: Vec<PolicyVersion>,
     /// The tenant (namespace) whose policy decided, for pods that opted in
     /// to one with the `wasmsched.io/policy` annotation.

@@ -18,12 +18,28 @@ pub struct PodClaims {
     pub checks_nodes: bool,
 }
 
+/// The PreFilter plugin that rejected a pod whatever the node: what
+/// kube's PostFilter says after depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectedBy {
+    VolumeBinding,
+    DynamicResources,
+}
+
+/// A pod rejected whatever the node, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub by: RejectedBy,
+    pub message: String,
+}
+
 impl PodClaims {
     /// `Err` is kube's PreFilter message: VolumeBinding's first, as kube
     /// runs it first.
-    pub fn resolve(pod: &PodInfo, state: &ClusterState) -> Result<PodClaims, String> {
-        let volumes = PodVolumes::resolve(pod, state)?;
-        let devices = PodDevices::resolve(pod, state)?;
+    pub fn resolve(pod: &PodInfo, state: &ClusterState) -> Result<PodClaims, Rejection> {
+        let rejected = |by| move |message| Rejection { by, message };
+        let volumes = PodVolumes::resolve(pod, state).map_err(rejected(RejectedBy::VolumeBinding))?;
+        let devices = PodDevices::resolve(pod, state).map_err(rejected(RejectedBy::DynamicResources))?;
         let checks_nodes = volumes.checks_nodes || devices.checks_nodes;
         Ok(PodClaims { volumes, devices, checks_nodes })
     }

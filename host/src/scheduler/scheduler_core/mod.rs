@@ -13,8 +13,9 @@ use crate::scheduler::attempt::record::AttemptRecord;
 use crate::scheduler::attempt::{AttemptInput, pod_seed, run_attempt};
 use crate::scheduler::events::InvalidPod;
 use crate::scheduler::parallel::workers::AttemptWorkers;
-use crate::scheduler::plugins::dynamic_resources::{self, Deallocation};
-use crate::scheduler::plugins::preemption::{self, Preemption};
+use crate::scheduler::plugins::dynamic_resources::{self, Deallocation, NO_CLAIMS};
+use crate::scheduler::plugins::pod_claims::RejectedBy;
+use crate::scheduler::plugins::preemption::{self, NOT_HELPFUL, Preemption};
 use crate::scheduler::plugins::scores::BuiltinScoring;
 use crate::scheduler::plugins::volume_binding;
 use crate::scheduler::policy_set::PolicySet;
@@ -332,8 +333,24 @@ impl Scheduler {
     /// pod where evictions make room. When neither makes the pod
     /// schedulable, the record's message says why, as kube's does.
     fn preempt(&mut self, pod: &PodInfo, record: &mut AttemptRecord, now: Duration) -> Nomination {
-        if record.nodes == 0 || record.pod_rejected {
-            return Nomination::Unchanged;
+        match record.pod_rejected {
+            _ if record.nodes == 0 => return Nomination::Unchanged,
+            // DynamicResources rejected it in PreFilter: nothing to
+            // deallocate, and no eviction helps on any node.
+            Some(RejectedBy::DynamicResources) => {
+                if let Some(message) = &mut record.message {
+                    let nodes = record.nodes;
+                    message.push_str(&format!(
+                        " {NO_CLAIMS}, preemption: 0/{nodes} nodes are available: {nodes} {NOT_HELPFUL}."
+                    ));
+                }
+                return Nomination::Unchanged;
+            }
+            // kube's PostFilter fails on the state DynamicResources never
+            // wrote (its message is a bare "not found"): said as the
+            // rejection alone.
+            Some(RejectedBy::VolumeBinding) => return Nomination::Unchanged,
+            None => {}
         }
         let message = record.message.as_deref().unwrap_or_default();
         let (devices_verdict, deallocation) = dynamic_resources::post_filter(pod, &self.state, message);

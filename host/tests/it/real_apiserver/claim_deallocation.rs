@@ -11,9 +11,11 @@ use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 
-/// The pod's outcome, its first FailedScheduling message (the side taken
-/// out), and the claim's devices in the end.
-async fn run(real: &Real, side: &str, scheduler_name: &str) -> (Outcome, String, Vec<String>) {
+/// The pod's outcome, its first FailedScheduling message, and the claim's
+/// devices in the end; then the outcome, whole message included, of a pod
+/// whose claim asks for a class that does not exist (rejected in
+/// PreFilter, after which kube's PostFilter still speaks).
+async fn run(real: &Real, side: &str, scheduler_name: &str) -> (Outcome, String, Vec<String>, Outcome) {
     let own = |name: &str| real.own(&format!("{side}-{name}"));
     let (driver, class, node) = (format!("{}.example.com", own("stale")), own("stale"), own("s0"));
     add_node(real, &format!("{side}-s0"), &format!("{side}-stale")).await;
@@ -33,15 +35,20 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> (Outcome, String,
     let result = json!({"request": "gpu", "driver": driver, "pool": node, "device": "gpu-0"});
     let status = json!({"status": {"allocation": {"devices": {"results": [result]}, "nodeSelector": gone}}});
     claims.patch_status(&claim_name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let request = json!({"name": "gpu", "exactly": {"deviceClassName": "missing-class"}});
+    let body = json!({"metadata": {"name": format!("{side}-no-class")}, "spec": {"devices": {"requests": [request]}}});
+    claims.create(&post, &serde_json::from_value(body).unwrap()).await.unwrap();
     real.settle().await;
 
-    let pod = json!({"nodeSelector": {"wasmsched-class": format!("{side}-stale")},
-        "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}],
-        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}]});
-    let names =
-        real.create_pods(&format!("{side}-"), &[("moved".to_string(), pod)], scheduler_name, Duration::ZERO).await;
+    let pod = |claim: &str| {
+        json!({"nodeSelector": {"wasmsched-class": format!("{side}-stale")},
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}]})
+    };
+    let pods = [("moved".to_string(), pod(&claim_name)), ("refused".to_string(), pod(&format!("{side}-no-class")))];
+    let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::ZERO).await;
     let decided = real.wait_decided(&names, Duration::from_secs(40)).await;
-    let outcome = Outcome::of(&decided[0]);
+    let (outcome, refused) = (Outcome::of(&decided[0]), Outcome::in_full(&decided[1]));
     let failures = real.events_with_reason("FailedScheduling").await;
     let failures: Vec<_> = failures
         .into_iter()
@@ -58,7 +65,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> (Outcome, String,
     let _ = slices.delete(&node, &DeleteParams::default()).await;
     let _ = classes.delete(&class, &DeleteParams::default()).await;
     real.delete_nodes().await;
-    (outcome, said, devices)
+    (outcome, said, devices, refused)
 }
 
 #[test]
@@ -74,6 +81,10 @@ fn a_claim_allocated_for_a_gone_node_is_deallocated_as_kube_scheduler_does() {
             "{kube:?}"
         );
         assert_eq!(kube.2, vec!["s0/gpu-0".to_string()], "{kube:?}");
+        let refused = "0/1 nodes are available: request gpu: device class missing-class does not exist. \
+                       no new claims to deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful \
+                       for scheduling.";
+        assert_eq!(kube.3, Outcome::Unschedulable(refused.into()), "{kube:?}");
         assert_eq!(ours, kube, "wasmsched deallocates claims otherwise than kube-scheduler");
     });
 }
