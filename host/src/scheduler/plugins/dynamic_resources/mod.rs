@@ -28,7 +28,7 @@ mod allocator;
 mod post_filter;
 
 use allocator::ClaimPlan;
-pub use post_filter::{DEALLOCATED, Deallocation, NO_CLAIMS, STILL_NOT_SCHEDULABLE, post_filter};
+pub use post_filter::{Deallocation, NO_CLAIMS, post_filter};
 
 /// A node where the pod's claims to allocate cannot all get devices.
 pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";

@@ -14,9 +14,9 @@ use crate::cluster::{ClusterState, PodInfo};
 /// The pod has no claims (kube says so for every pod).
 pub const NO_CLAIMS: &str = "no new claims to deallocate";
 /// None of its claims can be deallocated.
-pub const STILL_NOT_SCHEDULABLE: &str = "still not schedulable";
+const STILL_NOT_SCHEDULABLE: &str = "still not schedulable";
 /// One was.
-pub const DEALLOCATED: &str = "deallocation of ResourceClaim completed";
+const DEALLOCATED: &str = "deallocation of ResourceClaim completed";
 
 /// A claim to deallocate: its allocation and consumers cleared, written on
 /// the version the attempt saw.
