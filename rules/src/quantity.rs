@@ -92,6 +92,69 @@ fn scaled(input: &str, extra_pow10: i32) -> Result<u64, QuantityError> {
     u64::try_from(value).map_err(|_| err("too large"))
 }
 
+/// How a quantity was written: Kubernetes writes a quantity it derives
+/// from another (a default, a step of a range) in the other's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// `m`, `k`, `M`, `G`, … or no suffix.
+    #[default]
+    DecimalSi,
+    /// `Ki`, `Mi`, `Gi`, …
+    BinarySi,
+    /// `1e3`.
+    DecimalExponent,
+}
+
+/// The format `input` is written in, as `resource.ParseQuantity` tells it
+/// from the suffix.
+pub fn format_of(input: &str) -> Format {
+    let s = input.trim();
+    let suffix = s.trim_start_matches(|c: char| c.is_ascii_digit() || matches!(c, '.' | '+' | '-'));
+    if suffix.ends_with('i') {
+        Format::BinarySi
+    } else if suffix.starts_with(['e', 'E']) && suffix.len() > 1 {
+        Format::DecimalExponent
+    } else {
+        Format::DecimalSi
+    }
+}
+
+/// `milli` thousandths written as `resource.Quantity` writes its canonical
+/// form: binary suffixes for a whole number of at least 1024 in
+/// `BinarySi` (`12Gi`, `1536`), else the largest decimal suffix that keeps
+/// the number whole (`4G`, `1500m`, `12884901888`).
+pub fn canonical(milli: u64, format: Format) -> String {
+    if milli == 0 {
+        return "0".to_string();
+    }
+    if format == Format::BinarySi && milli.is_multiple_of(1000) && milli >= 1024 * 1000 {
+        let (mut amount, mut power) = (milli / 1000, 0);
+        while power < 6 && amount.is_multiple_of(1024) {
+            amount /= 1024;
+            power += 1;
+        }
+        return format!("{amount}{}", ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][power]);
+    }
+    // Remove every factor of ten, then step the exponent down to a
+    // multiple of three (from -3: thousandths).
+    let (mut amount, mut exponent) = (milli, -3i32);
+    while amount.is_multiple_of(10) {
+        amount /= 10;
+        exponent += 1;
+    }
+    while exponent.rem_euclid(3) != 0 {
+        amount *= 10;
+        exponent -= 1;
+    }
+    let suffix = match (format, exponent) {
+        (_, 0) => String::new(),
+        (Format::DecimalExponent, e) => format!("e{e}"),
+        (_, -3) => "m".into(),
+        (_, e) => ["", "k", "M", "G", "T", "P", "E"].get((e / 3) as usize).map_or(format!("e{e}"), |s| s.to_string()),
+    };
+    format!("{amount}{suffix}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +175,26 @@ mod tests {
         assert_eq!(value("110").unwrap(), 110);
         assert_eq!(value("1500m").unwrap(), 2, "rounds up like Value");
         assert_eq!(value("+4").unwrap(), 4);
+    }
+
+    #[test]
+    fn canonical_forms_as_kube_writes_them() {
+        let gi = 1000u64 << 30;
+        assert_eq!(canonical(12 * gi, Format::BinarySi), "12Gi");
+        assert_eq!(canonical(1536 * 1000, Format::BinarySi), "1536");
+        assert_eq!(canonical(512 * 1000, Format::BinarySi), "512");
+        assert_eq!(canonical(1500, Format::BinarySi), "1500m");
+        assert_eq!(canonical(4_000_000_000_000, Format::DecimalSi), "4G");
+        assert_eq!(canonical(12 * gi, Format::DecimalSi), "12884901888");
+        assert_eq!(canonical(1500, Format::DecimalSi), "1500m");
+        assert_eq!(canonical(100, Format::DecimalSi), "100m");
+        assert_eq!(canonical(20_000, Format::DecimalSi), "20");
+        assert_eq!(canonical(3_000_000, Format::DecimalExponent), "3e3");
+        assert_eq!(canonical(0, Format::BinarySi), "0");
+        assert_eq!(format_of("10Gi"), Format::BinarySi);
+        assert_eq!(format_of("4G"), Format::DecimalSi);
+        assert_eq!(format_of("100"), Format::DecimalSi);
+        assert_eq!(format_of("1e3"), Format::DecimalExponent);
     }
 
     #[test]

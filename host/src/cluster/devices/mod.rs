@@ -14,11 +14,12 @@ use wasmsched_runtime::NodeFacts;
 
 use super::PodKey;
 
+pub mod capacity;
 pub mod cel;
 pub mod objects;
 
 pub use objects::{
-    Allocated, Allocation, BindingConditions, Claim, Class, Consumption, Device, DeviceId, Reach, Slice,
+    Allocated, Allocation, BindingConditions, Claim, Class, Consumption, Device, DeviceId, Reach, Share, Slice,
 };
 
 type ClaimKey = (String, String);
@@ -54,18 +55,29 @@ impl DeviceReservation {
     }
 
     /// One line per claim, for people: `gpu → pool-a/gpu-0, pool-a/gpu-1`,
-    /// `shared → reserved (allocated before)`.
+    /// `nic → pool-a/nic-0 (shared: bandwidth 12Gi)`, `shared → reserved
+    /// (allocated before)`.
     pub fn describe(&self) -> Vec<String> {
         self.claims
             .iter()
             .map(|c| match &c.allocation {
                 Some(a) => {
-                    let devices: Vec<String> = a.devices.iter().map(|d| format!("{}/{}", d.pool, d.device)).collect();
+                    let devices: Vec<String> = a.devices.iter().map(describe_device).collect();
                     format!("{} → {}", c.claim, devices.join(", "))
                 }
                 None => format!("{} → reserved (allocated before)", c.claim),
             })
             .collect()
+    }
+}
+
+/// `pool/device`, and a share's consumption: `pool/nic-0 (shared: bandwidth 12Gi)`.
+fn describe_device(d: &Allocated) -> String {
+    let Some(share) = &d.share else { return format!("{}/{}", d.pool, d.device) };
+    let consumed: Vec<String> = share.consumed.iter().map(|(name, a)| format!("{name} {}", a.quantity())).collect();
+    match consumed.is_empty() {
+        true => format!("{}/{} (shared)", d.pool, d.device),
+        false => format!("{}/{} (shared: {})", d.pool, d.device, consumed.join(", ")),
     }
 }
 
@@ -91,10 +103,21 @@ pub struct Devices {
     assumed: HashMap<ClaimKey, Claim>,
     reservations: HashMap<PodKey, DeviceReservation>,
     /// How many claims (watched or assumed) hold each device, admin access
-    /// aside.
+    /// and shares aside.
     allocated: HashMap<DeviceId, usize>,
+    /// The shares claims hold of each shared device, and what they consume
+    /// together.
+    shared: HashMap<DeviceId, SharedUse>,
     /// Compiled selectors by expression; `Err` is the compiler's message.
     selectors: HashMap<String, Arc<Result<cel::Selector, String>>>,
+}
+
+/// A shared device's shares: how many, and their consumed capacity summed
+/// by name (thousandths).
+#[derive(Debug, Default)]
+struct SharedUse {
+    shares: usize,
+    consumed: Vec<(String, u64)>,
 }
 
 impl Devices {
@@ -104,6 +127,7 @@ impl Devices {
         let parsed = Slice::of(slice);
         for device in &parsed.devices {
             device.set_holders(self.allocated.get(&device.id).copied().unwrap_or(0));
+            device.set_shares(self.shared.get(&device.id).map_or(0, |s| s.shares));
         }
         let pool = (parsed.driver.clone(), parsed.pool.clone());
         self.pools.entry(pool.clone()).or_default().insert(name.clone());
@@ -251,44 +275,75 @@ impl Devices {
     }
 
     fn unaccount(&mut self, key: &ClaimKey) {
-        for id in self.held_by(key) {
-            let left = match self.allocated.get_mut(&id) {
-                Some(n) => {
+        for (id, share) in self.held_by(key) {
+            match share {
+                None => {
+                    let Some(n) = self.allocated.get_mut(&id) else { continue };
                     *n -= 1;
-                    *n
+                    if *n == 0 {
+                        self.allocated.remove(&id);
+                    }
                 }
-                None => continue,
-            };
-            if left == 0 {
-                self.allocated.remove(&id);
+                Some(share) => {
+                    let Some(used) = self.shared.get_mut(&id) else { continue };
+                    used.shares -= 1;
+                    for (name, amount) in &share.consumed {
+                        if let Some((_, sum)) = used.consumed.iter_mut().find(|(n, _)| n == name) {
+                            *sum = sum.saturating_sub(amount.milli);
+                        }
+                    }
+                    if used.shares == 0 {
+                        self.shared.remove(&id);
+                    }
+                }
             }
-            self.mirror(&id, left);
+            self.mirror(&id);
         }
     }
 
     fn account(&mut self, key: &ClaimKey) {
-        for id in self.held_by(key) {
-            let held = self.allocated.entry(id.clone()).or_default();
-            *held += 1;
-            let held = *held;
-            self.mirror(&id, held);
+        for (id, share) in self.held_by(key) {
+            match share {
+                None => *self.allocated.entry(id.clone()).or_default() += 1,
+                Some(share) => {
+                    let used = self.shared.entry(id.clone()).or_default();
+                    used.shares += 1;
+                    for (name, amount) in &share.consumed {
+                        match used.consumed.iter_mut().find(|(n, _)| n == name) {
+                            Some((_, sum)) => *sum = sum.saturating_add(amount.milli),
+                            None => used.consumed.push((name.clone(), amount.milli)),
+                        }
+                    }
+                }
+            }
+            self.mirror(&id);
         }
     }
 
-    /// Copies a device's count of holders into the published devices that
-    /// stand for it (a pool's older slices included).
-    fn mirror(&self, id: &DeviceId, holders: usize) {
+    /// Copies a device's count of holders and shares into the published
+    /// devices that stand for it (a pool's older slices included).
+    fn mirror(&self, id: &DeviceId) {
+        let holders = self.allocated.get(id).copied().unwrap_or(0);
+        let shares = self.shared.get(id).map_or(0, |s| s.shares);
         let Some(names) = self.pools.get(&(id.driver.clone(), id.pool.clone())) else { return };
         for slice in names.iter().filter_map(|n| self.slices.get(n)) {
             for device in slice.devices.iter().filter(|d| d.name == id.device) {
                 device.set_holders(holders);
+                device.set_shares(shares);
             }
         }
     }
 
-    fn held_by(&self, key: &ClaimKey) -> Vec<DeviceId> {
+    /// The devices the claim holds, admin access aside: whole, or a share.
+    fn held_by(&self, key: &ClaimKey) -> Vec<(DeviceId, Option<Share>)> {
         let Some(allocation) = self.claim_by_key(key).and_then(|c| c.allocation.as_ref()) else { return vec![] };
-        allocation.devices.iter().filter(|d| !d.admin_access).map(Allocated::id).collect()
+        allocation.devices.iter().filter(|d| !d.admin_access).map(|d| (d.id(), d.share.clone())).collect()
+    }
+
+    /// What the shares claims hold of a shared device consume, by
+    /// capacity (thousandths).
+    pub fn consumed(&self, id: &DeviceId) -> &[(String, u64)] {
+        self.shared.get(id).map_or(&[], |s| s.consumed.as_slice())
     }
 
     fn compile_all(&mut self, sources: &[String]) {
@@ -347,7 +402,7 @@ impl Devices {
         let current: Vec<&Arc<Slice>> =
             names.iter().filter(|n| self.current.contains(*n)).filter_map(|n| self.slices.get(n)).collect();
         let mut left: Vec<Consumption> = current.iter().flat_map(|s| s.counters.iter().cloned()).collect();
-        let held = current.iter().flat_map(|s| s.devices.iter()).filter(|d| d.is_allocated());
+        let held = current.iter().flat_map(|s| s.devices.iter()).filter(|d| d.in_use());
         for used in held.flat_map(|d| d.consumes.iter()) {
             if let Some(c) = left.iter_mut().find(|c| c.set == used.set && c.counter == used.counter) {
                 c.milli = c.milli.saturating_sub(used.milli);

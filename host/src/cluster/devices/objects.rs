@@ -12,6 +12,7 @@ use k8s_openapi::api::resource::v1::{
 };
 use wasmsched_runtime::NodeSelectorTerm;
 
+use super::capacity::{self, Amount, Capacity};
 use super::cel::{Attribute, device_value};
 use crate::cluster::convert::selector_term;
 
@@ -90,6 +91,10 @@ pub struct Device {
     /// Its allocation pins the claim to the node even when other nodes
     /// reach it (`bindsToNode`).
     pub binds_to_node: bool,
+    /// It may be shared by several claims (`allowMultipleAllocations`),
+    /// each consuming part of its capacities.
+    pub shared: bool,
+    pub capacity: Vec<Capacity>,
     /// The `device` CEL variable.
     pub value: cel::Value,
     /// Each selector's verdict on it, by expression: a device does not
@@ -100,6 +105,8 @@ pub struct Device {
     /// mirrored from the store's count, so attempts read it without a
     /// lookup.
     holders: AtomicU32,
+    /// How many shares of it claims hold (a shared device), mirrored too.
+    shares: AtomicU32,
 }
 
 impl Device {
@@ -120,6 +127,20 @@ impl Device {
 
     pub fn set_holders(&self, holders: usize) {
         self.holders.store(u32::try_from(holders).unwrap_or(u32::MAX), Ordering::Relaxed);
+    }
+
+    /// Whether claims hold shares of it.
+    pub fn is_shared_out(&self) -> bool {
+        self.shares.load(Ordering::Relaxed) > 0
+    }
+
+    pub fn set_shares(&self, shares: usize) {
+        self.shares.store(u32::try_from(shares).unwrap_or(u32::MAX), Ordering::Relaxed);
+    }
+
+    /// Held whole or in shares: what its pool's counters count.
+    pub fn in_use(&self) -> bool {
+        self.is_allocated() || self.is_shared_out()
     }
 }
 
@@ -168,18 +189,13 @@ impl Slice {
 fn device(driver: &str, pool: &str, d: &api::Device) -> Device {
     let attributes: BTreeMap<String, Attribute> =
         d.attributes.iter().flatten().filter_map(|(name, a)| Some((name.clone(), attribute(a)?))).collect();
-    let capacity: Vec<(String, u64)> = d
-        .capacity
-        .iter()
-        .flatten()
-        .filter_map(|(name, c)| Some((name.clone(), wasmsched_rules::quantity::milli_value(&c.value.0).ok()?)))
-        .collect();
-    let multiple = d.allow_multiple_allocations == Some(true);
+    let capacity = Capacity::all_of(d.capacity.as_ref());
+    let shared = d.allow_multiple_allocations == Some(true);
     let value = device_value(
         driver,
         attributes.iter().map(|(k, v)| (k.as_str(), v)),
-        capacity.iter().map(|(k, v)| (k.as_str(), *v)),
-        multiple,
+        capacity.iter().map(|c| (c.name.as_str(), c.value.milli)),
+        shared,
     );
     let taints = d
         .taints
@@ -198,6 +214,9 @@ fn device(driver: &str, pool: &str, d: &api::Device) -> Device {
         id: DeviceId { driver: driver.to_string(), pool: pool.to_string(), device: d.name.clone() },
         verdicts: Mutex::new(Vec::new()),
         holders: AtomicU32::new(0),
+        shares: AtomicU32::new(0),
+        shared,
+        capacity,
         reach: Reach::of(d.node_name.as_ref(), d.all_nodes, d.node_selector.as_ref()),
         attributes,
         taints,
@@ -263,6 +282,8 @@ pub struct Alternative {
     pub mode: Mode,
     pub admin_access: bool,
     pub tolerations: Vec<DeviceToleration>,
+    /// What it asks of the devices' capacities.
+    pub capacity: capacity::Requests,
 }
 
 /// A request of a claim: its alternatives in order (one for `exactly`).
@@ -272,12 +293,14 @@ pub struct Request {
     pub alternatives: Vec<Alternative>,
 }
 
-/// `matchAttribute`: the devices of `requests` (every request when empty)
-/// share the attribute's value.
+/// A constraint on the devices of `requests` (every request when empty):
+/// they share the attribute's value (`matchAttribute`), or each has a
+/// value of its own (`distinctAttribute`).
 #[derive(Debug, Clone)]
-pub struct MatchAttribute {
+pub struct Constraint {
     pub attribute: String,
     pub requests: Vec<String>,
+    pub distinct: bool,
 }
 
 /// One allocated device, as `status.allocation.devices.results` lists it.
@@ -290,6 +313,17 @@ pub struct Allocated {
     pub admin_access: bool,
     /// Copied from the device: what PreBind waits for.
     pub binding: BindingConditions,
+    /// A share of a shared device.
+    pub share: Option<Share>,
+}
+
+/// One claim's share of a shared device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Share {
+    /// Tells this share from the device's others (a UUID).
+    pub id: String,
+    /// What it takes of each capacity of the device.
+    pub consumed: Vec<(String, Amount)>,
 }
 
 /// A device's binding conditions: all of `ready` true on the claim's
@@ -333,10 +367,7 @@ pub struct Claim {
     pub uid: String,
     pub resource_version: String,
     pub requests: Vec<Request>,
-    pub constraints: Vec<MatchAttribute>,
-    /// Constraints wasmsched does not evaluate yet (`distinctAttribute`,
-    /// capacity requests): such a claim is refused, not misjudged.
-    pub unsupported: Option<String>,
+    pub constraints: Vec<Constraint>,
     pub allocation: Option<Arc<Allocation>>,
     /// The UIDs of the pods it is reserved for.
     pub reserved_for: Vec<String>,
@@ -353,29 +384,13 @@ impl Claim {
         let meta = &claim.metadata;
         let devices = claim.spec.devices.as_ref();
         let requests = devices.and_then(|d| d.requests.as_ref()).into_iter().flatten().map(request).collect();
-        let all_constraints = devices.and_then(|d| d.constraints.as_ref()).into_iter().flatten();
-        let mut unsupported = None;
-        let mut constraints = Vec::new();
-        for c in all_constraints {
-            match (&c.match_attribute, &c.distinct_attribute) {
-                (Some(attribute), _) => constraints.push(MatchAttribute {
-                    attribute: attribute.clone(),
-                    requests: c.requests.clone().unwrap_or_default(),
-                }),
-                (None, Some(_)) => unsupported = Some("distinctAttribute constraints".to_string()),
-                (None, None) => {}
-            }
-        }
-        if devices.and_then(|d| d.requests.as_ref()).into_iter().flatten().any(asks_capacity) {
-            unsupported = Some("capacity requests (DRAConsumableCapacity)".to_string());
-        }
+        let constraints = devices.and_then(|d| d.constraints.as_ref()).into_iter().flatten().filter_map(constraint);
         let status = claim.status.as_ref();
         Claim {
             uid: meta.uid.clone().unwrap_or_default(),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
             requests,
-            constraints,
-            unsupported,
+            constraints: constraints.collect(),
             allocation: status.and_then(|s| s.allocation.as_ref()).map(|a| Arc::new(allocation(a))),
             reserved_for: status
                 .and_then(|s| s.reserved_for.as_ref())
@@ -395,9 +410,13 @@ impl Claim {
     }
 }
 
-fn asks_capacity(r: &DeviceRequest) -> bool {
-    r.exactly.as_ref().is_some_and(|e| e.capacity.is_some())
-        || r.first_available.iter().flatten().any(|s| s.capacity.is_some())
+fn constraint(c: &api::DeviceConstraint) -> Option<Constraint> {
+    let (attribute, distinct) = match (&c.match_attribute, &c.distinct_attribute) {
+        (Some(attribute), _) => (attribute, false),
+        (None, Some(attribute)) => (attribute, true),
+        (None, None) => return None,
+    };
+    Some(Constraint { attribute: attribute.clone(), requests: c.requests.clone().unwrap_or_default(), distinct })
 }
 
 fn request(r: &DeviceRequest) -> Request {
@@ -413,6 +432,7 @@ fn request(r: &DeviceRequest) -> Request {
             mode: mode(e.allocation_mode.as_deref(), e.count),
             admin_access: e.admin_access == Some(true),
             tolerations: e.tolerations.clone().unwrap_or_default(),
+            capacity: capacity::requests(e.capacity.as_ref()),
         }],
         (None, Some(subs)) => subs
             .iter()
@@ -423,6 +443,7 @@ fn request(r: &DeviceRequest) -> Request {
                 mode: mode(s.allocation_mode.as_deref(), s.count),
                 admin_access: false,
                 tolerations: s.tolerations.clone().unwrap_or_default(),
+                capacity: capacity::requests(s.capacity.as_ref()),
             })
             .collect(),
         (None, None) => vec![],
@@ -444,6 +465,15 @@ fn allocation(a: &api::AllocationResult) -> Allocation {
                     ready: r.binding_conditions.clone().unwrap_or_default(),
                     failed: r.binding_failure_conditions.clone().unwrap_or_default(),
                 },
+                share: r.share_id.as_ref().map(|id| Share {
+                    id: id.clone(),
+                    consumed: r
+                        .consumed_capacity
+                        .iter()
+                        .flatten()
+                        .filter_map(|(name, q)| Some((name.clone(), Amount::of(q)?)))
+                        .collect(),
+                }),
             })
             .collect(),
         node_selector: a.node_selector.as_ref().map(|s| s.node_selector_terms.iter().map(selector_term).collect()),

@@ -201,6 +201,14 @@ pub fn allocation_json(allocation: &Allocation) -> Value {
                 r["bindingConditions"] = json!(d.binding.ready);
                 r["bindingFailureConditions"] = json!(d.binding.failed);
             }
+            if let Some(share) = &d.share {
+                r["shareID"] = json!(share.id);
+                if !share.consumed.is_empty() {
+                    let consumed: serde_json::Map<String, Value> =
+                        share.consumed.iter().map(|(name, amount)| (name.clone(), json!(amount.quantity()))).collect();
+                    r["consumedCapacity"] = Value::Object(consumed);
+                }
+            }
             r
         })
         .collect();

@@ -86,14 +86,14 @@ fn allocated(name: &str, devices: &[(&str, &str, &str)]) -> String {
 }
 
 /// The pod naming `claims`, in order.
-fn pod_with(claims: &[&str]) -> String {
+pub(super) fn pod_with(claims: &[&str]) -> String {
     let claims: String = claims.iter().map(|c| format!("  - {{name: {c}, resourceClaimName: {c}}}\n")).collect();
     pod("p", "100m", &format!("  resourceClaims:\n{claims}"))
 }
 
 /// Each claim's allocation, as `request driver/pool/device` lines and the
 /// node selector, or `None` when the pod found no node.
-fn allocate(yaml: &str) -> Option<Vec<(Vec<String>, String)>> {
+pub(super) fn allocate(yaml: &str) -> Option<Vec<(Vec<String>, String)>> {
     let mut m = Manifests::default();
     m.add_text("t", yaml);
     assert!(m.problems.is_empty(), "{:?}", m.problems);
@@ -124,7 +124,11 @@ fn describe(a: &Allocation) -> (Vec<String>, String) {
         .iter()
         .map(|d| {
             let admin = if d.admin_access { " admin" } else { "" };
-            format!("{} {}/{}/{}{admin}", d.request, d.driver, d.pool, d.device)
+            let share = d.share.as_ref().map_or(String::new(), |s| {
+                let consumed: Vec<String> = s.consumed.iter().map(|(n, a)| format!(" {n}={}", a.quantity())).collect();
+                format!(" share{}", consumed.concat())
+            });
+            format!("{} {}/{}/{}{admin}{share}", d.request, d.driver, d.pool, d.device)
         })
         .collect();
     let selector = a
@@ -143,15 +147,15 @@ fn describe(a: &Allocation) -> (Vec<String>, String) {
     (devices, selector)
 }
 
-fn results(devices: &[&str], selector: &str) -> (Vec<String>, String) {
+pub(super) fn results(devices: &[&str], selector: &str) -> (Vec<String>, String) {
     (devices.iter().map(|d| d.to_string()).collect(), selector.to_string())
 }
 
-const LOCAL: &str = "[] [\"metadata.name=node-1\"]";
-const A: &str = "driver-a";
+pub(super) const LOCAL: &str = "[] [\"metadata.name=node-1\"]";
+pub(super) const A: &str = "driver-a";
 const B: &str = "driver-b";
 
-fn base() -> String {
+pub(super) fn base() -> String {
     node_in(NODE1, "region-1") + &class("class-a", A) + &class("class-b", B)
 }
 

@@ -48,6 +48,7 @@ fn message(report: &SimReport, pod: &str) -> String {
 }
 
 mod cache;
+mod consumable_capacity;
 mod device_allocation;
 mod devices;
 mod events;

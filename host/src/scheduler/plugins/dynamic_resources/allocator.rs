@@ -1,16 +1,20 @@
 //! kube's structured allocation on one node: every request of every claim
 //! to allocate gets its devices from those the node reaches, not held by
-//! another claim (admin access aside), matching the class's and the
-//! request's selectors, tolerating the devices' taints, and agreeing on
-//! the claim's `matchAttribute` constraints. A depth-first search with
-//! backtracking, as kube's allocator: a request's alternatives
-//! (`firstAvailable`) in order, devices in a stable order.
+//! another claim (admin access aside) or, for a shared device, with
+//! capacity left for what the request consumes, matching the class's and
+//! the request's selectors, tolerating the devices' taints, and agreeing
+//! on the claim's `matchAttribute` and `distinctAttribute` constraints. A
+//! depth-first search with backtracking, as kube's allocator: a request's
+//! alternatives (`firstAvailable`) in order, devices in a stable order.
 
 use std::sync::Arc;
 
+use sha2::{Digest, Sha256};
+
+use crate::cluster::devices::capacity;
 use crate::cluster::devices::cel::{Attribute, qualified};
 use crate::cluster::devices::objects::{Alternative, Mode, tolerated};
-use crate::cluster::devices::{Allocated, Allocation, Consumption, Device, Devices, Reach, Slice};
+use crate::cluster::devices::{Allocated, Allocation, Consumption, Device, Devices, Reach, Share, Slice};
 use crate::cluster::devices::{Claim, cel::Selector};
 
 /// A compiled selector, or why it does not compile.
@@ -34,6 +38,8 @@ struct Candidate<'a> {
     device: &'a Device,
     reach: &'a Reach,
     allocated: bool,
+    /// A shared device some claims hold shares of.
+    shared_out: bool,
 }
 
 /// One device chosen for a request: indices into the plans and the
@@ -45,6 +51,10 @@ struct Choice {
     alternative: usize,
     candidate: usize,
     admin_access: bool,
+    /// A share of a shared device.
+    share: bool,
+    /// It took from its pool's counters.
+    counted: bool,
 }
 
 /// Whether `plans` can all be allocated on this node (the Filter); `Err`
@@ -72,7 +82,13 @@ pub fn allocate(
 fn candidates<'a>(devices: &'a Devices, node: &'a wasmsched_runtime::NodeFacts) -> Vec<Candidate<'a>> {
     devices
         .reachable(node)
-        .map(|(slice, device, reach)| Candidate { slice, device, reach, allocated: device.is_allocated() })
+        .map(|(slice, device, reach)| Candidate {
+            slice,
+            device,
+            reach,
+            allocated: device.is_allocated(),
+            shared_out: device.is_shared_out(),
+        })
         .collect()
 }
 
@@ -80,8 +96,11 @@ struct Search<'p, 'c> {
     plans: &'p [ClaimPlan],
     candidates: &'c [Candidate<'c>],
     chosen: Vec<Choice>,
-    /// Candidates chosen so far (admin access aside).
+    /// Candidates chosen so far (admin access and shares aside).
     taken: Vec<bool>,
+    /// The shares of shared candidates chosen so far: what each consumes,
+    /// by capacity (thousandths).
+    sharing: Vec<(usize, Vec<(String, u64)>)>,
     /// What is left of the shared counters of the pools whose devices
     /// consume them, by (driver, pool): filled when first needed, then
     /// taken from and given back as devices are chosen and undone.
@@ -96,6 +115,7 @@ impl<'p, 'c> Search<'p, 'c> {
             candidates,
             chosen: Vec::new(),
             taken: vec![false; candidates.len()],
+            sharing: vec![],
             counters: vec![],
             devices,
         }
@@ -174,7 +194,7 @@ impl<'p, 'c> Search<'p, 'c> {
             return self.claim_from(claim, request + 1);
         }
         for (k, &i) in matching.iter().enumerate().skip(from) {
-            if !self.usable(i, alt.admin_access) || !self.constraints_allow(claim, &alt.name, i) {
+            if !self.usable(i, alt) || !self.constraints_allow(claim, &alt.name, i) {
                 continue;
             }
             self.choose(at, alt, i);
@@ -199,14 +219,20 @@ impl<'p, 'c> Search<'p, 'c> {
         }
     }
 
-    /// `allocationMode: All`: every matching device, each free.
+    /// `allocationMode: All`: every matching device with capacity for the
+    /// request (as the claims allocated before left it), each free.
     fn pick_all(&mut self, at: (usize, usize, usize), alt: &Alternative, matching: &[usize]) -> Result<bool, String> {
         let (claim, request, _) = at;
-        if matching.is_empty() {
+        let all: Vec<usize> = matching
+            .iter()
+            .copied()
+            .filter(|&i| !self.checks_capacity(i, alt) || self.capacity_fits(i, alt, false))
+            .collect();
+        if all.is_empty() {
             return Ok(false);
         }
-        for &i in matching {
-            if !self.usable(i, alt.admin_access) || !self.constraints_allow(claim, &alt.name, i) {
+        for i in all {
+            if !self.usable(i, alt) || !self.constraints_allow(claim, &alt.name, i) {
                 return Ok(false);
             }
             self.choose(at, alt, i);
@@ -214,8 +240,49 @@ impl<'p, 'c> Search<'p, 'c> {
         self.claim_from(claim, request + 1)
     }
 
-    fn usable(&mut self, i: usize, admin_access: bool) -> bool {
-        admin_access || (!self.candidates[i].allocated && !self.taken[i] && self.counters_allow(i))
+    fn usable(&mut self, i: usize, alt: &Alternative) -> bool {
+        let c = &self.candidates[i];
+        if !alt.admin_access && (c.allocated || self.taken[i]) {
+            return false;
+        }
+        if self.checks_capacity(i, alt) && !self.capacity_fits(i, alt, true) {
+            return false;
+        }
+        alt.admin_access || self.counted_already(i) || self.counters_allow(i)
+    }
+
+    /// Capacity matters for a shared device, and for any device when the
+    /// request asks some (kube checks every device; on one that is not
+    /// shared, asking nothing always fits).
+    fn checks_capacity(&self, i: usize, alt: &Alternative) -> bool {
+        self.candidates[i].device.shared || !alt.capacity.is_empty()
+    }
+
+    /// Whether the request fits what is left of the device's capacities:
+    /// less the shares claims hold, and (`with_search`) the shares chosen
+    /// in this search.
+    fn capacity_fits(&self, i: usize, alt: &Alternative, with_search: bool) -> bool {
+        let c = &self.candidates[i];
+        let outside = if c.shared_out { self.devices.consumed(&c.device.id) } else { &[] };
+        let sum = |list: &[(String, u64)], name: &str| -> u64 {
+            list.iter().filter(|(n, _)| n == name).map(|(_, milli)| *milli).sum()
+        };
+        capacity::fits(&c.device.capacity, &alt.capacity, |name| {
+            let mut used = sum(outside, name);
+            if with_search {
+                for (_, consumed) in self.sharing.iter().filter(|(k, _)| *k == i) {
+                    used = used.saturating_add(sum(consumed, name));
+                }
+            }
+            used
+        })
+    }
+
+    /// A shared device already in use took its pool's counters with its
+    /// first share.
+    fn counted_already(&self, i: usize) -> bool {
+        let c = &self.candidates[i];
+        c.device.shared && (c.shared_out || self.sharing.iter().any(|(k, _)| *k == i))
     }
 
     /// A partitionable device fits what is left of its pool's counters.
@@ -259,25 +326,41 @@ impl<'p, 'c> Search<'p, 'c> {
     }
 
     fn choose(&mut self, (claim, request, alternative): (usize, usize, usize), alt: &Alternative, i: usize) {
-        if !alt.admin_access {
-            self.taken[i] = true;
+        let device = self.candidates[i].device;
+        let share = device.shared;
+        let counted = !alt.admin_access && !self.counted_already(i);
+        if counted {
             self.consume(i, true);
         }
-        self.chosen.push(Choice { claim, request, alternative, candidate: i, admin_access: alt.admin_access });
+        if !alt.admin_access && !share {
+            self.taken[i] = true;
+        }
+        if share {
+            let consumed = capacity::consumption(&device.capacity, &alt.capacity);
+            self.sharing.push((i, consumed.into_iter().map(|(name, amount)| (name, amount.milli)).collect()));
+        }
+        let admin_access = alt.admin_access;
+        self.chosen.push(Choice { claim, request, alternative, candidate: i, admin_access, share, counted });
     }
 
     fn undo(&mut self, to: usize) {
-        let undone: Vec<Choice> = self.chosen.drain(to..).collect();
+        let undone: Vec<Choice> = self.chosen.drain(to..).rev().collect();
         for c in undone {
-            if !c.admin_access {
-                self.taken[c.candidate] = false;
+            if c.counted {
                 self.consume(c.candidate, false);
+            }
+            if !c.admin_access && !c.share {
+                self.taken[c.candidate] = false;
+            }
+            if let Some(at) = self.sharing.iter().rposition(|(k, _)| c.share && *k == c.candidate) {
+                self.sharing.remove(at);
             }
         }
     }
 
-    /// `matchAttribute`: a device for a constrained request must carry the
-    /// attribute with the value the claim's devices chosen so far carry.
+    /// A device for a constrained request must carry the attribute, with
+    /// the value the claim's devices chosen so far carry (`matchAttribute`)
+    /// or a value none of them carries (`distinctAttribute`).
     fn constraints_allow(&self, claim: usize, request: &str, i: usize) -> bool {
         let parent = request.split('/').next().unwrap_or(request);
         self.plans[claim].claim.constraints.iter().all(|c| {
@@ -294,7 +377,7 @@ impl<'p, 'c> Search<'p, 'c> {
                     let (name, parent) = self.names(ch);
                     ch.claim == claim && (applies(name) || applies(parent))
                 })
-                .all(|ch| attribute(&self.candidates[ch.candidate], &c.attribute) == Some(value))
+                .all(|ch| (attribute(&self.candidates[ch.candidate], &c.attribute) == Some(value)) != c.distinct)
         })
     }
 
@@ -305,15 +388,24 @@ impl<'p, 'c> Search<'p, 'c> {
                 let chosen: Vec<&Choice> = self.chosen.iter().filter(|c| c.claim == claim).collect();
                 let devices = chosen
                     .iter()
-                    .map(|c| {
+                    .enumerate()
+                    .map(|(n, c)| {
                         let candidate = &self.candidates[c.candidate];
+                        let request = self.names(c).0;
                         Allocated {
-                            request: self.names(c).0.to_string(),
+                            request: request.to_string(),
                             driver: candidate.slice.driver.clone(),
                             pool: candidate.slice.pool.clone(),
                             device: candidate.device.name.clone(),
                             admin_access: c.admin_access,
                             binding: candidate.device.binding.clone(),
+                            share: c.share.then(|| Share {
+                                id: share_id(&self.plans[claim], request, &candidate.device.id, n),
+                                consumed: capacity::consumption(
+                                    &candidate.device.capacity,
+                                    &self.alternative(c).capacity,
+                                ),
+                            }),
                         }
                     })
                     .collect();
@@ -331,6 +423,30 @@ impl<'p, 'c> Search<'p, 'c> {
             })
             .collect()
     }
+}
+
+impl Search<'_, '_> {
+    fn alternative(&self, c: &Choice) -> &Alternative {
+        &self.plans[c.claim].claim.requests[c.request].alternatives[c.alternative]
+    }
+}
+
+/// A share's ID: a UUID (version 8) from the claim, the request, the
+/// device and the result's place, so that no two shares of a device that
+/// are held at once have the same one, and a simulation makes the same
+/// IDs every run.
+fn share_id(plan: &ClaimPlan, request: &str, device: &crate::cluster::devices::DeviceId, n: usize) -> String {
+    let mut hash = Sha256::new();
+    for part in [plan.claim.uid.as_str(), plan.key.as_str(), request, &device.driver, &device.pool, &device.device] {
+        hash.update(part.as_bytes());
+        hash.update([0]);
+    }
+    hash.update(n.to_le_bytes());
+    let mut b: [u8; 16] = hash.finalize()[..16].try_into().unwrap_or_default();
+    b[6] = (b[6] & 0x0f) | 0x80;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
 }
 
 /// The reach of a device bound to the node it is allocated for.

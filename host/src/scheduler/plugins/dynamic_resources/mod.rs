@@ -145,12 +145,8 @@ fn usable_claim<'d>(pod: &PodInfo, name: &str, from_template: bool, devices: &'d
 }
 
 /// A claim to allocate with its classes' and requests' selectors; `Err`
-/// when a class is missing or the claim asks what wasmsched cannot
-/// allocate yet.
+/// when a class is missing or a selector does not compile.
 fn plan((namespace, name): (&str, &str), claim: &Claim, devices: &Devices) -> Result<ClaimPlan, String> {
-    if let Some(what) = &claim.unsupported {
-        return Err(format!("resourceclaim \"{name}\" uses {what}, which wasmsched does not allocate yet"));
-    }
     let mut selectors = Vec::with_capacity(claim.requests.len());
     for request in &claim.requests {
         let mut per_alternative = Vec::with_capacity(request.alternatives.len());
