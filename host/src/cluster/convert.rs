@@ -93,6 +93,9 @@ pub struct PodInfo {
     pub disks: Vec<Disk>,
     /// The ResourceClaims it names (`spec.resourceClaims`): DRA devices.
     pub device_claims: Vec<DeviceClaimRef>,
+    /// Its containers' extended resource requests, which devices may back
+    /// (empty unless it asks for some).
+    pub extended_containers: Vec<super::extended_requests::ExtendedContainer>,
 }
 
 /// One of a pod's ResourceClaims, as kube's `resourceclaim.Name` resolves
@@ -201,6 +204,10 @@ impl PodInfo {
             claims,
             disks,
             device_claims: device_claims(pod),
+            extended_containers: match requests.resources.scalar.is_empty() {
+                true => vec![],
+                false => super::extended_requests::extended_containers(spec),
+            },
             uid: facts.uid.clone(),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
             key,

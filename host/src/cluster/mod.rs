@@ -6,6 +6,7 @@ pub mod devices;
 pub mod disks;
 pub mod disruption_budgets;
 pub mod domains;
+pub mod extended_requests;
 pub mod images;
 pub mod node_usage;
 pub mod placed_terms;

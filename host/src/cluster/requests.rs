@@ -140,7 +140,7 @@ impl PodLevel {
 /// Resources that are not extended resources: hugepages and attachable
 /// volume counts are not modelled, so they are ignored like kube ignores
 /// unknown non-scalar names.
-fn is_scalar(name: &str) -> bool {
+pub(crate) fn is_scalar(name: &str) -> bool {
     name.contains('/') && !name.starts_with("kubernetes.io/") && !name.starts_with("requests.")
 }
 

@@ -93,7 +93,7 @@ fn rbac_grants_every_call_the_backend_makes() {
         ("", "persistentvolumes", &["patch"]),
         ("resource.k8s.io", "resourceslices", &["list", "watch"]),
         ("resource.k8s.io", "deviceclasses", &["list", "watch"]),
-        ("resource.k8s.io", "resourceclaims", &["get", "list", "watch", "patch"]),
+        ("resource.k8s.io", "resourceclaims", &["get", "list", "watch", "patch", "create", "delete"]),
         ("resource.k8s.io", "resourceclaims/status", &["patch"]),
     ] {
         for verb in verbs {

@@ -47,6 +47,28 @@ pub struct ClaimReservation {
     pub allocation: Option<Arc<Allocation>>,
     pub pod_name: String,
     pub pod_uid: String,
+    /// The claim for the pod's extended resources backed by devices, which
+    /// PreBind creates (`claim` is then a name of the store's own).
+    pub create: Option<Arc<ExtendedClaim>>,
+}
+
+/// The claim kube-scheduler makes for a pod's extended resources backed by
+/// devices: one request per container and resource, and which container
+/// uses which request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtendedClaim {
+    /// (request, device class, count).
+    pub requests: Vec<(String, String, u64)>,
+    /// (container, resource, request), as `status.extendedResourceClaimStatus`
+    /// lists them.
+    pub mappings: Vec<(String, String, String)>,
+}
+
+/// The store's name for a pod's extended resource claim until the one
+/// PreBind creates (with a generated name) is watched: not a valid object
+/// name, so it never meets a real one.
+pub fn in_memory_extended_claim(pod_uid: &str) -> String {
+    format!("<extended-resources:{pod_uid}>")
 }
 
 impl DeviceReservation {
@@ -56,16 +78,19 @@ impl DeviceReservation {
 
     /// One line per claim, for people: `gpu → pool-a/gpu-0, pool-a/gpu-1`,
     /// `nic → pool-a/nic-0 (shared: bandwidth 12Gi)`, `shared → reserved
-    /// (allocated before)`.
+    /// (allocated before)`, `extended resources → pool-a/gpu-2`.
     pub fn describe(&self) -> Vec<String> {
         self.claims
             .iter()
-            .map(|c| match &c.allocation {
-                Some(a) => {
-                    let devices: Vec<String> = a.devices.iter().map(describe_device).collect();
-                    format!("{} → {}", c.claim, devices.join(", "))
+            .map(|c| {
+                let name = if c.create.is_some() { "extended resources" } else { c.claim.as_str() };
+                match &c.allocation {
+                    Some(a) => {
+                        let devices: Vec<String> = a.devices.iter().map(describe_device).collect();
+                        format!("{name} → {}", devices.join(", "))
+                    }
+                    None => format!("{name} → reserved (allocated before)"),
                 }
-                None => format!("{} → reserved (allocated before)", c.claim),
             })
             .collect()
     }
@@ -99,6 +124,11 @@ pub struct Devices {
     wide: Vec<(String, Arc<Slice>)>,
     classes: HashMap<String, Class>,
     claims: HashMap<ClaimKey, Claim>,
+    /// The watched claims made for pods' extended resources, by the UID of
+    /// the pod that owns each.
+    extended_claims: HashMap<String, ClaimKey>,
+    /// Which class backs each extended resource (DRAExtendedResource).
+    extended_classes: HashMap<String, String>,
     /// Claims as reservations left them, over the watched ones.
     assumed: HashMap<ClaimKey, Claim>,
     reservations: HashMap<PodKey, DeviceReservation>,
@@ -218,10 +248,44 @@ impl Devices {
         let parsed = Class::of(class);
         self.compile_all(&parsed.selectors.clone());
         self.classes.insert(class.metadata.name.clone().unwrap_or_default(), parsed);
+        self.map_extended_resources();
     }
 
     pub fn class_deleted(&mut self, name: &str) {
         self.classes.remove(name);
+        self.map_extended_resources();
+    }
+
+    /// Every class backs `deviceclass.resource.kubernetes.io/NAME`, and the
+    /// `extendedResourceName` it names; of two classes naming the same
+    /// one, the later created, then the first by name, as the API says.
+    fn map_extended_resources(&mut self) {
+        let mut mapping: HashMap<String, String> = HashMap::new();
+        let mut explicit: Vec<(&String, &Class)> =
+            self.classes.iter().filter(|(_, c)| c.extended_resource_name.is_some()).collect();
+        explicit.sort_by(|(a_name, a), (b_name, b)| b.created.cmp(&a.created).then(a_name.cmp(b_name)));
+        for (name, class) in explicit.into_iter().rev() {
+            mapping.insert(class.extended_resource_name.clone().unwrap_or_default(), name.clone());
+        }
+        for name in self.classes.keys() {
+            mapping.insert(format!("{}{name}", objects::CLASS_RESOURCE_PREFIX), name.clone());
+        }
+        self.extended_classes = mapping;
+    }
+
+    /// The class whose devices back the extended resource `resource`.
+    pub fn class_for_resource(&self, resource: &str) -> Option<&str> {
+        if self.extended_classes.is_empty() {
+            return None;
+        }
+        self.extended_classes.get(resource).map(String::as_str)
+    }
+
+    /// The claim made for the pod's extended resources in an earlier
+    /// binding cycle, by name, if the watch has it.
+    pub fn extended_claim_of(&self, pod_uid: &str) -> Option<(&str, &Claim)> {
+        let key = self.extended_claims.get(pod_uid)?;
+        Some((key.1.as_str(), self.claims.get(key)?))
     }
 
     pub fn class_names(&self) -> impl Iterator<Item = &str> {
@@ -249,6 +313,16 @@ impl Devices {
         if parsed.allocation.is_some() || !in_flight {
             self.assumed.remove(&key);
         }
+        if let (true, Some(owner)) = (parsed.extended, &parsed.owner) {
+            self.extended_claims.insert(owner.clone(), key.clone());
+            if parsed.allocation.is_some() {
+                // The claim PreBind made is watched with its allocation:
+                // it holds the devices now, not the store's stand-in.
+                let stand_in = (key.0.clone(), in_memory_extended_claim(owner));
+                self.unaccount(&stand_in);
+                self.assumed.remove(&stand_in);
+            }
+        }
         self.claims.insert(key.clone(), parsed);
         self.account(&key);
     }
@@ -257,7 +331,11 @@ impl Devices {
         let key = (namespace.to_string(), name.to_string());
         self.unaccount(&key);
         self.assumed.remove(&key);
-        self.claims.remove(&key);
+        if let Some(claim) = self.claims.remove(&key)
+            && let (true, Some(owner)) = (claim.extended, claim.owner)
+        {
+            self.extended_claims.remove(&owner);
+        }
     }
 
     pub fn claim_keys(&self) -> impl Iterator<Item = (&str, &str)> {
@@ -412,6 +490,23 @@ impl Devices {
     }
 }
 
+/// The store's stand-in for a pod's extended resource claim until the one
+/// PreBind creates is watched.
+fn stand_in(c: &ClaimReservation) -> Claim {
+    Claim {
+        uid: String::new(),
+        resource_version: String::new(),
+        requests: vec![],
+        constraints: vec![],
+        allocation: None,
+        reserved_for: vec![],
+        finalizers: vec![],
+        deleting: false,
+        owner: Some(c.pod_uid.clone()),
+        extended: true,
+    }
+}
+
 /// Whether a slice's (or device's) reach includes `node`.
 pub fn reaches(reach: &Reach, node: &NodeFacts) -> bool {
     match reach {
@@ -429,7 +524,8 @@ impl Devices {
     pub fn assume(&mut self, pod: &PodKey, reservation: DeviceReservation) {
         for c in &reservation.claims {
             let key = (c.namespace.clone(), c.claim.clone());
-            let Some(mut claim) = self.claim_by_key(&key).cloned() else { continue };
+            let found = self.claim_by_key(&key).cloned().or_else(|| c.create.as_ref().map(|_| stand_in(c)));
+            let Some(mut claim) = found else { continue };
             self.unaccount(&key);
             if let Some(allocation) = &c.allocation {
                 claim.allocation = Some(allocation.clone());

@@ -249,15 +249,30 @@ fn attribute(a: &api::DeviceAttribute) -> Option<Attribute> {
     a.version.as_deref().and_then(|v| semver::Version::parse(v).ok()).map(Attribute::Version)
 }
 
-/// A DeviceClass: the selectors every device of it must match.
+/// The annotation kube-scheduler puts on the claim it makes for a pod's
+/// extended resources backed by devices (DRAExtendedResource).
+pub const EXTENDED_RESOURCE_CLAIM: &str = "resource.kubernetes.io/extended-resource-claim";
+/// Every class backs the extended resource of this prefix and its name.
+pub const CLASS_RESOURCE_PREFIX: &str = "deviceclass.resource.kubernetes.io/";
+
+/// A DeviceClass: the selectors every device of it must match, and the
+/// extended resource its devices back.
 #[derive(Debug, Clone, Default)]
 pub struct Class {
     pub selectors: Vec<String>,
+    pub extended_resource_name: Option<String>,
+    /// `metadata.creationTimestamp` (RFC 3339): of two classes naming the
+    /// same extended resource, the later one backs it.
+    pub created: String,
 }
 
 impl Class {
     pub fn of(class: &DeviceClass) -> Class {
-        Class { selectors: selectors(class.spec.selectors.as_deref()) }
+        Class {
+            selectors: selectors(class.spec.selectors.as_deref()),
+            extended_resource_name: class.spec.extended_resource_name.clone(),
+            created: class.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()).unwrap_or_default(),
+        }
     }
 }
 
@@ -377,6 +392,8 @@ pub struct Claim {
     /// The UID of the pod that owns it as its controller (a claim made
     /// from a template).
     pub owner: Option<String>,
+    /// Made by the scheduler for its owner's extended resources.
+    pub extended: bool,
 }
 
 impl Claim {
@@ -406,6 +423,11 @@ impl Claim {
                 .flatten()
                 .find(|o| o.controller == Some(true) && o.kind == "Pod")
                 .map(|o| o.uid.clone()),
+            extended: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(EXTENDED_RESOURCE_CLAIM))
+                .is_some_and(|v| v == "true"),
         }
     }
 }

@@ -181,11 +181,13 @@ async fn binding_cycle(
             }
         }
     }
-    if !request.devices.is_empty() {
-        let failed = match claim_reservation::write(client, &request.devices, &status.denials).await {
-            Ok(()) if device_binding::waits(&request.devices) => {
+    // Renamed as PreBind creates claims (extended resources).
+    let mut devices = request.devices.clone();
+    if !devices.is_empty() {
+        let failed = match claim_reservation::write(client, &mut devices, &status.denials).await {
+            Ok(()) if device_binding::waits(&devices) => {
                 drop(permit.take());
-                let ready = device_binding::wait_ready(client, &request.devices, device_binding::BINDING_TIMEOUT).await;
+                let ready = device_binding::wait_ready(client, &devices, device_binding::BINDING_TIMEOUT).await;
                 permit = slots.clone().acquire_owned().await.ok();
                 ready.err().map(|e| match e {
                     PreBindError::Forbidden(why) => BindOutcome::Forbidden(why),
@@ -201,14 +203,14 @@ async fn binding_cycle(
             }
         };
         if let Some(outcome) = failed {
-            claim_reservation::unreserve(client, &request.devices).await;
+            claim_reservation::unreserve(client, &devices).await;
             return (outcome, None);
         }
     }
     let (outcome, took) = bind(client, &request.pod, &request.node, BIND_TIMEOUT, &status.denials).await;
     drop(permit);
-    if outcome != BindOutcome::Bound && !request.devices.is_empty() {
-        claim_reservation::unreserve(client, &request.devices).await;
+    if outcome != BindOutcome::Bound && !devices.is_empty() {
+        claim_reservation::unreserve(client, &devices).await;
     }
     (outcome, Some(took))
 }

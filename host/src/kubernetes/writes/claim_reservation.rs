@@ -8,14 +8,21 @@
 //! binding cycle. When the cycle fails after it, `unreserve` takes the pod
 //! out of `reservedFor` again, as kube's Unreserve does (the allocation
 //! stays: the pod's retry, on the node it names, finds it).
+//!
+//! The claim for the pod's extended resources backed by devices is
+//! created first (named from the pod, owned by it, annotated as the
+//! scheduler's), then reserved like the others, and the pod's
+//! `status.extendedResourceClaimStatus` says which container uses which
+//! request; Unreserve deletes it.
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::cluster::devices::objects::DELETE_PROTECTION;
-use crate::cluster::devices::{Allocation, ClaimReservation, DeviceReservation};
+use crate::cluster::devices::objects::{DELETE_PROTECTION, EXTENDED_RESOURCE_CLAIM};
+use crate::cluster::devices::{Allocation, ClaimReservation, DeviceReservation, ExtendedClaim};
 use crate::kubernetes::writes::denied::Denials;
 use crate::kubernetes::writes::prebind::{PreBindError, failure};
 use crate::scheduler::plugins::dynamic_resources::Deallocation;
@@ -25,16 +32,81 @@ use wasmsched_runtime::NodeSelectorTerm;
 /// `retry.DefaultRetry` steps).
 const CONFLICT_RETRIES: usize = 5;
 
-/// Reserves every claim of `reservation` for its pod.
+/// Reserves every claim of `reservation` for its pod, creating the one for
+/// its extended resources first (renamed in `reservation` once made, so
+/// that what follows, Unreserve included, finds it).
 pub async fn write(
     client: &kube::Client,
-    reservation: &DeviceReservation,
+    reservation: &mut DeviceReservation,
     denials: &Denials,
 ) -> Result<(), PreBindError> {
-    for claim in &reservation.claims {
-        reserve_claim(client, claim, denials).await?;
+    for claim in &mut reservation.claims {
+        if let Some(made) = claim.create.clone() {
+            create_extended(client, claim, &made, denials).await?;
+            reserve_claim(client, claim, denials).await?;
+            record_extended(client, claim, &made, denials).await?;
+        } else {
+            reserve_claim(client, claim, denials).await?;
+        }
     }
     Ok(())
+}
+
+/// kube's `createExtendedResourceClaimInAPI`, with the finalizer set at
+/// once: `c` then names the claim made, as the API server named it.
+async fn create_extended(
+    client: &kube::Client,
+    c: &mut ClaimReservation,
+    made: &ExtendedClaim,
+    denials: &Denials,
+) -> Result<(), PreBindError> {
+    let requests: Vec<Value> = made
+        .requests
+        .iter()
+        .map(|(name, class, count)| {
+            json!({"name": name, "exactly": {"deviceClassName": class, "allocationMode": "ExactCount", "count": count}})
+        })
+        .collect();
+    let body = json!({
+        "metadata": {"generateName": format!("{}-extended-resources-", c.pod_name), "namespace": c.namespace,
+            "annotations": {EXTENDED_RESOURCE_CLAIM: "true"}, "finalizers": [DELETE_PROTECTION],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": c.pod_name, "uid": c.pod_uid,
+                                 "controller": true}]},
+        "spec": {"devices": {"requests": requests}},
+    });
+    let doing = "create claim for extended resources";
+    let claim: ResourceClaim = serde_json::from_value(body).map_err(|e| failed(&format!("{doing}: {e}")))?;
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &c.namespace);
+    let created = claims.create(&PostParams::default(), &claim).await;
+    let created = created.map_err(|e| failure(denials, "resourceclaims", &e, doing))?;
+    c.claim = created.metadata.name.unwrap_or_default();
+    c.claim_uid = created.metadata.uid.unwrap_or_default();
+    c.claim_version = created.metadata.resource_version.unwrap_or_default();
+    c.unreserved_finalizers = Some(created.metadata.finalizers.unwrap_or_default());
+    Ok(())
+}
+
+/// The pod's `status.extendedResourceClaimStatus`: the claim, and which
+/// container uses which of its requests for which resource.
+async fn record_extended(
+    client: &kube::Client,
+    c: &ClaimReservation,
+    made: &ExtendedClaim,
+    denials: &Denials,
+) -> Result<(), PreBindError> {
+    let mappings: Vec<Value> = made
+        .mappings
+        .iter()
+        .map(|(container, resource, request)| {
+            json!({"containerName": container, "resourceName": resource, "requestName": request})
+        })
+        .collect();
+    let patch = json!({"status": {"extendedResourceClaimStatus": {
+        "requestMappings": mappings, "resourceClaimName": c.claim}}});
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &c.namespace);
+    let written = pods.patch_status(&c.pod_name, &PatchParams::default(), &Patch::Merge(&patch)).await;
+    let doing = format!("update pod {}/{} ExtendedResourceClaimStatus", c.namespace, c.pod_name);
+    written.map(|_| ()).map_err(|e| failure(denials, "pods/status", &e, &doing))
 }
 
 async fn reserve_claim(client: &kube::Client, c: &ClaimReservation, denials: &Denials) -> Result<(), PreBindError> {
@@ -128,6 +200,13 @@ async fn latest(claims: &Api<ResourceClaim>, c: &ClaimReservation, key: &str) ->
 pub async fn unreserve(client: &kube::Client, reservation: &DeviceReservation) {
     for c in &reservation.claims {
         let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &c.namespace);
+        if c.create.is_some() {
+            // Made by this cycle (if it got that far): deleted, not kept.
+            if !c.claim.starts_with('<') {
+                delete(&claims, &c.claim).await;
+            }
+            continue;
+        }
         for _ in 0..CONFLICT_RETRIES {
             let Ok(current) = claims.get(&c.claim).await else { break };
             let listed = current.status.as_ref().and_then(|s| s.reserved_for.as_ref());
@@ -163,11 +242,43 @@ pub async fn unreserve(client: &kube::Client, reservation: &DeviceReservation) {
 /// change brings the pod back anyway.
 pub async fn deallocate(client: &kube::Client, d: &Deallocation) {
     let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &d.namespace);
+    if d.delete {
+        delete(&claims, &d.claim).await;
+        return;
+    }
     let patch = json!({"metadata": {"resourceVersion": d.version},
         "status": {"allocation": null, "reservedFor": null, "devices": null}});
     match claims.patch_status(&d.claim, &PatchParams::default(), &Patch::Merge(&patch)).await {
         Ok(_) => tracing::info!(claim = %d.claim, namespace = %d.namespace, "deallocated for a pod that did not fit"),
         Err(e) => tracing::warn!(claim = %d.claim, namespace = %d.namespace, error = %e, "deallocating"),
+    }
+}
+
+/// kube's `deleteClaim`: the delete-protection finalizer removed first
+/// (re-read after a conflict), then the claim deleted. Best effort.
+async fn delete(claims: &Api<ResourceClaim>, name: &str) {
+    for _ in 0..CONFLICT_RETRIES {
+        let Ok(current) = claims.get(name).await else { return };
+        let finalizers = current.metadata.finalizers.unwrap_or_default();
+        if !finalizers.iter().any(|f| f == DELETE_PROTECTION) {
+            break;
+        }
+        let kept: Vec<&String> = finalizers.iter().filter(|f| *f != DELETE_PROTECTION).collect();
+        let version = current.metadata.resource_version.unwrap_or_default();
+        let patch = json!({"metadata": {"resourceVersion": version, "finalizers": kept}});
+        match claims.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Err(e) if is_conflict(&e) => continue,
+            Err(e) => {
+                tracing::warn!(claim = %name, error = %e, "removing the finalizer of a claim to delete");
+                return;
+            }
+            Ok(_) => break,
+        }
+    }
+    match claims.delete(name, &DeleteParams::default()).await {
+        Ok(_) => tracing::info!(claim = %name, "deleted the claim made for a pod's extended resources"),
+        Err(e) if is_not_found(&e) => {}
+        Err(e) => tracing::warn!(claim = %name, error = %e, "deleting a claim made for extended resources"),
     }
 }
 
@@ -212,10 +323,9 @@ pub fn allocation_json(allocation: &Allocation) -> Value {
             r
         })
         .collect();
-    let mut out = json!({"devices": {"results": results}});
-    if allocation.devices.iter().any(|d| !d.binding.is_empty()) {
-        out["allocationTimestamp"] = json!(jiff::Timestamp::now().to_string());
-    }
+    // kube-scheduler v1.36 stamps every allocation it writes.
+    let now = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now());
+    let mut out = json!({"devices": {"results": results}, "allocationTimestamp": now.to_string()});
     if let Some(terms) = &allocation.node_selector {
         out["nodeSelector"] = json!({"nodeSelectorTerms": terms.iter().map(term_json).collect::<Vec<_>>()});
     }

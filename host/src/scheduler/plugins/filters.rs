@@ -10,7 +10,7 @@
 use wasmsched_rules::{first_untolerated, node_selector_matches, required_affinity_matches, tolerates};
 use wasmsched_runtime::{NodeFacts, TaintEffect};
 
-use crate::cluster::{ClusterState, NodeState, NodeUsage, PodInfo};
+use crate::cluster::{ClusterState, Devices, NodeState, NodeUsage, PodInfo};
 use crate::scheduler::plugins::pod_claims::PodClaims;
 use crate::scheduler::plugins::volume_binding::PodVolumes;
 use crate::scheduler::plugins::{node_volume_limits, volume_restrictions, volume_zone};
@@ -41,7 +41,7 @@ pub fn run(
     // Placed pods, and nominated pods that come first (their room is held).
     let usage = node_state.usage_for(pod);
     node_ports(pod, &usage)?;
-    node_resources_fit(pod, node, &usage)?;
+    node_resources_fit(pod, node, &usage, cluster.devices())?;
     if claims.checks_nodes {
         claim_filters(pod, node, &usage, claims, cluster)?;
     }
@@ -62,7 +62,7 @@ fn claim_filters(
         volume_filters(pod, node, usage, &claims.volumes, cluster)?;
     }
     if claims.devices.checks_nodes {
-        claims.devices.check(node, cluster.devices())?;
+        claims.devices.check(pod, node, cluster.devices())?;
     }
     Ok(())
 }
@@ -88,7 +88,7 @@ fn volume_filters(
 /// for more than the node has at all; topology spread's skew and both
 /// anti-affinity rules are; a label, a taint, a node affinity, a cordon, a
 /// pod affinity with no match or a policy's verdict are not.
-pub fn resolvable_by_eviction(pod: &PodInfo, node: &NodeFacts, reasons: &[String]) -> bool {
+pub fn resolvable_by_eviction(pod: &PodInfo, node: &NodeFacts, reasons: &[String], devices: &Devices) -> bool {
     use wasmsched_rules::pod_affinity::{ANTI_AFFINITY_MISMATCH, EXISTING_ANTI_AFFINITY_MISMATCH};
     use wasmsched_rules::topology_spread::SKEW_EXCEEDED;
     let resolvable = |r: &String| {
@@ -105,21 +105,22 @@ pub fn resolvable_by_eviction(pod: &PodInfo, node: &NodeFacts, reasons: &[String
             ]
             .contains(&r.as_str())
     };
-    !reasons.is_empty() && reasons.iter().all(resolvable) && !exceeds_allocatable(pod, node)
+    !reasons.is_empty() && reasons.iter().all(resolvable) && !exceeds_allocatable(pod, node, devices)
 }
 
-/// The pod asks for more of some resource than the node has in all.
-fn exceeds_allocatable(pod: &PodInfo, node: &NodeFacts) -> bool {
+/// The pod asks for more of some resource than the node has in all
+/// (devices backing an extended resource the node does not offer aside).
+fn exceeds_allocatable(pod: &PodInfo, node: &NodeFacts, devices: &Devices) -> bool {
     let want = &pod.requests.resources;
     let alloc = &node.allocatable;
     alloc.pods == 0
         || want.milli_cpu > alloc.milli_cpu
         || want.memory > alloc.memory
         || want.ephemeral_storage > alloc.ephemeral_storage
-        || want
-            .scalar
-            .iter()
-            .any(|(name, amount)| *amount > alloc.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v))
+        || want.scalar.iter().any(|(name, amount)| {
+            let allocatable = alloc.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
+            *amount > allocatable && (allocatable > 0 || devices.class_for_resource(name).is_none())
+        })
 }
 
 /// One reason, as a failing filter reports it.
@@ -170,8 +171,15 @@ fn node_ports(pod: &PodInfo, usage: &NodeUsage) -> Result<(), Vec<String>> {
 }
 
 /// NodeResourcesFit: pod count, then every requested resource that does not
-/// fit in `allocatable - requested`; all of them are reported.
-fn node_resources_fit(pod: &PodInfo, node: &NodeFacts, usage: &NodeUsage) -> Result<(), Vec<String>> {
+/// fit in `allocatable - requested`; all of them are reported. An extended
+/// resource the node does not offer but a DeviceClass backs is left to
+/// DynamicResources (DRAExtendedResource).
+fn node_resources_fit(
+    pod: &PodInfo,
+    node: &NodeFacts,
+    usage: &NodeUsage,
+    devices: &Devices,
+) -> Result<(), Vec<String>> {
     let mut reasons = Vec::new();
     let alloc = &node.allocatable;
     if usage.pods + 1 > alloc.pods {
@@ -190,6 +198,9 @@ fn node_resources_fit(pod: &PodInfo, node: &NodeFacts, usage: &NodeUsage) -> Res
     }
     for (name, amount) in &want.scalar {
         let allocatable = alloc.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
+        if allocatable == 0 && devices.class_for_resource(name).is_some() {
+            continue;
+        }
         if insufficient(*amount, allocatable, usage.scalar(name)) {
             reasons.push(format!("Insufficient {name}"));
         }

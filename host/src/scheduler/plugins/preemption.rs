@@ -106,7 +106,8 @@ pub fn preempt(pod: &PodInfo, state: &ClusterState, seed: u64) -> Result<Preempt
     // can no longer take it at all).
     let nominated = state.nomination(&pod.key).and_then(|n| table.id_of(n).zip(table.get(table.id_of(n)?)));
     if let Some((id, facts)) = nominated {
-        let resolvable = rejection(id).is_some_and(|reasons| filters::resolvable_by_eviction(pod, facts, &reasons));
+        let resolvable =
+            rejection(id).is_some_and(|reasons| filters::resolvable_by_eviction(pod, facts, &reasons, state.devices()));
         let waiting = state.pods_on(&facts.name).any(|(_, p)| p.priority < pod.facts.priority && p.terminating);
         if resolvable && waiting {
             return keep(VICTIMS_TERMINATING);
@@ -116,7 +117,7 @@ pub fn preempt(pod: &PodInfo, state: &ClusterState, seed: u64) -> Result<Preempt
     let potential: Vec<NodeId> = table
         .iter()
         .filter(|(id, facts)| {
-            rejection(*id).is_some_and(|reasons| filters::resolvable_by_eviction(pod, facts, &reasons))
+            rejection(*id).is_some_and(|reasons| filters::resolvable_by_eviction(pod, facts, &reasons, state.devices()))
         })
         .map(|(id, _)| id)
         .collect();

@@ -388,10 +388,15 @@ impl Scheduler {
     }
 
     /// The claim DynamicResources' PostFilter asked to deallocate was
-    /// deallocated (the simulator's write; the Kubernetes backend's comes
-    /// back through the watch): the pods waiting may fit now.
+    /// deallocated, or deleted (the simulator's write; the Kubernetes
+    /// backend's comes back through the watch): the pods waiting may fit
+    /// now.
     pub fn claim_deallocated(&mut self, deallocation: &Deallocation, now: Duration) {
-        self.state.devices_mut().deallocated(&deallocation.namespace, &deallocation.claim);
+        let devices = self.state.devices_mut();
+        match deallocation.delete {
+            true => devices.claim_deleted(&deallocation.namespace, &deallocation.claim),
+            false => devices.deallocated(&deallocation.namespace, &deallocation.claim),
+        }
         self.queue.cluster_changed(now);
     }
 

@@ -58,6 +58,7 @@ async fn beside_kube<T>(real: &Real, scheduler_name: &str, scenario: impl AsyncF
 mod claim_deallocation;
 mod consumable_capacity;
 mod devices;
+mod extended_resources;
 mod oracle;
 mod pod_resources;
 mod policies;

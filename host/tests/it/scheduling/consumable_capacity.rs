@@ -115,3 +115,44 @@ fn distinct_attribute_gives_each_request_a_device_of_its_own() {
     let too_many = base() + &nics + &claim("claim-0", &three, distinct) + &pod_with(&["claim-0"]);
     assert_eq!(allocate(&too_many), None, "only two switches");
 }
+
+/// Property: however the claims come, the shares of each device never add
+/// up past its capacity, and every pod is either placed or told why not.
+#[test]
+fn shares_never_exceed_a_device_s_capacity() {
+    use super::{node, pod, run_with};
+    use wasmsched::scheduler::PolicySet;
+    let nics = |n: &str| {
+        format!(
+            "---\napiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: {n}-nics}}\nspec:\n  driver: {A}\n  nodeName: {n}\n  pool: {{name: {n}, generation: 1, resourceSliceCount: 1}}\n  devices:\n  - name: nic-0\n{NIC}  - name: nic-1\n{NIC}"
+        )
+    };
+    let class = "---\napiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: class-a}\nspec:\n  selectors:\n  - cel: {expression: 'device.driver == \"driver-a\"'}\n";
+    for seed in 0..8u64 {
+        let mut rng = wasmsched_rules::SplitMix64::new(seed);
+        let mut yaml = node("n0", "64", "64Gi", "") + &node("n1", "64", "64Gi", "") + class + &nics("n0") + &nics("n1");
+        let pods = 30;
+        for p in 0..pods {
+            let asked = match rng.next_u64() % 4 {
+                0 => String::new(),
+                n => format!("{{bandwidth: {}Gi}}", (rng.next_u64() % 16) + n),
+            };
+            yaml += &claim(&format!("c{p}"), &[("nic", &asked)], "");
+            yaml += &pod(&format!("p{p}"), "10m", &format!("  resourceClaims:\n  - {{name: nic, resourceClaimName: c{p}}}\n"));
+        }
+        let report = run_with(&yaml, PolicySet::default(), seed);
+        assert_eq!(report.placements.len() + report.unschedulable.len(), pods, "seed {seed}");
+        let mut used: std::collections::BTreeMap<String, u64> = Default::default();
+        for placed in &report.placements {
+            for line in &placed.reserved {
+                // `c3 → n0/nic-1 (shared: bandwidth 12Gi)`
+                let (_, rest) = line.split_once(" → ").unwrap();
+                let (device, consumed) = rest.split_once(" (shared: bandwidth ").unwrap();
+                let gi: u64 = consumed.trim_end_matches("Gi)").parse().unwrap();
+                *used.entry(device.to_string()).or_default() += gi;
+            }
+        }
+        assert!(used.values().all(|gi| *gi <= 40), "seed {seed}: {used:?}");
+        assert!(used.values().any(|gi| *gi > 30), "seed {seed}: devices should fill up: {used:?}");
+    }
+}

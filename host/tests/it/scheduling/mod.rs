@@ -52,6 +52,7 @@ mod consumable_capacity;
 mod device_allocation;
 mod devices;
 mod events;
+mod extended_resources;
 mod filters;
 mod parallel;
 mod policies;

@@ -10,7 +10,10 @@
 //!   allocated claim's node selector, and off nodes where the claims to
 //!   allocate cannot all get their devices (`allocator`).
 //! - PostFilter (`post_filter`) deallocates an allocated claim that kept
-//!   an unschedulable pod off a node and that no other pod uses.
+//!   an unschedulable pod off a node and that no other pod uses, or
+//!   deletes the claim an earlier cycle made for its extended resources.
+//! - Extended resources backed by devices (`extended`) are allocated as
+//!   one more claim, which PreBind creates.
 //! - Reserve (`reserve`) holds the chosen node's allocation and the pod as
 //!   consumer in the cluster model; the backend's PreBind writes both to
 //!   each claim's status.
@@ -21,11 +24,16 @@ use wasmsched_rules::required_affinity_matches;
 use wasmsched_runtime::{NodeFacts, NodeSelectorTerm};
 
 use crate::cluster::devices::objects::RESERVED_FOR_MAX;
-use crate::cluster::devices::{Allocation, Claim, ClaimReservation, DeviceReservation, Devices};
+use crate::cluster::devices::{
+    Allocation, Claim, ClaimReservation, DeviceReservation, Devices, ExtendedClaim, in_memory_extended_claim,
+};
 use crate::cluster::{ClusterState, PodInfo};
 
 mod allocator;
+pub mod extended;
 mod post_filter;
+
+use extended::PodExtended;
 
 use allocator::ClaimPlan;
 pub use post_filter::{Deallocation, NO_CLAIMS, post_filter};
@@ -37,6 +45,10 @@ pub const NOT_AVAILABLE: &str = "resourceclaim not available on the node";
 /// A claim reserved for as many consumers as it may have.
 pub const IN_USE: &str = "resourceclaim in use";
 
+/// The claims to allocate on one node, and the claim for the pod's
+/// extended resources among them (last), if the node needs one.
+type NodePlans<'a> = (std::borrow::Cow<'a, [ClaimPlan]>, Option<ExtendedClaim>);
+
 /// The pod's claims as this attempt reads them.
 #[derive(Debug, Clone, Default)]
 pub struct PodDevices {
@@ -46,6 +58,8 @@ pub struct PodDevices {
     to_allocate: Vec<ClaimPlan>,
     /// Claims allocated already, to reserve for the pod, by name.
     to_reserve: Vec<(String, Claim)>,
+    /// Its extended resources that devices back.
+    extended: Option<PodExtended>,
     pub checks_nodes: bool,
 }
 
@@ -54,10 +68,11 @@ impl PodDevices {
     /// rejects the pod on every node.
     pub fn resolve(pod: &PodInfo, state: &ClusterState) -> Result<PodDevices, String> {
         let mut resolved = PodDevices::default();
-        if pod.device_claims.is_empty() {
+        if pod.device_claims.is_empty() && pod.extended_containers.is_empty() {
             return Ok(resolved);
         }
         let devices = state.devices();
+        resolved.extended = PodExtended::of(pod, devices);
         for claim_ref in &pod.device_claims {
             let name = claim_name(pod, claim_ref)?;
             let claim = usable_claim(pod, name, claim_ref.from_template, devices)?;
@@ -80,33 +95,63 @@ impl PodDevices {
                 }
             }
         }
-        resolved.checks_nodes = !resolved.allocated.is_empty() || !resolved.to_allocate.is_empty();
+        resolved.checks_nodes =
+            !resolved.allocated.is_empty() || !resolved.to_allocate.is_empty() || resolved.extended.is_some();
         Ok(resolved)
     }
 
     /// DynamicResources' Filter.
-    pub fn check(&self, node: &NodeFacts, devices: &Devices) -> Result<(), Vec<String>> {
+    pub fn check(&self, pod: &PodInfo, node: &NodeFacts, devices: &Devices) -> Result<(), Vec<String>> {
+        if self.extended.as_ref().is_some_and(|e| e.stale.is_some()) {
+            return Err(vec![extended::STALE.to_string()]);
+        }
         if !self.allocated.iter().all(|terms| required_affinity_matches(terms, node)) {
             return Err(vec![NOT_AVAILABLE.to_string()]);
         }
-        if self.to_allocate.is_empty() {
+        let (plans, _) = self.plans_on(pod, node, devices)?;
+        if plans.is_empty() {
             return Ok(());
         }
-        match allocator::fits(&self.to_allocate, devices, node) {
+        match allocator::fits(&plans, devices, node) {
             Ok(true) => Ok(()),
             Ok(false) => Err(vec![CANNOT_ALLOCATE.to_string()]),
             Err(e) => Err(vec![e]),
         }
     }
 
+    /// The claims to allocate on `node`: the pod's, then the one for its
+    /// extended resources the node does not offer itself.
+    fn plans_on(
+        &self,
+        pod: &PodInfo,
+        node: &NodeFacts,
+        devices: &Devices,
+    ) -> Result<NodePlans<'_>, Vec<String>> {
+        let Some(extended) = self.extended.as_ref().and_then(|e| e.claim_on(pod, node)) else {
+            return Ok((std::borrow::Cow::Borrowed(&self.to_allocate), None));
+        };
+        let claim = extended::as_claim(pod, &extended);
+        let name = in_memory_extended_claim(&pod.uid);
+        let plan = plan((&pod.key.namespace, &name), &claim, devices).map_err(|e| vec![e])?;
+        let mut plans = self.to_allocate.clone();
+        plans.push(plan);
+        Ok((std::borrow::Cow::Owned(plans), Some(extended)))
+    }
+
     /// The allocations of the claims to allocate on `node`, in their
-    /// order.
-    fn allocate(&self, node: &NodeFacts, devices: &Devices) -> Result<Vec<Allocation>, Vec<String>> {
-        if self.to_allocate.is_empty() {
-            return Ok(vec![]);
+    /// order, the extended resources' claim last.
+    fn allocate(
+        &self,
+        pod: &PodInfo,
+        node: &NodeFacts,
+        devices: &Devices,
+    ) -> Result<(Vec<Allocation>, Option<ExtendedClaim>), Vec<String>> {
+        let (plans, extended) = self.plans_on(pod, node, devices)?;
+        if plans.is_empty() {
+            return Ok((vec![], None));
         }
-        match allocator::allocate(&self.to_allocate, devices, node) {
-            Ok(Some(allocations)) => Ok(allocations),
+        match allocator::allocate(&plans, devices, node) {
+            Ok(Some(allocations)) => Ok((allocations, extended)),
             Ok(None) => Err(vec![CANNOT_ALLOCATE.to_string()]),
             Err(e) => Err(vec![e]),
         }
@@ -178,13 +223,16 @@ fn plan((namespace, name): (&str, &str), claim: &Claim, devices: &Devices) -> Re
 /// node's allocation, every claim the pod as consumer, held in the model
 /// and returned for PreBind. Nothing for a pod without claims.
 pub fn reserve(pod: &PodInfo, node: &str, state: &mut ClusterState) -> DeviceReservation {
-    if pod.device_claims.is_empty() {
+    if pod.device_claims.is_empty() && pod.extended_containers.is_empty() {
         return DeviceReservation::default();
     }
     let Ok(resolved) = PodDevices::resolve(pod, state) else { return DeviceReservation::default() };
     let table = state.table();
     let Some(facts) = table.id_of(node).and_then(|id| table.get(id)) else { return DeviceReservation::default() };
-    let Ok(allocations) = resolved.allocate(facts, state.devices()) else { return DeviceReservation::default() };
+    let Ok((mut allocations, extended)) = resolved.allocate(pod, facts, state.devices()) else {
+        return DeviceReservation::default();
+    };
+    let extended_allocation = extended.as_ref().and_then(|_| allocations.pop());
     let entry = |(name, claim): (&String, &Claim), allocation: Option<Allocation>| ClaimReservation {
         namespace: pod.key.namespace.clone(),
         claim: name.clone(),
@@ -194,10 +242,22 @@ pub fn reserve(pod: &PodInfo, node: &str, state: &mut ClusterState) -> DeviceRes
         allocation: allocation.map(Arc::new),
         pod_name: pod.key.name.clone(),
         pod_uid: pod.uid.clone(),
+        create: None,
     };
     let allocated = resolved.to_allocate.iter().zip(allocations).map(|(p, a)| entry((&p.name, &p.claim), Some(a)));
     let reserved = resolved.to_reserve.iter().map(|(n, c)| entry((n, c), None));
-    let reservation = DeviceReservation { claims: allocated.chain(reserved).collect() };
+    let made = extended.zip(extended_allocation).map(|(claim, allocation)| ClaimReservation {
+        namespace: pod.key.namespace.clone(),
+        claim: in_memory_extended_claim(&pod.uid),
+        claim_uid: String::new(),
+        claim_version: String::new(),
+        unreserved_finalizers: None,
+        allocation: Some(Arc::new(allocation)),
+        pod_name: pod.key.name.clone(),
+        pod_uid: pod.uid.clone(),
+        create: Some(Arc::new(claim)),
+    });
+    let reservation = DeviceReservation { claims: allocated.chain(reserved).chain(made).collect() };
     state.devices_mut().assume(&pod.key, reservation.clone());
     reservation
 }

@@ -2,13 +2,15 @@
 //! DefaultPreemption for a pod no node can take: a claim allocated before
 //! (by an earlier attempt, or by someone else) that kept the pod off a
 //! node, and that no other pod uses, is deallocated, so the next attempt
-//! may allocate it anywhere. Its verdict is the start of kube's PostFilter
-//! message, before preemption's.
+//! may allocate it anywhere; the claim an earlier cycle made for the
+//! pod's extended resources, and left behind, is deleted. Its verdict is
+//! the start of kube's PostFilter message, before preemption's.
 
 use serde::Serialize;
 use wasmsched_rules::required_affinity_matches;
 
 use super::NOT_AVAILABLE;
+use super::extended::PodExtended;
 use crate::cluster::{ClusterState, PodInfo};
 
 /// The pod has no claims (kube says so for every pod).
@@ -17,26 +19,50 @@ pub const NO_CLAIMS: &str = "no new claims to deallocate";
 const STILL_NOT_SCHEDULABLE: &str = "still not schedulable";
 /// One was.
 const DEALLOCATED: &str = "deallocation of ResourceClaim completed";
+/// The claim made for its extended resources was deleted.
+const DELETED: &str = "deletion of ResourceClaim completed";
 
 /// A claim to deallocate: its allocation and consumers cleared, written on
-/// the version the attempt saw.
+/// the version the attempt saw; or, `delete`, the claim an earlier cycle
+/// made for the pod's extended resources, deleted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Deallocation {
     pub namespace: String,
     pub claim: String,
     #[serde(skip)]
     pub version: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub delete: bool,
 }
 
 /// The verdict, and the claim to deallocate if any. `message` is the
 /// attempt's filter message: a node rejected the pod for an allocated
 /// claim only if it names that reason (kube's unavailable claims).
 pub fn post_filter(pod: &PodInfo, state: &ClusterState, message: &str) -> (&'static str, Option<Deallocation>) {
-    if pod.device_claims.is_empty() {
+    let extended = match pod.extended_containers.is_empty() {
+        true => None,
+        false => PodExtended::of(pod, state.devices()),
+    };
+    if pod.device_claims.is_empty() && extended.is_none() {
         return (NO_CLAIMS, None);
     }
+    if let Some(deallocation) = unavailable_claim(pod, state, message) {
+        return (DEALLOCATED, Some(deallocation));
+    }
+    match extended.and_then(|e| e.stale) {
+        Some(claim) => {
+            let namespace = pod.key.namespace.clone();
+            (DELETED, Some(Deallocation { namespace, claim, version: String::new(), delete: true }))
+        }
+        None => (STILL_NOT_SCHEDULABLE, None),
+    }
+}
+
+/// The first allocated claim that kept the pod off a node and that no
+/// other pod uses.
+fn unavailable_claim(pod: &PodInfo, state: &ClusterState, message: &str) -> Option<Deallocation> {
     if !message.contains(NOT_AVAILABLE) {
-        return (STILL_NOT_SCHEDULABLE, None);
+        return None;
     }
     let devices = state.devices();
     let table = state.table();
@@ -53,8 +79,8 @@ pub fn post_filter(pod: &PodInfo, state: &ClusterState, message: &str) -> (&'sta
         let unavailable = table.iter().any(|(_, node)| !required_affinity_matches(terms, node));
         if unused && unavailable {
             let version = claim.resource_version.clone();
-            return (DEALLOCATED, Some(Deallocation { namespace: namespace.clone(), claim: name.clone(), version }));
+            return Some(Deallocation { namespace: namespace.clone(), claim: name.clone(), version, delete: false });
         }
     }
-    (STILL_NOT_SCHEDULABLE, None)
+    None
 }
