@@ -188,3 +188,57 @@ async fn prebind_writes_the_claim_it_saw_and_reads_it_only_after_a_conflict() {
     }
     s.shutdown().await;
 }
+
+/// The extended resource claims in the test's namespace, by name.
+async fn extended_claims(c: &TestCluster) -> Vec<ResourceClaim> {
+    let all = c.claims().list(&Default::default()).await.unwrap().items;
+    let annotated = |claim: &ResourceClaim| {
+        let annotations = claim.metadata.annotations.as_ref();
+        annotations.and_then(|a| a.get("resource.kubernetes.io/extended-resource-claim")).is_some_and(|v| v == "true")
+    };
+    all.into_iter().filter(|claim| annotated(claim) && claim.metadata.deletion_timestamp.is_none()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_binding_deletes_the_claim_made_for_extended_resources() {
+    let c = TestCluster::new("dra-extended").await;
+    let Some(fake) = c.fake_only("a_failed_binding_deletes_the_claim_made_for_extended_resources") else { return };
+    c.add_node("n", "4", "8Gi", json!({})).await;
+    let node = c.node_name("n");
+    let driver = format!("{}.example.com", c.prefix);
+    let resource = format!("{driver}/gpu");
+    let class = json!({"metadata": {"name": c.prefix}, "spec": {"extendedResourceName": resource, "selectors": [
+        {"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
+    let classes: Api<DeviceClass> = Api::all(c.client.clone());
+    classes.create(&PostParams::default(), &serde_json::from_value(class).unwrap()).await.unwrap();
+    let slice = json!({"metadata": {"name": node}, "spec": {"driver": driver, "nodeName": node,
+        "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": [{"name": "gpu-0"}]}});
+    let slices: Api<ResourceSlice> = Api::all(c.client.clone());
+    slices.create(&PostParams::default(), &serde_json::from_value(slice).unwrap()).await.unwrap();
+    fake.fail_requests(Fault {
+        method: Some("POST".into()),
+        path_contains: "/pods/holder/binding".into(),
+        code: 500,
+        delay: Duration::ZERO,
+        times: 1,
+    });
+    let s = c.start_scheduler("solo", false).await;
+    wait_ready(&s).await;
+    let container = json!([{"name": "c", "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {"cpu": "100m", resource.as_str(): "1"}, "limits": {resource.as_str(): "1"}}}]);
+    c.add_pod("holder", "100m", json!({"containers": container})).await;
+    c.wait_bound(&["holder".to_string()], Duration::from_secs(15)).await;
+    // The first cycle's claim was deleted when its binding failed; the
+    // second made the one the pod's status names, with the device.
+    let left = extended_claims(&c).await;
+    assert_eq!(left.len(), 1, "{:?}", left.iter().map(|c| &c.metadata.name).collect::<Vec<_>>());
+    let pod = c.pods().get("holder").await.unwrap();
+    let status = pod.status.and_then(|s| s.extended_resource_claim_status).expect("extendedResourceClaimStatus");
+    assert_eq!(Some(&status.resource_claim_name), left[0].metadata.name.as_ref());
+    assert_eq!(status.request_mappings.len(), 1);
+    let (devices, consumers) = c.claim_state(&status.resource_claim_name).await;
+    assert_eq!((devices, consumers), (vec!["gpu-0".to_string()], vec![pod.metadata.uid.unwrap()]));
+    let creates = fake.request_stats().get("POST resourceclaims").map_or(0, |s| s.count);
+    assert_eq!(creates, 2, "one claim per binding cycle");
+    s.shutdown().await;
+}

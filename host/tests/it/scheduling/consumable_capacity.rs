@@ -138,7 +138,11 @@ fn shares_never_exceed_a_device_s_capacity() {
                 n => format!("{{bandwidth: {}Gi}}", (rng.next_u64() % 16) + n),
             };
             yaml += &claim(&format!("c{p}"), &[("nic", &asked)], "");
-            yaml += &pod(&format!("p{p}"), "10m", &format!("  resourceClaims:\n  - {{name: nic, resourceClaimName: c{p}}}\n"));
+            yaml += &pod(
+                &format!("p{p}"),
+                "10m",
+                &format!("  resourceClaims:\n  - {{name: nic, resourceClaimName: c{p}}}\n"),
+            );
         }
         let report = run_with(&yaml, PolicySet::default(), seed);
         assert_eq!(report.placements.len() + report.unschedulable.len(), pods, "seed {seed}");

@@ -121,12 +121,7 @@ impl PodDevices {
 
     /// The claims to allocate on `node`: the pod's, then the one for its
     /// extended resources the node does not offer itself.
-    fn plans_on(
-        &self,
-        pod: &PodInfo,
-        node: &NodeFacts,
-        devices: &Devices,
-    ) -> Result<NodePlans<'_>, Vec<String>> {
+    fn plans_on(&self, pod: &PodInfo, node: &NodeFacts, devices: &Devices) -> Result<NodePlans<'_>, Vec<String>> {
         let Some(extended) = self.extended.as_ref().and_then(|e| e.claim_on(pod, node)) else {
             return Ok((std::borrow::Cow::Borrowed(&self.to_allocate), None));
         };
