@@ -319,7 +319,7 @@ pub struct Constraint {
 }
 
 /// One allocated device, as `status.allocation.devices.results` lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Allocated {
     pub request: String,
     pub driver: String,
@@ -330,6 +330,9 @@ pub struct Allocated {
     pub binding: BindingConditions,
     /// A share of a shared device.
     pub share: Option<Share>,
+    /// The request's tolerations of device taints, copied as kube copies
+    /// them (for the driver).
+    pub tolerations: Vec<DeviceToleration>,
 }
 
 /// One claim's share of a shared device.
@@ -487,6 +490,7 @@ fn allocation(a: &api::AllocationResult) -> Allocation {
                     ready: r.binding_conditions.clone().unwrap_or_default(),
                     failed: r.binding_failure_conditions.clone().unwrap_or_default(),
                 },
+                tolerations: r.tolerations.clone().unwrap_or_default(),
                 share: r.share_id.as_ref().map(|id| Share {
                     id: id.clone(),
                     consumed: r

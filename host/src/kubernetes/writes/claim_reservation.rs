@@ -312,6 +312,9 @@ pub fn allocation_json(allocation: &Allocation) -> Value {
                 r["bindingConditions"] = json!(d.binding.ready);
                 r["bindingFailureConditions"] = json!(d.binding.failed);
             }
+            if !d.tolerations.is_empty() {
+                r["tolerations"] = serde_json::to_value(&d.tolerations).unwrap_or_default();
+            }
             if let Some(share) = &d.share {
                 r["shareID"] = json!(share.id);
                 if !share.consumed.is_empty() {

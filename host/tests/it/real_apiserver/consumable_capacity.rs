@@ -2,7 +2,7 @@
 //! network devices shared by several claims, each consuming bandwidth as
 //! the request policy rounds it, until a device is full; a claim whose
 //! requests must get devices on different switches; claims asking what no
-//! device offers. Both schedulers must bind the same pods, give each
+//! device offers; a request's tolerations copied into its allocation. Both schedulers must bind the same pods, give each
 //! claim the same devices and the same consumed capacity, each share an
 //! ID, and refuse the others with the same message.
 
@@ -20,12 +20,13 @@ type Result = (BTreeMap<String, Outcome>, BTreeMap<String, Vec<String>>);
 /// The claims, in the order their pods come: each request's bandwidth
 /// (nothing asked when empty), and whether its devices must be on
 /// different switches.
-const CLAIMS: [(&str, &[&str], bool); 7] = [
+const CLAIMS: [(&str, &[&str], bool); 8] = [
     ("ten", &["10Gi"], false),
     ("silent", &[""], false),
     ("rest", &["24Gi"], false),
     ("more", &["8Gi"], false),
     ("apart", &["4Gi", "4Gi"], true),
+    ("tolerant", &["32Gi"], false),
     ("over-max", &["33Gi"], false),
     ("memory", &["memory"], false),
 ];
@@ -57,6 +58,11 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Result {
                     "" => {}
                     "memory" => exactly["capacity"] = json!({"requests": {"memory": "1Gi"}}),
                     bandwidth => exactly["capacity"] = json!({"requests": {"bandwidth": bandwidth}}),
+                }
+                if name == "tolerant" {
+                    // Copied into the allocation for the driver.
+                    exactly["tolerations"] =
+                        json!([{"key": "example.com/unhealthy", "operator": "Exists", "effect": "NoSchedule"}]);
                 }
                 json!({"name": format!("nic-{n}"), "exactly": exactly})
             })
@@ -101,7 +107,8 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Result {
                     Some(_) => " share (not a UUID)",
                     None => "",
                 };
-                format!("{} {}{}{share}", r.request, r.device, consumed.concat())
+                let tolerations = r.tolerations.as_ref().map_or(String::new(), |t| format!(" tolerations={}", t.len()));
+                format!("{} {}{}{share}{tolerations}", r.request, r.device, consumed.concat())
             })
             .collect();
         allocated.insert(claim.to_string(), lines);
@@ -127,7 +134,7 @@ fn shared_devices_are_consumed_as_kube_scheduler_consumes_them() {
     real.block_on(async {
         let (kube, ours) = beside_kube(&real, "wasmsched-capacity", run).await;
         let (outcomes, allocated) = &kube;
-        for bound in ["ten", "silent", "rest", "more", "apart"] {
+        for bound in ["ten", "silent", "rest", "more", "apart", "tolerant"] {
             assert_eq!(outcomes[bound], Outcome::Bound, "{bound}: {kube:?}");
         }
         for refused in ["over-max", "memory"] {
@@ -144,6 +151,7 @@ fn shared_devices_are_consumed_as_kube_scheduler_consumes_them() {
             ["nic-0 nic-1 bandwidth=4Gi share", "nic-1 nic-2 bandwidth=4Gi share"],
             "{kube:?}"
         );
+        assert_eq!(allocated["tolerant"], ["nic-0 nic-2 bandwidth=32Gi share tolerations=1"], "{kube:?}");
         assert_eq!(ours, kube, "wasmsched shares devices differently from kube-scheduler");
     });
 }

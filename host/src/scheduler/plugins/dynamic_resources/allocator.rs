@@ -399,6 +399,7 @@ impl<'p, 'c> Search<'p, 'c> {
                             device: candidate.device.name.clone(),
                             admin_access: c.admin_access,
                             binding: candidate.device.binding.clone(),
+                            tolerations: self.alternative(c).tolerations.clone(),
                             share: c.share.then(|| Share {
                                 id: share_id(&self.plans[claim], request, &candidate.device.id, n),
                                 consumed: capacity::consumption(
