@@ -302,7 +302,10 @@ impl Devices {
     /// allocation's).
     pub fn claim_upserted(&mut self, claim: &ResourceClaim) {
         let meta = &claim.metadata;
-        let key = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
+        // A claim written without a namespace (a simulator file) is in
+        // `default`, as its pods are.
+        let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+        let key = (namespace, meta.name.clone().unwrap_or_default());
         let parsed = Claim::of(claim);
         let selectors: Vec<String> =
             parsed.requests.iter().flat_map(|r| r.alternatives.iter().flat_map(|a| a.selectors.clone())).collect();

@@ -332,3 +332,12 @@ fn claims_are_made_from_templates_as_the_controller_makes_them() {
     let orphan = r.unschedulable.iter().find(|u| u.pod == "t/orphan").expect("the orphan waits");
     assert_eq!(orphan.reason, "WaitingForResourceClaims", "{orphan:?}");
 }
+
+#[test]
+fn a_claim_written_without_a_namespace_is_found_by_a_pod_in_default() {
+    let claim = "---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: gpu}\nspec:\n  devices:\n    requests:\n    - {name: gpu, exactly: {deviceClassName: gpu}}\n";
+    let pod = "---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  schedulerName: wasmsched\n  resourceClaims: [{name: gpu, resourceClaimName: gpu}]\n  containers: [{name: c}]\n";
+    let r = run(&(cluster() + claim + pod));
+    let placed = r.placements.iter().find(|p| p.pod == "default/p").expect("placed");
+    assert_eq!(placed.reserved, vec!["gpu → n1/gpu-0"]);
+}
