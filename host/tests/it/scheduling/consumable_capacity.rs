@@ -160,3 +160,22 @@ fn shares_never_exceed_a_device_s_capacity() {
         assert!(used.values().any(|gi| *gi > 30), "seed {seed}: devices should fill up: {used:?}");
     }
 }
+
+/// kube's `distinct-constraint-scalar-string-values-all-distinct` and
+/// `…-not-distinct` (TestAllocator): two devices for one request, on
+/// distinct values of a string attribute.
+#[test]
+fn distinct_constraint_scalar_string_values() {
+    let devices = |a: &str, b: &str| {
+        slice(&[
+            ("device-1", &format!("    attributes: {{stringAttribute: {{string: {a}}}}}\n")),
+            ("device-2", &format!("    attributes: {{stringAttribute: {{string: {b}}}}}\n")),
+        ])
+    };
+    let two = "---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: claim-0, namespace: t}\nspec:\n  devices:\n    requests:\n    - {name: req-0, exactly: {deviceClassName: class-a, count: 2}}\n    constraints:\n    - {distinctAttribute: driver-a/stringAttribute}\n";
+    let distinct = base() + &devices("value1", "value2") + two + &pod_with(&["claim-0"]);
+    let both = [format!("req-0 {A}/pool-1/device-1"), format!("req-0 {A}/pool-1/device-2")];
+    assert_eq!(allocate(&distinct), Some(vec![(both.to_vec(), LOCAL.to_string())]), "all-distinct");
+    let same = base() + &devices("value1", "value1") + two + &pod_with(&["claim-0"]);
+    assert_eq!(allocate(&same), None, "not-distinct");
+}
