@@ -42,19 +42,24 @@ impl TestCluster {
     }
 }
 
+/// The pod's first binding is refused (500).
+fn fail_binding_once(fake: &FakeApiServer, pod: &str) {
+    fake.fail_requests(Fault {
+        method: Some("POST".into()),
+        path_contains: format!("/pods/{pod}/binding"),
+        code: 500,
+        delay: Duration::ZERO,
+        times: 1,
+    });
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_binding_takes_the_pod_out_of_its_claims_reservation() {
     let c = TestCluster::new("dra-unreserve").await;
     let Some(fake) = c.fake_only("a_failed_binding_takes_the_pod_out_of_its_claims_reservation") else { return };
     c.add_node("n", "4", "8Gi", json!({})).await;
     publish_one_device(&c).await;
-    fake.fail_requests(Fault {
-        method: Some("POST".into()),
-        path_contains: "/pods/holder/binding".into(),
-        code: 500,
-        delay: Duration::ZERO,
-        times: 1,
-    });
+    fail_binding_once(fake, "holder");
     let s = c.start_scheduler("solo", false).await;
     wait_ready(&s).await;
     let uses_claim = json!({"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}]});
@@ -215,13 +220,7 @@ async fn a_failed_binding_deletes_the_claim_made_for_extended_resources() {
         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": [{"name": "gpu-0"}]}});
     let slices: Api<ResourceSlice> = Api::all(c.client.clone());
     slices.create(&PostParams::default(), &serde_json::from_value(slice).unwrap()).await.unwrap();
-    fake.fail_requests(Fault {
-        method: Some("POST".into()),
-        path_contains: "/pods/holder/binding".into(),
-        code: 500,
-        delay: Duration::ZERO,
-        times: 1,
-    });
+    fail_binding_once(fake, "holder");
     let s = c.start_scheduler("solo", false).await;
     wait_ready(&s).await;
     let container = json!([{"name": "c", "image": "registry.k8s.io/pause:3.10",

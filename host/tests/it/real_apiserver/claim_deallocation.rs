@@ -9,7 +9,7 @@ use super::*;
 
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 
 /// The pod's outcome, its first FailedScheduling message, and the claim's
 /// devices in the end; then the outcome, whole message included, of a pod
@@ -20,7 +20,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> (Outcome, String,
     let (driver, class, node) = (format!("{}.example.com", own("stale")), own("stale"), own("s0"));
     add_node(real, &format!("{side}-s0"), &format!("{side}-stale")).await;
     let post = PostParams::default();
-    let classes = create_class(real, &class, &driver).await;
+    create_class(real, &class, &driver).await;
     let slice = json!({"metadata": {"name": node}, "spec": {"driver": driver, "nodeName": node,
         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": [{"name": "gpu-0"}]}});
     let slices: Api<ResourceSlice> = Api::all(real.admin.clone());
@@ -60,11 +60,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> (Outcome, String,
     let devices =
         results.into_iter().map(|r| format!("{}/{}", r.pool.trim_start_matches(&own("")), r.device)).collect();
 
-    real.delete_pods().await;
-    let _ = claims.delete_collection(&DeleteParams::default(), &Default::default()).await;
-    let _ = slices.delete(&node, &DeleteParams::default()).await;
-    let _ = classes.delete(&class, &DeleteParams::default()).await;
-    real.delete_nodes().await;
+    super::devices::clean_up(real, std::slice::from_ref(&node), &class).await;
     (outcome, said, devices, refused)
 }
 

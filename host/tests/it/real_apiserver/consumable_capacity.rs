@@ -11,7 +11,7 @@ use super::*;
 
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::PostParams;
 
 /// Each pod's outcome, then each claim's results as `request device
 /// consumed… share` lines.
@@ -36,7 +36,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Result {
     let (driver, class, node) = (format!("{}.example.com", own("nic")), own("nic"), own("c0"));
     add_node(real, &format!("{side}-c0"), &format!("{side}-cap")).await;
     let post = PostParams::default();
-    let classes = create_class(real, &class, &driver).await;
+    create_class(real, &class, &driver).await;
     let nic = |name: &str, switch: &str| {
         json!({"name": name, "allowMultipleAllocations": true, "attributes": {"switch": {"string": switch}},
             "capacity": {"bandwidth": {"value": "40Gi", "requestPolicy": {"default": "4Gi",
@@ -113,11 +113,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Result {
             .collect();
         allocated.insert(claim.to_string(), lines);
     }
-    real.delete_pods().await;
-    let _ = claims.delete_collection(&DeleteParams::default(), &Default::default()).await;
-    let _ = slices.delete(&node, &DeleteParams::default()).await;
-    let _ = classes.delete(&class, &DeleteParams::default()).await;
-    real.delete_nodes().await;
+    super::devices::clean_up(real, std::slice::from_ref(&node), &class).await;
     (outcomes, allocated)
 }
 

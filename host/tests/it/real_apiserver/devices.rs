@@ -22,12 +22,27 @@ pub(super) async fn add_node(real: &Real, name: &str, class: &str) {
 }
 
 /// DeviceClass `name`, of every device of `driver`.
-pub(super) async fn create_class(real: &Real, name: &str, driver: &str) -> Api<DeviceClass> {
+pub(super) async fn create_class(real: &Real, name: &str, driver: &str) {
     let classes: Api<DeviceClass> = Api::all(real.admin.clone());
     let selector = format!("device.driver == \"{driver}\"");
     let body = json!({"metadata": {"name": name}, "spec": {"selectors": [{"cel": {"expression": selector}}]}});
     classes.create(&PostParams::default(), &serde_json::from_value(body).unwrap()).await.unwrap();
-    classes
+}
+
+/// Deletes what a DRA test made: its pods, the namespace's claims, the
+/// slices named, the class and the test's nodes (a node left behind would
+/// change other tests' "0/N nodes" messages).
+pub(super) async fn clean_up(real: &Real, slices: &[String], class: &str) {
+    real.delete_pods().await;
+    let claims: Api<ResourceClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
+    let _ = claims.delete_collection(&DeleteParams::default(), &Default::default()).await;
+    let slices_api: Api<ResourceSlice> = Api::all(real.admin.clone());
+    for slice in slices {
+        let _ = slices_api.delete(slice, &DeleteParams::default()).await;
+    }
+    let classes: Api<DeviceClass> = Api::all(real.admin.clone());
+    let _ = classes.delete(class, &DeleteParams::default()).await;
+    real.delete_nodes().await;
 }
 
 async fn run(real: &Real, side: &str, scheduler_name: &str) -> Result {
@@ -37,7 +52,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Result {
         add_node(real, &format!("{side}-{n}"), &format!("{side}-dra")).await;
     }
     let post = PostParams::default();
-    let classes = create_class(real, &class, &driver).await;
+    create_class(real, &class, &driver).await;
     let slices: Api<ResourceSlice> = Api::all(real.admin.clone());
     for (n, devices) in [("n0", vec![("gpu-0", "t4")]), ("n1", vec![("gpu-0", "a100"), ("gpu-1", "h100")])] {
         let devices: Vec<Value> = devices
@@ -110,14 +125,8 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Result {
         allocated.insert(claim.to_string(), (devices, status.reserved_for.unwrap_or_default().len()));
     }
 
-    real.delete_pods().await;
-    let _ = claims.delete_collection(&DeleteParams::default(), &Default::default()).await;
-    for n in ["n0", "n1"] {
-        let _ = slices.delete(&own(n), &DeleteParams::default()).await;
-    }
     let _ = templates.delete("gpus", &DeleteParams::default()).await;
-    let _ = classes.delete(&class, &DeleteParams::default()).await;
-    real.delete_nodes().await;
+    clean_up(real, &[own("n0"), own("n1")], &class).await;
     (outcomes, allocated)
 }
 
@@ -169,7 +178,7 @@ async fn run_partitions(real: &Real, side: &str, scheduler_name: &str) -> (Vec<O
     let (driver, class, node) = (format!("{}.example.com", own("part")), own("part"), own("p0"));
     add_node(real, &format!("{side}-p0"), &format!("{side}-part")).await;
     let post = PostParams::default();
-    let classes = create_class(real, &class, &driver).await;
+    create_class(real, &class, &driver).await;
     let partition = |name: &str, memory: &str| {
         json!({"name": name, "attributes": {"size": {"string": name}},
             "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": memory}}}]})
@@ -207,13 +216,7 @@ async fn run_partitions(real: &Real, side: &str, scheduler_name: &str) -> (Vec<O
         let results = status.allocation.and_then(|a| a.devices).and_then(|d| d.results).unwrap_or_default();
         allocated.push(results.into_iter().map(|r| r.device).collect());
     }
-    real.delete_pods().await;
-    let _ = claims.delete_collection(&DeleteParams::default(), &Default::default()).await;
-    for slice in ["counters", "partitions"] {
-        let _ = slices.delete(&own(slice), &DeleteParams::default()).await;
-    }
-    let _ = classes.delete(&class, &DeleteParams::default()).await;
-    real.delete_nodes().await;
+    clean_up(real, &[own("counters"), own("partitions")], &class).await;
     (outcomes, allocated)
 }
 
@@ -238,7 +241,7 @@ async fn run_binding_conditions(real: &Real, side: &str, scheduler_name: &str) -
     let own = |name: &str| real.own(&format!("{side}-{name}"));
     let (driver, class, node) = (format!("{}.example.com", own("fabric")), own("fabric"), own("f0"));
     add_node(real, &format!("{side}-f0"), &format!("{side}-fabric")).await;
-    let classes = create_class(real, &class, &driver).await;
+    create_class(real, &class, &driver).await;
     let device = json!({"name": "gpu-0", "bindingConditions": ["attached"], "bindingFailureConditions": ["failed"]});
     let slice = json!({"metadata": {"name": own("f0")}, "spec": {"driver": driver, "nodeName": node,
         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": [device]}});
@@ -267,11 +270,7 @@ async fn run_binding_conditions(real: &Real, side: &str, scheduler_name: &str) -
                         "lastTransitionTime": "2026-11-25T00:00:00Z"}]}]}});
     claims.patch_status(&claim_name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
     let after = Outcome::of(&real.wait_decided(&names, Duration::from_secs(30)).await[0]);
-    real.delete_pods().await;
-    let _ = claims.delete_collection(&DeleteParams::default(), &Default::default()).await;
-    let _ = slices.delete(&own("f0"), &DeleteParams::default()).await;
-    let _ = classes.delete(&class, &DeleteParams::default()).await;
-    real.delete_nodes().await;
+    clean_up(real, &[own("f0")], &class).await;
     (before, conditions, after)
 }
 

@@ -14,7 +14,7 @@ use super::*;
 
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::PostParams;
 
 /// Each pod's outcome, then for each bound pod its claim as
 /// `annotation owner requests → devices, reserved` and the pod's
@@ -71,11 +71,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Result {
         let claim = claims.get(&status.resource_claim_name).await.unwrap();
         made.insert(short, (describe(&claim, &name, &anonymous), mappings));
     }
-    real.delete_pods().await;
-    let _ = claims.delete_collection(&DeleteParams::default(), &Default::default()).await;
-    let _ = slices.delete(&node, &DeleteParams::default()).await;
-    let _ = classes.delete(&class, &DeleteParams::default()).await;
-    real.delete_nodes().await;
+    super::devices::clean_up(real, std::slice::from_ref(&node), &class).await;
     (outcomes, made)
 }
 
