@@ -41,7 +41,7 @@ pub fn run(
     // Placed pods, and nominated pods that come first (their room is held).
     let usage = node_state.usage_for(pod);
     node_ports(pod, &usage)?;
-    node_resources_fit(pod, node, &usage, cluster.devices())?;
+    node_resources_fit(pod, node, &usage, claims)?;
     if claims.checks_nodes {
         claim_filters(pod, node, &usage, claims, cluster)?;
     }
@@ -178,7 +178,7 @@ fn node_resources_fit(
     pod: &PodInfo,
     node: &NodeFacts,
     usage: &NodeUsage,
-    devices: &Devices,
+    claims: &PodClaims,
 ) -> Result<(), Vec<String>> {
     let mut reasons = Vec::new();
     let alloc = &node.allocatable;
@@ -198,7 +198,7 @@ fn node_resources_fit(
     }
     for (name, amount) in &want.scalar {
         let allocatable = alloc.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
-        if allocatable == 0 && devices.class_for_resource(name).is_some() {
+        if allocatable == 0 && claims.devices.backs(name) {
             continue;
         }
         if insufficient(*amount, allocatable, usage.scalar(name)) {

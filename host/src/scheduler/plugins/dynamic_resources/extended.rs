@@ -46,6 +46,10 @@ impl PodExtended {
         Some(PodExtended { backed, stale })
     }
 
+    pub fn backs(&self, resource: &str) -> bool {
+        self.backed.iter().any(|(name, _)| name == resource)
+    }
+
     /// The claim to allocate on `node`: the backed resources the node does
     /// not offer itself; `None` when it offers them all.
     pub fn claim_on(&self, pod: &PodInfo, node: &NodeFacts) -> Option<ExtendedClaim> {

@@ -100,6 +100,13 @@ impl PodDevices {
         Ok(resolved)
     }
 
+    /// Whether a DeviceClass backs the pod's extended resource `name`
+    /// (NodeResourcesFit leaves it to this plugin where the node does not
+    /// offer it).
+    pub fn backs(&self, name: &str) -> bool {
+        self.extended.as_ref().is_some_and(|e| e.backs(name))
+    }
+
     /// DynamicResources' Filter.
     pub fn check(&self, pod: &PodInfo, node: &NodeFacts, devices: &Devices) -> Result<(), Vec<String>> {
         if self.extended.as_ref().is_some_and(|e| e.stale.is_some()) {
