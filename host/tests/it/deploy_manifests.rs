@@ -63,9 +63,9 @@ fn every_manifest_parses_and_names_what_it_is() {
         .flat_map(|g| g["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()))
         .collect();
     assert!(generated.contains(&"scheduler-config.yaml"));
-    assert!(generated.contains(&"policies/least-allocated.wasm"));
+    assert!(generated.contains(&"policies/least-allocated.wasm.gz"));
     let build = std::fs::read_to_string(deploy_dir().join("build-policies.sh")).unwrap();
-    assert!(build.contains("deploy/policies/least-allocated.wasm"), "build-policies.sh makes the generated file");
+    assert!(build.contains("deploy/policies/least-allocated.wasm.gz"), "build-policies.sh makes the generated file");
 }
 
 #[test]

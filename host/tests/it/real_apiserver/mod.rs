@@ -59,6 +59,7 @@ mod claim_deallocation;
 mod consumable_capacity;
 mod devices;
 mod extended_resources;
+mod operator_install;
 mod oracle;
 mod pod_resources;
 mod policies;
