@@ -4,13 +4,20 @@
 //! client-side apply fits too, the policies being gzipped: the
 //! `last-applied-configuration` annotation it writes is capped at 256
 //! KiB), and the hot-swap instruction (rebuild, apply again) swaps the new
-//! policy into a running scheduler. The Deployment is stored but never
-//! runs (no kubelet here); the scheduler is this test's own, configured as
-//! deploy/'s `wasmsched` profile.
+//! policy into a running scheduler; then step 3: the sample app is
+//! scheduled (its Deployments made into pods by the real
+//! kube-controller-manager), `kubectl get events` shows the `Scheduled`
+//! events and the Lease names the leader. The Deployment deploy/ installs
+//! is stored but never runs (no kubelet here, so neither does step 3's
+//! port-forward); the scheduler is this test's own, configured as
+//! deploy/'s `wasmsched` profile, leading on deploy/'s Lease.
 
 use super::*;
 
 use std::io::Write;
+
+use kube::Api;
+use kube::api::ListParams;
 use std::path::Path;
 use std::process::Command;
 
@@ -51,12 +58,15 @@ fn the_readme_install_applies_and_a_rebuilt_policy_swaps_in() {
 
     real.block_on(async {
         let cm = ConfigMapRef { namespace: "wasmsched".into(), name: "wasmsched-policies".into() };
-        let mut config = common::single_replica(ProfileConfig {
-            scheduler_name: "wasmsched-install".into(),
+        let mut config = wasmsched::kubernetes::config::RunConfig::new(vec![ProfileConfig {
+            scheduler_name: "wasmsched".into(),
             origin: PolicyOrigin::ConfigMap(cm),
             sampling: Default::default(),
             scoring: Default::default(),
-        });
+        }]);
+        config.leader_election.namespace = "wasmsched".into();
+        config.leader_election.name = "wasmsched".into();
+        config.leader_election.identity = format!("{}-leader", real.prefix);
         config.tenants.settings.enabled = false;
         let ours = common::start_ready(real.admin.clone(), config).await;
         real.wait_active(&ours, "least-allocated").await;
@@ -78,6 +88,57 @@ fn the_readme_install_applies_and_a_rebuilt_policy_swaps_in() {
         use sha2::Digest;
         let expected = format!("{:x}", sha2::Sha256::digest(&rebuilt));
         assert_eq!(ours.status.policies()[0].sha256, expected, "the rebuilt policy is the one active");
+
+        sample_app(&real, &root).await;
         ours.shutdown().await;
     });
+}
+
+/// Step 3 of the README, as written: the sample app, its `Scheduled`
+/// events, the Lease's holder.
+async fn sample_app(real: &Real, root: &Path) {
+    let _controllers =
+        real.control_plane.start_controller_manager("deployment-controller,replicaset-controller").unwrap();
+    for n in ["n0", "n1"] {
+        let node = json!({"labels": {"wasmsched-class": "install"}, "spec": {}, "cpu": "4", "memory": "8Gi", "pods": "110", "ready": "True"});
+        real.add_node(&format!("install-{n}"), &node).await;
+    }
+    let leader = format!("{}-leader", real.prefix);
+    let lease = "kubectl -n wasmsched get lease wasmsched -o jsonpath='{.spec.holderIdentity}'";
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while operator(real, root, lease) != leader {
+        assert!(Instant::now() < deadline, "the Lease never named this scheduler: {}", operator(real, root, lease));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    operator(real, root, "kubectl apply -f deploy/examples/sample-app.yaml");
+    let pods: Api<Pod> = Api::namespaced(real.admin.clone(), "default");
+    let hello = ListParams::default().labels("app=hello");
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let names = loop {
+        let listed = pods.list(&hello).await.unwrap().items;
+        let bound: Vec<String> = listed
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        if bound.len() == 3 {
+            break bound;
+        }
+        assert!(Instant::now() < deadline, "{} of the sample app's 3 pods bound", bound.len());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let events = operator(real, root, "kubectl get events --field-selector reason=Scheduled");
+    for name in &names {
+        assert!(events.contains(&format!("Successfully assigned default/{name} to ")), "{name}:\n{events}");
+    }
+    // Clean up: no garbage collector runs here, so the ReplicaSets and
+    // pods go by hand.
+    operator(real, root, "kubectl delete -f deploy/examples/sample-app.yaml");
+    let force = kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+    let sets: Api<k8s_openapi::api::apps::v1::ReplicaSet> = Api::namespaced(real.admin.clone(), "default");
+    for app in ["app=hello", "app=latency-sensitive"] {
+        let _ = sets.delete_collection(&force, &ListParams::default().labels(app)).await;
+        let _ = pods.delete_collection(&force, &ListParams::default().labels(app)).await;
+    }
+    real.delete_nodes().await;
 }
