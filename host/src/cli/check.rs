@@ -1,19 +1,20 @@
 //! `wasmsched check POLICY.wasm [--config FILE]`: load, validate, describe and
 //! smoke-run a policy, and say exactly what is wrong when something is.
+//! The policy may be `oci://REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]`:
+//! the digest it resolves to is printed, pinned, ready to paste.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Args;
 use wasmsched_runtime::smoke::{SmokeReport, smoke_run};
-use wasmsched_runtime::{LoadedPolicy, PolicyError, PolicySource, ScoreOrder};
+use wasmsched_runtime::{LoadedPolicy, PolicyError, ScoreOrder};
 
-use wasmsched::policy::flags::{LimitArgs, announce_long_compile, read_config};
+use wasmsched::policy::flags::{LimitArgs, announce_long_compile, policy_source, read_config};
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// The policy component (.wasm).
+    /// The policy component (.wasm), or `oci://REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]`.
     pub policy: PathBuf,
     /// The policy's configuration (YAML or JSON).
     #[arg(long, value_name = "FILE")]
@@ -24,7 +25,7 @@ pub struct CheckArgs {
 
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let limits = args.limits.to_limits()?;
-    let source = PolicySource::from_file(&args.policy).with_context(|| format!("reading {}", args.policy.display()))?;
+    let (source, digest) = policy_source(&args.policy, &args.limits.fetcher()?)?;
     let config = read_config(args.config.as_deref())?;
     let engine = args.limits.engine()?;
     announce_long_compile(&engine, &source);
@@ -38,6 +39,11 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     policy.capture_logs();
     let report = smoke_run(&policy);
     print_report(&policy, &report);
+    if let Some(digest) = digest {
+        let reference = args.policy.to_string_lossy();
+        let repository = reference.split('@').next().unwrap_or(&reference);
+        println!("pinned      {repository}@{digest}");
+    }
     Ok(if report.failure().is_some() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 

@@ -143,7 +143,7 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
     }
 
     let engine = args.limits.engine()?;
-    let (policies, label) = load_policies(&args.policies, &engine, &limits)?;
+    let (policies, label) = load_policies(&args.policies, &engine, &limits, &args.limits.fetcher()?)?;
     let tenants = args
         .tenant_policies
         .iter()

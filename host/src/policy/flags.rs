@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::policy::config_to_json;
+use crate::policy::oci::{self, Registries};
+use crate::policy::remote::Fetcher;
 use crate::scheduler::{PolicySet, WeightedPolicy};
 use anyhow::{Context, bail};
 use clap::Args;
@@ -24,6 +26,10 @@ pub struct LimitArgs {
     /// JavaScript policies have) then compiles once, not at every start.
     #[arg(long, value_name = "DIR", env = "WASMSCHED_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Speak plain HTTP, not HTTPS, to this registry of `oci://` policies
+    /// (HOST:PORT; loopback only, such as a local test registry).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub registry_plain_http: Vec<String>,
 }
 
 impl LimitArgs {
@@ -31,6 +37,17 @@ impl LimitArgs {
         let memory_bytes = wasmsched_rules::quantity::value(&self.memory_limit).context("--memory-limit")?;
         let call_deadline = parse_duration(&self.deadline).context("--deadline")?;
         Ok(PolicyLimits { memory_bytes: memory_bytes as usize, call_deadline, ..PolicyLimits::default() })
+    }
+
+    /// What fetches `oci://` (and URL) policies for a command run by hand:
+    /// through the cache directory, and a tag alone is resolved (`check`
+    /// prints the digest to pin).
+    pub fn fetcher(&self) -> anyhow::Result<Fetcher> {
+        let mut registries = Registries::default();
+        for registry in &self.registry_plain_http {
+            registries.allow_plain_http(registry).map_err(|e| anyhow::anyhow!("--registry-plain-http {e}"))?;
+        }
+        Ok(Fetcher::new(self.cache_dir.clone()).with_registries(registries).allowing_tags())
     }
 
     /// An engine that uses the cache directory, if one is given.
@@ -112,15 +129,38 @@ pub fn tenant_policy_files(specs: &[String]) -> anyhow::Result<Vec<PathBuf>> {
     policy_files(&policy_specs)
 }
 
-/// The files `--policy` specs read: the policies and their configs.
+/// The files `--policy` specs read: the policies and their configs (a
+/// policy from a registry is not a file).
 pub fn policy_files(specs: &[String]) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for spec in specs {
         let spec = parse_policy_spec(spec)?;
-        files.push(spec.path);
+        if !spec.path.to_str().is_some_and(oci::is_oci) {
+            files.push(spec.path);
+        }
         files.extend(spec.config);
     }
     Ok(files)
+}
+
+/// The largest policy a command run by hand pulls from a registry: an
+/// interpreter-based one is tens of MB.
+pub const MAX_PULLED_BYTES: usize = 128 << 20;
+
+/// A policy file, or the artifact an `oci://` reference names (with the
+/// manifest digest that pins it).
+pub fn policy_source(location: &Path, fetcher: &Fetcher) -> anyhow::Result<(PolicySource, Option<String>)> {
+    match location.to_str().filter(|l| oci::is_oci(l)) {
+        Some(reference) => {
+            let (wasm, digest) = fetcher.fetch_oci(reference, None, MAX_PULLED_BYTES).map_err(anyhow::Error::msg)?;
+            Ok((PolicySource::new(reference.to_string(), wasm), Some(digest)))
+        }
+        None => {
+            let source =
+                PolicySource::from_file(location).with_context(|| format!("reading {}", location.display()))?;
+            Ok((source, None))
+        }
+    }
 }
 
 /// Policies this large carry their language's interpreter (Python's, or
@@ -152,6 +192,7 @@ pub fn load_policies(
     specs: &[String],
     engine: &PolicyEngine,
     limits: &PolicyLimits,
+    fetcher: &Fetcher,
 ) -> anyhow::Result<(PolicySet, String)> {
     if specs.is_empty() {
         let policy = engine.load(&crate::default_policy::source(), "{}", limits.clone())?;
@@ -162,7 +203,7 @@ pub fn load_policies(
     let mut labels = Vec::new();
     for spec in specs {
         let spec = parse_policy_spec(spec)?;
-        let source = PolicySource::from_file(&spec.path).with_context(|| format!("reading {}", spec.path.display()))?;
+        let (source, _) = policy_source(&spec.path, fetcher)?;
         let config = read_config(spec.config.as_deref())?;
         announce_long_compile(engine, &source);
         let policy = engine.load(&source, &config, limits.clone())?;

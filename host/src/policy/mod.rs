@@ -7,6 +7,7 @@ pub mod bundle;
 mod config;
 pub mod directory;
 pub mod flags;
+pub mod oci;
 pub mod remote;
 pub mod validator;
 

@@ -9,12 +9,18 @@
 //! restart or a re-applied bundle does not fetch again and a server that
 //! is down does not stop a policy already fetched once. What follows is
 //! the same as for any bundle entry: validation, smoke run, swap.
+//!
+//! `oci://REGISTRY/REPOSITORY@sha256:DIGEST` names a wasm artifact in an
+//! OCI registry instead (`oci.rs`): the digest pins it, and the cache
+//! keeps it as any fetched policy, with the manifest digest pointing at it.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
+
+use super::oci::{self, OciRef, Registries};
 
 /// How long one download may take, end to end.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
@@ -26,16 +32,32 @@ pub struct Fetcher {
     /// Set for sources that must not make the scheduler fetch (tenants:
     /// a namespace must not point the scheduler at arbitrary URLs).
     refused: Option<&'static str>,
+    registries: Registries,
+    /// An `oci://` reference may name a tag alone (commands run by hand,
+    /// which print the digest to pin); what runs in a cluster needs the
+    /// digest, as a tag can move under it.
+    allow_tags: bool,
 }
 
 impl Fetcher {
     pub fn new(cache_dir: Option<PathBuf>) -> Self {
-        Fetcher { cache_dir, refused: None }
+        Fetcher { cache_dir, refused: None, registries: Registries::default(), allow_tags: false }
     }
 
     /// A fetcher that refuses every URL, saying `why`.
     pub fn refusing(why: &'static str) -> Self {
-        Fetcher { cache_dir: None, refused: Some(why) }
+        Fetcher { refused: Some(why), ..Fetcher::new(None) }
+    }
+
+    pub fn with_registries(mut self, registries: Registries) -> Self {
+        self.registries = registries;
+        self
+    }
+
+    /// `oci://` references may name a tag alone.
+    pub fn allowing_tags(mut self) -> Self {
+        self.allow_tags = true;
+        self
     }
 
     fn cached_path(&self, sha256: &str) -> Option<PathBuf> {
@@ -48,6 +70,9 @@ impl Fetcher {
     pub fn fetch(&self, url: &str, sha256: Option<&str>, max_bytes: usize) -> Result<Vec<u8>, String> {
         if let Some(why) = self.refused {
             return Err(format!("url {url}: {why}"));
+        }
+        if oci::is_oci(url) {
+            return self.fetch_oci(url, sha256, max_bytes).map(|(bytes, _)| bytes);
         }
         let Some(sha256) = sha256 else {
             return Err(format!("url {url}: a url needs its sha256 (the policy is verified before it is compiled)"));
@@ -83,6 +108,65 @@ impl Fetcher {
             tracing::warn!(path = %path.display(), error = %e, "could not cache the fetched policy");
         }
         Ok(bytes)
+    }
+}
+
+/// OCI registries.
+impl Fetcher {
+    /// The wasm artifact `location` names, and the manifest digest that
+    /// pins it. `sha256`, if given too, must be the wasm's.
+    pub fn fetch_oci(
+        &self,
+        location: &str,
+        sha256: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<(Vec<u8>, String), String> {
+        if let Some(why) = self.refused {
+            return Err(format!("{location}: {why}"));
+        }
+        let reference = OciRef::parse(location)?;
+        if reference.digest().is_none() && !self.allow_tags {
+            return Err(format!(
+                "{location}: pin it by digest (…@sha256:DIGEST): a tag can move under a running scheduler; `wasmsched check {location}` prints the digest to pin"
+            ));
+        }
+        if let Some(digest) = reference.digest()
+            && let Some(bytes) = self.cached_oci(digest)
+        {
+            return Ok((bytes, digest.to_string()));
+        }
+        let pulled = oci::pull(&reference, &self.registries, max_bytes)?;
+        if let Some(pin) = sha256
+            && pin.trim().to_ascii_lowercase() != pulled.sha256
+        {
+            return Err(format!("{location}: the wasm's sha256 is {}, the pin says {pin}; not loaded", pulled.sha256));
+        }
+        self.cache_oci(&pulled);
+        Ok((pulled.wasm, pulled.manifest_digest))
+    }
+
+    /// `oci/DIGEST` names the sha256 of the wasm the manifest holds, kept
+    /// as any fetched policy (and checked against it when read).
+    fn oci_index(&self, manifest_digest: &str) -> Option<PathBuf> {
+        let hex = manifest_digest.strip_prefix("sha256:")?;
+        let safe = hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit());
+        self.cache_dir.as_ref().filter(|_| safe).map(|d| d.join("oci").join(hex))
+    }
+
+    fn cached_oci(&self, manifest_digest: &str) -> Option<Vec<u8>> {
+        let sha256 = std::fs::read_to_string(self.oci_index(manifest_digest)?).ok()?;
+        let bytes = std::fs::read(self.cached_path(sha256.trim())?).ok()?;
+        (hex::encode(Sha256::digest(&bytes)) == sha256.trim()).then_some(bytes)
+    }
+
+    fn cache_oci(&self, pulled: &oci::Pulled) {
+        let (Some(index), Some(path)) = (self.oci_index(&pulled.manifest_digest), self.cached_path(&pulled.sha256))
+        else {
+            return;
+        };
+        if let Err(e) = store(&path, &pulled.wasm).and_then(|()| store(&index, pulled.sha256.as_bytes())) {
+            tracing::warn!(path = %path.display(), error = %e, "could not cache the pulled policy");
+        }
     }
 }
 

@@ -14,6 +14,7 @@ mod kube_backend;
 mod layering;
 mod new_cli;
 mod node_metrics;
+mod oci_registry;
 mod policy_reload;
 mod policy_runtime;
 mod polyglot;

@@ -118,7 +118,10 @@ fn flag_profile(flags: &Flags) -> Result<ProfileConfig<Vec<PolicyPlan>>, String>
                 .iter()
                 .map(|spec| PolicyPlan {
                     at: format!("--policy {}", spec.path.display()),
-                    location: PolicyLocation::File(spec.path.clone()),
+                    location: match spec.path.to_str().filter(|p| crate::policy::oci::is_oci(p)) {
+                        Some(reference) => PolicyLocation::Url { url: reference.to_string(), sha256: None },
+                        None => PolicyLocation::File(spec.path.clone()),
+                    },
                     weight: spec.weight,
                     limits: flags.limits.clone(),
                     config: spec.config.clone().map_or(PolicyConfig::Json("{}".into()), PolicyConfig::File),

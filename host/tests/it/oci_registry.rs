@@ -1,0 +1,208 @@
+//! Policies from an OCI registry: a real one (Debian's `docker-registry`,
+//! the CNCF distribution registry, on a loopback port), the artifact pushed
+//! by a plain client written here after the distribution spec (config
+//! `application/vnd.wasm.config.v0+json`, one `application/wasm` layer),
+//! then loaded by `wasmsched check` and `simulate` and from a bundle's
+//! `url:`; and each way a reference goes wrong said in one line that names
+//! it. Without the registry the tests are skipped, except under `CI=true`.
+
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use wasmsched::policy::oci::{Registries, WASM_CONFIG, WASM_LAYER};
+use wasmsched::policy::remote::Fetcher;
+use wasmsched_test_support::policy_wasm;
+
+const REGISTRY: &str = "/usr/bin/docker-registry";
+
+/// A registry serving on a loopback port, stopped on drop.
+struct Registry {
+    child: Child,
+    host: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Registry {
+    /// `None` (skipped) without the package, except under `CI=true`.
+    fn start() -> Option<Registry> {
+        if !std::path::Path::new(REGISTRY).exists() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "{REGISTRY} is missing: .ci/run installs Debian's docker-registry"
+            );
+            eprintln!("skipped: {REGISTRY} is missing (apt-get install docker-registry)");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let host = format!("127.0.0.1:{port}");
+        let config = dir.path().join("config.yml");
+        let storage = dir.path().join("data");
+        let text = format!(
+            "version: 0.1\nlog: {{level: error, accesslog: {{disabled: true}}}}\nstorage: {{filesystem: {{rootdirectory: {}}}}}\nhttp: {{addr: {host}}}\n",
+            storage.display()
+        );
+        std::fs::write(&config, text).unwrap();
+        let child = Command::new(REGISTRY)
+            .arg("serve")
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let registry = Registry { child, host, _dir: dir };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&registry.host).is_err() {
+            assert!(Instant::now() < deadline, "the registry did not start on {}", registry.host);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(registry)
+    }
+
+    fn base(&self) -> String {
+        format!("http://{}/v2", self.host)
+    }
+
+    /// Pushes `layer` (and an empty config) as `repository:tag` with the
+    /// given media types, as the distribution spec's monolithic upload
+    /// does; the manifest's digest.
+    fn push(&self, repository: &str, tag: &str, (config_type, layer_type): (&str, &str), layer: &[u8]) -> String {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(self.push_async(repository, tag, (config_type, layer_type), layer))
+    }
+
+    async fn push_async(&self, repository: &str, tag: &str, types: (&str, &str), layer: &[u8]) -> String {
+        let client = reqwest::Client::new();
+        let (config_digest, config_size) = self.blob(&client, repository, b"{}").await;
+        let (layer_digest, layer_size) = self.blob(&client, repository, layer).await;
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": types.0, "digest": config_digest, "size": config_size},
+            "layers": [{"mediaType": types.1, "digest": layer_digest, "size": layer_size}],
+        });
+        let body = serde_json::to_vec(&manifest).unwrap();
+        let put = client
+            .put(format!("{}/{repository}/manifests/{tag}", self.base()))
+            .header("content-type", "application/vnd.oci.image.manifest.v1+json")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(put.status().as_u16(), 201, "{:?}", put.text().await);
+        format!("sha256:{}", hex::encode(Sha256::digest(&body)))
+    }
+
+    /// One blob, uploaded whole (POST for a location, then PUT with its
+    /// digest); its digest and size.
+    async fn blob(&self, client: &reqwest::Client, repository: &str, bytes: &[u8]) -> (String, usize) {
+        let digest = format!("sha256:{}", hex::encode(Sha256::digest(bytes)));
+        let started = client.post(format!("{}/{repository}/blobs/uploads/", self.base())).send().await.unwrap();
+        assert_eq!(started.status().as_u16(), 202);
+        let location = started.headers()["location"].to_str().unwrap().to_string();
+        let location = if location.starts_with("http") { location } else { format!("http://{}{location}", self.host) };
+        let separator = if location.contains('?') { '&' } else { '?' };
+        let put = client
+            .put(format!("{location}{separator}digest={digest}"))
+            .header("content-type", "application/octet-stream")
+            .body(bytes.to_vec())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(put.status().as_u16(), 201, "{:?}", put.text().await);
+        (digest, bytes.len())
+    }
+
+    fn push_wasm(&self, repository: &str, tag: &str, wasm: &[u8]) -> String {
+        self.push(repository, tag, (WASM_CONFIG, WASM_LAYER), wasm)
+    }
+
+    fn fetcher(&self) -> Fetcher {
+        let mut registries = Registries::default();
+        registries.allow_plain_http(&self.host).unwrap();
+        Fetcher::new(None).with_registries(registries)
+    }
+}
+
+fn wasmsched(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wasmsched")).args(args).output().expect("run wasmsched")
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn wasm(name: &str) -> Vec<u8> {
+    std::fs::read(policy_wasm(name)).unwrap()
+}
+
+#[test]
+fn check_and_simulate_load_a_policy_from_the_registry_and_print_its_pin() {
+    let Some(registry) = Registry::start() else { return };
+    let digest = registry.push_wasm("policies/spot-first", "v1", &wasm("spot-first"));
+    let by_tag = format!("oci://{}/policies/spot-first:v1", registry.host);
+    let out = wasmsched(&["check", &by_tag, "--registry-plain-http", &registry.host]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("policy      spot-first"), "{said}");
+    assert!(said.contains(&format!("pinned      {by_tag}@{digest}")), "{said}");
+
+    let pinned = format!("oci://{}/policies/spot-first@{digest}", registry.host);
+    let out = wasmsched(&["simulate", "--policy", &pinned, "--registry-plain-http", &registry.host]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("policies: spot-first"), "{said}");
+}
+
+#[test]
+fn a_bundle_names_a_pinned_artifact_and_a_tag_alone_is_refused() {
+    let Some(registry) = Registry::start() else { return };
+    let digest = registry.push_wasm("policies/spot-first", "v1", &wasm("spot-first"));
+    let fetcher = registry.fetcher();
+    let pinned = format!("oci://{}/policies/spot-first@{digest}", registry.host);
+    let files = std::collections::BTreeMap::from([("spot.yaml".to_string(), format!("url: {pinned}\n").into_bytes())]);
+    let entries = wasmsched::policy::bundle::parse_bundle("configmap ns/p", &files, 32 << 20, &fetcher).unwrap();
+    assert_eq!(&entries[0].source.bytes[..], &wasm("spot-first")[..]);
+    let tagged = format!("oci://{}/policies/spot-first:v1", registry.host);
+    let files = std::collections::BTreeMap::from([("spot.yaml".to_string(), format!("url: {tagged}\n").into_bytes())]);
+    let e = wasmsched::policy::bundle::parse_bundle("configmap ns/p", &files, 32 << 20, &fetcher).unwrap_err();
+    assert!(e.contains(&tagged) && e.contains("pin it by digest"), "{e}");
+}
+
+#[test]
+fn each_bad_reference_is_said_in_one_line_that_names_it() {
+    let Some(registry) = Registry::start() else { return };
+    let fetcher = registry.fetcher();
+    let good = registry.push_wasm("policies/spot-first", "v1", &wasm("spot-first"));
+    let image = registry.push("policies/image", "v1", ("application/vnd.oci.image.config.v1+json", WASM_LAYER), b"x");
+    let at = |repository: &str, digest: &str| format!("oci://{}/{repository}@{digest}", registry.host);
+    let fails = |reference: &str, max: usize| -> String {
+        let e = fetcher.fetch(reference, None, max).unwrap_err();
+        assert!(e.starts_with(reference) && !e.contains('\n'), "one line that names {reference}: {e}");
+        e
+    };
+    let wrong = format!("sha256:{}", hex::encode(Sha256::digest(b"another manifest")));
+    assert!(fails(&at("policies/spot-first", &wrong), 32 << 20).contains("no such manifest"));
+    let tag_fetcher = registry.fetcher().allowing_tags();
+    let missing = format!("oci://{}/policies/spot-first:v9", registry.host);
+    let e = tag_fetcher.fetch(&missing, None, 32 << 20).unwrap_err();
+    assert!(e.starts_with(&missing) && e.contains("no such manifest"), "{e}");
+    assert!(fails(&at("policies/image", &image), 32 << 20).contains("not a wasm artifact"));
+    assert!(fails(&at("policies/spot-first", &good), 1024).contains("over the 1024-byte policy size limit"));
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mut registries = Registries::default();
+    registries.allow_plain_http(&closed.to_string()).unwrap();
+    let unreachable = format!("oci://{closed}/policies/spot-first@{good}");
+    let e = Fetcher::new(None).with_registries(registries).fetch(&unreachable, None, 32 << 20).unwrap_err();
+    assert!(e.contains("cannot reach registry"), "{e}");
+    let e = Registries::default().allow_plain_http("registry.example.com:5000").unwrap_err();
+    assert!(e.contains("only a loopback registry"), "{e}");
+}
