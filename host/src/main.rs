@@ -21,6 +21,9 @@ enum Command {
     Simulate(cli::simulate::SimulateArgs),
     /// Load and validate a policy, print its metadata and a smoke run.
     Check(cli::check::CheckArgs),
+    /// Push a policy to an OCI registry and print the reference pinned by
+    /// digest.
+    Push(cli::push::PushArgs),
     /// Schedule the pods of a Kubernetes cluster (kubeconfig or in-cluster).
     Run(Box<cli::run::RunArgs>),
     /// Write a new policy project (source, tests, settings, a sample
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => cli::simulate::run(args),
         Command::Check(args) => cli::check::run(args),
+        Command::Push(args) => cli::push::run(args),
         Command::Run(args) => cli::run::run(*args),
         Command::New(args) => cli::new::run(args),
     };

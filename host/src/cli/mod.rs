@@ -1,5 +1,6 @@
 pub mod check;
 pub mod new;
+pub mod push;
 pub mod run;
 pub mod simulate;
 pub mod watch;

@@ -39,15 +39,20 @@ impl LimitArgs {
         Ok(PolicyLimits { memory_bytes: memory_bytes as usize, call_deadline, ..PolicyLimits::default() })
     }
 
-    /// What fetches `oci://` (and URL) policies for a command run by hand:
-    /// through the cache directory, and a tag alone is resolved (`check`
-    /// prints the digest to pin).
-    pub fn fetcher(&self) -> anyhow::Result<Fetcher> {
+    /// The registries `oci://` references are spoken to as asked.
+    pub fn registries(&self) -> anyhow::Result<Registries> {
         let mut registries = Registries::default();
         for registry in &self.registry_plain_http {
             registries.allow_plain_http(registry).map_err(|e| anyhow::anyhow!("--registry-plain-http {e}"))?;
         }
-        Ok(Fetcher::new(self.cache_dir.clone()).with_registries(registries).allowing_tags())
+        Ok(registries)
+    }
+
+    /// What fetches `oci://` (and URL) policies for a command run by hand:
+    /// through the cache directory, and a tag alone is resolved (`check`
+    /// prints the digest to pin).
+    pub fn fetcher(&self) -> anyhow::Result<Fetcher> {
+        Ok(Fetcher::new(self.cache_dir.clone()).with_registries(self.registries()?).allowing_tags())
     }
 
     /// An engine that uses the cache directory, if one is given.

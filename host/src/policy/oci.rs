@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 pub const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
 /// Its one layer's media type.
 pub const WASM_LAYER: &str = "application/wasm";
-/// How long one pull may take, end to end.
+/// How long one pull or push may take, end to end.
 const PULL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Whether a policy location names an OCI artifact.
@@ -90,26 +90,66 @@ pub struct Pulled {
     pub sha256: String,
 }
 
-/// Pulls the artifact `r` names: its manifest (checked against the
-/// reference's digest when it has one), then its one wasm layer, at most
-/// `max_bytes`. On a thread of its own with its own runtime, as the
-/// callers are synchronous and some are inside a runtime.
-pub fn pull(r: &OciRef, registries: &Registries, max_bytes: usize) -> Result<Pulled, String> {
+/// Runs `work` on a thread of its own with its own runtime: the callers
+/// are synchronous, and some of them are inside a runtime.
+fn on_own_runtime<T: Send>(
+    r: &OciRef,
+    doing: &str,
+    work: impl std::future::Future<Output = Result<T, String>> + Send,
+) -> Result<T, String> {
     std::thread::scope(|s| {
         s.spawn(|| {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map_err(|e| format!("{}: starting the pull: {e}", r.text))?;
+                .map_err(|e| format!("{}: starting the {doing}: {e}", r.text))?;
             runtime.block_on(async {
-                tokio::time::timeout(PULL_TIMEOUT, pull_async(r, registries, max_bytes))
+                tokio::time::timeout(PULL_TIMEOUT, work)
                     .await
-                    .unwrap_or_else(|_| Err(format!("{}: the pull took longer than {PULL_TIMEOUT:?}", r.text)))
+                    .unwrap_or_else(|_| Err(format!("{}: the {doing} took longer than {PULL_TIMEOUT:?}", r.text)))
             })
         })
         .join()
-        .unwrap_or_else(|_| Err(format!("{}: the pull panicked", r.text)))
+        .unwrap_or_else(|_| Err(format!("{}: the {doing} panicked", r.text)))
     })
+}
+
+/// Pushes `wasm` as the artifact `r` names (a tag, not a digest), in the
+/// wasm artifact layout; the digest of the manifest pushed, which pins it.
+pub fn push(r: &OciRef, wasm: Vec<u8>, registries: &Registries) -> Result<String, String> {
+    if r.digest().is_some() {
+        return Err(format!("{}: push to a tag (REPOSITORY:TAG); the digest is what the push prints", r.text));
+    }
+    on_own_runtime(r, "push", push_async(r, wasm, registries))
+}
+
+async fn push_async(r: &OciRef, wasm: Vec<u8>, registries: &Registries) -> Result<String, String> {
+    use oci_client::client::{Config, ImageLayer};
+    let client = client(registries);
+    let layer_digest = format!("sha256:{}", hex::encode(Sha256::digest(&wasm)));
+    // The config the wasm OCI layout describes (TAG Runtime's).
+    let config = serde_json::json!({"architecture": "wasm", "os": "wasip2", "layerDigests": [layer_digest]});
+    let config = Config::new(config.to_string().into_bytes(), WASM_CONFIG.to_string(), None);
+    let layers = [ImageLayer::new(wasm, WASM_LAYER.to_string(), None)];
+    let auth = RegistryAuth::Anonymous;
+    client.push(&r.reference, &layers, config, &auth, None).await.map_err(|e| registry_error(r, &e))?;
+    client.fetch_manifest_digest(&r.reference, &auth).await.map_err(|e| registry_error(r, &e))
+}
+
+fn client(registries: &Registries) -> Client {
+    let protocol = match registries.plain_http.is_empty() {
+        true => ClientProtocol::Https,
+        false => ClientProtocol::HttpsExcept(registries.plain_http.clone()),
+    };
+    Client::new(ClientConfig { protocol, ..ClientConfig::default() })
+}
+
+/// Pulls the artifact `r` names: its manifest (checked against the
+/// reference's digest when it has one), then its one wasm layer, at most
+/// `max_bytes`. On a thread of its own with its own runtime, as the
+/// callers are synchronous and some are inside a runtime.
+pub fn pull(r: &OciRef, registries: &Registries, max_bytes: usize) -> Result<Pulled, String> {
+    on_own_runtime(r, "pull", pull_async(r, registries, max_bytes))
 }
 
 #[derive(Deserialize)]
@@ -129,11 +169,7 @@ struct Descriptor {
 }
 
 async fn pull_async(r: &OciRef, registries: &Registries, max_bytes: usize) -> Result<Pulled, String> {
-    let protocol = match registries.plain_http.is_empty() {
-        true => ClientProtocol::Https,
-        false => ClientProtocol::HttpsExcept(registries.plain_http.clone()),
-    };
-    let client = Client::new(ClientConfig { protocol, ..ClientConfig::default() });
+    let client = client(registries);
     let accepted = [OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE];
     let (body, manifest_digest) = client
         .pull_manifest_raw(&r.reference, &RegistryAuth::Anonymous, &accepted)

@@ -206,3 +206,44 @@ fn each_bad_reference_is_said_in_one_line_that_names_it() {
     let e = Registries::default().allow_plain_http("registry.example.com:5000").unwrap_err();
     assert!(e.contains("only a loopback registry"), "{e}");
 }
+
+#[test]
+fn push_writes_the_wasm_layout_and_prints_the_pin_check_then_loads() {
+    let Some(registry) = Registry::start() else { return };
+    let file = policy_wasm("spot-first");
+    let target = format!("oci://{}/policies/pushed:v1", registry.host);
+    let out = wasmsched(&["push", file.to_str().unwrap(), &target, "--registry-plain-http", &registry.host]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    let pinned = said
+        .lines()
+        .find_map(|l| l.strip_prefix("use it as   url: "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no pinned reference printed:\n{said}"))
+        .to_string();
+    assert!(said.contains(&format!("pushed      {target}@sha256:")), "{said}");
+    // Another client reads the layout: the manifest as the spec says.
+    let digest = pinned.rsplit_once('@').unwrap().1.to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let manifest: serde_json::Value = runtime.block_on(async {
+        let url = format!("{}/policies/pushed/manifests/{digest}", registry.base());
+        let accept = "application/vnd.oci.image.manifest.v1+json";
+        reqwest::Client::new().get(url).header("accept", accept).send().await.unwrap().json().await.unwrap()
+    });
+    assert_eq!(manifest["config"]["mediaType"], WASM_CONFIG, "{manifest}");
+    assert_eq!(manifest["layers"][0]["mediaType"], WASM_LAYER, "{manifest}");
+    assert_eq!(manifest["layers"].as_array().map(Vec::len), Some(1), "{manifest}");
+    // And wasmsched loads what it pushed, by the printed pin.
+    let out = wasmsched(&["check", &pinned, "--registry-plain-http", &registry.host]);
+    assert!(out.status.success() && text(&out).contains("policy      spot-first"), "{}", text(&out));
+
+    // A file that is not a policy is not pushed.
+    let junk = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(junk.path(), b"not a policy").unwrap();
+    let junk_target = format!("oci://{}/policies/junk:v1", registry.host);
+    let out =
+        wasmsched(&["push", junk.path().to_str().unwrap(), &junk_target, "--registry-plain-http", &registry.host]);
+    assert!(!out.status.success() && text(&out).contains("not pushed"), "{}", text(&out));
+    let e = registry.fetcher().allowing_tags().fetch(&junk_target, None, 1 << 20).unwrap_err();
+    assert!(e.contains("no such manifest"), "{e}");
+}
