@@ -30,6 +30,15 @@ pub struct LimitArgs {
     /// (HOST:PORT; loopback only, such as a local test registry).
     #[arg(long, value_name = "HOST:PORT")]
     pub registry_plain_http: Vec<String>,
+    /// Credentials for registries of `oci://` policies: a Docker
+    /// `config.json` (as `docker login` writes it; in a cluster, a
+    /// `kubernetes.io/dockerconfigjson` Secret mounted as a file).
+    #[arg(long, value_name = "FILE")]
+    pub registry_config: Option<PathBuf>,
+    /// Trust this CA certificate (PEM) for registries' TLS, beside the
+    /// public roots.
+    #[arg(long, value_name = "FILE")]
+    pub registry_ca: Vec<PathBuf>,
 }
 
 impl LimitArgs {
@@ -44,6 +53,17 @@ impl LimitArgs {
         let mut registries = Registries::default();
         for registry in &self.registry_plain_http {
             registries.allow_plain_http(registry).map_err(|e| anyhow::anyhow!("--registry-plain-http {e}"))?;
+        }
+        if let Some(path) = &self.registry_config {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("--registry-config {}", path.display()))?;
+            registries
+                .add_docker_config(&text)
+                .map_err(|e| anyhow::anyhow!("--registry-config {}: {e}", path.display()))?;
+        }
+        for path in &self.registry_ca {
+            let pem = std::fs::read(path).with_context(|| format!("--registry-ca {}", path.display()))?;
+            registries.ca_pem.push(pem);
         }
         Ok(registries)
     }

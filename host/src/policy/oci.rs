@@ -57,13 +57,76 @@ impl OciRef {
 }
 
 /// How registries are spoken to.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Registries {
     /// Registries (`HOST:PORT`, loopback only) spoken to over plain HTTP.
     pub plain_http: Vec<String>,
+    /// Extra CA certificates (PEM) trusted for registries' TLS.
+    pub ca_pem: Vec<Vec<u8>>,
+    /// Credentials by registry (`HOST[:PORT]`): user and password.
+    credentials: Vec<(String, String, String)>,
+}
+
+impl std::fmt::Debug for Registries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let with: Vec<&str> = self.credentials.iter().map(|(r, _, _)| r.as_str()).collect();
+        f.debug_struct("Registries")
+            .field("plain_http", &self.plain_http)
+            .field("ca_pem", &self.ca_pem.len())
+            .field("credentials for", &with)
+            .finish()
+    }
+}
+
+#[derive(Deserialize)]
+struct DockerConfig {
+    #[serde(default)]
+    auths: std::collections::BTreeMap<String, DockerAuth>,
+}
+
+#[derive(Deserialize)]
+struct DockerAuth {
+    auth: Option<String>,
+    username: Option<String>,
+    password: Option<String>,
 }
 
 impl Registries {
+    /// Credentials from a Docker `config.json` (`auths`: per registry,
+    /// `auth` as base64 `user:password`, or `username` and `password`), as
+    /// `docker login` writes it and a `kubernetes.io/dockerconfigjson`
+    /// Secret holds it.
+    pub fn add_docker_config(&mut self, text: &str) -> Result<(), String> {
+        use base64::Engine;
+        let config: DockerConfig = serde_json::from_str(text).map_err(|e| format!("not a Docker config.json: {e}"))?;
+        for (registry, entry) in config.auths {
+            let host = registry.trim_start_matches("https://").trim_start_matches("http://");
+            let host = host.split('/').next().unwrap_or(host).to_string();
+            let (user, password) = match (entry.auth, entry.username, entry.password) {
+                (Some(auth), _, _) => {
+                    let decoded = base64::engine::general_purpose::STANDARD
+                        .decode(auth.trim())
+                        .map_err(|e| format!("{registry}: auth is not base64: {e}"))?;
+                    let decoded = String::from_utf8(decoded).map_err(|_| format!("{registry}: auth is not text"))?;
+                    let (user, password) =
+                        decoded.split_once(':').ok_or_else(|| format!("{registry}: auth is not USER:PASSWORD"))?;
+                    (user.to_string(), password.to_string())
+                }
+                (None, Some(user), Some(password)) => (user, password),
+                _ => return Err(format!("{registry}: give auth, or username and password")),
+            };
+            self.credentials.push((host, user, password));
+        }
+        Ok(())
+    }
+
+    fn auth_for(&self, registry: &str) -> RegistryAuth {
+        self.credentials
+            .iter()
+            .find(|(host, _, _)| host == registry)
+            .map_or(RegistryAuth::Anonymous, |(_, user, password)| RegistryAuth::Basic(user.clone(), password.clone()))
+    }
+
     /// Plain HTTP for `registry`, which must be on a loopback address:
     /// a registry elsewhere is only trusted over TLS.
     pub fn allow_plain_http(&mut self, registry: &str) -> Result<(), String> {
@@ -131,17 +194,24 @@ async fn push_async(r: &OciRef, wasm: Vec<u8>, registries: &Registries) -> Resul
     let config = serde_json::json!({"architecture": "wasm", "os": "wasip2", "layerDigests": [layer_digest]});
     let config = Config::new(config.to_string().into_bytes(), WASM_CONFIG.to_string(), None);
     let layers = [ImageLayer::new(wasm, WASM_LAYER.to_string(), None)];
-    let auth = RegistryAuth::Anonymous;
-    client.push(&r.reference, &layers, config, &auth, None).await.map_err(|e| registry_error(r, &e))?;
-    client.fetch_manifest_digest(&r.reference, &auth).await.map_err(|e| registry_error(r, &e))
+    let auth = registries.auth_for(r.registry());
+    let failed = |e: oci_client::errors::OciDistributionError| registry_error(r, &auth, &e);
+    client.push(&r.reference, &layers, config, &auth, None).await.map_err(failed)?;
+    client.fetch_manifest_digest(&r.reference, &auth).await.map_err(failed)
 }
 
 fn client(registries: &Registries) -> Client {
+    use oci_client::client::{Certificate, CertificateEncoding};
     let protocol = match registries.plain_http.is_empty() {
         true => ClientProtocol::Https,
         false => ClientProtocol::HttpsExcept(registries.plain_http.clone()),
     };
-    Client::new(ClientConfig { protocol, ..ClientConfig::default() })
+    let extra_root_certificates = registries
+        .ca_pem
+        .iter()
+        .map(|pem| Certificate { encoding: CertificateEncoding::Pem, data: pem.clone() })
+        .collect();
+    Client::new(ClientConfig { protocol, extra_root_certificates, ..ClientConfig::default() })
 }
 
 /// Pulls the artifact `r` names: its manifest (checked against the
@@ -171,10 +241,9 @@ struct Descriptor {
 async fn pull_async(r: &OciRef, registries: &Registries, max_bytes: usize) -> Result<Pulled, String> {
     let client = client(registries);
     let accepted = [OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE];
-    let (body, manifest_digest) = client
-        .pull_manifest_raw(&r.reference, &RegistryAuth::Anonymous, &accepted)
-        .await
-        .map_err(|e| registry_error(r, &e))?;
+    let auth = registries.auth_for(r.registry());
+    let (body, manifest_digest) =
+        client.pull_manifest_raw(&r.reference, &auth, &accepted).await.map_err(|e| registry_error(r, &auth, &e))?;
     let manifest: Manifest = serde_json::from_slice(&body)
         .map_err(|e| format!("{}: the manifest is not an OCI image manifest ({e}); push a wasm artifact", r.text))?;
     let layer = wasm_layer(r, &manifest)?;
@@ -191,7 +260,7 @@ async fn pull_async(r: &OciRef, registries: &Registries, max_bytes: usize) -> Re
         ..OciDescriptor::default()
     };
     let mut wasm = Vec::with_capacity(usize::try_from(layer.size).unwrap_or(0));
-    client.pull_blob(&r.reference, &descriptor, &mut wasm).await.map_err(|e| registry_error(r, &e))?;
+    client.pull_blob(&r.reference, &descriptor, &mut wasm).await.map_err(|e| registry_error(r, &auth, &e))?;
     if wasm.len() > max_bytes {
         return Err(format!("{}: larger than the {max_bytes}-byte policy size limit", r.text));
     }
@@ -221,13 +290,23 @@ fn wasm_layer<'m>(r: &OciRef, manifest: &'m Manifest) -> Result<&'m Descriptor, 
 }
 
 /// One line: the reference, what the registry said, what to do.
-fn registry_error(r: &OciRef, e: &oci_client::errors::OciDistributionError) -> String {
+fn registry_error(r: &OciRef, auth: &RegistryAuth, e: &oci_client::errors::OciDistributionError) -> String {
     use oci_client::errors::OciDistributionError as E;
     let text = e.to_string();
+    let refused = matches!(e, E::UnauthorizedError { .. } | E::AuthenticationFailure(_))
+        || matches!(e, E::ServerError { code: 401, .. })
+        || matches!(e, E::RegistryError { envelope, .. }
+            if envelope.errors.iter().any(|e| matches!(e.code, oci_client::errors::OciErrorCode::Unauthorized)));
     match e {
-        E::UnauthorizedError { .. } | E::AuthenticationFailure(_) => {
-            format!("{}: the registry refused anonymous access ({text}); give it credentials", r.text)
-        }
+        _ if refused && matches!(auth, RegistryAuth::Anonymous) => format!(
+            "{}: the registry refused anonymous access ({text}); give credentials with --registry-config (a Docker config.json)",
+            r.text
+        ),
+        _ if refused => format!(
+            "{}: the registry refused the credentials given for {} ({text}); check them in --registry-config",
+            r.text,
+            r.registry()
+        ),
         E::ImageManifestNotFoundError(_) => {
             format!("{}: the registry has no such manifest ({text}); check the repository, tag and digest", r.text)
         }
@@ -238,7 +317,15 @@ fn registry_error(r: &OciRef, e: &oci_client::errors::OciDistributionError) -> S
             format!("{}: the registry has no such manifest ({text}); check the repository, tag and digest", r.text)
         }
         E::DigestError(_) => format!("{}: {text}; the registry's content does not match the pinned digest", r.text),
-        E::RequestError(_) => format!("{}: cannot reach registry {} ({text})", r.text, r.registry()),
+        E::RequestError(cause) => {
+            let chain = chain(cause);
+            let hint = if chain.contains("certificate") {
+                "; if it has a CA of its own, trust it with --registry-ca"
+            } else {
+                ""
+            };
+            format!("{}: cannot reach registry {} ({chain}){hint}", r.text, r.registry())
+        }
         _ => format!("{}: {text}", r.text),
     }
 }
@@ -246,4 +333,16 @@ fn registry_error(r: &OciRef, e: &oci_client::errors::OciDistributionError) -> S
 fn unknown(code: &oci_client::errors::OciErrorCode) -> bool {
     use oci_client::errors::OciErrorCode as C;
     matches!(code, C::ManifestUnknown | C::NameUnknown | C::NotFound | C::BlobUnknown)
+}
+
+/// An error with its causes, which reqwest keeps out of its own message
+/// (the TLS or connection failure that matters is among them).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text = format!("{text}: {cause}");
+        source = cause.source();
+    }
+    text
 }

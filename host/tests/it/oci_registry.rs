@@ -15,12 +15,14 @@ use wasmsched::policy::remote::Fetcher;
 use wasmsched_test_support::policy_wasm;
 
 const REGISTRY: &str = "/usr/bin/docker-registry";
+/// bcrypt of `pushing-policies` (the registry's htpasswd takes bcrypt only).
+const PASSWORD_BCRYPT: &str = "$2b$05$eVSgTHrOjmApCFT28PYHCuOZ3EEal/kr7WPumNv9gc9sSMK6vkZVK";
 
 /// A registry serving on a loopback port, stopped on drop.
 struct Registry {
     child: Child,
     host: String,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Drop for Registry {
@@ -33,6 +35,16 @@ impl Drop for Registry {
 impl Registry {
     /// `None` (skipped) without the package, except under `CI=true`.
     fn start() -> Option<Registry> {
+        Registry::start_with("")
+    }
+
+    /// Over TLS with a certificate from a CA of its own (`ca.pem` in its
+    /// directory), and basic auth: `user` / `pushing-policies`.
+    fn start_secured() -> Option<Registry> {
+        Registry::start_with("secured")
+    }
+
+    fn start_with(secured: &str) -> Option<Registry> {
         if !std::path::Path::new(REGISTRY).exists() {
             assert!(
                 std::env::var("CI").as_deref() != Ok("true"),
@@ -46,8 +58,18 @@ impl Registry {
         let host = format!("127.0.0.1:{port}");
         let config = dir.path().join("config.yml");
         let storage = dir.path().join("data");
+        let mut http = format!("addr: {host}");
+        let mut auth = String::new();
+        if !secured.is_empty() {
+            let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+            make_certificates(dir.path());
+            http += &format!(", tls: {{certificate: {}, key: {}}}", cert.display(), key.display());
+            let htpasswd = dir.path().join("htpasswd");
+            std::fs::write(&htpasswd, format!("user:{PASSWORD_BCRYPT}\n")).unwrap();
+            auth = format!("auth: {{htpasswd: {{realm: wasmsched, path: {}}}}}\n", htpasswd.display());
+        }
         let text = format!(
-            "version: 0.1\nlog: {{level: error, accesslog: {{disabled: true}}}}\nstorage: {{filesystem: {{rootdirectory: {}}}}}\nhttp: {{addr: {host}}}\n",
+            "version: 0.1\nlog: {{level: error, accesslog: {{disabled: true}}}}\nstorage: {{filesystem: {{rootdirectory: {}}}}}\nhttp: {{{http}}}\n{auth}",
             storage.display()
         );
         std::fs::write(&config, text).unwrap();
@@ -58,7 +80,7 @@ impl Registry {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        let registry = Registry { child, host, _dir: dir };
+        let registry = Registry { child, host, dir };
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::net::TcpStream::connect(&registry.host).is_err() {
             assert!(Instant::now() < deadline, "the registry did not start on {}", registry.host);
@@ -129,6 +151,28 @@ impl Registry {
         let mut registries = Registries::default();
         registries.allow_plain_http(&self.host).unwrap();
         Fetcher::new(None).with_registries(registries)
+    }
+}
+
+/// A CA (`ca.pem`) and the registry's certificate from it (`cert.pem`,
+/// `key.pem`, for 127.0.0.1), with openssl.
+fn make_certificates(dir: &std::path::Path) {
+    std::fs::write(dir.join("leaf.ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
+    let steps: [&[&str]; 3] = [
+        &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=wasmsched test CA"],
+        &["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "key.pem", "-out", "leaf.csr"],
+        &["x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1"],
+    ];
+    let outputs: [&[&str]; 3] =
+        [&["-keyout", "ca.key", "-out", "ca.pem"], &[], &["-extfile", "leaf.ext", "-out", "cert.pem"]];
+    for (step, out) in steps.iter().zip(outputs) {
+        let made = Command::new("openssl")
+            .args(*step)
+            .args(out)
+            .current_dir(dir)
+            .output()
+            .expect("openssl (.ci/run installs it)");
+        assert!(made.status.success(), "openssl {step:?}: {}", String::from_utf8_lossy(&made.stderr));
     }
 }
 
@@ -246,4 +290,40 @@ fn push_writes_the_wasm_layout_and_prints_the_pin_check_then_loads() {
     assert!(!out.status.success() && text(&out).contains("not pushed"), "{}", text(&out));
     let e = registry.fetcher().allowing_tags().fetch(&junk_target, None, 1 << 20).unwrap_err();
     assert!(e.contains("no such manifest"), "{e}");
+}
+
+#[test]
+fn a_registry_with_tls_and_credentials_takes_a_docker_config_and_says_a_401() {
+    let Some(registry) = Registry::start_secured() else { return };
+    let ca = registry.dir.path().join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let config = |user: &str, password: &str| {
+        use base64::Engine;
+        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        let path = registry.dir.path().join(format!("config-{password}.json"));
+        std::fs::write(&path, format!("{{\"auths\": {{\"{}\": {{\"auth\": \"{auth}\"}}}}}}", registry.host)).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let good = config("user", "pushing-policies");
+    let file = policy_wasm("spot-first");
+    let target = format!("oci://{}/policies/secured:v1", registry.host);
+    let out = wasmsched(&["push", file.to_str().unwrap(), &target, "--registry-ca", ca, "--registry-config", &good]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = wasmsched(&["check", &target, "--registry-ca", ca, "--registry-config", &good]);
+    assert!(out.status.success() && text(&out).contains("policy      spot-first"), "{}", text(&out));
+
+    let out = wasmsched(&["check", &target, "--registry-ca", ca]);
+    let said = text(&out);
+    assert!(!out.status.success() && said.contains("refused anonymous access") && said.contains(&target), "{said}");
+    let wrong = config("user", "guessed");
+    let out = wasmsched(&["check", &target, "--registry-ca", ca, "--registry-config", &wrong]);
+    let said = text(&out);
+    assert!(!out.status.success() && said.contains("refused the credentials"), "{said}");
+    // Its certificate is not trusted unless asked for.
+    let out = wasmsched(&["check", &target, "--registry-config", &good]);
+    let said = text(&out);
+    assert!(
+        !out.status.success() && said.contains("cannot reach registry") && said.contains("--registry-ca"),
+        "{said}"
+    );
 }
