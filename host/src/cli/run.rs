@@ -207,8 +207,10 @@ fn flags(args: &RunArgs) -> anyhow::Result<Flags> {
 fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
     let flags = flags(args)?;
     let file = args.config.as_deref().map(|path| ConfigurationFile::read(path).map(|f| (f, path))).transpose()?;
-    let resolved = resolve(file.as_ref().map(|(f, path)| (f, *path)), flags)?;
-    let config = load(resolved, &args.limits.engine()?, &Fetcher::new(args.limits.cache_dir.clone()))?;
+    let mut resolved = resolve(file.as_ref().map(|(f, path)| (f, *path)), flags)?;
+    resolved.registries = args.limits.registries()?;
+    let fetcher = Fetcher::new(args.limits.cache_dir.clone()).with_registries(resolved.registries.clone());
+    let config = load(resolved, &args.limits.engine()?, &fetcher)?;
     for p in &config.profiles {
         match &p.origin {
             PolicyOrigin::Specs(set) if set.policies.is_empty() => {

@@ -169,7 +169,7 @@ impl Sources {
         let validator = Arc::new(BundleValidator::for_profiles(
             engine,
             config.policy_limits.clone(),
-            Fetcher::new(config.cache_dir.clone()),
+            Fetcher::new(config.cache_dir.clone()).with_registries(config.registries.clone()),
         ));
         for (profile, dir) in self.dirs {
             let source = PolicyDirSource::new(dir, profile, validator.clone());

@@ -19,9 +19,9 @@ const REGISTRY: &str = "/usr/bin/docker-registry";
 const PASSWORD_BCRYPT: &str = "$2b$05$eVSgTHrOjmApCFT28PYHCuOZ3EEal/kr7WPumNv9gc9sSMK6vkZVK";
 
 /// A registry serving on a loopback port, stopped on drop.
-struct Registry {
+pub(crate) struct Registry {
     child: Child,
-    host: String,
+    pub(crate) host: String,
     dir: tempfile::TempDir,
 }
 
@@ -34,7 +34,7 @@ impl Drop for Registry {
 
 impl Registry {
     /// `None` (skipped) without the package, except under `CI=true`.
-    fn start() -> Option<Registry> {
+    pub(crate) fn start() -> Option<Registry> {
         Registry::start_with("")
     }
 
@@ -143,7 +143,7 @@ impl Registry {
         (digest, bytes.len())
     }
 
-    fn push_wasm(&self, repository: &str, tag: &str, wasm: &[u8]) -> String {
+    pub(crate) fn push_wasm(&self, repository: &str, tag: &str, wasm: &[u8]) -> String {
         self.push(repository, tag, (WASM_CONFIG, WASM_LAYER), wasm)
     }
 

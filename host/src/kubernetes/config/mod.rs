@@ -175,6 +175,9 @@ pub struct RunConfig<S = PolicySet> {
     pub metrics: Vec<MetricSpec>,
     /// Precompiled policies and policies fetched by URL are kept here.
     pub cache_dir: Option<PathBuf>,
+    /// How registries of `oci://` policies are spoken to (credentials,
+    /// CAs, plain HTTP for a loopback registry).
+    pub registries: crate::policy::oci::Registries,
 }
 
 impl<S> RunConfig<S> {
@@ -192,6 +195,7 @@ impl<S> RunConfig<S> {
             tenants: TenantConfig::default(),
             metrics: Vec::new(),
             cache_dir: None,
+            registries: Default::default(),
         }
     }
 
@@ -211,6 +215,7 @@ impl<S> RunConfig<S> {
             tenants: self.tenants,
             metrics: self.metrics,
             cache_dir: self.cache_dir,
+            registries: self.registries,
         }
     }
 }

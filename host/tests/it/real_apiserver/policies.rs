@@ -40,6 +40,38 @@ fn a_policy_configmap_update_swaps_in_and_a_bad_one_is_refused() {
     });
 }
 
+/// A ConfigMap bundle that names a policy in an OCI registry (a real
+/// one on a loopback port, pinned by digest): the scheduler pulls it,
+/// swaps it in, and it decides the next pods.
+#[test]
+fn a_configmap_bundle_takes_a_policy_from_an_oci_registry() {
+    let Some(registry) = crate::oci_registry::Registry::start() else { return };
+    let Some(real) = Real::start("oci-bundle") else { return };
+    let digest = registry.push_wasm("policies/spot-first", "v1", &real::wasm("spot-first"));
+    let pinned = format!("oci://{}/policies/spot-first@{digest}", registry.host);
+    real.block_on(async {
+        on_demand_and_spot(&real, "oci").await;
+        real.put_configmap("oci-policies", &[("spot.yaml", format!("url: {pinned}\n").into_bytes())], false).await;
+        let cm = ConfigMapRef { namespace: real.namespace.clone(), name: "oci-policies".into() };
+        let mut config = common::single_replica(ProfileConfig {
+            scheduler_name: "wasmsched-oci".into(),
+            origin: PolicyOrigin::ConfigMap(cm),
+            sampling: Default::default(),
+            scoring: Default::default(),
+        });
+        config.tenants.settings.enabled = false;
+        config.registries.allow_plain_http(&registry.host).unwrap();
+        let ours = common::start_ready(real.admin.clone(), config).await;
+        real.wait_active(&ours, "spot-first").await;
+        let spec = json!({"nodeSelector": {"wasmsched-class": "oci"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}]});
+        let pods: Vec<(String, Value)> = (0..6).map(|i| (format!("oci-{i}"), spec.clone())).collect();
+        let created = real.create_pods("", &pods, "wasmsched-oci", Duration::ZERO).await;
+        let placed = real.wait_decided(&created, Duration::from_secs(20)).await;
+        assert!(placed.iter().all(spot_node), "the pulled spot-first decides");
+        ours.shutdown().await;
+    });
+}
+
 /// A tenant's labelled ConfigMap on the real API server: accepted with an
 /// Event, and the namespace's annotated pods are decided by it.
 #[test]
