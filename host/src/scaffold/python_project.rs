@@ -339,4 +339,9 @@ mount it in the scheduler's policy directory (wasmsched's sdk/python.md):
 
 ```yaml
 {{bundle}}```
+
+Or push it to a registry your cluster reaches: `wasmsched push
+{{wasm}}.wasm oci://REGISTRY/policies/{{name}}:v1` prints the reference
+pinned by digest, and `url: oci://REGISTRY/policies/{{name}}@sha256:…`
+takes the place of `url` and `sha256` above.
 "#;
