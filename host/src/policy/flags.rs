@@ -31,9 +31,11 @@ pub struct LimitArgs {
     #[arg(long, value_name = "HOST:PORT")]
     pub registry_plain_http: Vec<String>,
     /// Credentials for registries of `oci://` policies: a Docker
-    /// `config.json` (as `docker login` writes it; in a cluster, a
-    /// `kubernetes.io/dockerconfigjson` Secret mounted as a file).
-    #[arg(long, value_name = "FILE")]
+    /// `config.json` (as `docker login` writes it), or a directory holding
+    /// one as `.dockerconfigjson` (a `kubernetes.io/dockerconfigjson`
+    /// Secret mounted there) or `config.json`; an empty directory (an
+    /// optional Secret not created) means none.
+    #[arg(long, value_name = "FILE|DIR")]
     pub registry_config: Option<PathBuf>,
     /// Trust this CA certificate (PEM) for registries' TLS, beside the
     /// public roots.
@@ -54,9 +56,9 @@ impl LimitArgs {
         for registry in &self.registry_plain_http {
             registries.allow_plain_http(registry).map_err(|e| anyhow::anyhow!("--registry-plain-http {e}"))?;
         }
-        if let Some(path) = &self.registry_config {
+        if let Some(path) = self.registry_config.as_deref().map(docker_config).transpose()?.flatten() {
             let text =
-                std::fs::read_to_string(path).with_context(|| format!("--registry-config {}", path.display()))?;
+                std::fs::read_to_string(&path).with_context(|| format!("--registry-config {}", path.display()))?;
             registries
                 .add_docker_config(&text)
                 .map_err(|e| anyhow::anyhow!("--registry-config {}: {e}", path.display()))?;
@@ -83,6 +85,17 @@ impl LimitArgs {
             None => engine,
         })
     }
+}
+
+/// The Docker config `--registry-config` names: the file itself, or in a
+/// directory `.dockerconfigjson` or `config.json`; `None` for a directory
+/// with neither. A path that does not exist is an error.
+fn docker_config(path: &Path) -> anyhow::Result<Option<PathBuf>> {
+    if !path.is_dir() {
+        anyhow::ensure!(path.exists(), "--registry-config {}: no such file or directory", path.display());
+        return Ok(Some(path.to_path_buf()));
+    }
+    Ok([".dockerconfigjson", "config.json"].iter().map(|name| path.join(name)).find(|p| p.exists()))
 }
 
 /// A policy's configuration as JSON: from a YAML or JSON file, or `{}`.

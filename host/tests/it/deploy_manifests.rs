@@ -148,6 +148,13 @@ fn the_deployment_matches_the_binary() {
     let config_arg = args.iter().find_map(|a| a.strip_prefix("--config=")).expect("--config");
     let mount = c.volume_mounts.as_ref().unwrap().iter().find(|m| config_arg.starts_with(&m.mount_path)).unwrap();
     assert_eq!(config_arg, format!("{}/scheduler-config.yaml", mount.mount_path));
+    // Registry credentials: the optional dockerconfigjson Secret, mounted
+    // where --registry-config looks (an empty directory without it).
+    let registry_arg = args.iter().find_map(|a| a.strip_prefix("--registry-config=")).expect("--registry-config");
+    let mount = c.volume_mounts.as_ref().unwrap().iter().find(|m| m.mount_path == registry_arg).unwrap();
+    let volume = pod.volumes.as_ref().unwrap().iter().find(|v| v.name == mount.name).unwrap();
+    let secret = volume.secret.as_ref().expect("a Secret volume");
+    assert_eq!((secret.secret_name.as_deref(), secret.optional), (Some("wasmsched-registry"), Some(true)));
     // Policies come from the generated ConfigMap, watched through the API:
     // its name must not get kustomize's hash suffix.
     let file = ConfigurationFile::read(&deploy_dir().join("scheduler-config.yaml")).unwrap();

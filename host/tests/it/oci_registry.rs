@@ -319,6 +319,18 @@ fn a_registry_with_tls_and_credentials_takes_a_docker_config_and_says_a_401() {
     let out = wasmsched(&["check", &target, "--registry-ca", ca, "--registry-config", &wrong]);
     let said = text(&out);
     assert!(!out.status.success() && said.contains("refused the credentials"), "{said}");
+    // The directory form, as deploy/ mounts the optional Secret: its
+    // `.dockerconfigjson`, or nothing when the Secret is not there.
+    let secret = registry.dir.path().join("secret");
+    std::fs::create_dir(&secret).unwrap();
+    let empty = secret.to_str().unwrap();
+    let out = wasmsched(&["check", &target, "--registry-ca", ca, "--registry-config", empty]);
+    assert!(!out.status.success() && text(&out).contains("refused anonymous access"), "{}", text(&out));
+    std::fs::copy(&good, secret.join(".dockerconfigjson")).unwrap();
+    let out = wasmsched(&["check", &target, "--registry-ca", ca, "--registry-config", empty]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = wasmsched(&["check", &target, "--registry-config", "/no/such/place"]);
+    assert!(!out.status.success() && text(&out).contains("no such file or directory"), "{}", text(&out));
     // Its certificate is not trusted unless asked for.
     let out = wasmsched(&["check", &target, "--registry-config", &good]);
     let said = text(&out);
