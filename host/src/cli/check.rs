@@ -25,7 +25,7 @@ pub struct CheckArgs {
 
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let limits = args.limits.to_limits()?;
-    let (source, digest) = policy_source(&args.policy, &args.limits.fetcher()?)?;
+    let (source, digest) = policy_source(&args.policy, &args.limits.fetcher()?, &limits)?;
     let config = read_config(args.config.as_deref())?;
     let engine = args.limits.engine()?;
     announce_long_compile(&engine, &source);

@@ -37,9 +37,10 @@ pub fn run(args: PushArgs) -> anyhow::Result<ExitCode> {
     }
     let digest =
         oci::push(&reference, source.bytes.to_vec(), &args.limits.registries()?).map_err(anyhow::Error::msg)?;
-    let repository = args.reference.split('@').next().unwrap_or(&args.reference);
-    let unpinned = repository.rsplit_once(':').filter(|(_, tag)| !tag.contains('/')).map_or(repository, |(r, _)| r);
-    println!("pushed      {repository}@{digest}");
-    println!("use it as   url: {unpinned}@{digest}   (a bundle's NAME.yaml, a configuration file, --policy)");
+    println!("pushed      {}@{digest}", args.reference);
+    println!(
+        "use it as   url: {}@{digest}   (a bundle's NAME.yaml, a configuration file, --policy)",
+        reference.repository()
+    );
     Ok(ExitCode::SUCCESS)
 }

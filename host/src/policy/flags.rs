@@ -181,16 +181,18 @@ pub fn policy_files(specs: &[String]) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// The largest policy a command run by hand pulls from a registry: an
-/// interpreter-based one is tens of MB.
-pub const MAX_PULLED_BYTES: usize = 128 << 20;
-
 /// A policy file, or the artifact an `oci://` reference names (with the
-/// manifest digest that pins it).
-pub fn policy_source(location: &Path, fetcher: &Fetcher) -> anyhow::Result<(PolicySource, Option<String>)> {
+/// manifest digest that pins it), pulled only up to `limits`' size cap,
+/// the one `run` applies to it too.
+pub fn policy_source(
+    location: &Path,
+    fetcher: &Fetcher,
+    limits: &PolicyLimits,
+) -> anyhow::Result<(PolicySource, Option<String>)> {
     match location.to_str().filter(|l| oci::is_oci(l)) {
         Some(reference) => {
-            let (wasm, digest) = fetcher.fetch_oci(reference, None, MAX_PULLED_BYTES).map_err(anyhow::Error::msg)?;
+            let (wasm, digest) =
+                fetcher.fetch_oci(reference, None, limits.max_wasm_bytes).map_err(anyhow::Error::msg)?;
             Ok((PolicySource::new(reference.to_string(), wasm), Some(digest)))
         }
         None => {
@@ -241,7 +243,7 @@ pub fn load_policies(
     let mut labels = Vec::new();
     for spec in specs {
         let spec = parse_policy_spec(spec)?;
-        let (source, _) = policy_source(&spec.path, fetcher)?;
+        let (source, _) = policy_source(&spec.path, fetcher, limits)?;
         let config = read_config(spec.config.as_deref())?;
         announce_long_compile(engine, &source);
         let policy = engine.load(&source, &config, limits.clone())?;

@@ -54,6 +54,11 @@ impl OciRef {
     pub fn registry(&self) -> &str {
         self.reference.resolve_registry()
     }
+
+    /// `oci://REGISTRY/REPOSITORY`, without tag or digest.
+    pub fn repository(&self) -> String {
+        format!("oci://{}/{}", self.reference.registry(), self.reference.repository())
+    }
 }
 
 /// How registries are spoken to.

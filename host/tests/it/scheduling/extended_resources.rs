@@ -57,3 +57,18 @@ fn devices_back_an_extended_resource_no_node_offers() {
     assert!(placed(&report, "plugin").is_some(), "{report:?}");
     assert!(reserved(&report, "plugin").is_empty(), "a node that offers the resource serves it itself");
 }
+
+/// A claim an earlier binding cycle made for the pod and left behind
+/// keeps every node away (`cannot schedule extended resource claim`)
+/// until PostFilter deletes it; the next attempt makes a new one.
+#[test]
+fn a_claim_left_by_an_earlier_cycle_is_deleted_then_made_anew() {
+    let nodes: String = ["n0", "n1"].iter().map(|n| node(n, "4", "8Gi", "")).collect();
+    let left = "---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: one-extended-resources-abcde\n  namespace: t\n  annotations: {resource.kubernetes.io/extended-resource-claim: \"true\"}\n  ownerReferences: [{apiVersion: v1, kind: Pod, name: one, uid: uid-one, controller: true}]\nspec:\n  devices:\n    requests:\n    - {name: container-0-request-1, exactly: {deviceClassName: gpu, count: 1}}\nstatus:\n  allocation:\n    devices:\n      results:\n      - {request: container-0-request-1, driver: gpu.example.com, pool: n1, device: gpu-0}\n";
+    let yaml = nodes + CLASSES + SLICE + left + &asking("one", &[("main", false, "example.com/gpu", 2)]);
+    let report = run(&yaml);
+    assert_eq!(placed(&report, "one").as_deref(), Some("n1"), "{:?}", report.unschedulable);
+    assert_eq!(reserved(&report, "one"), ["extended resources → n1/gpu-0, n1/gpu-1"], "the old claim's device is free");
+    let attempts = report.placements.iter().find(|p| p.pod == "t/one").map(|p| p.attempts);
+    assert_eq!(attempts, Some(2), "placed at the attempt after the deletion");
+}

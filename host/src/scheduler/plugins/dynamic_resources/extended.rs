@@ -53,11 +53,27 @@ impl PodExtended {
     /// The claim to allocate on `node`: the backed resources the node does
     /// not offer itself; `None` when it offers them all.
     pub fn claim_on(&self, pod: &PodInfo, node: &NodeFacts) -> Option<ExtendedClaim> {
-        let offered = |name: &str| node.allocatable.scalar.iter().any(|(n, amount)| n == name && *amount > 0);
-        let delegated: Vec<&(String, String)> = self.backed.iter().filter(|(name, _)| !offered(name)).collect();
+        let delegated: Vec<&(String, String)> = self.backed.iter().filter(|(name, _)| !offers(node, name)).collect();
         (!delegated.is_empty()).then(|| requests_and_mappings(&pod.extended_containers, &delegated))
     }
+
+    /// The claim on a node that offers none of the backed resources (the
+    /// usual node: no device plugin serves them), made once per attempt.
+    pub fn claim_for_all(&self, pod: &PodInfo) -> ExtendedClaim {
+        requests_and_mappings(&pod.extended_containers, &self.backed.iter().collect::<Vec<_>>())
+    }
+
+    /// Whether `node` offers some backed resource itself (a device plugin).
+    pub fn offered_by(&self, node: &NodeFacts) -> bool {
+        self.backed.iter().any(|(name, _)| offers(node, name))
+    }
 }
+
+fn offers(node: &NodeFacts, name: &str) -> bool {
+    node.allocatable.scalar.iter().any(|(n, amount)| n == name && *amount > 0)
+}
+
+impl PodExtended {}
 
 /// kube's `createRequestsAndMappings`: for each resource, one request per
 /// long-lived container (containers and sidecars) that asks for it, named

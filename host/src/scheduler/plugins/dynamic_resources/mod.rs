@@ -60,6 +60,10 @@ pub struct PodDevices {
     to_reserve: Vec<(String, Claim)>,
     /// Its extended resources that devices back.
     extended: Option<PodExtended>,
+    /// The claims to allocate on a node that offers none of those
+    /// resources itself (the claims above, then the extended resources'),
+    /// made once, not per node.
+    with_extended: Option<(Vec<ClaimPlan>, ExtendedClaim)>,
     pub checks_nodes: bool,
 }
 
@@ -97,6 +101,12 @@ impl PodDevices {
         }
         resolved.checks_nodes =
             !resolved.allocated.is_empty() || !resolved.to_allocate.is_empty() || resolved.extended.is_some();
+        if let Some(e) = resolved.extended.as_ref().filter(|e| e.stale.is_none()) {
+            let claim = e.claim_for_all(pod);
+            let mut plans = resolved.to_allocate.clone();
+            plans.push(extended_plan(pod, &claim, devices)?);
+            resolved.with_extended = Some((plans, claim));
+        }
         Ok(resolved)
     }
 
@@ -129,14 +139,16 @@ impl PodDevices {
     /// The claims to allocate on `node`: the pod's, then the one for its
     /// extended resources the node does not offer itself.
     fn plans_on(&self, pod: &PodInfo, node: &NodeFacts, devices: &Devices) -> Result<NodePlans<'_>, Vec<String>> {
-        let Some(extended) = self.extended.as_ref().and_then(|e| e.claim_on(pod, node)) else {
+        let Some(e) = &self.extended else { return Ok((std::borrow::Cow::Borrowed(&self.to_allocate), None)) };
+        if let Some((plans, claim)) = self.with_extended.as_ref().filter(|_| !e.offered_by(node)) {
+            return Ok((std::borrow::Cow::Borrowed(plans), Some(claim.clone())));
+        }
+        // A device plugin serves some of them here: the claim asks the rest.
+        let Some(extended) = e.claim_on(pod, node) else {
             return Ok((std::borrow::Cow::Borrowed(&self.to_allocate), None));
         };
-        let claim = extended::as_claim(pod, &extended);
-        let name = in_memory_extended_claim(&pod.uid);
-        let plan = plan((&pod.key.namespace, &name), &claim, devices).map_err(|e| vec![e])?;
         let mut plans = self.to_allocate.clone();
-        plans.push(plan);
+        plans.push(extended_plan(pod, &extended, devices).map_err(|e| vec![e])?);
         Ok((std::borrow::Cow::Owned(plans), Some(extended)))
     }
 
@@ -219,6 +231,13 @@ fn plan((namespace, name): (&str, &str), claim: &Claim, devices: &Devices) -> Re
         selectors.push(per_alternative);
     }
     Ok(ClaimPlan { key: format!("{namespace}/{name}"), name: name.to_string(), claim: claim.clone(), selectors })
+}
+
+/// The plan for the claim of the pod's extended resources, under the
+/// store's name for it.
+fn extended_plan(pod: &PodInfo, extended: &ExtendedClaim, devices: &Devices) -> Result<ClaimPlan, String> {
+    let name = in_memory_extended_claim(&pod.uid);
+    plan((&pod.key.namespace, &name), &extended::as_claim(pod, extended), devices)
 }
 
 /// kube's Reserve for the chosen node: the claims to allocate get the
