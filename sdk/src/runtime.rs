@@ -218,7 +218,13 @@ pub struct Instance<P> {
 impl<P: Policy> Instance<P> {
     pub fn new(config_json: &str) -> Result<Self, String> {
         let config = Config::from_json(config_json)?;
-        Ok(Instance { policy: P::new(&config)?, nodes: NodeTable::default() })
+        let policy = P::new(&config)?;
+        // A setting the policy never read is most often a misspelled one:
+        // refused here, so the policy never runs on its defaults unnoticed.
+        if let Some(e) = config.unread_error() {
+            return Err(e);
+        }
+        Ok(Instance { policy, nodes: NodeTable::default() })
     }
 
     pub fn filter(&self, pod: PodInfo, candidates: &Candidates) -> Result<FilterVerdicts, String> {

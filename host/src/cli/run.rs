@@ -127,6 +127,12 @@ pub struct TenantArgs {
     /// Policies per tenant namespace (default 4).
     #[arg(long, value_name = "N")]
     pub tenant_max_policies: Option<usize>,
+    /// Registries (HOST[:PORT]) tenants may name policies from, as
+    /// oci://REGISTRY/REPOSITORY@sha256:DIGEST (default: none; tenants then
+    /// name no URL); comma-separated, repeatable. Pulled with the
+    /// --registry-* settings, credentials included.
+    #[arg(long, value_name = "HOST[:PORT],...", value_delimiter = ',')]
+    pub tenant_allowed_registries: Vec<String>,
 }
 
 impl TenantArgs {
@@ -147,6 +153,7 @@ impl TenantArgs {
             deadline: duration("--tenant-deadline", &self.tenant_deadline)?,
             max_policy_bytes: quantity("--tenant-max-policy-size", &self.tenant_max_policy_size)?,
             max_policies: self.tenant_max_policies,
+            allowed_registries: self.tenant_allowed_registries.clone(),
         })
     }
 }

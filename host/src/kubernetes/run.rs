@@ -158,19 +158,21 @@ impl Sources {
             engine = engine.with_cache_dir(dir);
         }
         let engine = Arc::new(engine);
+        let fetcher = Fetcher::new(config.cache_dir.clone()).with_registries(config.registries.clone());
         if tenants_on {
-            let validator =
-                Arc::new(BundleValidator::for_tenants(engine.clone(), tenants.limits.clone(), tenants.max_policies));
+            let validator = Arc::new(BundleValidator::for_tenants(
+                engine.clone(),
+                tenants.limits.clone(),
+                tenants.max_policies,
+                fetcher.clone(),
+                &tenants.allowed_registries,
+            ));
             let controller = config.profiles[0].scheduler_name.clone();
             let source =
                 TenantConfigMapSource::new(tenants.settings.clone(), validator, controller, le.identity.clone());
             watches.push(tokio::spawn(source.run(client.clone(), inputs.clone(), status.clone())));
         }
-        let validator = Arc::new(BundleValidator::for_profiles(
-            engine,
-            config.policy_limits.clone(),
-            Fetcher::new(config.cache_dir.clone()).with_registries(config.registries.clone()),
-        ));
+        let validator = Arc::new(BundleValidator::for_profiles(engine, config.policy_limits.clone(), fetcher));
         for (profile, dir) in self.dirs {
             let source = PolicyDirSource::new(dir, profile, validator.clone());
             let (tx, status) = (inputs.clone(), status.clone());

@@ -55,6 +55,12 @@ impl OciRef {
         self.reference.resolve_registry()
     }
 
+    /// The registry as the reference names it (`docker.io`, not the
+    /// host Docker Hub is served from): what operators list.
+    pub fn registry_as_written(&self) -> &str {
+        self.reference.registry()
+    }
+
     /// `oci://REGISTRY/REPOSITORY`, without tag or digest.
     pub fn repository(&self) -> String {
         format!("oci://{}/{}", self.reference.registry(), self.reference.repository())

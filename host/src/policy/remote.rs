@@ -29,9 +29,8 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Debug, Clone)]
 pub struct Fetcher {
     cache_dir: Option<PathBuf>,
-    /// Set for sources that must not make the scheduler fetch (tenants:
-    /// a namespace must not point the scheduler at arbitrary URLs).
-    refused: Option<&'static str>,
+    /// What it may be asked to fetch.
+    access: Access,
     registries: Registries,
     /// An `oci://` reference may name a tag alone (commands run by hand,
     /// which print the digest to pin); what runs in a cluster needs the
@@ -39,14 +38,69 @@ pub struct Fetcher {
     allow_tags: bool,
 }
 
+/// What a fetcher may be asked to fetch.
+#[derive(Debug, Clone)]
+enum Access {
+    /// Any http(s) URL or `oci://` reference: operators' own sources.
+    Any,
+    /// Nothing; each request is refused with this reason.
+    Refused(String),
+    /// `oci://` references from these registries (`HOST[:PORT]`) only:
+    /// tenants. A namespace must not point the scheduler at any address it
+    /// can reach, so plain URLs stay refused, and a registry is one the
+    /// operators named.
+    OciFrom(Vec<String>),
+}
+
 impl Fetcher {
     pub fn new(cache_dir: Option<PathBuf>) -> Self {
-        Fetcher { cache_dir, refused: None, registries: Registries::default(), allow_tags: false }
+        Fetcher { cache_dir, access: Access::Any, registries: Registries::default(), allow_tags: false }
     }
 
     /// A fetcher that refuses every URL, saying `why`.
-    pub fn refusing(why: &'static str) -> Self {
-        Fetcher { refused: Some(why), ..Fetcher::new(None) }
+    pub fn refusing(why: &str) -> Self {
+        Fetcher { access: Access::Refused(why.to_string()), ..Fetcher::new(None) }
+    }
+
+    /// This fetcher (its cache, its registries' settings) confined to what
+    /// tenants may name: pinned `oci://` references from `registries`
+    /// (none: nothing at all).
+    pub fn for_tenants(self, registries: &[String]) -> Self {
+        let access = match registries {
+            [] => Access::Refused(
+                "tenant policies cannot name URLs here: the operators allow tenants no registry \
+                 (tenants.allowedRegistries); put the .wasm (or .wasm.gz) in the ConfigMap"
+                    .to_string(),
+            ),
+            allowed => Access::OciFrom(allowed.iter().map(|r| r.to_ascii_lowercase()).collect()),
+        };
+        Fetcher { access, allow_tags: false, ..self }
+    }
+
+    /// Refuses what this fetcher may not be asked for, saying why and what
+    /// to do instead.
+    fn admit(&self, url: &str) -> Result<(), String> {
+        match &self.access {
+            Access::Any => Ok(()),
+            Access::Refused(why) => Err(format!("url {url}: {why}")),
+            Access::OciFrom(allowed) => {
+                let listed = allowed.join(", ");
+                if !oci::is_oci(url) {
+                    return Err(format!(
+                        "url {url}: tenant policies cannot name http(s) URLs; name a wasm artifact pinned by digest \
+                         (oci://REGISTRY/REPOSITORY@sha256:DIGEST) from a registry the operators allow ({listed})"
+                    ));
+                }
+                let registry = OciRef::parse(url)?.registry_as_written().to_ascii_lowercase();
+                if allowed.contains(&registry) {
+                    return Ok(());
+                }
+                Err(format!(
+                    "{url}: tenants may not pull from registry {registry} (allowed: {listed}); push the policy \
+                     there, or ask the operators to add {registry} to tenants.allowedRegistries"
+                ))
+            }
+        }
     }
 
     pub fn with_registries(mut self, registries: Registries) -> Self {
@@ -68,9 +122,7 @@ impl Fetcher {
     /// uppercase hex; required) and be at most `max_bytes` long. Errors say
     /// which.
     pub fn fetch(&self, url: &str, sha256: Option<&str>, max_bytes: usize) -> Result<Vec<u8>, String> {
-        if let Some(why) = self.refused {
-            return Err(format!("url {url}: {why}"));
-        }
+        self.admit(url)?;
         if oci::is_oci(url) {
             return self.fetch_oci(url, sha256, max_bytes).map(|(bytes, _)| bytes);
         }
@@ -121,9 +173,7 @@ impl Fetcher {
         sha256: Option<&str>,
         max_bytes: usize,
     ) -> Result<(Vec<u8>, String), String> {
-        if let Some(why) = self.refused {
-            return Err(format!("{location}: {why}"));
-        }
+        self.admit(location)?;
         let reference = OciRef::parse(location)?;
         if reference.digest().is_none() && !self.allow_tags {
             return Err(format!(

@@ -1,7 +1,8 @@
 //! Whether a bundle may go live: the one check that every source of
 //! policies applies, the profiles' (a ConfigMap, a directory) and the
 //! tenants' (their labelled ConfigMaps). It parses the bundle, fetches what
-//! it names by URL (profiles only), compiles and validates each entry
+//! it names by URL (tenants: only pinned `oci://` references from the
+//! registries operators allow them), compiles and validates each entry
 //! (`load_bundle`), and for tenants applies their caps. It blocks while it
 //! compiles: call it off the async runtime's workers.
 
@@ -12,12 +13,6 @@ use super::bundle::{load_bundle, parse_bundle};
 use super::remote::Fetcher;
 use crate::scheduler::PolicySet;
 use wasmsched_runtime::{PolicyEngine, PolicyLimits};
-
-/// Tenants may not make the scheduler fetch: a namespace could point it at
-/// any address the scheduler can reach. Large tenant policies go through an
-/// operator (a profile policy by URL, or the directory source).
-const TENANT_URLS_REFUSED: &str =
-    "tenant policies cannot name URLs (only profile policies can); put the .wasm (or .wasm.gz) in the ConfigMap";
 
 /// A bundle that passed: its policies, in the order of `names`.
 #[derive(Debug)]
@@ -44,9 +39,17 @@ impl BundleValidator {
     }
 
     /// For tenants' policies: within `caps`, at most `max_policies` per
-    /// namespace, no URLs.
-    pub fn for_tenants(engine: Arc<PolicyEngine>, caps: PolicyLimits, max_policies: usize) -> Self {
-        let fetcher = Fetcher::refusing(TENANT_URLS_REFUSED);
+    /// namespace; `fetcher` is confined to pinned `oci://` references from
+    /// `registries` (none: no URL at all), as a namespace must not point
+    /// the scheduler at any address it can reach.
+    pub fn for_tenants(
+        engine: Arc<PolicyEngine>,
+        caps: PolicyLimits,
+        max_policies: usize,
+        fetcher: Fetcher,
+        registries: &[String],
+    ) -> Self {
+        let fetcher = fetcher.for_tenants(registries);
         BundleValidator { engine, limits: caps, fetcher, tenant_max_policies: Some(max_policies) }
     }
 
@@ -101,7 +104,7 @@ mod tests {
     #[test]
     fn tenants_are_held_to_their_caps() {
         let caps = PolicyLimits { memory_bytes: 64 << 20, ..PolicyLimits::default() };
-        let validator = BundleValidator::for_tenants(engine(), caps, 2);
+        let validator = BundleValidator::for_tenants(engine(), caps, 2, Fetcher::new(None), &[]);
         assert!(validator.validate("configmap t/p", &bundle(&["a"]), &["b".into()]).is_ok());
         let e = validator.validate("configmap t/p", &bundle(&["a"]), &["a".into()]).unwrap_err();
         assert_eq!(e, "a: another ConfigMap of this namespace already supplies it");
@@ -113,6 +116,34 @@ mod tests {
         assert!(e.contains("exceeds the tenant cap"), "{e}");
         let by_url = BTreeMap::from([("a.yaml".to_string(), b"url: http://x/a.wasm\nsha256: ab\n".to_vec())]);
         let e = validator.validate("configmap t/p", &by_url, &[]).unwrap_err();
-        assert!(e.contains("tenant policies cannot name URLs"), "{e}");
+        assert!(e.contains("tenant policies cannot name URLs here") && e.contains("allowedRegistries"), "{e}");
+    }
+
+    /// With registries allowed, a tenant may name a pinned artifact from
+    /// one of them, and nothing else: no plain URL, no other registry, no
+    /// tag alone. Each refusal is said before anything is fetched.
+    #[test]
+    fn tenants_may_pull_pinned_artifacts_from_allowed_registries_only() {
+        let allowed = ["127.0.0.1:1".to_string()];
+        let validator =
+            BundleValidator::for_tenants(engine(), PolicyLimits::default(), 4, Fetcher::new(None), &allowed);
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let refused = |url: &str| {
+            let files = BTreeMap::from([("p.yaml".to_string(), format!("url: {url}\n").into_bytes())]);
+            validator.validate("configmap t/p", &files, &[]).unwrap_err()
+        };
+        let e = refused(&format!("http://127.0.0.1:1/p.wasm\nsha256: {}", "a".repeat(64)));
+        assert!(e.contains("cannot name http(s) URLs") && e.contains("(127.0.0.1:1)"), "{e}");
+        let e = refused(&format!("oci://elsewhere.example/p@{digest}"));
+        assert!(
+            e.contains("tenants may not pull from registry elsewhere.example")
+                && e.contains("add elsewhere.example to tenants.allowedRegistries"),
+            "{e}"
+        );
+        let e = refused("oci://127.0.0.1:1/p:v1");
+        assert!(e.contains("pin it by digest"), "{e}");
+        // Allowed: it gets as far as the registry (none answers there).
+        let e = refused(&format!("oci://127.0.0.1:1/p@{digest}"));
+        assert!(e.contains("cannot reach registry 127.0.0.1:1"), "{e}");
     }
 }

@@ -339,3 +339,65 @@ fn a_registry_with_tls_and_credentials_takes_a_docker_config_and_says_a_401() {
         "{said}"
     );
 }
+
+/// The ORAS project's Python client (PyPI `oras`, installed beside
+/// componentize-py by policies/install-toolchains.sh), or `None` (skipped)
+/// outside CI.
+fn oras_python() -> Option<std::path::PathBuf> {
+    let python = wasmsched_test_support::workspace_root().join("target/toolchains/python/bin/python");
+    let found = Command::new(&python).args(["-c", "import oras.client"]).output().is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "ORAS's Python client is missing from {}: run policies/install-toolchains.sh",
+            python.display()
+        );
+        eprintln!("skipped: no ORAS client (policies/install-toolchains.sh installs it)");
+        return None;
+    }
+    Some(python)
+}
+
+/// Runs `script` with ORAS's client in `dir`; `argv[1..]` are `args`.
+fn oras(python: &std::path::Path, dir: &std::path::Path, script: &str, args: &[&str]) -> String {
+    let out = Command::new(python).arg("-c").arg(script).args(args).current_dir(dir).output().unwrap();
+    let said = text(&out);
+    assert!(out.status.success(), "ORAS's client failed:\n{said}");
+    said
+}
+
+/// Interoperability with another client of the same layout, both ways: an
+/// artifact ORAS pushes (its own manifest, with its title annotation and
+/// the wasm config) is loaded by `wasmsched check` and `simulate`; one
+/// `wasmsched push` pushed is pulled by ORAS byte for byte.
+#[test]
+fn artifacts_pushed_by_oras_load_and_oras_pulls_what_push_pushed() {
+    let Some(registry) = Registry::start() else { return };
+    let Some(python) = oras_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("policy.wasm"), wasm("spot-first")).unwrap();
+    std::fs::write(dir.path().join("config.json"), "{}").unwrap();
+    let push = "import sys, oras.client\n\
+        c = oras.client.OrasClient(hostname=sys.argv[1], insecure=True)\n\
+        c.push(target=sys.argv[2], files=['policy.wasm:application/wasm'], \
+               manifest_config='config.json:application/vnd.wasm.config.v0+json')\n";
+    let target = format!("{}/policies/by-oras:v1", registry.host);
+    oras(&python, dir.path(), push, &[&registry.host, &target]);
+    let out = wasmsched(&["check", &format!("oci://{target}"), "--registry-plain-http", &registry.host]);
+    let said = text(&out);
+    assert!(out.status.success() && said.contains("policy      spot-first"), "{said}");
+    let pinned = said.lines().find_map(|l| l.strip_prefix("pinned      ")).unwrap().trim().to_string();
+    let out = wasmsched(&["simulate", "--policy", &pinned, "--registry-plain-http", &registry.host]);
+    assert!(out.status.success() && text(&out).contains("policies: spot-first"), "{}", text(&out));
+
+    let pushed = format!("oci://{}/policies/by-wasmsched:v1", registry.host);
+    let file = policy_wasm("least-allocated");
+    let out = wasmsched(&["push", file.to_str().unwrap(), &pushed, "--registry-plain-http", &registry.host]);
+    assert!(out.status.success(), "{}", text(&out));
+    let pull = "import sys, oras.client\n\
+        c = oras.client.OrasClient(hostname=sys.argv[1], insecure=True)\n\
+        print('\\n'.join(c.pull(target=sys.argv[2], outdir='pulled')))\n";
+    let files = oras(&python, dir.path(), pull, &[&registry.host, &pushed["oci://".len()..]]);
+    let pulled = files.lines().map(str::trim).find(|l| l.contains("pulled")).unwrap_or_else(|| panic!("{files}"));
+    assert_eq!(std::fs::read(dir.path().join(pulled)).unwrap(), std::fs::read(&file).unwrap(), "{files}");
+}

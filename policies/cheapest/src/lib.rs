@@ -28,16 +28,20 @@ impl Policy for Cheapest {
     const SCORE_ORDER: ScoreOrder = ScoreOrder::LowerIsBetter;
 
     fn new(config: &Config) -> Result<Self, String> {
+        let max_age = config.f64("maxAgeSeconds")?;
         if let Some(metric) = config.str("metric")? {
             if config.str("annotation")?.is_some() {
                 return Err("give either `metric` or `annotation`, not both".into());
             }
-            let max_age = config.f64("maxAgeSeconds")?.unwrap_or(3600.0);
+            let max_age = max_age.unwrap_or(3600.0);
             if !(max_age.is_finite() && max_age > 0.0) {
                 return Err(format!("configuration field `maxAgeSeconds` must be a positive number, got {max_age}"));
             }
             let name = metric.to_string();
             return Ok(Cheapest { source: PriceSource::Metric { name, max_age_ms: (max_age * 1000.0) as u64 } });
+        }
+        if max_age.is_some() {
+            return Err("`maxAgeSeconds` applies to a `metric` only; prices from an annotation do not age".into());
         }
         let annotation = config.str("annotation")?.unwrap_or("hightower.com/cost").to_string();
         if annotation.is_empty() {

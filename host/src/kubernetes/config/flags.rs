@@ -53,4 +53,5 @@ pub struct TenantFlags {
     pub deadline: Option<Duration>,
     pub max_policy_bytes: Option<usize>,
     pub max_policies: Option<usize>,
+    pub allowed_registries: Vec<String>,
 }

@@ -130,11 +130,20 @@ pub struct TenantConfig {
     pub limits: PolicyLimits,
     /// Policies one namespace may have, over all its ConfigMaps.
     pub max_policies: usize,
+    /// Registries (`HOST[:PORT]`) tenants may name pinned `oci://`
+    /// policies from, pulled with the scheduler's registry settings
+    /// (credentials included). None: tenants name no URL at all.
+    pub allowed_registries: Vec<String>,
 }
 
 impl Default for TenantConfig {
     fn default() -> Self {
-        TenantConfig { settings: TenantSettings::default(), limits: default_tenant_limits(), max_policies: 4 }
+        TenantConfig {
+            settings: TenantSettings::default(),
+            limits: default_tenant_limits(),
+            max_policies: 4,
+            allowed_registries: Vec::new(),
+        }
     }
 }
 

@@ -67,6 +67,7 @@ pub(super) fn tenants(file: Option<&ConfigurationFile>, flags: &TenantFlags) -> 
                 wasmsched_rules::quantity::value(size).map_err(|e| at(format!("maxPolicySize: {e}")))? as usize;
         }
         t.max_policies = f.max_policies.unwrap_or(t.max_policies);
+        t.allowed_registries = registries(&f.allowed_registries).map_err(|e| at(format!("allowedRegistries: {e}")))?;
     }
     t.settings.enabled = flags.enabled.unwrap_or(t.settings.enabled);
     t.settings.disabled_namespaces.extend(flags.disabled_namespaces.iter().filter(|n| !n.is_empty()).cloned());
@@ -74,7 +75,24 @@ pub(super) fn tenants(file: Option<&ConfigurationFile>, flags: &TenantFlags) -> 
     t.limits.call_deadline = flags.deadline.unwrap_or(t.limits.call_deadline);
     t.limits.max_wasm_bytes = flags.max_policy_bytes.unwrap_or(t.limits.max_wasm_bytes);
     t.max_policies = flags.max_policies.unwrap_or(t.max_policies);
+    if !flags.allowed_registries.is_empty() {
+        t.allowed_registries =
+            registries(&flags.allowed_registries).map_err(|e| format!("--tenant-allowed-registries: {e}"))?;
+    }
     Ok(t)
+}
+
+/// Registries as `oci://` references name them: `HOST[:PORT]`, nothing
+/// else, so that a listed one matches what tenants write.
+fn registries(listed: &[String]) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for r in listed.iter().map(|r| r.trim()).filter(|r| !r.is_empty()) {
+        if r.contains("://") || r.contains('/') || r.contains('@') {
+            return Err(format!("{r:?}: give a registry as HOST or HOST:PORT (no scheme, path or credentials)"));
+        }
+        out.push(r.to_ascii_lowercase());
+    }
+    Ok(out)
 }
 
 /// The node metrics of every profile, then `--metrics-config`'s. A metric
@@ -175,5 +193,30 @@ mod tests {
         assert!(!t.settings.enabled && t.settings.disabled_namespaces.contains("kube-system"));
         assert!(t.settings.disabled_namespaces.contains("team-b"));
         assert_eq!((t.max_policies, t.limits.memory_bytes), (1, 16 << 20));
+    }
+
+    #[test]
+    fn tenants_allowed_registries_from_the_file_or_the_flag() {
+        let body =
+            "profiles:\n- schedulerName: a\ntenants:\n  allowedRegistries: [Registry.example.com, 127.0.0.1:5000]\n";
+        let r = with_file(body, Flags::default()).unwrap();
+        assert_eq!(r.tenants.allowed_registries, ["registry.example.com", "127.0.0.1:5000"]);
+        let flags = Flags {
+            tenants: TenantFlags { allowed_registries: vec!["ghcr.io".into()], ..Default::default() },
+            ..Flags::default()
+        };
+        assert_eq!(with_file(body, flags).unwrap().tenants.allowed_registries, ["ghcr.io"]);
+        assert!(
+            with_file("profiles:\n- schedulerName: a\n", Flags::default())
+                .unwrap()
+                .tenants
+                .allowed_registries
+                .is_empty()
+        );
+        let e = with_file(&body.replace("127.0.0.1:5000", "https://ghcr.io/team"), Flags::default()).unwrap_err();
+        assert!(
+            e.contains("tenants.allowedRegistries: \"https://ghcr.io/team\": give a registry as HOST or HOST:PORT"),
+            "{e}"
+        );
     }
 }

@@ -31,6 +31,7 @@
 //!   deadline: 50ms
 //!   maxPolicySize: 4Mi
 //!   maxPolicies: 4              # per namespace
+//!   allowedRegistries: [registry.example.com]  # pinned oci:// policies from these
 //! ```
 
 use std::collections::BTreeMap;
@@ -68,6 +69,8 @@ pub struct TenantsFile {
     pub deadline: Option<String>,
     pub max_policy_size: Option<String>,
     pub max_policies: Option<usize>,
+    #[serde(default)]
+    pub allowed_registries: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -66,4 +66,5 @@ mod policies;
 mod preemption;
 mod recovery;
 mod scoring;
+mod tenant_commands;
 mod volumes;

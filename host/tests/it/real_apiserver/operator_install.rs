@@ -19,20 +19,9 @@ use std::io::Write;
 use kube::Api;
 use kube::api::ListParams;
 use std::path::Path;
-use std::process::Command;
 
-/// Runs an operator's command line in `dir`, against the test cluster;
-/// its output, or a panic that shows it.
 fn operator(real: &Real, dir: &Path, line: &str) -> String {
-    let out = Command::new("sh")
-        .args(["-c", line])
-        .current_dir(dir)
-        .env("KUBECONFIG", &real.control_plane.admin_kubeconfig)
-        .output()
-        .unwrap_or_else(|e| panic!("{line}: {e}"));
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "`{line}` failed:\n{text}");
-    text
+    real.shell(dir, line)
 }
 
 fn gz(bytes: &[u8]) -> Vec<u8> {

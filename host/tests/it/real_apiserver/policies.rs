@@ -97,7 +97,7 @@ fn a_tenant_policy_configmap_decides_its_annotated_pods() {
 }
 
 /// Two on-demand and two spot nodes of this test's own class.
-async fn on_demand_and_spot(real: &Real, class: &str) {
+pub(super) async fn on_demand_and_spot(real: &Real, class: &str) {
     for (n, spot) in [false, false, true, true].into_iter().enumerate() {
         let mut labels = json!({"wasmsched-class": class});
         if spot {
@@ -108,6 +108,6 @@ async fn on_demand_and_spot(real: &Real, class: &str) {
     }
 }
 
-fn spot_node(pod: &Pod) -> bool {
+pub(super) fn spot_node(pod: &Pod) -> bool {
     pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| n.ends_with("-n2") || n.ends_with("-n3"))
 }
