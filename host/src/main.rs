@@ -24,6 +24,10 @@ enum Command {
     /// Push a policy to an OCI registry and print the reference pinned by
     /// digest.
     Push(cli::push::PushArgs),
+    /// Print the policy ConfigMap made of a built policy and its settings
+    /// file, ready for `kubectl apply --server-side -f -`.
+    #[command(name = "configmap")]
+    ConfigMap(cli::configmap::ConfigMapArgs),
     /// Schedule the pods of a Kubernetes cluster (kubeconfig or in-cluster).
     Run(Box<cli::run::RunArgs>),
     /// Write a new policy project (source, tests, settings, a sample
@@ -59,6 +63,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => cli::simulate::run(args),
         Command::Check(args) => cli::check::run(args),
         Command::Push(args) => cli::push::run(args),
+        Command::ConfigMap(args) => cli::configmap::run(args),
         Command::Run(args) => cli::run::run(*args),
         Command::New(args) => cli::new::run(args),
     };

@@ -1,4 +1,5 @@
 pub mod check;
+pub mod configmap;
 pub mod new;
 pub mod push;
 pub mod run;

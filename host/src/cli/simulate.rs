@@ -80,11 +80,20 @@ pub struct SimulateArgs {
     /// the next change is awaited).
     #[arg(long)]
     pub watch: bool,
+    /// Write the cluster it would schedule (the bundled scenario, or the
+    /// files given) to FILE as YAML to edit and pass back, and stop
+    /// there; `-` writes to standard output.
+    #[arg(long, value_name = "FILE")]
+    pub write_cluster: Option<PathBuf>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+    if let Some(file) = &args.write_cluster {
+        write_cluster(&args, file)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if !args.watch {
         print!("{}", run_once(&args)?);
         return Ok(ExitCode::SUCCESS);
@@ -114,9 +123,33 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One simulation, rendered as asked.
-fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
-    let limits = args.limits.to_limits()?;
+/// `--write-cluster`: what `read_cluster` read, as YAML to edit.
+fn write_cluster(args: &SimulateArgs, file: &std::path::Path) -> anyhow::Result<()> {
+    let manifests = read_cluster(args)?;
+    let (origin, bundled) = match args.inputs.as_slice() {
+        [] => ("the bundled scenario".to_string(), Some(DEFAULT_SCENARIO)),
+        inputs => (inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "), None),
+    };
+    let yaml = wasmsched::sim::write::cluster_yaml(&manifests, &origin, bundled);
+    if file.as_os_str() == "-" {
+        print!("{yaml}");
+        return Ok(());
+    }
+    std::fs::write(file, yaml).with_context(|| format!("--write-cluster {}", file.display()))?;
+    println!(
+        "wrote {origin} ({} nodes, {} pods) to {}: edit it, then `wasmsched simulate {} --policy ...`",
+        manifests.nodes.len(),
+        manifests.pods.len(),
+        file.display(),
+        file.display()
+    );
+    Ok(())
+}
+
+/// The cluster to simulate: the bundled scenario or the files given,
+/// refused (nothing scheduled) if a document is malformed unless
+/// `--skip-invalid`.
+fn read_cluster(args: &SimulateArgs) -> anyhow::Result<Manifests> {
     let mut manifests = if args.inputs.is_empty() {
         let mut m = Manifests::default();
         m.add_text("bundled scenario", DEFAULT_SCENARIO);
@@ -141,7 +174,13 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
             kinds.join(", ")
         );
     }
+    Ok(manifests)
+}
 
+/// One simulation, rendered as asked.
+fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
+    let limits = args.limits.to_limits()?;
+    let manifests = read_cluster(args)?;
     let engine = args.limits.engine()?;
     let (policies, label) = load_policies(&args.policies, &engine, &limits, &args.limits.fetcher()?)?;
     let tenants = args

@@ -8,6 +8,10 @@ use std::path::PathBuf;
 
 use super::{Phases, sample_files, wasm_stem};
 
+/// The SDK's helpers in JavaScript (settings that refuse unknown keys, the
+/// resource helpers), shipped beside the policy.
+const HELPERS: &str = include_str!("../../../sdk/js/wasmsched-helpers.js");
+
 /// The lock file of this repository's JavaScript policies: the scaffold
 /// installs exactly the ComponentizeJS they are built and tested with.
 const LOCK: &str = include_str!("../../../policies/js/package-lock.json");
@@ -24,6 +28,7 @@ pub fn js_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
     );
     let files = vec![
         ("src/policy.js".to_string(), fill(&policy_source(phases))),
+        ("src/wasmsched-helpers.js".into(), HELPERS.to_string()),
         ("tests/policy.test.js".into(), TESTS.replace("{{tests}}", &phases.pick(FILTER_TEST, SCORE_TEST))),
         ("tests/host.js".into(), TEST_HOST.to_string()),
         ("tests/use-test-host.js".into(), USE_TEST_HOST.to_string()),
@@ -33,7 +38,7 @@ pub fn js_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
         (".gitignore".into(), GITIGNORE.to_string()),
         (format!("{name}.yaml"), fill(&sample_files::settings(phases))),
         ("cluster.yaml".into(), sample_files::CLUSTER.to_string()),
-        ("README.md".into(), fill(&README.replace("{{bundle}}", &sample_files::bundle_entry(phases, true)))),
+        ("README.md".into(), fill(&README.replace("{{cluster_help}}", sample_files::CLUSTER_HELP))),
     ];
     files.into_iter().map(|(path, contents)| (PathBuf::from(path), contents)).collect()
 }
@@ -57,6 +62,8 @@ const POLICY: &str = r#"// {{name}}: a wasmsched scheduling policy, in JavaScrip
 // component that exports that contract's `policy` interface as `policy`.
 
 import { config } from "wasmsched:policy/host@0.1.0";
+// The SDK's helpers, same names and formulas as in Rust.
+import { Settings, freeMilliCpu } from "./wasmsched-helpers.js";
 
 const ZONE_LABEL = "topology.kubernetes.io/zone";
 
@@ -67,19 +74,14 @@ let settings = {};
 const nodes = new Map();
 
 // The settings (JSON: the scheduler converts the YAML file). A thrown
-// string rejects the policy with that reason.
+// string rejects the policy with that reason. A setting this policy never
+// reads is refused too (checkAllRead), with the nearest name it does read:
+// a misspelling never goes unnoticed.
 function readSettings(text) {
-  let raw;
-  try {
-    raw = JSON.parse(text.trim() === "" ? "{}" : text);
-  } catch (e) {
-    throw `the settings are not JSON: ${e.message}`;
-  }
-  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
-    throw `the settings must be a mapping, got ${text}`;
-  }
+  const raw = new Settings(text);
   const read = {};
-{{reads}}  return read;
+{{reads}}  raw.checkAllRead();
+  return read;
 }
 
 // A candidate's entry in the node table. The host sends every node before
@@ -127,22 +129,14 @@ export const policy = {
 };
 "#;
 
-const FILTER_SETTINGS: &str = r#"  const avoidLabel = raw.avoidLabel ?? "wasmsched.io/avoid";
-  if (typeof avoidLabel !== "string" || avoidLabel === "") {
-    throw `avoidLabel must be a label key, got ${JSON.stringify(avoidLabel)}`;
-  }
+const FILTER_SETTINGS: &str = r#"  const avoidLabel = raw.str("avoidLabel", "wasmsched.io/avoid");
+  if (avoidLabel === "") throw "avoidLabel must be a label key, got an empty string";
   read.avoidLabel = avoidLabel;
 "#;
 
-const SCORE_SETTINGS: &str = r#"  const preferredZone = raw.preferredZone ?? null;
-  if (preferredZone !== null && typeof preferredZone !== "string") {
-    throw `preferredZone must be a zone name, got ${JSON.stringify(preferredZone)}`;
-  }
-  const zoneBonus = raw.zoneBonus ?? 50;
-  if (typeof zoneBonus !== "number" || !Number.isFinite(zoneBonus) || zoneBonus < 0) {
-    throw `zoneBonus must be a number, 0 or more; got ${JSON.stringify(zoneBonus)}`;
-  }
-  Object.assign(read, { preferredZone, zoneBonus });
+const SCORE_SETTINGS: &str = r#"  const zoneBonus = raw.number("zoneBonus", 50);
+  if (zoneBonus < 0) throw `zoneBonus must be a number, 0 or more; got ${zoneBonus}`;
+  Object.assign(read, { preferredZone: raw.str("preferredZone"), zoneBonus });
 "#;
 
 const FILTER_BODY: &str = r#"    // One verdict per candidate, in order: 0 passes it, k rejects it with
@@ -168,8 +162,7 @@ const SCORE_BODY: &str = r#"    // One raw score per candidate, in order; higher
     const requested = candidates.requestedMilliCpu;
     return Array.from(candidates.nodes, (id, i) => {
       const { labels, milliCpu } = node(id);
-      const used = requested[i] + pod.requests.milliCpu;
-      const free = milliCpu > used ? milliCpu - used : 0n;
+      const free = freeMilliCpu(milliCpu, requested[i] + pod.requests.milliCpu);
       const share = Number((free * 100n) / (milliCpu > 0n ? milliCpu : 1n));
       const inZone = preferredZone !== null && labels.get(ZONE_LABEL) === preferredZone;
       return inZone ? share + zoneBonus : share;
@@ -268,6 +261,11 @@ test("nodes labelled to avoid are rejected", () => {
     avoided: "node(s) had label wasmsched.io/avoid=true",
   });
 });
+
+test("a misspelled avoidLabel is refused with the name meant", () => {
+  const meant = "unknown setting `avoidLable` (did you mean `avoidLabel`?)";
+  assert.throws(() => new Scheduler({ avoidLable: "dedicated" }), (e) => e.includes(meant));
+});
 "#;
 
 const SCORE_TEST: &str = r#"
@@ -285,6 +283,11 @@ test("the preferred zone wins over a little more free cpu", () => {
 
 test("bad settings are refused with the reason", () => {
   assert.throws(() => new Scheduler({ zoneBonus: -1 }), (e) => e.includes("zoneBonus must be a number, 0 or more"));
+});
+
+test("a misspelled preferredZone is refused with the name meant", () => {
+  const meant = "unknown setting `preferedZone` (did you mean `preferredZone`?)";
+  assert.throws(() => new Scheduler({ preferedZone: "zone-b" }), (e) => e.includes(meant));
 });
 "#;
 
@@ -380,18 +383,26 @@ wasmsched simulate cluster.yaml --policy {{wasm}}.wasm,config={{name}}.yaml --ca
   prints that pod's decision: every node's verdict, and each score part
   (the built-in ones and `{{name}}`'s) raw and normalised.
 
-In a cluster the component is too large for a ConfigMap: serve it over
-HTTP(S) and name it by URL and sha256 in its entry, `{{name}}.yaml` in
-the policy ConfigMap (the settings file's keys go under `config:`), or
-mount it in the scheduler's policy directory (wasmsched's sdk/javascript.md):
+{{cluster_help}}
+In a cluster the component is too large for a ConfigMap (1 MiB). Push it
+to a registry your cluster reaches; `wasmsched push` prints the reference
+pinned by digest. Then `wasmsched configmap` makes the policy ConfigMap
+entry, `{{name}}.yaml`, that names it, with your settings under
+`config:`, after loading the policy with them as the scheduler will (a
+policy that fails, a misspelled setting included, gives no manifest):
 
-```yaml
-{{bundle}}```
+```sh
+wasmsched push {{wasm}}.wasm oci://REGISTRY/policies/{{name}}:v1
+wasmsched configmap {{wasm}}.wasm --config {{name}}.yaml --url oci://REGISTRY/policies/{{name}}@sha256:… | kubectl apply --server-side -f -
+```
 
-Or push it to a registry your cluster reaches: `wasmsched push
-{{wasm}}.wasm oci://REGISTRY/policies/{{name}}:v1` prints the reference
-pinned by digest, and `url: oci://REGISTRY/policies/{{name}}@sha256:…`
-takes the place of `url` and `sha256` above.
+`--url https://…/{{wasm}}.wasm` names a file on an HTTP server instead;
+either way the entry pins this very file by its sha256. The scheduler
+watches deploy/'s `wasmsched/wasmsched-policies` by default;
+`--configmap NAME -n NAMESPACE` makes another, and `--tenant -n
+YOUR_NAMESPACE --configmap my-policies` a tenant's own (for the pods of
+that namespace that opt in, if the operators allow that registry).
+Each update is checked and swapped in without a restart.
 "#;
 
 #[cfg(test)]

@@ -8,6 +8,10 @@ use std::path::PathBuf;
 
 use super::{Phases, sample_files, wasm_stem};
 
+/// The SDK's helpers in Python (settings that refuse unknown keys, the
+/// resource helpers), shipped beside the policy.
+const HELPERS: &str = include_str!("../../../sdk/python/wasmsched_helpers.py");
+
 /// componentize-py, pinned as `policies/install-toolchains.sh` pins it.
 pub const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
 
@@ -22,13 +26,14 @@ pub fn python_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
     };
     let files = vec![
         ("src/app.py".to_string(), fill(&policy_source(phases))),
+        ("src/wasmsched_helpers.py".into(), HELPERS.to_string()),
         ("tests/test_app.py".into(), TESTS.replace("{{tests}}", &phases.pick(FILTER_TEST, SCORE_TEST))),
         ("wit/policy.wit".into(), sample_files::CONTRACT_WIT.to_string()),
         ("requirements.txt".into(), fill("componentize-py=={{version}}\n")),
         (".gitignore".into(), GITIGNORE.to_string()),
         (format!("{name}.yaml"), fill(&sample_files::settings(phases))),
         ("cluster.yaml".into(), sample_files::CLUSTER.to_string()),
-        ("README.md".into(), fill(&README.replace("{{bundle}}", &sample_files::bundle_entry(phases, true)))),
+        ("README.md".into(), fill(&README.replace("{{cluster_help}}", sample_files::CLUSTER_HELP))),
     ];
     files.into_iter().map(|(path, contents)| (PathBuf::from(path), contents)).collect()
 }
@@ -55,12 +60,12 @@ this module implements is wit/policy.wit; componentize-py turns it into a
 component that exports that contract's `policy` interface.
 """
 
-import json
-import math
-
 from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports import host, types
+
+# The SDK's helpers, same names and formulas as in Rust: wasmsched_helpers.py.
+from wasmsched_helpers import Settings, free_milli_cpu
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
@@ -74,15 +79,13 @@ NODES: dict[int, tuple[dict[str, str], int]] = {}
 
 def read_settings(text: str) -> dict:
     """The settings (JSON: the scheduler converts the YAML file); raises
-    Err with the reason when they are wrong, which rejects the policy."""
-    try:
-        raw = json.loads(text or "{}")
-    except ValueError as e:
-        raise Err(f"the settings are not JSON: {e}")
-    if not isinstance(raw, dict):
-        raise Err(f"the settings must be a mapping, got {text}")
+    Err with the reason when they are wrong, which rejects the policy. A
+    setting this policy never reads is refused too (check_all_read), with
+    the nearest name it does read: a misspelling never goes unnoticed."""
+    raw = Settings(text)
     settings = {}
-{{reads}}    return settings
+{{reads}}    raw.check_all_read()
+    return settings
 
 
 def node(node_id: int) -> tuple[dict[str, str], int]:
@@ -125,19 +128,16 @@ class Policy(exports.Policy):
     def score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> list[float]:
 {{score_body}}"#;
 
-const FILTER_SETTINGS: &str = r#"    avoid_label = raw.get("avoidLabel", "wasmsched.io/avoid")
-    if not isinstance(avoid_label, str) or not avoid_label:
-        raise Err(f"avoidLabel must be a label key, got {avoid_label!r}")
+const FILTER_SETTINGS: &str = r#"    avoid_label = raw.str("avoidLabel", "wasmsched.io/avoid")
+    if not avoid_label:
+        raise Err("avoidLabel must be a label key, got an empty string")
     settings["avoid_label"] = avoid_label
 "#;
 
-const SCORE_SETTINGS: &str = r#"    zone = raw.get("preferredZone")
-    if zone is not None and not isinstance(zone, str):
-        raise Err(f"preferredZone must be a zone name, got {zone!r}")
-    bonus = raw.get("zoneBonus", 50)
-    if isinstance(bonus, bool) or not isinstance(bonus, (int, float)) or not math.isfinite(bonus) or bonus < 0:
+const SCORE_SETTINGS: &str = r#"    bonus = raw.number("zoneBonus", 50.0)
+    if bonus < 0:
         raise Err(f"zoneBonus must be a number, 0 or more; got {bonus!r}")
-    settings["preferred_zone"], settings["zone_bonus"] = zone, float(bonus)
+    settings["preferred_zone"], settings["zone_bonus"] = raw.str("preferredZone"), bonus
 "#;
 
 const FILTER_BODY: &str = r#"        """One verdict per candidate, in order: 0 passes it, k rejects it
@@ -160,7 +160,7 @@ const SCORE_BODY: &str = r#"        """One raw score per candidate, in order; hi
         scores = []
         for i, node_id in enumerate(candidates.nodes):
             labels, allocatable = node(node_id)
-            free = max(allocatable - candidates.requested_milli_cpu[i] - pod.requests.milli_cpu, 0)
+            free = max(free_milli_cpu(allocatable, candidates.requested_milli_cpu[i]) - pod.requests.milli_cpu, 0)
             share = free * 100 // max(allocatable, 1)
             in_zone = zone is not None and labels.get(ZONE_LABEL) == zone
             scores.append(float(share) + bonus if in_zone else float(share))
@@ -275,6 +275,11 @@ const FILTER_TEST: &str = r#"
         self.assertEqual(
             s.filter(pod("web", "500m")), {"plain": None, "avoided": "node(s) had label wasmsched.io/avoid=true"}
         )
+
+    def test_a_misspelled_avoid_label_is_refused_with_the_name_meant(self):
+        with self.assertRaises(Err) as refused:
+            Scheduler({"avoidLable": "dedicated"})
+        self.assertIn("unknown setting `avoidLable` (did you mean `avoidLabel`?)", refused.exception.value)
 "#;
 
 const SCORE_TEST: &str = r#"
@@ -293,6 +298,11 @@ const SCORE_TEST: &str = r#"
         with self.assertRaises(Err) as refused:
             Scheduler({"zoneBonus": -1})
         self.assertIn("zoneBonus must be a number, 0 or more", refused.exception.value)
+
+    def test_a_misspelled_preferred_zone_is_refused_with_the_name_meant(self):
+        with self.assertRaises(Err) as refused:
+            Scheduler({"preferedZone": "zone-b"})
+        self.assertIn("unknown setting `preferedZone` (did you mean `preferredZone`?)", refused.exception.value)
 "#;
 
 const GITIGNORE: &str = "/.venv/\n/bindings/\n/.wasmsched-cache/\n__pycache__/\n*.wasm\n";
@@ -332,16 +342,24 @@ wasmsched simulate cluster.yaml --policy {{wasm}}.wasm,config={{name}}.yaml --ca
   prints that pod's decision: every node's verdict, and each score part
   (the built-in ones and `{{name}}`'s) raw and normalised.
 
-In a cluster the component is too large for a ConfigMap: serve it over
-HTTP(S) and name it by URL and sha256 in its entry, `{{name}}.yaml` in
-the policy ConfigMap (the settings file's keys go under `config:`), or
-mount it in the scheduler's policy directory (wasmsched's sdk/python.md):
+{{cluster_help}}
+In a cluster the component is too large for a ConfigMap (1 MiB). Push it
+to a registry your cluster reaches; `wasmsched push` prints the reference
+pinned by digest. Then `wasmsched configmap` makes the policy ConfigMap
+entry, `{{name}}.yaml`, that names it, with your settings under
+`config:`, after loading the policy with them as the scheduler will (a
+policy that fails, a misspelled setting included, gives no manifest):
 
-```yaml
-{{bundle}}```
+```sh
+wasmsched push {{wasm}}.wasm oci://REGISTRY/policies/{{name}}:v1
+wasmsched configmap {{wasm}}.wasm --config {{name}}.yaml --url oci://REGISTRY/policies/{{name}}@sha256:… | kubectl apply --server-side -f -
+```
 
-Or push it to a registry your cluster reaches: `wasmsched push
-{{wasm}}.wasm oci://REGISTRY/policies/{{name}}:v1` prints the reference
-pinned by digest, and `url: oci://REGISTRY/policies/{{name}}@sha256:…`
-takes the place of `url` and `sha256` above.
+`--url https://…/{{wasm}}.wasm` names a file on an HTTP server instead;
+either way the entry pins this very file by its sha256. The scheduler
+watches deploy/'s `wasmsched/wasmsched-policies` by default;
+`--configmap NAME -n NAMESPACE` makes another, and `--tenant -n
+YOUR_NAMESPACE --configmap my-policies` a tenant's own (for the pods of
+that namespace that opt in, if the operators allow that registry).
+Each update is checked and swapped in without a restart.
 "#;

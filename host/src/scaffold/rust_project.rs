@@ -30,7 +30,7 @@ pub fn rust_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
         ("src/lib.rs".into(), fill(&policy_source(phases))),
         (format!("{name}.yaml"), fill(&sample_files::settings(phases))),
         ("cluster.yaml".into(), sample_files::CLUSTER.to_string()),
-        ("README.md".into(), fill(&README.replace("{{bundle}}", &sample_files::bundle_entry(phases, false)))),
+        ("README.md".into(), fill(&README.replace("{{cluster_help}}", sample_files::CLUSTER_HELP))),
     ];
     files.extend(sdk_copy::FILES.iter().map(|(path, contents)| (format!("vendor/{path}"), contents.to_string())));
     files.into_iter().map(|(path, contents)| (PathBuf::from(path), contents)).collect()
@@ -129,6 +129,8 @@ impl Policy for {{Type}} {
     const INDEPENDENT_NODES: bool = true;
 
     /// Reads the settings; an error here rejects the policy when it loads.
+    /// So does a setting it never asks for (the SDK says which, and the
+    /// nearest name it does ask for): a misspelling never goes unnoticed.
     fn new(config: &Config) -> Result<Self, String> {
 {{reads}}        Ok({{Type}} {
 {{inits}}        })
@@ -172,7 +174,7 @@ const SCORE_METHOD: &str = r#"
     }
 "#;
 
-const FILTER_TEST: &str = r#"
+const FILTER_TEST: &str = r##"
     #[test]
     fn nodes_labelled_to_avoid_are_rejected() {
         let mut h = Harness::<{{Type}}>::new();
@@ -182,7 +184,13 @@ const FILTER_TEST: &str = r#"
         assert_eq!(verdicts[0], ("plain".to_string(), Ok(())));
         assert_eq!(verdicts[1], ("avoided".to_string(), Err("node(s) had label wasmsched.io/avoid=true".to_string())));
     }
-"#;
+
+    #[test]
+    fn a_misspelled_avoid_label_is_refused_with_the_name_meant() {
+        let e = Harness::<{{Type}}>::with_config(r#"{"avoidLable": "dedicated"}"#).err().unwrap();
+        assert!(e.contains("unknown setting `avoidLable` (did you mean `avoidLabel`?)"), "{e}");
+    }
+"##;
 
 const SCORE_TEST: &str = r##"
     #[test]
@@ -202,6 +210,12 @@ const SCORE_TEST: &str = r##"
     fn bad_settings_are_refused_with_the_reason() {
         let e = Harness::<{{Type}}>::with_config(r#"{"zoneBonus": -1}"#).err().unwrap();
         assert!(e.contains("zoneBonus must be a number, 0 or more"), "{e}");
+    }
+
+    #[test]
+    fn a_misspelled_preferred_zone_is_refused_with_the_name_meant() {
+        let e = Harness::<{{Type}}>::with_config(r#"{"preferedZone": "zone-b"}"#).err().unwrap();
+        assert!(e.contains("unknown setting `preferedZone` (did you mean `preferredZone`?)"), "{e}");
     }
 "##;
 
@@ -233,12 +247,20 @@ wasmsched simulate cluster.yaml --policy target/wasm32-wasip2/release/{{wasm}}.w
   prints that pod's decision: every node's verdict, and each score part
   (the built-in ones and `{{name}}`'s) raw and normalised.
 
-In a cluster, the policy ConfigMap the scheduler watches (`wasmsched run
---policy-configmap NAMESPACE/NAME`) holds the policy as `{{name}}.wasm`
-(cargo's `{{wasm}}.wasm`, renamed: a policy's files share its name) and
-its entry, `{{name}}.yaml`: not the settings file itself, whose keys go
-under `config:`. Each update is checked and swapped in without a restart:
+{{cluster_help}}
+In a cluster, the scheduler takes its policies from a ConfigMap: the
+policy as `{{name}}.wasm.gz` and its entry `{{name}}.yaml`, whose
+`config:` holds your settings. `wasmsched configmap` makes it from these
+files, after loading the policy with them as the scheduler will (a policy
+that fails, a misspelled setting included, gives no manifest):
 
-```yaml
-{{bundle}}```
+```sh
+wasmsched configmap target/wasm32-wasip2/release/{{wasm}}.wasm --config {{name}}.yaml | kubectl apply --server-side -f -
+```
+
+It writes deploy/'s `wasmsched/wasmsched-policies`, which the scheduler
+watches; `--configmap NAME -n NAMESPACE` makes another, and `--tenant -n
+YOUR_NAMESPACE --configmap my-policies` a tenant's own (for the pods of
+that namespace that opt in). Each update is checked and swapped in
+without a restart.
 "#;

@@ -34,37 +34,31 @@ pub fn describe_example(phases: Phases, prefix: &str) -> String {
 /// The contract the Python and JavaScript projects carry (`wit/policy.wit`).
 pub const CONTRACT_WIT: &str = include_str!("../../../wit/0.1.0/policy.wit");
 
-/// The policy's entry in a policy ConfigMap, `NAME.yaml` (wasmsched's
-/// bundle form, with `{{name}}` and `{{wasm}}` to fill in): the settings
-/// file's keys under `config:`, beside the scheduler's own (`weight`, and
-/// `url` and `sha256` for a component too large for a ConfigMap).
-pub fn bundle_entry(phases: Phases, by_url: bool) -> String {
-    let mut text = if by_url {
-        String::from(
-            "# {{name}}.yaml in the policy ConfigMap. The component is too large\n\
-             # for a ConfigMap: the scheduler fetches it and checks its digest.\n\
-             url: https://policies.example.com/{{wasm}}.wasm\n\
-             sha256: 0000000000000000000000000000000000000000000000000000000000000000  # sha256sum {{wasm}}.wasm\n",
-        )
-    } else {
-        String::from("# {{name}}.yaml in the policy ConfigMap, beside {{name}}.wasm.\n")
-    };
-    text += "weight: 1\nconfig:  # the keys of the settings file\n";
-    for line in settings(phases).lines().filter(|l| !l.starts_with('#')) {
-        text += &format!("  {line}\n");
-    }
-    text
-}
+/// How to change `cluster.yaml`: a paragraph of every project's README.
+pub const CLUSTER_HELP: &str = r#"`cluster.yaml` is plain Kubernetes YAML. To add a node, copy a `Node`
+document, give it a new `metadata.name` (and `kubernetes.io/hostname`),
+the labels and taints your policy reads, and `status.allocatable`
+(`cpu`, `memory`, `pods`); a pending pod is a `Pod` with
+`schedulerName: wasmsched` and no `nodeName`. For a larger cluster to
+start from, `wasmsched simulate --write-cluster big.yaml` writes the
+scenario `wasmsched simulate` runs by default (ten nodes in three zones,
+with pods) to edit the same way; `kubectl get nodes,pods -A -o yaml >
+mine.yaml` takes yours.
+"#;
 
 /// `cluster.yaml`.
 pub const CLUSTER: &str = r#"# A small cluster to try the policy on: `wasmsched simulate cluster.yaml
-# --policy ...` (README). Two zones, zone-a and zone-b; node-a2 is
-# labelled to be avoided. The pods have `schedulerName: wasmsched`.
+# --policy ...` (README). Two zones, zone-a and zone-b, with the labels
+# policies commonly read: `disktype` (hdd, ssd, nvme), a spot node
+# (`karpenter.sh/capacity-type: spot`), a GPU node (tainted; `train-1`
+# tolerates it) and a control-plane node (tainted; `agent-1` tolerates
+# it). node-a2 is labelled to be avoided. The pods have `schedulerName:
+# wasmsched`. To add a node, copy one and change its name (README).
 apiVersion: v1
 kind: Node
 metadata:
   name: node-a1
-  labels: {kubernetes.io/hostname: node-a1, topology.kubernetes.io/zone: zone-a}
+  labels: {kubernetes.io/hostname: node-a1, topology.kubernetes.io/zone: zone-a, disktype: ssd}
 status:
   allocatable: {cpu: "8", memory: 32Gi, pods: "110"}
 ---
@@ -72,7 +66,7 @@ apiVersion: v1
 kind: Node
 metadata:
   name: node-a2
-  labels: {kubernetes.io/hostname: node-a2, topology.kubernetes.io/zone: zone-a, wasmsched.io/avoid: "true"}
+  labels: {kubernetes.io/hostname: node-a2, topology.kubernetes.io/zone: zone-a, disktype: nvme, wasmsched.io/avoid: "true"}
 status:
   allocatable: {cpu: "16", memory: 64Gi, pods: "110"}
 ---
@@ -80,7 +74,7 @@ apiVersion: v1
 kind: Node
 metadata:
   name: node-b1
-  labels: {kubernetes.io/hostname: node-b1, topology.kubernetes.io/zone: zone-b}
+  labels: {kubernetes.io/hostname: node-b1, topology.kubernetes.io/zone: zone-b, disktype: hdd}
 status:
   allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
 ---
@@ -88,7 +82,35 @@ apiVersion: v1
 kind: Node
 metadata:
   name: node-b2
-  labels: {kubernetes.io/hostname: node-b2, topology.kubernetes.io/zone: zone-b}
+  labels: {kubernetes.io/hostname: node-b2, topology.kubernetes.io/zone: zone-b, disktype: ssd}
+status:
+  allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: node-b3
+  labels: {kubernetes.io/hostname: node-b3, topology.kubernetes.io/zone: zone-b, disktype: ssd, karpenter.sh/capacity-type: spot}
+status:
+  allocatable: {cpu: "8", memory: 32Gi, pods: "110"}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: gpu-a1
+  labels: {kubernetes.io/hostname: gpu-a1, topology.kubernetes.io/zone: zone-a, disktype: nvme, nvidia.com/gpu.present: "true"}
+spec:
+  taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+status:
+  allocatable: {cpu: "8", memory: 61Gi, pods: "110", nvidia.com/gpu: "2"}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: cp-1
+  labels: {kubernetes.io/hostname: cp-1, topology.kubernetes.io/zone: zone-a, disktype: ssd, node-role.kubernetes.io/control-plane: ""}
+spec:
+  taints: [{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}]
 status:
   allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
 ---
@@ -119,4 +141,20 @@ metadata: {name: batch-2, namespace: default}
 spec:
   schedulerName: wasmsched
   containers: [{name: job, image: busybox, resources: {requests: {cpu: "3", memory: 2Gi}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: train-1, namespace: default}
+spec:
+  schedulerName: wasmsched
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  containers: [{name: train, image: trainer, resources: {requests: {cpu: "2", memory: 8Gi, nvidia.com/gpu: "1"}, limits: {nvidia.com/gpu: "1"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: agent-1, namespace: kube-system}
+spec:
+  schedulerName: wasmsched
+  tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
+  containers: [{name: agent, image: agent, resources: {requests: {cpu: 100m, memory: 128Mi}}}]
 "#;

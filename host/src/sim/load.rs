@@ -51,6 +51,9 @@ pub struct Manifests {
     pub ignored_kinds: BTreeMap<String, usize>,
     /// Documents that could not be used, with where they are.
     pub problems: Vec<String>,
+    /// Every object read, as written (List items one by one), for
+    /// `simulate --write-cluster`.
+    pub documents: Vec<serde_yaml::Value>,
 }
 
 impl Manifests {
@@ -150,8 +153,11 @@ impl Manifests {
     where
         K: DeserializeOwned + Metadata<Ty = ObjectMeta>,
     {
-        match serde_yaml::from_value::<K>(value) {
-            Ok(object) if object.metadata().name.as_deref().is_some_and(|n| !n.is_empty()) => Some(object),
+        match serde_yaml::from_value::<K>(value.clone()) {
+            Ok(object) if object.metadata().name.as_deref().is_some_and(|n| !n.is_empty()) => {
+                self.documents.push(value);
+                Some(object)
+            }
             Ok(_) => {
                 self.problems.push(format!("{at}: {kind} without metadata.name"));
                 None

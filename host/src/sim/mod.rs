@@ -4,6 +4,7 @@ mod claim_templates;
 pub mod load;
 pub mod report;
 pub mod run;
+pub mod write;
 
 pub use load::Manifests;
 pub use run::{SimOptions, SimReport, simulate};

@@ -87,48 +87,83 @@ fn assert_the_policy_decided(dir: &Path, explained: &str, policy: &str) {
     // And the table of the whole run: every pod placed, none on node-a2.
     let table = shell(dir, &format!("wasmsched simulate cluster.yaml --policy {policy} --cache-dir .wasmsched-cache"));
     let table = text(&table.stdout);
-    assert!(table.contains("Scheduled 4 of 4 pending pods"), "{table}");
+    assert!(table.contains("Scheduled 6 of 6 pending pods"), "{table}");
     assert!(table.contains("prefer-zone 0.1.0"), "{table}");
     assert!(!table.lines().any(|l| l.contains("default/") && l.contains("node-a2")), "{table}");
 }
 
-/// The policy ConfigMap entry the README shows (its `yaml` block) loads as
-/// the scheduler loads a policy ConfigMap, with the built `wasm` (inline,
-/// or served at the entry's URL); the settings file in its place is
-/// refused, as the README says.
-fn assert_the_readme_bundle_entry_loads(dir: &Path, wasm: &str) {
+/// The README's `wasmsched configmap` command, run as written (the
+/// `kubectl apply` it pipes into left out; a policy too large for a
+/// ConfigMap named by an HTTP URL served here, in place of the registry's
+/// reference), makes a ConfigMap that loads as the scheduler loads a
+/// policy ConfigMap; with a misspelled setting it makes none.
+fn assert_the_readme_configmap_loads(dir: &Path, wasm: &str) {
+    use k8s_openapi::api::core::v1::ConfigMap;
     use wasmsched::policy::bundle::{load_bundle, parse_bundle};
     use wasmsched::policy::remote::Fetcher;
-    use wasmsched_runtime::{PolicyEngine, PolicyLimits, PolicySource};
+    use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
-    let block = readme.split("```yaml\n").nth(1).expect("README has a ```yaml block");
-    let mut entry = block.split("```").next().unwrap().to_string();
-    let bytes = std::fs::read(dir.join(wasm)).unwrap();
-    let mut files = std::collections::BTreeMap::new();
-    let _server;
-    if entry.contains("url: ") {
-        let (base, served) = wasmsched_test_support::serve_file(bytes.clone());
-        _server = served;
-        let sha256 = PolicySource::new("built", bytes).sha256();
-        entry = entry
-            .replace("https://policies.example.com/prefer_zone.wasm", &format!("{base}/policy.wasm"))
-            .replace(&"0".repeat(64), &sha256);
-    } else {
-        files.insert("prefer-zone.wasm".to_string(), bytes);
+    let line =
+        readme.lines().find(|l| l.starts_with("wasmsched configmap ")).expect("README gives the configmap command");
+    let (command, apply) = line.split_once(" | ").expect("piped into kubectl");
+    assert_eq!(apply, "kubectl apply --server-side -f -");
+    let (base, _served) = wasmsched_test_support::serve_file(std::fs::read(dir.join(wasm)).unwrap());
+    let mut command = command.to_string();
+    if let Some((head, _)) = command.split_once(" --url ") {
+        command = format!("{head} --url {base}/policy.wasm");
     }
-    files.insert("prefer-zone.yaml".to_string(), entry.into_bytes());
+    let out = shell(dir, &format!("{command} --cache-dir .wasmsched-cache"));
+    assert!(out.status.success(), "`{command}`: {}", text(&out.stderr));
+    let manifest: ConfigMap = serde_yaml::from_slice(&out.stdout).unwrap();
+    assert_eq!(manifest.metadata.name.as_deref(), Some("wasmsched-policies"));
+    let mut files = std::collections::BTreeMap::new();
+    for (k, v) in manifest.data.unwrap_or_default() {
+        files.insert(k, v.into_bytes());
+    }
+    for (k, v) in manifest.binary_data.unwrap_or_default() {
+        files.insert(k, v.0);
+    }
     let limits = PolicyLimits::default();
     let engine = PolicyEngine::new().unwrap().with_cache_dir(dir.join(".wasmsched-cache"));
-    let entries = parse_bundle("README", &files, limits.max_wasm_bytes, &Fetcher::new(None)).unwrap();
+    let entries = parse_bundle("configmap", &files, limits.max_wasm_bytes, &Fetcher::new(None)).unwrap();
     let set = load_bundle(&engine, &entries, &limits, None).unwrap();
     assert_eq!((set.policies.len(), set.policies[0].weight), (1, 1));
     assert_eq!(set.policies[0].policy.info.name, "prefer-zone");
+    if wasm.starts_with("target/") {
+        assert_the_rust_guide_shows_this_output(&text(&out.stdout));
+    }
 
-    let settings = std::fs::read(dir.join("prefer-zone.yaml")).unwrap();
-    files.insert("prefer-zone.yaml".to_string(), settings);
-    let e = parse_bundle("README", &files, limits.max_wasm_bytes, &Fetcher::new(None)).err().unwrap();
-    assert!(e.contains("unknown field `avoidLabel`"), "{e}");
+    // A misspelled setting: no manifest, and the reason.
+    std::fs::write(dir.join("misspelled.yaml"), "preferedZone: zone-b\n").unwrap();
+    let out =
+        shell(dir, &format!("{} --cache-dir .wasmsched-cache", command.replace("prefer-zone.yaml", "misspelled.yaml")));
+    assert!(!out.status.success() && out.stdout.is_empty(), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("unknown setting `preferedZone` (did you mean `preferredZone`?)"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// sdk/README.md shows the manifest `wasmsched configmap` prints for this
+/// project: its lines are the output's, in order (`…` ends a line cut
+/// short).
+fn assert_the_rust_guide_shows_this_output(output: &str) {
+    let guide = std::fs::read_to_string(wasmsched_test_support::workspace_root().join("sdk/README.md")).unwrap();
+    let block = guide.split("```text\nwasmsched configmap ").nth(1).expect("sdk/README.md shows the output");
+    let shown: Vec<&str> = block.split("```").next().unwrap().lines().skip(1).collect();
+    let mut printed = output.lines().filter(|l| !l.starts_with('#'));
+    for line in shown {
+        let found = printed.any(|p| match line.strip_suffix('…') {
+            Some(prefix) => p.starts_with(prefix),
+            None => p == line,
+        });
+        assert!(
+            found,
+            "sdk/README.md shows `{line}`, which `wasmsched configmap` does not print in that order:\n{output}"
+        );
+    }
 }
 
 /// Whether the programs a language's README uses are installed. Missing
@@ -165,7 +200,7 @@ fn a_new_rust_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
         &explained,
         "target/wasm32-wasip2/release/prefer_zone.wasm,config=prefer-zone.yaml",
     );
-    assert_the_readme_bundle_entry_loads(&dir, "target/wasm32-wasip2/release/prefer_zone.wasm");
+    assert_the_readme_configmap_loads(&dir, "target/wasm32-wasip2/release/prefer_zone.wasm");
     let check = text(&shell(&dir, &commands[3]).stdout);
     assert!(check.contains("nodes       judged one by one"), "{check}");
     assert!(check.trim_end().ends_with("OK    prefer-zone is ready to schedule"), "{check}");
@@ -181,7 +216,7 @@ fn a_new_python_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
     let explained = text(&outputs.last().unwrap().stdout);
     assert_eq!(commands.len(), 6, "{commands:?}");
     assert_the_policy_decided(&dir, &explained, "prefer_zone.wasm,config=prefer-zone.yaml");
-    assert_the_readme_bundle_entry_loads(&dir, "prefer_zone.wasm");
+    assert_the_readme_configmap_loads(&dir, "prefer_zone.wasm");
     // The tests ran, and they can fail: a policy that no longer avoids the
     // label fails them.
     let source = std::fs::read_to_string(dir.join("src/app.py")).unwrap();
@@ -210,7 +245,7 @@ fn a_new_javascript_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
     let explained = text(&outputs.last().unwrap().stdout);
     assert_eq!(commands.len(), 5, "{commands:?}");
     assert_the_policy_decided(&dir, &explained, "prefer_zone.wasm,config=prefer-zone.yaml");
-    assert_the_readme_bundle_entry_loads(&dir, "prefer_zone.wasm");
+    assert_the_readme_configmap_loads(&dir, "prefer_zone.wasm");
     let source = std::fs::read_to_string(dir.join("src/policy.js")).unwrap();
     std::fs::write(dir.join("src/policy.js"), source.replace("=== \"true\") verdicts", "=== \"never\") verdicts"))
         .unwrap();

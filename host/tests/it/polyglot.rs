@@ -63,7 +63,7 @@ fn python_least_allocated_passes_check_and_places_like_its_rust_twin() {
     let rust = policy_wasm("least-allocated");
     let twin = placements(&["--policy", path(&rust)]);
     let py = placements(&["--policy", path(&python), "--cache-dir", path(cache.path())]);
-    assert_eq!(twin.len(), 24, "the bundled scenario places 24 pods");
+    assert_eq!(twin.len(), 25, "the bundled scenario places 25 pods");
     assert_eq!(py, twin, "Python and Rust least-allocated disagree");
     // The second load came from the precompiled cache.
     let again = check(&python, &cache_args);
@@ -85,7 +85,7 @@ fn javascript_cheapest_passes_check_and_places_like_its_rust_twin() {
     let twin = placements(&["--policy", &format!("{},config={}", path(&rust), path(&by_metric))]);
     let mine =
         placements(&["--policy", &format!("{},config={}", path(&js), path(&by_metric)), "--cache-dir", path(&cache)]);
-    assert_eq!(twin.len(), 24);
+    assert_eq!(twin.len(), 25);
     assert_eq!(mine, twin, "JavaScript and Rust cheapest disagree (metric prices)");
 
     // Prices from annotations, garbled and missing ones included.

@@ -91,8 +91,9 @@ fn the_javascript_guide_shows_only_code_that_is_built() {
     assert_excerpts("sdk/javascript.md", &["js", "yaml"], &all);
 }
 
-/// sdk/README.md lists the bundled scenario's nodes with their zones, so a
-/// policy configured for a zone matches one (`zone-b`, not `b`).
+/// sdk/README.md lists the bundled scenario's nodes with their zones and
+/// disk types, so a policy configured for a zone matches one (`zone-b`,
+/// not `b`).
 #[test]
 fn the_bundled_scenario_table_matches_the_scenario() {
     let doc = read("sdk/README.md");
@@ -105,7 +106,8 @@ fn the_bundled_scenario_table_matches_the_scenario() {
         }
         let name = value["metadata"]["name"].as_str().unwrap();
         let zone = value["metadata"]["labels"]["topology.kubernetes.io/zone"].as_str().unwrap();
-        let row = format!("| {name} | {zone} |");
+        let disk = value["metadata"]["labels"]["disktype"].as_str().unwrap();
+        let row = format!("| {name} | {zone} | {disk} |");
         assert!(doc.lines().any(|l| l.starts_with(&row)), "sdk/README.md has no row `{row}`");
         nodes += 1;
     }

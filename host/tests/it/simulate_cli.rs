@@ -24,7 +24,7 @@ fn the_bundled_scenario_runs_with_no_files_and_matches_its_golden_output() {
     let out = simulate(&[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.starts_with("Scheduled 24 of 28 pending pods onto 10 nodes in "), "{text}");
+    assert!(text.starts_with("Scheduled 25 of 29 pending pods onto 10 nodes in "), "{text}");
     assert!(text.contains("policies: least-allocated 0.1.0 (embedded)"), "{text}");
     let golden = include_str!("golden/default-scenario.txt");
     assert_eq!(
@@ -41,7 +41,7 @@ fn json_output_is_stable_for_a_seed() {
     let a: serde_json::Value = serde_json::from_slice(&simulate(&["--seed", "42", "--output", "json"]).stdout).unwrap();
     let b: serde_json::Value = serde_json::from_slice(&simulate(&["--seed", "42", "--output", "json"]).stdout).unwrap();
     assert_eq!(a["placements"], b["placements"]);
-    assert_eq!(a["placements"].as_array().unwrap().len(), 24);
+    assert_eq!(a["placements"].as_array().unwrap().len(), 25);
     let postgres = a["unschedulable"].as_array().unwrap().iter().find(|u| u["pod"] == "data/postgres-0").unwrap();
     assert!(postgres["message"].as_str().unwrap().starts_with("0/10 nodes are available: "));
 }
@@ -57,7 +57,7 @@ fn yaml_output_is_the_placed_pods_with_node_names() {
         assert!(pod.spec.unwrap().node_name.is_some());
         pods += 1;
     }
-    assert_eq!(pods, 24);
+    assert_eq!(pods, 25);
     assert!(text.contains("kind: Pod") && text.contains("apiVersion: v1"));
 }
 

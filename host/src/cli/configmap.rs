@@ -1,0 +1,144 @@
+//! `wasmsched configmap POLICY.wasm [--config FILE]`: the policy ConfigMap
+//! made from the files a policy author has (the built `.wasm` and its
+//! settings file), ready for `kubectl apply --server-side -f -`. The
+//! policy is loaded with its settings first, as the scheduler will load
+//! it: a policy that fails (a misspelled setting included) gives no
+//! manifest. One too large for a ConfigMap is named by `--url` instead (a
+//! registry or an HTTP server), pinned to this very file by its sha256.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use base64::Engine as _;
+use clap::Args;
+use serde_yaml::{Mapping, Value};
+use wasmsched_runtime::PolicySource;
+
+use wasmsched::policy::flags::{LimitArgs, read_config};
+
+/// What kube-apiserver accepts in one ConfigMap's `data` and `binaryData`.
+const CONFIGMAP_LIMIT: usize = 1 << 20;
+/// A client-side `kubectl apply` copies the object into an annotation the
+/// API server caps at 256 KiB; base64 takes 4/3 of the bytes.
+const CLIENT_SIDE_APPLY_LIMIT: usize = (256 << 10) * 3 / 4;
+
+#[derive(Args, Debug)]
+pub struct ConfigMapArgs {
+    /// The built policy component (.wasm).
+    pub policy: PathBuf,
+    /// Its settings file (YAML or JSON): the entry's `config:`.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The entry's name, as pods and `/policies` name the policy (default:
+    /// the name the policy declares).
+    #[arg(long, value_name = "NAME")]
+    pub entry: Option<String>,
+    /// The policy's weight among the profile's policies.
+    #[arg(long, value_name = "N")]
+    pub weight: Option<u32>,
+    /// Name it by URL instead of carrying it (`oci://REGISTRY/REPOSITORY@sha256:…`
+    /// from `wasmsched push`, or an https:// URL): for policies too large
+    /// for a ConfigMap. The entry pins this file's sha256.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// The ConfigMap's name.
+    #[arg(long, value_name = "NAME", default_value = "wasmsched-policies")]
+    pub configmap: String,
+    /// Its namespace (deploy/ installs the scheduler in `wasmsched`).
+    #[arg(long, short = 'n', value_name = "NS", default_value = "wasmsched")]
+    pub namespace: String,
+    /// A tenant's ConfigMap: labelled `wasmsched.io/policy=true`, for the
+    /// pods of its namespace that opt in.
+    #[arg(long)]
+    pub tenant: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+pub fn run(args: ConfigMapArgs) -> anyhow::Result<ExitCode> {
+    let source = PolicySource::from_file(&args.policy).with_context(|| format!("reading {}", args.policy.display()))?;
+    let config = read_config(args.config.as_deref())?;
+    let engine = args.limits.engine()?;
+    let policy = match engine.load(&source, &config, args.limits.to_limits()?) {
+        Ok(policy) => policy,
+        Err(e) => {
+            eprintln!("FAIL  {e}");
+            eprintln!("      no manifest written: `wasmsched check {}` says more", args.policy.display());
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let name = args.entry.clone().unwrap_or_else(|| policy.name().to_string());
+    let manifest = manifest(&args, &name, &source)?;
+    std::io::stdout().write_all(manifest.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The whole ConfigMap: `NAME.wasm.gz` (or a `url`) and `NAME.yaml`.
+fn manifest(args: &ConfigMapArgs, name: &str, source: &PolicySource) -> anyhow::Result<String> {
+    let mut entry = Mapping::new();
+    entry.insert("weight".into(), args.weight.unwrap_or(1).into());
+    if let Some(path) = &args.config {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let settings: Value = serde_yaml::from_str(&text).with_context(|| path.display().to_string())?;
+        if !settings.is_null() {
+            entry.insert("config".into(), settings);
+        }
+    }
+    let mut binary = Mapping::new();
+    match &args.url {
+        Some(url) => {
+            entry.insert("url".into(), url.clone().into());
+            entry.insert("sha256".into(), source.sha256().into());
+        }
+        None => {
+            let gz = gzip(&source.bytes)?;
+            if gz.len() > CONFIGMAP_LIMIT - 4096 {
+                bail!(
+                    "{} is {} bytes gzipped, too large for a ConfigMap (1 MiB): push it (`wasmsched push {} oci://REGISTRY/REPOSITORY:TAG`) and name it with --url oci://…@sha256:…",
+                    args.policy.display(),
+                    gz.len(),
+                    args.policy.display()
+                );
+            }
+            if gz.len() > CLIENT_SIDE_APPLY_LIMIT {
+                eprintln!(
+                    "note: {} bytes gzipped: apply it with `kubectl apply --server-side -f -` (a client-side apply's annotation is capped at 256 KiB)",
+                    gz.len()
+                );
+            }
+            let encoded = base64::engine::general_purpose::STANDARD.encode(&gz);
+            binary.insert(format!("{name}.wasm.gz").into(), encoded.into());
+        }
+    }
+    let mut metadata = Mapping::new();
+    metadata.insert("name".into(), args.configmap.clone().into());
+    metadata.insert("namespace".into(), args.namespace.clone().into());
+    if args.tenant {
+        let labels = Mapping::from_iter([(Value::from("wasmsched.io/policy"), Value::from("true"))]);
+        metadata.insert("labels".into(), labels.into());
+    }
+    let mut data = Mapping::new();
+    data.insert(format!("{name}.yaml").into(), serde_yaml::to_string(&entry)?.into());
+    let mut object = Mapping::new();
+    object.insert("apiVersion".into(), "v1".into());
+    object.insert("kind".into(), "ConfigMap".into());
+    object.insert("metadata".into(), metadata.into());
+    object.insert("data".into(), data.into());
+    if !binary.is_empty() {
+        object.insert("binaryData".into(), binary.into());
+    }
+    let header = format!(
+        "# The policy {name} ({}, sha256 {}), made by `wasmsched configmap`.\n# Apply: kubectl apply --server-side -f FILE (or pipe it: -f -).\n",
+        args.policy.display(),
+        &source.sha256()[..12]
+    );
+    Ok(header + &serde_yaml::to_string(&object)?)
+}
+
+fn gzip(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(bytes)?;
+    Ok(encoder.finish()?)
+}

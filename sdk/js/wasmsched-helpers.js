@@ -1,0 +1,145 @@
+// wasmsched's helpers for policies in JavaScript: the Rust SDK's, with the
+// same names and formulas (wasmsched's sdk/README.md, "The helpers,
+// exactly"). `wasmsched new --lang js` ships this file in src/;
+// ComponentizeJS builds it into the component beside policy.js.
+//
+// Settings: read each key with `str`, `number` or `flag`, then call
+// `checkAllRead()`: a key the policy never asked for (most often a
+// misspelled one) is refused, naming the nearest key it did ask for. Every
+// error is a thrown string, which rejects the policy when it loads.
+//
+// CPU and memory are BigInts, as the contract's u64 values arrive.
+
+// kube-scheduler's MaxNodeScore: scores of the built-in plugins are 0..100.
+export const MAX_NODE_SCORE = 100n;
+
+export class Settings {
+  // `text`: the document the scheduler hands over as JSON (it converts the
+  // YAML file).
+  constructor(text) {
+    let raw;
+    try {
+      raw = JSON.parse(text.trim() === "" ? "{}" : text);
+    } catch (e) {
+      throw `the settings are not JSON: ${e.message}`;
+    }
+    if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+      throw `the settings must be a mapping, got ${text}`;
+    }
+    this.raw = raw;
+    this.asked = [];
+  }
+
+  get(key) {
+    if (!this.asked.includes(key)) this.asked.push(key);
+    return Object.hasOwn(this.raw, key) ? this.raw[key] : null;
+  }
+
+  // A string setting; `fallback` when absent or null.
+  str(key, fallback = null) {
+    const value = this.get(key);
+    if (value === null) return fallback;
+    if (typeof value !== "string") throw `setting \`${key}\` must be a string, got ${JSON.stringify(value)}`;
+    return value;
+  }
+
+  // A finite number (or a string that parses as one); `fallback` when
+  // absent or null.
+  number(key, fallback = null) {
+    let value = this.get(key);
+    if (value === null) return fallback;
+    if (typeof value === "string" && value.trim() !== "") value = Number(value.trim());
+    if (typeof value !== "number" || !Number.isFinite(value)) {
+      throw `setting \`${key}\` must be a number, got ${JSON.stringify(this.raw[key])}`;
+    }
+    return value;
+  }
+
+  // A true/false setting; `fallback` when absent or null.
+  flag(key, fallback = null) {
+    const value = this.get(key);
+    if (value === null) return fallback;
+    if (typeof value !== "boolean") throw `setting \`${key}\` must be true or false, got ${JSON.stringify(value)}`;
+    return value;
+  }
+
+  // Refuses the settings the policy never asked for, with the nearest name
+  // it did ask for. Call it last in `init`.
+  checkAllRead() {
+    const unread = Object.keys(this.raw).filter((k) => !this.asked.includes(k)).sort();
+    if (unread.length === 0) return;
+    const known = [...this.asked].sort();
+    const named = unread.map((key) => {
+      const near = nearest(key, known);
+      return near === null ? `\`${key}\`` : `\`${key}\` (did you mean \`${near}\`?)`;
+    });
+    const plural = unread.length > 1 ? "s" : "";
+    const reads = known.length > 0 ? known.join(", ") : "no settings";
+    throw `unknown setting${plural} ${named.join(", ")}; this policy reads ${reads}`;
+  }
+}
+
+// The name in `known` closest to `typed` by edit distance, if close enough
+// to be a misspelling: at most a third of its letters differ.
+export function nearest(typed, known) {
+  const limit = Math.max(Math.ceil(typed.length / 3), 1);
+  let best = null;
+  for (const name of known) {
+    const distance = editDistance(typed.toLowerCase(), name.toLowerCase());
+    if (distance <= limit && (best === null || distance < best[0])) best = [distance, name];
+  }
+  return best === null ? null : best[1];
+}
+
+// Levenshtein distance: insertions, deletions and substitutions.
+export function editDistance(a, b) {
+  const row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 0; i < a.length; i++) {
+    let diagonal = row[0];
+    row[0] = i + 1;
+    for (let j = 0; j < b.length; j++) {
+      const above = row[j + 1];
+      row[j + 1] = Math.min(above + 1, row[j] + 1, diagonal + (a[i] === b[j] ? 0 : 1));
+      diagonal = above;
+    }
+  }
+  return row[b.length];
+}
+
+// CPU left on a node: allocatable minus what its pods request (the
+// candidates' `requestedMilliCpu` column), never below 0. The pod being
+// scheduled is not subtracted.
+export function freeMilliCpu(allocatableMilliCpu, requestedMilliCpu) {
+  return allocatableMilliCpu > requestedMilliCpu ? allocatableMilliCpu - requestedMilliCpu : 0n;
+}
+
+// Memory left on a node, in bytes: as `freeMilliCpu`.
+export function freeMemory(allocatableMemory, requestedMemory) {
+  return allocatableMemory > requestedMemory ? allocatableMemory - requestedMemory : 0n;
+}
+
+// One resource's LeastAllocated score, 0..100, in kube's integers:
+// `(capacity - requested) * 100 / capacity`, 0 when it does not fit or the
+// node has none.
+export function leastAllocated(requested, capacity) {
+  if (capacity === 0n || requested > capacity) return 0n;
+  return ((capacity - requested) * MAX_NODE_SCORE) / capacity;
+}
+
+// kube-scheduler's NodeResourcesFit LeastAllocated score, 0..100 (a
+// Number), cpu and memory weighted equally, with the pod's own non-zero
+// request included. `allocatable` is the node's; the requests are the
+// candidates' `nonzeroRequested*` columns.
+export function leastAllocatedScore(allocatable, nonzeroRequestedMilliCpu, nonzeroRequestedMemory, pod) {
+  const cpu = leastAllocated(nonzeroRequestedMilliCpu + pod.nonzeroMilliCpu, allocatable.milliCpu);
+  const memory = leastAllocated(nonzeroRequestedMemory + pod.nonzeroMemory, allocatable.memory);
+  return Number((cpu + memory) / 2n);
+}
+
+// kube's rule: the effects match (or the toleration names none), the keys
+// match (an empty key matches every key), and `exists` or equal values.
+export function tolerates(toleration, taint) {
+  if (toleration.effect != null && toleration.effect !== taint.effect) return false;
+  if (toleration.key !== "" && toleration.key !== taint.key) return false;
+  return toleration.operator === "exists" || toleration.value === taint.value;
+}

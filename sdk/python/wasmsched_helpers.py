@@ -1,0 +1,153 @@
+"""wasmsched's helpers for policies in Python: the Rust SDK's, with the same
+names and formulas (wasmsched's sdk/README.md, "The helpers, exactly").
+`wasmsched new --lang python` ships this file in src/; componentize-py builds
+it into the component beside app.py.
+
+Settings: read each key with `str`, `number` or `flag`, then call
+`check_all_read()`: a key the policy never asked for (most often a
+misspelled one) is refused, naming the nearest key it did ask for. Every
+error is an `Err` with the reason, which rejects the policy when it loads.
+"""
+
+import json
+import math
+
+from componentize_py_types import Err
+from wit_world.imports import types
+
+# kube-scheduler's MaxNodeScore: scores of the built-in plugins are 0..100.
+MAX_NODE_SCORE = 100
+
+
+class Settings:
+    """The policy's settings: the document the scheduler hands over as JSON
+    (it converts the YAML file)."""
+
+    def __init__(self, text: str):
+        try:
+            raw = json.loads(text.strip() or "{}")
+        except ValueError as e:
+            raise Err(f"the settings are not JSON: {e}")
+        if not isinstance(raw, dict):
+            raise Err(f"the settings must be a mapping, got {text}")
+        self._raw = raw
+        self._asked: list[str] = []
+
+    def _get(self, key: str):
+        if key not in self._asked:
+            self._asked.append(key)
+        return self._raw.get(key)
+
+    def str(self, key: str, default: "str | None" = None) -> "str | None":
+        """A string setting; `default` when absent or null."""
+        value = self._get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise Err(f"setting `{key}` must be a string, got {json.dumps(value)}")
+        return value
+
+    def number(self, key: str, default: "float | None" = None) -> "float | None":
+        """A finite number (or a string that parses as one); `default` when
+        absent or null."""
+        value = self._get(key)
+        if value is None:
+            return default
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                raise Err(f"setting `{key}` must be a number, got {json.dumps(value)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise Err(f"setting `{key}` must be a number, got {json.dumps(value)}")
+        return float(value)
+
+    def flag(self, key: str, default: "bool | None" = None) -> "bool | None":
+        """A true/false setting; `default` when absent or null."""
+        value = self._get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise Err(f"setting `{key}` must be true or false, got {json.dumps(value)}")
+        return value
+
+    def check_all_read(self) -> None:
+        """Refuses the settings the policy never asked for, with the nearest
+        name it did ask for. Call it last in `init`."""
+        unread = sorted(k for k in self._raw if k not in self._asked)
+        if not unread:
+            return
+        known = sorted(self._asked)
+        named = []
+        for key in unread:
+            near = nearest(key, known)
+            named.append(f"`{key}` (did you mean `{near}`?)" if near else f"`{key}`")
+        plural = "s" if len(unread) > 1 else ""
+        reads = ", ".join(known) if known else "no settings"
+        raise Err(f"unknown setting{plural} {', '.join(named)}; this policy reads {reads}")
+
+
+def nearest(typed: str, known: list[str]) -> "str | None":
+    """The name in `known` closest to `typed` by edit distance, if close
+    enough to be a misspelling: at most a third of its letters differ."""
+    limit = max(-(-len(typed) // 3), 1)
+    best = None
+    for name in known:
+        distance = edit_distance(typed.lower(), name.lower())
+        if distance <= limit and (best is None or distance < best[0]):
+            best = (distance, name)
+    return best[1] if best else None
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance: insertions, deletions and substitutions."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a):
+        diagonal, row[0] = row[0], i + 1
+        for j, cb in enumerate(b):
+            above = row[j + 1]
+            row[j + 1] = min(above + 1, row[j] + 1, diagonal + (ca != cb))
+            diagonal = above
+    return row[len(b)]
+
+
+def free_milli_cpu(allocatable_milli_cpu: int, requested_milli_cpu: int) -> int:
+    """CPU left on a node: allocatable minus what its pods request (the
+    candidates' `requested_milli_cpu` column), never below 0. The pod being
+    scheduled is not subtracted."""
+    return max(allocatable_milli_cpu - requested_milli_cpu, 0)
+
+
+def free_memory(allocatable_memory: int, requested_memory: int) -> int:
+    """Memory left on a node, in bytes: as `free_milli_cpu`."""
+    return max(allocatable_memory - requested_memory, 0)
+
+
+def least_allocated(requested: int, capacity: int) -> int:
+    """One resource's LeastAllocated score, 0..100, in kube's integers:
+    `(capacity - requested) * 100 // capacity`, 0 when it does not fit or
+    the node has none."""
+    if capacity == 0 or requested > capacity:
+        return 0
+    return (capacity - requested) * MAX_NODE_SCORE // capacity
+
+
+def least_allocated_score(allocatable, nonzero_requested_milli_cpu: int, nonzero_requested_memory: int, pod) -> int:
+    """kube-scheduler's NodeResourcesFit LeastAllocated score, 0..100, cpu
+    and memory weighted equally, with the pod's own non-zero request
+    included. `allocatable` is the node's (`types.Resources`); the requests
+    are the candidates' `nonzero_requested_*` columns."""
+    cpu = least_allocated(nonzero_requested_milli_cpu + pod.nonzero_milli_cpu, allocatable.milli_cpu)
+    memory = least_allocated(nonzero_requested_memory + pod.nonzero_memory, allocatable.memory)
+    return (cpu + memory) // 2
+
+
+def tolerates(toleration, taint) -> bool:
+    """kube's rule: the effects match (or the toleration names none), the
+    keys match (an empty key matches every key), and `Exists` or equal
+    values."""
+    if toleration.effect is not None and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    return toleration.operator == types.TolerationOperator.EXISTS or toleration.value == taint.value
