@@ -227,7 +227,10 @@ try it on. The SDK it builds against is in `vendor/` (API:
 `vendor/wasmsched-sdk/src/`, starting at `policy.rs`).
 
 Build, test, and watch it decide, from this directory (`wasmsched` on your
-`PATH`; the first build fetches wit-bindgen and serde from crates.io):
+`PATH`). The first builds take a while, once: the first `cargo test`
+fetches wit-bindgen and serde from crates.io and compiles them (about a
+minute on 2 cores), the first wasm build about 25 s; after that each
+takes seconds.
 
 ```sh
 rustup target add wasm32-wasip2

@@ -10,6 +10,7 @@ mod real;
 
 mod check_cli;
 mod deploy_manifests;
+mod first_policy;
 mod kube_backend;
 mod layering;
 mod new_cli;

@@ -6,16 +6,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
 
-fn wasmsched(args: &[&str]) -> Output {
+pub(crate) fn wasmsched(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wasmsched")).args(args).output().expect("run wasmsched")
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// The lines of the README's first `sh` block: the commands it promises.
-fn readme_commands(readme: &str) -> Vec<String> {
+pub(crate) fn readme_commands(readme: &str) -> Vec<String> {
     let block = readme.split("```sh\n").nth(1).expect("README has a ```sh block");
     block.split("```").next().unwrap().lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect()
 }
@@ -23,7 +23,7 @@ fn readme_commands(readme: &str) -> Vec<String> {
 /// Runs `command` in `dir` as a person would in a shell, with this build's
 /// `wasmsched` first on `PATH` and nothing of this workspace's cargo
 /// settings leaking in.
-fn shell(dir: &Path, command: &str) -> Output {
+pub(crate) fn shell(dir: &Path, command: &str) -> Output {
     let bin = Path::new(env!("CARGO_BIN_EXE_wasmsched")).parent().unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     Command::new("sh")
@@ -168,7 +168,7 @@ fn assert_the_rust_guide_shows_this_output(output: &str) {
 
 /// Whether the programs a language's README uses are installed. Missing
 /// under `CI=true` fails the test; elsewhere it is skipped, and says so.
-fn toolchain_installed(lang: &str, programs: &[(&str, &[&str])]) -> bool {
+pub(crate) fn toolchain_installed(lang: &str, programs: &[(&str, &[&str])]) -> bool {
     for (program, args) in programs {
         let ok = Command::new(program).args(*args).output().is_ok_and(|o| o.status.success());
         if !ok {
