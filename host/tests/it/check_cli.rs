@@ -102,3 +102,78 @@ fn a_looping_policy_fails_at_its_deadline() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--deadline"));
 }
+
+/// `wasmsched configmap` with every option a tenant or an operator uses:
+/// the ConfigMap's name, namespace and label, the entry's name and
+/// weight, the settings under `config:`; a policy too large for a
+/// ConfigMap is refused with the command that ships it instead.
+#[test]
+fn configmap_writes_a_tenants_manifest_and_refuses_what_cannot_fit() {
+    let wasm = policy_wasm("spot-first");
+    let settings = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(settings.path(), "label: capacity\nvalue: spot\n").unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_wasmsched")).arg("configmap").args(args).output().expect("run wasmsched")
+    };
+    let args =
+        ["--config", path(settings.path()), "--tenant", "-n", "team-a", "--configmap", "mine", "--entry", "spot"];
+    let out = run(&[&[path(&wasm)][..], &args[..], &["--weight", "3"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_yaml::from_slice(&out.stdout).unwrap();
+    assert_eq!((cm.metadata.name.as_deref(), cm.metadata.namespace.as_deref()), (Some("mine"), Some("team-a")));
+    assert_eq!(cm.metadata.labels.unwrap()["wasmsched.io/policy"], "true");
+    let entry: serde_yaml::Value = serde_yaml::from_str(&cm.data.unwrap()["spot.yaml"]).unwrap();
+    assert_eq!(entry["weight"], 3);
+    assert_eq!(entry["config"]["value"], "spot");
+    assert!(cm.binary_data.unwrap().contains_key("spot.wasm.gz"));
+
+    // Over 1 MiB gzipped: not a manifest, and what to do instead. The
+    // policy still loads (it is loaded first), padded with a custom
+    // section of noise, which does not compress.
+    let big = tempfile::NamedTempFile::new().unwrap();
+    let mut bytes = std::fs::read(&wasm).unwrap();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let noise: Vec<u8> = (0..(1 << 20) + 4096)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    bytes.extend(custom_section("noise", &noise));
+    std::fs::write(big.path(), &bytes).unwrap();
+    let out = run(&[path(big.path())]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(said.contains("too large for a ConfigMap (1 MiB): push it"), "{said}");
+    let out = run(&[path(big.path()), "--url", "oci://registry.example.com/p@sha256:0123"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_yaml::from_slice(&out.stdout).unwrap();
+    assert!(cm.binary_data.is_none());
+    let entry: serde_yaml::Value = serde_yaml::from_str(&cm.data.unwrap()["spot-first.yaml"]).unwrap();
+    assert_eq!(entry["url"], "oci://registry.example.com/p@sha256:0123");
+    assert_eq!(entry["sha256"].as_str().unwrap().len(), 64);
+}
+
+/// A custom section (id 0): its name and payload, sizes as LEB128.
+fn custom_section(name: &str, payload: &[u8]) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            out.push(if n == 0 { byte } else { byte | 0x80 });
+            if n == 0 {
+                break;
+            }
+        }
+    }
+    let mut body = Vec::new();
+    leb(name.len(), &mut body);
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(payload);
+    let mut section = vec![0u8];
+    leb(body.len(), &mut section);
+    section.extend(body);
+    section
+}

@@ -11,6 +11,7 @@ mod real;
 mod check_cli;
 mod deploy_manifests;
 mod first_policy;
+mod helpers_parity;
 mod kube_backend;
 mod layering;
 mod new_cli;

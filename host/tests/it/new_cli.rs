@@ -217,6 +217,7 @@ fn a_new_python_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
     assert_eq!(commands.len(), 6, "{commands:?}");
     assert_the_policy_decided(&dir, &explained, "prefer_zone.wasm,config=prefer-zone.yaml");
     assert_the_readme_configmap_loads(&dir, "prefer_zone.wasm");
+    crate::helpers_parity::assert_the_helpers_agree_with_the_sdk(&dir, "python");
     // The tests ran, and they can fail: a policy that no longer avoids the
     // label fails them.
     let source = std::fs::read_to_string(dir.join("src/app.py")).unwrap();
@@ -246,6 +247,7 @@ fn a_new_javascript_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
     assert_eq!(commands.len(), 5, "{commands:?}");
     assert_the_policy_decided(&dir, &explained, "prefer_zone.wasm,config=prefer-zone.yaml");
     assert_the_readme_configmap_loads(&dir, "prefer_zone.wasm");
+    crate::helpers_parity::assert_the_helpers_agree_with_the_sdk(&dir, "js");
     let source = std::fs::read_to_string(dir.join("src/policy.js")).unwrap();
     std::fs::write(dir.join("src/policy.js"), source.replace("=== \"true\") verdicts", "=== \"never\") verdicts"))
         .unwrap();

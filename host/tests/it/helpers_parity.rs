@@ -1,0 +1,96 @@
+//! The helpers the Python and JavaScript projects ship compute what the
+//! Rust SDK's compute: the same inputs through both, in the scaffolded
+//! project (`new_cli` calls this once the project is built), compared
+//! with `wasmsched-rules`, which the SDK and the built-in filters use.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::new_cli::{shell, text};
+
+/// allocatable cpu and memory, the node's non-zero requests, the pod's.
+const LEAST_ALLOCATED: [[u64; 6]; 6] = [
+    [4000, 8 << 30, 0, 0, 100, 200 << 20],
+    [4000, 8 << 30, 3900, 1 << 30, 100, 200 << 20],
+    [4000, 8 << 30, 3950, 1 << 30, 100, 200 << 20],
+    [0, 8 << 30, 0, 0, 100, 200 << 20],
+    [16000, 64 << 30, 7000, 33 << 30, 1500, 3 << 30],
+    [1, 1, 0, 0, 1, 1],
+];
+/// allocatable, requested.
+const FREE: [[u64; 2]; 3] = [[4000, 1500], [4000, 4000], [4000, 5000]];
+/// toleration key, operator, value, effect ("" for none); taint key,
+/// value, effect; whether kube's rule tolerates it.
+const TOLERATIONS: [(&str, &str, &str, &str, &str, &str, &str, bool); 7] = [
+    ("gpu", "equal", "yes", "no-schedule", "gpu", "yes", "no-schedule", true),
+    ("gpu", "equal", "no", "no-schedule", "gpu", "yes", "no-schedule", false),
+    ("gpu", "exists", "", "", "gpu", "yes", "no-execute", true),
+    ("gpu", "exists", "", "prefer-no-schedule", "gpu", "yes", "no-schedule", false),
+    ("", "exists", "", "", "anything", "x", "no-schedule", true),
+    ("", "equal", "x", "", "anything", "x", "no-schedule", true),
+    ("other", "exists", "", "", "gpu", "yes", "no-schedule", false),
+];
+
+fn cases() -> Value {
+    let tolerations: Vec<Value> =
+        TOLERATIONS.iter().map(|(k, o, v, e, tk, tv, te, _)| json!([k, o, v, e, tk, tv, te])).collect();
+    json!({"la": LEAST_ALLOCATED, "free": FREE, "tol": tolerations})
+}
+
+fn expected() -> Value {
+    let la: Vec<u64> = LEAST_ALLOCATED
+        .iter()
+        .map(|[ac, am, nc, nm, pc, pm]| wasmsched_rules::least_allocated_score(nc + pc, *ac, nm + pm, *am))
+        .collect();
+    let free: Vec<u64> = FREE.iter().map(|[a, r]| a.saturating_sub(*r)).collect();
+    let tol: Vec<bool> = TOLERATIONS.iter().map(|t| t.7).collect();
+    json!({"la": la, "free": free, "tol": tol})
+}
+
+const PYTHON: &str = r#"
+import json, sys
+sys.path[:0] = ["src", "bindings"]
+import wasmsched_helpers as h
+from wit_world.imports import types
+cases = json.loads(sys.argv[1])
+effects = {"no-schedule": types.TaintEffect.NO_SCHEDULE, "prefer-no-schedule": types.TaintEffect.PREFER_NO_SCHEDULE,
+           "no-execute": types.TaintEffect.NO_EXECUTE, "": None}
+operators = {"exists": types.TolerationOperator.EXISTS, "equal": types.TolerationOperator.EQUAL}
+class Pod:
+    def __init__(self, cpu, memory):
+        self.nonzero_milli_cpu, self.nonzero_memory = cpu, memory
+la = [h.least_allocated_score(types.Resources(milli_cpu=ac, memory=am, ephemeral_storage=0, pods=110, scalar=[]),
+                              nc, nm, Pod(pc, pm)) for ac, am, nc, nm, pc, pm in cases["la"]]
+free = [h.free_milli_cpu(a, r) for a, r in cases["free"]]
+tol = [h.tolerates(types.Toleration(key=k, operator=operators[o], value=v, effect=effects[e]),
+                   types.Taint(key=tk, value=tv, effect=effects[te])) for k, o, v, e, tk, tv, te in cases["tol"]]
+print(json.dumps({"la": la, "free": free, "tol": tol}))
+"#;
+
+const JS: &str = r#"
+import * as h from "./src/wasmsched-helpers.js";
+const cases = JSON.parse(process.argv[1]);
+const la = cases.la.map(([ac, am, nc, nm, pc, pm]) =>
+  h.leastAllocatedScore({ milliCpu: BigInt(ac), memory: BigInt(am) }, BigInt(nc), BigInt(nm),
+    { nonzeroMilliCpu: BigInt(pc), nonzeroMemory: BigInt(pm) }));
+const free = cases.free.map(([a, r]) => Number(h.freeMilliCpu(BigInt(a), BigInt(r))));
+const tol = cases.tol.map(([k, o, v, e, tk, tv, te]) =>
+  h.tolerates({ key: k, operator: o, value: v, effect: e === "" ? undefined : e }, { key: tk, value: tv, effect: te }));
+console.log(JSON.stringify({ la, free, tol }));
+"#;
+
+/// Runs the project's helper module in `lang` (`python` or `js`) on the
+/// cases and compares with the Rust side.
+pub(crate) fn assert_the_helpers_agree_with_the_sdk(dir: &Path, lang: &str) {
+    let input = cases().to_string();
+    let quoted = format!("'{input}'");
+    let command = match lang {
+        "python" => format!("python3 -c '{}' {quoted}", PYTHON.replace('\'', "\"")),
+        _ => format!("node --input-type=module -e '{}' {quoted}", JS.replace('\'', "\"")),
+    };
+    let out = shell(dir, &command);
+    assert!(out.status.success(), "{lang} helpers: {}", text(&out.stderr));
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)));
+    assert_eq!(got, expected(), "{lang}'s helpers and the Rust SDK's disagree");
+}
