@@ -22,7 +22,9 @@ const LEAST_ALLOCATED: [[u64; 6]; 6] = [
 const FREE: [[u64; 2]; 3] = [[4000, 1500], [4000, 4000], [4000, 5000]];
 /// toleration key, operator, value, effect ("" for none); taint key,
 /// value, effect; whether kube's rule tolerates it.
-const TOLERATIONS: [(&str, &str, &str, &str, &str, &str, &str, bool); 7] = [
+type TolerationCase =
+    (&'static str, &'static str, &'static str, &'static str, &'static str, &'static str, &'static str, bool);
+const TOLERATIONS: [TolerationCase; 7] = [
     ("gpu", "equal", "yes", "no-schedule", "gpu", "yes", "no-schedule", true),
     ("gpu", "equal", "no", "no-schedule", "gpu", "yes", "no-schedule", false),
     ("gpu", "exists", "", "", "gpu", "yes", "no-execute", true),
