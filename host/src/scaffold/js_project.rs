@@ -38,7 +38,14 @@ pub fn js_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
         (".gitignore".into(), GITIGNORE.to_string()),
         (format!("{name}.yaml"), fill(&sample_files::settings(phases))),
         ("cluster.yaml".into(), sample_files::CLUSTER.to_string()),
-        ("README.md".into(), fill(&README.replace("{{cluster_help}}", sample_files::CLUSTER_HELP))),
+        (
+            "README.md".into(),
+            fill(
+                &README
+                    .replace("{{cluster_help}}", sample_files::CLUSTER_HELP)
+                    .replace("{{ship}}", sample_files::SHIP_BY_URL),
+            ),
+        ),
     ];
     files.into_iter().map(|(path, contents)| (PathBuf::from(path), contents)).collect()
 }
@@ -384,26 +391,7 @@ wasmsched simulate cluster.yaml --policy {{wasm}}.wasm,config={{name}}.yaml --ca
   (the built-in ones and `{{name}}`'s) raw and normalised.
 
 {{cluster_help}}
-In a cluster the component is too large for a ConfigMap (1 MiB). Push it
-to a registry your cluster reaches; `wasmsched push` prints the reference
-pinned by digest. Then `wasmsched configmap` makes the policy ConfigMap
-entry, `{{name}}.yaml`, that names it, with your settings under
-`config:`, after loading the policy with them as the scheduler will (a
-policy that fails, a misspelled setting included, gives no manifest):
-
-```sh
-wasmsched push {{wasm}}.wasm oci://REGISTRY/policies/{{name}}:v1
-wasmsched configmap {{wasm}}.wasm --config {{name}}.yaml --url oci://REGISTRY/policies/{{name}}@sha256:… | kubectl apply --server-side -f -
-```
-
-`--url https://…/{{wasm}}.wasm` names a file on an HTTP server instead;
-either way the entry pins this very file by its sha256. The scheduler
-watches deploy/'s `wasmsched/wasmsched-policies` by default;
-`--configmap NAME -n NAMESPACE` makes another, and `--tenant -n
-YOUR_NAMESPACE --configmap my-policies` a tenant's own (for the pods of
-that namespace that opt in, if the operators allow that registry).
-Each update is checked and swapped in without a restart.
-"#;
+{{ship}}"#;
 
 #[cfg(test)]
 mod tests {

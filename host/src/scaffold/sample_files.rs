@@ -46,6 +46,30 @@ with pods) to edit the same way; `kubectl get nodes,pods -A -o yaml >
 mine.yaml` takes yours.
 "#;
 
+/// How a Python or JavaScript project's component reaches a cluster (its
+/// README, with `{{name}}` and `{{wasm}}` to fill in): too large for a
+/// ConfigMap, it is pushed and named by URL.
+pub const SHIP_BY_URL: &str = r#"In a cluster the component is too large for a ConfigMap (1 MiB). Push it
+to a registry your cluster reaches; `wasmsched push` prints the reference
+pinned by digest. Then `wasmsched configmap` makes the policy ConfigMap
+entry, `{{name}}.yaml`, that names it, with your settings under
+`config:`, after loading the policy with them as the scheduler will (a
+policy that fails, a misspelled setting included, gives no manifest):
+
+```sh
+wasmsched push {{wasm}}.wasm oci://REGISTRY/policies/{{name}}:v1
+wasmsched configmap {{wasm}}.wasm --config {{name}}.yaml --url oci://REGISTRY/policies/{{name}}@sha256:… | kubectl apply --server-side -f -
+```
+
+`--url https://…/{{wasm}}.wasm` names a file on an HTTP server instead;
+either way the entry pins this very file by its sha256. The scheduler
+watches deploy/'s `wasmsched/wasmsched-policies` by default;
+`--configmap NAME -n NAMESPACE` makes another, and `--tenant -n
+YOUR_NAMESPACE --configmap my-policies` a tenant's own (for the pods of
+that namespace that opt in, if the operators allow that registry).
+Each update is checked and swapped in without a restart.
+"#;
+
 /// `cluster.yaml`.
 pub const CLUSTER: &str = r#"# A small cluster to try the policy on: `wasmsched simulate cluster.yaml
 # --policy ...` (README). Two zones, zone-a and zone-b, with the labels
