@@ -143,3 +143,95 @@ export function tolerates(toleration, taint) {
   if (toleration.key !== "" && toleration.key !== taint.key) return false;
   return toleration.operator === "exists" || toleration.value === taint.value;
 }
+
+// The node table: each node as the scheduler sent it, kept by `syncNodes`
+// (call `sync` from it). The scheduler sends each node once, then only its
+// changes; calls name their candidates by id.
+export class Nodes {
+  constructor() {
+    this.byId = new Map();
+  }
+
+  sync(reset, changes) {
+    if (reset) this.byId.clear();
+    for (const change of changes) {
+      if (change.tag === "upsert") {
+        const info = change.val;
+        this.byId.set(info.id, { info, labels: new Map(info.labels), annotations: new Map(info.annotations) });
+      } else {
+        this.byId.delete(change.val);
+      }
+    }
+  }
+
+  // The call's candidates, in order, each with what its pods request. The
+  // host sends every node before naming it, so a miss is a bug worth
+  // failing the call for.
+  views(candidates) {
+    return Array.from(candidates.nodes, (id, i) => {
+      const entry = this.byId.get(id);
+      if (entry === undefined) throw `node id ${id} was never sent by the host`;
+      return new NodeView(entry, candidates, i);
+    });
+  }
+}
+
+// One candidate, as the Rust SDK's `NodeView`: `name`, `labels` and
+// `annotations` (Maps), `taints`, `allocatable`, `unschedulable`, and what
+// the pods already on it request (`requestedMilliCpu`, `requestedMemory`,
+// `nonzeroRequestedMilliCpu`, `nonzeroRequestedMemory`, `podCount`).
+export class NodeView {
+  constructor({ info, labels, annotations }, candidates, i) {
+    Object.assign(this, { name: info.name, labels, annotations, taints: info.taints });
+    Object.assign(this, { allocatable: info.allocatable, unschedulable: info.unschedulable });
+    this.requestedMilliCpu = candidates.requestedMilliCpu[i];
+    this.requestedMemory = candidates.requestedMemory[i];
+    this.nonzeroRequestedMilliCpu = candidates.nonzeroRequestedMilliCpu[i];
+    this.nonzeroRequestedMemory = candidates.nonzeroRequestedMemory[i];
+    this.podCount = candidates.podCount[i];
+  }
+
+  label(key) {
+    return this.labels.get(key) ?? null;
+  }
+
+  freeMilliCpu() {
+    return freeMilliCpu(this.allocatable.milliCpu, this.requestedMilliCpu);
+  }
+
+  freeMemory() {
+    return freeMemory(this.allocatable.memory, this.requestedMemory);
+  }
+
+  leastAllocatedScore(pod) {
+    return leastAllocatedScore(this.allocatable, this.nonzeroRequestedMilliCpu, this.nonzeroRequestedMemory, pod);
+  }
+}
+
+// The contract's `filter` from a function of one node: `reject(pod, node)`
+// returns null to pass the node, or the reason to reject it (phrased as
+// kube-scheduler's: they are counted in the pod's FailedScheduling
+// message). Each distinct reason is sent once.
+export function filterEach(nodes, pod, candidates, reject) {
+  const reasons = [];
+  const numbers = new Map();
+  const views = nodes.views(candidates);
+  const verdicts = new Uint32Array(views.length);
+  views.forEach((node, i) => {
+    const why = reject(pod, node);
+    if (why === null || why === undefined) return;
+    if (!numbers.has(why)) {
+      reasons.push(why);
+      numbers.set(why, reasons.length);
+    }
+    verdicts[i] = numbers.get(why);
+  });
+  return { reasons, verdicts };
+}
+
+// The contract's `score` from a function of one node: `score(pod, node)`
+// returns the node's raw score (any finite Number; the scheduler
+// normalises them, sdk/README.md "How raw scores become points").
+export function scoreEach(nodes, pod, candidates, score) {
+  return nodes.views(candidates).map((node) => score(pod, node));
+}

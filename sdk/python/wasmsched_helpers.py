@@ -151,3 +151,95 @@ def tolerates(toleration, taint) -> bool:
     if toleration.key and toleration.key != taint.key:
         return False
     return toleration.operator == types.TolerationOperator.EXISTS or toleration.value == taint.value
+
+
+class Nodes:
+    """The node table: each node as the scheduler sent it, kept by
+    `sync_nodes` (call `sync` from it). The scheduler sends each node once,
+    then only its changes; calls name their candidates by id. Keep it at
+    module level: componentize-py may make a new `Policy` object for every
+    call, the module lives as long as the instance."""
+
+    def __init__(self):
+        self._by_id: dict = {}
+
+    def sync(self, reset: bool, changes) -> None:
+        if reset:
+            self._by_id.clear()
+        for change in changes:
+            if isinstance(change, types.NodeChange_Upsert):
+                info = change.value
+                self._by_id[info.id] = (info, dict(info.labels), dict(info.annotations))
+            else:
+                self._by_id.pop(change.value, None)
+
+    def views(self, candidates) -> "list[NodeView]":
+        """The call's candidates, in order, each with what its pods request.
+        The host sends every node before naming it, so a miss is a bug
+        worth failing the call for."""
+        views = []
+        for i, node_id in enumerate(candidates.nodes):
+            entry = self._by_id.get(node_id)
+            if entry is None:
+                raise Err(f"node id {node_id} was never sent by the host")
+            views.append(NodeView(entry, candidates, i))
+        return views
+
+
+class NodeView:
+    """One candidate, as the Rust SDK's `NodeView`: `name`, `labels` and
+    `annotations` (dicts), `taints`, `allocatable`, `unschedulable`, and
+    what the pods already on it request (`requested_milli_cpu`,
+    `requested_memory`, `nonzero_requested_milli_cpu`,
+    `nonzero_requested_memory`, `pod_count`)."""
+
+    def __init__(self, entry, candidates, i: int):
+        info, self.labels, self.annotations = entry
+        self.name, self.taints, self.allocatable = info.name, info.taints, info.allocatable
+        self.unschedulable = info.unschedulable
+        self.requested_milli_cpu = candidates.requested_milli_cpu[i]
+        self.requested_memory = candidates.requested_memory[i]
+        self.nonzero_requested_milli_cpu = candidates.nonzero_requested_milli_cpu[i]
+        self.nonzero_requested_memory = candidates.nonzero_requested_memory[i]
+        self.pod_count = candidates.pod_count[i]
+
+    def label(self, key: str) -> "str | None":
+        return self.labels.get(key)
+
+    def free_milli_cpu(self) -> int:
+        return free_milli_cpu(self.allocatable.milli_cpu, self.requested_milli_cpu)
+
+    def free_memory(self) -> int:
+        return free_memory(self.allocatable.memory, self.requested_memory)
+
+    def least_allocated_score(self, pod) -> int:
+        return least_allocated_score(
+            self.allocatable, self.nonzero_requested_milli_cpu, self.nonzero_requested_memory, pod
+        )
+
+
+def filter_each(nodes: Nodes, pod, candidates, reject) -> types.FilterVerdicts:
+    """The contract's `filter` from a function of one node: `reject(pod,
+    node)` returns `None` to pass the node, or the reason to reject it
+    (phrased as kube-scheduler's: they are counted in the pod's
+    FailedScheduling message). Each distinct reason is sent once."""
+    reasons: list[str] = []
+    numbers: dict[str, int] = {}
+    verdicts = []
+    for node in nodes.views(candidates):
+        why = reject(pod, node)
+        if why is None:
+            verdicts.append(0)
+            continue
+        if why not in numbers:
+            reasons.append(why)
+            numbers[why] = len(reasons)
+        verdicts.append(numbers[why])
+    return types.FilterVerdicts(reasons=reasons, verdicts=verdicts)
+
+
+def score_each(nodes: Nodes, pod, candidates, score) -> list[float]:
+    """The contract's `score` from a function of one node: `score(pod,
+    node)` returns the node's raw score (any finite number; the scheduler
+    normalises them, sdk/README.md "How raw scores become points")."""
+    return [float(score(pod, node)) for node in nodes.views(candidates)]

@@ -55,6 +55,7 @@ fn policy_source(phases: Phases) -> String {
     POLICY
         .replace("{{doc}}", &sample_files::describe_example(phases, "// "))
         .replace("{{reads}}", &phases.pick(FILTER_SETTINGS, SCORE_SETTINGS))
+        .replace("{{per_node}}", &phases.pick(FILTER_NODE, SCORE_NODE))
         .replace("{{filter}}", js_bool(phases.filter))
         .replace("{{score}}", js_bool(phases.score))
         .replace("{{filter_body}}", if phases.filter { FILTER_BODY } else { FILTER_UNUSED })
@@ -70,15 +71,14 @@ const POLICY: &str = r#"// {{name}}: a wasmsched scheduling policy, in JavaScrip
 
 import { config } from "wasmsched:policy/host@0.1.0";
 // The SDK's helpers, same names and formulas as in Rust.
-import { Settings, freeMilliCpu } from "./wasmsched-helpers.js";
+import { Nodes, Settings, filterEach, scoreEach } from "./wasmsched-helpers.js";
 
 const ZONE_LABEL = "topology.kubernetes.io/zone";
 
 // Module state lives as long as the component instance.
 let settings = {};
-// The node table, kept current by syncNodes: node id -> { labels, milliCpu }.
-// Calls name their candidates by these ids.
-const nodes = new Map();
+// The node table, kept current by syncNodes.
+const nodes = new Nodes();
 
 // The settings (JSON: the scheduler converts the YAML file). A thrown
 // string rejects the policy with that reason. A setting this policy never
@@ -90,15 +90,7 @@ function readSettings(text) {
 {{reads}}  raw.checkAllRead();
   return read;
 }
-
-// A candidate's entry in the node table. The host sends every node before
-// naming it, so a miss is a bug worth failing the call for.
-function node(id) {
-  const entry = nodes.get(id);
-  if (entry === undefined) throw `node id ${id} was never sent by the host`;
-  return entry;
-}
-
+{{per_node}}
 export const policy = {
   describe() {
     return {
@@ -117,15 +109,7 @@ export const policy = {
 
   // The scheduler sends each node once, then only its changes.
   syncNodes(reset, changes) {
-    if (reset) nodes.clear();
-    for (const change of changes) {
-      if (change.tag === "upsert") {
-        const info = change.val;
-        nodes.set(info.id, { labels: new Map(info.labels), milliCpu: info.allocatable.milliCpu });
-      } else {
-        nodes.delete(change.val);
-      }
-    }
+    nodes.sync(reset, changes);
   },
 
   filter(pod, candidates) {
@@ -146,15 +130,33 @@ const SCORE_SETTINGS: &str = r#"  const zoneBonus = raw.number("zoneBonus", 50);
   Object.assign(read, { preferredZone: raw.str("preferredZone"), zoneBonus });
 "#;
 
-const FILTER_BODY: &str = r#"    // One verdict per candidate, in order: 0 passes it, k rejects it with
-    // reasons[k - 1]. Phrase reasons as kube-scheduler does: they are
-    // counted in the pod's FailedScheduling message.
-    const label = settings.avoidLabel;
-    const verdicts = new Uint32Array(candidates.nodes.length);
-    candidates.nodes.forEach((id, i) => {
-      if (node(id).labels.get(label) === "true") verdicts[i] = 1;
-    });
-    return { reasons: [`node(s) had label ${label}=true`], verdicts };
+const FILTER_NODE: &str = r#"
+// null passes the node; a reason rejects it. Phrase reasons as
+// kube-scheduler does: they are counted in the pod's FailedScheduling
+// message.
+function avoided(pod, node) {
+  const label = settings.avoidLabel;
+  return node.label(label) === "true" ? `node(s) had label ${label}=true` : null;
+}
+"#;
+
+const SCORE_NODE: &str = r#"
+// The node's raw score; higher is better. The scheduler normalises raw
+// scores to 0-100 (sdk/README.md, "How raw scores become points"). CPU
+// amounts are BigInts (u64 in the contract), the score a plain number.
+function freeCpuAndZone(pod, node) {
+  const used = pod.requests.milliCpu;
+  const free = node.freeMilliCpu() > used ? node.freeMilliCpu() - used : 0n;
+  const allocatable = node.allocatable.milliCpu;
+  const share = Number((free * 100n) / (allocatable > 0n ? allocatable : 1n));
+  const { preferredZone, zoneBonus } = settings;
+  const inZone = preferredZone !== null && node.label(ZONE_LABEL) === preferredZone;
+  return inZone ? share + zoneBonus : share;
+}
+"#;
+
+const FILTER_BODY: &str = r#"    // Each candidate through avoided(), in order.
+    return filterEach(nodes, pod, candidates, avoided);
 "#;
 
 const FILTER_UNUSED: &str = r#"    // Never called: describe() does not declare the filter phase (every
@@ -162,18 +164,8 @@ const FILTER_UNUSED: &str = r#"    // Never called: describe() does not declare 
     return { reasons: [], verdicts: new Uint32Array(candidates.nodes.length) };
 "#;
 
-const SCORE_BODY: &str = r#"    // One raw score per candidate, in order; higher is better. The
-    // scheduler normalises raw scores to 0-100. CPU amounts are BigInts
-    // (u64 in the contract), the scores plain numbers.
-    const { preferredZone, zoneBonus } = settings;
-    const requested = candidates.requestedMilliCpu;
-    return Array.from(candidates.nodes, (id, i) => {
-      const { labels, milliCpu } = node(id);
-      const free = freeMilliCpu(milliCpu, requested[i] + pod.requests.milliCpu);
-      const share = Number((free * 100n) / (milliCpu > 0n ? milliCpu : 1n));
-      const inZone = preferredZone !== null && labels.get(ZONE_LABEL) === preferredZone;
-      return inZone ? share + zoneBonus : share;
-    });
+const SCORE_BODY: &str = r#"    // Each candidate through freeCpuAndZone(), in order.
+    return scoreEach(nodes, pod, candidates, freeCpuAndZone);
 "#;
 
 const SCORE_UNUSED: &str = r#"    // Never called: describe() does not declare the score phase (every

@@ -53,6 +53,7 @@ fn policy_source(phases: Phases) -> String {
     POLICY
         .replace("{{doc}}", &sample_files::describe_example(phases, ""))
         .replace("{{reads}}", &phases.pick(FILTER_SETTINGS, SCORE_SETTINGS))
+        .replace("{{per_node}}", &phases.pick(FILTER_NODE, SCORE_NODE))
         .replace("{{filter}}", python_bool(phases.filter))
         .replace("{{score}}", python_bool(phases.score))
         .replace("{{filter_body}}", if phases.filter { FILTER_BODY } else { FILTER_UNUSED })
@@ -72,16 +73,15 @@ from wit_world import exports
 from wit_world.imports import host, types
 
 # The SDK's helpers, same names and formulas as in Rust: wasmsched_helpers.py.
-from wasmsched_helpers import Settings, free_milli_cpu
+from wasmsched_helpers import Nodes, NodeView, Settings, filter_each, score_each
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
 # Module state, not instance state: componentize-py may make a new `Policy`
 # object for every call, the module lives as long as the instance.
 SETTINGS: dict = {}
-# The node table, kept current by sync_nodes: node id -> (labels, allocatable
-# milli-CPU). Calls name their candidates by these ids.
-NODES: dict[int, tuple[dict[str, str], int]] = {}
+# The node table, kept current by sync_nodes.
+NODES = Nodes()
 
 
 def read_settings(text: str) -> dict:
@@ -93,16 +93,7 @@ def read_settings(text: str) -> dict:
     settings = {}
 {{reads}}    raw.check_all_read()
     return settings
-
-
-def node(node_id: int) -> tuple[dict[str, str], int]:
-    """A candidate's entry in the node table. The host sends every node
-    before naming it, so a miss is a bug worth failing the call for."""
-    entry = NODES.get(node_id)
-    if entry is None:
-        raise Err(f"node id {node_id} was never sent by the host")
-    return entry
-
+{{per_node}}
 
 class Policy(exports.Policy):
     def describe(self) -> types.PolicyInfo:
@@ -121,14 +112,7 @@ class Policy(exports.Policy):
 
     def sync_nodes(self, reset: bool, changes: list[types.NodeChange]) -> None:
         """The scheduler sends each node once, then only its changes."""
-        if reset:
-            NODES.clear()
-        for change in changes:
-            if isinstance(change, types.NodeChange_Upsert):
-                info = change.value
-                NODES[info.id] = (dict(info.labels), info.allocatable.milli_cpu)
-            else:
-                NODES.pop(change.value, None)
+        NODES.sync(reset, changes)
 
     def filter(self, pod: types.PodInfo, candidates: types.Candidates) -> types.FilterVerdicts:
 {{filter_body}}
@@ -147,13 +131,30 @@ const SCORE_SETTINGS: &str = r#"    bonus = raw.number("zoneBonus", 50.0)
     settings["preferred_zone"], settings["zone_bonus"] = raw.str("preferredZone"), bonus
 "#;
 
-const FILTER_BODY: &str = r#"        """One verdict per candidate, in order: 0 passes it, k rejects it
-        with reasons[k - 1]. Phrase reasons as kube-scheduler does: they are
-        counted in the pod's FailedScheduling message."""
-        label = SETTINGS["avoid_label"]
-        reasons = [f"node(s) had label {label}=true"]
-        verdicts = [1 if node(n)[0].get(label) == "true" else 0 for n in candidates.nodes]
-        return types.FilterVerdicts(reasons=reasons, verdicts=verdicts)
+const FILTER_NODE: &str = r#"
+
+def avoided(pod: types.PodInfo, node: NodeView) -> str | None:
+    """None passes the node; a reason rejects it. Phrase reasons as
+    kube-scheduler does: they are counted in the pod's FailedScheduling
+    message."""
+    label = SETTINGS["avoid_label"]
+    return f"node(s) had label {label}=true" if node.label(label) == "true" else None
+"#;
+
+const SCORE_NODE: &str = r#"
+
+def free_cpu_and_zone(pod: types.PodInfo, node: NodeView) -> float:
+    """The node's raw score; higher is better. The scheduler normalises raw
+    scores to 0-100 (sdk/README.md, "How raw scores become points")."""
+    free = max(node.free_milli_cpu() - pod.requests.milli_cpu, 0)
+    share = free * 100 // max(node.allocatable.milli_cpu, 1)
+    zone = SETTINGS["preferred_zone"]
+    in_zone = zone is not None and node.label(ZONE_LABEL) == zone
+    return share + SETTINGS["zone_bonus"] if in_zone else share
+"#;
+
+const FILTER_BODY: &str = r#"        """Each candidate through avoided(), in order."""
+        return filter_each(NODES, pod, candidates, avoided)
 "#;
 
 const FILTER_UNUSED: &str = r#"        # Never called: describe() does not declare the filter phase (every
@@ -161,17 +162,8 @@ const FILTER_UNUSED: &str = r#"        # Never called: describe() does not decla
         return types.FilterVerdicts(reasons=[], verdicts=[0] * len(candidates.nodes))
 "#;
 
-const SCORE_BODY: &str = r#"        """One raw score per candidate, in order; higher is better. The
-        scheduler normalises raw scores to 0-100."""
-        zone, bonus = SETTINGS["preferred_zone"], SETTINGS["zone_bonus"]
-        scores = []
-        for i, node_id in enumerate(candidates.nodes):
-            labels, allocatable = node(node_id)
-            free = max(free_milli_cpu(allocatable, candidates.requested_milli_cpu[i]) - pod.requests.milli_cpu, 0)
-            share = free * 100 // max(allocatable, 1)
-            in_zone = zone is not None and labels.get(ZONE_LABEL) == zone
-            scores.append(float(share) + bonus if in_zone else float(share))
-        return scores
+const SCORE_BODY: &str = r#"        """Each candidate through free_cpu_and_zone(), in order."""
+        return score_each(NODES, pod, candidates, free_cpu_and_zone)
 "#;
 
 const SCORE_UNUSED: &str = r#"        # Never called: describe() does not declare the score phase (every

@@ -196,10 +196,19 @@ const PYTHON: &str = r#""""disk-pref: keeps pods off control-plane nodes, and pr
 from wit_world import exports
 from wit_world.imports import host, types
 
-from wasmsched_helpers import Settings, free_milli_cpu
+from wasmsched_helpers import Nodes, Settings, filter_each, score_each
 
 SETTINGS: dict = {}
-NODES: dict[int, tuple[dict[str, str], int]] = {}
+NODES = Nodes()
+
+
+def control_plane(pod, node):
+    return "node(s) were control-plane nodes" if node.label("node-role.kubernetes.io/control-plane") is not None else None
+
+
+def free_cpu_and_disk(pod, node):
+    preferred = SETTINGS["disk"] is not None and node.label("disktype") == SETTINGS["disk"]
+    return node.free_milli_cpu() / 1000 + (SETTINGS["bonus"] if preferred else 0.0)
 
 
 class Policy(exports.Policy):
@@ -219,26 +228,13 @@ class Policy(exports.Policy):
         settings.check_all_read()
 
     def sync_nodes(self, reset: bool, changes: list[types.NodeChange]) -> None:
-        if reset:
-            NODES.clear()
-        for change in changes:
-            if isinstance(change, types.NodeChange_Upsert):
-                NODES[change.value.id] = (dict(change.value.labels), change.value.allocatable.milli_cpu)
-            else:
-                NODES.pop(change.value, None)
+        NODES.sync(reset, changes)
 
     def filter(self, pod: types.PodInfo, candidates: types.Candidates) -> types.FilterVerdicts:
-        control_plane = [1 if "node-role.kubernetes.io/control-plane" in NODES[n][0] else 0 for n in candidates.nodes]
-        return types.FilterVerdicts(reasons=["node(s) were control-plane nodes"], verdicts=control_plane)
+        return filter_each(NODES, pod, candidates, control_plane)
 
     def score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> list[float]:
-        scores = []
-        for i, node_id in enumerate(candidates.nodes):
-            labels, cpu = NODES[node_id]
-            free = free_milli_cpu(cpu, candidates.requested_milli_cpu[i]) / 1000
-            preferred = SETTINGS["disk"] is not None and labels.get("disktype") == SETTINGS["disk"]
-            scores.append(free + (SETTINGS["bonus"] if preferred else 0.0))
-        return scores
+        return score_each(NODES, pod, candidates, free_cpu_and_disk)
 "#;
 
 const PYTHON_TESTS: &str = r#"class PolicyTest(unittest.TestCase):
@@ -258,10 +254,18 @@ const JS: &str = r#"// disk-pref: keeps pods off control-plane nodes, and prefer
 // `disktype` label is the setting `preferredDisk`, by `diskBonus`.
 
 import { config } from "wasmsched:policy/host@0.1.0";
-import { Settings, freeMilliCpu } from "./wasmsched-helpers.js";
+import { Nodes, Settings, filterEach, scoreEach } from "./wasmsched-helpers.js";
 
 let settings = {};
-const nodes = new Map();
+const nodes = new Nodes();
+
+const controlPlane = (pod, node) =>
+  node.label("node-role.kubernetes.io/control-plane") !== null ? "node(s) were control-plane nodes" : null;
+
+function freeCpuAndDisk(pod, node) {
+  const preferred = settings.disk !== null && node.label("disktype") === settings.disk;
+  return Number(node.freeMilliCpu()) / 1000 + (preferred ? settings.bonus : 0);
+}
 
 export const policy = {
   describe() {
@@ -281,30 +285,15 @@ export const policy = {
   },
 
   syncNodes(reset, changes) {
-    if (reset) nodes.clear();
-    for (const change of changes) {
-      if (change.tag === "upsert") {
-        nodes.set(change.val.id, { labels: new Map(change.val.labels), milliCpu: change.val.allocatable.milliCpu });
-      } else {
-        nodes.delete(change.val);
-      }
-    }
+    nodes.sync(reset, changes);
   },
 
   filter(pod, candidates) {
-    const verdicts = Uint32Array.from(candidates.nodes, (id) =>
-      nodes.get(id).labels.has("node-role.kubernetes.io/control-plane") ? 1 : 0,
-    );
-    return { reasons: ["node(s) were control-plane nodes"], verdicts };
+    return filterEach(nodes, pod, candidates, controlPlane);
   },
 
   score(pod, candidates, seed) {
-    return Array.from(candidates.nodes, (id, i) => {
-      const { labels, milliCpu } = nodes.get(id);
-      const free = Number(freeMilliCpu(milliCpu, candidates.requestedMilliCpu[i])) / 1000;
-      const preferred = settings.disk !== null && labels.get("disktype") === settings.disk;
-      return free + (preferred ? settings.bonus : 0);
-    });
+    return scoreEach(nodes, pod, candidates, freeCpuAndDisk);
   },
 };
 "#;

@@ -221,7 +221,7 @@ fn a_new_python_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
     // The tests ran, and they can fail: a policy that no longer avoids the
     // label fails them.
     let source = std::fs::read_to_string(dir.join("src/app.py")).unwrap();
-    std::fs::write(dir.join("src/app.py"), source.replace("== \"true\" else 0", "== \"never\" else 0")).unwrap();
+    std::fs::write(dir.join("src/app.py"), source.replace("== \"true\" else None", "== \"never\" else None")).unwrap();
     let broken = shell(&dir, &commands[2]);
     assert!(!broken.status.success(), "the tests pass a policy that rejects nothing");
     assert!(text(&broken.stderr).contains("FAILED (failures=1)"), "{}", text(&broken.stderr));
@@ -249,8 +249,7 @@ fn a_new_javascript_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
     assert_the_readme_configmap_loads(&dir, "prefer_zone.wasm");
     crate::helpers_parity::assert_the_helpers_agree_with_the_sdk(&dir, "js");
     let source = std::fs::read_to_string(dir.join("src/policy.js")).unwrap();
-    std::fs::write(dir.join("src/policy.js"), source.replace("=== \"true\") verdicts", "=== \"never\") verdicts"))
-        .unwrap();
+    std::fs::write(dir.join("src/policy.js"), source.replace("=== \"true\" ?", "=== \"never\" ?")).unwrap();
     let broken = shell(&dir, &commands[1]);
     assert!(!broken.status.success(), "the tests pass a policy that rejects nothing");
     assert!(text(&broken.stdout).contains("# fail 1"), "{}", text(&broken.stdout));
