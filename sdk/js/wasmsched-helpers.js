@@ -156,22 +156,27 @@ export class Nodes {
     if (reset) this.byId.clear();
     for (const change of changes) {
       if (change.tag === "upsert") {
-        const info = change.val;
-        this.byId.set(info.id, { info, labels: new Map(info.labels), annotations: new Map(info.annotations) });
+        this.byId.set(change.val.id, new NodeView(change.val));
       } else {
         this.byId.delete(change.val);
       }
     }
   }
 
-  // The call's candidates, in order, each with what its pods request. The
-  // host sends every node before naming it, so a miss is a bug worth
-  // failing the call for.
+  // The call's candidates, in order, each with what its pods request
+  // (valid for this call: the next one fills them anew). The host sends
+  // every node before naming it, so a miss is a bug worth failing the call
+  // for.
   views(candidates) {
     return Array.from(candidates.nodes, (id, i) => {
-      const entry = this.byId.get(id);
-      if (entry === undefined) throw `node id ${id} was never sent by the host`;
-      return new NodeView(entry, candidates, i);
+      const view = this.byId.get(id);
+      if (view === undefined) throw `node id ${id} was never sent by the host`;
+      view.requestedMilliCpu = candidates.requestedMilliCpu[i];
+      view.requestedMemory = candidates.requestedMemory[i];
+      view.nonzeroRequestedMilliCpu = candidates.nonzeroRequestedMilliCpu[i];
+      view.nonzeroRequestedMemory = candidates.nonzeroRequestedMemory[i];
+      view.podCount = candidates.podCount[i];
+      return view;
     });
   }
 }
@@ -181,14 +186,11 @@ export class Nodes {
 // the pods already on it request (`requestedMilliCpu`, `requestedMemory`,
 // `nonzeroRequestedMilliCpu`, `nonzeroRequestedMemory`, `podCount`).
 export class NodeView {
-  constructor({ info, labels, annotations }, candidates, i) {
-    Object.assign(this, { name: info.name, labels, annotations, taints: info.taints });
-    Object.assign(this, { allocatable: info.allocatable, unschedulable: info.unschedulable });
-    this.requestedMilliCpu = candidates.requestedMilliCpu[i];
-    this.requestedMemory = candidates.requestedMemory[i];
-    this.nonzeroRequestedMilliCpu = candidates.nonzeroRequestedMilliCpu[i];
-    this.nonzeroRequestedMemory = candidates.nonzeroRequestedMemory[i];
-    this.podCount = candidates.podCount[i];
+  constructor(info) {
+    Object.assign(this, { name: info.name, labels: new Map(info.labels), annotations: new Map(info.annotations) });
+    Object.assign(this, { taints: info.taints, allocatable: info.allocatable, unschedulable: info.unschedulable });
+    Object.assign(this, { requestedMilliCpu: 0n, requestedMemory: 0n, podCount: 0 });
+    Object.assign(this, { nonzeroRequestedMilliCpu: 0n, nonzeroRequestedMemory: 0n });
   }
 
   label(key) {

@@ -168,21 +168,28 @@ class Nodes:
             self._by_id.clear()
         for change in changes:
             if isinstance(change, types.NodeChange_Upsert):
-                info = change.value
-                self._by_id[info.id] = (info, dict(info.labels), dict(info.annotations))
+                self._by_id[change.value.id] = NodeView(change.value)
             else:
                 self._by_id.pop(change.value, None)
 
     def views(self, candidates) -> "list[NodeView]":
-        """The call's candidates, in order, each with what its pods request.
-        The host sends every node before naming it, so a miss is a bug
-        worth failing the call for."""
-        views = []
-        for i, node_id in enumerate(candidates.nodes):
-            entry = self._by_id.get(node_id)
-            if entry is None:
-                raise Err(f"node id {node_id} was never sent by the host")
-            views.append(NodeView(entry, candidates, i))
+        """The call's candidates, in order, each with what its pods request
+        (valid for this call: the next one fills them anew). The host sends
+        every node before naming it, so a miss is a bug worth failing the
+        call for."""
+        try:
+            views = [self._by_id[node_id] for node_id in candidates.nodes]
+        except KeyError as e:
+            raise Err(f"node id {e.args[0]} was never sent by the host")
+        columns = zip(
+            views, candidates.requested_milli_cpu, candidates.requested_memory,
+            candidates.nonzero_requested_milli_cpu, candidates.nonzero_requested_memory, candidates.pod_count,
+        )
+        for view, cpu, memory, nonzero_cpu, nonzero_memory, pods in columns:
+            view.requested_milli_cpu, view.requested_memory = cpu, memory
+            view.nonzero_requested_milli_cpu, view.nonzero_requested_memory, view.pod_count = (
+                nonzero_cpu, nonzero_memory, pods
+            )
         return views
 
 
@@ -193,24 +200,25 @@ class NodeView:
     `requested_memory`, `nonzero_requested_milli_cpu`,
     `nonzero_requested_memory`, `pod_count`)."""
 
-    def __init__(self, entry, candidates, i: int):
-        info, self.labels, self.annotations = entry
-        self.name, self.taints, self.allocatable = info.name, info.taints, info.allocatable
-        self.unschedulable = info.unschedulable
-        self.requested_milli_cpu = candidates.requested_milli_cpu[i]
-        self.requested_memory = candidates.requested_memory[i]
-        self.nonzero_requested_milli_cpu = candidates.nonzero_requested_milli_cpu[i]
-        self.nonzero_requested_memory = candidates.nonzero_requested_memory[i]
-        self.pod_count = candidates.pod_count[i]
+    __slots__ = (
+        "name", "labels", "annotations", "taints", "allocatable", "unschedulable", "requested_milli_cpu",
+        "requested_memory", "nonzero_requested_milli_cpu", "nonzero_requested_memory", "pod_count",
+    )
+
+    def __init__(self, info):
+        self.name, self.labels, self.annotations = info.name, dict(info.labels), dict(info.annotations)
+        self.taints, self.allocatable, self.unschedulable = info.taints, info.allocatable, info.unschedulable
+        self.requested_milli_cpu = self.requested_memory = self.pod_count = 0
+        self.nonzero_requested_milli_cpu = self.nonzero_requested_memory = 0
 
     def label(self, key: str) -> "str | None":
         return self.labels.get(key)
 
     def free_milli_cpu(self) -> int:
-        return free_milli_cpu(self.allocatable.milli_cpu, self.requested_milli_cpu)
+        return max(self.allocatable.milli_cpu - self.requested_milli_cpu, 0)
 
     def free_memory(self) -> int:
-        return free_memory(self.allocatable.memory, self.requested_memory)
+        return max(self.allocatable.memory - self.requested_memory, 0)
 
     def least_allocated_score(self, pod) -> int:
         return least_allocated_score(

@@ -67,6 +67,22 @@ la = [h.least_allocated_score(types.Resources(milli_cpu=ac, memory=am, ephemeral
 free = [h.free_milli_cpu(a, r) for a, r in cases["free"]]
 tol = [h.tolerates(types.Toleration(key=k, operator=operators[o], value=v, effect=effects[e]),
                    types.Taint(key=tk, value=tv, effect=effects[te])) for k, o, v, e, tk, tv, te in cases["tol"]]
+# The same through the node table and its views.
+nodes = h.Nodes()
+nodes.sync(True, [types.NodeChange_Upsert(types.NodeInfo(
+    id=i, name=f"n{i}", labels=[], annotations=[], taints=[], unschedulable=False,
+    allocatable=types.Resources(milli_cpu=ac, memory=am, ephemeral_storage=0, pods=110, scalar=[])))
+    for i, (ac, am, *_) in enumerate(cases["la"])])
+n = len(cases["la"])
+candidates = types.Candidates(
+    nodes=list(range(n)), requested_milli_cpu=[r[2] for r in cases["la"]], requested_memory=[0] * n,
+    requested_ephemeral_storage=[0] * n, nonzero_requested_milli_cpu=[r[2] for r in cases["la"]],
+    nonzero_requested_memory=[r[3] for r in cases["la"]], pod_count=[0] * n)
+views = nodes.views(candidates)
+if [v.least_allocated_score(Pod(r[4], r[5])) for v, r in zip(views, cases["la"])] != la:
+    sys.exit("NodeView.least_allocated_score and least_allocated_score disagree")
+if [v.free_milli_cpu() for v in views] != [max(r[0] - r[2], 0) for r in cases["la"]]:
+    sys.exit("NodeView.free_milli_cpu disagrees")
 print(json.dumps({"la": la, "free": free, "tol": tol}))
 "#;
 
@@ -79,6 +95,18 @@ const la = cases.la.map(([ac, am, nc, nm, pc, pm]) =>
 const free = cases.free.map(([a, r]) => Number(h.freeMilliCpu(BigInt(a), BigInt(r))));
 const tol = cases.tol.map(([k, o, v, e, tk, tv, te]) =>
   h.tolerates({ key: k, operator: o, value: v, effect: e === "" ? undefined : e }, { key: tk, value: tv, effect: te }));
+// The same through the node table and its views.
+const nodes = new h.Nodes();
+nodes.sync(true, cases.la.map(([ac, am], id) => ({ tag: "upsert", val: {
+  id, name: `n${id}`, labels: [], annotations: [], taints: [], unschedulable: false,
+  allocatable: { milliCpu: BigInt(ac), memory: BigInt(am), ephemeralStorage: 0n, pods: 110, scalar: [] } } })));
+const column = (k) => BigUint64Array.from(cases.la, (r) => BigInt(r[k]));
+const views = nodes.views({ nodes: Uint32Array.from(cases.la, (_, i) => i), requestedMilliCpu: column(2),
+  requestedMemory: column(3), requestedEphemeralStorage: column(3), nonzeroRequestedMilliCpu: column(2),
+  nonzeroRequestedMemory: column(3), podCount: new Uint32Array(cases.la.length) });
+const viaViews = views.map((v, i) => v.leastAllocatedScore({ nonzeroMilliCpu: BigInt(cases.la[i][4]),
+  nonzeroMemory: BigInt(cases.la[i][5]) }));
+if (JSON.stringify(viaViews) !== JSON.stringify(la)) throw "NodeView.leastAllocatedScore disagrees";
 console.log(JSON.stringify({ la, free, tol }));
 "#;
 
