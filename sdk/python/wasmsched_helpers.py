@@ -215,10 +215,10 @@ class NodeView:
         return self.labels.get(key)
 
     def free_milli_cpu(self) -> int:
-        return max(self.allocatable.milli_cpu - self.requested_milli_cpu, 0)
+        return free_milli_cpu(self.allocatable.milli_cpu, self.requested_milli_cpu)
 
     def free_memory(self) -> int:
-        return max(self.allocatable.memory - self.requested_memory, 0)
+        return free_memory(self.allocatable.memory, self.requested_memory)
 
     def least_allocated_score(self, pod) -> int:
         return least_allocated_score(

@@ -16,7 +16,9 @@ use clap::Args;
 use serde_yaml::{Mapping, Value};
 use wasmsched_runtime::PolicySource;
 
-use wasmsched::policy::flags::{LimitArgs, read_config};
+use wasmsched::policy::config_to_json;
+use wasmsched::policy::flags::LimitArgs;
+use wasmsched::scheduler::POLICY_CONFIGMAP_LABEL;
 
 /// What kube-apiserver accepts in one ConfigMap's `data` and `binaryData`.
 const CONFIGMAP_LIMIT: usize = 1 << 20;
@@ -59,7 +61,7 @@ pub struct ConfigMapArgs {
 
 pub fn run(args: ConfigMapArgs) -> anyhow::Result<ExitCode> {
     let source = PolicySource::from_file(&args.policy).with_context(|| format!("reading {}", args.policy.display()))?;
-    let config = read_config(args.config.as_deref())?;
+    let (config, settings) = read_settings(args.config.as_deref())?;
     let engine = args.limits.engine()?;
     let policy = match engine.load(&source, &config, args.limits.to_limits()?) {
         Ok(policy) => policy,
@@ -70,21 +72,39 @@ pub fn run(args: ConfigMapArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let name = args.entry.clone().unwrap_or_else(|| policy.name().to_string());
-    let manifest = manifest(&args, &name, &source)?;
+    let (data, binary) = entries(&args, &name, &source, settings)?;
+    let header = format!(
+        "# The policy {name} ({}, sha256 {}), made by `wasmsched configmap`.\n# Apply: kubectl apply --server-side -f FILE (or pipe it: -f -).\n",
+        args.policy.display(),
+        &source.sha256()[..12]
+    );
+    let manifest = header + &serde_yaml::to_string(&configmap(&args, data, binary))?;
     std::io::stdout().write_all(manifest.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// The whole ConfigMap: `NAME.wasm.gz` (or a `url`) and `NAME.yaml`.
-fn manifest(args: &ConfigMapArgs, name: &str, source: &PolicySource) -> anyhow::Result<String> {
+/// The settings file, read once: as the JSON the policy is loaded with,
+/// and as the YAML of the entry's `config:` (`None` without one).
+fn read_settings(path: Option<&std::path::Path>) -> anyhow::Result<(String, Option<Value>)> {
+    let Some(path) = path else { return Ok(("{}".to_string(), None)) };
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let json = config_to_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let value: Value = serde_yaml::from_str(&text).with_context(|| path.display().to_string())?;
+    Ok((json, (!value.is_null()).then_some(value)))
+}
+
+/// `NAME.yaml` (`data`) and `NAME.wasm.gz` (`binaryData`, unless the
+/// policy is named by `--url`).
+fn entries(
+    args: &ConfigMapArgs,
+    name: &str,
+    source: &PolicySource,
+    settings: Option<Value>,
+) -> anyhow::Result<(Mapping, Mapping)> {
     let mut entry = Mapping::new();
     entry.insert("weight".into(), args.weight.unwrap_or(1).into());
-    if let Some(path) = &args.config {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let settings: Value = serde_yaml::from_str(&text).with_context(|| path.display().to_string())?;
-        if !settings.is_null() {
-            entry.insert("config".into(), settings);
-        }
+    if let Some(settings) = settings {
+        entry.insert("config".into(), settings);
     }
     let mut binary = Mapping::new();
     match &args.url {
@@ -112,15 +132,19 @@ fn manifest(args: &ConfigMapArgs, name: &str, source: &PolicySource) -> anyhow::
             binary.insert(format!("{name}.wasm.gz").into(), encoded.into());
         }
     }
+    let data = Mapping::from_iter([(Value::from(format!("{name}.yaml")), serde_yaml::to_string(&entry)?.into())]);
+    Ok((data, binary))
+}
+
+/// The ConfigMap object around the entries.
+fn configmap(args: &ConfigMapArgs, data: Mapping, binary: Mapping) -> Mapping {
     let mut metadata = Mapping::new();
     metadata.insert("name".into(), args.configmap.clone().into());
     metadata.insert("namespace".into(), args.namespace.clone().into());
     if args.tenant {
-        let labels = Mapping::from_iter([(Value::from("wasmsched.io/policy"), Value::from("true"))]);
+        let labels = Mapping::from_iter([(Value::from(POLICY_CONFIGMAP_LABEL), Value::from("true"))]);
         metadata.insert("labels".into(), labels.into());
     }
-    let mut data = Mapping::new();
-    data.insert(format!("{name}.yaml").into(), serde_yaml::to_string(&entry)?.into());
     let mut object = Mapping::new();
     object.insert("apiVersion".into(), "v1".into());
     object.insert("kind".into(), "ConfigMap".into());
@@ -129,12 +153,7 @@ fn manifest(args: &ConfigMapArgs, name: &str, source: &PolicySource) -> anyhow::
     if !binary.is_empty() {
         object.insert("binaryData".into(), binary.into());
     }
-    let header = format!(
-        "# The policy {name} ({}, sha256 {}), made by `wasmsched configmap`.\n# Apply: kubectl apply --server-side -f FILE (or pipe it: -f -).\n",
-        args.policy.display(),
-        &source.sha256()[..12]
-    );
-    Ok(header + &serde_yaml::to_string(&object)?)
+    object
 }
 
 fn gzip(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {

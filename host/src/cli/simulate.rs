@@ -125,7 +125,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
 
 /// `--write-cluster`: what `read_cluster` read, as YAML to edit.
 fn write_cluster(args: &SimulateArgs, file: &std::path::Path) -> anyhow::Result<()> {
-    let manifests = read_cluster(args)?;
+    let manifests = read_cluster(args, Manifests::keeping_documents())?;
     let (origin, bundled) = match args.inputs.as_slice() {
         [] => ("the bundled scenario".to_string(), Some(DEFAULT_SCENARIO)),
         inputs => (inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "), None),
@@ -149,14 +149,12 @@ fn write_cluster(args: &SimulateArgs, file: &std::path::Path) -> anyhow::Result<
 /// The cluster to simulate: the bundled scenario or the files given,
 /// refused (nothing scheduled) if a document is malformed unless
 /// `--skip-invalid`.
-fn read_cluster(args: &SimulateArgs) -> anyhow::Result<Manifests> {
-    let mut manifests = if args.inputs.is_empty() {
-        let mut m = Manifests::default();
-        m.add_text("bundled scenario", DEFAULT_SCENARIO);
-        m
+fn read_cluster(args: &SimulateArgs, mut manifests: Manifests) -> anyhow::Result<Manifests> {
+    if args.inputs.is_empty() {
+        manifests.add_text("bundled scenario", DEFAULT_SCENARIO);
     } else {
-        Manifests::read_paths(&args.inputs).map_err(anyhow::Error::msg)?
-    };
+        manifests.add_paths(&args.inputs).map_err(anyhow::Error::msg)?;
+    }
     manifests.admit_priorities();
     for problem in &manifests.problems {
         eprintln!("{}: {problem}", if args.skip_invalid { "skipping" } else { "error" });
@@ -180,7 +178,7 @@ fn read_cluster(args: &SimulateArgs) -> anyhow::Result<Manifests> {
 /// One simulation, rendered as asked.
 fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
     let limits = args.limits.to_limits()?;
-    let manifests = read_cluster(args)?;
+    let manifests = read_cluster(args, Manifests::default())?;
     let engine = args.limits.engine()?;
     let (policies, label) = load_policies(&args.policies, &engine, &limits, &args.limits.fetcher()?)?;
     let tenants = args

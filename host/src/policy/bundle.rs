@@ -257,7 +257,7 @@ mod tests {
         let unpinned = BTreeMap::from([("big.yaml".to_string(), format!("url: {base}/policy.wasm\n").into_bytes())]);
         let e = parse_bundle("o", &unpinned, 32 << 20, &Fetcher::new(None)).unwrap_err();
         assert!(e.contains("a url needs its sha256"), "{e}");
-        let e = parse_bundle("o", &files, 32 << 20, &Fetcher::refusing("not for tenants")).unwrap_err();
-        assert!(e.starts_with("big: url ") && e.contains("not for tenants"), "{e}");
+        let e = parse_bundle("o", &files, 32 << 20, &Fetcher::new(None).for_tenants(&[])).unwrap_err();
+        assert!(e.starts_with("big: url ") && e.contains("the operators allow tenants no registry"), "{e}");
     }
 }

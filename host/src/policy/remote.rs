@@ -43,37 +43,27 @@ pub struct Fetcher {
 enum Access {
     /// Any http(s) URL or `oci://` reference: operators' own sources.
     Any,
-    /// Nothing; each request is refused with this reason.
-    Refused(String),
-    /// `oci://` references from these registries (`HOST[:PORT]`) only:
-    /// tenants. A namespace must not point the scheduler at any address it
-    /// can reach, so plain URLs stay refused, and a registry is one the
-    /// operators named.
+    /// `oci://` references from these registries (`HOST[:PORT]`) only
+    /// (none: nothing at all): tenants. A namespace must not point the
+    /// scheduler at any address it can reach, so plain URLs stay refused,
+    /// and a registry is one the operators named.
     OciFrom(Vec<String>),
 }
+
+/// Why a tenant may name no URL when the operators opened no registry.
+const NO_REGISTRY_FOR_TENANTS: &str = "tenant policies cannot name URLs here: the operators allow tenants no \
+     registry (tenants.allowedRegistries); put the .wasm (or .wasm.gz) in the ConfigMap";
 
 impl Fetcher {
     pub fn new(cache_dir: Option<PathBuf>) -> Self {
         Fetcher { cache_dir, access: Access::Any, registries: Registries::default(), allow_tags: false }
     }
 
-    /// A fetcher that refuses every URL, saying `why`.
-    pub fn refusing(why: &str) -> Self {
-        Fetcher { access: Access::Refused(why.to_string()), ..Fetcher::new(None) }
-    }
-
     /// This fetcher (its cache, its registries' settings) confined to what
     /// tenants may name: pinned `oci://` references from `registries`
     /// (none: nothing at all).
     pub fn for_tenants(self, registries: &[String]) -> Self {
-        let access = match registries {
-            [] => Access::Refused(
-                "tenant policies cannot name URLs here: the operators allow tenants no registry \
-                 (tenants.allowedRegistries); put the .wasm (or .wasm.gz) in the ConfigMap"
-                    .to_string(),
-            ),
-            allowed => Access::OciFrom(allowed.iter().map(|r| r.to_ascii_lowercase()).collect()),
-        };
+        let access = Access::OciFrom(registries.iter().map(|r| r.to_ascii_lowercase()).collect());
         Fetcher { access, allow_tags: false, ..self }
     }
 
@@ -82,7 +72,7 @@ impl Fetcher {
     fn admit(&self, url: &str) -> Result<(), String> {
         match &self.access {
             Access::Any => Ok(()),
-            Access::Refused(why) => Err(format!("url {url}: {why}")),
+            Access::OciFrom(allowed) if allowed.is_empty() => Err(format!("url {url}: {NO_REGISTRY_FOR_TENANTS}")),
             Access::OciFrom(allowed) => {
                 let listed = allowed.join(", ");
                 if !oci::is_oci(url) {
@@ -317,8 +307,7 @@ mod tests {
         assert!(e.contains("is not 64 hexadecimal digits"), "{e}");
         let e = fetcher.fetch("file:///etc/passwd", Some(&sha(&body)), 1 << 20).unwrap_err();
         assert!(e.contains("only http and https"), "{e}");
-        let e =
-            Fetcher::refusing("tenant policies cannot be fetched").fetch(&url, Some(&sha(&body)), 1 << 20).unwrap_err();
-        assert!(e.contains("tenant policies cannot be fetched"), "{e}");
+        let e = Fetcher::new(None).for_tenants(&[]).fetch(&url, Some(&sha(&body)), 1 << 20).unwrap_err();
+        assert!(e.contains("tenant policies cannot name URLs here"), "{e}");
     }
 }

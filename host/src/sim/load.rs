@@ -51,12 +51,18 @@ pub struct Manifests {
     pub ignored_kinds: BTreeMap<String, usize>,
     /// Documents that could not be used, with where they are.
     pub problems: Vec<String>,
-    /// Every object read, as written (List items one by one), for
-    /// `simulate --write-cluster`.
-    pub documents: Vec<serde_yaml::Value>,
+    /// Every object read, as written (List items one by one), when asked
+    /// for (`keeping_documents`, for `simulate --write-cluster`); `None`
+    /// otherwise, so a simulation holds each object once.
+    pub documents: Option<Vec<serde_yaml::Value>>,
 }
 
 impl Manifests {
+    /// Manifests that also keep every object as it was written.
+    pub fn keeping_documents() -> Self {
+        Manifests { documents: Some(Vec::new()), ..Manifests::default() }
+    }
+
     /// Reads YAML text; `origin` names it in messages.
     pub fn add_text(&mut self, origin: &str, text: &str) {
         for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
@@ -153,9 +159,11 @@ impl Manifests {
     where
         K: DeserializeOwned + Metadata<Ty = ObjectMeta>,
     {
-        match serde_yaml::from_value::<K>(value.clone()) {
+        match K::deserialize(&value) {
             Ok(object) if object.metadata().name.as_deref().is_some_and(|n| !n.is_empty()) => {
-                self.documents.push(value);
+                if let Some(documents) = &mut self.documents {
+                    documents.push(value);
+                }
                 Some(object)
             }
             Ok(_) => {
@@ -213,16 +221,23 @@ impl Manifests {
 
     /// Reads files and directories (recursively: `*.yaml`, `*.yml`, `*.json`).
     pub fn read_paths(paths: &[PathBuf]) -> Result<Manifests, String> {
+        let mut manifests = Manifests::default();
+        manifests.add_paths(paths)?;
+        Ok(manifests)
+    }
+
+    /// Reads files and directories (their `.yaml`, `.yml` and `.json`
+    /// files, sorted) into these manifests.
+    pub fn add_paths(&mut self, paths: &[PathBuf]) -> Result<(), String> {
         let mut files = Vec::new();
         for path in paths {
             collect(path, &mut files).map_err(|e| format!("{}: {e}", path.display()))?;
         }
-        let mut manifests = Manifests::default();
         for file in files {
             let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-            manifests.add_text(&file.display().to_string(), &text);
+            self.add_text(&file.display().to_string(), &text);
         }
-        Ok(manifests)
+        Ok(())
     }
 }
 

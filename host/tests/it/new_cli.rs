@@ -24,17 +24,7 @@ pub(crate) fn readme_commands(readme: &str) -> Vec<String> {
 /// `wasmsched` first on `PATH` and nothing of this workspace's cargo
 /// settings leaking in.
 pub(crate) fn shell(dir: &Path, command: &str) -> Output {
-    let bin = Path::new(env!("CARGO_BIN_EXE_wasmsched")).parent().unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-    Command::new("sh")
-        .args(["-c", command])
-        .current_dir(dir)
-        .env("PATH", path)
-        .env_remove("CARGO_TARGET_DIR")
-        .env_remove("CARGO_BUILD_TARGET_DIR")
-        .env_remove("RUSTFLAGS")
-        .output()
-        .expect("run sh")
+    crate::common::person_shell(dir, command).output().expect("run sh")
 }
 
 /// Writes project `prefer-zone` in `lang` outside the workspace, checks it

@@ -11,6 +11,18 @@ use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConf
 use wasmsched::kubernetes::{RunningScheduler, start};
 use wasmsched_fake_apiserver::FakeApiServer;
 
+/// A person's command line, run with `sh` in `dir`: this build's
+/// `wasmsched` first on `PATH`, nothing of this workspace's cargo settings
+/// leaking in.
+pub fn person_shell(dir: &std::path::Path, command: &str) -> std::process::Command {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_wasmsched")).parent().unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut sh = std::process::Command::new("sh");
+    sh.args(["-c", command]).current_dir(dir).env("PATH", path);
+    sh.env_remove("CARGO_TARGET_DIR").env_remove("CARGO_BUILD_TARGET_DIR").env_remove("RUSTFLAGS");
+    sh
+}
+
 /// A Ready node with room for anything a test creates (64 cpu, 256 GiB,
 /// 500 pods).
 pub fn big_node(fake: &FakeApiServer, name: &str, mut labels: Value) {

@@ -134,16 +134,8 @@ impl Real {
     /// cluster (and this build's `wasmsched` first on the PATH); its
     /// output, or a panic that shows it.
     pub fn shell(&self, dir: &Path, line: &str) -> String {
-        let bin = Path::new(env!("CARGO_BIN_EXE_wasmsched")).parent().unwrap().to_path_buf();
-        let path = std::env::join_paths(
-            std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
-        )
-        .unwrap();
-        let out = Command::new("sh")
-            .args(["-c", line])
-            .current_dir(dir)
+        let out = crate::common::person_shell(dir, line)
             .env("KUBECONFIG", &self.control_plane.admin_kubeconfig)
-            .env("PATH", path)
             .output()
             .unwrap_or_else(|e| panic!("{line}: {e}"));
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
