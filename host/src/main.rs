@@ -30,6 +30,9 @@ enum Command {
     ConfigMap(cli::configmap::ConfigMapArgs),
     /// Schedule the pods of a Kubernetes cluster (kubeconfig or in-cluster).
     Run(Box<cli::run::RunArgs>),
+    /// What this identity may do on the cluster: `auth check` reviews every
+    /// permission `run` with the same flags needs.
+    Auth(cli::auth::AuthArgs),
     /// Write a new policy project (source, tests, settings, a sample
     /// cluster, a README) that builds and simulates with no edit.
     New(cli::new::NewArgs),
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::ConfigMap(args) => cli::configmap::run(args),
         Command::Run(args) => cli::run::run(*args),
         Command::New(args) => cli::new::run(args),
+        Command::Auth(args) => cli::auth::run(args),
     };
     match result {
         Ok(code) => code,

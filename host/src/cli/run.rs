@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use wasmsched::kubernetes::ConfigMapRef;
 use wasmsched::kubernetes::config::{
-    ConfigurationFile, Flags, LeaderElectionFlags, PolicyOrigin, RunConfig, TenantFlags, load, resolve,
+    ConfigurationFile, Flags, LeaderElectionFlags, PolicyOrigin, Resolved, RunConfig, TenantFlags, load, resolve,
 };
 use wasmsched::node_metrics::MetricsFile;
 use wasmsched::policy::flags::{LimitArgs, parse_duration, parse_policy_spec};
@@ -211,11 +211,17 @@ fn flags(args: &RunArgs) -> anyhow::Result<Flags> {
     })
 }
 
-fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
+/// The flags laid over the configuration file, nothing loaded yet.
+pub fn resolved(args: &RunArgs) -> anyhow::Result<Resolved> {
     let flags = flags(args)?;
     let file = args.config.as_deref().map(|path| ConfigurationFile::read(path).map(|f| (f, path))).transpose()?;
     let mut resolved = resolve(file.as_ref().map(|(f, path)| (f, *path)), flags)?;
     resolved.registries = args.limits.registries()?;
+    Ok(resolved)
+}
+
+fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
+    let resolved = resolved(args)?;
     let fetcher = Fetcher::new(args.limits.cache_dir.clone()).with_registries(resolved.registries.clone());
     let config = load(resolved, &args.limits.engine()?, &fetcher)?;
     for p in &config.profiles {

@@ -20,6 +20,16 @@ pub enum ClientError {
 /// A client for `kubeconfig` (with an optional context), or inferred the
 /// way kubectl does when it is `None`.
 pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<kube::Client, ClientError> {
+    connect_as(kubeconfig, context, None).await
+}
+
+/// As `connect`, acting as `user` by impersonation when given (kubectl's
+/// `--as`).
+pub async fn connect_as(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+    user: Option<&str>,
+) -> Result<kube::Client, ClientError> {
     let options = KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
     let config = match kubeconfig {
         Some(path) => {
@@ -34,5 +44,9 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result
             .map_err(|source| ClientError::Kubeconfig { path: "(default)".into(), source })?,
         None => kube::Config::infer().await.map_err(ClientError::Infer)?,
     };
+    let mut config = config;
+    if let Some(user) = user {
+        config.auth_info.impersonate = Some(user.to_string());
+    }
     kube::Client::try_from(config).map_err(ClientError::Client)
 }

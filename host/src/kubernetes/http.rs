@@ -1,7 +1,8 @@
 //! `/healthz` and `/livez` (the scheduling loop is going round), `/readyz`
 //! (caches synced, policies loaded, leader or standby; `?verbose` lists
-//! each check), `/metrics` (Prometheus text format) and `/policies` (the
-//! active policy versions as JSON).
+//! each check), `/metrics` (Prometheus text format), `/policies` (the
+//! active policy versions as JSON) and `/permissions` (the permission
+//! preflight's last review as JSON: what is granted, what is missing).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -51,6 +52,10 @@ pub fn respond(status: &SchedulerStatus, path: &str, query: &str) -> Response<Fu
         "/metrics" => text(200, "text/plain; version=0.0.4", status.render_metrics()),
         "/policies" => {
             let body = serde_json::to_string_pretty(&status.policies()).unwrap_or_else(|_| "[]".into());
+            text(200, "application/json", body + "\n")
+        }
+        "/permissions" => {
+            let body = serde_json::to_string_pretty(&status.permissions()).unwrap_or_else(|_| "null".into());
             text(200, "application/json", body + "\n")
         }
         _ => text(404, "text/plain", "404 page not found\n".into()),

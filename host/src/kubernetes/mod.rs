@@ -20,9 +20,12 @@
 //!   `evictions` (preemption's victims), `denied` (forbidden writes, said
 //!   once);
 //! - `leader`: the coordination.k8s.io Lease; only the leader schedules;
+//! - `permissions`: what the identity may do, reviewed at start and on
+//!   winning the Lease; pods that need a denied write are refused, saying
+//!   which (`wasmsched auth check` prints the same review);
 //! - `scheduler_status`: readiness, leadership and metrics, shared by all
 //!   of the above; `http` serves it (`/healthz`, `/readyz`, `/metrics`,
-//!   `/policies`);
+//!   `/policies`, `/permissions`);
 //! - `run`: wires them together and shuts them down in order.
 
 pub mod client;
@@ -30,11 +33,12 @@ pub mod config;
 mod hot_swap;
 mod http;
 mod leader;
+pub mod permissions;
 mod run;
 mod scheduler_status;
 mod scheduling_loop;
 mod tenants;
-mod watch;
+pub(crate) mod watch;
 mod writes;
 
 pub use config::{LeaderElectionConfig, ProfileConfig, RunConfig, TenantConfig};

@@ -17,6 +17,8 @@ use crate::kubernetes::hot_swap::configmap::{ConfigMapRef, PolicyConfigMapSource
 use crate::kubernetes::hot_swap::dir::PolicyDirSource;
 use crate::kubernetes::http;
 use crate::kubernetes::leader::LeaderElector;
+use crate::kubernetes::permissions;
+use crate::kubernetes::permissions::preflight::{self, Preflight};
 use crate::kubernetes::scheduler_status::{ActivePolicy, SchedulerStatus};
 use crate::kubernetes::scheduling_loop::{Input, SchedulingLoop};
 use crate::kubernetes::tenants::configmaps::{self as tenant_configmaps, TenantConfigMapSource};
@@ -59,8 +61,8 @@ impl RunningScheduler {
 }
 
 /// Starts scheduling against the cluster `client` talks to: builds the
-/// core, spawns the sources and leadership, then the loop that drives the
-/// core, the binder and the reporter.
+/// core, spawns the sources, the permission preflight and leadership, then
+/// the loop that drives the core, the binder and the reporter.
 pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<RunningScheduler> {
     anyhow::ensure!(!config.profiles.is_empty(), "at least one profile is required");
     let sources = Sources::of(&config);
@@ -82,6 +84,13 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let (binds_tx, binds_rx) = mpsc::unbounded_channel::<BindRequest>();
     let (reports_tx, reports_rx) = mpsc::unbounded_channel();
     let watches = sources.spawn(&client, &config, &tenants, &le, &inputs_tx, &status)?;
+    let preflight = Preflight {
+        client: client.clone(),
+        needs: permissions::needs(&config, &le.namespace),
+        status: status.clone(),
+        inputs: inputs_tx.clone(),
+    };
+    tokio::spawn(preflight.run(shutdown_rx.clone()));
     let (elector, lease_stop_tx) = spawn_leadership(&client, &le, &status);
     let binder_settings =
         BinderSettings { concurrency: config.bind_concurrency, volume_bind_timeout: config.volume_bind_timeout };
@@ -125,6 +134,8 @@ impl Sources {
     /// before its policy is known.
     fn names(&self, config: &RunConfig) -> Vec<String> {
         let mut names: Vec<String> = self.cluster.iter().map(|s| s.name.clone()).collect();
+        // No pod is decided before the identity's permissions are known.
+        names.push(preflight::SOURCE_NAME.to_string());
         names.extend(self.configmaps.iter().map(|(_, cm)| cm.source_name()));
         names.extend(self.dirs.iter().map(|(_, d)| PolicyDirSource::source_name(d)));
         if config.tenants.settings.enabled {

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::kubernetes::permissions::{Gate, PermissionReport, Reviewed};
 use crate::kubernetes::writes::denied::Denials;
 use crate::node_metrics::MetricsCache;
 use crate::scheduler::PolicySet;
@@ -96,6 +97,10 @@ pub struct SchedulerStatus {
     /// Why the last Lease round failed, and whether it is a permission
     /// problem (which fails readiness: it will not pass by itself).
     lease_problem: Mutex<Option<(String, bool)>>,
+    /// The permission preflight's last review (`None` before the first).
+    permissions: Mutex<Option<PermissionReport>>,
+    /// Wakes the preflight at once (a write was refused).
+    pub permissions_recheck: tokio::sync::Notify,
 }
 
 impl SchedulerStatus {
@@ -113,6 +118,8 @@ impl SchedulerStatus {
             node_metrics: Mutex::new(None),
             lease,
             lease_problem: Mutex::new(None),
+            permissions: Mutex::new(None),
+            permissions_recheck: tokio::sync::Notify::new(),
         };
         status.metrics.set_leader(!leader_election);
         status
@@ -139,6 +146,15 @@ impl SchedulerStatus {
     /// The last Lease round's failure (`None`: it worked).
     pub fn set_lease_problem(&self, problem: Option<(String, bool)>) {
         *self.lease_problem.lock().unwrap_or_else(|e| e.into_inner()) = problem;
+    }
+
+    pub fn set_permissions(&self, report: PermissionReport) {
+        *self.permissions.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+    }
+
+    /// `/permissions`: the last review, `None` before the first.
+    pub fn permissions(&self) -> Option<PermissionReport> {
+        self.permissions.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub fn set_synced(&self, source: &str) {
@@ -240,10 +256,33 @@ impl SchedulerStatus {
             Some((problem, false)) => lines.push(format!("[+]leader-election {role}{lease}: last attempt: {problem}")),
             None => lines.push(format!("[+]leader-election {role}{lease}")),
         }
+        if let Some((line, blocking)) = self.permissions_line() {
+            ready &= !blocking;
+            lines.push(line);
+        }
         if self.is_stopping() {
             ready = false;
             lines.push("[-]shutdown in progress".into());
         }
         (ready, lines)
+    }
+
+    /// The preflight's verdict for `/readyz`: failing only when no pod can
+    /// be bound (it will not pass by itself); missing permissions that
+    /// concern some pods are listed on a passing line.
+    fn permissions_line(&self) -> Option<(String, bool)> {
+        let report = self.permissions()?;
+        let missing: Vec<&Reviewed> = report.missing().collect();
+        if missing.is_empty() {
+            let unknown = match report.unknown() {
+                0 => String::new(),
+                n => format!(", {n} could not be reviewed"),
+            };
+            return Some((format!("[+]permissions granted{unknown} (checked {})", report.checked_at), false));
+        }
+        let blocking = missing.iter().any(|r| r.need.gate == Gate::Binding);
+        let names: Vec<String> = missing.iter().map(|r| r.need.permission.to_string()).collect();
+        let mark = if blocking { "-" } else { "+" };
+        Some((format!("[{mark}]permissions missing: {} (see /permissions)", names.join(", ")), blocking))
     }
 }

@@ -17,7 +17,9 @@ use crate::kubernetes::tenants::namespace::TenantPolicies;
 use crate::kubernetes::tenants::workers::TenantWorkers;
 use crate::kubernetes::writes::binder::{BindOutcome, BindRequest, BindResult};
 use crate::kubernetes::writes::reporter::{PodRef, Report};
-use crate::scheduler::{Attempt, ClusterEvent, EventReport, InvalidPod, Nomination, Scheduler, TenantVerdict};
+use crate::scheduler::{
+    Attempt, ClusterEvent, DeniedWrites, EventReport, InvalidPod, Nomination, Scheduler, TenantVerdict,
+};
 
 /// Everything the loop hears, each from the producer that owns its type.
 #[derive(Debug)]
@@ -36,6 +38,8 @@ pub enum Input {
     TenantVerdict(Box<TenantVerdict>),
     /// From the tenants' ConfigMaps.
     TenantPolicies(TenantPolicies),
+    /// From the permission preflight: the writes this identity may not make.
+    Permissions(DeniedWrites),
     /// Stop taking pods (shutdown).
     Stop,
 }
@@ -215,6 +219,7 @@ impl SchedulingLoop {
                 self.scheduler.set_tenant_policies(&namespace, policies);
                 self.status.set_tenant_policies(&namespace, active);
             }
+            Input::Permissions(denied) => self.scheduler.set_denied_writes(denied, now),
             Input::Stop => self.draining = true,
         }
     }
@@ -245,8 +250,10 @@ impl SchedulingLoop {
                 self.status.metrics.attempt_error(&request.pod.scheduler_name);
                 let _ = self.reports.send(Report::Failed { pod: PodRef::from(&*request.pod), message });
             }
-            // Said once, for every pod, by `Denials`.
+            // Said once, for every pod, by `Denials`; the preflight looks
+            // again, and keeps out the pods that need what is missing.
             BindOutcome::Forbidden(why) => {
+                self.status.permissions_recheck.notify_one();
                 tracing::debug!(pod = %request.pod.key, error = %why, "binding forbidden; retrying with backoff");
                 self.scheduler.binding_failed(&request.pod, true, now);
             }

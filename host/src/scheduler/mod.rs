@@ -13,10 +13,13 @@
 //! - `policy_set`, `policy_calls`: the profile's wasm policies and how an
 //!   attempt calls them;
 //! - `sampling`: how many nodes an attempt evaluates;
+//! - `denied_writes`: the writes the backend's identity may not make,
+//!   which keep the pods that need them out of a binding cycle;
 //! - `tenants`: tenants' own policies, run off the scheduling thread;
 //! - `parallel`: the threads a large cluster's attempts are split over.
 
 pub mod attempt;
+pub mod denied_writes;
 pub mod events;
 pub mod parallel;
 pub mod plugins;
@@ -28,6 +31,7 @@ mod scheduler_core;
 pub mod tenants;
 
 pub use attempt::record::{AttemptRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, Verdict};
+pub use denied_writes::DeniedWrites;
 pub use events::{Change, ClusterEvent, EventReport, InvalidPod, ObjectKey, WatchedKind};
 pub use parallel::AttemptWorkers;
 pub use plugins::preemption::{Preemption, Victim};

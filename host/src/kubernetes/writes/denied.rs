@@ -25,12 +25,20 @@ pub fn is_forbidden_code(code: u16) -> bool {
 }
 
 pub fn is_forbidden(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(s) if is_forbidden_code(s.code))
+    matches!(error, kube::Error::Api(s) if is_forbidden_code(s.code)) || is_granular_status_refusal(error)
+}
+
+/// v1.36's granular authorization of a ResourceClaim's status refuses a
+/// write of `status.allocation` or `reservedFor` as 422 Invalid, not 403:
+/// `status.allocation: Forbidden: changing status.allocation or
+/// status.reservedFor requires resource="resourceclaims/binding", verb="patch" permission`.
+pub fn is_granular_status_refusal(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(s) if s.code == 422 && s.message.contains("requires resource=") && s.message.contains("permission"))
 }
 
 /// Refusals so far per verb and resource, shared by every task.
 #[derive(Debug, Clone, Default)]
-pub struct Denials(Arc<Mutex<BTreeMap<(&'static str, &'static str), u32>>>);
+pub struct Denials(Arc<Mutex<BTreeMap<(String, String), u32>>>);
 
 impl Denials {
     /// If `error` is a 401/403 for `verb` on `resource`, says so at the
@@ -42,7 +50,7 @@ impl Denials {
         }
         let refusals = {
             let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
-            let count = counts.entry((verb, resource)).or_default();
+            let count = counts.entry((verb.to_string(), resource.to_string())).or_default();
             *count += 1;
             *count
         };
@@ -57,6 +65,14 @@ impl Denials {
             tracing::debug!(%verb, %resource, error = %message(error), "forbidden");
         }
         true
+    }
+
+    /// The permission preflight said this one is missing: a refusal of it
+    /// is logged at debug only.
+    pub fn said_elsewhere(&self, verb: &str, resource: &str) {
+        let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let count = counts.entry((verb.to_string(), resource.to_string())).or_default();
+        *count = (*count).max(2);
     }
 }
 
@@ -75,7 +91,18 @@ mod tests {
             assert!(denials.forbidden("create", "events", &api(403)));
         }
         assert!(!denials.forbidden("create", "events", &api(500)));
-        assert_eq!(denials.0.lock().unwrap().get(&("create", "events")), Some(&3));
+        assert_eq!(denials.0.lock().unwrap().get(&("create".into(), "events".into())), Some(&3));
         assert_eq!(message(&api(403)), "events is forbidden");
+        let granular = kube::Error::Api(
+            kube::core::Status::failure(
+                "ResourceClaim.resource.k8s.io \"c\" is invalid: status.allocation: Forbidden: changing status.allocation \
+                 or status.reservedFor requires resource=\"resourceclaims/binding\", verb=\"patch\" permission",
+                "Invalid",
+            )
+            .with_code(422)
+            .boxed(),
+        );
+        assert!(is_granular_status_refusal(&granular) && is_forbidden(&granular));
+        assert!(!is_granular_status_refusal(&api(422)));
     }
 }

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::cluster::PodInfo;
 use crate::cluster::volumes::{BIND_COMPLETED, BOUND_BY_CONTROLLER, SELECTED_NODE, VolumeReservation};
-use crate::kubernetes::writes::denied::Denials;
+use crate::kubernetes::writes::denied::{self, Denials};
 
 /// Why PreBind failed: the pod goes back to the queue with backoff, its
 /// reservation reverted.
@@ -56,8 +56,9 @@ pub async fn write(
 
 /// A refused write: said once when this identity may not make it.
 pub(crate) fn failure(denials: &Denials, resource: &'static str, error: &kube::Error, doing: &str) -> PreBindError {
+    let resource = if denied::is_granular_status_refusal(error) { "resourceclaims/binding" } else { resource };
     if denials.forbidden("patch", resource, error) {
-        PreBindError::Forbidden(crate::kubernetes::writes::denied::message(error))
+        PreBindError::Forbidden(denied::message(error))
     } else {
         PreBindError::Failed(format!("{doing}: {error}"))
     }

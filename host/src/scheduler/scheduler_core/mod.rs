@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::cluster::{ClusterState, DeviceReservation, PodInfo, PodKey, VolumeReservation};
 use crate::scheduler::attempt::record::AttemptRecord;
 use crate::scheduler::attempt::{AttemptInput, pod_seed, run_attempt};
+use crate::scheduler::denied_writes::DeniedWrites;
 use crate::scheduler::events::InvalidPod;
 use crate::scheduler::parallel::workers::AttemptWorkers;
 use crate::scheduler::plugins::dynamic_resources::{self, Deallocation, NO_CLAIMS};
@@ -123,6 +124,8 @@ pub struct Scheduler {
     workers: AttemptWorkers,
     /// Pods held until their ResourceClaims can be used, and why.
     claim_waits: HashMap<PodKey, String>,
+    /// Writes the backend found this identity may not make.
+    denied: DeniedWrites,
 }
 
 /// Tenant jobs in flight per tenant. Each holds a copy of its candidates
@@ -153,6 +156,7 @@ impl Scheduler {
             next_start_node: 0,
             workers: AttemptWorkers::default(),
             claim_waits: HashMap::new(),
+            denied: DeniedWrites::default(),
         }
     }
 
@@ -315,6 +319,9 @@ impl Scheduler {
                 self.state.place(&pod, &node, true);
                 let volumes = volume_binding::reserve(&pod, &node, &mut self.state);
                 let devices = dynamic_resources::reserve(&pod, &node, &mut self.state);
+                if let Some(why) = self.denied.refusal(&volumes, &devices) {
+                    return self.refuse_denied(pod, record, why, now);
+                }
                 self.queue.pod_placed(now);
                 Attempt::Placed { pod, node, volumes, devices, record }
             }
@@ -325,6 +332,27 @@ impl Scheduler {
                 Attempt::Unschedulable { pod, record, nomination }
             }
         }
+    }
+
+    /// A placement whose binding cycle needs a write this identity may not
+    /// make: undone before anything is written, and the pod waits, told
+    /// why, until the permission is granted (`set_denied_writes`) or the
+    /// cluster changes.
+    fn refuse_denied(&mut self, pod: Arc<PodInfo>, mut record: AttemptRecord, why: String, now: Duration) -> Attempt {
+        self.undo_placement(&pod);
+        record.chosen = None;
+        record.message = Some(why);
+        self.queue.unschedulable(&pod.key, now);
+        Attempt::Unschedulable { pod, record, nomination: Nomination::Unchanged }
+    }
+
+    /// What the backend's permission preflight found; pods kept out by a
+    /// write that is now allowed are tried again.
+    pub fn set_denied_writes(&mut self, denied: DeniedWrites, now: Duration) {
+        if self.denied.loosened_by(&denied) {
+            self.queue.cluster_changed(now);
+        }
+        self.denied = denied;
     }
 
     /// kube's PostFilter for a pod no node can take, its plugins in kube's
@@ -355,6 +383,12 @@ impl Scheduler {
         let message = record.message.as_deref().unwrap_or_default();
         let (devices_verdict, deallocation) = dynamic_resources::post_filter(pod, &self.state, message);
         record.deallocated = deallocation;
+        if let Some(why) = &self.denied.preemption {
+            if let Some(message) = &mut record.message {
+                message.push_str(&format!(" {devices_verdict}, preemption: not attempted: {why}."));
+            }
+            return Nomination::Unchanged;
+        }
         match preemption::preempt(pod, &self.state, pod_seed(self.config.seed, pod, record.attempt)) {
             Ok(preemption) => {
                 let displaced: Vec<PodKey> = self
@@ -417,11 +451,7 @@ impl Scheduler {
     /// backoff unless the pod is gone or already bound elsewhere
     /// (`retry == false`).
     pub fn binding_failed(&mut self, pod: &PodInfo, retry: bool, now: Duration) {
-        if matches!(self.state.placement(&pod.key), Some((_, true))) {
-            self.state.unplace(&pod.key);
-        }
-        let volumes_held = self.state.volumes_mut().revert(&pod.key);
-        if self.state.devices_mut().revert(&pod.key) || volumes_held {
+        if self.undo_placement(pod) {
             // What it held may let a waiting pod in, as kube retries
             // waiting pods after a failed binding cycle.
             self.queue.cluster_changed(now);
@@ -431,6 +461,16 @@ impl Scheduler {
         } else {
             self.queue.done(&pod.key);
         }
+    }
+
+    /// Forgets the assumption of `pod` and what it reserved (kube's
+    /// Unreserve); whether it held volumes or devices.
+    fn undo_placement(&mut self, pod: &PodInfo) -> bool {
+        if matches!(self.state.placement(&pod.key), Some((_, true))) {
+            self.state.unplace(&pod.key);
+        }
+        let volumes_held = self.state.volumes_mut().revert(&pod.key);
+        self.state.devices_mut().revert(&pod.key) || volumes_held
     }
 
     /// Whether any pod is active or backing off.

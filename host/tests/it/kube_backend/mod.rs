@@ -22,7 +22,11 @@ const E2E_ENV: &str = "WASMSCHED_E2E_KUBECONFIG";
 
 /// Where a scenario runs: the fake API server, or a real cluster.
 struct TestCluster {
+    /// The test's own set-up (the administrator on a real cluster).
     client: Client,
+    /// What the scheduler under test connects as: on a real cluster,
+    /// deploy/'s ServiceAccount (the set-up grants it this run's Lease).
+    scheduler: Client,
     fake: Option<FakeApiServer>,
     namespace: String,
     /// Prefix of every cluster-scoped name this run creates.
@@ -55,13 +59,14 @@ impl TestCluster {
                 let namespace = prefix.clone();
                 let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap();
                 Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
-                TestCluster { client, fake: None, namespace, prefix }
+                let scheduler = deploy_identity_with_lease(&client, path.as_ref(), &namespace).await;
+                TestCluster { client, scheduler, fake: None, namespace, prefix }
             }
             _ => {
                 let fake = FakeApiServer::start();
                 fake.set_bookmark_interval(Duration::from_millis(200));
                 let client = client_for(&fake).await;
-                TestCluster { client, fake: Some(fake), namespace: "default".into(), prefix }
+                TestCluster { scheduler: client.clone(), client, fake: Some(fake), namespace: "default".into(), prefix }
             }
         }
     }
@@ -196,7 +201,7 @@ impl TestCluster {
     }
 
     async fn start_scheduler(&self, identity: &str, leader_election: bool) -> RunningScheduler {
-        start(self.client.clone(), self.config(identity, leader_election)).await.unwrap()
+        start(self.scheduler.clone(), self.config(identity, leader_election)).await.unwrap()
     }
 
     async fn cleanup(self) {
@@ -212,6 +217,25 @@ impl TestCluster {
         let _ = nodes.delete_collection(&DeleteParams::default(), &ours).await;
         let _ = Api::<Namespace>::all(self.client.clone()).delete(&self.namespace, &DeleteParams::default()).await;
     }
+}
+
+/// deploy/'s identity on a real cluster, as shipped, plus a Role for the
+/// Lease of this run's scheduler in its namespace (deploy/'s own Lease is
+/// `wasmsched/wasmsched`).
+async fn deploy_identity_with_lease(admin: &Client, admin_kubeconfig: &std::path::Path, namespace: &str) -> Client {
+    let state = std::env::temp_dir().join(namespace);
+    let kubeconfig = crate::real::deploy_identity(admin, admin_kubeconfig, &state).await;
+    let lease = format!("wasmsched-{namespace}");
+    let rbac = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: lease, namespace: {namespace}}}\nrules:\n\
+         - {{apiGroups: [coordination.k8s.io], resources: [leases], verbs: [create]}}\n\
+         - {{apiGroups: [coordination.k8s.io], resources: [leases], resourceNames: [{lease}], verbs: [get, update]}}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: lease, namespace: {namespace}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: lease}}\n\
+         subjects: [{{kind: ServiceAccount, name: wasmsched, namespace: wasmsched}}]\n"
+    );
+    crate::real::apply_yaml(admin, &rbac).await;
+    wasmsched::kubernetes::client::connect(Some(&kubeconfig), None).await.unwrap()
 }
 
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {

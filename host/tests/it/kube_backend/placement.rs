@@ -196,7 +196,7 @@ async fn each_profile_schedules_its_own_pods_and_reports_as_itself() {
     let mut config = c.config("solo", false);
     let second = format!("{}-b", c.scheduler_name());
     config.profiles.push(ProfileConfig::with_policies(&second, PolicySet::default()));
-    let s = start(c.client.clone(), config).await.unwrap();
+    let s = start(c.scheduler.clone(), config).await.unwrap();
     wait_ready(&s).await;
     c.add_pod("a", "100m", json!({})).await;
     c.add_pod("b", "100m", json!({"schedulerName": second})).await;
@@ -234,7 +234,7 @@ async fn a_failing_policy_is_contained_reported_and_counted() {
     let policy = engine.load(&source, r#"{"mode":"panic"}"#, PolicyLimits::default()).unwrap();
     let name = policy.info.name.clone();
     let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]);
-    let s = start(c.client.clone(), c.config_with("solo", false, policies)).await.unwrap();
+    let s = start(c.scheduler.clone(), c.config_with("solo", false, policies)).await.unwrap();
     wait_ready(&s).await;
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "evil", "labels": {"hostile": "true"}},

@@ -9,7 +9,7 @@ async fn repeated_failures_become_an_event_series_and_a_new_reason_a_new_event()
     c.add_node("small", "1", "4Gi", json!({})).await;
     let mut config = c.config("solo", false);
     config.failed_event_interval = Duration::from_millis(300);
-    let s = start(c.client.clone(), config).await.unwrap();
+    let s = start(c.scheduler.clone(), config).await.unwrap();
     wait_ready(&s).await;
     c.add_pod("large", "4", json!({})).await;
     c.wait_event("large", "FailedScheduling", Duration::from_secs(10)).await;

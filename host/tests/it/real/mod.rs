@@ -19,7 +19,7 @@ use wasmsched_test_support::control_plane::ControlPlane;
 mod configmaps;
 mod identities;
 mod running_binary;
-pub use identities::{connect, flow_schema_of};
+pub use identities::{apply_yaml, connect, deploy_identity, flow_schema_of};
 pub use running_binary::RunningBinary;
 
 /// What became of a pod: bound, refused with kube's message (the filters'
@@ -345,9 +345,11 @@ impl Real {
         self.settle().await;
     }
 
-    /// wasmsched in this process with kube-scheduler's identity, ready.
+    /// wasmsched in this process as deploy/'s ServiceAccount (deploy/'s
+    /// RBAC applied as shipped), ready: a permission deploy/ lacks fails
+    /// the test.
     pub async fn start_wasmsched(&self, config: RunConfig) -> RunningScheduler {
-        crate::common::start_ready(connect(&self.control_plane.scheduler_kubeconfig).await, config).await
+        crate::common::start_ready(self.deploy_client().await, config).await
     }
 
     pub async fn restart_apiserver(&self, kill: bool, down: u32) {

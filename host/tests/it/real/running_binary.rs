@@ -18,8 +18,13 @@ impl RunningBinary {
     }
 
     fn readyz(&self) -> Option<(u16, String)> {
+        self.get("/readyz?verbose")
+    }
+
+    /// One of its endpoints: status code and body.
+    pub fn get(&self, path: &str) -> Option<(u16, String)> {
         let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        s.write_all(b"GET /readyz?verbose HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).ok()?;
         let mut out = String::new();
         s.read_to_string(&mut out).ok()?;
         let code = out.split_whitespace().nth(1)?.parse().ok()?;

@@ -57,7 +57,7 @@ fn the_readme_install_applies_and_a_rebuilt_policy_swaps_in() {
         config.leader_election.name = "wasmsched".into();
         config.leader_election.identity = format!("{}-leader", real.prefix);
         config.tenants.settings.enabled = false;
-        let ours = common::start_ready(real.admin.clone(), config).await;
+        let ours = real.start_wasmsched(config).await;
         real.wait_active(&ours, "least-allocated").await;
         let installed = ours.status.policies()[0].sha256.clone();
 

@@ -21,7 +21,7 @@ fn a_policy_configmap_update_swaps_in_and_a_bad_one_is_refused() {
             scoring: Default::default(),
         });
         config.tenants.settings.enabled = false;
-        let ours = common::start_ready(real.admin.clone(), config).await;
+        let ours = real.start_wasmsched(config).await;
         real.wait_active(&ours, "least-allocated").await;
 
         real.put_configmap("policies", &[("spot-first.wasm", real::wasm("spot-first"))], false).await;
@@ -61,7 +61,7 @@ fn a_configmap_bundle_takes_a_policy_from_an_oci_registry() {
         });
         config.tenants.settings.enabled = false;
         config.registries.allow_plain_http(&registry.host).unwrap();
-        let ours = common::start_ready(real.admin.clone(), config).await;
+        let ours = real.start_wasmsched(config).await;
         real.wait_active(&ours, "spot-first").await;
         let spec = json!({"nodeSelector": {"wasmsched-class": "oci"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}]});
         let pods: Vec<(String, Value)> = (0..6).map(|i| (format!("oci-{i}"), spec.clone())).collect();
@@ -81,7 +81,7 @@ fn a_tenant_policy_configmap_decides_its_annotated_pods() {
         on_demand_and_spot(&real, "tenant").await;
         real.put_configmap("mine", &[("spot-first.wasm", real::wasm("spot-first"))], true).await;
         let config = common::single_replica(ProfileConfig::with_policies("wasmsched-tenant", default_policies()));
-        let ours = common::start_ready(real.admin.clone(), config).await;
+        let ours = real.start_wasmsched(config).await;
         let note = real.wait_configmap_event("mine", "PolicyAccepted").await;
         assert!(note.contains("spot-first"), "{note}");
         let spec = json!({"nodeSelector": {"wasmsched-class": "tenant"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}]});

@@ -179,10 +179,13 @@ fn forbidden_events_and_conditions_are_said_once() {
         real.create_pods("", &refused, "wasmsched", Duration::ZERO).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
         let log = run.stop();
-        let events: Vec<&str> = log.lines().filter(|l| l.contains("may not create events.k8s.io events")).collect();
-        let conditions: Vec<&str> = log.lines().filter(|l| l.contains("may not patch pods/status")).collect();
+        // Said by the preflight, before any pod: not again when refused.
+        let events: Vec<&str> =
+            log.lines().filter(|l| l.contains("permission missing: create events (events.k8s.io)")).collect();
+        let conditions: Vec<&str> = log.lines().filter(|l| l.contains("permission missing: patch pods/status")).collect();
         assert_eq!((events.len(), conditions.len()), (1, 1), "each said once:\n{log}");
-        assert!(events[0].contains("ERROR") && events[0].contains("Grant create on events.k8s.io events"), "{log}");
+        assert!(events[0].contains("ERROR") && events[0].contains("--verb=create --resource=events.events.k8s.io"), "{log}");
+        assert!(!log.contains("may not create events.k8s.io events") && !log.contains("may not patch pods/status"), "{log}");
         assert!(!log.contains("could not create event") && !log.contains("ApiError"), "{log}");
     });
 }

@@ -51,7 +51,7 @@ fn the_readme_tenant_commands_work_as_written() {
         let mut config = common::single_replica(ProfileConfig::with_policies("wasmsched-readme", default_policies()));
         config.tenants.allowed_registries = vec![registry.host.clone()];
         config.registries.allow_plain_http(&registry.host).unwrap();
-        let ours = common::start_ready(real.admin.clone(), config).await;
+        let ours = real.start_wasmsched(config).await;
 
         for line in &blocks[0] {
             real.shell(dir.path(), &as_tenant(line));
