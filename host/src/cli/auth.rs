@@ -57,7 +57,12 @@ pub fn run(args: AuthArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         if !missing.is_empty() {
-            println!("\n{} of {} permissions missing:", missing.len(), reviewed.len());
+            println!(
+                "\n{} of {} permissions missing. deploy/rbac.yaml grants all of them to its ServiceAccount \
+                 (wasmsched/wasmsched); for this identity, one by one:",
+                missing.len(),
+                reviewed.len()
+            );
         }
         for r in &missing {
             let p = &r.need.permission;

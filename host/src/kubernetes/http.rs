@@ -55,7 +55,7 @@ pub fn respond(status: &SchedulerStatus, path: &str, query: &str) -> Response<Fu
             text(200, "application/json", body + "\n")
         }
         "/permissions" => {
-            let body = serde_json::to_string_pretty(&status.permissions()).unwrap_or_else(|_| "null".into());
+            let body = status.permissions_json().unwrap_or_else(|| "null".into());
             text(200, "application/json", body + "\n")
         }
         _ => text(404, "text/plain", "404 page not found\n".into()),

@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::kubernetes::permissions::{Gate, PermissionReport, Reviewed};
 use crate::kubernetes::writes::denied::Denials;
 use crate::node_metrics::MetricsCache;
 use crate::scheduler::PolicySet;
@@ -77,6 +76,17 @@ fn now() -> String {
     jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// What the permission preflight found, as the endpoints show it.
+#[derive(Debug, Clone)]
+pub struct PermissionsShown {
+    /// `/permissions`' body.
+    pub json: String,
+    /// `/readyz?verbose`'s line.
+    pub readyz: String,
+    /// Whether it fails readiness: no pod can be bound.
+    pub blocking: bool,
+}
+
 pub struct SchedulerStatus {
     pub metrics: SchedulerMetrics,
     /// Permissions found missing, each said once.
@@ -97,8 +107,9 @@ pub struct SchedulerStatus {
     /// Why the last Lease round failed, and whether it is a permission
     /// problem (which fails readiness: it will not pass by itself).
     lease_problem: Mutex<Option<(String, bool)>>,
-    /// The permission preflight's last review (`None` before the first).
-    permissions: Mutex<Option<PermissionReport>>,
+    /// The permission preflight's last review, as shown (`None` before
+    /// the first).
+    permissions: Mutex<Option<PermissionsShown>>,
     /// Wakes the preflight at once (a write was refused).
     pub permissions_recheck: tokio::sync::Notify,
 }
@@ -148,13 +159,13 @@ impl SchedulerStatus {
         *self.lease_problem.lock().unwrap_or_else(|e| e.into_inner()) = problem;
     }
 
-    pub fn set_permissions(&self, report: PermissionReport) {
-        *self.permissions.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+    pub fn set_permissions(&self, shown: PermissionsShown) {
+        *self.permissions.lock().unwrap_or_else(|e| e.into_inner()) = Some(shown);
     }
 
-    /// `/permissions`: the last review, `None` before the first.
-    pub fn permissions(&self) -> Option<PermissionReport> {
-        self.permissions.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    /// `/permissions`: the last review as JSON, `None` before the first.
+    pub fn permissions_json(&self) -> Option<String> {
+        self.permissions.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|p| p.json.clone())
     }
 
     pub fn set_synced(&self, source: &str) {
@@ -256,33 +267,14 @@ impl SchedulerStatus {
             Some((problem, false)) => lines.push(format!("[+]leader-election {role}{lease}: last attempt: {problem}")),
             None => lines.push(format!("[+]leader-election {role}{lease}")),
         }
-        if let Some((line, blocking)) = self.permissions_line() {
-            ready &= !blocking;
-            lines.push(line);
+        if let Some(shown) = self.permissions.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            ready &= !shown.blocking;
+            lines.push(shown.readyz.clone());
         }
         if self.is_stopping() {
             ready = false;
             lines.push("[-]shutdown in progress".into());
         }
         (ready, lines)
-    }
-
-    /// The preflight's verdict for `/readyz`: failing only when no pod can
-    /// be bound (it will not pass by itself); missing permissions that
-    /// concern some pods are listed on a passing line.
-    fn permissions_line(&self) -> Option<(String, bool)> {
-        let report = self.permissions()?;
-        let missing: Vec<&Reviewed> = report.missing().collect();
-        if missing.is_empty() {
-            let unknown = match report.unknown() {
-                0 => String::new(),
-                n => format!(", {n} could not be reviewed"),
-            };
-            return Some((format!("[+]permissions granted{unknown} (checked {})", report.checked_at), false));
-        }
-        let blocking = missing.iter().any(|r| r.need.gate == Gate::Binding);
-        let names: Vec<String> = missing.iter().map(|r| r.need.permission.to_string()).collect();
-        let mark = if blocking { "-" } else { "+" };
-        Some((format!("[{mark}]permissions missing: {} (see /permissions)", names.join(", ")), blocking))
     }
 }

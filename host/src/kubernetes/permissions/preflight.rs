@@ -15,9 +15,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::advice;
-use super::needs::{Need, Permission};
+use super::needs::{Gate, Need, Permission};
 use super::review::{self, Reviewed, Verdict};
-use crate::kubernetes::scheduler_status::SchedulerStatus;
+use crate::kubernetes::scheduler_status::{PermissionsShown, SchedulerStatus};
 use crate::kubernetes::scheduling_loop::Input;
 
 /// The readiness check of the first review: no pod is decided before it.
@@ -45,6 +45,27 @@ impl PermissionReport {
 
     pub fn unknown(&self) -> usize {
         self.permissions.iter().filter(|r| matches!(r.verdict, Verdict::Unknown(_))).count()
+    }
+
+    /// As `/permissions` and `/readyz?verbose` show it: readiness fails
+    /// only when no pod can be bound (it will not pass by itself); missing
+    /// permissions that concern some pods are listed on a passing line.
+    pub fn shown(&self) -> PermissionsShown {
+        let json = serde_json::to_string_pretty(self).unwrap_or_else(|_| "null".into());
+        let missing: Vec<&Reviewed> = self.missing().collect();
+        if missing.is_empty() {
+            let unknown = match self.unknown() {
+                0 => String::new(),
+                n => format!(", {n} could not be reviewed"),
+            };
+            let readyz = format!("[+]permissions granted{unknown} (checked {})", self.checked_at);
+            return PermissionsShown { json, readyz, blocking: false };
+        }
+        let blocking = missing.iter().any(|r| r.need.gate == Gate::Binding);
+        let names: Vec<String> = missing.iter().map(|r| r.need.permission.to_string()).collect();
+        let mark = if blocking { "-" } else { "+" };
+        let readyz = format!("[{mark}]permissions missing: {} (see /permissions)", names.join(", "));
+        PermissionsShown { json, readyz, blocking }
     }
 }
 
@@ -89,7 +110,7 @@ impl Preflight {
             self.status.denials.said_elsewhere(r.need.permission.verb, &denial_label(&r.need.permission));
         }
         let _ = self.inputs.send(Input::Permissions(advice::denied_writes(&report.permissions)));
-        self.status.set_permissions(report.clone());
+        self.status.set_permissions(report.shown());
         // Through the loop, after the denied writes: no attempt between.
         let _ = self.inputs.send(Input::Synced(SOURCE_NAME.to_string()));
         report
