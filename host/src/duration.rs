@@ -2,7 +2,12 @@
 
 use std::time::Duration;
 
-/// `250ms`, `2s`, `1.5s`, `1m`, `1h`: a positive number and a unit.
+/// The longest duration taken: past it a deadline, lease or refresh
+/// interval is a mistake, and `Instant + d` would overflow far beyond it.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// `250ms`, `2s`, `1.5s`, `1m`, `1h`: a positive number and a unit, at
+/// most a year.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
@@ -19,7 +24,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if !(seconds.is_finite() && seconds > 0.0) {
         return Err(format!("{text:?} must be a positive duration"));
     }
-    Ok(Duration::from_secs_f64(seconds))
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(d) if d <= MAX_DURATION => Ok(d),
+        _ => Err(format!("{text:?} is longer than a year (8760h), the longest duration taken")),
+    }
 }
 
 #[cfg(test)]
@@ -35,5 +43,9 @@ mod tests {
         assert!(parse_duration("3d").unwrap_err().contains("unknown unit"));
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("8760h").is_ok());
+        for huge in ["99999999999999999999999h", "8761h", "100000000000000000000000000000s"] {
+            assert!(parse_duration(huge).unwrap_err().contains("longer than a year"), "{huge}");
+        }
     }
 }

@@ -55,10 +55,11 @@ impl StaticMetrics {
                 if !value.is_finite() {
                     return Err(format!("{}: {value} is not a finite number", at()));
                 }
-                if !(age.is_finite() && age >= 0.0) {
-                    return Err(format!("{}: ageSeconds must be a non-negative number", at()));
-                }
-                metrics.set(&metric, &node, value, Duration::from_secs_f64(age));
+                let Some(age) = Duration::try_from_secs_f64(age).ok().filter(|a| *a <= crate::duration::MAX_DURATION)
+                else {
+                    return Err(format!("{}: ageSeconds must be a number of seconds from 0 to a year", at()));
+                };
+                metrics.set(&metric, &node, value, age);
             }
         }
         Ok(metrics)

@@ -83,7 +83,12 @@ pub fn parse_response(body: &[u8], node_label: &str, now: Instant) -> Result<Fet
             ));
             continue;
         }
-        let at = UNIX_EPOCH + Duration::from_secs_f64(ts.max(0.0));
+        // A server's timestamp is input: one past what a clock can hold is
+        // skipped, not a panic.
+        let Some(at) = Duration::try_from_secs_f64(ts.max(0.0)).ok().and_then(|d| UNIX_EPOCH.checked_add(d)) else {
+            fetched.warnings.push(format!("node {node}: timestamp {ts} is not a time; the sample is skipped"));
+            continue;
+        };
         fetched.values.push((node.to_string(), value, instant_of(at, now)));
     }
     Ok(fetched)

@@ -56,12 +56,28 @@ impl BundleValidator {
     /// Validates the bundle `files` from `origin` (how messages name it:
     /// `configmap NS/NAME`, `dir PATH`). `taken` are the names other
     /// bundles of the same tenant supply already (none for profiles).
+    ///
+    /// A panic while validating (a bug wasmsched has not met yet, reached by
+    /// input) refuses the bundle instead of ending the thread that watches
+    /// its source: hot swap goes on with the next version.
     pub fn validate(
         &self,
         origin: &str,
         files: &BTreeMap<String, Vec<u8>>,
         taken: &[String],
     ) -> Result<ValidBundle, String> {
+        let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.check(origin, files, taken)));
+        checked.unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(format!("validating the bundle failed inside wasmsched ({what}); this is a bug, please report it"))
+        })
+    }
+
+    fn check(&self, origin: &str, files: &BTreeMap<String, Vec<u8>>, taken: &[String]) -> Result<ValidBundle, String> {
         let entries = parse_bundle(origin, files, self.limits.max_wasm_bytes, &self.fetcher)?;
         if let Some(dup) = entries.iter().find(|e| taken.contains(&e.name)) {
             return Err(format!("{}: another ConfigMap of this namespace already supplies it", dup.name));

@@ -370,3 +370,28 @@ async fn an_authors_directory_swaps_when_a_policy_is_rebuilt() {
     wait_active(&s, &["random"]).await;
     s.scheduler.shutdown().await;
 }
+
+/// A setting past what a duration can hold (issue 41, finding 7) is refused
+/// with its reason, and the directory's watch goes on: the next version
+/// swaps in. It used to panic the watching thread and leave hot swap dead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setting_too_large_for_a_duration_is_refused_and_hot_swap_goes_on() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("policy.wasm"), wasm("least-allocated")).unwrap();
+    let s = setup_with(None, PolicyLimits::default(), Some(d.path())).await;
+    wait_active(&s, &["least-allocated"]).await;
+    let rejected = || s.scheduler.status.metrics.counter("wasmsched_policy_reloads_total", &[PROFILE, "rejected"]);
+
+    std::fs::write(d.path().join("policy.yaml"), "deadline: 99999999999999999999999h\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rejected() < 1.0 {
+        assert!(Instant::now() < deadline, "the overflowing deadline was not refused");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(active_names(&s), ["least-allocated"]);
+
+    std::fs::remove_file(d.path().join("policy.yaml")).unwrap();
+    std::fs::write(d.path().join("policy.wasm"), wasm("random")).unwrap();
+    wait_active(&s, &["random"]).await;
+    s.scheduler.shutdown().await;
+}
