@@ -17,7 +17,9 @@ use wasmsched::sim::{DEFAULT_METRICS, DEFAULT_SCENARIO, Manifests, SimOptions, r
 use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
 use super::watch::FileWatcher;
-use wasmsched::policy::flags::{LimitArgs, load_policies, load_tenant_policy, policy_files, tenant_policy_files};
+use wasmsched::policy::flags::{
+    LimitArgs, load_candidate, load_policies, load_tenant_policy, policy_files, tenant_policy_files,
+};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum OutputFormat {
@@ -40,6 +42,13 @@ pub struct SimulateArgs {
     /// within the default tenant caps (32Mi, 50ms). Repeatable.
     #[arg(long = "tenant-policy", value_name = "NS/NAME=PATH[,config=FILE]")]
     pub tenant_policies: Vec<String>,
+    /// A shadow candidate, tried on the same attempts as the deciding
+    /// policies and never deciding: what it would have chosen is reported
+    /// (agree or differ, its rank of the node decided, its regret, pods it
+    /// would leave pending). Replaces the deciding policy named NAME, or is
+    /// added with weight N; sees a share RATE of the pods. Repeatable.
+    #[arg(long = "candidate", value_name = "PATH[,replaces=NAME][,weight=N][,config=FILE][,sample=RATE]")]
+    pub candidates: Vec<String>,
     /// Node metrics for policies: a YAML/JSON file of node → metric → value
     /// (a number, or {value, ageSeconds}). Default with the bundled
     /// scenario: its own metrics file; otherwise none.
@@ -186,6 +195,11 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
         .iter()
         .map(|spec| load_tenant_policy(spec, &engine))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let candidates = args
+        .candidates
+        .iter()
+        .map(|spec| load_candidate(spec, &engine, &limits, &args.limits.fetcher()?))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let bar = ProgressBar::new(0);
     bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} pods placed {elapsed}").expect("template"));
     let progress_bar = bar.clone();
@@ -199,6 +213,7 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
             .map_err(|e| anyhow::anyhow!("--disable-builtin-score: {e}"))?,
         workers: AttemptWorkers::new(args.parallelism.map_or_else(AttemptWorkers::default_threads, usize::from))
             .context("starting the --parallelism threads")?,
+        candidates,
         progress: Some(Arc::new(move |placed, pending| {
             if placed % 256 == 0 {
                 progress_bar.set_length(pending);

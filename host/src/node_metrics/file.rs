@@ -94,6 +94,8 @@ mod tests {
         let e = StaticMetrics::parse("f", "- a\n").unwrap_err();
         assert!(e.contains("f: expected node → metric → value"), "{e}");
         let e = StaticMetrics::parse("f", "a: {lat: {value: 1, ageSeconds: -1}}\n").unwrap_err();
-        assert!(e.contains("ageSeconds must be a non-negative"), "{e}");
+        assert!(e.contains("ageSeconds must be a number of seconds from 0 to a year"), "{e}");
+        let e = StaticMetrics::parse("f", "a: {lat: {value: 1, ageSeconds: 1e300}}\n").unwrap_err();
+        assert!(e.contains("ageSeconds must be a number of seconds from 0 to a year"), "{e}");
     }
 }

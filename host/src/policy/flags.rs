@@ -252,3 +252,44 @@ pub fn load_policies(
     }
     Ok((PolicySet::new(policies), labels.join(", ")))
 }
+
+/// `--candidate PATH[,replaces=NAME][,weight=N][,config=FILE][,sample=RATE]`:
+/// a shadow candidate, tried beside the deciding policies and never
+/// deciding. It replaces the deciding policy named `replaces` (taking its
+/// weight), or is added with `weight`; it sees `sample` of the pods (0 to
+/// 1, default all).
+pub fn load_candidate(
+    spec: &str,
+    engine: &PolicyEngine,
+    limits: &PolicyLimits,
+    fetcher: &Fetcher,
+) -> anyhow::Result<crate::scheduler::shadow::ShadowCandidate> {
+    let mut parts = spec.split(',');
+    let path = PathBuf::from(parts.next().unwrap_or_default());
+    let (mut replaces, mut weight, mut config, mut sample_rate) = (None, 1, None, 1.0);
+    for part in parts {
+        match part.split_once('=') {
+            Some(("replaces", name)) if !name.is_empty() => replaces = Some(name.to_string()),
+            Some(("weight", w)) => {
+                weight = w.parse().with_context(|| format!("--candidate {spec}: weight {w:?} is not a whole number"))?
+            }
+            Some(("config", file)) => config = Some(PathBuf::from(file)),
+            Some(("sample", rate)) => {
+                sample_rate = rate
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|r| (0.0..=1.0).contains(r))
+                    .with_context(|| format!("--candidate {spec}: sample {rate:?} is not a share from 0 to 1"))?
+            }
+            _ => bail!(
+                "--candidate {spec}: unknown option {part:?} (expected replaces=NAME, weight=N, config=FILE or sample=RATE)"
+            ),
+        }
+    }
+    let (source, _) = policy_source(&path, fetcher, limits)?;
+    let config = read_config(config.as_deref())?;
+    announce_long_compile(engine, &source);
+    let policy = engine.load(&source, &config, limits.clone()).with_context(|| format!("--candidate {spec}"))?;
+    let name = format!("{} {}", policy.info.name, policy.info.version);
+    Ok(crate::scheduler::shadow::ShadowCandidate { name, policy: Arc::new(policy), replaces, weight, sample_rate })
+}

@@ -16,11 +16,15 @@
 //! - `denied_writes`: the writes the backend's identity may not make,
 //!   which keep the pods that need them out of a binding cycle;
 //! - `tenants`: tenants' own policies, run off the scheduling thread;
+//! - `shadow`, `experiments`: candidate policies tried beside the deciding
+//!   ones on the same attempts, never deciding, and what they would have
+//!   done, counted;
 //! - `parallel`: the threads a large cluster's attempts are split over.
 
 pub mod attempt;
 pub mod denied_writes;
 pub mod events;
+pub mod experiments;
 pub mod parallel;
 pub mod plugins;
 pub mod policy_calls;
@@ -28,6 +32,7 @@ pub mod policy_set;
 pub mod queue;
 pub mod sampling;
 mod scheduler_core;
+pub mod shadow;
 pub mod tenants;
 
 pub use attempt::record::{AttemptRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, Verdict};
@@ -40,7 +45,9 @@ pub use plugins::scores::{BuiltinScoring, ScorePart};
 pub use policy_set::{PolicySet, WeightedPolicy};
 pub use queue::QueueSizes;
 pub use sampling::{NodeSampling, NodeWindow};
-pub use scheduler_core::{Attempt, MAX_JOBS_PER_TENANT, Nomination, PodStanding, Profile, Scheduler, SchedulerConfig};
+pub use scheduler_core::{
+    Attempt, MAX_JOBS_PER_TENANT, Nomination, PodStanding, Profile, Scheduler, SchedulerConfig, ShadowOutbox,
+};
 pub use tenants::{
     POLICY_ANNOTATION, POLICY_CONFIGMAP_LABEL, Route, TenantJob, TenantSettings, TenantVerdict, default_tenant_limits,
 };

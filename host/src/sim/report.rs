@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::run::SimReport;
+use crate::scheduler::experiments::CandidateCounts;
 use crate::scheduler::{AttemptRecord, Verdict};
 
 fn cpu(milli: u64) -> String {
@@ -89,6 +90,56 @@ pub fn table(report: &SimReport, policies: &str) -> String {
         let _ = writeln!(out, "\nNOT PLACED");
         for u in &report.unschedulable {
             let _ = writeln!(out, "{}  {}: {}", u.pod, u.reason, u.message);
+        }
+    }
+    if !report.experiments.is_empty() {
+        out.push_str(&experiments(&report.experiments));
+    }
+    out
+}
+
+/// What each shadow candidate would have done: its counts, then its
+/// divergent decisions, each with its best nodes by its own totals.
+pub fn experiments(candidates: &[CandidateCounts]) -> String {
+    let mut out = String::from("\nSHADOW CANDIDATES (never deciding)\n");
+    let _ = writeln!(
+        out,
+        "{:<24}  {:>5}  {:>5}  {:>6}  {:>11}  {:>10}  {:>8}  {:>8}  {:>7}",
+        "CANDIDATE", "SEEN", "AGREE", "DIFFER", "MEAN RANK", "MEAN REGRET", "PENDING", "FAILURES", "DROPPED"
+    );
+    for c in candidates {
+        let mean = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+        let _ = writeln!(
+            out,
+            "{:<24}  {:>5}  {:>5}  {:>6}  {:>11}  {:>10}  {:>8}  {:>8}  {:>7}",
+            c.candidate,
+            c.seen,
+            c.agree,
+            c.differ,
+            mean(c.mean_rank()),
+            mean(c.mean_regret()),
+            format!("{}/{}", c.would_leave_pending, c.would_place),
+            c.failures,
+            c.dropped
+        );
+    }
+    let _ = writeln!(
+        out,
+        "(MEAN RANK: the candidate's rank of the node decided, 1 best; MEAN REGRET: the points its \
+                           best node leads that node by; PENDING: pods it would leave pending / pods it would place)"
+    );
+    for c in candidates.iter().filter(|c| !c.last_divergent.is_empty()) {
+        let _ = writeln!(out, "\n{} differs on:", c.candidate);
+        for d in &c.last_divergent {
+            let best: Vec<String> = d.top.iter().map(|(node, total)| format!("{node} {total:.1}")).collect();
+            let _ = writeln!(
+                out,
+                "  {}: decided {}, would choose {} (its best: {})",
+                d.pod,
+                d.decided.as_deref().unwrap_or("none"),
+                d.would_choose.as_deref().unwrap_or("none"),
+                best.join(", ")
+            );
         }
     }
     out

@@ -17,9 +17,11 @@ use serde::Serialize;
 
 use super::load::Manifests;
 use crate::cluster::{ClusterState, DisruptionBudget, PodKey};
+use crate::scheduler::experiments::{CandidateCounts, Experiments};
+use crate::scheduler::shadow::ShadowCandidate;
 use crate::scheduler::{
     Attempt, AttemptRecord, AttemptWorkers, BuiltinScoring, ClusterEvent, EventReport, NodeSampling, Nomination,
-    PodStanding, PolicySet, Scheduler, SchedulerConfig,
+    PodStanding, PolicySet, Scheduler, SchedulerConfig, ShadowOutbox,
 };
 use wasmsched_runtime::LoadedPolicy;
 use wasmsched_runtime::NodeMetrics;
@@ -40,6 +42,9 @@ pub struct SimOptions {
     pub scoring: BuiltinScoring,
     /// The threads large clusters' attempts are split over (`--parallelism`).
     pub workers: AttemptWorkers,
+    /// Shadow candidates of the profile (`--candidate`): tried on every
+    /// attempt they see, never deciding.
+    pub candidates: Vec<ShadowCandidate>,
 }
 
 impl Default for SimOptions {
@@ -53,6 +58,7 @@ impl Default for SimOptions {
             sampling: NodeSampling::All,
             scoring: BuiltinScoring::default(),
             workers: AttemptWorkers::default(),
+            candidates: Vec::new(),
         }
     }
 }
@@ -137,6 +143,9 @@ pub struct SimReport {
     pub score_time: Duration,
     #[serde(skip)]
     pub scored_nodes: u64,
+    /// What each shadow candidate would have done.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub experiments: Vec<CandidateCounts>,
 }
 
 /// A budget as the disruption controller would keep it: one given without
@@ -233,6 +242,7 @@ fn new_scheduler(policies: PolicySet, metrics: Arc<dyn NodeMetrics>, options: &S
     if let Some(which) = options.explain.clone() {
         scheduler.explain(move |key| matches_explain(&which, key));
     }
+    scheduler.set_candidates(&options.scheduler_name, options.candidates.clone());
     scheduler
 }
 
@@ -310,6 +320,7 @@ struct Drive {
     attempt_durations: Vec<Duration>,
     score_time: Duration,
     scored_nodes: u64,
+    experiments: Experiments,
 }
 
 /// Runs attempts until no pod is active or backing off, jumping virtual
@@ -330,6 +341,8 @@ fn drive(scheduler: &mut Scheduler, pending: usize, options: &SimOptions) -> Dri
             if let Some(attempt) = attempt {
                 drive.conclude(scheduler, attempt, now);
             }
+            // Shadow work runs here, after the decision it cannot change.
+            drive.shadow(scheduler.take_shadow_work());
             if let Some(progress) = &options.progress {
                 progress(drive.placements.len() as u64, pending as u64);
             }
@@ -379,6 +392,15 @@ impl Drive {
                 self.last_failure.insert(pod.key.clone(), record.message.clone().unwrap_or_default());
                 self.account(record);
             }
+        }
+    }
+
+    fn shadow(&mut self, work: ShadowOutbox) {
+        for job in work.jobs {
+            self.experiments.record(job.run());
+        }
+        for ((profile, candidate), n) in work.dropped {
+            self.experiments.dropped(&profile, &candidate, n);
         }
     }
 
@@ -439,6 +461,7 @@ fn report(scheduler: &Scheduler, loaded: Loaded, drive: Drive, wall_time: Durati
         attempt_durations: drive.attempt_durations,
         score_time: drive.score_time,
         scored_nodes: drive.scored_nodes,
+        experiments: drive.experiments.candidates().cloned().collect(),
     }
 }
 

@@ -25,6 +25,7 @@ mod real_apiserver;
 mod run_cli;
 mod scheduling;
 mod sdk_docs;
+mod shadow;
 mod simulate_cli;
 mod storage_properties;
 mod tenants;

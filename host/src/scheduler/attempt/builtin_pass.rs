@@ -18,7 +18,7 @@ use wasmsched_runtime::{Candidate, NodeFacts, NodeId};
 /// What the built-in filters left: the candidates, and what rejected the
 /// others. Self-contained, so a tenant's policy can finish the attempt on
 /// another thread.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct BuiltinPass {
     pub candidates: Vec<Candidate>,
     /// The built-in score parts' inputs, per candidate.

@@ -46,6 +46,9 @@ pub struct AttemptInput<'a> {
     pub window: NodeWindow,
     /// The threads a large cluster's per-node work is split over.
     pub workers: &'a AttemptWorkers,
+    /// Keep a copy of the built-in pass the decision was made on (for
+    /// shadow candidates).
+    pub keep_pass: bool,
 }
 
 /// FNV-1a over the pod key, mixed with the seed and attempt: the same run
@@ -59,16 +62,19 @@ pub fn pod_seed(seed: u64, pod: &PodInfo, attempt: u32) -> u64 {
 }
 
 /// One attempt over the nodes of `input.window`; also returns the table
-/// slot the next sampled attempt starts at. When sampling stopped the
+/// slot the next sampled attempt starts at, and (with `keep_pass`) the
+/// built-in pass the decision was made on. When sampling stopped the
 /// built-in filters early and the policy filters then rejected every node
 /// found, the attempt goes on over every node: kube-scheduler's filters
 /// would have searched on, and a pod must not wait while a node could take
 /// it.
-pub fn run_attempt(input: AttemptInput<'_>) -> (AttemptRecord, usize) {
+pub fn run_attempt(input: AttemptInput<'_>) -> (AttemptRecord, usize, Option<BuiltinPass>) {
     let started = Instant::now();
-    let AttemptInput { pod, state, policies, scoring, metrics, seed, attempt, detail, window, workers } = input;
+    let AttemptInput { pod, state, policies, scoring, metrics, seed, attempt, detail, window, workers, keep_pass } =
+        input;
     let ctx = PolicyContext { nodes: state.table().clone(), metrics: metrics.clone() };
     let scope = CallScope { ctx: &ctx, workers };
+    let kept = |pre: &BuiltinPass| keep_pass.then(|| pre.clone());
     // A pod a preemption nominated tries its node first, as kube's
     // `evaluateNominatedNode`: the room was freed for it.
     let nominated = state.nomination(&pod.key).and_then(|n| state.table().id_of(n));
@@ -78,21 +84,24 @@ pub fn run_attempt(input: AttemptInput<'_>) -> (AttemptRecord, usize) {
             filter_nodes(pod, state, claims, topology, node.into_iter(), usize::MAX, pre)
         });
         if !pre.candidates.is_empty() {
+            let pass = kept(&pre);
             let record = policy_pass(pre, pod, policies, scope, seed, attempt, started).record;
             if record.chosen.is_some() {
-                return (record, window.start);
+                return (record, window.start, pass);
             }
         }
     }
     let pre = builtin_pass(pod, state, scoring, detail, window, workers);
     let (complete, next_start) = (pre.evaluated == pre.nodes, pre.next_start);
+    let pass = kept(&pre);
     let record = policy_pass(pre, pod, policies, scope, seed, attempt, started).record;
     if record.chosen.is_some() || complete {
-        return (record, next_start);
+        return (record, next_start, pass);
     }
     let pre = builtin_pass(pod, state, scoring, detail, NodeWindow::ALL, workers);
+    let pass = kept(&pre);
     let mut full = policy_pass(pre, pod, policies, scope, seed, attempt, started).record;
     // Both rounds' calls count for the policy metrics.
     full.policy_calls.splice(0..0, record.policy_calls);
-    (full, next_start)
+    (full, next_start, pass)
 }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 /// Counts of rejection reasons over nodes, rendered as kube-scheduler does.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ReasonHistogram {
     counts: Vec<(String, usize)>,
     /// Reason → its entry in `counts`, once there are more than

@@ -22,6 +22,7 @@ use crate::scheduler::plugins::volume_binding;
 use crate::scheduler::policy_set::PolicySet;
 use crate::scheduler::queue::{QueueSizes, SchedulingQueue};
 use crate::scheduler::sampling::{NodeSampling, NodeWindow};
+use crate::scheduler::shadow::{MAX_SHADOW_JOBS, ShadowCandidate, ShadowJob};
 use crate::scheduler::tenants::{Route, TenantJob, TenantPolicies};
 use wasmsched_runtime::PolicyContext;
 use wasmsched_runtime::{NoMetrics, NodeMetrics};
@@ -126,6 +127,30 @@ pub struct Scheduler {
     claim_waits: HashMap<PodKey, String>,
     /// Writes the backend found this identity may not make.
     denied: DeniedWrites,
+    /// Each profile's shadow candidates, and the work they wait for.
+    shadows: HashMap<String, Vec<ShadowCandidate>>,
+    shadow_outbox: ShadowOutbox,
+}
+
+/// Shadow jobs for the backend (or the simulator) to run, and the ones
+/// dropped because the outbox was full, per (profile, candidate).
+#[derive(Debug, Default)]
+pub struct ShadowOutbox {
+    pub jobs: Vec<ShadowJob>,
+    pub dropped: HashMap<(String, String), u64>,
+}
+
+impl ShadowOutbox {
+    /// Queues `jobs` while there is room; counts the others as dropped.
+    fn add(&mut self, jobs: Vec<ShadowJob>) {
+        for job in jobs {
+            if self.jobs.len() < MAX_SHADOW_JOBS {
+                self.jobs.push(job);
+            } else {
+                *self.dropped.entry((job.profile, job.candidate)).or_default() += 1;
+            }
+        }
+    }
 }
 
 /// Tenant jobs in flight per tenant. Each holds a copy of its candidates
@@ -157,6 +182,8 @@ impl Scheduler {
             workers: AttemptWorkers::default(),
             claim_waits: HashMap::new(),
             denied: DeniedWrites::default(),
+            shadows: HashMap::new(),
+            shadow_outbox: ShadowOutbox::default(),
         }
     }
 
@@ -281,7 +308,11 @@ impl Scheduler {
             }
         };
         let window = self.window(profile.sampling);
-        let (mut record, next_start) = run_attempt(AttemptInput {
+        let shadows: Vec<&ShadowCandidate> = match tenant {
+            None => self.shadows.get(&pod.scheduler_name).into_iter().flatten().filter(|c| c.sees(&pod)).collect(),
+            Some(_) => Vec::new(),
+        };
+        let (mut record, next_start, pass) = run_attempt(AttemptInput {
             pod: &pod,
             state: &self.state,
             policies,
@@ -292,10 +323,29 @@ impl Scheduler {
             detail,
             window,
             workers: &self.workers,
+            keep_pass: !shadows.is_empty(),
         });
+        let jobs: Vec<ShadowJob> = match pass {
+            Some(pre) => shadows
+                .iter()
+                .map(|c| ShadowJob {
+                    profile: pod.scheduler_name.clone(),
+                    candidate: c.name.clone(),
+                    pod: pod.clone(),
+                    decided: record.chosen.clone(),
+                    attempt,
+                    policies: c.applied_to(policies),
+                    pre: pre.clone(),
+                    ctx: PolicyContext { nodes: self.state.table().clone(), metrics: self.metrics.clone() },
+                    seed: self.config.seed,
+                })
+                .collect(),
+            None => Vec::new(),
+        };
         if window != NodeWindow::ALL {
             self.next_start_node = next_start;
         }
+        self.shadow_outbox.add(jobs);
         record.tenant = tenant;
         Some(self.conclude(pod, record, now))
     }
@@ -471,6 +521,21 @@ impl Scheduler {
         }
         let volumes_held = self.state.volumes_mut().revert(&pod.key);
         self.state.devices_mut().revert(&pod.key) || volumes_held
+    }
+
+    /// Replaces a profile's shadow candidates (none: no shadow work).
+    pub fn set_candidates(&mut self, profile: &str, candidates: Vec<ShadowCandidate>) {
+        if candidates.is_empty() {
+            self.shadows.remove(profile);
+        } else {
+            self.shadows.insert(profile.to_string(), candidates);
+        }
+    }
+
+    /// The shadow work the attempts since the last call made, and what
+    /// they dropped: the caller runs it off the deciding path.
+    pub fn take_shadow_work(&mut self) -> ShadowOutbox {
+        std::mem::take(&mut self.shadow_outbox)
     }
 
     /// Whether any pod is active or backing off.

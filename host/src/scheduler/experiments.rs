@@ -1,0 +1,142 @@
+//! What shadow candidates would have done, counted per profile and
+//! candidate: what `simulate` reports and the backend's `/experiments`
+//! and metrics show.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::shadow::ShadowResult;
+
+/// Divergent decisions kept per candidate, newest last.
+pub const LAST_DIVERGENT: usize = 10;
+
+/// One candidate's counts.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CandidateCounts {
+    pub profile: String,
+    pub candidate: String,
+    /// Attempts it evaluated.
+    pub seen: u64,
+    /// It would have chosen the node decided (or, like the deciding
+    /// policies, none).
+    pub agree: u64,
+    pub differ: u64,
+    /// Pods placed that it would have left pending.
+    pub would_leave_pending: u64,
+    /// Pods left pending that it would have placed.
+    pub would_place: u64,
+    /// Its calls failed (trap, deadline, memory, bad result) and the
+    /// built-in fallback scored in its place.
+    pub failures: u64,
+    /// Attempts it should have seen, dropped because shadow work was
+    /// behind.
+    pub dropped: u64,
+    /// Over the attempts where it ranks the node decided: the sum of its
+    /// ranks (1 best) and of its regrets.
+    pub ranked: u64,
+    pub rank_sum: u64,
+    pub regret_sum: f64,
+    pub regret_max: f64,
+    pub last_divergent: VecDeque<ShadowResult>,
+}
+
+impl CandidateCounts {
+    pub fn mean_rank(&self) -> Option<f64> {
+        (self.ranked > 0).then(|| self.rank_sum as f64 / self.ranked as f64)
+    }
+
+    pub fn mean_regret(&self) -> Option<f64> {
+        (self.ranked > 0).then(|| self.regret_sum / self.ranked as f64)
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Experiments {
+    by_candidate: BTreeMap<(String, String), CandidateCounts>,
+}
+
+impl Experiments {
+    fn entry(&mut self, profile: &str, candidate: &str) -> &mut CandidateCounts {
+        self.by_candidate.entry((profile.to_string(), candidate.to_string())).or_insert_with(|| CandidateCounts {
+            profile: profile.to_string(),
+            candidate: candidate.to_string(),
+            ..Default::default()
+        })
+    }
+
+    pub fn record(&mut self, result: ShadowResult) {
+        let counts = self.entry(&result.profile, &result.candidate);
+        counts.seen += 1;
+        if result.failure.is_some() {
+            counts.failures += 1;
+        }
+        match (&result.decided, &result.would_choose) {
+            (Some(_), None) => counts.would_leave_pending += 1,
+            (None, Some(_)) => counts.would_place += 1,
+            _ => {}
+        }
+        if let (Some(rank), Some(regret)) = (result.rank_of_decided, result.regret) {
+            counts.ranked += 1;
+            counts.rank_sum += rank as u64;
+            counts.regret_sum += regret;
+            counts.regret_max = counts.regret_max.max(regret);
+        }
+        if result.agrees() {
+            counts.agree += 1;
+        } else {
+            counts.differ += 1;
+            counts.last_divergent.push_back(result);
+            if counts.last_divergent.len() > LAST_DIVERGENT {
+                counts.last_divergent.pop_front();
+            }
+        }
+    }
+
+    pub fn dropped(&mut self, profile: &str, candidate: &str, n: u64) {
+        self.entry(profile, candidate).dropped += n;
+    }
+
+    pub fn candidates(&self) -> impl Iterator<Item = &CandidateCounts> {
+        self.by_candidate.values()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_candidate.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(decided: Option<&str>, would: Option<&str>, rank: Option<usize>, regret: Option<f64>) -> ShadowResult {
+        ShadowResult {
+            profile: "p".into(),
+            candidate: "c".into(),
+            pod: "ns/pod".into(),
+            attempt: 1,
+            decided: decided.map(String::from),
+            would_choose: would.map(String::from),
+            rank_of_decided: rank,
+            regret,
+            failure: None,
+            top: vec![],
+        }
+    }
+
+    #[test]
+    fn agreement_rank_regret_and_pending_are_counted() {
+        let mut e = Experiments::default();
+        e.record(result(Some("a"), Some("a"), Some(1), Some(0.0)));
+        e.record(result(Some("a"), Some("b"), Some(3), Some(12.5)));
+        e.record(result(Some("a"), None, None, None));
+        e.record(result(None, Some("b"), None, None));
+        e.record(result(None, None, None, None));
+        e.dropped("p", "c", 2);
+        let c = e.candidates().next().unwrap();
+        assert_eq!((c.seen, c.agree, c.differ, c.dropped), (5, 2, 3, 2));
+        assert_eq!((c.would_leave_pending, c.would_place), (1, 1));
+        assert_eq!((c.mean_rank(), c.mean_regret(), c.regret_max), (Some(2.0), Some(6.25), 12.5));
+        assert_eq!(c.last_divergent.len(), 3);
+    }
+}

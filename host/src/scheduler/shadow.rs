@@ -1,0 +1,176 @@
+//! Shadow candidates: a policy tried beside a profile's deciding ones,
+//! never deciding. For an attempt a candidate sees, the core keeps the
+//! built-in pass the decision was made on (the same feasible nodes, the
+//! same built-in scores and weights) and hands it out as a [`ShadowJob`]:
+//! the profile's policies with the candidate in place, run off the
+//! deciding path. Its [`ShadowResult`] says whether the candidate would
+//! have chosen the same node, the rank it gives the node chosen, the
+//! score that choice loses by its lights (regret), whether it would have
+//! left the pod pending, and what failed.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::attempt::{BuiltinPass, policy_pass};
+use super::parallel::workers::AttemptWorkers;
+use super::policy_calls::CallScope;
+use super::policy_set::{PolicySet, WeightedPolicy};
+use crate::cluster::PodInfo;
+use wasmsched_runtime::{LoadedPolicy, PolicyContext};
+
+/// Jobs waiting for a worker, at most: past it an attempt's shadow work
+/// is dropped (and counted), never queued without bound.
+pub const MAX_SHADOW_JOBS: usize = 64;
+
+/// A candidate policy of a profile.
+#[derive(Debug, Clone)]
+pub struct ShadowCandidate {
+    /// How reports name it.
+    pub name: String,
+    pub policy: Arc<LoadedPolicy>,
+    /// The deciding policy it would replace (by its name); `None`: it
+    /// would be added, with `weight`.
+    pub replaces: Option<String>,
+    pub weight: u32,
+    /// The share of attempts it sees, 0 to 1, by a stable hash of the
+    /// pod's UID (so a pod is seen at every attempt or at none).
+    pub sample_rate: f64,
+}
+
+impl ShadowCandidate {
+    /// The profile's policies with this candidate in place.
+    pub fn applied_to(&self, set: &PolicySet) -> PolicySet {
+        let mut policies: Vec<WeightedPolicy> = Vec::with_capacity(set.policies.len() + 1);
+        let mut replaced = false;
+        for wp in &set.policies {
+            match &self.replaces {
+                Some(name) if wp.policy.name() == name => {
+                    policies.push(WeightedPolicy { policy: self.policy.clone(), weight: wp.weight });
+                    replaced = true;
+                }
+                _ => policies.push(wp.clone()),
+            }
+        }
+        if !replaced {
+            policies.push(WeightedPolicy { policy: self.policy.clone(), weight: self.weight });
+        }
+        PolicySet::new(policies)
+    }
+
+    /// Whether it sees the attempts of `pod`: by its UID (by its name where
+    /// it has none, as in a hand-written dump).
+    pub fn sees(&self, pod: &PodInfo) -> bool {
+        let key;
+        let id = if pod.uid.is_empty() {
+            key = pod.key.to_string();
+            &key
+        } else {
+            &pod.uid
+        };
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in id.bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        (h % 10_000) as f64 / 10_000.0 < self.sample_rate
+    }
+}
+
+/// One attempt, to be finished with a candidate in place.
+pub struct ShadowJob {
+    pub profile: String,
+    pub candidate: String,
+    pub pod: Arc<PodInfo>,
+    /// The node the deciding policies chose (`None`: none).
+    pub decided: Option<String>,
+    pub(crate) attempt: u32,
+    pub(crate) policies: PolicySet,
+    pub(crate) pre: BuiltinPass,
+    pub(crate) ctx: PolicyContext,
+    pub(crate) seed: u64,
+}
+
+impl std::fmt::Debug for ShadowJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShadowJob")
+            .field("candidate", &self.candidate)
+            .field("pod", &self.pod.key)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a candidate would have done with one attempt.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ShadowResult {
+    pub profile: String,
+    pub candidate: String,
+    pub pod: String,
+    pub attempt: u32,
+    pub decided: Option<String>,
+    /// The node it would have chosen (`None`: it would leave the pod
+    /// pending).
+    pub would_choose: Option<String>,
+    /// Its rank of the node decided, 1 best (`None`: it refuses that node,
+    /// or nothing was decided).
+    pub rank_of_decided: Option<usize>,
+    /// Its best total minus its total for the node decided (0 when they
+    /// agree; `None` when it refuses the node decided).
+    pub regret: Option<f64>,
+    /// Why its calls failed (the built-in fallback then scored), if they did.
+    pub failure: Option<String>,
+    /// Each feasible node's total by the candidate's lights, best first
+    /// (the first [`TOP_NODES`] nodes), as `--explain` shows totals.
+    pub top: Vec<(String, f64)>,
+}
+
+/// Nodes kept per result, best first.
+pub const TOP_NODES: usize = 5;
+
+impl ShadowResult {
+    pub fn agrees(&self) -> bool {
+        self.decided == self.would_choose
+    }
+}
+
+impl ShadowJob {
+    /// Runs the candidate's attempt (blocking: up to its deadlines). A
+    /// panic is a failure of the candidate, never of the decision.
+    pub fn run(self) -> ShadowResult {
+        let ShadowJob { profile, candidate, pod, decided, attempt, policies, pre, ctx, seed } = self;
+        let scope = CallScope { ctx: &ctx, workers: &AttemptWorkers::default() };
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            policy_pass(pre, &pod, &policies, scope, seed, attempt, Instant::now())
+        }));
+        let mut result = ShadowResult {
+            profile,
+            candidate,
+            pod: pod.key.to_string(),
+            attempt,
+            decided,
+            would_choose: None,
+            rank_of_decided: None,
+            regret: None,
+            failure: None,
+            top: Vec::new(),
+        };
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                result.failure = Some("evaluating the candidate panicked".into());
+                return result;
+            }
+        };
+        result.would_choose = outcome.record.chosen.clone();
+        result.failure = outcome.record.fallback.clone();
+        let name = |i: usize| ctx.nodes.name(outcome.candidates[i].node).unwrap_or_default().to_string();
+        let mut order: Vec<usize> = (0..outcome.totals.len()).collect();
+        order.sort_by(|a, b| outcome.totals[*b].total_cmp(&outcome.totals[*a]));
+        result.top = order.iter().take(TOP_NODES).map(|&i| (name(i), outcome.totals[i])).collect();
+        let decided_at = result.decided.as_ref().and_then(|d| order.iter().position(|&i| &name(i) == d));
+        if let (Some(position), Some(best)) = (decided_at, outcome.best) {
+            let total = outcome.totals[order[position]];
+            result.rank_of_decided = Some(1 + order.iter().filter(|&&i| outcome.totals[i] > total).count());
+            result.regret = Some(outcome.totals[best] - total);
+        }
+        result
+    }
+}

@@ -1,0 +1,125 @@
+//! Shadow candidates in `wasmsched simulate --candidate`: tried on the same
+//! attempts as the deciding policies (the same feasible nodes, built-in
+//! scores and weights), counted, and never deciding.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use wasmsched_test_support::policy_wasm;
+
+fn simulate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wasmsched")).arg("simulate").args(args).output().expect("run wasmsched")
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = simulate(&[args, &["--output", "json"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn candidate(name: &str, options: &str) -> String {
+    format!("{}{options}", policy_wasm(name).display())
+}
+
+fn counts<'a>(report: &'a Value, name: &str) -> &'a Value {
+    let all = report["experiments"].as_array().expect("an experiments section");
+    all.iter().find(|c| c["candidate"].as_str().unwrap().starts_with(name)).unwrap_or_else(|| panic!("{report}"))
+}
+
+#[test]
+fn candidates_never_change_a_decision_and_the_incumbent_in_its_own_place_agrees_everywhere() {
+    let alone = json(&[]);
+    let same = candidate("least-allocated", ",replaces=least-allocated");
+    let spot = candidate("spot-first", ",replaces=least-allocated");
+    let beside = json(&["--candidate", &same, "--candidate", &spot]);
+    assert_eq!(alone["placements"], beside["placements"], "a candidate changed a decision");
+    assert_eq!(alone["unschedulable"], beside["unschedulable"]);
+
+    // The deciding policy as its own candidate decides the same way, every
+    // time: the candidate's attempt is the decision's, redone.
+    let itself = counts(&beside, "least-allocated");
+    let seen = itself["seen"].as_u64().unwrap();
+    assert!(seen >= 25, "{itself}");
+    assert_eq!((itself["agree"].as_u64(), itself["differ"].as_u64()), (Some(seen), Some(0)), "{itself}");
+    assert_eq!(itself["rankSum"], itself["ranked"], "it ranks every node decided first: {itself}");
+    assert_eq!(itself["regretMax"], 0.0);
+
+    // spot-first prefers spot nodes: it differs, and each divergence says
+    // what it would have chosen and how far the node decided falls behind.
+    let other = counts(&beside, "spot-first");
+    assert_eq!(other["seen"].as_u64(), Some(seen));
+    assert!(other["differ"].as_u64().unwrap() > 0, "{other}");
+    assert_eq!(other["agree"].as_u64().unwrap() + other["differ"].as_u64().unwrap(), seen);
+    assert_eq!(other["failures"], 0);
+    for d in other["lastDivergent"].as_array().unwrap() {
+        assert_ne!(d["decided"], d["would_choose"], "{d}");
+        assert_eq!(d["top"][0][0], d["would_choose"], "its best node is its choice: {d}");
+        assert!(d["regret"].as_f64().unwrap() > 0.0 || d["rank_of_decided"].is_null(), "{d}");
+    }
+
+    let table = String::from_utf8_lossy(&simulate(&["--candidate", &spot]).stdout).to_string();
+    assert!(
+        table.contains("SHADOW CANDIDATES (never deciding)") && table.contains("spot-first 0.1.0 differs on:"),
+        "{table}"
+    );
+}
+
+/// Two nodes, and pods of which some are labelled `hostile=true` (the
+/// hostile fixture misbehaves for those only).
+fn hostile_cluster(dir: &Path) -> String {
+    let mut yaml = String::new();
+    for n in 0..2 {
+        yaml += &format!(
+            "---\napiVersion: v1\nkind: Node\nmetadata: {{name: n{n}, labels: {{kubernetes.io/hostname: n{n}}}}}\n\
+             status:\n  allocatable: {{cpu: \"8\", memory: 32Gi, pods: \"110\"}}\n"
+        );
+    }
+    for p in 0..6 {
+        let label = if p % 2 == 0 { "hostile: \"true\"" } else { "app: calm" };
+        yaml += &format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p{p}, namespace: default, uid: uid-{p}, labels: {{{label}}}}}\n\
+             spec:\n  schedulerName: wasmsched\n  containers: [{{name: c, image: x, resources: {{requests: {{cpu: 100m}}}}}}]\n"
+        );
+    }
+    let path = dir.join("cluster.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_candidate_that_traps_or_loops_is_counted_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = hostile_cluster(dir.path());
+    let alone = json(&[&cluster]);
+    for mode in ["panic", "loop"] {
+        let config = dir.path().join(format!("{mode}.yaml"));
+        std::fs::write(&config, format!("mode: {mode}\n")).unwrap();
+        let hostile = candidate("hostile", &format!(",config={},weight=5", config.display()));
+        let beside = json(&[&cluster, "--candidate", &hostile, "--deadline", "50ms"]);
+        assert_eq!(alone["placements"], beside["placements"], "{mode}: a failing candidate changed a decision");
+        let c = counts(&beside, "hostile");
+        assert_eq!((c["seen"].as_u64(), c["failures"].as_u64()), (Some(6), Some(3)), "{mode}: {c}");
+    }
+}
+
+#[test]
+fn a_sample_rate_picks_the_same_pods_every_run_and_bad_specs_say_what_to_write() {
+    let half = candidate("spot-first", ",replaces=least-allocated,sample=0.5");
+    let (a, b) = (json(&["--candidate", &half]), json(&["--candidate", &half]));
+    let (seen_a, seen_b) = (counts(&a, "spot-first")["seen"].as_u64(), counts(&b, "spot-first")["seen"].as_u64());
+    assert_eq!(seen_a, seen_b);
+    let all = counts(&json(&["--candidate", &candidate("spot-first", "")]), "spot-first")["seen"].as_u64().unwrap();
+    let seen = seen_a.unwrap();
+    assert!(seen > 0 && seen < all, "half of the pods: {seen} of {all}");
+
+    for (spec, says) in [
+        (candidate("spot-first", ",sample=2"), "sample \"2\" is not a share from 0 to 1"),
+        (candidate("spot-first", ",replace=x"), "unknown option \"replace=x\" (expected replaces=NAME"),
+        ("missing.wasm".to_string(), "missing.wasm"),
+    ] {
+        let out = simulate(&["--candidate", &spec]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{spec}: {err}");
+    }
+}
