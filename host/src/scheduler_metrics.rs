@@ -8,6 +8,7 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::scheduler::shadow::ShadowResult;
 use crate::scheduler::{AttemptRecord, QueueSizes};
 
 /// Buckets in seconds for scheduling attempts and bindings (kube-scheduler
@@ -18,6 +19,8 @@ const LATENCY_BUCKETS: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
 const CALL_BUCKETS: &[f64] = &[0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.01, 0.1];
 /// Victims per preemption, as kube-scheduler's `scheduler_preemption_victims`.
 const VICTIM_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+const RANK_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 5.0, 10.0, 25.0, 100.0];
+const REGRET_BUCKETS: &[f64] = &[0.0, 1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0];
 
 type Labels = Vec<String>;
 
@@ -97,6 +100,11 @@ pub struct SchedulerMetrics {
     tenant_reloads: Family<f64>,
     preemptions: Family<f64>,
     preemption_victims: Family<Histogram>,
+    shadow_attempts: Family<f64>,
+    shadow_pending: Family<f64>,
+    shadow_failures: Family<f64>,
+    shadow_rank: Family<Histogram>,
+    shadow_regret: Family<Histogram>,
 }
 
 impl Default for SchedulerMetrics {
@@ -169,6 +177,31 @@ impl SchedulerMetrics {
                 "Number of pods evicted per preemption.",
                 &[],
             ),
+            shadow_attempts: Family::new(
+                "wasmsched_shadow_attempts_total",
+                "Attempts a shadow candidate evaluated beside the deciding policies, by whether it would have chosen the same node (agree, differ), and attempts it missed because shadow work was behind (dropped).",
+                &["profile", "candidate", "result"],
+            ),
+            shadow_pending: Family::new(
+                "wasmsched_shadow_pending_changes_total",
+                "Pods a shadow candidate would have left pending where the deciding policies placed them (would_leave_pending), and the reverse (would_place).",
+                &["profile", "candidate", "change"],
+            ),
+            shadow_failures: Family::new(
+                "wasmsched_shadow_failures_total",
+                "Shadow evaluations in which a policy call failed (trap, deadline, memory, bad result) and the built-in fallback scored instead.",
+                &["profile", "candidate"],
+            ),
+            shadow_rank: Family::new(
+                "wasmsched_shadow_rank_of_decided",
+                "The rank a shadow candidate gives the node the deciding policies chose (1: its best).",
+                &["profile", "candidate"],
+            ),
+            shadow_regret: Family::new(
+                "wasmsched_shadow_regret",
+                "The points by which a shadow candidate's best node leads the node the deciding policies chose, in its own totals.",
+                &["profile", "candidate"],
+            ),
         }
     }
 
@@ -232,8 +265,38 @@ impl SchedulerMetrics {
         self.watch_events.with(&[resource], |v| *v += 1.0);
     }
 
-    fn counters(&self) -> [&Family<f64>; 7] {
+    /// What a shadow candidate would have done with one attempt.
+    pub fn shadow(&self, r: &ShadowResult) {
+        let (profile, candidate) = (r.profile.as_str(), r.candidate.as_str());
+        let result = if r.agrees() { "agree" } else { "differ" };
+        self.shadow_attempts.with(&[profile, candidate, result], |v| *v += 1.0);
+        let change = match (&r.decided, &r.would_choose) {
+            (Some(_), None) => Some("would_leave_pending"),
+            (None, Some(_)) => Some("would_place"),
+            _ => None,
+        };
+        if let Some(change) = change {
+            self.shadow_pending.with(&[profile, candidate, change], |v| *v += 1.0);
+        }
+        if r.failure.is_some() {
+            self.shadow_failures.with(&[profile, candidate], |v| *v += 1.0);
+        }
+        if let (Some(rank), Some(regret)) = (r.rank_of_decided, r.regret) {
+            self.shadow_rank.with(&[profile, candidate], |h| h.observe(RANK_BUCKETS, rank as f64));
+            self.shadow_regret.with(&[profile, candidate], |h| h.observe(REGRET_BUCKETS, regret));
+        }
+    }
+
+    /// Attempts a candidate missed: shadow work was behind.
+    pub fn shadow_dropped(&self, profile: &str, candidate: &str, n: u64) {
+        self.shadow_attempts.with(&[profile, candidate, "dropped"], |v| *v += n as f64);
+    }
+
+    fn counters(&self) -> [&Family<f64>; 10] {
         [
+            &self.shadow_attempts,
+            &self.shadow_pending,
+            &self.shadow_failures,
             &self.preemptions,
             &self.attempts,
             &self.policy_failures,
@@ -272,6 +335,8 @@ impl SchedulerMetrics {
         render_histogram(&mut out, &self.policy_calls, CALL_BUCKETS);
         render_histogram(&mut out, &self.binding_duration, LATENCY_BUCKETS);
         render_histogram(&mut out, &self.preemption_victims, VICTIM_BUCKETS);
+        render_histogram(&mut out, &self.shadow_rank, RANK_BUCKETS);
+        render_histogram(&mut out, &self.shadow_regret, REGRET_BUCKETS);
         out
     }
 }

@@ -189,13 +189,13 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
     let limits = args.limits.to_limits()?;
     let manifests = read_cluster(args, Manifests::default())?;
     let engine = args.limits.engine()?;
-    let (policies, label) = load_policies(&args.policies, &engine, &limits, &args.limits.fetcher()?)?;
+    let (mut policies, label) = load_policies(&args.policies, &engine, &limits, &args.limits.fetcher()?)?;
     let tenants = args
         .tenant_policies
         .iter()
         .map(|spec| load_tenant_policy(spec, &engine))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let candidates = args
+    policies.candidates = args
         .candidates
         .iter()
         .map(|spec| load_candidate(spec, &engine, &limits, &args.limits.fetcher()?))
@@ -213,7 +213,6 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
             .map_err(|e| anyhow::anyhow!("--disable-builtin-score: {e}"))?,
         workers: AttemptWorkers::new(args.parallelism.map_or_else(AttemptWorkers::default_threads, usize::from))
             .context("starting the --parallelism threads")?,
-        candidates,
         progress: Some(Arc::new(move |placed, pending| {
             if placed % 256 == 0 {
                 progress_bar.set_length(pending);

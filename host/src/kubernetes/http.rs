@@ -1,8 +1,10 @@
 //! `/healthz` and `/livez` (the scheduling loop is going round), `/readyz`
 //! (caches synced, policies loaded, leader or standby; `?verbose` lists
 //! each check), `/metrics` (Prometheus text format), `/policies` (the
-//! active policy versions as JSON) and `/permissions` (the permission
-//! preflight's last review as JSON: what is granted, what is missing).
+//! active policy versions as JSON), `/permissions` (the permission
+//! preflight's last review as JSON: what is granted, what is missing) and
+//! `/experiments` (what each shadow candidate would have done, and its last
+//! divergent decisions, as JSON).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -52,6 +54,11 @@ pub fn respond(status: &SchedulerStatus, path: &str, query: &str) -> Response<Fu
         "/metrics" => text(200, "text/plain; version=0.0.4", status.render_metrics()),
         "/policies" => {
             let body = serde_json::to_string_pretty(&status.policies()).unwrap_or_else(|_| "[]".into());
+            text(200, "application/json", body + "\n")
+        }
+        "/experiments" => {
+            let candidates: Vec<_> = status.experiments().candidates().cloned().collect();
+            let body = serde_json::to_string_pretty(&candidates).unwrap_or_else(|_| "[]".into());
             text(200, "application/json", body + "\n")
         }
         "/permissions" => {

@@ -13,6 +13,8 @@
 //!   threads their jobs run on (`workers`);
 //! - `scheduling_loop`: one thread owns the core, applies the producers'
 //!   messages between attempts and runs the attempts;
+//! - `shadow_worker`: the profiles' shadow candidates, on a thread of their
+//!   own behind a bounded queue;
 //! - `writes/`: what goes to the API server: `binder` (`pods/binding`
 //!   with the UID precondition, bounded concurrency, results fed back to
 //!   the loop), `reporter` (Events, and the `PodScheduled` condition
@@ -37,6 +39,7 @@ pub mod permissions;
 mod run;
 mod scheduler_status;
 mod scheduling_loop;
+mod shadow_worker;
 mod tenants;
 pub(crate) mod watch;
 mod writes;

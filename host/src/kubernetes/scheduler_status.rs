@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::kubernetes::writes::denied::Denials;
 use crate::node_metrics::MetricsCache;
 use crate::scheduler::PolicySet;
+use crate::scheduler::experiments::Experiments;
 use crate::scheduler_metrics::SchedulerMetrics;
 use wasmsched_runtime::LoadedPolicy;
 
@@ -30,19 +31,26 @@ pub struct ActivePolicy {
     pub source: String,
     pub weight: u32,
     pub loaded_at: String,
+    /// For a shadow candidate (never deciding): what it would replace
+    /// (`replaces NAME`) or `added`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<String>,
 }
 
 impl ActivePolicy {
     /// What `/policies` says about each policy of `set`, loaded now.
     pub fn of_set(profile: &str, set: &PolicySet) -> Vec<ActivePolicy> {
         let loaded_at = now();
-        set.policies
-            .iter()
-            .map(|wp| ActivePolicy {
-                profile: profile.to_string(),
-                ..Self::describe(&wp.policy, &wp.policy.info.name, wp.weight, &loaded_at)
-            })
-            .collect()
+        let deciding = set.policies.iter().map(|wp| ActivePolicy {
+            profile: profile.to_string(),
+            ..Self::describe(&wp.policy, &wp.policy.info.name, wp.weight, &loaded_at)
+        });
+        let candidates = set.candidates.iter().map(|c| ActivePolicy {
+            profile: profile.to_string(),
+            shadow: Some(c.replaces.as_ref().map_or("added".to_string(), |r| format!("replaces {r}"))),
+            ..Self::describe(&c.policy, &c.name, c.weight, &loaded_at)
+        });
+        deciding.chain(candidates).collect()
     }
 
     /// A tenant's policies, loaded now, named as the pods' annotation
@@ -68,6 +76,7 @@ impl ActivePolicy {
             source: policy.provenance.origin.clone(),
             weight,
             loaded_at: loaded_at.to_string(),
+            shadow: None,
         }
     }
 }
@@ -112,6 +121,8 @@ pub struct SchedulerStatus {
     permissions: Mutex<Option<PermissionsShown>>,
     /// Wakes the preflight at once (a write was refused).
     pub permissions_recheck: tokio::sync::Notify,
+    /// What the profiles' shadow candidates would have done.
+    experiments: Mutex<Experiments>,
 }
 
 impl SchedulerStatus {
@@ -131,6 +142,7 @@ impl SchedulerStatus {
             lease_problem: Mutex::new(None),
             permissions: Mutex::new(None),
             permissions_recheck: tokio::sync::Notify::new(),
+            experiments: Mutex::new(Experiments::default()),
         };
         status.metrics.set_leader(!leader_election);
         status
@@ -166,6 +178,11 @@ impl SchedulerStatus {
     /// `/permissions`: the last review as JSON, `None` before the first.
     pub fn permissions_json(&self) -> Option<String> {
         self.permissions.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|p| p.json.clone())
+    }
+
+    /// The shadow candidates' counts, to record into or read.
+    pub fn experiments(&self) -> std::sync::MutexGuard<'_, Experiments> {
+        self.experiments.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn set_synced(&self, source: &str) {
@@ -243,8 +260,9 @@ impl SchedulerStatus {
                 Some(tenant) => format!("tenant {tenant}"),
                 None => p.profile.clone(),
             };
+            let shadow = p.shadow.as_ref().map(|s| format!(" (shadow candidate, {s})")).unwrap_or_default();
             lines.push(format!(
-                "    {} {} {} sha256:{} from {}",
+                "    {} {} {} sha256:{} from {}{shadow}",
                 owner,
                 p.name,
                 p.version,

@@ -13,6 +13,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::kubernetes::hot_swap::profile_updates::ProfilePolicies;
 use crate::kubernetes::hot_swap::warm::{PolicyWarmer, Warmed};
 use crate::kubernetes::scheduler_status::SchedulerStatus;
+use crate::kubernetes::shadow_worker::ShadowWorker;
 use crate::kubernetes::tenants::namespace::TenantPolicies;
 use crate::kubernetes::tenants::workers::TenantWorkers;
 use crate::kubernetes::writes::binder::{BindOutcome, BindRequest, BindResult};
@@ -94,6 +95,7 @@ pub struct SchedulingLoop {
     draining: bool,
     tenant_workers: TenantWorkers<Input>,
     policy_warmer: PolicyWarmer<Input>,
+    shadow: ShadowWorker,
 }
 
 impl SchedulingLoop {
@@ -111,11 +113,12 @@ impl SchedulingLoop {
             inputs,
             binds,
             reports,
-            status,
             bindings_in_flight: 0,
             draining: false,
             tenant_workers: TenantWorkers::new(loopback.clone()),
             policy_warmer: PolicyWarmer::new(loopback),
+            shadow: ShadowWorker::new(status.clone()),
+            status,
         }
     }
 
@@ -153,6 +156,9 @@ impl SchedulingLoop {
                     let Some(attempt) = self.scheduler.schedule_next(start.elapsed()) else { break };
                     attempted += 1;
                     self.handle(attempt, start.elapsed());
+                    // After the decision is on its way: shadow work cannot
+                    // delay it.
+                    self.shadow.submit(self.scheduler.take_shadow_work());
                 }
             }
             wait = if attempted > 0 {

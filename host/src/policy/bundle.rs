@@ -13,6 +13,15 @@
 //! A policy too large for a ConfigMap is named by `url` and `sha256` in
 //! its `NAME.yaml`, without a `NAME.wasm` (see [`super::remote`]).
 //!
+//! An entry whose settings have `shadow` is a candidate: tried beside the
+//! deciding entries on the attempts it sees, never deciding
+//! (`scheduler::shadow`). It replaces the deciding entry it names, or is
+//! added with its weight:
+//!
+//! ```yaml
+//! shadow: {replaces: least-allocated, sampleRate: 0.5}
+//! ```
+//!
 //! A bundle is all or nothing: one bad entry rejects the whole update, so
 //! a profile never runs half of a new set.
 
@@ -23,9 +32,10 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use wasmsched_runtime::smoke::smoke_run;
-use wasmsched_runtime::{PolicyEngine, PolicyLimits, PolicySource};
+use wasmsched_runtime::{LoadedPolicy, PolicyEngine, PolicyLimits, PolicySource};
 
 use super::remote::Fetcher;
+use crate::scheduler::policy_set::ShadowCandidate;
 use crate::scheduler::{PolicySet, WeightedPolicy};
 
 #[derive(Debug, Default, Deserialize)]
@@ -39,6 +49,18 @@ pub struct EntrySettings {
     pub url: Option<String>,
     /// ...and accept it only with this sha256.
     pub sha256: Option<String>,
+    /// A shadow candidate, not a deciding policy.
+    pub shadow: Option<ShadowSettings>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShadowSettings {
+    /// The deciding entry (its NAME) it would replace; unset: it would be
+    /// added, with the entry's weight.
+    pub replaces: Option<String>,
+    /// The share of pods it sees, 0 to 1 (default 1).
+    pub sample_rate: Option<f64>,
 }
 
 #[derive(Debug)]
@@ -158,7 +180,7 @@ pub fn load_bundle(
     base: &PolicyLimits,
     ceiling: Option<&PolicyLimits>,
 ) -> Result<PolicySet, String> {
-    let mut policies = Vec::new();
+    let mut loaded = Vec::new();
     for entry in entries {
         let at = |e: String| format!("{}: {e}", entry.name);
         let s = &entry.settings;
@@ -182,9 +204,55 @@ pub fn load_bundle(
         if let Some(e) = smoke_run(&policy).failure() {
             return Err(at(format!("failed its smoke run: {e}")));
         }
-        policies.push(WeightedPolicy { policy: Arc::new(policy), weight: entry.settings.weight.unwrap_or(1) });
+        loaded.push(Arc::new(policy));
     }
-    Ok(PolicySet::new(policies))
+    let mut set = PolicySet::default();
+    for (entry, policy) in entries.iter().zip(&loaded) {
+        let weight = entry.settings.weight.unwrap_or(1);
+        match &entry.settings.shadow {
+            None => set.policies.push(WeightedPolicy { policy: policy.clone(), weight }),
+            Some(shadow) => set.candidates.push(candidate(entries, &loaded, entry, shadow, policy.clone())?),
+        }
+    }
+    Ok(set)
+}
+
+/// The candidate `entry` describes; `replaces` names a deciding entry of
+/// the bundle, which the candidate knows by its policy's name.
+fn candidate(
+    entries: &[BundleEntry],
+    loaded: &[Arc<LoadedPolicy>],
+    entry: &BundleEntry,
+    shadow: &ShadowSettings,
+    policy: Arc<LoadedPolicy>,
+) -> Result<ShadowCandidate, String> {
+    let at = |e: String| format!("{}: shadow: {e}", entry.name);
+    let sample_rate = shadow.sample_rate.unwrap_or(1.0);
+    if !(0.0..=1.0).contains(&sample_rate) {
+        return Err(at(format!("sampleRate {sample_rate} is not a share from 0 to 1")));
+    }
+    let replaces = match &shadow.replaces {
+        None => None,
+        Some(name) => {
+            let deciding = entries.iter().zip(loaded).filter(|(e, _)| e.settings.shadow.is_none());
+            let names: Vec<&str> =
+                entries.iter().filter(|e| e.settings.shadow.is_none()).map(|e| e.name.as_str()).collect();
+            let found = deciding.clone().find(|(e, _)| &e.name == name).map(|(_, p)| p.name().to_string());
+            Some(found.ok_or_else(|| {
+                at(format!(
+                    "replaces {name:?}, which is no deciding entry of this bundle (they are: {})",
+                    names.join(", ")
+                ))
+            })?)
+        }
+    };
+    Ok(ShadowCandidate {
+        name: entry.name.clone(),
+        policy,
+        replaces,
+        weight: entry.settings.weight.unwrap_or(1),
+        sample_rate,
+    })
 }
 
 #[cfg(test)]

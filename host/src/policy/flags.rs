@@ -263,7 +263,7 @@ pub fn load_candidate(
     engine: &PolicyEngine,
     limits: &PolicyLimits,
     fetcher: &Fetcher,
-) -> anyhow::Result<crate::scheduler::shadow::ShadowCandidate> {
+) -> anyhow::Result<crate::scheduler::policy_set::ShadowCandidate> {
     let mut parts = spec.split(',');
     let path = PathBuf::from(parts.next().unwrap_or_default());
     let (mut replaces, mut weight, mut config, mut sample_rate) = (None, 1, None, 1.0);
@@ -291,5 +291,5 @@ pub fn load_candidate(
     announce_long_compile(engine, &source);
     let policy = engine.load(&source, &config, limits.clone()).with_context(|| format!("--candidate {spec}"))?;
     let name = format!("{} {}", policy.info.name, policy.info.version);
-    Ok(crate::scheduler::shadow::ShadowCandidate { name, policy: Arc::new(policy), replaces, weight, sample_rate })
+    Ok(crate::scheduler::policy_set::ShadowCandidate { name, policy: Arc::new(policy), replaces, weight, sample_rate })
 }

@@ -17,7 +17,8 @@ use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 /// A bundle that passed: its policies, in the order of `names`.
 #[derive(Debug)]
 pub struct ValidBundle {
-    /// Each policy's name in the bundle (`NAME.wasm`), as pods name it.
+    /// Each deciding policy's name in the bundle (`NAME.wasm`), as pods
+    /// name it.
     pub names: Vec<String>,
     pub set: PolicySet,
 }
@@ -89,8 +90,18 @@ impl BundleValidator {
             }
         }
         let ceiling = self.tenant_max_policies.map(|_| &self.limits);
+        if self.tenant_max_policies.is_some()
+            && let Some(shadow) = entries.iter().find(|e| e.settings.shadow.is_some())
+        {
+            return Err(format!(
+                "{}: shadow candidates are taken from the profiles' policy ConfigMaps and the configuration \
+                 file, not yet from a tenant's ConfigMap; remove `shadow` to make it a policy pods can name",
+                shadow.name
+            ));
+        }
         let set = load_bundle(&self.engine, &entries, &self.limits, ceiling)?;
-        Ok(ValidBundle { names: entries.into_iter().map(|e| e.name).collect(), set })
+        let deciding = entries.into_iter().filter(|e| e.settings.shadow.is_none());
+        Ok(ValidBundle { names: deciding.map(|e| e.name).collect(), set })
     }
 }
 

@@ -22,16 +22,18 @@ pub struct PolicySet {
     /// ConfigMap holds no valid version yet): its pods are placed by the
     /// built-in scoring, and their records say this.
     pub unavailable: Option<String>,
+    /// Tried beside `policies` on the attempts they see, never deciding.
+    pub candidates: Vec<ShadowCandidate>,
 }
 
 impl PolicySet {
     pub fn new(policies: Vec<WeightedPolicy>) -> Self {
-        PolicySet { policies, unavailable: None }
+        PolicySet { policies, unavailable: None, candidates: Vec::new() }
     }
 
     /// No policy, and why: pods are scored by the built-in fallback.
     pub fn unavailable(why: impl Into<String>) -> Self {
-        PolicySet { policies: Vec::new(), unavailable: Some(why.into()) }
+        PolicySet { policies: Vec::new(), unavailable: Some(why.into()), candidates: Vec::new() }
     }
 
     /// Syncs every policy's instance with `ctx`'s node table ([`LoadedPolicy::warm`]).
@@ -39,11 +41,65 @@ impl PolicySet {
     /// the scheduler's context. A failure is only logged: the first real
     /// call syncs again, and falls back if that fails too.
     pub fn warm(&self, ctx: &PolicyContext) {
-        for wp in &self.policies {
-            if let Err(e) = wp.policy.warm(ctx) {
-                tracing::warn!(policy = %wp.policy.name(), error = %e, "warming a new policy version failed; its first call syncs the nodes instead");
+        let candidates = self.candidates.iter().map(|c| &c.policy);
+        for policy in self.policies.iter().map(|wp| &wp.policy).chain(candidates) {
+            if let Err(e) = policy.warm(ctx) {
+                tracing::warn!(policy = %policy.name(), error = %e, "warming a new policy version failed; its first call syncs the nodes instead");
             }
         }
+    }
+}
+
+/// A candidate policy of a profile.
+#[derive(Debug, Clone)]
+pub struct ShadowCandidate {
+    /// How reports name it.
+    pub name: String,
+    pub policy: Arc<LoadedPolicy>,
+    /// The deciding policy it would replace (by its name); `None`: it
+    /// would be added, with `weight`.
+    pub replaces: Option<String>,
+    pub weight: u32,
+    /// The share of attempts it sees, 0 to 1, by a stable hash of the
+    /// pod's UID (so a pod is seen at every attempt or at none).
+    pub sample_rate: f64,
+}
+
+impl ShadowCandidate {
+    /// The profile's policies with this candidate in place.
+    pub fn applied_to(&self, set: &PolicySet) -> PolicySet {
+        let mut policies: Vec<WeightedPolicy> = Vec::with_capacity(set.policies.len() + 1);
+        let mut replaced = false;
+        for wp in &set.policies {
+            match &self.replaces {
+                Some(name) if wp.policy.name() == name => {
+                    policies.push(WeightedPolicy { policy: self.policy.clone(), weight: wp.weight });
+                    replaced = true;
+                }
+                _ => policies.push(wp.clone()),
+            }
+        }
+        if !replaced {
+            policies.push(WeightedPolicy { policy: self.policy.clone(), weight: self.weight });
+        }
+        PolicySet::new(policies)
+    }
+
+    /// Whether it sees the attempts of `pod`: by its UID (by its name where
+    /// it has none, as in a hand-written dump).
+    pub fn sees(&self, pod: &PodInfo) -> bool {
+        let key;
+        let id = if pod.uid.is_empty() {
+            key = pod.key.to_string();
+            &key
+        } else {
+            &pod.uid
+        };
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in id.bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        (h % 10_000) as f64 / 10_000.0 < self.sample_rate
     }
 }
 

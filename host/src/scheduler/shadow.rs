@@ -1,5 +1,5 @@
-//! Shadow candidates: a policy tried beside a profile's deciding ones,
-//! never deciding. For an attempt a candidate sees, the core keeps the
+//! Shadow candidates ([`super::policy_set::ShadowCandidate`]): a policy
+//! tried beside a profile's deciding ones, never deciding. For an attempt a candidate sees, the core keeps the
 //! built-in pass the decision was made on (the same feasible nodes, the
 //! same built-in scores and weights) and hands it out as a [`ShadowJob`]:
 //! the profile's policies with the candidate in place, run off the
@@ -14,66 +14,13 @@ use std::time::Instant;
 use super::attempt::{BuiltinPass, policy_pass};
 use super::parallel::workers::AttemptWorkers;
 use super::policy_calls::CallScope;
-use super::policy_set::{PolicySet, WeightedPolicy};
+use super::policy_set::PolicySet;
 use crate::cluster::PodInfo;
-use wasmsched_runtime::{LoadedPolicy, PolicyContext};
+use wasmsched_runtime::PolicyContext;
 
 /// Jobs waiting for a worker, at most: past it an attempt's shadow work
 /// is dropped (and counted), never queued without bound.
 pub const MAX_SHADOW_JOBS: usize = 64;
-
-/// A candidate policy of a profile.
-#[derive(Debug, Clone)]
-pub struct ShadowCandidate {
-    /// How reports name it.
-    pub name: String,
-    pub policy: Arc<LoadedPolicy>,
-    /// The deciding policy it would replace (by its name); `None`: it
-    /// would be added, with `weight`.
-    pub replaces: Option<String>,
-    pub weight: u32,
-    /// The share of attempts it sees, 0 to 1, by a stable hash of the
-    /// pod's UID (so a pod is seen at every attempt or at none).
-    pub sample_rate: f64,
-}
-
-impl ShadowCandidate {
-    /// The profile's policies with this candidate in place.
-    pub fn applied_to(&self, set: &PolicySet) -> PolicySet {
-        let mut policies: Vec<WeightedPolicy> = Vec::with_capacity(set.policies.len() + 1);
-        let mut replaced = false;
-        for wp in &set.policies {
-            match &self.replaces {
-                Some(name) if wp.policy.name() == name => {
-                    policies.push(WeightedPolicy { policy: self.policy.clone(), weight: wp.weight });
-                    replaced = true;
-                }
-                _ => policies.push(wp.clone()),
-            }
-        }
-        if !replaced {
-            policies.push(WeightedPolicy { policy: self.policy.clone(), weight: self.weight });
-        }
-        PolicySet::new(policies)
-    }
-
-    /// Whether it sees the attempts of `pod`: by its UID (by its name where
-    /// it has none, as in a hand-written dump).
-    pub fn sees(&self, pod: &PodInfo) -> bool {
-        let key;
-        let id = if pod.uid.is_empty() {
-            key = pod.key.to_string();
-            &key
-        } else {
-            &pod.uid
-        };
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in id.bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        (h % 10_000) as f64 / 10_000.0 < self.sample_rate
-    }
-}
 
 /// One attempt, to be finished with a candidate in place.
 pub struct ShadowJob {

@@ -18,7 +18,6 @@ use serde::Serialize;
 use super::load::Manifests;
 use crate::cluster::{ClusterState, DisruptionBudget, PodKey};
 use crate::scheduler::experiments::{CandidateCounts, Experiments};
-use crate::scheduler::shadow::ShadowCandidate;
 use crate::scheduler::{
     Attempt, AttemptRecord, AttemptWorkers, BuiltinScoring, ClusterEvent, EventReport, NodeSampling, Nomination,
     PodStanding, PolicySet, Scheduler, SchedulerConfig, ShadowOutbox,
@@ -42,9 +41,6 @@ pub struct SimOptions {
     pub scoring: BuiltinScoring,
     /// The threads large clusters' attempts are split over (`--parallelism`).
     pub workers: AttemptWorkers,
-    /// Shadow candidates of the profile (`--candidate`): tried on every
-    /// attempt they see, never deciding.
-    pub candidates: Vec<ShadowCandidate>,
 }
 
 impl Default for SimOptions {
@@ -58,7 +54,6 @@ impl Default for SimOptions {
             sampling: NodeSampling::All,
             scoring: BuiltinScoring::default(),
             workers: AttemptWorkers::default(),
-            candidates: Vec::new(),
         }
     }
 }
@@ -242,7 +237,6 @@ fn new_scheduler(policies: PolicySet, metrics: Arc<dyn NodeMetrics>, options: &S
     if let Some(which) = options.explain.clone() {
         scheduler.explain(move |key| matches_explain(&which, key));
     }
-    scheduler.set_candidates(&options.scheduler_name, options.candidates.clone());
     scheduler
 }
 

@@ -395,3 +395,91 @@ async fn a_setting_too_large_for_a_duration_is_refused_and_hot_swap_goes_on() {
     wait_active(&s, &["random"]).await;
     s.scheduler.shutdown().await;
 }
+
+/// `GET path` on the scheduler's endpoints: the body.
+async fn endpoint(s: &Setup, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = s.scheduler.http_addr.expect("endpoints on");
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
+    let mut out = String::new();
+    conn.read_to_string(&mut out).await.unwrap();
+    out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()
+}
+
+/// A shadow candidate added to the running scheduler by a ConfigMap update
+/// (issue 40): it is tried on every attempt, shows in `/policies`,
+/// `/experiments` and the metrics, and never decides: the deciding policy
+/// spreads the pods over all four nodes where the candidate would have put
+/// them on the spot ones. A candidate that names no deciding entry is
+/// refused with the names there are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_added_by_a_configmap_update_is_tried_and_never_decides() {
+    let fake = FakeApiServer::start();
+    let client = common::client(&fake);
+    for (i, spot) in [false, false, true, true].into_iter().enumerate() {
+        let labels = if spot { json!({"karpenter.sh/capacity-type": "spot"}) } else { json!({}) };
+        common::big_node(&fake, &format!("n{i}"), labels);
+    }
+    let cm = configmap(&[("least-allocated.wasm", wasm("least-allocated"))]);
+    Api::<ConfigMap>::namespaced(client.clone(), "default").create(&PostParams::default(), &cm).await.unwrap();
+    let origin = PolicyOrigin::ConfigMap(ConfigMapRef { namespace: "default".into(), name: "policies".into() });
+    let mut config = common::single_replica(ProfileConfig {
+        scheduler_name: PROFILE.into(),
+        origin,
+        sampling: Default::default(),
+        scoring: Default::default(),
+    });
+    config.http_addr = Some("127.0.0.1:0".parse().unwrap());
+    let scheduler = common::start_ready(client.clone(), config).await;
+    let s = Setup { fake, client, scheduler };
+    wait_active(&s, &["least-allocated"]).await;
+
+    let shadow = b"shadow: {replaces: least-allocated}\n".to_vec();
+    let with_candidate = |shadow: Vec<u8>| {
+        configmap(&[
+            ("least-allocated.wasm", wasm("least-allocated")),
+            ("spot-first.wasm", wasm("spot-first")),
+            ("spot-first.yaml", shadow),
+        ])
+    };
+    replace_configmap(&s, with_candidate(shadow)).await;
+    wait_active(&s, &["least-allocated", "spot-first"]).await;
+    let policies = s.scheduler.status.policies();
+    assert_eq!(policies[1].shadow.as_deref(), Some("replaces least-allocated"), "{policies:?}");
+
+    let mut nodes = std::collections::BTreeSet::new();
+    for i in 0..8 {
+        let pods = create_bound(&s, &format!("p{i}")).await;
+        nodes.insert(pods.get(&format!("p{i}")).await.unwrap().spec.unwrap().node_name.unwrap());
+    }
+    assert_eq!(nodes.len(), 4, "least-allocated decides, spreading over every node: {nodes:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let report = loop {
+        let report: serde_json::Value = serde_json::from_str(&endpoint(&s, "/experiments").await).unwrap();
+        if report[0]["seen"] == 8 {
+            break report;
+        }
+        assert!(Instant::now() < deadline, "the candidate did not see the 8 attempts: {report}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let c = &report[0];
+    assert_eq!(c["candidate"], "spot-first");
+    assert!(c["differ"].as_u64().unwrap() >= 4, "it would have put the pods on spot nodes: {c}");
+    assert_eq!(c["agree"].as_u64().unwrap() + c["differ"].as_u64().unwrap(), 8);
+    assert!(c["lastDivergent"][0]["would_choose"].as_str().unwrap().starts_with("n"), "{c}");
+    let metrics = endpoint(&s, "/metrics").await;
+    let differ = "wasmsched_shadow_attempts_total{profile=\"wasmsched\",candidate=\"spot-first\",result=\"differ\"}";
+    assert!(metrics.contains(differ), "{metrics}");
+
+    // A candidate for an entry the bundle does not have is refused.
+    replace_configmap(&s, with_candidate(b"shadow: {replaces: most-allocated}\n".to_vec())).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !configmap_warnings(&s).await.iter().any(|w| w.contains("replaces \"most-allocated\"")) {
+        assert!(Instant::now() < deadline, "not refused: {:?}", configmap_warnings(&s).await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let warning = configmap_warnings(&s).await.into_iter().find(|w| w.contains("most-allocated")).unwrap();
+    assert!(warning.contains("which is no deciding entry of this bundle (they are: least-allocated)"), "{warning}");
+    s.scheduler.shutdown().await;
+}

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::{ConfigError, PolicyConfig, PolicyLocation, PolicyOrigin, PolicyPlan, ProfileConfig, Resolved, RunConfig};
 use crate::policy::config_to_json;
 use crate::policy::remote::Fetcher;
+use crate::scheduler::policy_set::ShadowCandidate;
 use crate::scheduler::{PolicySet, WeightedPolicy};
 use wasmsched_runtime::{PolicyEngine, PolicySource};
 
@@ -27,16 +28,39 @@ pub fn load(mut resolved: Resolved, engine: &PolicyEngine, fetcher: &Fetcher) ->
     Ok(resolved.with_profiles(profiles))
 }
 
+/// The deciding policies, then the shadow candidates, each of which must
+/// replace a deciding policy by its name (or be added).
 fn load_set(plans: &[PolicyPlan], engine: &PolicyEngine, fetcher: &Fetcher) -> Result<PolicySet, ConfigError> {
-    let policies = plans
-        .iter()
-        .map(|plan| {
-            let policy =
-                load_one(plan, engine, fetcher).map_err(|message| ConfigError { at: plan.at.clone(), message })?;
-            Ok(WeightedPolicy { policy: Arc::new(policy), weight: plan.weight })
-        })
-        .collect::<Result<_, ConfigError>>()?;
-    Ok(PolicySet::new(policies))
+    let mut set = PolicySet::default();
+    let mut candidates = Vec::new();
+    for plan in plans {
+        let error = |message| ConfigError { at: plan.at.clone(), message };
+        let policy = Arc::new(load_one(plan, engine, fetcher).map_err(error)?);
+        match &plan.shadow {
+            None => set.policies.push(WeightedPolicy { policy, weight: plan.weight }),
+            Some(shadow) => candidates.push((plan, shadow, policy)),
+        }
+    }
+    for (plan, shadow, policy) in candidates {
+        if let Some(name) = &shadow.replaces
+            && !set.policies.iter().any(|wp| wp.policy.name() == name)
+        {
+            let names: Vec<&str> = set.policies.iter().map(|wp| wp.policy.name()).collect();
+            let message = format!(
+                "shadow: replaces {name:?}, which is no deciding policy of the profile (they are: {})",
+                names.join(", ")
+            );
+            return Err(ConfigError { at: plan.at.clone(), message });
+        }
+        set.candidates.push(ShadowCandidate {
+            name: format!("{} {}", policy.info.name, policy.info.version),
+            policy,
+            replaces: shadow.replaces.clone(),
+            weight: plan.weight,
+            sample_rate: shadow.sample_rate,
+        });
+    }
+    Ok(set)
 }
 
 fn load_one(
@@ -102,6 +126,25 @@ mod tests {
     }
 
     #[test]
+    fn a_profile_candidate_replaces_a_deciding_policy_by_its_name() {
+        let fetcher = Fetcher::new(None);
+        let body = "profiles:\n- schedulerName: a\n  policies:\n  - embedded: least-allocated\n  \
+                    - embedded: least-allocated\n    shadow: {replaces: least-allocated, sampleRate: 0.25}\n";
+        let config = load_file(body, &fetcher).unwrap();
+        let set = set(&config.profiles[0]);
+        assert_eq!((set.policies.len(), set.candidates.len()), (1, 1));
+        let candidate = &set.candidates[0];
+        assert_eq!((candidate.replaces.as_deref(), candidate.sample_rate), (Some("least-allocated"), 0.25));
+        assert!(candidate.name.starts_with("least-allocated "), "{}", candidate.name);
+
+        let wrong = body.replace("replaces: least-allocated", "replaces: most-allocated");
+        let e = load_file(&wrong, &fetcher).unwrap_err();
+        assert!(e.contains("policies[1]: shadow: replaces \"most-allocated\", which is no deciding policy"), "{e}");
+        let e = load_file(&body.replace("0.25", "1.5"), &fetcher).unwrap_err();
+        assert!(e.contains("policies[1]: shadow: sampleRate 1.5 is not a share from 0 to 1"), "{e}");
+    }
+
+    #[test]
     fn a_policy_config_file_is_read_as_yaml() {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("c.yaml");
@@ -112,6 +155,7 @@ mod tests {
             weight: 1,
             limits: Default::default(),
             config: PolicyConfig::File(config.clone()),
+            shadow: None,
         };
         let e = load_set(&[plan], &PolicyEngine::new().unwrap(), &Fetcher::new(None)).err().unwrap().to_string();
         assert!(e.starts_with("--policy x: ") && e.contains("must be a mapping"), "{e}");

@@ -25,7 +25,7 @@ use wasmsched_runtime::PolicyLimits;
 
 pub use flags::{Flags, LeaderElectionFlags, TenantFlags};
 pub use load::load;
-pub use resolve::{PolicyConfig, PolicyLocation, PolicyPlan, resolve};
+pub use resolve::{PolicyConfig, PolicyLocation, PolicyPlan, ShadowPlan, resolve};
 pub use v1alpha1::{ConfigError, ConfigurationFile};
 
 /// Where a profile's policies come from. `S` is what the specs are: a

@@ -28,6 +28,16 @@ pub struct PolicyPlan {
     pub weight: u32,
     pub limits: PolicyLimits,
     pub config: PolicyConfig,
+    /// Set for a shadow candidate: what it replaces and the share of pods
+    /// it sees.
+    pub shadow: Option<ShadowPlan>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShadowPlan {
+    /// The deciding policy, by the name it gives itself; `None`: added.
+    pub replaces: Option<String>,
+    pub sample_rate: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -111,6 +121,7 @@ fn flag_profile(flags: &Flags) -> Result<ProfileConfig<Vec<PolicyPlan>>, String>
                 weight: 1,
                 limits: flags.limits.clone(),
                 config: PolicyConfig::Json("{}".into()),
+                shadow: None,
             }]
         } else {
             flags
@@ -125,6 +136,7 @@ fn flag_profile(flags: &Flags) -> Result<ProfileConfig<Vec<PolicyPlan>>, String>
                     weight: spec.weight,
                     limits: flags.limits.clone(),
                     config: spec.config.clone().map_or(PolicyConfig::Json("{}".into()), PolicyConfig::File),
+                    shadow: None,
                 })
                 .collect()
         }),
@@ -188,7 +200,18 @@ fn file_policy(p: &PolicyFile, dir: &Path, base: &PolicyLimits, at: String) -> R
         _ => return Err("give exactly one of path, embedded or url".into()),
     };
     let (limits, config) = resolve_settings(base, p.memory_limit.as_deref(), p.deadline.as_deref(), p.config.as_ref())?;
-    Ok(PolicyPlan { at, location, weight: p.weight.unwrap_or(1), limits, config: PolicyConfig::Json(config) })
+    let shadow = match &p.shadow {
+        None => None,
+        Some(s) => {
+            let sample_rate = s.sample_rate.unwrap_or(1.0);
+            if !(0.0..=1.0).contains(&sample_rate) {
+                return Err(format!("shadow: sampleRate {sample_rate} is not a share from 0 to 1"));
+            }
+            Some(ShadowPlan { replaces: s.replaces.clone(), sample_rate })
+        }
+    };
+    let weight = p.weight.unwrap_or(1);
+    Ok(PolicyPlan { at, location, weight, limits, config: PolicyConfig::Json(config), shadow })
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@
 //!     config: {metric: http_latency_seconds}
 //!     memoryLimit: 32Mi
 //!     deadline: 50ms
+//!   - path: /etc/wasmsched/policies/http-latency-v2.wasm
+//!     shadow: {replaces: http-latency, sampleRate: 0.5}   # a candidate: never decides
 //! tenants:                      # namespaces' own policies (on by default)
 //!   enabled: true
 //!   disabledNamespaces: [kube-system]
@@ -40,6 +42,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::node_metrics::spec::MetricFile;
+use crate::policy::bundle::ShadowSettings;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -133,6 +136,10 @@ pub struct PolicyFile {
     pub config: Option<serde_yaml::Value>,
     pub memory_limit: Option<String>,
     pub deadline: Option<String>,
+    /// A shadow candidate: tried beside the deciding policies, never
+    /// deciding (`replaces`: the deciding policy, by the name it gives
+    /// itself; `sampleRate`: the share of pods it sees).
+    pub shadow: Option<ShadowSettings>,
 }
 
 pub const API_VERSION: &str = "wasmsched.io/v1alpha1";

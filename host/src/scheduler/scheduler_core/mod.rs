@@ -20,9 +20,10 @@ use crate::scheduler::plugins::preemption::{self, NOT_HELPFUL, Preemption};
 use crate::scheduler::plugins::scores::BuiltinScoring;
 use crate::scheduler::plugins::volume_binding;
 use crate::scheduler::policy_set::PolicySet;
+use crate::scheduler::policy_set::ShadowCandidate;
 use crate::scheduler::queue::{QueueSizes, SchedulingQueue};
 use crate::scheduler::sampling::{NodeSampling, NodeWindow};
-use crate::scheduler::shadow::{MAX_SHADOW_JOBS, ShadowCandidate, ShadowJob};
+use crate::scheduler::shadow::{MAX_SHADOW_JOBS, ShadowJob};
 use crate::scheduler::tenants::{Route, TenantJob, TenantPolicies};
 use wasmsched_runtime::PolicyContext;
 use wasmsched_runtime::{NoMetrics, NodeMetrics};
@@ -127,8 +128,7 @@ pub struct Scheduler {
     claim_waits: HashMap<PodKey, String>,
     /// Writes the backend found this identity may not make.
     denied: DeniedWrites,
-    /// Each profile's shadow candidates, and the work they wait for.
-    shadows: HashMap<String, Vec<ShadowCandidate>>,
+    /// The work the profiles' shadow candidates wait for.
     shadow_outbox: ShadowOutbox,
 }
 
@@ -182,7 +182,6 @@ impl Scheduler {
             workers: AttemptWorkers::default(),
             claim_waits: HashMap::new(),
             denied: DeniedWrites::default(),
-            shadows: HashMap::new(),
             shadow_outbox: ShadowOutbox::default(),
         }
     }
@@ -308,10 +307,7 @@ impl Scheduler {
             }
         };
         let window = self.window(profile.sampling);
-        let shadows: Vec<&ShadowCandidate> = match tenant {
-            None => self.shadows.get(&pod.scheduler_name).into_iter().flatten().filter(|c| c.sees(&pod)).collect(),
-            Some(_) => Vec::new(),
-        };
+        let shadows: Vec<&ShadowCandidate> = policies.candidates.iter().filter(|c| c.sees(&pod)).collect();
         let (mut record, next_start, pass) = run_attempt(AttemptInput {
             pod: &pod,
             state: &self.state,
@@ -521,15 +517,6 @@ impl Scheduler {
         }
         let volumes_held = self.state.volumes_mut().revert(&pod.key);
         self.state.devices_mut().revert(&pod.key) || volumes_held
-    }
-
-    /// Replaces a profile's shadow candidates (none: no shadow work).
-    pub fn set_candidates(&mut self, profile: &str, candidates: Vec<ShadowCandidate>) {
-        if candidates.is_empty() {
-            self.shadows.remove(profile);
-        } else {
-            self.shadows.insert(profile.to_string(), candidates);
-        }
     }
 
     /// The shadow work the attempts since the last call made, and what
