@@ -33,6 +33,10 @@ enum Command {
     /// What this identity may do on the cluster: `auth check` reviews every
     /// permission `run` with the same flags needs.
     Auth(cli::auth::AuthArgs),
+    /// What a running scheduler's shadow candidates would have done: agree
+    /// or differ, rank and regret, pods left pending, failures, and their
+    /// last divergent decisions (from its /experiments endpoint).
+    Experiments(cli::experiments::ExperimentsArgs),
     /// Write a new policy project (source, tests, settings, a sample
     /// cluster, a README) that builds and simulates with no edit.
     New(cli::new::NewArgs),
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cli::run::run(*args),
         Command::New(args) => cli::new::run(args),
         Command::Auth(args) => cli::auth::run(args),
+        Command::Experiments(args) => cli::experiments::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,6 +1,7 @@
 pub mod auth;
 pub mod check;
 pub mod configmap;
+pub mod experiments;
 pub mod new;
 pub mod push;
 pub mod run;

@@ -10,7 +10,7 @@ use super::shadow::ShadowResult;
 pub const LAST_DIVERGENT: usize = 10;
 
 /// One candidate's counts.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CandidateCounts {
     pub profile: String,

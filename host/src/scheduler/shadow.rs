@@ -46,7 +46,7 @@ impl std::fmt::Debug for ShadowJob {
 }
 
 /// What a candidate would have done with one attempt.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ShadowResult {
     pub profile: String,
     pub candidate: String,

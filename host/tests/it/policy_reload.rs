@@ -471,6 +471,27 @@ async fn a_candidate_added_by_a_configmap_update_is_tried_and_never_decides() {
     let metrics = endpoint(&s, "/metrics").await;
     let differ = "wasmsched_shadow_attempts_total{profile=\"wasmsched\",candidate=\"spot-first\",result=\"differ\"}";
     assert!(metrics.contains(differ), "{metrics}");
+    // What an operator runs: the same, as a table and as YAML.
+    let server = format!("http://{}", s.scheduler.http_addr.unwrap());
+    let experiments = move |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+            .args(["experiments", "--server", &server])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let table = tokio::task::spawn_blocking({
+        let experiments = experiments.clone();
+        move || experiments(&[])
+    });
+    let table = table.await.unwrap();
+    let row = table.lines().find(|l| l.starts_with("spot-first ")).unwrap_or_else(|| panic!("{table}"));
+    assert!(row.split_whitespace().nth(1) == Some("8"), "SEEN 8: {table}");
+    assert!(table.contains("spot-first differs on:"), "{table}");
+    let yaml = tokio::task::spawn_blocking(move || experiments(&["-o", "yaml"])).await.unwrap();
+    assert!(yaml.contains("candidate: spot-first") && yaml.contains("seen: 8"), "{yaml}");
 
     // A candidate for an entry the bundle does not have is refused.
     replace_configmap(&s, with_candidate(b"shadow: {replaces: most-allocated}\n".to_vec())).await;
