@@ -105,6 +105,8 @@ pub struct SchedulerMetrics {
     shadow_failures: Family<f64>,
     shadow_rank: Family<Histogram>,
     shadow_regret: Family<Histogram>,
+    canary_decisions: Family<f64>,
+    canary_stops: Family<f64>,
 }
 
 impl Default for SchedulerMetrics {
@@ -202,6 +204,16 @@ impl SchedulerMetrics {
                 "The points by which a shadow candidate's best node leads the node the deciding policies chose, in its own totals.",
                 &["profile", "candidate"],
             ),
+            canary_decisions: Family::new(
+                "wasmsched_canary_decisions_total",
+                "Pods a candidate decided as a canary, in the place of the deciding policy it replaces.",
+                &["profile", "candidate"],
+            ),
+            canary_stops: Family::new(
+                "wasmsched_canary_stopped_total",
+                "Canaries stopped by their guard rail (too many failures within their window).",
+                &["profile", "candidate"],
+            ),
         }
     }
 
@@ -287,13 +299,23 @@ impl SchedulerMetrics {
         }
     }
 
+    pub fn canary_decision(&self, profile: &str, candidate: &str) {
+        self.canary_decisions.with(&[profile, candidate], |v| *v += 1.0);
+    }
+
+    pub fn canary_stopped(&self, profile: &str, candidate: &str) {
+        self.canary_stops.with(&[profile, candidate], |v| *v += 1.0);
+    }
+
     /// Attempts a candidate missed: shadow work was behind.
     pub fn shadow_dropped(&self, profile: &str, candidate: &str, n: u64) {
         self.shadow_attempts.with(&[profile, candidate, "dropped"], |v| *v += n as f64);
     }
 
-    fn counters(&self) -> [&Family<f64>; 10] {
+    fn counters(&self) -> [&Family<f64>; 12] {
         [
+            &self.canary_decisions,
+            &self.canary_stops,
             &self.shadow_attempts,
             &self.shadow_pending,
             &self.shadow_failures,

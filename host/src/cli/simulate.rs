@@ -47,7 +47,11 @@ pub struct SimulateArgs {
     /// (agree or differ, its rank of the node decided, its regret, pods it
     /// would leave pending). Replaces the deciding policy named NAME, or is
     /// added with weight N; sees a share RATE of the pods. Repeatable.
-    #[arg(long = "candidate", value_name = "PATH[,replaces=NAME][,weight=N][,config=FILE][,sample=RATE]")]
+    /// With canary=PERCENT it decides for that share of the pods instead.
+    #[arg(
+        long = "candidate",
+        value_name = "PATH[,replaces=NAME][,weight=N][,config=FILE][,sample=RATE][,canary=PERCENT]"
+    )]
     pub candidates: Vec<String>,
     /// Node metrics for policies: a YAML/JSON file of node → metric → value
     /// (a number, or {value, ageSeconds}). Default with the bundled

@@ -96,8 +96,17 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         BinderSettings { concurrency: config.bind_concurrency, volume_bind_timeout: config.volume_bind_timeout };
     let binder =
         tokio::spawn(binder::run(client.clone(), binds_rx, inputs_tx.clone(), status.clone(), binder_settings));
+    let policy_configmaps = config
+        .profiles
+        .iter()
+        .filter_map(|p| match &p.origin {
+            PolicyOrigin::ConfigMap(cm) => Some((p.scheduler_name.clone(), (cm.namespace.clone(), cm.name.clone()))),
+            _ => None,
+        })
+        .collect();
     let reporter = tokio::spawn(
         PodReporter::new(client.clone(), &le.identity, config.failed_event_interval, status.denials.clone())
+            .with_policy_configmaps(policy_configmaps)
             .run(reports_rx),
     );
     let core = SchedulingLoop::new(scheduler, (inputs_tx.clone(), inputs_rx), binds_tx, reports_tx, status.clone());

@@ -19,7 +19,7 @@ use crate::kubernetes::tenants::workers::TenantWorkers;
 use crate::kubernetes::writes::binder::{BindOutcome, BindRequest, BindResult};
 use crate::kubernetes::writes::reporter::{PodRef, Report};
 use crate::scheduler::{
-    Attempt, ClusterEvent, DeniedWrites, EventReport, InvalidPod, Nomination, Scheduler, TenantVerdict,
+    Attempt, CanaryStop, ClusterEvent, DeniedWrites, EventReport, InvalidPod, Nomination, Scheduler, TenantVerdict,
 };
 
 /// Everything the loop hears, each from the producer that owns its type.
@@ -158,7 +158,11 @@ impl SchedulingLoop {
                     self.handle(attempt, start.elapsed());
                     // After the decision is on its way: shadow work cannot
                     // delay it.
-                    self.shadow.submit(self.scheduler.take_shadow_work());
+                    let mut work = self.scheduler.take_shadow_work();
+                    for stop in work.stopped.drain(..) {
+                        self.canary_stopped(stop);
+                    }
+                    self.shadow.submit(work);
                 }
             }
             wait = if attempted > 0 {
@@ -238,6 +242,7 @@ impl SchedulingLoop {
                     pod: PodRef::from(&*request.pod),
                     node: request.node,
                     fallback: request.fallback,
+                    canary: request.canary,
                 });
             }
             BindOutcome::Dropped(why) => {
@@ -264,6 +269,16 @@ impl SchedulingLoop {
                 self.scheduler.binding_failed(&request.pod, true, now);
             }
         }
+    }
+
+    /// A canary crossed its guard rail: the deciding policies take its pods
+    /// back; said in the log, the metrics, `/experiments` and an Event on
+    /// the profile's policy ConfigMap.
+    fn canary_stopped(&mut self, stop: CanaryStop) {
+        tracing::warn!(profile = %stop.profile, candidate = %stop.candidate, why = %stop.why, "canary stopped deciding; the deciding policies take its pods back");
+        self.status.metrics.canary_stopped(&stop.profile, &stop.candidate);
+        self.status.experiments().canary_stopped(&stop.profile, &stop.candidate, &stop.why);
+        let _ = self.reports.send(Report::CanaryStopped(stop));
     }
 
     /// Hands a watch's event to the core and reports what it says to.
@@ -299,7 +314,12 @@ impl SchedulingLoop {
             Attempt::Placed { pod, node, volumes, devices, record } => {
                 self.status.metrics.attempt(&pod.scheduler_name, &record);
                 tracing::debug!(pod = %pod.key, %node, took = ?record.duration, "assumed");
-                let request = BindRequest { pod, node, fallback: record.fallback, volumes, devices };
+                if let Some(canary) = &record.canary {
+                    self.status.metrics.canary_decision(&pod.scheduler_name, canary);
+                    self.status.experiments().canary_decided(&pod.scheduler_name, canary);
+                }
+                let (fallback, canary) = (record.fallback, record.canary);
+                let request = BindRequest { pod, node, fallback, canary, volumes, devices };
                 match self.binds.send(request) {
                     Ok(()) => self.bindings_in_flight += 1,
                     // The binder is gone (shutting down): forget the assumption.

@@ -22,6 +22,16 @@
 //! shadow: {replaces: least-allocated, sampleRate: 0.5}
 //! ```
 //!
+//! With `canary`, it decides for some pods (by a stable hash of their UID,
+//! and optionally their namespaces and labels) and stops deciding when
+//! more than `maxFailures` of its attempts fail within `window`:
+//!
+//! ```yaml
+//! shadow:
+//!   replaces: least-allocated
+//!   canary: {percent: 10, namespaces: [team-a], podSelector: {matchLabels: {tier: web}}, maxFailures: 5, window: 10m}
+//! ```
+//!
 //! A bundle is all or nothing: one bad entry rejects the whole update, so
 //! a profile never runs half of a new set.
 
@@ -35,7 +45,7 @@ use wasmsched_runtime::smoke::smoke_run;
 use wasmsched_runtime::{LoadedPolicy, PolicyEngine, PolicyLimits, PolicySource};
 
 use super::remote::Fetcher;
-use crate::scheduler::policy_set::ShadowCandidate;
+use crate::scheduler::policy_set::{Canary, ShadowCandidate};
 use crate::scheduler::{PolicySet, WeightedPolicy};
 
 #[derive(Debug, Default, Deserialize)]
@@ -61,6 +71,55 @@ pub struct ShadowSettings {
     pub replaces: Option<String>,
     /// The share of pods it sees, 0 to 1 (default 1).
     pub sample_rate: Option<f64>,
+    /// It decides for some pods (a canary) instead of only shadowing.
+    pub canary: Option<CanarySettings>,
+}
+
+/// `canary:` of a candidate's `shadow` settings.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CanarySettings {
+    /// Of the pods, 0 to 100, by a stable hash of their UID.
+    pub percent: f64,
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    pub pod_selector: Option<PodSelector>,
+    /// Failures (a policy call failed, or it left the pod unschedulable)
+    /// within `window` past which it stops deciding (default 5).
+    pub max_failures: Option<u32>,
+    /// Default 10m.
+    pub window: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodSelector {
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+}
+
+impl ShadowSettings {
+    /// The sample rate and canary, checked.
+    pub fn resolve(&self) -> Result<(f64, Option<Canary>), String> {
+        let sample_rate = self.sample_rate.unwrap_or(1.0);
+        if !(0.0..=1.0).contains(&sample_rate) {
+            return Err(format!("sampleRate {sample_rate} is not a share from 0 to 1"));
+        }
+        let Some(c) = &self.canary else { return Ok((sample_rate, None)) };
+        if !(0.0..=100.0).contains(&c.percent) {
+            return Err(format!("canary: percent {} is not from 0 to 100", c.percent));
+        }
+        let window = match &c.window {
+            Some(w) => crate::duration::parse_duration(w).map_err(|e| format!("canary: window: {e}"))?,
+            None => std::time::Duration::from_secs(600),
+        };
+        let match_labels = c.pod_selector.iter().flat_map(|s| s.match_labels.clone()).collect();
+        let max_failures = c.max_failures.unwrap_or(5);
+        Ok((
+            sample_rate,
+            Some(Canary { percent: c.percent, namespaces: c.namespaces.clone(), match_labels, max_failures, window }),
+        ))
+    }
 }
 
 #[derive(Debug)]
@@ -227,10 +286,7 @@ fn candidate(
     policy: Arc<LoadedPolicy>,
 ) -> Result<ShadowCandidate, String> {
     let at = |e: String| format!("{}: shadow: {e}", entry.name);
-    let sample_rate = shadow.sample_rate.unwrap_or(1.0);
-    if !(0.0..=1.0).contains(&sample_rate) {
-        return Err(at(format!("sampleRate {sample_rate} is not a share from 0 to 1")));
-    }
+    let (sample_rate, canary) = shadow.resolve().map_err(at)?;
     let replaces = match &shadow.replaces {
         None => None,
         Some(name) => {
@@ -252,6 +308,7 @@ fn candidate(
         replaces,
         weight: entry.settings.weight.unwrap_or(1),
         sample_rate,
+        canary,
     })
 }
 

@@ -253,11 +253,12 @@ pub fn load_policies(
     Ok((PolicySet::new(policies), labels.join(", ")))
 }
 
-/// `--candidate PATH[,replaces=NAME][,weight=N][,config=FILE][,sample=RATE]`:
+/// `--candidate PATH[,replaces=NAME][,weight=N][,config=FILE][,sample=RATE][,canary=PERCENT]`:
 /// a shadow candidate, tried beside the deciding policies and never
 /// deciding. It replaces the deciding policy named `replaces` (taking its
 /// weight), or is added with `weight`; it sees `sample` of the pods (0 to
-/// 1, default all).
+/// 1, default all). With `canary`, it decides for that percentage of the
+/// pods (by a stable hash), stopped after 5 failures within 10 minutes.
 pub fn load_candidate(
     spec: &str,
     engine: &PolicyEngine,
@@ -267,6 +268,7 @@ pub fn load_candidate(
     let mut parts = spec.split(',');
     let path = PathBuf::from(parts.next().unwrap_or_default());
     let (mut replaces, mut weight, mut config, mut sample_rate) = (None, 1, None, 1.0);
+    let mut canary = None;
     for part in parts {
         match part.split_once('=') {
             Some(("replaces", name)) if !name.is_empty() => replaces = Some(name.to_string()),
@@ -274,6 +276,18 @@ pub fn load_candidate(
                 weight = w.parse().with_context(|| format!("--candidate {spec}: weight {w:?} is not a whole number"))?
             }
             Some(("config", file)) => config = Some(PathBuf::from(file)),
+            Some(("canary", percent)) => {
+                let percent = percent.parse::<f64>().ok().filter(|p| (0.0..=100.0).contains(p)).with_context(|| {
+                    format!("--candidate {spec}: canary {percent:?} is not a percentage from 0 to 100")
+                })?;
+                canary = Some(crate::scheduler::policy_set::Canary {
+                    percent,
+                    namespaces: Vec::new(),
+                    match_labels: Vec::new(),
+                    max_failures: 5,
+                    window: Duration::from_secs(600),
+                });
+            }
             Some(("sample", rate)) => {
                 sample_rate = rate
                     .parse::<f64>()
@@ -282,7 +296,7 @@ pub fn load_candidate(
                     .with_context(|| format!("--candidate {spec}: sample {rate:?} is not a share from 0 to 1"))?
             }
             _ => bail!(
-                "--candidate {spec}: unknown option {part:?} (expected replaces=NAME, weight=N, config=FILE or sample=RATE)"
+                "--candidate {spec}: unknown option {part:?} (expected replaces=NAME, weight=N, config=FILE, sample=RATE or canary=PERCENT)"
             ),
         }
     }
@@ -291,5 +305,6 @@ pub fn load_candidate(
     announce_long_compile(engine, &source);
     let policy = engine.load(&source, &config, limits.clone()).with_context(|| format!("--candidate {spec}"))?;
     let name = format!("{} {}", policy.info.name, policy.info.version);
-    Ok(crate::scheduler::policy_set::ShadowCandidate { name, policy: Arc::new(policy), replaces, weight, sample_rate })
+    let policy = Arc::new(policy);
+    Ok(crate::scheduler::policy_set::ShadowCandidate { name, policy, replaces, weight, sample_rate, canary })
 }

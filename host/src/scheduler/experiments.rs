@@ -38,6 +38,11 @@ pub struct CandidateCounts {
     pub regret_sum: f64,
     pub regret_max: f64,
     pub last_divergent: VecDeque<ShadowResult>,
+    /// Pods it decided, as a canary.
+    pub canary_decided: u64,
+    /// Why it stopped deciding, if its guard rail stopped it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub canary_stopped: Option<String>,
 }
 
 impl CandidateCounts {
@@ -90,6 +95,14 @@ impl Experiments {
                 counts.last_divergent.pop_front();
             }
         }
+    }
+
+    pub fn canary_decided(&mut self, profile: &str, candidate: &str) {
+        self.entry(profile, candidate).canary_decided += 1;
+    }
+
+    pub fn canary_stopped(&mut self, profile: &str, candidate: &str, why: &str) {
+        self.entry(profile, candidate).canary_stopped = Some(why.to_string());
     }
 
     pub fn dropped(&mut self, profile: &str, candidate: &str, n: u64) {

@@ -46,7 +46,8 @@ pub use policy_set::{PolicySet, WeightedPolicy};
 pub use queue::QueueSizes;
 pub use sampling::{NodeSampling, NodeWindow};
 pub use scheduler_core::{
-    Attempt, MAX_JOBS_PER_TENANT, Nomination, PodStanding, Profile, Scheduler, SchedulerConfig, ShadowOutbox,
+    Attempt, CanaryStop, MAX_JOBS_PER_TENANT, Nomination, PodStanding, Profile, Scheduler, SchedulerConfig,
+    ShadowOutbox,
 };
 pub use tenants::{
     POLICY_ANNOTATION, POLICY_CONFIGMAP_LABEL, Route, TenantJob, TenantSettings, TenantVerdict, default_tenant_limits,

@@ -63,6 +63,24 @@ pub struct ShadowCandidate {
     /// The share of attempts it sees, 0 to 1, by a stable hash of the
     /// pod's UID (so a pod is seen at every attempt or at none).
     pub sample_rate: f64,
+    /// Set when it decides for some pods (a canary) instead of only
+    /// shadowing.
+    pub canary: Option<Canary>,
+}
+
+/// Which pods a candidate decides for, and when it stops: more than
+/// `max_failures` of its attempts within `window` failed (a policy call
+/// failed, or it left the pod unschedulable).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Canary {
+    /// Of the pods, 0 to 100, by a stable hash of the pod's UID.
+    pub percent: f64,
+    /// Only pods of these namespaces (none: any).
+    pub namespaces: Vec<String>,
+    /// Only pods with every one of these labels.
+    pub match_labels: Vec<(String, String)>,
+    pub max_failures: u32,
+    pub window: std::time::Duration,
 }
 
 impl ShadowCandidate {
@@ -85,22 +103,36 @@ impl ShadowCandidate {
         PolicySet::new(policies)
     }
 
-    /// Whether it sees the attempts of `pod`: by its UID (by its name where
-    /// it has none, as in a hand-written dump).
+    /// Whether it sees the attempts of `pod`.
     pub fn sees(&self, pod: &PodInfo) -> bool {
-        let key;
-        let id = if pod.uid.is_empty() {
-            key = pod.key.to_string();
-            &key
-        } else {
-            &pod.uid
-        };
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in id.bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        (h % 10_000) as f64 / 10_000.0 < self.sample_rate
+        share_of(pod) < self.sample_rate
     }
+
+    /// Whether it decides for `pod`, as a canary.
+    pub fn decides_for(&self, pod: &PodInfo) -> bool {
+        let Some(canary) = &self.canary else { return false };
+        let namespace_ok = canary.namespaces.is_empty() || canary.namespaces.contains(&pod.key.namespace);
+        let labels_ok = canary.match_labels.iter().all(|l| pod.facts.labels.contains(l));
+        namespace_ok && labels_ok && share_of(pod) * 100.0 < canary.percent
+    }
+}
+
+/// Where `pod` falls in 0..1, by a stable hash of its UID (of its name
+/// where it has none, as in a hand-written dump): the same pod falls in
+/// the same place at every attempt and on every replica.
+fn share_of(pod: &PodInfo) -> f64 {
+    let key;
+    let id = if pod.uid.is_empty() {
+        key = pod.key.to_string();
+        &key
+    } else {
+        &pod.uid
+    };
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % 10_000) as f64 / 10_000.0
 }
 
 /// kube-scheduler's LeastAllocated (cpu and memory, equal weights, integer

@@ -55,6 +55,9 @@ pub fn table(report: &SimReport, policies: &str) -> String {
     let _ = writeln!(out, "\n{:<width$}  NODE", "POD");
     for p in &report.placements {
         let mut note = if p.fallback.is_some() { "  (fallback scoring)".to_string() } else { String::new() };
+        if let Some(canary) = &p.canary {
+            note.push_str(&format!("  (canary: {canary})"));
+        }
         if !p.ignored_constraints.is_empty() {
             note.push_str(&format!("  ⚠ ignored: {}", p.ignored_constraints.join(", ")));
         }

@@ -68,6 +68,9 @@ pub struct Placement {
     pub tenant: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
+    /// The candidate that decided, as a canary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ignored_constraints: Vec<String>,
     /// What the pod's claims got on the node (PreBind's writes, which the
@@ -355,12 +358,16 @@ impl Drive {
             Attempt::Evaluate(_) => unreachable!("a verdict is never another job"),
             Attempt::Placed { pod, node, volumes, devices, record } => {
                 scheduler.binding_succeeded(&pod, &node);
+                if let Some(canary) = &record.canary {
+                    self.experiments.canary_decided(&pod.scheduler_name, canary);
+                }
                 self.placements.push(Placement {
                     pod: pod.key.to_string(),
                     node,
                     attempts: record.attempt,
                     tenant: record.tenant.clone(),
                     fallback: record.fallback.clone(),
+                    canary: record.canary.clone(),
                     ignored_constraints: record.ignored_constraints.clone(),
                     reserved: volumes.describe().into_iter().chain(devices.describe()).collect(),
                 });
@@ -395,6 +402,9 @@ impl Drive {
         }
         for ((profile, candidate), n) in work.dropped {
             self.experiments.dropped(&profile, &candidate, n);
+        }
+        for stop in work.stopped {
+            self.experiments.canary_stopped(&stop.profile, &stop.candidate, &stop.why);
         }
     }
 

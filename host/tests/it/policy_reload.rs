@@ -504,3 +504,82 @@ async fn a_candidate_added_by_a_configmap_update_is_tried_and_never_decides() {
     assert!(warning.contains("which is no deciding entry of this bundle (they are: least-allocated)"), "{warning}");
     s.scheduler.shutdown().await;
 }
+
+/// The Scheduled events of the pods named, by pod: their notes.
+async fn scheduled_notes(s: &Setup) -> BTreeMap<String, String> {
+    let events: Api<Event> = Api::namespaced(s.client.clone(), "default");
+    let list = events.list(&ListParams::default()).await.unwrap().items;
+    list.into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Scheduled"))
+        .filter_map(|e| Some((e.regarding?.name?, e.note.unwrap_or_default())))
+        .collect()
+}
+
+/// A canary by ConfigMap (issue 40): at 50 % it decides for its hashed
+/// share of the pods, each pod's Scheduled event naming it; then a canary
+/// whose calls fail is stopped by its guard rail, with a Warning Event on
+/// the ConfigMap and a metric, and no pod is left pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_decides_for_its_share_and_a_failing_one_is_stopped_with_an_event() {
+    let cm = configmap(&[
+        ("least-allocated.wasm", wasm("least-allocated")),
+        ("spot-first.wasm", wasm("spot-first")),
+        ("spot-first.yaml", b"shadow: {replaces: least-allocated, canary: {percent: 50}}\n".to_vec()),
+    ]);
+    let s = setup(Some(cm), PolicyLimits::default()).await;
+    wait_active(&s, &["least-allocated", "spot-first"]).await;
+    for i in 0..12 {
+        create_bound(&s, &format!("p{i}")).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while scheduled_notes(&s).await.len() < 12 {
+        assert!(Instant::now() < deadline, "Scheduled events missing: {:?}", scheduled_notes(&s).await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let notes = scheduled_notes(&s).await;
+    let by_canary = notes.values().filter(|n| n.ends_with(" (canary: spot-first)")).count();
+    assert!(by_canary > 0 && by_canary < 12, "its share: {notes:?}");
+    assert!(notes.values().all(|n| n.starts_with("Successfully assigned default/p")), "kube's words: {notes:?}");
+    let decided = s.scheduler.status.metrics.counter("wasmsched_canary_decisions_total", &[PROFILE, "spot-first"]);
+    assert_eq!(decided, by_canary as f64);
+
+    // A canary whose score calls fail for hostile pods, stopped after two.
+    replace_configmap(
+        &s,
+        configmap(&[
+            ("least-allocated.wasm", wasm("least-allocated")),
+            ("hostile.wasm", wasm("hostile")),
+            ("hostile.yaml", b"config: {mode: decline}\nshadow: {canary: {percent: 100, maxFailures: 2}}\n".to_vec()),
+        ]),
+    )
+    .await;
+    wait_active(&s, &["least-allocated", "hostile"]).await;
+    let pods: Api<Pod> = Api::namespaced(s.client.clone(), "default");
+    for i in 0..5 {
+        let mut hostile = pod(&format!("h{i}"));
+        hostile.metadata.labels = Some([("hostile".to_string(), "true".to_string())].into());
+        pods.create(&PostParams::default(), &hostile).await.unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (0..5).any(|i| s.fake.bindings(&format!("default/h{i}")) == 0) {
+        assert!(Instant::now() < deadline, "a pod was left pending by the failing canary");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let stopped = loop {
+        let events: Api<Event> = Api::namespaced(s.client.clone(), "default");
+        let list = events.list(&ListParams::default()).await.unwrap().items;
+        if let Some(e) = list.into_iter().find(|e| e.reason.as_deref() == Some("CanaryStopped")) {
+            break e;
+        }
+        assert!(Instant::now() < deadline, "no CanaryStopped event");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(stopped.type_.as_deref(), Some("Warning"));
+    assert_eq!(stopped.regarding.and_then(|r| r.name).as_deref(), Some("policies"));
+    let note = stopped.note.unwrap_or_default();
+    assert!(note.starts_with("canary hostile stopped deciding: 3 of its attempts failed"), "{note}");
+    let metric = s.scheduler.status.metrics.counter("wasmsched_canary_stopped_total", &[PROFILE, "hostile"]);
+    assert_eq!(metric, 1.0);
+    s.scheduler.shutdown().await;
+}

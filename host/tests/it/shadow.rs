@@ -123,3 +123,38 @@ fn a_sample_rate_picks_the_same_pods_every_run_and_bad_specs_say_what_to_write()
         assert!(!out.status.success() && err.contains(says), "{spec}: {err}");
     }
 }
+
+#[test]
+fn a_canary_decides_for_its_share_of_the_pods_and_a_failing_one_is_stopped() {
+    let alone = json(&[]);
+    let placed = alone["placements"].as_array().unwrap().len();
+    let half = json(&["--candidate", &candidate("spot-first", ",replaces=least-allocated,canary=50")]);
+    let placements = half["placements"].as_array().unwrap();
+    assert_eq!(placements.len(), placed, "a canary leaves no pod pending that the incumbent places");
+    let by_canary = placements.iter().filter(|p| p["canary"] == "spot-first 0.1.0").count();
+    assert!(by_canary > 0 && by_canary < placed, "about half: {by_canary} of {placed}");
+    assert_eq!(counts(&half, "spot-first")["canaryDecided"].as_u64(), Some(by_canary as u64));
+    let none = json(&["--candidate", &candidate("spot-first", ",replaces=least-allocated,canary=0")]);
+    assert!(none["placements"].as_array().unwrap().iter().all(|p| p["canary"].is_null()));
+
+    // A canary whose calls fail for every hostile pod: past 5 failures it
+    // stops, and every pod is placed all the same.
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = hostile_cluster(dir.path());
+    let mut yaml = std::fs::read_to_string(&cluster).unwrap();
+    for p in 6..16 {
+        yaml += &format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p{p}, namespace: default, uid: uid-{p}, labels: {{hostile: \"true\"}}}}\n\
+             spec:\n  schedulerName: wasmsched\n  containers: [{{name: c, image: x, resources: {{requests: {{cpu: 100m}}}}}}]\n"
+        );
+    }
+    std::fs::write(&cluster, yaml).unwrap();
+    let config = dir.path().join("decline.yaml");
+    std::fs::write(&config, "mode: decline\n").unwrap();
+    let failing = candidate("hostile", &format!(",config={},canary=100", config.display()));
+    let report = json(&[&cluster, "--candidate", &failing]);
+    assert_eq!(report["placements"].as_array().unwrap().len(), 16, "{report}");
+    let c = counts(&report, "hostile");
+    let why = c["canaryStopped"].as_str().unwrap_or_else(|| panic!("not stopped: {c}"));
+    assert!(why.contains("6 of its attempts failed within 600s (more than maxFailures 5)"), "{why}");
+}

@@ -58,6 +58,7 @@ fn load_set(plans: &[PolicyPlan], engine: &PolicyEngine, fetcher: &Fetcher) -> R
             replaces: shadow.replaces.clone(),
             weight: plan.weight,
             sample_rate: shadow.sample_rate,
+            canary: shadow.canary.clone(),
         });
     }
     Ok(set)

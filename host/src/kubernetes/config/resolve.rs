@@ -38,6 +38,7 @@ pub struct ShadowPlan {
     /// The deciding policy, by the name it gives itself; `None`: added.
     pub replaces: Option<String>,
     pub sample_rate: f64,
+    pub canary: Option<crate::scheduler::policy_set::Canary>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -203,11 +204,8 @@ fn file_policy(p: &PolicyFile, dir: &Path, base: &PolicyLimits, at: String) -> R
     let shadow = match &p.shadow {
         None => None,
         Some(s) => {
-            let sample_rate = s.sample_rate.unwrap_or(1.0);
-            if !(0.0..=1.0).contains(&sample_rate) {
-                return Err(format!("shadow: sampleRate {sample_rate} is not a share from 0 to 1"));
-            }
-            Some(ShadowPlan { replaces: s.replaces.clone(), sample_rate })
+            let (sample_rate, canary) = s.resolve().map_err(|e| format!("shadow: {e}"))?;
+            Some(ShadowPlan { replaces: s.replaces.clone(), sample_rate, canary })
         }
     };
     let weight = p.weight.unwrap_or(1);

@@ -13,17 +13,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
-use k8s_openapi::api::events::v1::Event as K8sEvent;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::PostParams;
 use kube::runtime::watcher;
 
 use crate::kubernetes::hot_swap::profile_updates::{Outcome, ProfilePolicies, ProfileUpdates};
 use crate::kubernetes::scheduler_status::SchedulerStatus;
 use crate::kubernetes::watch::decode::{self, Change};
 use crate::kubernetes::watch::retry::{FailureKind, WatchTarget, classify};
-use crate::kubernetes::writes::reporter::new_event;
+use crate::kubernetes::writes::events::configmap_event;
 use crate::policy::validator::BundleValidator;
 
 /// `NAMESPACE/NAME` of a policy ConfigMap.
@@ -159,32 +157,5 @@ impl PolicyConfigMapSource {
             }
             status.set_synced(&self.configmap.source_name());
         }
-    }
-}
-
-/// An Event about a policy ConfigMap (`Load` action), reported by
-/// `controller`: what the owner of the ConfigMap sees with `kubectl
-/// describe configmap`. A failure to create it is logged, not returned.
-pub(crate) async fn configmap_event(
-    client: &kube::Client,
-    cm: &ConfigMap,
-    (type_, reason): (&str, &str),
-    note: String,
-    controller: &str,
-    instance: &str,
-) {
-    let reference = ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("ConfigMap".into()),
-        name: cm.metadata.name.clone(),
-        namespace: cm.metadata.namespace.clone(),
-        uid: cm.metadata.uid.clone(),
-        ..Default::default()
-    };
-    let event = new_event(&reference, type_, reason, "Load", note, controller, instance);
-    let namespace = cm.metadata.namespace.as_deref().unwrap_or("default");
-    let events: Api<K8sEvent> = Api::namespaced(client.clone(), namespace);
-    if let Err(e) = events.create(&PostParams::default(), &event).await {
-        tracing::warn!(configmap = ?cm.metadata.name, error = %e, "could not create the {reason} event");
     }
 }

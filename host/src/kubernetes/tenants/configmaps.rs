@@ -19,13 +19,13 @@ use kube::Api;
 use kube::runtime::watcher;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::kubernetes::hot_swap::configmap::configmap_event;
 use crate::kubernetes::scheduler_status::SchedulerStatus;
 use crate::kubernetes::tenants::namespace::{
     Note, Tenant, TenantContext, TenantPolicies, Validate, Work, compile_slots,
 };
 use crate::kubernetes::watch::decode::{self, Change, ObjectKey};
 use crate::kubernetes::watch::retry::WatchTarget;
+use crate::kubernetes::writes::events::configmap_event;
 use crate::scheduler::{POLICY_CONFIGMAP_LABEL, TenantSettings};
 
 /// The readiness check of this source.

@@ -100,6 +100,8 @@ pub struct BindRequest {
     pub node: String,
     /// Set when the built-in fallback chose the node (a policy failed).
     pub fallback: Option<String>,
+    /// The candidate that chose the node as a canary.
+    pub canary: Option<String>,
     /// What PreBind writes and waits for.
     pub volumes: VolumeReservation,
     pub devices: DeviceReservation,

@@ -9,6 +9,7 @@ pub mod binder;
 pub mod claim_reservation;
 pub mod denied;
 pub mod device_binding;
+pub mod events;
 pub mod evictions;
 pub mod pod_condition;
 pub mod pod_ref;

@@ -21,9 +21,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use k8s_openapi::api::events::v1::Event as K8sEvent;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -31,11 +31,12 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::cluster::PodKey;
 use crate::kubernetes::writes::denied::{self, Denials};
+use crate::kubernetes::writes::events::{configmap_event, new_event};
 use crate::kubernetes::writes::pod_condition;
 pub use crate::kubernetes::writes::pod_ref::PodRef;
 use crate::kubernetes::writes::{claim_reservation, evictions};
 use crate::scheduler::plugins::dynamic_resources::Deallocation;
-use crate::scheduler::{Nomination, Preemption};
+use crate::scheduler::{CanaryStop, Nomination, Preemption};
 
 #[derive(Debug)]
 pub enum Report {
@@ -43,6 +44,8 @@ pub enum Report {
         pod: PodRef,
         node: String,
         fallback: Option<String>,
+        /// The candidate that decided it, as a canary.
+        canary: Option<String>,
     },
     /// No node could take the pod. What preemption did goes with it: the
     /// `nominatedNodeName` is written in the same status patch as the
@@ -59,15 +62,17 @@ pub enum Report {
     /// The binding cycle failed (PreBind): a `FailedScheduling` event and
     /// the condition with reason `SchedulerError`, as kube-scheduler says
     /// an error that is not the pod's fit.
-    Failed {
-        pod: PodRef,
-        message: String,
-    },
+    Failed { pod: PodRef, message: String },
     /// The pod is bound or gone: forget what was sent about it.
     Forget(PodKey),
+    /// A canary stopped deciding: a Warning Event on its profile's policy
+    /// ConfigMap, if it has one.
+    CanaryStopped(CanaryStop),
 }
 
 pub struct PodReporter {
+    /// Profile → its policy ConfigMap (namespace, name), if it has one.
+    policy_configmaps: HashMap<String, (String, String)>,
     client: kube::Client,
     instance: String,
     denials: Denials,
@@ -107,6 +112,7 @@ fn reference(pod: &PodRef) -> ObjectReference {
 impl PodReporter {
     pub fn new(client: kube::Client, instance: &str, failed_interval: Duration, denials: Denials) -> Self {
         PodReporter {
+            policy_configmaps: HashMap::new(),
             client,
             instance: instance.to_string(),
             denials,
@@ -116,6 +122,26 @@ impl PodReporter {
             in_flight: Arc::new(Semaphore::new(CONCURRENCY)),
             preemptions: Arc::new(Semaphore::new(PREEMPTIONS_IN_FLIGHT)),
         }
+    }
+
+    /// Where each profile's policies come from, when a ConfigMap: where its
+    /// canaries' Events go.
+    pub fn with_policy_configmaps(mut self, configmaps: HashMap<String, (String, String)>) -> Self {
+        self.policy_configmaps = configmaps;
+        self
+    }
+
+    async fn canary_stopped(&self, stop: CanaryStop) {
+        let Some((namespace, name)) = self.policy_configmaps.get(&stop.profile) else { return };
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let Ok(configmap) = api.get(name).await else { return };
+        let note = format!(
+            "canary {} stopped deciding: {}; the deciding policies decide its pods again (the next update of this \
+             ConfigMap starts it afresh)",
+            stop.candidate, stop.why
+        );
+        let reason = ("Warning", "CanaryStopped");
+        configmap_event(&self.client, &configmap, reason, note, &stop.profile, &self.instance).await;
     }
 
     /// Sends reports until the channel closes, then waits for the calls in
@@ -130,14 +156,17 @@ impl PodReporter {
 
     async fn handle(&mut self, report: Report) {
         match report {
+            Report::CanaryStopped(stop) => self.canary_stopped(stop).await,
             Report::Forget(key) => {
                 self.last_failure.remove(&key);
                 self.last_condition.remove(&key);
             }
-            Report::Scheduled { pod, node, fallback } => {
+            Report::Scheduled { pod, node, fallback, canary } => {
                 self.last_failure.remove(&pod.key);
                 self.last_condition.remove(&pod.key);
-                let note = format!("Successfully assigned {} to {node}", pod.key);
+                // kube's words, and which canary chose the node: no other write.
+                let by = canary.map(|c| format!(" (canary: {c})")).unwrap_or_default();
+                let note = format!("Successfully assigned {} to {node}{by}", pod.key);
                 self.create(&pod, "Normal", "Scheduled", "Binding", note).await;
                 if let Some(why) = fallback {
                     let note = format!("{node} was chosen by the built-in least-allocated scoring: {why}");
@@ -301,38 +330,5 @@ async fn post(client: kube::Client, denials: &Denials, event: K8sEvent, key: &Po
             let reason = event.reason.as_deref().unwrap_or_default();
             tracing::warn!(pod = %key, %reason, error = %denied::message(&e), "could not create event")
         }
-    }
-}
-
-/// An events.k8s.io Event about `regarding`, to create as is (no series
-/// aggregation: kube-runtime's recorder keys series without the note, so a
-/// second, different message would be folded into the first).
-pub fn new_event(
-    regarding: &ObjectReference,
-    type_: &str,
-    reason: &str,
-    action: &str,
-    note: String,
-    controller: &str,
-    instance: &str,
-) -> K8sEvent {
-    let now = jiff::Timestamp::now();
-    let name = regarding.name.clone().unwrap_or_else(|| controller.to_string());
-    K8sEvent {
-        metadata: ObjectMeta {
-            name: Some(format!("{name}.{:x}", now.as_nanosecond())),
-            namespace: regarding.namespace.clone(),
-            ..Default::default()
-        },
-        event_time: Some(MicroTime(now)),
-        type_: Some(type_.into()),
-        reason: Some(reason.into()),
-        action: Some(action.into()),
-        // The API server refuses notes over 1 kB.
-        note: Some(note.chars().take(1000).collect()),
-        regarding: Some(regarding.clone()),
-        reporting_controller: Some(controller.into()),
-        reporting_instance: Some(instance.into()),
-        ..Default::default()
     }
 }

@@ -100,6 +100,7 @@ pub fn policy_pass(
         pod_rejected: pod_rejection.as_ref().map(|r| r.by),
         preemption: None,
         deallocated: None,
+        canary: None,
         fallback: None,
         duration: Duration::ZERO,
         policy_calls: Vec::new(),

@@ -95,6 +95,10 @@ pub struct AttemptRecord {
     /// next attempt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deallocated: Option<Deallocation>,
+    /// The candidate that decided this attempt as a canary, in the place of
+    /// the deciding policy it replaces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary: Option<String>,
     /// Why the built-in least-allocated scoring was used, if it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,

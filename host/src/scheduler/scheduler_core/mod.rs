@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::cluster::{ClusterState, DeviceReservation, PodInfo, PodKey, VolumeReservation};
 use crate::scheduler::attempt::record::AttemptRecord;
-use crate::scheduler::attempt::{AttemptInput, pod_seed, run_attempt};
+use crate::scheduler::attempt::{AttemptInput, BuiltinPass, pod_seed, run_attempt};
 use crate::scheduler::denied_writes::DeniedWrites;
 use crate::scheduler::events::InvalidPod;
 use crate::scheduler::parallel::workers::AttemptWorkers;
@@ -25,13 +25,16 @@ use crate::scheduler::queue::{QueueSizes, SchedulingQueue};
 use crate::scheduler::sampling::{NodeSampling, NodeWindow};
 use crate::scheduler::shadow::{MAX_SHADOW_JOBS, ShadowJob};
 use crate::scheduler::tenants::{Route, TenantJob, TenantPolicies};
+use canaries::Canaries;
 use wasmsched_runtime::PolicyContext;
 use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
+mod canaries;
 mod cluster_events;
 mod stores;
 mod tenant_jobs;
 
+pub use canaries::CanaryStop;
 pub use cluster_events::PodStanding;
 
 #[derive(Debug, Clone)]
@@ -130,6 +133,8 @@ pub struct Scheduler {
     denied: DeniedWrites,
     /// The work the profiles' shadow candidates wait for.
     shadow_outbox: ShadowOutbox,
+    /// The profiles' canaries: failures, and which stopped.
+    canaries: Canaries,
 }
 
 /// Shadow jobs for the backend (or the simulator) to run, and the ones
@@ -138,6 +143,8 @@ pub struct Scheduler {
 pub struct ShadowOutbox {
     pub jobs: Vec<ShadowJob>,
     pub dropped: HashMap<(String, String), u64>,
+    /// Canaries that crossed their guard rail and stopped deciding.
+    pub stopped: Vec<CanaryStop>,
 }
 
 impl ShadowOutbox {
@@ -183,6 +190,7 @@ impl Scheduler {
             claim_waits: HashMap::new(),
             denied: DeniedWrites::default(),
             shadow_outbox: ShadowOutbox::default(),
+            canaries: Canaries::default(),
         }
     }
 
@@ -210,6 +218,7 @@ impl Scheduler {
     /// Cycles that already started keep the set they started with (they
     /// hold it).
     pub fn set_policies(&mut self, scheduler_name: &str, policies: PolicySet) {
+        self.canaries.reset(scheduler_name);
         match self.profiles.iter_mut().find(|p| p.scheduler_name == scheduler_name) {
             Some(existing) => existing.policies = policies,
             None => self.profiles.push(Profile {
@@ -307,8 +316,13 @@ impl Scheduler {
             }
         };
         let window = self.window(profile.sampling);
-        let shadows: Vec<&ShadowCandidate> = policies.candidates.iter().filter(|c| c.sees(&pod)).collect();
-        let (mut record, next_start, pass) = run_attempt(AttemptInput {
+        let canary = tenant.is_none().then(|| self.canaries.deciding(&pod.scheduler_name, policies, &pod)).flatten();
+        let canary_set = canary.map(|c| c.applied_to(policies));
+        let shadows: Vec<&ShadowCandidate> = match canary {
+            Some(_) => Vec::new(),
+            None => policies.candidates.iter().filter(|c| c.sees(&pod)).collect(),
+        };
+        let input = |policies, keep_pass| AttemptInput {
             pod: &pod,
             state: &self.state,
             policies,
@@ -319,31 +333,64 @@ impl Scheduler {
             detail,
             window,
             workers: &self.workers,
-            keep_pass: !shadows.is_empty(),
-        });
-        let jobs: Vec<ShadowJob> = match pass {
-            Some(pre) => shadows
-                .iter()
-                .map(|c| ShadowJob {
-                    profile: pod.scheduler_name.clone(),
-                    candidate: c.name.clone(),
-                    pod: pod.clone(),
-                    decided: record.chosen.clone(),
-                    attempt,
-                    policies: c.applied_to(policies),
-                    pre: pre.clone(),
-                    ctx: PolicyContext { nodes: self.state.table().clone(), metrics: self.metrics.clone() },
-                    seed: self.config.seed,
-                })
-                .collect(),
-            None => Vec::new(),
+            keep_pass,
         };
+        let (mut record, mut next_start, pass) =
+            run_attempt(input(canary_set.as_ref().unwrap_or(policies), !shadows.is_empty()));
+        let jobs = self.shadow_jobs(&pod, &record, attempt, policies, &shadows, pass);
+        let canary_record = match canary {
+            // A canary never leaves a pod pending that the deciding policies
+            // would place: they decide this attempt (its failure counts).
+            Some(_) if record.chosen.is_none() => {
+                let canary_record = record;
+                (record, next_start, _) = run_attempt(input(policies, false));
+                Some(canary_record)
+            }
+            Some(c) => {
+                record.canary = Some(c.name.clone());
+                Some(record.clone())
+            }
+            None => None,
+        };
+        let canary = canary.cloned();
         if window != NodeWindow::ALL {
             self.next_start_node = next_start;
         }
         self.shadow_outbox.add(jobs);
+        if let (Some(c), Some(judged)) = (canary, canary_record) {
+            let stop = self.canaries.judge(&pod.scheduler_name, &c, &judged, now);
+            self.shadow_outbox.stopped.extend(stop);
+        }
         record.tenant = tenant;
         Some(self.conclude(pod, record, now))
+    }
+
+    /// The shadow work of an attempt decided on `pass`: one job per
+    /// candidate that sees the pod.
+    fn shadow_jobs(
+        &self,
+        pod: &Arc<PodInfo>,
+        record: &AttemptRecord,
+        attempt: u32,
+        policies: &PolicySet,
+        shadows: &[&ShadowCandidate],
+        pass: Option<BuiltinPass>,
+    ) -> Vec<ShadowJob> {
+        let Some(pre) = pass else { return Vec::new() };
+        shadows
+            .iter()
+            .map(|c| ShadowJob {
+                profile: pod.scheduler_name.clone(),
+                candidate: c.name.clone(),
+                pod: pod.clone(),
+                decided: record.chosen.clone(),
+                attempt,
+                policies: c.applied_to(policies),
+                pre: pre.clone(),
+                ctx: PolicyContext { nodes: self.state.table().clone(), metrics: self.metrics.clone() },
+                seed: self.config.seed,
+            })
+            .collect()
     }
 
     /// The nodes an attempt evaluates: every node in table order, or a

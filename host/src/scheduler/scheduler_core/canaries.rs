@@ -1,0 +1,160 @@
+//! Canaries: a profile's candidate deciding for some of its pods. Which
+//! candidate decides for a pod, whether its attempt failed (a policy call
+//! failed, or it left the pod unschedulable), and the guard rail: more
+//! than its `maxFailures` failures within its `window` and it stops
+//! deciding until the profile's policies are swapped again.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use crate::cluster::PodInfo;
+use crate::scheduler::attempt::record::AttemptRecord;
+use crate::scheduler::policy_set::{PolicySet, ShadowCandidate};
+
+/// A canary that stopped deciding, for the backend to say (an Event on
+/// the policy's ConfigMap, a metric).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CanaryStop {
+    pub profile: String,
+    pub candidate: String,
+    pub why: String,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Canaries {
+    /// Failures within the window, oldest first, per (profile, candidate).
+    failures: HashMap<(String, String), VecDeque<Duration>>,
+    /// Stopped canaries, and why.
+    stopped: HashMap<(String, String), String>,
+}
+
+impl Canaries {
+    /// The candidate of `set` that decides for `pod`, unless it stopped.
+    pub fn deciding<'a>(&self, profile: &str, set: &'a PolicySet, pod: &PodInfo) -> Option<&'a ShadowCandidate> {
+        set.candidates
+            .iter()
+            .find(|c| c.decides_for(pod) && !self.stopped.contains_key(&(profile.to_string(), c.name.clone())))
+    }
+
+    /// Counts the attempt `candidate` decided; the stop, when this one
+    /// crossed its guard rail.
+    pub fn judge(
+        &mut self,
+        profile: &str,
+        candidate: &ShadowCandidate,
+        record: &AttemptRecord,
+        now: Duration,
+    ) -> Option<CanaryStop> {
+        let canary = candidate.canary.as_ref()?;
+        let failed = match (&record.fallback, &record.chosen) {
+            (Some(why), _) => format!("its call failed ({why})"),
+            (None, None) => "it left the pod unschedulable".to_string(),
+            (None, Some(_)) => return None,
+        };
+        let key = (profile.to_string(), candidate.name.clone());
+        let failures = self.failures.entry(key.clone()).or_default();
+        failures.push_back(now);
+        while failures.front().is_some_and(|t| now.saturating_sub(*t) > canary.window) {
+            failures.pop_front();
+        }
+        if failures.len() <= canary.max_failures as usize {
+            return None;
+        }
+        let why = format!(
+            "{} of its attempts failed within {:?} (more than maxFailures {}); the last: {} for pod {}",
+            failures.len(),
+            canary.window,
+            canary.max_failures,
+            failed,
+            record.pod
+        );
+        self.failures.remove(&key);
+        self.stopped.insert(key, why.clone());
+        Some(CanaryStop { profile: profile.to_string(), candidate: candidate.name.clone(), why })
+    }
+
+    /// The profile's policies were swapped: its canaries start afresh.
+    pub fn reset(&mut self, profile: &str) {
+        self.failures.retain(|(p, _), _| p != profile);
+        self.stopped.retain(|(p, _), _| p != profile);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::policy_set::Canary;
+    use std::sync::Arc;
+
+    fn candidate(max_failures: u32) -> ShadowCandidate {
+        let engine = wasmsched_runtime::PolicyEngine::new().unwrap();
+        let policy = engine.load(&crate::default_policy::source(), "{}", Default::default()).unwrap();
+        let canary = Canary {
+            percent: 100.0,
+            namespaces: vec![],
+            match_labels: vec![],
+            max_failures,
+            window: Duration::from_secs(60),
+        };
+        ShadowCandidate {
+            name: "c".into(),
+            policy: Arc::new(policy),
+            replaces: None,
+            weight: 1,
+            sample_rate: 1.0,
+            canary: Some(canary),
+        }
+    }
+
+    fn record(chosen: Option<&str>) -> AttemptRecord {
+        AttemptRecord {
+            pod: "ns/p".into(),
+            attempt: 1,
+            nodes: 1,
+            evaluated: 1,
+            feasible_builtin: 1,
+            feasible: 1,
+            chosen: chosen.map(String::from),
+            message: None,
+            pod_rejected: None,
+            policies: vec![],
+            tenant: None,
+            ignored_constraints: vec![],
+            preemption: None,
+            deallocated: None,
+            canary: None,
+            fallback: None,
+            duration: Duration::ZERO,
+            policy_calls: vec![],
+            node_records: vec![],
+        }
+    }
+
+    #[test]
+    fn more_failures_than_allowed_within_the_window_stop_it_until_a_swap() {
+        let c = candidate(2);
+        let set = PolicySet { candidates: vec![c.clone()], ..PolicySet::default() };
+        let mut canaries = Canaries::default();
+        let pending = record(None);
+        let mut failed = record(Some("n"));
+        failed.fallback = Some("trap".into());
+        let t = Duration::from_secs;
+        assert_eq!(canaries.judge("p", &c, &record(Some("n")), t(0)), None, "a placement is no failure");
+        assert_eq!(canaries.judge("p", &c, &pending, t(1)), None);
+        // The first failure has left the window by then.
+        assert_eq!(canaries.judge("p", &c, &failed, t(62)), None);
+        assert_eq!(canaries.judge("p", &c, &failed, t(63)), None);
+        let stop = canaries.judge("p", &c, &pending, t(64)).expect("three within a minute");
+        assert!(stop.why.contains("3 of its attempts failed within 60s"), "{}", stop.why);
+        assert!(stop.why.contains("it left the pod unschedulable for pod ns/p"), "{}", stop.why);
+
+        let pod = crate::cluster::PodInfo::new(
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "x", "namespace": "ns", "uid": "u"}, "spec": {"containers": []}}))
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(canaries.deciding("p", &set, &pod).is_none(), "stopped");
+        canaries.reset("p");
+        assert!(canaries.deciding("p", &set, &pod).is_some(), "a swap starts it afresh");
+    }
+}
