@@ -53,8 +53,23 @@ pub struct ConfigMapArgs {
     pub namespace: String,
     /// A tenant's ConfigMap: labelled `wasmsched.io/policy=true`, for the
     /// pods of its namespace that opt in.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["candidate", "replaces", "canary"])]
     pub tenant: bool,
+    /// A shadow candidate: tried beside the deciding policies on the same
+    /// attempts, never deciding (`wasmsched experiments` shows what it
+    /// would have done). Applied server-side with a field manager of its
+    /// own, the entry joins the ConfigMap's others.
+    #[arg(long)]
+    pub candidate: bool,
+    /// The deciding entry the candidate would replace (else it is added
+    /// with --weight); implies --candidate.
+    #[arg(long, value_name = "ENTRY")]
+    pub replaces: Option<String>,
+    /// Let the candidate decide for this percentage of the pods (a stable
+    /// hash of their UID), stopped when more than 5 of its attempts fail
+    /// within 10 minutes; implies --candidate.
+    #[arg(long, value_name = "PERCENT")]
+    pub canary: Option<f64>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -106,6 +121,9 @@ fn entries(
     if let Some(settings) = settings {
         entry.insert("config".into(), settings);
     }
+    if let Some(shadow) = shadow(args)? {
+        entry.insert("shadow".into(), shadow);
+    }
     let mut binary = Mapping::new();
     match &args.url {
         Some(url) => {
@@ -134,6 +152,24 @@ fn entries(
     }
     let data = Mapping::from_iter([(Value::from(format!("{name}.yaml")), serde_yaml::to_string(&entry)?.into())]);
     Ok((data, binary))
+}
+
+/// The entry's `shadow:` settings, for a candidate.
+fn shadow(args: &ConfigMapArgs) -> anyhow::Result<Option<Value>> {
+    if !args.candidate && args.replaces.is_none() && args.canary.is_none() {
+        return Ok(None);
+    }
+    let mut shadow = Mapping::new();
+    if let Some(name) = &args.replaces {
+        shadow.insert("replaces".into(), name.clone().into());
+    }
+    if let Some(percent) = args.canary {
+        if !(0.0..=100.0).contains(&percent) {
+            bail!("--canary {percent}: a percentage from 0 to 100");
+        }
+        shadow.insert("canary".into(), Mapping::from_iter([(Value::from("percent"), Value::from(percent))]).into());
+    }
+    Ok(Some(shadow.into()))
 }
 
 /// The ConfigMap object around the entries.

@@ -121,13 +121,13 @@ impl ShadowCandidate {
 /// where it has none, as in a hand-written dump): the same pod falls in
 /// the same place at every attempt and on every replica.
 fn share_of(pod: &PodInfo) -> f64 {
-    let key;
-    let id = if pod.uid.is_empty() {
-        key = pod.key.to_string();
-        &key
-    } else {
-        &pod.uid
-    };
+    if pod.uid.is_empty() { share_of_id(&pod.key.to_string()) } else { share_of_id(&pod.uid) }
+}
+
+/// Where the pod with UID `id` falls in 0..1: a canary of P % decides for
+/// it when this is below P / 100, a candidate with sample rate R sees it
+/// when below R.
+pub fn share_of_id(id: &str) -> f64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in id.bytes() {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);

@@ -1,0 +1,162 @@
+//! README.md's "Trying a new policy on live traffic", as written, with the
+//! real kubectl against the real API server and wasmsched running as
+//! deploy/'s ServiceAccount on the policy ConfigMap deploy/ installs: a
+//! candidate added by a ConfigMap edit never decides and `wasmsched
+//! experiments` shows it; as a 10 % canary it decides for exactly the pods
+//! its hash picks, each `Scheduled` event naming it; one patch makes it the
+//! deciding policy. The scheduler's endpoints listen where step 3's
+//! port-forward would put them (localhost:10251): no kubelet runs here.
+
+use super::*;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::DeleteParams;
+use wasmsched::kubernetes::config::PolicyOrigin;
+
+/// The README's block of commands for trying a policy on live traffic.
+fn readme_commands() -> Vec<String> {
+    let readme = std::fs::read_to_string(wasmsched_test_support::workspace_root().join("README.md")).unwrap();
+    let section = readme.split("**Trying a new policy on live traffic.**").nth(1).expect("the README's section");
+    let block = section.split("```sh\n").nth(1).unwrap().split("```").next().unwrap();
+    block.lines().map(str::to_string).collect()
+}
+
+async fn start(real: &Real) -> wasmsched::kubernetes::RunningScheduler {
+    let origin = PolicyOrigin::ConfigMap("wasmsched/wasmsched-policies".parse().unwrap());
+    let profile = ProfileConfig { origin, ..ProfileConfig::with_policies("wasmsched", default_policies()) };
+    let mut config = common::single_replica(profile);
+    config.tenants.settings.enabled = false;
+    config.http_addr = Some("127.0.0.1:10251".parse().unwrap());
+    real.start_wasmsched(config).await
+}
+
+/// Waits until the profile's policies are `names` (candidates marked).
+async fn wait_policies(ours: &wasmsched::kubernetes::RunningScheduler, names: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let active: Vec<String> = ours
+            .status
+            .policies()
+            .iter()
+            .map(|p| format!("{}{}", p.name, p.shadow.as_ref().map(|s| format!(" ({s})")).unwrap_or_default()))
+            .collect();
+        if active == names {
+            return;
+        }
+        assert!(Instant::now() < deadline, "active: {active:?}, expected {names:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn pods(round: &str, n: usize) -> Vec<(String, Value)> {
+    let spec = json!({"nodeSelector": {"wasmsched-class": "exp"},
+        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "10m"}}}]});
+    (0..n).map(|i| (format!("{round}-{i}"), spec.clone())).collect()
+}
+
+#[test]
+fn the_readme_takes_a_candidate_from_shadow_to_canary_to_deciding() {
+    let Some(real) = Real::start("experiments") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["spot-first", "least-allocated"] {
+        std::fs::copy(wasmsched_test_support::policy_wasm(name), dir.path().join(format!("{name}.wasm"))).unwrap();
+    }
+    let commands = readme_commands();
+    assert_eq!(commands.len(), 5, "{commands:?}");
+    real.block_on(async {
+        real.deploy_identity().await;
+        let cms: Api<ConfigMap> = Api::namespaced(real.admin.clone(), "wasmsched");
+        let _ = cms.delete("wasmsched-policies", &DeleteParams::default()).await;
+        // What deploy/'s kustomization makes: the gzipped least-allocated
+        // entry alone.
+        let run = |line: &str| real.shell(dir.path(), line);
+        run("gzip -k least-allocated.wasm && kubectl -n wasmsched create configmap wasmsched-policies --from-file=least-allocated.wasm.gz");
+        for (n, spot) in [("od-0", false), ("od-1", false), ("spot-0", true), ("spot-1", true)] {
+            let mut labels = json!({"wasmsched-class": "exp"});
+            if spot {
+                labels["karpenter.sh/capacity-type"] = json!("spot");
+            }
+            let shape = json!({"labels": labels, "spec": {}, "cpu": "64", "memory": "256Gi", "pods": "500"});
+            real.add_node(&format!("exp-{n}"), &shape).await;
+        }
+        let ours = start(&real).await;
+        wait_policies(&ours, &["least-allocated"]).await;
+
+        // 1. The candidate: it never decides, and `wasmsched experiments`
+        //    shows it disagreeing.
+        run(&commands[0]);
+        wait_policies(&ours, &["least-allocated", "spot-first (replaces least-allocated)"]).await;
+        let names = real.create_pods("", &pods("shadow", 8), "wasmsched", Duration::ZERO).await;
+        let placed = real.wait_decided(&names, Duration::from_secs(30)).await;
+        let nodes: std::collections::BTreeSet<String> =
+            placed.iter().filter_map(|p| p.spec.as_ref()?.node_name.clone()).collect();
+        assert_eq!(nodes.len(), 4, "least-allocated decides, spreading: {nodes:?}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let table = loop {
+            let table = run(&commands[1]);
+            if table.lines().any(|l| l.starts_with("spot-first ") && l.split_whitespace().nth(1) == Some("8")) {
+                break table;
+            }
+            assert!(Instant::now() < deadline, "{table}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert!(table.contains("spot-first differs on:"), "{table}");
+
+        // 2. A 10 % canary: it decides for exactly the pods its hash picks.
+        run(&commands[2]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !ours.status.policies().iter().any(|p| p.shadow.is_some())
+            || ours.status.metrics.counter("wasmsched_policy_reloads_total", &["wasmsched", "accepted"]) < 3.0
+        {
+            assert!(Instant::now() < deadline, "the canary was not swapped in");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let names = real.create_pods("", &pods("canary", 60), "wasmsched", Duration::ZERO).await;
+        let placed = real.wait_decided(&names, Duration::from_secs(60)).await;
+        let expected: std::collections::BTreeSet<String> = placed
+            .iter()
+            .filter(|p| wasmsched::scheduler::policy_set::share_of_id(p.metadata.uid.as_deref().unwrap()) < 0.1)
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let events = loop {
+            let events = run(&commands[3]);
+            let ours: Vec<&str> = events
+                .lines()
+                .filter(|l| l.starts_with(&format!("{} ", real.namespace)) && l.contains("pod/canary-"))
+                .collect();
+            let canary: std::collections::BTreeSet<String> = ours
+                .iter()
+                .filter(|l| l.contains("(canary: spot-first)"))
+                .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("pod/canary-")))
+                .map(|w| w.trim_start_matches("pod/").to_string())
+                .collect();
+            if canary == expected && ours.len() == 60 {
+                break events;
+            }
+            assert!(Instant::now() < deadline, "canary pods {canary:?}, expected {expected:?}:\n{events}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        for name in &expected {
+            let pod = placed.iter().find(|p| p.metadata.name.as_deref() == Some(name)).unwrap();
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap();
+            assert!(node.contains("exp-spot-"), "{name}, decided by the canary, went to {node}:\n{events}");
+        }
+        let decided = ours.status.metrics.counter("wasmsched_canary_decisions_total", &["wasmsched", "spot-first"]);
+        assert_eq!(decided, expected.len() as f64);
+
+        // 3. One patch: spot-first decides.
+        run(&commands[4]);
+        wait_policies(&ours, &["spot-first"]).await;
+        let names = real.create_pods("", &pods("after", 4), "wasmsched", Duration::ZERO).await;
+        for pod in real.wait_decided(&names, Duration::from_secs(30)).await {
+            let node = pod.spec.and_then(|s| s.node_name).unwrap();
+            assert!(node.contains("exp-spot-"), "spot-first packs spot nodes first: {node}");
+        }
+        ours.shutdown().await;
+        real.delete_pods().await;
+        real.delete_nodes().await;
+        let _ = cms.delete("wasmsched-policies", &DeleteParams::default()).await;
+    });
+}
