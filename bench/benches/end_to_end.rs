@@ -14,7 +14,8 @@ fn main() {
     let concurrency = args.iter().find_map(|a| a.strip_prefix("--bind-concurrency=")).and_then(|v| v.parse().ok());
     let repeats = 5;
     for c in concurrency.map(|c| vec![c]).unwrap_or_else(|| vec![16, 64]) {
-        let mut runs: Vec<_> = (0..repeats).map(|_| runtime.block_on(end_to_end::run(500, 1000, c)).unwrap()).collect();
+        let mut runs: Vec<_> =
+            (0..repeats).map(|_| runtime.block_on(end_to_end::run(500, 1000, c, 0)).unwrap()).collect();
         runs.sort_by(|a, b| a.pods_per_second.total_cmp(&b.pods_per_second));
         println!(
             "EndToEnd 500 / 1000, bind concurrency {c}: median {:.0} pods/s (min {:.0}, max {:.0}, {repeats} runs)",

@@ -14,6 +14,7 @@ use wasmsched_fake_apiserver::FakeApiServer;
 use super::cluster::{node_json, pod_json};
 use super::{BenchResult, cpu_by_thread, peak_rss_mib};
 use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
+use wasmsched::scheduler::policy_set::ShadowCandidate;
 use wasmsched::scheduler::{PolicySet, WeightedPolicy};
 use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
@@ -60,7 +61,10 @@ fn histogram_quantile_us(text: &str, name: &str, labels: &str, q: f64) -> f64 {
     lower.0 * 1e6
 }
 
-pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> Result<BenchResult, String> {
+/// `candidates` shadow candidates beside the deciding policy: the same
+/// least-allocated, each loaded on its own, replacing it on every attempt
+/// (the most shadow work a candidate makes).
+pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize, candidates: usize) -> Result<BenchResult, String> {
     let fake = FakeApiServer::start();
     for i in 0..nodes {
         fake.create("v1", "nodes", "", node_json(i));
@@ -68,7 +72,19 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> Result<B
     let engine = PolicyEngine::new().map_err(|e| e.to_string())?;
     let policy =
         engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).map_err(|e| e.to_string())?;
-    let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]);
+    let mut policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]);
+    for i in 0..candidates {
+        let source = wasmsched::default_policy::source();
+        let policy = engine.load(&source, "{}", PolicyLimits::default()).map_err(|e| e.to_string())?;
+        policies.candidates.push(ShadowCandidate {
+            name: format!("shadow-{i}"),
+            policy: Arc::new(policy),
+            replaces: Some("least-allocated".into()),
+            weight: 1,
+            sample_rate: 1.0,
+            canary: None,
+        });
+    }
     let mut config = RunConfig::new(vec![ProfileConfig::with_policies("wasmsched", policies)]);
     config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
     config.bind_concurrency = bind_concurrency;
@@ -99,6 +115,7 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> Result<B
     let wall = started.elapsed();
     let cpu_after = cpu_by_thread();
     let metrics = running.status.metrics.render();
+    let shadow: Vec<(u64, u64)> = running.status.experiments().candidates().map(|c| (c.seen, c.dropped)).collect();
     running.shutdown().await;
 
     let (bind_sum, binds) = sum_and_count(&metrics, "wasmsched_binding_duration_seconds", "{result=\"bound\"}");
@@ -113,6 +130,12 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> Result<B
     details.insert("bindingRoundTripMs".into(), bind_sum / binds.max(1.0) * 1e3);
     details.insert("schedulingThreadSeconds".into(), attempt_sum);
     details.insert("podsCreatedSeconds".into(), created.as_secs_f64());
+    if candidates > 0 {
+        let (seen, dropped) = shadow.iter().fold((0, 0), |(s, d), (cs, cd)| (s + cs, d + cd));
+        details.insert("shadowCandidates".into(), candidates as f64);
+        details.insert("shadowSeen".into(), seen as f64);
+        details.insert("shadowDropped".into(), dropped as f64);
+    }
     let mut notes = vec![
         format!(
             "bind concurrency {bind_concurrency}; pods created in {:.2} s; attempts {attempts:.0} × {:.0} µs = {attempt_sum:.2} s on the scheduling thread; bindings {binds:.0} × {:.2} ms round trip",
@@ -131,7 +154,12 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize) -> Result<B
     }
     Ok(BenchResult {
         workload: "EndToEnd".into(),
-        variant: format!("fake API server, wasm least-allocated, {bind_concurrency} bindings in flight"),
+        variant: match candidates {
+            0 => format!("fake API server, wasm least-allocated, {bind_concurrency} bindings in flight"),
+            n => format!(
+                "fake API server, wasm least-allocated, {bind_concurrency} bindings in flight, {n} shadow candidates"
+            ),
+        },
         nodes,
         pods,
         pods_per_second: pods as f64 / wall.as_secs_f64(),

@@ -113,6 +113,11 @@ pub struct BenchArgs {
     /// passes the first to `wasmsched run`. Default: the cores, at most 16.
     #[arg(long = "parallelism", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub parallelism: Vec<u16>,
+    /// EndToEnd with this many shadow candidates beside the deciding policy
+    /// (repeatable: `--shadow-candidates 0 --shadow-candidates 2` compares
+    /// within one run), at 500 and 5,000 nodes.
+    #[arg(long = "shadow-candidates", value_name = "N")]
+    pub shadow_candidates: Vec<usize>,
     #[command(flatten)]
     pub limits: LimitArgs,
     /// Internal: run one configuration in this process and print its
@@ -147,6 +152,9 @@ struct Spec {
     /// default, the cores up to 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     parallelism: Option<usize>,
+    /// EndToEnd: shadow candidates beside the deciding policy.
+    #[serde(default)]
+    shadow_candidates: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -157,6 +165,25 @@ struct CustomPolicy {
     memory_bytes: usize,
     call_deadline_ms: u64,
     cache_dir: Option<PathBuf>,
+}
+
+/// EndToEnd once per count of shadow candidates, at 500 and 5,000 nodes
+/// (two pods per node); the other workloads as they are.
+fn shadow_specs(specs: Vec<Spec>, counts: &[usize], quick: bool) -> Vec<Spec> {
+    let sizes: &[(usize, usize)] = if quick { &[(200, 400)] } else { &[(500, 1000), (5000, 10000)] };
+    specs
+        .into_iter()
+        .flat_map(|spec| match spec.workload {
+            Workload::EndToEnd => sizes
+                .iter()
+                .flat_map(|&(nodes, pods)| {
+                    let spec = spec.clone();
+                    counts.iter().map(move |&n| Spec { nodes, pods, shadow_candidates: n, ..spec.clone() })
+                })
+                .collect(),
+            _ => vec![spec],
+        })
+        .collect()
 }
 
 fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
@@ -171,6 +198,7 @@ fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
         policy: None,
         percentage_of_nodes_to_score: None,
         parallelism: None,
+        shadow_candidates: 0,
     };
     let sizes: &[(usize, usize)] = if quick { &[(500, 1000)] } else { &[(500, 1000), (5000, 10000)] };
     let big = *sizes.last().expect("a size");
@@ -232,6 +260,7 @@ fn policy_specs(policy: &str, limit_args: &LimitArgs) -> anyhow::Result<Vec<Spec
             policy: Some(custom.clone()),
             percentage_of_nodes_to_score: None,
             parallelism: None,
+            shadow_candidates: 0,
         })
         .collect())
 }
@@ -271,7 +300,7 @@ fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
         Workload::HotSwap => hot_swap::run(spec.nodes, Duration::from_secs(spec.seconds), Duration::from_secs(1)),
         Workload::EndToEnd => {
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            runtime.block_on(end_to_end::run(spec.nodes, spec.pods, spec.bind_concurrency))
+            runtime.block_on(end_to_end::run(spec.nodes, spec.pods, spec.bind_concurrency, spec.shadow_candidates))
         }
         Workload::SchedulingPodAntiAffinity
         | Workload::SchedulingPodAffinity
@@ -475,6 +504,9 @@ fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         {
             spec.percentage_of_nodes_to_score = Some(sampling.as_percentage());
         }
+    }
+    if !args.shadow_candidates.is_empty() {
+        specs = shadow_specs(specs, &args.shadow_candidates, args.quick);
     }
     if !args.parallelism.is_empty() {
         specs = specs
