@@ -153,6 +153,7 @@ impl SchedulingLoop {
             let mut attempted = 0;
             if can_schedule {
                 while attempted < BATCH {
+                    self.scheduler.set_shadow_room(self.shadow.room());
                     let Some(attempt) = self.scheduler.schedule_next(start.elapsed()) else { break };
                     attempted += 1;
                     self.handle(attempt, start.elapsed());

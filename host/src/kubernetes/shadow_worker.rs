@@ -1,25 +1,39 @@
 //! Where shadow candidates run in `wasmsched run`: one thread of their
-//! own, fed through a bounded queue, so shadow work never takes a turn of
-//! the scheduling loop or an attempt's workers. When it falls behind, an
+//! own at idle priority, fed through a bounded queue, so shadow work never
+//! takes a turn of the scheduling loop or an attempt's workers. When it falls behind, an
 //! attempt's shadow work is dropped and counted, never queued without
 //! bound; what it finds goes to the metrics and `/experiments`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 
 use crate::kubernetes::scheduler_status::SchedulerStatus;
 use crate::scheduler::ShadowOutbox;
 use crate::scheduler::shadow::{MAX_SHADOW_JOBS, ShadowJob};
 
+/// Jobs waiting or running, at most.
+const BACKLOG: usize = 4;
+
 pub struct ShadowWorker {
     status: Arc<SchedulerStatus>,
     /// Started with the first job.
     jobs: Option<SyncSender<ShadowJob>>,
+    /// Jobs sent and not finished.
+    queued: Arc<AtomicUsize>,
 }
 
 impl ShadowWorker {
     pub fn new(status: Arc<SchedulerStatus>) -> Self {
-        ShadowWorker { status, jobs: None }
+        ShadowWorker { status, jobs: None, queued: Arc::new(AtomicUsize::new(0)) }
+    }
+
+    /// How many more jobs it can take now: a few beyond the one running.
+    /// An attempt's job costs the scheduling thread a copy of the
+    /// attempt's pass, so jobs are made only as fast as the thread runs
+    /// them; the others are counted as dropped without that copy.
+    pub fn room(&self) -> usize {
+        BACKLOG.saturating_sub(self.queued.load(Ordering::Relaxed))
     }
 
     /// Queues what the last attempts left for the candidates; what does not
@@ -31,7 +45,9 @@ impl ShadowWorker {
         for job in work.jobs {
             let Some(jobs) = self.sender() else { return };
             match jobs.try_send(job) {
-                Ok(()) => {}
+                Ok(()) => {
+                    self.queued.fetch_add(1, Ordering::Relaxed);
+                }
                 Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
                     self.dropped(&job.profile, &job.candidate, 1)
                 }
@@ -47,12 +63,14 @@ impl ShadowWorker {
     fn sender(&mut self) -> Option<&SyncSender<ShadowJob>> {
         if self.jobs.is_none() {
             let (tx, rx) = std::sync::mpsc::sync_channel::<ShadowJob>(MAX_SHADOW_JOBS);
-            let status = self.status.clone();
+            let (status, queued) = (self.status.clone(), self.queued.clone());
             let spawned = std::thread::Builder::new().name("shadow".into()).spawn(move || {
+                idle_priority();
                 for job in rx {
                     let result = job.run();
                     status.metrics.shadow(&result);
                     status.experiments().record(result);
+                    queued.fetch_sub(1, Ordering::Relaxed);
                 }
             });
             match spawned {
@@ -63,5 +81,22 @@ impl ShadowWorker {
             }
         }
         self.jobs.as_ref()
+    }
+}
+
+/// Runs this thread only when a core would otherwise idle (Linux's
+/// SCHED_IDLE): shadow work takes spare time, never the deciding threads'.
+/// Where the scheduler cannot be changed, the thread runs as any other and
+/// the bounded queue still drops what falls behind.
+fn idle_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sets the calling thread's (pid 0) policy with a valid,
+        // initialised parameter; no memory is shared.
+        let done = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+        if done != 0 {
+            tracing::debug!(error = %std::io::Error::last_os_error(), "shadow thread: SCHED_IDLE refused");
+        }
     }
 }

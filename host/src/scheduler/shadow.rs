@@ -31,7 +31,9 @@ pub struct ShadowJob {
     pub decided: Option<String>,
     pub(crate) attempt: u32,
     pub(crate) policies: PolicySet,
-    pub(crate) pre: BuiltinPass,
+    /// Shared by the attempt's jobs: each copies it on the thread that runs
+    /// it (the last takes it), not on the scheduling thread.
+    pub(crate) pre: Arc<BuiltinPass>,
     pub(crate) ctx: PolicyContext,
     pub(crate) seed: u64,
 }
@@ -83,6 +85,7 @@ impl ShadowJob {
     /// panic is a failure of the candidate, never of the decision.
     pub fn run(self) -> ShadowResult {
         let ShadowJob { profile, candidate, pod, decided, attempt, policies, pre, ctx, seed } = self;
+        let pre = Arc::try_unwrap(pre).unwrap_or_else(|shared| (*shared).clone());
         let scope = CallScope { ctx: &ctx, workers: &AttemptWorkers::default() };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             policy_pass(pre, &pod, &policies, scope, seed, attempt, Instant::now())

@@ -135,6 +135,8 @@ pub struct Scheduler {
     shadow_outbox: ShadowOutbox,
     /// The profiles' canaries: failures, and which stopped.
     canaries: Canaries,
+    /// Shadow jobs the backend can take now (`set_shadow_room`).
+    shadow_room: usize,
 }
 
 /// Shadow jobs for the backend (or the simulator) to run, and the ones
@@ -191,6 +193,7 @@ impl Scheduler {
             denied: DeniedWrites::default(),
             shadow_outbox: ShadowOutbox::default(),
             canaries: Canaries::default(),
+            shadow_room: usize::MAX,
         }
     }
 
@@ -318,10 +321,18 @@ impl Scheduler {
         let window = self.window(profile.sampling);
         let canary = tenant.is_none().then(|| self.canaries.deciding(&pod.scheduler_name, policies, &pod)).flatten();
         let canary_set = canary.map(|c| c.applied_to(policies));
-        let shadows: Vec<&ShadowCandidate> = match canary {
+        let mut shadows: Vec<&ShadowCandidate> = match canary {
             Some(_) => Vec::new(),
             None => policies.candidates.iter().filter(|c| c.sees(&pod)).collect(),
         };
+        // Past what the shadow workers can take, not even the attempt's
+        // copy is made: the work is counted as dropped.
+        let room = self.shadow_room.min(MAX_SHADOW_JOBS.saturating_sub(self.shadow_outbox.jobs.len()));
+        let skipped: Vec<(String, String)> = shadows
+            .split_off(room.min(shadows.len()))
+            .iter()
+            .map(|c| (pod.scheduler_name.clone(), c.name.clone()))
+            .collect();
         let input = |policies, keep_pass| AttemptInput {
             pod: &pod,
             state: &self.state,
@@ -357,6 +368,9 @@ impl Scheduler {
             self.next_start_node = next_start;
         }
         self.shadow_outbox.add(jobs);
+        for key in skipped {
+            *self.shadow_outbox.dropped.entry(key).or_default() += 1;
+        }
         if let (Some(c), Some(judged)) = (canary, canary_record) {
             let stop = self.canaries.judge(&pod.scheduler_name, &c, &judged, now);
             self.shadow_outbox.stopped.extend(stop);
@@ -377,6 +391,7 @@ impl Scheduler {
         pass: Option<BuiltinPass>,
     ) -> Vec<ShadowJob> {
         let Some(pre) = pass else { return Vec::new() };
+        let pre = Arc::new(pre);
         shadows
             .iter()
             .map(|c| ShadowJob {
@@ -564,6 +579,12 @@ impl Scheduler {
         }
         let volumes_held = self.state.volumes_mut().revert(&pod.key);
         self.state.devices_mut().revert(&pod.key) || volumes_held
+    }
+
+    /// How many shadow jobs the backend's workers can take now: attempts
+    /// past it make none (and no copy of their pass), counting them dropped.
+    pub fn set_shadow_room(&mut self, room: usize) {
+        self.shadow_room = room;
     }
 
     /// The shadow work the attempts since the last call made, and what
