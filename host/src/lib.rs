@@ -7,6 +7,7 @@ pub mod default_policy;
 pub mod duration;
 pub mod kubernetes;
 pub mod node_metrics;
+pub mod panic_text;
 pub mod policy;
 pub mod scaffold;
 pub mod scheduler;

@@ -69,11 +69,7 @@ impl BundleValidator {
     ) -> Result<ValidBundle, String> {
         let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.check(origin, files, taken)));
         checked.unwrap_or_else(|panic| {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
+            let what = crate::panic_text::panic_text(&*panic);
             Err(format!("validating the bundle failed inside wasmsched ({what}); this is a bug, please report it"))
         })
     }

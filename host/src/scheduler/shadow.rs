@@ -16,6 +16,7 @@ use super::parallel::workers::AttemptWorkers;
 use super::policy_calls::CallScope;
 use super::policy_set::PolicySet;
 use crate::cluster::PodInfo;
+use crate::panic_text::panic_text;
 use wasmsched_runtime::PolicyContext;
 
 /// Jobs waiting for a worker, at most: past it an attempt's shadow work
@@ -104,8 +105,8 @@ impl ShadowJob {
         };
         let outcome = match outcome {
             Ok(outcome) => outcome,
-            Err(_) => {
-                result.failure = Some("evaluating the candidate panicked".into());
+            Err(panic) => {
+                result.failure = Some(format!("evaluating the candidate panicked: {}", panic_text(&*panic)));
                 return result;
             }
         };

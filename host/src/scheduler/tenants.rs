@@ -19,6 +19,7 @@ use std::time::Instant;
 use super::policy_calls::CallScope;
 use super::policy_set::PolicySet;
 use crate::cluster::PodInfo;
+use crate::panic_text::panic_text;
 use crate::scheduler::attempt::{AttemptOutcome, BuiltinPass, policy_pass};
 use crate::scheduler::parallel::workers::AttemptWorkers;
 use wasmsched_runtime::{LoadedPolicy, NodeTable, PolicyContext, PolicyLimits};
@@ -144,14 +145,7 @@ impl TenantJob {
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
             policy_pass(pre, &pod, &policies, scope, seed, attempt, started)
         }))
-        .map_err(|panic| {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            format!("evaluating the tenant policy panicked: {what}")
-        });
+        .map_err(|panic| format!("evaluating the tenant policy panicked: {}", panic_text(&*panic)));
         TenantVerdict { tenant, pod, outcome, nodes: ctx.nodes }
     }
 }

@@ -49,6 +49,18 @@ async fn wait_policies(ours: &wasmsched::kubernetes::RunningScheduler, names: &[
     }
 }
 
+/// Deletes the policy ConfigMap this test made, when dropped.
+struct DeletePolicies(std::path::PathBuf);
+
+impl Drop for DeletePolicies {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kubectl")
+            .args(["-n", "wasmsched", "delete", "configmap", "wasmsched-policies", "--ignore-not-found"])
+            .env("KUBECONFIG", &self.0)
+            .output();
+    }
+}
+
 fn pods(round: &str, n: usize) -> Vec<(String, Value)> {
     let spec = json!({"nodeSelector": {"wasmsched-class": "exp"},
         "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "10m"}}}]});
@@ -68,6 +80,8 @@ fn the_readme_takes_a_candidate_from_shadow_to_canary_to_deciding() {
         real.deploy_identity().await;
         let cms: Api<ConfigMap> = Api::namespaced(real.admin.clone(), "wasmsched");
         let _ = cms.delete("wasmsched-policies", &DeleteParams::default()).await;
+        // Gone however the test ends: the install test applies deploy/'s own.
+        let _cleanup = DeletePolicies(real.control_plane.admin_kubeconfig.clone());
         // What deploy/'s kustomization makes: the gzipped least-allocated
         // entry alone.
         let run = |line: &str| real.shell(dir.path(), line);
@@ -92,10 +106,18 @@ fn the_readme_takes_a_candidate_from_shadow_to_canary_to_deciding() {
         let nodes: std::collections::BTreeSet<String> =
             placed.iter().filter_map(|p| p.spec.as_ref()?.node_name.clone()).collect();
         assert_eq!(nodes.len(), 4, "least-allocated decides, spreading: {nodes:?}");
+        // Every attempt is seen, or dropped and counted when the shadow
+        // thread (idle priority) is behind: a busy machine runs it last.
         let deadline = Instant::now() + Duration::from_secs(20);
         let table = loop {
             let table = run(&commands[1]);
-            if table.lines().any(|l| l.starts_with("spot-first ") && l.split_whitespace().nth(1) == Some("8")) {
+            let row: Vec<u64> = table
+                .lines()
+                .find(|l| l.starts_with("spot-first "))
+                .map(|l| l.split_whitespace().filter_map(|w| w.parse().ok()).collect())
+                .unwrap_or_default();
+            // SEEN AGREE DIFFER … FAILURES DROPPED
+            if row.len() >= 5 && row[0] + row[row.len() - 1] == 8 && row[0] >= 4 {
                 break table;
             }
             assert!(Instant::now() < deadline, "{table}");
@@ -157,6 +179,5 @@ fn the_readme_takes_a_candidate_from_shadow_to_canary_to_deciding() {
         ours.shutdown().await;
         real.delete_pods().await;
         real.delete_nodes().await;
-        let _ = cms.delete("wasmsched-policies", &DeleteParams::default()).await;
     });
 }
