@@ -84,7 +84,8 @@ pub struct CanarySettings {
     #[serde(default)]
     pub namespaces: Vec<String>,
     pub pod_selector: Option<PodSelector>,
-    /// Failures (a policy call failed, or it left the pod unschedulable)
+    /// Failures (a policy call failed, or it left unschedulable a pod the
+    /// deciding policies place)
     /// within `window` past which it stops deciding (default 5).
     pub max_failures: Option<u32>,
     /// Default 10m.

@@ -70,7 +70,7 @@ pub struct ShadowCandidate {
 
 /// Which pods a candidate decides for, and when it stops: more than
 /// `max_failures` of its attempts within `window` failed (a policy call
-/// failed, or it left the pod unschedulable).
+/// failed, or it left unschedulable a pod the deciding policies placed).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Canary {
     /// Of the pods, 0 to 100, by a stable hash of the pod's UID.

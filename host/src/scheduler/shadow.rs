@@ -75,6 +75,18 @@ pub struct ShadowResult {
 /// Nodes kept per result, best first.
 pub const TOP_NODES: usize = 5;
 
+/// How much of a policy's error text a result keeps: results are kept
+/// (the last divergent ones) and shown.
+const FAILURE_TEXT: usize = 300;
+
+/// At most `max` characters of `text` (a policy's words), marked when cut.
+pub fn clipped(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}… ({} bytes)", &text[..end], text.len()),
+        None => text.to_string(),
+    }
+}
+
 impl ShadowResult {
     pub fn agrees(&self) -> bool {
         self.decided == self.would_choose
@@ -106,12 +118,13 @@ impl ShadowJob {
         let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(panic) => {
-                result.failure = Some(format!("evaluating the candidate panicked: {}", panic_text(&*panic)));
+                let what = clipped(&panic_text(&*panic), FAILURE_TEXT);
+                result.failure = Some(format!("evaluating the candidate panicked: {what}"));
                 return result;
             }
         };
         result.would_choose = outcome.record.chosen.clone();
-        result.failure = outcome.record.fallback.clone();
+        result.failure = outcome.record.fallback.as_deref().map(|f| clipped(f, FAILURE_TEXT));
         let name = |i: usize| ctx.nodes.name(outcome.candidates[i].node).unwrap_or_default().to_string();
         let mut order: Vec<usize> = (0..outcome.totals.len()).collect();
         order.sort_by(|a, b| outcome.totals[*b].total_cmp(&outcome.totals[*a]));

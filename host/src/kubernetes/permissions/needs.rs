@@ -213,6 +213,9 @@ pub fn needs<S>(config: &RunConfig<S>, lease_namespace: &str) -> Vec<Need> {
                 let permission = in_ns(verb, "", "configmaps");
                 needs.push(Need { permission, gate: Gate::Policies, used_for: "the profile's policy ConfigMap" });
             }
+            let permission = in_ns("get", "", "configmaps");
+            let used_for = "that ConfigMap read for a CanaryStopped Event";
+            needs.push(Need { permission, gate: Gate::Policies, used_for });
             let permission = in_ns("create", "events.k8s.io", "events");
             needs.push(Need { permission, gate: Gate::Policies, used_for: "PolicyRejected Events on that ConfigMap" });
         }
@@ -283,6 +286,7 @@ mod tests {
             [
                 "list configmaps in namespace ops",
                 "watch configmaps in namespace ops",
+                "get configmaps in namespace ops",
                 "create events (events.k8s.io) in namespace ops"
             ]
         );

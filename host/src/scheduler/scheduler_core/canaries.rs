@@ -1,6 +1,7 @@
 //! Canaries: a profile's candidate deciding for some of its pods. Which
 //! candidate decides for a pod, whether its attempt failed (a policy call
-//! failed, or it left the pod unschedulable), and the guard rail: more
+//! failed, or it left unschedulable a pod the deciding policies placed), and
+//! the guard rail: more
 //! than its `maxFailures` failures within its `window` and it stops
 //! deciding until the profile's policies are swapped again.
 
@@ -9,7 +10,8 @@ use std::time::Duration;
 
 use crate::cluster::PodInfo;
 use crate::scheduler::attempt::record::AttemptRecord;
-use crate::scheduler::policy_set::{PolicySet, ShadowCandidate};
+use crate::scheduler::policy_set::{Canary, PolicySet, ShadowCandidate};
+use crate::scheduler::shadow::clipped;
 
 /// A canary that stopped deciding, for the backend to say (an Event on
 /// the policy's ConfigMap, a metric).
@@ -19,6 +21,33 @@ pub struct CanaryStop {
     pub candidate: String,
     pub why: String,
 }
+
+/// One failed attempt of a canary: what failed, for which pod, when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failed {
+    pub what: String,
+    pub pod: String,
+    pub at: Duration,
+}
+
+impl Failed {
+    /// Whether the canary's attempt (`record`) failed: a policy call failed
+    /// (the built-in fallback scored), or it left the pod unschedulable
+    /// where the deciding policies placed it (`placed_anyway`). A pod no
+    /// policy can place is not the canary's failure.
+    pub fn of(record: &AttemptRecord, placed_anyway: bool, now: Duration) -> Option<Failed> {
+        let what = match (&record.fallback, &record.chosen) {
+            (Some(why), _) => format!("its call failed ({})", clipped(why, FAILURE_TEXT)),
+            (None, None) if placed_anyway => "it left unschedulable a pod the deciding policies placed".to_string(),
+            _ => return None,
+        };
+        Some(Failed { what, pod: record.pod.clone(), at: now })
+    }
+}
+
+/// How much of a policy's error text a stop keeps (it reaches a log line
+/// and an Event).
+const FAILURE_TEXT: usize = 300;
 
 #[derive(Debug, Default)]
 pub(super) struct Canaries {
@@ -36,41 +65,29 @@ impl Canaries {
             .find(|c| c.decides_for(pod) && !self.stopped.contains_key(&(profile.to_string(), c.name.clone())))
     }
 
-    /// Counts the attempt `candidate` decided; the stop, when this one
-    /// crossed its guard rail.
-    pub fn judge(
-        &mut self,
-        profile: &str,
-        candidate: &ShadowCandidate,
-        record: &AttemptRecord,
-        now: Duration,
-    ) -> Option<CanaryStop> {
-        let canary = candidate.canary.as_ref()?;
-        let failed = match (&record.fallback, &record.chosen) {
-            (Some(why), _) => format!("its call failed ({why})"),
-            (None, None) => "it left the pod unschedulable".to_string(),
-            (None, Some(_)) => return None,
-        };
-        let key = (profile.to_string(), candidate.name.clone());
+    /// Counts a failed attempt of canary `candidate` (its `settings`); the
+    /// stop, when this one crossed its guard rail.
+    pub fn judge(&mut self, profile: &str, candidate: &str, settings: &Canary, failed: Failed) -> Option<CanaryStop> {
+        let key = (profile.to_string(), candidate.to_string());
         let failures = self.failures.entry(key.clone()).or_default();
-        failures.push_back(now);
-        while failures.front().is_some_and(|t| now.saturating_sub(*t) > canary.window) {
+        failures.push_back(failed.at);
+        while failures.front().is_some_and(|t| failed.at.saturating_sub(*t) > settings.window) {
             failures.pop_front();
         }
-        if failures.len() <= canary.max_failures as usize {
+        if failures.len() <= settings.max_failures as usize {
             return None;
         }
         let why = format!(
             "{} of its attempts failed within {:?} (more than maxFailures {}); the last: {} for pod {}",
             failures.len(),
-            canary.window,
-            canary.max_failures,
-            failed,
-            record.pod
+            settings.window,
+            settings.max_failures,
+            failed.what,
+            failed.pod
         );
         self.failures.remove(&key);
         self.stopped.insert(key, why.clone());
-        Some(CanaryStop { profile: profile.to_string(), candidate: candidate.name.clone(), why })
+        Some(CanaryStop { profile: profile.to_string(), candidate: candidate.to_string(), why })
     }
 
     /// The profile's policies were swapped: its canaries start afresh.
@@ -133,28 +150,45 @@ mod tests {
     #[test]
     fn more_failures_than_allowed_within_the_window_stop_it_until_a_swap() {
         let c = candidate(2);
+        let settings = c.canary.clone().unwrap();
         let set = PolicySet { candidates: vec![c.clone()], ..PolicySet::default() };
         let mut canaries = Canaries::default();
-        let pending = record(None);
+        let t = Duration::from_secs;
         let mut failed = record(Some("n"));
         failed.fallback = Some("trap".into());
-        let t = Duration::from_secs;
-        assert_eq!(canaries.judge("p", &c, &record(Some("n")), t(0)), None, "a placement is no failure");
-        assert_eq!(canaries.judge("p", &c, &pending, t(1)), None);
+        assert_eq!(Failed::of(&record(Some("n")), true, t(0)), None, "a placement is no failure");
+        assert_eq!(Failed::of(&record(None), false, t(0)), None, "nor a pod no policy places");
+        let pending = |at| Failed::of(&record(None), true, at).unwrap();
+        let call = |at| Failed::of(&failed, true, at).unwrap();
+        assert_eq!(canaries.judge("p", "c", &settings, pending(t(1))), None);
         // The first failure has left the window by then.
-        assert_eq!(canaries.judge("p", &c, &failed, t(62)), None);
-        assert_eq!(canaries.judge("p", &c, &failed, t(63)), None);
-        let stop = canaries.judge("p", &c, &pending, t(64)).expect("three within a minute");
+        assert_eq!(canaries.judge("p", "c", &settings, call(t(62))), None);
+        assert_eq!(canaries.judge("p", "c", &settings, call(t(63))), None);
+        let stop = canaries.judge("p", "c", &settings, pending(t(64))).expect("three within a minute");
         assert!(stop.why.contains("3 of its attempts failed within 60s"), "{}", stop.why);
-        assert!(stop.why.contains("it left the pod unschedulable for pod ns/p"), "{}", stop.why);
+        assert!(
+            stop.why.contains("it left unschedulable a pod the deciding policies placed for pod ns/p"),
+            "{}",
+            stop.why
+        );
 
         let pod = crate::cluster::PodInfo::new(
-            &serde_json::from_value(serde_json::json!({"metadata": {"name": "x", "namespace": "ns", "uid": "u"}, "spec": {"containers": []}}))
-                .unwrap(),
+            &serde_json::from_value(
+                serde_json::json!({"metadata": {"name": "x", "namespace": "ns", "uid": "u"}, "spec": {"containers": []}}),
+            )
+            .unwrap(),
         )
         .unwrap();
         assert!(canaries.deciding("p", &set, &pod).is_none(), "stopped");
         canaries.reset("p");
         assert!(canaries.deciding("p", &set, &pod).is_some(), "a swap starts it afresh");
+    }
+
+    #[test]
+    fn a_policy_error_is_clipped_before_it_reaches_a_stop() {
+        let mut failed = record(Some("n"));
+        failed.fallback = Some("x".repeat(1 << 20));
+        let what = Failed::of(&failed, true, Duration::ZERO).unwrap().what;
+        assert!(what.len() < 400, "{} bytes", what.len());
     }
 }

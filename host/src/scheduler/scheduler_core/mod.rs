@@ -25,7 +25,7 @@ use crate::scheduler::queue::{QueueSizes, SchedulingQueue};
 use crate::scheduler::sampling::{NodeSampling, NodeWindow};
 use crate::scheduler::shadow::{MAX_SHADOW_JOBS, ShadowJob};
 use crate::scheduler::tenants::{Route, TenantJob, TenantPolicies};
-use canaries::Canaries;
+use canaries::{Canaries, Failed};
 use wasmsched_runtime::PolicyContext;
 use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
@@ -349,21 +349,21 @@ impl Scheduler {
         let (mut record, mut next_start, pass) =
             run_attempt(input(canary_set.as_ref().unwrap_or(policies), !shadows.is_empty()));
         let jobs = self.shadow_jobs(&pod, &record, attempt, policies, &shadows, pass);
-        let canary_record = match canary {
+        let failed = match canary {
             // A canary never leaves a pod pending that the deciding policies
             // would place: they decide this attempt (its failure counts).
             Some(_) if record.chosen.is_none() => {
                 let canary_record = record;
                 (record, next_start, _) = run_attempt(input(policies, false));
-                Some(canary_record)
+                Failed::of(&canary_record, record.chosen.is_some(), now)
             }
             Some(c) => {
                 record.canary = Some(c.name.clone());
-                Some(record.clone())
+                Failed::of(&record, true, now)
             }
             None => None,
         };
-        let canary = canary.cloned();
+        let judged = failed.and_then(|f| Some((canary?.name.clone(), canary?.canary.clone()?, f)));
         if window != NodeWindow::ALL {
             self.next_start_node = next_start;
         }
@@ -371,8 +371,8 @@ impl Scheduler {
         for key in skipped {
             *self.shadow_outbox.dropped.entry(key).or_default() += 1;
         }
-        if let (Some(c), Some(judged)) = (canary, canary_record) {
-            let stop = self.canaries.judge(&pod.scheduler_name, &c, &judged, now);
+        if let Some((candidate, settings, failed)) = judged {
+            let stop = self.canaries.judge(&pod.scheduler_name, &candidate, &settings, failed);
             self.shadow_outbox.stopped.extend(stop);
         }
         record.tenant = tenant;

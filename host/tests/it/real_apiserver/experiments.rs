@@ -4,7 +4,8 @@
 //! candidate added by a ConfigMap edit never decides and `wasmsched
 //! experiments` shows it; as a 10 % canary it decides for exactly the pods
 //! its hash picks, each `Scheduled` event naming it; one patch makes it the
-//! deciding policy. The scheduler's endpoints listen where step 3's
+//! deciding policy; and a failing canary is stopped with a Warning Event
+//! on the ConfigMap. The scheduler's endpoints listen where step 3's
 //! port-forward would put them (localhost:10251): no kubelet runs here.
 
 use super::*;
@@ -176,6 +177,32 @@ fn the_readme_takes_a_candidate_from_shadow_to_canary_to_deciding() {
             let node = pod.spec.and_then(|s| s.node_name).unwrap();
             assert!(node.contains("exp-spot-"), "spot-first packs spot nodes first: {node}");
         }
+
+        // 4. A canary whose calls fail (the hostile fixture declines to
+        //    score its pods) is stopped after 5 failures: a Warning Event on
+        //    the ConfigMap, written as deploy/'s ServiceAccount, and every
+        //    pod placed all the same.
+        std::fs::copy(wasmsched_test_support::policy_wasm("hostile"), dir.path().join("hostile.wasm")).unwrap();
+        std::fs::write(dir.path().join("decline.yaml"), "mode: decline\n").unwrap();
+        run("wasmsched configmap hostile.wasm --config decline.yaml --canary 100 | kubectl apply --server-side --field-manager=hostile -f -");
+        wait_policies(&ours, &["spot-first", "hostile (added)"]).await;
+        let mut hostile = pods("hostile", 6);
+        for (_, spec) in &mut hostile {
+            spec["labels"] = json!({"hostile": "true"});
+        }
+        let names = real.create_pods("", &hostile, "wasmsched", Duration::ZERO).await;
+        let placed = real.wait_decided(&names, Duration::from_secs(30)).await;
+        assert!(placed.iter().all(|p| Outcome::of(p) == Outcome::Bound), "no pod left pending by the canary");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let described = loop {
+            let described = run("kubectl -n wasmsched describe configmap wasmsched-policies");
+            if described.contains("CanaryStopped") {
+                break described;
+            }
+            assert!(Instant::now() < deadline, "no CanaryStopped event:\n{described}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert!(described.contains("canary hostile stopped deciding: 6 of its attempts failed"), "{described}");
         ours.shutdown().await;
         real.delete_pods().await;
         real.delete_nodes().await;
