@@ -2,15 +2,13 @@
 //! memory usage per node, each with the time its window ended, so ages are
 //! the real age of the measurement, not of our request.
 
-use std::time::Instant;
-
-use super::prometheus::{Fetched, instant_of};
+use super::prometheus::{Fetched, Now, instant_of};
 use super::spec::Usage;
 
 pub const PATH: &str = "/apis/metrics.k8s.io/v1beta1/nodes";
 
 /// Parses a `NodeMetricsList`.
-pub fn parse_node_metrics(list: &serde_json::Value, usage: Usage, now: Instant) -> Result<Fetched, String> {
+pub fn parse_node_metrics(list: &serde_json::Value, usage: Usage, now: Now) -> Result<Fetched, String> {
     let items = list["items"].as_array().ok_or("not a NodeMetricsList (no items)")?;
     let mut fetched = Fetched::default();
     for item in items {
@@ -40,7 +38,7 @@ pub fn parse_node_metrics(list: &serde_json::Value, usage: Usage, now: Instant) 
         let at = item["timestamp"]
             .as_str()
             .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-            .map_or(now, |t| instant_of(std::time::SystemTime::from(t), now));
+            .map_or(now.instant, |t| instant_of(std::time::SystemTime::from(t), now));
         fetched.values.push((node.to_string(), value, at));
     }
     Ok(fetched)
@@ -55,7 +53,7 @@ pub async fn node_usage(client: &kube::Client, usage: Usage) -> Result<Fetched, 
         }
         e => format!("GET {PATH}: {e}"),
     })?;
-    parse_node_metrics(&list, usage, Instant::now())
+    parse_node_metrics(&list, usage, Now::read())
 }
 
 #[cfg(test)]
@@ -65,19 +63,21 @@ mod tests {
 
     #[test]
     fn usage_with_the_time_it_was_measured() {
-        let ts = (jiff::Timestamp::now() - jiff::SignedDuration::from_secs(20)).to_string();
+        let now = Now::read();
+        let ts = (jiff::Timestamp::try_from(now.wall).unwrap() - jiff::SignedDuration::from_secs(20)).to_string();
         let list = serde_json::json!({"kind": "NodeMetricsList", "items": [
             {"metadata": {"name": "a"}, "timestamp": ts, "window": "10s", "usage": {"cpu": "250m", "memory": "1Gi"}},
             {"metadata": {"name": "b"}, "usage": {"cpu": "123456789n", "memory": "3Mi"}},
             {"metadata": {"name": "c"}, "usage": {"memory": "lots"}},
         ]});
-        let now = Instant::now();
         let cpu = parse_node_metrics(&list, Usage::Cpu, now).unwrap();
         assert_eq!(
             cpu.values.iter().map(|(n, v, _)| (n.as_str(), *v)).collect::<Vec<_>>(),
             [("a", 250.0), ("b", 124.0)]
         );
-        assert!(now.duration_since(cpu.values[0].2) >= Duration::from_secs(19));
+        // Both clocks are the test's: the age is the 20 s it wrote.
+        let age = now.instant.duration_since(cpu.values[0].2);
+        assert!(age.abs_diff(Duration::from_secs(20)) < Duration::from_millis(1), "{age:?}");
         assert!(cpu.warnings[0].contains("node c: no usage.cpu"));
         let memory = parse_node_metrics(&list, Usage::Memory, now).unwrap();
         assert_eq!(memory.values[0].1, 1073741824.0);

@@ -34,17 +34,33 @@ struct Data {
     result: serde_json::Value,
 }
 
+/// The moment an answer is read, on both clocks: sample times are wall
+/// clock, ages count on the monotonic one.
+#[derive(Debug, Clone, Copy)]
+pub struct Now {
+    pub instant: Instant,
+    pub wall: SystemTime,
+}
+
+impl Now {
+    pub fn read() -> Now {
+        Now { instant: Instant::now(), wall: SystemTime::now() }
+    }
+}
+
 /// Converts a wall-clock sample time to the monotonic clock, so ages keep
 /// counting correctly (a time in the future counts as now).
-pub fn instant_of(time: SystemTime, now: Instant) -> Instant {
-    match SystemTime::now().duration_since(time) {
+pub fn instant_of(time: SystemTime, now: Now) -> Instant {
+    let now_wall = now.wall;
+    let now = now.instant;
+    match now_wall.duration_since(time) {
         Ok(ago) => now.checked_sub(ago).unwrap_or(now),
         Err(_) => now,
     }
 }
 
 /// Parses the body of `/api/v1/query`.
-pub fn parse_response(body: &[u8], node_label: &str, now: Instant) -> Result<Fetched, String> {
+pub fn parse_response(body: &[u8], node_label: &str, now: Now) -> Result<Fetched, String> {
     let response: Response = serde_json::from_slice(body).map_err(|e| format!("not a Prometheus API response: {e}"))?;
     if response.status != "success" {
         return Err(format!(
@@ -105,7 +121,7 @@ pub async fn query(http: &reqwest::Client, url: &str, query: &str, node_label: &
     let status = response.status();
     let body = response.bytes().await.map_err(|e| format!("reading the answer of {url}: {e}"))?;
     // Prometheus answers 400/422/503 with a JSON error body worth showing.
-    match parse_response(&body, node_label, Instant::now()) {
+    match parse_response(&body, node_label, Now::read()) {
         Ok(fetched) if status.is_success() => Ok(fetched),
         Ok(_) => Err(format!("{url} answered {status}")),
         Err(e) if status.is_success() => Err(e),
@@ -123,8 +139,8 @@ mod tests {
 
     #[test]
     fn one_series_per_node() {
-        let now = Instant::now();
-        let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64() - 3.0;
+        let now = Now::read();
+        let secs = now.wall.duration_since(UNIX_EPOCH).unwrap().as_secs_f64() - 3.0;
         let b = body(
             "vector",
             &format!(
@@ -138,8 +154,10 @@ mod tests {
         let f = parse_response(&b, "node", now).unwrap();
         assert_eq!(f.values.len(), 1);
         assert_eq!((f.values[0].0.as_str(), f.values[0].1), ("a", 0.25));
-        let age = now.duration_since(f.values[0].2);
-        assert!(age >= Duration::from_millis(2900) && age < Duration::from_secs(5), "{age:?}");
+        // Both clocks are the test's: the age is the 3 s it wrote, to the
+        // precision of a float of seconds since 1970.
+        let age = now.instant.duration_since(f.values[0].2);
+        assert!(age.abs_diff(Duration::from_secs(3)) < Duration::from_millis(1), "{age:?}");
         assert_eq!(f.warnings.len(), 4, "{:?}", f.warnings);
         assert!(f.warnings[0].contains("has no \"node\" label"));
         assert!(f.warnings[1].contains("\"NaN\" is not a finite number"));
@@ -148,14 +166,14 @@ mod tests {
 
     #[test]
     fn errors_say_what_is_wrong() {
-        let e = parse_response(&body("matrix", "[]"), "node", Instant::now()).err().unwrap();
+        let e = parse_response(&body("matrix", "[]"), "node", Now::read()).err().unwrap();
         assert!(e.contains("returns a matrix; it must return an instant vector"), "{e}");
-        let e = parse_response(b"<html>", "node", Instant::now()).err().unwrap();
+        let e = parse_response(b"<html>", "node", Now::read()).err().unwrap();
         assert!(e.contains("not a Prometheus API response"), "{e}");
         let e = parse_response(
             br#"{"status":"error","errorType":"bad_data","error":"parse error at char 5"}"#,
             "node",
-            Instant::now(),
+            Now::read(),
         )
         .err()
         .unwrap();

@@ -81,7 +81,7 @@ impl Registry {
             .spawn()
             .unwrap();
         let registry = Registry { child, host, dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = crate::common::hang_guard();
         while std::net::TcpStream::connect(&registry.host).is_err() {
             assert!(Instant::now() < deadline, "the registry did not start on {}", registry.host);
             std::thread::sleep(Duration::from_millis(50));

@@ -92,7 +92,7 @@ fn pod(name: &str) -> Pod {
 async fn create_bound(s: &Setup, name: &str) -> Api<Pod> {
     let pods: Api<Pod> = Api::namespaced(s.client.clone(), "default");
     pods.create(&PostParams::default(), &pod(name)).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = crate::common::hang_guard();
     while s.fake.bindings(&format!("default/{name}")) == 0 {
         assert!(Instant::now() < deadline, "{name} not bound");
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -148,26 +148,26 @@ async fn a_valid_update_swaps_in_under_load_without_a_failed_attempt() {
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let updated = Instant::now();
+    // How long the swap takes under load is measured in wasmsched-bench
+    // (hot-swap); here, what it does: no attempt fails, and the pods created
+    // once it is active are decided by the new policy.
     replace_configmap(&s, configmap(&[("spot-first.wasm.gz", gz(&wasm("spot-first")))])).await;
+    let deadline = crate::common::hang_guard();
     while active_names(&s) != ["spot-first"] {
-        assert!(updated.elapsed() < Duration::from_secs(10), "never swapped: {:?}", active_names(&s));
+        assert!(Instant::now() < deadline, "never swapped: {:?}", active_names(&s));
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let swap_latency = updated.elapsed();
     let first_after = created.load(Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::SeqCst);
     load.await.unwrap();
     let total = created.load(Ordering::SeqCst);
 
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = crate::common::hang_guard();
     while (s.fake.total_bindings() as usize) < total {
         assert!(Instant::now() < deadline, "only {}/{total} bound", s.fake.total_bindings());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    eprintln!("ConfigMap update → new policy active in {swap_latency:?} under load; {total} pods bound");
-    assert!(swap_latency <= Duration::from_secs(1), "the swap took {swap_latency:?}");
     // Pods created after the swap are decided by spot-first: spot nodes.
     for n in first_after..total {
         let p = pods.get(&format!("load-{n:04}")).await.unwrap();
@@ -216,7 +216,7 @@ async fn bad_updates_are_rejected_and_the_active_version_stays() {
     ];
     for (i, (what, cm, expect)) in cases.into_iter().enumerate() {
         replace_configmap(&s, cm).await;
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = crate::common::hang_guard();
         while s.scheduler.status.metrics.counter("wasmsched_policy_reloads_total", &[PROFILE, "rejected"])
             < (i + 1) as f64
         {
@@ -226,7 +226,7 @@ async fn bad_updates_are_rejected_and_the_active_version_stays() {
         let active = s.scheduler.status.policies();
         assert_eq!(active.len(), 1, "{what}");
         assert_eq!(active[0].sha256, active_sha, "{what}: the active version changed");
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = crate::common::hang_guard();
         loop {
             let warnings = configmap_warnings(&s).await;
             if warnings.iter().any(|w| w.contains(expect) && w.contains("the active version stays")) {
@@ -249,7 +249,7 @@ async fn without_a_valid_version_pods_are_placed_by_the_fallback_and_say_why() {
     let pods: Api<Pod> = Api::namespaced(s.client.clone(), "default");
     pods.create(&PostParams::default(), &pod("p")).await.unwrap();
     let events: Api<Event> = Api::namespaced(s.client.clone(), "default");
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = crate::common::hang_guard();
     loop {
         let list = events.list(&ListParams::default()).await.unwrap().items;
         let fallback = list.iter().find(|e| {
@@ -270,7 +270,7 @@ async fn without_a_valid_version_pods_are_placed_by_the_fallback_and_say_why() {
 
     // The first valid version takes over.
     replace_configmap(&s, configmap(&[("least-allocated.wasm", wasm("least-allocated"))])).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = crate::common::hang_guard();
     while active_names(&s) != ["least-allocated"] {
         assert!(Instant::now() < deadline, "never loaded");
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -286,7 +286,7 @@ async fn a_missing_configmap_means_the_fallback_until_it_appears() {
         .create(&PostParams::default(), &configmap(&[("least-allocated.wasm", wasm("least-allocated"))]))
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = crate::common::hang_guard();
     while active_names(&s) != ["least-allocated"] {
         assert!(Instant::now() < deadline, "never loaded");
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -325,7 +325,7 @@ fn kubelet_write(dir: &std::path::Path, version: u32, files: &[(&str, Vec<u8>)])
 }
 
 async fn wait_active(s: &Setup, names: &[&str]) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = crate::common::hang_guard();
     while active_names(s) != names {
         assert!(Instant::now() < deadline, "active {:?}, expected {names:?}", active_names(s));
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -347,7 +347,7 @@ async fn a_mounted_configmap_directory_swaps_atomically() {
 
     // A bad version is rejected; the active one stays.
     kubelet_write(d.path(), 3, &[("x.wasm", b"garbage".to_vec())]);
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = crate::common::hang_guard();
     while rejected() < 1.0 {
         assert!(Instant::now() < deadline, "not rejected");
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -383,7 +383,7 @@ async fn a_setting_too_large_for_a_duration_is_refused_and_hot_swap_goes_on() {
     let rejected = || s.scheduler.status.metrics.counter("wasmsched_policy_reloads_total", &[PROFILE, "rejected"]);
 
     std::fs::write(d.path().join("policy.yaml"), "deadline: 99999999999999999999999h\n").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = crate::common::hang_guard();
     while rejected() < 1.0 {
         assert!(Instant::now() < deadline, "the overflowing deadline was not refused");
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -456,7 +456,7 @@ async fn a_candidate_added_by_a_configmap_update_is_tried_and_never_decides() {
     assert_eq!(nodes.len(), 4, "least-allocated decides, spreading over every node: {nodes:?}");
     // Every attempt is seen, or dropped and counted when the shadow thread
     // (idle priority) is behind: on a busy machine it runs last.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = crate::common::hang_guard();
     let report = loop {
         let report: serde_json::Value = serde_json::from_str(&endpoint(&s, "/experiments").await).unwrap();
         let (seen, dropped) = (report[0]["seen"].as_u64().unwrap_or(0), report[0]["dropped"].as_u64().unwrap_or(0));
@@ -499,7 +499,7 @@ async fn a_candidate_added_by_a_configmap_update_is_tried_and_never_decides() {
 
     // A candidate for an entry the bundle does not have is refused.
     replace_configmap(&s, with_candidate(b"shadow: {replaces: most-allocated}\n".to_vec())).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = crate::common::hang_guard();
     while !configmap_warnings(&s).await.iter().any(|w| w.contains("replaces \"most-allocated\"")) {
         assert!(Instant::now() < deadline, "not refused: {:?}", configmap_warnings(&s).await);
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -535,7 +535,7 @@ async fn a_canary_decides_for_its_share_and_a_failing_one_is_stopped_with_an_eve
     for i in 0..12 {
         create_bound(&s, &format!("p{i}")).await;
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = crate::common::hang_guard();
     while scheduled_notes(&s).await.len() < 12 {
         assert!(Instant::now() < deadline, "Scheduled events missing: {:?}", scheduled_notes(&s).await);
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -564,12 +564,12 @@ async fn a_canary_decides_for_its_share_and_a_failing_one_is_stopped_with_an_eve
         hostile.metadata.labels = Some([("hostile".to_string(), "true".to_string())].into());
         pods.create(&PostParams::default(), &hostile).await.unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = crate::common::hang_guard();
     while (0..5).any(|i| s.fake.bindings(&format!("default/h{i}")) == 0) {
         assert!(Instant::now() < deadline, "a pod was left pending by the failing canary");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = crate::common::hang_guard();
     let stopped = loop {
         let events: Api<Event> = Api::namespaced(s.client.clone(), "default");
         let list = events.list(&ListParams::default()).await.unwrap().items;

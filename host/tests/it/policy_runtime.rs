@@ -2,7 +2,7 @@
 //! `tests/fixtures/` during this test run.
 
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wasmsched::node_metrics::StaticMetrics;
 use wasmsched::policy::config_to_json;
@@ -191,38 +191,37 @@ fn hostile(mode: &str, limits: PolicyLimits) -> LoadedPolicy {
 }
 
 /// Runs the hostile pod, then a normal pod through the same policy.
-fn hostile_then_normal(policy: &LoadedPolicy, phase: &str) -> (PolicyError, Duration) {
+fn hostile_then_normal(policy: &LoadedPolicy, phase: &str) -> PolicyError {
     let (ctx, candidates) = three_nodes();
     let evil = pod("evil", &[("hostile", "true")]);
-    let started = Instant::now();
     let err = match phase {
         "filter" => policy.filter(&ctx, &evil, &candidates).map(|_| ()).unwrap_err(),
         _ => policy.score(&ctx, &evil, &candidates, 0).map(|_| ()).unwrap_err(),
     };
-    let elapsed = started.elapsed();
     let scores = policy.score(&ctx, &pod("good", &[]), &candidates, 0).expect("the next call works");
     assert_eq!(scores, vec![1.0; 3]);
     assert!(policy.filter(&ctx, &pod("good", &[]), &candidates).unwrap().verdicts.iter().all(Option::is_none));
-    (err, elapsed)
+    err
 }
 
 #[test]
 fn an_endless_loop_is_stopped_at_its_deadline_and_the_instance_replaced() {
     let deadline = Duration::from_millis(50);
-    let policy = hostile("loop", PolicyLimits { call_deadline: deadline, ..PolicyLimits::default() });
+    let policy = Arc::new(hostile("loop", PolicyLimits { call_deadline: deadline, ..PolicyLimits::default() }));
     let created = policy.instances_created();
-    let (err, elapsed) = hostile_then_normal(&policy, "score");
+    // The loop never ends by itself: the call returning at all is the
+    // deadline's doing (its cost is measured in wasmsched-bench).
+    let looping = policy.clone();
+    let err = crate::common::returns("the looping call", move || hostile_then_normal(&looping, "score"));
     assert!(matches!(err, PolicyError::DeadlineExceeded { phase: "score", .. }), "{err}");
     assert_eq!(err.to_string(), "hostile: score exceeded its 50ms deadline");
-    assert!(elapsed >= deadline, "stopped early: {elapsed:?}");
-    assert!(elapsed < deadline + Duration::from_millis(60), "stopped late: {elapsed:?}");
     assert_eq!(policy.instances_created(), created + 1, "the trapped instance was replaced once");
 }
 
 #[test]
 fn a_panic_is_a_trap_with_the_panic_message() {
     let policy = hostile("panic", PolicyLimits::default());
-    let (err, _) = hostile_then_normal(&policy, "filter");
+    let err = hostile_then_normal(&policy, "filter");
     assert_eq!(err.kind(), "trap");
     assert!(err.to_string().contains("hostile fixture panicked on purpose"), "{err}");
     assert!(err.to_string().starts_with("hostile: trapped in filter: "), "{err}");
@@ -231,7 +230,7 @@ fn a_panic_is_a_trap_with_the_panic_message() {
 #[test]
 fn unbounded_allocation_hits_the_memory_cap() {
     let policy = hostile("oom", PolicyLimits { memory_bytes: 16 << 20, ..PolicyLimits::default() });
-    let (err, elapsed) = hostile_then_normal(&policy, "score");
+    let err = hostile_then_normal(&policy, "score");
     match &err {
         PolicyError::OutOfMemory { limit, requested, .. } => {
             assert_eq!(*limit, 16 << 20);
@@ -239,7 +238,6 @@ fn unbounded_allocation_hits_the_memory_cap() {
         }
         other => panic!("expected out of memory, got {other}"),
     }
-    assert!(elapsed < Duration::from_millis(100), "{elapsed:?}");
 }
 
 #[test]
@@ -263,7 +261,7 @@ fn malformed_results_are_rejected_with_what_is_wrong() {
     for (mode, phase, message) in cases {
         let policy = hostile(mode, PolicyLimits::default());
         let created = policy.instances_created();
-        let (err, _) = hostile_then_normal(&policy, phase);
+        let err = hostile_then_normal(&policy, phase);
         assert_eq!(err.to_string(), message);
         assert_eq!(policy.instances_created(), created, "{mode}: a well-formed call must not cost an instance");
     }
@@ -346,9 +344,11 @@ fn deadlines_hold_after_the_engine_is_dropped() {
         let limits = PolicyLimits { call_deadline: Duration::from_millis(30), ..PolicyLimits::default() };
         engine.load(&source("hostile"), r#"{"mode":"loop"}"#, limits).unwrap()
     };
-    let (ctx, candidates) = three_nodes();
-    let started = Instant::now();
-    let err = policy.score(&ctx, &pod("evil", &[("hostile", "true")]), &candidates, 0).unwrap_err();
+    // A deadline whose ticker died with the engine would never fire: the
+    // call would never return.
+    let err = crate::common::returns("a looping call after the engine was dropped", move || {
+        let (ctx, candidates) = three_nodes();
+        policy.score(&ctx, &pod("evil", &[("hostile", "true")]), &candidates, 0).unwrap_err()
+    });
     assert_eq!(err.kind(), "deadline");
-    assert!(started.elapsed() < Duration::from_millis(200), "{:?}", started.elapsed());
 }

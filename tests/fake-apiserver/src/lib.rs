@@ -177,6 +177,12 @@ impl FakeApiServer {
         self.shared.faults.lock().unwrap().push(fault);
     }
 
+    /// How many requests the scripted faults still wait for: a test knows
+    /// a request reached the server (and is being held) when it drops.
+    pub fn faults_left(&self) -> u32 {
+        self.shared.faults.lock().unwrap().iter().map(|f| f.times).sum()
+    }
+
     pub fn request_stats(&self) -> BTreeMap<String, RequestStat> {
         self.shared.stats.lock().unwrap().clone()
     }

@@ -74,7 +74,7 @@ async fn a_failed_binding_takes_the_pod_out_of_its_claims_reservation() {
     // Deleted during its backoff: the claim is free for the next pod.
     c.pods().delete("holder", &DeleteParams::default()).await.unwrap();
     c.add_pod("next", "100m", uses_claim).await;
-    c.wait_bound(&["next".to_string()], Duration::from_secs(10)).await;
+    c.wait_bound(&["next".to_string()]).await;
     let next = c.pods().get("next").await.unwrap().metadata.uid.unwrap();
     let (devices, consumers) = c.claim_state("gpu").await;
     assert_eq!((devices, consumers), (vec!["gpu-0".to_string()], vec![next]));
@@ -128,11 +128,11 @@ async fn prebind_waits_for_binding_conditions_and_a_failed_device_is_given_back(
         assert_eq!(c.claim_state(name).await.0, vec![name.to_string()]);
     }
     set_device_condition(&c, "good", "good", "attached").await;
-    c.wait_bound(&["good".to_string()], Duration::from_secs(10)).await;
+    c.wait_bound(&["good".to_string()]).await;
     // The driver gives up on the other: the pod is told, the claim
     // deallocated and the pod not bound.
     set_device_condition(&c, "bad", "bad", "failed").await;
-    let event = c.wait_event("bad", "FailedScheduling", Duration::from_secs(10)).await;
+    let event = c.wait_event("bad", "FailedScheduling").await;
     let note = event.note.unwrap_or_default();
     assert!(note.contains("running PreBind plugin \"DynamicResources\"") && note.contains("binding failed"), "{note}");
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -187,7 +187,7 @@ async fn prebind_writes_the_claim_it_saw_and_reads_it_only_after_a_conflict() {
         }
         let reads = claim_reads(fake);
         let uid = c.add_pod(pod, "100m", uses_claim.clone()).await.metadata.uid.unwrap();
-        c.wait_bound(&[pod.to_string()], Duration::from_secs(10)).await;
+        c.wait_bound(&[pod.to_string()]).await;
         assert_eq!(claim_reads(fake) - reads, conflicts, "{pod}: claim reads before its writes");
         assert_eq!(c.claim_state("gpu").await, (vec!["gpu-0".to_string()], vec![uid]), "{pod}");
     }
@@ -226,7 +226,7 @@ async fn a_failed_binding_deletes_the_claim_made_for_extended_resources() {
     let container = json!([{"name": "c", "image": "registry.k8s.io/pause:3.10",
         "resources": {"requests": {"cpu": "100m", resource.as_str(): "1"}, "limits": {resource.as_str(): "1"}}}]);
     c.add_pod("holder", "100m", json!({"containers": container})).await;
-    c.wait_bound(&["holder".to_string()], Duration::from_secs(15)).await;
+    c.wait_bound(&["holder".to_string()]).await;
     // The first cycle's claim was deleted when its binding failed; the
     // second made the one the pod's status names, with the device.
     let left = extended_claims(&c).await;

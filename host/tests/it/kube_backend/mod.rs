@@ -136,8 +136,8 @@ impl TestCluster {
     }
 
     /// Waits until every pod is bound; returns pod → node.
-    async fn wait_bound(&self, pods: &[String], within: Duration) -> Vec<(String, String)> {
-        let deadline = Instant::now() + within;
+    async fn wait_bound(&self, pods: &[String]) -> Vec<(String, String)> {
+        let deadline = crate::common::hang_guard();
         loop {
             let mut bound = Vec::new();
             for p in pods {
@@ -150,7 +150,7 @@ impl TestCluster {
             }
             assert!(
                 Instant::now() < deadline,
-                "only {}/{} pods bound after {within:?}: {bound:?}",
+                "only {}/{} pods bound within the hang guard: {bound:?}",
                 bound.len(),
                 pods.len()
             );
@@ -164,13 +164,13 @@ impl TestCluster {
         list.items.into_iter().filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)).collect()
     }
 
-    async fn wait_event(&self, pod: &str, reason: &str, within: Duration) -> Event {
-        let deadline = Instant::now() + within;
+    async fn wait_event(&self, pod: &str, reason: &str) -> Event {
+        let deadline = crate::common::hang_guard();
         loop {
             if let Some(e) = self.events_for(pod).await.into_iter().find(|e| e.reason.as_deref() == Some(reason)) {
                 return e;
             }
-            assert!(Instant::now() < deadline, "no {reason} event for {pod} after {within:?}");
+            assert!(Instant::now() < deadline, "no {reason} event for {pod} within the hang guard");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -202,6 +202,21 @@ impl TestCluster {
 
     async fn start_scheduler(&self, identity: &str, leader_election: bool) -> RunningScheduler {
         start(self.scheduler.clone(), self.config(identity, leader_election)).await.unwrap()
+    }
+
+    /// A replica whose Lease lasts `lease_duration` once it holds it.
+    async fn start_replica(&self, identity: &str, lease_duration: Duration) -> RunningScheduler {
+        let mut config = self.config(identity, true);
+        config.leader_election.lease_duration = lease_duration;
+        start(self.scheduler.clone(), config).await.unwrap()
+    }
+
+    /// Who holds this run's Lease, if anyone.
+    async fn lease_holder(&self) -> Option<String> {
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(self.client.clone(), &self.namespace);
+        let lease = leases.get_opt(&self.scheduler_name()).await.unwrap()?;
+        lease.spec.and_then(|s| s.holder_identity).filter(|h| !h.is_empty())
     }
 
     async fn cleanup(self) {
@@ -250,7 +265,7 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
 }
 
 async fn wait_ready(s: &RunningScheduler) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = crate::common::hang_guard();
     while !s.status.readiness().0 {
         assert!(Instant::now() < deadline, "not ready: {:?}", s.status.readiness().1);
         tokio::time::sleep(Duration::from_millis(20)).await;

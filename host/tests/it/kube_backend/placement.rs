@@ -27,7 +27,7 @@ async fn binds_pods_respecting_filters_and_the_policy() {
     let mut selector = json!({"nodeSelector": {"wasmsched-e2e": c.prefix, "disk": "ssd"}});
     c.add_pod("needs-ssd", "100m", selector.take()).await;
     names.push("needs-ssd".into());
-    let bound = c.wait_bound(&names, Duration::from_secs(20)).await;
+    let bound = c.wait_bound(&names).await;
     for (pod, node) in &bound {
         assert_ne!(node, &c.node_name("tainted"), "{pod} ignored the taint");
     }
@@ -36,7 +36,7 @@ async fn binds_pods_respecting_filters_and_the_policy() {
     // untainted node.
     let on_big = bound.iter().filter(|(_, n)| *n == c.node_name("big")).count();
     assert!(on_big >= 3, "least-allocated should prefer the big node: {bound:?}");
-    let event = c.wait_event("web-0", "Scheduled", Duration::from_secs(10)).await;
+    let event = c.wait_event("web-0", "Scheduled").await;
     let node = c.node_of("web-0").await.unwrap();
     assert_eq!(event.note.as_deref(), Some(format!("Successfully assigned {}/web-0 to {node}", c.namespace).as_str()));
     assert_eq!(event.reporting_controller.as_deref(), Some(c.scheduler_name().as_str()));
@@ -83,7 +83,7 @@ async fn a_burst_of_pods_binds_exactly_what_fits() {
     futures::future::join_all(names.iter().map(|n| c.add_pod(n, "500m", json!({})))).await;
 
     // Every pod ends bound or with PodScheduled=False; none is left pending.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = crate::common::hang_guard();
     let (bound, refused) = loop {
         let pods = c.pods().list(&ListParams::default()).await.unwrap().items;
         let bound: Vec<Pod> = pods.iter().filter(|p| p.spec.as_ref().unwrap().node_name.is_some()).cloned().collect();
@@ -101,7 +101,7 @@ async fn a_burst_of_pods_binds_exactly_what_fits() {
         if bound.len() + refused.len() == 40 {
             break (bound, refused);
         }
-        assert!(Instant::now() < deadline, "{} bound, {} refused after 30 s", bound.len(), refused.len());
+        assert!(Instant::now() < deadline, "{} bound, {} refused (hang guard)", bound.len(), refused.len());
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let mut per_node = std::collections::BTreeMap::<String, usize>::new();
@@ -112,7 +112,7 @@ async fn a_burst_of_pods_binds_exactly_what_fits() {
     assert!(per_node.values().all(|n| *n == 8), "a node over-committed: {per_node:?}");
     for p in &refused {
         let name = p.metadata.name.clone().unwrap();
-        let event = c.wait_event(&name, "FailedScheduling", Duration::from_secs(10)).await;
+        let event = c.wait_event(&name, "FailedScheduling").await;
         let note = event.note.unwrap_or_default();
         assert!(note.contains("4 Insufficient cpu"), "{name}: {note}");
     }
@@ -132,7 +132,7 @@ async fn unschedulable_pod_is_reported_then_bound_when_room_appears() {
     wait_ready(&s).await;
     c.add_pod("large", "4", json!({})).await;
 
-    let event = c.wait_event("large", "FailedScheduling", Duration::from_secs(10)).await;
+    let event = c.wait_event("large", "FailedScheduling").await;
     let note = event.note.unwrap_or_default();
     assert!(note.contains("nodes are available") && note.contains("1 Insufficient cpu"), "{note}");
     if c.fake.is_some() {
@@ -144,7 +144,7 @@ async fn unschedulable_pod_is_reported_then_bound_when_room_appears() {
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     assert_eq!(event.action.as_deref(), Some("Scheduling"));
     // The PodScheduled condition is set through pods/status.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = crate::common::hang_guard();
     loop {
         let pod = c.pods().get("large").await.unwrap();
         let cond =
@@ -179,7 +179,7 @@ async fn unschedulable_pod_is_reported_then_bound_when_room_appears() {
     assert!(failed[0].series.is_none(), "repeated identical failures were re-sent: {:?}", failed[0].series);
 
     c.add_node("big", "8", "32Gi", json!({})).await;
-    let bound = c.wait_bound(&["large".to_string()], Duration::from_secs(10)).await;
+    let bound = c.wait_bound(&["large".to_string()]).await;
     assert_eq!(bound[0].1, c.node_name("big"));
     let pod = c.pods().get("large").await.unwrap();
     let cond =
@@ -201,8 +201,8 @@ async fn each_profile_schedules_its_own_pods_and_reports_as_itself() {
     c.add_pod("a", "100m", json!({})).await;
     c.add_pod("b", "100m", json!({"schedulerName": second})).await;
     c.add_pod("someone-elses", "100m", json!({"schedulerName": "default-scheduler-of-nobody"})).await;
-    c.wait_bound(&["a".to_string(), "b".to_string()], Duration::from_secs(20)).await;
-    let event = c.wait_event("b", "Scheduled", Duration::from_secs(10)).await;
+    c.wait_bound(&["a".to_string(), "b".to_string()]).await;
+    let event = c.wait_event("b", "Scheduled").await;
     assert_eq!(event.reporting_controller.as_deref(), Some(second.as_str()));
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(c.node_of("someone-elses").await, None, "pods of other schedulers are left alone");
@@ -211,7 +211,7 @@ async fn each_profile_schedules_its_own_pods_and_reports_as_itself() {
     // (the fake does not validate quantities) is kept and explained.
     if c.fake.is_some() {
         c.add_pod("odd", "lots", json!({})).await;
-        let event = c.wait_event("odd", "FailedScheduling", Duration::from_secs(10)).await;
+        let event = c.wait_event("odd", "FailedScheduling").await;
         let note = event.note.unwrap_or_default();
         assert!(note.contains("invalid pod") && note.contains("lots"), "{note}");
         let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
@@ -244,12 +244,12 @@ async fn a_failing_policy_is_contained_reported_and_counted() {
     .unwrap();
     c.pods().create(&PostParams::default(), &pod).await.unwrap();
     c.add_pod("good", "100m", json!({})).await;
-    c.wait_bound(&["evil".to_string(), "good".to_string()], Duration::from_secs(20)).await;
-    let warning = c.wait_event("evil", "PolicyFallback", Duration::from_secs(10)).await;
+    c.wait_bound(&["evil".to_string(), "good".to_string()]).await;
+    let warning = c.wait_event("evil", "PolicyFallback").await;
     let note = warning.note.unwrap_or_default();
     assert!(note.contains(&name) && note.contains("chosen by the built-in least-allocated scoring"), "{note}");
     assert_eq!(warning.type_.as_deref(), Some("Warning"));
-    c.wait_event("evil", "Scheduled", Duration::from_secs(10)).await;
+    c.wait_event("evil", "Scheduled").await;
     assert!(c.events_for("good").await.iter().all(|e| e.reason.as_deref() != Some("PolicyFallback")));
     let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
     let failures = format!("wasmsched_policy_failures_total{{tenant=\"\",policy=\"{name}\",kind=\"trap\"}} ");

@@ -44,7 +44,7 @@ impl Real {
     /// test's namespace.
     pub async fn wait_event_about(&self, kind: &str, name: &str, reason: &str) -> String {
         let events: Api<Event> = Api::namespaced(self.admin.clone(), &self.namespace);
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = crate::common::hang_guard();
         loop {
             let found = events.list(&ListParams::default()).await.unwrap().items.into_iter().find(|e| {
                 e.reason.as_deref() == Some(reason)
@@ -62,7 +62,7 @@ impl Real {
 
     /// Waits until the one active profile policy is `name`.
     pub async fn wait_active(&self, scheduler: &RunningScheduler, name: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = crate::common::hang_guard();
         while scheduler.status.policies().first().map(|p| p.name.as_str()) != Some(name) {
             assert!(Instant::now() < deadline, "{name} never active: {:?}", scheduler.status.policies());
             tokio::time::sleep(Duration::from_millis(20)).await;

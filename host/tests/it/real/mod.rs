@@ -241,8 +241,8 @@ impl Real {
 
     /// Waits until every pod is bound or refused, and stays so for a
     /// second; returns them in `names` order.
-    pub async fn wait_decided(&self, names: &[String], within: Duration) -> Vec<Pod> {
-        let deadline = Instant::now() + within;
+    pub async fn wait_decided(&self, names: &[String]) -> Vec<Pod> {
+        let deadline = crate::common::hang_guard();
         let mut stable_since: Option<(Vec<Outcome>, Instant)> = None;
         loop {
             let pods = self.pods_named(names).await;
@@ -261,7 +261,7 @@ impl Real {
             if Instant::now() > deadline {
                 let pending: Vec<&String> =
                     names.iter().zip(&outcomes).filter(|(_, o)| **o == Outcome::Pending).map(|(n, _)| n).collect();
-                panic!("pods still pending after {within:?}: {pending:?}");
+                panic!("pods still pending within the hang guard: {pending:?}");
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -330,7 +330,7 @@ impl Real {
         let api: Api<Pod> = Api::namespaced(self.admin.clone(), &self.namespace);
         let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
         api.delete_collection(&now, &ListParams::default()).await.unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = crate::common::hang_guard();
         while !api.list(&ListParams::default()).await.unwrap().items.is_empty() {
             assert!(Instant::now() < deadline, "pods not deleted");
             tokio::time::sleep(Duration::from_millis(50)).await;

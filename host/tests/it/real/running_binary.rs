@@ -32,8 +32,8 @@ impl RunningBinary {
     }
 
     /// Polls `/readyz?verbose` until its body contains `text`.
-    pub async fn wait_readyz_mentions(&self, text: &str, within: Duration) -> (u16, String) {
-        let deadline = Instant::now() + within;
+    pub async fn wait_readyz_mentions(&self, text: &str) -> (u16, String) {
+        let deadline = crate::common::hang_guard();
         loop {
             if let Some((code, body)) = self.readyz()
                 && body.contains(text)

@@ -47,7 +47,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> (Outcome, String,
     };
     let pods = [("moved".to_string(), pod(&claim_name)), ("refused".to_string(), pod(&format!("{side}-no-class")))];
     let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::ZERO).await;
-    let decided = real.wait_decided(&names, Duration::from_secs(40)).await;
+    let decided = real.wait_decided(&names).await;
     let (outcome, refused) = (Outcome::of(&decided[0]), Outcome::in_full(&decided[1]));
     let failures = real.events_with_reason("FailedScheduling").await;
     let failures: Vec<_> = failures

@@ -85,7 +85,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Result {
     // One at a time: which claim gets bandwidth first must not be the
     // queue's choice.
     let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::from_millis(1500)).await;
-    let decided = real.wait_decided(&names, Duration::from_secs(40)).await;
+    let decided = real.wait_decided(&names).await;
     let outcomes = decided
         .iter()
         .map(|p| {

@@ -133,7 +133,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Result {
 /// The pods' outcomes once decided, by name without the side, with the
 /// side taken out of messages too.
 async fn decided(real: &Real, side: &str, names: &[String]) -> BTreeMap<String, Outcome> {
-    let decided = real.wait_decided(names, Duration::from_secs(40)).await;
+    let decided = real.wait_decided(names).await;
     decided
         .iter()
         .map(|p| {
@@ -208,7 +208,7 @@ async fn run_partitions(real: &Real, side: &str, scheduler_name: &str) -> (Vec<O
     };
     let pods: Vec<(String, Value)> = ["half-1", "half-2", "whole"].iter().map(|c| (c.to_string(), pod(c))).collect();
     let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::from_millis(1500)).await;
-    let decided = real.wait_decided(&names, Duration::from_secs(40)).await;
+    let decided = real.wait_decided(&names).await;
     let outcomes = decided.iter().map(Outcome::of).collect();
     let mut allocated = Vec::new();
     for claim in ["half-1", "half-2", "whole"] {
@@ -269,7 +269,7 @@ async fn run_binding_conditions(real: &Real, side: &str, scheduler_name: &str) -
         "conditions": [{"type": "attached", "status": "True", "reason": "Attached", "message": "by the test",
                         "lastTransitionTime": "2026-11-25T00:00:00Z"}]}]}});
     claims.patch_status(&claim_name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
-    let after = Outcome::of(&real.wait_decided(&names, Duration::from_secs(30)).await[0]);
+    let after = Outcome::of(&real.wait_decided(&names).await[0]);
     clean_up(real, &[own("f0")], &class).await;
     (before, conditions, after)
 }

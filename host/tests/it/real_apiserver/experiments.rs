@@ -34,7 +34,7 @@ async fn start(real: &Real) -> wasmsched::kubernetes::RunningScheduler {
 
 /// Waits until the profile's policies are `names` (candidates marked).
 async fn wait_policies(ours: &wasmsched::kubernetes::RunningScheduler, names: &[&str]) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = crate::common::hang_guard();
     loop {
         let active: Vec<String> = ours
             .status
@@ -103,13 +103,13 @@ fn the_readme_takes_a_candidate_from_shadow_to_canary_to_deciding() {
         run(&commands[0]);
         wait_policies(&ours, &["least-allocated", "spot-first (replaces least-allocated)"]).await;
         let names = real.create_pods("", &pods("shadow", 8), "wasmsched", Duration::ZERO).await;
-        let placed = real.wait_decided(&names, Duration::from_secs(30)).await;
+        let placed = real.wait_decided(&names).await;
         let nodes: std::collections::BTreeSet<String> =
             placed.iter().filter_map(|p| p.spec.as_ref()?.node_name.clone()).collect();
         assert_eq!(nodes.len(), 4, "least-allocated decides, spreading: {nodes:?}");
         // Every attempt is seen, or dropped and counted when the shadow
         // thread (idle priority) is behind: a busy machine runs it last.
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = crate::common::hang_guard();
         let table = loop {
             let table = run(&commands[1]);
             let row: Vec<u64> = table
@@ -128,7 +128,7 @@ fn the_readme_takes_a_candidate_from_shadow_to_canary_to_deciding() {
 
         // 2. A 10 % canary: it decides for exactly the pods its hash picks.
         run(&commands[2]);
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = crate::common::hang_guard();
         while !ours.status.policies().iter().any(|p| p.shadow.is_some())
             || ours.status.metrics.counter("wasmsched_policy_reloads_total", &["wasmsched", "accepted"]) < 3.0
         {
@@ -136,13 +136,13 @@ fn the_readme_takes_a_candidate_from_shadow_to_canary_to_deciding() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let names = real.create_pods("", &pods("canary", 60), "wasmsched", Duration::ZERO).await;
-        let placed = real.wait_decided(&names, Duration::from_secs(60)).await;
+        let placed = real.wait_decided(&names).await;
         let expected: std::collections::BTreeSet<String> = placed
             .iter()
             .filter(|p| wasmsched::scheduler::policy_set::share_of_id(p.metadata.uid.as_deref().unwrap()) < 0.1)
             .filter_map(|p| p.metadata.name.clone())
             .collect();
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = crate::common::hang_guard();
         let events = loop {
             let events = run(&commands[3]);
             let ours: Vec<&str> = events
@@ -173,7 +173,7 @@ fn the_readme_takes_a_candidate_from_shadow_to_canary_to_deciding() {
         run(&commands[4]);
         wait_policies(&ours, &["spot-first"]).await;
         let names = real.create_pods("", &pods("after", 4), "wasmsched", Duration::ZERO).await;
-        for pod in real.wait_decided(&names, Duration::from_secs(30)).await {
+        for pod in real.wait_decided(&names).await {
             let node = pod.spec.and_then(|s| s.node_name).unwrap();
             assert!(node.contains("exp-spot-"), "spot-first packs spot nodes first: {node}");
         }
@@ -191,9 +191,9 @@ fn the_readme_takes_a_candidate_from_shadow_to_canary_to_deciding() {
             spec["labels"] = json!({"hostile": "true"});
         }
         let names = real.create_pods("", &hostile, "wasmsched", Duration::ZERO).await;
-        let placed = real.wait_decided(&names, Duration::from_secs(30)).await;
+        let placed = real.wait_decided(&names).await;
         assert!(placed.iter().all(|p| Outcome::of(p) == Outcome::Bound), "no pod left pending by the canary");
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = crate::common::hang_guard();
         let described = loop {
             let described = run("kubectl -n wasmsched describe configmap wasmsched-policies");
             if described.contains("CanaryStopped") {

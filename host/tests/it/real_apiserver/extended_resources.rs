@@ -50,7 +50,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Result {
         ("implicit".into(), spec(vec![], vec![container("main", &implicit, 1)])),
     ];
     let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::from_millis(1500)).await;
-    let decided = real.wait_decided(&names, Duration::from_secs(40)).await;
+    let decided = real.wait_decided(&names).await;
     // The pod's status is written before the binding: settled by now.
     let pods_api: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
     let claims: Api<ResourceClaim> = Api::namespaced(real.admin.clone(), &real.namespace);

@@ -69,7 +69,7 @@ fn the_readme_install_applies_and_a_rebuilt_policy_swaps_in() {
         std::fs::write(copy.path().join("deploy/policies/least-allocated.wasm.gz"), gz(&rebuilt)).unwrap();
         let again = operator(&real, copy.path(), "kubectl apply --server-side -k deploy/");
         assert!(again.contains("configmap/wasmsched-policies serverside-applied"), "{again}");
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = crate::common::hang_guard();
         while ours.status.policies()[0].sha256 == installed {
             assert!(Instant::now() < deadline, "the rebuilt policy never swapped in: {:?}", ours.status.policies());
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -94,7 +94,7 @@ async fn sample_app(real: &Real, root: &Path) {
     }
     let leader = format!("{}-leader", real.prefix);
     let lease = "kubectl -n wasmsched get lease wasmsched -o jsonpath='{.spec.holderIdentity}'";
-    let deadline = Instant::now() + Duration::from_secs(40);
+    let deadline = crate::common::hang_guard();
     while operator(real, root, lease) != leader {
         assert!(Instant::now() < deadline, "the Lease never named this scheduler: {}", operator(real, root, lease));
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -102,7 +102,7 @@ async fn sample_app(real: &Real, root: &Path) {
     operator(real, root, "kubectl apply -f deploy/examples/sample-app.yaml");
     let pods: Api<Pod> = Api::namespaced(real.admin.clone(), "default");
     let hello = ListParams::default().labels("app=hello");
-    let deadline = Instant::now() + Duration::from_secs(40);
+    let deadline = crate::common::hang_guard();
     let names = loop {
         let listed = pods.list(&hello).await.unwrap().items;
         let bound: Vec<String> = listed

@@ -174,7 +174,7 @@ async fn compare(real: &Real, case: &Case, spacing: Duration, label: &str) {
     real.settle().await;
 
     let oracle = real.create_pods("k-", &case.pods, "default-scheduler", spacing).await;
-    let oracle = real.wait_decided(&oracle, Duration::from_secs(60)).await;
+    let oracle = real.wait_decided(&oracle).await;
     real.assert_no_overcommit(&oracle).await;
     real.delete_pods().await;
 
@@ -183,7 +183,7 @@ async fn compare(real: &Real, case: &Case, spacing: Duration, label: &str) {
     config.tenants.settings.enabled = false;
     let ours = real.start_wasmsched(config).await;
     let created = real.create_pods("w-", &case.pods, &scheduler_name, spacing).await;
-    let created = real.wait_decided(&created, Duration::from_secs(60)).await;
+    let created = real.wait_decided(&created).await;
     real.assert_no_overcommit(&created).await;
     ours.shutdown().await;
     real.delete_pods().await;

@@ -87,7 +87,7 @@ fn a_missing_permission_is_named_and_only_the_pods_that_need_it_wait() {
         let node = one_device(&real, &class).await;
         let run = real.run_binary(&kubeconfig, &flags.split(' ').collect::<Vec<_>>()).await;
         let shown = "[+]permissions missing: patch resourceclaims/binding (resource.k8s.io) (see /permissions)";
-        run.wait_readyz_mentions(shown, Duration::from_secs(20)).await;
+        run.wait_readyz_mentions(shown).await;
         let (code, body) = run.get("/permissions").unwrap();
         let report: Value = serde_json::from_str(&body).unwrap();
         let denied: Vec<&Value> =
@@ -101,7 +101,7 @@ fn a_missing_permission_is_named_and_only_the_pods_that_need_it_wait() {
         gpu["resourceClaims"] = json!([{"name": "gpu", "resourceClaimName": "gpu"}]);
         let pods = [("plain".to_string(), plain), ("gpu".to_string(), gpu)];
         let names = real.create_pods("", &pods, "wasmsched", Duration::ZERO).await;
-        let decided = real.wait_decided(&names, Duration::from_secs(30)).await;
+        let decided = real.wait_decided(&names).await;
         assert_eq!(Outcome::of(&decided[0]), Outcome::Bound, "the pod that needs nothing missing is scheduled");
         let Outcome::Unschedulable(message) = Outcome::in_full(&decided[1]) else { panic!("{:?}", decided[1]) };
         assert!(

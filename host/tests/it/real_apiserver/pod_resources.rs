@@ -32,7 +32,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Vec<(String, Outc
         .map(|(name, cpu)| (name.to_string(), pod(cpu, if cpu == "6" { "1" } else { "500m" })))
         .collect();
     let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::ZERO).await;
-    let decided = real.wait_decided(&names, Duration::from_secs(30)).await;
+    let decided = real.wait_decided(&names).await;
     let mut outcomes: Vec<(String, Outcome)> = decided
         .iter()
         .map(|p| {

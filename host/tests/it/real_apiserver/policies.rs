@@ -29,7 +29,7 @@ fn a_policy_configmap_update_swaps_in_and_a_bad_one_is_refused() {
         let spec = json!({"nodeSelector": {"wasmsched-class": "swap"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}]});
         let pods: Vec<(String, Value)> = (0..6).map(|i| (format!("after-{i}"), spec.clone())).collect();
         let created = real.create_pods("", &pods, "wasmsched-swap", Duration::ZERO).await;
-        let placed = real.wait_decided(&created, Duration::from_secs(20)).await;
+        let placed = real.wait_decided(&created).await;
         assert!(placed.iter().all(spot_node), "spot-first decides after the swap");
 
         real.put_configmap("policies", &[("broken.wasm", b"not a policy".to_vec())], false).await;
@@ -66,7 +66,7 @@ fn a_configmap_bundle_takes_a_policy_from_an_oci_registry() {
         let spec = json!({"nodeSelector": {"wasmsched-class": "oci"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}]});
         let pods: Vec<(String, Value)> = (0..6).map(|i| (format!("oci-{i}"), spec.clone())).collect();
         let created = real.create_pods("", &pods, "wasmsched-oci", Duration::ZERO).await;
-        let placed = real.wait_decided(&created, Duration::from_secs(20)).await;
+        let placed = real.wait_decided(&created).await;
         assert!(placed.iter().all(spot_node), "the pulled spot-first decides");
         ours.shutdown().await;
     });
@@ -86,11 +86,11 @@ fn a_tenant_policy_configmap_decides_its_annotated_pods() {
         assert!(note.contains("spot-first"), "{note}");
         let spec = json!({"nodeSelector": {"wasmsched-class": "tenant"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}]});
         let annotated = real.create_annotated_pods("t-", 6, &spec, "wasmsched-tenant", "spot-first").await;
-        let placed = real.wait_decided(&annotated, Duration::from_secs(20)).await;
+        let placed = real.wait_decided(&annotated).await;
         assert!(placed.iter().all(spot_node), "the tenant's policy decides its annotated pods");
         let plain: Vec<(String, Value)> = (0..8).map(|i| (format!("plain-{i}"), spec.clone())).collect();
         let created = real.create_pods("", &plain, "wasmsched-tenant", Duration::ZERO).await;
-        let placed = real.wait_decided(&created, Duration::from_secs(20)).await;
+        let placed = real.wait_decided(&created).await;
         assert!(!placed.iter().all(spot_node), "the profile's least-allocated spreads over every node");
         ours.shutdown().await;
     });

@@ -48,7 +48,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Preempted {
     real.create_pods(&format!("{side}-"), &pending, scheduler_name, Duration::ZERO).await;
 
     let pods: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = crate::common::hang_guard();
     loop {
         let high = pods.get(&format!("{side}-high")).await.unwrap();
         let never = pods.get(&format!("{side}-never")).await.unwrap();
@@ -98,7 +98,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Preempted {
         }
         assert!(
             Instant::now() < deadline,
-            "{side}: no preemption within 30 s (nominated {nominated:?}, victims {victims:?}, events {preempted:?})"
+            "{side}: no preemption (hang guard) (nominated {nominated:?}, victims {victims:?}, events {preempted:?})"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

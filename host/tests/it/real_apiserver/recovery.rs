@@ -3,8 +3,12 @@
 
 use super::*;
 
-/// Binding resumes within 3 s of the API server answering again, after a
-/// crash (SIGKILL), a longer outage, and a graceful restart.
+/// Binding resumes after the API server answers again, after a crash
+/// (SIGKILL), a longer outage, and a graceful restart, without waiting out
+/// a grown backoff or a watch the old server holds silent. How soon is
+/// measured (printed here, recorded in docs/benchmarks.md).
+const STALLED: Duration = Duration::from_secs(30);
+
 #[test]
 fn binds_again_soon_after_the_apiserver_restarts() {
     let Some(real) = Real::start("restart") else { return };
@@ -19,7 +23,7 @@ fn binds_again_soon_after_the_apiserver_restarts() {
         let spec = json!({"nodeSelector": {"wasmsched-class": "restart"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "10m"}}}]});
         let warm: Vec<(String, Value)> = (0..5).map(|i| (format!("warm-{i}"), spec.clone())).collect();
         let created = real.create_pods("", &warm, "wasmsched-restart", Duration::ZERO).await;
-        real.wait_decided(&created, Duration::from_secs(20)).await;
+        real.wait_decided(&created).await;
 
         // A crash, a crash with 30 s of outage (kube-runtime's default
         // backoff grows to 25.6 s steps meanwhile), and a graceful restart
@@ -38,7 +42,7 @@ fn binds_again_soon_after_the_apiserver_restarts() {
             );
             let ours = async {
                 let first = real.first_bound(&created, Duration::from_secs(90)).await;
-                let all = real.wait_decided(&created, Duration::from_secs(90)).await;
+                let all = real.wait_decided(&created).await;
                 assert!(all.iter().all(|p| matches!(Outcome::of(p), Outcome::Bound)));
                 // wait_decided saw them bound for a second.
                 (first, back.elapsed().saturating_sub(Duration::from_secs(1)))
@@ -51,7 +55,11 @@ fn binds_again_soon_after_the_apiserver_restarts() {
                 "{round} restart: first binding {gap:?} after the API server was ready, 200 pods bound after \
                  {done:?}; kube-scheduler's first binding: {kube}"
             );
-            assert!(gap <= Duration::from_secs(3), "{round} restart: the first binding came {gap:?} after the API server returned");
+            // A stall guard, not a speed bound: the two ways this broke were
+            // a watch backoff grown to 43 s and a watch the old server held
+            // silent for 60 s. 30 s is 10x the slowest resume seen (2.7 s)
+            // and below both.
+            assert!(gap < STALLED, "{round} restart: the first binding came {gap:?} after the API server returned");
         }
         ours.shutdown().await;
         real.delete_pods().await;
@@ -71,7 +79,7 @@ fn forbidden_watches_and_leases_are_said_once_and_clearly() {
         let run = real.run_binary(&real.control_plane.scheduler_kubeconfig, &["--leader-elect=false"]).await;
         let spec = json!({"nodeSelector": {"wasmsched-class": "perm"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]});
         let created = real.create_pods("", &[("perm-a".into(), spec.clone())], "wasmsched", Duration::ZERO).await;
-        let decided = real.wait_decided(&created, Duration::from_secs(20)).await;
+        let decided = real.wait_decided(&created).await;
         assert!(matches!(Outcome::of(&decided[0]), Outcome::Bound), "scheduling goes on without tenant policies");
         // Long enough for many retries of the tenant ConfigMap watch.
         tokio::time::sleep(Duration::from_secs(6)).await;
@@ -88,7 +96,7 @@ fn forbidden_watches_and_leases_are_said_once_and_clearly() {
         // start, at error level, with what to grant; /readyz fails and
         // says why.
         let run = real.run_binary(&real.control_plane.scheduler_kubeconfig, &[]).await;
-        let readyz = run.wait_readyz_mentions("may not get Lease", Duration::from_secs(10)).await;
+        let readyz = run.wait_readyz_mentions("may not get Lease").await;
         assert!(readyz.0 != 200, "{readyz:?}");
         assert!(readyz.1.contains("[-]leader-election standby (Lease default/wasmsched as "), "{readyz:?}");
         tokio::time::sleep(Duration::from_secs(3)).await;
@@ -104,7 +112,7 @@ fn forbidden_watches_and_leases_are_said_once_and_clearly() {
         let args = ["--leader-elect=false", "--tenant-policies=false", "--scheduler-name=wasmsched-cm", &configmap];
         let run = real.run_binary(&real.control_plane.scheduler_kubeconfig, &args).await;
         let created = real.create_pods("", &[("perm-cm".into(), spec.clone())], "wasmsched-cm", Duration::ZERO).await;
-        let decided = real.wait_decided(&created, Duration::from_secs(20)).await;
+        let decided = real.wait_decided(&created).await;
         assert!(matches!(Outcome::of(&decided[0]), Outcome::Bound), "placed by the built-in scoring");
         let note = real.wait_event_about("Pod", "perm-cm", "PolicyFallback").await;
         assert!(note.contains("cannot be read") && note.contains("forbidden"), "{note}");
@@ -133,10 +141,10 @@ fn the_deploy_identity_leads_schedules_and_gets_kube_schedulers_priority() {
         let node = json!({"labels": {"wasmsched-class": "deploy"}, "spec": {}, "cpu": "4", "memory": "8Gi", "pods": "110", "ready": "True"});
         real.add_node("deploy-n0", &node).await;
         let run = real.run_binary(&kubeconfig, &[]).await;
-        run.wait_readyz_mentions("[+]leader-election leader (Lease wasmsched/wasmsched", Duration::from_secs(20)).await;
+        run.wait_readyz_mentions("[+]leader-election leader (Lease wasmsched/wasmsched").await;
         let spec = json!({"nodeSelector": {"wasmsched-class": "deploy"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]});
         let created = real.create_pods("", &[("deployed".into(), spec)], "wasmsched", Duration::ZERO).await;
-        let decided = real.wait_decided(&created, Duration::from_secs(20)).await;
+        let decided = real.wait_decided(&created).await;
         assert!(matches!(Outcome::of(&decided[0]), Outcome::Bound));
         let log = run.stop();
         assert!(!log.contains("forbidden"), "the deploy/ RBAC grants everything wasmsched does:\n{log}");

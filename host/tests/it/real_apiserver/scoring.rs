@@ -84,7 +84,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Choices {
     }
     // One at a time, so each pod is scored with the previous ones placed.
     let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::from_millis(400)).await;
-    let decided = real.wait_decided(&names, Duration::from_secs(60)).await;
+    let decided = real.wait_decided(&names).await;
 
     let zones: BTreeMap<String, String> = nodes
         .list(&Default::default())

@@ -85,7 +85,7 @@ fn the_readme_tenant_commands_work_as_written() {
 
 /// `kubectl describe configmap`, once it shows `reason`.
 async fn described(real: &Real, dir: &Path, ns: &str, name: &str, reason: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = crate::common::hang_guard();
     loop {
         let text = real.shell(dir, &format!("kubectl -n {ns} describe configmap {name}"));
         if text.contains(reason) {
@@ -101,7 +101,7 @@ async fn described(real: &Real, dir: &Path, ns: &str, name: &str, reason: &str) 
 async fn decided_by_spot_first(real: &Real, prefix: &str) {
     let spec = json!({"nodeSelector": {"wasmsched-class": "readme"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}]});
     let annotated = real.create_annotated_pods(prefix, 6, &spec, "wasmsched-readme", "spot-first").await;
-    let placed = real.wait_decided(&annotated, Duration::from_secs(20)).await;
+    let placed = real.wait_decided(&annotated).await;
     assert!(placed.iter().all(spot_node), "the tenant's spot-first decides its annotated pods");
 }
 

@@ -67,7 +67,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> BTreeMap<String, 
             })
             .collect();
     let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::ZERO).await;
-    let decided = real.wait_decided(&names, Duration::from_secs(30)).await;
+    let decided = real.wait_decided(&names).await;
     let on_node = decided[0].spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
     let mut outcomes: BTreeMap<String, Outcome> = decided
         .iter()
@@ -152,7 +152,7 @@ fn pod_using(class: &str, claim: &str) -> Value {
 /// outcome (which of equal pods goes first is the queue's choice).
 async fn outcomes_of(real: &Real, side: &str, pods: &[(String, Value)], scheduler_name: &str) -> Vec<Outcome> {
     let names = real.create_pods(&format!("{side}-"), pods, scheduler_name, Duration::ZERO).await;
-    let decided = real.wait_decided(&names, Duration::from_secs(30)).await;
+    let decided = real.wait_decided(&names).await;
     let mut outcomes: Vec<Outcome> = decided.iter().map(Outcome::of).collect();
     outcomes.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
     outcomes
@@ -214,7 +214,7 @@ async fn run_volume_zone(real: &Real, side: &str, scheduler_name: &str) -> (Vec<
         ("nowhere".to_string(), pod_using(&class, &format!("{side}-in-c"))),
     ];
     let outcomes = outcomes_of(real, side, &pods, scheduler_name).await;
-    let to_a = real.wait_decided(&[format!("{side}-to-a")], Duration::from_secs(1)).await;
+    let to_a = real.wait_decided(&[format!("{side}-to-a")]).await;
     let node = to_a[0].spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
     real.delete_pods().await;
     delete_volumes(real, &volumes).await;
@@ -312,7 +312,7 @@ async fn run_matching(real: &Real, side: &str, scheduler_name: &str) -> (Vec<Out
     real.settle().await;
     let pods = ["fits", "huge"].map(|c| (c.to_string(), pod_using(&class, &format!("{side}-{c}"))));
     let outcomes = outcomes_of(real, side, &pods, scheduler_name).await;
-    let fits = real.wait_decided(&[format!("{side}-fits")], Duration::from_secs(1)).await;
+    let fits = real.wait_decided(&[format!("{side}-fits")]).await;
     let node = fits[0].spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
     let claim = claims.get(&format!("{side}-fits")).await.unwrap();
     let volume = claim.spec.and_then(|s| s.volume_name).unwrap_or_default();
@@ -407,7 +407,7 @@ async fn run_provisioning(real: &Real, side: &str, scheduler_name: &str) -> (Vec
     ];
     let outcomes = outcomes_of(real, side, &pods, scheduler_name).await;
     provisioner.abort();
-    let in_b = real.wait_decided(&[format!("{side}-in-b")], Duration::from_secs(1)).await;
+    let in_b = real.wait_decided(&[format!("{side}-in-b")]).await;
     let node = in_b[0].spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
     let claim = claims.get(&format!("{side}-in-b")).await.unwrap();
     let selected = claim.metadata.annotations.unwrap_or_default().remove("volume.kubernetes.io/selected-node");
@@ -510,7 +510,7 @@ fn a_provisioning_that_fails_is_said_on_the_pod_and_tried_again() {
         refuse_one_provisioning(&claims).await;
         let provisioner =
             tokio::spawn(provision_selected_claims(real.admin.clone(), real.namespace.clone(), real.prefix.clone()));
-        let decided = real.wait_decided(&names, Duration::from_secs(30)).await;
+        let decided = real.wait_decided(&names).await;
         provisioner.abort();
         assert_eq!(Outcome::of(&decided[0]), Outcome::Bound);
         let failures = real.events_with_reason("FailedScheduling").await;

@@ -174,3 +174,27 @@ fn the_deletion_of_the_pod_that_holds_a_read_write_once_pod_claim_lets_the_next_
         other => panic!("expected the next pod in once the holder went, got {other:?}"),
     }
 }
+
+/// A pod whose binding cycle keeps failing (a PreBind refused, as for a
+/// claim whose status may not be written) is tried again only once its
+/// backoff has passed, 1 s doubling to 10 s, on the core's injected time:
+/// it cannot crowd out the pods behind it however fast the machine is.
+#[test]
+fn a_failing_binding_cycle_is_retried_only_after_its_backoff() {
+    let mut s = scheduler();
+    let _ = apply_node(&mut s, "n0", "4");
+    let _ = apply_pod(&mut s, &pod("refused", "100m", ""));
+    let mut now = Duration::ZERO;
+    for backoff in [1, 2, 4, 8, 10, 10] {
+        let Some(Attempt::Placed { pod, .. }) = s.schedule_next(now) else { panic!("not tried at {now:?}") };
+        s.binding_failed(&pod, true, now);
+        let just_before = now + Duration::from_secs(backoff) - Duration::from_millis(1);
+        assert!(s.schedule_next(just_before).is_none(), "retried before its {backoff} s backoff at {now:?}");
+        now += Duration::from_secs(backoff);
+    }
+    // Another pod arriving meanwhile goes at once.
+    let meanwhile = now - Duration::from_millis(1);
+    let _ = s.apply(ClusterEvent::applied(parse(&pod("ordinary", "100m", "")).pods.remove(0)), meanwhile);
+    let Some(Attempt::Placed { pod, .. }) = s.schedule_next(meanwhile) else { panic!("ordinary waited") };
+    assert_eq!(pod.key.name, "ordinary");
+}
