@@ -253,7 +253,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // policy fails fast with its own error.
     let config = run_config(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         let client =
             wasmsched::kubernetes::client::connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
         let running = wasmsched::kubernetes::start(client, config).await?;
@@ -265,9 +265,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         wait_for_termination().await;
         eprintln!("shutting down");
-        tokio::time::timeout(Duration::from_secs(60), running.shutdown()).await.ok();
+        // Shutdown bounds each of its steps; this only guards a bug.
+        tokio::time::timeout(Duration::from_secs(20), running.shutdown()).await.ok();
         Ok(ExitCode::SUCCESS)
-    })
+    });
+    // A thread still blocked (a policy compile, a tenant's call) must not
+    // keep the process, and with it the pod, alive.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
 }
 
 async fn wait_for_termination() {

@@ -35,6 +35,9 @@ const REPEAT_LOG: Duration = Duration::from_secs(30);
 const FAILED_RETRY: Duration = Duration::from_millis(500);
 /// A forbidden Lease is tried again ever less often, down to this.
 const FORBIDDEN_RETRY_MAX: Duration = Duration::from_secs(30);
+/// How long shutdown tries to hand the Lease back (an unreachable API
+/// server): past it, the Lease expires unrenewed.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A failed Lease request: which verb, and the error.
 #[derive(Debug)]
@@ -202,7 +205,12 @@ impl LeaderElector {
         let mut forbidden_rounds = 0u32;
         loop {
             let is_leader = *leader.borrow();
-            let attempt = self.try_acquire_or_renew().await;
+            // A round against a slow or unreachable API server does not
+            // hold up shutdown.
+            let attempt = tokio::select! {
+                attempt = self.try_acquire_or_renew() => attempt,
+                _ = shutdown.wait_for(|s| *s) => break,
+            };
             let wait = match &attempt {
                 Ok(_) => {
                     self.report_success();
@@ -255,9 +263,11 @@ impl LeaderElector {
                 _ = shutdown.wait_for(|s| *s) => break,
             }
         }
-        if *leader.borrow() {
-            leader.send_replace(false);
-            self.release().await;
+        leader.send_replace(false);
+        // Also when a round was cut short: it may have made us the holder.
+        // `release` hands back only a Lease that names us.
+        if tokio::time::timeout(RELEASE_TIMEOUT, self.release()).await.is_err() {
+            tracing::warn!(lease = %self.config.name, "could not release the lease in time; it expires unrenewed");
         }
     }
 

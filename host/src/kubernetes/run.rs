@@ -1,5 +1,6 @@
-//! Wires the backend together and shuts it down in order: stop taking
-//! pods, finish the bindings in flight, flush events, release the lease.
+//! Wires the backend together and shuts it down in order: release the
+//! lease and stop taking pods, give up PreBind's waits, finish the writes
+//! in flight (briefly), flush events.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -112,7 +113,8 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let core = SchedulingLoop::new(scheduler, (inputs_tx.clone(), inputs_rx), binds_tx, reports_tx, status.clone());
     let core_thread = std::thread::Builder::new().name("scheduling-loop".into()).spawn(move || core.run())?;
 
-    let stages = Stages { inputs_tx, core_thread, binder, watches, reporter, lease_stop_tx, elector };
+    let grace = config.shutdown_write_grace;
+    let stages = Stages { inputs_tx, core_thread, binder, watches, reporter, lease_stop_tx, elector, grace };
     let supervisor = tokio::spawn(stages.shut_down_on(shutdown_rx, status.clone()));
     Ok(RunningScheduler { status, http_addr, shutdown: shutdown_tx, supervisor })
 }
@@ -310,25 +312,40 @@ struct Stages {
     reporter: JoinHandle<()>,
     lease_stop_tx: watch::Sender<bool>,
     elector: Option<JoinHandle<()>>,
+    /// How long the writes in flight may take (`shutdown_write_grace`).
+    grace: Duration,
 }
 
 impl Stages {
+    /// SIGTERM, as kube-scheduler answers it, plus a short wait for the
+    /// writes already sent: leadership goes at once (a standby takes over
+    /// within its retry period), no further write is made, PreBind's waits
+    /// are given up with the claims as they are (the next leader waits
+    /// again), and what is still unanswered after `grace` is
+    /// left behind.
     async fn shut_down_on(self, mut shutdown: watch::Receiver<bool>, status: Arc<SchedulerStatus>) {
         let _ = shutdown.wait_for(|s| *s).await;
-        tracing::info!("shutting down: no new pods, finishing bindings in flight");
+        tracing::info!("shutting down: releasing the lease, no new pods or writes, finishing the writes in flight");
         status.set_stopping();
+        self.lease_stop_tx.send_replace(true);
         // The loop stops taking pods, waits for every binding result (and
         // reports it), then exits; its exit closes the binder's queue.
         let _ = self.inputs_tx.send(Input::Stop);
-        drop(self.inputs_tx);
         let core_thread = self.core_thread;
-        let _ = tokio::task::spawn_blocking(move || core_thread.join()).await;
-        let _ = self.binder.await;
+        let mut core = tokio::task::spawn_blocking(move || core_thread.join());
+        let binder = self.binder;
+        if tokio::time::timeout(self.grace, &mut core).await.is_err() {
+            tracing::warn!(after = ?self.grace, "writes still unanswered; leaving them");
+            binder.abort();
+            let _ = self.inputs_tx.send(Input::Abandon);
+            let _ = core.await;
+        }
+        drop(self.inputs_tx);
+        let _ = tokio::time::timeout(self.grace, binder).await;
         for w in &self.watches {
             w.abort();
         }
         let _ = tokio::time::timeout(REPORT_FLUSH, self.reporter).await;
-        self.lease_stop_tx.send_replace(true);
         if let Some(e) = self.elector {
             let _ = e.await;
         }

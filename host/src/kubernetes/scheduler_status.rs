@@ -104,6 +104,9 @@ pub struct SchedulerStatus {
     /// Source name → whether its initial list has been applied.
     synced: Mutex<BTreeMap<String, bool>>,
     leader: AtomicBool,
+    /// Whether binding cycles may go on: this replica leads and is not
+    /// shutting down. A PreBind wait gives up the moment it turns false.
+    may_bind: tokio::sync::watch::Sender<bool>,
     /// Milliseconds since start when the scheduling loop last went round.
     heartbeat_ms: AtomicU64,
     stopping: AtomicBool,
@@ -134,6 +137,7 @@ impl SchedulerStatus {
             started: Instant::now(),
             synced: Mutex::new(sources.iter().map(|s| (s.clone(), false)).collect()),
             leader: AtomicBool::new(!leader_election),
+            may_bind: tokio::sync::watch::Sender::new(!leader_election),
             heartbeat_ms: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
             policies: Mutex::new(policies),
@@ -196,6 +200,18 @@ impl SchedulerStatus {
     pub fn set_leader(&self, leader: bool) {
         self.leader.store(leader, Ordering::SeqCst);
         self.metrics.set_leader(leader);
+        self.update_may_bind();
+    }
+
+    /// Under the watch's lock, from both flags as they are now: a leader
+    /// change racing a shutdown cannot leave it true.
+    fn update_may_bind(&self) {
+        self.may_bind.send_modify(|may| *may = self.is_leader() && !self.is_stopping());
+    }
+
+    /// Follows whether binding cycles may go on (leading, not stopping).
+    pub fn may_bind(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.may_bind.subscribe()
     }
 
     /// Whether this replica may schedule and bind now.
@@ -216,6 +232,7 @@ impl SchedulerStatus {
 
     pub fn set_stopping(&self) {
         self.stopping.store(true, Ordering::SeqCst);
+        self.update_may_bind();
     }
 
     pub fn is_stopping(&self) -> bool {

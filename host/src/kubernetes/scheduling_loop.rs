@@ -43,6 +43,9 @@ pub enum Input {
     Permissions(DeniedWrites),
     /// Stop taking pods (shutdown).
     Stop,
+    /// Stop waiting for the bindings still out: shutdown's bound on the
+    /// writes in flight has passed.
+    Abandon,
 }
 
 impl From<BindResult> for Input {
@@ -232,6 +235,13 @@ impl SchedulingLoop {
             }
             Input::Permissions(denied) => self.scheduler.set_denied_writes(denied, now),
             Input::Stop => self.draining = true,
+            Input::Abandon => {
+                if self.bindings_in_flight > 0 {
+                    tracing::warn!(bindings = self.bindings_in_flight, "exiting with writes still unanswered");
+                }
+                self.draining = true;
+                self.bindings_in_flight = 0;
+            }
         }
     }
 
@@ -261,6 +271,10 @@ impl SchedulingLoop {
                 // kube counts a failed binding cycle as an attempt's error.
                 self.status.metrics.attempt_error(&request.pod.scheduler_name);
                 let _ = self.reports.send(Report::Failed { pod: PodRef::from(&*request.pod), message });
+            }
+            BindOutcome::Abandoned(why) => {
+                tracing::info!(pod = %request.pod.key, node = %request.node, reason = %why, "binding cycle abandoned; the leader takes the pod up from the cluster's objects");
+                self.scheduler.binding_failed(&request.pod, true, now);
             }
             // Said once, for every pod, by `Denials`; the preflight looks
             // again, and keeps out the pods that need what is missing.

@@ -94,6 +94,20 @@ impl ControlPlane {
         run_script("restart-apiserver.sh", &args).map(|_| ())
     }
 
+    /// Stops kube-apiserver only (an outage; etcd and the data stay) until
+    /// `start_apiserver`.
+    pub fn stop_apiserver(&self) -> Result<(), String> {
+        let state = self.state_dir.to_string_lossy().to_string();
+        run_script("down.sh", &[&state, "--apiserver-only"]).map(|_| ())
+    }
+
+    /// Starts kube-apiserver again after `stop_apiserver`; returns once it
+    /// is ready.
+    pub fn start_apiserver(&self) -> Result<(), String> {
+        let state = self.state_dir.to_string_lossy().to_string();
+        run_script("up.sh", &[&state]).map(|_| ())
+    }
+
     /// (Re)starts the real kube-scheduler (user `system:kube-scheduler`,
     /// `--leader-elect=false`) for pods with `schedulerName:
     /// default-scheduler`. A fresh one each time: after the API server

@@ -157,6 +157,9 @@ pub const DEFAULT_BIND_CONCURRENCY: usize = 128;
 
 /// VolumeBinding's `bindTimeoutSeconds` default in kube-scheduler.
 pub const DEFAULT_VOLUME_BIND_TIMEOUT: Duration = Duration::from_secs(600);
+/// Writes in flight at SIGTERM get this long: well inside kubelet's 30 s
+/// grace period, with the event flush after it.
+pub const DEFAULT_SHUTDOWN_WRITE_GRACE: Duration = Duration::from_secs(5);
 
 /// A configuration with every rule applied and nothing loaded yet.
 pub type Resolved = RunConfig<Vec<PolicyPlan>>;
@@ -169,6 +172,9 @@ pub struct RunConfig<S = PolicySet> {
     pub bind_concurrency: usize,
     /// How long PreBind waits for a pod's claims to be bound.
     pub volume_bind_timeout: Duration,
+    /// On shutdown, how long the writes already sent (a binding, a claim's
+    /// status) may take to answer before the process exits without them.
+    pub shutdown_write_grace: Duration,
     /// Threads a large cluster's attempts are split over (`parallelism`).
     pub parallelism: usize,
     /// Where `/healthz`, `/readyz`, `/metrics` and `/policies` are served.
@@ -196,6 +202,7 @@ impl<S> RunConfig<S> {
             leader_election: LeaderElectionConfig::default(),
             bind_concurrency: DEFAULT_BIND_CONCURRENCY,
             volume_bind_timeout: DEFAULT_VOLUME_BIND_TIMEOUT,
+            shutdown_write_grace: DEFAULT_SHUTDOWN_WRITE_GRACE,
             parallelism: AttemptWorkers::default_threads(),
             http_addr: None,
             seed: 0,
@@ -216,6 +223,7 @@ impl<S> RunConfig<S> {
             leader_election: self.leader_election,
             bind_concurrency: self.bind_concurrency,
             volume_bind_timeout: self.volume_bind_timeout,
+            shutdown_write_grace: self.shutdown_write_grace,
             parallelism: self.parallelism,
             http_addr: self.http_addr,
             seed: self.seed,

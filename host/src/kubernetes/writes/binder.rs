@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use crate::cluster::{DeviceReservation, PodInfo, VolumeReservation};
@@ -42,6 +42,10 @@ pub enum BindOutcome {
     /// PreBind failed (kube's message): said on the pod as kube says a
     /// scheduler error, and tried again after backoff.
     PreBindFailed(String),
+    /// This replica stopped leading or began shutting down: no further
+    /// write, and a PreBind wait is given up, its objects left as they are
+    /// (as kube-scheduler leaves them) for the next leader to pick up.
+    Abandoned(String),
 }
 
 impl BindOutcome {
@@ -50,6 +54,7 @@ impl BindOutcome {
             BindOutcome::Bound => "bound",
             BindOutcome::Dropped(_) => "dropped",
             BindOutcome::Retry(_) | BindOutcome::Forbidden(_) | BindOutcome::PreBindFailed(_) => "error",
+            BindOutcome::Abandoned(_) => "abandoned",
         }
     }
 }
@@ -124,8 +129,8 @@ pub struct BinderSettings {
 /// Binds with at most `concurrency` API requests in flight, until
 /// `requests` closes and every binding has answered; results go to
 /// `results`. A pod waiting for its claims to be bound holds no slot. A
-/// replica that is no longer the leader does not send the request: the pod
-/// is requeued (and the new leader binds it).
+/// replica that no longer leads, or is shutting down, makes no further
+/// write: the pod is requeued (and the leader binds it).
 pub async fn run<T: From<BindResult> + Send + 'static>(
     client: kube::Client,
     mut requests: mpsc::UnboundedReceiver<BindRequest>,
@@ -140,11 +145,8 @@ pub async fn run<T: From<BindResult> + Send + 'static>(
         while cycles.try_join_next().is_some() {}
         let (client, results, status, slots) = (client.clone(), results.clone(), status.clone(), slots.clone());
         cycles.spawn(async move {
-            let (outcome, took) = if status.is_leader() {
-                binding_cycle(&client, &request, &status, (slots, permit), settings.volume_bind_timeout).await
-            } else {
-                (BindOutcome::Retry("not the leader any more".into()), Some(Duration::ZERO))
-            };
+            let (outcome, took) =
+                binding_cycle(&client, &request, &status, (slots, permit), settings.volume_bind_timeout).await;
             if let Some(took) = took {
                 status.metrics.binding(outcome.label(), took);
             }
@@ -165,12 +167,20 @@ async fn binding_cycle(
     (slots, permit): (Arc<Semaphore>, OwnedSemaphorePermit),
     volume_bind_timeout: Duration,
 ) -> (BindOutcome, Option<Duration>) {
+    let mut may_bind = status.may_bind();
     let mut permit = Some(permit);
     if !request.volumes.is_empty() {
+        if let Some(abandoned) = stopped(&may_bind, status) {
+            return (abandoned, None);
+        }
         let prebound = match prebind::write(client, &request.volumes, &status.denials).await {
             Ok(()) => {
                 drop(permit.take());
-                prebind::wait_bound(client, &request.pod, &request.volumes, volume_bind_timeout).await
+                let wait = prebind::wait_bound(client, &request.pod, &request.volumes, volume_bind_timeout);
+                match unless_stopped(&mut may_bind, wait).await {
+                    Some(waited) => waited,
+                    None => return (abandoned("VolumeBinding", status), None),
+                }
             }
             Err(e) => Err(e),
         };
@@ -186,10 +196,17 @@ async fn binding_cycle(
     // Renamed as PreBind creates claims (extended resources).
     let mut devices = request.devices.clone();
     if !devices.is_empty() {
+        if let Some(abandoned) = stopped(&may_bind, status) {
+            return (abandoned, None);
+        }
         let failed = match claim_reservation::write(client, &mut devices, &status.denials).await {
             Ok(()) if device_binding::waits(&devices) => {
                 drop(permit.take());
-                let ready = device_binding::wait_ready(client, &devices, device_binding::BINDING_TIMEOUT).await;
+                let wait = device_binding::wait_ready(client, &devices, device_binding::BINDING_TIMEOUT);
+                let Some(ready) = unless_stopped(&mut may_bind, wait).await else {
+                    // The claims stay allocated and reserved for the pod.
+                    return (abandoned("DynamicResources", status), None);
+                };
                 permit = slots.clone().acquire_owned().await.ok();
                 ready.err().map(|e| match e {
                     PreBindError::Forbidden(why) => BindOutcome::Forbidden(why),
@@ -209,12 +226,40 @@ async fn binding_cycle(
             return (outcome, None);
         }
     }
+    if let Some(abandoned) = stopped(&may_bind, status) {
+        return (abandoned, None);
+    }
     let (outcome, took) = bind(client, &request.pod, &request.node, BIND_TIMEOUT, &status.denials).await;
     drop(permit);
     if outcome != BindOutcome::Bound && !devices.is_empty() {
         claim_reservation::unreserve(client, &devices).await;
     }
     (outcome, Some(took))
+}
+
+/// `Some(Abandoned)` when this replica may bind no more: the next write is
+/// not made. A write already sent is finished, not cut off.
+fn stopped(may_bind: &watch::Receiver<bool>, status: &SchedulerStatus) -> Option<BindOutcome> {
+    (!*may_bind.borrow()).then(|| BindOutcome::Abandoned(why_stopped(status).into()))
+}
+
+/// `wait`, unless this replica stops leading or begins shutting down first
+/// (`None`). PreBind's waits are on the cluster (a provisioner, a device
+/// driver): the claims keep what was written, and whoever leads next waits
+/// again, as kube-scheduler does on SIGTERM.
+async fn unless_stopped<T>(may_bind: &mut watch::Receiver<bool>, wait: impl Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        out = wait => Some(out),
+        _ = may_bind.wait_for(|may| !*may) => None,
+    }
+}
+
+fn abandoned(plugin: &str, status: &SchedulerStatus) -> BindOutcome {
+    BindOutcome::Abandoned(format!("PreBind plugin \"{plugin}\" stopped waiting: {}", why_stopped(status)))
+}
+
+fn why_stopped(status: &SchedulerStatus) -> &'static str {
+    if status.is_stopping() { "shutting down" } else { "not the leader any more" }
 }
 
 #[cfg(test)]

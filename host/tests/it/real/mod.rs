@@ -226,7 +226,7 @@ impl Real {
         bodies.into_iter().map(|(name, _)| name).collect()
     }
 
-    async fn pods_named(&self, names: &[String]) -> Vec<Pod> {
+    pub async fn pods_named(&self, names: &[String]) -> Vec<Pod> {
         let api: Api<Pod> = Api::namespaced(self.admin.clone(), &self.namespace);
         let mut by_name: BTreeMap<String, Pod> = api
             .list(&ListParams::default())

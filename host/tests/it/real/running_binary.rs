@@ -54,6 +54,24 @@ impl RunningBinary {
         std::fs::read_to_string(self.log.path()).unwrap_or_default()
     }
 
+    /// SIGTERM, as a rollout sends it: the exit status and the whole log.
+    /// A process that never exits fails the test at the hang guard (and is
+    /// killed), with its log.
+    pub fn terminate(mut self) -> (std::process::ExitStatus, String) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let deadline = crate::common::hang_guard();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, self.log_text());
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("still running after SIGTERM (hang guard):\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// SIGTERM, then the whole log.
     pub fn stop(mut self) -> String {
         let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();

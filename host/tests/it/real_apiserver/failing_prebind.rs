@@ -18,7 +18,7 @@ const ORDINARY: usize = 24;
 
 /// A policy that refuses every status write of the claims labelled
 /// `wasmsched-refuse=PREFIX`, and its binding: (policy, binding) names.
-async fn refuse_claim_status(real: &Real) -> String {
+pub(super) async fn refuse_claim_status(real: &Real) -> String {
     let name = real.own("refuse-claims");
     let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": name},
@@ -38,7 +38,7 @@ async fn refuse_claim_status(real: &Real) -> String {
     name
 }
 
-async fn remove_policy(real: &Real, name: &str) {
+pub(super) async fn remove_policy(real: &Real, name: &str) {
     use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
     let _ =
         Api::<ValidatingAdmissionPolicyBinding>::all(real.admin.clone()).delete(name, &DeleteParams::default()).await;
@@ -47,7 +47,7 @@ async fn remove_policy(real: &Real, name: &str) {
 
 /// A slice of `REFUSED` devices on `node`, and one labelled claim per
 /// refused pod.
-async fn devices_and_claims(real: &Real, class: &str, node: &str) {
+pub(super) async fn devices_and_claims(real: &Real, class: &str, node: &str) {
     let driver = format!("{class}.example.com");
     create_class(real, class, &driver).await;
     let devices: Vec<Value> = (0..REFUSED).map(|i| json!({"name": format!("dev-{i}")})).collect();

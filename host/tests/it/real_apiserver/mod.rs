@@ -70,5 +70,6 @@ mod preemption;
 mod rbac_parity;
 mod recovery;
 mod scoring;
+mod shutdown;
 mod tenant_commands;
 mod volumes;
