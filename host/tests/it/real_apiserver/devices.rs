@@ -258,10 +258,17 @@ async fn run_binding_conditions(real: &Real, side: &str, scheduler_name: &str) -
         "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]});
     let names =
         real.create_pods(&format!("{side}-"), &[("attached".into(), spec)], scheduler_name, Duration::ZERO).await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // PreBind has written the allocation, and waits.
+    let deadline = crate::common::hang_guard();
+    let allocation = loop {
+        if let Some(allocation) = claims.get(&claim_name).await.unwrap().status.and_then(|s| s.allocation) {
+            break Some(allocation);
+        }
+        assert!(Instant::now() < deadline, "{side}: the claim was never allocated");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let pods: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
     let before = Outcome::of(&pods.get(&names[0]).await.unwrap());
-    let allocation = claims.get(&claim_name).await.unwrap().status.and_then(|s| s.allocation);
     let results = allocation.and_then(|a| a.devices).and_then(|d| d.results).unwrap_or_default();
     let conditions = results.iter().flat_map(|r| r.binding_conditions.clone().unwrap_or_default()).collect();
     // The driver's part: the device is attached.

@@ -17,8 +17,10 @@ const REFUSED: usize = 16;
 const ORDINARY: usize = 24;
 
 /// A policy that refuses every status write of the claims labelled
-/// `wasmsched-refuse=PREFIX`, and its binding: (policy, binding) names.
-pub(super) async fn refuse_claim_status(real: &Real) -> String {
+/// `wasmsched-refuse=PREFIX` that reserves them, and its binding; returns
+/// their name once the API server enforces it (`class`, `node`: what
+/// `devices_and_claims` made, for a probe claim).
+pub(super) async fn refuse_claim_status(real: &Real, class: &str, node: &str) -> String {
     let name = real.own("refuse-claims");
     let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": name},
@@ -33,9 +35,36 @@ pub(super) async fn refuse_claim_status(real: &Real) -> String {
     for object in [policy, binding] {
         real.apply_yaml(&serde_json::to_string(&object).unwrap()).await;
     }
-    // The API server's policy informer takes a moment.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_enforced(real, class, node).await;
     name
+}
+
+/// The API server's policy informer takes a moment: a probe claim is
+/// reserved again and again until the policy refuses it.
+async fn wait_enforced(real: &Real, class: &str, node: &str) {
+    use kube::api::{Patch, PatchParams};
+    let claims: Api<ResourceClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
+    let probe = json!({"metadata": {"name": "probe", "labels": {"wasmsched-refuse": real.prefix}},
+        "spec": {"devices": {"requests": [{"name": "dev", "exactly": {"deviceClassName": class}}]}}});
+    claims.create(&PostParams::default(), &serde_json::from_value(probe).unwrap()).await.unwrap();
+    let reserved = json!({"status": {
+        "allocation": {"devices": {"results": [{"request": "dev", "driver": format!("{class}.example.com"),
+            "pool": node, "device": "dev-0"}]}},
+        "reservedFor": [{"resource": "pods", "name": "probe", "uid": "00000000-0000-0000-0000-000000000000"}]}});
+    let deadline = crate::common::hang_guard();
+    loop {
+        match claims.patch_status("probe", &PatchParams::default(), &Patch::Merge(&reserved)).await {
+            Err(e) if e.to_string().contains("claims of this test may not be reserved") => break,
+            Err(e) => panic!("the probe's status was refused otherwise: {e}"),
+            Ok(_) => {
+                let cleared = json!({"status": null});
+                claims.patch_status("probe", &PatchParams::default(), &Patch::Merge(&cleared)).await.unwrap();
+            }
+        }
+        assert!(Instant::now() < deadline, "the admission policy was never enforced");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    claims.delete("probe", &DeleteParams::default()).await.unwrap();
 }
 
 pub(super) async fn remove_policy(real: &Real, name: &str) {
@@ -99,7 +128,7 @@ fn pods_whose_prebind_keeps_failing_do_not_slow_the_others() {
         let class = real.own("fp-dev");
         let node = real.own("fp-dra");
         devices_and_claims(&real, &class, &node).await;
-        let policy = refuse_claim_status(&real).await;
+        let policy = refuse_claim_status(&real, &class, &node).await;
         let mut config = common::single_replica(ProfileConfig::with_policies("wasmsched", default_policies()));
         config.tenants.settings.enabled = false;
         let ours = real.start_wasmsched(config).await;

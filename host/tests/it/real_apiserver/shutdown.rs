@@ -285,7 +285,7 @@ fn sigterm_hands_over_in_every_case() {
         add_node(&real, "sd-fail", "sd-fail").await;
         let (fail_class, fail_node) = (real.own("sd-fail-dev"), real.own("sd-fail"));
         devices_and_claims(&real, &fail_class, &fail_node).await;
-        let policy = refuse_claim_status(&real).await;
+        let policy = refuse_claim_status(&real, &fail_class, &fail_node).await;
         let refused: Vec<(String, Value)> = (0..4)
             .map(|i| {
                 let spec = json!({"nodeSelector": {"wasmsched-class": "sd-fail"},
