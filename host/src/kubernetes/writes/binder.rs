@@ -23,8 +23,9 @@ use tokio::task::JoinSet;
 use crate::cluster::{DeviceReservation, PodInfo, VolumeReservation};
 use crate::kubernetes::scheduler_status::SchedulerStatus;
 use crate::kubernetes::writes::denied::{self, Denials};
+use crate::kubernetes::writes::pod_ref::PodRef;
 use crate::kubernetes::writes::prebind::{self, PreBindError};
-use crate::kubernetes::writes::{claim_reservation, device_binding};
+use crate::kubernetes::writes::{claim_reservation, device_binding, pod_condition};
 
 /// A binding slower than this is abandoned and retried.
 const BIND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -169,6 +170,12 @@ async fn binding_cycle(
 ) -> (BindOutcome, Option<Duration>) {
     let mut may_bind = status.may_bind();
     let mut permit = Some(permit);
+    if !request.volumes.is_empty() || !request.devices.is_empty() {
+        if let Some(abandoned) = stopped(&may_bind, status) {
+            return (abandoned, None);
+        }
+        nominate_expected(client, request, status).await;
+    }
     if !request.volumes.is_empty() {
         if let Some(abandoned) = stopped(&may_bind, status) {
             return (abandoned, None);
@@ -235,6 +242,20 @@ async fn binding_cycle(
         claim_reservation::unreserve(client, &devices).await;
     }
     (outcome, Some(took))
+}
+
+/// Before PreBind's writes, as kube-scheduler: the pod's `nominatedNodeName`
+/// says where it is expected. Best effort: a pod that changed or went meanwhile
+/// is left as it is.
+async fn nominate_expected(client: &kube::Client, request: &BindRequest, status: &SchedulerStatus) {
+    let pod = PodRef::from(&*request.pod);
+    pod_condition::write_while_pending(
+        client.clone(),
+        &status.denials,
+        &pod,
+        pod_condition::expected_on(&request.node),
+    )
+    .await;
 }
 
 /// `Some(Abandoned)` when this replica may bind no more: the next write is

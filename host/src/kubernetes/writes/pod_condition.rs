@@ -38,10 +38,19 @@ pub fn unschedulable(message: Option<String>, nominated: Option<Option<&str>>) -
     json!({ "status": status })
 }
 
-/// A status patch for a pod whose attempt failed otherwise than by its fit
-/// (`reason`, e.g. kube's `SchedulerError`).
+/// A status patch for a pod whose binding cycle failed (`reason`, e.g.
+/// kube's `SchedulerError`): the condition, and the nomination its PreBind
+/// set cleared, as kube-scheduler's failure handler clears it.
 pub fn not_scheduled(reason: &str, message: String) -> serde_json::Value {
-    json!({"status": {"conditions": [condition(reason, message)]}})
+    json!({"status": {"conditions": [condition(reason, message)], "nominatedNodeName": null}})
+}
+
+/// A status patch naming the node a pod is expected on while PreBind
+/// writes and waits (kube's NominatedNodeNameForExpectation, beta and on
+/// in v1.36): other schedulers and autoscalers see where it is going. The
+/// API server clears it when the pod is bound.
+pub fn expected_on(node: &str) -> serde_json::Value {
+    json!({"status": {"nominatedNodeName": node}})
 }
 
 fn condition(reason: &str, message: String) -> serde_json::Value {

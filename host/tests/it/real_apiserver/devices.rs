@@ -234,10 +234,14 @@ fn partitions_share_their_counters_as_kube_scheduler_counts_them() {
     });
 }
 
+/// What a pod waiting in PreBind shows: its outcome, and the node its
+/// `nominatedNodeName` expects it on (KEP 5278), without the side's prefix.
+type Waiting = (Outcome, String);
+
 /// A device its driver must prepare first (binding condition `attached`):
-/// the pod's outcome before the driver says so, the binding conditions
-/// written into the allocation, then the outcome after it does.
-async fn run_binding_conditions(real: &Real, side: &str, scheduler_name: &str) -> (Outcome, Vec<String>, Outcome) {
+/// the pod while it waits for the driver, the binding conditions written
+/// into the allocation, then the pod after the driver says so.
+async fn run_binding_conditions(real: &Real, side: &str, scheduler_name: &str) -> (Waiting, Vec<String>, Waiting) {
     let own = |name: &str| real.own(&format!("{side}-{name}"));
     let (driver, class, node) = (format!("{}.example.com", own("fabric")), own("fabric"), own("f0"));
     add_node(real, &format!("{side}-f0"), &format!("{side}-fabric")).await;
@@ -268,7 +272,11 @@ async fn run_binding_conditions(real: &Real, side: &str, scheduler_name: &str) -
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let pods: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
-    let before = Outcome::of(&pods.get(&names[0]).await.unwrap());
+    let waiting = |pod: &Pod| {
+        let nominated = pod.status.as_ref().and_then(|s| s.nominated_node_name.clone()).unwrap_or_default();
+        (Outcome::of(pod), nominated.trim_start_matches(&real.own(side)).to_string())
+    };
+    let before = waiting(&pods.get(&names[0]).await.unwrap());
     let results = allocation.and_then(|a| a.devices).and_then(|d| d.results).unwrap_or_default();
     let conditions = results.iter().flat_map(|r| r.binding_conditions.clone().unwrap_or_default()).collect();
     // The driver's part: the device is attached.
@@ -276,7 +284,7 @@ async fn run_binding_conditions(real: &Real, side: &str, scheduler_name: &str) -
         "conditions": [{"type": "attached", "status": "True", "reason": "Attached", "message": "by the test",
                         "lastTransitionTime": "2026-11-25T00:00:00Z"}]}]}});
     claims.patch_status(&claim_name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
-    let after = Outcome::of(&real.wait_decided(&names).await[0]);
+    let after = waiting(&real.wait_decided(&names).await[0]);
     clean_up(real, &[own("f0")], &class).await;
     (before, conditions, after)
 }
@@ -286,7 +294,9 @@ fn binding_conditions_hold_the_pod_as_kube_scheduler_holds_it() {
     let Some(real) = Real::start("dra-binding") else { return };
     real.block_on(async {
         let (kube, ours) = beside_kube(&real, "wasmsched-binding", run_binding_conditions).await;
-        assert_eq!(kube, (Outcome::Pending, vec!["attached".to_string()], Outcome::Bound), "{kube:?}");
+        // Expected on its node while it waits; bound, the API server clears it.
+        let waiting = (Outcome::Pending, "-f0".to_string());
+        assert_eq!(kube, (waiting, vec!["attached".to_string()], (Outcome::Bound, String::new())), "{kube:?}");
         assert_eq!(ours, kube, "wasmsched waits for binding conditions otherwise than kube-scheduler");
     });
 }
