@@ -72,4 +72,5 @@ mod recovery;
 mod scoring;
 mod shutdown;
 mod tenant_commands;
+mod topology_spread;
 mod volumes;
