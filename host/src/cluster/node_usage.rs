@@ -123,6 +123,11 @@ pub struct PlacedPod {
 }
 
 impl PlacedPod {
+    /// What it holds of its node.
+    pub fn requests(&self) -> &wasmsched_runtime::Resources {
+        &self.requests
+    }
+
     /// The same pod, counted as terminating or not.
     pub(super) fn with_terminating(self, terminating: bool) -> PlacedPod {
         PlacedPod { terminating, ..self }

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use wasmsched_runtime::Resources;
@@ -187,19 +187,54 @@ fn parse_amounts(
     Ok(amounts)
 }
 
-fn container_requests(c: &Container, fill: Fill) -> Result<Amounts, RequestError> {
-    parse_amounts(&c.name, c.resources.as_ref().and_then(|r| r.requests.as_ref()), fill)
+/// What a container holds: its spec's requests, or, once the kubelet
+/// reports it running with other resources (an in-place resize pending or
+/// in progress), the larger of the two per resource, as kube's
+/// NodeResourcesFit counts it (`UseStatusResources`; InPlacePodVerticalScaling
+/// is GA). A resize the node cannot make (`PodResizePending`, reason
+/// `Infeasible`) counts what runs and what is allocated instead.
+fn container_requests(c: &Container, running: &Running, fill: Fill) -> Result<Amounts, RequestError> {
+    let spec = parse_amounts(&c.name, c.resources.as_ref().and_then(|r| r.requests.as_ref()), fill)?;
+    let Some(status) = running.statuses.get(c.name.as_str()) else { return Ok(spec) };
+    let Some(actual) = status.resources.as_ref() else { return Ok(spec) };
+    let mut held = parse_amounts(&c.name, actual.requests.as_ref(), fill)?;
+    if running.resize_infeasible {
+        held.max_with(&parse_amounts(&c.name, status.allocated_resources.as_ref(), fill)?);
+    } else {
+        held.max_with(&spec);
+    }
+    Ok(held)
 }
 
-fn pod_amounts(spec: &PodSpec, pod_level: &PodLevel, fill: Fill) -> Result<Amounts, RequestError> {
+/// The kubelet's view of a pod's containers, by name.
+#[derive(Default)]
+struct Running<'a> {
+    statuses: BTreeMap<&'a str, &'a ContainerStatus>,
+    resize_infeasible: bool,
+}
+
+impl<'a> Running<'a> {
+    fn of(pod: &'a Pod) -> Running<'a> {
+        let Some(status) = pod.status.as_ref() else { return Running::default() };
+        let statuses =
+            status.container_statuses.iter().flatten().chain(status.init_container_statuses.iter().flatten());
+        let resize_infeasible =
+            status.conditions.iter().flatten().any(|c| {
+                c.type_ == "PodResizePending" && c.status == "True" && c.reason.as_deref() == Some("Infeasible")
+            });
+        Running { statuses: statuses.map(|s| (s.name.as_str(), s)).collect(), resize_infeasible }
+    }
+}
+
+fn pod_amounts(spec: &PodSpec, running: &Running, pod_level: &PodLevel, fill: Fill) -> Result<Amounts, RequestError> {
     let mut total = Amounts::default();
     for c in &spec.containers {
-        total.add(&container_requests(c, fill)?);
+        total.add(&container_requests(c, running, fill)?);
     }
     let mut sidecars = Amounts::default();
     let mut largest_init = Amounts::default();
     for c in spec.init_containers.iter().flatten() {
-        let own = container_requests(c, fill)?;
+        let own = container_requests(c, running, fill)?;
         let phase = if c.restart_policy.as_deref() == Some("Always") {
             total.add(&own);
             sidecars.add(&own);
@@ -221,11 +256,12 @@ pub fn pod_requests(pod: &Pod) -> Result<PodRequests, RequestError> {
     let no_spec = PodSpec::default();
     let spec = pod.spec.as_ref().unwrap_or(&no_spec);
     let pod_level = PodLevel::of(spec)?;
-    let fit = pod_amounts(spec, &pod_level, Fill::NONE)?;
+    let running = Running::of(pod);
+    let fit = pod_amounts(spec, &running, &pod_level, Fill::NONE)?;
     // kube's defaults for scoring: every container's missing cpu and
     // memory; with pod-level requests, only what nothing names.
     let fill = if pod_level.set { Fill { cpu: !fit.names_cpu, memory: !fit.names_memory } } else { Fill::BOTH };
-    let nonzero = if fill == Fill::NONE { fit.clone() } else { pod_amounts(spec, &pod_level, fill)? };
+    let nonzero = if fill == Fill::NONE { fit.clone() } else { pod_amounts(spec, &running, &pod_level, fill)? };
     Ok(PodRequests {
         resources: Resources {
             milli_cpu: fit.milli_cpu,
@@ -245,6 +281,34 @@ mod tests {
 
     fn pod(yaml: &str) -> Pod {
         serde_yaml::from_str(yaml).unwrap()
+    }
+
+    /// A running pod being resized: the larger of what it asks and what
+    /// runs; a resize the node cannot make: what runs and is allocated.
+    #[test]
+    fn a_resize_in_progress_counts_the_larger_of_spec_and_running() {
+        let running = |conditions: &str| {
+            pod(&format!(
+                r#"
+metadata: {{name: p}}
+spec:
+  nodeName: n
+  containers:
+  - {{name: c, resources: {{requests: {{cpu: "1", memory: 4G}}}}}}
+status:
+  conditions: [{conditions}]
+  containerStatuses:
+  - {{name: c, image: i, imageID: i, ready: true, restartCount: 0,
+     allocatedResources: {{cpu: "2", memory: 1G}},
+     resources: {{requests: {{cpu: "3", memory: 1G}}}}}}
+"#
+            ))
+        };
+        let r = pod_requests(&running("")).unwrap();
+        assert_eq!((r.resources.milli_cpu, r.resources.memory), (3000, 4_000_000_000), "max of spec and running");
+        let infeasible = running("{type: PodResizePending, status: \"True\", reason: Infeasible}");
+        let r = pod_requests(&infeasible).unwrap();
+        assert_eq!((r.resources.milli_cpu, r.resources.memory), (3000, 1_000_000_000), "running and allocated only");
     }
 
     #[test]

@@ -311,6 +311,11 @@ impl ClusterState {
         self.pods.get(key).map(|p| (p.node.as_str(), p.assumed))
     }
 
+    /// What a placed pod holds of its node.
+    pub fn placed_requests(&self, key: &PodKey) -> Option<&wasmsched_runtime::Resources> {
+        self.pods.get(key).map(|p| p.requests())
+    }
+
     /// Every placed pod and whether it is only assumed.
     pub fn placed(&self) -> impl Iterator<Item = (&PodKey, bool)> {
         self.pods.iter().map(|(k, p)| (k, p.assumed))

@@ -144,9 +144,16 @@ impl Scheduler {
             self.queue.remove(&key);
             self.state.unnominate(&key);
             let moved = self.state.placement(&key).is_none_or(|(placed_on, _)| placed_on != node);
+            // An in-place resize that shrank what it holds may let a
+            // waiting pod in.
+            let shrank =
+                self.state.placed_requests(&key).is_some_and(|before| shrinks(before, &info.requests.resources));
             self.state.place(&info, &node, false);
             if moved {
                 self.queue.pod_placed(now);
+            }
+            if shrank {
+                self.queue.cluster_changed(now);
             }
             return EventReport::Nothing;
         }
@@ -258,4 +265,14 @@ impl Scheduler {
         }
         gone.into_iter().collect()
     }
+}
+
+/// Whether `after` holds less of some resource than `before`.
+fn shrinks(before: &wasmsched_runtime::Resources, after: &wasmsched_runtime::Resources) -> bool {
+    let scalar =
+        |r: &wasmsched_runtime::Resources, name: &str| r.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
+    after.milli_cpu < before.milli_cpu
+        || after.memory < before.memory
+        || after.ephemeral_storage < before.ephemeral_storage
+        || before.scalar.iter().any(|(name, v)| scalar(after, name) < *v)
 }

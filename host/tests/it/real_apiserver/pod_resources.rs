@@ -60,3 +60,59 @@ fn pod_level_requests_are_what_must_fit_as_kube_scheduler_reads_them() {
         assert_eq!(ours, kube, "wasmsched reads pod-level resources differently from kube-scheduler");
     });
 }
+
+/// A running pod resized in place (InPlacePodVerticalScaling, GA): its
+/// spec now asks 1 cpu, the kubelet still runs it with 3. What it holds is
+/// the larger, so of the 4-cpu node 1 cpu is left: a 2-cpu pod does not
+/// fit, a 1-cpu pod does. Then the kubelet is done (it runs with 1 cpu):
+/// the 2-cpu pod goes in.
+async fn run_resize(real: &Real, side: &str, scheduler_name: &str) -> (Vec<Outcome>, Outcome) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::Api;
+    use kube::api::{Patch, PatchParams};
+    let class = format!("{side}-resize");
+    let shape = json!({"labels": {"wasmsched-class": class}, "spec": {}, "cpu": "4", "memory": "8Gi", "pods": "110"});
+    real.add_node(&format!("{side}-n0"), &shape).await;
+    let node = real.own(&format!("{side}-n0"));
+    let container = |cpu: &str| json!([{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}]);
+    let running = json!({"nodeName": node, "containers": container("1")});
+    let names =
+        real.create_pods(&format!("{side}-"), &[("running".into(), running)], scheduler_name, Duration::ZERO).await;
+    let pods: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
+    let status = |cpu: &str| {
+        json!({"status": {"phase": "Running", "containerStatuses": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+            "imageID": "", "ready": true, "restartCount": 0, "started": true,
+            "state": {"running": {"startedAt": "2026-11-25T00:00:00Z"}},
+            "resources": {"requests": {"cpu": cpu}}}]}})
+    };
+    pods.patch_status(&names[0], &PatchParams::default(), &Patch::Merge(&status("3"))).await.unwrap();
+    real.settle().await;
+    let asks = |cpu: &str| json!({"nodeSelector": {"wasmsched-class": class}, "containers": container(cpu)});
+    let new = [("two".to_string(), asks("2")), ("one".to_string(), asks("1"))];
+    let created = real.create_pods(&format!("{side}-"), &new, scheduler_name, Duration::ZERO).await;
+    let during: Vec<Outcome> = real.wait_decided(&created).await.iter().map(Outcome::of).collect();
+    pods.patch_status(&names[0], &PatchParams::default(), &Patch::Merge(&status("1"))).await.unwrap();
+    // Retried on the running pod's update (after its backoff): bound.
+    let deadline = crate::common::hang_guard();
+    let after = loop {
+        let outcome = Outcome::of(&pods.get(&created[0]).await.unwrap());
+        if outcome == Outcome::Bound || std::time::Instant::now() > deadline {
+            break outcome;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    real.delete_pods().await;
+    real.delete_nodes().await;
+    (during, after)
+}
+
+#[test]
+fn a_pod_resized_in_place_holds_what_kube_scheduler_counts() {
+    let Some(real) = Real::start("resize") else { return };
+    real.block_on(async {
+        let (kube, ours) = beside_kube(&real, "wasmsched-resize", run_resize).await;
+        assert!(matches!(&kube.0[0], Outcome::Unschedulable(m) if m.contains("Insufficient cpu")), "{kube:?}");
+        assert_eq!((&kube.0[1], &kube.1), (&Outcome::Bound, &Outcome::Bound), "{kube:?}");
+        assert_eq!(ours, kube, "wasmsched counts a pod resized in place otherwise than kube-scheduler");
+    });
+}
