@@ -58,6 +58,7 @@ async fn beside_kube<T>(real: &Real, scheduler_name: &str, scenario: impl AsyncF
 mod claim_deallocation;
 mod consumable_capacity;
 mod devices;
+mod dra_requests;
 mod experiments;
 mod extended_resources;
 mod failing_prebind;
