@@ -32,8 +32,10 @@ pub enum PolicyError {
     Trap { policy: String, phase: &'static str, message: String },
     #[error("{policy}: {phase} exceeded its {deadline:?} deadline")]
     DeadlineExceeded { policy: String, phase: &'static str, deadline: Duration },
-    #[error("{policy}: out of memory in {phase}: asked for {requested} bytes, the cap is {limit}")]
-    OutOfMemory { policy: String, phase: &'static str, requested: usize, limit: usize },
+    #[error(
+        "{policy}: out of memory in {phase}: growing a {what} would hold {requested} bytes in all, over the instance's cap of {limit} (its memories and tables together)"
+    )]
+    OutOfMemory { policy: String, phase: &'static str, what: &'static str, requested: usize, limit: usize },
     #[error("{policy}: malformed {phase} result: {problem}")]
     Malformed { policy: String, phase: &'static str, problem: String },
     #[error("{policy}: declined to {phase}: {message}")]

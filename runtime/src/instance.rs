@@ -133,8 +133,9 @@ fn classify(
     e: wasmtime::Error,
 ) -> PolicyError {
     let policy = name.to_string();
-    if let Some(requested) = store.data().limiter.denied_growth {
-        return PolicyError::OutOfMemory { policy, phase, requested, limit: store.data().limiter_cap() };
+    if let Some((grown, requested)) = store.data().limiter.denied_growth {
+        let limit = store.data().limiter_cap();
+        return PolicyError::OutOfMemory { policy, phase, what: grown.what(), requested, limit };
     }
     match e.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => PolicyError::DeadlineExceeded { policy, phase, deadline },

@@ -31,11 +31,39 @@ impl Default for PolicyLimits {
     }
 }
 
-/// `StoreLimits` plus a record of a denied growth, so an allocation failure
-/// that surfaces as a trap is reported as what it is: out of memory.
+/// Bytes a table element is counted as: a function reference is a
+/// pointer in wasmtime's tables.
+const TABLE_ELEMENT_BYTES: usize = 8;
+
+/// What a denied growth was of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grown {
+    Memory,
+    Table,
+}
+
+impl Grown {
+    pub fn what(self) -> &'static str {
+        match self {
+            Grown::Memory => "linear memory",
+            Grown::Table => "table",
+        }
+    }
+}
+
+/// One budget per instance: every linear memory and every table of the
+/// instance (table elements counted as `TABLE_ELEMENT_BYTES`) together
+/// hold at most `memory_bytes`, so neither a second memory nor a table
+/// grown to millions of elements gets past the cap. The counts of
+/// instances, memories and tables are `StoreLimits`'. A denied growth is
+/// recorded, so an allocation failure that surfaces as a trap is reported
+/// as what it is.
 pub(crate) struct CappedLimiter {
     limits: StoreLimits,
-    pub(crate) denied_growth: Option<usize>,
+    budget: usize,
+    /// Bytes held by the instance's memories and tables so far.
+    held: usize,
+    pub(crate) denied_growth: Option<(Grown, usize)>,
 }
 
 impl CappedLimiter {
@@ -48,22 +76,39 @@ impl CappedLimiter {
                 .memories(8)
                 .trap_on_grow_failure(false)
                 .build(),
+            budget: memory_bytes,
+            held: 0,
             denied_growth: None,
         }
+    }
+
+    /// Takes `more` bytes of the budget, or records the denial.
+    fn take(&mut self, grown: Grown, more: usize) -> bool {
+        let after = self.held.saturating_add(more);
+        if after > self.budget {
+            self.denied_growth = Some((grown, after));
+            return false;
+        }
+        self.held = after;
+        true
     }
 }
 
 impl ResourceLimiter for CappedLimiter {
     fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
-        let allowed = self.limits.memory_growing(current, desired, maximum)?;
-        if !allowed {
-            self.denied_growth = Some(desired);
+        if !self.limits.memory_growing(current, desired, maximum)? {
+            self.denied_growth = Some((Grown::Memory, desired));
+            return Ok(false);
         }
-        Ok(allowed)
+        Ok(self.take(Grown::Memory, desired.saturating_sub(current)))
     }
 
     fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
-        self.limits.table_growing(current, desired, maximum)
+        if !self.limits.table_growing(current, desired, maximum)? {
+            return Ok(false);
+        }
+        let more = desired.saturating_sub(current).saturating_mul(TABLE_ELEMENT_BYTES);
+        Ok(self.take(Grown::Table, more))
     }
 
     fn instances(&self) -> usize {
@@ -76,5 +121,25 @@ impl ResourceLimiter for CappedLimiter {
 
     fn memories(&self) -> usize {
         self.limits.memories()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memories_and_tables_share_one_budget() {
+        let mut limiter = CappedLimiter::new(1 << 20);
+        assert!(limiter.memory_growing(0, 512 << 10, None).unwrap());
+        // A second memory may not take the cap again.
+        assert!(limiter.memory_growing(0, 256 << 10, None).unwrap());
+        assert!(!limiter.memory_growing(0, 512 << 10, None).unwrap());
+        assert_eq!(limiter.denied_growth, Some((Grown::Memory, (512 << 10) + (256 << 10) + (512 << 10))));
+        // Nor a table: 32k elements are 256 KiB, and only 256 KiB are left.
+        assert!(!limiter.table_growing(0, (32 << 10) + 1, None).unwrap());
+        assert_eq!(limiter.denied_growth.map(|(g, _)| g), Some(Grown::Table));
+        assert!(limiter.table_growing(0, 32 << 10, None).unwrap());
+        assert!(!limiter.table_growing(32 << 10, (32 << 10) + 1, None).unwrap());
     }
 }
