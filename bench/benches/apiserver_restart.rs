@@ -10,12 +10,15 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
 use wasmsched_test_support::control_plane::ControlPlane;
+
+#[path = "common/kit.rs"]
+mod kit;
 
 const PODS: usize = 200;
 
@@ -82,30 +85,10 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let client = wasmsched::kubernetes::client::connect(Some(&control_plane.admin_kubeconfig), None).await.unwrap();
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-        let ns = format!("restart-{:05x}", nanos & 0xfffff);
-        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await.unwrap();
-        let nodes: Api<Node> = Api::all(client.clone());
-        for n in 0..2 {
-            let name = format!("{ns}-n{n}");
-            let node =
-                json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "restart-bench": ns}}});
-            nodes.create(&PostParams::default(), &serde_json::from_value(node).unwrap()).await.unwrap();
-            let r = json!({"cpu": "64", "memory": "256Gi", "pods": "500"});
-            let status = json!({"status": {"capacity": r, "allocatable": r,
-                "conditions": [{"type": "Ready", "status": "True", "reason": "Bench", "message": "bench"}]}});
-            nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
-        }
-        let engine = wasmsched_runtime::PolicyEngine::new().unwrap();
-        let policy = engine
-            .load(&wasmsched::default_policy::source(), "{}", wasmsched_runtime::PolicyLimits::default())
-            .unwrap();
-        let set = wasmsched::scheduler::PolicySet::new(vec![wasmsched::scheduler::WeightedPolicy {
-            policy: std::sync::Arc::new(policy),
-            weight: 1,
-        }]);
-        let mut config = RunConfig::new(vec![ProfileConfig::with_policies("wasmsched-restart", set)]);
+        let ns = kit::unique("restart");
+        kit::namespace_and_nodes(&client, &ns, "restart-bench").await;
+        let mut config =
+            RunConfig::new(vec![ProfileConfig::with_policies("wasmsched-restart", kit::default_policies())]);
         config.tenants.settings.enabled = false;
         config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
         let ours = wasmsched::kubernetes::start(client.clone(), config).await.unwrap();
@@ -141,6 +124,6 @@ fn main() {
         let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
         let _ = Api::<Pod>::namespaced(client.clone(), &ns).delete_collection(&now, &ListParams::default()).await;
         let ours_nodes = ListParams::default().labels(&format!("restart-bench={ns}"));
-        let _ = nodes.delete_collection(&DeleteParams::default(), &ours_nodes).await;
+        let _ = Api::<Node>::all(client.clone()).delete_collection(&DeleteParams::default(), &ours_nodes).await;
     });
 }

@@ -10,15 +10,18 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use wasmsched::kubernetes::RunningScheduler;
 use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
 use wasmsched_test_support::control_plane::ControlPlane;
+
+#[path = "common/kit.rs"]
+mod kit;
 
 const SCHEDULER: &str = "wasmsched-handover";
 const RUNS: usize = 3;
@@ -52,15 +55,7 @@ impl Case {
 
 impl Bench {
     async fn replica(&self, identity: &str) -> RunningScheduler {
-        let engine = wasmsched_runtime::PolicyEngine::new().unwrap();
-        let policy = engine
-            .load(&wasmsched::default_policy::source(), "{}", wasmsched_runtime::PolicyLimits::default())
-            .unwrap();
-        let set = wasmsched::scheduler::PolicySet::new(vec![wasmsched::scheduler::WeightedPolicy {
-            policy: std::sync::Arc::new(policy),
-            weight: 1,
-        }]);
-        let mut config = RunConfig::new(vec![ProfileConfig::with_policies(SCHEDULER, set)]);
+        let mut config = RunConfig::new(vec![ProfileConfig::with_policies(SCHEDULER, kit::default_policies())]);
         config.tenants.settings.enabled = false;
         config.leader_election = LeaderElectionConfig {
             namespace: self.ns.clone(),
@@ -172,19 +167,7 @@ impl Bench {
     }
 
     async fn set_up(&self) {
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": self.ns}})).unwrap();
-        Api::<Namespace>::all(self.client.clone()).create(&PostParams::default(), &ns).await.unwrap();
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        for n in 0..2 {
-            let name = format!("{}-n{n}", self.ns);
-            let node =
-                json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "handover": self.ns}}});
-            nodes.create(&PostParams::default(), &serde_json::from_value(node).unwrap()).await.unwrap();
-            let r = json!({"cpu": "64", "memory": "256Gi", "pods": "500"});
-            let status = json!({"status": {"capacity": r, "allocatable": r,
-                "conditions": [{"type": "Ready", "status": "True", "reason": "Bench", "message": "bench"}]}});
-            nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
-        }
+        kit::namespace_and_nodes(&self.client, &self.ns, "handover").await;
         let class = json!({"metadata": {"name": format!("{}-never", self.ns)}, "provisioner": "never.example.com",
             "volumeBindingMode": "WaitForFirstConsumer"});
         Api::<StorageClass>::all(self.client.clone())
@@ -241,8 +224,7 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let client = wasmsched::kubernetes::client::connect(Some(&control_plane.admin_kubeconfig), None).await.unwrap();
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-        let bench = Bench { control_plane, client, ns: format!("handover-{:05x}", nanos & 0xfffff) };
+        let bench = Bench { control_plane, client, ns: kit::unique("handover") };
         bench.set_up().await;
         let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
         println!(

@@ -69,13 +69,8 @@ pub(crate) struct CappedLimiter {
 impl CappedLimiter {
     pub(crate) fn new(memory_bytes: usize) -> Self {
         CappedLimiter {
-            limits: StoreLimitsBuilder::new()
-                .memory_size(memory_bytes)
-                .instances(32)
-                .tables(32)
-                .memories(8)
-                .trap_on_grow_failure(false)
-                .build(),
+            // No per-memory size: the budget below bounds each memory too.
+            limits: StoreLimitsBuilder::new().instances(32).tables(32).memories(8).trap_on_grow_failure(false).build(),
             budget: memory_bytes,
             held: 0,
             denied_growth: None,
@@ -97,7 +92,6 @@ impl CappedLimiter {
 impl ResourceLimiter for CappedLimiter {
     fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
         if !self.limits.memory_growing(current, desired, maximum)? {
-            self.denied_growth = Some((Grown::Memory, desired));
             return Ok(false);
         }
         Ok(self.take(Grown::Memory, desired.saturating_sub(current)))

@@ -75,9 +75,10 @@ pub struct ShadowResult {
 /// Nodes kept per result, best first.
 pub const TOP_NODES: usize = 5;
 
-/// How much of a policy's error text a result keeps: results are kept
-/// (the last divergent ones) and shown.
-const FAILURE_TEXT: usize = 300;
+/// How much of a policy's error text a shadow result or a canary stop
+/// keeps: results are kept (the last divergent ones) and shown, a stop
+/// reaches a log line and an Event.
+pub(crate) const FAILURE_TEXT: usize = 300;
 
 /// At most `max` characters of `text` (a policy's words), marked when cut.
 pub fn clipped(text: &str, max: usize) -> String {

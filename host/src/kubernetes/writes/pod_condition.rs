@@ -67,9 +67,26 @@ fn condition(reason: &str, message: String) -> serde_json::Value {
 /// Applies `patch` (strategic merge: the condition list is merged by type)
 /// to `pod` while it is still pending; see the module comment.
 pub async fn write_while_pending(client: kube::Client, denials: &Denials, pod: &PodRef, patch: serde_json::Value) {
+    write_pending(client, denials, pod, patch, ATTEMPTS).await;
+}
+
+/// Applies `patch` to `pod` only if it is the very pod the scheduler saw:
+/// a pod written meanwhile (a failed binding cycle's condition, say) is
+/// left as it is, so a late write never undoes a newer one.
+pub async fn write_if_unchanged(client: kube::Client, denials: &Denials, pod: &PodRef, patch: serde_json::Value) {
+    write_pending(client, denials, pod, patch, 1).await;
+}
+
+async fn write_pending(
+    client: kube::Client,
+    denials: &Denials,
+    pod: &PodRef,
+    patch: serde_json::Value,
+    attempts: usize,
+) {
     let api: Api<Pod> = Api::namespaced(client, &pod.key.namespace);
     let mut version = pod.resource_version.clone();
-    for _ in 0..ATTEMPTS {
+    for _ in 0..attempts {
         if version.is_empty() {
             match pending_version(&api, pod).await {
                 Some(current) => version = current,

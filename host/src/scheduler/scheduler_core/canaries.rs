@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::cluster::PodInfo;
 use crate::scheduler::attempt::record::AttemptRecord;
 use crate::scheduler::policy_set::{Canary, PolicySet, ShadowCandidate};
-use crate::scheduler::shadow::clipped;
+use crate::scheduler::shadow::{FAILURE_TEXT, clipped};
 
 /// A canary that stopped deciding, for the backend to say (an Event on
 /// the policy's ConfigMap, a metric).
@@ -44,10 +44,6 @@ impl Failed {
         Some(Failed { what, pod: record.pod.clone(), at: now })
     }
 }
-
-/// How much of a policy's error text a stop keeps (it reaches a log line
-/// and an Event).
-const FAILURE_TEXT: usize = 300;
 
 #[derive(Debug, Default)]
 pub(super) struct Canaries {

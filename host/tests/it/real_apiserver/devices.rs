@@ -276,7 +276,16 @@ async fn run_binding_conditions(real: &Real, side: &str, scheduler_name: &str) -
         let nominated = pod.status.as_ref().and_then(|s| s.nominated_node_name.clone()).unwrap_or_default();
         (Outcome::of(pod), nominated.trim_start_matches(&real.own(side)).to_string())
     };
-    let before = waiting(&pods.get(&names[0]).await.unwrap());
+    // The nomination goes out as PreBind's writes do: once it is there
+    // (or the hang guard says it never came), the pod as it waits.
+    let deadline = crate::common::hang_guard();
+    let before = loop {
+        let seen = waiting(&pods.get(&names[0]).await.unwrap());
+        if !seen.1.is_empty() || Instant::now() > deadline {
+            break seen;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let results = allocation.and_then(|a| a.devices).and_then(|d| d.results).unwrap_or_default();
     let conditions = results.iter().flat_map(|r| r.binding_conditions.clone().unwrap_or_default()).collect();
     // The driver's part: the device is attached.
