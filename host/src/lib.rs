@@ -9,6 +9,7 @@ pub mod kubernetes;
 pub mod node_metrics;
 pub mod panic_text;
 pub mod policy;
+pub mod record;
 pub mod scaffold;
 pub mod scheduler;
 pub mod scheduler_metrics;

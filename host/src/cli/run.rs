@@ -14,6 +14,7 @@ use wasmsched::kubernetes::config::{
 use wasmsched::node_metrics::MetricsFile;
 use wasmsched::policy::flags::{LimitArgs, parse_duration, parse_policy_spec};
 use wasmsched::policy::remote::Fetcher;
+use wasmsched::record::RecordSettings;
 use wasmsched::scheduler::NodeSampling;
 
 #[derive(Args, Debug)]
@@ -98,6 +99,14 @@ pub struct RunArgs {
     /// --config; the file has percentageOfNodesToScore).
     #[arg(long, value_name = "0-100", conflicts_with = "config")]
     pub percentage_of_nodes_to_score: Option<NodeSampling>,
+    /// Record what the scheduler consumes and decides into DIR (a new
+    /// directory, or one without a recording), for `wasmsched simulate
+    /// --replay DIR`.
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// The recording's files together stay under this; the oldest go.
+    #[arg(long, value_name = "QUANTITY", default_value = "1Gi", requires = "record")]
+    pub record_max_bytes: String,
     #[command(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]
@@ -211,6 +220,19 @@ fn flags(args: &RunArgs) -> anyhow::Result<Flags> {
     })
 }
 
+/// `--record`'s settings, with the profiles a replay needs.
+fn record_settings(args: &RunArgs, config: &RunConfig) -> anyhow::Result<Option<RecordSettings>> {
+    let Some(dir) = &args.record else { return Ok(None) };
+    let max_bytes = wasmsched_rules::quantity::value(&args.record_max_bytes)
+        .map_err(|e| anyhow::anyhow!("--record-max-bytes {:?}: {e}", args.record_max_bytes))?;
+    Ok(Some(RecordSettings {
+        dir: dir.clone(),
+        max_bytes,
+        profiles: config.profiles.iter().map(|p| p.scheduler_name.clone()).collect(),
+        seed: config.seed,
+    }))
+}
+
 /// The flags laid over the configuration file, nothing loaded yet.
 pub fn resolved(args: &RunArgs) -> anyhow::Result<Resolved> {
     let flags = flags(args)?;
@@ -223,7 +245,8 @@ pub fn resolved(args: &RunArgs) -> anyhow::Result<Resolved> {
 fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
     let resolved = resolved(args)?;
     let fetcher = Fetcher::new(args.limits.cache_dir.clone()).with_registries(resolved.registries.clone());
-    let config = load(resolved, &args.limits.engine()?, &fetcher)?;
+    let mut config = load(resolved, &args.limits.engine()?, &fetcher)?;
+    config.record = record_settings(args, &config)?;
     for p in &config.profiles {
         match &p.origin {
             PolicyOrigin::Specs(set) if set.policies.is_empty() => {

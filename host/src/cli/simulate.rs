@@ -98,6 +98,11 @@ pub struct SimulateArgs {
     /// there; `-` writes to standard output.
     #[arg(long, value_name = "FILE")]
     pub write_cluster: Option<PathBuf>,
+    /// Replay a recording (`wasmsched run --record DIR`) with --policy's
+    /// policies instead of a cluster's files: each attempt is made again
+    /// at its recorded moment, and where it decides otherwise is reported.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["inputs", "tenant_policies", "candidates", "write_cluster", "explain"])]
+    pub replay: Option<PathBuf>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -190,6 +195,9 @@ fn read_cluster(args: &SimulateArgs, mut manifests: Manifests) -> anyhow::Result
 
 /// One simulation, rendered as asked.
 fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
+    if let Some(dir) = &args.replay {
+        return run_replay(args, dir);
+    }
     let limits = args.limits.to_limits()?;
     let manifests = read_cluster(args, Manifests::default())?;
     let engine = args.limits.engine()?;
@@ -217,6 +225,7 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
             .map_err(|e| anyhow::anyhow!("--disable-builtin-score: {e}"))?,
         workers: AttemptWorkers::new(args.parallelism.map_or_else(AttemptWorkers::default_threads, usize::from))
             .context("starting the --parallelism threads")?,
+        dra_filter_timeout: Default::default(),
         progress: Some(Arc::new(move |placed, pending| {
             if placed % 256 == 0 {
                 progress_bar.set_length(pending);
@@ -244,5 +253,29 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
         OutputFormat::Table => report::table(&sim, &label),
         OutputFormat::Json => format!("{}\n", report::json(&sim)),
         OutputFormat::Yaml => report::yaml(&sim),
+    })
+}
+
+/// `--replay DIR`: the recording's inputs through the core with the
+/// policies given.
+fn run_replay(args: &SimulateArgs, dir: &std::path::Path) -> anyhow::Result<String> {
+    let limits = args.limits.to_limits()?;
+    let engine = args.limits.engine()?;
+    let (policies, label) = load_policies(&args.policies, &engine, &limits, &args.limits.fetcher()?)?;
+    let options = SimOptions {
+        seed: args.seed,
+        sampling: args.percentage_of_nodes_to_score.unwrap_or_default(),
+        scoring: BuiltinScoring::configured(&args.disable_builtin_score, &[])
+            .map_err(|e| anyhow::anyhow!("--disable-builtin-score: {e}"))?,
+        workers: AttemptWorkers::new(args.parallelism.map_or_else(AttemptWorkers::default_threads, usize::from))
+            .context("starting the --parallelism threads")?,
+        ..SimOptions::default()
+    };
+    let report = wasmsched::sim::replay::replay(dir, policies, &options)
+        .map_err(|e| anyhow::anyhow!("--replay {}: {e}", dir.display()))?;
+    Ok(match args.output {
+        OutputFormat::Table => wasmsched::sim::replay_report::table(&report, &dir.display().to_string(), &label),
+        OutputFormat::Json => serde_json::to_string_pretty(&report)? + "\n",
+        OutputFormat::Yaml => serde_yaml::to_string(&report)?,
     })
 }

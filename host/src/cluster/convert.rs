@@ -96,6 +96,8 @@ pub struct PodInfo {
     /// Its containers' extended resource requests, which devices may back
     /// (empty unless it asks for some).
     pub extended_containers: Vec<super::extended_requests::ExtendedContainer>,
+    /// The node features its spec needs (NodeDeclaredFeatures).
+    pub required_features: super::declared_features::FeatureSet,
 }
 
 /// One of a pod's ResourceClaims, as kube's `resourceclaim.Name` resolves
@@ -204,6 +206,7 @@ impl PodInfo {
             claims,
             disks,
             device_claims: device_claims(pod),
+            required_features: super::declared_features::FeatureSet::required_by(spec),
             extended_containers: match requests.resources.scalar.is_empty() {
                 true => vec![],
                 false => super::extended_requests::extended_containers(spec),

@@ -24,7 +24,7 @@ impl DisruptionBudget {
             namespace: pdb.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
             name: pdb.metadata.name.clone().unwrap_or_default(),
             selector: pdb.spec.as_ref().and_then(|s| s.selector.as_ref()).map(LabelSelector::from_api),
-            disruptions_allowed: status.map_or(0, |s| s.disruptions_allowed),
+            disruptions_allowed: status.and_then(|s| s.disruptions_allowed).unwrap_or(0),
             disrupted: status
                 .and_then(|s| s.disrupted_pods.as_ref())
                 .into_iter()

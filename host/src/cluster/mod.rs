@@ -2,6 +2,7 @@
 //! per-node accounting of bound and assumed pods.
 
 pub mod convert;
+pub mod declared_features;
 pub mod devices;
 pub mod disks;
 pub mod disruption_budgets;
@@ -13,6 +14,7 @@ pub mod placed_terms;
 pub mod pod_constraints;
 pub mod pod_counts;
 pub mod requests;
+mod running;
 pub mod state;
 pub mod volume_objects;
 pub mod volumes;

@@ -166,6 +166,8 @@ impl PlacedPod {
 #[derive(Debug, Clone, Default)]
 pub struct NodeState {
     pub ready: bool,
+    /// Of `status.declaredFeatures`, what pods may need (NodeDeclaredFeatures).
+    pub features: super::declared_features::FeatureSet,
     pub usage: NodeUsage,
     /// Pods nominated here by a preemption, not placed yet.
     pub nominated: Vec<NominatedPod>,

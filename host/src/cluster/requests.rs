@@ -15,10 +15,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use wasmsched_runtime::Resources;
+
+use super::running::Running;
 
 /// kube-scheduler's scoring defaults for a container that requests nothing.
 pub const DEFAULT_MILLI_CPU_REQUEST: u64 = 100;
@@ -69,6 +71,30 @@ impl Amounts {
         self.names_memory |= other.names_memory;
     }
 
+    /// kube's scoring defaults for cpu and memory where not named.
+    fn filled(mut self, fill: Fill) -> Amounts {
+        if fill.cpu && !self.names_cpu {
+            self.milli_cpu = DEFAULT_MILLI_CPU_REQUEST;
+        }
+        if fill.memory && !self.names_memory {
+            self.memory = DEFAULT_MEMORY_REQUEST;
+        }
+        self
+    }
+
+    /// What is named in both, less the other's (kube's
+    /// subtractResourceList, floored at zero).
+    fn subtract(&mut self, other: &Amounts) {
+        self.milli_cpu = self.milli_cpu.saturating_sub(other.milli_cpu);
+        self.memory = self.memory.saturating_sub(other.memory);
+        self.ephemeral_storage = self.ephemeral_storage.saturating_sub(other.ephemeral_storage);
+        for (k, v) in &other.scalar {
+            if let Some(e) = self.scalar.get_mut(k) {
+                *e = e.saturating_sub(*v);
+            }
+        }
+    }
+
     fn max_with(&mut self, other: &Amounts) {
         self.milli_cpu = self.milli_cpu.max(other.milli_cpu);
         self.memory = self.memory.max(other.memory);
@@ -106,22 +132,32 @@ struct PodLevel {
 }
 
 impl PodLevel {
-    fn of(spec: &PodSpec) -> Result<PodLevel, RequestError> {
+    /// The pod-level requests, or, while the kubelet reports pod-level
+    /// resources (InPlacePodLevelResourcesVerticalScaling), the larger of
+    /// them and what runs and is allocated at pod level, less the
+    /// overhead; an infeasible resize counts only the kubelet's.
+    fn of(spec: &PodSpec, running: &Running) -> Result<PodLevel, RequestError> {
         let Some(requests) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) else {
             return Ok(PodLevel::default());
         };
-        let err = |resource: &str, e: wasmsched_rules::quantity::QuantityError| RequestError {
-            container: "(pod-level resources)".into(),
-            resource: resource.to_string(),
-            message: e.to_string(),
-        };
-        let quantity = |name: &str, parse: fn(&str) -> Result<u64, wasmsched_rules::quantity::QuantityError>| {
-            requests.get(name).map(|q| parse(&q.0).map_err(|e| err(name, e))).transpose()
-        };
+        const WHERE: &str = "(pod-level resources)";
+        let set = requests.keys().any(|k| k == "cpu" || k == "memory" || k.starts_with("hugepages-"));
+        let mut level = parse_amounts(WHERE, Some(requests), Fill::NONE)?;
+        if let (true, Some(reported)) = (set, running.reported_for_pod()) {
+            let overhead = parse_amounts("(pod overhead)", spec.overhead.as_ref(), Fill::NONE)?;
+            if running.resize_infeasible {
+                level = Amounts::default();
+            }
+            for reported in [reported.running, reported.allocated].into_iter().flatten() {
+                let mut reported = parse_amounts(WHERE, Some(reported), Fill::NONE)?;
+                reported.subtract(&overhead);
+                level.max_with(&reported);
+            }
+        }
         Ok(PodLevel {
-            set: requests.keys().any(|k| k == "cpu" || k == "memory" || k.starts_with("hugepages-")),
-            milli_cpu: quantity("cpu", wasmsched_rules::quantity::milli_value)?,
-            memory: quantity("memory", wasmsched_rules::quantity::value)?,
+            set,
+            milli_cpu: level.names_cpu.then_some(level.milli_cpu),
+            memory: level.names_memory.then_some(level.memory),
         })
     }
 
@@ -178,52 +214,26 @@ fn parse_amounts(
             }
         }
     }
-    if fill.cpu && !amounts.names_cpu {
-        amounts.milli_cpu = DEFAULT_MILLI_CPU_REQUEST;
-    }
-    if fill.memory && !amounts.names_memory {
-        amounts.memory = DEFAULT_MEMORY_REQUEST;
-    }
-    Ok(amounts)
+    Ok(amounts.filled(fill))
 }
 
 /// What a container holds: its spec's requests, or, once the kubelet
-/// reports it running with other resources (an in-place resize pending or
-/// in progress), the larger of the two per resource, as kube's
-/// NodeResourcesFit counts it (`UseStatusResources`; InPlacePodVerticalScaling
-/// is GA). A resize the node cannot make (`PodResizePending`, reason
-/// `Infeasible`) counts what runs and what is allocated instead.
+/// reports it running with resources (an in-place resize pending or in
+/// progress; InPlacePodVerticalScaling is GA), the larger of the spec's,
+/// the running and the allocated requests, per container as kube-scheduler
+/// v1.36 counts them. A resize the node cannot make (`PodResizePending`,
+/// `Infeasible`) counts only what runs and is allocated. An init container
+/// that is not a sidecar counts its spec.
 fn container_requests(c: &Container, running: &Running, fill: Fill) -> Result<Amounts, RequestError> {
-    let spec = parse_amounts(&c.name, c.resources.as_ref().and_then(|r| r.requests.as_ref()), fill)?;
-    let Some(status) = running.statuses.get(c.name.as_str()) else { return Ok(spec) };
-    let Some(actual) = status.resources.as_ref() else { return Ok(spec) };
-    let mut held = parse_amounts(&c.name, actual.requests.as_ref(), fill)?;
-    if running.resize_infeasible {
-        held.max_with(&parse_amounts(&c.name, status.allocated_resources.as_ref(), fill)?);
-    } else {
-        held.max_with(&spec);
+    let spec = c.resources.as_ref().and_then(|r| r.requests.as_ref());
+    let Some(reported) = running.reported(c) else { return parse_amounts(&c.name, spec, fill) };
+    let mut held =
+        if running.resize_infeasible { Amounts::default() } else { parse_amounts(&c.name, spec, Fill::NONE)? };
+    for requests in [reported.running, reported.allocated] {
+        held.max_with(&parse_amounts(&c.name, requests, Fill::NONE)?);
     }
-    Ok(held)
-}
-
-/// The kubelet's view of a pod's containers, by name.
-#[derive(Default)]
-struct Running<'a> {
-    statuses: BTreeMap<&'a str, &'a ContainerStatus>,
-    resize_infeasible: bool,
-}
-
-impl<'a> Running<'a> {
-    fn of(pod: &'a Pod) -> Running<'a> {
-        let Some(status) = pod.status.as_ref() else { return Running::default() };
-        let statuses =
-            status.container_statuses.iter().flatten().chain(status.init_container_statuses.iter().flatten());
-        let resize_infeasible =
-            status.conditions.iter().flatten().any(|c| {
-                c.type_ == "PodResizePending" && c.status == "True" && c.reason.as_deref() == Some("Infeasible")
-            });
-        Running { statuses: statuses.map(|s| (s.name.as_str(), s)).collect(), resize_infeasible }
-    }
+    // kube fills the scoring defaults into the maximum, not into each list.
+    Ok(held.filled(fill))
 }
 
 fn pod_amounts(spec: &PodSpec, running: &Running, pod_level: &PodLevel, fill: Fill) -> Result<Amounts, RequestError> {
@@ -234,13 +244,13 @@ fn pod_amounts(spec: &PodSpec, running: &Running, pod_level: &PodLevel, fill: Fi
     let mut sidecars = Amounts::default();
     let mut largest_init = Amounts::default();
     for c in spec.init_containers.iter().flatten() {
-        let own = container_requests(c, running, fill)?;
         let phase = if c.restart_policy.as_deref() == Some("Always") {
+            let own = container_requests(c, running, fill)?;
             total.add(&own);
             sidecars.add(&own);
             sidecars.clone()
         } else {
-            let mut phase = own;
+            let mut phase = parse_amounts(&c.name, c.resources.as_ref().and_then(|r| r.requests.as_ref()), fill)?;
             phase.add(&sidecars);
             phase
         };
@@ -255,8 +265,8 @@ fn pod_amounts(spec: &PodSpec, running: &Running, pod_level: &PodLevel, fill: Fi
 pub fn pod_requests(pod: &Pod) -> Result<PodRequests, RequestError> {
     let no_spec = PodSpec::default();
     let spec = pod.spec.as_ref().unwrap_or(&no_spec);
-    let pod_level = PodLevel::of(spec)?;
     let running = Running::of(pod);
+    let pod_level = PodLevel::of(spec, &running)?;
     let fit = pod_amounts(spec, &running, &pod_level, Fill::NONE)?;
     // kube's defaults for scoring: every container's missing cpu and
     // memory; with pod-level requests, only what nothing names.
@@ -309,6 +319,42 @@ status:
         let infeasible = running("{type: PodResizePending, status: \"True\", reason: Infeasible}");
         let r = pod_requests(&infeasible).unwrap();
         assert_eq!((r.resources.milli_cpu, r.resources.memory), (3000, 1_000_000_000), "running and allocated only");
+    }
+
+    /// What the kubelet has allocated counts while it still runs less; at
+    /// pod level, what it reports (less the overhead) counts beside the
+    /// pod-level request, and alone for an infeasible resize.
+    #[test]
+    fn allocated_and_pod_level_reports_count_as_kube_counts_them() {
+        let allocated = pod(r#"
+metadata: {name: p}
+spec:
+  containers: [{name: a, resources: {requests: {cpu: "1"}}}, {name: b, resources: {requests: {cpu: "2"}}}]
+status:
+  containerStatuses:
+  - {name: a, image: i, imageID: i, ready: true, restartCount: 0, allocatedResources: {cpu: "3"}, resources: {requests: {cpu: "1"}}}
+  - {name: b, image: i, imageID: i, ready: true, restartCount: 0, resources: {requests: {cpu: "1"}}}
+"#);
+        assert_eq!(pod_requests(&allocated).unwrap().resources.milli_cpu, 3000 + 2000, "per container");
+        let pod_level = |spec_cpu: &str, conditions: &str| {
+            pod(&format!(
+                r#"
+metadata: {{name: p}}
+spec:
+  resources: {{requests: {{cpu: "{spec_cpu}"}}}}
+  overhead: {{cpu: 100m}}
+  containers: [{{name: a, resources: {{requests: {{cpu: 500m}}}}}}]
+status:
+  conditions: [{conditions}]
+  resources: {{requests: {{cpu: 2100m}}}}
+  allocatedResources: {{cpu: 1100m}}
+"#
+            ))
+        };
+        assert_eq!(pod_requests(&pod_level("1", "")).unwrap().resources.milli_cpu, 2000 + 100);
+        assert_eq!(pod_requests(&pod_level("3", "")).unwrap().resources.milli_cpu, 3000 + 100);
+        let infeasible = pod_level("3", "{type: PodResizePending, status: \"True\", reason: Infeasible}");
+        assert_eq!(pod_requests(&infeasible).unwrap().resources.milli_cpu, 2000 + 100);
     }
 
     #[test]

@@ -106,6 +106,7 @@ impl ClusterState {
     /// scheduler looks at changed (a status heartbeat changes nothing).
     pub fn upsert_node(&mut self, node: &Node) -> Result<(NodeId, bool), String> {
         let (facts, ready) = node_facts(node)?;
+        let features = super::declared_features::FeatureSet::declared_by(node);
         let name = facts.name.clone();
         let soft_tainted = facts.taints.iter().any(|t| t.effect == TaintEffect::PreferNoSchedule);
         let generation = self.table.sync_point().generation;
@@ -129,8 +130,8 @@ impl ClusterState {
         let slot = &mut self.nodes[id as usize];
         match slot {
             Some(state) => {
-                changed |= state.ready != ready;
-                state.ready = ready;
+                changed |= state.ready != ready || state.features != features;
+                (state.ready, state.features) = (ready, features);
             }
             None => {
                 changed = true;
@@ -142,7 +143,7 @@ impl ClusterState {
                     }
                 }
                 let nominated = self.nominations.values().filter(|n| n.held.node == name).cloned().collect();
-                *slot = Some(NodeState { ready, usage, nominated });
+                *slot = Some(NodeState { ready, features, usage, nominated });
                 self.count_node(&name, id, true);
             }
         }

@@ -30,6 +30,7 @@ use crate::node_metrics::MetricsCache;
 use crate::node_metrics::refresher::Refresher;
 use crate::policy::remote::Fetcher;
 use crate::policy::validator::BundleValidator;
+use crate::record::Recorder;
 use crate::scheduler::{AttemptWorkers, Profile, Scheduler, SchedulerConfig};
 use wasmsched_runtime::PolicyEngine;
 
@@ -110,7 +111,9 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
             .with_policy_configmaps(policy_configmaps)
             .run(reports_rx),
     );
-    let core = SchedulingLoop::new(scheduler, (inputs_tx.clone(), inputs_rx), binds_tx, reports_tx, status.clone());
+    let recorder = config.record.clone().map(Recorder::start).transpose().map_err(|e| anyhow::anyhow!(e))?;
+    let core = SchedulingLoop::new(scheduler, (inputs_tx.clone(), inputs_rx), binds_tx, reports_tx, status.clone())
+        .with_recorder(recorder);
     let core_thread = std::thread::Builder::new().name("scheduling-loop".into()).spawn(move || core.run())?;
 
     let grace = config.shutdown_write_grace;
@@ -237,6 +240,7 @@ fn build_scheduler(config: &RunConfig) -> anyhow::Result<Scheduler> {
             seed: config.seed,
             sampling: first.sampling,
             scoring: first.scoring,
+            dra_filter_timeout: Default::default(),
         },
         first.initial_policies(),
     )

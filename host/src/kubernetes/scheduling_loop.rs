@@ -18,6 +18,7 @@ use crate::kubernetes::tenants::namespace::TenantPolicies;
 use crate::kubernetes::tenants::workers::TenantWorkers;
 use crate::kubernetes::writes::binder::{BindOutcome, BindRequest, BindResult};
 use crate::kubernetes::writes::reporter::{PodRef, Report};
+use crate::record::{Attempted, BindingRecord, Recorder};
 use crate::scheduler::{
     Attempt, CanaryStop, ClusterEvent, DeniedWrites, EventReport, InvalidPod, Nomination, Scheduler, TenantVerdict,
 };
@@ -99,6 +100,8 @@ pub struct SchedulingLoop {
     tenant_workers: TenantWorkers<Input>,
     policy_warmer: PolicyWarmer<Input>,
     shadow: ShadowWorker,
+    /// `--record`: every input and decision, in the core's order.
+    recorder: Option<Recorder>,
 }
 
 impl SchedulingLoop {
@@ -122,7 +125,13 @@ impl SchedulingLoop {
             policy_warmer: PolicyWarmer::new(loopback),
             shadow: ShadowWorker::new(status.clone()),
             status,
+            recorder: None,
         }
+    }
+
+    pub fn with_recorder(mut self, recorder: Option<Recorder>) -> Self {
+        self.recorder = recorder;
+        self
     }
 
     pub fn run(mut self) {
@@ -157,9 +166,10 @@ impl SchedulingLoop {
             if can_schedule {
                 while attempted < BATCH {
                     self.scheduler.set_shadow_room(self.shadow.room());
-                    let Some(attempt) = self.scheduler.schedule_next(start.elapsed()) else { break };
+                    let now = start.elapsed();
+                    let Some(attempt) = self.scheduler.schedule_next(now) else { break };
                     attempted += 1;
-                    self.handle(attempt, start.elapsed());
+                    self.handle(attempt, now);
                     // After the decision is on its way: shadow work cannot
                     // delay it.
                     let mut work = self.scheduler.take_shadow_work();
@@ -180,7 +190,11 @@ impl SchedulingLoop {
         }
     }
 
-    fn swap_in(&mut self, ProfilePolicies { profile, set, active }: ProfilePolicies) {
+    fn swap_in(&mut self, ProfilePolicies { profile, set, active }: ProfilePolicies, now: Duration) {
+        if let Some(recorder) = &self.recorder {
+            let names = set.policies.iter().map(|wp| format!("{} {}", wp.policy.info.name, wp.policy.info.version));
+            recorder.policies(now, &profile, names.collect());
+        }
         self.scheduler.set_policies(&profile, set);
         self.status.set_profile_policies(&profile, active);
     }
@@ -210,12 +224,12 @@ impl SchedulingLoop {
                     .any(|p| p.scheduler_name == ready.profile && p.policies.unavailable.is_some());
                 let ctx = self.scheduler.policy_context();
                 if let Some(ready) = self.policy_warmer.offer(ready, ctx, warm) {
-                    self.swap_in(ready);
+                    self.swap_in(ready, now);
                 }
             }
             Input::Warmed(Warmed { ready, version }) => {
                 if self.policy_warmer.is_latest(&ready.profile, version) {
-                    self.swap_in(*ready);
+                    self.swap_in(*ready, now);
                 }
             }
             Input::TenantVerdict(verdict) => {
@@ -233,7 +247,12 @@ impl SchedulingLoop {
                 self.scheduler.set_tenant_policies(&namespace, policies);
                 self.status.set_tenant_policies(&namespace, active);
             }
-            Input::Permissions(denied) => self.scheduler.set_denied_writes(denied, now),
+            Input::Permissions(denied) => {
+                if let Some(recorder) = &self.recorder {
+                    recorder.permissions(now, &denied);
+                }
+                self.scheduler.set_denied_writes(denied, now)
+            }
             Input::Stop => self.draining = true,
             Input::Abandon => {
                 if self.bindings_in_flight > 0 {
@@ -246,6 +265,14 @@ impl SchedulingLoop {
     }
 
     fn binding_result(&mut self, request: BindRequest, outcome: BindOutcome, now: Duration) {
+        if let Some(recorder) = &self.recorder {
+            let binding = BindingRecord {
+                pod: request.pod.key.to_string(),
+                node: request.node.clone(),
+                outcome: outcome.label().to_string(),
+            };
+            recorder.binding(now, binding);
+        }
         match outcome {
             BindOutcome::Bound => {
                 self.scheduler.binding_succeeded(&request.pod, &request.node);
@@ -299,6 +326,9 @@ impl SchedulingLoop {
     /// Hands a watch's event to the core and reports what it says to.
     fn cluster_event(&mut self, event: ClusterEvent, now: Duration) {
         let (resource, relisted) = (event.resource(), event.is_list());
+        if let Some(recorder) = &self.recorder {
+            recorder.event(now, &event);
+        }
         if !relisted {
             self.status.metrics.watch_event(resource);
         }
@@ -325,6 +355,9 @@ impl SchedulingLoop {
     }
 
     fn handle(&mut self, attempt: Attempt, now: Duration) {
+        if let Some(recorder) = &self.recorder {
+            record_attempt(recorder, &attempt, now);
+        }
         match attempt {
             Attempt::Placed { pod, node, volumes, devices, record } => {
                 self.status.metrics.attempt(&pod.scheduler_name, &record);
@@ -360,4 +393,25 @@ impl SchedulingLoop {
             }
         }
     }
+}
+
+/// A decision as a recording keeps it (a tenant's job is recorded once
+/// its verdict decides).
+fn record_attempt(recorder: &Recorder, attempt: &Attempt, now: Duration) {
+    let attempted = match attempt {
+        Attempt::Placed { pod, node, record, .. } => Attempted {
+            pod: pod.key.to_string(),
+            node: Some(node.clone()),
+            message: None,
+            canary: record.canary.clone(),
+        },
+        Attempt::Unschedulable { pod, record, .. } => Attempted {
+            pod: pod.key.to_string(),
+            node: None,
+            message: record.message.clone(),
+            canary: record.canary.clone(),
+        },
+        Attempt::Evaluate(_) => return,
+    };
+    recorder.attempt(now, attempted);
 }

@@ -8,7 +8,8 @@ use crate::cluster::{DeviceReservation, VolumeReservation};
 
 /// Each field: `None` when allowed, else what is missing, in words (the
 /// permissions, and what to do), for the pod's `FailedScheduling` message.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct DeniedWrites {
     /// `create pods/binding`: no pod can be bound.
     pub binding: Option<String>,

@@ -21,7 +21,7 @@ use crate::cluster::PodKey;
 macro_rules! cluster_events {
     ($($(#[$doc:meta])* $variant:ident($kind:ty) => $resource:literal,)*) => {
         /// One change to the cluster, by kind.
-        #[derive(Debug)]
+        #[derive(Debug, Clone)]
         pub enum ClusterEvent {
             $($(#[$doc])* $variant(Change<$kind>),)*
         }
@@ -45,6 +45,21 @@ macro_rules! cluster_events {
             pub fn is_list(&self) -> bool {
                 match self {
                     $(ClusterEvent::$variant(change) => matches!(change, Change::Listed(_)),)*
+                }
+            }
+
+            /// The event as a recording keeps it (`--record`).
+            pub fn to_record(&self) -> Result<EventRecord, serde_json::Error> {
+                match self {
+                    $(ClusterEvent::$variant(change) => EventRecord::of($resource, change),)*
+                }
+            }
+
+            /// The event a recording kept.
+            pub fn from_record(record: EventRecord) -> Result<ClusterEvent, String> {
+                match record.resource.as_str() {
+                    $($resource => Ok(ClusterEvent::$variant(record.change()?)),)*
+                    other => Err(format!("no watched kind is called {other:?}")),
                 }
             }
         }
@@ -82,7 +97,7 @@ cluster_events! {
 }
 
 /// What happened to objects of one kind.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Change<K> {
     /// Added, or updated.
     Applied(Arc<K>),
@@ -94,6 +109,60 @@ pub enum Change<K> {
     /// gap), its objects applied just before: whatever the core holds
     /// beyond it was deleted while nobody was watching.
     Listed(HashSet<ObjectKey>),
+}
+
+/// One event as a recording keeps it: the resource that names its kind,
+/// and the change, its object as JSON.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EventRecord {
+    pub resource: String,
+    #[serde(flatten)]
+    pub change: ChangeRecord,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeRecord {
+    Applied(serde_json::Value),
+    Deleted {
+        namespace: String,
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uid: Option<String>,
+    },
+    Listed(Vec<(String, String)>),
+}
+
+impl EventRecord {
+    fn of<K: serde::Serialize>(resource: &str, change: &Change<K>) -> Result<EventRecord, serde_json::Error> {
+        let change = match change {
+            Change::Applied(object) => ChangeRecord::Applied(serde_json::to_value(&**object)?),
+            Change::Deleted { key, uid } => {
+                ChangeRecord::Deleted { namespace: key.namespace.clone(), name: key.name.clone(), uid: uid.clone() }
+            }
+            Change::Listed(keys) => {
+                let mut keys: Vec<(String, String)> =
+                    keys.iter().map(|k| (k.namespace.clone(), k.name.clone())).collect();
+                keys.sort();
+                ChangeRecord::Listed(keys)
+            }
+        };
+        Ok(EventRecord { resource: resource.to_string(), change })
+    }
+
+    fn change<K: serde::de::DeserializeOwned>(self) -> Result<Change<K>, String> {
+        Ok(match self.change {
+            ChangeRecord::Applied(object) => Change::Applied(Arc::new(
+                serde_json::from_value(object).map_err(|e| format!("{}: {e}", self.resource))?,
+            )),
+            ChangeRecord::Deleted { namespace, name, uid } => {
+                Change::Deleted { key: ObjectKey { namespace, name }, uid }
+            }
+            ChangeRecord::Listed(keys) => {
+                Change::Listed(keys.into_iter().map(|(namespace, name)| ObjectKey { namespace, name }).collect())
+            }
+        })
+    }
 }
 
 /// Namespace (empty for cluster-scoped kinds) and name.

@@ -255,13 +255,14 @@ impl SchedulingQueue {
         if self.earliest_due.is_none_or(|due| due > now) {
             return;
         }
-        let due: Vec<PodKey> = self
+        let mut due: Vec<(Duration, PodKey)> = self
             .entries
             .iter()
-            .filter(|(_, e)| Self::due_at(e.location).is_some_and(|d| d <= now))
-            .map(|(k, _)| k.clone())
+            .filter_map(|(k, e)| Self::due_at(e.location).filter(|d| *d <= now).map(|d| (d, k.clone())))
             .collect();
-        for key in due {
+        // The first due first, then by name: the same on every run.
+        due.sort();
+        for (_, key) in due {
             self.push_active(&key);
         }
         self.earliest_due = self.next_due();
@@ -364,7 +365,15 @@ impl SchedulingQueue {
             .filter(|(_, e)| matches!(e.location, Location::Unschedulable { .. }) && may_fit(&e.info))
             .map(|(k, _)| k.clone())
             .collect();
-        for key in waiting {
+        self.requeue_in_order(waiting, now);
+    }
+
+    /// Requeues `keys` in a fixed order, the longest waiting first (then
+    /// by name), so that the same inputs always give the same queue: a
+    /// replay depends on it, and a hash map's order differs by process.
+    fn requeue_in_order(&mut self, mut keys: Vec<PodKey>, now: Duration) {
+        keys.sort_by_cached_key(|k| (self.entries.get(k).map(|e| e.last_attempt), k.clone()));
+        for key in keys {
             self.requeue(&key, now);
         }
     }
@@ -375,9 +384,8 @@ impl SchedulingQueue {
     /// pod's arrival. Other unschedulable pods stay: a placement only
     /// takes room.
     pub fn pod_placed(&mut self, now: Duration) {
-        for key in std::mem::take(&mut self.waiting_on_pods) {
-            self.requeue(&key, now);
-        }
+        let waiting = std::mem::take(&mut self.waiting_on_pods).into_iter().collect();
+        self.requeue_in_order(waiting, now);
     }
 
     /// An unschedulable pod back to active, or to backoff if its backoff

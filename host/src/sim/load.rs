@@ -211,7 +211,8 @@ impl Manifests {
                 None => default,
             };
             if let Some(class) = class {
-                spec.priority = Some(class.value);
+                // An absent value is Go's zero, as the Priority admission plugin reads it.
+                spec.priority = Some(class.value.unwrap_or(0));
                 if spec.preemption_policy.is_none() {
                     spec.preemption_policy = class.preemption_policy.clone();
                 }

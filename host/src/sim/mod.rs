@@ -2,6 +2,8 @@
 
 mod claim_templates;
 pub mod load;
+pub mod replay;
+pub mod replay_report;
 pub mod report;
 pub mod run;
 pub mod write;

@@ -41,6 +41,8 @@ pub struct SimOptions {
     pub scoring: BuiltinScoring,
     /// The threads large clusters' attempts are split over (`--parallelism`).
     pub workers: AttemptWorkers,
+    /// How long one node's device search may take.
+    pub dra_filter_timeout: crate::cluster::devices::FilterTimeout,
 }
 
 impl Default for SimOptions {
@@ -54,6 +56,7 @@ impl Default for SimOptions {
             sampling: NodeSampling::All,
             scoring: BuiltinScoring::default(),
             workers: AttemptWorkers::default(),
+            dra_filter_timeout: Default::default(),
         }
     }
 }
@@ -165,9 +168,9 @@ fn simulated_budget(budget: &PodDisruptionBudget, pods: &[Pod]) -> PodDisruption
         .count() as i32;
     let mut budget = budget.clone();
     budget.status = Some(PodDisruptionBudgetStatus {
-        disruptions_allowed: disruptions_allowed(budget.spec.as_ref(), healthy),
-        current_healthy: healthy,
-        expected_pods: healthy,
+        disruptions_allowed: Some(disruptions_allowed(budget.spec.as_ref(), healthy)),
+        current_healthy: Some(healthy),
+        expected_pods: Some(healthy),
         ..Default::default()
     });
     budget
@@ -228,6 +231,7 @@ fn new_scheduler(policies: PolicySet, metrics: Arc<dyn NodeMetrics>, options: &S
         seed: options.seed,
         sampling: options.sampling,
         scoring: options.scoring,
+        dra_filter_timeout: options.dra_filter_timeout,
     };
     let mut scheduler = Scheduler::new(config, policies).with_metrics(metrics).with_workers(options.workers.clone());
     let mut tenants: BTreeMap<&str, Vec<(String, Arc<LoadedPolicy>)>> = BTreeMap::new();
@@ -469,7 +473,7 @@ fn report(scheduler: &Scheduler, loaded: Loaded, drive: Drive, wall_time: Durati
     }
 }
 
-fn utilisation(state: &ClusterState) -> Vec<NodeUtilisation> {
+pub(crate) fn utilisation(state: &ClusterState) -> Vec<NodeUtilisation> {
     state
         .table()
         .iter()

@@ -140,6 +140,20 @@ pub struct Devices {
     shared: HashMap<DeviceId, SharedUse>,
     /// Compiled selectors by expression; `Err` is the compiler's message.
     selectors: HashMap<String, Arc<Result<cel::Selector, String>>>,
+    /// How long one node's device search may take.
+    filter_timeout: FilterTimeout,
+}
+
+/// How long the search for one node's devices may take before the node is
+/// given up (DRASchedulerFilterTimeout, beta and on in v1.36, with kube's
+/// default `filterTimeout` of 10 s); zero searches to the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FilterTimeout(pub std::time::Duration);
+
+impl Default for FilterTimeout {
+    fn default() -> Self {
+        FilterTimeout(std::time::Duration::from_secs(10))
+    }
 }
 
 /// A shared device's shares: how many, and their consumed capacity summed
@@ -151,6 +165,14 @@ struct SharedUse {
 }
 
 impl Devices {
+    pub fn filter_timeout(&self) -> FilterTimeout {
+        self.filter_timeout
+    }
+
+    pub fn set_filter_timeout(&mut self, timeout: FilterTimeout) {
+        self.filter_timeout = timeout;
+    }
+
     pub fn slice_upserted(&mut self, slice: &ResourceSlice) {
         let name = slice.metadata.name.clone().unwrap_or_default();
         self.slice_deleted(&name);

@@ -193,6 +193,8 @@ pub struct RunConfig<S = PolicySet> {
     /// How registries of `oci://` policies are spoken to (credentials,
     /// CAs, plain HTTP for a loopback registry).
     pub registries: crate::policy::oci::Registries,
+    /// Where the core's inputs and decisions are recorded (`--record`).
+    pub record: Option<crate::record::RecordSettings>,
 }
 
 impl<S> RunConfig<S> {
@@ -212,6 +214,7 @@ impl<S> RunConfig<S> {
             metrics: Vec::new(),
             cache_dir: None,
             registries: Default::default(),
+            record: None,
         }
     }
 
@@ -233,6 +236,7 @@ impl<S> RunConfig<S> {
             metrics: self.metrics,
             cache_dir: self.cache_dir,
             registries: self.registries,
+            record: self.record,
         }
     }
 }

@@ -21,6 +21,7 @@ pub const NODE_AFFINITY_MISMATCH: &str = "node(s) didn't match Pod's node affini
 pub const NODE_PORTS_CONFLICT: &str = "node(s) didn't have free ports for the requested pod ports";
 pub const TOO_MANY_PODS: &str = "Too many pods";
 pub const UNTOLERATED_TAINT: &str = "node(s) had untolerated taint(s)";
+pub const UNDECLARED_FEATURES: &str = "node(s) didn't match Pod's required features";
 
 /// Runs the built-in filters that read the node, what is placed on it
 /// (`node_state`) and the pod's claims (`claims`, resolved in `cluster`);
@@ -45,7 +46,7 @@ pub fn run(
     if claims.checks_nodes {
         claim_filters(pod, node, &usage, claims, cluster)?;
     }
-    Ok(())
+    node_declared_features(pod, node_state)
 }
 
 /// The volume filters, then DynamicResources, for a pod whose claims have
@@ -121,6 +122,16 @@ fn exceeds_allocatable(pod: &PodInfo, node: &NodeFacts, devices: &Devices) -> bo
             let allocatable = alloc.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
             *amount > allocatable && (allocatable > 0 || devices.class_for_resource(name).is_none())
         })
+}
+
+/// NodeDeclaredFeatures: the node declares every feature the pod's spec
+/// needs. kube-scheduler v1.36 runs it after NodeResourcesFit (seen on its
+/// messages); a node that lacks one is unresolvable by eviction.
+fn node_declared_features(pod: &PodInfo, node_state: &NodeState) -> Result<(), Vec<String>> {
+    if pod.required_features.is_subset_of(node_state.features) {
+        return Ok(());
+    }
+    reject(UNDECLARED_FEATURES)
 }
 
 /// One reason, as a failing filter reports it.

@@ -182,7 +182,12 @@ fn dry_run<'a>(
     if !pods.iter().any(|p| p.pod.priority < pod.facts.priority) {
         return Err(vec![NO_VICTIMS.to_string()]);
     }
-    let mut after = NodeState { ready: node.ready, usage: node.usage.clone(), nominated: node.nominated.clone() };
+    let mut after = NodeState {
+        ready: node.ready,
+        features: node.features,
+        usage: node.usage.clone(),
+        nominated: node.nominated.clone(),
+    };
     let mut rejection = |removed: &[bool]| -> Result<(), Vec<String>> {
         after.usage = node.usage.clone();
         let mut evicted = Vec::new();

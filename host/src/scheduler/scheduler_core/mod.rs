@@ -47,6 +47,8 @@ pub struct SchedulerConfig {
     pub sampling: NodeSampling,
     /// The first profile's built-in score parts.
     pub scoring: BuiltinScoring,
+    /// How long one node's device search may take.
+    pub dra_filter_timeout: crate::cluster::devices::FilterTimeout,
 }
 
 /// One scheduler name, the policies that decide for its pods and how many
@@ -66,6 +68,7 @@ impl Default for SchedulerConfig {
             seed: 0,
             sampling: NodeSampling::All,
             scoring: BuiltinScoring::default(),
+            dra_filter_timeout: Default::default(),
         }
     }
 }
@@ -178,8 +181,12 @@ impl Scheduler {
                 sampling: config.sampling,
                 scoring: config.scoring,
             }],
+            state: {
+                let mut state = ClusterState::new();
+                state.devices_mut().set_filter_timeout(config.dra_filter_timeout);
+                state
+            },
             config,
-            state: ClusterState::new(),
             queue: SchedulingQueue::new(),
             metrics: Arc::new(NoMetrics),
             invalid: Vec::new(),

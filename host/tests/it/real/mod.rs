@@ -175,6 +175,13 @@ impl Real {
         nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
     }
 
+    /// Sets an annotation on this test's node `name`.
+    pub async fn annotate_node(&self, name: &str, key: &str, value: &str) {
+        let nodes: Api<Node> = Api::all(self.admin.clone());
+        let patch = json!({"metadata": {"annotations": {key: value}}});
+        nodes.patch(&self.own(name), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    }
+
     /// Lets every watcher see the last node or pod changes.
     pub async fn settle(&self) {
         tokio::time::sleep(Duration::from_millis(700)).await;

@@ -57,6 +57,7 @@ async fn beside_kube<T>(real: &Real, scheduler_name: &str, scenario: impl AsyncF
 
 mod claim_deallocation;
 mod consumable_capacity;
+mod declared_features;
 mod devices;
 mod dra_requests;
 mod experiments;
@@ -69,6 +70,7 @@ mod pod_resources;
 mod policies;
 mod preemption;
 mod rbac_parity;
+mod record_replay;
 mod recovery;
 mod scoring;
 mod shutdown;

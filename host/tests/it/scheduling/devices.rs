@@ -149,6 +149,35 @@ fn claims_that_cannot_be_used_reject_the_pod_with_kubes_messages() {
     );
 }
 
+/// A device search that would take longer than the filter timeout gives
+/// the node up with kube's words (DRASchedulerFilterTimeout): two requests
+/// of 16 and 17 devices on a node with 32 cannot both be met, which a
+/// depth-first search learns only after every way of taking the first 16.
+#[test]
+fn a_device_search_past_the_filter_timeout_gives_the_node_up() {
+    let devices: Vec<(String, &str, i64)> = (0..32).map(|i| (format!("gpu-{i}"), "a100", 0)).collect();
+    let devices: Vec<(&str, &str, i64)> = devices.iter().map(|(n, m, numa)| (n.as_str(), *m, *numa)).collect();
+    let yaml = node("n0", "4", "8Gi", "")
+        + CLASS
+        + &slice("n0", &devices)
+        + &claim("too-many", &(exactly("a", 16, "") + &exactly("b", 17, "")), "")
+        + &pod("searcher", "1", &using("too-many"));
+    let mut manifests = Manifests::default();
+    manifests.add_text("test", &yaml);
+    let options = SimOptions {
+        dra_filter_timeout: wasmsched::cluster::devices::FilterTimeout(std::time::Duration::from_millis(200)),
+        ..SimOptions::default()
+    };
+    let r = crate::common::returns("a search bounded by the filter timeout", move || {
+        simulate(manifests, PolicySet::default(), Arc::new(NoMetrics), &options).unwrap()
+    });
+    assert!(
+        message(&r, "searcher").starts_with("0/1 nodes are available: 1 timed out trying to allocate devices."),
+        "{}",
+        message(&r, "searcher")
+    );
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;

@@ -8,6 +8,7 @@
 //! alternatives (`firstAvailable`) in order, devices in a stable order.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
@@ -64,6 +65,10 @@ pub fn fits(plans: &[ClaimPlan], devices: &Devices, node: &wasmsched_runtime::No
     Search::new(plans, &candidates, devices).claim_from(0, 0)
 }
 
+/// The node is given up when its search passes the filter timeout (kube's
+/// words; the node counts as unschedulable, not as an error).
+pub const TIMED_OUT: &str = "timed out trying to allocate devices";
+
 /// The allocations of `plans` on this node, one per claim, or `Ok(None)`
 /// when they cannot all be allocated (Reserve).
 pub fn allocate(
@@ -106,7 +111,13 @@ struct Search<'p, 'c> {
     /// taken from and given back as devices are chosen and undone.
     counters: Vec<((&'c str, &'c str), Vec<Consumption>)>,
     devices: &'c Devices,
+    /// When the search gives up, if it does; looked at every
+    /// `CLOCK_EVERY` devices tried, so the clock costs nothing per step.
+    deadline: Option<Instant>,
+    tried: u32,
 }
+
+const CLOCK_EVERY: u32 = 1024;
 
 impl<'p, 'c> Search<'p, 'c> {
     fn new(plans: &'p [ClaimPlan], candidates: &'c [Candidate<'c>], devices: &'c Devices) -> Self {
@@ -118,6 +129,19 @@ impl<'p, 'c> Search<'p, 'c> {
             sharing: vec![],
             counters: vec![],
             devices,
+            deadline: Some(devices.filter_timeout().0).filter(|t| !t.is_zero()).map(|t| Instant::now() + t),
+            tried: 0,
+        }
+    }
+
+    /// `Err` once the search has run past its deadline.
+    fn tick(&mut self) -> Result<(), String> {
+        self.tried = self.tried.wrapping_add(1);
+        match self.deadline {
+            Some(deadline) if self.tried.is_multiple_of(CLOCK_EVERY) && Instant::now() >= deadline => {
+                Err(TIMED_OUT.to_string())
+            }
+            _ => Ok(()),
         }
     }
 
@@ -194,6 +218,7 @@ impl<'p, 'c> Search<'p, 'c> {
             return self.claim_from(claim, request + 1);
         }
         for (k, &i) in matching.iter().enumerate().skip(from) {
+            self.tick()?;
             if !self.usable(i, alt) || !self.constraints_allow(claim, &alt.name, i) {
                 continue;
             }

@@ -1,0 +1,228 @@
+//! `wasmsched simulate --replay DIR`: a recording's inputs fed through the
+//! core again, at their recorded times, with the recorded policies or
+//! others. Where the replay decides as the recording did, the recording's
+//! binding results follow; where it decides otherwise, its own placement
+//! stands: the pod is taken as bound where the replay put it (or left
+//! pending), and the recording's later copies of that pod are rewritten to
+//! say so. Everything else (nodes, other pods, deletions, evictions) comes
+//! as it came.
+//!
+//! Replayed with the recorded policies, every attempt decides as recorded:
+//! that is the test that a recording is complete.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde::Serialize;
+
+use super::run::{NodeUtilisation, SimOptions, Unplaced, utilisation};
+use crate::cluster::{PodInfo, PodKey};
+use crate::record::{Attempted, BindingRecord, Entry, read_journal};
+use crate::scheduler::{Attempt, Change, ClusterEvent, PolicySet, Profile, Scheduler, SchedulerConfig};
+
+/// One attempt the replay decided otherwise than the recording.
+#[derive(Debug, Clone, Serialize)]
+pub struct Divergence {
+    pub recorded: Attempted,
+    /// `None`: the replay had no pod to attempt at that moment.
+    pub replayed: Option<Attempted>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReplayReport {
+    /// The scheduler names the recording's profiles had.
+    pub profiles: Vec<String>,
+    /// Attempts in the recording, and how many the replay decided alike
+    /// (the same pod, the same node or none).
+    pub attempts: usize,
+    pub agreed: usize,
+    pub divergences: Vec<Divergence>,
+    /// Pods the replay left on a node, and where, at the recording's end.
+    pub placed: Vec<(String, String)>,
+    /// Pods of ours still waiting at the recording's end.
+    pub pending: Vec<Unplaced>,
+    pub utilisation: Vec<NodeUtilisation>,
+}
+
+/// Replays the recording in `dir` with `policies` deciding for its first
+/// profile (its other profiles decide by the built-in scoring).
+pub fn replay(dir: &Path, policies: PolicySet, options: &SimOptions) -> Result<ReplayReport, String> {
+    let journal = read_journal(dir)?;
+    let header = journal.header.clone();
+    let first = header.profiles.first().cloned().unwrap_or_else(|| options.scheduler_name.clone());
+    let config = SchedulerConfig {
+        scheduler_name: first,
+        seed: header.seed,
+        sampling: options.sampling,
+        scoring: options.scoring,
+        dra_filter_timeout: options.dra_filter_timeout,
+    };
+    let mut scheduler = Scheduler::new(config, policies).with_workers(options.workers.clone());
+    for name in header.profiles.iter().skip(1) {
+        let policies = PolicySet::default();
+        let (sampling, scoring) = (options.sampling, options.scoring);
+        scheduler.add_profile(Profile { scheduler_name: name.clone(), policies, sampling, scoring });
+    }
+    let mut run = Replay::new(scheduler);
+    for line in journal.lines() {
+        let line = line?;
+        run.step(Duration::from_nanos(line.t), line.entry)?;
+    }
+    Ok(run.report(header.profiles))
+}
+
+struct Replay {
+    scheduler: Scheduler,
+    /// Where the replay has each pod it decided: a node, or none.
+    decided: HashMap<PodKey, Option<String>>,
+    /// Pods the recording placed: their later copies carry its node.
+    recorded_placed: HashSet<PodKey>,
+    /// Placements awaiting the recording's binding result (the replay
+    /// decided as it did).
+    in_flight: HashMap<PodKey, (Arc<PodInfo>, String)>,
+    last_message: HashMap<PodKey, String>,
+    attempts: usize,
+    agreed: usize,
+    divergences: Vec<Divergence>,
+}
+
+impl Replay {
+    fn new(scheduler: Scheduler) -> Replay {
+        Replay {
+            scheduler,
+            decided: HashMap::new(),
+            recorded_placed: HashSet::new(),
+            in_flight: HashMap::new(),
+            last_message: HashMap::new(),
+            attempts: 0,
+            agreed: 0,
+            divergences: Vec::new(),
+        }
+    }
+
+    fn step(&mut self, now: Duration, entry: Entry) -> Result<(), String> {
+        match entry {
+            Entry::Event(record) => {
+                let event = self.rewritten(ClusterEvent::from_record(record)?);
+                let _ = self.scheduler.apply(event, now);
+            }
+            Entry::Attempt(recorded) => self.attempt(now, recorded),
+            Entry::Binding(binding) => self.binding(now, binding),
+            Entry::Permissions(denied) => self.scheduler.set_denied_writes(denied, now),
+            Entry::Policies { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// A pod the recording placed, as the replay has it: on the replay's
+    /// node, or unbound.
+    fn rewritten(&self, event: ClusterEvent) -> ClusterEvent {
+        let ClusterEvent::Pod(Change::Applied(pod)) = &event else { return event };
+        let key = PodKey::of(pod);
+        if !self.recorded_placed.contains(&key) {
+            return event;
+        }
+        let replayed = self.decided.get(&key).cloned().flatten();
+        if pod.spec.as_ref().and_then(|s| s.node_name.clone()) == replayed {
+            return event;
+        }
+        let mut pod: Pod = (**pod).clone();
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.node_name = replayed;
+        }
+        ClusterEvent::applied(pod)
+    }
+
+    fn attempt(&mut self, now: Duration, recorded: Attempted) {
+        self.attempts += 1;
+        if recorded.node.is_some() {
+            self.recorded_placed.insert(key_of(&recorded.pod));
+        }
+        let replayed = self.scheduler.schedule_next(now).and_then(|attempt| self.conclude(attempt, &recorded));
+        let alike = replayed.as_ref().is_some_and(|r| r.pod == recorded.pod && r.node == recorded.node);
+        if alike {
+            self.agreed += 1;
+        } else {
+            self.divergences.push(Divergence { recorded, replayed });
+        }
+    }
+
+    /// Takes the replay's decision: a placement like the recording's waits
+    /// for its binding result; any other is bound at once.
+    fn conclude(&mut self, attempt: Attempt, recorded: &Attempted) -> Option<Attempted> {
+        match attempt {
+            // Without tenants' policies the replay never hands out a job.
+            Attempt::Evaluate(_) => None,
+            Attempt::Placed { pod, node, record, .. } => {
+                self.decided.insert(pod.key.clone(), Some(node.clone()));
+                let attempted = Attempted {
+                    pod: pod.key.to_string(),
+                    node: Some(node.clone()),
+                    message: None,
+                    canary: record.canary,
+                };
+                if attempted.pod == recorded.pod && attempted.node == recorded.node {
+                    self.in_flight.insert(pod.key.clone(), (pod, node));
+                } else {
+                    self.scheduler.binding_succeeded(&pod, &node);
+                }
+                Some(attempted)
+            }
+            // A claim deallocated for the pod comes back as the
+            // recording's claim update, as it came to the live core.
+            Attempt::Unschedulable { pod, record, .. } => {
+                self.decided.insert(pod.key.clone(), None);
+                let message = record.message.clone();
+                self.last_message.insert(pod.key.clone(), message.clone().unwrap_or_default());
+                Some(Attempted { pod: pod.key.to_string(), node: None, message, canary: record.canary })
+            }
+        }
+    }
+
+    fn binding(&mut self, now: Duration, binding: BindingRecord) {
+        let key = key_of(&binding.pod);
+        let Some((pod, node)) = self.in_flight.remove(&key) else { return };
+        match binding.outcome.as_str() {
+            "bound" => self.scheduler.binding_succeeded(&pod, &node),
+            outcome => {
+                self.decided.insert(key, None);
+                self.scheduler.binding_failed(&pod, outcome != "dropped", now);
+            }
+        }
+    }
+
+    fn report(self, profiles: Vec<String>) -> ReplayReport {
+        // Where the pods it decided are at the end (deleted ones are not).
+        let state = self.scheduler.state();
+        let mut placed: Vec<(String, String)> =
+            self.decided.keys().filter_map(|k| Some((k.to_string(), state.placement(k)?.0.to_string()))).collect();
+        placed.sort();
+        let mut pending: Vec<Unplaced> = self
+            .scheduler
+            .waiting()
+            .map(|pod| Unplaced {
+                pod: pod.key.to_string(),
+                reason: if pod.gated { "SchedulingGated".into() } else { "Unschedulable".into() },
+                message: self.last_message.get(&pod.key).cloned().unwrap_or_default(),
+            })
+            .collect();
+        pending.sort_by(|a, b| a.pod.cmp(&b.pod));
+        ReplayReport {
+            profiles,
+            attempts: self.attempts,
+            agreed: self.agreed,
+            divergences: self.divergences,
+            placed,
+            pending,
+            utilisation: utilisation(self.scheduler.state()),
+        }
+    }
+}
+
+fn key_of(pod: &str) -> PodKey {
+    let (namespace, name) = pod.split_once('/').unwrap_or(("default", pod));
+    PodKey { namespace: namespace.to_string(), name: name.to_string() }
+}

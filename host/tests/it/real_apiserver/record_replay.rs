@@ -1,0 +1,95 @@
+//! Record and replay on the real API server: wasmsched, as deploy/'s
+//! ServiceAccount, records a run (`RunConfig.record`, as `--record` sets
+//! it); `wasmsched simulate --replay` of that recording with the same
+//! policy decides every attempt as recorded and ends where the cluster
+//! ended, pod for pod; with another policy it reports where it differs.
+
+use super::*;
+use wasmsched::record::RecordSettings;
+
+/// Four nodes with prices for `cheapest`; a stream of pods of mixed
+/// sizes (two too large for any node), some deleted halfway.
+async fn recorded_run(real: &Real, dir: &std::path::Path) -> Vec<(String, String)> {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::Api;
+    use kube::api::{DeleteParams, ListParams};
+    for (n, cpu, cost) in [("a", "6", "3"), ("b", "6", "1"), ("c", "8", "2"), ("d", "4", "4")] {
+        let shape =
+            json!({"labels": {"wasmsched-class": "rec"}, "spec": {}, "cpu": cpu, "memory": "16Gi", "pods": "110"});
+        real.add_node(n, &shape).await;
+        real.annotate_node(n, "hightower.com/cost", cost).await;
+    }
+    let mut config = common::single_replica(ProfileConfig::with_policies("wasmsched-rec", default_policies()));
+    config.tenants.settings.enabled = false;
+    config.record = Some(RecordSettings {
+        dir: dir.to_path_buf(),
+        max_bytes: 1 << 30,
+        profiles: vec!["wasmsched-rec".into()],
+        seed: 0,
+    });
+    let scheduler = real.start_wasmsched(config).await;
+    let pod = |cpu: &str| {
+        json!({"nodeSelector": {"wasmsched-class": "rec"},
+               "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}]})
+    };
+    let sizes = ["500m", "1", "250m", "2", "750m", "9", "1500m", "100m", "1", "300m"];
+    let first: Vec<(String, Value)> = (0..20).map(|i| (format!("p{i:02}"), pod(sizes[i % sizes.len()]))).collect();
+    let names = real.create_pods("rec-", &first, "wasmsched-rec", Duration::from_millis(30)).await;
+    real.wait_decided(&names).await;
+    let api: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
+    for name in names.iter().step_by(4) {
+        api.delete(name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
+    }
+    let second: Vec<(String, Value)> = (20..30).map(|i| (format!("p{i:02}"), pod(sizes[i % sizes.len()]))).collect();
+    let more = real.create_pods("rec-", &second, "wasmsched-rec", Duration::from_millis(30)).await;
+    real.wait_decided(&more).await;
+    scheduler.shutdown().await;
+    let mut placed: Vec<(String, String)> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| Some((format!("{}/{}", real.namespace, p.metadata.name?), p.spec?.node_name?)))
+        .collect();
+    placed.sort();
+    real.delete_pods().await;
+    real.delete_nodes().await;
+    placed
+}
+
+fn replay(dir: &std::path::Path, policy: Option<&std::path::Path>) -> Value {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_wasmsched"));
+    command.args(["simulate", "--replay"]).arg(dir).args(["--output", "json"]);
+    if let Some(policy) = policy {
+        command.arg("--policy").arg(policy);
+    }
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_recorded_run_replays_to_the_same_decisions_and_another_policy_shows_its_divergence() {
+    let Some(real) = Real::start("record") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cluster_end = real.block_on(recorded_run(&real, dir.path()));
+    assert_eq!(cluster_end.len(), 22, "15 of the first 20 left, 10 more, 3 too large: {cluster_end:?}");
+
+    let same = replay(dir.path(), None);
+    let attempts = same["attempts"].as_u64().unwrap();
+    assert!(attempts >= 30, "every pod was attempted at least once: {same}");
+    assert_eq!(same["agreed"].as_u64(), Some(attempts), "{}", same["divergences"]);
+    let placed: Vec<(String, String)> = serde_json::from_value(same["placed"].clone()).unwrap();
+    assert_eq!(placed, cluster_end, "the replay ends where the cluster ended");
+
+    let cheapest = wasmsched_test_support::policy_wasm("cheapest");
+    let other = replay(dir.path(), Some(&cheapest));
+    let divergences = other["divergences"].as_array().unwrap();
+    assert!(!divergences.is_empty() && other["agreed"].as_u64() < Some(attempts), "{other}");
+    let placed: Vec<(String, String)> = serde_json::from_value(other["placed"].clone()).unwrap();
+    // The costliest node, d, is cheapest's last resort: the pods fit
+    // elsewhere, where least-allocated spread some onto it.
+    let on_d = |placed: &[(String, String)]| placed.iter().filter(|(_, node)| node.ends_with("-d")).count();
+    assert!(on_d(&placed) == 0 && on_d(&cluster_end) > 0, "{placed:?} against {cluster_end:?}");
+}
