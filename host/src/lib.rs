@@ -3,9 +3,11 @@
 //! contract.
 
 pub mod cluster;
+pub mod compare;
 pub mod default_policy;
 pub mod duration;
 pub mod kubernetes;
+pub mod nesting;
 pub mod node_metrics;
 pub mod panic_text;
 pub mod policy;

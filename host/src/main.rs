@@ -19,6 +19,10 @@ enum Command {
     /// Schedule the pending pods of a cluster described in YAML (default: a
     /// bundled scenario) and report placements, utilisation and reasons.
     Simulate(cli::simulate::SimulateArgs),
+    /// Run two or more policies (or configurations) on one cluster, or one
+    /// recording, and compare what each leaves, on the terminal and as an
+    /// HTML page.
+    Compare(cli::compare::CompareArgs),
     /// Load and validate a policy, print its metadata and a smoke run.
     Check(cli::check::CheckArgs),
     /// Push a policy to an OCI registry and print the reference pinned by
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Simulate(args) => cli::simulate::run(args),
+        Command::Compare(args) => cli::compare::run(args),
         Command::Check(args) => cli::check::run(args),
         Command::Push(args) => cli::push::run(args),
         Command::ConfigMap(args) => cli::configmap::run(args),

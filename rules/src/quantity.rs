@@ -75,7 +75,8 @@ fn scaled(input: &str, extra_pow10: i32) -> Result<u64, QuantityError> {
             let exp = other.strip_prefix(['e', 'E']).and_then(|e| e.parse::<i32>().ok()).ok_or_else(|| {
                 err("unknown suffix (expected one of m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or eN)")
             })?;
-            pow10 += exp;
+            // `1e2147483647` must not wrap round to a tiny power.
+            pow10 = pow10.checked_add(exp).ok_or_else(|| err("exponent out of range"))?;
         }
     }
     let mut value = mantissa.checked_mul(binary).ok_or_else(|| err("too large"))?;
@@ -195,6 +196,16 @@ mod tests {
         assert_eq!(format_of("4G"), Format::DecimalSi);
         assert_eq!(format_of("100"), Format::DecimalSi);
         assert_eq!(format_of("1e3"), Format::DecimalExponent);
+    }
+
+    #[test]
+    fn an_exponent_past_the_range_is_an_error_not_a_wrap() {
+        for input in ["1e2147483647", "1E2147483647"] {
+            let e = milli_value(input).unwrap_err();
+            assert!(e.to_string().contains("exponent out of range"), "{input}: {e}");
+        }
+        assert!(value("1e30").unwrap_err().to_string().contains("too large"));
+        assert_eq!(milli_value("1e-2147483648").unwrap(), 1, "smaller than a unit, not zero: rounds up");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, OptLevel};
@@ -163,8 +163,12 @@ impl PolicyEngine {
         let component = match cached {
             Some(component) => component,
             None => {
-                let component = Component::from_binary(&tier.engine, &source.bytes)
-                    .map_err(|e| PolicyError::Compile { source_name: origin.clone(), message: format!("{e:#}") })?;
+                let refuse = |message: String| PolicyError::Compile { source_name: origin.clone(), message };
+                let shape = crate::shape::shape_of(&source.bytes).map_err(&refuse)?;
+                if let Some(past) = shape.past(&crate::shape::ShapeLimits::default()) {
+                    return Err(refuse(format!("refused before compiling: {past}; no real policy comes near")));
+                }
+                let component = compile_within(&tier.engine, &source.bytes, limits.compile_timeout).map_err(refuse)?;
                 if let Some(cache) = &self.cache {
                     cache.store(&tier.engine, &sha256, &component);
                 }
@@ -186,6 +190,24 @@ impl PolicyEngine {
         )?;
         loaded.independent_nodes = declarations::independent_nodes(&source.bytes);
         Ok(loaded)
+    }
+}
+
+/// Compiles on a thread of its own, waiting at most `timeout`: past it
+/// the compile is abandoned (the thread finishes on its own and its result
+/// is dropped) and the caller gets the error at once.
+fn compile_within(engine: &Engine, bytes: &Arc<[u8]>, timeout: Duration) -> Result<Component, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (engine, bytes) = (engine.clone(), bytes.clone());
+    std::thread::Builder::new()
+        .name("wasmsched-compile".into())
+        .spawn(move || {
+            let _ = tx.send(Component::from_binary(&engine, &bytes).map_err(|e| format!("{e:#}")));
+        })
+        .map_err(|e| format!("starting the compile: {e}"))?;
+    match rx.recv_timeout(timeout) {
+        Ok(compiled) => compiled,
+        Err(_) => Err(format!("compiling took longer than {timeout:?}: abandoned")),
     }
 }
 

@@ -30,11 +30,20 @@ pub(crate) struct InstanceFactory {
     config_json: Arc<str>,
     limits: PolicyLimits,
     created: AtomicU64,
+    /// Its instances' log, a minute at a time.
+    log_budget: Arc<crate::policy_log::MinuteBudget>,
 }
 
 impl InstanceFactory {
     pub(crate) fn new(engine: Engine, template: Template, config_json: Arc<str>, limits: PolicyLimits) -> Self {
-        InstanceFactory { engine, template, config_json, limits, created: AtomicU64::new(0) }
+        InstanceFactory {
+            engine,
+            template,
+            config_json,
+            limits,
+            created: AtomicU64::new(0),
+            log_budget: Arc::default(),
+        }
     }
 
     pub(crate) fn limits(&self) -> &PolicyLimits {
@@ -60,6 +69,7 @@ impl InstanceFactory {
             self.config_json.clone(),
             self.limits.memory_bytes,
             self.limits.max_log_lines_per_call,
+            self.log_budget.clone(),
         );
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
@@ -75,7 +85,10 @@ impl InstanceFactory {
 
     pub(crate) fn init(&self, name: &Arc<str>, instance: &mut PolicyInstance) -> Result<(), PolicyError> {
         let init = instance.call(name, "init", self.limits.call_deadline, |store, b| b.init(store))?;
-        init.map_err(|message| PolicyError::Config { policy: name.to_string(), message })
+        init.map_err(|message| PolicyError::Config {
+            policy: name.to_string(),
+            message: crate::policy_log::clean(&message, 4096),
+        })
     }
 }
 
@@ -139,9 +152,18 @@ fn classify(
     }
     match e.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => PolicyError::DeadlineExceeded { policy, phase, deadline },
-        Some(_) => {
+        Some(trap) => {
             let stderr = store.data().stderr_tail();
-            let message = if stderr.is_empty() { format!("{e:#}") } else { format!("{e:#}; policy stderr: {stderr}") };
+            let mut message = format!("{e:#}");
+            if *trap == Trap::MemoryOutOfBounds {
+                // A guest's own stack lives in its linear memory: running
+                // off its end is an out-of-bounds access, not a host trap.
+                message
+                    .push_str(" (a guest that runs out of its own stack, by deep recursion or large locals, traps so)");
+            }
+            if !stderr.is_empty() {
+                message.push_str(&format!("; policy stderr: {stderr}"));
+            }
             PolicyError::Trap { policy, phase, message }
         }
         None => PolicyError::Host { policy, message: format!("{phase}: {e:#}") },

@@ -23,8 +23,11 @@ mod limits;
 mod loaded;
 mod node_metrics;
 mod node_table;
+mod policy_log;
+mod shape;
 pub mod smoke;
 mod source;
+mod stderr_tail;
 mod ticker;
 
 pub use contract::{ContractVersion, SUPPORTED as SUPPORTED_CONTRACT};
@@ -37,5 +40,5 @@ pub use limits::PolicyLimits;
 pub use loaded::{LoadedPolicy, MAX_RAW_SCORE, PolicyContext, Provenance};
 pub use node_metrics::{NoMetrics, NodeMetrics};
 pub use node_table::{NodeSync, NodeTable, SyncPoint};
-pub use source::PolicySource;
+pub use source::{MAX_SETTINGS_BYTES, PolicySource, read_bounded, read_text_bounded};
 pub use ticker::EPOCH_TICK;

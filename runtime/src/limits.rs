@@ -13,6 +13,9 @@ pub struct PolicyLimits {
     pub max_wasm_bytes: usize,
     /// Log lines a policy may write per call; the rest are counted and dropped.
     pub max_log_lines_per_call: u32,
+    /// How long a compile may take before it is abandoned (its thread left
+    /// to finish, its result dropped) and the policy refused.
+    pub compile_timeout: Duration,
 }
 
 /// Defaults that interpreter-based policies (Python, JavaScript) work with
@@ -27,6 +30,8 @@ impl Default for PolicyLimits {
             call_deadline: Duration::from_millis(250),
             max_wasm_bytes: 32 << 20,
             max_log_lines_per_call: 20,
+            // Python's interpreter compiles in about 25 s on two cores.
+            compile_timeout: Duration::from_secs(180),
         }
     }
 }

@@ -193,11 +193,18 @@ impl LoadedPolicy {
                     b.filter(store, pod, candidates)
                 })
             })?
-            .map_err(|message| PolicyError::Declined { policy: self.name.to_string(), phase: "filter", message })?;
+            .map_err(|message| declined(&self.name, "filter", message))?;
         let malformed =
             |problem: String| PolicyError::Malformed { policy: self.name.to_string(), phase: "filter", problem };
         if verdicts.len() != candidates.len() {
             return Err(malformed(format!("{} verdicts for {} candidates", verdicts.len(), candidates.len())));
+        }
+        // One reason per candidate at most is all a verdict can name.
+        if reasons.len() > candidates.len().max(1) {
+            return Err(malformed(format!("{} reasons for {} candidates", reasons.len(), candidates.len())));
+        }
+        for (i, reason) in reasons.iter().enumerate() {
+            within(&format!("reason {i}"), reason, MAX_REASON_BYTES).map_err(malformed)?;
         }
         let verdicts = verdicts
             .into_iter()
@@ -229,7 +236,7 @@ impl LoadedPolicy {
                     b.score(store, pod, candidates, seed)
                 })
             })?
-            .map_err(|message| PolicyError::Declined { policy: self.name.to_string(), phase: "score", message })?;
+            .map_err(|message| declined(&self.name, "score", message))?;
         let malformed =
             |problem: String| PolicyError::Malformed { policy: self.name.to_string(), phase: "score", problem };
         if scores.len() != candidates.len() {
@@ -244,6 +251,32 @@ impl LoadedPolicy {
     }
 }
 
+/// The most a policy's strings may hold: its name (a DNS subdomain's
+/// length), version and description; each filter reason; the message of
+/// an error it returns. Longer ones are refused as malformed, so that no
+/// record, event or log keeps what a policy made huge.
+pub const MAX_NAME_BYTES: usize = 253;
+pub const MAX_VERSION_BYTES: usize = 64;
+pub const MAX_DESCRIPTION_BYTES: usize = 1024;
+pub const MAX_REASON_BYTES: usize = 1024;
+pub const MAX_ERROR_BYTES: usize = 4096;
+
+/// `what` within `max` bytes, or the problem to report.
+fn within(what: &str, text: &str, max: usize) -> Result<(), String> {
+    match text.len() > max {
+        true => Err(format!("{what} is {} bytes, over the {max}-byte limit", text.len())),
+        false => Ok(()),
+    }
+}
+
+/// A policy's error message, refused as malformed when over its cap.
+fn declined(policy: &str, phase: &'static str, message: String) -> PolicyError {
+    match within("its error message", &message, MAX_ERROR_BYTES) {
+        Ok(()) => PolicyError::Declined { policy: policy.to_string(), phase, message },
+        Err(problem) => PolicyError::Malformed { policy: policy.to_string(), phase, problem },
+    }
+}
+
 fn validate_info(name: &str, info: &PolicyInfo) -> Result<(), PolicyError> {
     let malformed = |problem: &str| PolicyError::Malformed {
         policy: name.to_string(),
@@ -252,6 +285,13 @@ fn validate_info(name: &str, info: &PolicyInfo) -> Result<(), PolicyError> {
     };
     if info.name.trim().is_empty() {
         return Err(malformed("the policy name is empty"));
+    }
+    within("its name", &info.name, MAX_NAME_BYTES)
+        .and_then(|()| within("its version", &info.version, MAX_VERSION_BYTES))
+        .and_then(|()| within("its description", &info.description, MAX_DESCRIPTION_BYTES))
+        .map_err(|problem| malformed(&problem))?;
+    if info.name.chars().chain(info.version.chars()).any(char::is_control) {
+        return Err(malformed("its name or version holds control characters"));
     }
     if !info.phases.filter && !info.phases.score {
         return Err(malformed("the policy implements neither filter nor score"));

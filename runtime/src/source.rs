@@ -17,11 +17,53 @@ impl PolicySource {
         PolicySource { origin: origin.into(), bytes: bytes.into() }
     }
 
+    /// The file's bytes, within the default policy size limit.
     pub fn from_file(path: &std::path::Path) -> std::io::Result<Self> {
-        Ok(PolicySource::new(path.display().to_string(), std::fs::read(path)?))
+        Self::from_file_within(path, crate::PolicyLimits::default().max_wasm_bytes)
+    }
+
+    /// The file's bytes, read no further than `max_bytes` (an endless or
+    /// huge file is refused, not read whole and measured after).
+    pub fn from_file_within(path: &std::path::Path, max_bytes: usize) -> std::io::Result<Self> {
+        Ok(PolicySource::new(path.display().to_string(), read_bounded(path, max_bytes, "policy size")?))
     }
 
     pub fn sha256(&self) -> String {
         hex::encode(Sha256::digest(&self.bytes))
+    }
+}
+
+/// Reads at most `max_bytes` of `path`: a longer file (or `/dev/zero`) is
+/// an error naming the limit (`what`), found without reading further.
+pub fn read_bounded(path: &std::path::Path, max_bytes: usize, what: &str) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(max_bytes as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > max_bytes {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("longer than the {max_bytes}-byte {what} limit"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// As [`read_bounded`], as UTF-8 text.
+pub fn read_text_bounded(path: &std::path::Path, max_bytes: usize, what: &str) -> std::io::Result<String> {
+    String::from_utf8(read_bounded(path, max_bytes, what)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
+/// A settings or configuration file: a ConfigMap holds at most 1 MiB.
+pub const MAX_SETTINGS_BYTES: usize = 1 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endless_file_is_refused_without_reading_it_whole() {
+        let e = read_bounded(std::path::Path::new("/dev/zero"), 1 << 20, "policy size").unwrap_err();
+        assert_eq!(e.to_string(), "longer than the 1048576-byte policy size limit");
     }
 }

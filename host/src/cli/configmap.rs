@@ -102,7 +102,8 @@ pub fn run(args: ConfigMapArgs) -> anyhow::Result<ExitCode> {
 /// and as the YAML of the entry's `config:` (`None` without one).
 fn read_settings(path: Option<&std::path::Path>) -> anyhow::Result<(String, Option<Value>)> {
     let Some(path) = path else { return Ok(("{}".to_string(), None)) };
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = wasmsched_runtime::read_text_bounded(path, wasmsched_runtime::MAX_SETTINGS_BYTES, "settings size")
+        .with_context(|| format!("reading {}", path.display()))?;
     let json = config_to_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let value: Value = serde_yaml::from_str(&text).with_context(|| path.display().to_string())?;
     Ok((json, (!value.is_null()).then_some(value)))

@@ -1,5 +1,6 @@
 pub mod auth;
 pub mod check;
+pub mod compare;
 pub mod configmap;
 pub mod experiments;
 pub mod new;

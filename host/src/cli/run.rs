@@ -179,7 +179,10 @@ fn flags(args: &RunArgs) -> anyhow::Result<Flags> {
     };
     let metrics = match &args.metrics_config {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("--metrics-config {}", path.display()))?;
+            let text =
+                wasmsched_runtime::read_text_bounded(path, wasmsched_runtime::MAX_SETTINGS_BYTES, "settings size")
+                    .with_context(|| format!("--metrics-config {}", path.display()))?;
+            wasmsched::nesting::check_nesting(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             let file: MetricsFile =
                 serde_yaml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             file.resolve().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?

@@ -101,7 +101,7 @@ pub struct SimulateArgs {
     /// Replay a recording (`wasmsched run --record DIR`) with --policy's
     /// policies instead of a cluster's files: each attempt is made again
     /// at its recorded moment, and where it decides otherwise is reported.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["inputs", "tenant_policies", "candidates", "write_cluster", "explain"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["inputs", "tenant_policies", "write_cluster", "explain"])]
     pub replay: Option<PathBuf>,
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -167,17 +167,27 @@ fn write_cluster(args: &SimulateArgs, file: &std::path::Path) -> anyhow::Result<
 /// The cluster to simulate: the bundled scenario or the files given,
 /// refused (nothing scheduled) if a document is malformed unless
 /// `--skip-invalid`.
-fn read_cluster(args: &SimulateArgs, mut manifests: Manifests) -> anyhow::Result<Manifests> {
-    if args.inputs.is_empty() {
+fn read_cluster(args: &SimulateArgs, manifests: Manifests) -> anyhow::Result<Manifests> {
+    read_manifests(&args.inputs, args.skip_invalid, manifests)
+}
+
+/// `inputs` (none: the bundled scenario) into `manifests`, as `simulate`
+/// and `compare` read them.
+pub(super) fn read_manifests(
+    inputs: &[PathBuf],
+    skip_invalid: bool,
+    mut manifests: Manifests,
+) -> anyhow::Result<Manifests> {
+    if inputs.is_empty() {
         manifests.add_text("bundled scenario", DEFAULT_SCENARIO);
     } else {
-        manifests.add_paths(&args.inputs).map_err(anyhow::Error::msg)?;
+        manifests.add_paths(inputs).map_err(anyhow::Error::msg)?;
     }
     manifests.admit_priorities();
     for problem in &manifests.problems {
-        eprintln!("{}: {problem}", if args.skip_invalid { "skipping" } else { "error" });
+        eprintln!("{}: {problem}", if skip_invalid { "skipping" } else { "error" });
     }
-    if !manifests.problems.is_empty() && !args.skip_invalid {
+    if !manifests.problems.is_empty() && !skip_invalid {
         bail!(
             "{} invalid document(s); nothing was scheduled. Fix them, or pass --skip-invalid to continue with the valid ones",
             manifests.problems.len()
@@ -261,7 +271,12 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
 fn run_replay(args: &SimulateArgs, dir: &std::path::Path) -> anyhow::Result<String> {
     let limits = args.limits.to_limits()?;
     let engine = args.limits.engine()?;
-    let (policies, label) = load_policies(&args.policies, &engine, &limits, &args.limits.fetcher()?)?;
+    let (mut policies, label) = load_policies(&args.policies, &engine, &limits, &args.limits.fetcher()?)?;
+    policies.candidates = args
+        .candidates
+        .iter()
+        .map(|spec| load_candidate(spec, &engine, &limits, &args.limits.fetcher()?))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let options = SimOptions {
         seed: args.seed,
         sampling: args.percentage_of_nodes_to_score.unwrap_or_default(),

@@ -17,6 +17,9 @@ use serde::Deserialize;
 use wasmsched_runtime::NodeMetrics;
 use wasmsched_runtime::{MetricSample, NodeId, NodeTable};
 
+/// A metrics file: a few values for each of many thousands of nodes.
+const MAX_METRICS_FILE_BYTES: usize = 64 << 20;
+
 #[derive(Debug, Default, Clone)]
 pub struct StaticMetrics {
     by_metric: HashMap<String, HashMap<String, MetricSample>>,
@@ -40,6 +43,7 @@ impl StaticMetrics {
 
     /// Parses the file format above; `origin` names the input in errors.
     pub fn parse(origin: &str, text: &str) -> Result<StaticMetrics, String> {
+        crate::nesting::check_nesting(text).map_err(|e| format!("{origin}: {e}"))?;
         let nodes: BTreeMap<String, BTreeMap<String, serde_yaml::Value>> =
             serde_yaml::from_str(text).map_err(|e| format!("{origin}: expected node → metric → value: {e}"))?;
         let mut metrics = StaticMetrics::default();
@@ -66,7 +70,8 @@ impl StaticMetrics {
     }
 
     pub fn read(path: &Path) -> Result<StaticMetrics, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = wasmsched_runtime::read_text_bounded(path, MAX_METRICS_FILE_BYTES, "metrics file size")
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         Self::parse(&path.display().to_string(), &text)
     }
 }

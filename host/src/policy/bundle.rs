@@ -146,6 +146,7 @@ fn read_settings(files: &BTreeMap<String, Vec<u8>>, name: &str) -> Result<EntryS
     match files.get(&format!("{name}.yaml")).or_else(|| files.get(&format!("{name}.yml"))) {
         Some(yaml) => {
             let text = std::str::from_utf8(yaml).map_err(|_| format!("{name}.yaml: not UTF-8"))?;
+            crate::nesting::check_nesting(text).map_err(|e| format!("{name}.yaml: {e}"))?;
             serde_yaml::from_str(text).map_err(|e| format!("{name}.yaml: {e}"))
         }
         None => Ok(EntrySettings::default()),

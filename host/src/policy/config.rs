@@ -10,6 +10,7 @@ pub fn config_to_json(text: &str) -> Result<String, String> {
     if text.trim().is_empty() {
         return Ok("{}".to_string());
     }
+    crate::nesting::check_nesting(text)?;
     let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
     value_to_json(&value)
 }

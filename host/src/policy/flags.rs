@@ -102,7 +102,8 @@ fn docker_config(path: &Path) -> anyhow::Result<Option<PathBuf>> {
 /// Errors name the file (and the line, for syntax errors).
 pub fn read_config(path: Option<&Path>) -> anyhow::Result<String> {
     let Some(path) = path else { return Ok("{}".to_string()) };
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = wasmsched_runtime::read_text_bounded(path, wasmsched_runtime::MAX_SETTINGS_BYTES, "settings size")
+        .with_context(|| format!("reading {}", path.display()))?;
     config_to_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
@@ -196,8 +197,8 @@ pub fn policy_source(
             Ok((PolicySource::new(reference.to_string(), wasm), Some(digest)))
         }
         None => {
-            let source =
-                PolicySource::from_file(location).with_context(|| format!("reading {}", location.display()))?;
+            let source = PolicySource::from_file_within(location, limits.max_wasm_bytes)
+                .with_context(|| format!("reading {}", location.display()))?;
             Ok((source, None))
         }
     }

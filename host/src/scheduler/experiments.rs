@@ -109,6 +109,20 @@ impl Experiments {
         self.entry(profile, candidate).dropped += n;
     }
 
+    /// Runs an attempt's shadow work here and now, and counts it: the
+    /// simulator's and a replay's way (one thread, virtual time).
+    pub fn run_inline(&mut self, work: super::ShadowOutbox) {
+        for job in work.jobs {
+            self.record(job.run());
+        }
+        for ((profile, candidate), n) in work.dropped {
+            self.dropped(&profile, &candidate, n);
+        }
+        for stop in work.stopped {
+            self.canary_stopped(&stop.profile, &stop.candidate, &stop.why);
+        }
+    }
+
     pub fn candidates(&self) -> impl Iterator<Item = &CandidateCounts> {
         self.by_candidate.values()
     }

@@ -37,6 +37,8 @@ pub fn default_tenant_limits() -> PolicyLimits {
         call_deadline: std::time::Duration::from_millis(50),
         max_wasm_bytes: 4 << 20,
         max_log_lines_per_call: 5,
+        // Holds a compile slot no longer than this (docs/security.md).
+        compile_timeout: std::time::Duration::from_secs(30),
     }
 }
 

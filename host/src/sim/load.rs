@@ -19,6 +19,9 @@ use serde::de::DeserializeOwned;
 /// The kinds the simulator reads.
 const KINDS: &str = "Node, Pod, Namespace, PodDisruptionBudget, PriorityClass, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, CSIStorageCapacity, ResourceSlice, DeviceClass, ResourceClaim, ResourceClaimTemplate";
 
+/// The largest cluster file read: a dump of 50,000 pods is about half.
+const MAX_DUMP_BYTES: usize = 512 << 20;
+
 #[derive(Debug, Default)]
 pub struct Manifests {
     pub nodes: Vec<Node>,
@@ -55,6 +58,8 @@ pub struct Manifests {
     /// for (`keeping_documents`, for `simulate --write-cluster`); `None`
     /// otherwise, so a simulation holds each object once.
     pub documents: Option<Vec<serde_yaml::Value>>,
+    /// Where each node and pod was first read, by kind, namespace and name.
+    pub first_at: std::collections::HashMap<(String, String, String), String>,
 }
 
 impl Manifests {
@@ -65,6 +70,9 @@ impl Manifests {
 
     /// Reads YAML text; `origin` names it in messages.
     pub fn add_text(&mut self, origin: &str, text: &str) {
+        if let Err(e) = crate::nesting::check_nesting(text) {
+            return self.problems.push(format!("{origin}: {e}"));
+        }
         for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
             let at = format!("{origin}: document {}", index + 1);
             match serde_yaml::Value::deserialize(document) {
@@ -84,10 +92,12 @@ impl Manifests {
         match kind.as_str() {
             "Node" => {
                 let node = self.parse(at, &kind, value);
+                let node = self.unique(at, &kind, node);
                 self.nodes.extend(node);
             }
             "Pod" => {
                 let pod = self.parse(at, &kind, value);
+                let pod = self.unique(at, &kind, pod);
                 self.pods.extend(pod);
             }
             "Namespace" => {
@@ -151,6 +161,26 @@ impl Manifests {
             "" => self.problems.push(format!("{at}: no `kind` (expected {KINDS} or List)")),
             other => *self.ignored_kinds.entry(other.to_string()).or_default() += 1,
         }
+    }
+
+    /// `object` unless one of its kind and name was read before: a second
+    /// one is a problem (a cluster holds one), never silently merged.
+    fn unique<K: Metadata<Ty = ObjectMeta>>(&mut self, at: &str, kind: &str, object: Option<K>) -> Option<K> {
+        let object = object?;
+        let meta = object.metadata();
+        let namespace =
+            meta.namespace.clone().unwrap_or_else(|| if kind == "Pod" { "default".into() } else { String::new() });
+        let name = meta.name.clone().unwrap_or_default();
+        let key = (kind.to_string(), namespace.clone(), name.clone());
+        if let Some(first) = self.first_at.get(&key) {
+            let shown = if namespace.is_empty() { name } else { format!("{namespace}/{name}") };
+            self.problems.push(format!(
+                "{at}: a second {kind} {shown} (the first is at {first}); a cluster holds one of each name"
+            ));
+            return None;
+        }
+        self.first_at.insert(key, at.to_string());
+        Some(object)
     }
 
     /// One object of `kind`; a problem (and `None`) if it is malformed or
@@ -235,7 +265,8 @@ impl Manifests {
             collect(path, &mut files).map_err(|e| format!("{}: {e}", path.display()))?;
         }
         for file in files {
-            let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let text = wasmsched_runtime::read_text_bounded(&file, MAX_DUMP_BYTES, "cluster file size")
+                .map_err(|e| format!("{}: {e}; split the dump into several files", file.display()))?;
             self.add_text(&file.display().to_string(), &text);
         }
         Ok(())
@@ -294,6 +325,22 @@ metadata: {name: mystery}
         assert_eq!(m.problems.len(), 2, "{:?}", m.problems);
         assert!(m.problems[0].starts_with("a.yaml: document 2, item 2: not a valid Pod:"), "{}", m.problems[0]);
         assert_eq!(m.problems[1], format!("a.yaml: document 4: no `kind` (expected {KINDS} or List)"));
+    }
+
+    #[test]
+    fn a_second_node_or_pod_of_one_name_is_a_problem_not_a_merge() {
+        let mut m = Manifests::default();
+        let pod = "kind: Pod\nmetadata: {name: p, namespace: t}\nspec: {containers: [{name: c}]}\n";
+        m.add_text("a.yaml", &format!("kind: Node\nmetadata: {{name: n}}\n---\n{pod}"));
+        m.add_text("b.yaml", &format!("kind: Node\nmetadata: {{name: n}}\n---\n{pod}---\nkind: Pod\nmetadata: {{name: p, namespace: u}}\nspec: {{containers: [{{name: c}}]}}\n"));
+        assert_eq!((m.nodes.len(), m.pods.len()), (1, 2));
+        assert_eq!(
+            m.problems,
+            [
+                "b.yaml: document 1: a second Node n (the first is at a.yaml: document 1); a cluster holds one of each name",
+                "b.yaml: document 2: a second Pod t/p (the first is at a.yaml: document 2); a cluster holds one of each name",
+            ]
+        );
     }
 
     #[test]

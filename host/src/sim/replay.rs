@@ -21,6 +21,7 @@ use serde::Serialize;
 use super::run::{NodeUtilisation, SimOptions, Unplaced, utilisation};
 use crate::cluster::{PodInfo, PodKey};
 use crate::record::{Attempted, BindingRecord, Entry, read_journal};
+use crate::scheduler::experiments::{CandidateCounts, Experiments};
 use crate::scheduler::{Attempt, Change, ClusterEvent, PolicySet, Profile, Scheduler, SchedulerConfig};
 
 /// One attempt the replay decided otherwise than the recording.
@@ -45,6 +46,10 @@ pub struct ReplayReport {
     /// Pods of ours still waiting at the recording's end.
     pub pending: Vec<Unplaced>,
     pub utilisation: Vec<NodeUtilisation>,
+    /// What each shadow candidate would have done on the recorded
+    /// attempts (the policies' own `candidates`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub experiments: Vec<CandidateCounts>,
 }
 
 /// Replays the recording in `dir` with `policies` deciding for its first
@@ -84,6 +89,7 @@ struct Replay {
     /// decided as it did).
     in_flight: HashMap<PodKey, (Arc<PodInfo>, String)>,
     last_message: HashMap<PodKey, String>,
+    experiments: Experiments,
     attempts: usize,
     agreed: usize,
     divergences: Vec<Divergence>,
@@ -97,6 +103,7 @@ impl Replay {
             recorded_placed: HashSet::new(),
             in_flight: HashMap::new(),
             last_message: HashMap::new(),
+            experiments: Experiments::default(),
             attempts: 0,
             agreed: 0,
             divergences: Vec::new(),
@@ -142,6 +149,9 @@ impl Replay {
             self.recorded_placed.insert(key_of(&recorded.pod));
         }
         let replayed = self.scheduler.schedule_next(now).and_then(|attempt| self.conclude(attempt, &recorded));
+        // After the decision, as the live loop hands it to its worker.
+        let work = self.scheduler.take_shadow_work();
+        self.experiments.run_inline(work);
         let alike = replayed.as_ref().is_some_and(|r| r.pod == recorded.pod && r.node == recorded.node);
         if alike {
             self.agreed += 1;
@@ -218,6 +228,7 @@ impl Replay {
             placed,
             pending,
             utilisation: utilisation(self.scheduler.state()),
+            experiments: self.experiments.candidates().cloned().collect(),
         }
     }
 }

@@ -45,6 +45,10 @@ pub fn table(report: &ReplayReport, dir: &str, policies: &str) -> String {
     for p in &report.pending {
         let _ = writeln!(out, "  {}  {}: {}", p.pod, p.reason, p.message);
     }
+    if !report.experiments.is_empty() {
+        out.push('\n');
+        out.push_str(&super::report::experiments(&report.experiments));
+    }
     let _ = writeln!(out, "\n{:<24}  {:>9}  {:>9}  PODS", "NODE", "CPU", "MEMORY");
     for n in &report.utilisation {
         let pct = |used: u64, total: u64| if total == 0 { 0.0 } else { used as f64 * 100.0 / total as f64 };

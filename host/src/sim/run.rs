@@ -401,15 +401,7 @@ impl Drive {
     }
 
     fn shadow(&mut self, work: ShadowOutbox) {
-        for job in work.jobs {
-            self.experiments.record(job.run());
-        }
-        for ((profile, candidate), n) in work.dropped {
-            self.experiments.dropped(&profile, &candidate, n);
-        }
-        for stop in work.stopped {
-            self.experiments.canary_stopped(&stop.profile, &stop.candidate, &stop.why);
-        }
+        self.experiments.run_inline(work);
     }
 
     /// One attempt's cost and outcome, for the totals and latencies.

@@ -53,6 +53,12 @@ fn files_that_are_not_policies_fail_clearly() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout(&out).contains("not a WebAssembly file"), "{}", stdout(&out));
 
+    // An endless file is refused at the size limit, not read whole.
+    let out = check(&["/dev/zero"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("longer than the 33554432-byte policy size limit"), "{stderr}");
+
     let missing = dir.path().join("missing.wasm");
     let out = check(&[path(&missing)]);
     assert_eq!(out.status.code(), Some(1));

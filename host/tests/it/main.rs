@@ -9,6 +9,7 @@ mod common;
 mod real;
 
 mod check_cli;
+mod compare_cli;
 mod deploy_manifests;
 mod first_policy;
 mod helpers_parity;

@@ -227,6 +227,46 @@ fn a_panic_is_a_trap_with_the_panic_message() {
     assert!(err.to_string().starts_with("hostile: trapped in filter: "), "{err}");
 }
 
+/// A policy that writes a line per node to stderr on every call never
+/// fills the capture (which once kept the first 4 KiB and trapped the
+/// write past it, about every 17th pod here); a later panic's error shows
+/// its last words, not the first lines ever written.
+#[test]
+fn stderr_keeps_its_last_words_and_never_traps() {
+    let policy = hostile("chatty", PolicyLimits::default());
+    let (ctx, candidates) = three_nodes();
+    let created = policy.instances_created();
+    for i in 0..200 {
+        let scores = policy.score(&ctx, &pod(&format!("p{i}"), &[]), &candidates, 0);
+        assert_eq!(scores.unwrap_or_else(|e| panic!("pod {i}: {e}")), vec![1.0; 3]);
+    }
+    assert_eq!(policy.instances_created(), created, "no call trapped");
+    let err = policy.score(&ctx, &pod("evil", &[("hostile", "true")]), &candidates, 0).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("hostile fixture panicked on purpose"), "{text}");
+    assert!(text.len() < 4096 + 1024, "only the capture's tail is kept: {} bytes", text.len());
+}
+
+/// A compile past its wall-clock bound is abandoned and the policy
+/// refused at once (the bound is tiny here; a real one is minutes).
+#[test]
+fn a_compile_past_its_bound_is_abandoned() {
+    let limits = PolicyLimits { compile_timeout: Duration::from_nanos(1), ..PolicyLimits::default() };
+    // An engine of its own: nothing compiled before, nothing cached.
+    let engine = PolicyEngine::new().unwrap();
+    let err = engine.load(&source("least-allocated"), "{}", limits).err().unwrap();
+    assert_eq!(err.kind(), "compile");
+    assert!(err.to_string().ends_with("compiling took longer than 1ns: abandoned"), "{err}");
+}
+
+#[test]
+fn a_stack_overflow_says_so() {
+    let policy = hostile("recurse", PolicyLimits::default());
+    let err = hostile_then_normal(&policy, "score");
+    assert_eq!(err.kind(), "trap");
+    assert!(err.to_string().contains("runs out of its own stack"), "{err}");
+}
+
 #[test]
 fn unbounded_allocation_hits_the_memory_cap() {
     let policy = hostile("oom", PolicyLimits { memory_bytes: 16 << 20, ..PolicyLimits::default() });
@@ -238,6 +278,23 @@ fn unbounded_allocation_hits_the_memory_cap() {
         }
         other => panic!("expected out of memory, got {other}"),
     }
+}
+
+/// A policy's name must be short and printable; a policy asking for a
+/// million nodes' metrics is answered for the nodes there are.
+#[test]
+fn names_and_metric_requests_are_bounded() {
+    for (mode, problem) in [
+        ("long-name", "its name is 1048576 bytes, over the 253-byte limit"),
+        ("forged-name", "its name or version holds control characters"),
+    ] {
+        let err = load("hostile", &format!(r#"{{"mode":"{mode}"}}"#), PolicyLimits::default()).unwrap_err();
+        assert!(err.to_string().ends_with(problem), "{mode}: {err}");
+    }
+    let policy = hostile("metric-ids", PolicyLimits::default());
+    let (ctx, candidates) = three_nodes();
+    let scores = policy.score(&ctx, &pod("evil", &[("hostile", "true")]), &candidates, 0);
+    assert_eq!(scores.unwrap(), vec![1.0; 3]);
 }
 
 #[test]
@@ -257,6 +314,17 @@ fn malformed_results_are_rejected_with_what_is_wrong() {
             "hostile: malformed filter result: verdict 7 of candidate 0 names a reason beyond the 1 given",
         ),
         ("decline", "score", "hostile: declined to score: hostile fixture declines to score"),
+        (
+            "long-reason",
+            "filter",
+            "hostile: malformed filter result: reason 0 is 2097152 bytes, over the 1024-byte limit",
+        ),
+        ("many-reasons", "filter", "hostile: malformed filter result: 100000 reasons for 3 candidates"),
+        (
+            "long-error",
+            "score",
+            "hostile: malformed score result: its error message is 8388608 bytes, over the 4096-byte limit",
+        ),
     ];
     for (mode, phase, message) in cases {
         let policy = hostile(mode, PolicyLimits::default());

@@ -329,3 +329,47 @@ fn metrics_files_feed_policies() {
     let err = stderr(&out);
     assert!(err.contains("metrics.yaml: worker-a2.http_latency_seconds: expected a number"), "{err}");
 }
+
+/// A policy's log cannot forge the host's lines or flood its stderr: its
+/// text is escaped and quoted, cut to size, and held to per-call and
+/// per-minute budgets, what goes over said once.
+#[test]
+fn a_policy_cannot_forge_or_flood_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("forge.yaml");
+    std::fs::write(&config, "mode: forge-log\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+        .args(["simulate", "--policy"])
+        .arg(format!("{},config={}", wasmsched_test_support::policy_wasm("hostile").display(), config.display()))
+        .env("WASMSCHED_LOG", "info")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.lines().any(|l| l.starts_with("2026-01-01T00:00:00Z")), "a forged line:\n{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "an escape reached the terminal");
+    assert!(stderr.contains("forged log line"), "the text is kept, quoted: {}", &stderr[..stderr.len().min(2000)]);
+    // 29 pods, each trying to log over 60 MiB: the minute's 64 KiB, the
+    // lines' own prefixes, and the warnings.
+    assert!(out.stderr.len() < 128 << 10, "{} bytes of log", out.stderr.len());
+    // The host says so once, not per call.
+    assert_eq!(stderr.matches("policy log over its budgets").count(), 1, "{stderr}");
+}
+
+/// A document nested 100,000 deep is refused before the YAML parser sees
+/// it (which spent time in the square of the depth), with where it is.
+#[test]
+fn a_deeply_nested_cluster_file_is_refused_before_parsing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("deep.yaml");
+    let deep = format!(
+        "kind: Pod\nmetadata: {{name: p}}\nspec: {{containers: {}{}}}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    std::fs::write(&file, deep).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmsched")).arg("simulate").arg(&file).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("deep.yaml: line 3: nested more than 64 levels deep"), "{stderr}");
+}

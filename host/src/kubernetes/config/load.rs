@@ -70,9 +70,8 @@ fn load_one(
     fetcher: &Fetcher,
 ) -> Result<wasmsched_runtime::LoadedPolicy, String> {
     let source = match &plan.location {
-        PolicyLocation::File(path) => {
-            PolicySource::from_file(path).map_err(|e| format!("reading {}: {e}", path.display()))?
-        }
+        PolicyLocation::File(path) => PolicySource::from_file_within(path, plan.limits.max_wasm_bytes)
+            .map_err(|e| format!("reading {}: {e}", path.display()))?,
         PolicyLocation::Embedded => crate::default_policy::source(),
         PolicyLocation::Url { url, sha256 } => {
             PolicySource::new(url.clone(), fetcher.fetch(url, sha256.as_deref(), plan.limits.max_wasm_bytes)?)
@@ -81,7 +80,9 @@ fn load_one(
     let config = match &plan.config {
         PolicyConfig::Json(json) => json.clone(),
         PolicyConfig::File(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+            let text =
+                wasmsched_runtime::read_text_bounded(path, wasmsched_runtime::MAX_SETTINGS_BYTES, "settings size")
+                    .map_err(|e| format!("reading {}: {e}", path.display()))?;
             config_to_json(&text).map_err(|e| format!("{}: {e}", path.display()))?
         }
     };

@@ -157,14 +157,16 @@ pub struct ConfigError {
 impl ConfigurationFile {
     /// Reads and parses `path`.
     pub fn read(path: &Path) -> Result<ConfigurationFile, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError { at: path.display().to_string(), message: e.to_string() })?;
+        let text =
+            wasmsched_runtime::read_text_bounded(path, wasmsched_runtime::MAX_SETTINGS_BYTES, "configuration size")
+                .map_err(|e| ConfigError { at: path.display().to_string(), message: e.to_string() })?;
         Self::parse(&text).map_err(|message| ConfigError { at: path.display().to_string(), message })
     }
 
     /// Parses a configuration; what the schema alone can tell is checked
     /// here (kind, fields, at least one profile, unique names).
     pub fn parse(text: &str) -> Result<ConfigurationFile, String> {
+        crate::nesting::check_nesting(text)?;
         let file: ConfigurationFile = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
         if file.api_version != API_VERSION || file.kind != KIND {
             return Err(format!(

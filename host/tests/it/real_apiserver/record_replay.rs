@@ -9,7 +9,7 @@ use wasmsched::record::RecordSettings;
 
 /// Four nodes with prices for `cheapest`; a stream of pods of mixed
 /// sizes (two too large for any node), some deleted halfway.
-async fn recorded_run(real: &Real, dir: &std::path::Path) -> Vec<(String, String)> {
+async fn recorded_run(real: &Real, dir: &std::path::Path, policies: PolicySet) -> (Vec<(String, String)>, Value) {
     use k8s_openapi::api::core::v1::Pod;
     use kube::Api;
     use kube::api::{DeleteParams, ListParams};
@@ -19,7 +19,7 @@ async fn recorded_run(real: &Real, dir: &std::path::Path) -> Vec<(String, String
         real.add_node(n, &shape).await;
         real.annotate_node(n, "hightower.com/cost", cost).await;
     }
-    let mut config = common::single_replica(ProfileConfig::with_policies("wasmsched-rec", default_policies()));
+    let mut config = common::single_replica(ProfileConfig::with_policies("wasmsched-rec", policies));
     config.tenants.settings.enabled = false;
     config.record = Some(RecordSettings {
         dir: dir.to_path_buf(),
@@ -43,6 +43,7 @@ async fn recorded_run(real: &Real, dir: &std::path::Path) -> Vec<(String, String
     let second: Vec<(String, Value)> = (20..30).map(|i| (format!("p{i:02}"), pod(sizes[i % sizes.len()]))).collect();
     let more = real.create_pods("rec-", &second, "wasmsched-rec", Duration::from_millis(30)).await;
     real.wait_decided(&more).await;
+    let experiments = settled_experiments(&scheduler).await;
     scheduler.shutdown().await;
     let mut placed: Vec<(String, String)> = api
         .list(&ListParams::default())
@@ -55,14 +56,36 @@ async fn recorded_run(real: &Real, dir: &std::path::Path) -> Vec<(String, String
     placed.sort();
     real.delete_pods().await;
     real.delete_nodes().await;
-    placed
+    (placed, experiments)
+}
+
+/// The live shadow counts once the shadow worker has caught up (they
+/// stay the same for a second).
+async fn settled_experiments(scheduler: &wasmsched::kubernetes::RunningScheduler) -> Value {
+    let counts =
+        || serde_json::to_value(scheduler.status.experiments().candidates().cloned().collect::<Vec<_>>()).unwrap();
+    let deadline = crate::common::hang_guard();
+    let mut last = counts();
+    let mut since = std::time::Instant::now();
+    while since.elapsed() < Duration::from_secs(1) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = counts();
+        if now != last {
+            (last, since) = (now, std::time::Instant::now());
+        }
+    }
+    last
 }
 
 fn replay(dir: &std::path::Path, policy: Option<&std::path::Path>) -> Value {
+    replay_with(dir, policy.map(|p| ("--policy", p.display().to_string())))
+}
+
+fn replay_with(dir: &std::path::Path, flag: Option<(&str, String)>) -> Value {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_wasmsched"));
     command.args(["simulate", "--replay"]).arg(dir).args(["--output", "json"]);
-    if let Some(policy) = policy {
-        command.arg("--policy").arg(policy);
+    if let Some((flag, value)) = flag {
+        command.arg(flag).arg(value);
     }
     let out = command.output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -73,7 +96,7 @@ fn replay(dir: &std::path::Path, policy: Option<&std::path::Path>) -> Value {
 fn a_recorded_run_replays_to_the_same_decisions_and_another_policy_shows_its_divergence() {
     let Some(real) = Real::start("record") else { return };
     let dir = tempfile::tempdir().unwrap();
-    let cluster_end = real.block_on(recorded_run(&real, dir.path()));
+    let (cluster_end, _) = real.block_on(recorded_run(&real, dir.path(), default_policies()));
     assert_eq!(cluster_end.len(), 22, "15 of the first 20 left, 10 more, 3 too large: {cluster_end:?}");
 
     let same = replay(dir.path(), None);
@@ -88,8 +111,49 @@ fn a_recorded_run_replays_to_the_same_decisions_and_another_policy_shows_its_div
     let divergences = other["divergences"].as_array().unwrap();
     assert!(!divergences.is_empty() && other["agreed"].as_u64() < Some(attempts), "{other}");
     let placed: Vec<(String, String)> = serde_json::from_value(other["placed"].clone()).unwrap();
+    // `compare` on the recording reports the same divergence: the pods
+    // whose place at the end differs between the two replays.
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_wasmsched"));
+    command.args(["compare", "--replay"]).arg(dir.path()).args(["--variant", "recorded=embedded", "--variant"]);
+    let out = command.arg(format!("cheapest={}", cheapest.display())).args(["--output", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let compared: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ends = |report: &Value| -> std::collections::BTreeMap<String, String> {
+        serde_json::from_value::<Vec<(String, String)>>(report["placed"].clone()).unwrap().into_iter().collect()
+    };
+    let (recorded, other_ends) = (ends(&same), ends(&other));
+    let pods: std::collections::BTreeSet<&String> = recorded.keys().chain(other_ends.keys()).collect();
+    let moved = pods.into_iter().filter(|p| recorded.get(*p) != other_ends.get(*p)).count();
+    assert!(moved > 0);
+    assert_eq!(compared["summaries"][1]["placedDifferently"].as_u64(), Some(moved as u64), "{compared}");
     // The costliest node, d, is cheapest's last resort: the pods fit
     // elsewhere, where least-allocated spread some onto it.
     let on_d = |placed: &[(String, String)]| placed.iter().filter(|(_, node)| node.ends_with("-d")).count();
     assert!(on_d(&placed) == 0 && on_d(&cluster_end) > 0, "{placed:?} against {cluster_end:?}");
+}
+
+/// A shadow candidate's live counts (`/experiments`) are what a replay of
+/// the run's recording with the same candidate counts.
+#[test]
+fn a_candidates_live_counts_are_what_the_replay_of_its_recording_counts() {
+    let Some(real) = Real::start("record-shadow") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cheapest = wasmsched_test_support::policy_wasm("cheapest");
+    let spec = format!("{},replaces=least-allocated", cheapest.display());
+    let mut policies = default_policies();
+    let engine = wasmsched_runtime::PolicyEngine::new().unwrap();
+    let fetcher = wasmsched::policy::remote::Fetcher::new(None);
+    let candidate =
+        wasmsched::policy::flags::load_candidate(&spec, &engine, &PolicyLimits::default(), &fetcher).unwrap();
+    policies.candidates = vec![candidate];
+    let (_, live) = real.block_on(recorded_run(&real, dir.path(), policies));
+    let live = &live[0];
+    assert_eq!(live["dropped"], 0, "the shadow worker kept up: {live}");
+    assert!(live["differ"].as_u64() > Some(0) && live["agree"].as_u64() > Some(0), "{live}");
+
+    let replayed = replay_with(dir.path(), Some(("--candidate", spec)));
+    let counts = &replayed["experiments"][0];
+    for field in ["seen", "agree", "differ", "wouldLeavePending", "wouldPlace", "failures", "ranked", "rankSum"] {
+        assert_eq!(counts[field], live[field], "{field}: replayed {counts} against live {live}");
+    }
 }
