@@ -12,6 +12,7 @@ mod check_cli;
 mod compare_cli;
 mod deploy_manifests;
 mod first_policy;
+mod fuzzing;
 mod helpers_parity;
 mod kube_backend;
 mod layering;
