@@ -115,7 +115,8 @@ pub struct BenchArgs {
     pub parallelism: Vec<u16>,
     /// EndToEnd with this many shadow candidates beside the deciding policy
     /// (repeatable: `--shadow-candidates 0 --shadow-candidates 2` compares
-    /// within one run), at 500 and 5,000 nodes.
+    /// within one run), at 500 and 5,000 nodes. With --real-apiserver, the
+    /// first is how many wasmsched's drain runs beside its policy.
     #[arg(long = "shadow-candidates", value_name = "N")]
     pub shadow_candidates: Vec<usize>,
     #[command(flatten)]
@@ -420,6 +421,7 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
         for &nodes in sizes {
             let mut drain = topology_drain(state_dir, &wasmsched, shape, nodes);
             drain.parallelism = args.parallelism.first().map(|&n| usize::from(n));
+            drain.shadow_candidates = args.shadow_candidates.first().copied().unwrap_or(0);
             results.extend(runtime.block_on(drain.run())?);
         }
     }
@@ -444,7 +446,8 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
 }
 
 fn topology_drain(state_dir: &std::path::Path, wasmsched: &std::path::Path, shape: Shape, nodes: usize) -> Drain {
-    Drain { state_dir: state_dir.to_path_buf(), wasmsched: wasmsched.to_path_buf(), shape, nodes, parallelism: None }
+    let (state_dir, wasmsched) = (state_dir.to_path_buf(), wasmsched.to_path_buf());
+    Drain { state_dir, wasmsched, shape, nodes, parallelism: None, shadow_candidates: 0 }
 }
 
 fn main() -> ExitCode {

@@ -65,6 +65,9 @@ pub struct Drain {
     pub nodes: usize,
     /// `wasmsched run --parallelism` (unset: its default).
     pub parallelism: Option<usize>,
+    /// Shadow candidates beside wasmsched's deciding policy (the embedded
+    /// least-allocated, in its place and then added).
+    pub shadow_candidates: usize,
 }
 
 impl Drain {
@@ -269,10 +272,12 @@ impl Drain {
             Scheduler::Wasmsched => {
                 // Its metrics say how many attempts the drain took.
                 let http = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+                let config = self.candidates_config()?;
                 let child = Command::new(&self.wasmsched)
                     .args(["run", "--kubeconfig"])
                     .arg(self.state_dir.join("scheduler.kubeconfig"))
                     .args(["--leader-elect=false", "--tenant-policies=false"])
+                    .args(config.iter().flat_map(|c| [std::ffi::OsStr::new("--config"), c.as_os_str()]))
                     .arg(format!("--http-addr={http}"))
                     .args(self.parallelism.map(|n| format!("--parallelism={n}")))
                     .stdout(Stdio::null())
@@ -282,6 +287,28 @@ impl Drain {
                 Ok(Running::Wasmsched(child, http))
             }
         }
+    }
+
+    /// The configuration file that gives wasmsched its shadow candidates
+    /// (none without them: the embedded policy alone).
+    fn candidates_config(&self) -> anyhow::Result<Option<PathBuf>> {
+        if self.shadow_candidates == 0 {
+            return Ok(None);
+        }
+        // The embedded policy again: each candidate scores every feasible
+        // node, as any candidate does; the first replaces the decider, the
+        // others are added.
+        let mut policies = "  - embedded: least-allocated\n".to_string();
+        for i in 0..self.shadow_candidates {
+            let role = if i == 0 { "{replaces: least-allocated}" } else { "{}" };
+            policies.push_str(&format!("  - embedded: least-allocated\n    shadow: {role}\n"));
+        }
+        let text = format!(
+            "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\nleaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: wasmsched\n  policies:\n{policies}"
+        );
+        let path = self.state_dir.join("drain-wasmsched-candidates.yaml");
+        std::fs::write(&path, text)?;
+        Ok(Some(path))
     }
 
     /// Deletes what `fill` created.
@@ -469,6 +496,16 @@ async fn attempts_by_result(http: std::net::SocketAddr) -> Vec<(String, f64)> {
     }
     if let Some(victims) = counter("wasmsched_preemption_victims_sum") {
         totals.push(("victims".into(), victims));
+    }
+    // Shadow candidates' work, over all of them: evaluated or dropped.
+    for line in text.lines().filter(|l| l.starts_with("wasmsched_shadow_attempts_total{")) {
+        let result = line.split("result=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("unknown");
+        let value = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        let key = format!("shadow_{result}");
+        match totals.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, total)) => *total += value,
+            None => totals.push((key, value)),
+        }
     }
     totals
 }
