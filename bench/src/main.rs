@@ -119,6 +119,10 @@ pub struct BenchArgs {
     /// first is how many wasmsched's drain runs beside its policy.
     #[arg(long = "shadow-candidates", value_name = "N")]
     pub shadow_candidates: Vec<usize>,
+    /// With --real-apiserver: wasmsched records its drain (`run --record`)
+    /// under this directory, to measure what recording costs.
+    #[arg(long, value_name = "DIR", requires = "real_apiserver")]
+    pub record_drain: Option<PathBuf>,
     #[command(flatten)]
     pub limits: LimitArgs,
     /// Internal: run one configuration in this process and print its
@@ -422,6 +426,7 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
             let mut drain = topology_drain(state_dir, &wasmsched, shape, nodes);
             drain.parallelism = args.parallelism.first().map(|&n| usize::from(n));
             drain.shadow_candidates = args.shadow_candidates.first().copied().unwrap_or(0);
+            drain.record = args.record_drain.clone();
             results.extend(runtime.block_on(drain.run())?);
         }
     }
@@ -447,7 +452,7 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
 
 fn topology_drain(state_dir: &std::path::Path, wasmsched: &std::path::Path, shape: Shape, nodes: usize) -> Drain {
     let (state_dir, wasmsched) = (state_dir.to_path_buf(), wasmsched.to_path_buf());
-    Drain { state_dir, wasmsched, shape, nodes, parallelism: None, shadow_candidates: 0 }
+    Drain { state_dir, wasmsched, shape, nodes, parallelism: None, shadow_candidates: 0, record: None }
 }
 
 fn main() -> ExitCode {

@@ -68,6 +68,9 @@ pub struct Drain {
     /// Shadow candidates beside wasmsched's deciding policy (the embedded
     /// least-allocated, in its place and then added).
     pub shadow_candidates: usize,
+    /// wasmsched records its drain (`run --record`) into a new directory
+    /// here.
+    pub record: Option<PathBuf>,
 }
 
 impl Drain {
@@ -273,11 +276,16 @@ impl Drain {
                 // Its metrics say how many attempts the drain took.
                 let http = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
                 let config = self.candidates_config()?;
+                let record = self.record.as_ref().map(|root| root.join(format!("drain-{}", std::process::id())));
+                if let Some(dir) = &record {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
                 let child = Command::new(&self.wasmsched)
                     .args(["run", "--kubeconfig"])
                     .arg(self.state_dir.join("scheduler.kubeconfig"))
                     .args(["--leader-elect=false", "--tenant-policies=false"])
                     .args(config.iter().flat_map(|c| [std::ffi::OsStr::new("--config"), c.as_os_str()]))
+                    .args(record.iter().flat_map(|d| [std::ffi::OsStr::new("--record"), d.as_os_str()]))
                     .arg(format!("--http-addr={http}"))
                     .args(self.parallelism.map(|n| format!("--parallelism={n}")))
                     .stdout(Stdio::null())
