@@ -17,7 +17,10 @@ fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
 /// carries a price annotation (`hightower.com/cost`), so price-based
 /// policies (`cheapest`, in any language) can be measured on it too.
 pub fn cluster(nodes: usize, pods: usize) -> Manifests {
-    Manifests { nodes: (0..nodes).map(node).collect(), pods: (0..pods).map(pod).collect(), ..Default::default() }
+    let mut manifests = Manifests::default();
+    manifests.nodes = (0..nodes).map(node).collect();
+    manifests.pods = (0..pods).map(pod).collect();
+    manifests
 }
 
 /// Node `i` of the synthetic cluster: `node-NNNNN`.

@@ -190,7 +190,9 @@ pub fn cluster(shape: Shape, nodes: usize, init: usize, measured: usize) -> Mani
     });
     let pending =
         (0..measured).map(|i| pod(shape.pod(format!("measured-{i:06}"), measured_namespace, None, true, "wasmsched")));
-    let mut manifests = Manifests { nodes: node_list, pods: bound.chain(pending).collect(), ..Default::default() };
+    let mut manifests = Manifests::default();
+    manifests.nodes = node_list;
+    manifests.pods = bound.chain(pending).collect();
     let pod_needs =
         (0..measured).flat_map(|i| pod_needs::for_pod(shape, &format!("measured-{i:06}"), measured_namespace));
     for need in pod_needs::for_nodes(shape, nodes).into_iter().chain(pod_needs) {

@@ -36,14 +36,8 @@ pub(crate) struct InstanceFactory {
 
 impl InstanceFactory {
     pub(crate) fn new(engine: Engine, template: Template, config_json: Arc<str>, limits: PolicyLimits) -> Self {
-        InstanceFactory {
-            engine,
-            template,
-            config_json,
-            limits,
-            created: AtomicU64::new(0),
-            log_budget: Arc::default(),
-        }
+        let log_budget = Arc::new(crate::policy_log::MinuteBudget::new(limits.max_log_lines_per_call));
+        InstanceFactory { engine, template, config_json, limits, created: AtomicU64::new(0), log_budget }
     }
 
     pub(crate) fn limits(&self) -> &PolicyLimits {

@@ -203,7 +203,8 @@ impl LoadedPolicy {
         if reasons.len() > candidates.len().max(1) {
             return Err(malformed(format!("{} reasons for {} candidates", reasons.len(), candidates.len())));
         }
-        for (i, reason) in reasons.iter().enumerate() {
+        // Measured first: the words are made only for a reason too long.
+        if let Some((i, reason)) = reasons.iter().enumerate().find(|(_, r)| r.len() > MAX_REASON_BYTES) {
             within(&format!("reason {i}"), reason, MAX_REASON_BYTES).map_err(malformed)?;
         }
         let verdicts = verdicts

@@ -39,7 +39,9 @@ pub(crate) fn clean(text: &str, max: usize) -> String {
 /// `text` cleaned and in double quotes: a field's value that can never
 /// end the line or pass for another field.
 pub(crate) fn quoted(text: &str, max: usize) -> String {
-    format!("\"{}\"", clean(text, max).replace('"', "\\\""))
+    // Backslashes first: a policy's own `\"` must not close the field.
+    let escaped = clean(&text.replace('\\', "\\\\"), max);
+    format!("\"{}\"", escaped.replace('"', "\\\""))
 }
 
 /// One policy's log budget per minute, shared by its instances; also
@@ -48,6 +50,8 @@ pub(crate) fn quoted(text: &str, max: usize) -> String {
 #[derive(Debug)]
 pub(crate) struct MinuteBudget {
     state: Mutex<Window>,
+    /// The policy's per-call line limit, for the line that says so.
+    lines_per_call: u32,
 }
 
 #[derive(Debug)]
@@ -64,13 +68,11 @@ impl Window {
     }
 }
 
-impl Default for MinuteBudget {
-    fn default() -> Self {
-        MinuteBudget { state: Mutex::new(Window::new()) }
-    }
-}
-
 impl MinuteBudget {
+    pub(crate) fn new(lines_per_call: u32) -> MinuteBudget {
+        MinuteBudget { state: Mutex::new(Window::new()), lines_per_call }
+    }
+
     fn window(&self, policy: &str) -> Option<std::sync::MutexGuard<'_, Window>> {
         let mut w = self.state.lock().ok()?;
         if w.started.elapsed() >= Duration::from_secs(60) {
@@ -100,7 +102,7 @@ impl MinuteBudget {
         if w.dropped_lines == 0 {
             tracing::warn!(
                 policy = ?policy,
-                per_call = format!("{} lines, {MAX_BYTES_PER_CALL} bytes", crate::PolicyLimits::default().max_log_lines_per_call),
+                per_call = format!("{} lines, {MAX_BYTES_PER_CALL} bytes", self.lines_per_call),
                 per_minute_bytes = MAX_BYTES_PER_MINUTE,
                 "policy log over its budgets: lines are dropped and counted, said once a minute"
             );
@@ -125,7 +127,7 @@ mod tests {
 
     #[test]
     fn a_minute_holds_its_budget() {
-        let budget = MinuteBudget::default();
+        let budget = MinuteBudget::new(20);
         let line = 1000;
         let admitted = (0..100).filter(|_| budget.take(line, "p")).count();
         assert_eq!(admitted as u64, MAX_BYTES_PER_MINUTE / line as u64);
@@ -136,5 +138,7 @@ mod tests {
     #[test]
     fn a_quoted_field_stays_one_field() {
         assert_eq!(quoted("a\" b=\"c\nd", 100), "\"a\\\" b=\\\"c\\nd\"");
+        // A policy's own backslash before a quote cannot end the field.
+        assert_eq!(quoted("x\\\" forged=1", 100), "\"x\\\\\\\" forged=1\"");
     }
 }

@@ -73,10 +73,6 @@ fn summary(out: &mut String, c: &Comparison) {
     let _ = write!(out, "</table>");
 }
 
-fn percent(used: u64, total: u64) -> f64 {
-    if total == 0 { 0.0 } else { (used as f64 * 100.0 / total as f64).min(100.0) }
-}
-
 fn chart(out: &mut String, o: &Outcome) {
     let nodes: Vec<_> = o.utilisation.iter().filter(|n| n.ready).collect();
     let _ = write!(out, "<figure data-variant=\"{}\"><figcaption>{}</figcaption>", escape(&o.name), escape(&o.name));
@@ -90,10 +86,8 @@ fn chart(out: &mut String, o: &Outcome) {
         );
         for (i, n) in nodes.iter().enumerate() {
             let y = i as f64 * row + 2.0;
-            let (c, m) = (
-                percent(n.milli_cpu_requested, n.milli_cpu_allocatable),
-                percent(n.memory_requested, n.memory_allocatable),
-            );
+            // A bar never runs past its axis, even over-committed.
+            let (c, m) = (n.cpu_percent().min(100.0), n.memory_percent().min(100.0));
             let _ = write!(
                 out,
                 "<text x=\"0\" y=\"{}\">{}</text>\
@@ -122,7 +116,7 @@ fn chart(out: &mut String, o: &Outcome) {
 fn histogram(out: &mut String, nodes: &[&crate::sim::run::NodeUtilisation]) {
     let mut buckets = [0usize; 10];
     for n in nodes {
-        let c = percent(n.milli_cpu_requested, n.milli_cpu_allocatable);
+        let c = n.cpu_percent();
         buckets[((c / 10.0) as usize).min(9)] += 1;
     }
     let most = buckets.iter().copied().max().unwrap_or(1).max(1) as f64;

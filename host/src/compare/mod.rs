@@ -142,9 +142,8 @@ pub fn compare(outcomes: Vec<Outcome>) -> Comparison {
 
 fn summary(o: &Outcome, placed_differently: usize) -> Summary {
     let ready: Vec<&NodeUtilisation> = o.utilisation.iter().filter(|n| n.ready).collect();
-    let percent = |used: u64, total: u64| if total == 0 { 0.0 } else { used as f64 * 100.0 / total as f64 };
-    let cpu: Vec<f64> = ready.iter().map(|n| percent(n.milli_cpu_requested, n.milli_cpu_allocatable)).collect();
-    let memory: Vec<f64> = ready.iter().map(|n| percent(n.memory_requested, n.memory_allocatable)).collect();
+    let cpu: Vec<f64> = ready.iter().map(|n| n.cpu_percent()).collect();
+    let memory: Vec<f64> = ready.iter().map(|n| n.memory_percent()).collect();
     let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
     for p in &o.pending {
         *reasons.entry(p.message.as_str()).or_default() += 1;

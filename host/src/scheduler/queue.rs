@@ -359,21 +359,22 @@ impl SchedulingQueue {
     /// As `cluster_changed`, for the unschedulable pods that `may_fit`
     /// says the change may let in (`queueing_hints.rs`).
     pub fn cluster_changed_for(&mut self, now: Duration, may_fit: impl Fn(&PodInfo) -> bool) {
-        let waiting: Vec<PodKey> = self
+        let waiting: Vec<(Duration, PodKey)> = self
             .entries
             .iter()
             .filter(|(_, e)| matches!(e.location, Location::Unschedulable { .. }) && may_fit(&e.info))
-            .map(|(k, _)| k.clone())
+            .map(|(k, e)| (e.last_attempt, k.clone()))
             .collect();
         self.requeue_in_order(waiting, now);
     }
 
-    /// Requeues `keys` in a fixed order, the longest waiting first (then
-    /// by name), so that the same inputs always give the same queue: a
-    /// replay depends on it, and a hash map's order differs by process.
-    fn requeue_in_order(&mut self, mut keys: Vec<PodKey>, now: Duration) {
-        keys.sort_by_cached_key(|k| (self.entries.get(k).map(|e| e.last_attempt), k.clone()));
-        for key in keys {
+    /// Requeues `waiting` (each with its last attempt) in a fixed order,
+    /// the longest waiting first, then by name, so that the same inputs
+    /// always give the same queue: a replay depends on it, and a hash
+    /// map's order differs by process.
+    fn requeue_in_order(&mut self, mut waiting: Vec<(Duration, PodKey)>, now: Duration) {
+        waiting.sort_unstable();
+        for (_, key) in waiting {
             self.requeue(&key, now);
         }
     }
@@ -384,7 +385,10 @@ impl SchedulingQueue {
     /// pod's arrival. Other unschedulable pods stay: a placement only
     /// takes room.
     pub fn pod_placed(&mut self, now: Duration) {
-        let waiting = std::mem::take(&mut self.waiting_on_pods).into_iter().collect();
+        let waiting = std::mem::take(&mut self.waiting_on_pods)
+            .into_iter()
+            .filter_map(|k| Some((self.entries.get(&k)?.last_attempt, k)))
+            .collect();
         self.requeue_in_order(waiting, now);
     }
 

@@ -59,7 +59,7 @@ pub struct Manifests {
     /// otherwise, so a simulation holds each object once.
     pub documents: Option<Vec<serde_yaml::Value>>,
     /// Where each node and pod was first read, by kind, namespace and name.
-    pub first_at: std::collections::HashMap<(String, String, String), String>,
+    first_at: std::collections::HashMap<(String, String, String), String>,
 }
 
 impl Manifests {

@@ -51,13 +51,12 @@ pub fn table(report: &ReplayReport, dir: &str, policies: &str) -> String {
     }
     let _ = writeln!(out, "\n{:<24}  {:>9}  {:>9}  PODS", "NODE", "CPU", "MEMORY");
     for n in &report.utilisation {
-        let pct = |used: u64, total: u64| if total == 0 { 0.0 } else { used as f64 * 100.0 / total as f64 };
         let _ = writeln!(
             out,
             "{:<24}  {:>8.0}%  {:>8.0}%  {}/{}",
             n.node,
-            pct(n.milli_cpu_requested, n.milli_cpu_allocatable),
-            pct(n.memory_requested, n.memory_allocatable),
+            n.cpu_percent(),
+            n.memory_percent(),
             n.pods,
             n.pods_allocatable
         );

@@ -110,6 +110,21 @@ pub struct NodeUtilisation {
     pub pods_allocatable: u32,
 }
 
+impl NodeUtilisation {
+    /// Requested cpu, in percent of allocatable (0 on a node with none).
+    pub fn cpu_percent(&self) -> f64 {
+        percent(self.milli_cpu_requested, self.milli_cpu_allocatable)
+    }
+
+    pub fn memory_percent(&self) -> f64 {
+        percent(self.memory_requested, self.memory_allocatable)
+    }
+}
+
+fn percent(used: u64, total: u64) -> f64 {
+    if total == 0 { 0.0 } else { used as f64 * 100.0 / total as f64 }
+}
+
 #[derive(Debug, Serialize)]
 pub struct SimReport {
     pub nodes: usize,

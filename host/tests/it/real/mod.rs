@@ -233,6 +233,20 @@ impl Real {
         bodies.into_iter().map(|(name, _)| name).collect()
     }
 
+    /// The pod `name` once it is bound (as it is when the hang guard
+    /// gives up, to be asserted on).
+    pub async fn wait_bound(&self, name: &str) -> Pod {
+        let api: Api<Pod> = Api::namespaced(self.admin.clone(), &self.namespace);
+        let deadline = crate::common::hang_guard();
+        loop {
+            let pod = api.get(name).await.unwrap();
+            if Outcome::of(&pod) == Outcome::Bound || Instant::now() > deadline {
+                return pod;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     pub async fn pods_named(&self, names: &[String]) -> Vec<Pod> {
         let api: Api<Pod> = Api::namespaced(self.admin.clone(), &self.namespace);
         let mut by_name: BTreeMap<String, Pod> = api

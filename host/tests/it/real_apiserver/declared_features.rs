@@ -21,7 +21,6 @@ async fn declare(real: &Real, node: &str, features: &[&str]) {
 /// refused one went once its node declared the feature.
 async fn run(real: &Real, side: &str, scheduler_name: &str) -> (Vec<(String, String)>, String) {
     use k8s_openapi::api::core::v1::Pod;
-    use kube::Api;
     let shape = |class: &str| json!({"labels": {"wasmsched-class": format!("{side}-{class}")}, "spec": {}, "cpu": "4", "memory": "8Gi", "pods": "110"});
     for (node, class) in [("declares", "feature"), ("plain", "feature"), ("late", "late")] {
         real.add_node(&format!("{side}-{node}"), &shape(class)).await;
@@ -51,15 +50,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> (Vec<(String, Str
     let decided = real.wait_decided(&names).await;
     let first = pods.iter().map(|(n, _)| n.clone()).zip(decided.iter().map(placed)).collect();
     declare(real, &format!("{side}-late"), &[FEATURE]).await;
-    let api: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
-    let deadline = crate::common::hang_guard();
-    let late = loop {
-        let pod = api.get(&names[1]).await.unwrap();
-        if Outcome::of(&pod) == Outcome::Bound || std::time::Instant::now() > deadline {
-            break placed(&pod);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let late = placed(&real.wait_bound(&names[1]).await);
     real.delete_pods().await;
     real.delete_nodes().await;
     (first, late)

@@ -93,14 +93,7 @@ async fn run_resize(real: &Real, side: &str, scheduler_name: &str) -> (Vec<Outco
     let during: Vec<Outcome> = real.wait_decided(&created).await.iter().map(Outcome::of).collect();
     pods.patch_status(&names[0], &PatchParams::default(), &Patch::Merge(&status("1"))).await.unwrap();
     // Retried on the running pod's update (after its backoff): bound.
-    let deadline = crate::common::hang_guard();
-    let after = loop {
-        let outcome = Outcome::of(&pods.get(&created[0]).await.unwrap());
-        if outcome == Outcome::Bound || std::time::Instant::now() > deadline {
-            break outcome;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let after = Outcome::of(&real.wait_bound(&created[0]).await);
     real.delete_pods().await;
     real.delete_nodes().await;
     (during, after)
