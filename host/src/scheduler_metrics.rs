@@ -8,6 +8,7 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::scheduler::experiments::CandidateKey;
 use crate::scheduler::shadow::ShadowResult;
 use crate::scheduler::{AttemptRecord, QueueSizes};
 
@@ -181,28 +182,28 @@ impl SchedulerMetrics {
             ),
             shadow_attempts: Family::new(
                 "wasmsched_shadow_attempts_total",
-                "Attempts a shadow candidate evaluated beside the deciding policies, by whether it would have chosen the same node (agree, differ), and attempts it missed because shadow work was behind (dropped).",
-                &["profile", "candidate", "result"],
+                "Attempts a shadow candidate evaluated beside the deciding policies, by whether it would have chosen the same node (agree, differ), and attempts it missed because shadow work was behind (dropped). tenant is the namespace of a tenant's candidate, empty for a profile's.",
+                &["profile", "tenant", "candidate", "result"],
             ),
             shadow_pending: Family::new(
                 "wasmsched_shadow_pending_changes_total",
                 "Pods a shadow candidate would have left pending where the deciding policies placed them (would_leave_pending), and the reverse (would_place).",
-                &["profile", "candidate", "change"],
+                &["profile", "tenant", "candidate", "change"],
             ),
             shadow_failures: Family::new(
                 "wasmsched_shadow_failures_total",
                 "Shadow evaluations in which a policy call failed (trap, deadline, memory, bad result) and the built-in fallback scored instead.",
-                &["profile", "candidate"],
+                &["profile", "tenant", "candidate"],
             ),
             shadow_rank: Family::new(
                 "wasmsched_shadow_rank_of_decided",
                 "The rank a shadow candidate gives the node the deciding policies chose (1: its best).",
-                &["profile", "candidate"],
+                &["profile", "tenant", "candidate"],
             ),
             shadow_regret: Family::new(
                 "wasmsched_shadow_regret",
                 "The points by which a shadow candidate's best node leads the node the deciding policies chose, in its own totals.",
-                &["profile", "candidate"],
+                &["profile", "tenant", "candidate"],
             ),
             canary_decisions: Family::new(
                 "wasmsched_canary_decisions_total",
@@ -280,22 +281,23 @@ impl SchedulerMetrics {
     /// What a shadow candidate would have done with one attempt.
     pub fn shadow(&self, r: &ShadowResult) {
         let (profile, candidate) = (r.profile.as_str(), r.candidate.as_str());
+        let tenant = r.tenant.as_deref().unwrap_or("");
         let result = if r.agrees() { "agree" } else { "differ" };
-        self.shadow_attempts.with(&[profile, candidate, result], |v| *v += 1.0);
+        self.shadow_attempts.with(&[profile, tenant, candidate, result], |v| *v += 1.0);
         let change = match (&r.decided, &r.would_choose) {
             (Some(_), None) => Some("would_leave_pending"),
             (None, Some(_)) => Some("would_place"),
             _ => None,
         };
         if let Some(change) = change {
-            self.shadow_pending.with(&[profile, candidate, change], |v| *v += 1.0);
+            self.shadow_pending.with(&[profile, tenant, candidate, change], |v| *v += 1.0);
         }
         if r.failure.is_some() {
-            self.shadow_failures.with(&[profile, candidate], |v| *v += 1.0);
+            self.shadow_failures.with(&[profile, tenant, candidate], |v| *v += 1.0);
         }
         if let (Some(rank), Some(regret)) = (r.rank_of_decided, r.regret) {
-            self.shadow_rank.with(&[profile, candidate], |h| h.observe(RANK_BUCKETS, rank as f64));
-            self.shadow_regret.with(&[profile, candidate], |h| h.observe(REGRET_BUCKETS, regret));
+            self.shadow_rank.with(&[profile, tenant, candidate], |h| h.observe(RANK_BUCKETS, rank as f64));
+            self.shadow_regret.with(&[profile, tenant, candidate], |h| h.observe(REGRET_BUCKETS, regret));
         }
     }
 
@@ -308,8 +310,9 @@ impl SchedulerMetrics {
     }
 
     /// Attempts a candidate missed: shadow work was behind.
-    pub fn shadow_dropped(&self, profile: &str, candidate: &str, n: u64) {
-        self.shadow_attempts.with(&[profile, candidate, "dropped"], |v| *v += n as f64);
+    pub fn shadow_dropped(&self, key: &CandidateKey, n: u64) {
+        let (profile, tenant) = (key.profile.as_str(), key.tenant.as_deref().unwrap_or(""));
+        self.shadow_attempts.with(&[profile, tenant, &key.candidate, "dropped"], |v| *v += n as f64);
     }
 
     fn counters(&self) -> [&Family<f64>; 12] {

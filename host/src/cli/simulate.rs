@@ -18,7 +18,8 @@ use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
 use super::watch::FileWatcher;
 use wasmsched::policy::flags::{
-    LimitArgs, load_candidate, load_policies, load_tenant_policy, policy_files, tenant_policy_files,
+    LimitArgs, load_candidate, load_policies, load_tenant_candidate, load_tenant_policy, policy_files,
+    tenant_policy_files,
 };
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -53,6 +54,16 @@ pub struct SimulateArgs {
         value_name = "PATH[,replaces=NAME][,weight=N][,config=FILE][,sample=RATE][,canary=PERCENT]"
     )]
     pub candidates: Vec<String>,
+    /// A tenant's shadow candidate: it sees only NAMESPACE's pods, held to
+    /// the tenant caps. replaces=NAME takes the place of that namespace's
+    /// --tenant-policy NAME for the pods that opted in to it; without it,
+    /// the candidate joins whatever decides each pod of the namespace.
+    /// Repeatable.
+    #[arg(
+        long = "tenant-candidate",
+        value_name = "NAMESPACE=PATH[,replaces=NAME][,weight=N][,config=FILE][,sample=RATE]"
+    )]
+    pub tenant_candidates: Vec<String>,
     /// Node metrics for policies: a YAML/JSON file of node → metric → value
     /// (a number, or {value, ageSeconds}). Default with the bundled
     /// scenario: its own metrics file; otherwise none.
@@ -101,7 +112,7 @@ pub struct SimulateArgs {
     /// Replay a recording (`wasmsched run --record DIR`) with --policy's
     /// policies instead of a cluster's files: each attempt is made again
     /// at its recorded moment, and where it decides otherwise is reported.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["inputs", "tenant_policies", "write_cluster", "explain"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["inputs", "tenant_policies", "tenant_candidates", "write_cluster", "explain"])]
     pub replay: Option<PathBuf>,
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -222,6 +233,11 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
         .iter()
         .map(|spec| load_candidate(spec, &engine, &limits, &args.limits.fetcher()?))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let tenant_candidates = args
+        .tenant_candidates
+        .iter()
+        .map(|spec| load_tenant_candidate(spec, &engine, &args.limits.fetcher()?, &tenants))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let bar = ProgressBar::new(0);
     bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} pods placed {elapsed}").expect("template"));
     let progress_bar = bar.clone();
@@ -230,6 +246,7 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
         seed: args.seed,
         explain: args.explain.clone(),
         tenants,
+        tenant_candidates,
         sampling: args.percentage_of_nodes_to_score.unwrap_or_default(),
         scoring: BuiltinScoring::configured(&args.disable_builtin_score, &[])
             .map_err(|e| anyhow::anyhow!("--disable-builtin-score: {e}"))?,

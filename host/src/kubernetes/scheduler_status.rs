@@ -13,6 +13,7 @@ use crate::kubernetes::writes::denied::Denials;
 use crate::node_metrics::MetricsCache;
 use crate::scheduler::PolicySet;
 use crate::scheduler::experiments::Experiments;
+use crate::scheduler::policy_set::ShadowCandidate;
 use crate::scheduler_metrics::SchedulerMetrics;
 use wasmsched_runtime::LoadedPolicy;
 
@@ -47,7 +48,7 @@ impl ActivePolicy {
         });
         let candidates = set.candidates.iter().map(|c| ActivePolicy {
             profile: profile.to_string(),
-            shadow: Some(c.replaces.as_ref().map_or("added".to_string(), |r| format!("replaces {r}"))),
+            shadow: Some(c.shadow_text()),
             ..Self::describe(&c.policy, &c.name, c.weight, &loaded_at)
         });
         deciding.chain(candidates).collect()
@@ -55,15 +56,22 @@ impl ActivePolicy {
 
     /// A tenant's policies, loaded now, named as the pods' annotation
     /// names them.
-    pub fn of_tenant(tenant: &str, policies: &[(String, Arc<LoadedPolicy>)]) -> Vec<ActivePolicy> {
+    pub fn of_tenant(
+        tenant: &str,
+        policies: &[(String, Arc<LoadedPolicy>)],
+        candidates: &[ShadowCandidate],
+    ) -> Vec<ActivePolicy> {
         let loaded_at = now();
-        policies
-            .iter()
-            .map(|(name, policy)| ActivePolicy {
-                tenant: Some(tenant.to_string()),
-                ..Self::describe(policy, name, 1, &loaded_at)
-            })
-            .collect()
+        let deciding = policies.iter().map(|(name, policy)| ActivePolicy {
+            tenant: Some(tenant.to_string()),
+            ..Self::describe(policy, name, 1, &loaded_at)
+        });
+        let candidates = candidates.iter().map(|c| ActivePolicy {
+            tenant: Some(tenant.to_string()),
+            shadow: Some(c.shadow_text()),
+            ..Self::describe(&c.policy, &c.name, c.weight, &loaded_at)
+        });
+        deciding.chain(candidates).collect()
     }
 
     fn describe(policy: &LoadedPolicy, name: &str, weight: u32, loaded_at: &str) -> ActivePolicy {

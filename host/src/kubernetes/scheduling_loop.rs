@@ -240,11 +240,11 @@ impl SchedulingLoop {
                     self.handle(attempt, now);
                 }
             }
-            Input::TenantPolicies(TenantPolicies { namespace, policies, active }) => {
+            Input::TenantPolicies(TenantPolicies { namespace, policies, candidates, active }) => {
                 if policies.is_empty() {
                     self.tenant_workers.retire(&namespace);
                 }
-                self.scheduler.set_tenant_policies(&namespace, policies);
+                self.scheduler.set_tenant_policies(&namespace, policies, candidates);
                 self.status.set_tenant_policies(&namespace, active);
             }
             Input::Permissions(denied) => {

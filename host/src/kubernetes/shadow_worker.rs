@@ -10,6 +10,7 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 
 use crate::kubernetes::scheduler_status::SchedulerStatus;
 use crate::scheduler::ShadowOutbox;
+use crate::scheduler::experiments::CandidateKey;
 use crate::scheduler::shadow::{MAX_SHADOW_JOBS, ShadowJob};
 
 /// Jobs waiting or running, at most.
@@ -39,8 +40,8 @@ impl ShadowWorker {
     /// Queues what the last attempts left for the candidates; what does not
     /// fit is counted as dropped.
     pub fn submit(&mut self, work: ShadowOutbox) {
-        for ((profile, candidate), n) in work.dropped {
-            self.dropped(&profile, &candidate, n);
+        for (key, n) in work.dropped {
+            self.dropped(&key, n);
         }
         for job in work.jobs {
             let Some(jobs) = self.sender() else { return };
@@ -48,16 +49,14 @@ impl ShadowWorker {
                 Ok(()) => {
                     self.queued.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
-                    self.dropped(&job.profile, &job.candidate, 1)
-                }
+                Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => self.dropped(&job.key(), 1),
             }
         }
     }
 
-    fn dropped(&self, profile: &str, candidate: &str, n: u64) {
-        self.status.metrics.shadow_dropped(profile, candidate, n);
-        self.status.experiments().dropped(profile, candidate, n);
+    fn dropped(&self, key: &CandidateKey, n: u64) {
+        self.status.metrics.shadow_dropped(key, n);
+        self.status.experiments().dropped(key, n);
     }
 
     fn sender(&mut self) -> Option<&SyncSender<ShadowJob>> {

@@ -309,3 +309,39 @@ pub fn load_candidate(
     let policy = Arc::new(policy);
     Ok(crate::scheduler::policy_set::ShadowCandidate { name, policy, replaces, weight, sample_rate, canary })
 }
+
+/// `--tenant-candidate NAMESPACE=SPEC`: a tenant's shadow candidate, held
+/// to the tenant caps, seeing only that namespace's pods. `replaces=NAME`
+/// names one of the namespace's `--tenant-policy` policies (by the name
+/// pods give in their annotation), as a tenant's ConfigMap names its own
+/// entry; a tenant's candidate never decides (no `canary`).
+pub fn load_tenant_candidate(
+    spec: &str,
+    engine: &PolicyEngine,
+    fetcher: &Fetcher,
+    tenants: &[(String, String, Arc<wasmsched_runtime::LoadedPolicy>)],
+) -> anyhow::Result<(String, crate::scheduler::policy_set::ShadowCandidate)> {
+    let usage = "expected NAMESPACE=PATH[,replaces=NAME][,weight=N][,config=FILE][,sample=RATE]";
+    let (namespace, candidate_spec) = spec
+        .split_once('=')
+        .filter(|(ns, _)| !ns.is_empty() && !ns.contains(['/', ',']))
+        .ok_or_else(|| anyhow::anyhow!("--tenant-candidate {spec}: {usage}"))?;
+    let mut candidate = load_candidate(candidate_spec, engine, &crate::scheduler::default_tenant_limits(), fetcher)
+        .map_err(|e| {
+            anyhow::anyhow!(format!("{e:#}").replacen("--candidate ", &format!("--tenant-candidate {namespace}="), 1))
+        })?;
+    if candidate.canary.is_some() {
+        bail!(
+            "--tenant-candidate {spec}: a tenant's candidate never decides (a tenant hands pods to a policy by their annotation); drop canary="
+        );
+    }
+    if let Some(name) = &candidate.replaces {
+        let policy = tenants.iter().find(|(ns, n, _)| ns == namespace && n == name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--tenant-candidate {spec}: replaces {name:?}, which no --tenant-policy {namespace}/{name}=... supplies"
+            )
+        })?;
+        candidate.replaces = Some(policy.2.name().to_string());
+    }
+    Ok((namespace.to_string(), candidate))
+}

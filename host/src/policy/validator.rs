@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::bundle::{load_bundle, parse_bundle};
 use super::remote::Fetcher;
-use crate::scheduler::PolicySet;
+use crate::scheduler::{POLICY_ANNOTATION, PolicySet};
 use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
 /// A bundle that passed: its policies, in the order of `names`.
@@ -87,12 +87,13 @@ impl BundleValidator {
         }
         let ceiling = self.tenant_max_policies.map(|_| &self.limits);
         if self.tenant_max_policies.is_some()
-            && let Some(shadow) = entries.iter().find(|e| e.settings.shadow.is_some())
+            && let Some(canary) =
+                entries.iter().find(|e| e.settings.shadow.as_ref().is_some_and(|s| s.canary.is_some()))
         {
             return Err(format!(
-                "{}: shadow candidates are taken from the profiles' policy ConfigMaps and the configuration \
-                 file, not yet from a tenant's ConfigMap; remove `shadow` to make it a policy pods can name",
-                shadow.name
+                "{}: shadow: canary: a tenant's candidate never decides; a tenant hands a share of its pods to a \
+                 policy by annotating them {POLICY_ANNOTATION}: NAME (remove `canary` to keep it a candidate)",
+                canary.name
             ));
         }
         let set = load_bundle(&self.engine, &entries, &self.limits, ceiling)?;
@@ -140,6 +141,24 @@ mod tests {
         let by_url = BTreeMap::from([("a.yaml".to_string(), b"url: http://x/a.wasm\nsha256: ab\n".to_vec())]);
         let e = validator.validate("configmap t/p", &by_url, &[]).unwrap_err();
         assert!(e.contains("tenant policies cannot name URLs here") && e.contains("allowedRegistries"), "{e}");
+    }
+
+    /// A tenant's bundle may hold candidates (replacing one of its own
+    /// policies, or added): they are not names pods can opt in to. A
+    /// tenant's candidate never decides, so `canary` is refused.
+    #[test]
+    fn a_tenants_candidates_shadow_and_never_decide() {
+        let validator = BundleValidator::for_tenants(engine(), PolicyLimits::default(), 4, Fetcher::new(None), &[]);
+        let mut files = bundle(&["mine", "next"]);
+        files.insert("next.yaml".into(), b"shadow: {replaces: mine}\n".to_vec());
+        let valid = validator.validate("configmap t/p", &files, &[]).unwrap();
+        assert_eq!(valid.names, ["mine"]);
+        assert_eq!((valid.set.policies.len(), valid.set.candidates.len()), (1, 1));
+        assert!(valid.set.candidates[0].replaces.is_some());
+        files.insert("next.yaml".into(), b"shadow: {replaces: mine, canary: {percent: 10}}\n".to_vec());
+        let e = validator.validate("configmap t/p", &files, &[]).unwrap_err();
+        assert!(e.starts_with("next: shadow: canary: a tenant's candidate never decides"), "{e}");
+        assert!(e.contains("wasmsched.io/policy: NAME"), "{e}");
     }
 
     /// With registries allowed, a tenant may name a pinned artifact from

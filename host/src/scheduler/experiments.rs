@@ -9,11 +9,29 @@ use super::shadow::ShadowResult;
 /// Divergent decisions kept per candidate, newest last.
 pub const LAST_DIVERGENT: usize = 10;
 
+/// Which candidate: a profile's (the operators'), or a tenant's, seeing
+/// only the pods of its namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CandidateKey {
+    pub profile: String,
+    pub tenant: Option<String>,
+    pub candidate: String,
+}
+
+impl CandidateKey {
+    pub fn of_profile(profile: &str, candidate: &str) -> Self {
+        CandidateKey { profile: profile.to_string(), tenant: None, candidate: candidate.to_string() }
+    }
+}
+
 /// One candidate's counts.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CandidateCounts {
     pub profile: String,
+    /// The namespace whose ConfigMap supplies it, for a tenant's candidate.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tenant: Option<String>,
     pub candidate: String,
     /// Attempts it evaluated.
     pub seen: u64,
@@ -46,6 +64,14 @@ pub struct CandidateCounts {
 }
 
 impl CandidateCounts {
+    /// How reports name it: a tenant's candidate as `NAMESPACE/NAME`.
+    pub fn display_name(&self) -> String {
+        match &self.tenant {
+            Some(tenant) => format!("{tenant}/{}", self.candidate),
+            None => self.candidate.clone(),
+        }
+    }
+
     pub fn mean_rank(&self) -> Option<f64> {
         (self.ranked > 0).then(|| self.rank_sum as f64 / self.ranked as f64)
     }
@@ -57,20 +83,21 @@ impl CandidateCounts {
 
 #[derive(Debug, Default)]
 pub struct Experiments {
-    by_candidate: BTreeMap<(String, String), CandidateCounts>,
+    by_candidate: BTreeMap<CandidateKey, CandidateCounts>,
 }
 
 impl Experiments {
-    fn entry(&mut self, profile: &str, candidate: &str) -> &mut CandidateCounts {
-        self.by_candidate.entry((profile.to_string(), candidate.to_string())).or_insert_with(|| CandidateCounts {
-            profile: profile.to_string(),
-            candidate: candidate.to_string(),
+    fn entry(&mut self, key: &CandidateKey) -> &mut CandidateCounts {
+        self.by_candidate.entry(key.clone()).or_insert_with(|| CandidateCounts {
+            profile: key.profile.clone(),
+            tenant: key.tenant.clone(),
+            candidate: key.candidate.clone(),
             ..Default::default()
         })
     }
 
     pub fn record(&mut self, result: ShadowResult) {
-        let counts = self.entry(&result.profile, &result.candidate);
+        let counts = self.entry(&result.key());
         counts.seen += 1;
         if result.failure.is_some() {
             counts.failures += 1;
@@ -98,15 +125,15 @@ impl Experiments {
     }
 
     pub fn canary_decided(&mut self, profile: &str, candidate: &str) {
-        self.entry(profile, candidate).canary_decided += 1;
+        self.entry(&CandidateKey::of_profile(profile, candidate)).canary_decided += 1;
     }
 
     pub fn canary_stopped(&mut self, profile: &str, candidate: &str, why: &str) {
-        self.entry(profile, candidate).canary_stopped = Some(why.to_string());
+        self.entry(&CandidateKey::of_profile(profile, candidate)).canary_stopped = Some(why.to_string());
     }
 
-    pub fn dropped(&mut self, profile: &str, candidate: &str, n: u64) {
-        self.entry(profile, candidate).dropped += n;
+    pub fn dropped(&mut self, key: &CandidateKey, n: u64) {
+        self.entry(key).dropped += n;
     }
 
     /// Runs an attempt's shadow work here and now, and counts it: the
@@ -115,8 +142,8 @@ impl Experiments {
         for job in work.jobs {
             self.record(job.run());
         }
-        for ((profile, candidate), n) in work.dropped {
-            self.dropped(&profile, &candidate, n);
+        for (key, n) in work.dropped {
+            self.dropped(&key, n);
         }
         for stop in work.stopped {
             self.canary_stopped(&stop.profile, &stop.candidate, &stop.why);
@@ -125,6 +152,12 @@ impl Experiments {
 
     pub fn candidates(&self) -> impl Iterator<Item = &CandidateCounts> {
         self.by_candidate.values()
+    }
+
+    /// What a tenant may see: its own candidates (whose results hold only
+    /// its namespace's pods), nothing of the profiles' or other tenants'.
+    pub fn of_tenant<'a>(&'a self, tenant: &'a str) -> impl Iterator<Item = &'a CandidateCounts> {
+        self.candidates().filter(move |c| c.tenant.as_deref() == Some(tenant))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -139,6 +172,7 @@ mod tests {
     fn result(decided: Option<&str>, would: Option<&str>, rank: Option<usize>, regret: Option<f64>) -> ShadowResult {
         ShadowResult {
             profile: "p".into(),
+            tenant: None,
             candidate: "c".into(),
             pod: "ns/pod".into(),
             attempt: 1,
@@ -159,7 +193,7 @@ mod tests {
         e.record(result(Some("a"), None, None, None));
         e.record(result(None, Some("b"), None, None));
         e.record(result(None, None, None, None));
-        e.dropped("p", "c", 2);
+        e.dropped(&CandidateKey::of_profile("p", "c"), 2);
         let c = e.candidates().next().unwrap();
         assert_eq!((c.seen, c.agree, c.differ, c.dropped), (5, 2, 3, 2));
         assert_eq!((c.would_leave_pending, c.would_place), (1, 1));

@@ -84,6 +84,11 @@ pub struct Canary {
 }
 
 impl ShadowCandidate {
+    /// What `/policies` says it is: `replaces NAME` or `added`.
+    pub fn shadow_text(&self) -> String {
+        self.replaces.as_ref().map_or("added".to_string(), |r| format!("replaces {r}"))
+    }
+
     /// The profile's policies with this candidate in place.
     pub fn applied_to(&self, set: &PolicySet) -> PolicySet {
         let mut policies: Vec<WeightedPolicy> = Vec::with_capacity(set.policies.len() + 1);

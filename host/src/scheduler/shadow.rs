@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::attempt::{BuiltinPass, policy_pass};
+use super::experiments::CandidateKey;
 use super::parallel::workers::AttemptWorkers;
 use super::policy_calls::CallScope;
 use super::policy_set::PolicySet;
@@ -26,6 +27,8 @@ pub const MAX_SHADOW_JOBS: usize = 64;
 /// One attempt, to be finished with a candidate in place.
 pub struct ShadowJob {
     pub profile: String,
+    /// Set for a tenant's candidate.
+    pub tenant: Option<String>,
     pub candidate: String,
     pub pod: Arc<PodInfo>,
     /// The node the deciding policies chose (`None`: none).
@@ -52,6 +55,8 @@ impl std::fmt::Debug for ShadowJob {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ShadowResult {
     pub profile: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tenant: Option<String>,
     pub candidate: String,
     pub pod: String,
     pub attempt: u32,
@@ -89,16 +94,24 @@ pub fn clipped(text: &str, max: usize) -> String {
 }
 
 impl ShadowResult {
+    pub fn key(&self) -> CandidateKey {
+        CandidateKey { profile: self.profile.clone(), tenant: self.tenant.clone(), candidate: self.candidate.clone() }
+    }
+
     pub fn agrees(&self) -> bool {
         self.decided == self.would_choose
     }
 }
 
 impl ShadowJob {
+    pub fn key(&self) -> CandidateKey {
+        CandidateKey { profile: self.profile.clone(), tenant: self.tenant.clone(), candidate: self.candidate.clone() }
+    }
+
     /// Runs the candidate's attempt (blocking: up to its deadlines). A
     /// panic is a failure of the candidate, never of the decision.
     pub fn run(self) -> ShadowResult {
-        let ShadowJob { profile, candidate, pod, decided, attempt, policies, pre, ctx, seed } = self;
+        let ShadowJob { profile, tenant, candidate, pod, decided, attempt, policies, pre, ctx, seed } = self;
         let pre = Arc::try_unwrap(pre).unwrap_or_else(|shared| (*shared).clone());
         let scope = CallScope { ctx: &ctx, workers: &AttemptWorkers::default() };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -106,6 +119,7 @@ impl ShadowJob {
         }));
         let mut result = ShadowResult {
             profile,
+            tenant,
             candidate,
             pod: pod.key.to_string(),
             attempt,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::policy_calls::CallScope;
-use super::policy_set::PolicySet;
+use super::policy_set::{PolicySet, ShadowCandidate};
 use crate::cluster::PodInfo;
 use crate::panic_text::panic_text;
 use crate::scheduler::attempt::{AttemptOutcome, BuiltinPass, policy_pass};
@@ -79,6 +79,9 @@ pub struct TenantPolicies {
     settings: TenantSettings,
     /// Namespace → its valid policies, by name.
     by_namespace: HashMap<String, HashMap<String, Arc<LoadedPolicy>>>,
+    /// Namespace → its shadow candidates: each sees only that namespace's
+    /// pods.
+    candidates: HashMap<String, Vec<ShadowCandidate>>,
 }
 
 impl TenantPolicies {
@@ -87,13 +90,47 @@ impl TenantPolicies {
     }
 
     /// Replaces every policy of `namespace`, by the name pods use in their
-    /// annotation (empty removes the tenant).
-    pub fn set(&mut self, namespace: &str, policies: Vec<(String, Arc<LoadedPolicy>)>) {
+    /// annotation, and its candidates (both empty remove the tenant).
+    pub fn set(
+        &mut self,
+        namespace: &str,
+        policies: Vec<(String, Arc<LoadedPolicy>)>,
+        candidates: Vec<ShadowCandidate>,
+    ) {
         if policies.is_empty() {
             self.by_namespace.remove(namespace);
         } else {
             self.by_namespace.insert(namespace.to_string(), policies.into_iter().collect());
         }
+        if candidates.is_empty() {
+            self.candidates.remove(namespace);
+        } else {
+            self.candidates.insert(namespace.to_string(), candidates);
+        }
+    }
+
+    /// The tenant candidates that see this attempt of `pod`: those of its
+    /// namespace that sample it and would take the place of `deciding`
+    /// (the tenant policy the pod opted in to), or would be added to what
+    /// decides it.
+    pub fn candidates_for<'a>(
+        &'a self,
+        pod: &'a PodInfo,
+        deciding: Option<&'a LoadedPolicy>,
+    ) -> impl Iterator<Item = &'a ShadowCandidate> + 'a {
+        let namespace = &pod.key.namespace;
+        let all = match self.settings.allows(namespace) {
+            true => self.candidates.get(namespace).map_or(&[][..], Vec::as_slice),
+            false => &[],
+        };
+        all.iter().filter(move |c| {
+            let in_place = match (&c.replaces, deciding) {
+                (None, _) => true,
+                (Some(name), Some(policy)) => policy.name() == name,
+                (Some(_), None) => false,
+            };
+            in_place && c.sees(pod)
+        })
     }
 
     pub fn route(&self, pod: &PodInfo) -> Route {
@@ -128,6 +165,19 @@ pub struct TenantJob {
     pub(crate) ctx: PolicyContext,
     pub(crate) seed: u64,
     pub(crate) started: Instant,
+    /// The tenant's candidates that see this attempt, tried once the
+    /// verdict says what was decided.
+    pub(crate) shadows: Option<TenantShadows>,
+}
+
+/// What a tenant pod's candidates need to be tried on its attempt.
+pub(crate) struct TenantShadows {
+    pub candidates: Vec<ShadowCandidate>,
+    /// A copy of the built-in pass the tenant's policy decides on.
+    pub pass: BuiltinPass,
+    /// The tenant's policy, which a candidate joins or replaces.
+    pub policies: PolicySet,
+    pub attempt: u32,
 }
 
 impl std::fmt::Debug for TenantJob {
@@ -140,7 +190,7 @@ impl TenantJob {
     /// Runs the tenant's policy (blocking: up to its deadlines). Always
     /// answers, even if the evaluation panicked, so the pod is never lost.
     pub fn run(self) -> TenantVerdict {
-        let TenantJob { tenant, pod, attempt, policies, pre, ctx, seed, started } = self;
+        let TenantJob { tenant, pod, attempt, policies, pre, ctx, seed, started, shadows } = self;
         // A tenant's policy runs on its job's thread alone: its instances
         // are the tenant's, not the attempt workers'.
         let scope = CallScope { ctx: &ctx, workers: &AttemptWorkers::default() };
@@ -148,7 +198,7 @@ impl TenantJob {
             policy_pass(pre, &pod, &policies, scope, seed, attempt, started)
         }))
         .map_err(|panic| format!("evaluating the tenant policy panicked: {}", panic_text(&*panic)));
-        TenantVerdict { tenant, pod, outcome, nodes: ctx.nodes }
+        TenantVerdict { tenant, pod, outcome, nodes: ctx.nodes, shadows }
     }
 }
 
@@ -159,6 +209,7 @@ pub struct TenantVerdict {
     pub(crate) outcome: Result<AttemptOutcome, String>,
     /// The node table the attempt was made on (ids are resolved by name).
     pub(crate) nodes: Arc<NodeTable>,
+    pub(crate) shadows: Option<TenantShadows>,
 }
 
 impl std::fmt::Debug for TenantVerdict {

@@ -115,7 +115,7 @@ pub fn experiments(candidates: &[CandidateCounts]) -> String {
         let _ = writeln!(
             out,
             "{:<24}  {:>5}  {:>5}  {:>6}  {:>11}  {:>10}  {:>8}  {:>8}  {:>7}",
-            c.candidate,
+            c.display_name(),
             c.seen,
             c.agree,
             c.differ,
@@ -132,7 +132,7 @@ pub fn experiments(candidates: &[CandidateCounts]) -> String {
                            best node leads that node by; PENDING: pods it would leave pending / pods it would place)"
     );
     for c in candidates.iter().filter(|c| !c.last_divergent.is_empty()) {
-        let _ = writeln!(out, "\n{} differs on:", c.candidate);
+        let _ = writeln!(out, "\n{} differs on:", c.display_name());
         for d in &c.last_divergent {
             let best: Vec<String> = d.top.iter().map(|(node, total)| format!("{node} {total:.1}")).collect();
             let _ = writeln!(

@@ -18,6 +18,7 @@ use serde::Serialize;
 use super::load::Manifests;
 use crate::cluster::{ClusterState, DisruptionBudget, PodKey};
 use crate::scheduler::experiments::{CandidateCounts, Experiments};
+use crate::scheduler::policy_set::ShadowCandidate;
 use crate::scheduler::{
     Attempt, AttemptRecord, AttemptWorkers, BuiltinScoring, ClusterEvent, EventReport, NodeSampling, Nomination,
     PodStanding, PolicySet, Scheduler, SchedulerConfig, ShadowOutbox,
@@ -35,6 +36,9 @@ pub struct SimOptions {
     pub progress: Option<Arc<dyn Fn(u64, u64) + Send + Sync>>,
     /// Tenants' policies: (namespace, name pods opt in with, policy).
     pub tenants: Vec<(String, String, Arc<LoadedPolicy>)>,
+    /// Tenants' shadow candidates: (namespace, candidate), each seeing only
+    /// its namespace's pods.
+    pub tenant_candidates: Vec<(String, ShadowCandidate)>,
     /// How many nodes each attempt evaluates (`--percentage-of-nodes-to-score`).
     pub sampling: NodeSampling,
     /// The built-in score parts (`--disable-builtin-score`).
@@ -53,6 +57,7 @@ impl Default for SimOptions {
             explain: None,
             progress: None,
             tenants: Vec::new(),
+            tenant_candidates: Vec::new(),
             sampling: NodeSampling::All,
             scoring: BuiltinScoring::default(),
             workers: AttemptWorkers::default(),
@@ -249,12 +254,16 @@ fn new_scheduler(policies: PolicySet, metrics: Arc<dyn NodeMetrics>, options: &S
         dra_filter_timeout: options.dra_filter_timeout,
     };
     let mut scheduler = Scheduler::new(config, policies).with_metrics(metrics).with_workers(options.workers.clone());
-    let mut tenants: BTreeMap<&str, Vec<(String, Arc<LoadedPolicy>)>> = BTreeMap::new();
+    type Tenant = (Vec<(String, Arc<LoadedPolicy>)>, Vec<ShadowCandidate>);
+    let mut tenants: BTreeMap<&str, Tenant> = BTreeMap::new();
     for (namespace, name, policy) in &options.tenants {
-        tenants.entry(namespace).or_default().push((name.clone(), policy.clone()));
+        tenants.entry(namespace).or_default().0.push((name.clone(), policy.clone()));
     }
-    for (namespace, policies) in tenants {
-        scheduler.set_tenant_policies(namespace, policies);
+    for (namespace, candidate) in &options.tenant_candidates {
+        tenants.entry(namespace).or_default().1.push(candidate.clone());
+    }
+    for (namespace, (policies, candidates)) in tenants {
+        scheduler.set_tenant_policies(namespace, policies, candidates);
     }
     if let Some(which) = options.explain.clone() {
         scheduler.explain(move |key| matches_explain(&which, key));

@@ -158,3 +158,76 @@ fn a_canary_decides_for_its_share_of_the_pods_and_a_failing_one_is_stopped() {
     let why = c["canaryStopped"].as_str().unwrap_or_else(|| panic!("not stopped: {c}"));
     assert!(why.contains("6 of its attempts failed within 600s (more than maxFailures 5)"), "{why}");
 }
+
+/// Four nodes, two of them spot; pods in two tenants' namespaces, and
+/// `team-a`'s even pods opted in to its policy `mine`.
+fn tenants_cluster(dir: &Path) -> String {
+    let mut yaml = String::new();
+    for n in 0..4 {
+        let spot = if n < 2 { ", karpenter.sh/capacity-type: spot" } else { "" };
+        yaml += &format!(
+            "---\napiVersion: v1\nkind: Node\nmetadata: {{name: n{n}, labels: {{kubernetes.io/hostname: n{n}{spot}}}}}\n\
+             status:\n  allocatable: {{cpu: \"8\", memory: 32Gi, pods: \"110\"}}\n"
+        );
+    }
+    for (ns, n) in [("team-a", 6), ("team-b", 4), ("default", 3)] {
+        for p in 0..n {
+            let opted = if ns == "team-a" && p % 2 == 0 { ", annotations: {wasmsched.io/policy: mine}" } else { "" };
+            yaml += &format!(
+                "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p{p}, namespace: {ns}, uid: {ns}-{p}{opted}}}\n\
+                 spec:\n  schedulerName: wasmsched\n  containers: [{{name: c, image: x, resources: {{requests: {{cpu: 100m}}}}}}]\n"
+            );
+        }
+    }
+    let path = dir.join("cluster.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_tenants_candidate_sees_only_its_namespaces_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = tenants_cluster(dir.path());
+    let mine = format!("team-a/mine={}", policy_wasm("least-allocated").display());
+    let alone = json(&[&cluster, "--tenant-policy", &mine]);
+    let replacing = format!("team-a={}", candidate("spot-first", ",replaces=mine"));
+    let added = format!("team-b={}", candidate("spot-first", ",weight=3"));
+    let beside =
+        json(&[&cluster, "--tenant-policy", &mine, "--tenant-candidate", &replacing, "--tenant-candidate", &added]);
+    assert_eq!(alone["placements"], beside["placements"], "a tenant's candidate changed a decision");
+
+    let all = beside["experiments"].as_array().unwrap();
+    let of = |tenant: &str| all.iter().find(|c| c["tenant"] == tenant).unwrap_or_else(|| panic!("{beside}"));
+    // team-a's replaces `mine`: it sees the three pods that opted in to it.
+    let a = of("team-a");
+    assert_eq!((a["seen"].as_u64(), a["failures"].as_u64()), (Some(3), Some(0)), "{a}");
+    assert!(a["differ"].as_u64().unwrap() > 0, "spot-first packs where least-allocated spreads: {a}");
+    // team-b's is added to what decides its pods (the profile's policy).
+    let b = of("team-b");
+    assert_eq!(b["seen"].as_u64(), Some(4), "{b}");
+    for (c, ns) in [(a, "team-a/"), (b, "team-b/")] {
+        for d in c["lastDivergent"].as_array().unwrap() {
+            assert!(d["pod"].as_str().unwrap().starts_with(ns), "{ns} candidate saw {d}");
+        }
+    }
+    assert_eq!(all.len(), 2, "no profile candidate: {beside}");
+
+    let table = String::from_utf8_lossy(
+        &simulate(&[&cluster, "--tenant-policy", &mine, "--tenant-candidate", &replacing]).stdout,
+    )
+    .to_string();
+    assert!(table.contains("team-a/spot-first 0.1.0"), "{table}");
+
+    for (spec, says) in [
+        (
+            format!("team-a={}", candidate("spot-first", ",replaces=yours")),
+            "replaces \"yours\", which no --tenant-policy team-a/yours=... supplies",
+        ),
+        (format!("team-a={}", candidate("spot-first", ",canary=10")), "a tenant's candidate never decides"),
+        (candidate("spot-first", ""), "expected NAMESPACE=PATH"),
+    ] {
+        let out = simulate(&[&cluster, "--tenant-policy", &mine, "--tenant-candidate", &spec]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{spec}: {err}");
+    }
+}

@@ -15,6 +15,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use crate::kubernetes::hot_swap::configmap::files_of;
 use crate::kubernetes::scheduler_status::{ActivePolicy, SchedulerStatus};
 use crate::policy::validator::{BundleValidator, ValidBundle};
+use crate::scheduler::policy_set::ShadowCandidate;
 use crate::scheduler::{POLICY_ANNOTATION, TenantSettings};
 use wasmsched_runtime::LoadedPolicy;
 
@@ -25,6 +26,8 @@ pub struct TenantPolicies {
     pub namespace: String,
     /// By the name pods give in their annotation.
     pub policies: Vec<(String, Arc<LoadedPolicy>)>,
+    /// Tried on the namespace's pods, never deciding.
+    pub candidates: Vec<ShadowCandidate>,
     pub active: Vec<ActivePolicy>,
 }
 
@@ -90,6 +93,7 @@ pub struct Note {
 /// The valid version of one ConfigMap.
 struct Accepted {
     policies: Vec<(String, Arc<LoadedPolicy>)>,
+    candidates: Vec<ShadowCandidate>,
     active: Vec<ActivePolicy>,
 }
 
@@ -152,17 +156,21 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
 
         match valid {
             Ok(ValidBundle { names, set }) => {
+                let candidates = set.candidates;
                 let policies: Vec<(String, Arc<LoadedPolicy>)> =
                     names.into_iter().zip(set.policies.into_iter().map(|wp| wp.policy)).collect();
-                let active = ActivePolicy::of_tenant(&namespace, &policies);
+                let active = ActivePolicy::of_tenant(&namespace, &policies, &candidates);
                 let summary = active
                     .iter()
-                    .map(|a| format!("{} ({} sha256:{})", a.name, a.version, a.sha256.get(..12).unwrap_or("")))
+                    .map(|a| {
+                        let shadow = a.shadow.as_ref().map(|s| format!(", shadow candidate: {s}")).unwrap_or_default();
+                        format!("{} ({} sha256:{}{shadow})", a.name, a.version, a.sha256.get(..12).unwrap_or(""))
+                    })
                     .collect::<Vec<_>>()
                     .join(", ");
                 tracing::info!(tenant = %namespace, configmap = %name, policies = %summary, "tenant policies accepted");
                 self.context.status.metrics.tenant_reload(&namespace, "accepted");
-                self.accepted.insert(name, Accepted { policies, active });
+                self.accepted.insert(name, Accepted { policies, candidates, active });
                 self.publish();
                 let text =
                     format!("policies loaded: {summary}; pods opt in with the annotation {POLICY_ANNOTATION}: NAME");
@@ -191,8 +199,10 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
     /// Sends every valid policy of the namespace to the scheduling loop.
     fn publish(&self) {
         let policies = self.accepted.values().flat_map(|a| a.policies.iter().cloned()).collect();
+        let candidates = self.accepted.values().flat_map(|a| a.candidates.iter().cloned()).collect();
         let active = self.accepted.values().flat_map(|a| a.active.iter().cloned()).collect();
-        let _ = self.context.tx.send(T::from(TenantPolicies { namespace: self.namespace.clone(), policies, active }));
+        let namespace = self.namespace.clone();
+        let _ = self.context.tx.send(T::from(TenantPolicies { namespace, policies, candidates, active }));
     }
 
     fn note(&self, configmap: ConfigMap, type_: &'static str, reason: &'static str, text: String) {

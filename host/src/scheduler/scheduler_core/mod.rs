@@ -13,14 +13,14 @@ use crate::scheduler::attempt::record::AttemptRecord;
 use crate::scheduler::attempt::{AttemptInput, BuiltinPass, pod_seed, run_attempt};
 use crate::scheduler::denied_writes::DeniedWrites;
 use crate::scheduler::events::InvalidPod;
+use crate::scheduler::experiments::CandidateKey;
 use crate::scheduler::parallel::workers::AttemptWorkers;
 use crate::scheduler::plugins::dynamic_resources::{self, Deallocation, NO_CLAIMS};
 use crate::scheduler::plugins::pod_claims::RejectedBy;
 use crate::scheduler::plugins::preemption::{self, NOT_HELPFUL, Preemption};
 use crate::scheduler::plugins::scores::BuiltinScoring;
 use crate::scheduler::plugins::volume_binding;
-use crate::scheduler::policy_set::PolicySet;
-use crate::scheduler::policy_set::ShadowCandidate;
+use crate::scheduler::policy_set::{PolicySet, ShadowCandidate};
 use crate::scheduler::queue::{QueueSizes, SchedulingQueue};
 use crate::scheduler::sampling::{NodeSampling, NodeWindow};
 use crate::scheduler::shadow::{MAX_SHADOW_JOBS, ShadowJob};
@@ -147,7 +147,7 @@ pub struct Scheduler {
 #[derive(Debug, Default)]
 pub struct ShadowOutbox {
     pub jobs: Vec<ShadowJob>,
-    pub dropped: HashMap<(String, String), u64>,
+    pub dropped: HashMap<CandidateKey, u64>,
     /// Canaries that crossed their guard rail and stopped deciding.
     pub stopped: Vec<CanaryStop>,
 }
@@ -159,10 +159,64 @@ impl ShadowOutbox {
             if self.jobs.len() < MAX_SHADOW_JOBS {
                 self.jobs.push(job);
             } else {
-                *self.dropped.entry((job.profile, job.candidate)).or_default() += 1;
+                *self.dropped.entry(job.key()).or_default() += 1;
             }
         }
     }
+}
+
+impl ShadowOutbox {
+    pub(super) fn dropped_all(&mut self, keys: impl IntoIterator<Item = CandidateKey>) {
+        for key in keys {
+            *self.dropped.entry(key).or_default() += 1;
+        }
+    }
+}
+
+/// A candidate that sees an attempt, with its tenant (`None`: the
+/// profile's own).
+pub(super) type Shadowing<'a> = (Option<&'a str>, &'a ShadowCandidate);
+
+fn shadow_key(pod: &PodInfo, (tenant, candidate): Shadowing) -> CandidateKey {
+    CandidateKey {
+        profile: pod.scheduler_name.clone(),
+        tenant: tenant.map(str::to_string),
+        candidate: candidate.name.clone(),
+    }
+}
+
+/// The attempt a candidate is tried on: what decided it and how.
+pub(super) struct ShadowOf<'a> {
+    pub pod: &'a Arc<PodInfo>,
+    /// The node the deciding policies chose (`None`: none).
+    pub decided: &'a Option<String>,
+    pub attempt: u32,
+    /// The policies that decided, which a candidate joins or replaces one of.
+    pub policies: &'a PolicySet,
+    pub ctx: PolicyContext,
+    pub seed: u64,
+}
+
+/// The shadow work of an attempt decided on `pass`: one job per candidate
+/// that sees the pod.
+pub(super) fn shadow_jobs(of: ShadowOf, shadows: &[Shadowing], pass: Option<BuiltinPass>) -> Vec<ShadowJob> {
+    let Some(pre) = pass else { return Vec::new() };
+    let pre = Arc::new(pre);
+    shadows
+        .iter()
+        .map(|&(tenant, c)| ShadowJob {
+            profile: of.pod.scheduler_name.clone(),
+            tenant: tenant.map(str::to_string),
+            candidate: c.name.clone(),
+            pod: of.pod.clone(),
+            decided: of.decided.clone(),
+            attempt: of.attempt,
+            policies: c.applied_to(of.policies),
+            pre: pre.clone(),
+            ctx: of.ctx.clone(),
+            seed: of.seed,
+        })
+        .collect()
 }
 
 /// Tenant jobs in flight per tenant. Each holds a copy of its candidates
@@ -328,25 +382,27 @@ impl Scheduler {
         let window = self.window(profile.sampling);
         let canary = tenant.is_none().then(|| self.canaries.deciding(&pod.scheduler_name, policies, &pod)).flatten();
         let canary_set = canary.map(|c| c.applied_to(policies));
-        let mut shadows: Vec<&ShadowCandidate> = match canary {
+        let mut shadows: Vec<Shadowing> = match canary {
             Some(_) => Vec::new(),
-            None => policies.candidates.iter().filter(|c| c.sees(&pod)).collect(),
+            None => {
+                let profile_own = policies.candidates.iter().filter(|c| c.sees(&pod)).map(|c| (None, c));
+                let namespace = Some(pod.key.namespace.as_str());
+                profile_own.chain(self.tenants.candidates_for(&pod, None).map(|c| (namespace, c))).collect()
+            }
         };
         // Past what the shadow workers can take, not even the attempt's
         // copy is made: the work is counted as dropped.
-        let room = self.shadow_room.min(MAX_SHADOW_JOBS.saturating_sub(self.shadow_outbox.jobs.len()));
-        let skipped: Vec<(String, String)> = shadows
-            .split_off(room.min(shadows.len()))
-            .iter()
-            .map(|c| (pod.scheduler_name.clone(), c.name.clone()))
-            .collect();
+        let room = self.shadow_room();
+        let skipped: Vec<CandidateKey> =
+            shadows.split_off(room.min(shadows.len())).iter().map(|s| shadow_key(&pod, *s)).collect();
+        let seed = self.config.seed;
         let input = |policies, keep_pass| AttemptInput {
             pod: &pod,
             state: &self.state,
             policies,
             scoring: &profile.scoring,
             metrics: &self.metrics,
-            seed: self.config.seed,
+            seed,
             attempt,
             detail,
             window,
@@ -355,7 +411,8 @@ impl Scheduler {
         };
         let (mut record, mut next_start, pass) =
             run_attempt(input(canary_set.as_ref().unwrap_or(policies), !shadows.is_empty()));
-        let jobs = self.shadow_jobs(&pod, &record, attempt, policies, &shadows, pass);
+        let of = ShadowOf { pod: &pod, decided: &record.chosen, attempt, policies, ctx: self.policy_context(), seed };
+        let jobs = shadow_jobs(of, &shadows, pass);
         let failed = match canary {
             // A canary never leaves a pod pending that the deciding policies
             // would place: they decide this attempt (its failure counts).
@@ -375,9 +432,7 @@ impl Scheduler {
             self.next_start_node = next_start;
         }
         self.shadow_outbox.add(jobs);
-        for key in skipped {
-            *self.shadow_outbox.dropped.entry(key).or_default() += 1;
-        }
+        self.shadow_outbox.dropped_all(skipped);
         if let Some((candidate, settings, failed)) = judged {
             let stop = self.canaries.judge(&pod.scheduler_name, &candidate, &settings, failed);
             self.shadow_outbox.stopped.extend(stop);
@@ -386,33 +441,9 @@ impl Scheduler {
         Some(self.conclude(pod, record, now))
     }
 
-    /// The shadow work of an attempt decided on `pass`: one job per
-    /// candidate that sees the pod.
-    fn shadow_jobs(
-        &self,
-        pod: &Arc<PodInfo>,
-        record: &AttemptRecord,
-        attempt: u32,
-        policies: &PolicySet,
-        shadows: &[&ShadowCandidate],
-        pass: Option<BuiltinPass>,
-    ) -> Vec<ShadowJob> {
-        let Some(pre) = pass else { return Vec::new() };
-        let pre = Arc::new(pre);
-        shadows
-            .iter()
-            .map(|c| ShadowJob {
-                profile: pod.scheduler_name.clone(),
-                candidate: c.name.clone(),
-                pod: pod.clone(),
-                decided: record.chosen.clone(),
-                attempt,
-                policies: c.applied_to(policies),
-                pre: pre.clone(),
-                ctx: PolicyContext { nodes: self.state.table().clone(), metrics: self.metrics.clone() },
-                seed: self.config.seed,
-            })
-            .collect()
+    /// Shadow jobs the outbox and the backend's workers can take now.
+    pub(super) fn shadow_room(&self) -> usize {
+        self.shadow_room.min(MAX_SHADOW_JOBS.saturating_sub(self.shadow_outbox.jobs.len()))
     }
 
     /// The nodes an attempt evaluates: every node in table order, or a

@@ -6,20 +6,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Attempt, MAX_JOBS_PER_TENANT, Scheduler};
+use super::{Attempt, MAX_JOBS_PER_TENANT, Scheduler, ShadowOf, Shadowing, shadow_jobs};
 use crate::cluster::PodInfo;
-use crate::scheduler::attempt::{builtin_pass, policy_pass};
+use crate::scheduler::attempt::{BuiltinPass, builtin_pass, policy_pass};
+use crate::scheduler::experiments::CandidateKey;
 use crate::scheduler::parallel::workers::AttemptWorkers;
 use crate::scheduler::plugins::filters;
 use crate::scheduler::plugins::pod_claims::PodClaims;
 use crate::scheduler::plugins::scores::BuiltinScoring;
 use crate::scheduler::plugins::topology::TopologyFilters;
 use crate::scheduler::policy_calls::CallScope;
-use crate::scheduler::policy_set::{PolicySet, WeightedPolicy};
+use crate::scheduler::policy_set::{PolicySet, ShadowCandidate, WeightedPolicy};
 use crate::scheduler::queue::Location;
 use crate::scheduler::sampling::NodeWindow;
-use crate::scheduler::tenants::{TenantJob, TenantSettings, TenantVerdict};
-use wasmsched_runtime::LoadedPolicy;
+use crate::scheduler::tenants::{TenantJob, TenantSettings, TenantShadows, TenantVerdict};
+use wasmsched_runtime::{LoadedPolicy, NodeTable, PolicyContext};
 
 impl Scheduler {
     /// Whether (and where) tenants' own policies apply.
@@ -27,10 +28,16 @@ impl Scheduler {
         self.tenants.configure(settings);
     }
 
-    /// Replaces every policy of a tenant (empty removes them). Jobs already
-    /// handed out finish with the versions they started with.
-    pub fn set_tenant_policies(&mut self, namespace: &str, policies: Vec<(String, Arc<LoadedPolicy>)>) {
-        self.tenants.set(namespace, policies);
+    /// Replaces every policy and shadow candidate of a tenant (empty
+    /// removes them). Jobs already handed out finish with the versions they
+    /// started with.
+    pub fn set_tenant_policies(
+        &mut self,
+        namespace: &str,
+        policies: Vec<(String, Arc<LoadedPolicy>)>,
+        candidates: Vec<ShadowCandidate>,
+    ) {
+        self.tenants.set(namespace, policies, candidates);
     }
 
     /// A tenant pod: the built-in filters here, the rest of the attempt as a
@@ -57,17 +64,64 @@ impl Scheduler {
         // where an empty sample could not go on to the other nodes.
         let pre = builtin_pass(&pod, &self.state, scoring, detail, NodeWindow::ALL, &self.workers);
         let ctx = self.policy_context();
+        let shadows = self.tenant_shadows(&tenant, &policy, &pod, &pre, attempt);
         let policies = PolicySet::new(vec![WeightedPolicy { policy, weight: 1 }]);
         let seed = self.config.seed;
         if pre.candidates.is_empty() {
             // Nothing to ask the policy about: no call is made.
             let scope = CallScope { ctx: &ctx, workers: &AttemptWorkers::default() };
             let mut record = policy_pass(pre, &pod, &policies, scope, seed, attempt, started).record;
-            record.tenant = Some(tenant);
+            record.tenant = Some(tenant.clone());
+            self.tenant_shadow_work(&pod, &tenant, shadows, &None, ctx.nodes);
             return Some(self.conclude(pod, record, now));
         }
         *self.tenant_jobs.entry(tenant.clone()).or_default() += 1;
-        Some(Attempt::Evaluate(Box::new(TenantJob { tenant, pod, attempt, policies, pre, ctx, seed, started })))
+        let job = TenantJob { tenant, pod, attempt, policies, pre, ctx, seed, started, shadows };
+        Some(Attempt::Evaluate(Box::new(job)))
+    }
+
+    /// The tenant's candidates that see this attempt, with what they need
+    /// once it is decided; those past the shadow workers' room are counted
+    /// as dropped, without the copy of the pass.
+    fn tenant_shadows(
+        &mut self,
+        tenant: &str,
+        policy: &Arc<LoadedPolicy>,
+        pod: &PodInfo,
+        pre: &BuiltinPass,
+        attempt: u32,
+    ) -> Option<TenantShadows> {
+        let mut candidates: Vec<ShadowCandidate> = self.tenants.candidates_for(pod, Some(policy)).cloned().collect();
+        let skipped = candidates.split_off(self.shadow_room().min(candidates.len()));
+        let key = |c: &ShadowCandidate| CandidateKey {
+            profile: pod.scheduler_name.clone(),
+            tenant: Some(tenant.to_string()),
+            candidate: c.name.clone(),
+        };
+        self.shadow_outbox.dropped_all(skipped.iter().map(key));
+        (!candidates.is_empty()).then(|| TenantShadows {
+            candidates,
+            pass: pre.clone(),
+            policies: PolicySet::new(vec![WeightedPolicy { policy: policy.clone(), weight: 1 }]),
+            attempt,
+        })
+    }
+
+    /// The tenant's candidates' jobs, now that `decided` is known.
+    fn tenant_shadow_work(
+        &mut self,
+        pod: &Arc<PodInfo>,
+        tenant: &str,
+        shadows: Option<TenantShadows>,
+        decided: &Option<String>,
+        nodes: Arc<NodeTable>,
+    ) {
+        let Some(TenantShadows { candidates, pass, policies, attempt }) = shadows else { return };
+        let seen: Vec<Shadowing> = candidates.iter().map(|c| (Some(tenant), c)).collect();
+        let ctx = PolicyContext { nodes, metrics: self.metrics.clone() };
+        let of = ShadowOf { pod, decided, attempt, policies: &policies, ctx, seed: self.config.seed };
+        let jobs = shadow_jobs(of, &seen, Some(pass));
+        self.shadow_outbox.add(jobs);
     }
 
     /// A tenant policy answered. The pod is placed on the best node that
@@ -75,7 +129,7 @@ impl Scheduler {
     /// policy ran); if none does, it is tried again. `None` when the pod
     /// went away meanwhile, or the attempt is tried again.
     pub fn tenant_verdict(&mut self, verdict: TenantVerdict, now: Duration) -> Option<Attempt> {
-        let TenantVerdict { tenant, pod, outcome, nodes } = verdict;
+        let TenantVerdict { tenant, pod, outcome, nodes, shadows } = verdict;
         self.tenant_job_done(&tenant);
         let current = self.queue.get(&pod.key).filter(|p| p.uid == pod.uid);
         if current.is_none() || self.queue.location(&pod.key) != Some(Location::InFlight) {
@@ -93,8 +147,9 @@ impl Scheduler {
         if let Some(why) = outcome.record.fallback.take() {
             outcome.record.fallback = Some(format!("tenant {tenant}: {why}"));
         }
-        outcome.record.tenant = Some(tenant);
+        outcome.record.tenant = Some(tenant.clone());
         let Some(best) = outcome.best else {
+            self.tenant_shadow_work(&pod, &tenant, shadows, &None, nodes);
             return Some(self.conclude(pod, outcome.record, now));
         };
         // The cluster moved on while the tenant decided: check today's counts.
@@ -117,9 +172,10 @@ impl Scheduler {
             order.sort_by(|&a, &b| outcome.totals[b].total_cmp(&outcome.totals[a]));
             order.into_iter().filter_map(name_of).find(|n| fits(n).is_some())
         };
-        match chosen {
+        match chosen.map(str::to_string) {
             Some(node) => {
-                outcome.record.chosen = Some(node.to_string());
+                outcome.record.chosen = Some(node);
+                self.tenant_shadow_work(&pod, &tenant, shadows, &outcome.record.chosen, nodes);
                 Some(self.conclude(pod, outcome.record, now))
             }
             None => {

@@ -137,7 +137,7 @@ fn tenant_verdicts_are_checked_against_the_cluster_of_now() {
     let source = PolicySource::from_file(&policy_wasm("least-allocated")).unwrap();
     let la = Arc::new(engine.load(&source, "{}", PolicyLimits::default()).unwrap());
     let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
-    s.set_tenant_policies("t", vec![("la".to_string(), la)]);
+    s.set_tenant_policies("t", vec![("la".to_string(), la)], vec![]);
     // The policy prefers the emptier, bigger node a.
     add_node(&mut s, &parse(&node("a", "4", "8Gi", "")).nodes.remove(0), t0);
     add_node(&mut s, &parse(&node("b", "2", "8Gi", "")).nodes.remove(0), t0);
