@@ -52,8 +52,10 @@ pub struct ConfigMapArgs {
     #[arg(long, short = 'n', value_name = "NS", default_value = "wasmsched")]
     pub namespace: String,
     /// A tenant's ConfigMap: labelled `wasmsched.io/policy=true`, for the
-    /// pods of its namespace that opt in.
-    #[arg(long, conflicts_with_all = ["candidate", "replaces", "canary"])]
+    /// pods of its namespace that opt in. With --candidate or --replaces,
+    /// a tenant's candidate, tried on its namespace's pods only (a tenant's
+    /// candidate never decides: no --canary; annotate pods instead).
+    #[arg(long, conflicts_with = "canary")]
     pub tenant: bool,
     /// A shadow candidate: tried beside the deciding policies on the same
     /// attempts, never deciding (`wasmsched experiments` shows what it

@@ -77,6 +77,13 @@ pub struct RunArgs {
     /// Address of /healthz, /readyz, /metrics and /policies; "off" disables.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:10251")]
     pub http_addr: String,
+    /// Who may read /experiments (it names pods and their nodes):
+    /// `authorized` reviews each caller's bearer token with the API server
+    /// and asks it whether the caller may `get experiments.wasmsched.io`,
+    /// cluster-wide or in the namespace asked for; `open` serves anyone who
+    /// reaches the port.
+    #[arg(long, value_enum, value_name = "MODE", default_value = "authorized")]
+    pub experiments_access: wasmsched::kubernetes::experiments_access::ExperimentsAccess,
     /// Bindings in flight at once [default: 128].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub bind_concurrency: Option<u16>,
@@ -218,6 +225,7 @@ fn flags(args: &RunArgs) -> anyhow::Result<Flags> {
             "off" | "" => None,
             addr => Some(addr.parse::<SocketAddr>().with_context(|| format!("--http-addr {addr:?} is not HOST:PORT"))?),
         },
+        experiments_access: args.experiments_access,
         seed: args.seed,
         cache_dir: args.limits.cache_dir.clone(),
     })

@@ -4,7 +4,8 @@
 //! active policy versions as JSON), `/permissions` (the permission
 //! preflight's last review as JSON: what is granted, what is missing) and
 //! `/experiments` (what each shadow candidate would have done, and its last
-//! divergent decisions, as JSON).
+//! divergent decisions, as JSON; to callers the API server admits, and to
+//! a tenant only its own candidates).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -17,13 +18,16 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::kubernetes::experiments_access::{ExperimentsAccess, View, admit};
 use crate::kubernetes::scheduler_status::SchedulerStatus;
 
 /// The loop wakes at least once a second; this long without a round means
 /// it is stuck (e.g. an attempt wedged outside any deadline).
 const STALLED_AFTER_SECS: f64 = 30.0;
 
-fn text(code: u16, content_type: &str, body: String) -> Response<Full<Bytes>> {
+type Reply = Response<Full<Bytes>>;
+
+fn text(code: u16, content_type: &str, body: String) -> Reply {
     Response::builder()
         .status(code)
         .header("content-type", content_type)
@@ -56,11 +60,6 @@ pub fn respond(status: &SchedulerStatus, path: &str, query: &str) -> Response<Fu
             let body = serde_json::to_string_pretty(&status.policies()).unwrap_or_else(|_| "[]".into());
             text(200, "application/json", body + "\n")
         }
-        "/experiments" => {
-            let candidates: Vec<_> = status.experiments().candidates().cloned().collect();
-            let body = serde_json::to_string_pretty(&candidates).unwrap_or_else(|_| "[]".into());
-            text(200, "application/json", body + "\n")
-        }
         "/permissions" => {
             let body = status.permissions_json().unwrap_or_else(|| "null".into());
             text(200, "application/json", body + "\n")
@@ -69,11 +68,47 @@ pub fn respond(status: &SchedulerStatus, path: &str, query: &str) -> Response<Fu
     }
 }
 
+/// Who may see `/experiments`, and the API server that says so.
+#[derive(Clone)]
+pub struct ExperimentsGate {
+    pub access: ExperimentsAccess,
+    pub client: kube::Client,
+}
+
+/// `/experiments`: every candidate, or one tenant's (`?namespace=NS`), to
+/// callers the API server admits (see `experiments_access`).
+async fn experiments(status: &SchedulerStatus, gate: &ExperimentsGate, query: &str, auth: Option<&str>) -> Reply {
+    let view = match View::of_query(query) {
+        Ok(view) => view,
+        Err(why) => return text(400, "text/plain", format!("{why}\n")),
+    };
+    if gate.access == ExperimentsAccess::Authorized
+        && let Err(refusal) = admit(&gate.client, auth, &view).await
+    {
+        return text(refusal.code, "text/plain", refusal.message + "\n");
+    }
+    if let Some(lease) = status.lease().filter(|_| !status.is_leader()) {
+        // Its counts would be empty: say where they are instead.
+        let why = format!(
+            "this replica is on standby: shadow candidates are tried by the leader of Lease {lease}; \
+             ask the pod its spec.holderIdentity names (before the last _)"
+        );
+        return text(503, "text/plain", why + "\n");
+    }
+    let candidates: Vec<_> = match &view {
+        View::All => status.experiments().candidates().cloned().collect(),
+        View::Namespace(ns) => status.experiments().of_tenant(ns).cloned().collect(),
+    };
+    let body = serde_json::to_string_pretty(&candidates).unwrap_or_else(|_| "[]".into());
+    text(200, "application/json", body + "\n")
+}
+
 /// Binds `addr` (so a bad address fails `run` at once) and serves until
 /// `shutdown` turns true. Returns the bound address (port 0 picks one).
 pub async fn serve(
     addr: SocketAddr,
     status: Arc<SchedulerStatus>,
+    gate: ExperimentsGate,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(addr).await?;
@@ -85,13 +120,17 @@ pub async fn serve(
                 _ = shutdown.wait_for(|s| *s) => return,
             };
             let Ok((stream, _)) = conn else { continue };
-            let status = status.clone();
+            let (status, gate) = (status.clone(), gate.clone());
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                    let status = status.clone();
+                    let (status, gate) = (status.clone(), gate.clone());
                     async move {
                         let query = req.uri().query().unwrap_or("").to_string();
-                        Ok::<_, Infallible>(respond(&status, req.uri().path(), &query))
+                        if req.uri().path() == "/experiments" {
+                            let auth = req.headers().get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+                            return Ok::<_, Infallible>(experiments(&status, &gate, &query, auth).await);
+                        }
+                        Ok(respond(&status, req.uri().path(), &query))
                     }
                 });
                 let _ =

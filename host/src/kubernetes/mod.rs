@@ -32,6 +32,7 @@
 
 pub mod client;
 pub mod config;
+pub mod experiments_access;
 mod hot_swap;
 mod http;
 mod leader;
@@ -47,4 +48,4 @@ mod writes;
 pub use config::{LeaderElectionConfig, ProfileConfig, RunConfig, TenantConfig};
 pub use hot_swap::configmap::ConfigMapRef;
 pub use run::{RunningScheduler, start};
-pub use scheduler_status::SchedulerStatus;
+pub use scheduler_status::{ActivePolicy, SchedulerStatus};

@@ -78,7 +78,10 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         scheduler = start_node_metrics(scheduler, &config, &client, &status, shutdown_rx.clone())?;
     }
     let http_addr = match config.http_addr {
-        Some(addr) => Some(http::serve(addr, status.clone(), shutdown_rx.clone()).await?.0),
+        Some(addr) => {
+            let gate = http::ExperimentsGate { access: config.experiments_access, client: client.clone() };
+            Some(http::serve(addr, status.clone(), gate, shutdown_rx.clone()).await?.0)
+        }
         None => None,
     };
 

@@ -431,6 +431,9 @@ async fn a_candidate_added_by_a_configmap_update_is_tried_and_never_decides() {
         scoring: Default::default(),
     });
     config.http_addr = Some("127.0.0.1:0".parse().unwrap());
+    // The fake API server reviews no tokens: the real one's test
+    // (real_apiserver::experiments) covers who may see what.
+    config.experiments_access = wasmsched::kubernetes::experiments_access::ExperimentsAccess::Open;
     let scheduler = common::start_ready(client.clone(), config).await;
     let s = Setup { fake, client, scheduler };
     wait_active(&s, &["least-allocated"]).await;
@@ -473,7 +476,8 @@ async fn a_candidate_added_by_a_configmap_update_is_tried_and_never_decides() {
     assert_eq!(c["agree"].as_u64().unwrap() + c["differ"].as_u64().unwrap(), seen);
     assert!(c["lastDivergent"][0]["would_choose"].as_str().unwrap().starts_with("n"), "{c}");
     let metrics = endpoint(&s, "/metrics").await;
-    let differ = "wasmsched_shadow_attempts_total{profile=\"wasmsched\",candidate=\"spot-first\",result=\"differ\"}";
+    let differ =
+        "wasmsched_shadow_attempts_total{profile=\"wasmsched\",tenant=\"\",candidate=\"spot-first\",result=\"differ\"}";
     assert!(metrics.contains(differ), "{metrics}");
     // What an operator runs: the same, as a table and as YAML.
     let server = format!("http://{}", s.scheduler.http_addr.unwrap());

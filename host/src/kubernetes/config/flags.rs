@@ -30,6 +30,7 @@ pub struct Flags {
     pub volume_bind_timeout: Option<Duration>,
     pub parallelism: Option<usize>,
     pub http_addr: Option<SocketAddr>,
+    pub experiments_access: crate::kubernetes::experiments_access::ExperimentsAccess,
     pub seed: u64,
     pub cache_dir: Option<PathBuf>,
 }

@@ -179,6 +179,8 @@ pub struct RunConfig<S = PolicySet> {
     pub parallelism: usize,
     /// Where `/healthz`, `/readyz`, `/metrics` and `/policies` are served.
     pub http_addr: Option<SocketAddr>,
+    /// Who may read `/experiments` there.
+    pub experiments_access: crate::kubernetes::experiments_access::ExperimentsAccess,
     pub seed: u64,
     /// A pod's repeated identical `FailedScheduling` events are sent at most
     /// this often (the Events API aggregates the rest into a series).
@@ -207,6 +209,7 @@ impl<S> RunConfig<S> {
             shutdown_write_grace: DEFAULT_SHUTDOWN_WRITE_GRACE,
             parallelism: AttemptWorkers::default_threads(),
             http_addr: None,
+            experiments_access: Default::default(),
             seed: 0,
             failed_event_interval: Duration::from_secs(30),
             policy_limits: PolicyLimits::default(),
@@ -229,6 +232,7 @@ impl<S> RunConfig<S> {
             shutdown_write_grace: self.shutdown_write_grace,
             parallelism: self.parallelism,
             http_addr: self.http_addr,
+            experiments_access: self.experiments_access,
             seed: self.seed,
             failed_event_interval: self.failed_event_interval,
             policy_limits: self.policy_limits,

@@ -105,6 +105,7 @@ pub fn resolve(file: Option<(&ConfigurationFile, &Path)>, flags: Flags) -> Resul
         None => config.parallelism,
     };
     config.http_addr = flags.http_addr;
+    config.experiments_access = flags.experiments_access;
     config.seed = flags.seed;
     config.policy_limits = flags.limits;
     config.cache_dir = flags.cache_dir;

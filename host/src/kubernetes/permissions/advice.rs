@@ -75,6 +75,7 @@ pub fn consequence(gate: Gate) -> &'static str {
         Gate::Policies => "the profile's pods are placed by the built-in scoring",
         Gate::Tenants => "tenants' policies are not loaded",
         Gate::NodeMetrics => "policies see no metrics.k8s.io values",
+        Gate::Experiments => "/experiments turns every caller away (503): it cannot check who asks",
     }
 }
 

@@ -4,6 +4,7 @@
 //! it to this list and to kube-scheduler's roles).
 
 use crate::kubernetes::config::{PolicyOrigin, RunConfig};
+use crate::kubernetes::experiments_access::ExperimentsAccess;
 use crate::node_metrics::MetricSource;
 
 /// One verb on one resource (or subresource), cluster-wide or in one
@@ -81,6 +82,7 @@ pub enum Gate {
     Policies,
     Tenants,
     NodeMetrics,
+    Experiments,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -224,6 +226,18 @@ pub fn needs<S>(config: &RunConfig<S>, lease_namespace: &str) -> Vec<Need> {
         for verb in ["list", "watch"] {
             needs.push(everywhere(verb, "", "configmaps", "", Gate::Tenants, "tenants' policy ConfigMaps"));
         }
+    }
+    if config.http_addr.is_some() && config.experiments_access == ExperimentsAccess::Authorized {
+        let used_for = "checking who asks for /experiments (its callers' tokens and RBAC)";
+        needs.push(everywhere("create", "authentication.k8s.io", "tokenreviews", "", Gate::Experiments, used_for));
+        needs.push(everywhere(
+            "create",
+            "authorization.k8s.io",
+            "subjectaccessreviews",
+            "",
+            Gate::Experiments,
+            used_for,
+        ));
     }
     if config.metrics.iter().any(|m| matches!(m.source, MetricSource::MetricsServer(_))) {
         let used_for = "node metrics from metrics.k8s.io";

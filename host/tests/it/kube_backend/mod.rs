@@ -208,6 +208,8 @@ impl TestCluster {
     async fn start_replica(&self, identity: &str, lease_duration: Duration) -> RunningScheduler {
         let mut config = self.config(identity, true);
         config.leader_election.lease_duration = lease_duration;
+        // Asked without a token: the fake API server reviews none.
+        config.experiments_access = wasmsched::kubernetes::experiments_access::ExperimentsAccess::Open;
         start(self.scheduler.clone(), config).await.unwrap()
     }
 

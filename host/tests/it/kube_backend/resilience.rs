@@ -14,6 +14,11 @@ async fn two_replicas_never_double_bind_and_a_released_lease_is_taken_without_ex
     let never_expires = crate::common::HANG_GUARD * 30;
     let (leader, standby) = one_leader_of_two(&c, never_expires).await;
     let mut names = bind_more(&c, Vec::new(), 0..30).await;
+    // Candidates are tried by the leader: the standby says so rather than
+    // answer with empty counts.
+    let (code, body) = http_get(standby.http_addr.unwrap(), "/experiments").await;
+    assert!(code == 503 && body.contains("this replica is on standby"), "{code}: {body}");
+    assert_eq!(http_get(leader.http_addr.unwrap(), "/experiments").await, (200, "[]\n".to_string()));
 
     // The leader goes away gracefully: the Lease no longer names it once
     // shutdown returns, and the standby takes it without waiting for expiry.

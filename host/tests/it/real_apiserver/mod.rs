@@ -75,5 +75,6 @@ mod recovery;
 mod scoring;
 mod shutdown;
 mod tenant_commands;
+mod tenant_experiments;
 mod topology_spread;
 mod volumes;
