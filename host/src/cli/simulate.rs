@@ -112,7 +112,9 @@ pub struct SimulateArgs {
     /// Replay a recording (`wasmsched run --record DIR`) with --policy's
     /// policies instead of a cluster's files: each attempt is made again
     /// at its recorded moment, and where it decides otherwise is reported.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["inputs", "tenant_policies", "tenant_candidates", "write_cluster", "explain"])]
+    /// Tenants' pods are decided by the --tenant-policy given for each
+    /// policy the recording's tenants had (the report names any missing).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["inputs", "write_cluster", "explain"])]
     pub replay: Option<PathBuf>,
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -294,8 +296,20 @@ fn run_replay(args: &SimulateArgs, dir: &std::path::Path) -> anyhow::Result<Stri
         .iter()
         .map(|spec| load_candidate(spec, &engine, &limits, &args.limits.fetcher()?))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let tenants = args
+        .tenant_policies
+        .iter()
+        .map(|spec| load_tenant_policy(spec, &engine))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let tenant_candidates = args
+        .tenant_candidates
+        .iter()
+        .map(|spec| load_tenant_candidate(spec, &engine, &args.limits.fetcher()?, &tenants))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let options = SimOptions {
         seed: args.seed,
+        tenants,
+        tenant_candidates,
         sampling: args.percentage_of_nodes_to_score.unwrap_or_default(),
         scoring: BuiltinScoring::configured(&args.disable_builtin_score, &[])
             .map_err(|e| anyhow::anyhow!("--disable-builtin-score: {e}"))?,

@@ -244,6 +244,10 @@ impl SchedulingLoop {
                 if policies.is_empty() {
                     self.tenant_workers.retire(&namespace);
                 }
+                if let Some(recorder) = &self.recorder {
+                    let names = policies.iter().map(|(name, p)| format!("{name} sha256:{}", p.provenance.sha256));
+                    recorder.tenant_policies(now, &namespace, names.collect());
+                }
                 self.scheduler.set_tenant_policies(&namespace, policies, candidates);
                 self.status.set_tenant_policies(&namespace, active);
             }
@@ -395,8 +399,8 @@ impl SchedulingLoop {
     }
 }
 
-/// A decision as a recording keeps it (a tenant's job is recorded once
-/// its verdict decides).
+/// A decision as a recording keeps it (a tenant's job when it is handed
+/// out, and its decision once the verdict decides).
 fn record_attempt(recorder: &Recorder, attempt: &Attempt, now: Duration) {
     let attempted = match attempt {
         Attempt::Placed { pod, node, record, .. } => Attempted {
@@ -411,7 +415,7 @@ fn record_attempt(recorder: &Recorder, attempt: &Attempt, now: Duration) {
             message: record.message.clone(),
             canary: record.canary.clone(),
         },
-        Attempt::Evaluate(_) => return,
+        Attempt::Evaluate(job) => return recorder.evaluate(now, job.pod.key.to_string()),
     };
     recorder.attempt(now, attempted);
 }

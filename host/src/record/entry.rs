@@ -66,6 +66,17 @@ pub enum Entry {
         profile: String,
         active: Vec<String>,
     },
+    /// A tenant's policies changed: the names its pods opt in with, each
+    /// with the sha256 of what runs (`NAME sha256:HEX`).
+    TenantPolicies {
+        tenant: String,
+        active: Vec<String>,
+    },
+    /// A tenant pod's attempt was handed to its tenant's policy (`pod`:
+    /// `namespace/name`); its decision is the `Attempt` the verdict makes.
+    Evaluate {
+        pod: String,
+    },
     /// The permission preflight's verdict: the writes this identity may
     /// not make (pods that need them wait).
     Permissions(DeniedWrites),

@@ -81,6 +81,14 @@ impl Recorder {
         self.send(Message::Entry(t, Entry::Policies { profile: profile.to_string(), active }));
     }
 
+    pub fn tenant_policies(&self, t: Duration, tenant: &str, active: Vec<String>) {
+        self.send(Message::Entry(t, Entry::TenantPolicies { tenant: tenant.to_string(), active }));
+    }
+
+    pub fn evaluate(&self, t: Duration, pod: String) {
+        self.send(Message::Entry(t, Entry::Evaluate { pod }));
+    }
+
     pub fn permissions(&self, t: Duration, denied: &crate::scheduler::DeniedWrites) {
         self.send(Message::Entry(t, Entry::Permissions(denied.clone())));
     }
@@ -139,7 +147,8 @@ struct Files {
     snapshot_bytes: u64,
     /// The recording's files, oldest first, with their sizes.
     kept: Vec<(PathBuf, u64)>,
-    /// Each live object's last applying line, by (resource, namespace, name).
+    /// Each live object's last applying line, by (resource, namespace,
+    /// name); and the settings in force (resources starting with `~`).
     alive: BTreeMap<(String, String, String), String>,
     failed: bool,
 }
@@ -173,7 +182,9 @@ impl Files {
             match rx.recv_timeout(Duration::from_millis(500)) {
                 Ok(Message::Event(t, event)) => self.event(t, &event),
                 Ok(Message::Entry(t, entry)) => {
-                    self.line(&Line { t: nanos(t), entry });
+                    let line = Line { t: nanos(t), entry };
+                    let text = self.line(&line);
+                    self.remember_setting(&line.entry, text);
                 }
                 Err(RecvTimeoutError::Timeout) => self.flush(),
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -216,6 +227,21 @@ impl Files {
                 self.alive.retain(|(r, ns, n), _| *r != resource || listed.contains(&(ns.as_str(), n.as_str())));
             }
         }
+    }
+
+    /// Policies and permissions in force go into a snapshot too: a replay
+    /// from a later file starts with them.
+    fn remember_setting(&mut self, entry: &Entry, text: Option<String>) {
+        let key = match entry {
+            Entry::Policies { profile, .. } => ("~policies".to_string(), profile.clone(), String::new()),
+            Entry::TenantPolicies { tenant, .. } => ("~tenantpolicies".to_string(), tenant.clone(), String::new()),
+            Entry::Permissions(_) => ("~permissions".to_string(), String::new(), String::new()),
+            _ => return,
+        };
+        match text {
+            Some(text) => self.alive.insert(key, text),
+            None => self.alive.remove(&key),
+        };
     }
 
     /// Writes one line; returns its text for the snapshot's memory.

@@ -10,7 +10,7 @@
 //! Replayed with the recorded policies, every attempt decides as recorded:
 //! that is the test that a recording is complete.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,8 +21,11 @@ use serde::Serialize;
 use super::run::{NodeUtilisation, SimOptions, Unplaced, utilisation};
 use crate::cluster::{PodInfo, PodKey};
 use crate::record::{Attempted, BindingRecord, Entry, read_journal};
+use crate::scheduler::POLICY_ANNOTATION;
 use crate::scheduler::experiments::{CandidateCounts, Experiments};
-use crate::scheduler::{Attempt, Change, ClusterEvent, PolicySet, Profile, Scheduler, SchedulerConfig};
+use crate::scheduler::policy_set::ShadowCandidate;
+use crate::scheduler::{Attempt, Change, ClusterEvent, PolicySet, Profile, Scheduler, SchedulerConfig, TenantJob};
+use wasmsched_runtime::LoadedPolicy;
 
 /// One attempt the replay decided otherwise than the recording.
 #[derive(Debug, Clone, Serialize)]
@@ -50,6 +53,11 @@ pub struct ReplayReport {
     /// attempts (the policies' own `candidates`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub experiments: Vec<CandidateCounts>,
+    /// What the replay could not make as it was: a tenant's policy the
+    /// recording used and `--tenant-policy` did not supply, or supplied
+    /// other bytes of.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Replays the recording in `dir` with `policies` deciding for its first
@@ -71,7 +79,8 @@ pub fn replay(dir: &Path, policies: PolicySet, options: &SimOptions) -> Result<R
         let (sampling, scoring) = (options.sampling, options.scoring);
         scheduler.add_profile(Profile { scheduler_name: name.clone(), policies, sampling, scoring });
     }
-    let mut run = Replay::new(scheduler);
+    let mut run = Replay::new(scheduler, Tenants::of(options));
+    run.tenants.apply_all(&mut run.scheduler);
     for line in journal.lines() {
         let line = line?;
         run.step(Duration::from_nanos(line.t), line.entry)?;
@@ -89,6 +98,13 @@ struct Replay {
     /// decided as it did).
     in_flight: HashMap<PodKey, (Arc<PodInfo>, String)>,
     last_message: HashMap<PodKey, String>,
+    tenants: Tenants,
+    /// Tenant pods handed to their policy, decided when the recording's
+    /// verdict comes.
+    jobs: HashMap<PodKey, Box<TenantJob>>,
+    /// Pods the recording handed to a tenant's policy and the replay
+    /// decided at once: compared when the recording's decision comes.
+    early: HashMap<PodKey, Attempted>,
     experiments: Experiments,
     attempts: usize,
     agreed: usize,
@@ -96,13 +112,16 @@ struct Replay {
 }
 
 impl Replay {
-    fn new(scheduler: Scheduler) -> Replay {
+    fn new(scheduler: Scheduler, tenants: Tenants) -> Replay {
         Replay {
             scheduler,
             decided: HashMap::new(),
             recorded_placed: HashSet::new(),
             in_flight: HashMap::new(),
             last_message: HashMap::new(),
+            tenants,
+            jobs: HashMap::new(),
+            early: HashMap::new(),
             experiments: Experiments::default(),
             attempts: 0,
             agreed: 0,
@@ -120,8 +139,29 @@ impl Replay {
             Entry::Binding(binding) => self.binding(now, binding),
             Entry::Permissions(denied) => self.scheduler.set_denied_writes(denied, now),
             Entry::Policies { .. } => {}
+            Entry::TenantPolicies { tenant, active } => self.tenants.apply(&mut self.scheduler, &tenant, &active),
+            Entry::Evaluate { pod } => self.evaluate(now, pod),
         }
         Ok(())
+    }
+
+    /// The recording handed a tenant pod to its policy here: so does the
+    /// replay, or it decides the pod at once (its policy was not supplied).
+    fn evaluate(&mut self, now: Duration, pod: String) {
+        match self.scheduler.schedule_next(now) {
+            Some(Attempt::Evaluate(job)) => {
+                self.jobs.insert(job.pod.key.clone(), job);
+            }
+            Some(other) => {
+                let handed = Attempted { pod, node: None, message: None, canary: None };
+                if let Some(replayed) = self.conclude(other, &handed, now) {
+                    self.early.insert(key_of(&replayed.pod), replayed);
+                }
+            }
+            None => {}
+        }
+        let work = self.scheduler.take_shadow_work();
+        self.experiments.run_inline(work);
     }
 
     /// A pod the recording placed, as the replay has it: on the replay's
@@ -148,7 +188,16 @@ impl Replay {
         if recorded.node.is_some() {
             self.recorded_placed.insert(key_of(&recorded.pod));
         }
-        let replayed = self.scheduler.schedule_next(now).and_then(|attempt| self.conclude(attempt, &recorded));
+        let key = key_of(&recorded.pod);
+        let replayed = if let Some(job) = self.jobs.remove(&key) {
+            // The tenant's verdict, on the cluster as it is when it came.
+            let verdict = job.run();
+            self.scheduler.tenant_verdict(verdict, now).and_then(|a| self.conclude(a, &recorded, now))
+        } else if let Some(early) = self.early.remove(&key) {
+            Some(early)
+        } else {
+            self.scheduler.schedule_next(now).and_then(|attempt| self.conclude(attempt, &recorded, now))
+        };
         // After the decision, as the live loop hands it to its worker.
         let work = self.scheduler.take_shadow_work();
         self.experiments.run_inline(work);
@@ -162,11 +211,16 @@ impl Replay {
 
     /// Takes the replay's decision: a placement like the recording's waits
     /// for its binding result; any other is bound at once.
-    fn conclude(&mut self, attempt: Attempt, recorded: &Attempted) -> Option<Attempted> {
+    fn conclude(&mut self, attempt: Attempt, recorded: &Attempted, now: Duration) -> Option<Attempted> {
         match attempt {
-            // Without tenants' policies the replay never hands out a job.
-            Attempt::Evaluate(_) => None,
+            // Handed out where the recording decided at once: decided here.
+            Attempt::Evaluate(job) => {
+                let verdict = job.run();
+                let attempt = self.scheduler.tenant_verdict(verdict, now)?;
+                self.conclude(attempt, recorded, now)
+            }
             Attempt::Placed { pod, node, record, .. } => {
+                self.tenants.decided(&pod);
                 self.decided.insert(pod.key.clone(), Some(node.clone()));
                 let attempted = Attempted {
                     pod: pod.key.to_string(),
@@ -184,6 +238,7 @@ impl Replay {
             // A claim deallocated for the pod comes back as the
             // recording's claim update, as it came to the live core.
             Attempt::Unschedulable { pod, record, .. } => {
+                self.tenants.decided(&pod);
                 self.decided.insert(pod.key.clone(), None);
                 let message = record.message.clone();
                 self.last_message.insert(pod.key.clone(), message.clone().unwrap_or_default());
@@ -229,7 +284,79 @@ impl Replay {
             pending,
             utilisation: utilisation(self.scheduler.state()),
             experiments: self.experiments.candidates().cloned().collect(),
+            notes: self.tenants.notes.into_iter().collect(),
         }
+    }
+}
+
+/// The tenants' policies a replay is given (`--tenant-policy`,
+/// `--tenant-candidate`), applied as the recording's tenants had them.
+struct Tenants {
+    supplied: HashMap<(String, String), Arc<LoadedPolicy>>,
+    candidates: HashMap<String, Vec<ShadowCandidate>>,
+    /// Policies the recording's tenants had that were not supplied.
+    unsupplied: BTreeSet<(String, String)>,
+    notes: BTreeSet<String>,
+}
+
+impl Tenants {
+    fn of(options: &SimOptions) -> Tenants {
+        let supplied = options.tenants.iter().map(|(ns, name, p)| ((ns.clone(), name.clone()), p.clone())).collect();
+        let mut candidates: HashMap<String, Vec<ShadowCandidate>> = HashMap::new();
+        for (ns, c) in &options.tenant_candidates {
+            candidates.entry(ns.clone()).or_default().push(c.clone());
+        }
+        Tenants { supplied, candidates, unsupplied: BTreeSet::new(), notes: BTreeSet::new() }
+    }
+
+    /// `pod` was decided: if it opted in to a policy that was not
+    /// supplied, the report says so.
+    fn decided(&mut self, pod: &PodInfo) {
+        let Some(name) = pod.annotation(POLICY_ANNOTATION) else { return };
+        let key = (pod.key.namespace.clone(), name.trim().to_string());
+        if self.unsupplied.contains(&key) {
+            let (tenant, name) = key;
+            self.notes.insert(format!(
+                "tenant policy {tenant}/{name} was not supplied (--tenant-policy {tenant}/{name}=PATH): \
+                 its pods were decided by the built-in scoring"
+            ));
+        }
+    }
+
+    /// Everything supplied, for a recording that starts without its
+    /// tenants' policies (they came before its first file).
+    fn apply_all(&self, scheduler: &mut Scheduler) {
+        let mut namespaces: BTreeSet<&String> = self.supplied.keys().map(|(ns, _)| ns).collect();
+        namespaces.extend(self.candidates.keys());
+        for ns in namespaces {
+            let policies = self.supplied.iter().filter(|((n, _), _)| n == ns);
+            let policies = policies.map(|((_, name), p)| (name.clone(), p.clone())).collect();
+            scheduler.set_tenant_policies(ns, policies, self.candidates.get(ns).cloned().unwrap_or_default());
+        }
+    }
+
+    /// The recording's tenant had `active` (`NAME sha256:HEX`) from here on.
+    fn apply(&mut self, scheduler: &mut Scheduler, tenant: &str, active: &[String]) {
+        let mut policies = Vec::new();
+        for entry in active {
+            let (name, sha) = entry.split_once(" sha256:").unwrap_or((entry, ""));
+            match self.supplied.get(&(tenant.to_string(), name.to_string())) {
+                Some(p) => {
+                    if !sha.is_empty() && p.provenance.sha256 != sha {
+                        self.notes.insert(format!(
+                            "tenant policy {tenant}/{name}: the recording ran sha256:{}, --tenant-policy gave sha256:{}",
+                            &sha[..12.min(sha.len())],
+                            &p.provenance.sha256[..12.min(p.provenance.sha256.len())]
+                        ));
+                    }
+                    policies.push((name.to_string(), p.clone()));
+                }
+                None => {
+                    self.unsupplied.insert((tenant.to_string(), name.to_string()));
+                }
+            }
+        }
+        scheduler.set_tenant_policies(tenant, policies, self.candidates.get(tenant).cloned().unwrap_or_default());
     }
 }
 

@@ -25,6 +25,9 @@ pub fn table(report: &ReplayReport, dir: &str, policies: &str) -> String {
         report.attempts,
         report.divergences.len()
     );
+    for note in &report.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
     if !report.divergences.is_empty() {
         let width = report.divergences.iter().map(|d| d.recorded.pod.len()).max().unwrap_or(3).max(3);
         let _ = writeln!(out, "\n{:<width$}  {:<24}  REPLAYED", "POD", "RECORDED");

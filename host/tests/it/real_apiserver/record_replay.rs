@@ -157,3 +157,69 @@ fn a_candidates_live_counts_are_what_the_replay_of_its_recording_counts() {
         assert_eq!(counts[field], live[field], "{field}: replayed {counts} against live {live}");
     }
 }
+
+/// A tenant's pods in a recording: handed to the tenant's policy and
+/// decided by its verdict. Replayed with that policy (`--tenant-policy`),
+/// every attempt decides as recorded; without it, the report says which
+/// policy was missing, and the pods it decided are decided otherwise.
+#[test]
+fn a_tenants_pods_replay_to_their_policys_decisions() {
+    let Some(real) = Real::start("record-tenant") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ns = real.namespace.clone();
+    let cluster_end = real.block_on(async {
+        super::policies::on_demand_and_spot(&real, "rect").await;
+        let mut config = common::single_replica(ProfileConfig::with_policies("wasmsched-rect", default_policies()));
+        config.record = Some(RecordSettings {
+            dir: dir.path().to_path_buf(),
+            max_bytes: 1 << 30,
+            profiles: vec!["wasmsched-rect".into()],
+            seed: 0,
+        });
+        let scheduler = real.start_wasmsched(config).await;
+        real.put_configmap("mine", &[("spot-first.wasm", real::wasm("spot-first"))], true).await;
+        real.wait_configmap_event("mine", "PolicyAccepted").await;
+        let spec = json!({"nodeSelector": {"wasmsched-class": "rect"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "1"}}}]});
+        let mut names = Vec::new();
+        for round in 0..4 {
+            let plain: Vec<(String, Value)> = (0..3).map(|i| (format!("p{round}{i}"), spec.clone())).collect();
+            names.extend(real.create_pods("", &plain, "wasmsched-rect", Duration::ZERO).await);
+            let prefix = format!("t{round}");
+            names.extend(real.create_annotated_pods(&prefix, 3, &spec, "wasmsched-rect", "spot-first").await);
+        }
+        let placed = real.wait_decided(&names).await;
+        scheduler.shutdown().await;
+        let mut end: Vec<(String, String)> = placed
+            .into_iter()
+            .filter_map(|p| Some((format!("{ns}/{}", p.metadata.name?), p.spec?.node_name?)))
+            .collect();
+        end.sort();
+        real.delete_pods().await;
+        real.delete_nodes().await;
+        end
+    });
+    assert_eq!(cluster_end.len(), 24, "{cluster_end:?}");
+    let journal = std::fs::read_to_string(dir.path().join("journal-000001.jsonl")).unwrap();
+    assert!(journal.contains("\"tenantPolicies\"") && journal.contains("\"evaluate\""), "no tenant entries recorded");
+
+    let tenant_policy = format!("{ns}/spot-first={}", wasmsched_test_support::policy_wasm("spot-first").display());
+    let same = replay_args(dir.path(), &["--tenant-policy", &tenant_policy]);
+    let attempts = same["attempts"].as_u64().unwrap();
+    assert!(attempts >= 24, "{same}");
+    assert_eq!(same["agreed"].as_u64(), Some(attempts), "{}", same["divergences"]);
+    let placed: Vec<(String, String)> = serde_json::from_value(same["placed"].clone()).unwrap();
+    assert_eq!(placed, cluster_end, "the replay ends where the cluster ended");
+    assert!(same["notes"].is_null(), "{}", same["notes"]);
+
+    let without = replay_args(dir.path(), &[]);
+    let notes = without["notes"].to_string();
+    assert!(notes.contains(&format!("tenant policy {ns}/spot-first was not supplied")), "{notes}");
+    assert!(!without["divergences"].as_array().unwrap().is_empty(), "{without}");
+}
+
+fn replay_args(dir: &std::path::Path, args: &[&str]) -> Value {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_wasmsched"));
+    let out = command.args(["simulate", "--replay"]).arg(dir).args(["--output", "json"]).args(args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
