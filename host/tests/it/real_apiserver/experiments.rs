@@ -2,8 +2,9 @@
 //! real kubectl against the real API server and wasmsched running as
 //! deploy/'s ServiceAccount on the policy ConfigMap deploy/ installs: a
 //! candidate added by a ConfigMap edit never decides and `wasmsched
-//! experiments` shows it; as a 10 % canary it decides for exactly the pods
-//! its hash picks, each `Scheduled` event naming it; one patch makes it the
+//! experiments` shows it; as a 10 % and then a 50 % canary it decides for
+//! exactly the pods its hash picks, each `Scheduled` event naming it; one
+//! patch makes it the
 //! deciding policy; and a failing canary is stopped with a Warning Event
 //! on the ConfigMap. The scheduler's endpoints listen where step 3's
 //! port-forward would put them (localhost:10251): no kubelet runs here.
@@ -126,48 +127,12 @@ fn the_readme_takes_a_candidate_from_shadow_to_canary_to_deciding() {
         };
         assert!(table.contains("spot-first differs on:"), "{table}");
 
-        // 2. A 10 % canary: it decides for exactly the pods its hash picks.
+        // 2. A 10 % canary: it decides for exactly the pods its hash picks;
+        //    then, one more edit, the hashed half.
         run(&commands[2]);
-        let deadline = crate::common::hang_guard();
-        while !ours.status.policies().iter().any(|p| p.shadow.is_some())
-            || ours.status.metrics.counter("wasmsched_policy_reloads_total", &["wasmsched", "accepted"]) < 3.0
-        {
-            assert!(Instant::now() < deadline, "the canary was not swapped in");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let names = real.create_pods("", &pods("canary", 60), "wasmsched", Duration::ZERO).await;
-        let placed = real.wait_decided(&names).await;
-        let expected: std::collections::BTreeSet<String> = placed
-            .iter()
-            .filter(|p| wasmsched::scheduler::policy_set::share_of_id(p.metadata.uid.as_deref().unwrap()) < 0.1)
-            .filter_map(|p| p.metadata.name.clone())
-            .collect();
-        let deadline = crate::common::hang_guard();
-        let events = loop {
-            let events = run(&commands[3]);
-            let ours: Vec<&str> = events
-                .lines()
-                .filter(|l| l.starts_with(&format!("{} ", real.namespace)) && l.contains("pod/canary-"))
-                .collect();
-            let canary: std::collections::BTreeSet<String> = ours
-                .iter()
-                .filter(|l| l.contains("(canary: spot-first)"))
-                .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("pod/canary-")))
-                .map(|w| w.trim_start_matches("pod/").to_string())
-                .collect();
-            if canary == expected && ours.len() == 60 {
-                break events;
-            }
-            assert!(Instant::now() < deadline, "canary pods {canary:?}, expected {expected:?}:\n{events}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        };
-        for name in &expected {
-            let pod = placed.iter().find(|p| p.metadata.name.as_deref() == Some(name)).unwrap();
-            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap();
-            assert!(node.contains("exp-spot-"), "{name}, decided by the canary, went to {node}:\n{events}");
-        }
-        let decided = ours.status.metrics.counter("wasmsched_canary_decisions_total", &["wasmsched", "spot-first"]);
-        assert_eq!(decided, expected.len() as f64);
+        canary_round(&real, &ours, &run, &commands[3], (0.1, 3.0), "canary", 60).await;
+        run(&commands[2].replace("--canary 10", "--canary 50"));
+        canary_round(&real, &ours, &run, &commands[3], (0.5, 4.0), "half", 30).await;
 
         // 3. One patch: spot-first decides.
         run(&commands[4]);
@@ -207,4 +172,60 @@ fn the_readme_takes_a_candidate_from_shadow_to_canary_to_deciding() {
         real.delete_pods().await;
         real.delete_nodes().await;
     });
+}
+
+/// Once the canary of `share` is swapped in (the `reloads`-th accepted
+/// update), `n` new pods: the canary decides for exactly those whose UID
+/// hashes below `share`, each `Scheduled` event (`events`, the README's
+/// command) naming it, and each going to a spot node.
+async fn canary_round(
+    real: &Real,
+    ours: &wasmsched::kubernetes::RunningScheduler,
+    run: &dyn Fn(&str) -> String,
+    events: &str,
+    (share, reloads): (f64, f64),
+    round: &str,
+    n: usize,
+) {
+    let deadline = crate::common::hang_guard();
+    while !ours.status.policies().iter().any(|p| p.shadow.is_some())
+        || ours.status.metrics.counter("wasmsched_policy_reloads_total", &["wasmsched", "accepted"]) < reloads
+    {
+        assert!(Instant::now() < deadline, "the canary was not swapped in");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let before = ours.status.metrics.counter("wasmsched_canary_decisions_total", &["wasmsched", "spot-first"]);
+    let names = real.create_pods("", &pods(round, n), "wasmsched", Duration::ZERO).await;
+    let placed = real.wait_decided(&names).await;
+    let expected: std::collections::BTreeSet<String> = placed
+        .iter()
+        .filter(|p| wasmsched::scheduler::policy_set::share_of_id(p.metadata.uid.as_deref().unwrap()) < share)
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    let prefix = format!("pod/{round}-");
+    let deadline = crate::common::hang_guard();
+    let shown = loop {
+        let shown = run(events);
+        let ours: Vec<&str> =
+            shown.lines().filter(|l| l.starts_with(&format!("{} ", real.namespace)) && l.contains(&prefix)).collect();
+        let canary: std::collections::BTreeSet<String> = ours
+            .iter()
+            .filter(|l| l.contains("(canary: spot-first)"))
+            .filter_map(|l| l.split_whitespace().find(|w| w.starts_with(&prefix)))
+            .map(|w| w.trim_start_matches("pod/").to_string())
+            .collect();
+        if canary == expected && ours.len() == n {
+            break shown;
+        }
+        assert!(Instant::now() < deadline, "canary pods {canary:?}, expected {expected:?}:\n{shown}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(!expected.is_empty() && expected.len() < n, "{share}: {expected:?}");
+    for name in &expected {
+        let pod = placed.iter().find(|p| p.metadata.name.as_deref() == Some(name)).unwrap();
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap();
+        assert!(node.contains("exp-spot-"), "{name}, decided by the canary, went to {node}:\n{shown}");
+    }
+    let decided = ours.status.metrics.counter("wasmsched_canary_decisions_total", &["wasmsched", "spot-first"]);
+    assert_eq!(decided - before, expected.len() as f64);
 }
