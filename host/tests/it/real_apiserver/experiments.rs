@@ -4,9 +4,8 @@
 //! candidate added by a ConfigMap edit never decides and `wasmsched
 //! experiments` shows it; as a 10 % and then a 50 % canary it decides for
 //! exactly the pods its hash picks, each `Scheduled` event naming it; one
-//! patch makes it the
-//! deciding policy; and a failing canary is stopped with a Warning Event
-//! on the ConfigMap. The scheduler's endpoints listen where step 3's
+//! patch makes it the deciding policy; and a failing canary is stopped
+//! with a Warning Event on the ConfigMap. The scheduler's endpoints listen where step 3's
 //! port-forward would put them (localhost:10251): no kubelet runs here.
 
 use super::*;
