@@ -44,6 +44,10 @@ enum Command {
     /// Write a new policy project (source, tests, settings, a sample
     /// cluster, a README) that builds and simulates with no edit.
     New(cli::new::NewArgs),
+    /// `run`'s own compile worker: a component on stdin, compiled, on
+    /// stdout (a child `run` can kill at its compile bound).
+    #[command(name = "compile-worker", hide = true)]
+    CompileWorker(cli::compile_worker::CompileWorkerArgs),
 }
 
 /// `WASMSCHED_LOG` (default `warn`). kube-runtime's watcher logs every
@@ -80,6 +84,7 @@ fn main() -> ExitCode {
         Command::New(args) => cli::new::run(args),
         Command::Auth(args) => cli::auth::run(args),
         Command::Experiments(args) => cli::experiments::run(args),
+        Command::CompileWorker(args) => cli::compile_worker::run(args),
     };
     match result {
         Ok(code) => code,

@@ -8,7 +8,7 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::scheduler::experiments::CandidateKey;
+use crate::scheduler::shadow::CandidateKey;
 use crate::scheduler::shadow::ShadowResult;
 use crate::scheduler::{AttemptRecord, QueueSizes};
 

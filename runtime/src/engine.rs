@@ -12,6 +12,7 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, OptLevel};
 
 use crate::cache::PrecompiledCache;
+use crate::compile_worker::CompileWorker;
 use crate::contract::{self, ContractVersion, Template};
 use crate::declarations;
 use crate::error::PolicyError;
@@ -28,6 +29,9 @@ pub struct PolicyEngine {
     optimizing: OnceLock<Tier>,
     parallel: bool,
     cache: Option<PrecompiledCache>,
+    /// Compiles in a child process that is killed at its deadline
+    /// (`with_compile_worker`); else on a thread that is abandoned there.
+    worker: Option<CompileWorker>,
 }
 
 /// Policies larger than this compile with Cranelift's optimisations
@@ -49,29 +53,37 @@ struct Tier {
     /// Shared with every loaded policy: deadlines hold as long as any
     /// policy can still be called, even after the engine is dropped.
     ticker: Arc<EpochTicker>,
+    /// What it was made with, for a compile worker to match.
+    settings: (bool, OptLevel),
+}
+
+/// An engine's settings: the same in the scheduler and in a compile
+/// worker, whose artifacts the scheduler's engine then accepts.
+pub(crate) fn engine_config(parallel: bool, opt_level: OptLevel) -> Config {
+    let mut config = Config::new();
+    config.parallel_compilation(parallel);
+    config.wasm_component_model(true);
+    config.epoch_interruption(true);
+    config.cranelift_opt_level(opt_level);
+    // `WASMSCHED_PERF_MAP=1`: name every compiled policy function in
+    // /tmp/perf-PID.map, so `perf record` / `perf report` attribute time
+    // inside policies (docs/benchmarks.md, "Profiling a policy").
+    if std::env::var_os("WASMSCHED_PERF_MAP").is_some_and(|v| v == "1") {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
+    config
 }
 
 impl Tier {
     fn new(parallel: bool, opt_level: OptLevel) -> Result<Self, PolicyError> {
         let engine_error =
             |e: wasmtime::Error| PolicyError::Host { policy: "engine".into(), message: format!("{e:#}") };
-        let mut config = Config::new();
-        config.parallel_compilation(parallel);
-        config.wasm_component_model(true);
-        config.epoch_interruption(true);
-        config.cranelift_opt_level(opt_level);
-        // `WASMSCHED_PERF_MAP=1`: name every compiled policy function in
-        // /tmp/perf-PID.map, so `perf record` / `perf report` attribute time
-        // inside policies (docs/benchmarks.md, "Profiling a policy").
-        if std::env::var_os("WASMSCHED_PERF_MAP").is_some_and(|v| v == "1") {
-            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
-        }
-        let engine = Engine::new(&config).map_err(engine_error)?;
+        let engine = Engine::new(&engine_config(parallel, opt_level)).map_err(engine_error)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_error)?;
         contract::add_to_linker(&mut linker).map_err(engine_error)?;
         let ticker = Arc::new(EpochTicker::start(engine.clone()));
-        Ok(Tier { engine, linker, ticker })
+        Ok(Tier { engine, linker, ticker, settings: (parallel, opt_level) })
     }
 }
 
@@ -91,7 +103,15 @@ impl PolicyEngine {
 
     fn with_parallel_compilation(parallel: bool) -> Result<Self, PolicyError> {
         let quick = Tier::new(parallel, OptLevel::None)?;
-        Ok(PolicyEngine { quick, optimizing: OnceLock::new(), parallel, cache: None })
+        Ok(PolicyEngine { quick, optimizing: OnceLock::new(), parallel, cache: None, worker: None })
+    }
+
+    /// Compile in child processes started by `worker` (the scheduler's own
+    /// executable), killed at `PolicyLimits::compile_timeout`: for the
+    /// long-lived `run`, where tenants' components arrive.
+    pub fn with_compile_worker(mut self, worker: CompileWorker) -> Self {
+        self.worker = Some(worker);
+        self
     }
 
     /// The engine that policies up to [`OPTIMIZE_ABOVE_BYTES`] compile
@@ -168,7 +188,11 @@ impl PolicyEngine {
                 if let Some(past) = shape.past(&crate::shape::ShapeLimits::default()) {
                     return Err(refuse(format!("refused before compiling: {past}; no real policy comes near")));
                 }
-                let component = compile_within(&tier.engine, &source.bytes, limits.compile_timeout).map_err(refuse)?;
+                let component = match &self.worker {
+                    Some(worker) => worker.compile(&tier.engine, tier.settings, &source.bytes, limits.compile_timeout),
+                    None => compile_within(&tier.engine, &source.bytes, limits.compile_timeout),
+                }
+                .map_err(refuse)?;
                 if let Some(cache) = &self.cache {
                     cache.store(&tier.engine, &sha256, &component);
                 }

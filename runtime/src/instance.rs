@@ -69,6 +69,7 @@ impl InstanceFactory {
         store.limiter(|state| &mut state.limiter);
         store.epoch_deadline_trap();
         store.set_epoch_deadline(deadline_ticks(self.limits.call_deadline));
+        store.set_hostcall_fuel(self.limits.max_transfer_bytes);
         let bindings = self
             .template
             .instantiate(&mut store)
@@ -143,6 +144,14 @@ fn classify(
     if let Some((grown, requested)) = store.data().limiter.denied_growth {
         let limit = store.data().limiter_cap();
         return PolicyError::OutOfMemory { policy, phase, what: grown.what(), requested, limit };
+    }
+    // wasmtime's error type for it is private: its words are not.
+    if format!("{e:#}").contains("fuel allocated for hostcalls has been exhausted") {
+        let cap = store.hostcall_fuel();
+        let message =
+            format!("it handed the host more than {cap} bytes in one crossing (its transfer cap); none was kept");
+        // The crossing failed midway: the instance is not entered again.
+        return PolicyError::Trap { policy, phase, message };
     }
     match e.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => PolicyError::DeadlineExceeded { policy, phase, deadline },

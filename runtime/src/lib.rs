@@ -11,6 +11,7 @@
 //! - [`facts`]: what the host tells a policy, in version-independent types.
 
 mod cache;
+pub mod compile_worker;
 mod contract;
 mod declarations;
 mod engine;

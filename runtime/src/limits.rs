@@ -16,6 +16,11 @@ pub struct PolicyLimits {
     /// How long a compile may take before it is abandoned (its thread left
     /// to finish, its result dropped) and the policy refused.
     pub compile_timeout: Duration,
+    /// Bytes a policy may hand the host in one crossing (a call's results,
+    /// or the arguments of one host call such as a log line): wasmtime's
+    /// hostcall fuel, counted as it copies, so strings and lists (aliased
+    /// ones included) past it are never copied at all.
+    pub max_transfer_bytes: usize,
 }
 
 /// Defaults that interpreter-based policies (Python, JavaScript) work with
@@ -32,6 +37,9 @@ impl Default for PolicyLimits {
             max_log_lines_per_call: 20,
             // Python's interpreter compiles in about 25 s on two cores.
             compile_timeout: Duration::from_secs(180),
+            // A filter answer for 5,000 nodes, each with a 1 KiB reason,
+            // is 5 MiB; wasmtime's own default is 128 MiB.
+            max_transfer_bytes: 16 << 20,
         }
     }
 }

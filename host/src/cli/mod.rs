@@ -1,6 +1,7 @@
 pub mod auth;
 pub mod check;
 pub mod compare;
+pub mod compile_worker;
 pub mod configmap;
 pub mod experiments;
 pub mod new;

@@ -258,6 +258,7 @@ fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
     let fetcher = Fetcher::new(args.limits.cache_dir.clone()).with_registries(resolved.registries.clone());
     let mut config = load(resolved, &args.limits.engine()?, &fetcher)?;
     config.record = record_settings(args, &config)?;
+    config.compile_worker = super::compile_worker::this_executable();
     for p in &config.profiles {
         match &p.origin {
             PolicyOrigin::Specs(set) if set.policies.is_empty() => {

@@ -185,6 +185,9 @@ impl Sources {
         if let Some(dir) = &config.cache_dir {
             engine = engine.with_cache_dir(dir);
         }
+        if let Some(worker) = &config.compile_worker {
+            engine = engine.with_compile_worker(worker.clone());
+        }
         let engine = Arc::new(engine);
         let fetcher = Fetcher::new(config.cache_dir.clone()).with_registries(config.registries.clone());
         if tenants_on {

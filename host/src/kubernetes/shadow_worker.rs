@@ -10,7 +10,7 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 
 use crate::kubernetes::scheduler_status::SchedulerStatus;
 use crate::scheduler::ShadowOutbox;
-use crate::scheduler::experiments::CandidateKey;
+use crate::scheduler::shadow::CandidateKey;
 use crate::scheduler::shadow::{MAX_SHADOW_JOBS, ShadowJob};
 
 /// Jobs waiting or running, at most.

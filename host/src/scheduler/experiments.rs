@@ -4,25 +4,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::shadow::ShadowResult;
+use super::shadow::{CandidateKey, ShadowResult};
 
 /// Divergent decisions kept per candidate, newest last.
 pub const LAST_DIVERGENT: usize = 10;
-
-/// Which candidate: a profile's (the operators'), or a tenant's, seeing
-/// only the pods of its namespace.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CandidateKey {
-    pub profile: String,
-    pub tenant: Option<String>,
-    pub candidate: String,
-}
-
-impl CandidateKey {
-    pub fn of_profile(profile: &str, candidate: &str) -> Self {
-        CandidateKey { profile: profile.to_string(), tenant: None, candidate: candidate.to_string() }
-    }
-}
 
 /// One candidate's counts.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::attempt::{BuiltinPass, policy_pass};
-use super::experiments::CandidateKey;
 use super::parallel::workers::AttemptWorkers;
 use super::policy_calls::CallScope;
 use super::policy_set::PolicySet;
@@ -48,6 +47,21 @@ impl std::fmt::Debug for ShadowJob {
             .field("candidate", &self.candidate)
             .field("pod", &self.pod.key)
             .finish_non_exhaustive()
+    }
+}
+
+/// Which candidate: a profile's (the operators'), or a tenant's, seeing
+/// only the pods of its namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CandidateKey {
+    pub profile: String,
+    pub tenant: Option<String>,
+    pub candidate: String,
+}
+
+impl CandidateKey {
+    pub fn of_profile(profile: &str, candidate: &str) -> Self {
+        CandidateKey { profile: profile.to_string(), tenant: None, candidate: candidate.to_string() }
     }
 }
 

@@ -30,7 +30,8 @@ pub const POLICY_ANNOTATION: &str = "wasmsched.io/policy";
 pub const POLICY_CONFIGMAP_LABEL: &str = "wasmsched.io/policy";
 
 /// The confinement of a tenant policy unless operators say otherwise:
-/// 32 MiB per instance, 50 ms per call, 4 MiB of wasm, 5 log lines a call.
+/// 32 MiB per instance, 50 ms per call, 4 MiB of wasm, 5 log lines a call,
+/// 4 MiB handed to the host per crossing.
 pub fn default_tenant_limits() -> PolicyLimits {
     PolicyLimits {
         memory_bytes: 32 << 20,
@@ -39,6 +40,7 @@ pub fn default_tenant_limits() -> PolicyLimits {
         max_log_lines_per_call: 5,
         // Holds a compile slot no longer than this (docs/security.md).
         compile_timeout: std::time::Duration::from_secs(30),
+        max_transfer_bytes: 4 << 20,
     }
 }
 

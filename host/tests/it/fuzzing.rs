@@ -123,6 +123,45 @@ proptest! {
         prop_assert_eq!(wasmsched_rules::quantity::value(&n.to_string()), Ok(n));
     }
 
+    /// What a policy answers, as the host decodes it: used with as many
+    /// verdicts or scores as candidates, each reason within its cap, or
+    /// refused as malformed (or declined) with a bounded message; the next
+    /// call works either way.
+    #[test]
+    fn policy_answers_are_used_or_refused(
+        verdicts in proptest::collection::vec(prop_oneof![0u32..4, any::<u32>()], 0..6),
+        reasons in proptest::collection::vec(prop_oneof!["[^\u{1e}]{0,40}", "[a-z]{1000,1100}"], 0..5),
+        scores in proptest::collection::vec(any::<f64>(), 0..6),
+        error in proptest::option::of("[^\u{1e}]{0,64}|[a-z]{4090,4200}"),
+    ) {
+        let policy = echo_policy();
+        let (ctx, candidates) = crate::policy_runtime::three_nodes();
+        let joined = |items: Vec<String>| items.join(",");
+        let verdicts = joined(verdicts.iter().map(u32::to_string).collect());
+        let scores = joined(scores.iter().map(f64::to_string).collect());
+        let reasons = reasons.join("\u{1e}");
+        let mut labels = vec![("hostile", "true"), ("echo-verdicts", verdicts.as_str()), ("echo-scores", scores.as_str())];
+        labels.push(("echo-reasons", reasons.as_str()));
+        if let Some(error) = &error {
+            labels.push(("echo-error", error.as_str()));
+        }
+        let pod = crate::policy_runtime::pod("fuzz", &labels);
+        match policy.filter(&ctx, &pod, &candidates) {
+            Ok(out) => {
+                prop_assert_eq!(out.verdicts.len(), candidates.len());
+                for i in 0..candidates.len() {
+                    prop_assert!(out.rejection(i).is_none_or(|r| r.len() <= 1024));
+                }
+            }
+            Err(e) => refused(&e)?,
+        }
+        match policy.score(&ctx, &pod, &candidates, 0) {
+            Ok(s) => prop_assert!(s.len() == candidates.len() && s.iter().all(|v| v.is_finite())),
+            Err(e) => refused(&e)?,
+        }
+        prop_assert!(policy.score(&ctx, &crate::policy_runtime::pod("calm", &[]), &candidates, 0).is_ok());
+    }
+
     /// A recording's files: read or refused with the file and line.
     #[test]
     fn recordings_are_read_or_refused_with_where(lines in proptest::collection::vec(yamlish(), 0..8)) {
@@ -136,4 +175,20 @@ proptest! {
             }
         }
     }
+}
+
+/// The hostile fixture in `echo` mode: it answers what its pod's labels say.
+fn echo_policy() -> &'static wasmsched_runtime::LoadedPolicy {
+    static POLICY: OnceLock<wasmsched_runtime::LoadedPolicy> = OnceLock::new();
+    POLICY.get_or_init(|| {
+        let source = PolicySource::from_file(&wasmsched_test_support::policy_wasm("hostile")).unwrap();
+        engine().load(&source, r#"{"mode":"echo"}"#, PolicyLimits::default()).expect("the echo fixture")
+    })
+}
+
+/// A refusal as the host must make it: named, and short.
+fn refused(e: &wasmsched_runtime::PolicyError) -> Result<(), TestCaseError> {
+    prop_assert!(matches!(e.kind(), "malformed_result" | "declined"), "{e}");
+    prop_assert!(e.to_string().len() <= 4096 + 200, "{} bytes", e.to_string().len());
+    Ok(())
 }

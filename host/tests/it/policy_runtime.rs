@@ -52,7 +52,7 @@ fn used(node: NodeId, milli_cpu: u64, memory: u64) -> Candidate {
     }
 }
 
-fn pod(name: &str, labels: &[(&str, &str)]) -> PodFacts {
+pub(crate) fn pod(name: &str, labels: &[(&str, &str)]) -> PodFacts {
     PodFacts {
         namespace: "default".into(),
         name: name.into(),
@@ -66,7 +66,7 @@ fn pod(name: &str, labels: &[(&str, &str)]) -> PodFacts {
 }
 
 /// Three nodes, the first busy: (context, candidates).
-fn three_nodes() -> (PolicyContext, Vec<Candidate>) {
+pub(crate) fn three_nodes() -> (PolicyContext, Vec<Candidate>) {
     let mut table = NodeTable::new();
     let a = table.upsert(node("a", 4, 8, &[]));
     let b = table.upsert(node("b", 8, 32, &[]));
@@ -259,6 +259,69 @@ fn a_compile_past_its_bound_is_abandoned() {
     assert!(err.to_string().ends_with("compiling took longer than 1ns: abandoned"), "{err}");
 }
 
+/// `wasmsched run`'s compile worker: a child of this very binary compiles,
+/// and its artifact runs here; a compile past its bound is stopped, its
+/// process killed and reaped; a compile error is the child's own words.
+#[test]
+fn a_compile_worker_compiles_and_is_killed_at_its_bound() {
+    use wasmsched_runtime::compile_worker::CompileWorker;
+    let worker = CompileWorker::new(env!("CARGO_BIN_EXE_wasmsched"), vec!["compile-worker".into()]);
+    let engine = PolicyEngine::for_background().unwrap().with_compile_worker(worker);
+    let policy = engine.load(&source("least-allocated"), "{}", PolicyLimits::default()).unwrap();
+    assert!(smoke_run(&policy).failure().is_none());
+
+    let limits = PolicyLimits { compile_timeout: Duration::from_millis(1), ..PolicyLimits::default() };
+    let err = engine.load(&source("spot-first"), "{}", limits).err().unwrap();
+    assert_eq!(err.kind(), "compile");
+    assert!(err.to_string().ends_with("compiling took longer than 1ms: stopped"), "{err}");
+    assert_eq!(workers_left(), Vec::<String>::new(), "the stopped compile's process is gone");
+
+    let err = engine.load(&PolicySource::new("ill-typed.wasm", ill_typed()), "{}", PolicyLimits::default());
+    let err = err.err().unwrap().to_string();
+    assert!(
+        err.contains("ill-typed.wasm") && err.contains("type mismatch") && !err.contains("failed: error: "),
+        "{err}"
+    );
+}
+
+/// A component whose one function adds to an empty stack: well-formed
+/// enough to be measured, refused by the compile's validation.
+fn ill_typed() -> Vec<u8> {
+    use wasm_encoder::{CodeSection, Function, FunctionSection, Instruction, Module, TypeSection};
+    let mut module = Module::new();
+    let mut types = TypeSection::new();
+    types.ty().function([], []);
+    module.section(&types);
+    let mut functions = FunctionSection::new();
+    functions.function(0);
+    module.section(&functions);
+    let mut code = CodeSection::new();
+    let mut body = Function::new([]);
+    body.instruction(&Instruction::I32Add);
+    body.instruction(&Instruction::End);
+    code.function(&body);
+    module.section(&code);
+    let mut component = wasm_encoder::Component::new();
+    component.section(&wasm_encoder::ModuleSection(&module));
+    component.finish()
+}
+
+/// This process's children that are compile workers, alive or unreaped.
+fn workers_left() -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut left = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // pid (comm) state ppid ...
+        let ppid = stat.rsplit_once(") ").and_then(|(_, rest)| rest.split_whitespace().nth(1));
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if ppid == Some(me.as_str()) && String::from_utf8_lossy(&cmdline).contains("compile-worker") {
+            left.push(stat);
+        }
+    }
+    left
+}
+
 #[test]
 fn a_stack_overflow_says_so() {
     let policy = hostile("recurse", PolicyLimits::default());
@@ -332,6 +395,21 @@ fn malformed_results_are_rejected_with_what_is_wrong() {
         let err = hostile_then_normal(&policy, phase);
         assert_eq!(err.to_string(), message);
         assert_eq!(policy.instances_created(), created, "{mode}: a well-formed call must not cost an instance");
+    }
+}
+
+/// Past its transfer cap nothing a policy hands over is copied: its
+/// 8 MiB error, its 2 MiB reason and its request for 1 Mi node metrics
+/// each fail the crossing, the instance is replaced, and the next call
+/// works.
+#[test]
+fn what_a_policy_hands_the_host_is_capped_before_it_is_copied() {
+    let limits = PolicyLimits { max_transfer_bytes: 1 << 20, ..PolicyLimits::default() };
+    for (mode, phase) in [("long-error", "score"), ("long-reason", "filter"), ("metric-ids", "score")] {
+        let policy = hostile(mode, limits.clone());
+        let err = hostile_then_normal(&policy, phase);
+        assert_eq!(err.kind(), "trap", "{mode}: {err}");
+        assert!(err.to_string().contains("handed the host more than 1048576 bytes in one crossing"), "{mode}: {err}");
     }
 }
 

@@ -95,6 +95,76 @@ fn run_schedules_serves_health_and_releases_its_lease_on_sigterm() {
     assert!(lease["spec"].get("holderIdentity").is_none_or(|h| h.is_null() || h == ""), "released: {lease}");
 }
 
+/// A tenant's policy reaches the running binary by its ConfigMap and is
+/// compiled in `run`'s compile worker (a child of the binary, gone once
+/// it answered); the pods that opt in are decided by it: spot-first packs
+/// them on the spot node.
+#[test]
+fn run_compiles_a_tenants_policy_in_its_compile_worker() {
+    use base64::Engine as _;
+    let fake = FakeApiServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, fake.kubeconfig_yaml()).unwrap();
+    for (name, labels) in [("on-demand", json!({})), ("spot", json!({"karpenter.sh/capacity-type": "spot"}))] {
+        fake.create(
+            "v1",
+            "nodes",
+            "",
+            json!({"metadata": {"name": name, "labels": labels}, "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}),
+        );
+    }
+    let wasm = std::fs::read(wasmsched_test_support::policy_wasm("spot-first")).unwrap();
+    let encoded = base64::engine::general_purpose::STANDARD.encode(wasm);
+    fake.create(
+        "v1",
+        "configmaps",
+        "team",
+        json!({"metadata": {"name": "mine", "namespace": "team", "labels": {"wasmsched.io/policy": "true"}}, "binaryData": {"spot-first.wasm": encoded}}),
+    );
+    let port = free_port();
+    let mut child = wasmsched()
+        .args(["run", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["--http-addr", &format!("127.0.0.1:{port}"), "--leader-elect=false"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = crate::common::hang_guard();
+    while !http_get(port, "/policies").is_some_and(|(_, body)| body.contains("\"tenant\": \"team\"")) {
+        assert!(Instant::now() < deadline, "the tenant's policy was never loaded: {:?}", http_get(port, "/policies"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for i in 0..3 {
+        fake.create(
+            "v1",
+            "pods",
+            "team",
+            json!({"metadata": {"name": format!("p{i}"), "annotations": {"wasmsched.io/policy": "spot-first"}}, "spec": {"schedulerName": "wasmsched", "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]}}),
+        );
+    }
+    for i in 0..3 {
+        let deadline = crate::common::hang_guard();
+        let node = loop {
+            let pod = fake.get("v1", "pods", "team", &format!("p{i}")).unwrap();
+            if let Some(node) = pod["spec"]["nodeName"].as_str() {
+                break node.to_string();
+            }
+            assert!(Instant::now() < deadline, "p{i} never bound");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(node, "spot", "p{i}: the tenant's spot-first decides");
+    }
+    let workers = std::fs::read_dir("/proc").unwrap().flatten().filter(|entry| {
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let ppid = stat.rsplit_once(") ").and_then(|(_, rest)| rest.split_whitespace().nth(1).map(str::to_string));
+        ppid == Some(child.id().to_string())
+    });
+    assert_eq!(workers.count(), 0, "no compile worker (or zombie) is left behind");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 #[test]
 fn bad_flags_configs_and_kubeconfigs_are_clear_errors() {
     let out = wasmsched().args(["run", "--no-such-flag"]).output().unwrap();

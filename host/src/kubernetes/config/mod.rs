@@ -197,6 +197,10 @@ pub struct RunConfig<S = PolicySet> {
     pub registries: crate::policy::oci::Registries,
     /// Where the core's inputs and decisions are recorded (`--record`).
     pub record: Option<crate::record::RecordSettings>,
+    /// Policies loaded while it runs (hot swaps, tenants) compile in child
+    /// processes this starts, killed at their compile bound; `None`: on
+    /// threads, abandoned there (`wasmsched run` sets it to itself).
+    pub compile_worker: Option<wasmsched_runtime::compile_worker::CompileWorker>,
 }
 
 impl<S> RunConfig<S> {
@@ -218,6 +222,7 @@ impl<S> RunConfig<S> {
             cache_dir: None,
             registries: Default::default(),
             record: None,
+            compile_worker: None,
         }
     }
 
@@ -241,6 +246,7 @@ impl<S> RunConfig<S> {
             cache_dir: self.cache_dir,
             registries: self.registries,
             record: self.record,
+            compile_worker: self.compile_worker,
         }
     }
 }

@@ -20,6 +20,7 @@ use kube::runtime::watcher;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::kubernetes::scheduler_status::SchedulerStatus;
+use crate::kubernetes::tenants::compile_budget::TENANT_COMPILE_BUDGET;
 use crate::kubernetes::tenants::namespace::{
     Note, Tenant, TenantContext, TenantPolicies, Validate, Work, compile_slots,
 };
@@ -70,6 +71,7 @@ impl<V: Validate> TenantConfigMapSource<V> {
             status,
             notes: notes_tx,
             compiles: Semaphore::new(compile_slots()),
+            compile_budget: TENANT_COMPILE_BUDGET,
         });
         let mut tenants = Tenants::new(context.clone());
         let mut synced = false;
@@ -204,8 +206,15 @@ mod tests {
         let status = Arc::new(SchedulerStatus::new(None, &[SOURCE_NAME.to_string()], vec![]));
         let validator = Arc::new(Gate { release: std::sync::Mutex::new(gate) });
         let compiles = Semaphore::new(compile_slots());
-        let context =
-            Arc::new(TenantContext { settings: TenantSettings::default(), validator, tx, status, notes, compiles });
+        let context = Arc::new(TenantContext {
+            settings: TenantSettings::default(),
+            validator,
+            tx,
+            status,
+            notes,
+            compiles,
+            compile_budget: TENANT_COMPILE_BUDGET,
+        });
         let mut tenants = Tenants::new(context);
 
         tenants.send("slow", Work::Apply(Box::new(cm("slow"))));

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ConfigMap;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
+use super::compile_budget::CompileBudget;
 use crate::kubernetes::hot_swap::configmap::files_of;
 use crate::kubernetes::scheduler_status::{ActivePolicy, SchedulerStatus};
 use crate::policy::validator::{BundleValidator, ValidBundle};
@@ -64,6 +65,8 @@ pub struct TenantContext<V, T> {
     /// that a burst of updates (every tenant's ConfigMap listed at start)
     /// does not take every core from the scheduling thread.
     pub compiles: Semaphore,
+    /// Each tenant's compile time per window (`compile_budget`).
+    pub compile_budget: (std::time::Duration, std::time::Duration),
 }
 
 /// How many tenant compiles may run at once: half the cores, and never
@@ -102,11 +105,13 @@ pub struct Tenant<V, T> {
     context: Arc<TenantContext<V, T>>,
     /// By ConfigMap name.
     accepted: BTreeMap<String, Accepted>,
+    budget: CompileBudget,
 }
 
 impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
     pub fn new(namespace: &str, context: Arc<TenantContext<V, T>>) -> Self {
-        Tenant { namespace: namespace.to_string(), context, accepted: BTreeMap::new() }
+        let budget = CompileBudget::new(context.compile_budget);
+        Tenant { namespace: namespace.to_string(), context, accepted: BTreeMap::new(), budget }
     }
 
     /// Runs until the queue closes.
@@ -148,11 +153,19 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
         let origin = format!("configmap {namespace}/{name}");
         let files = files_of(&cm);
         let validator = self.context.validator.clone();
-        let slot = self.context.compiles.acquire().await;
-        let valid = tokio::task::spawn_blocking(move || validator.validate(&origin, &files, &taken))
-            .await
-            .unwrap_or_else(|e| Err(format!("loading panicked: {e}")));
-        drop(slot);
+        let valid = match self.budget.refusal(std::time::Instant::now()) {
+            Some(refused) => Err(refused),
+            None => {
+                let slot = self.context.compiles.acquire().await;
+                let started = std::time::Instant::now();
+                let valid = tokio::task::spawn_blocking(move || validator.validate(&origin, &files, &taken))
+                    .await
+                    .unwrap_or_else(|e| Err(format!("loading panicked: {e}")));
+                drop(slot);
+                self.budget.spend(std::time::Instant::now(), started.elapsed());
+                valid
+            }
+        };
 
         match valid {
             Ok(ValidBundle { names, set }) => {

@@ -1,0 +1,183 @@
+//! Compiling a policy in a child process that can be stopped. Cranelift
+//! cannot be interrupted: a compile abandoned on a thread runs on, holding
+//! a core and its memory until it ends. In a child it is killed at its
+//! deadline, and its address space is capped, so a hostile component
+//! (docs/security.md, finding 5) costs the host at most its compile bound.
+//!
+//! The child is this same executable (`wasmsched` names the hidden
+//! subcommand); it reads the component on stdin, compiles it with the
+//! tier's settings and writes wasmtime's precompiled artifact on stdout,
+//! which the parent deserializes into its own engine.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use wasmtime::component::Component;
+use wasmtime::{Engine, OptLevel};
+
+/// How to start a compile: `program args… --opt none|speed [--parallel]`.
+#[derive(Debug, Clone)]
+pub struct CompileWorker {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// The child's address-space cap (RLIMIT_AS).
+    pub memory_bytes: u64,
+}
+
+/// What a child may map: a compile of the largest policy allowed (4 MiB
+/// for tenants, 64 MiB of wasm at most) stays well inside it.
+pub const WORKER_MEMORY_BYTES: u64 = 4 << 30;
+
+/// A precompiled artifact is a few times its component: past this the
+/// child's output is refused rather than read.
+const MAX_ARTIFACT_BYTES: u64 = 1 << 30;
+
+/// How often the parent looks whether the child is done.
+const POLL: Duration = Duration::from_millis(5);
+
+impl CompileWorker {
+    pub fn new(program: impl Into<PathBuf>, args: Vec<OsString>) -> Self {
+        CompileWorker { program: program.into(), args, memory_bytes: WORKER_MEMORY_BYTES }
+    }
+
+    /// Compiles `bytes` in a child within `timeout`, for `engine` (made
+    /// with `parallel` and `opt`); past it the child is killed.
+    pub(crate) fn compile(
+        &self,
+        engine: &Engine,
+        (parallel, opt): (bool, OptLevel),
+        bytes: &[u8],
+        timeout: Duration,
+    ) -> Result<Component, String> {
+        let mut command = Command::new(&self.program);
+        command.args(&self.args).args(["--opt", opt_name(opt)]);
+        if parallel {
+            command.arg("--parallel");
+        }
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        confine(&mut command, self.memory_bytes);
+        let mut child =
+            command.spawn().map_err(|e| format!("starting the compile ({}): {e}", self.program.display()))?;
+        let input = child.stdin.take().map(|mut stdin| {
+            let bytes = bytes.to_vec();
+            // A child that died early closes its stdin: that error is its
+            // exit status's to explain.
+            std::thread::spawn(move || drop(stdin.write_all(&bytes)))
+        });
+        let stdout = child.stdout.take().map(|out| {
+            std::thread::spawn(move || {
+                let mut artifact = Vec::new();
+                out.take(MAX_ARTIFACT_BYTES + 1).read_to_end(&mut artifact).map(|_| artifact)
+            })
+        });
+        let stderr = child.stderr.take().map(|err| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = err.take(64 << 10).read_to_string(&mut text);
+                text
+            })
+        });
+        let exited = wait_within(&mut child, timeout);
+        drop(input.map(|t| t.join()));
+        let artifact =
+            stdout.and_then(|t| t.join().ok()).transpose().map_err(|e| format!("reading the compile: {e}"))?;
+        let errors = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+        match exited {
+            None => Err(format!("compiling took longer than {timeout:?}: stopped")),
+            Some(status) if !status.success() => Err(child_failure(status, &errors)),
+            Some(_) => {
+                let artifact = artifact.unwrap_or_default();
+                if artifact.len() as u64 > MAX_ARTIFACT_BYTES {
+                    return Err(format!("the compiled policy is over {MAX_ARTIFACT_BYTES} bytes"));
+                }
+                // SAFETY: the artifact is wasmtime's own, made by this very
+                // executable's child with this engine's settings (the
+                // program is the scheduler's, never a policy's); wasmtime
+                // still rejects one from another version or configuration.
+                unsafe { Component::deserialize(engine, &artifact) }.map_err(|e| format!("{e:#}"))
+            }
+        }
+    }
+}
+
+/// Waits for `child` until `timeout`; past it kills it (and reaps it).
+fn wait_within(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+/// Why a child failed: its own words (the compile error), or the signal
+/// that ended it (its memory cap, say).
+fn child_failure(status: std::process::ExitStatus, errors: &str) -> String {
+    let said = errors.trim();
+    if !said.is_empty() {
+        return said.strip_prefix("error: ").unwrap_or(said).to_string();
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return format!("the compile was ended by signal {signal} (past its memory cap?)");
+        }
+    }
+    format!("the compile failed ({status})")
+}
+
+/// The child's limits: its address space capped, and a lower priority
+/// than the scheduling threads.
+fn confine(command: &mut Command, memory_bytes: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: runs in the child between fork and exec, and calls only
+        // setrlimit and setpriority, which are async-signal-safe; nothing
+        // is allocated and no lock is taken.
+        unsafe {
+            command.pre_exec(move || {
+                let limit = libc::rlimit { rlim_cur: memory_bytes, rlim_max: memory_bytes };
+                if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (command, memory_bytes);
+}
+
+fn opt_name(opt: OptLevel) -> &'static str {
+    match opt {
+        OptLevel::None => "none",
+        _ => "speed",
+    }
+}
+
+/// The child's side: the component on stdin, the precompiled artifact on
+/// stdout (`opt`: `none` or `speed`, as the parent's tier).
+pub fn serve(opt: &str, parallel: bool) -> Result<(), String> {
+    let opt = match opt {
+        "none" => OptLevel::None,
+        "speed" => OptLevel::Speed,
+        other => return Err(format!("--opt {other:?}: none or speed")),
+    };
+    let engine = Engine::new(&crate::engine::engine_config(parallel, opt)).map_err(|e| format!("{e:#}"))?;
+    let mut bytes = Vec::new();
+    std::io::stdin().read_to_end(&mut bytes).map_err(|e| format!("reading the component: {e}"))?;
+    let artifact = engine.precompile_component(&bytes).map_err(|e| format!("{e:#}"))?;
+    std::io::stdout().write_all(&artifact).map_err(|e| format!("writing the compiled policy: {e}"))
+}
