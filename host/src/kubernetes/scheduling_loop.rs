@@ -408,14 +408,16 @@ fn record_attempt(recorder: &Recorder, attempt: &Attempt, now: Duration) {
             node: Some(node.clone()),
             message: None,
             canary: record.canary.clone(),
+            attempt: record.attempt,
         },
         Attempt::Unschedulable { pod, record, .. } => Attempted {
             pod: pod.key.to_string(),
             node: None,
             message: record.message.clone(),
             canary: record.canary.clone(),
+            attempt: record.attempt,
         },
-        Attempt::Evaluate(job) => return recorder.evaluate(now, job.pod.key.to_string()),
+        Attempt::Evaluate(job) => return recorder.evaluate(now, job.pod.key.to_string(), job.attempt),
     };
     recorder.attempt(now, attempted);
 }

@@ -41,6 +41,13 @@ pub struct Attempted {
     /// The canary that decided instead of the profile's policies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<String>,
+    /// Which attempt of the pod it was, 1 the first (0: not recorded).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempt: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A binding cycle's end, as the binder reported it to the core.
@@ -72,10 +79,20 @@ pub enum Entry {
         tenant: String,
         active: Vec<String>,
     },
+    /// In a snapshot: a pod the core had placed on `node` whose copy did
+    /// not carry the node yet (its binding `bound`, or still in flight).
+    Assumed {
+        pod: String,
+        node: String,
+        bound: bool,
+    },
     /// A tenant pod's attempt was handed to its tenant's policy (`pod`:
     /// `namespace/name`); its decision is the `Attempt` the verdict makes.
     Evaluate {
         pod: String,
+        /// Which attempt of the pod it is (0: not recorded).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        attempt: u32,
     },
     /// The permission preflight's verdict: the writes this identity may
     /// not make (pods that need them wait).

@@ -85,8 +85,8 @@ impl Recorder {
         self.send(Message::Entry(t, Entry::TenantPolicies { tenant: tenant.to_string(), active }));
     }
 
-    pub fn evaluate(&self, t: Duration, pod: String) {
-        self.send(Message::Entry(t, Entry::Evaluate { pod }));
+    pub fn evaluate(&self, t: Duration, pod: String, attempt: u32) {
+        self.send(Message::Entry(t, Entry::Evaluate { pod, attempt }));
     }
 
     pub fn permissions(&self, t: Duration, denied: &crate::scheduler::DeniedWrites) {
@@ -150,6 +150,9 @@ struct Files {
     /// Each live object's last applying line, by (resource, namespace,
     /// name); and the settings in force (resources starting with `~`).
     alive: BTreeMap<(String, String, String), String>,
+    /// Pods placed whose copy does not carry the node yet (`namespace/name`
+    /// → node, and whether the binding answered): a snapshot says so.
+    placed: BTreeMap<String, (String, bool)>,
     failed: bool,
 }
 
@@ -167,6 +170,7 @@ impl Files {
             snapshot_bytes: 0,
             kept: vec![(path, 0)],
             alive: BTreeMap::new(),
+            placed: BTreeMap::new(),
             failed: false,
         };
         files.header(0);
@@ -185,6 +189,8 @@ impl Files {
                     let line = Line { t: nanos(t), entry };
                     let text = self.line(&line);
                     self.remember_setting(&line.entry, text);
+                    self.remember_placed(&line.entry);
+                    self.rotate_if_full(line.t);
                 }
                 Err(RecvTimeoutError::Timeout) => self.flush(),
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -205,6 +211,7 @@ impl Files {
         let text = self.line(&line);
         let Entry::Event(record) = &line.entry else { return };
         self.remember(record, text);
+        self.rotate_if_full(line.t);
     }
 
     /// Keeps the snapshot's view of the live objects up to date.
@@ -214,11 +221,17 @@ impl Files {
             ChangeRecord::Applied(object) => {
                 let meta = &object["metadata"];
                 let key = |f: &str| meta[f].as_str().unwrap_or_default().to_string();
+                if resource == "pods" && object["spec"]["nodeName"].is_string() {
+                    self.placed.remove(&format!("{}/{}", key("namespace"), key("name")));
+                }
                 if let Some(text) = text {
                     self.alive.insert((resource, key("namespace"), key("name")), text);
                 }
             }
             ChangeRecord::Deleted { namespace, name, .. } => {
+                if resource == "pods" {
+                    self.placed.remove(&format!("{namespace}/{name}"));
+                }
                 self.alive.remove(&(resource, namespace.clone(), name.clone()));
             }
             ChangeRecord::Listed(keys) => {
@@ -244,14 +257,40 @@ impl Files {
         };
     }
 
+    /// Keeps which pods the core placed before their copies say so.
+    fn remember_placed(&mut self, entry: &Entry) {
+        match entry {
+            Entry::Attempt(a) => {
+                match &a.node {
+                    Some(node) => self.placed.insert(a.pod.clone(), (node.clone(), false)),
+                    None => self.placed.remove(&a.pod),
+                };
+            }
+            Entry::Binding(b) if b.outcome == "bound" => {
+                if let Some(placed) = self.placed.get_mut(&b.pod) {
+                    placed.1 = true;
+                }
+            }
+            Entry::Binding(b) => {
+                self.placed.remove(&b.pod);
+            }
+            _ => {}
+        }
+    }
+
     /// Writes one line; returns its text for the snapshot's memory.
     fn line(&mut self, line: &Line) -> Option<String> {
         let text = serde_json::to_string(line).ok()?;
         self.write(&text);
-        if self.written - self.snapshot_bytes >= self.file_bytes() {
-            self.rotate(line.t);
-        }
         Some(text)
+    }
+
+    /// A new file once this one is full: after the last line is
+    /// remembered, so the next file's snapshot holds what it said.
+    fn rotate_if_full(&mut self, t: u64) {
+        if self.written - self.snapshot_bytes >= self.file_bytes() {
+            self.rotate(t);
+        }
     }
 
     fn write(&mut self, text: &str) {
@@ -297,10 +336,15 @@ impl Files {
         }
         self.written = 0;
         self.kept.push((path, 0));
-        let snapshot: Vec<String> = {
+        let mut snapshot: Vec<String> = {
             let (pods, rest): (Vec<_>, Vec<_>) = self.alive.iter().partition(|((r, _, _), _)| r == "pods");
             rest.into_iter().chain(pods).map(|(_, text)| retimed(text, t)).collect()
         };
+        // Then where the core had placed pods whose copies do not say so.
+        for (pod, (node, bound)) in &self.placed {
+            let entry = Entry::Assumed { pod: pod.clone(), node: node.clone(), bound: *bound };
+            snapshot.extend(serde_json::to_string(&Line { t, entry }).ok());
+        }
         self.header(snapshot.len());
         for text in &snapshot {
             self.write(text);

@@ -215,6 +215,27 @@ impl SchedulingQueue {
         }
     }
 
+    /// Replay: a pod a recording's snapshot found waiting, set aside
+    /// (parked) until `take_recorded` names it.
+    pub fn set_aside(&mut self, key: &PodKey) -> bool {
+        match self.entries.get_mut(key) {
+            Some(e) if e.location != Location::InFlight => {
+                e.location = Location::Parked;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Replay: the recording attempted `key` after `attempts` attempts
+    /// (`None`: as many as the queue counted): taken from wherever it
+    /// waits, with that count.
+    pub fn take_recorded(&mut self, key: &PodKey, attempts: Option<u32>, now: Duration) -> Option<(Arc<PodInfo>, u32)> {
+        let e = self.entries.get_mut(key).filter(|e| e.location != Location::InFlight)?;
+        e.attempts = attempts.unwrap_or(e.attempts);
+        Some(Self::take(e, now))
+    }
+
     /// A parked pod's turn: back to active. False if it is not parked any
     /// more (deleted, or bound by someone else).
     pub fn unpark(&mut self, key: &PodKey) -> bool {

@@ -81,9 +81,14 @@ pub fn replay(dir: &Path, policies: PolicySet, options: &SimOptions) -> Result<R
     }
     let mut run = Replay::new(scheduler, Tenants::of(options));
     run.tenants.apply_all(&mut run.scheduler);
-    for line in journal.lines() {
+    for (n, line) in journal.lines().enumerate() {
         let line = line?;
         run.step(Duration::from_nanos(line.t), line.entry)?;
+        if n + 1 == header.snapshot_lines {
+            // Started from a snapshot: how long its waiting pods had
+            // waited is not known, so each waits for its recorded attempt.
+            run.fresh = run.scheduler.set_aside_waiting().into_iter().collect();
+        }
     }
     Ok(run.report(header.profiles))
 }
@@ -98,6 +103,9 @@ struct Replay {
     /// decided as it did).
     in_flight: HashMap<PodKey, (Arc<PodInfo>, String)>,
     last_message: HashMap<PodKey, String>,
+    /// Pods waiting when the recording's snapshot was taken, not attempted
+    /// since: each is attempted when, and as which attempt, recorded.
+    fresh: HashSet<PodKey>,
     tenants: Tenants,
     /// Tenant pods handed to their policy, decided when the recording's
     /// verdict comes.
@@ -119,6 +127,7 @@ impl Replay {
             recorded_placed: HashSet::new(),
             in_flight: HashMap::new(),
             last_message: HashMap::new(),
+            fresh: HashSet::new(),
             tenants,
             jobs: HashMap::new(),
             early: HashMap::new(),
@@ -140,20 +149,21 @@ impl Replay {
             Entry::Permissions(denied) => self.scheduler.set_denied_writes(denied, now),
             Entry::Policies { .. } => {}
             Entry::TenantPolicies { tenant, active } => self.tenants.apply(&mut self.scheduler, &tenant, &active),
-            Entry::Evaluate { pod } => self.evaluate(now, pod),
+            Entry::Evaluate { pod, attempt } => self.evaluate(now, pod, attempt),
+            Entry::Assumed { pod, node, bound } => self.assumed(now, &pod, node, bound),
         }
         Ok(())
     }
 
     /// The recording handed a tenant pod to its policy here: so does the
     /// replay, or it decides the pod at once (its policy was not supplied).
-    fn evaluate(&mut self, now: Duration, pod: String) {
-        match self.scheduler.schedule_next(now) {
+    fn evaluate(&mut self, now: Duration, pod: String, attempt: u32) {
+        match self.next_attempt(&key_of(&pod), attempt, now) {
             Some(Attempt::Evaluate(job)) => {
                 self.jobs.insert(job.pod.key.clone(), job);
             }
             Some(other) => {
-                let handed = Attempted { pod, node: None, message: None, canary: None };
+                let handed = Attempted { pod, node: None, message: None, canary: None, attempt };
                 if let Some(replayed) = self.conclude(other, &handed, now) {
                     self.early.insert(key_of(&replayed.pod), replayed);
                 }
@@ -162,6 +172,31 @@ impl Replay {
         }
         let work = self.scheduler.take_shadow_work();
         self.experiments.run_inline(work);
+    }
+
+    /// The snapshot's pod placed on `node` before its copy said so: placed
+    /// there, bound if its binding had answered, else waiting for it.
+    fn assumed(&mut self, now: Duration, pod: &str, node: String, bound: bool) {
+        let key = key_of(pod);
+        let Some(info) = self.scheduler.assume_recorded(&key, &node, now) else { return };
+        self.fresh.remove(&key);
+        self.recorded_placed.insert(key.clone());
+        self.decided.insert(key.clone(), Some(node.clone()));
+        if bound {
+            self.scheduler.binding_succeeded(&info, &node);
+        } else {
+            self.in_flight.insert(key, (info, node));
+        }
+    }
+
+    /// The next attempt, at the moment the recording made its `attempt`-th
+    /// of `key`: the queue's next, or that pod if it waited since the
+    /// snapshot.
+    fn next_attempt(&mut self, key: &PodKey, attempt: u32, now: Duration) -> Option<Attempt> {
+        if self.fresh.remove(key) {
+            return self.scheduler.schedule_recorded(key, attempt, now);
+        }
+        self.scheduler.schedule_next(now)
     }
 
     /// A pod the recording placed, as the replay has it: on the replay's
@@ -196,7 +231,7 @@ impl Replay {
         } else if let Some(early) = self.early.remove(&key) {
             Some(early)
         } else {
-            self.scheduler.schedule_next(now).and_then(|attempt| self.conclude(attempt, &recorded, now))
+            self.next_attempt(&key, recorded.attempt, now).and_then(|attempt| self.conclude(attempt, &recorded, now))
         };
         // After the decision, as the live loop hands it to its worker.
         let work = self.scheduler.take_shadow_work();
@@ -227,6 +262,7 @@ impl Replay {
                     node: Some(node.clone()),
                     message: None,
                     canary: record.canary,
+                    attempt: record.attempt,
                 };
                 if attempted.pod == recorded.pod && attempted.node == recorded.node {
                     self.in_flight.insert(pod.key.clone(), (pod, node));
@@ -242,7 +278,8 @@ impl Replay {
                 self.decided.insert(pod.key.clone(), None);
                 let message = record.message.clone();
                 self.last_message.insert(pod.key.clone(), message.clone().unwrap_or_default());
-                Some(Attempted { pod: pod.key.to_string(), node: None, message, canary: record.canary })
+                let (canary, attempt) = (record.canary, record.attempt);
+                Some(Attempted { pod: pod.key.to_string(), node: None, message, canary, attempt })
             }
         }
     }

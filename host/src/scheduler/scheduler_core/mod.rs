@@ -31,6 +31,7 @@ use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
 mod canaries;
 mod cluster_events;
+mod recorded;
 mod stores;
 mod tenant_jobs;
 

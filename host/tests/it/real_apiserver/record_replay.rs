@@ -7,6 +7,25 @@
 use super::*;
 use wasmsched::record::RecordSettings;
 
+/// A single replica of `profile` recording into `dir`, within `max_bytes`.
+fn recording(
+    profile: &str,
+    policies: PolicySet,
+    dir: &std::path::Path,
+    max_bytes: u64,
+) -> wasmsched::kubernetes::RunConfig {
+    let mut config = common::single_replica(ProfileConfig::with_policies(profile, policies));
+    config.tenants.settings.enabled = false;
+    config.record = Some(RecordSettings { dir: dir.to_path_buf(), max_bytes, profiles: vec![profile.into()], seed: 0 });
+    config
+}
+
+/// A pod for the nodes of `class`, asking for `cpu`.
+fn class_pod(class: &str, cpu: &str) -> Value {
+    json!({"nodeSelector": {"wasmsched-class": class},
+           "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}]})
+}
+
 /// Four nodes with prices for `cheapest`; a stream of pods of mixed
 /// sizes (two too large for any node), some deleted halfway.
 async fn recorded_run(real: &Real, dir: &std::path::Path, policies: PolicySet) -> (Vec<(String, String)>, Value) {
@@ -19,19 +38,8 @@ async fn recorded_run(real: &Real, dir: &std::path::Path, policies: PolicySet) -
         real.add_node(n, &shape).await;
         real.annotate_node(n, "hightower.com/cost", cost).await;
     }
-    let mut config = common::single_replica(ProfileConfig::with_policies("wasmsched-rec", policies));
-    config.tenants.settings.enabled = false;
-    config.record = Some(RecordSettings {
-        dir: dir.to_path_buf(),
-        max_bytes: 1 << 30,
-        profiles: vec!["wasmsched-rec".into()],
-        seed: 0,
-    });
-    let scheduler = real.start_wasmsched(config).await;
-    let pod = |cpu: &str| {
-        json!({"nodeSelector": {"wasmsched-class": "rec"},
-               "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}]})
-    };
+    let scheduler = real.start_wasmsched(recording("wasmsched-rec", policies, dir, 1 << 30)).await;
+    let pod = |cpu: &str| class_pod("rec", cpu);
     let sizes = ["500m", "1", "250m", "2", "750m", "9", "1500m", "100m", "1", "300m"];
     let first: Vec<(String, Value)> = (0..20).map(|i| (format!("p{i:02}"), pod(sizes[i % sizes.len()]))).collect();
     let names = real.create_pods("rec-", &first, "wasmsched-rec", Duration::from_millis(30)).await;
@@ -169,17 +177,12 @@ fn a_tenants_pods_replay_to_their_policys_decisions() {
     let ns = real.namespace.clone();
     let cluster_end = real.block_on(async {
         super::policies::on_demand_and_spot(&real, "rect").await;
-        let mut config = common::single_replica(ProfileConfig::with_policies("wasmsched-rect", default_policies()));
-        config.record = Some(RecordSettings {
-            dir: dir.path().to_path_buf(),
-            max_bytes: 1 << 30,
-            profiles: vec!["wasmsched-rect".into()],
-            seed: 0,
-        });
+        let mut config = recording("wasmsched-rect", default_policies(), dir.path(), 1 << 30);
+        config.tenants.settings.enabled = true;
         let scheduler = real.start_wasmsched(config).await;
         real.put_configmap("mine", &[("spot-first.wasm", real::wasm("spot-first"))], true).await;
         real.wait_configmap_event("mine", "PolicyAccepted").await;
-        let spec = json!({"nodeSelector": {"wasmsched-class": "rect"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "1"}}}]});
+        let spec = class_pod("rect", "1");
         let mut names = Vec::new();
         for round in 0..4 {
             let plain: Vec<(String, Value)> = (0..3).map(|i| (format!("p{round}{i}"), spec.clone())).collect();
@@ -217,9 +220,84 @@ fn a_tenants_pods_replay_to_their_policys_decisions() {
     assert!(!without["divergences"].as_array().unwrap().is_empty(), "{without}");
 }
 
+/// Whether the recording, as a replay reads it now, attempts a pod whose
+/// name holds `marker` after its opening snapshot.
+fn attempted_after_snapshot(dir: &std::path::Path, marker: &str) -> bool {
+    let Ok(journal) = wasmsched::record::read_journal(dir) else { return false };
+    let skip = journal.header.snapshot_lines;
+    journal.header.segment > 1
+        && journal
+            .lines()
+            .skip(skip)
+            .filter_map(Result::ok)
+            .any(|line| matches!(line.entry, wasmsched::record::Entry::Attempt(a) if a.pod.contains(marker)))
+}
+
 fn replay_args(dir: &std::path::Path, args: &[&str]) -> Value {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_wasmsched"));
     let out = command.args(["simulate", "--replay"]).arg(dir).args(["--output", "json"]).args(args).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A recording past its bound has lost its first files and starts from a
+/// snapshot, with pods then waiting whose waits it never saw (two too
+/// large for any node: new pods are decided before them, and they are
+/// tried again when pods are deleted). Replayed with the recorded policy,
+/// every attempt still decides as recorded.
+#[test]
+fn a_recording_that_lost_its_first_files_replays_exactly_from_its_snapshot() {
+    let Some(real) = Real::start("record-pruned") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    real.block_on(async {
+        use k8s_openapi::api::core::v1::Pod;
+        use kube::Api;
+        use kube::api::DeleteParams;
+        for n in ["a", "b", "c"] {
+            let shape = json!({"labels": {"wasmsched-class": "prune"}, "spec": {}, "cpu": "8", "memory": "16Gi", "pods": "500"});
+            real.add_node(n, &shape).await;
+        }
+        let config = recording("wasmsched-prune", default_policies(), dir.path(), 2 << 20);
+        let scheduler = real.start_wasmsched(config).await;
+        let pod = |cpu: &str| class_pod("prune", cpu);
+        let big: Vec<(String, Value)> = (0..2).map(|i| (format!("big{i}"), pod("64"))).collect();
+        real.create_pods("", &big, "wasmsched-prune", Duration::ZERO).await;
+        let mut names = Vec::new();
+        for round in 0..6 {
+            let batch: Vec<(String, Value)> = (0..120).map(|i| (format!("r{round}-{i:03}"), pod("10m"))).collect();
+            names.extend(real.create_pods("", &batch, "wasmsched-prune", Duration::ZERO).await);
+            real.wait_decided(&names).await;
+        }
+        // New pods decided after the snapshot the recording now starts
+        // from, while the large pods wait: the replay must not try those
+        // first. (A batch the writer rotated past is followed by another.)
+        for k in 0.. {
+            assert!(k < 5, "no batch landed after the recording's snapshot");
+            let batch: Vec<(String, Value)> = (0..10).map(|i| (format!("z{k}-{i}"), pod("10m"))).collect();
+            names.extend(real.create_pods("", &batch, "wasmsched-prune", Duration::ZERO).await);
+            real.wait_decided(&names).await;
+            tokio::time::sleep(Duration::from_millis(1200)).await;
+            if attempted_after_snapshot(dir.path(), &format!("/z{k}-")) {
+                break;
+            }
+        }
+        // Deletions: the large pods are tried again, as the snapshot's
+        // waiting pods.
+        let api: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
+        let now = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+        for name in names.iter().step_by(60) {
+            api.delete(name, &now).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        real.settle().await;
+        scheduler.shutdown().await;
+        real.delete_pods().await;
+        real.delete_nodes().await;
+    });
+    assert!(!dir.path().join("journal-000001.jsonl").exists(), "the first file is gone past the bound");
+    let same = replay(dir.path(), None);
+    let attempts = same["attempts"].as_u64().unwrap();
+    let journal = std::fs::read_dir(dir.path()).unwrap().count();
+    assert!(attempts > 0, "{journal} files: {same}");
+    assert_eq!(same["agreed"].as_u64(), Some(attempts), "{}", same["divergences"]);
 }
