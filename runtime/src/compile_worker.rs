@@ -31,9 +31,11 @@ pub struct CompileWorker {
 /// for tenants, 64 MiB of wasm at most) stays well inside it.
 pub const WORKER_MEMORY_BYTES: u64 = 4 << 30;
 
-/// A precompiled artifact is a few times its component: past this the
+/// A precompiled artifact is a few times its component (least-allocated's
+/// 3.4 times): past this many times, or past a floor for small ones, the
 /// child's output is refused rather than read.
-const MAX_ARTIFACT_BYTES: u64 = 1 << 30;
+const ARTIFACT_PER_WASM_BYTE: u64 = 32;
+const MIN_ARTIFACT_BYTES: u64 = 64 << 20;
 
 /// How often the parent looks whether the child is done.
 const POLL: Duration = Duration::from_millis(5);
@@ -67,10 +69,11 @@ impl CompileWorker {
             // exit status's to explain.
             std::thread::spawn(move || drop(stdin.write_all(&bytes)))
         });
+        let max_artifact = (bytes.len() as u64).saturating_mul(ARTIFACT_PER_WASM_BYTE).max(MIN_ARTIFACT_BYTES);
         let stdout = child.stdout.take().map(|out| {
             std::thread::spawn(move || {
                 let mut artifact = Vec::new();
-                out.take(MAX_ARTIFACT_BYTES + 1).read_to_end(&mut artifact).map(|_| artifact)
+                out.take(max_artifact + 1).read_to_end(&mut artifact).map(|_| artifact)
             })
         });
         let stderr = child.stderr.take().map(|err| {
@@ -90,8 +93,10 @@ impl CompileWorker {
             Some(status) if !status.success() => Err(child_failure(status, &errors)),
             Some(_) => {
                 let artifact = artifact.unwrap_or_default();
-                if artifact.len() as u64 > MAX_ARTIFACT_BYTES {
-                    return Err(format!("the compiled policy is over {MAX_ARTIFACT_BYTES} bytes"));
+                if artifact.len() as u64 > max_artifact {
+                    return Err(format!(
+                        "the compiled policy is over {max_artifact} bytes ({ARTIFACT_PER_WASM_BYTE} times its component)"
+                    ));
                 }
                 // SAFETY: the artifact is wasmtime's own, made by this very
                 // executable's child with this engine's settings (the

@@ -216,6 +216,37 @@ pub(super) fn read_manifests(
     Ok(manifests)
 }
 
+/// Every policy the flags name: the profile's with its candidates, and
+/// the tenants' with theirs.
+struct Loaded {
+    policies: wasmsched::scheduler::PolicySet,
+    label: String,
+    tenants: Vec<(String, String, std::sync::Arc<wasmsched_runtime::LoadedPolicy>)>,
+    tenant_candidates: Vec<(String, wasmsched::scheduler::policy_set::ShadowCandidate)>,
+}
+
+fn load_all(args: &SimulateArgs, limits: &wasmsched_runtime::PolicyLimits) -> anyhow::Result<Loaded> {
+    let engine = args.limits.engine()?;
+    let fetcher = args.limits.fetcher()?;
+    let (mut policies, label) = load_policies(&args.policies, &engine, limits, &fetcher)?;
+    policies.candidates = args
+        .candidates
+        .iter()
+        .map(|spec| load_candidate(spec, &engine, limits, &fetcher))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let tenants = args
+        .tenant_policies
+        .iter()
+        .map(|spec| load_tenant_policy(spec, &engine))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let tenant_candidates = args
+        .tenant_candidates
+        .iter()
+        .map(|spec| load_tenant_candidate(spec, &engine, &fetcher, &tenants))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Loaded { policies, label, tenants, tenant_candidates })
+}
+
 /// One simulation, rendered as asked.
 fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
     if let Some(dir) = &args.replay {
@@ -223,23 +254,7 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
     }
     let limits = args.limits.to_limits()?;
     let manifests = read_cluster(args, Manifests::default())?;
-    let engine = args.limits.engine()?;
-    let (mut policies, label) = load_policies(&args.policies, &engine, &limits, &args.limits.fetcher()?)?;
-    let tenants = args
-        .tenant_policies
-        .iter()
-        .map(|spec| load_tenant_policy(spec, &engine))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    policies.candidates = args
-        .candidates
-        .iter()
-        .map(|spec| load_candidate(spec, &engine, &limits, &args.limits.fetcher()?))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let tenant_candidates = args
-        .tenant_candidates
-        .iter()
-        .map(|spec| load_tenant_candidate(spec, &engine, &args.limits.fetcher()?, &tenants))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let Loaded { policies, label, tenants, tenant_candidates } = load_all(args, &limits)?;
     let bar = ProgressBar::new(0);
     bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} pods placed {elapsed}").expect("template"));
     let progress_bar = bar.clone();
@@ -289,23 +304,7 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
 /// policies given.
 fn run_replay(args: &SimulateArgs, dir: &std::path::Path) -> anyhow::Result<String> {
     let limits = args.limits.to_limits()?;
-    let engine = args.limits.engine()?;
-    let (mut policies, label) = load_policies(&args.policies, &engine, &limits, &args.limits.fetcher()?)?;
-    policies.candidates = args
-        .candidates
-        .iter()
-        .map(|spec| load_candidate(spec, &engine, &limits, &args.limits.fetcher()?))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let tenants = args
-        .tenant_policies
-        .iter()
-        .map(|spec| load_tenant_policy(spec, &engine))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let tenant_candidates = args
-        .tenant_candidates
-        .iter()
-        .map(|spec| load_tenant_candidate(spec, &engine, &args.limits.fetcher()?, &tenants))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let Loaded { policies, label, tenants, tenant_candidates } = load_all(args, &limits)?;
     let options = SimOptions {
         seed: args.seed,
         tenants,

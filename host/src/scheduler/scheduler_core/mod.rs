@@ -200,9 +200,8 @@ pub(super) struct ShadowOf<'a> {
 
 /// The shadow work of an attempt decided on `pass`: one job per candidate
 /// that sees the pod.
-pub(super) fn shadow_jobs(of: ShadowOf, shadows: &[Shadowing], pass: Option<BuiltinPass>) -> Vec<ShadowJob> {
-    let Some(pre) = pass else { return Vec::new() };
-    let pre = Arc::new(pre);
+pub(super) fn shadow_jobs(of: ShadowOf, shadows: &[Shadowing], pass: BuiltinPass) -> Vec<ShadowJob> {
+    let pre = Arc::new(pass);
     shadows
         .iter()
         .map(|&(tenant, c)| ShadowJob {
@@ -412,8 +411,17 @@ impl Scheduler {
         };
         let (mut record, mut next_start, pass) =
             run_attempt(input(canary_set.as_ref().unwrap_or(policies), !shadows.is_empty()));
-        let of = ShadowOf { pod: &pod, decided: &record.chosen, attempt, policies, ctx: self.policy_context(), seed };
-        let jobs = shadow_jobs(of, &shadows, pass);
+        let jobs = match pass {
+            Some(pass) => {
+                let ctx = self.policy_context();
+                shadow_jobs(
+                    ShadowOf { pod: &pod, decided: &record.chosen, attempt, policies, ctx, seed },
+                    &shadows,
+                    pass,
+                )
+            }
+            None => Vec::new(),
+        };
         let failed = match canary {
             // A canary never leaves a pod pending that the deciding policies
             // would place: they decide this attempt (its failure counts).

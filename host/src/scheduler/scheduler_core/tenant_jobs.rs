@@ -120,7 +120,7 @@ impl Scheduler {
         let seen: Vec<Shadowing> = candidates.iter().map(|c| (Some(tenant), c)).collect();
         let ctx = PolicyContext { nodes, metrics: self.metrics.clone() };
         let of = ShadowOf { pod, decided, attempt, policies: &policies, ctx, seed: self.config.seed };
-        let jobs = shadow_jobs(of, &seen, Some(pass));
+        let jobs = shadow_jobs(of, &seen, pass);
         self.shadow_outbox.add(jobs);
     }
 
