@@ -73,6 +73,19 @@ pub fn respond(status: &SchedulerStatus, path: &str, query: &str) -> Response<Fu
 pub struct ExperimentsGate {
     pub access: ExperimentsAccess,
     pub client: kube::Client,
+    /// Callers being reviewed at once: each review is two API requests
+    /// in the scheduler's own priority level, so whoever reaches the port
+    /// must not be able to queue them without bound.
+    pub reviews: Arc<tokio::sync::Semaphore>,
+}
+
+/// Reviews of `/experiments` callers in flight at once, at most.
+pub const MAX_REVIEWS: usize = 4;
+
+impl ExperimentsGate {
+    pub fn new(access: ExperimentsAccess, client: kube::Client) -> Self {
+        ExperimentsGate { access, client, reviews: Arc::new(tokio::sync::Semaphore::new(MAX_REVIEWS)) }
+    }
 }
 
 /// `/experiments`: every candidate, or one tenant's (`?namespace=NS`), to
@@ -82,10 +95,13 @@ async fn experiments(status: &SchedulerStatus, gate: &ExperimentsGate, query: &s
         Ok(view) => view,
         Err(why) => return text(400, "text/plain", format!("{why}\n")),
     };
-    if gate.access == ExperimentsAccess::Authorized
-        && let Err(refusal) = admit(&gate.client, auth, &view).await
-    {
-        return text(refusal.code, "text/plain", refusal.message + "\n");
+    if gate.access == ExperimentsAccess::Authorized {
+        let Ok(_review) = gate.reviews.try_acquire() else {
+            return text(429, "text/plain", format!("{MAX_REVIEWS} callers are being reviewed already: try again\n"));
+        };
+        if let Err(refusal) = admit(&gate.client, auth, &view).await {
+            return text(refusal.code, "text/plain", refusal.message + "\n");
+        }
     }
     if let Some(lease) = status.lease().filter(|_| !status.is_leader()) {
         // Its counts would be empty: say where they are instead.
@@ -139,4 +155,23 @@ pub async fn serve(
         }
     });
     Ok((bound, task))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Past the reviews in flight, a caller is turned away at once,
+    /// without a request to the API server (none answers here).
+    #[tokio::test]
+    async fn callers_past_the_reviews_in_flight_are_turned_away() {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        let mut gate = ExperimentsGate::new(ExperimentsAccess::Authorized, kube::Client::try_from(config).unwrap());
+        gate.reviews = Arc::new(tokio::sync::Semaphore::new(0));
+        let status = SchedulerStatus::new(None, &[], vec![]);
+        let reply = experiments(&status, &gate, "", Some("Bearer t")).await;
+        assert_eq!(reply.status().as_u16(), 429);
+        let reply = experiments(&status, &gate, "namespace=Bad_Name", None).await;
+        assert_eq!(reply.status().as_u16(), 400);
+    }
 }

@@ -79,7 +79,7 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     }
     let http_addr = match config.http_addr {
         Some(addr) => {
-            let gate = http::ExperimentsGate { access: config.experiments_access, client: client.clone() };
+            let gate = http::ExperimentsGate::new(config.experiments_access, client.clone());
             Some(http::serve(addr, status.clone(), gate, shutdown_rx.clone()).await?.0)
         }
         None => None,
