@@ -40,6 +40,6 @@ pub use instance::SYNC_TIME_PER_NODE;
 pub use limits::PolicyLimits;
 pub use loaded::{LoadedPolicy, MAX_RAW_SCORE, PolicyContext, Provenance};
 pub use node_metrics::{NoMetrics, NodeMetrics};
-pub use node_table::{NodeSync, NodeTable, SyncPoint};
+pub use node_table::{NodeSync, NodeTable, SlotLayout, SyncPoint};
 pub use source::{MAX_SETTINGS_BYTES, PolicySource, read_bounded, read_text_bounded};
 pub use ticker::EPOCH_TICK;

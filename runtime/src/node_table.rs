@@ -28,6 +28,18 @@ pub struct NodeTable {
     log: VecDeque<(u64, NodeId)>,
     /// Instances synced at a generation below this get a full reset.
     oldest_delta_base: u64,
+    /// Slots kept for nodes not upserted yet (`restore_layout`): empty but
+    /// in a replay that starts from a snapshot.
+    reserved: HashMap<String, NodeId>,
+}
+
+/// Which node holds each slot, and the free slots in the order they are
+/// taken again: the ids nodes have, which decide the order attempts visit
+/// them in (and so ties and sampling).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlotLayout {
+    pub slots: Vec<Option<String>>,
+    pub free: Vec<NodeId>,
 }
 
 /// Where a mirror stands: which table, and at which generation.
@@ -63,7 +75,36 @@ impl NodeTable {
             free: Vec::new(),
             log: VecDeque::new(),
             oldest_delta_base: 0,
+            reserved: HashMap::new(),
         }
+    }
+
+    pub fn layout(&self) -> SlotLayout {
+        SlotLayout {
+            slots: self.slots.iter().map(|s| s.as_ref().map(|facts| facts.name.clone())).collect(),
+            free: self.free.clone(),
+        }
+    }
+
+    /// Lays out an empty table as `layout` says another one was: each
+    /// named slot is kept for its node until `upsert` brings it, and new
+    /// nodes take the free slots as that table would have given them. A
+    /// table that holds nodes is left alone.
+    pub fn restore_layout(&mut self, layout: SlotLayout) {
+        if !self.by_name.is_empty() {
+            return;
+        }
+        self.slots = vec![None; layout.slots.len()];
+        let named = layout.slots.into_iter().enumerate().filter_map(|(id, name)| Some((name?, id as NodeId)));
+        self.reserved = named.collect();
+        self.free = layout.free;
+    }
+
+    /// Slots kept for nodes that never came become free.
+    pub fn release_reserved(&mut self) {
+        let mut left: Vec<NodeId> = self.reserved.drain().map(|(_, id)| id).collect();
+        left.sort_unstable_by(|a, b| b.cmp(a));
+        self.free.extend(left);
     }
 
     /// Inserts or updates a node by name. Unchanged facts change nothing, so
@@ -76,7 +117,7 @@ impl NodeTable {
             }
             return id;
         }
-        let id = match self.free.pop() {
+        let id = match self.reserved.remove(&facts.name).or_else(|| self.free.pop()) {
             Some(id) => id,
             None => {
                 self.slots.push(None);
@@ -243,6 +284,31 @@ mod tests {
         assert_eq!(table.slot_count(), 4);
         assert_eq!([sliced(0..1), sliced(1..3), sliced(3..4)].concat(), visit(0));
         assert_eq!(sliced(1..2), vec![]);
+    }
+
+    /// A table laid out as another gives each node the other's id, in
+    /// whatever order the nodes come, and new nodes the same free slots.
+    #[test]
+    fn a_restored_layout_gives_nodes_the_ids_they_had() {
+        let mut live = NodeTable::new();
+        for name in ["a", "b", "c", "d", "e"] {
+            live.upsert(node(name, "1"));
+        }
+        live.remove("b");
+        live.remove("d");
+        live.upsert(node("f", "1"));
+        let mut replayed = NodeTable::new();
+        replayed.restore_layout(live.layout());
+        for name in ["f", "e", "c", "a", "x"] {
+            replayed.upsert(node(name, "1"));
+        }
+        replayed.release_reserved();
+        for name in ["a", "c", "e", "f"] {
+            assert_eq!(replayed.id_of(name), live.id_of(name), "{name}");
+        }
+        // `x` took the slot `live` gives next.
+        assert_eq!(replayed.id_of("x"), Some(live.upsert(node("x", "1"))));
+        assert_eq!(replayed.layout(), live.layout());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use super::placed_terms::PlacedTerms;
 use super::pod_constraints::{AffinityTerm, WeightedTerm};
 use super::pod_counts::{PerNode, PodClause, PodCounters};
 use super::volumes::Volumes;
-use wasmsched_runtime::{NodeId, NodeTable, TaintEffect};
+use wasmsched_runtime::{NodeId, NodeTable, SlotLayout, TaintEffect};
 
 /// How long a pod this scheduler has started to delete counts as
 /// terminating without the watch saying so (`ClusterState::expire_evictions`).
@@ -92,6 +92,16 @@ impl ClusterState {
     /// The node table policies mirror; cheap to clone for an attempt.
     pub fn table(&self) -> &Arc<NodeTable> {
         &self.table
+    }
+
+    /// A replay from a snapshot: the table laid out as the live one was,
+    /// before the snapshot's nodes come.
+    pub fn restore_node_layout(&mut self, layout: SlotLayout) {
+        Arc::make_mut(&mut self.table).restore_layout(layout);
+    }
+
+    pub fn release_reserved_nodes(&mut self) {
+        Arc::make_mut(&mut self.table).release_reserved();
     }
 
     pub fn node(&self, id: NodeId) -> Option<&NodeState> {

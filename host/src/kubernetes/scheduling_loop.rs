@@ -152,6 +152,11 @@ impl SchedulingLoop {
                     Err(_) => break,
                 }
             }
+            if let Some(recorder) = &self.recorder
+                && recorder.layout_wanted()
+            {
+                recorder.layout(start.elapsed(), self.scheduler.node_layout());
+            }
             if self.draining && self.bindings_in_flight == 0 {
                 // Every binding answered and reported: done.
                 return;

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::scheduler::{DeniedWrites, EventRecord};
+use crate::scheduler::{DeniedWrites, EventRecord, NodeLayout};
 
 /// The format's name, in every file's header.
 pub const FORMAT: &str = "wasmsched-journal/1";
@@ -97,6 +97,9 @@ pub enum Entry {
     /// The permission preflight's verdict: the writes this identity may
     /// not make (pods that need them wait).
     Permissions(DeniedWrites),
+    /// A snapshot's first line: the ids the core's nodes had, so that a
+    /// replay from it visits them in the live order.
+    Layout(NodeLayout),
 }
 
 /// A line after the header: the core's clock (nanoseconds from the

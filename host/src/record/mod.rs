@@ -28,7 +28,7 @@ mod tests {
     use k8s_openapi::api::core::v1::Pod;
 
     use super::*;
-    use crate::scheduler::{ClusterEvent, ObjectKey};
+    use crate::scheduler::{ClusterEvent, NodeLayout, ObjectKey};
 
     fn pod(i: usize) -> ClusterEvent {
         let yaml = format!(
@@ -43,6 +43,10 @@ mod tests {
         let recorder = Recorder::start(settings).unwrap();
         for i in 0..pods {
             recorder.event(Duration::from_millis(i as u64), &pod(i));
+            // As the scheduling loop answers a full file.
+            if recorder.layout_wanted() {
+                recorder.layout(Duration::from_millis(i as u64), NodeLayout::default());
+            }
         }
         recorder.event(
             Duration::from_secs(3600),
@@ -53,6 +57,7 @@ mod tests {
     fn pod_names(journal: &Journal) -> Vec<String> {
         journal
             .lines()
+            .filter(|l| !matches!(l.as_ref().map(|l| &l.entry), Ok(Entry::Layout(_))))
             .map(|l| match l.unwrap().entry {
                 Entry::Event(e) => match e.change {
                     crate::scheduler::events::ChangeRecord::Applied(v) => {
@@ -95,6 +100,8 @@ mod tests {
         assert!(total <= 2 << 20, "{total} bytes in {files:?}");
         let journal = read_journal(dir.path()).unwrap();
         assert!(journal.header.segment > 1 && journal.header.snapshot_lines > 0, "{:?}", journal.header);
+        let first = journal.lines().next().unwrap().unwrap();
+        assert!(matches!(first.entry, Entry::Layout(_)), "a snapshot opens with the core's node layout: {first:?}");
         let names = pod_names(&journal);
         // The snapshot holds every pod alive at its moment, p0 first.
         assert_eq!(names[0], "p0");

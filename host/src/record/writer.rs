@@ -2,21 +2,23 @@
 //! so that turning events into JSON and writing files never delays the
 //! scheduling loop. Files are rotated at an eighth of the bound and the
 //! oldest removed past it; each new file opens with a snapshot of the
-//! objects alive, kept here as the lines that last applied them.
+//! objects alive, kept here as the lines that last applied them, and the
+//! core's node layout: a full file asks the loop for it, and rotates when
+//! it comes, in order with the inputs before it.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::time::Duration;
 
 use super::entry::{Attempted, BindingRecord, Entry, FORMAT, Header, Line};
 use super::redact::redact;
-use crate::scheduler::ClusterEvent;
 use crate::scheduler::events::{ChangeRecord, EventRecord};
+use crate::scheduler::{ClusterEvent, NodeLayout};
 
 /// Inputs the writer may fall behind by before the loop drops them (and
 /// counts them) rather than wait.
@@ -42,6 +44,9 @@ enum Message {
 pub struct Recorder {
     tx: Option<SyncSender<Message>>,
     dropped: Arc<AtomicU64>,
+    /// Set by the writer when a file is full: the loop answers with the
+    /// core's node layout, and the next file opens with it.
+    layout_wanted: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -56,13 +61,14 @@ impl Recorder {
                 dir.display()
             ));
         }
-        let mut files = Files::new(settings)?;
+        let layout_wanted = Arc::new(AtomicBool::new(false));
+        let mut files = Files::new(settings, layout_wanted.clone())?;
         let (tx, rx) = sync_channel(QUEUE);
         let thread = std::thread::Builder::new()
             .name("wasmsched-record".into())
             .spawn(move || files.run(rx))
             .map_err(|e| format!("starting the recording's writer: {e}"))?;
-        Ok(Recorder { tx: Some(tx), dropped: Arc::default(), thread: Some(thread) })
+        Ok(Recorder { tx: Some(tx), dropped: Arc::default(), layout_wanted, thread: Some(thread) })
     }
 
     pub fn event(&self, t: Duration, event: &ClusterEvent) {
@@ -87,6 +93,16 @@ impl Recorder {
 
     pub fn evaluate(&self, t: Duration, pod: String, attempt: u32) {
         self.send(Message::Entry(t, Entry::Evaluate { pod, attempt }));
+    }
+
+    /// Whether the writer asks for the core's node layout (once: the
+    /// question is taken by asking).
+    pub fn layout_wanted(&self) -> bool {
+        self.layout_wanted.swap(false, Ordering::Relaxed)
+    }
+
+    pub fn layout(&self, t: Duration, layout: NodeLayout) {
+        self.send(Message::Entry(t, Entry::Layout(layout)));
     }
 
     pub fn permissions(&self, t: Duration, denied: &crate::scheduler::DeniedWrites) {
@@ -153,11 +169,14 @@ struct Files {
     /// Pods placed whose copy does not carry the node yet (`namespace/name`
     /// → node, and whether the binding answered): a snapshot says so.
     placed: BTreeMap<String, (String, bool)>,
+    layout_wanted: Arc<AtomicBool>,
+    /// This file is full and the layout was asked for.
+    asked: bool,
     failed: bool,
 }
 
 impl Files {
-    fn new(settings: RecordSettings) -> Result<Files, String> {
+    fn new(settings: RecordSettings, layout_wanted: Arc<AtomicBool>) -> Result<Files, String> {
         let started = jiff::Timestamp::now().to_string();
         let path = settings.dir.join("journal-000001.jsonl");
         let out = BufWriter::new(File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?);
@@ -171,6 +190,8 @@ impl Files {
             kept: vec![(path, 0)],
             alive: BTreeMap::new(),
             placed: BTreeMap::new(),
+            layout_wanted,
+            asked: false,
             failed: false,
         };
         files.header(0);
@@ -185,12 +206,13 @@ impl Files {
         loop {
             match rx.recv_timeout(Duration::from_millis(500)) {
                 Ok(Message::Event(t, event)) => self.event(t, &event),
+                Ok(Message::Entry(t, Entry::Layout(layout))) => self.rotate_with(nanos(t), layout),
                 Ok(Message::Entry(t, entry)) => {
                     let line = Line { t: nanos(t), entry };
                     let text = self.line(&line);
                     self.remember_setting(&line.entry, text);
                     self.remember_placed(&line.entry);
-                    self.rotate_if_full(line.t);
+                    self.rotate_if_full();
                 }
                 Err(RecvTimeoutError::Timeout) => self.flush(),
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -211,7 +233,7 @@ impl Files {
         let text = self.line(&line);
         let Entry::Event(record) = &line.entry else { return };
         self.remember(record, text);
-        self.rotate_if_full(line.t);
+        self.rotate_if_full();
     }
 
     /// Keeps the snapshot's view of the live objects up to date.
@@ -285,11 +307,20 @@ impl Files {
         Some(text)
     }
 
-    /// A new file once this one is full: after the last line is
-    /// remembered, so the next file's snapshot holds what it said.
-    fn rotate_if_full(&mut self, t: u64) {
-        if self.written - self.snapshot_bytes >= self.file_bytes() {
-            self.rotate(t);
+    /// Once this file is full (after its last line is remembered, so the
+    /// next file's snapshot holds what it said), asks for the layout.
+    fn rotate_if_full(&mut self) {
+        if !self.asked && self.written - self.snapshot_bytes >= self.file_bytes() {
+            self.asked = true;
+            self.layout_wanted.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The layout asked for: the next file opens with it.
+    fn rotate_with(&mut self, t: u64, layout: NodeLayout) {
+        if self.asked {
+            self.asked = false;
+            self.rotate(t, layout);
         }
     }
 
@@ -320,7 +351,7 @@ impl Files {
 
     /// A new file, opening with the live objects (pods last, so that
     /// their nodes come first); the oldest files go past the bound.
-    fn rotate(&mut self, t: u64) {
+    fn rotate(&mut self, t: u64, layout: NodeLayout) {
         self.flush();
         if let Some(last) = self.kept.last_mut() {
             last.1 = self.written;
@@ -336,10 +367,10 @@ impl Files {
         }
         self.written = 0;
         self.kept.push((path, 0));
-        let mut snapshot: Vec<String> = {
-            let (pods, rest): (Vec<_>, Vec<_>) = self.alive.iter().partition(|((r, _, _), _)| r == "pods");
-            rest.into_iter().chain(pods).map(|(_, text)| retimed(text, t)).collect()
-        };
+        let mut snapshot: Vec<String> =
+            serde_json::to_string(&Line { t, entry: Entry::Layout(layout) }).into_iter().collect();
+        let (pods, rest): (Vec<_>, Vec<_>) = self.alive.iter().partition(|((r, _, _), _)| r == "pods");
+        snapshot.extend(rest.into_iter().chain(pods).map(|(_, text)| retimed(text, t)));
         // Then where the core had placed pods whose copies do not say so.
         for (pod, (node, bound)) in &self.placed {
             let entry = Entry::Assumed { pod: pod.clone(), node: node.clone(), bound: *bound };

@@ -46,7 +46,7 @@ pub use policy_set::{PolicySet, WeightedPolicy};
 pub use queue::QueueSizes;
 pub use sampling::{NodeSampling, NodeWindow};
 pub use scheduler_core::{
-    Attempt, CanaryStop, MAX_JOBS_PER_TENANT, Nomination, PodStanding, Profile, Scheduler, SchedulerConfig,
+    Attempt, CanaryStop, MAX_JOBS_PER_TENANT, NodeLayout, Nomination, PodStanding, Profile, Scheduler, SchedulerConfig,
     ShadowOutbox,
 };
 pub use tenants::{

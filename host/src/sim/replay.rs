@@ -88,6 +88,7 @@ pub fn replay(dir: &Path, policies: PolicySet, options: &SimOptions) -> Result<R
             // Started from a snapshot: how long its waiting pods had
             // waited is not known, so each waits for its recorded attempt.
             run.fresh = run.scheduler.set_aside_waiting().into_iter().collect();
+            run.scheduler.node_layout_restored();
         }
     }
     Ok(run.report(header.profiles))
@@ -151,6 +152,7 @@ impl Replay {
             Entry::TenantPolicies { tenant, active } => self.tenants.apply(&mut self.scheduler, &tenant, &active),
             Entry::Evaluate { pod, attempt } => self.evaluate(now, pod, attempt),
             Entry::Assumed { pod, node, bound } => self.assumed(now, &pod, node, bound),
+            Entry::Layout(layout) => self.scheduler.restore_node_layout(layout),
         }
         Ok(())
     }

@@ -8,15 +8,15 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use wasmsched_fake_apiserver::FakeApiServer;
 
-fn wasmsched() -> Command {
+pub(crate) fn wasmsched() -> Command {
     Command::new(env!("CARGO_BIN_EXE_wasmsched"))
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+pub(crate) fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).ok()?;
     let mut out = String::new();

@@ -37,6 +37,7 @@ mod tenant_jobs;
 
 pub use canaries::CanaryStop;
 pub use cluster_events::PodStanding;
+pub use recorded::NodeLayout;
 
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {

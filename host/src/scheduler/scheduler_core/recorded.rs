@@ -2,16 +2,48 @@
 //! starts from a snapshot (its older files gone) does not say how long the
 //! pods then waiting had waited or how often they were tried, so the
 //! replay sets them aside and attempts each when, and as which attempt,
-//! the recording says it was attempted.
+//! the recording says it was attempted. And the ids its nodes had, which
+//! decide the order attempts visit them in (ties, sampling), are not what
+//! the snapshot's nodes would get anew: the snapshot keeps the core's
+//! layout, and the replay lays its table out so.
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use wasmsched_runtime::SlotLayout;
 
 use super::{Attempt, Scheduler};
 use crate::cluster::{PodInfo, PodKey};
 use crate::scheduler::plugins::{dynamic_resources, volume_binding};
 
+/// The core's node slots (which node has which id, the free ids in the
+/// order they are given again) and where the next sampled attempt starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeLayout {
+    pub slots: Vec<Option<String>>,
+    pub free: Vec<u32>,
+    pub next_start: usize,
+}
+
 impl Scheduler {
+    pub fn node_layout(&self) -> NodeLayout {
+        let SlotLayout { slots, free } = self.state.table().layout();
+        NodeLayout { slots, free, next_start: self.next_start_node }
+    }
+
+    /// Before a snapshot's nodes: each will get the id it had.
+    pub fn restore_node_layout(&mut self, NodeLayout { slots, free, next_start }: NodeLayout) {
+        self.state.restore_node_layout(SlotLayout { slots, free });
+        self.next_start_node = next_start;
+    }
+
+    /// After the snapshot: the ids of nodes it did not bring are free.
+    pub fn node_layout_restored(&mut self) {
+        self.state.release_reserved_nodes();
+    }
+
     /// Sets aside every pod waiting now (not those in flight): none is
     /// attempted until `schedule_recorded` names it.
     pub fn set_aside_waiting(&mut self) -> Vec<PodKey> {

@@ -1,0 +1,166 @@
+//! A hostile tenant against the binary as shipped (`wasmsched run`, its
+//! tenant caps as defaults): whatever the tenant's component does, the
+//! scheduler's peak RSS grows by no more than the tenant's memory cap plus
+//! the constant docs/security.md states, its log by no more than the
+//! stated bytes, and every pod is still placed.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use wasmsched_fake_apiserver::FakeApiServer;
+
+use crate::run_cli::{free_port, http_get, wasmsched};
+
+/// A tenant policy's memory cap (`PolicyLimits::tenant()`).
+const TENANT_CAP: u64 = 32 << 20;
+/// What docs/security.md states the host may hold beside it, for one
+/// tenant component: its compiled code, one crossing's copy (4 MiB), the
+/// attempt records and the allocator's slack.
+const HOST_CONSTANT: u64 = 24 << 20;
+
+/// What the hostile fixture does, one after another, as the tenant's one
+/// policy: each is a ConfigMap update the scheduler swaps in.
+/// The memory cap's own case comes last, so that what the others hold
+/// shows on its own.
+const MODES: [&str; 8] =
+    ["long-error", "long-reason", "many-reasons", "metric-ids", "forge-log", "recurse", "chatty", "oom"];
+
+#[test]
+fn a_hostile_tenant_grows_the_schedulers_memory_and_log_only_within_its_caps() {
+    let fake = FakeApiServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, fake.kubeconfig_yaml()).unwrap();
+    for name in ["n1", "n2", "n3"] {
+        fake.create(
+            "v1",
+            "nodes",
+            "",
+            json!({"metadata": {"name": name}, "status": {"allocatable": {"cpu": "64", "memory": "64Gi", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}),
+        );
+    }
+    let log = dir.path().join("stderr");
+    let port = free_port();
+    let mut child = wasmsched()
+        .args(["run", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["--http-addr", &format!("127.0.0.1:{port}"), "--leader-elect=false"])
+        .env("WASMSCHED_LOG", "info")
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .spawn()
+        .unwrap();
+    let mut tenant = Tenant { fake: &fake, port, previous: None, pods: 0 };
+    // The baseline: the same component, well-behaved, through the same steps.
+    tenant.phase("none");
+    let baseline = peak_rss(&child);
+    let mut after = Vec::new();
+    for mode in MODES {
+        tenant.phase(mode);
+        after.push((mode, peak_rss(&child) >> 20));
+    }
+    let peak = peak_rss(&child);
+    stop(&mut child);
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    let grown = peak.saturating_sub(baseline);
+    assert!(
+        grown <= TENANT_CAP + HOST_CONSTANT,
+        "peak RSS grew by {} MiB over the baseline's {} MiB (MiB after each: {after:?})",
+        grown >> 20,
+        baseline >> 20
+    );
+    eprintln!("baseline {} MiB; peak after each: {after:?}; {} bytes of log", baseline >> 20, stderr.len());
+    // The flood's minute: 64 KiB of the policy's text, the lines' own
+    // prefixes, and one warning per failed call (each bounded).
+    assert!(stderr.len() < 128 << 10, "{} bytes of log", stderr.len());
+    let policy_text: usize = stderr.lines().filter(|l| l.contains("policy log policy=")).map(str::len).sum();
+    assert!(policy_text <= 80 << 10, "{policy_text} bytes of the policy's own log lines");
+    assert!(!stderr.lines().any(|l| l.starts_with("2026-01-01T00:00:00Z")), "a forged line");
+}
+
+/// The tenant `team`, its ConfigMap, and the pods it opts in.
+struct Tenant<'a> {
+    fake: &'a FakeApiServer,
+    port: u16,
+    previous: Option<String>,
+    pods: usize,
+}
+
+impl Tenant<'_> {
+    /// Swaps the hostile fixture in as `hostile-MODE`, in `mode`, and sees
+    /// four hostile pods that opt in to it placed.
+    fn phase(&mut self, mode: &str) {
+        let name = format!("hostile-{mode}");
+        self.put_policy(&name, mode);
+        let deadline = crate::common::hang_guard();
+        while !self.loaded(&name) {
+            assert!(Instant::now() < deadline, "{name} never loaded: {:?}", http_get(self.port, "/policies"));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let first = self.pods;
+        for _ in 0..4 {
+            let pod = format!("p{}", self.pods);
+            self.pods += 1;
+            self.fake.create(
+                "v1",
+                "pods",
+                "team",
+                json!({"metadata": {"name": pod, "labels": {"hostile": "true"}, "annotations": {"wasmsched.io/policy": name}},
+                       "spec": {"schedulerName": "wasmsched", "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m"}}}]}}),
+            );
+        }
+        for i in first..self.pods {
+            let deadline = crate::common::hang_guard();
+            while self.fake.get("v1", "pods", "team", &format!("p{i}")).unwrap()["spec"]["nodeName"].is_null() {
+                assert!(Instant::now() < deadline, "p{i} ({mode}) was never placed");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// The tenant's ConfigMap with `name` alone (the previous policy goes).
+    fn put_policy(&mut self, name: &str, mode: &str) {
+        let wasm = std::fs::read(wasmsched_test_support::policy_wasm("hostile")).unwrap();
+        let encoded = base64::engine::general_purpose::STANDARD.encode(wasm);
+        let mut binary = json!({ format!("{name}.wasm"): encoded });
+        let mut data = json!({ format!("{name}.yaml"): format!("config: {{mode: {mode}}}\n") });
+        match self.previous.replace(name.to_string()) {
+            None => {
+                self.fake.create(
+                    "v1",
+                    "configmaps",
+                    "team",
+                    json!({"metadata": {"name": "mine", "namespace": "team", "labels": {"wasmsched.io/policy": "true"}},
+                           "binaryData": binary, "data": data}),
+                );
+            }
+            Some(previous) => {
+                binary[format!("{previous}.wasm")] = Value::Null;
+                data[format!("{previous}.yaml")] = Value::Null;
+                self.fake.patch("v1", "configmaps", "team", "mine", json!({"binaryData": binary, "data": data}), false);
+            }
+        }
+    }
+
+    /// Whether `/policies` lists `name` as the tenant's one policy.
+    fn loaded(&self, name: &str) -> bool {
+        let Some((200, body)) = http_get(self.port, "/policies") else { return false };
+        let policies: Vec<Value> = serde_json::from_str(&body).unwrap_or_default();
+        let tenants: Vec<&Value> = policies.iter().filter(|p| p["tenant"] == "team").collect();
+        tenants.len() == 1 && tenants[0]["name"] == name
+    }
+}
+
+/// The process's peak resident set so far (`VmHWM`), in bytes.
+fn peak_rss(child: &Child) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).expect("VmHWM");
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib << 10
+}
+
+fn stop(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
