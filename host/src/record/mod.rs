@@ -43,10 +43,10 @@ mod tests {
         let recorder = Recorder::start(settings).unwrap();
         for i in 0..pods {
             recorder.event(Duration::from_millis(i as u64), &pod(i));
-            // As the scheduling loop answers a full file.
-            if recorder.layout_wanted() {
-                recorder.layout(Duration::from_millis(i as u64), NodeLayout::default());
-            }
+            // The layout after every input, not only once the writer asks
+            // (the loop's way): a writer that is behind still rotates
+            // where the file filled. Unasked, it is not written.
+            recorder.layout(Duration::from_millis(i as u64), NodeLayout::default());
         }
         recorder.event(
             Duration::from_secs(3600),

@@ -14,6 +14,7 @@ mod deploy_manifests;
 mod first_policy;
 mod fuzzing;
 mod helpers_parity;
+mod hostile_components;
 mod hostile_tenant;
 mod kube_backend;
 mod layering;

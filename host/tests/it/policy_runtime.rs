@@ -11,7 +11,7 @@ use wasmsched_runtime::smoke::smoke_run;
 use wasmsched_runtime::*;
 use wasmsched_test_support::{SEED_POLICIES, policy_wasm};
 
-fn engine() -> &'static PolicyEngine {
+pub(crate) fn engine() -> &'static PolicyEngine {
     static ENGINE: OnceLock<PolicyEngine> = OnceLock::new();
     ENGINE.get_or_init(|| PolicyEngine::new().expect("engine"))
 }
