@@ -170,8 +170,9 @@ struct Files {
     /// → node, and whether the binding answered): a snapshot says so.
     placed: BTreeMap<String, (String, bool)>,
     layout_wanted: Arc<AtomicBool>,
-    /// This file is full and the layout was asked for.
-    asked: bool,
+    /// This file is full and the layout was asked for, when it had this
+    /// many bytes.
+    asked_at: Option<u64>,
     failed: bool,
 }
 
@@ -191,7 +192,7 @@ impl Files {
             alive: BTreeMap::new(),
             placed: BTreeMap::new(),
             layout_wanted,
-            asked: false,
+            asked_at: None,
             failed: false,
         };
         files.header(0);
@@ -308,18 +309,20 @@ impl Files {
     }
 
     /// Once this file is full (after its last line is remembered, so the
-    /// next file's snapshot holds what it said), asks for the layout.
+    /// next file's snapshot holds what it said), asks for the layout; and
+    /// again every eighth of a file after, in case the answer was dropped
+    /// with a full queue.
     fn rotate_if_full(&mut self) {
-        if !self.asked && self.written - self.snapshot_bytes >= self.file_bytes() {
-            self.asked = true;
+        let again = self.asked_at.is_none_or(|at| self.written >= at + self.file_bytes() / 8);
+        if again && self.written - self.snapshot_bytes >= self.file_bytes() {
+            self.asked_at = Some(self.written);
             self.layout_wanted.store(true, Ordering::Relaxed);
         }
     }
 
     /// The layout asked for: the next file opens with it.
     fn rotate_with(&mut self, t: u64, layout: NodeLayout) {
-        if self.asked {
-            self.asked = false;
+        if self.asked_at.take().is_some() {
             self.rotate(t, layout);
         }
     }
