@@ -90,14 +90,24 @@ impl NodeTable {
     /// named slot is kept for its node until `upsert` brings it, and new
     /// nodes take the free slots as that table would have given them. A
     /// table that holds nodes is left alone.
+    ///
+    /// The layout comes from a file: a name given twice keeps its first
+    /// slot, and a free slot that is out of range, named or given twice
+    /// is left out, so no two nodes ever share an id.
     pub fn restore_layout(&mut self, layout: SlotLayout) {
         if !self.by_name.is_empty() {
             return;
         }
-        self.slots = vec![None; layout.slots.len()];
-        let named = layout.slots.into_iter().enumerate().filter_map(|(id, name)| Some((name?, id as NodeId)));
-        self.reserved = named.collect();
-        self.free = layout.free;
+        let len = layout.slots.len();
+        self.slots = vec![None; len];
+        self.reserved.clear();
+        for (id, name) in layout.slots.into_iter().enumerate() {
+            if let Some(name) = name {
+                self.reserved.entry(name).or_insert(id as NodeId);
+            }
+        }
+        let mut taken: std::collections::HashSet<NodeId> = self.reserved.values().copied().collect();
+        self.free = layout.free.into_iter().filter(|&id| (id as usize) < len && taken.insert(id)).collect();
     }
 
     /// Slots kept for nodes that never came become free.
@@ -309,6 +319,21 @@ mod tests {
         // `x` took the slot `live` gives next.
         assert_eq!(replayed.id_of("x"), Some(live.upsert(node("x", "1"))));
         assert_eq!(replayed.layout(), live.layout());
+    }
+
+    /// A layout read from a file that lies (a free slot past the end,
+    /// named, or twice; a name twice) still gives every node an id of its
+    /// own.
+    #[test]
+    fn a_malformed_layout_never_gives_two_nodes_one_id() {
+        let mut table = NodeTable::new();
+        let slots = vec![Some("a".to_string()), None, Some("a".to_string()), Some("b".to_string())];
+        table.restore_layout(SlotLayout { slots, free: vec![1, 1, 0, 3, 99] });
+        let ids: Vec<NodeId> = ["a", "b", "c", "d", "e"].iter().map(|n| table.upsert(node(n, "1"))).collect();
+        table.release_reserved();
+        let distinct: std::collections::HashSet<&NodeId> = ids.iter().collect();
+        assert_eq!(distinct.len(), ids.len(), "{ids:?}");
+        assert_eq!(&ids[..3], &[0, 3, 1]);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use wasmsched_fake_apiserver::FakeApiServer;
 
-use crate::run_cli::{free_port, http_get, wasmsched};
+use crate::run_cli::{fake_with_kubeconfig, free_port, http_get, wasmsched};
 
 /// A tenant policy's memory cap (`PolicyLimits::tenant()`).
 const TENANT_CAP: u64 = 32 << 20;
@@ -29,10 +29,7 @@ const MODES: [&str; 8] =
 
 #[test]
 fn a_hostile_tenant_grows_the_schedulers_memory_and_log_only_within_its_caps() {
-    let fake = FakeApiServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, fake.kubeconfig_yaml()).unwrap();
+    let (fake, dir, kubeconfig) = fake_with_kubeconfig();
     for name in ["n1", "n2", "n3"] {
         fake.create(
             "v1",

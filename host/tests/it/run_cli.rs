@@ -25,12 +25,19 @@ pub(crate) fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((code, out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
 }
 
-#[test]
-fn run_schedules_serves_health_and_releases_its_lease_on_sigterm() {
+/// The fake API server, and a kubeconfig file for it in a directory of
+/// the test's own.
+pub(crate) fn fake_with_kubeconfig() -> (FakeApiServer, tempfile::TempDir, std::path::PathBuf) {
     let fake = FakeApiServer::start();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, fake.kubeconfig_yaml()).unwrap();
+    (fake, dir, kubeconfig)
+}
+
+#[test]
+fn run_schedules_serves_health_and_releases_its_lease_on_sigterm() {
+    let (fake, _dir, kubeconfig) = fake_with_kubeconfig();
     fake.create(
         "v1",
         "nodes",
@@ -102,10 +109,7 @@ fn run_schedules_serves_health_and_releases_its_lease_on_sigterm() {
 #[test]
 fn run_compiles_a_tenants_policy_in_its_compile_worker() {
     use base64::Engine as _;
-    let fake = FakeApiServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, fake.kubeconfig_yaml()).unwrap();
+    let (fake, _dir, kubeconfig) = fake_with_kubeconfig();
     for (name, labels) in [("on-demand", json!({})), ("spot", json!({"karpenter.sh/capacity-type": "spot"}))] {
         fake.create(
             "v1",
