@@ -27,7 +27,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let limits = args.limits.to_limits()?;
     let (source, digest) = policy_source(&args.policy, &args.limits.fetcher()?, &limits)?;
     let config = read_config(args.config.as_deref())?;
-    let engine = args.limits.engine()?;
+    let engine = super::compile_worker::engine(&args.limits)?;
     announce_long_compile(&engine, &source);
     let policy = match engine.load(&source, &config, limits) {
         Ok(policy) => policy,

@@ -72,10 +72,18 @@ fn parse_variant(text: &str) -> anyhow::Result<(String, Vec<String>)> {
 fn variant_policies(args: &CompareArgs, specs: &[String]) -> anyhow::Result<(PolicySet, String)> {
     match specs {
         [only] if only == "builtin" => Ok((PolicySet::default(), "built-in scoring".into())),
-        [only] if only == "embedded" => {
-            load_policies(&[], &args.limits.engine()?, &args.limits.to_limits()?, &args.limits.fetcher()?)
-        }
-        specs => load_policies(specs, &args.limits.engine()?, &args.limits.to_limits()?, &args.limits.fetcher()?),
+        [only] if only == "embedded" => load_policies(
+            &[],
+            &super::compile_worker::engine(&args.limits)?,
+            &args.limits.to_limits()?,
+            &args.limits.fetcher()?,
+        ),
+        specs => load_policies(
+            specs,
+            &super::compile_worker::engine(&args.limits)?,
+            &args.limits.to_limits()?,
+            &args.limits.fetcher()?,
+        ),
     }
 }
 

@@ -1,10 +1,13 @@
 //! `wasmsched compile-worker` (hidden): what `run` starts to compile a
-//! policy loaded while it schedules (a hot swap, a tenant's), so that a
-//! compile past its bound can be killed (`wasmsched_runtime::compile_worker`).
+//! policy loaded while it schedules (a hot swap, a tenant's), and the
+//! commands run by hand to compile theirs, so that a compile past its
+//! bound can be killed (`wasmsched_runtime::compile_worker`).
 
 use std::process::ExitCode;
 
 use clap::Args;
+use wasmsched::policy::flags::LimitArgs;
+use wasmsched_runtime::PolicyEngine;
 use wasmsched_runtime::compile_worker::{CompileWorker, serve};
 
 #[derive(Args, Debug)]
@@ -27,4 +30,16 @@ pub fn run(args: CompileWorkerArgs) -> anyhow::Result<ExitCode> {
 pub fn this_executable() -> Option<CompileWorker> {
     let program = std::env::current_exe().ok()?;
     Some(CompileWorker::new(program, vec!["compile-worker".into()]))
+}
+
+/// The engine of a command run by hand (`check`, `simulate`, `compare`,
+/// `configmap`, `push`): its compiles run in this executable's children
+/// too, so that one past its bound is killed, not left to finish on a
+/// thread while the command goes on.
+pub fn engine(limits: &LimitArgs) -> anyhow::Result<PolicyEngine> {
+    let engine = limits.engine()?;
+    Ok(match this_executable() {
+        Some(worker) => engine.with_compile_worker(worker),
+        None => engine,
+    })
 }

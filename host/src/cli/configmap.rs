@@ -79,7 +79,7 @@ pub struct ConfigMapArgs {
 pub fn run(args: ConfigMapArgs) -> anyhow::Result<ExitCode> {
     let source = PolicySource::from_file(&args.policy).with_context(|| format!("reading {}", args.policy.display()))?;
     let (config, settings) = read_settings(args.config.as_deref())?;
-    let engine = args.limits.engine()?;
+    let engine = super::compile_worker::engine(&args.limits)?;
     let policy = match engine.load(&source, &config, args.limits.to_limits()?) {
         Ok(policy) => policy,
         Err(e) => {

@@ -29,7 +29,7 @@ pub fn run(args: PushArgs) -> anyhow::Result<ExitCode> {
     let source = PolicySource::from_file(&args.policy).with_context(|| format!("reading {}", args.policy.display()))?;
     // A file that is not a policy is not pushed: what a registry holds is
     // loaded unattended later.
-    let engine = args.limits.engine()?;
+    let engine = super::compile_worker::engine(&args.limits)?;
     if let Err(e) = engine.load(&source, "{}", args.limits.to_limits()?) {
         println!("FAIL  {e}");
         println!("      not pushed: `wasmsched check {}` says more", args.policy.display());

@@ -226,7 +226,7 @@ struct Loaded {
 }
 
 fn load_all(args: &SimulateArgs, limits: &wasmsched_runtime::PolicyLimits) -> anyhow::Result<Loaded> {
-    let engine = args.limits.engine()?;
+    let engine = super::compile_worker::engine(&args.limits)?;
     let fetcher = args.limits.fetcher()?;
     let (mut policies, label) = load_policies(&args.policies, &engine, limits, &fetcher)?;
     policies.candidates = args

@@ -38,11 +38,20 @@ mod tests {
     }
 
     fn record(dir: &std::path::Path, max_bytes: u64, pods: usize) {
+        record_churn(dir, max_bytes, pods, usize::MAX);
+    }
+
+    /// As `record`, with each pod deleted once `alive` newer ones came.
+    fn record_churn(dir: &std::path::Path, max_bytes: u64, pods: usize, alive: usize) {
         let settings =
             RecordSettings { dir: dir.to_path_buf(), max_bytes, profiles: vec!["wasmsched".into()], seed: 7 };
         let recorder = Recorder::start(settings).unwrap();
         for i in 0..pods {
             recorder.event(Duration::from_millis(i as u64), &pod(i));
+            if let Some(old) = i.checked_sub(alive) {
+                let key = ObjectKey { namespace: "t".into(), name: format!("p{old}") };
+                recorder.event(Duration::from_millis(i as u64), &ClusterEvent::deleted::<Pod>(key, None));
+            }
             // The layout after every input, not only once the writer asks
             // (the loop's way): a writer that is behind still rotates
             // where the file filled. Unasked, it is not written.
@@ -93,11 +102,18 @@ mod tests {
     /// with a file that opens with the live objects.
     #[test]
     fn past_its_bound_a_recording_starts_from_a_snapshot() {
+        // Under the bound wherever the recording stops (just after a
+        // rotation, or with its last file nearly full), its snapshots
+        // small (pods come and go) or large.
+        for pods in (5_000..8_000).step_by(500) {
+            let dir = tempfile::tempdir().unwrap();
+            record_churn(dir.path(), 2 << 20, pods, 1_000);
+            let files = writer::journal_files(dir.path()).unwrap();
+            let total: u64 = files.iter().map(|f| std::fs::metadata(f).unwrap().len()).sum();
+            assert!(total <= 2 << 20, "{pods} pods: {total} bytes in {files:?}");
+        }
         let dir = tempfile::tempdir().unwrap();
         record(dir.path(), 2 << 20, 6_000);
-        let files = writer::journal_files(dir.path()).unwrap();
-        let total: u64 = files.iter().map(|f| std::fs::metadata(f).unwrap().len()).sum();
-        assert!(total <= 2 << 20, "{total} bytes in {files:?}");
         let journal = read_journal(dir.path()).unwrap();
         assert!(journal.header.segment > 1 && journal.header.snapshot_lines > 0, "{:?}", journal.header);
         let first = journal.lines().next().unwrap().unwrap();

@@ -387,9 +387,13 @@ impl Files {
         self.forget_oldest();
     }
 
+    /// Makes room for the new file as it will be when it rotates (its
+    /// snapshot and a file's worth after it), so that the files together
+    /// stay under the bound all along, not only at the moment of rotating.
     fn forget_oldest(&mut self) {
         let total = |kept: &[(PathBuf, u64)]| kept.iter().map(|(_, n)| n).sum::<u64>();
-        while self.kept.len() > 1 && total(&self.kept) + self.written > self.settings.max_bytes {
+        let full = self.written + self.file_bytes();
+        while self.kept.len() > 1 && total(&self.kept) + full > self.settings.max_bytes {
             let (path, _) = self.kept.remove(0);
             if let Err(e) = std::fs::remove_file(&path) {
                 tracing::warn!(error = %e, path = %path.display(), "an old recording file could not be removed");
