@@ -44,6 +44,10 @@ enum Command {
     /// Write a new policy project (source, tests, settings, a sample
     /// cluster, a README) that builds and simulates with no edit.
     New(cli::new::NewArgs),
+    /// In a policy project `new` wrote: on each save, test, build, load
+    /// and simulate its cluster, and print what changed since the last
+    /// good build.
+    Dev(cli::dev::DevArgs),
     /// `run`'s own compile worker: a component on stdin, compiled, on
     /// stdout (a child `run` can kill at its compile bound).
     #[command(name = "compile-worker", hide = true)]
@@ -78,6 +82,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => cli::simulate::run(args),
         Command::Compare(args) => cli::compare::run(args),
         Command::Check(args) => cli::check::run(args),
+        Command::Dev(args) => cli::dev::run(args),
         Command::Push(args) => cli::push::run(args),
         Command::ConfigMap(args) => cli::configmap::run(args),
         Command::Run(args) => cli::run::run(*args),

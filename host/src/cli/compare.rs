@@ -39,7 +39,7 @@ pub struct CompareArgs {
     /// inline, nothing fetched).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(short, long, value_enum, default_value = "table")]
     pub output: CompareOutput,
     /// Seed for tie-breaking (a recording's own seed is used for it).
     #[arg(long, default_value_t = 0)]

@@ -88,7 +88,7 @@ pub struct SimulateArgs {
     /// (kube-scheduler's `parallelism`). Default: the cores, at most 16.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub parallelism: Option<u16>,
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(short, long, value_enum, default_value = "table")]
     pub output: OutputFormat,
     /// Print the attempt record of this pod (NAME or NAMESPACE/NAME).
     #[arg(long, value_name = "POD")]
@@ -252,6 +252,23 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
     if let Some(dir) = &args.replay {
         return run_replay(args, dir);
     }
+    let (sim, label) = simulate_cluster(args)?;
+    if let Some(which) = &args.explain {
+        return match &sim.explained {
+            Some(record) => Ok(report::explain(record)),
+            None => bail!("--explain {which}: no pending pod of {} with that name was scheduled", args.scheduler_name),
+        };
+    }
+    Ok(match args.output {
+        OutputFormat::Table => report::table(&sim, &label),
+        OutputFormat::Json => format!("{}\n", report::json(&sim)),
+        OutputFormat::Yaml => report::yaml(&sim),
+    })
+}
+
+/// The cluster's pending pods scheduled with the flags' policies: the
+/// report, and the policies' label for its table.
+pub(super) fn simulate_cluster(args: &SimulateArgs) -> anyhow::Result<(wasmsched::sim::SimReport, String)> {
     let limits = args.limits.to_limits()?;
     let manifests = read_cluster(args, Manifests::default())?;
     let Loaded { policies, label, tenants, tenant_candidates } = load_all(args, &limits)?;
@@ -286,18 +303,7 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
     };
     let sim = simulate(manifests, policies, metrics, &options).map_err(anyhow::Error::msg)?;
     bar.finish_and_clear();
-
-    if let Some(which) = &args.explain {
-        return match &sim.explained {
-            Some(record) => Ok(report::explain(record)),
-            None => bail!("--explain {which}: no pending pod of {} with that name was scheduled", args.scheduler_name),
-        };
-    }
-    Ok(match args.output {
-        OutputFormat::Table => report::table(&sim, &label),
-        OutputFormat::Json => format!("{}\n", report::json(&sim)),
-        OutputFormat::Yaml => report::yaml(&sim),
-    })
+    Ok((sim, label))
 }
 
 /// `--replay DIR`: the recording's inputs through the core with the

@@ -1,7 +1,8 @@
-//! Waiting for files to change, for `simulate --watch`: the policies, their
-//! configs and the scenario. Parent directories are watched rather than the
-//! files, because builds and editors replace files (write elsewhere, then
-//! rename), which a watch on the old file would never see.
+//! Waiting for files to change, for `simulate --watch` (the policies, their
+//! configs and the scenario) and `dev` (a project's sources). Parent
+//! directories are watched rather than the files, because builds and
+//! editors replace files (write elsewhere, then rename), which a watch on
+//! the old file would never see.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,9 @@ pub struct FileWatcher {
     /// Files of interest, and directories whose every file is of interest.
     files: BTreeSet<PathBuf>,
     dirs: BTreeSet<PathBuf>,
+    /// Directories whose every file, at any depth, is of interest (but
+    /// what tools write there: `__pycache__`, hidden files).
+    trees: BTreeSet<PathBuf>,
 }
 
 fn absolute(path: &Path) -> PathBuf {
@@ -45,17 +49,43 @@ impl FileWatcher {
                     .map_err(|e| anyhow::anyhow!("watching {}: {e}", dir.display()))?;
             }
         }
-        Ok(FileWatcher { _watcher: watcher, events, files, dirs })
+        Ok(FileWatcher { _watcher: watcher, events, files, dirs, trees: BTreeSet::new() })
+    }
+
+    /// Watches a project's source trees (`trees`, at any depth) and
+    /// `files`, for `wasmsched dev`.
+    pub fn sources(trees: &[PathBuf], files: &[PathBuf]) -> anyhow::Result<FileWatcher> {
+        let mut watcher = FileWatcher::new(files)?;
+        for tree in trees {
+            let tree = absolute(tree);
+            watcher
+                ._watcher
+                .watch(&tree, RecursiveMode::Recursive)
+                .map_err(|e| anyhow::anyhow!("watching {}: {e}", tree.display()))?;
+            watcher.trees.insert(tree);
+        }
+        Ok(watcher)
+    }
+
+    fn in_tree(&self, path: &Path) -> bool {
+        let Some(tree) = self.trees.iter().find(|t| path.starts_with(t)) else { return false };
+        let inside = path.strip_prefix(tree).unwrap_or(path);
+        !inside.components().any(|c| {
+            let name = c.as_os_str().to_string_lossy();
+            name.starts_with('.') || name == "__pycache__"
+        })
     }
 
     fn relevant(&self, event: &notify::Event) -> Option<PathBuf> {
         if event.kind.is_access() {
             return None;
         }
+        // A rename names the new path last: that is the file saved.
         event
             .paths
             .iter()
-            .find(|p| self.files.contains(*p) || p.parent().is_some_and(|d| self.dirs.contains(d)))
+            .rev()
+            .find(|p| self.files.contains(*p) || p.parent().is_some_and(|d| self.dirs.contains(d)) || self.in_tree(p))
             .cloned()
     }
 

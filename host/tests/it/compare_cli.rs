@@ -28,7 +28,7 @@ fn compare(html: &Path, output: &str) -> String {
         .arg(format!("spot={}", spot.display()))
         .arg("--html")
         .arg(html)
-        .args(["--output", output])
+        .args(["-o", output])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

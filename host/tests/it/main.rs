@@ -11,6 +11,7 @@ mod real;
 mod check_cli;
 mod compare_cli;
 mod deploy_manifests;
+mod dev_cli;
 mod first_policy;
 mod fuzzing;
 mod helpers_parity;

@@ -51,6 +51,8 @@ fn yaml_output_is_the_placed_pods_with_node_names() {
     let out = simulate(&["--output", "yaml"]);
     assert!(out.status.success());
     let text = stdout(&out);
+    // kubectl's short flag says the same.
+    assert_eq!(stdout(&simulate(&["-o", "yaml"])), text);
     let mut pods = 0;
     for doc in serde_yaml::Deserializer::from_str(&text) {
         let pod: k8s_openapi::api::core::v1::Pod = serde::Deserialize::deserialize(doc).unwrap();

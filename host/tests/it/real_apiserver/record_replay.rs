@@ -42,14 +42,17 @@ async fn recorded_run(real: &Real, dir: &std::path::Path, policies: PolicySet) -
     let pod = |cpu: &str| class_pod("rec", cpu);
     let sizes = ["500m", "1", "250m", "2", "750m", "9", "1500m", "100m", "1", "300m"];
     let first: Vec<(String, Value)> = (0..20).map(|i| (format!("p{i:02}"), pod(sizes[i % sizes.len()]))).collect();
-    let names = real.create_pods("rec-", &first, "wasmsched-rec", Duration::from_millis(30)).await;
+    // Spaced so that the candidates' thread, at idle priority, keeps up
+    // while the other tests take the cores: a dropped evaluation would
+    // make the live counts differ from the replay's.
+    let names = real.create_pods("rec-", &first, "wasmsched-rec", Duration::from_millis(100)).await;
     real.wait_decided(&names).await;
     let api: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
     for name in names.iter().step_by(4) {
         api.delete(name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
     }
     let second: Vec<(String, Value)> = (20..30).map(|i| (format!("p{i:02}"), pod(sizes[i % sizes.len()]))).collect();
-    let more = real.create_pods("rec-", &second, "wasmsched-rec", Duration::from_millis(30)).await;
+    let more = real.create_pods("rec-", &second, "wasmsched-rec", Duration::from_millis(100)).await;
     real.wait_decided(&more).await;
     let experiments = settled_experiments(&scheduler).await;
     scheduler.shutdown().await;
