@@ -11,7 +11,7 @@
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -51,6 +51,7 @@ impl CompileWorker {
         &self,
         engine: &Engine,
         (parallel, opt): (bool, OptLevel),
+        incremental: Option<&Path>,
         bytes: &[u8],
         timeout: Duration,
     ) -> Result<Component, String> {
@@ -58,6 +59,9 @@ impl CompileWorker {
         command.args(&self.args).args(["--opt", opt_name(opt)]);
         if parallel {
             command.arg("--parallel");
+        }
+        if let Some(dir) = incremental {
+            command.arg("--incremental-dir").arg(dir);
         }
         command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         confine(&mut command, self.memory_bytes);
@@ -174,13 +178,14 @@ fn opt_name(opt: OptLevel) -> &'static str {
 
 /// The child's side: the component on stdin, the precompiled artifact on
 /// stdout (`opt`: `none` or `speed`, as the parent's tier).
-pub fn serve(opt: &str, parallel: bool) -> Result<(), String> {
+pub fn serve(opt: &str, parallel: bool, incremental: Option<&Path>) -> Result<(), String> {
     let opt = match opt {
         "none" => OptLevel::None,
         "speed" => OptLevel::Speed,
         other => return Err(format!("--opt {other:?}: none or speed")),
     };
-    let engine = Engine::new(&crate::engine::engine_config(parallel, opt)).map_err(|e| format!("{e:#}"))?;
+    let config = crate::engine::engine_config(parallel, opt, incremental);
+    let engine = Engine::new(&config).map_err(|e| format!("{e:#}"))?;
     let mut bytes = Vec::new();
     std::io::stdin().read_to_end(&mut bytes).map_err(|e| format!("reading the component: {e}"))?;
     let artifact = engine.precompile_component(&bytes).map_err(|e| format!("{e:#}"))?;

@@ -4,7 +4,7 @@
 //! capability-less WASI) and the epoch ticker that enforces call
 //! deadlines; and the optional cache of precompiled policies.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,7 @@ use crate::contract::{self, ContractVersion, Template};
 use crate::declarations;
 use crate::error::PolicyError;
 use crate::host_state::HostState;
+use crate::incremental::DirStore;
 use crate::limits::PolicyLimits;
 use crate::loaded::{LoadedPolicy, Provenance};
 use crate::source::PolicySource;
@@ -32,6 +33,8 @@ pub struct PolicyEngine {
     /// Compiles in a child process that is killed at its deadline
     /// (`with_compile_worker`); else on a thread that is abandoned there.
     worker: Option<CompileWorker>,
+    /// Cranelift's cache of compiled functions (`with_cache_dir`).
+    incremental: Option<PathBuf>,
 }
 
 /// Policies larger than this compile with Cranelift's optimisations
@@ -55,12 +58,17 @@ struct Tier {
     ticker: Arc<EpochTicker>,
     /// What it was made with, for a compile worker to match.
     settings: (bool, OptLevel),
+    incremental: Option<PathBuf>,
 }
 
 /// An engine's settings: the same in the scheduler and in a compile
 /// worker, whose artifacts the scheduler's engine then accepts.
-pub(crate) fn engine_config(parallel: bool, opt_level: OptLevel) -> Config {
+pub(crate) fn engine_config(parallel: bool, opt_level: OptLevel, incremental: Option<&Path>) -> Config {
     let mut config = Config::new();
+    if let Some(dir) = incremental {
+        // Only a cache: the compiled code is the same with or without it.
+        let _ = config.enable_incremental_compilation(Arc::new(DirStore::new(dir)));
+    }
     config.parallel_compilation(parallel);
     config.wasm_component_model(true);
     config.epoch_interruption(true);
@@ -75,15 +83,16 @@ pub(crate) fn engine_config(parallel: bool, opt_level: OptLevel) -> Config {
 }
 
 impl Tier {
-    fn new(parallel: bool, opt_level: OptLevel) -> Result<Self, PolicyError> {
+    fn new(parallel: bool, opt_level: OptLevel, incremental: Option<&Path>) -> Result<Self, PolicyError> {
         let engine_error =
             |e: wasmtime::Error| PolicyError::Host { policy: "engine".into(), message: format!("{e:#}") };
-        let engine = Engine::new(&engine_config(parallel, opt_level)).map_err(engine_error)?;
+        let engine = Engine::new(&engine_config(parallel, opt_level, incremental)).map_err(engine_error)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_error)?;
         contract::add_to_linker(&mut linker).map_err(engine_error)?;
         let ticker = Arc::new(EpochTicker::start(engine.clone()));
-        Ok(Tier { engine, linker, ticker, settings: (parallel, opt_level) })
+        let incremental = incremental.map(Path::to_path_buf);
+        Ok(Tier { engine, linker, ticker, settings: (parallel, opt_level), incremental })
     }
 }
 
@@ -102,8 +111,8 @@ impl PolicyEngine {
     }
 
     fn with_parallel_compilation(parallel: bool) -> Result<Self, PolicyError> {
-        let quick = Tier::new(parallel, OptLevel::None)?;
-        Ok(PolicyEngine { quick, optimizing: OnceLock::new(), parallel, cache: None, worker: None })
+        let quick = Tier::new(parallel, OptLevel::None, None)?;
+        Ok(PolicyEngine { quick, optimizing: OnceLock::new(), parallel, cache: None, worker: None, incremental: None })
     }
 
     /// Compile in child processes started by `worker` (the scheduler's own
@@ -126,7 +135,7 @@ impl PolicyEngine {
             return Ok(&self.quick);
         }
         if self.optimizing.get().is_none() {
-            let tier = Tier::new(self.parallel, OptLevel::Speed)?;
+            let tier = Tier::new(self.parallel, OptLevel::Speed, self.incremental.as_deref())?;
             // Another thread may have made one meanwhile: either will do.
             let _ = self.optimizing.set(tier);
         }
@@ -137,8 +146,19 @@ impl PolicyEngine {
     /// (`--cache-dir`; in its `compiled/`, beside the fetched policies'
     /// `fetched/`), keyed by the engine's compatibility hash and the
     /// policy's sha256.
+    /// Compiled functions are kept there too (`functions/`, Cranelift's
+    /// incremental cache): a policy that changed compiles only the
+    /// functions that changed.
     pub fn with_cache_dir(mut self, root: impl Into<PathBuf>) -> Self {
-        self.cache = Some(PrecompiledCache::new(root.into().join("compiled")));
+        let root = root.into();
+        self.cache = Some(PrecompiledCache::new(root.join("compiled")));
+        let incremental = crate::incremental::dir_under(&root);
+        // No policy is loaded yet: the quick tier is made again with the
+        // cache (kept as it was if that fails; it only compiles slower).
+        if let Ok(quick) = Tier::new(self.parallel, OptLevel::None, Some(&incremental)) {
+            self.quick = quick;
+        }
+        self.incremental = Some(incremental);
         self
     }
 
@@ -189,7 +209,13 @@ impl PolicyEngine {
                     return Err(refuse(format!("refused before compiling: {past}; no real policy comes near")));
                 }
                 let component = match &self.worker {
-                    Some(worker) => worker.compile(&tier.engine, tier.settings, &source.bytes, limits.compile_timeout),
+                    Some(worker) => worker.compile(
+                        &tier.engine,
+                        tier.settings,
+                        tier.incremental.as_deref(),
+                        &source.bytes,
+                        limits.compile_timeout,
+                    ),
                     None => compile_within(&tier.engine, &source.bytes, limits.compile_timeout),
                 }
                 .map_err(refuse)?;

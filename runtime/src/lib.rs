@@ -19,6 +19,7 @@ mod error;
 pub mod facts;
 mod facts_rules;
 mod host_state;
+mod incremental;
 mod instance;
 mod limits;
 mod loaded;

@@ -18,10 +18,14 @@ pub struct CompileWorkerArgs {
     /// Compile on every core, as the parent engine would.
     #[arg(long)]
     pub parallel: bool,
+    /// Keep and reuse compiled functions in this directory, as the parent
+    /// engine would (its cache directory's `functions/`).
+    #[arg(long, value_name = "DIR")]
+    pub incremental_dir: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: CompileWorkerArgs) -> anyhow::Result<ExitCode> {
-    serve(&args.opt, args.parallel).map_err(anyhow::Error::msg)?;
+    serve(&args.opt, args.parallel, args.incremental_dir.as_deref()).map_err(anyhow::Error::msg)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -75,44 +75,107 @@ fn edit(dir: &Path, file: &str, from: &str, to: &str) {
     std::fs::rename(&saved, &path).unwrap();
 }
 
+/// One language's project, and an author's edits to it: a line to insert
+/// before (`anchor`), the insertion that refuses spot nodes, one that
+/// does not build, and the words the failing step then says.
+struct Case {
+    lang: &'static str,
+    set_up: &'static [&'static str],
+    file: &'static str,
+    anchor: &'static str,
+    no_spot: &'static str,
+    broken: &'static str,
+    failed_step: &'static str,
+    error: &'static str,
+}
+
 /// The first round lists where each pod went; an edit that refuses spot
-/// nodes moves the pod that was on one; an edit that does not compile
-/// shows rustc's error and keeps that result; fixing it goes on.
-#[test]
-fn dev_shows_what_an_edit_moved_and_keeps_the_last_result_past_a_broken_one() {
-    if !toolchain_installed("Rust", &[("cargo", &["--version"])]) {
-        return;
-    }
+/// nodes moves the pod that was on one; an edit that does not build
+/// shows the tool's error and keeps that result; fixing it goes on.
+fn edit_loop(case: &Case) {
     let outside = tempfile::tempdir().unwrap();
     let dir = outside.path().join("zones");
-    let out = wasmsched(&["new", "zones", "--dir", dir.to_str().unwrap()]);
+    let out = wasmsched(&["new", "zones", "--lang", case.lang, "--dir", dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    for command in case.set_up {
+        let out = crate::new_cli::shell(&dir, command);
+        assert!(out.status.success(), "`{command}`: {}{}", text(&out.stdout), text(&out.stderr));
+    }
     let mut dev = Dev::start(&dir, &["--explain", "web-1"]);
 
-    // The first build fetches and compiles the SDK's dependencies.
+    // The first build fetches and compiles what the project depends on.
     let first = dev.round(Duration::from_secs(600));
-    assert!(first.contains("✓ cargo test") && first.contains("✓ cargo build"), "{first}");
+    assert!(first.contains("✓ round 1"), "{first}");
     assert!(first.contains("default/web-1        node-b3"), "web-1 on the spot node first:\n{first}");
     assert!(first.contains("Pod default/web-1 — attempt 1"), "--explain's record:\n{first}");
 
-    let filter = "        match node.label(&self.avoid_label) {";
-    let no_spot = "        if node.label(\"karpenter.sh/capacity-type\") == Some(\"spot\") {\n            \
-                   return Err(\"node(s) were spot capacity\".to_string());\n        }\n";
-    edit(&dir, "src/lib.rs", filter, &format!("{no_spot}{filter}"));
+    edit(&dir, case.file, case.anchor, &format!("{}{}", case.no_spot, case.anchor));
     let started = Instant::now();
-    let second = dev.round(Duration::from_secs(120));
+    let second = dev.round(Duration::from_secs(300));
     let save_to_result = started.elapsed();
-    assert!(second.contains("src/lib.rs changed") && second.contains("since round 1:"), "{second}");
+    assert!(second.contains(&format!("{} changed", case.file)) && second.contains("since round 1:"), "{second}");
     assert!(second.contains("moved    default/web-1: node-b3 →"), "{second}");
     assert!(second.contains("node-b3  rejected by zones: node(s) were spot capacity"), "{second}");
-    eprintln!("Rust: save to result: {:.1} s", save_to_result.as_secs_f64());
+    eprintln!("{}: save to result: {:.1} s", case.lang, save_to_result.as_secs_f64());
 
-    edit(&dir, "src/lib.rs", filter, &format!("        let broken: u32 = \"zone\";\n{filter}"));
-    let broken = dev.round(Duration::from_secs(120));
-    assert!(broken.contains("✗ cargo test failed") && broken.contains("mismatched types"), "{broken}");
+    edit(&dir, case.file, case.anchor, &format!("{}{}", case.broken, case.anchor));
+    let broken = dev.round(Duration::from_secs(300));
+    assert!(broken.contains(&format!("✗ {} failed", case.failed_step)) && broken.contains(case.error), "{broken}");
     assert!(broken.contains("the last good result (round 2) stands") && !broken.contains("moved"), "{broken}");
 
-    edit(&dir, "src/lib.rs", "        let broken: u32 = \"zone\";\n", "");
-    let fixed = dev.round(Duration::from_secs(120));
+    edit(&dir, case.file, case.broken, "");
+    let fixed = dev.round(Duration::from_secs(300));
     assert!(fixed.contains("since round 2:") && fixed.contains("no placement changed"), "{fixed}");
+}
+
+#[test]
+fn dev_shows_what_an_edit_moved_and_keeps_the_last_result_past_a_broken_one_in_rust() {
+    if !toolchain_installed("Rust", &[("cargo", &["--version"])]) {
+        return;
+    }
+    edit_loop(&Case {
+        lang: "rust",
+        set_up: &[],
+        file: "src/lib.rs",
+        anchor: "        match node.label(&self.avoid_label) {",
+        no_spot: "        if node.label(\"karpenter.sh/capacity-type\") == Some(\"spot\") {\n            \
+                  return Err(\"node(s) were spot capacity\".to_string());\n        }\n",
+        broken: "        let broken: u32 = \"zone\";\n",
+        failed_step: "cargo test",
+        error: "mismatched types",
+    });
+}
+
+#[test]
+fn dev_shows_what_an_edit_moved_and_keeps_the_last_result_past_a_broken_one_in_javascript() {
+    if !toolchain_installed("JavaScript", &[("npm", &["--version"])]) {
+        return;
+    }
+    edit_loop(&Case {
+        lang: "js",
+        set_up: &["npm install --no-audit --no-fund --loglevel=error"],
+        file: "src/policy.js",
+        anchor: "  const label = settings.avoidLabel;\n",
+        no_spot: "  if (node.label(\"karpenter.sh/capacity-type\") === \"spot\") return \"node(s) were spot capacity\";\n",
+        broken: "  const broken = ;\n",
+        failed_step: "npm test",
+        error: "SyntaxError",
+    });
+}
+
+#[test]
+fn dev_shows_what_an_edit_moved_and_keeps_the_last_result_past_a_broken_one_in_python() {
+    if !toolchain_installed("Python", &[("python3", &["-m", "venv", "--help"])]) {
+        return;
+    }
+    edit_loop(&Case {
+        lang: "python",
+        set_up: &["python3 -m venv .venv && .venv/bin/pip install --quiet -r requirements.txt"],
+        file: "src/app.py",
+        anchor: "    label = SETTINGS[\"avoid_label\"]\n",
+        no_spot: "    if node.label(\"karpenter.sh/capacity-type\") == \"spot\":\n        return \"node(s) were spot capacity\"\n",
+        broken: "    broken = \n",
+        failed_step: "unittest",
+        error: "SyntaxError",
+    });
 }
