@@ -33,7 +33,9 @@ pub struct PolicyEngine {
     /// Compiles in a child process that is killed at its deadline
     /// (`with_compile_worker`); else on a thread that is abandoned there.
     worker: Option<CompileWorker>,
-    /// Cranelift's cache of compiled functions (`with_cache_dir`).
+    /// The cache directory (`with_cache_dir`).
+    root: Option<PathBuf>,
+    /// Cranelift's cache of compiled functions (`with_function_cache`).
     incremental: Option<PathBuf>,
 }
 
@@ -112,7 +114,15 @@ impl PolicyEngine {
 
     fn with_parallel_compilation(parallel: bool) -> Result<Self, PolicyError> {
         let quick = Tier::new(parallel, OptLevel::None, None)?;
-        Ok(PolicyEngine { quick, optimizing: OnceLock::new(), parallel, cache: None, worker: None, incremental: None })
+        Ok(PolicyEngine {
+            quick,
+            optimizing: OnceLock::new(),
+            parallel,
+            cache: None,
+            worker: None,
+            root: None,
+            incremental: None,
+        })
     }
 
     /// Compile in child processes started by `worker` (the scheduler's own
@@ -146,13 +156,22 @@ impl PolicyEngine {
     /// (`--cache-dir`; in its `compiled/`, beside the fetched policies'
     /// `fetched/`), keyed by the engine's compatibility hash and the
     /// policy's sha256.
-    /// Compiled functions are kept there too (`functions/`, Cranelift's
-    /// incremental cache): a policy that changed compiles only the
-    /// functions that changed.
     pub fn with_cache_dir(mut self, root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         self.cache = Some(PrecompiledCache::new(root.join("compiled")));
-        let incremental = crate::incremental::dir_under(&root);
+        self.root = Some(root);
+        self
+    }
+
+    /// Keeps compiled functions under the cache directory too
+    /// (`functions/`, Cranelift's incremental cache), so that a policy
+    /// that changed compiles only the functions that changed: for the
+    /// commands an author runs on each edit. The scheduler itself does
+    /// not: every distinct component a tenant sends would add its
+    /// functions to the disk.
+    pub fn with_function_cache(mut self) -> Self {
+        let Some(root) = &self.root else { return self };
+        let incremental = crate::incremental::dir_under(root);
         // No policy is loaded yet: the quick tier is made again with the
         // cache (kept as it was if that fails; it only compiles slower).
         if let Ok(quick) = Tier::new(self.parallel, OptLevel::None, Some(&incremental)) {

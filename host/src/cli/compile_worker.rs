@@ -37,11 +37,12 @@ pub fn this_executable() -> Option<CompileWorker> {
 }
 
 /// The engine of a command run by hand (`check`, `simulate`, `compare`,
-/// `configmap`, `push`): its compiles run in this executable's children
-/// too, so that one past its bound is killed, not left to finish on a
-/// thread while the command goes on.
+/// `configmap`, `push`, `dev`): its compiles run in this executable's
+/// children too, so that one past its bound is killed, not left to finish
+/// on a thread while the command goes on; with a cache directory, compiled
+/// functions are kept for the next edit's compile.
 pub fn engine(limits: &LimitArgs) -> anyhow::Result<PolicyEngine> {
-    let engine = limits.engine()?;
+    let engine = limits.engine()?.with_function_cache();
     Ok(match this_executable() {
         Some(worker) => engine.with_compile_worker(worker),
         None => engine,

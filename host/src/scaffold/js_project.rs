@@ -42,6 +42,7 @@ pub fn js_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
             "README.md".into(),
             fill(
                 &README
+                    .replace("{{dev_help}}", sample_files::DEV_HELP)
                     .replace("{{cluster_help}}", sample_files::CLUSTER_HELP)
                     .replace("{{ship}}", sample_files::SHIP_BY_URL),
             ),
@@ -382,6 +383,7 @@ wasmsched simulate cluster.yaml --policy {{wasm}}.wasm,config={{name}}.yaml --ca
   prints that pod's decision: every node's verdict, and each score part
   (the built-in ones and `{{name}}`'s) raw and normalised.
 
+{{dev_help}}
 {{cluster_help}}
 {{ship}}"#;
 

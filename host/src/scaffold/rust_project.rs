@@ -30,7 +30,14 @@ pub fn rust_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
         ("src/lib.rs".into(), fill(&policy_source(phases))),
         (format!("{name}.yaml"), fill(&sample_files::settings(phases))),
         ("cluster.yaml".into(), sample_files::CLUSTER.to_string()),
-        ("README.md".into(), fill(&README.replace("{{cluster_help}}", sample_files::CLUSTER_HELP))),
+        (
+            "README.md".into(),
+            fill(
+                &README
+                    .replace("{{dev_help}}", sample_files::DEV_HELP)
+                    .replace("{{cluster_help}}", sample_files::CLUSTER_HELP),
+            ),
+        ),
     ];
     files.extend(sdk_copy::FILES.iter().map(|(path, contents)| (format!("vendor/{path}"), contents.to_string())));
     files.into_iter().map(|(path, contents)| (PathBuf::from(path), contents)).collect()
@@ -250,6 +257,7 @@ wasmsched simulate cluster.yaml --policy target/wasm32-wasip2/release/{{wasm}}.w
   prints that pod's decision: every node's verdict, and each score part
   (the built-in ones and `{{name}}`'s) raw and normalised.
 
+{{dev_help}}
 {{cluster_help}}
 In a cluster, the scheduler takes its policies from a ConfigMap: the
 policy as `{{name}}.wasm.gz` and its entry `{{name}}.yaml`, whose

@@ -35,6 +35,16 @@ pub fn describe_example(phases: Phases, prefix: &str) -> String {
 pub const CONTRACT_WIT: &str = include_str!("../../../wit/0.1.0/policy.wit");
 
 /// How to change `cluster.yaml`: a paragraph of every project's README.
+/// `wasmsched dev`, in every language's README.
+pub const DEV_HELP: &str = r#"While you edit, `wasmsched dev` (from this directory, in a terminal of
+its own) does all of the above on each save: it runs the tests, builds,
+loads the policy and simulates `cluster.yaml` with your settings, then
+prints the pods your change moved, left pending or placed (`--explain
+web-1` adds that pod's decision). A build error or a failing test is
+shown instead, and the last good result stands. `wasmsched dev --once`
+makes one round and exits with its result.
+"#;
+
 pub const CLUSTER_HELP: &str = r#"`cluster.yaml` is plain Kubernetes YAML. To add a node, copy a `Node`
 document, give it a new `metadata.name` (and `kubernetes.io/hostname`),
 the labels and taints your policy reads, and `status.allocatable`
