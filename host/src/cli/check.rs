@@ -68,7 +68,7 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport) {
         if policy.independent_nodes {
             "judged one by one: large clusters' candidates are split over the scheduler's parallelism"
         } else {
-            "judged together: every call sees every candidate (the Rust SDK's Policy::INDEPENDENT_NODES declares otherwise)"
+            "judged together: every call sees every candidate"
         }
     );
     println!(

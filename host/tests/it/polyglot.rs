@@ -33,6 +33,8 @@ fn check(policy: &Path, extra: &[&str]) -> String {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "check {}:\n{stdout}\n{}", policy.display(), text(&out.stderr));
     assert!(stdout.contains("contract    wasmsched:policy@0.1.0"), "{stdout}");
+    // Nothing an author of another language cannot act on.
+    assert!(!stdout.contains("Rust"), "{stdout}");
     stdout
 }
 
