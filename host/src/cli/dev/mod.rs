@@ -82,7 +82,7 @@ fn round(project: &Project, args: &DevArgs, n: u64, last: &mut Option<(u64, Outc
             return false;
         }
     }
-    let report = match simulate_cluster(&simulate_args(project, args)) {
+    let report = match simulate_args(project, args).and_then(|sim| simulate_cluster(&sim)) {
         Ok((report, _)) => report,
         Err(e) => {
             println!("✗ the policy did not load or simulate: {e:#}");
@@ -140,7 +140,7 @@ fn run_step(project: &Project, step: &Step) -> Result<(), String> {
 
 /// `simulate cluster.yaml --policy WASM,config=NAME.yaml`, with the
 /// command's limits and `--explain`.
-fn simulate_args(project: &Project, args: &DevArgs) -> SimulateArgs {
+fn simulate_args(project: &Project, args: &DevArgs) -> anyhow::Result<SimulateArgs> {
     #[derive(Parser)]
     struct Simulate {
         #[command(flatten)]
@@ -157,7 +157,8 @@ fn simulate_args(project: &Project, args: &DevArgs) -> SimulateArgs {
     if let Some(dir) = &limits.cache_dir {
         line.extend(["--cache-dir".into(), dir.display().to_string()]);
     }
-    let mut parsed = Simulate::try_parse_from(line).context("the simulate line dev builds").expect("dev's own flags");
+    // A path with a comma in it cannot be said in --policy's syntax.
+    let mut parsed = Simulate::try_parse_from(&line).with_context(|| format!("simulating as `{}`", line.join(" ")))?;
     parsed.args.limits = limits.clone();
-    parsed.args
+    Ok(parsed.args)
 }
