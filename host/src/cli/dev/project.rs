@@ -172,7 +172,9 @@ fn toml_name(text: &str) -> Option<String> {
     let package = text.split("\n[").find(|t| t.trim_start_matches('[').starts_with("package]"))?;
     package.lines().find_map(|line| {
         let (key, value) = line.split_once('=')?;
-        (key.trim() == "name").then(|| value.trim().trim_matches('"').to_string())
+        // The quoted string alone: a comment may follow it.
+        let quoted = value.trim().strip_prefix('"')?.split('"').next()?;
+        (key.trim() == "name").then(|| quoted.to_string())
     })
 }
 
@@ -209,5 +211,6 @@ mod tests {
         let text = "[package]\nname = \"my-policy\"\nversion = \"0.1.0\"\n\n[dependencies]\nname = \"x\"\n";
         assert_eq!(toml_name(text).as_deref(), Some("my-policy"));
         assert_eq!(toml_name("[workspace]\n").as_deref(), None);
+        assert_eq!(toml_name("[package]\nname = \"p\" # ours\n").as_deref(), Some("p"));
     }
 }
