@@ -9,6 +9,11 @@
 // error is a thrown string, which rejects the policy when it loads.
 //
 // CPU and memory are BigInts, as the contract's u64 values arrive.
+//
+// The reference: wasmsched's sdk/reference/javascript.md lists every export
+// with its signature, beside the Rust and Python names.
+
+import { log, nodeMetrics } from "wasmsched:policy/host@0.1.0";
 
 // kube-scheduler's MaxNodeScore: scores of the built-in plugins are 0..100.
 export const MAX_NODE_SCORE = 100n;
@@ -30,14 +35,14 @@ export class Settings {
     this.asked = [];
   }
 
-  get(key) {
+  #get(key) {
     if (!this.asked.includes(key)) this.asked.push(key);
     return Object.hasOwn(this.raw, key) ? this.raw[key] : null;
   }
 
   // A string setting; `fallback` when absent or null.
   str(key, fallback = null) {
-    const value = this.get(key);
+    const value = this.#get(key);
     if (value === null) return fallback;
     if (typeof value !== "string") throw `setting \`${key}\` must be a string, got ${JSON.stringify(value)}`;
     return value;
@@ -46,7 +51,7 @@ export class Settings {
   // A finite number (or a string that parses as one); `fallback` when
   // absent or null.
   number(key, fallback = null) {
-    let value = this.get(key);
+    let value = this.#get(key);
     if (value === null) return fallback;
     if (typeof value === "string" && value.trim() !== "") value = Number(value.trim());
     if (typeof value !== "number" || !Number.isFinite(value)) {
@@ -57,7 +62,7 @@ export class Settings {
 
   // A true/false setting; `fallback` when absent or null.
   flag(key, fallback = null) {
-    const value = this.get(key);
+    const value = this.#get(key);
     if (value === null) return fallback;
     if (typeof value !== "boolean") throw `setting \`${key}\` must be true or false, got ${JSON.stringify(value)}`;
     return value;
@@ -81,7 +86,7 @@ export class Settings {
 
 // The name in `known` closest to `typed` by edit distance, if close enough
 // to be a misspelling: at most a third of its letters differ.
-export function nearest(typed, known) {
+function nearest(typed, known) {
   const limit = Math.max(Math.ceil(typed.length / 3), 1);
   let best = null;
   for (const name of known) {
@@ -92,7 +97,7 @@ export function nearest(typed, known) {
 }
 
 // Levenshtein distance: insertions, deletions and substitutions.
-export function editDistance(a, b) {
+function editDistance(a, b) {
   const row = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 0; i < a.length; i++) {
     let diagonal = row[0];
@@ -144,6 +149,144 @@ export function tolerates(toleration, taint) {
   return toleration.operator === "exists" || toleration.value === taint.value;
 }
 
+// One node-selector requirement against a label's value (null: the node
+// lacks the label), as kube's NodeAffinity filter reads it: `gt` and `lt`
+// compare integers and fail on anything else.
+export function requirementMatches(requirement, value) {
+  const { operator, values } = requirement;
+  const integer = (text) => (/^[+-]?[0-9]+$/.test(text) ? BigInt(text) : null);
+  const compare = (greater) => {
+    if (value === null || values.length !== 1) return false;
+    const [v, bound] = [integer(value), integer(values[0])];
+    if (v === null || bound === null) return false;
+    return greater ? v > bound : v < bound;
+  };
+  switch (operator) {
+    case "in": return value !== null && values.includes(value);
+    case "not-in": return value === null || !values.includes(value);
+    case "exists": return value !== null;
+    case "does-not-exist": return value === null;
+    case "gt": return compare(true);
+    case "lt": return compare(false);
+    default: throw `unknown selector operator ${operator}`;
+  }
+}
+
+// One required-affinity term: its requirements ANDed, fields naming
+// `metadata.name` only; a term with neither matches nothing.
+export function termMatches(term, node) {
+  const { matchExpressions, matchFields } = term;
+  if (matchExpressions.length === 0 && matchFields.length === 0) return false;
+  return matchExpressions.every((r) => requirementMatches(r, node.label(r.key)))
+    && matchFields.every((r) => r.key === "metadata.name" && requirementMatches(r, node.name));
+}
+
+// A log line to the scheduler's log, as the Rust SDK's `host::info` and
+// `host::warn`. The scheduler caps what a policy logs (docs/security.md).
+export function info(message) {
+  log("info", message, []);
+}
+
+export function warn(message) {
+  log("warn", message, []);
+}
+
+// kube-scheduler's tie-breaker generator (SplitMix64), the same numbers as
+// the Rust SDK's for the same seed: `attempt.rng()` gives one seeded for
+// the pod.
+const U64 = (1n << 64n) - 1n;
+export class SplitMix64 {
+  constructor(seed) {
+    this.state = BigInt(seed) & U64;
+  }
+
+  // The next number, a BigInt in 0..2^64.
+  nextU64() {
+    this.state = (this.state + 0x9e3779b97f4a7c15n) & U64;
+    let z = this.state;
+    z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & U64;
+    z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & U64;
+    return z ^ (z >> 31n);
+  }
+
+  // Uniform in [0, 1), 53 bits of precision.
+  nextF64() {
+    return Number(this.nextU64() >> 11n) / 2 ** 53;
+  }
+}
+
+// The scheduling attempt a call belongs to: its seed, and node metrics
+// fetched when first asked for, one host call per metric for every
+// candidate.
+export class Attempt {
+  constructor(seed, candidates) {
+    this.seedValue = BigInt(seed);
+    this.candidates = candidates;
+    this.metrics = new Map();
+  }
+
+  // Derived by the scheduler from its `--seed` and the pod.
+  seed() {
+    return this.seedValue;
+  }
+
+  rng() {
+    return new SplitMix64(this.seedValue);
+  }
+
+  // `{ value, ageMs }` of a node metric, or null when the scheduler has
+  // none usable for this node.
+  metric(name, node) {
+    if (!this.metrics.has(name)) this.metrics.set(name, nodeMetrics(name, this.candidates.nodes));
+    return this.metrics.get(name)[node.index()] ?? null;
+  }
+
+  // The metric's value if it is at most `maxAgeMs` old, else `fallback`.
+  metricFreshOr(name, node, maxAgeMs, fallback) {
+    const sample = this.metric(name, node);
+    const fresh = sample !== null && sample.ageMs <= BigInt(maxAgeMs) && Number.isFinite(sample.value);
+    return fresh ? sample.value : fallback;
+  }
+}
+
+// The pod being scheduled, as the Rust SDK's `Pod`: the contract's fields,
+// with `labels`, `annotations` and `nodeSelector` as Maps.
+export class PodView {
+  constructor(info) {
+    Object.assign(this, info);
+    this.labels = new Map(info.labels);
+    this.annotations = new Map(info.annotations);
+    this.nodeSelector = new Map(info.nodeSelector);
+  }
+
+  label(key) {
+    return this.labels.get(key) ?? null;
+  }
+
+  annotation(key) {
+    return this.annotations.get(key) ?? null;
+  }
+
+  // Whether one of the pod's tolerations tolerates `taint` (kube's rule).
+  tolerates(taint) {
+    return this.tolerations.some((toleration) => tolerates(toleration, taint));
+  }
+
+  // The node's first no-schedule or no-execute taint the pod does not
+  // tolerate, as TaintToleration reports it; null if none.
+  untoleratedTaint(node) {
+    return node.taints.find((t) => t.effect !== "prefer-no-schedule" && !this.tolerates(t)) ?? null;
+  }
+
+  // nodeSelector and required node affinity, as kube's NodeAffinity
+  // filter evaluates them.
+  matchesNode(node) {
+    for (const [key, value] of this.nodeSelector) if (node.label(key) !== value) return false;
+    const terms = this.requiredNodeAffinity;
+    return terms.length === 0 || terms.some((term) => termMatches(term, node));
+  }
+}
+
 // The node table: each node as the scheduler sent it, kept by `syncNodes`
 // (call `sync` from it). The scheduler sends each node once, then only its
 // changes; calls name their candidates by id.
@@ -171,6 +314,8 @@ export class Nodes {
     return Array.from(candidates.nodes, (id, i) => {
       const view = this.byId.get(id);
       if (view === undefined) throw `node id ${id} was never sent by the host`;
+      view.position = i;
+      view.requestedEphemeralStorage = candidates.requestedEphemeralStorage[i];
       view.requestedMilliCpu = candidates.requestedMilliCpu[i];
       view.requestedMemory = candidates.requestedMemory[i];
       view.nonzeroRequestedMilliCpu = candidates.nonzeroRequestedMilliCpu[i];
@@ -181,20 +326,58 @@ export class Nodes {
   }
 }
 
-// One candidate, as the Rust SDK's `NodeView`: `name`, `labels` and
+// One candidate, as the Rust SDK's `NodeView`: `id`, `name`, `labels` and
 // `annotations` (Maps), `taints`, `allocatable`, `unschedulable`, and what
 // the pods already on it request (`requestedMilliCpu`, `requestedMemory`,
-// `nonzeroRequestedMilliCpu`, `nonzeroRequestedMemory`, `podCount`).
+// `requestedEphemeralStorage`, `nonzeroRequestedMilliCpu`,
+// `nonzeroRequestedMemory`, `podCount`).
 export class NodeView {
   constructor(info) {
-    Object.assign(this, { name: info.name, labels: new Map(info.labels), annotations: new Map(info.annotations) });
-    Object.assign(this, { taints: info.taints, allocatable: info.allocatable, unschedulable: info.unschedulable });
-    Object.assign(this, { requestedMilliCpu: 0n, requestedMemory: 0n, podCount: 0 });
+    Object.assign(this, { id: info.id, name: info.name, labels: new Map(info.labels) });
+    Object.assign(this, { annotations: new Map(info.annotations), taints: info.taints });
+    Object.assign(this, { allocatable: info.allocatable, unschedulable: info.unschedulable, position: 0 });
+    Object.assign(this, { requestedMilliCpu: 0n, requestedMemory: 0n, requestedEphemeralStorage: 0n, podCount: 0 });
     Object.assign(this, { nonzeroRequestedMilliCpu: 0n, nonzeroRequestedMemory: 0n });
   }
 
   label(key) {
     return this.labels.get(key) ?? null;
+  }
+
+  annotation(key) {
+    return this.annotations.get(key) ?? null;
+  }
+
+  // An annotation as a number: null when absent; a thrown string naming
+  // the node when it is not a finite number.
+  annotationF64(key) {
+    const raw = this.annotation(key);
+    if (raw === null) return null;
+    const value = raw.trim() === "" ? NaN : Number(raw.trim());
+    if (!Number.isFinite(value)) throw `node ${this.name}: annotation ${key}=${JSON.stringify(raw)} is not a number`;
+    return value;
+  }
+
+  // The allocatable amount of an extended resource such as
+  // `nvidia.com/gpu` (a BigInt; 0n when the node has none).
+  allocatableScalar(name) {
+    const entry = this.allocatable.scalar.find(([n]) => n === name);
+    return entry === undefined ? 0n : entry[1];
+  }
+
+  // Its position among this call's candidates.
+  index() {
+    return this.position;
+  }
+
+  // What the pods already on it request, as the Rust SDK's `Usage`.
+  usage() {
+    const { requestedMilliCpu, requestedMemory, requestedEphemeralStorage, podCount } = this;
+    const { nonzeroRequestedMilliCpu, nonzeroRequestedMemory } = this;
+    return {
+      requestedMilliCpu, requestedMemory, requestedEphemeralStorage,
+      nonzeroRequestedMilliCpu, nonzeroRequestedMemory, podCount,
+    };
   }
 
   freeMilliCpu() {
@@ -210,17 +393,19 @@ export class NodeView {
   }
 }
 
-// The contract's `filter` from a function of one node: `reject(pod, node)`
-// returns null to pass the node, or the reason to reject it (phrased as
-// kube-scheduler's: they are counted in the pod's FailedScheduling
-// message). Each distinct reason is sent once.
+// The contract's `filter` from a function of one node: `reject(pod, node,
+// attempt)` (a PodView, a NodeView, an Attempt) returns null to pass the
+// node, or the reason to reject it (phrased as kube-scheduler's: they are
+// counted in the pod's FailedScheduling message). Each distinct reason is
+// sent once.
 export function filterEach(nodes, pod, candidates, reject) {
   const reasons = [];
   const numbers = new Map();
   const views = nodes.views(candidates);
   const verdicts = new Uint32Array(views.length);
+  const [podView, attempt] = [new PodView(pod), new Attempt(0n, candidates)];
   views.forEach((node, i) => {
-    const why = reject(pod, node);
+    const why = reject(podView, node, attempt);
     if (why === null || why === undefined) return;
     if (!numbers.has(why)) {
       reasons.push(why);
@@ -231,9 +416,11 @@ export function filterEach(nodes, pod, candidates, reject) {
   return { reasons, verdicts };
 }
 
-// The contract's `score` from a function of one node: `score(pod, node)`
-// returns the node's raw score (any finite Number; the scheduler
-// normalises them, sdk/README.md "How raw scores become points").
-export function scoreEach(nodes, pod, candidates, score) {
-  return nodes.views(candidates).map((node) => score(pod, node));
+// The contract's `score` from a function of one node: `score(pod, node,
+// attempt)` returns the node's raw score (any finite Number; the scheduler
+// normalises them, sdk/README.md "How raw scores become points"). Pass the
+// call's `seed` for `attempt.seed()` and `attempt.rng()`.
+export function scoreEach(nodes, pod, candidates, score, seed = 0n) {
+  const [podView, attempt] = [new PodView(pod), new Attempt(seed, candidates)];
+  return nodes.views(candidates).map((node) => score(podView, node, attempt));
 }

@@ -7,13 +7,18 @@ Settings: read each key with `str`, `number` or `flag`, then call
 `check_all_read()`: a key the policy never asked for (most often a
 misspelled one) is refused, naming the nearest key it did ask for. Every
 error is an `Err` with the reason, which rejects the policy when it loads.
+
+The reference: wasmsched's sdk/reference/python.md lists every helper with
+its signature, beside the Rust and JavaScript names.
 """
 
+import inspect
 import json
 import math
+import re
 
 from componentize_py_types import Err
-from wit_world.imports import types
+from wit_world.imports import host, types
 
 # kube-scheduler's MaxNodeScore: scores of the built-in plugins are 0..100.
 MAX_NODE_SCORE = 100
@@ -80,26 +85,26 @@ class Settings:
         known = sorted(self._asked)
         named = []
         for key in unread:
-            near = nearest(key, known)
+            near = _nearest(key, known)
             named.append(f"`{key}` (did you mean `{near}`?)" if near else f"`{key}`")
         plural = "s" if len(unread) > 1 else ""
         reads = ", ".join(known) if known else "no settings"
         raise Err(f"unknown setting{plural} {', '.join(named)}; this policy reads {reads}")
 
 
-def nearest(typed: str, known: list[str]) -> "str | None":
+def _nearest(typed: str, known: list[str]) -> "str | None":
     """The name in `known` closest to `typed` by edit distance, if close
     enough to be a misspelling: at most a third of its letters differ."""
     limit = max(-(-len(typed) // 3), 1)
     best = None
     for name in known:
-        distance = edit_distance(typed.lower(), name.lower())
+        distance = _edit_distance(typed.lower(), name.lower())
         if distance <= limit and (best is None or distance < best[0]):
             best = (distance, name)
     return best[1] if best else None
 
 
-def edit_distance(a: str, b: str) -> int:
+def _edit_distance(a: str, b: str) -> int:
     """Levenshtein distance: insertions, deletions and substitutions."""
     row = list(range(len(b) + 1))
     for i, ca in enumerate(a):
@@ -153,6 +158,148 @@ def tolerates(toleration, taint) -> bool:
     return toleration.operator == types.TolerationOperator.EXISTS or toleration.value == taint.value
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def requirement_matches(requirement, value: "str | None") -> bool:
+    """One node-selector requirement against a label's value (None: the
+    node lacks the label), as kube's NodeAffinity filter reads it: `GT` and
+    `LT` compare integers and fail on anything else."""
+    operator, values = requirement.operator, requirement.values
+    ops = types.SelectorOperator
+    if operator == ops.IN:
+        return value is not None and value in values
+    if operator == ops.NOT_IN:
+        return value is None or value not in values
+    if operator == ops.EXISTS:
+        return value is not None
+    if operator == ops.DOES_NOT_EXIST:
+        return value is None
+    if value is None or len(values) != 1:
+        return False
+    if not (_INTEGER.fullmatch(value) and _INTEGER.fullmatch(values[0])):
+        return False
+    v, bound = int(value), int(values[0])
+    return v > bound if operator == ops.GT else v < bound
+
+
+def term_matches(term, node) -> bool:
+    """One required-affinity term: its requirements ANDed, fields naming
+    `metadata.name` only; a term with neither matches nothing."""
+    if not term.match_expressions and not term.match_fields:
+        return False
+    return all(requirement_matches(r, node.label(r.key)) for r in term.match_expressions) and all(
+        r.key == "metadata.name" and requirement_matches(r, node.name) for r in term.match_fields
+    )
+
+
+def info(message: str) -> None:
+    """A log line to the scheduler's log, as the Rust SDK's `host::info`.
+    The scheduler caps what a policy logs (docs/security.md)."""
+    host.log(types.LogLevel.INFO, message, [])
+
+
+def warn(message: str) -> None:
+    """A warning to the scheduler's log, as the Rust SDK's `host::warn`."""
+    host.log(types.LogLevel.WARN, message, [])
+
+
+_U64 = (1 << 64) - 1
+
+
+class SplitMix64:
+    """kube-scheduler's tie-breaker generator (SplitMix64), the same numbers
+    as the Rust SDK's for the same seed: `attempt.rng()` gives one seeded
+    for the pod."""
+
+    def __init__(self, seed: int):
+        self._state = seed & _U64
+
+    def next_u64(self) -> int:
+        """The next number, in 0..2**64."""
+        self._state = (self._state + 0x9E3779B97F4A7C15) & _U64
+        z = self._state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _U64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _U64
+        return z ^ (z >> 31)
+
+    def next_f64(self) -> float:
+        """Uniform in [0, 1), 53 bits of precision."""
+        return (self.next_u64() >> 11) / float(1 << 53)
+
+
+class Attempt:
+    """The scheduling attempt a call belongs to: its seed, and node metrics
+    fetched when first asked for, one host call per metric for every
+    candidate."""
+
+    def __init__(self, seed: int, candidates):
+        self._seed, self._candidates, self._metrics = seed, candidates, {}
+
+    def seed(self) -> int:
+        """Derived by the scheduler from its `--seed` and the pod."""
+        return self._seed
+
+    def rng(self) -> SplitMix64:
+        return SplitMix64(self._seed)
+
+    def metric(self, name: str, node: "NodeView"):
+        """The node's `types.MetricSample` (`value`, `age_ms`), or None when
+        the scheduler has none usable for this node."""
+        if name not in self._metrics:
+            self._metrics[name] = host.node_metrics(name, list(self._candidates.nodes))
+        return self._metrics[name][node.index()]
+
+    def metric_fresh_or(self, name: str, node: "NodeView", max_age_ms: int, default: float) -> float:
+        """The metric's value if it is at most `max_age_ms` old, else
+        `default`."""
+        sample = self.metric(name, node)
+        if sample is not None and sample.age_ms <= max_age_ms and math.isfinite(sample.value):
+            return sample.value
+        return default
+
+
+class PodView:
+    """The pod being scheduled, as the Rust SDK's `Pod`: the contract's
+    fields, with `labels`, `annotations` and `node_selector` as dicts."""
+
+    def __init__(self, info):
+        self.namespace, self.name, self.uid, self.priority = info.namespace, info.name, info.uid, info.priority
+        self.labels, self.annotations = dict(info.labels), dict(info.annotations)
+        self.requests, self.nonzero_milli_cpu, self.nonzero_memory = (
+            info.requests, info.nonzero_milli_cpu, info.nonzero_memory
+        )
+        self.node_selector = dict(info.node_selector)
+        self.required_node_affinity, self.tolerations = info.required_node_affinity, info.tolerations
+
+    def label(self, key: str) -> "str | None":
+        return self.labels.get(key)
+
+    def annotation(self, key: str) -> "str | None":
+        return self.annotations.get(key)
+
+    def tolerates(self, taint) -> bool:
+        """Whether one of the pod's tolerations tolerates `taint` (kube's
+        rule)."""
+        return any(tolerates(toleration, taint) for toleration in self.tolerations)
+
+    def untolerated_taint(self, node: "NodeView"):
+        """The node's first NoSchedule or NoExecute taint the pod does not
+        tolerate, as TaintToleration reports it; None if none."""
+        for taint in node.taints:
+            if taint.effect != types.TaintEffect.PREFER_NO_SCHEDULE and not self.tolerates(taint):
+                return taint
+        return None
+
+    def matches_node(self, node: "NodeView") -> bool:
+        """nodeSelector and required node affinity, as kube's NodeAffinity
+        filter evaluates them."""
+        if any(node.label(key) != value for key, value in self.node_selector.items()):
+            return False
+        terms = self.required_node_affinity
+        return not terms or any(term_matches(term, node) for term in terms)
+
+
 class Nodes:
     """The node table: each node as the scheduler sent it, kept by
     `sync_nodes` (call `sync` from it). The scheduler sends each node once,
@@ -183,10 +330,12 @@ class Nodes:
             raise Err(f"node id {e.args[0]} was never sent by the host")
         columns = zip(
             views, candidates.requested_milli_cpu, candidates.requested_memory,
-            candidates.nonzero_requested_milli_cpu, candidates.nonzero_requested_memory, candidates.pod_count,
+            candidates.requested_ephemeral_storage, candidates.nonzero_requested_milli_cpu,
+            candidates.nonzero_requested_memory, candidates.pod_count,
         )
-        for view, cpu, memory, nonzero_cpu, nonzero_memory, pods in columns:
-            view.requested_milli_cpu, view.requested_memory = cpu, memory
+        for position, (view, cpu, memory, storage, nonzero_cpu, nonzero_memory, pods) in enumerate(columns):
+            view.position, view.requested_milli_cpu, view.requested_memory = position, cpu, memory
+            view.requested_ephemeral_storage = storage
             view.nonzero_requested_milli_cpu, view.nonzero_requested_memory, view.pod_count = (
                 nonzero_cpu, nonzero_memory, pods
             )
@@ -194,25 +343,62 @@ class Nodes:
 
 
 class NodeView:
-    """One candidate, as the Rust SDK's `NodeView`: `name`, `labels` and
-    `annotations` (dicts), `taints`, `allocatable`, `unschedulable`, and
-    what the pods already on it request (`requested_milli_cpu`,
-    `requested_memory`, `nonzero_requested_milli_cpu`,
-    `nonzero_requested_memory`, `pod_count`)."""
+    """One candidate, as the Rust SDK's `NodeView`: `id`, `name`, `labels`
+    and `annotations` (dicts), `taints`, `allocatable`, `unschedulable`,
+    and what the pods already on it request (`requested_milli_cpu`,
+    `requested_memory`, `requested_ephemeral_storage`,
+    `nonzero_requested_milli_cpu`, `nonzero_requested_memory`,
+    `pod_count`)."""
 
     __slots__ = (
-        "name", "labels", "annotations", "taints", "allocatable", "unschedulable", "requested_milli_cpu",
-        "requested_memory", "nonzero_requested_milli_cpu", "nonzero_requested_memory", "pod_count",
+        "id", "name", "labels", "annotations", "taints", "allocatable", "unschedulable", "position",
+        "requested_milli_cpu", "requested_memory", "requested_ephemeral_storage", "nonzero_requested_milli_cpu",
+        "nonzero_requested_memory", "pod_count",
     )
 
     def __init__(self, info):
-        self.name, self.labels, self.annotations = info.name, dict(info.labels), dict(info.annotations)
+        self.id, self.name, self.labels, self.annotations = info.id, info.name, dict(info.labels), dict(info.annotations)
         self.taints, self.allocatable, self.unschedulable = info.taints, info.allocatable, info.unschedulable
-        self.requested_milli_cpu = self.requested_memory = self.pod_count = 0
-        self.nonzero_requested_milli_cpu = self.nonzero_requested_memory = 0
+        self.position = self.requested_milli_cpu = self.requested_memory = self.pod_count = 0
+        self.requested_ephemeral_storage = self.nonzero_requested_milli_cpu = self.nonzero_requested_memory = 0
 
     def label(self, key: str) -> "str | None":
         return self.labels.get(key)
+
+    def annotation(self, key: str) -> "str | None":
+        return self.annotations.get(key)
+
+    def annotation_f64(self, key: str) -> "float | None":
+        """An annotation as a number: None when absent; `Err` naming the
+        node when it is not a finite number."""
+        raw = self.annotations.get(key)
+        if raw is None:
+            return None
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise Err(f"node {self.name}: annotation {key}={json.dumps(raw)} is not a number")
+        return value
+
+    def allocatable_scalar(self, name: str) -> int:
+        """The allocatable amount of an extended resource such as
+        `nvidia.com/gpu` (0 when the node has none)."""
+        return next((amount for n, amount in self.allocatable.scalar if n == name), 0)
+
+    def index(self) -> int:
+        """Its position among this call's candidates."""
+        return self.position
+
+    def usage(self) -> dict:
+        """What the pods already on it request, as the Rust SDK's `Usage`."""
+        return {
+            "requested_milli_cpu": self.requested_milli_cpu, "requested_memory": self.requested_memory,
+            "requested_ephemeral_storage": self.requested_ephemeral_storage,
+            "nonzero_requested_milli_cpu": self.nonzero_requested_milli_cpu,
+            "nonzero_requested_memory": self.nonzero_requested_memory, "pod_count": self.pod_count,
+        }
 
     def free_milli_cpu(self) -> int:
         return free_milli_cpu(self.allocatable.milli_cpu, self.requested_milli_cpu)
@@ -226,16 +412,36 @@ class NodeView:
         )
 
 
+def _takes_attempt(function) -> bool:
+    """Whether a per-node function takes the attempt as a third argument
+    (`(pod, node)` functions written before it was passed still work)."""
+    known = _TAKES_ATTEMPT.get(function)
+    if known is None:
+        try:
+            parameters = inspect.signature(function).parameters.values()
+        except (TypeError, ValueError):
+            return True
+        positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        known = len(positional) >= 3 or any(p.kind == p.VAR_POSITIONAL for p in parameters)
+        _TAKES_ATTEMPT[function] = known
+    return known
+
+
+_TAKES_ATTEMPT: dict = {}
+
+
 def filter_each(nodes: Nodes, pod, candidates, reject) -> types.FilterVerdicts:
     """The contract's `filter` from a function of one node: `reject(pod,
-    node)` returns `None` to pass the node, or the reason to reject it
+    node, attempt)` (a PodView, a NodeView, an Attempt; the attempt may be
+    left out) returns `None` to pass the node, or the reason to reject it
     (phrased as kube-scheduler's: they are counted in the pod's
     FailedScheduling message). Each distinct reason is sent once."""
     reasons: list[str] = []
     numbers: dict[str, int] = {}
     verdicts = []
+    pod_view, extra = PodView(pod), ((Attempt(0, candidates),) if _takes_attempt(reject) else ())
     for node in nodes.views(candidates):
-        why = reject(pod, node)
+        why = reject(pod_view, node, *extra)
         if why is None:
             verdicts.append(0)
             continue
@@ -246,8 +452,11 @@ def filter_each(nodes: Nodes, pod, candidates, reject) -> types.FilterVerdicts:
     return types.FilterVerdicts(reasons=reasons, verdicts=verdicts)
 
 
-def score_each(nodes: Nodes, pod, candidates, score) -> list[float]:
+def score_each(nodes: Nodes, pod, candidates, score, seed: int = 0) -> list[float]:
     """The contract's `score` from a function of one node: `score(pod,
-    node)` returns the node's raw score (any finite number; the scheduler
-    normalises them, sdk/README.md "How raw scores become points")."""
-    return [float(score(pod, node)) for node in nodes.views(candidates)]
+    node, attempt)` (the attempt may be left out) returns the node's raw
+    score (any finite number; the scheduler normalises them, sdk/README.md
+    "How raw scores become points"). Pass the call's `seed` for
+    `attempt.seed()` and `attempt.rng()`."""
+    pod_view, extra = PodView(pod), ((Attempt(seed, candidates),) if _takes_attempt(score) else ())
+    return [float(score(pod_view, node, *extra)) for node in nodes.views(candidates)]

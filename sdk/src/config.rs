@@ -92,6 +92,15 @@ impl Config {
             Some(other) => Err(format!("configuration field `{key}` must be a number, got {other}")),
         }
     }
+
+    /// A top-level true/false field.
+    pub fn flag(&self, key: &str) -> Result<Option<bool>, String> {
+        match self.field(key)? {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(format!("configuration field `{key}` must be true or false, got {other}")),
+        }
+    }
 }
 
 impl Config {
@@ -164,6 +173,10 @@ mod tests {
         assert_eq!(cfg.str("metric").unwrap(), Some("latency"));
         assert_eq!(cfg.f64("default").unwrap(), Some(2.5));
         assert!(cfg.f64("bad").unwrap_err().contains("`bad` must be a number"));
+        let flags = Config::from_json(r#"{"strict":true,"loose":"yes"}"#).unwrap();
+        assert_eq!(flags.flag("strict").unwrap(), Some(true));
+        assert_eq!(flags.flag("absent").unwrap(), None);
+        assert!(flags.flag("loose").unwrap_err().contains("`loose` must be true or false"));
         assert!(Config::from_json("{").unwrap().str("x").unwrap_err().contains("not valid JSON"));
     }
 

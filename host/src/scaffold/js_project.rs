@@ -12,6 +12,9 @@ use super::{Phases, sample_files, wasm_stem};
 /// resource helpers), shipped beside the policy.
 const HELPERS: &str = include_str!("../../../sdk/js/wasmsched-helpers.js");
 
+/// The SDK's test builders in JavaScript, shipped beside the tests.
+const TESTING: &str = include_str!("../../../sdk/js/wasmsched-testing.js");
+
 /// The lock file of this repository's JavaScript policies: the scaffold
 /// installs exactly the ComponentizeJS they are built and tested with.
 const LOCK: &str = include_str!("../../../policies/js/package-lock.json");
@@ -31,6 +34,7 @@ pub fn js_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
         ("src/wasmsched-helpers.js".into(), HELPERS.to_string()),
         ("tests/policy.test.js".into(), TESTS.replace("{{tests}}", &phases.pick(FILTER_TEST, SCORE_TEST))),
         ("tests/host.js".into(), TEST_HOST.to_string()),
+        ("tests/wasmsched-testing.js".into(), TESTING.to_string()),
         ("tests/use-test-host.js".into(), USE_TEST_HOST.to_string()),
         ("wit/policy.wit".into(), sample_files::CONTRACT_WIT.to_string()),
         ("package.json".into(), fill(PACKAGE)),
@@ -175,88 +179,23 @@ const SCORE_UNUSED: &str = r#"    // Never called: describe() does not declare t
 "#;
 
 const TESTS: &str = r#"// Native tests of src/policy.js: node calls the policy's own methods with
-// the contract's types, as the scheduler does. The scheduler's imports
-// come from tests/host.js (tests/use-test-host.js points node at it).
+// the contract's types, as the scheduler does, through the SDK's test
+// builders (tests/wasmsched-testing.js: NodeBuilder, PodBuilder, Harness).
+// The scheduler's imports come from tests/host.js (tests/use-test-host.js
+// points node at it).
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { useSettings } from "./host.js";
+import { Harness, NodeBuilder, PodBuilder } from "./wasmsched-testing.js";
 import { policy } from "../src/policy.js";
-
-const milli = (cpu) => (cpu.endsWith("m") ? BigInt(cpu.slice(0, -1)) : BigInt(Math.round(Number(cpu) * 1000)));
-const resources = (cpu, memory) => ({ milliCpu: milli(cpu), memory, ephemeralStorage: 0n, pods: 110, scalar: [] });
-
-function pod(name, cpu) {
-  const requests = resources(cpu, 64n << 20n);
-  return {
-    namespace: "default", name, uid: name, labels: [], annotations: [], priority: 0, requests,
-    nonzeroMilliCpu: requests.milliCpu, nonzeroMemory: requests.memory,
-    nodeSelector: [], requiredNodeAffinity: [], tolerations: [],
-  };
-}
-
-// The scheduler's side of the contract: the settings, the nodes (with the
-// CPU their pods already request), and the calls of one scheduling
-// attempt over every node.
-class Scheduler {
-  constructor(settings = {}) {
-    useSettings(settings);
-    this.phases = policy.describe().phases;
-    policy.init();
-    policy.syncNodes(true, []);
-    this.nodes = []; // { id, name, requested milli-CPU }
-  }
-
-  addNode(name, cpu, labels = {}, requestedCpu = "0") {
-    const info = {
-      id: this.nodes.length, name, labels: Object.entries(labels), annotations: [], taints: [],
-      allocatable: resources(cpu, 32n << 30n), unschedulable: false,
-    };
-    policy.syncNodes(false, [{ tag: "upsert", val: info }]);
-    this.nodes.push({ id: info.id, name, requested: milli(requestedCpu) });
-  }
-
-  candidates(nodes) {
-    const column = (value) => BigUint64Array.from(nodes, value);
-    return {
-      nodes: Uint32Array.from(nodes, (n) => n.id),
-      requestedMilliCpu: column((n) => n.requested), requestedMemory: column(() => 0n),
-      requestedEphemeralStorage: column(() => 0n), nonzeroRequestedMilliCpu: column((n) => n.requested),
-      nonzeroRequestedMemory: column(() => 0n), podCount: new Uint32Array(nodes.length),
-    };
-  }
-
-  // Each node's reason for rejecting the pod, or null if it passes.
-  filter(p) {
-    const { reasons, verdicts } = policy.filter(p, this.candidates(this.nodes));
-    return Object.fromEntries(this.nodes.map((n, i) => [n.name, verdicts[i] ? reasons[verdicts[i] - 1] : null]));
-  }
-
-  // Each node's raw score (of the nodes the filter passes).
-  scores(p) {
-    let passed = this.nodes;
-    if (this.phases.filter) {
-      const verdicts = this.filter(p);
-      passed = this.nodes.filter((n) => verdicts[n.name] === null);
-    }
-    const scores = policy.score(p, this.candidates(passed), 0n);
-    return Object.fromEntries(passed.map((n, i) => [n.name, scores[i]]));
-  }
-
-  // The node the policy would pick (ties: the first).
-  best(p) {
-    const ranked = Object.entries(this.scores(p));
-    return ranked.reduce((best, entry) => (best === null || entry[1] > best[1] ? entry : best), null)?.[0] ?? null;
-  }
-}
 {{tests}}"#;
 
 const FILTER_TEST: &str = r#"
 test("nodes labelled to avoid are rejected", () => {
-  const s = new Scheduler();
-  s.addNode("plain", "4");
-  s.addNode("avoided", "4", { "wasmsched.io/avoid": "true" });
-  assert.deepEqual(s.filter(pod("web", "500m")), {
+  const h = new Harness(policy);
+  h.addNode(new NodeBuilder("plain"));
+  h.addNode(new NodeBuilder("avoided").label("wasmsched.io/avoid", "true"));
+  assert.deepEqual(h.filter(new PodBuilder("web").cpu("500m")), {
     plain: null,
     avoided: "node(s) had label wasmsched.io/avoid=true",
   });
@@ -264,50 +203,70 @@ test("nodes labelled to avoid are rejected", () => {
 
 test("a misspelled avoidLabel is refused with the name meant", () => {
   const meant = "unknown setting `avoidLable` (did you mean `avoidLabel`?)";
-  assert.throws(() => new Scheduler({ avoidLable: "dedicated" }), (e) => e.includes(meant));
+  assert.throws(() => new Harness(policy, { avoidLable: "dedicated" }), (e) => e.includes(meant));
 });
 "#;
 
 const SCORE_TEST: &str = r#"
 test("the preferred zone wins over a little more free cpu", () => {
-  const s = new Scheduler({ preferredZone: "zone-b" });
-  s.addNode("a", "8", { "topology.kubernetes.io/zone": "zone-a" });
-  s.addNode("b", "8", { "topology.kubernetes.io/zone": "zone-b" }, "2");
-  assert.equal(s.best(pod("web", "1")), "b");
+  const zone = "topology.kubernetes.io/zone";
+  const h = new Harness(policy, { preferredZone: "zone-b" });
+  h.addNode(new NodeBuilder("a").cpu("8").label(zone, "zone-a"));
+  h.addNode(new NodeBuilder("b").cpu("8").label(zone, "zone-b").requested("2", "4Gi"));
+  assert.equal(h.best(new PodBuilder("web").cpu("1")), "b");
   // Without the setting, the freer node wins.
-  const plain = new Scheduler();
-  plain.addNode("a", "8");
-  plain.addNode("b", "8", {}, "2");
-  assert.equal(plain.best(pod("web", "1")), "a");
+  const plain = new Harness(policy);
+  plain.addNode(new NodeBuilder("a").cpu("8"));
+  plain.addNode(new NodeBuilder("b").cpu("8").requested("2", "4Gi"));
+  assert.equal(plain.best(new PodBuilder("web").cpu("1")), "a");
 });
 
 test("bad settings are refused with the reason", () => {
-  assert.throws(() => new Scheduler({ zoneBonus: -1 }), (e) => e.includes("zoneBonus must be a number, 0 or more"));
+  assert.throws(() => new Harness(policy, { zoneBonus: -1 }), (e) => e.includes("zoneBonus must be a number, 0 or more"));
 });
 
 test("a misspelled preferredZone is refused with the name meant", () => {
   const meant = "unknown setting `preferedZone` (did you mean `preferredZone`?)";
-  assert.throws(() => new Scheduler({ preferedZone: "zone-b" }), (e) => e.includes(meant));
+  assert.throws(() => new Harness(policy, { preferedZone: "zone-b" }), (e) => e.includes(meant));
 });
 "#;
 
 const TEST_HOST: &str = r#"// Stands in for the scheduler's imports (wasmsched:policy/host@0.1.0) in
-// the native tests: the settings a test gives, no logs, no metrics.
+// the native tests: the settings and node metrics a test gives, and the
+// log lines the policy writes, kept for the test to read.
 
 let settings = "{}";
+let metrics = new Map();
+let lines = [];
 
+// An object, or the settings' JSON text.
 export function useSettings(value) {
-  settings = JSON.stringify(value);
+  settings = typeof value === "string" ? value : JSON.stringify(value);
+}
+
+// `"NODE-ID/METRIC"` to `{ value, ageMs }`.
+export function useMetrics(samples) {
+  metrics = samples;
+}
+
+// The lines logged since the last call, as `Info: message k=v`.
+export function takeLogs() {
+  const taken = lines;
+  lines = [];
+  return taken;
 }
 
 export function config() {
   return settings;
 }
 
-export function log(level, message, fields) {}
+export function log(level, message, fields) {
+  const named = level[0].toUpperCase() + level.slice(1);
+  lines.push(`${named}: ${message}${fields.map(([k, v]) => ` ${k}=${v}`).join("")}`);
+}
 
 export function nodeMetrics(metric, nodes) {
-  return Array.from(nodes, () => undefined);
+  return Array.from(nodes, (id) => metrics.get(`${id}/${metric}`));
 }
 "#;
 
@@ -366,10 +325,15 @@ wasmsched simulate cluster.yaml --policy {{wasm}}.wasm,config={{name}}.yaml --ca
 ```
 
 - `npm test` runs `tests/policy.test.js` with node's test runner: it calls
-  the policy's own methods through a small `Scheduler` stand-in (add
-  nodes, then `filter`: each node's reason or `null`; `scores`: each
-  node's raw score; `best`: the node the policy would pick). The
-  scheduler's imports come from `tests/host.js`.
+  the policy's own methods through the SDK's test builders in
+  `tests/wasmsched-testing.js`, the Rust SDK's with the same names:
+  `NodeBuilder` (cpu, memory, requested, labels, taints, extended
+  resources), `PodBuilder`, and a `Harness` (`addNode`, `setMetric`, then
+  `filter`: each node's reason or `null`; `score`: each node's raw score;
+  `best`: the node the policy would pick; `logs`). The scheduler's imports
+  come from `tests/host.js`.
+- Every helper and builder, with its signature: `sdk/reference/javascript.md`
+  in wasmsched's repository, or `src/wasmsched-helpers.js` itself.
 - Types as the component sees them: names are camelCase, `u64` values
   (CPU, memory) are `BigInt` and lists of them `BigUint64Array`, node ids
   plain numbers, variants `{ tag, val }`. A thrown string is an error.

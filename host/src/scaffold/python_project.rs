@@ -12,6 +12,9 @@ use super::{Phases, sample_files, wasm_stem};
 /// resource helpers), shipped beside the policy.
 const HELPERS: &str = include_str!("../../../sdk/python/wasmsched_helpers.py");
 
+/// The SDK's test builders in Python, shipped beside the tests.
+const TESTING: &str = include_str!("../../../sdk/python/wasmsched_testing.py");
+
 /// componentize-py, pinned as `policies/install-toolchains.sh` pins it.
 pub const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
 
@@ -28,6 +31,7 @@ pub fn python_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
         ("src/app.py".to_string(), fill(&policy_source(phases))),
         ("src/wasmsched_helpers.py".into(), HELPERS.to_string()),
         ("tests/test_app.py".into(), TESTS.replace("{{tests}}", &phases.pick(FILTER_TEST, SCORE_TEST))),
+        ("tests/wasmsched_testing.py".into(), TESTING.to_string()),
         ("wit/policy.wit".into(), sample_files::CONTRACT_WIT.to_string()),
         ("requirements.txt".into(), fill("componentize-py=={{version}}\n")),
         (".gitignore".into(), GITIGNORE.to_string()),
@@ -74,7 +78,7 @@ from wit_world import exports
 from wit_world.imports import host, types
 
 # The SDK's helpers, same names and formulas as in Rust: wasmsched_helpers.py.
-from wasmsched_helpers import Nodes, NodeView, Settings, filter_each, score_each
+from wasmsched_helpers import Nodes, NodeView, PodView, Settings, filter_each, score_each
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
@@ -134,7 +138,7 @@ const SCORE_SETTINGS: &str = r#"    bonus = raw.number("zoneBonus", 50.0)
 
 const FILTER_NODE: &str = r#"
 
-def avoided(pod: types.PodInfo, node: NodeView) -> str | None:
+def avoided(pod: PodView, node: NodeView) -> str | None:
     """None passes the node; a reason rejects it. Phrase reasons as
     kube-scheduler does: they are counted in the pod's FailedScheduling
     message."""
@@ -144,7 +148,7 @@ def avoided(pod: types.PodInfo, node: NodeView) -> str | None:
 
 const SCORE_NODE: &str = r#"
 
-def free_cpu_and_zone(pod: types.PodInfo, node: NodeView) -> float:
+def free_cpu_and_zone(pod: PodView, node: NodeView) -> float:
     """The node's raw score; higher is better. The scheduler normalises raw
     scores to 0-100 (sdk/README.md, "How raw scores become points")."""
     free = max(node.free_milli_cpu() - pod.requests.milli_cpu, 0)
@@ -173,11 +177,11 @@ const SCORE_UNUSED: &str = r#"        # Never called: describe() does not declar
 "#;
 
 const TESTS: &str = r#""""Native tests of src/app.py: plain CPython calls the policy's own
-methods with the contract's types, as the scheduler does. They import the
-contract's Python bindings from bindings/, which README's second command
-writes."""
+methods with the contract's types, as the scheduler does, through the SDK's
+test builders (tests/wasmsched_testing.py: NodeBuilder, PodBuilder,
+Harness). They import the contract's Python bindings from bindings/, which
+README's second command writes."""
 
-import json
 import os
 import sys
 import unittest
@@ -185,80 +189,12 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if not os.path.isdir(os.path.join(ROOT, "bindings", "wit_world")):
     sys.exit("bindings/ is missing: run `.venv/bin/componentize-py -d wit -w scheduler-policy bindings bindings` first")
-sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "bindings")]
+sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "bindings"), os.path.dirname(os.path.abspath(__file__))]
 
 from componentize_py_types import Err  # noqa: E402
-from wit_world.imports import host, types  # noqa: E402
+from wasmsched_testing import Harness, NodeBuilder, PodBuilder  # noqa: E402
 
 import app  # noqa: E402
-
-
-def milli(cpu: str) -> int:
-    """"500m" or "2" as milli-CPU."""
-    return int(cpu[:-1]) if cpu.endswith("m") else int(float(cpu) * 1000)
-
-
-def resources(cpu: str, memory: int) -> types.Resources:
-    return types.Resources(milli_cpu=milli(cpu), memory=memory, ephemeral_storage=0, pods=110, scalar=[])
-
-
-def pod(name: str, cpu: str) -> types.PodInfo:
-    request = resources(cpu, 64 << 20)
-    return types.PodInfo(
-        namespace="default", name=name, uid=name, labels=[], annotations=[], priority=0,
-        requests=request, nonzero_milli_cpu=request.milli_cpu, nonzero_memory=request.memory,
-        node_selector=[], required_node_affinity=[], tolerations=[],
-    )
-
-
-class Scheduler:
-    """The scheduler's side of the contract, in plain Python: the settings,
-    the nodes (with the CPU their pods already request), and the calls of
-    one scheduling attempt over every node."""
-
-    def __init__(self, settings: dict | None = None):
-        # host.config and host.log are the scheduler's; here, the test's.
-        host.config = lambda: json.dumps(settings or {})
-        host.log = lambda level, message, fields: None
-        self.policy = app.Policy()
-        self.phases = self.policy.describe().phases
-        self.policy.init()
-        self.policy.sync_nodes(True, [])
-        self.nodes: list[tuple[int, str, int]] = []  # (id, name, requested milli-CPU)
-
-    def add_node(self, name: str, cpu: str, labels: dict | None = None, requested_cpu: str = "0"):
-        info = types.NodeInfo(
-            id=len(self.nodes), name=name, labels=sorted((labels or {}).items()), annotations=[], taints=[],
-            allocatable=resources(cpu, 32 << 30), unschedulable=False,
-        )
-        self.policy.sync_nodes(False, [types.NodeChange_Upsert(info)])
-        self.nodes.append((info.id, name, milli(requested_cpu)))
-
-    def candidates(self, nodes) -> types.Candidates:
-        requested = [n[2] for n in nodes]
-        return types.Candidates(
-            nodes=[n[0] for n in nodes], requested_milli_cpu=requested, requested_memory=[0] * len(nodes),
-            requested_ephemeral_storage=[0] * len(nodes), nonzero_requested_milli_cpu=requested,
-            nonzero_requested_memory=[0] * len(nodes), pod_count=[0] * len(nodes),
-        )
-
-    def filter(self, p: types.PodInfo) -> dict[str, str | None]:
-        """Each node's reason for rejecting the pod, or None if it passes."""
-        answer = self.policy.filter(p, self.candidates(self.nodes))
-        return {n[1]: (answer.reasons[v - 1] if v else None) for n, v in zip(self.nodes, answer.verdicts)}
-
-    def scores(self, p: types.PodInfo) -> dict[str, float]:
-        """Each node's raw score (of the nodes the filter passes)."""
-        passed = self.nodes
-        if self.phases.filter:
-            verdicts = self.filter(p)
-            passed = [n for n in self.nodes if verdicts[n[1]] is None]
-        return dict(zip((n[1] for n in passed), self.policy.score(p, self.candidates(passed), 0)))
-
-    def best(self, p: types.PodInfo) -> str | None:
-        """The node the policy would pick (ties: the first)."""
-        scores = self.scores(p)
-        return max(scores, key=scores.get) if scores else None
 
 
 class PolicyTest(unittest.TestCase):{{tests}}
@@ -269,39 +205,41 @@ if __name__ == "__main__":
 
 const FILTER_TEST: &str = r#"
     def test_nodes_labelled_to_avoid_are_rejected(self):
-        s = Scheduler()
-        s.add_node("plain", "4")
-        s.add_node("avoided", "4", {"wasmsched.io/avoid": "true"})
+        h = Harness(app.Policy)
+        h.add_node(NodeBuilder("plain"))
+        h.add_node(NodeBuilder("avoided").label("wasmsched.io/avoid", "true"))
         self.assertEqual(
-            s.filter(pod("web", "500m")), {"plain": None, "avoided": "node(s) had label wasmsched.io/avoid=true"}
+            h.filter(PodBuilder("web").cpu("500m")),
+            {"plain": None, "avoided": "node(s) had label wasmsched.io/avoid=true"},
         )
 
     def test_a_misspelled_avoid_label_is_refused_with_the_name_meant(self):
         with self.assertRaises(Err) as refused:
-            Scheduler({"avoidLable": "dedicated"})
+            Harness(app.Policy, {"avoidLable": "dedicated"})
         self.assertIn("unknown setting `avoidLable` (did you mean `avoidLabel`?)", refused.exception.value)
 "#;
 
 const SCORE_TEST: &str = r#"
     def test_the_preferred_zone_wins_over_a_little_more_free_cpu(self):
-        s = Scheduler({"preferredZone": "zone-b"})
-        s.add_node("a", "8", {"topology.kubernetes.io/zone": "zone-a"})
-        s.add_node("b", "8", {"topology.kubernetes.io/zone": "zone-b"}, requested_cpu="2")
-        self.assertEqual(s.best(pod("web", "1")), "b")
+        zone = "topology.kubernetes.io/zone"
+        h = Harness(app.Policy, {"preferredZone": "zone-b"})
+        h.add_node(NodeBuilder("a").cpu("8").label(zone, "zone-a"))
+        h.add_node(NodeBuilder("b").cpu("8").label(zone, "zone-b").requested("2", "4Gi"))
+        self.assertEqual(h.best(PodBuilder("web").cpu("1")), "b")
         # Without the setting, the freer node wins.
-        plain = Scheduler()
-        plain.add_node("a", "8")
-        plain.add_node("b", "8", requested_cpu="2")
-        self.assertEqual(plain.best(pod("web", "1")), "a")
+        plain = Harness(app.Policy)
+        plain.add_node(NodeBuilder("a").cpu("8"))
+        plain.add_node(NodeBuilder("b").cpu("8").requested("2", "4Gi"))
+        self.assertEqual(plain.best(PodBuilder("web").cpu("1")), "a")
 
     def test_bad_settings_are_refused_with_the_reason(self):
         with self.assertRaises(Err) as refused:
-            Scheduler({"zoneBonus": -1})
+            Harness(app.Policy, {"zoneBonus": -1})
         self.assertIn("zoneBonus must be a number, 0 or more", refused.exception.value)
 
     def test_a_misspelled_preferred_zone_is_refused_with_the_name_meant(self):
         with self.assertRaises(Err) as refused:
-            Scheduler({"preferedZone": "zone-b"})
+            Harness(app.Policy, {"preferedZone": "zone-b"})
         self.assertIn("unknown setting `preferedZone` (did you mean `preferredZone`?)", refused.exception.value)
 "#;
 
@@ -330,10 +268,14 @@ wasmsched simulate cluster.yaml --policy {{wasm}}.wasm,config={{name}}.yaml --ca
 - `bindings` writes the contract's Python types to `bindings/`, for the
   tests and your editor. Write them again when `wit/` changes.
 - The tests (`tests/test_app.py`) call the policy's own methods in plain
-  CPython through a small `Scheduler` stand-in: add nodes, then `filter`
-  (each node's reason, or `None`), `scores` (each node's raw score) or
-  `best` (the node the policy would pick). `host.config` is the settings
-  you give it.
+  CPython through the SDK's test builders in `tests/wasmsched_testing.py`,
+  the Rust SDK's with the same names: `NodeBuilder` (cpu, memory,
+  requested, labels, taints, extended resources), `PodBuilder`, and a
+  `Harness` (`add_node`, `set_metric`, then `filter`: each node's reason
+  or `None`; `score`: each node's raw score; `best`: the node the policy
+  would pick; `logs`). The harness answers the policy's host imports.
+- Every helper and builder, with its signature: `sdk/reference/python.md`
+  in wasmsched's repository, or `src/wasmsched_helpers.py` itself.
 - `componentize` builds the component: CPython and your module, ~18 MB.
 - `check` loads it as the scheduler does and prints its size, compile
   time and a smoke run. Compiling the embedded CPython takes seconds (5–8 s

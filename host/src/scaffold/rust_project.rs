@@ -230,8 +230,11 @@ const README: &str = r#"# {{name}}
 
 A wasmsched scheduling policy (`src/lib.rs`), written by `wasmsched new`.
 Its settings are in `{{name}}.yaml`; `cluster.yaml` is a small cluster to
-try it on. The SDK it builds against is in `vendor/` (API:
-`vendor/wasmsched-sdk/src/`, starting at `policy.rs`).
+try it on. The SDK it builds against is in `vendor/`: `cargo doc --open`
+shows its API (the `Policy` trait, the views of pods, nodes and the
+attempt, the `testing` builders) in your browser, and
+`sdk/reference/rust.md` in wasmsched's repository lists every helper
+beside its Python and JavaScript twin.
 
 Build, test, and watch it decide, from this directory (`wasmsched` on your
 `PATH`). The first builds take a while, once: the first `cargo test`
@@ -248,9 +251,10 @@ wasmsched simulate cluster.yaml --policy target/wasm32-wasip2/release/{{wasm}}.w
 ```
 
 - `cargo test` runs the policy natively through the SDK's `Harness`: add
-  nodes with `NodeBuilder`, then `filter` (each node's `Ok` or
-  `Err(reason)`), `score` (each node's raw score), or `best` (the node
-  the policy would pick).
+  nodes with `NodeBuilder` (cpu, memory, requested, labels, taints,
+  extended resources) and metrics with `set_metric`, then `filter` (each
+  node's `Ok` or `Err(reason)`), `score` (each node's raw score), or
+  `best` (the node the policy would pick) for a `PodBuilder` pod.
 - `check` loads the `.wasm` as the scheduler does and prints its size,
   compile time and a smoke run.
 - `simulate` places the pending pods of `cluster.yaml`; `--explain POD`

@@ -126,7 +126,8 @@ fn a_first_policy_in_javascript_decides_on_an_edited_cluster() {
 }
 
 /// A scaffolded file of `lang` up to `marker`: the test harness the
-/// project ships (its `Scheduler` stand-in), without the example's tests.
+/// project ships (the imports of its test builders), without the
+/// example's tests.
 fn scaffolded(lang: &str, path: &str, marker: &str) -> String {
     let files = match lang {
         "python" => wasmsched::scaffold::python_project("disk-pref", BOTH),
@@ -239,11 +240,11 @@ class Policy(exports.Policy):
 
 const PYTHON_TESTS: &str = r#"class PolicyTest(unittest.TestCase):
     def test_the_preferred_disk_wins_and_the_control_plane_is_refused(self):
-        s = Scheduler({"preferredDisk": "nvme"})
-        s.add_node("big-hdd", "16", {"disktype": "hdd"})
-        s.add_node("small-nvme", "4", {"disktype": "nvme"})
-        s.add_node("cp", "64", {"node-role.kubernetes.io/control-plane": ""})
-        self.assertEqual(s.best(pod("web", "1")), "small-nvme")
+        h = Harness(app.Policy, {"preferredDisk": "nvme"})
+        h.add_node(NodeBuilder("big-hdd").cpu("16").label("disktype", "hdd"))
+        h.add_node(NodeBuilder("small-nvme").cpu("4").label("disktype", "nvme"))
+        h.add_node(NodeBuilder("cp").cpu("64").label("node-role.kubernetes.io/control-plane", ""))
+        self.assertEqual(h.best(PodBuilder("web").cpu("1")), "small-nvme")
 
 
 if __name__ == "__main__":
@@ -300,10 +301,10 @@ export const policy = {
 
 const JS_TESTS: &str = r#"
 test("the preferred disk wins and the control plane is refused", () => {
-  const s = new Scheduler({ preferredDisk: "nvme" });
-  s.addNode("big-hdd", "16", { disktype: "hdd" });
-  s.addNode("small-nvme", "4", { disktype: "nvme" });
-  s.addNode("cp", "64", { "node-role.kubernetes.io/control-plane": "" });
-  assert.equal(s.best(pod("web", "1")), "small-nvme");
+  const h = new Harness(policy, { preferredDisk: "nvme" });
+  h.addNode(new NodeBuilder("big-hdd").cpu("16").label("disktype", "hdd"));
+  h.addNode(new NodeBuilder("small-nvme").cpu("4").label("disktype", "nvme"));
+  h.addNode(new NodeBuilder("cp").cpu("64").label("node-role.kubernetes.io/control-plane", ""));
+  assert.equal(h.best(new PodBuilder("web").cpu("1")), "small-nvme");
 });
 "#;

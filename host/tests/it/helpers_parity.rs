@@ -117,7 +117,10 @@ pub(crate) fn assert_the_helpers_agree_with_the_sdk(dir: &Path, lang: &str) {
     let quoted = format!("'{input}'");
     let command = match lang {
         "python" => format!("python3 -c '{}' {quoted}", PYTHON.replace('\'', "\"")),
-        _ => format!("node --input-type=module -e '{}' {quoted}", JS.replace('\'', "\"")),
+        _ => format!(
+            "node --import ./tests/use-test-host.js --input-type=module -e '{}' {quoted}",
+            JS.replace('\'', "\"")
+        ),
     };
     let out = shell(dir, &command);
     assert!(out.status.success(), "{lang} helpers: {}", text(&out.stderr));

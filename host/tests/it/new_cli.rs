@@ -194,6 +194,13 @@ fn a_new_rust_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
     let check = text(&shell(&dir, &commands[3]).stdout);
     assert!(check.contains("nodes       judged one by one"), "{check}");
     assert!(check.trim_end().ends_with("OK    prefer-zone is ready to schedule"), "{check}");
+    // The README's `cargo doc --open` has the SDK's API to show (no
+    // browser here: the pages themselves).
+    let doc = shell(&dir, "cargo doc --quiet");
+    assert!(doc.status.success(), "cargo doc in the project: {}", text(&doc.stderr));
+    for page in ["wasmsched_sdk/trait.Policy.html", "wasmsched_sdk/testing/struct.NodeBuilder.html"] {
+        assert!(dir.join("target/doc").join(page).is_file(), "cargo doc wrote no {page}");
+    }
 }
 
 #[test]
@@ -208,6 +215,7 @@ fn a_new_python_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
     assert_the_policy_decided(&dir, &explained, "prefer_zone.wasm,config=prefer-zone.yaml");
     assert_the_readme_configmap_loads(&dir, "prefer_zone.wasm");
     crate::helpers_parity::assert_the_helpers_agree_with_the_sdk(&dir, "python");
+    crate::toolkit_parity::assert_the_toolkit_agrees_with_the_sdk(&dir, "python");
     // The tests ran, and they can fail: a policy that no longer avoids the
     // label fails them.
     let source = std::fs::read_to_string(dir.join("src/app.py")).unwrap();
@@ -238,6 +246,7 @@ fn a_new_javascript_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
     assert_the_policy_decided(&dir, &explained, "prefer_zone.wasm,config=prefer-zone.yaml");
     assert_the_readme_configmap_loads(&dir, "prefer_zone.wasm");
     crate::helpers_parity::assert_the_helpers_agree_with_the_sdk(&dir, "js");
+    crate::toolkit_parity::assert_the_toolkit_agrees_with_the_sdk(&dir, "js");
     let source = std::fs::read_to_string(dir.join("src/policy.js")).unwrap();
     std::fs::write(dir.join("src/policy.js"), source.replace("=== \"true\" ?", "=== \"never\" ?")).unwrap();
     let broken = shell(&dir, &commands[1]);

@@ -1,0 +1,299 @@
+// wasmsched's test builders for policies in JavaScript: the Rust SDK's
+// `testing` module (NodeBuilder, PodBuilder, Harness), with the same names
+// and defaults. `wasmsched new --lang js` ships this file in tests/; it
+// drives the policy's own methods natively, with tests/host.js standing in
+// for the scheduler's imports.
+//
+//   const h = new Harness(policy, { preferredZone: "zone-b" });
+//   h.addNode(new NodeBuilder("a").cpu("8").memory("32Gi").requested("2", "4Gi"));
+//   h.best(new PodBuilder("web").cpu("500m"));   // "a"
+//
+// The reference: wasmsched's sdk/reference/javascript.md.
+
+import { takeLogs, useMetrics, useSettings } from "./host.js";
+
+// A Kubernetes quantity ("500m", "2", "1.5Gi", "1e3") times `scale`,
+// rounded up as kube rounds a quantity's milli-value: a BigInt.
+function quantity(what, text, scale) {
+  const match = /^([+]?)([0-9]+)?(?:\.([0-9]*))?(?:(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)|[eE]([+-]?[0-9]+))?$/.exec(text);
+  if (match === null || (match[2] === undefined && match[3] === undefined)) {
+    throw new Error(`fixture ${what}: ${JSON.stringify(text)} is not a quantity`);
+  }
+  const [, , whole = "", fraction = "", suffix, exponent] = match;
+  let numerator = BigInt(whole + fraction || "0") * scale;
+  let denominator = 10n ** BigInt(fraction.length);
+  const binary = { Ki: 10n, Mi: 20n, Gi: 30n, Ti: 40n, Pi: 50n, Ei: 60n };
+  const decimal = { m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
+  const power = suffix !== undefined && suffix in decimal ? decimal[suffix] : Number(exponent ?? 0);
+  if (suffix in binary) numerator <<= binary[suffix];
+  if (power >= 0) numerator *= 10n ** BigInt(power);
+  else denominator *= 10n ** BigInt(-power);
+  return (numerator + denominator - 1n) / denominator;
+}
+
+const cpu = (what, text) => quantity(what, text, 1000n);
+const bytes = (what, text) => quantity(what, text, 1n);
+
+// A fixture node: allocatable resources, labels, taints, and what is
+// already requested on it.
+export class NodeBuilder {
+  // 4 cpu, 16Gi memory, 100Gi ephemeral storage, 110 pods, nothing used.
+  constructor(name) {
+    this.fields = {
+      id: 0, name, labels: [["kubernetes.io/hostname", name]], annotations: [], taints: [],
+      allocatable: { milliCpu: 4000n, memory: 16n << 30n, ephemeralStorage: 100n << 30n, pods: 110, scalar: [] },
+      unschedulable: false,
+    };
+    this.used = {
+      requestedMilliCpu: 0n, requestedMemory: 0n, requestedEphemeralStorage: 0n,
+      nonzeroRequestedMilliCpu: 0n, nonzeroRequestedMemory: 0n, podCount: 0,
+    };
+  }
+
+  cpu(text) {
+    this.fields.allocatable.milliCpu = cpu("cpu", text);
+    return this;
+  }
+
+  memory(text) {
+    this.fields.allocatable.memory = bytes("memory", text);
+    return this;
+  }
+
+  pods(count) {
+    this.fields.allocatable.pods = count;
+    return this;
+  }
+
+  // An extended resource such as `nvidia.com/gpu`.
+  scalar(name, amount) {
+    this.fields.allocatable.scalar.push([name, BigInt(amount)]);
+    return this;
+  }
+
+  label(key, value) {
+    this.fields.labels = this.fields.labels.filter(([k]) => k !== key).concat([[key, value]]);
+    return this;
+  }
+
+  annotation(key, value) {
+    this.fields.annotations.push([key, value]);
+    return this;
+  }
+
+  // `effect`: "no-schedule", "prefer-no-schedule" or "no-execute".
+  taint(key, value, effect) {
+    this.fields.taints.push({ key, value, effect });
+    return this;
+  }
+
+  unschedulable() {
+    this.fields.unschedulable = true;
+    return this;
+  }
+
+  // What bound pods already request (used as the scoring view too).
+  requested(cpuText, memoryText) {
+    const [milliCpu, memory] = [cpu("cpu", cpuText), bytes("memory", memoryText)];
+    Object.assign(this.used, { requestedMilliCpu: milliCpu, requestedMemory: memory });
+    Object.assign(this.used, { nonzeroRequestedMilliCpu: milliCpu, nonzeroRequestedMemory: memory });
+    return this;
+  }
+
+  podCount(count) {
+    this.used.podCount = count;
+    return this;
+  }
+
+  // The node's facts under `id`, as the contract's node-info.
+  info(id) {
+    return structuredClone({ ...this.fields, id });
+  }
+
+  // The node's facts under `id` and what is placed on it.
+  build(id) {
+    return [this.info(id), { ...this.used }];
+  }
+}
+
+// A fixture pod. Requests are summed as plain containers.
+export class PodBuilder {
+  // Namespace `default`, no requests (scored as 100m / 200 MB, like kube).
+  constructor(name) {
+    this.fields = {
+      namespace: "default", name, uid: `uid-${name}`, labels: [], annotations: [], priority: 0,
+      requests: { milliCpu: 0n, memory: 0n, ephemeralStorage: 0n, pods: 1, scalar: [] },
+      nonzeroMilliCpu: 100n, nonzeroMemory: 200n * 1024n * 1024n,
+      nodeSelector: [], requiredNodeAffinity: [], tolerations: [],
+    };
+  }
+
+  namespace(namespace) {
+    this.fields.namespace = namespace;
+    return this;
+  }
+
+  cpu(text) {
+    const value = cpu("cpu", text);
+    Object.assign(this.fields, { nonzeroMilliCpu: value === 0n ? 100n : value });
+    this.fields.requests.milliCpu = value;
+    return this;
+  }
+
+  memory(text) {
+    const value = bytes("memory", text);
+    Object.assign(this.fields, { nonzeroMemory: value === 0n ? 200n * 1024n * 1024n : value });
+    this.fields.requests.memory = value;
+    return this;
+  }
+
+  label(key, value) {
+    this.fields.labels.push([key, value]);
+    return this;
+  }
+
+  annotation(key, value) {
+    this.fields.annotations.push([key, value]);
+    return this;
+  }
+
+  priority(priority) {
+    this.fields.priority = priority;
+    return this;
+  }
+
+  nodeSelector(key, value) {
+    this.fields.nodeSelector.push([key, value]);
+    return this;
+  }
+
+  // `{ matchExpressions: [{ key, operator, values }], matchFields: [] }`;
+  // operators "in", "not-in", "exists", "does-not-exist", "gt", "lt".
+  requiredAffinityTerm(term) {
+    this.fields.requiredNodeAffinity.push(term);
+    return this;
+  }
+
+  // `operator`: "exists" or "equal"; `effect`: null for every effect.
+  toleration(key, operator, value, effect) {
+    this.fields.tolerations.push({ key, operator, value, effect: effect ?? undefined });
+    return this;
+  }
+
+  // The pod as the contract's pod-info.
+  info() {
+    return structuredClone(this.fields);
+  }
+}
+
+// Runs one policy natively over fixture nodes, through its own contract
+// methods, as the scheduler calls them.
+export class Harness {
+  static #active = null;
+
+  // `settings`: an object (or JSON text) as the policy's settings file
+  // holds them. The policy's own error (a thrown string) is thrown.
+  constructor(policy, settings = {}) {
+    Object.assign(this, { policy, settings, nodes: [], metrics: new Map(), logLines: [] });
+    const described = policy.describe();
+    Object.assign(this, { phases: described.phases, order: described.scoreOrder });
+    this.#enter();
+  }
+
+  // Adds a node; candidates are offered in the order they were added.
+  addNode(builder) {
+    const [info, usage] = builder.build(this.nodes.length);
+    this.#enter();
+    this.policy.syncNodes(false, [{ tag: "upsert", val: info }]);
+    this.nodes.push({ info, usage });
+    return this;
+  }
+
+  // A metric sample for a node added earlier.
+  setMetric(node, metric, value, ageMs) {
+    this.metrics.set(`${this.#idOf(node)}/${metric}`, { value, ageMs: BigInt(ageMs) });
+    return this;
+  }
+
+  // Removes a metric sample, as if its source went away.
+  clearMetric(node, metric) {
+    this.metrics.delete(`${this.#idOf(node)}/${metric}`);
+    return this;
+  }
+
+  // Log lines the policy wrote, as `Info: message k=v`.
+  logs() {
+    this.logLines.push(...takeLogs());
+    return this.logLines;
+  }
+
+  // Each node's reason for rejecting the pod, or null if it passes, by
+  // name in the order added.
+  filter(pod) {
+    this.#enter();
+    const { reasons, verdicts } = this.policy.filter(pod.info(), this.#candidates());
+    return Object.fromEntries(this.nodes.map((n, i) => [n.info.name, verdicts[i] ? reasons[verdicts[i] - 1] : null]));
+  }
+
+  // Each node's raw score, by name: `{ scores, error }`, one of them null.
+  tryScore(pod, seed = 0n) {
+    this.#enter();
+    try {
+      const scores = this.policy.score(pod.info(), this.#candidates(), BigInt(seed));
+      return { scores: Object.fromEntries(this.nodes.map((n, i) => [n.info.name, scores[i]])), error: null };
+    } catch (error) {
+      return { scores: null, error };
+    }
+  }
+
+  // Each node's raw score with seed 0; the policy's error is thrown.
+  score(pod) {
+    const { scores, error } = this.tryScore(pod, 0n);
+    if (error !== null) throw error;
+    return scores;
+  }
+
+  // The node this policy alone would pick: among the nodes its filter
+  // passes, the best raw score in its score order, the first on ties.
+  best(pod) {
+    const passed = this.phases.filter ? this.filter(pod) : {};
+    const scores = this.phases.score ? this.score(pod) : Object.fromEntries(this.nodes.map((n) => [n.info.name, 0]));
+    const better = (a, b) => (this.order === "lower-is-better" ? a < b : a > b);
+    let best = null;
+    for (const [name, score] of Object.entries(scores)) {
+      if (passed[name] == null && (best === null || better(score, best[1]))) best = [name, score];
+    }
+    return best === null ? null : best[0];
+  }
+
+  // The policy's module state belongs to one harness at a time: another
+  // harness used since gets this one's settings and nodes back first.
+  #enter() {
+    useSettings(this.settings);
+    useMetrics(this.metrics);
+    if (Harness.#active !== this) {
+      Harness.#active?.logLines.push(...takeLogs());
+      Harness.#active = this;
+      this.policy.init();
+      this.policy.syncNodes(true, this.nodes.map((n) => ({ tag: "upsert", val: n.info })));
+    }
+  }
+
+  #idOf(name) {
+    const id = this.nodes.findIndex((n) => n.info.name === name);
+    if (id < 0) throw new Error(`no fixture node ${name}`);
+    return id;
+  }
+
+  #candidates() {
+    const column = (key) => BigUint64Array.from(this.nodes, (n) => n.usage[key]);
+    return {
+      nodes: Uint32Array.from(this.nodes, (n) => n.info.id),
+      requestedMilliCpu: column("requestedMilliCpu"), requestedMemory: column("requestedMemory"),
+      requestedEphemeralStorage: column("requestedEphemeralStorage"),
+      nonzeroRequestedMilliCpu: column("nonzeroRequestedMilliCpu"),
+      nonzeroRequestedMemory: column("nonzeroRequestedMemory"),
+      podCount: Uint32Array.from(this.nodes, (n) => n.usage.podCount),
+    };
+  }
+}

@@ -1,0 +1,287 @@
+"""wasmsched's test builders for policies in Python: the Rust SDK's `testing`
+module (NodeBuilder, PodBuilder, Harness), with the same names and
+defaults. `wasmsched new --lang python` ships this file in tests/; it drives
+the policy's own methods in plain CPython, with the contract's host imports
+replaced by the harness.
+
+    h = Harness(app.Policy, {"preferredZone": "zone-b"})
+    h.add_node(NodeBuilder("a").cpu("8").memory("32Gi").requested("2", "4Gi"))
+    h.best(PodBuilder("web").cpu("500m"))   # "a"
+
+The reference: wasmsched's sdk/reference/python.md.
+"""
+
+import copy
+import json
+import re
+from fractions import Fraction
+from math import ceil
+
+from wit_world.imports import host, types
+
+_QUANTITY = re.compile(
+    r"\+?(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)|[eE](?P<exp>[+-]?[0-9]+))?"
+)
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL = {"m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+
+def _quantity(what: str, text: str, scale: int) -> int:
+    """A Kubernetes quantity ("500m", "2", "1.5Gi", "1e3") times `scale`,
+    rounded up as kube rounds a quantity's milli-value."""
+    match = _QUANTITY.fullmatch(text)
+    if match is None:
+        raise ValueError(f"fixture {what}: {text!r} is not a quantity")
+    value = Fraction(match["number"]) * scale
+    suffix = match["suffix"]
+    if suffix in _BINARY:
+        value *= 1 << _BINARY[suffix]
+    else:
+        value *= Fraction(10) ** (_DECIMAL[suffix] if suffix else int(match["exp"] or 0))
+    return ceil(value)
+
+
+def _cpu(text: str) -> int:
+    return _quantity("cpu", text, 1000)
+
+
+def _bytes(text: str) -> int:
+    return _quantity("memory", text, 1)
+
+
+class NodeBuilder:
+    """A fixture node: allocatable resources, labels, taints, and what is
+    already requested on it."""
+
+    def __init__(self, name: str):
+        """4 cpu, 16Gi memory, 100Gi ephemeral storage, 110 pods, nothing
+        used."""
+        self._name, self._labels, self._annotations, self._taints = name, [("kubernetes.io/hostname", name)], [], []
+        self._allocatable = {"milli_cpu": 4000, "memory": 16 << 30, "ephemeral_storage": 100 << 30, "pods": 110}
+        self._scalar, self._unschedulable = [], False
+        self._usage = {
+            "requested_milli_cpu": 0, "requested_memory": 0, "requested_ephemeral_storage": 0,
+            "nonzero_requested_milli_cpu": 0, "nonzero_requested_memory": 0, "pod_count": 0,
+        }
+
+    def cpu(self, quantity: str) -> "NodeBuilder":
+        self._allocatable["milli_cpu"] = _cpu(quantity)
+        return self
+
+    def memory(self, quantity: str) -> "NodeBuilder":
+        self._allocatable["memory"] = _bytes(quantity)
+        return self
+
+    def pods(self, pods: int) -> "NodeBuilder":
+        self._allocatable["pods"] = pods
+        return self
+
+    def scalar(self, name: str, amount: int) -> "NodeBuilder":
+        """An extended resource such as `nvidia.com/gpu`."""
+        self._scalar.append((name, amount))
+        return self
+
+    def label(self, key: str, value: str) -> "NodeBuilder":
+        self._labels = [(k, v) for k, v in self._labels if k != key] + [(key, value)]
+        return self
+
+    def annotation(self, key: str, value: str) -> "NodeBuilder":
+        self._annotations.append((key, value))
+        return self
+
+    def taint(self, key: str, value: str, effect: types.TaintEffect) -> "NodeBuilder":
+        self._taints.append(types.Taint(key=key, value=value, effect=effect))
+        return self
+
+    def unschedulable(self) -> "NodeBuilder":
+        self._unschedulable = True
+        return self
+
+    def requested(self, cpu: str, memory: str) -> "NodeBuilder":
+        """What bound pods already request (used as the scoring view too)."""
+        milli_cpu, memory_bytes = _cpu(cpu), _bytes(memory)
+        self._usage.update(requested_milli_cpu=milli_cpu, requested_memory=memory_bytes)
+        self._usage.update(nonzero_requested_milli_cpu=milli_cpu, nonzero_requested_memory=memory_bytes)
+        return self
+
+    def pod_count(self, pods: int) -> "NodeBuilder":
+        self._usage["pod_count"] = pods
+        return self
+
+    def info(self, node_id: int) -> types.NodeInfo:
+        """The node's facts under `node_id`, as the contract's node-info."""
+        allocatable = types.Resources(scalar=list(self._scalar), **self._allocatable)
+        return types.NodeInfo(
+            id=node_id, name=self._name, labels=list(self._labels), annotations=list(self._annotations),
+            taints=list(self._taints), allocatable=allocatable, unschedulable=self._unschedulable,
+        )
+
+    def build(self, node_id: int) -> "tuple[types.NodeInfo, dict]":
+        """The node's facts under `node_id` and what is placed on it."""
+        return self.info(node_id), dict(self._usage)
+
+
+class PodBuilder:
+    """A fixture pod. Requests are summed as plain containers."""
+
+    def __init__(self, name: str):
+        """Namespace `default`, no requests (scored as 100m / 200 MB, like
+        kube)."""
+        self._info = types.PodInfo(
+            namespace="default", name=name, uid=f"uid-{name}", labels=[], annotations=[], priority=0,
+            requests=types.Resources(milli_cpu=0, memory=0, ephemeral_storage=0, pods=1, scalar=[]),
+            nonzero_milli_cpu=100, nonzero_memory=200 * 1024 * 1024,
+            node_selector=[], required_node_affinity=[], tolerations=[],
+        )
+
+    def namespace(self, namespace: str) -> "PodBuilder":
+        self._info.namespace = namespace
+        return self
+
+    def cpu(self, quantity: str) -> "PodBuilder":
+        value = _cpu(quantity)
+        self._info.requests.milli_cpu, self._info.nonzero_milli_cpu = value, value or 100
+        return self
+
+    def memory(self, quantity: str) -> "PodBuilder":
+        value = _bytes(quantity)
+        self._info.requests.memory, self._info.nonzero_memory = value, value or 200 * 1024 * 1024
+        return self
+
+    def label(self, key: str, value: str) -> "PodBuilder":
+        self._info.labels.append((key, value))
+        return self
+
+    def annotation(self, key: str, value: str) -> "PodBuilder":
+        self._info.annotations.append((key, value))
+        return self
+
+    def priority(self, priority: int) -> "PodBuilder":
+        self._info.priority = priority
+        return self
+
+    def node_selector(self, key: str, value: str) -> "PodBuilder":
+        self._info.node_selector.append((key, value))
+        return self
+
+    def required_affinity_term(self, term: types.NodeSelectorTerm) -> "PodBuilder":
+        self._info.required_node_affinity.append(term)
+        return self
+
+    def toleration(
+        self, key: str, operator: types.TolerationOperator, value: str, effect: "types.TaintEffect | None"
+    ) -> "PodBuilder":
+        """`effect` None tolerates every effect."""
+        self._info.tolerations.append(types.Toleration(key=key, operator=operator, value=value, effect=effect))
+        return self
+
+    def info(self) -> types.PodInfo:
+        """The pod as the contract's pod-info."""
+        return copy.deepcopy(self._info)
+
+
+class Harness:
+    """Runs one policy natively over fixture nodes, through its own contract
+    methods, as the scheduler calls them."""
+
+    _active = None
+
+    def __init__(self, policy, settings: "dict | str | None" = None):
+        """`policy`: the policy class (`app.Policy`). `settings`: a dict (or
+        JSON text) as the policy's settings file holds them. The policy's
+        own `Err` is raised."""
+        self._policy_class, self._nodes, self._metrics, self._logs = policy, [], {}, []
+        self._settings = settings if isinstance(settings, str) else json.dumps(settings or {})
+        described = policy().describe()
+        self._phases, self._order = described.phases, described.score_order
+        self._enter()
+
+    def add_node(self, node: NodeBuilder) -> "Harness":
+        """Adds a node; candidates are offered in the order they were added."""
+        info, usage = node.build(len(self._nodes))
+        self._enter()
+        self._policy_class().sync_nodes(False, [types.NodeChange_Upsert(info)])
+        self._nodes.append((info, usage))
+        return self
+
+    def set_metric(self, node: str, metric: str, value: float, age_ms: int) -> "Harness":
+        """A metric sample for a node added earlier."""
+        self._metrics[(self._id_of(node), metric)] = types.MetricSample(value=value, age_ms=age_ms)
+        return self
+
+    def clear_metric(self, node: str, metric: str) -> "Harness":
+        """Removes a metric sample, as if its source went away."""
+        self._metrics.pop((self._id_of(node), metric), None)
+        return self
+
+    def logs(self) -> "list[str]":
+        """Log lines the policy wrote, as `Info: message k=v`."""
+        return self._logs
+
+    def filter(self, pod: PodBuilder) -> "dict[str, str | None]":
+        """Each node's reason for rejecting the pod, or None if it passes,
+        by name in the order added."""
+        self._enter()
+        answer = self._policy_class().filter(pod.info(), self._candidates())
+        names = [info.name for info, _ in self._nodes]
+        return {name: (answer.reasons[v - 1] if v else None) for name, v in zip(names, answer.verdicts)}
+
+    def try_score(self, pod: PodBuilder, seed: int = 0) -> "tuple[dict[str, float] | None, str | None]":
+        """Each node's raw score by name, and None; or None and the policy's
+        error."""
+        self._enter()
+        try:
+            scores = self._policy_class().score(pod.info(), self._candidates(), seed)
+        except Exception as error:  # the policy's Err, or its bug
+            return None, getattr(error, "value", None) or repr(error)
+        return dict(zip((info.name for info, _ in self._nodes), scores)), None
+
+    def score(self, pod: PodBuilder) -> "dict[str, float]":
+        """Each node's raw score with seed 0; the policy's error is raised."""
+        self._enter()
+        scores = self._policy_class().score(pod.info(), self._candidates(), 0)
+        return dict(zip((info.name for info, _ in self._nodes), scores))
+
+    def best(self, pod: PodBuilder) -> "str | None":
+        """The node this policy alone would pick: among the nodes its filter
+        passes, the best raw score in its score order, the first on ties."""
+        passed = self.filter(pod) if self._phases.filter else {}
+        scores = self.score(pod) if self._phases.score else {info.name: 0.0 for info, _ in self._nodes}
+        lower = self._order == types.ScoreOrder.LOWER_IS_BETTER
+        best = None
+        for name, score in scores.items():
+            if passed.get(name) is None and (best is None or (score < best[1] if lower else score > best[1])):
+                best = (name, score)
+        return best[0] if best else None
+
+    def _enter(self) -> None:
+        """The policy's module state belongs to one harness at a time:
+        another harness used since gets this one's settings and nodes back
+        first. The host imports answer from this harness."""
+        host.config = lambda: self._settings
+        host.log = self._log
+        host.node_metrics = lambda metric, ids: [self._metrics.get((i, metric)) for i in ids]
+        if Harness._active is not self:
+            Harness._active = self
+            policy = self._policy_class()
+            policy.init()
+            policy.sync_nodes(True, [types.NodeChange_Upsert(info) for info, _ in self._nodes])
+
+    def _log(self, level: types.LogLevel, message: str, fields) -> None:
+        named = level.name.capitalize()
+        self._logs.append(f"{named}: {message}" + "".join(f" {k}={v}" for k, v in fields))
+
+    def _id_of(self, name: str) -> int:
+        for node_id, (info, _) in enumerate(self._nodes):
+            if info.name == name:
+                return node_id
+        raise KeyError(f"no fixture node {name}")
+
+    def _candidates(self) -> types.Candidates:
+        column = lambda key: [usage[key] for _, usage in self._nodes]  # noqa: E731
+        return types.Candidates(
+            nodes=[info.id for info, _ in self._nodes], requested_milli_cpu=column("requested_milli_cpu"),
+            requested_memory=column("requested_memory"), requested_ephemeral_storage=column("requested_ephemeral_storage"),
+            nonzero_requested_milli_cpu=column("nonzero_requested_milli_cpu"),
+            nonzero_requested_memory=column("nonzero_requested_memory"), pod_count=column("pod_count"),
+        )
