@@ -102,6 +102,14 @@ pub struct Phases {
     pub score: bool,
 }
 
+/// One named part of a policy's raw score for a node (contract 0.2's
+/// `explain-score`): the parts of a node add up to its raw score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScorePart {
+    pub name: String,
+    pub value: f64,
+}
+
 /// What a policy says about itself in `describe`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyInfo {

@@ -39,7 +39,7 @@ pub use error::PolicyError;
 pub use facts::*;
 pub use instance::SYNC_TIME_PER_NODE;
 pub use limits::PolicyLimits;
-pub use loaded::{LoadedPolicy, MAX_RAW_SCORE, PolicyContext, Provenance};
+pub use loaded::{LoadedPolicy, MAX_PART_NAME_BYTES, MAX_RAW_SCORE, MAX_SCORE_PARTS, PolicyContext, Provenance};
 pub use node_metrics::{NoMetrics, NodeMetrics};
 pub use node_table::{NodeSync, NodeTable, SlotLayout, SyncPoint};
 pub use source::{MAX_SETTINGS_BYTES, PolicySource, read_bounded, read_text_bounded};

@@ -11,7 +11,7 @@ use wasmtime::Engine;
 
 use crate::contract::{ContractVersion, Template};
 use crate::error::PolicyError;
-use crate::facts::{Candidate, FilterOutcome, PodFacts, PolicyInfo};
+use crate::facts::{Candidate, FilterOutcome, PodFacts, PolicyInfo, ScorePart};
 use crate::instance::{InstanceFactory, PolicyInstance};
 use crate::limits::PolicyLimits;
 use crate::node_metrics::NodeMetrics;
@@ -251,6 +251,54 @@ impl LoadedPolicy {
         Ok(scores)
     }
 }
+
+impl LoadedPolicy {
+    /// The policy's own breakdown of each candidate's raw score (contract
+    /// 0.2's `explain-score`), for an explained attempt only: `None` when
+    /// its contract has none. Validated as scores are: one list per
+    /// candidate, at most [`MAX_SCORE_PARTS`] parts of finite values, names
+    /// within [`MAX_PART_NAME_BYTES`].
+    pub fn explain_score(
+        &self,
+        ctx: &PolicyContext,
+        pod: &PodFacts,
+        candidates: &[Candidate],
+        seed: u64,
+    ) -> Result<Option<Vec<Vec<ScorePart>>>, PolicyError> {
+        if self.contract == ContractVersion::V0_1 {
+            return Ok(None);
+        }
+        let answer = self.with_instance(ctx, |instance| {
+            instance.call(&self.name, "explain-score", self.limits().call_deadline, |store, b| {
+                b.explain_score(store, pod, candidates, seed)
+            })
+        })?;
+        let Some(answer) = answer else { return Ok(None) };
+        let parts = answer.map_err(|message| declined(&self.name, "explain-score", message))?;
+        let malformed =
+            |problem: String| PolicyError::Malformed { policy: self.name.to_string(), phase: "explain-score", problem };
+        if parts.len() != candidates.len() {
+            return Err(malformed(format!("{} breakdowns for {} candidates", parts.len(), candidates.len())));
+        }
+        for (i, node) in parts.iter().enumerate() {
+            if node.len() > MAX_SCORE_PARTS {
+                return Err(malformed(format!("{} parts for candidate {i}, over {MAX_SCORE_PARTS}", node.len())));
+            }
+            for part in node {
+                within(&format!("a part name of candidate {i}"), &part.name, MAX_PART_NAME_BYTES).map_err(malformed)?;
+                if !part.value.is_finite() || part.value.abs() > MAX_RAW_SCORE {
+                    return Err(malformed(format!("part {:?} of candidate {i} is {:e}", part.name, part.value)));
+                }
+            }
+        }
+        Ok(Some(parts))
+    }
+}
+
+/// The most parts a policy may name for one node's score, and the longest
+/// name: a breakdown is read by a person, one line per node.
+pub const MAX_SCORE_PARTS: usize = 16;
+pub const MAX_PART_NAME_BYTES: usize = 64;
 
 /// The most a policy's strings may hold: its name (a DNS subdomain's
 /// length), version and description; each filter reason; the message of

@@ -1,13 +1,16 @@
 //! A released contract version is frozen: policies built against it must
-//! keep loading in every later scheduler. Changing `wit/0.1.0` by a byte
-//! fails here; a change to the contract is a new version in a sibling
-//! directory (`wit/0.2.0`), with its own module under `runtime/src/contract/`.
+//! keep loading in every later scheduler. Changing `wit/0.1.0` or
+//! `wit/0.2.0` by a byte fails here; a change to the contract is a new
+//! version in a sibling directory, with its own module under
+//! `runtime/src/contract/`.
 
 use sha2::{Digest, Sha256};
 
 /// Every file of the frozen directory, with the sha256 it was released with.
-const FROZEN: &[(&str, &str)] =
-    &[("0.1.0/policy.wit", "6c8b2d009c1f87f81adde5ea1d52dc8832c7895190c8e56152c481bc32a1a340")];
+const FROZEN: &[(&str, &str)] = &[
+    ("0.1.0/policy.wit", "6c8b2d009c1f87f81adde5ea1d52dc8832c7895190c8e56152c481bc32a1a340"),
+    ("0.2.0/policy.wit", "7da1b47d9a9df771c30d09be2c7b5b9e25ea518c83a8163166182f21f0f7ab20"),
+];
 
 #[test]
 fn released_contract_versions_are_unchanged() {

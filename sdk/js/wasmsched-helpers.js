@@ -13,7 +13,7 @@
 // The reference: wasmsched's sdk/reference/javascript.md lists every export
 // with its signature, beside the Rust and Python names.
 
-import { log, nodeMetrics } from "wasmsched:policy/host@0.1.0";
+import { log, nodeMetrics } from "wasmsched:policy/host@0.2.0";
 
 // kube-scheduler's MaxNodeScore: scores of the built-in plugins are 0..100.
 export const MAX_NODE_SCORE = 100n;
@@ -416,11 +416,52 @@ export function filterEach(nodes, pod, candidates, reject) {
   return { reasons, verdicts };
 }
 
+// A node's raw score as named parts, as the Rust SDK's `ScoreParts`: a
+// per-node score function may return one instead of a number; the score
+// is the parts' sum, and `wasmsched simulate --explain` shows each part.
+export class ScoreParts {
+  constructor() {
+    this.list = [];
+  }
+
+  // One more part: a short name (at most 64 bytes; at most 16 parts a
+  // node) and its value.
+  add(name, value) {
+    this.list.push({ name, value });
+    return this;
+  }
+
+  // The raw score: the sum of the parts.
+  total() {
+    return this.list.reduce((sum, part) => sum + part.value, 0);
+  }
+
+  // Each part, `{ name, value }`, in the order added.
+  parts() {
+    return this.list;
+  }
+}
+
 // The contract's `score` from a function of one node: `score(pod, node,
 // attempt)` returns the node's raw score (any finite Number; the scheduler
-// normalises them, sdk/README.md "How raw scores become points"). Pass the
-// call's `seed` for `attempt.seed()` and `attempt.rng()`.
+// normalises them, sdk/README.md "How raw scores become points"), or a
+// ScoreParts whose sum it is. Pass the call's `seed` for `attempt.seed()`
+// and `attempt.rng()`.
 export function scoreEach(nodes, pod, candidates, score, seed = 0n) {
   const [podView, attempt] = [new PodView(pod), new Attempt(seed, candidates)];
-  return nodes.views(candidates).map((node) => score(podView, node, attempt));
+  return nodes.views(candidates).map((node) => {
+    const raw = score(podView, node, attempt);
+    return raw instanceof ScoreParts ? raw.total() : raw;
+  });
+}
+
+// The contract's `explainScore` from the same function as `scoreEach`:
+// each node's parts where it returns a ScoreParts, none where it returns
+// a number. The scheduler asks only when a person asks (`--explain`).
+export function explainEach(nodes, pod, candidates, score, seed = 0n) {
+  const [podView, attempt] = [new PodView(pod), new Attempt(seed, candidates)];
+  return nodes.views(candidates).map((node) => {
+    const raw = score(podView, node, attempt);
+    return raw instanceof ScoreParts ? raw.parts() : [];
+  });
 }

@@ -10,6 +10,7 @@
 //
 // The reference: wasmsched's sdk/reference/javascript.md.
 
+import { ScoreParts } from "../src/wasmsched-helpers.js";
 import { takeLogs, useMetrics, useSettings } from "./host.js";
 
 // A Kubernetes quantity ("500m", "2", "1.5Gi", "1e3") times `scale`,
@@ -251,6 +252,16 @@ export class Harness {
     const { scores, error } = this.tryScore(pod, 0n);
     if (error !== null) throw error;
     return scores;
+  }
+
+  // Each node's ScoreParts with seed 0, by name (no parts where the
+  // policy gives none): what `--explain` shows. The policy's error is
+  // thrown.
+  explain(pod) {
+    this.#enter();
+    const explained = this.policy.explainScore(pod.info(), this.#candidates(), 0n);
+    const parts = (list) => list.reduce((all, { name, value }) => all.add(name, value), new ScoreParts());
+    return Object.fromEntries(this.nodes.map((n, i) => [n.info.name, parts(explained[i])]));
   }
 
   // The node this policy alone would pick: among the nodes its filter

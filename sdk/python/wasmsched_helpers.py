@@ -452,11 +452,49 @@ def filter_each(nodes: Nodes, pod, candidates, reject) -> types.FilterVerdicts:
     return types.FilterVerdicts(reasons=reasons, verdicts=verdicts)
 
 
+class ScoreParts:
+    """A node's raw score as named parts, as the Rust SDK's `ScoreParts`: a
+    per-node score function may return one instead of a number; the score
+    is the parts' sum, and `wasmsched simulate --explain` shows each part."""
+
+    def __init__(self):
+        self._parts: list = []
+
+    def add(self, name: str, value: float) -> "ScoreParts":
+        """One more part: a short name (at most 64 bytes; at most 16 parts a
+        node) and its value."""
+        self._parts.append((name, float(value)))
+        return self
+
+    def total(self) -> float:
+        """The raw score: the sum of the parts."""
+        return sum(value for _, value in self._parts)
+
+    def parts(self) -> "list[tuple[str, float]]":
+        """Each part's name and value, in the order added."""
+        return list(self._parts)
+
+
 def score_each(nodes: Nodes, pod, candidates, score, seed: int = 0) -> list[float]:
     """The contract's `score` from a function of one node: `score(pod,
     node, attempt)` (the attempt may be left out) returns the node's raw
     score (any finite number; the scheduler normalises them, sdk/README.md
-    "How raw scores become points"). Pass the call's `seed` for
-    `attempt.seed()` and `attempt.rng()`."""
+    "How raw scores become points"), or a ScoreParts whose sum it is. Pass
+    the call's `seed` for `attempt.seed()` and `attempt.rng()`."""
     pod_view, extra = PodView(pod), ((Attempt(seed, candidates),) if _takes_attempt(score) else ())
-    return [float(score(pod_view, node, *extra)) for node in nodes.views(candidates)]
+    raws = (score(pod_view, node, *extra) for node in nodes.views(candidates))
+    return [raw.total() if isinstance(raw, ScoreParts) else float(raw) for raw in raws]
+
+
+def explain_each(nodes: Nodes, pod, candidates, score, seed: int = 0) -> list:
+    """The contract's `explain_score` from the same function as
+    `score_each`: each node's parts where it returns a ScoreParts, none
+    where it returns a number. The scheduler asks only when a person asks
+    (`--explain`)."""
+    from wit_world.exports.policy import ScorePart
+
+    pod_view, extra = PodView(pod), ((Attempt(seed, candidates),) if _takes_attempt(score) else ())
+    raws = (score(pod_view, node, *extra) for node in nodes.views(candidates))
+    return [
+        [ScorePart(name=n, value=v) for n, v in raw.parts()] if isinstance(raw, ScoreParts) else [] for raw in raws
+    ]

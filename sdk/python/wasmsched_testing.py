@@ -17,6 +17,7 @@ import re
 from fractions import Fraction
 from math import ceil
 
+from wasmsched_helpers import ScoreParts
 from wit_world.imports import host, types
 
 _QUANTITY = re.compile(
@@ -241,6 +242,19 @@ class Harness:
         self._enter()
         scores = self._policy_class().score(pod.info(), self._candidates(), 0)
         return dict(zip((info.name for info, _ in self._nodes), scores))
+
+    def explain(self, pod: PodBuilder) -> "dict[str, ScoreParts]":
+        """Each node's ScoreParts with seed 0, by name (no parts where the
+        policy gives none): what `--explain` shows. The policy's error is
+        raised."""
+        self._enter()
+        explained = self._policy_class().explain_score(pod.info(), self._candidates(), 0)
+        result = {}
+        for (info, _), parts in zip(self._nodes, explained):
+            result[info.name] = ScoreParts()
+            for part in parts:
+                result[info.name].add(part.name, part.value)
+        return result
 
     def best(self, pod: PodBuilder) -> "str | None":
         """The node this policy alone would pick: among the nodes its filter

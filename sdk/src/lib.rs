@@ -32,10 +32,10 @@
 extern crate self as wasmsched_sdk;
 
 pub mod bindings {
-    //! Raw bindings generated from `wit/0.1.0`. Policies normally use the
+    //! Raw bindings generated from `wit/0.2.0`. Policies normally use the
     //! typed views of the crate root instead.
     wit_bindgen::generate!({
-        path: "../wit/0.1.0",
+        path: "../wit/0.2.0",
         world: "scheduler-policy",
         pub_export_macro: true,
         export_macro_name: "__export_scheduler_policy",
@@ -50,6 +50,7 @@ pub use wit_bindgen as __wit_bindgen;
 
 mod config;
 pub mod host;
+mod parts;
 mod policy;
 mod rules;
 #[doc(hidden)]
@@ -57,12 +58,14 @@ pub mod runtime;
 pub mod testing;
 mod view;
 
+pub use bindings::exports::wasmsched::policy::policy::ScorePart;
 pub use bindings::wasmsched::policy::types::{
     Candidates, FilterVerdicts, LogLevel, MetricSample, NodeChange, NodeId, NodeInfo, NodeSelectorTerm, PodInfo,
     PolicyInfo, Resources, ScoreOrder, SelectorOperator, SelectorRequirement, Taint, TaintEffect, Toleration,
     TolerationOperator,
 };
 pub use config::Config;
+pub use parts::ScoreParts;
 pub use policy::{Phases, Policy};
 pub use runtime::{Columns, Verdicts};
 #[allow(deprecated)]
@@ -73,7 +76,7 @@ pub use wasmsched_rules::SplitMix64;
 pub use wasmsched_rules::quantity;
 
 /// The WIT package version this SDK builds policies against.
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.2.0";
 
 /// Exports a type implementing [`Policy`] as the component's
 /// `wasmsched:policy/policy` interface. Use it once per policy crate.
@@ -115,6 +118,14 @@ macro_rules! export_policy {
                     seed: u64,
                 ) -> ::core::result::Result<::std::vec::Vec<f64>, ::std::string::String> {
                     $crate::runtime::guest::score::<$policy>(pod, candidates, seed)
+                }
+                fn explain_score(
+                    pod: $crate::PodInfo,
+                    candidates: $crate::Candidates,
+                    seed: u64,
+                ) -> ::core::result::Result<::std::vec::Vec<::std::vec::Vec<$crate::ScorePart>>, ::std::string::String>
+                {
+                    $crate::runtime::guest::explain_score::<$policy>(pod, candidates, seed)
                 }
             }
 

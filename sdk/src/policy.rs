@@ -1,4 +1,4 @@
-use crate::{Attempt, Columns, Config, NodeView, Pod, ScoreOrder, Verdicts};
+use crate::{Attempt, Columns, Config, NodeView, Pod, ScoreOrder, ScoreParts, Verdicts};
 
 /// Which phases a policy takes part in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,9 +69,21 @@ pub trait Policy: Sized + 'static {
         Ok(())
     }
 
-    /// The raw score of one node: finite, magnitude at most 2^53.
-    fn score(&self, _attempt: &Attempt<'_>, _pod: &Pod, _node: &NodeView<'_>) -> f64 {
-        0.0
+    /// The raw score of one node: finite, magnitude at most 2^53. By
+    /// default the sum of [`Policy::score_parts`] (0 without parts).
+    fn score(&self, attempt: &Attempt<'_>, pod: &Pod, node: &NodeView<'_>) -> f64 {
+        self.score_parts(attempt, pod, node).map_or(0.0, |parts| parts.total())
+    }
+
+    /// One node's raw score as named parts, such as `free memory` and
+    /// `zone bonus`: write this instead of [`Policy::score`] and the score
+    /// is their sum, while `wasmsched simulate --explain` shows each part
+    /// (`free memory 23 + zone bonus 20 = 43`). It is called for explained
+    /// attempts only; `None` (the default) shows the score whole. A policy
+    /// that overrides `score`, `score_all` or `score_columns` as well must
+    /// keep their answers equal to the parts' sum.
+    fn score_parts(&self, _attempt: &Attempt<'_>, _pod: &Pod, _node: &NodeView<'_>) -> Option<ScoreParts> {
+        None
     }
 
     /// Scores every candidate at once. Override this when a score depends on

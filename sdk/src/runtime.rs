@@ -4,6 +4,7 @@
 
 use crate::{
     Attempt, Candidates, Config, FilterVerdicts, Node, NodeChange, NodeView, Phases, Pod, PodInfo, Policy, PolicyInfo,
+    ScoreParts,
 };
 
 /// Describes a policy type from its constants.
@@ -247,13 +248,23 @@ impl<P: Policy> Instance<P> {
         let views = self.nodes.views(candidates)?;
         self.policy.score_all(&attempt, &pod, &views)
     }
+
+    /// Each candidate's [`Policy::score_parts`], as the contract's
+    /// `explain-score` asks (an empty list where the policy gives none).
+    pub fn explain_score(&self, pod: PodInfo, candidates: &Candidates, seed: u64) -> Result<Vec<ScoreParts>, String> {
+        let pod = Pod::from(pod);
+        let attempt = Attempt::new(seed, &candidates.nodes);
+        check_lengths(candidates)?;
+        let views = self.nodes.views(candidates)?;
+        Ok(views.iter().map(|node| self.policy.score_parts(&attempt, &pod, node).unwrap_or_default()).collect())
+    }
 }
 
 /// The wasm side: one instance per component instance, created by `init`.
 #[cfg(target_arch = "wasm32")]
 pub mod guest {
     use super::Instance;
-    use crate::{Candidates, FilterVerdicts, NodeChange, PodInfo, Policy};
+    use crate::{Candidates, FilterVerdicts, NodeChange, PodInfo, Policy, ScorePart};
     use std::any::Any;
     use std::cell::RefCell;
 
@@ -292,6 +303,15 @@ pub mod guest {
 
     pub fn score<P: Policy>(pod: PodInfo, candidates: Candidates, seed: u64) -> Result<Vec<f64>, String> {
         with::<P, _>(|instance| instance.score(pod, &candidates, seed))
+    }
+
+    pub fn explain_score<P: Policy>(
+        pod: PodInfo,
+        candidates: Candidates,
+        seed: u64,
+    ) -> Result<Vec<Vec<ScorePart>>, String> {
+        let parts = with::<P, _>(|instance| instance.explain_score(pod, &candidates, seed))?;
+        Ok(parts.into_iter().map(|p| p.into_parts().map(|(name, value)| ScorePart { name, value }).collect()).collect())
     }
 }
 

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use crate::runtime::Instance;
 use crate::{
     Candidates, MetricSample, NodeChange, NodeId, NodeInfo, NodeSelectorTerm, PodInfo, Policy, Resources, ScoreOrder,
-    Taint, TaintEffect, Toleration, TolerationOperator, Usage, quantity,
+    ScoreParts, Taint, TaintEffect, Toleration, TolerationOperator, Usage, quantity,
 };
 
 /// What the host imports return in native builds, per thread.
@@ -350,6 +350,16 @@ impl<P: Policy> Harness<P> {
     /// Raw scores per node with seed 0. Panics on a policy error.
     pub fn score(&mut self, pod: &PodBuilder) -> Vec<(String, f64)> {
         self.try_score(pod, 0).unwrap_or_else(|e| panic!("{} score failed: {e}", P::NAME))
+    }
+
+    /// Each node's [`Policy::score_parts`] with seed 0, in insertion order
+    /// (no parts where the policy gives none): what `--explain` shows.
+    /// Panics on a policy error.
+    pub fn explain(&mut self, pod: &PodBuilder) -> Vec<(String, ScoreParts)> {
+        let parts = self
+            .run(|instance, candidates| instance.explain_score(pod.info(), candidates, 0))
+            .unwrap_or_else(|e| panic!("{} explain-score failed: {e}", P::NAME));
+        self.names.iter().cloned().zip(parts).collect()
     }
 
     /// The node this policy alone would pick: among nodes its filter accepts,

@@ -65,6 +65,7 @@ fn policy_source(phases: Phases) -> String {
         .replace("{{score}}", js_bool(phases.score))
         .replace("{{filter_body}}", if phases.filter { FILTER_BODY } else { FILTER_UNUSED })
         .replace("{{score_body}}", if phases.score { SCORE_BODY } else { SCORE_UNUSED })
+        .replace("{{explain_body}}", if phases.score { EXPLAIN_BODY } else { EXPLAIN_UNUSED })
 }
 
 const POLICY: &str = r#"// {{name}}: a wasmsched scheduling policy, in JavaScript.
@@ -74,9 +75,9 @@ const POLICY: &str = r#"// {{name}}: a wasmsched scheduling policy, in JavaScrip
 // this module implements is wit/policy.wit; ComponentizeJS turns it into a
 // component that exports that contract's `policy` interface as `policy`.
 
-import { config } from "wasmsched:policy/host@0.1.0";
+import { config } from "wasmsched:policy/host@0.2.0";
 // The SDK's helpers, same names and formulas as in Rust.
-import { Nodes, Settings, filterEach, scoreEach } from "./wasmsched-helpers.js";
+import { Nodes, ScoreParts, Settings, explainEach, filterEach, scoreEach } from "./wasmsched-helpers.js";
 
 const ZONE_LABEL = "topology.kubernetes.io/zone";
 
@@ -122,6 +123,10 @@ export const policy = {
 
   score(pod, candidates, seed) {
 {{score_body}}  },
+
+  // What each node's raw score is made of, for `--explain` only.
+  explainScore(pod, candidates, seed) {
+{{explain_body}}  },
 };
 "#;
 
@@ -146,17 +151,19 @@ function avoided(pod, node) {
 "#;
 
 const SCORE_NODE: &str = r#"
-// The node's raw score; higher is better. The scheduler normalises raw
-// scores to 0-100 (sdk/README.md, "How raw scores become points"). CPU
-// amounts are BigInts (u64 in the contract), the score a plain number.
+// The node's raw score, higher is better (the scheduler normalises raw
+// scores to 0-100, sdk/README.md "How raw scores become points"), in named
+// parts: the score is their sum, and `wasmsched simulate --explain` shows
+// each part. CPU amounts are BigInts (u64 in the contract), parts plain
+// numbers.
 function freeCpuAndZone(pod, node) {
   const used = pod.requests.milliCpu;
   const free = node.freeMilliCpu() > used ? node.freeMilliCpu() - used : 0n;
   const allocatable = node.allocatable.milliCpu;
-  const share = Number((free * 100n) / (allocatable > 0n ? allocatable : 1n));
+  const parts = new ScoreParts().add("free cpu %", Number((free * 100n) / (allocatable > 0n ? allocatable : 1n)));
   const { preferredZone, zoneBonus } = settings;
   const inZone = preferredZone !== null && node.label(ZONE_LABEL) === preferredZone;
-  return inZone ? share + zoneBonus : share;
+  return inZone ? parts.add("zone bonus", zoneBonus) : parts;
 }
 "#;
 
@@ -169,8 +176,16 @@ const FILTER_UNUSED: &str = r#"    // Never called: describe() does not declare 
     return { reasons: [], verdicts: new Uint32Array(candidates.nodes.length) };
 "#;
 
-const SCORE_BODY: &str = r#"    // Each candidate through freeCpuAndZone(), in order.
-    return scoreEach(nodes, pod, candidates, freeCpuAndZone);
+const SCORE_BODY: &str = r#"    // Each candidate through freeCpuAndZone(), in order: its parts' sum.
+    return scoreEach(nodes, pod, candidates, freeCpuAndZone, seed);
+"#;
+
+const EXPLAIN_BODY: &str = r#"    // Each candidate through freeCpuAndZone(), in order: its parts.
+    return explainEach(nodes, pod, candidates, freeCpuAndZone, seed);
+"#;
+
+const EXPLAIN_UNUSED: &str = r#"    // Never called: no score phase, nothing to explain.
+    return Array.from(candidates.nodes, () => []);
 "#;
 
 const SCORE_UNUSED: &str = r#"    // Never called: describe() does not declare the score phase (every
@@ -221,6 +236,14 @@ test("the preferred zone wins over a little more free cpu", () => {
   assert.equal(plain.best(new PodBuilder("web").cpu("1")), "a");
 });
 
+test("the score says what it is made of", () => {
+  const h = new Harness(policy, { preferredZone: "zone-b" });
+  h.addNode(new NodeBuilder("b").cpu("8").label("topology.kubernetes.io/zone", "zone-b").requested("2", "0"));
+  const parts = h.explain(new PodBuilder("web").cpu("1")).b.parts();
+  assert.deepEqual(parts, [{ name: "free cpu %", value: 62 }, { name: "zone bonus", value: 50 }]);
+  assert.equal(h.score(new PodBuilder("web").cpu("1")).b, 112);
+});
+
 test("bad settings are refused with the reason", () => {
   assert.throws(() => new Harness(policy, { zoneBonus: -1 }), (e) => e.includes("zoneBonus must be a number, 0 or more"));
 });
@@ -231,7 +254,7 @@ test("a misspelled preferredZone is refused with the name meant", () => {
 });
 "#;
 
-const TEST_HOST: &str = r#"// Stands in for the scheduler's imports (wasmsched:policy/host@0.1.0) in
+const TEST_HOST: &str = r#"// Stands in for the scheduler's imports (wasmsched:policy/host@0.2.0) in
 // the native tests: the settings and node metrics a test gives, and the
 // log lines the policy writes, kept for the test to read.
 
@@ -278,7 +301,7 @@ register(
   "data:text/javascript," +
     encodeURIComponent(`
       export async function resolve(specifier, context, next) {
-        if (specifier === "wasmsched:policy/host@0.1.0") {
+        if (specifier === "wasmsched:policy/host@0.2.0") {
           return { url: ${JSON.stringify(new URL("./host.js", import.meta.url).href)}, shortCircuit: true };
         }
         return next(specifier, context);
@@ -310,7 +333,7 @@ const README: &str = r#"# {{name}}
 A wasmsched scheduling policy in JavaScript (`src/policy.js`), written by
 `wasmsched new`. Its settings are in `{{name}}.yaml`; `cluster.yaml` is a
 small cluster to try it on. `wit/policy.wit` is the contract it implements
-(wasmsched:policy 0.1.0).
+(wasmsched:policy 0.2.0).
 
 Build, test, and watch it decide, from this directory (node 20.6 or later
 with npm, and `wasmsched` on your `PATH`; `npm install` fetches the

@@ -63,6 +63,7 @@ fn policy_source(phases: Phases) -> String {
         .replace("{{score}}", python_bool(phases.score))
         .replace("{{filter_body}}", if phases.filter { FILTER_BODY } else { FILTER_UNUSED })
         .replace("{{score_body}}", if phases.score { SCORE_BODY } else { SCORE_UNUSED })
+        .replace("{{explain_body}}", if phases.score { EXPLAIN_BODY } else { EXPLAIN_UNUSED })
 }
 
 const POLICY: &str = r#""""{{name}}: a wasmsched scheduling policy, in Python.
@@ -75,10 +76,11 @@ component that exports that contract's `policy` interface.
 
 from componentize_py_types import Err
 from wit_world import exports
+from wit_world.exports.policy import ScorePart
 from wit_world.imports import host, types
 
 # The SDK's helpers, same names and formulas as in Rust: wasmsched_helpers.py.
-from wasmsched_helpers import Nodes, NodeView, PodView, Settings, filter_each, score_each
+from wasmsched_helpers import Nodes, NodeView, PodView, ScoreParts, Settings, explain_each, filter_each, score_each
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
@@ -122,7 +124,9 @@ class Policy(exports.Policy):
     def filter(self, pod: types.PodInfo, candidates: types.Candidates) -> types.FilterVerdicts:
 {{filter_body}}
     def score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> list[float]:
-{{score_body}}"#;
+{{score_body}}
+    def explain_score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> list[list[ScorePart]]:
+{{explain_body}}"#;
 
 const FILTER_SETTINGS: &str = r#"    avoid_label = raw.str("avoidLabel", "wasmsched.io/avoid")
     if not avoid_label:
@@ -148,14 +152,16 @@ def avoided(pod: PodView, node: NodeView) -> str | None:
 
 const SCORE_NODE: &str = r#"
 
-def free_cpu_and_zone(pod: PodView, node: NodeView) -> float:
-    """The node's raw score; higher is better. The scheduler normalises raw
-    scores to 0-100 (sdk/README.md, "How raw scores become points")."""
+def free_cpu_and_zone(pod: PodView, node: NodeView) -> ScoreParts:
+    """The node's raw score, higher is better (the scheduler normalises raw
+    scores to 0-100, sdk/README.md "How raw scores become points"), in
+    named parts: the score is their sum, and `wasmsched simulate --explain`
+    shows each part."""
     free = max(node.free_milli_cpu() - pod.requests.milli_cpu, 0)
-    share = free * 100 // max(node.allocatable.milli_cpu, 1)
+    parts = ScoreParts().add("free cpu %", free * 100 // max(node.allocatable.milli_cpu, 1))
     zone = SETTINGS["preferred_zone"]
     in_zone = zone is not None and node.label(ZONE_LABEL) == zone
-    return share + SETTINGS["zone_bonus"] if in_zone else share
+    return parts.add("zone bonus", SETTINGS["zone_bonus"]) if in_zone else parts
 "#;
 
 const FILTER_BODY: &str = r#"        """Each candidate through avoided(), in order."""
@@ -167,8 +173,16 @@ const FILTER_UNUSED: &str = r#"        # Never called: describe() does not decla
         return types.FilterVerdicts(reasons=[], verdicts=[0] * len(candidates.nodes))
 "#;
 
-const SCORE_BODY: &str = r#"        """Each candidate through free_cpu_and_zone(), in order."""
-        return score_each(NODES, pod, candidates, free_cpu_and_zone)
+const SCORE_BODY: &str = r#"        """Each candidate through free_cpu_and_zone(), in order: its parts' sum."""
+        return score_each(NODES, pod, candidates, free_cpu_and_zone, seed)
+"#;
+
+const EXPLAIN_BODY: &str = r#"        """What each node's raw score is made of, for `--explain` only."""
+        return explain_each(NODES, pod, candidates, free_cpu_and_zone, seed)
+"#;
+
+const EXPLAIN_UNUSED: &str = r#"        # Never called: no score phase, nothing to explain.
+        return [[] for _ in candidates.nodes]
 "#;
 
 const SCORE_UNUSED: &str = r#"        # Never called: describe() does not declare the score phase (every
@@ -232,6 +246,13 @@ const SCORE_TEST: &str = r#"
         plain.add_node(NodeBuilder("b").cpu("8").requested("2", "4Gi"))
         self.assertEqual(plain.best(PodBuilder("web").cpu("1")), "a")
 
+    def test_the_score_says_what_it_is_made_of(self):
+        h = Harness(app.Policy, {"preferredZone": "zone-b"})
+        h.add_node(NodeBuilder("b").cpu("8").label("topology.kubernetes.io/zone", "zone-b").requested("2", "0"))
+        parts = h.explain(PodBuilder("web").cpu("1"))["b"].parts()
+        self.assertEqual(parts, [("free cpu %", 62.0), ("zone bonus", 50.0)])
+        self.assertEqual(h.score(PodBuilder("web").cpu("1"))["b"], 112.0)
+
     def test_bad_settings_are_refused_with_the_reason(self):
         with self.assertRaises(Err) as refused:
             Harness(app.Policy, {"zoneBonus": -1})
@@ -250,7 +271,7 @@ const README: &str = r#"# {{name}}
 A wasmsched scheduling policy in Python (`src/app.py`), written by
 `wasmsched new`. Its settings are in `{{name}}.yaml`; `cluster.yaml` is a
 small cluster to try it on. `wit/policy.wit` is the contract it implements
-(wasmsched:policy 0.1.0).
+(wasmsched:policy 0.2.0).
 
 Build, test, and watch it decide, from this directory (`python3` 3.11 or
 later with `venv`, and `wasmsched` on your `PATH`; the first command fetches

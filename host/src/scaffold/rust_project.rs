@@ -171,13 +171,15 @@ const FILTER_METHOD: &str = r#"
 "#;
 
 const SCORE_METHOD: &str = r#"
-    /// Higher is better; the scheduler normalises raw scores to 0-100.
-    fn score(&self, _attempt: &Attempt<'_>, pod: &Pod, node: &NodeView<'_>) -> f64 {
+    /// The node's raw score, higher is better (the scheduler normalises raw
+    /// scores to 0-100), in named parts: the score is their sum, and
+    /// `wasmsched simulate --explain` shows each part.
+    fn score_parts(&self, _attempt: &Attempt<'_>, pod: &Pod, node: &NodeView<'_>) -> Option<ScoreParts> {
         let allocatable = node.allocatable.milli_cpu.max(1);
         let free = node.free_milli_cpu().saturating_sub(pod.requests.milli_cpu);
-        let share = (free * 100 / allocatable) as f64;
+        let parts = ScoreParts::new().add("free cpu %", (free * 100 / allocatable) as f64);
         let in_zone = self.preferred_zone.as_deref().is_some_and(|z| node.label("topology.kubernetes.io/zone") == Some(z));
-        if in_zone { share + self.zone_bonus } else { share }
+        Some(if in_zone { parts.add("zone bonus", self.zone_bonus) } else { parts })
     }
 "#;
 
@@ -211,6 +213,16 @@ const SCORE_TEST: &str = r##"
         plain.add_node(NodeBuilder::new("a").cpu("8"));
         plain.add_node(NodeBuilder::new("b").cpu("8").requested("2", "0"));
         assert_eq!(plain.best(&PodBuilder::new("web").cpu("1")).as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn the_score_says_what_it_is_made_of() {
+        let mut h = Harness::<{{Type}}>::with_config(r#"{"preferredZone": "zone-b"}"#).unwrap();
+        h.add_node(NodeBuilder::new("b").cpu("8").label("topology.kubernetes.io/zone", "zone-b").requested("2", "0"));
+        let explained = h.explain(&PodBuilder::new("web").cpu("1"));
+        let parts = explained[0].1.parts();
+        assert_eq!(parts, [("free cpu %".to_string(), 62.0), ("zone bonus".to_string(), 50.0)]);
+        assert_eq!(h.score(&PodBuilder::new("web").cpu("1"))[0].1, 112.0);
     }
 
     #[test]

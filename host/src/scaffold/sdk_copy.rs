@@ -5,12 +5,13 @@
 //! depends on (wit-bindgen, serde) are fetched.
 
 /// (path under `vendor/`, contents). `sdk/` and `rules/` keep their
-/// layout, so the SDK's `../wit/0.1.0` path resolves as it does here.
+/// layout, so the SDK's `../wit/0.2.0` path resolves as it does here.
 pub const FILES: &[(&str, &str)] = &[
     ("wasmsched-sdk/Cargo.toml", SDK_MANIFEST),
     ("wasmsched-sdk/src/config.rs", include_str!("../../../sdk/src/config.rs")),
     ("wasmsched-sdk/src/host.rs", include_str!("../../../sdk/src/host.rs")),
     ("wasmsched-sdk/src/lib.rs", include_str!("../../../sdk/src/lib.rs")),
+    ("wasmsched-sdk/src/parts.rs", include_str!("../../../sdk/src/parts.rs")),
     ("wasmsched-sdk/src/policy.rs", include_str!("../../../sdk/src/policy.rs")),
     ("wasmsched-sdk/src/rules.rs", include_str!("../../../sdk/src/rules.rs")),
     ("wasmsched-sdk/src/runtime.rs", include_str!("../../../sdk/src/runtime.rs")),
@@ -28,7 +29,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("wasmsched-rules/src/scoring.rs", include_str!("../../../rules/src/scoring.rs")),
     ("wasmsched-rules/src/taints.rs", include_str!("../../../rules/src/taints.rs")),
     ("wasmsched-rules/src/topology_spread.rs", include_str!("../../../rules/src/topology_spread.rs")),
-    ("wit/0.1.0/policy.wit", include_str!("../../../wit/0.1.0/policy.wit")),
+    ("wit/0.2.0/policy.wit", include_str!("../../../wit/0.2.0/policy.wit")),
 ];
 
 /// The workspace's manifests inherit from it; the copies say it all.
@@ -69,7 +70,7 @@ mod tests {
     fn every_source_file_is_copied() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         for (dir, vendored) in
-            [("sdk/src", "wasmsched-sdk/src"), ("rules/src", "wasmsched-rules/src"), ("wit/0.1.0", "wit/0.1.0")]
+            [("sdk/src", "wasmsched-sdk/src"), ("rules/src", "wasmsched-rules/src"), ("wit/0.2.0", "wit/0.2.0")]
         {
             for entry in std::fs::read_dir(root.join(dir)).unwrap() {
                 let name = entry.unwrap().file_name().into_string().unwrap();

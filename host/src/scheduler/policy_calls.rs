@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::policy_set::WeightedPolicy;
 use crate::scheduler::attempt::record::PolicyCall;
 use crate::scheduler::parallel::workers::AttemptWorkers;
-use wasmsched_runtime::{Candidate, FilterOutcome, PodFacts, PolicyContext, PolicyError};
+use wasmsched_runtime::{Candidate, FilterOutcome, PodFacts, PolicyContext, PolicyError, ScorePart};
 
 /// What an attempt's policy calls read besides their arguments, and the
 /// threads they may be split over.
@@ -53,6 +53,18 @@ impl AttemptCalls<'_> {
         let answers =
             self.call(calls, wp, "score", candidates, |part| wp.policy.score(self.scope.ctx, self.pod, part, seed))?;
         Ok(answers.concat())
+    }
+
+    /// The policy's own breakdown of its raw scores over `candidates`
+    /// (contract 0.2), for an explained attempt: one call over every
+    /// candidate, off the metrics, since no decision waits for it.
+    pub fn explain_score(
+        &self,
+        wp: &WeightedPolicy,
+        candidates: &[Candidate],
+        seed: u64,
+    ) -> Result<Option<Vec<Vec<ScorePart>>>, PolicyError> {
+        wp.policy.explain_score(self.scope.ctx, self.pod, candidates, seed)
     }
 
     /// `call` over the slices of `candidates` (one slice unless the policy

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::run::SimReport;
 use crate::scheduler::experiments::CandidateCounts;
-use crate::scheduler::{AttemptRecord, Verdict};
+use crate::scheduler::{AttemptRecord, NodeRecord, Verdict};
 
 fn cpu(milli: u64) -> String {
     if milli.is_multiple_of(1000) { format!("{}", milli / 1000) } else { format!("{milli}m") }
@@ -258,11 +258,11 @@ pub fn explain(record: &AttemptRecord) -> String {
     }
     header.push_str("     TOTAL");
     let _ = writeln!(out, "{header}");
-    let mut rows: Vec<_> = record.node_records.iter().collect();
+    let mut rows: Vec<&NodeRecord> = record.node_records.iter().collect();
     rows.sort_by(|a, b| {
         b.total.unwrap_or(f64::NEG_INFINITY).total_cmp(&a.total.unwrap_or(f64::NEG_INFINITY)).then(a.node.cmp(&b.node))
     });
-    for n in rows {
+    for n in &rows {
         let marker = if record.chosen.as_deref() == Some(n.node.as_str()) { " *" } else { "" };
         match &n.verdict {
             Verdict::Feasible => {
@@ -278,7 +278,25 @@ pub fn explain(record: &AttemptRecord) -> String {
             }
         }
     }
+    out.push_str(&breakdowns(&rows, width));
     out
+}
+
+/// The policies' own breakdowns of their raw scores (contract 0.2), a line
+/// per node and policy, in the table's order: `free cpu 40 + zone bonus 50
+/// = 90`. Empty when no policy gives one.
+fn breakdowns(rows: &[&NodeRecord], width: usize) -> String {
+    let mut out = String::new();
+    for n in rows {
+        for s in n.scores.iter().filter(|s| !s.parts.is_empty()) {
+            let sum: Vec<String> = s.parts.iter().map(|p| format!("{} {}", p.name, trim_float(p.value))).collect();
+            let _ = writeln!(out, "{:<width$}  {}: {} = {}", n.node, s.policy, sum.join(" + "), trim_float(s.raw));
+        }
+    }
+    if out.is_empty() {
+        return out;
+    }
+    format!("\nWhat the policies' raw scores are made of, as each policy says:\n{out}")
 }
 
 fn trim_float(v: f64) -> String {

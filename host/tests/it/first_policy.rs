@@ -93,6 +93,8 @@ fn add_a_node(cluster: &Path) {
 fn assert_decided(web: &str, shipper: &str) {
     assert!(web.contains("Policy disk-pref 0.1.0"), "{web}");
     assert!(web.contains("Chosen: fast-1"), "the added node, with the preferred disk, wins:\n{web}");
+    // Its score is one number (no parts): --explain shows it whole.
+    assert!(!web.contains("raw scores are made of"), "{web}");
     assert!(shipper.contains(&format!("rejected by disk-pref: {REFUSAL}")), "{shipper}");
     assert!(!shipper.contains("Chosen: cp-1"), "{shipper}");
 }
@@ -197,7 +199,7 @@ const PYTHON: &str = r#""""disk-pref: keeps pods off control-plane nodes, and pr
 from wit_world import exports
 from wit_world.imports import host, types
 
-from wasmsched_helpers import Nodes, Settings, filter_each, score_each
+from wasmsched_helpers import Nodes, Settings, explain_each, filter_each, score_each
 
 SETTINGS: dict = {}
 NODES = Nodes()
@@ -236,6 +238,9 @@ class Policy(exports.Policy):
 
     def score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> list[float]:
         return score_each(NODES, pod, candidates, free_cpu_and_disk)
+
+    def explain_score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> list:
+        return explain_each(NODES, pod, candidates, free_cpu_and_disk)
 "#;
 
 const PYTHON_TESTS: &str = r#"class PolicyTest(unittest.TestCase):
@@ -254,8 +259,8 @@ if __name__ == "__main__":
 const JS: &str = r#"// disk-pref: keeps pods off control-plane nodes, and prefers nodes whose
 // `disktype` label is the setting `preferredDisk`, by `diskBonus`.
 
-import { config } from "wasmsched:policy/host@0.1.0";
-import { Nodes, Settings, filterEach, scoreEach } from "./wasmsched-helpers.js";
+import { config } from "wasmsched:policy/host@0.2.0";
+import { Nodes, Settings, explainEach, filterEach, scoreEach } from "./wasmsched-helpers.js";
 
 let settings = {};
 const nodes = new Nodes();
@@ -295,6 +300,10 @@ export const policy = {
 
   score(pod, candidates, seed) {
     return scoreEach(nodes, pod, candidates, freeCpuAndDisk);
+  },
+
+  explainScore(pod, candidates, seed) {
+    return explainEach(nodes, pod, candidates, freeCpuAndDisk);
   },
 };
 "#;

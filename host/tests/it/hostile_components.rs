@@ -199,6 +199,8 @@ fn a_table_or_a_second_memory_grows_only_within_the_instances_memory_budget() {
         let policy = engine().load(&source, "{}", limits.clone()).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(policy.name(), NAME);
         let (ctx, candidates) = three_nodes();
+        // A 0.1 policy has no breakdown of its scores: none is asked for.
+        assert!(policy.explain_score(&ctx, &pod("p", &[]), &candidates, 0).unwrap().is_none());
         let created = policy.instances_created();
         let started = Instant::now();
         let err = policy.score(&ctx, &pod("p", &[]), &candidates, 0).unwrap_err();

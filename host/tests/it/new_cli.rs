@@ -74,6 +74,13 @@ fn assert_the_policy_decided(dir: &Path, explained: &str, policy: &str) {
     assert!(explained.contains("prefer-zone ×1"), "{explained}");
     assert!(explained.contains("rejected by prefer-zone: node(s) had label wasmsched.io/avoid=true"), "{explained}");
     assert!(explained.contains("Chosen: node-b"), "the preferred zone (prefer-zone.yaml) wins: {explained}");
+    // The example scores in named parts (contract 0.2): --explain says
+    // what each node's raw score is made of, the zone bonus where it
+    // applies.
+    assert!(explained.contains("What the policies' raw scores are made of, as each policy says:"), "{explained}");
+    let breakdown =
+        explained.lines().find(|l| l.contains("prefer-zone: free cpu % ") && l.contains(" + zone bonus 50 = "));
+    assert!(breakdown.is_some(), "no node's breakdown shows its zone bonus: {explained}");
     // And the table of the whole run: every pod placed, none on node-a2.
     let table = shell(dir, &format!("wasmsched simulate cluster.yaml --policy {policy} --cache-dir .wasmsched-cache"));
     let table = text(&table.stdout);

@@ -80,7 +80,8 @@ fn every_seed_policy_loads_describes_itself_and_passes_its_smoke_run() {
     for name in SEED_POLICIES {
         let policy = load(name, "{}", PolicyLimits::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(policy.info.name, *name);
-        assert_eq!(policy.contract, ContractVersion::V0_1);
+        // Built with the Rust SDK, which speaks the newest contract.
+        assert_eq!(policy.contract, ContractVersion::V0_2);
         assert!(policy.info.phases.filter || policy.info.phases.score);
         let report = smoke_run(&policy);
         assert!(report.failure().is_none(), "{name}: {:?}", report.failure());
@@ -398,6 +399,30 @@ fn malformed_results_are_rejected_with_what_is_wrong() {
     }
 }
 
+/// A 0.2 policy's own breakdown of its scores (`explain-score`) comes back
+/// per candidate; one the host cannot show is refused as malformed, naming
+/// what is wrong, and the policy goes on as before.
+#[test]
+fn score_breakdowns_are_per_candidate_and_bounded() {
+    let (ctx, candidates) = three_nodes();
+    let normal = hostile("none", PolicyLimits::default());
+    let parts = normal.explain_score(&ctx, &pod("good", &[]), &candidates, 0).unwrap().expect("a 0.2 policy");
+    assert_eq!(parts.len(), 3);
+    assert!(parts.iter().all(|p| p.len() == 1 && p[0].name == "one" && p[0].value == 1.0), "{parts:?}");
+    let cases = [
+        ("many-parts", "17 parts for candidate 0, over 16"),
+        ("long-part-name", "a part name of candidate 0 is 65 bytes, over the 64-byte limit"),
+        ("nan-part", "part \"bad\" of candidate 0 is NaN"),
+        ("short", "2 breakdowns for 3 candidates"),
+    ];
+    for (mode, problem) in cases {
+        let policy = hostile(mode, PolicyLimits::default());
+        let err = policy.explain_score(&ctx, &pod("evil", &[("hostile", "true")]), &candidates, 0).unwrap_err();
+        assert_eq!(err.to_string(), format!("hostile: malformed explain-score result: {problem}"), "{mode}");
+        assert!(policy.explain_score(&ctx, &pod("good", &[]), &candidates, 0).unwrap().is_some());
+    }
+}
+
 /// Past its transfer cap nothing a policy hands over is copied: its
 /// 8 MiB error, its 2 MiB reason and its request for 1 Mi node metrics
 /// each fail the crossing, the instance is replaced, and the next call
@@ -425,7 +450,7 @@ fn failures_at_load_time_name_the_problem() {
     let err = engine().load(&source("old-wit"), "{}", PolicyLimits::default()).unwrap_err();
     assert_eq!(err.kind(), "incompatible_version");
     assert!(
-        err.to_string().ends_with("old_wit.wasm: built against wasmsched:policy@0.0.9; this scheduler supports 0.1.x. Rebuild it with a matching wasmsched-sdk"),
+        err.to_string().ends_with("old_wit.wasm: built against wasmsched:policy@0.0.9; this scheduler supports 0.1.x and 0.2.x. Rebuild it with a matching wasmsched-sdk"),
         "{err}"
     );
 

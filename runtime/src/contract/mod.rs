@@ -6,20 +6,22 @@
 //! version adds a module, one variant to each enum below, and one arm to
 //! each match in this file.
 
+mod binding;
 mod v0_1;
+mod v0_2;
 
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store};
 
 use crate::error::PolicyError;
-use crate::facts::{Candidate, PodFacts, PolicyInfo};
+use crate::facts::{Candidate, PodFacts, PolicyInfo, ScorePart};
 use crate::host_state::HostState;
 use crate::node_table::NodeSync;
 
 const POLICY_INTERFACE: &str = "wasmsched:policy/policy";
 
 /// The versions accepted, as `wasmsched check` and errors print them.
-pub const SUPPORTED: &str = "0.1.x";
+pub const SUPPORTED: &str = "0.1.x and 0.2.x";
 
 /// A filter answer as the guest gave it: distinct reasons, one code per
 /// candidate (0 = passes, n = the n-th reason).
@@ -29,12 +31,14 @@ pub(crate) type RawVerdicts = (Vec<String>, Vec<u32>);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ContractVersion {
     V0_1,
+    V0_2,
 }
 
 impl ContractVersion {
     pub fn as_str(self) -> &'static str {
         match self {
             ContractVersion::V0_1 => v0_1::VERSION,
+            ContractVersion::V0_2 => v0_2::VERSION,
         }
     }
 
@@ -55,6 +59,7 @@ impl ContractVersion {
         let mut parts = found.split('.');
         match (parts.next(), parts.next()) {
             (Some("0"), Some("1")) => Ok(ContractVersion::V0_1),
+            (Some("0"), Some("2")) => Ok(ContractVersion::V0_2),
             _ => Err(PolicyError::IncompatibleVersion {
                 source_name: origin.to_string(),
                 found: if found.is_empty() { "(unversioned)".into() } else { found.to_string() },
@@ -78,12 +83,14 @@ pub(crate) fn check_header(origin: &str, bytes: &[u8]) -> Result<(), PolicyError
 
 /// The host imports of every version, so one linker serves them all.
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    v0_1::add_to_linker(linker)
+    v0_1::add_to_linker(linker)?;
+    v0_2::add_to_linker(linker)
 }
 
 /// A component pre-instantiated against its contract version.
 pub(crate) enum Template {
     V0_1(v0_1::SchedulerPolicyPre<HostState>),
+    V0_2(v0_2::SchedulerPolicyPre<HostState>),
 }
 
 impl Template {
@@ -101,17 +108,17 @@ impl Template {
             source_name: origin.to_string(),
             exports: format!("{e:#}"),
         };
+        let pre = linker.instantiate_pre(component).map_err(unsupported)?;
         match version {
-            ContractVersion::V0_1 => {
-                let pre = linker.instantiate_pre(component).map_err(unsupported)?;
-                Ok(Template::V0_1(v0_1::SchedulerPolicyPre::new(pre).map_err(missing)?))
-            }
+            ContractVersion::V0_1 => Ok(Template::V0_1(v0_1::SchedulerPolicyPre::new(pre).map_err(missing)?)),
+            ContractVersion::V0_2 => Ok(Template::V0_2(v0_2::SchedulerPolicyPre::new(pre).map_err(missing)?)),
         }
     }
 
     pub(crate) fn instantiate(&self, store: &mut Store<HostState>) -> wasmtime::Result<Bindings> {
         match self {
             Template::V0_1(pre) => v0_1::Bindings::instantiate(pre, store).map(Bindings::V0_1),
+            Template::V0_2(pre) => v0_2::Bindings::instantiate(pre, store).map(Bindings::V0_2),
         }
     }
 }
@@ -120,24 +127,28 @@ impl Template {
 /// makes, in version-independent types.
 pub(crate) enum Bindings {
     V0_1(v0_1::Bindings),
+    V0_2(v0_2::Bindings),
 }
 
 impl Bindings {
     pub(crate) fn describe(&self, store: &mut Store<HostState>) -> wasmtime::Result<PolicyInfo> {
         match self {
             Bindings::V0_1(b) => b.describe(store),
+            Bindings::V0_2(b) => b.describe(store),
         }
     }
 
     pub(crate) fn init(&self, store: &mut Store<HostState>) -> wasmtime::Result<Result<(), String>> {
         match self {
             Bindings::V0_1(b) => b.init(store),
+            Bindings::V0_2(b) => b.init(store),
         }
     }
 
     pub(crate) fn sync_nodes(&self, store: &mut Store<HostState>, sync: NodeSync<'_>) -> wasmtime::Result<()> {
         match self {
             Bindings::V0_1(b) => b.sync_nodes(store, sync),
+            Bindings::V0_2(b) => b.sync_nodes(store, sync),
         }
     }
 
@@ -149,6 +160,7 @@ impl Bindings {
     ) -> wasmtime::Result<Result<RawVerdicts, String>> {
         match self {
             Bindings::V0_1(b) => b.filter(store, pod, candidates),
+            Bindings::V0_2(b) => b.filter(store, pod, candidates),
         }
     }
 
@@ -161,6 +173,22 @@ impl Bindings {
     ) -> wasmtime::Result<Result<Vec<f64>, String>> {
         match self {
             Bindings::V0_1(b) => b.score(store, pod, candidates, seed),
+            Bindings::V0_2(b) => b.score(store, pod, candidates, seed),
+        }
+    }
+
+    /// Each candidate's score parts (contract 0.2 on); `None` for a policy
+    /// whose contract has no breakdown.
+    pub(crate) fn explain_score(
+        &self,
+        store: &mut Store<HostState>,
+        pod: &PodFacts,
+        candidates: &[Candidate],
+        seed: u64,
+    ) -> wasmtime::Result<Option<Result<Vec<Vec<ScorePart>>, String>>> {
+        match self {
+            Bindings::V0_1(_) => Ok(None),
+            Bindings::V0_2(b) => b.explain_score(store, pod, candidates, seed).map(Some),
         }
     }
 }

@@ -10,7 +10,9 @@ use super::builtin_pass::BuiltinPass;
 use super::choice::{normalize, pick_best};
 use super::pod_seed;
 use crate::cluster::PodInfo;
-use crate::scheduler::attempt::record::{AttemptRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, Verdict};
+use crate::scheduler::attempt::record::{
+    AttemptRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ScorePart, Verdict,
+};
 use crate::scheduler::plugins::reasons::ReasonHistogram;
 use crate::scheduler::plugins::scores::{BuiltinInputs, PartScores};
 use crate::scheduler::policy_calls::{AttemptCalls, CallScope};
@@ -124,7 +126,8 @@ pub fn policy_pass(
     let (totals, per_policy) = calls.score(&candidates, &builtin, pod_seed);
     let chosen = pick_best(&totals, &candidates, pod_seed);
     if detail {
-        node_detail(&mut records, &record_index, &builtin, &per_policy, &totals);
+        let breakdowns = calls.explain(&candidates, &per_policy, pod_seed);
+        node_detail(&mut records, &record_index, &builtin, &per_policy, &breakdowns, &totals);
     }
     record.chosen = scope.ctx.nodes.name(candidates[chosen].node).map(str::to_string);
     record.fallback = calls.fallback;
@@ -183,6 +186,32 @@ fn versions(policies: &PolicySet) -> Vec<PolicyVersion> {
 }
 
 impl Calls<'_> {
+    /// For an explained attempt, each scoring policy's own breakdown of its
+    /// raw scores (contract 0.2), in `per_policy`'s order: empty where the
+    /// policy gives none. A breakdown that fails is logged and left out;
+    /// the decision is made already.
+    fn explain(
+        &self,
+        candidates: &[Candidate],
+        per_policy: &[PolicyScores],
+        pod_seed: u64,
+    ) -> Vec<Vec<Vec<ScorePart>>> {
+        per_policy
+            .iter()
+            .map(|(name, ..)| {
+                let wp = self.policies.policies.iter().find(|wp| wp.policy.info.phases.score && wp.policy.name() == name);
+                let Some(wp) = wp else { return Vec::new() };
+                match self.calls_for.explain_score(wp, candidates, pod_seed) {
+                    Ok(parts) => parts.map_or_else(Vec::new, |nodes| nodes.into_iter().map(|n| n.into_iter().map(part).collect()).collect()),
+                    Err(e) => {
+                        tracing::warn!(pod = %self.pod.key, error = %e, "policy explain-score failed; its score is shown whole");
+                        Vec::new()
+                    }
+                }
+            })
+            .collect()
+    }
+
     /// The policy filters, in order; each sees the survivors of the
     /// previous one. A filter that fails is skipped, and the attempt goes
     /// on with the built-in fallback.
@@ -247,12 +276,18 @@ impl Calls<'_> {
     }
 }
 
+fn part(p: wasmsched_runtime::ScorePart) -> ScorePart {
+    ScorePart { name: p.name, value: p.value }
+}
+
 /// Each candidate's scores, part by part, and its total, for `--explain`.
+/// `breakdowns` holds each policy's own parts per candidate, or nothing.
 fn node_detail(
     records: &mut [NodeRecord],
     record_index: &[usize],
     builtin: &[PartScores],
     per_policy: &[PolicyScores],
+    breakdowns: &[Vec<Vec<ScorePart>>],
     totals: &[f64],
 ) {
     for (i, &r) in record_index.iter().enumerate() {
@@ -261,12 +296,14 @@ fn node_detail(
             raw: p.raw(i),
             normalized: p.normalized(i),
             weight: p.weight,
+            parts: Vec::new(),
         });
-        let policies = per_policy.iter().map(|(name, weight, raw, normalized)| PolicyScore {
+        let policies = per_policy.iter().zip(breakdowns).map(|((name, weight, raw, normalized), parts)| PolicyScore {
             policy: name.clone(),
             raw: raw[i],
             normalized: normalized[i],
             weight: *weight,
+            parts: parts.get(i).cloned().unwrap_or_default(),
         });
         records[r].scores = parts.chain(policies).collect();
         records[r].total = Some(totals[i]);

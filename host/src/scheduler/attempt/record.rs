@@ -24,6 +24,17 @@ pub struct PolicyScore {
     /// 0..100, 100 best, after honouring the policy's score order.
     pub normalized: f64,
     pub weight: u32,
+    /// The policy's own breakdown of `raw` (contract 0.2), when it gives
+    /// one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<ScorePart>,
+}
+
+/// One named part of a policy's raw score.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScorePart {
+    pub name: String,
+    pub value: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]

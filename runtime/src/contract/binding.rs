@@ -1,0 +1,247 @@
+//! What every contract version's binding has in common: the generated
+//! types, the host imports and the conversions from the
+//! version-independent [`crate::facts`] are the same code over each
+//! version's own generated types, written once here and stamped into
+//! `v0_1` and `v0_2` (versions share their records' shapes; only the
+//! `policy` interface grows). Only [`super`] calls into the bindings.
+
+/// One version's binding, in the module that invokes it: `$wit` is the
+/// frozen directory, `$version` the version it names.
+macro_rules! contract_binding {
+    ($wit:literal, $version:literal) => {
+        use wasmtime::Store;
+        use wasmtime::component::{HasSelf, Linker};
+
+        use crate::contract::RawVerdicts;
+        use crate::facts;
+        use crate::host_state::HostState;
+        use crate::node_table::NodeSync;
+
+        wasmtime::component::bindgen!({
+            path: $wit,
+            world: "scheduler-policy",
+        });
+
+        use self::wasmsched::policy::types as wit;
+        use exports::wasmsched::policy::policy as guest;
+
+        pub const VERSION: &str = $version;
+
+        pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+            SchedulerPolicy::add_to_linker::<HostState, HasSelf<HostState>>(linker, |state| state)
+        }
+
+        impl wit::Host for HostState {}
+
+        impl self::wasmsched::policy::host::Host for HostState {
+            fn log(&mut self, level: wit::LogLevel, message: String, fields: Vec<(String, String)>) {
+                let level = match level {
+                    wit::LogLevel::Trace => tracing::Level::TRACE,
+                    wit::LogLevel::Debug => tracing::Level::DEBUG,
+                    wit::LogLevel::Info => tracing::Level::INFO,
+                    wit::LogLevel::Warn => tracing::Level::WARN,
+                    wit::LogLevel::Error => tracing::Level::ERROR,
+                };
+                self.policy_log(level, message, fields);
+            }
+
+            fn config(&mut self) -> String {
+                self.config_json.to_string()
+            }
+
+            fn node_metrics(&mut self, metric: String, nodes: Vec<u32>) -> Vec<Option<wit::MetricSample>> {
+                self.lookup_metrics(&metric, &nodes)
+                    .into_iter()
+                    .map(|s| s.map(|s| wit::MetricSample { value: s.value, age_ms: s.age.as_millis() as u64 }))
+                    .collect()
+            }
+        }
+
+        /// An instantiated 0.1 policy.
+        pub(crate) struct Bindings(SchedulerPolicy);
+
+        impl Bindings {
+            pub(crate) fn instantiate(
+                pre: &SchedulerPolicyPre<HostState>,
+                store: &mut Store<HostState>,
+            ) -> wasmtime::Result<Self> {
+                pre.instantiate(store).map(Bindings)
+            }
+
+            fn guest(&self) -> &guest::Guest {
+                self.0.wasmsched_policy_policy()
+            }
+
+            pub(crate) fn describe(&self, store: &mut Store<HostState>) -> wasmtime::Result<facts::PolicyInfo> {
+                let info = self.guest().call_describe(store)?;
+                Ok(facts::PolicyInfo {
+                    name: info.name,
+                    version: info.version,
+                    description: info.description,
+                    phases: facts::Phases { filter: info.phases.filter, score: info.phases.score },
+                    score_order: match info.score_order {
+                        wit::ScoreOrder::HigherIsBetter => facts::ScoreOrder::HigherIsBetter,
+                        wit::ScoreOrder::LowerIsBetter => facts::ScoreOrder::LowerIsBetter,
+                    },
+                })
+            }
+
+            pub(crate) fn init(&self, store: &mut Store<HostState>) -> wasmtime::Result<Result<(), String>> {
+                self.guest().call_init(store)
+            }
+
+            /// Sends what the instance's node table is missing.
+            pub(crate) fn sync_nodes(&self, store: &mut Store<HostState>, sync: NodeSync<'_>) -> wasmtime::Result<()> {
+                let (reset, changes): (bool, Vec<wit::NodeChange>) = match sync {
+                    NodeSync::UpToDate => return Ok(()),
+                    NodeSync::Reset(nodes) => {
+                        (true, nodes.into_iter().map(|(id, n)| wit::NodeChange::Upsert(node_info(id, n))).collect())
+                    }
+                    NodeSync::Delta(changes) => (
+                        false,
+                        changes
+                            .into_iter()
+                            .map(|(id, n)| match n {
+                                Some(n) => wit::NodeChange::Upsert(node_info(id, n)),
+                                None => wit::NodeChange::Remove(id),
+                            })
+                            .collect(),
+                    ),
+                };
+                self.guest().call_sync_nodes(store, reset, &changes)
+            }
+
+            pub(crate) fn filter(
+                &self,
+                store: &mut Store<HostState>,
+                pod: &facts::PodFacts,
+                candidates: &[facts::Candidate],
+            ) -> wasmtime::Result<Result<RawVerdicts, String>> {
+                Ok(self.guest().call_filter(store, &pod_info(pod), &columns(candidates))?.map(|v| (v.reasons, v.verdicts)))
+            }
+
+            pub(crate) fn score(
+                &self,
+                store: &mut Store<HostState>,
+                pod: &facts::PodFacts,
+                candidates: &[facts::Candidate],
+                seed: u64,
+            ) -> wasmtime::Result<Result<Vec<f64>, String>> {
+                self.guest().call_score(store, &pod_info(pod), &columns(candidates), seed)
+            }
+        }
+
+        /// Annotations that can be large and that no policy needs.
+        const SKIPPED_ANNOTATIONS: &[&str] = &["kubectl.kubernetes.io/last-applied-configuration"];
+
+        fn node_info(id: facts::NodeId, n: &facts::NodeFacts) -> wit::NodeInfo {
+            wit::NodeInfo {
+                id,
+                name: n.name.clone(),
+                labels: n.labels.clone(),
+                annotations: n
+                    .annotations
+                    .iter()
+                    .filter(|(k, _)| !SKIPPED_ANNOTATIONS.contains(&k.as_str()))
+                    .cloned()
+                    .collect(),
+                taints: n.taints.iter().map(taint).collect(),
+                allocatable: resources(&n.allocatable),
+                unschedulable: n.unschedulable,
+            }
+        }
+
+        fn resources(r: &facts::Resources) -> wit::Resources {
+            wit::Resources {
+                milli_cpu: r.milli_cpu,
+                memory: r.memory,
+                ephemeral_storage: r.ephemeral_storage,
+                pods: r.pods,
+                scalar: r.scalar.clone(),
+            }
+        }
+
+        fn effect(e: facts::TaintEffect) -> wit::TaintEffect {
+            match e {
+                facts::TaintEffect::NoSchedule => wit::TaintEffect::NoSchedule,
+                facts::TaintEffect::PreferNoSchedule => wit::TaintEffect::PreferNoSchedule,
+                facts::TaintEffect::NoExecute => wit::TaintEffect::NoExecute,
+            }
+        }
+
+        fn taint(t: &facts::Taint) -> wit::Taint {
+            wit::Taint { key: t.key.clone(), value: t.value.clone(), effect: effect(t.effect) }
+        }
+
+        fn requirement(r: &facts::SelectorRequirement) -> wit::SelectorRequirement {
+            wit::SelectorRequirement {
+                key: r.key.clone(),
+                operator: match r.operator {
+                    facts::SelectorOperator::In => wit::SelectorOperator::In,
+                    facts::SelectorOperator::NotIn => wit::SelectorOperator::NotIn,
+                    facts::SelectorOperator::Exists => wit::SelectorOperator::Exists,
+                    facts::SelectorOperator::DoesNotExist => wit::SelectorOperator::DoesNotExist,
+                    facts::SelectorOperator::Gt => wit::SelectorOperator::Gt,
+                    facts::SelectorOperator::Lt => wit::SelectorOperator::Lt,
+                },
+                values: r.values.clone(),
+            }
+        }
+
+        fn pod_info(p: &facts::PodFacts) -> wit::PodInfo {
+            wit::PodInfo {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                uid: p.uid.clone(),
+                labels: p.labels.clone(),
+                annotations: p
+                    .annotations
+                    .iter()
+                    .filter(|(k, _)| !SKIPPED_ANNOTATIONS.contains(&k.as_str()))
+                    .cloned()
+                    .collect(),
+                priority: p.priority,
+                requests: resources(&p.requests),
+                nonzero_milli_cpu: p.nonzero_milli_cpu,
+                nonzero_memory: p.nonzero_memory,
+                node_selector: p.node_selector.clone(),
+                required_node_affinity: p
+                    .required_node_affinity
+                    .iter()
+                    .map(|t| wit::NodeSelectorTerm {
+                        match_expressions: t.match_expressions.iter().map(requirement).collect(),
+                        match_fields: t.match_fields.iter().map(requirement).collect(),
+                    })
+                    .collect(),
+                tolerations: p
+                    .tolerations
+                    .iter()
+                    .map(|t| wit::Toleration {
+                        key: t.key.clone(),
+                        operator: match t.operator {
+                            facts::TolerationOperator::Exists => wit::TolerationOperator::Exists,
+                            facts::TolerationOperator::Equal => wit::TolerationOperator::Equal,
+                        },
+                        value: t.value.clone(),
+                        effect: t.effect.map(effect),
+                    })
+                    .collect(),
+            }
+        }
+
+        /// Rows to columns: each column crosses as one block copy.
+        fn columns(candidates: &[facts::Candidate]) -> wit::Candidates {
+            wit::Candidates {
+                nodes: candidates.iter().map(|c| c.node).collect(),
+                requested_milli_cpu: candidates.iter().map(|c| c.requested_milli_cpu).collect(),
+                requested_memory: candidates.iter().map(|c| c.requested_memory).collect(),
+                requested_ephemeral_storage: candidates.iter().map(|c| c.requested_ephemeral_storage).collect(),
+                nonzero_requested_milli_cpu: candidates.iter().map(|c| c.nonzero_requested_milli_cpu).collect(),
+                nonzero_requested_memory: candidates.iter().map(|c| c.nonzero_requested_memory).collect(),
+                pod_count: candidates.iter().map(|c| c.pod_count).collect(),
+            }
+        }
+    };
+}
+
+pub(crate) use contract_binding;
