@@ -167,6 +167,7 @@ mod tests {
             regret,
             failure: None,
             top: vec![],
+            parts: vec![],
         }
     }
 

@@ -11,13 +11,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::attempt::{BuiltinPass, policy_pass};
+use super::attempt::record::ScorePart;
+use super::attempt::{AttemptOutcome, BuiltinPass, pod_seed, policy_pass};
 use super::parallel::workers::AttemptWorkers;
 use super::policy_calls::CallScope;
 use super::policy_set::PolicySet;
 use crate::cluster::PodInfo;
 use crate::panic_text::panic_text;
-use wasmsched_runtime::PolicyContext;
+use wasmsched_runtime::{LoadedPolicy, PolicyContext};
 
 /// Jobs waiting for a worker, at most: past it an attempt's shadow work
 /// is dropped (and counted), never queued without bound.
@@ -39,6 +40,9 @@ pub struct ShadowJob {
     pub(crate) pre: Arc<BuiltinPass>,
     pub(crate) ctx: PolicyContext,
     pub(crate) seed: u64,
+    /// The candidate itself, asked what its scores are made of when it
+    /// differs (contract 0.2).
+    pub(crate) explainer: Arc<LoadedPolicy>,
 }
 
 impl std::fmt::Debug for ShadowJob {
@@ -89,6 +93,10 @@ pub struct ShadowResult {
     /// Each feasible node's total by the candidate's lights, best first
     /// (the first [`TOP_NODES`] nodes), as `--explain` shows totals.
     pub top: Vec<(String, f64)>,
+    /// When it differs: its own breakdown of its raw score (contract 0.2)
+    /// for the node it would choose and the node decided, if it gives one.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub parts: Vec<(String, Vec<ScorePart>)>,
 }
 
 /// Nodes kept per result, best first.
@@ -125,7 +133,7 @@ impl ShadowJob {
     /// Runs the candidate's attempt (blocking: up to its deadlines). A
     /// panic is a failure of the candidate, never of the decision.
     pub fn run(self) -> ShadowResult {
-        let ShadowJob { profile, tenant, candidate, pod, decided, attempt, policies, pre, ctx, seed } = self;
+        let ShadowJob { profile, tenant, candidate, pod, decided, attempt, policies, pre, ctx, seed, explainer } = self;
         let pre = Arc::try_unwrap(pre).unwrap_or_else(|shared| (*shared).clone());
         let scope = CallScope { ctx: &ctx, workers: &AttemptWorkers::default() };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -143,6 +151,7 @@ impl ShadowJob {
             regret: None,
             failure: None,
             top: Vec::new(),
+            parts: Vec::new(),
         };
         let outcome = match outcome {
             Ok(outcome) => outcome,
@@ -164,6 +173,46 @@ impl ShadowJob {
             result.rank_of_decided = Some(1 + order.iter().filter(|&&i| outcome.totals[i] > total).count());
             result.regret = Some(outcome.totals[best] - total);
         }
+        if !result.agrees() && result.failure.is_none() {
+            let seed = pod_seed(seed, &pod, attempt);
+            result.parts = divergence_parts(&explainer, &ctx, &pod, &outcome, &result, seed);
+        }
         result
+    }
+}
+
+/// The candidate's breakdown of its scores for the node it would choose
+/// and the node decided (those of them it scored), in that order; nothing
+/// when it gives none or the call fails (the counts stand without it).
+fn divergence_parts(
+    explainer: &LoadedPolicy,
+    ctx: &PolicyContext,
+    pod: &PodInfo,
+    outcome: &AttemptOutcome,
+    result: &ShadowResult,
+    seed: u64,
+) -> Vec<(String, Vec<ScorePart>)> {
+    let name = |i: usize| ctx.nodes.name(outcome.candidates[i].node).unwrap_or_default().to_string();
+    let wanted = [result.would_choose.as_deref(), result.decided.as_deref()];
+    let mut picked: Vec<(String, usize)> = Vec::new();
+    for node in wanted.into_iter().flatten() {
+        if let Some(i) = (0..outcome.candidates.len()).find(|&i| name(i) == node) {
+            picked.push((node.to_string(), i));
+        }
+    }
+    let subset: Vec<_> = picked.iter().map(|&(_, i)| outcome.candidates[i]).collect();
+    if subset.is_empty() || !explainer.info.phases.score {
+        return Vec::new();
+    }
+    match explainer.explain_score(ctx, &pod.facts, &subset, seed) {
+        Ok(Some(per_node)) => picked
+            .into_iter()
+            .zip(per_node)
+            .filter(|(_, parts)| !parts.is_empty())
+            .map(|((node, _), parts)| {
+                (node, parts.into_iter().map(|p| ScorePart { name: p.name, value: p.value }).collect())
+            })
+            .collect(),
+        _ => Vec::new(),
     }
 }

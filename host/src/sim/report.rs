@@ -143,6 +143,11 @@ pub fn experiments(candidates: &[CandidateCounts]) -> String {
                 d.would_choose.as_deref().unwrap_or("none"),
                 best.join(", ")
             );
+            for (node, parts) in &d.parts {
+                let sum: Vec<String> = parts.iter().map(|p| format!("{} {}", p.name, trim_float(p.value))).collect();
+                let raw: f64 = parts.iter().map(|p| p.value).sum();
+                let _ = writeln!(out, "    {node}: {} = {}", sum.join(" + "), trim_float(raw));
+            }
         }
     }
     out

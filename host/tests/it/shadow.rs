@@ -56,6 +56,11 @@ fn candidates_never_change_a_decision_and_the_incumbent_in_its_own_place_agrees_
         assert_ne!(d["decided"], d["would_choose"], "{d}");
         assert_eq!(d["top"][0][0], d["would_choose"], "its best node is its choice: {d}");
         assert!(d["regret"].as_f64().unwrap() > 0.0 || d["rank_of_decided"].is_null(), "{d}");
+        // Its own breakdown (contract 0.2), first for the node it would
+        // choose: the spot bonus there.
+        let parts = d["parts"].as_array().unwrap_or_else(|| panic!("no breakdown: {d}"));
+        assert_eq!(parts[0][0], d["would_choose"], "{d}");
+        assert_eq!(parts[0][1][0]["name"], "spot", "{d}");
     }
 
     let table = String::from_utf8_lossy(&simulate(&["--candidate", &spot]).stdout).to_string();
@@ -63,6 +68,7 @@ fn candidates_never_change_a_decision_and_the_incumbent_in_its_own_place_agrees_
         table.contains("SHADOW CANDIDATES (never deciding)") && table.contains("spot-first 0.1.0 differs on:"),
         "{table}"
     );
+    assert!(table.contains(": spot 1000 + most allocated "), "the divergences show the candidate's parts: {table}");
 }
 
 /// Two nodes, and pods of which some are labelled `hostile=true` (the

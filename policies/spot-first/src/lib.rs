@@ -51,6 +51,15 @@ impl Policy for SpotFirst {
         let bonus = if self.is_spot(node) { 1000 } else { 0 };
         (bonus + most_allocated) as f64
     }
+
+    /// The same score in its two parts, for `--explain` and the
+    /// divergences `wasmsched experiments` shows: called for those only,
+    /// while `score` above stays free of allocations on every attempt.
+    fn score_parts(&self, _attempt: &Attempt<'_>, pod: &Pod, node: &NodeView<'_>) -> Option<ScoreParts> {
+        let most_allocated = 100 - node.least_allocated_score(pod);
+        let bonus = if self.is_spot(node) { 1000 } else { 0 };
+        Some(ScoreParts::new().add("spot", bonus as f64).add("most allocated", most_allocated as f64))
+    }
 }
 
 export_policy!(SpotFirst);
@@ -59,6 +68,19 @@ export_policy!(SpotFirst);
 mod tests {
     use super::*;
     use wasmsched_sdk::testing::{Harness, NodeBuilder, PodBuilder};
+
+    #[test]
+    fn the_parts_add_up_to_the_score() {
+        let mut h = Harness::<SpotFirst>::new();
+        h.add_node(NodeBuilder::new("od-busy").requested("3", "12Gi"));
+        h.add_node(NodeBuilder::new("spot-half").label("karpenter.sh/capacity-type", "spot").requested("2", "8Gi"));
+        let pod = PodBuilder::new("web").cpu("500m").memory("1Gi");
+        let scores = h.score(&pod);
+        for ((node, parts), (_, score)) in h.explain(&pod).into_iter().zip(scores) {
+            assert_eq!(parts.total(), score, "{node}");
+            assert_eq!(parts.parts()[0].0, "spot");
+        }
+    }
 
     #[test]
     fn spot_before_on_demand_and_fullest_spot_first() {

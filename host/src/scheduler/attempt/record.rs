@@ -31,7 +31,7 @@ pub struct PolicyScore {
 }
 
 /// One named part of a policy's raw score.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct ScorePart {
     pub name: String,
     pub value: f64,

@@ -216,6 +216,7 @@ pub(super) fn shadow_jobs(of: ShadowOf, shadows: &[Shadowing], pass: BuiltinPass
             pre: pre.clone(),
             ctx: of.ctx.clone(),
             seed: of.seed,
+            explainer: c.policy.clone(),
         })
         .collect()
 }
