@@ -300,7 +300,8 @@ wasmsched simulate cluster.yaml --policy {{wasm}}.wasm,config={{name}}.yaml --ca
 - `componentize` builds the component: CPython and your module, ~18 MB.
 - `check` loads it as the scheduler does and prints its size, compile
   time and a smoke run. Compiling the embedded CPython takes seconds (5–8 s
-  on 2 cores); `--cache-dir` keeps the result, so `simulate` starts at once.
+  measured on an idle 2-core machine, 13 s with the other core busy);
+  `--cache-dir` keeps the result, so `simulate` starts at once.
 - `simulate` places the pending pods of `cluster.yaml`; `--explain POD`
   prints that pod's decision: every node's verdict, and each score part
   (the built-in ones and `{{name}}`'s) raw and normalised.
