@@ -17,7 +17,18 @@
 
 use serde_json::{Value, json};
 
-use super::topology::Shape;
+/// What a shape's pods need, as [`crate::topology::Shape::needs`] says:
+/// this module knows objects, not workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    Nothing,
+    /// A claim per pod, made here (SchedulingWithResourceClaims).
+    Claims,
+    /// A claim template per scheduler, the pods' claims made by the
+    /// resource claim controller.
+    ClaimTemplates,
+    CsiVolumes,
+}
 
 const GPU_DRIVER: &str = "gpu.example.com";
 const CSI_DRIVER: &str = "ebs.csi.aws.com";
@@ -33,25 +44,23 @@ pub enum Need {
     Claim(Value),
 }
 
-/// What the nodes of `shape` publish besides themselves.
-pub fn for_nodes(shape: Shape, nodes: usize) -> Vec<Need> {
+/// What the nodes publish besides themselves.
+pub fn for_nodes(needs: Needs, nodes: usize) -> Vec<Need> {
     let names = (0..nodes).map(|i| format!("node-{i:05}"));
-    match shape {
-        Shape::ResourceClaims | Shape::ClaimTemplates | Shape::SteadyClaimTemplates => {
-            std::iter::once(Need::DeviceClass(device_class()))
-                .chain(names.map(|n| Need::ResourceSlice(slice(&n))))
-                .collect()
-        }
-        Shape::CsiVolumes => names.map(|n| Need::CsiNode(csi_node(&n))).collect(),
+    match needs {
+        Needs::Claims | Needs::ClaimTemplates => std::iter::once(Need::DeviceClass(device_class()))
+            .chain(names.map(|n| Need::ResourceSlice(slice(&n))))
+            .collect(),
+        Needs::CsiVolumes => names.map(|n| Need::CsiNode(csi_node(&n))).collect(),
         _ => vec![],
     }
 }
 
-/// What the measured pod `pod` of `shape` needs made before it.
-pub fn for_pod(shape: Shape, pod: &str, namespace: &str) -> Vec<Need> {
-    match shape {
-        Shape::ResourceClaims => vec![Need::ResourceClaim(resource_claim(pod, namespace))],
-        Shape::CsiVolumes => {
+/// What the measured pod `pod` needs made before it.
+pub fn for_pod(needs: Needs, pod: &str, namespace: &str) -> Vec<Need> {
+    match needs {
+        Needs::Claims => vec![Need::ResourceClaim(resource_claim(pod, namespace))],
+        Needs::CsiVolumes => {
             vec![Need::Volume(volume(pod, namespace)), Need::Claim(claim(pod, namespace))]
         }
         _ => vec![],
@@ -60,9 +69,9 @@ pub fn for_pod(shape: Shape, pod: &str, namespace: &str) -> Vec<Need> {
 
 /// What the measured pods of `scheduler` share, made before them in
 /// `namespace`; what is made from it is labelled `drain-run: run`.
-pub fn for_scheduler(shape: Shape, scheduler: &str, namespace: &str, run: &str) -> Vec<Need> {
-    match shape {
-        Shape::ClaimTemplates | Shape::SteadyClaimTemplates => {
+pub fn for_scheduler(needs: Needs, scheduler: &str, namespace: &str, run: &str) -> Vec<Need> {
+    match needs {
+        Needs::ClaimTemplates => {
             vec![Need::ClaimTemplate(claim_template(scheduler, namespace, run))]
         }
         _ => vec![],
@@ -70,15 +79,15 @@ pub fn for_scheduler(shape: Shape, scheduler: &str, namespace: &str, run: &str) 
 }
 
 /// What a measured pod of `scheduler` names of them.
-pub fn in_pod_spec(shape: Shape, pod: &str, scheduler: &str) -> Value {
-    match shape {
-        Shape::ResourceClaims => {
+pub fn in_pod_spec(needs: Needs, pod: &str, scheduler: &str) -> Value {
+    match needs {
+        Needs::Claims => {
             json!({"resourceClaims": [{"name": "gpu", "resourceClaimName": format!("{pod}-gpu")}]})
         }
-        Shape::ClaimTemplates | Shape::SteadyClaimTemplates => {
+        Needs::ClaimTemplates => {
             json!({"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": format!("gpu-{scheduler}")}]})
         }
-        Shape::CsiVolumes => {
+        Needs::CsiVolumes => {
             json!({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": format!("{pod}-pvc")}}]})
         }
         _ => json!({}),

@@ -192,7 +192,7 @@ impl Drain {
             node
         });
         create_all(&nodes, bodies).await.context("creating nodes")?;
-        create_needs(client, "", pod_needs::for_nodes(shape, self.nodes), run)
+        create_needs(client, "", pod_needs::for_nodes(shape.needs(), self.nodes), run)
             .await
             .context("creating what nodes publish")
     }
@@ -225,9 +225,10 @@ impl Drain {
         let bodies: Vec<Value> = (0..measured).map(|i| measured_pod(self.shape, scheduler, i, &label)).collect();
         let names: HashSet<String> =
             bodies.iter().map(|p| p["metadata"]["name"].as_str().unwrap_or_default().to_string()).collect();
-        let shared = pod_needs::for_scheduler(self.shape, scheduler.scheduler_name(), namespace, &label);
-        let needs =
-            shared.into_iter().chain(names.iter().flat_map(|pod| pod_needs::for_pod(self.shape, pod, namespace)));
+        let shared = pod_needs::for_scheduler(self.shape.needs(), scheduler.scheduler_name(), namespace, &label);
+        let needs = shared
+            .into_iter()
+            .chain(names.iter().flat_map(|pod| pod_needs::for_pod(self.shape.needs(), pod, namespace)));
         let needs = needs.collect();
         create_needs(client, namespace, needs, &label).await.context("creating what the measured pods need")?;
         create_all(&pods, bodies.into_iter()).await.context("creating measured pods")?;

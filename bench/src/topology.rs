@@ -19,7 +19,7 @@ use wasmsched_runtime::{NoMetrics, PolicyEngine, PolicyLimits};
 
 use super::BenchResult;
 use super::cluster::node;
-use super::pod_needs::{self, Need};
+use super::pod_needs::{self, Need, Needs};
 use super::scheduling_basic::measure;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +101,16 @@ impl Shape {
         }
     }
 
+    /// What its pods need besides nodes (`pod_needs`).
+    pub fn needs(self) -> Needs {
+        match self {
+            Shape::ResourceClaims => Needs::Claims,
+            Shape::ClaimTemplates | Shape::SteadyClaimTemplates => Needs::ClaimTemplates,
+            Shape::CsiVolumes => Needs::CsiVolumes,
+            _ => Needs::Nothing,
+        }
+    }
+
     /// Where the init and the measured pods go.
     pub fn namespaces(self) -> (&'static str, &'static str) {
         match self {
@@ -139,7 +149,7 @@ impl Shape {
                         "whenUnsatisfiable": "DoNotSchedule", "labelSelector": blue}]}),
             ),
             Shape::ResourceClaims | Shape::ClaimTemplates | Shape::SteadyClaimTemplates | Shape::CsiVolumes => {
-                (json!({}), pod_needs::in_pod_spec(self, &name, scheduler))
+                (json!({}), pod_needs::in_pod_spec(self.needs(), &name, scheduler))
             }
             Shape::TopologySpreading | Shape::Basic | Shape::Preemption => (json!({}), json!({})),
             Shape::SpreadAndAntiAffinity => {
@@ -194,8 +204,8 @@ pub fn cluster(shape: Shape, nodes: usize, init: usize, measured: usize) -> Mani
     manifests.nodes = node_list;
     manifests.pods = bound.chain(pending).collect();
     let pod_needs =
-        (0..measured).flat_map(|i| pod_needs::for_pod(shape, &format!("measured-{i:06}"), measured_namespace));
-    for need in pod_needs::for_nodes(shape, nodes).into_iter().chain(pod_needs) {
+        (0..measured).flat_map(|i| pod_needs::for_pod(shape.needs(), &format!("measured-{i:06}"), measured_namespace));
+    for need in pod_needs::for_nodes(shape.needs(), nodes).into_iter().chain(pod_needs) {
         add(&mut manifests, need);
     }
     manifests

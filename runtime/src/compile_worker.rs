@@ -184,7 +184,7 @@ pub fn serve(opt: &str, parallel: bool, incremental: Option<&Path>) -> Result<()
         "speed" => OptLevel::Speed,
         other => return Err(format!("--opt {other:?}: none or speed")),
     };
-    let config = crate::engine::engine_config(parallel, opt, incremental);
+    let config = crate::engine_config::engine_config(parallel, opt, incremental);
     let engine = Engine::new(&config).map_err(|e| format!("{e:#}"))?;
     let mut bytes = Vec::new();
     std::io::stdin().read_to_end(&mut bytes).map_err(|e| format!("reading the component: {e}"))?;

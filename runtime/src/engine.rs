@@ -9,15 +9,15 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine, OptLevel};
+use wasmtime::{Engine, OptLevel};
 
 use crate::cache::PrecompiledCache;
 use crate::compile_worker::CompileWorker;
 use crate::contract::{self, ContractVersion, Template};
 use crate::declarations;
+use crate::engine_config::engine_config;
 use crate::error::PolicyError;
 use crate::host_state::HostState;
-use crate::incremental::DirStore;
 use crate::limits::PolicyLimits;
 use crate::loaded::{LoadedPolicy, Provenance};
 use crate::source::PolicySource;
@@ -61,27 +61,6 @@ struct Tier {
     /// What it was made with, for a compile worker to match.
     settings: (bool, OptLevel),
     incremental: Option<PathBuf>,
-}
-
-/// An engine's settings: the same in the scheduler and in a compile
-/// worker, whose artifacts the scheduler's engine then accepts.
-pub(crate) fn engine_config(parallel: bool, opt_level: OptLevel, incremental: Option<&Path>) -> Config {
-    let mut config = Config::new();
-    if let Some(dir) = incremental {
-        // Only a cache: the compiled code is the same with or without it.
-        let _ = config.enable_incremental_compilation(Arc::new(DirStore::new(dir)));
-    }
-    config.parallel_compilation(parallel);
-    config.wasm_component_model(true);
-    config.epoch_interruption(true);
-    config.cranelift_opt_level(opt_level);
-    // `WASMSCHED_PERF_MAP=1`: name every compiled policy function in
-    // /tmp/perf-PID.map, so `perf record` / `perf report` attribute time
-    // inside policies (docs/benchmarks.md, "Profiling a policy").
-    if std::env::var_os("WASMSCHED_PERF_MAP").is_some_and(|v| v == "1") {
-        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
-    }
-    config
 }
 
 impl Tier {

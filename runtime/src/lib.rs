@@ -15,6 +15,7 @@ pub mod compile_worker;
 mod contract;
 mod declarations;
 mod engine;
+mod engine_config;
 mod error;
 pub mod facts;
 mod facts_rules;

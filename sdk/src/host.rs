@@ -50,7 +50,7 @@ mod imp {
 
 #[cfg(not(target_arch = "wasm32"))]
 mod imp {
-    use crate::testing::TEST_HOST;
+    use crate::test_host::TEST_HOST;
     use crate::{LogLevel, MetricSample, NodeId};
 
     pub fn log(level: LogLevel, message: &str, fields: &[(&str, &str)]) {

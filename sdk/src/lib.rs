@@ -31,30 +31,21 @@
 // The generated bindings refer to this crate by name, also from inside it.
 extern crate self as wasmsched_sdk;
 
-pub mod bindings {
-    //! Raw bindings generated from `wit/0.2.0`. Policies normally use the
-    //! typed views of the crate root instead.
-    wit_bindgen::generate!({
-        path: "../wit/0.2.0",
-        world: "scheduler-policy",
-        pub_export_macro: true,
-        export_macro_name: "__export_scheduler_policy",
-        default_bindings_module: "wasmsched_sdk::bindings",
-        runtime_path: "wasmsched_sdk::__wit_bindgen::rt",
-        additional_derives: [PartialEq],
-    });
-}
+pub mod bindings;
 
 #[doc(hidden)]
 pub use wit_bindgen as __wit_bindgen;
 
+mod columns;
 mod config;
 pub mod host;
+mod node_table;
 mod parts;
 mod policy;
 mod rules;
 #[doc(hidden)]
 pub mod runtime;
+mod test_host;
 pub mod testing;
 mod view;
 
@@ -64,10 +55,10 @@ pub use bindings::wasmsched::policy::types::{
     PolicyInfo, Resources, ScoreOrder, SelectorOperator, SelectorRequirement, Taint, TaintEffect, Toleration,
     TolerationOperator,
 };
+pub use columns::{Columns, Verdicts};
 pub use config::Config;
 pub use parts::ScoreParts;
 pub use policy::{Phases, Policy};
-pub use runtime::{Columns, Verdicts};
 #[allow(deprecated)]
 pub use view::Cycle;
 pub use view::{Attempt, Node, NodeView, Pod, Usage, least_allocated_score};

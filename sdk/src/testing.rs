@@ -9,26 +9,14 @@
 //! assert_eq!(h.best(&PodBuilder::new("web").cpu("100m")), Some("fast".to_string()));
 //! ```
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 
 use crate::runtime::Instance;
+use crate::test_host::TEST_HOST;
 use crate::{
     Candidates, MetricSample, NodeChange, NodeId, NodeInfo, NodeSelectorTerm, PodInfo, Policy, Resources, ScoreOrder,
     ScoreParts, Taint, TaintEffect, Toleration, TolerationOperator, Usage, quantity,
 };
-
-/// What the host imports return in native builds, per thread.
-#[derive(Default)]
-pub(crate) struct TestHost {
-    pub config: String,
-    pub metrics: HashMap<(NodeId, String), MetricSample>,
-    pub logs: Vec<String>,
-}
-
-thread_local! {
-    pub(crate) static TEST_HOST: RefCell<TestHost> = RefCell::new(TestHost::default());
-}
 
 fn parse_or_panic(what: &str, raw: &str, parse: fn(&str) -> Result<u64, quantity::QuantityError>) -> u64 {
     parse(raw).unwrap_or_else(|e| panic!("fixture {what}: {e}"))

@@ -33,7 +33,7 @@ pub async fn run(drain: &Drain, client: &Client, run: &str, scheduler: Scheduler
     let namespace = drain.shape.namespaces().1;
     let label = format!("{run}-{}", scheduler.name());
     let controller = ClaimController::start(&drain.state_dir)?;
-    let shared = pod_needs::for_scheduler(drain.shape, scheduler.scheduler_name(), namespace, &label);
+    let shared = pod_needs::for_scheduler(drain.shape.needs(), scheduler.scheduler_name(), namespace, &label);
     create_needs(client, namespace, shared, &label).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     create_all(&pods, (0..pending).map(|i| measured_pod(drain.shape, scheduler, i, &label))).await?;

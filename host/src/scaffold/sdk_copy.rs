@@ -8,13 +8,17 @@
 /// layout, so the SDK's `../wit/0.2.0` path resolves as it does here.
 pub const FILES: &[(&str, &str)] = &[
     ("wasmsched-sdk/Cargo.toml", SDK_MANIFEST),
+    ("wasmsched-sdk/src/bindings.rs", include_str!("../../../sdk/src/bindings.rs")),
+    ("wasmsched-sdk/src/columns.rs", include_str!("../../../sdk/src/columns.rs")),
     ("wasmsched-sdk/src/config.rs", include_str!("../../../sdk/src/config.rs")),
     ("wasmsched-sdk/src/host.rs", include_str!("../../../sdk/src/host.rs")),
     ("wasmsched-sdk/src/lib.rs", include_str!("../../../sdk/src/lib.rs")),
+    ("wasmsched-sdk/src/node_table.rs", include_str!("../../../sdk/src/node_table.rs")),
     ("wasmsched-sdk/src/parts.rs", include_str!("../../../sdk/src/parts.rs")),
     ("wasmsched-sdk/src/policy.rs", include_str!("../../../sdk/src/policy.rs")),
     ("wasmsched-sdk/src/rules.rs", include_str!("../../../sdk/src/rules.rs")),
     ("wasmsched-sdk/src/runtime.rs", include_str!("../../../sdk/src/runtime.rs")),
+    ("wasmsched-sdk/src/test_host.rs", include_str!("../../../sdk/src/test_host.rs")),
     ("wasmsched-sdk/src/testing.rs", include_str!("../../../sdk/src/testing.rs")),
     ("wasmsched-sdk/src/view.rs", include_str!("../../../sdk/src/view.rs")),
     ("wasmsched-rules/Cargo.toml", RULES_MANIFEST),
