@@ -17,7 +17,7 @@ import { takeLogs, useMetrics, useSettings } from "./host.js";
 // rounded up as kube rounds a quantity's milli-value: a BigInt.
 function quantity(what, text, scale) {
   const match = /^([+]?)([0-9]+)?(?:\.([0-9]*))?(?:(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)|[eE]([+-]?[0-9]+))?$/.exec(text);
-  if (match === null || (match[2] === undefined && match[3] === undefined)) {
+  if (match === null || (match[2] ?? "") + (match[3] ?? "") === "") {
     throw new Error(`fixture ${what}: ${JSON.stringify(text)} is not a quantity`);
   }
   const [, , whole = "", fraction = "", suffix, exponent] = match;

@@ -12,7 +12,6 @@ The reference: wasmsched's sdk/reference/python.md lists every helper with
 its signature, beside the Rust and JavaScript names.
 """
 
-import inspect
 import json
 import math
 import re
@@ -414,20 +413,20 @@ class NodeView:
 
 def _takes_attempt(function) -> bool:
     """Whether a per-node function takes the attempt as a third argument
-    (`(pod, node)` functions written before it was passed still work)."""
-    known = _TAKES_ATTEMPT.get(function)
-    if known is None:
-        try:
-            parameters = inspect.signature(function).parameters.values()
-        except (TypeError, ValueError):
-            return True
-        positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        known = len(positional) >= 3 or any(p.kind == p.VAR_POSITIONAL for p in parameters)
-        _TAKES_ATTEMPT[function] = known
-    return known
+    (`(pod, node)` functions written before it was passed still work).
+    Read from the function's code each call: no cache, since a bound
+    method is a new object per `Policy` instance (componentize-py may make
+    one per call)."""
+    func = getattr(function, "__func__", function)
+    code = getattr(func, "__code__", None)
+    if code is None:  # a callable object or a builtin: given the attempt
+        return True
+    positional = code.co_argcount - (0 if func is function else 1)
+    return positional >= 3 or bool(code.co_flags & _CO_VARARGS)
 
 
-_TAKES_ATTEMPT: dict = {}
+# `inspect.CO_VARARGS`, without importing inspect into every component.
+_CO_VARARGS = 0x04
 
 
 def filter_each(nodes: Nodes, pod, candidates, reject) -> types.FilterVerdicts:

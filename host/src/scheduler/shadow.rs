@@ -209,9 +209,7 @@ fn divergence_parts(
             .into_iter()
             .zip(per_node)
             .filter(|(_, parts)| !parts.is_empty())
-            .map(|((node, _), parts)| {
-                (node, parts.into_iter().map(|p| ScorePart { name: p.name, value: p.value }).collect())
-            })
+            .map(|((node, _), parts)| (node, parts.into_iter().map(ScorePart::from).collect()))
             .collect(),
         _ => Vec::new(),
     }

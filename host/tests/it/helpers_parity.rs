@@ -113,17 +113,23 @@ console.log(JSON.stringify({ la, free, tol }));
 /// Runs the project's helper module in `lang` (`python` or `js`) on the
 /// cases and compares with the Rust side.
 pub(crate) fn assert_the_helpers_agree_with_the_sdk(dir: &Path, lang: &str) {
-    let input = cases().to_string();
+    let got = run_in_project(dir, lang, (PYTHON, JS), &cases());
+    assert_eq!(got, expected(), "{lang}'s helpers and the Rust SDK's disagree");
+}
+
+/// Runs `scripts` (Python's, JavaScript's) in the project at `dir` in
+/// `lang` (`python` or `js`), the contract's host import resolved to the
+/// project's stand-in, with `input` as its one argument; its JSON answer.
+pub(crate) fn run_in_project(dir: &Path, lang: &str, scripts: (&str, &str), input: &Value) -> Value {
     let quoted = format!("'{input}'");
     let command = match lang {
-        "python" => format!("python3 -c '{}' {quoted}", PYTHON.replace('\'', "\"")),
+        "python" => format!("python3 -c '{}' {quoted}", scripts.0.replace('\'', "\"")),
         _ => format!(
             "node --import ./tests/use-test-host.js --input-type=module -e '{}' {quoted}",
-            JS.replace('\'', "\"")
+            scripts.1.replace('\'', "\"")
         ),
     };
     let out = shell(dir, &command);
-    assert!(out.status.success(), "{lang} helpers: {}", text(&out.stderr));
-    let got: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)));
-    assert_eq!(got, expected(), "{lang}'s helpers and the Rust SDK's disagree");
+    assert!(out.status.success(), "{lang}: {}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)))
 }

@@ -14,8 +14,6 @@ use wasmsched_sdk::{
     TaintEffect, TolerationOperator,
 };
 
-use crate::new_cli::{shell, text};
-
 /// The fixtures, as each language's script reads them.
 fn fixtures() -> Value {
     json!({
@@ -306,17 +304,7 @@ fn numbers_as_floats(value: Value) -> Value {
 /// Runs the project's toolkit in `lang` (`python` or `js`) on the fixtures
 /// and compares with the Rust SDK's.
 pub(crate) fn assert_the_toolkit_agrees_with_the_sdk(dir: &Path, lang: &str) {
-    let quoted = format!("'{}'", fixtures());
-    let command = match lang {
-        "python" => format!("python3 -c '{}' {quoted}", PYTHON.replace('\'', "\"")),
-        _ => format!(
-            "node --import ./tests/use-test-host.js --input-type=module -e '{}' {quoted}",
-            JS.replace('\'', "\"")
-        ),
-    };
-    let out = shell(dir, &command);
-    assert!(out.status.success(), "{lang} toolkit: {}", text(&out.stderr));
-    let got: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)));
+    let got = crate::helpers_parity::run_in_project(dir, lang, (PYTHON, JS), &fixtures());
     let want = expected();
     assert_eq!(numbers_as_floats(got), numbers_as_floats(want.clone()), "{lang}'s toolkit and the Rust SDK's disagree");
     // The fixtures reach every branch: each verdict kind, and both a placed

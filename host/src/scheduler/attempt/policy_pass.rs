@@ -202,7 +202,7 @@ impl Calls<'_> {
                 let wp = self.policies.policies.iter().find(|wp| wp.policy.info.phases.score && wp.policy.name() == name);
                 let Some(wp) = wp else { return Vec::new() };
                 match self.calls_for.explain_score(wp, candidates, pod_seed) {
-                    Ok(parts) => parts.map_or_else(Vec::new, |nodes| nodes.into_iter().map(|n| n.into_iter().map(part).collect()).collect()),
+                    Ok(parts) => parts.map_or_else(Vec::new, |nodes| nodes.into_iter().map(|n| n.into_iter().map(ScorePart::from).collect()).collect()),
                     Err(e) => {
                         tracing::warn!(pod = %self.pod.key, error = %e, "policy explain-score failed; its score is shown whole");
                         Vec::new()
@@ -274,10 +274,6 @@ impl Calls<'_> {
         }
         (totals, per_policy)
     }
-}
-
-fn part(p: wasmsched_runtime::ScorePart) -> ScorePart {
-    ScorePart { name: p.name, value: p.value }
 }
 
 /// Each candidate's scores, part by part, and its total, for `--explain`.

@@ -37,6 +37,12 @@ pub struct ScorePart {
     pub value: f64,
 }
 
+impl From<wasmsched_runtime::ScorePart> for ScorePart {
+    fn from(p: wasmsched_runtime::ScorePart) -> Self {
+        ScorePart { name: p.name, value: p.value }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "verdict", rename_all = "camelCase")]
 pub enum Verdict {
