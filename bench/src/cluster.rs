@@ -18,8 +18,8 @@ fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
 /// policies (`cheapest`, in any language) can be measured on it too.
 pub fn cluster(nodes: usize, pods: usize) -> Manifests {
     let mut manifests = Manifests::default();
-    manifests.nodes = (0..nodes).map(node).collect();
-    manifests.pods = (0..pods).map(pod).collect();
+    manifests.objects.nodes = (0..nodes).map(node).collect();
+    manifests.objects.pods = (0..pods).map(pod).collect();
     manifests
 }
 

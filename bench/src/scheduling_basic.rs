@@ -121,7 +121,7 @@ pub fn measure(
     variant: &str,
     options: SimOptions,
 ) -> Result<BenchResult, String> {
-    let nodes = manifests.nodes.len();
+    let nodes = manifests.objects.nodes.len();
     let (sampling, workers) = (options.sampling, options.workers.threads());
     let started = Instant::now();
     let mut report = simulate(manifests, policies, metrics, &options)?;

@@ -201,8 +201,8 @@ pub fn cluster(shape: Shape, nodes: usize, init: usize, measured: usize) -> Mani
     let pending =
         (0..measured).map(|i| pod(shape.pod(format!("measured-{i:06}"), measured_namespace, None, true, "wasmsched")));
     let mut manifests = Manifests::default();
-    manifests.nodes = node_list;
-    manifests.pods = bound.chain(pending).collect();
+    manifests.objects.nodes = node_list;
+    manifests.objects.pods = bound.chain(pending).collect();
     let pod_needs =
         (0..measured).flat_map(|i| pod_needs::for_pod(shape.needs(), &format!("measured-{i:06}"), measured_namespace));
     for need in pod_needs::for_nodes(shape.needs(), nodes).into_iter().chain(pod_needs) {
@@ -216,14 +216,14 @@ fn add(manifests: &mut Manifests, need: Need) {
         serde_json::from_value(value).expect("a valid object")
     }
     match need {
-        Need::DeviceClass(v) => manifests.device_classes.push(parse(v)),
-        Need::ResourceSlice(v) => manifests.resource_slices.push(parse(v)),
-        Need::ResourceClaim(v) => manifests.resource_claims.push(parse(v)),
+        Need::DeviceClass(v) => manifests.objects.device_classes.push(parse(v)),
+        Need::ResourceSlice(v) => manifests.objects.resource_slices.push(parse(v)),
+        Need::ResourceClaim(v) => manifests.objects.resource_claims.push(parse(v)),
         // Only the real-only shapes have templates (`Shape::real_only`).
         Need::ClaimTemplate(_) => {}
-        Need::CsiNode(v) => manifests.csi_nodes.push(parse(v)),
-        Need::Volume(v) => manifests.volumes.push(parse(v)),
-        Need::Claim(v) => manifests.claims.push(parse(v)),
+        Need::CsiNode(v) => manifests.objects.csi_nodes.push(parse(v)),
+        Need::Volume(v) => manifests.objects.volumes.push(parse(v)),
+        Need::Claim(v) => manifests.objects.claims.push(parse(v)),
     }
 }
 

@@ -169,8 +169,8 @@ fn write_cluster(args: &SimulateArgs, file: &std::path::Path) -> anyhow::Result<
     std::fs::write(file, yaml).with_context(|| format!("--write-cluster {}", file.display()))?;
     println!(
         "wrote {origin} ({} nodes, {} pods) to {}: edit it, then `wasmsched simulate {} --policy ...`",
-        manifests.nodes.len(),
-        manifests.pods.len(),
+        manifests.objects.nodes.len(),
+        manifests.objects.pods.len(),
         file.display(),
         file.display()
     );

@@ -2,24 +2,25 @@
 //! watch, a dump of manifests) into these and hands them to
 //! `Scheduler::apply`, which answers with what the backend must report.
 //!
-//! A new watched kind is one line of the table below, one arm in
-//! `scheduler_core::cluster_events`, and one source in each backend.
+//! The kinds come from the one table in the `wasmsched-kinds` crate
+//! (`kinds/src/lib.rs`), which says how to add one.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
+use k8s_openapi::api::core::v1::Pod;
 
 use crate::cluster::PodKey;
 
-/// Declares the event vocabulary from one table, kind by kind: the
-/// `ClusterEvent` variant, the type it carries changes of, and the
-/// resource that names it in `wasmsched_watch_events_total`.
+/// Declares the event vocabulary from the kinds table: the
+/// `ClusterEvent` variant of each kind, the type it carries changes of,
+/// and how the API names it.
 macro_rules! cluster_events {
-    ($($(#[$doc:meta])* $variant:ident($kind:ty) => $resource:literal,)*) => {
+    ($(
+        $(#[$doc:meta])* $variant:ident($kind:ty) {
+            api: $api:literal, resource: $resource:literal, kind: $name:literal, scope: $scope:ident, $($rest:tt)*
+        },
+    )*) => {
         /// One change to the cluster, by kind.
         #[derive(Debug, Clone)]
         pub enum ClusterEvent {
@@ -27,10 +28,20 @@ macro_rules! cluster_events {
         }
 
         $(impl WatchedKind for $kind {
+            const INFO: KindInfo = KindInfo {
+                api_version: $api,
+                resource: $resource,
+                kind: $name,
+                namespaced: cluster_events!(@namespaced $scope),
+            };
+
             fn event(change: Change<Self>) -> ClusterEvent {
                 ClusterEvent::$variant(change)
             }
         })*
+
+        /// Every kind the core takes events of, in the table's order.
+        pub const WATCHED_KINDS: &[KindInfo] = &[$(<$kind as WatchedKind>::INFO,)*];
 
         impl ClusterEvent {
             /// The resource, as `wasmsched_watch_events_total` labels it.
@@ -64,36 +75,37 @@ macro_rules! cluster_events {
             }
         }
     };
+    (@namespaced namespaced) => { true };
+    (@namespaced cluster) => { false };
 }
 
-cluster_events! {
-    Node(Node) => "nodes",
-    /// Every pod that is not Succeeded or Failed: bound ones count as load,
-    /// pending ones of our profiles are queued (`Scheduler::standing`).
-    Pod(Pod) => "pods",
-    /// Namespaces' labels, which inter-pod affinity's namespace selectors
-    /// match.
-    Namespace(Namespace) => "namespaces",
-    /// PodDisruptionBudgets, which preemption respects.
-    DisruptionBudget(PodDisruptionBudget) => "poddisruptionbudgets",
-    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses, which
-    /// VolumeBinding reads.
-    Claim(PersistentVolumeClaim) => "persistentvolumeclaims",
-    Volume(PersistentVolume) => "persistentvolumes",
-    StorageClass(StorageClass) => "storageclasses",
-    /// CSINodes: how many volumes of each CSI driver a node can attach
-    /// (NodeVolumeLimits).
-    CsiNode(CSINode) => "csinodes",
-    /// CSIDrivers (which publish their storage capacity) and the
-    /// CSIStorageCapacities they publish: where a claim can be provisioned
-    /// (VolumeBinding).
-    CsiDriver(CSIDriver) => "csidrivers",
-    StorageCapacity(CSIStorageCapacity) => "csistoragecapacities",
-    /// ResourceSlices (the devices drivers publish), DeviceClasses and
-    /// ResourceClaims: what DynamicResources allocates.
-    ResourceSlice(ResourceSlice) => "resourceslices",
-    DeviceClass(DeviceClass) => "deviceclasses",
-    ResourceClaim(ResourceClaim) => "resourceclaims",
+wasmsched_kinds::watched_kinds!(cluster_events);
+
+/// How the API names a watched kind, and whether its objects live in
+/// namespaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KindInfo {
+    /// `v1`, `policy/v1`.
+    pub api_version: &'static str,
+    /// The plural, as in a URL: `poddisruptionbudgets`.
+    pub resource: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+}
+
+impl KindInfo {
+    /// The API group: "" for the core group.
+    pub fn group(&self) -> &'static str {
+        self.api_version.rsplit_once('/').map_or("", |(group, _)| group)
+    }
+
+    /// `pods`, `poddisruptionbudgets.policy`: as kubectl and RBAC name it.
+    pub fn qualified(&self) -> String {
+        match self.group() {
+            "" => self.resource.to_string(),
+            group => format!("{}.{group}", self.resource),
+        }
+    }
 }
 
 /// What happened to objects of one kind.
@@ -193,8 +205,9 @@ impl From<&PodKey> for ObjectKey {
     }
 }
 
-/// A kind of object the core takes events of.
+/// A kind of object the core takes events of (a row of the kinds table).
 pub trait WatchedKind: Sized {
+    const INFO: KindInfo;
     fn event(change: Change<Self>) -> ClusterEvent;
 }
 
@@ -244,4 +257,54 @@ pub struct InvalidPod {
     pub key: PodKey,
     pub pod: Arc<Pod>,
     pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::any::TypeId;
+
+    use k8s_openapi::{NamespaceResourceScope, Resource};
+
+    use super::*;
+
+    /// The names the kinds table gives a kind, against k8s-openapi's.
+    fn agrees<K: WatchedKind + Resource<Scope: 'static>>() {
+        let namespaced = TypeId::of::<K::Scope>() == TypeId::of::<NamespaceResourceScope>();
+        let api = KindInfo { api_version: K::API_VERSION, resource: K::URL_PATH_SEGMENT, kind: K::KIND, namespaced };
+        assert_eq!(K::INFO, api);
+    }
+
+    macro_rules! each_kind_agrees {
+        ($($(#[$doc:meta])* $variant:ident($kind:ty) { $($columns:tt)* },)*) => {
+            $(agrees::<$kind>();)*
+        };
+    }
+
+    #[test]
+    fn the_kinds_table_names_each_kind_as_the_api_does() {
+        wasmsched_kinds::watched_kinds!(each_kind_agrees);
+        assert_eq!(WATCHED_KINDS.len(), 13);
+        assert_eq!(WATCHED_KINDS[3].qualified(), "poddisruptionbudgets.policy");
+        assert_eq!(WATCHED_KINDS[0].qualified(), "nodes");
+    }
+
+    /// docs/architecture.md's table of kinds is the table's, in its order.
+    #[test]
+    fn architecture_lists_every_kind() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/architecture.md");
+        let text = std::fs::read_to_string(path).unwrap();
+        let section = text.split("**One table of kinds**").nth(1).expect("the section on the kinds table");
+        let listed: Vec<(&str, &str)> = section
+            .lines()
+            .skip_while(|l| !l.starts_with("| kind |"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                (cells[1], cells[2])
+            })
+            .collect();
+        let table: Vec<(&str, &str)> = WATCHED_KINDS.iter().map(|k| (k.kind, k.api_version)).collect();
+        assert_eq!(listed, table, "docs/architecture.md lists the kinds otherwise than kinds/src/lib.rs");
+    }
 }

@@ -37,7 +37,9 @@ pub mod tenants;
 
 pub use attempt::record::{AttemptRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, Verdict};
 pub use denied_writes::DeniedWrites;
-pub use events::{Change, ClusterEvent, EventRecord, EventReport, InvalidPod, ObjectKey, WatchedKind};
+pub use events::{
+    Change, ClusterEvent, EventRecord, EventReport, InvalidPod, KindInfo, ObjectKey, WATCHED_KINDS, WatchedKind,
+};
 pub use parallel::AttemptWorkers;
 pub use plugins::preemption::{Preemption, Victim};
 pub use plugins::reasons::ReasonHistogram;

@@ -11,11 +11,12 @@ use k8s_openapi::api::core::v1::{Pod, PodResourceClaimStatus};
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::Manifests;
+use super::{ClusterObjects, Manifests};
 
 /// Makes the claims of `manifests`' pending pods from their templates.
 pub fn make_claims(manifests: &mut Manifests) {
-    let Manifests { pods, resource_claims, claim_templates, .. } = manifests;
+    let Manifests { objects, claim_templates, .. } = manifests;
+    let ClusterObjects { pods, resource_claims, .. } = objects;
     for pod in pods.iter_mut().filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none())) {
         for (claim_name, template) in templated(pod) {
             let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());

@@ -3,51 +3,39 @@
 //! nodes,pods -A -o yaml` prints). Every problem names the file and the
 //! document (and the list item) it is in.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::Metadata;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-/// The kinds the simulator reads.
-const KINDS: &str = "Node, Pod, Namespace, PodDisruptionBudget, PriorityClass, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, CSIStorageCapacity, ResourceSlice, DeviceClass, ResourceClaim, ResourceClaimTemplate";
+use crate::scheduler::WATCHED_KINDS;
+use crate::sim::objects::{ClusterObjects, ObjectReader};
+
+/// The kinds only the simulator reads: what the API server's admission
+/// and the claim controller make of pods.
+const SIMULATOR_KINDS: [&str; 2] = ["PriorityClass", "ResourceClaimTemplate"];
+
+/// The kinds the simulator reads, for messages.
+fn kinds() -> String {
+    let kinds: Vec<&str> = WATCHED_KINDS.iter().map(|k| k.kind).chain(SIMULATOR_KINDS).collect();
+    kinds.join(", ")
+}
 
 /// The largest cluster file read: a dump of 50,000 pods is about half.
 const MAX_DUMP_BYTES: usize = 512 << 20;
 
 #[derive(Debug, Default)]
 pub struct Manifests {
-    pub nodes: Vec<Node>,
-    pub pods: Vec<Pod>,
-    /// Their labels are what inter-pod affinity's namespace selectors match.
-    pub namespaces: Vec<Namespace>,
-    /// Budgets preemption respects where it can.
-    pub budgets: Vec<PodDisruptionBudget>,
+    /// The objects of every kind the scheduling core watches.
+    pub objects: ClusterObjects,
     /// Resolve pods' `priorityClassName`, as the Priority admission plugin
     /// does when a pod is created.
     pub priority_classes: Vec<PriorityClass>,
-    /// What VolumeBinding reads of pods' claims.
-    pub claims: Vec<PersistentVolumeClaim>,
-    pub volumes: Vec<PersistentVolume>,
-    pub storage_classes: Vec<StorageClass>,
-    /// Nodes' CSI attach limits (NodeVolumeLimits).
-    pub csi_nodes: Vec<CSINode>,
-    /// CSI drivers and the storage capacity they publish (VolumeBinding's
-    /// provisioning).
-    pub csi_drivers: Vec<CSIDriver>,
-    pub storage_capacities: Vec<CSIStorageCapacity>,
-    /// Devices published, their classes and the claims for them
-    /// (DynamicResources).
-    pub resource_slices: Vec<ResourceSlice>,
-    pub device_classes: Vec<DeviceClass>,
-    pub resource_claims: Vec<ResourceClaim>,
     /// What pods' claims are made from (`claim_templates`).
     pub claim_templates: Vec<ResourceClaimTemplate>,
     /// Kinds that were read but are not simulated (Deployments, Services…).
@@ -58,8 +46,8 @@ pub struct Manifests {
     /// for (`keeping_documents`, for `simulate --write-cluster`); `None`
     /// otherwise, so a simulation holds each object once.
     pub documents: Option<Vec<serde_yaml::Value>>,
-    /// Where each node and pod was first read, by kind, namespace and name.
-    first_at: std::collections::HashMap<(String, String, String), String>,
+    /// Where each object was first read, by kind, namespace and name.
+    first_at: HashMap<(String, String, String), String>,
 }
 
 impl Manifests {
@@ -89,121 +77,23 @@ impl Manifests {
 
     fn add_value(&mut self, at: &str, value: serde_yaml::Value) {
         let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or_default().to_string();
+        if kind == "List" || kind.ends_with("List") {
+            let items = value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default();
+            for (i, item) in items.into_iter().enumerate() {
+                self.add_value(&format!("{at}, item {}", i + 1), item);
+            }
+            return;
+        }
+        if kind.is_empty() {
+            return self.problems.push(format!("{at}: no `kind` (expected {} or List)", kinds()));
+        }
+        let Manifests { objects, priority_classes, claim_templates, problems, documents, first_at, .. } = self;
+        let mut reader = Reader { at, value: &value, problems, documents, first_at };
         match kind.as_str() {
-            "Node" => {
-                let node = self.parse(at, &kind, value);
-                let node = self.unique(at, &kind, node);
-                self.nodes.extend(node);
-            }
-            "Pod" => {
-                let pod = self.parse(at, &kind, value);
-                let pod = self.unique(at, &kind, pod);
-                self.pods.extend(pod);
-            }
-            "Namespace" => {
-                let namespace = self.parse(at, &kind, value);
-                self.namespaces.extend(namespace);
-            }
-            "PodDisruptionBudget" => {
-                let budget = self.parse(at, &kind, value);
-                self.budgets.extend(budget);
-            }
-            "PriorityClass" => {
-                let class = self.parse(at, &kind, value);
-                self.priority_classes.extend(class);
-            }
-            "PersistentVolumeClaim" => {
-                let claim = self.parse(at, &kind, value);
-                self.claims.extend(claim);
-            }
-            "PersistentVolume" => {
-                let volume = self.parse(at, &kind, value);
-                self.volumes.extend(volume);
-            }
-            "StorageClass" => {
-                let class = self.parse(at, &kind, value);
-                self.storage_classes.extend(class);
-            }
-            "CSINode" => {
-                let csi_node = self.parse(at, &kind, value);
-                self.csi_nodes.extend(csi_node);
-            }
-            "CSIDriver" => {
-                let driver = self.parse(at, &kind, value);
-                self.csi_drivers.extend(driver);
-            }
-            "CSIStorageCapacity" => {
-                let capacity = self.parse(at, &kind, value);
-                self.storage_capacities.extend(capacity);
-            }
-            "ResourceSlice" => {
-                let slice = self.parse(at, &kind, value);
-                self.resource_slices.extend(slice);
-            }
-            "DeviceClass" => {
-                let class = self.parse(at, &kind, value);
-                self.device_classes.extend(class);
-            }
-            "ResourceClaim" => {
-                let claim = self.parse(at, &kind, value);
-                self.resource_claims.extend(claim);
-            }
-            "ResourceClaimTemplate" => {
-                let template = self.parse(at, &kind, value);
-                self.claim_templates.extend(template);
-            }
-            k if k == "List" || k.ends_with("List") => {
-                let items = value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default();
-                for (i, item) in items.into_iter().enumerate() {
-                    self.add_value(&format!("{at}, item {}", i + 1), item);
-                }
-            }
-            "" => self.problems.push(format!("{at}: no `kind` (expected {KINDS} or List)")),
-            other => *self.ignored_kinds.entry(other.to_string()).or_default() += 1,
-        }
-    }
-
-    /// `object` unless one of its kind and name was read before: a second
-    /// one is a problem (a cluster holds one), never silently merged.
-    fn unique<K: Metadata<Ty = ObjectMeta>>(&mut self, at: &str, kind: &str, object: Option<K>) -> Option<K> {
-        let object = object?;
-        let meta = object.metadata();
-        let namespace =
-            meta.namespace.clone().unwrap_or_else(|| if kind == "Pod" { "default".into() } else { String::new() });
-        let name = meta.name.clone().unwrap_or_default();
-        let key = (kind.to_string(), namespace.clone(), name.clone());
-        if let Some(first) = self.first_at.get(&key) {
-            let shown = if namespace.is_empty() { name } else { format!("{namespace}/{name}") };
-            self.problems.push(format!(
-                "{at}: a second {kind} {shown} (the first is at {first}); a cluster holds one of each name"
-            ));
-            return None;
-        }
-        self.first_at.insert(key, at.to_string());
-        Some(object)
-    }
-
-    /// One object of `kind`; a problem (and `None`) if it is malformed or
-    /// has no name.
-    fn parse<K>(&mut self, at: &str, kind: &str, value: serde_yaml::Value) -> Option<K>
-    where
-        K: DeserializeOwned + Metadata<Ty = ObjectMeta>,
-    {
-        match K::deserialize(&value) {
-            Ok(object) if object.metadata().name.as_deref().is_some_and(|n| !n.is_empty()) => {
-                if let Some(documents) = &mut self.documents {
-                    documents.push(value);
-                }
-                Some(object)
-            }
-            Ok(_) => {
-                self.problems.push(format!("{at}: {kind} without metadata.name"));
-                None
-            }
-            Err(e) => {
-                self.problems.push(format!("{at}: not a valid {kind}: {e}"));
-                None
-            }
+            "PriorityClass" => priority_classes.extend(reader.read(&kind, false)),
+            "ResourceClaimTemplate" => claim_templates.extend(reader.read(&kind, true)),
+            _ if objects.read(&kind, &mut reader) => {}
+            _ => *self.ignored_kinds.entry(kind).or_default() += 1,
         }
     }
 
@@ -213,7 +103,7 @@ impl Manifests {
     /// a problem, as the API server would refuse the pod.
     pub fn admit_priorities(&mut self) {
         let default = self.priority_classes.iter().find(|c| c.global_default == Some(true));
-        for pod in &mut self.pods {
+        for pod in &mut self.objects.pods {
             let Some(spec) = pod.spec.as_mut() else { continue };
             if spec.priority.is_some() {
                 continue;
@@ -273,6 +163,55 @@ impl Manifests {
     }
 }
 
+/// Reads the one document at `at`: a kind's object, unless it is
+/// malformed, has no name, or one of its kind and name was read before (a
+/// cluster holds one; a second is never silently merged).
+struct Reader<'a> {
+    at: &'a str,
+    value: &'a serde_yaml::Value,
+    problems: &'a mut Vec<String>,
+    documents: &'a mut Option<Vec<serde_yaml::Value>>,
+    first_at: &'a mut HashMap<(String, String, String), String>,
+}
+
+impl ObjectReader for Reader<'_> {
+    fn read<K: DeserializeOwned + Metadata<Ty = ObjectMeta>>(&mut self, kind: &str, namespaced: bool) -> Option<K> {
+        let at = self.at;
+        let object = match K::deserialize(self.value) {
+            Ok(object) if object.metadata().name.as_deref().is_some_and(|n| !n.is_empty()) => object,
+            Ok(_) => {
+                self.problems.push(format!("{at}: {kind} without metadata.name"));
+                return None;
+            }
+            Err(e) => {
+                self.problems.push(format!("{at}: not a valid {kind}: {e}"));
+                return None;
+            }
+        };
+        let meta = object.metadata();
+        let namespace = match &meta.namespace {
+            Some(namespace) => namespace.clone(),
+            // Where `kubectl apply` would create it.
+            None if namespaced => "default".into(),
+            None => String::new(),
+        };
+        let name = meta.name.clone().unwrap_or_default();
+        let key = (kind.to_string(), namespace.clone(), name.clone());
+        if let Some(first) = self.first_at.get(&key) {
+            let shown = if namespace.is_empty() { name } else { format!("{namespace}/{name}") };
+            self.problems.push(format!(
+                "{at}: a second {kind} {shown} (the first is at {first}); a cluster holds one of each name"
+            ));
+            return None;
+        }
+        self.first_at.insert(key, at.to_string());
+        if let Some(documents) = self.documents.as_mut() {
+            documents.push(self.value.clone());
+        }
+        Some(object)
+    }
+}
+
 fn collect(path: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
     if path.is_dir() {
         let mut entries: Vec<PathBuf> =
@@ -319,12 +258,12 @@ metadata: {name: web}
 metadata: {name: mystery}
 "#,
         );
-        assert_eq!(m.nodes.len(), 1);
-        assert_eq!(m.pods.len(), 1);
+        assert_eq!(m.objects.nodes.len(), 1);
+        assert_eq!(m.objects.pods.len(), 1);
         assert_eq!(m.ignored_kinds.get("Deployment"), Some(&1));
         assert_eq!(m.problems.len(), 2, "{:?}", m.problems);
         assert!(m.problems[0].starts_with("a.yaml: document 2, item 2: not a valid Pod:"), "{}", m.problems[0]);
-        assert_eq!(m.problems[1], format!("a.yaml: document 4: no `kind` (expected {KINDS} or List)"));
+        assert_eq!(m.problems[1], format!("a.yaml: document 4: no `kind` (expected {} or List)", kinds()));
     }
 
     #[test]
@@ -333,7 +272,7 @@ metadata: {name: mystery}
         let pod = "kind: Pod\nmetadata: {name: p, namespace: t}\nspec: {containers: [{name: c}]}\n";
         m.add_text("a.yaml", &format!("kind: Node\nmetadata: {{name: n}}\n---\n{pod}"));
         m.add_text("b.yaml", &format!("kind: Node\nmetadata: {{name: n}}\n---\n{pod}---\nkind: Pod\nmetadata: {{name: p, namespace: u}}\nspec: {{containers: [{{name: c}}]}}\n"));
-        assert_eq!((m.nodes.len(), m.pods.len()), (1, 2));
+        assert_eq!((m.objects.nodes.len(), m.objects.pods.len()), (1, 2));
         assert_eq!(
             m.problems,
             [
@@ -347,7 +286,7 @@ metadata: {name: mystery}
     fn a_syntax_error_names_the_document() {
         let mut m = Manifests::default();
         m.add_text("b.yaml", "kind: Node\nmetadata: {name: ok}\n---\nkind: Pod\nmetadata: {name: [unclosed\n");
-        assert_eq!(m.nodes.len(), 1);
+        assert_eq!(m.objects.nodes.len(), 1);
         assert!(m.problems[0].starts_with("b.yaml: document 2: "), "{:?}", m.problems);
     }
 }

@@ -2,6 +2,7 @@
 
 mod claim_templates;
 pub mod load;
+pub mod objects;
 pub mod replay;
 pub mod replay_report;
 pub mod report;
@@ -9,6 +10,7 @@ pub mod run;
 pub mod write;
 
 pub use load::Manifests;
+pub use objects::ClusterObjects;
 pub use run::{SimOptions, SimReport, simulate};
 
 /// The bundled scenario `wasmsched simulate` runs with no arguments.

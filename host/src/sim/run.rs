@@ -8,10 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 
@@ -283,35 +281,10 @@ struct Loaded {
 /// be: the objects pods depend on first, then the pods.
 fn load(scheduler: &mut Scheduler, mut manifests: Manifests) -> Result<Loaded, String> {
     super::claim_templates::make_claims(&mut manifests);
-    let Manifests {
-        namespaces,
-        nodes,
-        pods,
-        budgets,
-        storage_classes,
-        volumes,
-        claims,
-        csi_nodes,
-        csi_drivers,
-        storage_capacities,
-        resource_slices,
-        device_classes,
-        resource_claims,
-        ..
-    } = manifests;
-    let budgets: Vec<PodDisruptionBudget> = budgets.iter().map(|b| simulated_budget(b, &pods)).collect();
-    let events = (namespaces.into_iter().map(ClusterEvent::applied::<Namespace>))
-        .chain(nodes.into_iter().map(ClusterEvent::applied::<Node>))
-        .chain(budgets.into_iter().map(ClusterEvent::applied::<PodDisruptionBudget>))
-        .chain(storage_classes.into_iter().map(ClusterEvent::applied::<StorageClass>))
-        .chain(volumes.into_iter().map(ClusterEvent::applied::<PersistentVolume>))
-        .chain(claims.into_iter().map(ClusterEvent::applied::<PersistentVolumeClaim>))
-        .chain(csi_nodes.into_iter().map(ClusterEvent::applied::<CSINode>))
-        .chain(csi_drivers.into_iter().map(ClusterEvent::applied::<CSIDriver>))
-        .chain(storage_capacities.into_iter().map(ClusterEvent::applied::<CSIStorageCapacity>))
-        .chain(resource_slices.into_iter().map(ClusterEvent::applied::<ResourceSlice>))
-        .chain(device_classes.into_iter().map(ClusterEvent::applied::<DeviceClass>))
-        .chain(resource_claims.into_iter().map(ClusterEvent::applied::<ResourceClaim>));
+    let mut objects = manifests.objects;
+    let pods = std::mem::take(&mut objects.pods);
+    objects.budgets = objects.budgets.iter().map(|b| simulated_budget(b, &pods)).collect();
+    let events = objects.into_events();
     for event in events {
         if let EventReport::Ignored(why) = scheduler.apply(event, Duration::ZERO) {
             return Err(why);

@@ -18,9 +18,9 @@ pub fn cluster_yaml(manifests: &Manifests, origin: &str, bundled: Option<&str>) 
          # Edit it (nodes, labels, taints, pods), then: wasmsched simulate THIS_FILE --policy ...\n\
          # A node needs metadata.name, labels and status.allocatable (cpu, memory,\n\
          # pods); a pending pod, spec.schedulerName: wasmsched and no spec.nodeName.\n",
-        manifests.nodes.len(),
-        manifests.pods.len(),
-        manifests.pods.iter().filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none())).count(),
+        manifests.objects.nodes.len(),
+        manifests.objects.pods.len(),
+        manifests.objects.pods.iter().filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none())).count(),
     );
     if let Some(text) = bundled {
         out.push_str(text);
@@ -84,8 +84,8 @@ items:
         let mut again = Manifests::default();
         again.add_text("written", &written);
         assert!(again.problems.is_empty(), "{:?}", again.problems);
-        assert_eq!(again.nodes, read.nodes.into_iter().map(strip).collect::<Vec<_>>());
-        assert_eq!(again.pods, read.pods);
+        assert_eq!(again.objects.nodes, read.objects.nodes.into_iter().map(strip).collect::<Vec<_>>());
+        assert_eq!(again.objects.pods, read.objects.pods);
     }
 
     fn strip(mut node: k8s_openapi::api::core::v1::Node) -> k8s_openapi::api::core::v1::Node {
@@ -102,6 +102,9 @@ items:
         assert!(written.ends_with(crate::sim::DEFAULT_SCENARIO));
         let mut again = Manifests::default();
         again.add_text("written", &written);
-        assert_eq!((again.nodes.len(), again.pods.len()), (read.nodes.len(), read.pods.len()));
+        assert_eq!(
+            (again.objects.nodes.len(), again.objects.pods.len()),
+            (read.objects.nodes.len(), read.objects.pods.len())
+        );
     }
 }

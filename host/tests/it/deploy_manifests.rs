@@ -10,6 +10,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use serde::Deserialize;
 use serde_json::Value;
 use wasmsched::kubernetes::config::{ConfigurationFile, Flags, resolve};
+use wasmsched::scheduler::WATCHED_KINDS;
 
 fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
@@ -73,27 +74,25 @@ fn rbac_grants_every_call_the_backend_makes() {
     let docs = documents("rbac.yaml");
     let cluster: ClusterRole = serde_json::from_value(find(&docs, "ClusterRole", "wasmsched")).unwrap();
     let rules = cluster.rules.unwrap_or_default();
+    // Every kind of the kinds table is listed and watched cluster-wide.
+    for kind in WATCHED_KINDS {
+        for verb in ["list", "watch"] {
+            assert!(
+                allows(&rules, kind.group(), kind.resource, verb, None),
+                "ClusterRole lacks {verb} {}",
+                kind.qualified()
+            );
+        }
+    }
     for (group, resource, verbs) in [
-        ("", "nodes", &["list", "watch"][..]),
-        ("", "pods", &["list", "watch"]),
-        ("", "pods/binding", &["create"]),
+        ("", "pods/binding", &["create"][..]),
         ("", "pods/status", &["patch"]),
         ("events.k8s.io", "events", &["create", "patch"]),
         ("", "configmaps", &["get", "list", "watch"]),
         ("", "pods", &["delete"]),
-        ("", "namespaces", &["list", "watch"]),
-        ("policy", "poddisruptionbudgets", &["list", "watch"]),
-        ("", "persistentvolumeclaims", &["list", "watch"]),
-        ("", "persistentvolumes", &["list", "watch"]),
-        ("storage.k8s.io", "storageclasses", &["list", "watch"]),
-        ("storage.k8s.io", "csinodes", &["list", "watch"]),
-        ("storage.k8s.io", "csidrivers", &["list", "watch"]),
-        ("storage.k8s.io", "csistoragecapacities", &["list", "watch"]),
         ("", "persistentvolumeclaims", &["patch"]),
         ("", "persistentvolumes", &["patch"]),
-        ("resource.k8s.io", "resourceslices", &["list", "watch"]),
-        ("resource.k8s.io", "deviceclasses", &["list", "watch"]),
-        ("resource.k8s.io", "resourceclaims", &["get", "list", "watch", "patch", "create", "delete"]),
+        ("resource.k8s.io", "resourceclaims", &["get", "patch", "create", "delete"]),
         ("resource.k8s.io", "resourceclaims/status", &["patch"]),
     ] {
         for verb in verbs {

@@ -10,57 +10,34 @@ pub struct ResourceType {
     pub namespaced: bool,
 }
 
-pub const RESOURCES: &[ResourceType] = &[
-    ResourceType { api_version: "v1", plural: "pods", kind: "Pod", namespaced: true },
-    ResourceType { api_version: "v1", plural: "nodes", kind: "Node", namespaced: false },
-    ResourceType { api_version: "v1", plural: "configmaps", kind: "ConfigMap", namespaced: true },
-    ResourceType { api_version: "v1", plural: "namespaces", kind: "Namespace", namespaced: false },
-    ResourceType { api_version: "v1", plural: "events", kind: "Event", namespaced: true },
-    ResourceType { api_version: "events.k8s.io/v1", plural: "events", kind: "Event", namespaced: true },
-    ResourceType { api_version: "coordination.k8s.io/v1", plural: "leases", kind: "Lease", namespaced: true },
-    ResourceType {
-        api_version: "policy/v1",
-        plural: "poddisruptionbudgets",
-        kind: "PodDisruptionBudget",
-        namespaced: true,
-    },
-    ResourceType {
-        api_version: "v1",
-        plural: "persistentvolumeclaims",
-        kind: "PersistentVolumeClaim",
-        namespaced: true,
-    },
-    ResourceType { api_version: "v1", plural: "persistentvolumes", kind: "PersistentVolume", namespaced: false },
-    ResourceType {
-        api_version: "storage.k8s.io/v1",
-        plural: "storageclasses",
-        kind: "StorageClass",
-        namespaced: false,
-    },
-    ResourceType { api_version: "storage.k8s.io/v1", plural: "csinodes", kind: "CSINode", namespaced: false },
-    ResourceType { api_version: "storage.k8s.io/v1", plural: "csidrivers", kind: "CSIDriver", namespaced: false },
-    ResourceType {
-        api_version: "storage.k8s.io/v1",
-        plural: "csistoragecapacities",
-        kind: "CSIStorageCapacity",
-        namespaced: true,
-    },
-    ResourceType {
-        api_version: "resource.k8s.io/v1",
-        plural: "resourceslices",
-        kind: "ResourceSlice",
-        namespaced: false,
-    },
-    ResourceType { api_version: "resource.k8s.io/v1", plural: "deviceclasses", kind: "DeviceClass", namespaced: false },
-    ResourceType {
-        api_version: "resource.k8s.io/v1",
-        plural: "resourceclaims",
-        kind: "ResourceClaim",
-        namespaced: true,
-    },
-    // What metrics-server serves (read-only there; tests create them here).
-    ResourceType { api_version: "metrics.k8s.io/v1beta1", plural: "nodes", kind: "NodeMetrics", namespaced: false },
-];
+/// `RESOURCES`: every kind the scheduler watches, from its kinds table,
+/// and what else it reads and writes.
+macro_rules! served {
+    ($(
+        $(#[$doc:meta])* $variant:ident($kind:ty) {
+            api: $api:literal, resource: $resource:literal, kind: $name:literal, scope: $scope:ident, $($rest:tt)*
+        },
+    )*) => {
+        pub const RESOURCES: &[ResourceType] = &[
+            $(ResourceType { api_version: $api, plural: $resource, kind: $name, namespaced: served!(@namespaced $scope) },)*
+            ResourceType { api_version: "v1", plural: "configmaps", kind: "ConfigMap", namespaced: true },
+            ResourceType { api_version: "v1", plural: "events", kind: "Event", namespaced: true },
+            ResourceType { api_version: "events.k8s.io/v1", plural: "events", kind: "Event", namespaced: true },
+            ResourceType { api_version: "coordination.k8s.io/v1", plural: "leases", kind: "Lease", namespaced: true },
+            // What metrics-server serves (read-only there; tests create them here).
+            ResourceType {
+                api_version: "metrics.k8s.io/v1beta1",
+                plural: "nodes",
+                kind: "NodeMetrics",
+                namespaced: false,
+            },
+        ];
+    };
+    (@namespaced namespaced) => { true };
+    (@namespaced cluster) => { false };
+}
+
+wasmsched_kinds::watched_kinds!(served);
 
 impl ResourceType {
     pub fn find(api_version: &str, plural: &str) -> Option<ResourceType> {

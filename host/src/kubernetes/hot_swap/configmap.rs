@@ -88,7 +88,7 @@ impl PolicyConfigMapSource {
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.configmap.name));
         let target = WatchTarget {
             name: self.configmap.source_name(),
-            resource: "configmaps",
+            resource: "configmaps".into(),
             scope: format!("in namespace {}", self.configmap.namespace),
             switch_off: None,
         };

@@ -6,6 +6,7 @@
 use crate::kubernetes::config::{PolicyOrigin, RunConfig};
 use crate::kubernetes::experiments_access::ExperimentsAccess;
 use crate::node_metrics::MetricSource;
+use crate::scheduler::WATCHED_KINDS;
 
 /// One verb on one resource (or subresource), cluster-wide or in one
 /// namespace, on any object or on one name.
@@ -93,24 +94,6 @@ pub struct Need {
     pub used_for: &'static str,
 }
 
-/// The cluster-wide objects the scheduling core watches (`watch::sources`):
-/// (group, resource).
-pub const WATCHED: [(&str, &str); 13] = [
-    ("", "nodes"),
-    ("", "pods"),
-    ("", "namespaces"),
-    ("policy", "poddisruptionbudgets"),
-    ("", "persistentvolumeclaims"),
-    ("", "persistentvolumes"),
-    ("storage.k8s.io", "storageclasses"),
-    ("storage.k8s.io", "csinodes"),
-    ("storage.k8s.io", "csidrivers"),
-    ("storage.k8s.io", "csistoragecapacities"),
-    ("resource.k8s.io", "resourceslices"),
-    ("resource.k8s.io", "deviceclasses"),
-    ("resource.k8s.io", "resourceclaims"),
-];
-
 /// What the binding cycle, preemption and the reporter write or read,
 /// whatever the configuration: (verb, group, resource, subresource, gate,
 /// used for).
@@ -178,7 +161,9 @@ pub fn needs<S>(config: &RunConfig<S>, lease_namespace: &str) -> Vec<Need> {
         used_for,
     };
     let mut needs = Vec::new();
-    for (group, resource) in WATCHED {
+    // The kinds the scheduling core watches, cluster-wide.
+    for kind in WATCHED_KINDS {
+        let (group, resource) = (kind.group(), kind.resource);
         for verb in ["list", "watch"] {
             needs.push(everywhere(verb, group, resource, "", Gate::Watch, "the scheduling core's view of the cluster"));
         }
@@ -267,7 +252,7 @@ mod tests {
     fn the_watched_kinds_are_the_sources_watches() {
         let sources: Vec<String> =
             crate::kubernetes::watch::sources::Source::all().into_iter().map(|s| s.name).collect();
-        let watched: Vec<String> = WATCHED.iter().map(|(_, r)| r.to_string()).collect();
+        let watched: Vec<String> = WATCHED_KINDS.iter().map(|k| k.resource.to_string()).collect();
         assert_eq!(sources, watched);
     }
 

@@ -55,7 +55,7 @@ impl<V: Validate> TenantConfigMapSource<V> {
         let config = watcher::Config::default().labels(&format!("{POLICY_CONFIGMAP_LABEL}=true"));
         let target = WatchTarget {
             name: SOURCE_NAME.into(),
-            resource: "configmaps",
+            resource: "configmaps".into(),
             scope: "in all namespaces".into(),
             switch_off: Some(
                 "or turn tenant policies off (--tenant-policies=false); scheduling goes on without them".into(),

@@ -28,7 +28,7 @@ pub struct WatchTarget {
     /// The source, e.g. `pods` or `tenant policy configmaps`.
     pub name: String,
     /// The API resource, e.g. `configmaps`.
-    pub resource: &'static str,
+    pub resource: String,
     /// Where, e.g. `in all namespaces` or `in namespace wasmsched`.
     pub scope: String,
     /// What else an operator can do when it is forbidden, e.g. `or turn
@@ -221,7 +221,12 @@ mod tests {
     }
 
     fn target() -> WatchTarget {
-        WatchTarget { name: "t".into(), resource: "configmaps", scope: "in all namespaces".into(), switch_off: None }
+        WatchTarget {
+            name: "t".into(),
+            resource: "configmaps".into(),
+            scope: "in all namespaces".into(),
+            switch_off: None,
+        }
     }
 
     #[test]

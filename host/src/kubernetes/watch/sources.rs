@@ -1,12 +1,8 @@
 //! The cluster's objects, watched and handed to the scheduling core as its
-//! events: nodes; every non-terminal pod through one watch, as
-//! kube-scheduler's single pod informer does (the core decides which pods
-//! are pending and whose); namespaces, whose labels inter-pod affinity's
-//! namespace selectors match; PodDisruptionBudgets for preemption; the
-//! claims, volumes and storage classes the volume filters read; the
-//! CSINodes that give nodes' attach limits; the CSI drivers' published
-//! storage capacity; and DRA's ResourceSlices, DeviceClasses and
-//! ResourceClaims.
+//! events: one watch per kind of the kinds table (`wasmsched-kinds`), with
+//! the kind's field selector where it has one. Every non-terminal pod comes
+//! through one watch, as kube-scheduler's single pod informer does; the
+//! core decides which pods are pending and whose.
 //!
 //! kube-runtime's watcher relists on 410 Gone and reconnects with backoff;
 //! a relist's end goes to the core as `Change::Listed`, and the core
@@ -23,10 +19,6 @@ use std::sync::mpsc::Sender;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::runtime::watcher;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -36,9 +28,6 @@ use crate::kubernetes::watch::decode::{self, Change};
 use crate::kubernetes::watch::retry::WatchTarget;
 use crate::scheduler::{ClusterEvent, ObjectKey, WatchedKind};
 
-const CLUSTER: &str = "(cluster-scoped)";
-const ALL_NAMESPACES: &str = "in all namespaces";
-
 type Task = Box<dyn FnOnce(kube::Client, Sender<Input>) -> BoxFuture<'static, ()> + Send>;
 
 /// One watch, feeding the scheduling loop.
@@ -47,59 +36,41 @@ pub struct Source {
     task: Task,
 }
 
-impl Source {
-    /// Every watch the core needs, one per kind.
-    pub fn all() -> Vec<Source> {
-        let every = watcher::Config::default;
-        vec![
-            Source::of::<Node>("nodes", "nodes", CLUSTER, every()),
-            // Bound pods count as load, unbound ones of our profiles are
-            // queued; finished ones leave the watch.
-            Source::of::<Pod>(
-                "pods",
-                "pods",
-                ALL_NAMESPACES,
-                every().fields("status.phase!=Succeeded,status.phase!=Failed"),
-            ),
-            Source::of::<Namespace>("namespaces", "namespaces", CLUSTER, every()),
-            Source::of::<PodDisruptionBudget>(
-                "poddisruptionbudgets",
-                "poddisruptionbudgets.policy",
-                ALL_NAMESPACES,
-                every(),
-            ),
-            Source::of::<PersistentVolumeClaim>(
-                "persistentvolumeclaims",
-                "persistentvolumeclaims",
-                ALL_NAMESPACES,
-                every(),
-            ),
-            Source::of::<PersistentVolume>("persistentvolumes", "persistentvolumes", CLUSTER, every()),
-            Source::of::<StorageClass>("storageclasses", "storageclasses.storage.k8s.io", CLUSTER, every()),
-            Source::of::<CSINode>("csinodes", "csinodes.storage.k8s.io", CLUSTER, every()),
-            Source::of::<CSIDriver>("csidrivers", "csidrivers.storage.k8s.io", CLUSTER, every()),
-            Source::of::<CSIStorageCapacity>(
-                "csistoragecapacities",
-                "csistoragecapacities.storage.k8s.io",
-                ALL_NAMESPACES,
-                every(),
-            ),
-            Source::of::<ResourceSlice>("resourceslices", "resourceslices.resource.k8s.io", CLUSTER, every()),
-            Source::of::<DeviceClass>("deviceclasses", "deviceclasses.resource.k8s.io", CLUSTER, every()),
-            Source::of::<ResourceClaim>("resourceclaims", "resourceclaims.resource.k8s.io", ALL_NAMESPACES, every()),
-        ]
-    }
+/// `Source::all`, from the kinds table: one watch per kind, with the
+/// kind's field selector where it has one.
+macro_rules! sources {
+    ($(
+        $(#[$doc:meta])* $variant:ident($kind:ty) {
+            api: $api:literal, resource: $resource:literal, kind: $name:literal, scope: $scope:ident,
+            field: $field:ident, apply: $apply:ident $(($store:ident))?, $(watch: $watch:literal,)?
+        },
+    )*) => {
+        impl Source {
+            /// Every watch the core needs, one per kind.
+            pub fn all() -> Vec<Source> {
+                vec![$(Source::of::<$kind>(watcher::Config::default()$(.fields($watch))?),)*]
+            }
+        }
+    };
+}
 
-    /// A watch of every `K` (in every namespace) that `config` selects;
-    /// `resource` and `scope` name it in log lines.
-    fn of<K>(name: &str, resource: &'static str, scope: &str, config: watcher::Config) -> Source
+wasmsched_kinds::watched_kinds!(sources);
+
+impl Source {
+    /// A watch of every `K` (in every namespace) that `config` selects,
+    /// named in log lines as the kinds table names it.
+    fn of<K>(config: watcher::Config) -> Source
     where
         K: WatchedKind + Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Default,
     {
-        let target = WatchTarget { name: name.to_string(), resource, scope: scope.to_string(), switch_off: None };
+        let info = K::INFO;
+        let scope = if info.namespaced { "in all namespaces" } else { "(cluster-scoped)" };
+        let name = info.resource.to_string();
+        let target =
+            WatchTarget { name: name.clone(), resource: info.qualified(), scope: scope.into(), switch_off: None };
         let task: Task = Box::new(move |client, tx| reflect(Api::<K>::all(client), config, target, tx).boxed());
-        Source { name: name.to_string(), task }
+        Source { name, task }
     }
 
     /// Runs the watch until the scheduling loop is gone.

@@ -1,17 +1,18 @@
-//! What the core does with the cluster's events: one arm per kind in
-//! `apply`, each taking the kind's objects added, updated, deleted and
-//! relisted. Kinds that are only stored go through `stores`.
+//! What the core does with the cluster's events: `apply` sends each
+//! kind's objects added, updated, deleted and relisted where the kinds
+//! table says. Kinds that are only stored go through `stores`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use super::Scheduler;
 use super::stores::{KindStore, apply_to, gone_from};
 use crate::cluster::convert::{bound_node, is_terminal, scheduler_name};
-use crate::cluster::{PodInfo, PodKey};
+use crate::cluster::{ClusterState, Devices, PodInfo, PodKey, Volumes};
 use crate::scheduler::events::{Change, ClusterEvent, EventReport, InvalidPod, ObjectKey};
 use crate::scheduler::plugins::queueing_hints::may_fit_after_pod_gone;
 
@@ -29,31 +30,50 @@ pub enum PodStanding {
     OtherScheduler,
 }
 
-impl Scheduler {
-    /// Applies one cluster event; returns what the backend must report.
-    pub fn apply(&mut self, event: ClusterEvent, now: Duration) -> EventReport {
-        match event {
-            ClusterEvent::Node(change) => self.nodes_changed(change, now),
-            ClusterEvent::Pod(change) => self.pods_changed(change, now),
-            ClusterEvent::Namespace(change) => self.stored(|s| &mut s.state, change, now),
-            ClusterEvent::DisruptionBudget(change) => self.stored(|s| &mut s.state, change, now),
-            ClusterEvent::Claim(change) => self.stored(|s| s.state.volumes_mut(), change, now),
-            ClusterEvent::Volume(change) => self.stored(|s| s.state.volumes_mut(), change, now),
-            ClusterEvent::StorageClass(change) => self.stored(|s| s.state.volumes_mut(), change, now),
-            ClusterEvent::CsiNode(change) => self.stored(|s| &mut s.state, change, now),
-            ClusterEvent::CsiDriver(change) => self.stored(|s| s.state.volumes_mut(), change, now),
-            ClusterEvent::StorageCapacity(change) => self.stored(|s| s.state.volumes_mut(), change, now),
-            ClusterEvent::ResourceSlice(change) => self.stored(|s| s.state.devices_mut(), change, now),
-            ClusterEvent::DeviceClass(change) => self.stored(|s| s.state.devices_mut(), change, now),
-            ClusterEvent::ResourceClaim(change) => {
-                // A claim made, or changed: the pods held for their claims
-                // look again (kube's queueing hint for claims).
-                for key in std::mem::take(&mut self.claim_waits).into_keys() {
-                    self.queue.release(&key);
+/// `Scheduler::apply`, from the kinds table: each kind's change goes to
+/// its own method, or into the model's store that holds it.
+macro_rules! apply_by_kind {
+    ($(
+        $(#[$doc:meta])* $variant:ident($kind:ty) {
+            api: $api:literal, resource: $resource:literal, kind: $name:literal, scope: $scope:ident,
+            field: $field:ident, apply: $apply:ident $(($store:ident))?, $(watch: $watch:literal,)?
+        },
+    )*) => {
+        impl Scheduler {
+            /// Applies one cluster event; returns what the backend must
+            /// report.
+            pub fn apply(&mut self, event: ClusterEvent, now: Duration) -> EventReport {
+                match event {
+                    $(ClusterEvent::$variant(change) => self.$apply($($store,)? change, now),)*
                 }
-                self.stored(|s| s.state.devices_mut(), change, now)
             }
         }
+    };
+}
+
+wasmsched_kinds::watched_kinds!(apply_by_kind);
+
+/// The stores a kind can be `stored` in.
+fn state(s: &mut Scheduler) -> &mut ClusterState {
+    &mut s.state
+}
+
+fn volumes(s: &mut Scheduler) -> &mut Volumes {
+    s.state.volumes_mut()
+}
+
+fn devices(s: &mut Scheduler) -> &mut Devices {
+    s.state.devices_mut()
+}
+
+impl Scheduler {
+    /// A claim made, or changed: the pods held for their claims look again
+    /// (kube's queueing hint for claims).
+    fn resource_claims_changed(&mut self, change: Change<ResourceClaim>, now: Duration) -> EventReport {
+        for key in std::mem::take(&mut self.claim_waits).into_keys() {
+            self.queue.release(&key);
+        }
+        self.stored(devices, change, now)
     }
 
     /// Where `pod` stands for this scheduler (`PodStanding`).
@@ -114,7 +134,7 @@ impl Scheduler {
     /// store says the change may let one in.
     fn stored<K, S: KindStore<K>>(
         &mut self,
-        store: impl FnOnce(&mut Self) -> &mut S,
+        store: fn(&mut Self) -> &mut S,
         change: Change<K>,
         now: Duration,
     ) -> EventReport {

@@ -32,9 +32,9 @@ fn an_unschedulable_pod_is_placed_when_a_node_with_room_appears_not_on_heartbeat
         m.add_text("t", yaml);
         m
     };
-    let small = parse(&node("small", "1", "1Gi", "")).nodes.remove(0);
-    let big = parse(&node("big", "8", "16Gi", "")).nodes.remove(0);
-    let pending = parse(&pod("wide", "4", "")).pods.remove(0);
+    let small = parse(&node("small", "1", "1Gi", "")).objects.nodes.remove(0);
+    let big = parse(&node("big", "8", "16Gi", "")).objects.nodes.remove(0);
+    let pending = parse(&pod("wide", "4", "")).objects.pods.remove(0);
     let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
     let t = Duration::from_secs;
     add_node(&mut s, &small, t(0));
@@ -80,12 +80,12 @@ fn binding_results_and_stale_watch_copies_keep_the_cache_consistent() {
     };
     let t = Duration::from_secs;
     let with_uid = |uid: &str| {
-        let mut p = parse(&pod("web", "1", "")).pods.remove(0);
+        let mut p = parse(&pod("web", "1", "")).objects.pods.remove(0);
         p.metadata.uid = Some(uid.into());
         p
     };
     let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
-    add_node(&mut s, &parse(&node("n", "2", "4Gi", "")).nodes.remove(0), t(0));
+    add_node(&mut s, &parse(&node("n", "2", "4Gi", "")).objects.nodes.remove(0), t(0));
     add_pod(&mut s, with_uid("u1"), t(0));
     let Some(Attempt::Placed { pod, node, .. }) = s.schedule_next(t(0)) else { panic!("not placed") };
     let key = PodKey { namespace: "t".into(), name: "web".into() };
@@ -129,7 +129,7 @@ fn tenant_verdicts_are_checked_against_the_cluster_of_now() {
         parse(&format!(
             "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: t, uid: {name}, annotations: {{wasmsched.io/policy: la}}}}\nspec:\n  schedulerName: wasmsched\n  containers:\n  - name: c\n    resources: {{requests: {{cpu: \"1\"}}}}\n"
         ))
-        .pods
+        .objects.pods
         .remove(0)
     };
     let t0 = Duration::ZERO;
@@ -139,14 +139,14 @@ fn tenant_verdicts_are_checked_against_the_cluster_of_now() {
     let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
     s.set_tenant_policies("t", vec![("la".to_string(), la)], vec![]);
     // The policy prefers the emptier, bigger node a.
-    add_node(&mut s, &parse(&node("a", "4", "8Gi", "")).nodes.remove(0), t0);
-    add_node(&mut s, &parse(&node("b", "2", "8Gi", "")).nodes.remove(0), t0);
+    add_node(&mut s, &parse(&node("a", "4", "8Gi", "")).objects.nodes.remove(0), t0);
+    add_node(&mut s, &parse(&node("b", "2", "8Gi", "")).objects.nodes.remove(0), t0);
 
     add_pod(&mut s, tenant_pod("first"), t0);
     let Some(Attempt::Evaluate(job)) = s.schedule_next(t0) else { panic!("not handed to the tenant") };
     let verdict = job.run();
     // Meanwhile someone else fills node a.
-    let filler = parse(&pod("filler", "3500m", "  nodeName: a\n")).pods.remove(0);
+    let filler = parse(&pod("filler", "3500m", "  nodeName: a\n")).objects.pods.remove(0);
     add_pod(&mut s, filler, t0);
     let Some(Attempt::Placed { node: chosen, record, .. }) = s.tenant_verdict(verdict, t0) else {
         panic!("not placed")
@@ -176,7 +176,7 @@ fn tenant_verdicts_are_checked_against_the_cluster_of_now() {
     // A tenant has at most MAX_JOBS_PER_TENANT jobs out; its other pods wait
     // their turn in the queue, and each answer lets the next one go.
     use wasmsched::scheduler::MAX_JOBS_PER_TENANT;
-    add_node(&mut s, &parse(&node("c", "64", "64Gi", "")).nodes.remove(0), t0);
+    add_node(&mut s, &parse(&node("c", "64", "64Gi", "")).objects.nodes.remove(0), t0);
     for i in 0..MAX_JOBS_PER_TENANT + 2 {
         add_pod(&mut s, tenant_pod(&format!("burst-{i}")), t0);
     }
@@ -224,7 +224,7 @@ fn a_hot_swap_under_continuous_load_fails_no_attempt() {
             ),
         );
     }
-    for n in &nodes.nodes {
+    for n in &nodes.objects.nodes {
         add_node(&mut s, n, Duration::ZERO);
     }
 
@@ -254,7 +254,7 @@ fn a_hot_swap_under_continuous_load_fails_no_attempt() {
         }
         let mut m = Manifests::default();
         m.add_text("load", &pod(&format!("p{i}"), "10m", ""));
-        add_pod(&mut s, m.pods.remove(0), now);
+        add_pod(&mut s, m.objects.pods.remove(0), now);
         let Some(Attempt::Placed { pod, node, record, .. }) = s.schedule_next(now) else { panic!("p{i} not placed") };
         assert!(record.fallback.is_none(), "p{i}: {:?}", record.fallback);
         let decided_by = &record.policies[0];
@@ -301,7 +301,7 @@ fn node_sampling_rotates_through_the_nodes_and_never_strands_a_pod() {
     }
     let scheduler = |sampling| {
         let mut s = Scheduler::new(SchedulerConfig { sampling, ..SchedulerConfig::default() }, policies());
-        for n in &nodes.nodes {
+        for n in &nodes.objects.nodes {
             add_node(&mut s, n, Duration::ZERO);
         }
         s
@@ -316,7 +316,7 @@ fn node_sampling_rotates_through_the_nodes_and_never_strands_a_pod() {
                 "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: t{labels}}}\nspec:\n  schedulerName: wasmsched\n  containers:\n  - name: c\n    resources: {{requests: {{cpu: 10m}}}}\n"
             ),
         );
-        add_pod(s, m.pods.remove(0), Duration::ZERO);
+        add_pod(s, m.objects.pods.remove(0), Duration::ZERO);
         match s.schedule_next(Duration::ZERO) {
             Some(Attempt::Placed { pod, node, record, .. }) => {
                 s.binding_succeeded(&pod, &node);
@@ -379,10 +379,10 @@ fn a_preemptor_retried_before_its_victim_is_gone_does_not_preempt_again() {
     };
     let t = Duration::from_secs;
     let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
-    add_node(&mut s, &parse(&node("n", "2", "4Gi", "")).nodes.remove(0), t(0));
+    add_node(&mut s, &parse(&node("n", "2", "4Gi", "")).objects.nodes.remove(0), t(0));
     let low = pod("low", "1500m", "  nodeName: n\n  priority: 0\n").replace("metadata: {", "metadata: {uid: u-low, ");
-    add_pod(&mut s, parse(&low).pods.remove(0), t(0));
-    add_pod(&mut s, parse(&pod("high", "1", "  priority: 100\n")).pods.remove(0), t(0));
+    add_pod(&mut s, parse(&low).objects.pods.remove(0), t(0));
+    add_pod(&mut s, parse(&pod("high", "1", "  priority: 100\n")).objects.pods.remove(0), t(0));
     match s.schedule_next(t(0)) {
         Some(Attempt::Unschedulable { nomination: Nomination::Preempting { preemption, .. }, .. }) => {
             assert_eq!(preemption.victims.len(), 1);
@@ -393,8 +393,8 @@ fn a_preemptor_retried_before_its_victim_is_gone_does_not_preempt_again() {
     // The victim's condition, not yet its deletion; then a change that
     // retries every unschedulable pod.
     let marked = low.replace("spec:\n", "status:\n  conditions: [{type: DisruptionTarget, status: \"True\"}]\nspec:\n");
-    add_pod(&mut s, parse(&marked).pods.remove(0), t(1));
-    add_node(&mut s, &parse(&node("tiny", "100m", "1Gi", "")).nodes.remove(0), t(1));
+    add_pod(&mut s, parse(&marked).objects.pods.remove(0), t(1));
+    add_node(&mut s, &parse(&node("tiny", "100m", "1Gi", "")).objects.nodes.remove(0), t(1));
     match s.schedule_next(t(1)) {
         Some(Attempt::Unschedulable { nomination: Nomination::Unchanged, record, .. }) => {
             let message = record.message.unwrap();
@@ -413,7 +413,7 @@ fn a_preemptor_retried_before_its_victim_is_gone_does_not_preempt_again() {
         other => panic!("expected a second preemption, got {other:?}"),
     }
     // The victim goes: the preemptor takes its room.
-    let low_key = parse(&low).pods.remove(0);
+    let low_key = parse(&low).objects.pods.remove(0);
     let key = wasmsched::cluster::PodKey { namespace: "t".into(), name: "low".into() };
     delete_pod(&mut s, &key, low_key.metadata.uid.as_deref(), unconfirmed);
     match s.schedule_next(unconfirmed) {

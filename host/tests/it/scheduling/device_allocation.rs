@@ -99,13 +99,14 @@ pub(super) fn allocate(yaml: &str) -> Option<Vec<(Vec<String>, String)>> {
     assert!(m.problems.is_empty(), "{:?}", m.problems);
     let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
     let events = m
+        .objects
         .nodes
         .into_iter()
         .map(ClusterEvent::applied)
-        .chain(m.device_classes.into_iter().map(ClusterEvent::applied))
-        .chain(m.resource_slices.into_iter().map(ClusterEvent::applied))
-        .chain(m.resource_claims.into_iter().map(ClusterEvent::applied))
-        .chain(m.pods.into_iter().map(ClusterEvent::applied));
+        .chain(m.objects.device_classes.into_iter().map(ClusterEvent::applied))
+        .chain(m.objects.resource_slices.into_iter().map(ClusterEvent::applied))
+        .chain(m.objects.resource_claims.into_iter().map(ClusterEvent::applied))
+        .chain(m.objects.pods.into_iter().map(ClusterEvent::applied));
     for event in events {
         let _ = s.apply(event, Duration::ZERO);
     }

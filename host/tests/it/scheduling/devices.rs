@@ -229,11 +229,11 @@ mod properties {
             m.add_text("t", &yaml);
             let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
             let mut now = Duration::ZERO;
-            let events = m.nodes.into_iter().map(ClusterEvent::applied)
-                .chain(m.device_classes.into_iter().map(ClusterEvent::applied))
-                .chain(m.resource_slices.into_iter().map(ClusterEvent::applied))
-                .chain(m.resource_claims.into_iter().map(ClusterEvent::applied))
-                .chain(m.pods.into_iter().map(ClusterEvent::applied));
+            let events = m.objects.nodes.into_iter().map(ClusterEvent::applied)
+                .chain(m.objects.device_classes.into_iter().map(ClusterEvent::applied))
+                .chain(m.objects.resource_slices.into_iter().map(ClusterEvent::applied))
+                .chain(m.objects.resource_claims.into_iter().map(ClusterEvent::applied))
+                .chain(m.objects.pods.into_iter().map(ClusterEvent::applied));
             for event in events {
                 let _ = s.apply(event, now);
             }

@@ -24,11 +24,11 @@ fn scheduler() -> Scheduler {
 }
 
 fn apply_node(s: &mut Scheduler, name: &str, cpu: &str) -> EventReport {
-    s.apply(ClusterEvent::applied(parse(&node(name, cpu, "4Gi", "")).nodes.remove(0)), Duration::ZERO)
+    s.apply(ClusterEvent::applied(parse(&node(name, cpu, "4Gi", "")).objects.nodes.remove(0)), Duration::ZERO)
 }
 
 fn apply_pod(s: &mut Scheduler, yaml: &str) -> EventReport {
-    s.apply(ClusterEvent::applied(parse(yaml).pods.remove(0)), Duration::ZERO)
+    s.apply(ClusterEvent::applied(parse(yaml).objects.pods.remove(0)), Duration::ZERO)
 }
 
 fn listed<K: WatchedKind>(keys: &[(&str, &str)]) -> ClusterEvent {
@@ -74,7 +74,7 @@ fn a_relist_of_volumes_drops_the_missing_ones() {
     let mut s = scheduler();
     let volume = |name: &str| {
         let yaml = format!("apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {name}}}\nspec: {{}}\n");
-        parse(&yaml).volumes.remove(0)
+        parse(&yaml).objects.volumes.remove(0)
     };
     for name in ["pv-1", "pv-2"] {
         assert!(matches!(s.apply(ClusterEvent::applied(volume(name)), Duration::ZERO), EventReport::Nothing));
@@ -129,7 +129,7 @@ fn an_invalid_pod_that_is_not_ours_to_place_is_no_concern_of_ours() {
 #[test]
 fn which_pods_are_ours_is_decided_in_one_place() {
     let s = scheduler();
-    let standing = |yaml: &str| s.standing(&parse(yaml).pods.remove(0));
+    let standing = |yaml: &str| s.standing(&parse(yaml).objects.pods.remove(0));
     assert_eq!(standing(&pod("p", "1", "")), PodStanding::Ours);
     assert_eq!(standing(&pod("p", "1", "  nodeName: a\n")), PodStanding::Bound);
     let other = pod("p", "1", "").replace("schedulerName: wasmsched", "schedulerName: other");
@@ -155,8 +155,8 @@ fn the_deletion_of_the_pod_that_holds_a_read_write_once_pod_claim_lets_the_next_
     assert!(matches!(apply_node(&mut s, "a", "4"), EventReport::Nothing));
     let storage = "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv}\nspec: {accessModes: [ReadWriteOncePod]}\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: solo, namespace: t, annotations: {pv.kubernetes.io/bind-completed: \"yes\"}}\nspec: {volumeName: pv, accessModes: [ReadWriteOncePod]}\n";
     let mut m = parse(storage);
-    let _ = s.apply(ClusterEvent::applied(m.volumes.remove(0)), Duration::ZERO);
-    let _ = s.apply(ClusterEvent::applied(m.claims.remove(0)), Duration::ZERO);
+    let _ = s.apply(ClusterEvent::applied(m.objects.volumes.remove(0)), Duration::ZERO);
+    let _ = s.apply(ClusterEvent::applied(m.objects.claims.remove(0)), Duration::ZERO);
     let using = "  volumes:\n  - name: d\n    persistentVolumeClaim: {claimName: solo}\n";
     let _ = apply_pod(&mut s, &pod("holder", "1", &format!("  nodeName: a\n{using}")));
     let _ = apply_pod(&mut s, &pod("next", "1", using));
@@ -194,7 +194,7 @@ fn a_failing_binding_cycle_is_retried_only_after_its_backoff() {
     }
     // Another pod arriving meanwhile goes at once.
     let meanwhile = now - Duration::from_millis(1);
-    let _ = s.apply(ClusterEvent::applied(parse(&pod("ordinary", "100m", "")).pods.remove(0)), meanwhile);
+    let _ = s.apply(ClusterEvent::applied(parse(&pod("ordinary", "100m", "")).objects.pods.remove(0)), meanwhile);
     let Some(Attempt::Placed { pod, .. }) = s.schedule_next(meanwhile) else { panic!("ordinary waited") };
     assert_eq!(pod.key.name, "ordinary");
 }

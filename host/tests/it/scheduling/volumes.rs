@@ -346,12 +346,16 @@ fn a_failed_binding_cycle_gives_back_what_it_reserved() {
     );
     let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
     let now = Duration::ZERO;
-    let events =
-        m.nodes.into_iter().map(ClusterEvent::applied).chain(m.storage_classes.into_iter().map(ClusterEvent::applied));
-    let events = events.chain(m.volumes.into_iter().map(ClusterEvent::applied));
+    let events = m
+        .objects
+        .nodes
+        .into_iter()
+        .map(ClusterEvent::applied)
+        .chain(m.objects.storage_classes.into_iter().map(ClusterEvent::applied));
+    let events = events.chain(m.objects.volumes.into_iter().map(ClusterEvent::applied));
     let events = events
-        .chain(m.claims.into_iter().map(ClusterEvent::applied))
-        .chain(m.pods.into_iter().map(ClusterEvent::applied));
+        .chain(m.objects.claims.into_iter().map(ClusterEvent::applied))
+        .chain(m.objects.pods.into_iter().map(ClusterEvent::applied));
     for event in events {
         let _ = s.apply(event, now);
     }

@@ -1,0 +1,110 @@
+//! The one table of the kinds wasmsched's scheduling core watches.
+//!
+//! Every piece of per-kind code is generated from it: the core's event
+//! type and its dispatch, the watches, the simulator's reading of
+//! manifests, the permissions `wasmsched run` asks for, and the resources
+//! the fake API server serves. Each user calls [`watched_kinds!`] with a
+//! macro of its own, which receives the rows and keeps the columns it
+//! needs; this crate has no dependencies, so the fake API server can read
+//! the table without the scheduler.
+//!
+//! A row, for a kind:
+//!
+//! ```text
+//! Variant(path::to::Type) {
+//!     api: "group/version", resource: "plural", kind: "Kind", scope: cluster | namespaced,
+//!     field: simulator_list, apply: handler | stored(store) [, watch: "field selector"]
+//! },
+//! ```
+//!
+//! - `Variant`: the kind's `ClusterEvent` variant; `Type`, the
+//!   k8s-openapi type its objects decode to.
+//! - `api`, `resource`, `kind`, `scope`: how the API names and keys it
+//!   (a test holds them to k8s-openapi's).
+//! - `field`: the list of the simulator's `ClusterObjects` its objects read
+//!   from files go to (every watched kind is read from files).
+//! - `apply`: how the core takes a change: a method of the scheduler of
+//!   its own, or `stored(store)`, into the cluster model's `store` (its
+//!   `KindStore` impl says what a change does there).
+//! - `watch`: the field selector of its watch, where not every object is
+//!   wanted.
+//!
+//! Adding a kind: a row here, its `KindStore` impl in the cluster model,
+//! and its `list`/`watch` rule in deploy/rbac.yaml (a test checks that
+//! rule against this table).
+
+/// Calls `$then! { rows }` with the table's rows (see the crate's docs).
+#[macro_export]
+macro_rules! watched_kinds {
+    ($then:ident) => {
+        $then! {
+            Node(k8s_openapi::api::core::v1::Node) {
+                api: "v1", resource: "nodes", kind: "Node", scope: cluster,
+                field: nodes, apply: nodes_changed,
+            },
+            /// Every pod that is not Succeeded or Failed, through one watch as
+            /// kube-scheduler's pod informer: bound ones count as load, pending
+            /// ones of our profiles are queued (`Scheduler::standing`).
+            Pod(k8s_openapi::api::core::v1::Pod) {
+                api: "v1", resource: "pods", kind: "Pod", scope: namespaced,
+                field: pods, apply: pods_changed, watch: "status.phase!=Succeeded,status.phase!=Failed",
+            },
+            /// Namespaces' labels, which inter-pod affinity's namespace
+            /// selectors match.
+            Namespace(k8s_openapi::api::core::v1::Namespace) {
+                api: "v1", resource: "namespaces", kind: "Namespace", scope: cluster,
+                field: namespaces, apply: stored(state),
+            },
+            /// PodDisruptionBudgets, which preemption respects.
+            DisruptionBudget(k8s_openapi::api::policy::v1::PodDisruptionBudget) {
+                api: "policy/v1", resource: "poddisruptionbudgets", kind: "PodDisruptionBudget", scope: namespaced,
+                field: budgets, apply: stored(state),
+            },
+            /// PersistentVolumeClaims, PersistentVolumes and StorageClasses,
+            /// which VolumeBinding reads.
+            Claim(k8s_openapi::api::core::v1::PersistentVolumeClaim) {
+                api: "v1", resource: "persistentvolumeclaims", kind: "PersistentVolumeClaim", scope: namespaced,
+                field: claims, apply: stored(volumes),
+            },
+            Volume(k8s_openapi::api::core::v1::PersistentVolume) {
+                api: "v1", resource: "persistentvolumes", kind: "PersistentVolume", scope: cluster,
+                field: volumes, apply: stored(volumes),
+            },
+            StorageClass(k8s_openapi::api::storage::v1::StorageClass) {
+                api: "storage.k8s.io/v1", resource: "storageclasses", kind: "StorageClass", scope: cluster,
+                field: storage_classes, apply: stored(volumes),
+            },
+            /// CSINodes: how many volumes of each CSI driver a node can attach
+            /// (NodeVolumeLimits).
+            CsiNode(k8s_openapi::api::storage::v1::CSINode) {
+                api: "storage.k8s.io/v1", resource: "csinodes", kind: "CSINode", scope: cluster,
+                field: csi_nodes, apply: stored(state),
+            },
+            /// CSIDrivers (which publish their storage capacity) and the
+            /// CSIStorageCapacities they publish: where a claim can be
+            /// provisioned (VolumeBinding).
+            CsiDriver(k8s_openapi::api::storage::v1::CSIDriver) {
+                api: "storage.k8s.io/v1", resource: "csidrivers", kind: "CSIDriver", scope: cluster,
+                field: csi_drivers, apply: stored(volumes),
+            },
+            StorageCapacity(k8s_openapi::api::storage::v1::CSIStorageCapacity) {
+                api: "storage.k8s.io/v1", resource: "csistoragecapacities", kind: "CSIStorageCapacity",
+                scope: namespaced, field: storage_capacities, apply: stored(volumes),
+            },
+            /// ResourceSlices (the devices drivers publish), DeviceClasses and
+            /// ResourceClaims: what DynamicResources allocates.
+            ResourceSlice(k8s_openapi::api::resource::v1::ResourceSlice) {
+                api: "resource.k8s.io/v1", resource: "resourceslices", kind: "ResourceSlice", scope: cluster,
+                field: resource_slices, apply: stored(devices),
+            },
+            DeviceClass(k8s_openapi::api::resource::v1::DeviceClass) {
+                api: "resource.k8s.io/v1", resource: "deviceclasses", kind: "DeviceClass", scope: cluster,
+                field: device_classes, apply: stored(devices),
+            },
+            ResourceClaim(k8s_openapi::api::resource::v1::ResourceClaim) {
+                api: "resource.k8s.io/v1", resource: "resourceclaims", kind: "ResourceClaim", scope: namespaced,
+                field: resource_claims, apply: resource_claims_changed,
+            },
+        }
+    };
+}
