@@ -19,7 +19,9 @@ pub(super) trait KindStore<K> {
     /// Stores `object`; returns whether what the filters read of it
     /// changed, so that waiting pods are worth retrying.
     fn upsert(&mut self, object: &K) -> bool;
-    fn remove(&mut self, key: &ObjectKey);
+    /// Removes the object under `key`; returns whether waiting pods are
+    /// worth retrying (most deletions only take room or choices away).
+    fn remove(&mut self, key: &ObjectKey) -> bool;
     /// Every object held.
     fn held(&self) -> Vec<ObjectKey>;
 }
@@ -29,15 +31,13 @@ pub(super) trait KindStore<K> {
 pub(super) fn apply_to<K>(store: &mut impl KindStore<K>, change: Change<K>) -> bool {
     match change {
         Change::Applied(object) => store.upsert(&object),
-        Change::Deleted { key, .. } => {
-            store.remove(&key);
-            false
-        }
+        Change::Deleted { key, .. } => store.remove(&key),
         Change::Listed(listed) => {
+            let mut retry = false;
             for key in gone_from(store.held(), &listed) {
-                store.remove(&key);
+                retry |= store.remove(&key);
             }
-            false
+            retry
         }
     }
 }
@@ -60,8 +60,9 @@ impl KindStore<Namespace> for ClusterState {
         changed
     }
 
-    fn remove(&mut self, key: &ObjectKey) {
+    fn remove(&mut self, key: &ObjectKey) -> bool {
         self.namespace_deleted(&key.name);
+        false
     }
 
     fn held(&self) -> Vec<ObjectKey> {
@@ -77,8 +78,9 @@ impl KindStore<PodDisruptionBudget> for ClusterState {
         false
     }
 
-    fn remove(&mut self, key: &ObjectKey) {
+    fn remove(&mut self, key: &ObjectKey) -> bool {
         self.budget_deleted(&key.namespace, &key.name);
+        false
     }
 
     fn held(&self) -> Vec<ObjectKey> {
@@ -100,8 +102,9 @@ impl KindStore<CSINode> for ClusterState {
         true
     }
 
-    fn remove(&mut self, key: &ObjectKey) {
+    fn remove(&mut self, key: &ObjectKey) -> bool {
         self.set_attach_limits(&key.name, None);
+        false
     }
 
     fn held(&self) -> Vec<ObjectKey> {
@@ -121,8 +124,9 @@ macro_rules! stores {
                 true
             }
 
-            fn remove(&mut self, key: &ObjectKey) {
+            fn remove(&mut self, key: &ObjectKey) -> bool {
                 self.$deleted(&key.name);
+                false
             }
 
             fn held(&self) -> Vec<ObjectKey> {
@@ -137,8 +141,9 @@ macro_rules! stores {
                 true
             }
 
-            fn remove(&mut self, key: &ObjectKey) {
+            fn remove(&mut self, key: &ObjectKey) -> bool {
                 self.$deleted(&key.namespace, &key.name);
+                false
             }
 
             fn held(&self) -> Vec<ObjectKey> {
