@@ -159,13 +159,11 @@ fn forbidden_events_and_conditions_are_said_once() {
     let Some(real) = Real::start("no-events") else { return };
     real.block_on(async {
         let ns = real.namespace.clone();
+        let watches = watch_rules();
         let rbac = format!(
             "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: quiet, namespace: {ns}}}\n---\n\
              apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {ns}-quiet}}\nrules:\n\
-             - {{apiGroups: [''], resources: [nodes, pods, namespaces, persistentvolumeclaims, persistentvolumes], verbs: [get, list, watch]}}\n\
-             - {{apiGroups: [policy], resources: [poddisruptionbudgets], verbs: [get, list, watch]}}\n\
-             - {{apiGroups: [storage.k8s.io], resources: [storageclasses, csinodes, csidrivers, csistoragecapacities], verbs: [get, list, watch]}}\n\
-             - {{apiGroups: [resource.k8s.io], resources: [resourceslices, deviceclasses, resourceclaims], verbs: [get, list, watch]}}\n\
+             {watches}\
              - {{apiGroups: [''], resources: [pods/binding], verbs: [create]}}\n---\n\
              apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: {ns}-quiet}}\n\
              roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {ns}-quiet}}\n\
@@ -196,4 +194,20 @@ fn forbidden_events_and_conditions_are_said_once() {
         assert!(!log.contains("may not create events.k8s.io events") && !log.contains("may not patch pods/status"), "{log}");
         assert!(!log.contains("could not create event") && !log.contains("ApiError"), "{log}");
     });
+}
+
+/// RBAC rules (YAML flow lines) to get, list and watch every kind the
+/// scheduling core watches.
+fn watch_rules() -> String {
+    use wasmsched::scheduler::WATCHED_KINDS;
+    WATCHED_KINDS
+        .iter()
+        .map(|kind| {
+            format!(
+                "- {{apiGroups: ['{}'], resources: [{}], verbs: [get, list, watch]}}\n",
+                kind.group(),
+                kind.resource
+            )
+        })
+        .collect()
 }
