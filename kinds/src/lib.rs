@@ -80,6 +80,12 @@ macro_rules! watched_kinds {
                 api: "storage.k8s.io/v1", resource: "csinodes", kind: "CSINode", scope: cluster,
                 field: csi_nodes, apply: stored(state),
             },
+            /// VolumeAttachments: the CSI volumes attached to a node, which
+            /// NodeVolumeLimits counts even after their pod is gone.
+            VolumeAttachment(k8s_openapi::api::storage::v1::VolumeAttachment) {
+                api: "storage.k8s.io/v1", resource: "volumeattachments", kind: "VolumeAttachment", scope: cluster,
+                field: volume_attachments, apply: stored(volumes),
+            },
             /// CSIDrivers (which publish their storage capacity) and the
             /// CSIStorageCapacities they publish: where a claim can be
             /// provisioned (VolumeBinding).

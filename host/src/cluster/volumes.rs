@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass, VolumeAttachment};
 use wasmsched_runtime::NodeFacts;
 
 use super::PodKey;
@@ -70,11 +70,22 @@ pub struct Volumes {
     /// capacity (`storageCapacity: true`).
     drivers: HashMap<String, bool>,
     capacities: HashMap<ClaimKey, Capacity>,
+    /// VolumeAttachments by node, and the node of each by name.
+    attachments: HashMap<String, Vec<Attachment>>,
+    attachment_nodes: HashMap<String, String>,
     /// Claims and volumes as reservations left them, over the watched ones.
     assumed_claims: HashMap<ClaimKey, Claim>,
     assumed_volumes: HashMap<String, Volume>,
     /// What each pod in its binding cycle reserved, to revert on failure.
     reservations: HashMap<PodKey, VolumeReservation>,
+}
+
+/// A VolumeAttachment, as NodeVolumeLimits reads it.
+#[derive(Debug)]
+struct Attachment {
+    name: String,
+    attacher: String,
+    volume: Option<String>,
 }
 
 impl Volumes {
@@ -192,6 +203,46 @@ impl Volumes {
     /// kube-scheduler reads it.
     pub fn waits_for_first_consumer(&self, claim: &Claim) -> bool {
         claim.storage_class.as_deref().and_then(|c| self.classes.get(c)).is_some_and(|c| c.wait_for_first_consumer)
+    }
+
+    pub fn attachment_upserted(&mut self, attachment: &VolumeAttachment) {
+        let name = attachment.metadata.name.clone().unwrap_or_default();
+        self.attachment_deleted(&name);
+        let spec = &attachment.spec;
+        self.attachment_nodes.insert(name.clone(), spec.node_name.clone());
+        let volume = spec.source.persistent_volume_name.clone();
+        self.attachments.entry(spec.node_name.clone()).or_default().push(Attachment {
+            name,
+            attacher: spec.attacher.clone(),
+            volume,
+        });
+    }
+
+    pub fn attachment_deleted(&mut self, name: &str) {
+        let Some(node) = self.attachment_nodes.remove(name) else { return };
+        if let Some(on_node) = self.attachments.get_mut(&node) {
+            on_node.retain(|a| a.name != name);
+            if on_node.is_empty() {
+                self.attachments.remove(&node);
+            }
+        }
+    }
+
+    pub fn attachment_names(&self) -> impl Iterator<Item = &str> {
+        self.attachment_nodes.keys().map(String::as_str)
+    }
+
+    /// The CSI volumes `node`'s VolumeAttachments attach, whether a pod
+    /// still uses them or not: the attacher and the volume's handle
+    /// (kube's `getNodeVolumeAttachmentInfo`). An attachment with no
+    /// attacher, or of no PersistentVolume, or of one not known or not
+    /// CSI, is not counted.
+    pub fn attached_to<'a>(&'a self, node: &str) -> impl Iterator<Item = (String, String)> + 'a {
+        self.attachments.get(node).into_iter().flatten().filter_map(|a| {
+            let volume = self.volume(a.volume.as_deref().filter(|_| !a.attacher.is_empty())?)?;
+            let (_, handle) = volume.csi.as_ref()?;
+            Some((a.attacher.clone(), handle.clone()))
+        })
     }
 
     /// The CSI volume a claim stands for, as NodeVolumeLimits counts it:

@@ -1,9 +1,10 @@
 //! NodeVolumeLimits, kube-scheduler's CSI attach limits: a node whose
 //! CSINode gives a driver an `allocatable.count` takes no pod whose new
 //! volumes of that driver, with those its pods (placed and nominated)
-//! already attach, would exceed it. Volumes are counted once each, by
-//! driver and volume handle; a claim not bound yet counts as one volume
-//! of its class's provisioner. Eviction can clear it.
+//! already attach, would exceed it, with the volumes its VolumeAttachments
+//! say are attached (those of pods gone included). Volumes are counted
+//! once each, by driver and volume handle; a claim not bound yet counts as
+//! one volume of its class's provisioner. Eviction can clear it.
 
 use std::collections::HashSet;
 
@@ -27,24 +28,37 @@ pub fn check(
         return Ok(());
     }
     match state.attach_limits(&node.name) {
-        Some(limits) if exceeds(limits, usage, volumes, state) => Err(vec![MAX_VOLUME_COUNT_EXCEEDED.to_string()]),
+        Some(limits) if exceeds(&node.name, limits, usage, volumes, state) => {
+            Err(vec![MAX_VOLUME_COUNT_EXCEEDED.to_string()])
+        }
         _ => Ok(()),
     }
 }
 
-fn exceeds(limits: &[(String, u32)], usage: &NodeUsage, volumes: &PodVolumes, state: &ClusterState) -> bool {
-    if usage.claims.is_empty() {
+fn exceeds(
+    node: &str,
+    limits: &[(String, u32)],
+    usage: &NodeUsage,
+    volumes: &PodVolumes,
+    state: &ClusterState,
+) -> bool {
+    let mut attachments = state.volumes().attached_to(node).peekable();
+    if usage.claims.is_empty() && attachments.peek().is_none() {
         // Nothing attached yet (most nodes): no set of what is.
         return limits
             .iter()
             .any(|(driver, limit)| volumes.attachable.iter().filter(|(d, _)| d == driver).count() > *limit as usize);
     }
-    let attached: HashSet<(String, String)> =
+    let of_pods: HashSet<(String, String)> =
         usage.claims.iter().filter_map(|(namespace, claim)| state.volumes().attachable(namespace, claim)).collect();
-    let new: Vec<&(String, String)> = volumes.attachable.iter().filter(|v| !attached.contains(*v)).collect();
+    // Only the pods' volumes are taken from the new ones: a volume still
+    // attached from a pod that is gone counts again when a new pod uses
+    // it, as kube counts it.
+    let new: Vec<&(String, String)> = volumes.attachable.iter().filter(|v| !of_pods.contains(*v)).collect();
+    let only_attached: HashSet<(String, String)> = attachments.filter(|v| !of_pods.contains(v)).collect();
     limits.iter().any(|(driver, limit)| {
         let adding = new.iter().filter(|(d, _)| d == driver).count();
-        let present = attached.iter().filter(|(d, _)| d == driver).count();
+        let present = of_pods.iter().chain(&only_attached).filter(|(d, _)| d == driver).count();
         adding > 0 && present + adding > *limit as usize
     })
 }

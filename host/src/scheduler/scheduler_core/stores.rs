@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment};
 
 use crate::cluster::{ClusterState, Devices, DisruptionBudget, Volumes};
 use crate::scheduler::events::{Change, ObjectKey};
@@ -109,6 +109,24 @@ impl KindStore<CSINode> for ClusterState {
 
     fn held(&self) -> Vec<ObjectKey> {
         self.attach_limited_nodes().map(ObjectKey::cluster_scoped).collect()
+    }
+}
+
+/// A node's attached CSI volumes: a new attachment only takes a slot, a
+/// deleted one frees it (kube's queueing hint for NodeVolumeLimits).
+impl KindStore<VolumeAttachment> for Volumes {
+    fn upsert(&mut self, attachment: &VolumeAttachment) -> bool {
+        self.attachment_upserted(attachment);
+        false
+    }
+
+    fn remove(&mut self, key: &ObjectKey) -> bool {
+        self.attachment_deleted(&key.name);
+        true
+    }
+
+    fn held(&self) -> Vec<ObjectKey> {
+        self.attachment_names().map(ObjectKey::cluster_scoped).collect()
     }
 }
 

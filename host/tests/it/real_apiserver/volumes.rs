@@ -275,6 +275,63 @@ fn a_node_attaches_as_many_csi_volumes_as_kube_scheduler_allows() {
     });
 }
 
+/// A node whose CSINode allows two volumes of a driver, one of them still
+/// attached (a VolumeAttachment) though no pod uses it, and two pods of
+/// one volume each: their outcomes, then those once the attachment is
+/// deleted (the waiting pod must be retried and bound).
+async fn run_attachments(real: &Real, side: &str, scheduler_name: &str) -> (Vec<Outcome>, Vec<Outcome>) {
+    use k8s_openapi::api::storage::v1::{CSINode, VolumeAttachment};
+    let class = format!("{side}-attached");
+    real.add_node(&format!("{side}-n0"), &node_shape(json!({"wasmsched-class": class}))).await;
+    let node = real.own(&format!("{side}-n0"));
+    let driver = "disk.csi.example.com";
+    let csi_nodes: Api<CSINode> = Api::all(real.admin.clone());
+    let csi_node = json!({"metadata": {"name": node}, "spec": {"drivers": [
+        {"name": driver, "nodeID": node, "allocatable": {"count": 2}}]}});
+    csi_nodes.create(&PostParams::default(), &serde_json::from_value(csi_node).unwrap()).await.unwrap();
+    let (mut volumes, mut pods) = (Vec::new(), Vec::new());
+    for i in ["old", "0", "1"] {
+        let (volume, claim) = (real.own(&format!("{side}-pv-attached-{i}")), format!("{side}-attached-{i}"));
+        let source = json!({"csi": {"driver": driver, "volumeHandle": format!("{volume}-handle")}});
+        bound_volume(real, (&volume, &claim), json!({}), source, "ReadWriteOnce").await;
+        if i != "old" {
+            pods.push((format!("p{i}"), pod_using(&class, &claim)));
+        }
+        volumes.push(volume);
+    }
+    let attachments: Api<VolumeAttachment> = Api::all(real.admin.clone());
+    let name = real.own(&format!("{side}-va-old"));
+    let attachment = json!({"metadata": {"name": name}, "spec": {
+        "attacher": driver, "nodeName": node, "source": {"persistentVolumeName": volumes[0]}}});
+    attachments.create(&PostParams::default(), &serde_json::from_value(attachment).unwrap()).await.unwrap();
+    real.settle().await;
+    let names = real.create_pods(&format!("{side}-"), &pods, scheduler_name, Duration::ZERO).await;
+    let mut before: Vec<Outcome> = real.wait_decided(&names).await.iter().map(Outcome::of).collect();
+    before.sort_by_key(|o| format!("{o:?}"));
+    attachments.delete(&name, &DeleteParams::default()).await.unwrap();
+    let mut after = Vec::new();
+    for name in &names {
+        after.push(Outcome::of(&real.wait_bound(name).await));
+    }
+    real.delete_pods().await;
+    delete_volumes(real, &volumes).await;
+    let _ = csi_nodes.delete(&node, &DeleteParams::default()).await;
+    real.delete_nodes().await;
+    (before, after)
+}
+
+#[test]
+fn a_volume_left_attached_counts_and_its_detachment_frees_the_slot_as_in_kube_scheduler() {
+    let Some(real) = Real::start("volume-attachments") else { return };
+    real.block_on(async {
+        let (kube, ours) = beside_kube(&real, "wasmsched-volume-attachments", run_attachments).await;
+        assert_eq!(kube.0[0], Outcome::Bound, "{kube:?}");
+        assert!(matches!(&kube.0[1], Outcome::Unschedulable(m) if m.contains("exceed max volume count")), "{kube:?}");
+        assert_eq!(kube.1, [Outcome::Bound, Outcome::Bound], "{kube:?}");
+        assert_eq!(ours, kube, "wasmsched counts attached volumes otherwise than kube-scheduler");
+    });
+}
+
 /// Two local volumes of a class with no provisioner on n1, 5Gi and 2Gi
 /// (n0 has none), and two unbound claims of it, 1Gi and 10Gi, a pod on
 /// each: the scheduler must take the first to n1, match it to the

@@ -213,6 +213,65 @@ fn a_node_attaches_no_more_csi_volumes_than_its_csinode_allows() {
     assert!(r.unschedulable.is_empty(), "{:?}", r.unschedulable);
 }
 
+/// A VolumeAttachment of volume `pv` to `node` by `attacher`.
+fn attachment(name: &str, pv: &str, node: &str, attacher: &str) -> String {
+    format!(
+        "---\napiVersion: storage.k8s.io/v1\nkind: VolumeAttachment\nmetadata: {{name: {name}}}\nspec: {{attacher: {attacher}, nodeName: {node}, source: {{persistentVolumeName: {pv}}}}}\n"
+    )
+}
+
+/// A node allowing two volumes of a driver, one of them still attached
+/// for a pod that is gone, and two pods of one new volume each.
+fn attached_but_unused() -> String {
+    let driver = "disk.csi.example.com";
+    let mut yaml = node("n0", "8", "8Gi", "") + &csi_node("n0", driver, 2);
+    yaml += &(csi_volume("pv-old", "old", driver, "vol-old") + &attachment("va-old", "pv-old", "n0", driver));
+    for i in 0..2 {
+        yaml += &csi_volume(&format!("pv-{i}"), &format!("data-{i}"), driver, &format!("vol-{i}"));
+        yaml += &claim(&format!("data-{i}"), &format!("pv-{i}"), true);
+        yaml += &pod(&format!("p{i}"), "1", &using(&format!("data-{i}")));
+    }
+    yaml
+}
+
+#[test]
+fn a_volume_attached_after_its_pod_is_gone_still_takes_a_slot() {
+    let r = run(&attached_but_unused());
+    let waiting: Vec<&str> = ["p0", "p1"].into_iter().filter(|p| placed(&r, p).is_none()).collect();
+    assert_eq!(waiting.len(), 1, "{:?}", r.unschedulable);
+    assert!(message(&r, waiting[0]).starts_with("0/1 nodes are available: 1 node(s) exceed max volume count."));
+    // An attachment without an attacher, or of a volume not known, is not
+    // counted (kube's getNodeVolumeAttachmentInfo).
+    for broken in ["attacher: disk.csi.example.com, nodeName", "persistentVolumeName: pv-old"] {
+        let other =
+            if broken.starts_with("attacher") { "attacher: '', nodeName" } else { "persistentVolumeName: pv-gone" };
+        let r = run(&attached_but_unused().replace(broken, other));
+        assert!(r.unschedulable.is_empty(), "{broken}: {:?}", r.unschedulable);
+    }
+}
+
+#[test]
+fn a_detached_volume_lets_the_waiting_pod_in() {
+    use k8s_openapi::api::storage::v1::VolumeAttachment;
+    use std::time::Duration;
+    use wasmsched::scheduler::{Attempt, ClusterEvent, ObjectKey, Scheduler, SchedulerConfig};
+    let mut m = Manifests::default();
+    m.add_text("t", &attached_but_unused());
+    let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
+    for event in m.objects.into_events() {
+        let _ = s.apply(event, Duration::ZERO);
+    }
+    let Some(Attempt::Placed { pod, node, .. }) = s.schedule_next(Duration::ZERO) else { panic!("none placed") };
+    s.binding_succeeded(&pod, &node);
+    let Some(Attempt::Unschedulable { .. }) = s.schedule_next(Duration::ZERO) else { panic!("both placed") };
+    // Nothing changed: the waiting pod stays waiting.
+    assert!(s.schedule_next(Duration::from_secs(30)).is_none());
+    let detached = ClusterEvent::deleted::<VolumeAttachment>(ObjectKey::cluster_scoped("va-old"), None);
+    let _ = s.apply(detached, Duration::from_secs(30));
+    let Some(Attempt::Placed { node, .. }) = s.schedule_next(Duration::from_secs(60)) else { panic!("still waiting") };
+    assert_eq!(node, "n0");
+}
+
 /// A StorageClass that waits for the first consumer; `extra` adds to it
 /// (`allowedTopologies`).
 fn delayed_class(name: &str, provisioner: &str, extra: &str) -> String {
