@@ -148,7 +148,7 @@ fn score_phase(engine: &PolicyEngine) {
     let policy = engine.load(&source, "{}", PolicyLimits::default()).unwrap();
     for nodes in [500, 5000] {
         let (table, candidates) = cluster(nodes);
-        let ctx = PolicyContext { nodes: table.clone(), metrics: Arc::new(NoMetrics) };
+        let ctx = PolicyContext { nodes: table.clone(), node_metrics: Arc::new(NoMetrics) };
         let pod = pod();
         let iters = 20_000_000 / nodes;
         let wasm = median(9, iters, || {
@@ -275,7 +275,7 @@ fn contract_shapes(engine: &PolicyEngine) {
 
     // A: the chosen contract, through the real runtime.
     let (table, candidates) = cluster(NODES);
-    let ctx = PolicyContext { nodes: table.clone(), metrics: Arc::new(NoMetrics) };
+    let ctx = PolicyContext { nodes: table.clone(), node_metrics: Arc::new(NoMetrics) };
     let least = engine
         .load(&PolicySource::from_file(&policy_wasm("least-allocated")).unwrap(), "{}", PolicyLimits::default())
         .unwrap();

@@ -33,7 +33,7 @@ pub(crate) struct HostState {
     pub(crate) config_json: Arc<str>,
     /// Set for the duration of a call.
     pub(crate) nodes: Option<Arc<NodeTable>>,
-    pub(crate) metrics: Option<Arc<dyn NodeMetrics>>,
+    pub(crate) node_metrics: Option<Arc<dyn NodeMetrics>>,
     log_lines_this_call: u32,
     log_bytes_this_call: usize,
     max_log_lines_per_call: u32,
@@ -98,7 +98,7 @@ impl HostState {
             policy_name,
             config_json,
             nodes: None,
-            metrics: None,
+            node_metrics: None,
             log_lines_this_call: 0,
             log_bytes_this_call: 0,
             max_log_lines_per_call,
@@ -165,7 +165,7 @@ impl HostState {
     /// node table holds (a longer list names nodes twice or not at all:
     /// its tail is not answered, and the answer is that much shorter).
     pub(crate) fn lookup_metrics(&self, metric: &str, nodes: &[NodeId]) -> Vec<Option<MetricSample>> {
-        let (Some(table), Some(metrics)) = (&self.nodes, &self.metrics) else {
+        let (Some(table), Some(metrics)) = (&self.nodes, &self.node_metrics) else {
             return vec![None; nodes.len().min(MAX_METRIC_IDS_WITHOUT_TABLE)];
         };
         if metric.len() > MAX_METRIC_NAME_BYTES {

@@ -35,7 +35,7 @@ pub struct Provenance {
 #[derive(Clone)]
 pub struct PolicyContext {
     pub nodes: Arc<NodeTable>,
-    pub metrics: Arc<dyn NodeMetrics>,
+    pub node_metrics: Arc<dyn NodeMetrics>,
 }
 
 pub struct LoadedPolicy {
@@ -163,14 +163,14 @@ impl LoadedPolicy {
             None => self.factory.instantiate(&self.name)?,
         };
         instance.store.data_mut().nodes = Some(ctx.nodes.clone());
-        instance.store.data_mut().metrics = Some(ctx.metrics.clone());
+        instance.store.data_mut().node_metrics = Some(ctx.node_metrics.clone());
         let result = instance.sync(&self.name, self.limits().call_deadline, &ctx.nodes).and_then(|sent| {
             self.node_records_sent.fetch_add(sent, Ordering::Relaxed);
             f(&mut instance)
         });
         // Do not keep the table alive between calls: the owner may mutate it.
         instance.store.data_mut().nodes = None;
-        instance.store.data_mut().metrics = None;
+        instance.store.data_mut().node_metrics = None;
         match &result {
             Err(e) if e.poisons_instance() => {
                 tracing::warn!(policy = %self.name, error = %e, "discarding policy instance");

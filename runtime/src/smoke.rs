@@ -93,7 +93,7 @@ pub fn synthetic_cluster() -> (PodFacts, NodeTable, Vec<Candidate>) {
 pub fn smoke_run(policy: &LoadedPolicy) -> SmokeReport {
     let (pod, table, candidates) = synthetic_cluster();
     let nodes = candidates.iter().map(|c| table.name(c.node).unwrap_or_default().to_string()).collect();
-    let ctx = PolicyContext { nodes: Arc::new(table), metrics: Arc::new(NoMetrics) };
+    let ctx = PolicyContext { nodes: Arc::new(table), node_metrics: Arc::new(NoMetrics) };
     let started = Instant::now();
     let filter = policy.info.phases.filter.then(|| policy.filter(&ctx, &pod, &candidates));
     let score = policy.info.phases.score.then(|| policy.score(&ctx, &pod, &candidates, 0x5eed));

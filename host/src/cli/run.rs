@@ -206,7 +206,7 @@ fn flags(args: &RunArgs) -> anyhow::Result<Flags> {
             .transpose()?,
         policy_dir,
         sampling: args.percentage_of_nodes_to_score,
-        metrics,
+        node_metrics: metrics,
         leader_election: LeaderElectionFlags {
             enabled: args.leader_elect,
             namespace: args.leader_elect_namespace.clone(),

@@ -74,7 +74,7 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let mut scheduler = build_scheduler(&config)?;
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    if !config.metrics.is_empty() {
+    if !config.node_metrics.is_empty() {
         scheduler = start_node_metrics(scheduler, &config, &client, &status, shutdown_rx.clone())?;
     }
     let http_addr = match config.http_addr {
@@ -99,8 +99,13 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let (elector, lease_stop_tx) = spawn_leadership(&client, &le, &status);
     let binder_settings =
         BinderSettings { concurrency: config.bind_concurrency, volume_bind_timeout: config.volume_bind_timeout };
-    let binder =
-        tokio::spawn(binder::run(client.clone(), binds_rx, inputs_tx.clone(), status.clone(), binder_settings));
+    let binder = tokio::spawn(binder::run(
+        client.clone(),
+        binds_rx,
+        inputs_tx.clone(),
+        status.binder_context(),
+        binder_settings,
+    ));
     let policy_configmaps = config
         .profiles
         .iter()
@@ -128,7 +133,7 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
 /// The watches of a run: the cluster's objects, and each profile's
 /// hot-swapped policy source.
 struct Sources {
-    cluster: Vec<Source>,
+    cluster: Vec<Source<Input>>,
     configmaps: Vec<(String, ConfigMapRef)>,
     dirs: Vec<(String, std::path::PathBuf)>,
 }
@@ -158,7 +163,7 @@ impl Sources {
         if config.tenants.settings.enabled {
             names.push(tenant_configmaps::SOURCE_NAME.to_string());
         }
-        if !config.metrics.is_empty() {
+        if !config.node_metrics.is_empty() {
             names.push(NODE_METRICS_SOURCE.to_string());
         }
         names
@@ -273,7 +278,7 @@ fn start_node_metrics(
     status: &Arc<SchedulerStatus>,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<Scheduler> {
-    let cache = Arc::new(MetricsCache::new(config.metrics.clone()));
+    let cache = Arc::new(MetricsCache::new(config.node_metrics.clone()));
     status.set_node_metrics(cache.clone());
     let http = reqwest::Client::builder().build()?;
     Refresher { cache: cache.clone(), http, kube: Some(client.clone()) }.spawn(shutdown);
@@ -285,7 +290,7 @@ fn start_node_metrics(
         }
         ready.set_synced(NODE_METRICS_SOURCE);
     });
-    Ok(scheduler.with_metrics(cache))
+    Ok(scheduler.with_node_metrics(cache))
 }
 
 /// Leadership: the elector publishes on a watch; the status mirrors it.

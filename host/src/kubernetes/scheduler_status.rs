@@ -3,12 +3,14 @@
 //! scheduler.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::kubernetes::writes::bind_gate::BindGate;
+use crate::kubernetes::writes::binder::BinderContext;
 use crate::kubernetes::writes::denied::Denials;
 use crate::node_metrics::MetricsCache;
 use crate::scheduler::PolicySet;
@@ -105,19 +107,17 @@ pub struct PermissionsShown {
 }
 
 pub struct SchedulerStatus {
-    pub metrics: SchedulerMetrics,
+    /// The scheduler's own metrics (`wasmsched_*`).
+    pub metrics: Arc<SchedulerMetrics>,
     /// Permissions found missing, each said once.
     pub denials: Denials,
+    /// Whether binding cycles may go on (leading, not stopping).
+    pub gate: Arc<BindGate>,
     started: Instant,
     /// Source name → whether its initial list has been applied.
     synced: Mutex<BTreeMap<String, bool>>,
-    leader: AtomicBool,
-    /// Whether binding cycles may go on: this replica leads and is not
-    /// shutting down. A PreBind wait gives up the moment it turns false.
-    may_bind: tokio::sync::watch::Sender<bool>,
     /// Milliseconds since start when the scheduling loop last went round.
     heartbeat_ms: AtomicU64,
-    stopping: AtomicBool,
     policies: Mutex<Vec<ActivePolicy>>,
     /// Node metrics for policies, when configured: rendered with ours.
     node_metrics: Mutex<Option<Arc<MetricsCache>>>,
@@ -140,14 +140,12 @@ impl SchedulerStatus {
     pub fn new(lease: Option<String>, sources: &[String], policies: Vec<ActivePolicy>) -> Self {
         let leader_election = lease.is_some();
         let status = SchedulerStatus {
-            metrics: SchedulerMetrics::new(),
+            metrics: Arc::new(SchedulerMetrics::new()),
             denials: Denials::default(),
+            gate: Arc::new(BindGate::new(!leader_election)),
             started: Instant::now(),
             synced: Mutex::new(sources.iter().map(|s| (s.clone(), false)).collect()),
-            leader: AtomicBool::new(!leader_election),
-            may_bind: tokio::sync::watch::Sender::new(!leader_election),
             heartbeat_ms: AtomicU64::new(0),
-            stopping: AtomicBool::new(false),
             policies: Mutex::new(policies),
             node_metrics: Mutex::new(None),
             lease,
@@ -158,6 +156,11 @@ impl SchedulerStatus {
         };
         status.metrics.set_leader(!leader_election);
         status
+    }
+
+    /// What the binder shares of this status.
+    pub fn binder_context(&self) -> BinderContext {
+        BinderContext { gate: self.gate.clone(), metrics: self.metrics.clone(), denials: self.denials.clone() }
     }
 
     pub fn set_node_metrics(&self, cache: Arc<MetricsCache>) {
@@ -206,25 +209,18 @@ impl SchedulerStatus {
     }
 
     pub fn set_leader(&self, leader: bool) {
-        self.leader.store(leader, Ordering::SeqCst);
+        self.gate.set_leader(leader);
         self.metrics.set_leader(leader);
-        self.update_may_bind();
-    }
-
-    /// Under the watch's lock, from both flags as they are now: a leader
-    /// change racing a shutdown cannot leave it true.
-    fn update_may_bind(&self) {
-        self.may_bind.send_modify(|may| *may = self.is_leader() && !self.is_stopping());
     }
 
     /// Follows whether binding cycles may go on (leading, not stopping).
     pub fn may_bind(&self) -> tokio::sync::watch::Receiver<bool> {
-        self.may_bind.subscribe()
+        self.gate.subscribe()
     }
 
     /// Whether this replica may schedule and bind now.
     pub fn is_leader(&self) -> bool {
-        self.leader.load(Ordering::SeqCst)
+        self.gate.is_leader()
     }
 
     pub fn heartbeat(&self) {
@@ -239,12 +235,11 @@ impl SchedulerStatus {
     }
 
     pub fn set_stopping(&self) {
-        self.stopping.store(true, Ordering::SeqCst);
-        self.update_may_bind();
+        self.gate.set_stopping();
     }
 
     pub fn is_stopping(&self) -> bool {
-        self.stopping.load(Ordering::SeqCst)
+        self.gate.is_stopping()
     }
 
     /// Replaces one profile's active policies (a hot swap).

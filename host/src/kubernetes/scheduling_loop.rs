@@ -16,6 +16,7 @@ use crate::kubernetes::scheduler_status::SchedulerStatus;
 use crate::kubernetes::shadow_worker::ShadowWorker;
 use crate::kubernetes::tenants::namespace::TenantPolicies;
 use crate::kubernetes::tenants::workers::TenantWorkers;
+use crate::kubernetes::watch::sources::Watched;
 use crate::kubernetes::writes::binder::{BindOutcome, BindRequest, BindResult};
 use crate::kubernetes::writes::reporter::{PodRef, Report};
 use crate::record::{Attempted, BindingRecord, Recorder};
@@ -47,6 +48,15 @@ pub enum Input {
     /// Stop waiting for the bindings still out: shutdown's bound on the
     /// writes in flight has passed.
     Abandon,
+}
+
+impl From<Watched> for Input {
+    fn from(watched: Watched) -> Self {
+        match watched {
+            Watched::Event(event) => Input::Cluster(event),
+            Watched::Synced(source) => Input::Synced(source),
+        }
+    }
 }
 
 impl From<BindResult> for Input {

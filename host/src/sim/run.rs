@@ -251,7 +251,8 @@ fn new_scheduler(policies: PolicySet, metrics: Arc<dyn NodeMetrics>, options: &S
         scoring: options.scoring,
         dra_filter_timeout: options.dra_filter_timeout,
     };
-    let mut scheduler = Scheduler::new(config, policies).with_metrics(metrics).with_workers(options.workers.clone());
+    let mut scheduler =
+        Scheduler::new(config, policies).with_node_metrics(metrics).with_workers(options.workers.clone());
     type Tenant = (Vec<(String, Arc<LoadedPolicy>)>, Vec<ShadowCandidate>);
     let mut tenants: BTreeMap<&str, Tenant> = BTreeMap::new();
     for (namespace, name, policy) in &options.tenants {

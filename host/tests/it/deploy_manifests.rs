@@ -102,7 +102,7 @@ fn rbac_grants_every_call_the_backend_makes() {
     let path = deploy_dir().join("scheduler-config.yaml");
     let config = ConfigurationFile::read(&path).unwrap();
     let resolved = resolve(Some((&config, &path)), Flags::default()).unwrap();
-    let (le, tenants, metrics) = (resolved.leader_election, resolved.tenants, resolved.metrics);
+    let (le, tenants, metrics) = (resolved.leader_election, resolved.tenants, resolved.node_metrics);
     // The latency-aware profile's Prometheus metric is well-formed.
     assert!(metrics.iter().any(|m| m.source.kind() == "prometheus"), "{metrics:?}");
     if tenants.settings.enabled {

@@ -212,6 +212,27 @@ fn the_core_never_reaches_a_backend() {
     assert!(reaches.is_empty(), "the core imports a backend:\n{}", reaches.join("\n"));
 }
 
+/// The Kubernetes backend's watches and writes are its leaves: they hand
+/// what they see and do to whoever runs them (through `From` impls of the
+/// consumer's input, and what it shares with them) and import nothing of
+/// `kubernetes/` but each other.
+#[test]
+fn kubernetes_watches_and_writes_never_reach_back_up() {
+    let leaf = |m: &[String]| {
+        m.first().is_some_and(|k| k == "kubernetes") && m.get(1).is_some_and(|l| l == "watch" || l == "writes")
+    };
+    let edges = graph(&src());
+    let mut reaches = Vec::new();
+    for (module, targets) in edges.iter().filter(|(m, _)| leaf(m)) {
+        for target in targets {
+            if target.first().map(String::as_str) == Some("kubernetes") && !leaf(target) {
+                reaches.push(format!("{} → {}", module.join("/"), target.join("/")));
+            }
+        }
+    }
+    assert!(reaches.is_empty(), "kubernetes/watch or writes reaches back up:\n{}", reaches.join("\n"));
+}
+
 #[test]
 fn a_loop_between_two_files_is_found() {
     let dir = tempfile::tempdir().unwrap();

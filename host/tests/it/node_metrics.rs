@@ -153,7 +153,7 @@ async fn setup(metrics: Vec<MetricSpec>, policies: PolicySet) -> Setup {
         common::big_node(&fake, &format!("n{i}"), json!({}));
     }
     let mut config = common::single_replica(ProfileConfig::with_policies("wasmsched", policies));
-    config.metrics = metrics;
+    config.node_metrics = metrics;
     let scheduler = common::start_ready(client.clone(), config).await;
     Setup { fake, client, scheduler }
 }

@@ -72,7 +72,7 @@ pub(crate) fn three_nodes() -> (PolicyContext, Vec<Candidate>) {
     let b = table.upsert(node("b", 8, 32, &[]));
     let c = table.upsert(node("c", 2, 4, &[]));
     let candidates = vec![used(a, 3000, 6 * GI), used(b, 0, 0), used(c, 1000, GI)];
-    (PolicyContext { nodes: Arc::new(table), metrics: Arc::new(NoMetrics) }, candidates)
+    (PolicyContext { nodes: Arc::new(table), node_metrics: Arc::new(NoMetrics) }, candidates)
 }
 
 #[test]
@@ -112,7 +112,7 @@ fn node_strings_cross_once_then_only_as_deltas() {
     let ids: Vec<NodeId> = (0..50).map(|i| table.upsert(node(&format!("n{i}"), 4, 8, &[]))).collect();
     let candidates: Vec<Candidate> = ids.iter().map(|id| used(*id, 0, 0)).collect();
     let web = pod("frontend", &[("app", "web")]);
-    let ctx = |table: &NodeTable| PolicyContext { nodes: Arc::new(table.clone()), metrics: Arc::new(NoMetrics) };
+    let ctx = |table: &NodeTable| PolicyContext { nodes: Arc::new(table.clone()), node_metrics: Arc::new(NoMetrics) };
 
     let first = policy.filter(&ctx(&table), &web, &candidates).unwrap();
     assert!(first.verdicts.iter().all(Option::is_some), "no node is labelled for web yet");
@@ -150,7 +150,7 @@ fn a_warmed_instance_gets_only_the_nodes_changed_since() {
     let policy = load("app-node-match", "{}", PolicyLimits::default()).unwrap();
     let mut table = NodeTable::new();
     let ids: Vec<NodeId> = (0..50).map(|i| table.upsert(node(&format!("n{i}"), 4, 8, &[]))).collect();
-    let ctx = |table: &NodeTable| PolicyContext { nodes: Arc::new(table.clone()), metrics: Arc::new(NoMetrics) };
+    let ctx = |table: &NodeTable| PolicyContext { nodes: Arc::new(table.clone()), node_metrics: Arc::new(NoMetrics) };
     let instances = policy.instances_created();
 
     policy.warm(&ctx(&table)).unwrap();
@@ -175,12 +175,12 @@ fn metrics_reach_the_policy_with_their_age() {
     metrics.set("latency", "a", 0.020, Duration::from_secs(1));
     metrics.set("latency", "b", 0.300, Duration::from_secs(1));
     metrics.set("latency", "c", 0.005, Duration::from_secs(90)); // too old
-    let ctx = PolicyContext { metrics: Arc::new(metrics), ..ctx };
+    let ctx = PolicyContext { node_metrics: Arc::new(metrics), ..ctx };
     let scores = policy.score(&ctx, &pod("web", &[]), &candidates, 0).unwrap();
     assert_eq!(policy.info.score_order, ScoreOrder::LowerIsBetter);
     assert!(scores[0] < scores[1] && scores[1] < scores[2], "a fastest, stale c last: {scores:?}");
 
-    let empty = PolicyContext { metrics: Arc::new(NoMetrics), ..ctx };
+    let empty = PolicyContext { node_metrics: Arc::new(NoMetrics), ..ctx };
     let err = policy.score(&empty, &pod("web", &[]), &candidates, 0).unwrap_err();
     assert_eq!(err.kind(), "declined");
     assert!(err.to_string().contains("metric latency has no sample younger than 30 s"), "{err}");

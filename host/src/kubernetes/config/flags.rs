@@ -21,7 +21,7 @@ pub struct Flags {
     pub policy_dir: Option<PathBuf>,
     pub sampling: Option<NodeSampling>,
     /// From `--metrics-config`.
-    pub metrics: Vec<MetricSpec>,
+    pub node_metrics: Vec<MetricSpec>,
     pub leader_election: LeaderElectionFlags,
     pub tenants: TenantFlags,
     /// `--memory-limit` and `--deadline`: what a policy does not set.

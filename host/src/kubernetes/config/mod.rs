@@ -189,7 +189,7 @@ pub struct RunConfig<S = PolicySet> {
     pub policy_limits: PolicyLimits,
     pub tenants: TenantConfig,
     /// Node metrics policies may read, refreshed in the background.
-    pub metrics: Vec<MetricSpec>,
+    pub node_metrics: Vec<MetricSpec>,
     /// Precompiled policies and policies fetched by URL are kept here.
     pub cache_dir: Option<PathBuf>,
     /// How registries of `oci://` policies are spoken to (credentials,
@@ -218,7 +218,7 @@ impl<S> RunConfig<S> {
             failed_event_interval: Duration::from_secs(30),
             policy_limits: PolicyLimits::default(),
             tenants: TenantConfig::default(),
-            metrics: Vec::new(),
+            node_metrics: Vec::new(),
             cache_dir: None,
             registries: Default::default(),
             record: None,
@@ -242,7 +242,7 @@ impl<S> RunConfig<S> {
             failed_event_interval: self.failed_event_interval,
             policy_limits: self.policy_limits,
             tenants: self.tenants,
-            metrics: self.metrics,
+            node_metrics: self.node_metrics,
             cache_dir: self.cache_dir,
             registries: self.registries,
             record: self.record,

@@ -89,7 +89,7 @@ pub fn resolve(file: Option<(&ConfigurationFile, &Path)>, flags: Flags) -> Resul
     let conf = file.map(|(f, _)| f);
     config.leader_election = run_settings::leader_election(conf, &flags.leader_election).map_err(&err)?;
     config.tenants = run_settings::tenants(conf, &flags.tenants).map_err(&err)?;
-    config.metrics = run_settings::metrics(conf, flags.metrics).map_err(&err)?;
+    config.node_metrics = run_settings::metrics(conf, flags.node_metrics).map_err(&err)?;
     if let Some(n) = flags.bind_concurrency {
         config.bind_concurrency = n.max(1);
     }

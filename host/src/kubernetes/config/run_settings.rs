@@ -142,11 +142,11 @@ mod tests {
     fn metrics_of_every_profile_and_the_flag() {
         let body = "profiles:\n- schedulerName: a\n  metrics:\n  - {name: price, annotation: p}\n- schedulerName: b\n  metrics:\n  - {name: price, annotation: p}\n  - {name: cpu, metricsServer: cpu}\n";
         let r = with_file(body, Flags::default()).unwrap();
-        assert_eq!(r.metrics.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["price", "cpu"]);
+        assert_eq!(r.node_metrics.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["price", "cpu"]);
         let clash = "profiles:\n- schedulerName: a\n  metrics:\n  - {name: price, annotation: p}\n- schedulerName: b\n  metrics:\n  - {name: price, label: p}\n";
         let e = with_file(clash, Flags::default()).unwrap_err();
         assert!(e.contains("profiles[1] (b): metric \"price\" is defined differently"), "{e}");
-        let flagged = Flags { metrics: r.metrics.clone(), ..Flags::default() };
+        let flagged = Flags { node_metrics: r.node_metrics.clone(), ..Flags::default() };
         let e = with_file(body, flagged).unwrap_err();
         assert!(e.contains("--metrics-config: metric \"price\" is also defined"), "{e}");
     }

@@ -19,7 +19,7 @@ use kube::runtime::watcher;
 
 use crate::kubernetes::hot_swap::profile_updates::{Outcome, ProfilePolicies, ProfileUpdates};
 use crate::kubernetes::scheduler_status::SchedulerStatus;
-use crate::kubernetes::watch::decode::{self, Change};
+use crate::kubernetes::watch::decode::{self, Observed};
 use crate::kubernetes::watch::retry::{FailureKind, WatchTarget, classify};
 use crate::kubernetes::writes::events::configmap_event;
 use crate::policy::validator::BundleValidator;
@@ -101,8 +101,8 @@ impl PolicyConfigMapSource {
         let mut forbidden = false;
         while let Some(change) = changes.next().await {
             let cm = match change {
-                Ok(Change::Applied(cm)) => cm,
-                Ok(Change::Listed { listed, .. }) => {
+                Ok(Observed::Applied(cm)) => cm,
+                Ok(Observed::Listed { listed, .. }) => {
                     if listed.is_empty() && !seen {
                         let why = format!("policy configmap {} not found", self.configmap);
                         tracing::warn!(profile = %self.profile, "{why}; pods are placed by the built-in scoring");
@@ -113,7 +113,7 @@ impl PolicyConfigMapSource {
                     status.set_synced(&self.configmap.source_name());
                     continue;
                 }
-                Ok(Change::Deleted(_)) => {
+                Ok(Observed::Deleted(_)) => {
                     tracing::warn!(configmap = %self.configmap, "policy configmap deleted; the active policies stay");
                     continue;
                 }

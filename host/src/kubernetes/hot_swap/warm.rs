@@ -100,7 +100,7 @@ mod tests {
         for i in 0..20 {
             table.upsert(NodeFacts { name: format!("n{i}"), ..Default::default() });
         }
-        let ctx = PolicyContext { nodes: Arc::new(table), metrics: Arc::new(NoMetrics) };
+        let ctx = PolicyContext { nodes: Arc::new(table), node_metrics: Arc::new(NoMetrics) };
         let sent_before = policy.node_records_sent();
 
         let (tx, rx) = std::sync::mpsc::channel();

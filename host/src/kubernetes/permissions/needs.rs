@@ -224,7 +224,7 @@ pub fn needs<S>(config: &RunConfig<S>, lease_namespace: &str) -> Vec<Need> {
             used_for,
         ));
     }
-    if config.metrics.iter().any(|m| matches!(m.source, MetricSource::MetricsServer(_))) {
+    if config.node_metrics.iter().any(|m| matches!(m.source, MetricSource::MetricsServer(_))) {
         let used_for = "node metrics from metrics.k8s.io";
         needs.push(everywhere("list", "metrics.k8s.io", "nodes", "", Gate::NodeMetrics, used_for));
     }
@@ -251,7 +251,10 @@ mod tests {
     #[test]
     fn the_watched_kinds_are_the_sources_watches() {
         let sources: Vec<String> =
-            crate::kubernetes::watch::sources::Source::all().into_iter().map(|s| s.name).collect();
+            crate::kubernetes::watch::sources::Source::<crate::kubernetes::watch::sources::Watched>::all()
+                .into_iter()
+                .map(|s| s.name)
+                .collect();
         let watched: Vec<String> = WATCHED_KINDS.iter().map(|k| k.resource.to_string()).collect();
         assert_eq!(sources, watched);
     }

@@ -24,7 +24,7 @@ use crate::kubernetes::tenants::compile_budget::TENANT_COMPILE_BUDGET;
 use crate::kubernetes::tenants::namespace::{
     Note, Tenant, TenantContext, TenantPolicies, Validate, Work, compile_slots,
 };
-use crate::kubernetes::watch::decode::{self, Change, ObjectKey};
+use crate::kubernetes::watch::decode::{self, ObjectKey, Observed};
 use crate::kubernetes::watch::retry::WatchTarget;
 use crate::kubernetes::writes::events::configmap_event;
 use crate::scheduler::{POLICY_CONFIGMAP_LABEL, TenantSettings};
@@ -77,15 +77,15 @@ impl<V: Validate> TenantConfigMapSource<V> {
         let mut synced = false;
         while let Some(change) = changes.next().await {
             match change {
-                Ok(Change::Applied(cm)) => {
+                Ok(Observed::Applied(cm)) => {
                     let key = ObjectKey::of(&cm);
                     tenants.send(&key.namespace, Work::Apply(Box::new(cm)));
                 }
-                Ok(Change::Deleted(cm)) => {
+                Ok(Observed::Deleted(cm)) => {
                     let key = ObjectKey::of(&cm);
                     tenants.send(&key.namespace, Work::Forget(key.name));
                 }
-                Ok(Change::Listed { gone, .. }) => {
+                Ok(Observed::Listed { gone, .. }) => {
                     // Deleted (or unlabelled) while nobody was watching.
                     for key in gone {
                         tenants.send(&key.namespace, Work::Forget(key.name));

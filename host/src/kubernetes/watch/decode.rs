@@ -3,7 +3,7 @@
 //! Every watch of the backend (the cluster's objects, the policy ConfigMap,
 //! tenants' ConfigMaps) reads its events through this one place:
 //! - **list and relist**: objects of a (re)list come out as they arrive;
-//!   when the list is complete, [`Change::Listed`] names every object in
+//!   when the list is complete, [`Observed::Listed`] names every object in
 //!   it and those known before that are missing from it (deleted while
 //!   nobody was watching);
 //! - **dedupe**: an object whose resourceVersion is the one last seen (a
@@ -25,9 +25,9 @@ use serde::de::DeserializeOwned;
 use crate::kubernetes::watch::retry::{WatchTarget, with_retry};
 pub use crate::scheduler::ObjectKey;
 
-/// What a source acts on.
+/// What a watch observed, as a source acts on it.
 #[derive(Debug, PartialEq)]
-pub enum Change<K> {
+pub enum Observed<K> {
     /// New, or changed since it was last seen: from the watch or a list.
     Applied(K),
     /// Deleted, or no longer matching the watch's selector.
@@ -62,7 +62,7 @@ impl Seen {
         }
     }
 
-    fn decode<K: Resource>(&mut self, event: Event<K>) -> Option<Change<K>> {
+    fn decode<K: Resource>(&mut self, event: Event<K>) -> Option<Observed<K>> {
         match event {
             Event::Init => {
                 self.listing = Some(HashSet::new());
@@ -71,7 +71,7 @@ impl Seen {
             Event::InitApply(o) => {
                 let key = ObjectKey::of(&o);
                 self.listing.get_or_insert_default().insert(key.clone());
-                self.is_new(key, &o).then_some(Change::Applied(o))
+                self.is_new(key, &o).then_some(Observed::Applied(o))
             }
             Event::InitDone => {
                 let listed = self.listing.take().unwrap_or_default();
@@ -79,12 +79,12 @@ impl Seen {
                 for key in &gone {
                     self.versions.remove(key);
                 }
-                Some(Change::Listed { listed, gone })
+                Some(Observed::Listed { listed, gone })
             }
-            Event::Apply(o) => self.is_new(ObjectKey::of(&o), &o).then_some(Change::Applied(o)),
+            Event::Apply(o) => self.is_new(ObjectKey::of(&o), &o).then_some(Observed::Applied(o)),
             Event::Delete(o) => {
                 self.versions.remove(&ObjectKey::of(&o));
-                Some(Change::Deleted(o))
+                Some(Observed::Deleted(o))
             }
         }
     }
@@ -96,7 +96,7 @@ pub fn watch<K>(
     api: Api<K>,
     config: watcher::Config,
     target: WatchTarget,
-) -> impl Stream<Item = Result<Change<K>, watcher::Error>> + Send
+) -> impl Stream<Item = Result<Observed<K>, watcher::Error>> + Send
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
@@ -105,7 +105,7 @@ where
 
 /// Decodes a watcher's events; errors pass through unchanged (the watcher
 /// retries, and a 410 has already reset it to relist).
-pub fn decode<K, S>(events: S) -> impl Stream<Item = Result<Change<K>, watcher::Error>>
+pub fn decode<K, S>(events: S) -> impl Stream<Item = Result<Observed<K>, watcher::Error>>
 where
     K: Resource,
     S: Stream<Item = Result<Event<K>, watcher::Error>>,
@@ -144,7 +144,7 @@ mod tests {
         ObjectKey { namespace: "ns".into(), name: name.into() }
     }
 
-    fn run(events: Vec<Event<ConfigMap>>) -> Vec<Change<ConfigMap>> {
+    fn run(events: Vec<Event<ConfigMap>>) -> Vec<Observed<ConfigMap>> {
         let stream = decode(futures::stream::iter(events.into_iter().map(Ok)));
         block_on(stream.map(Result::unwrap).collect())
     }
@@ -156,9 +156,9 @@ mod tests {
         assert_eq!(
             changes,
             vec![
-                Change::Applied(cm("a", "1")),
-                Change::Applied(cm("b", "1")),
-                Change::Listed { listed: [key("a"), key("b")].into(), gone: vec![] },
+                Observed::Applied(cm("a", "1")),
+                Observed::Applied(cm("b", "1")),
+                Observed::Listed { listed: [key("a"), key("b")].into(), gone: vec![] },
             ]
         );
     }
@@ -182,9 +182,9 @@ mod tests {
         assert_eq!(
             changes[3..],
             [
-                Change::Applied(cm("a", "2")),
-                Change::Listed { listed: [key("a")].into(), gone: vec![key("b")] },
-                Change::Listed { listed: [key("a")].into(), gone: vec![] },
+                Observed::Applied(cm("a", "2")),
+                Observed::Listed { listed: [key("a")].into(), gone: vec![key("b")] },
+                Observed::Listed { listed: [key("a")].into(), gone: vec![] },
             ]
         );
     }
@@ -202,10 +202,10 @@ mod tests {
         assert_eq!(
             changes,
             vec![
-                Change::Applied(cm("a", "1")),
-                Change::Applied(cm("a", "2")),
-                Change::Deleted(cm("a", "2")),
-                Change::Applied(cm("a", "2")),
+                Observed::Applied(cm("a", "1")),
+                Observed::Applied(cm("a", "2")),
+                Observed::Deleted(cm("a", "2")),
+                Observed::Applied(cm("a", "2")),
             ]
         );
     }
@@ -213,7 +213,7 @@ mod tests {
     #[test]
     fn a_deleted_object_is_not_reported_gone_by_the_next_list() {
         let changes = run(vec![Event::Apply(cm("a", "1")), Event::Delete(cm("a", "1")), Event::Init, Event::InitDone]);
-        assert_eq!(changes[2], Change::Listed { listed: HashSet::new(), gone: vec![] });
+        assert_eq!(changes[2], Observed::Listed { listed: HashSet::new(), gone: vec![] });
     }
 
     #[test]
@@ -221,6 +221,6 @@ mod tests {
         let events = vec![Err(watcher::Error::NoResourceVersion), Ok(Event::Apply(cm("a", "1")))];
         let out: Vec<_> = block_on(decode(futures::stream::iter(events)).collect());
         assert!(matches!(out[0], Err(watcher::Error::NoResourceVersion)));
-        assert!(matches!(out[1], Ok(Change::Applied(_))));
+        assert!(matches!(out[1], Ok(Observed::Applied(_))));
     }
 }

@@ -23,17 +23,26 @@ use kube::runtime::watcher;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
-use crate::kubernetes::scheduling_loop::Input;
-use crate::kubernetes::watch::decode::{self, Change};
+use crate::kubernetes::watch::decode::{self, Observed};
 use crate::kubernetes::watch::retry::WatchTarget;
 use crate::scheduler::{ClusterEvent, ObjectKey, WatchedKind};
 
-type Task = Box<dyn FnOnce(kube::Client, Sender<Input>) -> BoxFuture<'static, ()> + Send>;
+type Task<T> = Box<dyn FnOnce(kube::Client, Sender<T>) -> BoxFuture<'static, ()> + Send>;
 
-/// One watch, feeding the scheduling loop.
-pub struct Source {
+/// One watch, feeding its consumer (the scheduling loop) what it saw, as
+/// the consumer's own input `T`.
+pub struct Source<T> {
     pub name: String,
-    task: Task,
+    task: Task<T>,
+}
+
+/// What a watch tells its consumer.
+#[derive(Debug)]
+pub enum Watched {
+    /// A change, as the core's event.
+    Event(ClusterEvent),
+    /// The watch's list (or relist) is complete: the source named is in sync.
+    Synced(String),
 }
 
 /// `Source::all`, from the kinds table: one watch per kind, with the
@@ -45,9 +54,9 @@ macro_rules! sources {
             field: $field:ident, apply: $apply:ident $(($store:ident))?, $(watch: $watch:literal,)?
         },
     )*) => {
-        impl Source {
+        impl<T: From<Watched> + Send + 'static> Source<T> {
             /// Every watch the core needs, one per kind.
-            pub fn all() -> Vec<Source> {
+            pub fn all() -> Vec<Source<T>> {
                 vec![$(Source::of::<$kind>(watcher::Config::default()$(.fields($watch))?),)*]
             }
         }
@@ -56,10 +65,10 @@ macro_rules! sources {
 
 wasmsched_kinds::watched_kinds!(sources);
 
-impl Source {
+impl<T: From<Watched> + Send + 'static> Source<T> {
     /// A watch of every `K` (in every namespace) that `config` selects,
     /// named in log lines as the kinds table names it.
-    fn of<K>(config: watcher::Config) -> Source
+    fn of<K>(config: watcher::Config) -> Source<T>
     where
         K: WatchedKind + Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Default,
@@ -69,33 +78,34 @@ impl Source {
         let name = info.resource.to_string();
         let target =
             WatchTarget { name: name.clone(), resource: info.qualified(), scope: scope.into(), switch_off: None };
-        let task: Task = Box::new(move |client, tx| reflect(Api::<K>::all(client), config, target, tx).boxed());
+        let task: Task<T> = Box::new(move |client, tx| reflect(Api::<K>::all(client), config, target, tx).boxed());
         Source { name, task }
     }
 
     /// Runs the watch until the scheduling loop is gone.
-    pub async fn run(self, client: kube::Client, tx: Sender<Input>) {
+    pub async fn run(self, client: kube::Client, tx: Sender<T>) {
         (self.task)(client, tx).await
     }
 }
 
-async fn reflect<K>(api: Api<K>, config: watcher::Config, target: WatchTarget, tx: Sender<Input>)
+async fn reflect<K, T>(api: Api<K>, config: watcher::Config, target: WatchTarget, tx: Sender<T>)
 where
     K: WatchedKind + Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    T: From<Watched>,
 {
     let name = target.name.clone();
     let mut changes = decode::watch(api, config, target).boxed();
-    let send = |input: Input| tx.send(input).is_ok();
+    let send = |watched: Watched| tx.send(watched.into()).is_ok();
     while let Some(change) = changes.next().await {
         let ok = match change {
-            Ok(Change::Applied(o)) => send(Input::Cluster(ClusterEvent::applied(o))),
-            Ok(Change::Deleted(o)) => {
+            Ok(Observed::Applied(o)) => send(Watched::Event(ClusterEvent::applied(o))),
+            Ok(Observed::Deleted(o)) => {
                 let uid = o.meta().uid.clone();
-                send(Input::Cluster(ClusterEvent::deleted::<K>(ObjectKey::of(&o), uid)))
+                send(Watched::Event(ClusterEvent::deleted::<K>(ObjectKey::of(&o), uid)))
             }
-            Ok(Change::Listed { listed, .. }) => {
+            Ok(Observed::Listed { listed, .. }) => {
                 tracing::info!(source = %name, objects = listed.len(), "listed");
-                send(Input::Cluster(ClusterEvent::listed::<K>(listed))) && send(Input::Synced(name.clone()))
+                send(Watched::Event(ClusterEvent::listed::<K>(listed))) && send(Watched::Synced(name.clone()))
             }
             // Logged and retried by `with_retry`.
             Err(_) => true,

@@ -21,11 +21,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use crate::cluster::{DeviceReservation, PodInfo, VolumeReservation};
-use crate::kubernetes::scheduler_status::SchedulerStatus;
+use crate::kubernetes::writes::bind_gate::BindGate;
 use crate::kubernetes::writes::denied::{self, Denials};
 use crate::kubernetes::writes::pod_ref::PodRef;
 use crate::kubernetes::writes::prebind::{self, PreBindError};
 use crate::kubernetes::writes::{claim_reservation, device_binding, pod_condition};
+use crate::scheduler_metrics::SchedulerMetrics;
 
 /// A binding slower than this is abandoned and retried.
 const BIND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -120,6 +121,15 @@ pub struct BindResult {
     pub outcome: BindOutcome,
 }
 
+/// What the binder shares with the rest of the scheduler: whether it may
+/// bind, where its metrics go, and the permissions found missing.
+#[derive(Clone)]
+pub struct BinderContext {
+    pub gate: Arc<BindGate>,
+    pub metrics: Arc<SchedulerMetrics>,
+    pub denials: Denials,
+}
+
 /// How the binder runs: requests in flight, and PreBind's wait.
 #[derive(Debug, Clone, Copy)]
 pub struct BinderSettings {
@@ -136,7 +146,7 @@ pub async fn run<T: From<BindResult> + Send + 'static>(
     client: kube::Client,
     mut requests: mpsc::UnboundedReceiver<BindRequest>,
     results: std::sync::mpsc::Sender<T>,
-    status: Arc<SchedulerStatus>,
+    context: BinderContext,
     settings: BinderSettings,
 ) {
     let slots = Arc::new(Semaphore::new(settings.concurrency.max(1)));
@@ -144,12 +154,12 @@ pub async fn run<T: From<BindResult> + Send + 'static>(
     while let Some(request) = requests.recv().await {
         let Ok(permit) = slots.clone().acquire_owned().await else { break };
         while cycles.try_join_next().is_some() {}
-        let (client, results, status, slots) = (client.clone(), results.clone(), status.clone(), slots.clone());
+        let (client, results, context, slots) = (client.clone(), results.clone(), context.clone(), slots.clone());
         cycles.spawn(async move {
             let (outcome, took) =
-                binding_cycle(&client, &request, &status, (slots, permit), settings.volume_bind_timeout).await;
+                binding_cycle(&client, &request, &context, (slots, permit), settings.volume_bind_timeout).await;
             if let Some(took) = took {
-                status.metrics.binding(outcome.label(), took);
+                context.metrics.binding(outcome.label(), took);
             }
             let _ = results.send(T::from(BindResult { request, outcome }));
         });
@@ -164,11 +174,11 @@ pub async fn run<T: From<BindResult> + Send + 'static>(
 async fn binding_cycle(
     client: &kube::Client,
     request: &BindRequest,
-    status: &SchedulerStatus,
+    status: &BinderContext,
     (slots, permit): (Arc<Semaphore>, OwnedSemaphorePermit),
     volume_bind_timeout: Duration,
 ) -> (BindOutcome, Option<Duration>) {
-    let mut may_bind = status.may_bind();
+    let mut may_bind = status.gate.subscribe();
     let mut permit = Some(permit);
     if !request.volumes.is_empty() || !request.devices.is_empty() {
         if let Some(abandoned) = stopped(&may_bind, status) {
@@ -249,7 +259,7 @@ async fn binding_cycle(
 /// before (awaited, it cost the DRA drain 15 %): the write is conditioned
 /// on the pod being as the scheduler saw it, so one that lands after the
 /// binding, or after a failed cycle's condition cleared it, is dropped.
-fn nominate_expected(client: &kube::Client, request: &BindRequest, status: &SchedulerStatus) {
+fn nominate_expected(client: &kube::Client, request: &BindRequest, status: &BinderContext) {
     let (client, denials, pod) = (client.clone(), status.denials.clone(), PodRef::from(&*request.pod));
     let patch = pod_condition::expected_on(&request.node);
     tokio::spawn(async move { pod_condition::write_if_unchanged(client, &denials, &pod, patch).await });
@@ -257,8 +267,8 @@ fn nominate_expected(client: &kube::Client, request: &BindRequest, status: &Sche
 
 /// `Some(Abandoned)` when this replica may bind no more: the next write is
 /// not made. A write already sent is finished, not cut off.
-fn stopped(may_bind: &watch::Receiver<bool>, status: &SchedulerStatus) -> Option<BindOutcome> {
-    (!*may_bind.borrow()).then(|| BindOutcome::Abandoned(why_stopped(status).into()))
+fn stopped(may_bind: &watch::Receiver<bool>, status: &BinderContext) -> Option<BindOutcome> {
+    (!*may_bind.borrow()).then(|| BindOutcome::Abandoned(status.gate.why_closed().into()))
 }
 
 /// `wait`, unless this replica stops leading or begins shutting down first
@@ -272,12 +282,8 @@ async fn unless_stopped<T>(may_bind: &mut watch::Receiver<bool>, wait: impl Futu
     }
 }
 
-fn abandoned(plugin: &str, status: &SchedulerStatus) -> BindOutcome {
-    BindOutcome::Abandoned(format!("PreBind plugin \"{plugin}\" stopped waiting: {}", why_stopped(status)))
-}
-
-fn why_stopped(status: &SchedulerStatus) -> &'static str {
-    if status.is_stopping() { "shutting down" } else { "not the leader any more" }
+fn abandoned(plugin: &str, status: &BinderContext) -> BindOutcome {
+    BindOutcome::Abandoned(format!("PreBind plugin \"{plugin}\" stopped waiting: {}", status.gate.why_closed()))
 }
 
 #[cfg(test)]

@@ -2,9 +2,10 @@
 //! volume and device-claim writes before them (`prebind`,
 //! `claim_reservation`),
 //! Events and the `PodScheduled` condition (`reporter`, `pod_condition`),
-//! preemption's evictions (`evictions`), and how a forbidden write is
-//! said once (`denied`).
+//! preemption's evictions (`evictions`), how a forbidden write is said
+//! once (`denied`), and whether binding cycles may go on (`bind_gate`).
 
+pub mod bind_gate;
 pub mod binder;
 pub mod claim_reservation;
 pub mod denied;

@@ -36,7 +36,7 @@ pub struct AttemptInput<'a> {
     pub policies: &'a PolicySet,
     /// The profile's built-in score parts and their weights.
     pub scoring: &'a BuiltinScoring,
-    pub metrics: &'a Arc<dyn NodeMetrics>,
+    pub node_metrics: &'a Arc<dyn NodeMetrics>,
     /// The scheduler's seed; mixed with the pod and attempt.
     pub seed: u64,
     pub attempt: u32,
@@ -70,9 +70,9 @@ pub fn pod_seed(seed: u64, pod: &PodInfo, attempt: u32) -> u64 {
 /// it.
 pub fn run_attempt(input: AttemptInput<'_>) -> (AttemptRecord, usize, Option<BuiltinPass>) {
     let started = Instant::now();
-    let AttemptInput { pod, state, policies, scoring, metrics, seed, attempt, detail, window, workers, keep_pass } =
+    let AttemptInput { pod, state, policies, scoring, node_metrics, seed, attempt, detail, window, workers, keep_pass } =
         input;
-    let ctx = PolicyContext { nodes: state.table().clone(), metrics: metrics.clone() };
+    let ctx = PolicyContext { nodes: state.table().clone(), node_metrics: node_metrics.clone() };
     let scope = CallScope { ctx: &ctx, workers };
     let kept = |pre: &BuiltinPass| keep_pass.then(|| pre.clone());
     // A pod a preemption nominated tries its node first, as kube's

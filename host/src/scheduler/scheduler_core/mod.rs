@@ -118,7 +118,7 @@ pub struct Scheduler {
     queue: SchedulingQueue,
     /// Few (usually one): a linear search beats a map.
     profiles: Vec<Profile>,
-    metrics: Arc<dyn NodeMetrics>,
+    node_metrics: Arc<dyn NodeMetrics>,
     invalid: Vec<InvalidPod>,
     /// Pods whose records should carry per-node detail.
     explain: Option<PodFilter>,
@@ -244,7 +244,7 @@ impl Scheduler {
             },
             config,
             queue: SchedulingQueue::new(),
-            metrics: Arc::new(NoMetrics),
+            node_metrics: Arc::new(NoMetrics),
             invalid: Vec::new(),
             explain: None,
             tenants: TenantPolicies::default(),
@@ -266,8 +266,8 @@ impl Scheduler {
         self
     }
 
-    pub fn with_metrics(mut self, metrics: Arc<dyn NodeMetrics>) -> Self {
-        self.metrics = metrics;
+    pub fn with_node_metrics(mut self, node_metrics: Arc<dyn NodeMetrics>) -> Self {
+        self.node_metrics = node_metrics;
         self
     }
 
@@ -300,7 +300,7 @@ impl Scheduler {
     /// warming a new policy version off this thread ([`PolicySet::warm`]).
     /// Holding it while nodes change costs one copy of the node table.
     pub fn policy_context(&self) -> PolicyContext {
-        PolicyContext { nodes: self.state.table().clone(), metrics: self.metrics.clone() }
+        PolicyContext { nodes: self.state.table().clone(), node_metrics: self.node_metrics.clone() }
     }
 
     pub fn profiles(&self) -> impl Iterator<Item = &Profile> {
@@ -403,7 +403,7 @@ impl Scheduler {
             state: &self.state,
             policies,
             scoring: &profile.scoring,
-            metrics: &self.metrics,
+            node_metrics: &self.node_metrics,
             seed,
             attempt,
             detail,

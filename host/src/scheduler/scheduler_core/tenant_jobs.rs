@@ -118,7 +118,7 @@ impl Scheduler {
     ) {
         let Some(TenantShadows { candidates, pass, policies, attempt }) = shadows else { return };
         let seen: Vec<Shadowing> = candidates.iter().map(|c| (Some(tenant), c)).collect();
-        let ctx = PolicyContext { nodes, metrics: self.metrics.clone() };
+        let ctx = PolicyContext { nodes, node_metrics: self.node_metrics.clone() };
         let of = ShadowOf { pod, decided, attempt, policies: &policies, ctx, seed: self.config.seed };
         let jobs = shadow_jobs(of, &seen, pass);
         self.shadow_outbox.add(jobs);
