@@ -9,6 +9,7 @@ mod common;
 mod real;
 
 mod check_cli;
+mod code_map;
 mod compare_cli;
 mod deploy_manifests;
 mod dev_cli;
