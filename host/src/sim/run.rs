@@ -10,16 +10,18 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 
 use super::load::Manifests;
 use crate::cluster::{ClusterState, DisruptionBudget, PodKey};
 use crate::scheduler::experiments::{CandidateCounts, Experiments};
+use crate::scheduler::plugins::dynamic_resources::Deallocation;
 use crate::scheduler::policy_set::ShadowCandidate;
 use crate::scheduler::{
     Attempt, AttemptRecord, AttemptWorkers, BuiltinScoring, ClusterEvent, EventReport, NodeSampling, Nomination,
-    PodStanding, PolicySet, Scheduler, SchedulerConfig, ShadowOutbox,
+    ObjectKey, PodStanding, PolicySet, Scheduler, SchedulerConfig, ShadowOutbox,
 };
 use wasmsched_runtime::LoadedPolicy;
 use wasmsched_runtime::NodeMetrics;
@@ -237,8 +239,9 @@ pub fn simulate(
 ) -> Result<SimReport, String> {
     let started = Instant::now();
     let mut scheduler = new_scheduler(policies, metrics, options);
-    let loaded = load(&mut scheduler, manifests)?;
-    let drive = drive(&mut scheduler, loaded.pending, options);
+    let mut loaded = load(&mut scheduler, manifests)?;
+    let claims = std::mem::take(&mut loaded.claims);
+    let drive = drive(&mut scheduler, loaded.pending, claims, options);
     Ok(report(&scheduler, loaded, drive, started.elapsed()))
 }
 
@@ -273,6 +276,9 @@ fn new_scheduler(policies: PolicySet, metrics: Arc<dyn NodeMetrics>, options: &S
 /// What the dump held, as the core sorted its pods.
 struct Loaded {
     input_pods: Vec<Arc<Pod>>,
+    /// The ResourceClaims as the API server would hold them, by namespace
+    /// and name: what a deallocation writes to.
+    claims: HashMap<(String, String), ResourceClaim>,
     bound_before: usize,
     pending: usize,
     other_schedulers: usize,
@@ -285,6 +291,7 @@ fn load(scheduler: &mut Scheduler, mut manifests: Manifests) -> Result<Loaded, S
     let mut objects = manifests.objects;
     let pods = std::mem::take(&mut objects.pods);
     objects.budgets = objects.budgets.iter().map(|b| simulated_budget(b, &pods)).collect();
+    let claims = objects.resource_claims.iter().map(|c| (claim_key(c), c.clone())).collect();
     let events = objects.into_events();
     for event in events {
         if let EventReport::Ignored(why) = scheduler.apply(event, Duration::ZERO) {
@@ -292,7 +299,7 @@ fn load(scheduler: &mut Scheduler, mut manifests: Manifests) -> Result<Loaded, S
         }
     }
     let input_pods: Vec<Arc<Pod>> = pods.into_iter().map(Arc::new).collect();
-    let mut loaded = Loaded { input_pods: Vec::new(), bound_before: 0, pending: 0, other_schedulers: 0 };
+    let mut loaded = Loaded { input_pods: Vec::new(), claims, bound_before: 0, pending: 0, other_schedulers: 0 };
     for pod in &input_pods {
         match scheduler.standing(pod) {
             PodStanding::Terminal => {}
@@ -320,13 +327,20 @@ struct Drive {
     score_time: Duration,
     scored_nodes: u64,
     experiments: Experiments,
+    /// The ResourceClaims, as the simulated API server holds them.
+    claims: HashMap<(String, String), ResourceClaim>,
 }
 
 /// Runs attempts until no pod is active or backing off, jumping virtual
 /// time to the next pod due. Bindings always succeed; preemption's
 /// victims go at once.
-fn drive(scheduler: &mut Scheduler, pending: usize, options: &SimOptions) -> Drive {
-    let mut drive = Drive::default();
+fn drive(
+    scheduler: &mut Scheduler,
+    pending: usize,
+    claims: HashMap<(String, String), ResourceClaim>,
+    options: &SimOptions,
+) -> Drive {
+    let mut drive = Drive { claims, ..Drive::default() };
     let mut now = Duration::ZERO;
     loop {
         while let Some(attempt) = scheduler.schedule_next(now) {
@@ -353,7 +367,33 @@ fn drive(scheduler: &mut Scheduler, pending: usize, options: &SimOptions) -> Dri
     }
 }
 
+/// A claim's namespace (`default` if the file gave none, as for its pods)
+/// and name.
+fn claim_key(claim: &ResourceClaim) -> (String, String) {
+    let meta = &claim.metadata;
+    (meta.namespace.clone().unwrap_or_else(|| "default".into()), meta.name.clone().unwrap_or_default())
+}
+
 impl Drive {
+    /// Writes a claim's deallocation (kube's DynamicResources PostFilter)
+    /// to the simulated API server: the claim comes back to the core as
+    /// the watch would bring it, without its allocation and consumers, or
+    /// deleted. `None` for a claim the simulation never held as an object.
+    fn deallocate(&mut self, deallocation: &Deallocation) -> Option<ClusterEvent> {
+        let key = (deallocation.namespace.clone(), deallocation.claim.clone());
+        if deallocation.delete {
+            self.claims.remove(&key);
+            let (namespace, name) = key;
+            return Some(ClusterEvent::deleted::<ResourceClaim>(ObjectKey { namespace, name }, None));
+        }
+        let claim = self.claims.get_mut(&key)?;
+        if let Some(status) = claim.status.as_mut() {
+            status.allocation = None;
+            status.reserved_for = None;
+        }
+        Some(ClusterEvent::applied(claim.clone()))
+    }
+
     /// Binds a placed pod, or evicts a preemption's victims.
     fn conclude(&mut self, scheduler: &mut Scheduler, attempt: Attempt, now: Duration) {
         match attempt {
@@ -376,8 +416,8 @@ impl Drive {
                 self.account(record);
             }
             Attempt::Unschedulable { pod, record, nomination } => {
-                if let Some(deallocation) = &record.deallocated {
-                    scheduler.claim_deallocated(deallocation, now);
+                if let Some(event) = record.deallocated.as_ref().and_then(|d| self.deallocate(d)) {
+                    let _ = scheduler.apply(event, now);
                 }
                 if let Nomination::Preempting { preemption, .. } = nomination {
                     // The victims go at once: no grace period here.

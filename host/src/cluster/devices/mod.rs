@@ -582,18 +582,6 @@ impl Devices {
         true
     }
 
-    /// The claim was deallocated (DynamicResources' PostFilter): it reads
-    /// so until the watch says otherwise.
-    pub fn deallocated(&mut self, namespace: &str, name: &str) {
-        let key = (namespace.to_string(), name.to_string());
-        let Some(mut claim) = self.claim_by_key(&key).cloned() else { return };
-        self.unaccount(&key);
-        claim.allocation = None;
-        claim.reserved_for.clear();
-        self.assumed.insert(key.clone(), claim);
-        self.account(&key);
-    }
-
     /// What `pod` holds reserved while its binding cycle runs.
     pub fn reserved(&self, pod: &PodKey) -> Option<&DeviceReservation> {
         self.reservations.get(pod)

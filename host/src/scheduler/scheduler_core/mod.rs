@@ -14,7 +14,7 @@ use crate::scheduler::attempt::{AttemptInput, BuiltinPass, pod_seed, run_attempt
 use crate::scheduler::denied_writes::DeniedWrites;
 use crate::scheduler::events::InvalidPod;
 use crate::scheduler::parallel::workers::AttemptWorkers;
-use crate::scheduler::plugins::dynamic_resources::{self, Deallocation, NO_CLAIMS};
+use crate::scheduler::plugins::dynamic_resources::{self, NO_CLAIMS};
 use crate::scheduler::plugins::pod_claims::RejectedBy;
 use crate::scheduler::plugins::preemption::{self, NOT_HELPFUL, Preemption};
 use crate::scheduler::plugins::scores::BuiltinScoring;
@@ -576,19 +576,6 @@ impl Scheduler {
                 }
             }
         }
-    }
-
-    /// The claim DynamicResources' PostFilter asked to deallocate was
-    /// deallocated, or deleted (the simulator's write; the Kubernetes
-    /// backend's comes back through the watch): the pods waiting may fit
-    /// now.
-    pub fn claim_deallocated(&mut self, deallocation: &Deallocation, now: Duration) {
-        let devices = self.state.devices_mut();
-        match deallocation.delete {
-            true => devices.claim_deleted(&deallocation.namespace, &deallocation.claim),
-            false => devices.deallocated(&deallocation.namespace, &deallocation.claim),
-        }
-        self.queue.cluster_changed(now);
     }
 
     /// The binding was accepted: the assumed pod is now bound.

@@ -130,6 +130,27 @@ impl KindStore<VolumeAttachment> for Volumes {
     }
 }
 
+/// A claim made or changed may let its pods in; one deleted frees the
+/// devices it held (DynamicResources' PostFilter deletes a claim left
+/// behind for a pod's extended resources, and the pod tries again).
+impl KindStore<ResourceClaim> for Devices {
+    fn upsert(&mut self, claim: &ResourceClaim) -> bool {
+        self.claim_upserted(claim);
+        true
+    }
+
+    fn remove(&mut self, key: &ObjectKey) -> bool {
+        self.claim_deleted(&key.namespace, &key.name);
+        true
+    }
+
+    fn held(&self) -> Vec<ObjectKey> {
+        self.claim_keys()
+            .map(|(namespace, name)| ObjectKey { namespace: namespace.into(), name: name.into() })
+            .collect()
+    }
+}
+
 /// Stores of kinds whose every change may let a waiting pod in (a claim
 /// made or bound, a volume or device published, a class or driver
 /// changed), kept by `$store`'s `$upserted`, `$deleted` and `$keys`:
@@ -185,5 +206,4 @@ stores! { cluster-scoped:
 stores! { namespaced:
     PersistentVolumeClaim => Volumes { claim_upserted, claim_deleted, claim_keys }
     CSIStorageCapacity => Volumes { capacity_upserted, capacity_deleted, capacity_keys }
-    ResourceClaim => Devices { claim_upserted, claim_deleted, claim_keys }
 }
