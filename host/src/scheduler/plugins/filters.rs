@@ -7,20 +7,19 @@
 //! `unreachable`, `memory-pressure`, … added by the node lifecycle
 //! controller), so a NotReady node is judged by its taints alone.
 
-use wasmsched_rules::{first_untolerated, node_selector_matches, required_affinity_matches, tolerates};
+use wasmsched_rules::{node_selector_matches, required_affinity_matches, tolerates};
 use wasmsched_runtime::{NodeFacts, TaintEffect};
 
 use crate::cluster::{ClusterState, Devices, NodeState, NodeUsage, PodInfo};
 use crate::scheduler::plugins::pod_claims::PodClaims;
 use crate::scheduler::plugins::volume_binding::PodVolumes;
-use crate::scheduler::plugins::{node_volume_limits, volume_restrictions, volume_zone};
+use crate::scheduler::plugins::{node_volume_limits, taint_toleration, volume_restrictions, volume_zone};
 
 pub const NODE_UNSCHEDULABLE: &str = "node(s) were unschedulable";
 pub const NODE_NAME_MISMATCH: &str = "node(s) didn't match the requested node name";
 pub const NODE_AFFINITY_MISMATCH: &str = "node(s) didn't match Pod's node affinity/selector";
 pub const NODE_PORTS_CONFLICT: &str = "node(s) didn't have free ports for the requested pod ports";
 pub const TOO_MANY_PODS: &str = "Too many pods";
-pub const UNTOLERATED_TAINT: &str = "node(s) had untolerated taint(s)";
 pub const UNDECLARED_FEATURES: &str = "node(s) didn't match Pod's required features";
 
 /// Runs the built-in filters that read the node, what is placed on it
@@ -37,7 +36,7 @@ pub fn run(
 ) -> Result<(), Vec<String>> {
     node_unschedulable(pod, node)?;
     node_name(pod, node)?;
-    taint_toleration(pod, node)?;
+    taint_toleration::filter(pod, node)?;
     node_affinity(pod, node)?;
     // Placed pods, and nominated pods that come first (their room is held).
     let usage = node_state.usage_for(pod);
@@ -153,16 +152,6 @@ fn node_name(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
     match &pod.node_name {
         Some(name) if *name != node.name => reject(NODE_NAME_MISMATCH),
         _ => Ok(()),
-    }
-}
-
-/// TaintToleration: a NoSchedule/NoExecute taint the pod does not
-/// tolerate. Reported as kube-scheduler v1.36 reports it, without the
-/// taint's key and value (they can be sensitive; kubernetes#134740).
-fn taint_toleration(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
-    match first_untolerated(&node.taints, &pod.facts.tolerations) {
-        Some(_) => reject(UNTOLERATED_TAINT),
-        None => Ok(()),
     }
 }
 

@@ -13,6 +13,7 @@
 //! - `dynamic_resources`: a pod's ResourceClaims resolved once per
 //!   attempt, devices allocated per node with the classes' and requests'
 //!   CEL selectors, and what the chosen node needs reserved for PreBind;
+//! - `taint_toleration`: TaintToleration's filter and score;
 //! - `volume_restrictions`: ReadWriteOncePod claims and in-tree disks that
 //!   cannot be shared;
 //! - `volume_zone`: bound volumes' zone and region labels;
@@ -30,6 +31,7 @@ pub mod preemption;
 pub mod queueing_hints;
 pub mod reasons;
 pub mod scores;
+pub mod taint_toleration;
 pub mod topology;
 pub mod volume_binding;
 pub mod volume_restrictions;

@@ -14,13 +14,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use wasmsched_rules::scoring::{
-    balanced_cpu_memory, default_normalize, image_locality, inter_pod_normalize, intolerable_prefer_no_schedule,
-    preferred_node_affinity, scaled_image_score, spread_normalize, spread_score, spread_weight,
+    balanced_cpu_memory, default_normalize, image_locality, inter_pod_normalize, preferred_node_affinity,
+    scaled_image_score, spread_normalize, spread_score, spread_weight,
 };
 use wasmsched_runtime::{Candidate, NodeId};
 
 use crate::cluster::{ClusterState, Domains, PodInfo, SpreadConstraint};
 use crate::scheduler::parallel::workers::AttemptWorkers;
+use crate::scheduler::plugins::taint_toleration;
 use crate::scheduler::plugins::topology::{clause_of, spread_domain_counts};
 
 /// One part of the built-in score, named as its kube-scheduler plugin.
@@ -340,24 +341,10 @@ impl SpreadInputs {
 }
 
 fn taint_toleration(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> PartInputs {
-    // Most clusters have no PreferNoSchedule taint: every node scores 100.
-    let uniform = PartInputs::Uniform { raw: 0, normalized: 100 };
-    if !state.any_soft_taint() {
-        return uniform;
+    match taint_toleration::raw_scores(pod, state, candidates) {
+        Some(raw) => PartInputs::Normalized { raw, reverse: true },
+        None => PartInputs::Uniform { raw: 0, normalized: 100 },
     }
-    let table = state.table();
-    let tolerations = &pod.facts.tolerations;
-    let raw: Vec<i64> = candidates
-        .iter()
-        .map(|c| match table.get(c.node) {
-            Some(n) if !n.taints.is_empty() => intolerable_prefer_no_schedule(&n.taints, tolerations),
-            _ => 0,
-        })
-        .collect();
-    if raw.iter().all(|&r| r == 0) {
-        return uniform;
-    }
-    PartInputs::Normalized { raw, reverse: true }
 }
 
 fn node_affinity(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> Option<PartInputs> {
