@@ -1,6 +1,7 @@
 //! The cluster model: Kubernetes objects turned into facts, and the
 //! per-node accounting of bound and assumed pods.
 
+pub mod assumed;
 pub mod convert;
 pub mod declared_features;
 pub mod devices;

@@ -12,6 +12,7 @@ use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass,
 use wasmsched_runtime::NodeFacts;
 
 use super::PodKey;
+use super::assumed::{Assumed, Reservations};
 pub use super::volume_objects::{
     BIND_COMPLETED, BOUND_BY_CONTROLLER, Capacity, Claim, ClaimRef, Class, SELECTED_NODE, Volume, ZONE_LABELS,
 };
@@ -63,8 +64,10 @@ impl VolumeReservation {
 
 #[derive(Debug, Default)]
 pub struct Volumes {
-    claims: HashMap<ClaimKey, Claim>,
-    volumes: HashMap<String, Volume>,
+    /// Claims and volumes as watched, with what reservations assumed over
+    /// them.
+    claims: Assumed<ClaimKey, Claim>,
+    volumes: Assumed<String, Volume>,
     classes: HashMap<String, Class>,
     /// CSI drivers by name, and whether they publish their storage
     /// capacity (`storageCapacity: true`).
@@ -73,11 +76,8 @@ pub struct Volumes {
     /// VolumeAttachments by node, and the node of each by name.
     attachments: HashMap<String, Vec<Attachment>>,
     attachment_nodes: HashMap<String, String>,
-    /// Claims and volumes as reservations left them, over the watched ones.
-    assumed_claims: HashMap<ClaimKey, Claim>,
-    assumed_volumes: HashMap<String, Volume>,
     /// What each pod in its binding cycle reserved, to revert on failure.
-    reservations: HashMap<PodKey, VolumeReservation>,
+    reservations: Reservations<VolumeReservation>,
 }
 
 /// A VolumeAttachment, as NodeVolumeLimits reads it.
@@ -93,25 +93,20 @@ impl Volumes {
     pub fn claim_upserted(&mut self, claim: &PersistentVolumeClaim) {
         let meta = &claim.metadata;
         let key = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
-        self.assumed_claims.remove(&key);
-        self.claims.insert(key, Claim::of(claim));
+        self.claims.watched(key, Claim::of(claim));
     }
 
     pub fn claim_deleted(&mut self, namespace: &str, name: &str) {
-        let key = (namespace.to_string(), name.to_string());
-        self.assumed_claims.remove(&key);
-        self.claims.remove(&key);
+        self.claims.deleted(&(namespace.to_string(), name.to_string()));
     }
 
     pub fn volume_upserted(&mut self, volume: &PersistentVolume) {
         let name = volume.metadata.name.clone().unwrap_or_default();
-        self.assumed_volumes.remove(&name);
-        self.volumes.insert(name, Volume::of(volume));
+        self.volumes.watched(name, Volume::of(volume));
     }
 
     pub fn volume_deleted(&mut self, name: &str) {
-        self.assumed_volumes.remove(name);
-        self.volumes.remove(name);
+        self.volumes.deleted(name);
     }
 
     pub fn class_upserted(&mut self, class: &StorageClass) {
@@ -180,13 +175,12 @@ impl Volumes {
 
     /// A claim as the last reservation left it, or as watched.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<&Claim> {
-        let key = (namespace.to_string(), name.to_string());
-        self.assumed_claims.get(&key).or_else(|| self.claims.get(&key))
+        self.claims.get(&(namespace.to_string(), name.to_string()))
     }
 
     /// A volume as the last reservation left it, or as watched.
     pub fn volume(&self, name: &str) -> Option<&Volume> {
-        self.assumed_volumes.get(name).or_else(|| self.volumes.get(name))
+        self.volumes.get(name)
     }
 
     /// Every volume, reservations applied, with its name.
@@ -272,7 +266,7 @@ impl Volumes {
             let key = (p.namespace.clone(), p.claim.clone());
             if let Some(mut claim) = self.claim(&p.namespace, &p.claim).cloned() {
                 claim.selected_node = Some(p.node.clone());
-                self.assumed_claims.insert(key, claim);
+                self.claims.assume(key, claim);
             }
         }
         for b in &reservation.bind {
@@ -280,28 +274,28 @@ impl Volumes {
                 let reference =
                     ClaimRef { namespace: b.namespace.clone(), name: b.claim.clone(), uid: b.claim_uid.clone() };
                 volume.claim_ref = Some(reference);
-                self.assumed_volumes.insert(b.volume.clone(), volume);
+                self.volumes.assume(b.volume.clone(), volume);
             }
         }
         if !reservation.is_empty() {
-            self.reservations.insert(pod.clone(), reservation);
+            self.reservations.hold(pod, reservation);
         }
     }
 
     /// The pod is bound: its writes were made, and the watch brings them.
     pub fn reservation_done(&mut self, pod: &PodKey) {
-        self.reservations.remove(pod);
+        self.reservations.take(pod);
     }
 
     /// The pod's binding cycle failed (kube's Unreserve): what it reserved
     /// reads as watched again. Returns whether it had reserved anything.
     pub fn revert(&mut self, pod: &PodKey) -> bool {
-        let Some(reservation) = self.reservations.remove(pod) else { return false };
+        let Some(reservation) = self.reservations.take(pod) else { return false };
         for p in reservation.provision {
-            self.assumed_claims.remove(&(p.namespace, p.claim));
+            self.claims.forget(&(p.namespace, p.claim));
         }
         for b in reservation.bind {
-            self.assumed_volumes.remove(&b.volume);
+            self.volumes.forget(&b.volume);
         }
         true
     }

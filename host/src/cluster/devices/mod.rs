@@ -13,6 +13,7 @@ use wasmsched_rules::required_affinity_matches;
 use wasmsched_runtime::NodeFacts;
 
 use super::PodKey;
+use super::assumed::{Assumed, Reservations};
 
 pub mod capacity;
 pub mod cel;
@@ -123,15 +124,14 @@ pub struct Devices {
     /// device), by name.
     wide: Vec<(String, Arc<Slice>)>,
     classes: HashMap<String, Class>,
-    claims: HashMap<ClaimKey, Claim>,
+    /// Claims as watched, with what reservations assumed over them.
+    claims: Assumed<ClaimKey, Claim>,
     /// The watched claims made for pods' extended resources, by the UID of
     /// the pod that owns each.
     extended_claims: HashMap<String, ClaimKey>,
     /// Which class backs each extended resource (DRAExtendedResource).
     extended_classes: HashMap<String, String>,
-    /// Claims as reservations left them, over the watched ones.
-    assumed: HashMap<ClaimKey, Claim>,
-    reservations: HashMap<PodKey, DeviceReservation>,
+    reservations: Reservations<DeviceReservation>,
     /// How many claims (watched or assumed) hold each device, admin access
     /// and shares aside.
     allocated: HashMap<DeviceId, usize>,
@@ -307,7 +307,7 @@ impl Devices {
     /// binding cycle, by name, if the watch has it.
     pub fn extended_claim_of(&self, pod_uid: &str) -> Option<(&str, &Claim)> {
         let key = self.extended_claims.get(pod_uid)?;
-        Some((key.1.as_str(), self.claims.get(key)?))
+        Some((key.1.as_str(), self.claims.get_watched(key)?))
     }
 
     pub fn class_names(&self) -> impl Iterator<Item = &str> {
@@ -334,10 +334,8 @@ impl Devices {
         self.compile_all(&selectors);
         self.unaccount(&key);
         let in_flight =
-            self.reservations.values().flat_map(|r| &r.claims).any(|c| (&c.namespace, &c.claim) == (&key.0, &key.1));
-        if parsed.allocation.is_some() || !in_flight {
-            self.assumed.remove(&key);
-        }
+            self.reservations.iter().flat_map(|r| &r.claims).any(|c| (&c.namespace, &c.claim) == (&key.0, &key.1));
+        let keeps_assumption = parsed.allocation.is_none() && in_flight;
         if let (true, Some(owner)) = (parsed.extended, &parsed.owner) {
             self.extended_claims.insert(owner.clone(), key.clone());
             if parsed.allocation.is_some() {
@@ -345,18 +343,20 @@ impl Devices {
                 // it holds the devices now, not the store's stand-in.
                 let stand_in = (key.0.clone(), in_memory_extended_claim(owner));
                 self.unaccount(&stand_in);
-                self.assumed.remove(&stand_in);
+                self.claims.deleted(&stand_in);
             }
         }
-        self.claims.insert(key.clone(), parsed);
+        match keeps_assumption {
+            true => self.claims.watched_under_assumption(key.clone(), parsed),
+            false => self.claims.watched(key.clone(), parsed),
+        }
         self.account(&key);
     }
 
     pub fn claim_deleted(&mut self, namespace: &str, name: &str) {
         let key = (namespace.to_string(), name.to_string());
         self.unaccount(&key);
-        self.assumed.remove(&key);
-        if let Some(claim) = self.claims.remove(&key)
+        if let Some(claim) = self.claims.deleted(&key)
             && let (true, Some(owner)) = (claim.extended, claim.owner)
         {
             self.extended_claims.remove(&owner);
@@ -369,12 +369,11 @@ impl Devices {
 
     /// A claim as the last reservation left it, or as watched.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<&Claim> {
-        let key = (namespace.to_string(), name.to_string());
-        self.assumed.get(&key).or_else(|| self.claims.get(&key))
+        self.claims.get(&(namespace.to_string(), name.to_string()))
     }
 
     fn claim_by_key(&self, key: &ClaimKey) -> Option<&Claim> {
-        self.assumed.get(key).or_else(|| self.claims.get(key))
+        self.claims.get(key)
     }
 
     fn unaccount(&mut self, key: &ClaimKey) {
@@ -556,27 +555,27 @@ impl Devices {
                 claim.allocation = Some(allocation.clone());
             }
             claim.reserved_for.push(c.pod_uid.clone());
-            self.assumed.insert(key.clone(), claim);
+            self.claims.assume(key.clone(), claim);
             self.account(&key);
         }
         if !reservation.is_empty() {
-            self.reservations.insert(pod.clone(), reservation);
+            self.reservations.hold(pod, reservation);
         }
     }
 
     /// The pod is bound: its writes were made, and the watch brings them.
     pub fn reservation_done(&mut self, pod: &PodKey) {
-        self.reservations.remove(pod);
+        self.reservations.take(pod);
     }
 
     /// The pod's binding cycle failed: what it reserved reads as watched
     /// again. Returns whether it had reserved anything.
     pub fn revert(&mut self, pod: &PodKey) -> bool {
-        let Some(reservation) = self.reservations.remove(pod) else { return false };
+        let Some(reservation) = self.reservations.take(pod) else { return false };
         for c in reservation.claims {
             let key = (c.namespace, c.claim);
             self.unaccount(&key);
-            self.assumed.remove(&key);
+            self.claims.forget(&key);
             self.account(&key);
         }
         true
