@@ -378,7 +378,7 @@ impl SchedulingLoop {
             record_attempt(recorder, &attempt, now);
         }
         match attempt {
-            Attempt::Placed { pod, node, volumes, devices, record } => {
+            Attempt::Placed { pod, node, reserved, record } => {
                 self.status.metrics.attempt(&pod.scheduler_name, &record);
                 tracing::debug!(pod = %pod.key, %node, took = ?record.duration, "assumed");
                 if let Some(canary) = &record.canary {
@@ -386,7 +386,7 @@ impl SchedulingLoop {
                     self.status.experiments().canary_decided(&pod.scheduler_name, canary);
                 }
                 let (fallback, canary) = (record.fallback, record.canary);
-                let request = BindRequest { pod, node, fallback, canary, volumes, devices };
+                let request = BindRequest { pod, node, fallback, canary, reserved };
                 match self.binds.send(request) {
                     Ok(()) => self.bindings_in_flight += 1,
                     // The binder is gone (shutting down): forget the assumption.

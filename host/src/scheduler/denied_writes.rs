@@ -4,7 +4,7 @@
 //! why, instead of failing its PreBind in a loop; every other pod is
 //! scheduled as usual. The simulator never sets any.
 
-use crate::cluster::{DeviceReservation, VolumeReservation};
+use crate::scheduler::plugins::reservation::Reservation;
 
 /// Each field: `None` when allowed, else what is missing, in words (the
 /// permissions, and what to do), for the pod's `FailedScheduling` message.
@@ -29,7 +29,8 @@ pub struct DeniedWrites {
 impl DeniedWrites {
     /// Why the binding cycle of a pod that reserved `volumes` and `devices`
     /// cannot be run, in kube's words for a failed binding cycle.
-    pub fn refusal(&self, volumes: &VolumeReservation, devices: &DeviceReservation) -> Option<String> {
+    pub fn refusal(&self, reserved: &Reservation) -> Option<String> {
+        let Reservation { volumes, devices } = reserved;
         let plugin = |name: &str, why: &String| format!("running PreBind plugin \"{name}\": {why}");
         if let Some(why) = &self.binding {
             return Some(format!("running Bind plugin \"DefaultBinder\": {why}"));
@@ -69,6 +70,11 @@ mod tests {
     use super::*;
     use crate::cluster::devices::{ClaimReservation, ExtendedClaim};
     use crate::cluster::volumes::Provision;
+    use crate::cluster::{DeviceReservation, VolumeReservation};
+
+    fn reserved(volumes: VolumeReservation, devices: DeviceReservation) -> Reservation {
+        Reservation { volumes, devices }
+    }
 
     fn claim(create: bool) -> DeviceReservation {
         let extended = create.then(|| std::sync::Arc::new(ExtendedClaim { requests: vec![], mappings: vec![] }));
@@ -95,21 +101,24 @@ mod tests {
     #[test]
     fn only_pods_whose_binding_cycle_needs_a_denied_write_are_refused() {
         let none = (VolumeReservation::default(), DeviceReservation::default());
+        let refusal = |denied: &DeniedWrites, v: &VolumeReservation, d: &DeviceReservation| {
+            denied.refusal(&reserved(v.clone(), d.clone()))
+        };
         let devices_denied =
             DeniedWrites { devices: Some("may not patch resourceclaims/binding".into()), ..Default::default() };
-        assert_eq!(devices_denied.refusal(&none.0, &none.1), None);
-        assert_eq!(devices_denied.refusal(&provision(), &none.1), None);
-        let why = devices_denied.refusal(&none.0, &claim(false)).unwrap();
+        assert_eq!(refusal(&devices_denied, &none.0, &none.1), None);
+        assert_eq!(refusal(&devices_denied, &provision(), &none.1), None);
+        let why = refusal(&devices_denied, &none.0, &claim(false)).unwrap();
         assert_eq!(why, "running PreBind plugin \"DynamicResources\": may not patch resourceclaims/binding");
 
         let extended_denied = DeniedWrites { extended_resources: Some("may not create".into()), ..Default::default() };
-        assert_eq!(extended_denied.refusal(&none.0, &claim(false)), None);
-        assert!(extended_denied.refusal(&none.0, &claim(true)).is_some());
+        assert_eq!(refusal(&extended_denied, &none.0, &claim(false)), None);
+        assert!(refusal(&extended_denied, &none.0, &claim(true)).is_some());
 
         let volumes_denied = DeniedWrites { volumes: Some("may not patch".into()), ..Default::default() };
-        assert!(volumes_denied.refusal(&provision(), &none.1).unwrap().contains("\"VolumeBinding\""));
+        assert!(refusal(&volumes_denied, &provision(), &none.1).unwrap().contains("\"VolumeBinding\""));
         let binding_denied = DeniedWrites { binding: Some("may not create pods/binding".into()), ..Default::default() };
-        assert!(binding_denied.refusal(&none.0, &none.1).unwrap().contains("\"DefaultBinder\""));
+        assert!(refusal(&binding_denied, &none.0, &none.1).unwrap().contains("\"DefaultBinder\""));
     }
 
     #[test]

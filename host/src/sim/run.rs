@@ -398,7 +398,7 @@ impl Drive {
     fn conclude(&mut self, scheduler: &mut Scheduler, attempt: Attempt, now: Duration) {
         match attempt {
             Attempt::Evaluate(_) => unreachable!("a verdict is never another job"),
-            Attempt::Placed { pod, node, volumes, devices, record } => {
+            Attempt::Placed { pod, node, reserved, record } => {
                 scheduler.binding_succeeded(&pod, &node);
                 if let Some(canary) = &record.canary {
                     self.experiments.canary_decided(&pod.scheduler_name, canary);
@@ -411,7 +411,7 @@ impl Drive {
                     fallback: record.fallback.clone(),
                     canary: record.canary.clone(),
                     ignored_constraints: record.ignored_constraints.clone(),
-                    reserved: volumes.describe().into_iter().chain(devices.describe()).collect(),
+                    reserved: reserved.describe(),
                 });
                 self.account(record);
             }

@@ -26,6 +26,7 @@ use crate::kubernetes::writes::denied::{self, Denials};
 use crate::kubernetes::writes::pod_ref::PodRef;
 use crate::kubernetes::writes::prebind::{self, PreBindError};
 use crate::kubernetes::writes::{claim_reservation, device_binding, pod_condition};
+use crate::scheduler::plugins::reservation::Reservation;
 use crate::scheduler_metrics::SchedulerMetrics;
 
 /// A binding slower than this is abandoned and retried.
@@ -110,8 +111,7 @@ pub struct BindRequest {
     /// The candidate that chose the node as a canary.
     pub canary: Option<String>,
     /// What PreBind writes and waits for.
-    pub volumes: VolumeReservation,
-    pub devices: DeviceReservation,
+    pub reserved: Reservation,
 }
 
 /// What the binder tells the scheduling loop.
@@ -168,90 +168,130 @@ pub async fn run<T: From<BindResult> + Send + 'static>(
 }
 
 /// PreBind (when the attempt reserved volumes or devices), then the
-/// binding, as kube runs them: VolumeBinding's, then DynamicResources'. The
-/// binding's duration is what is timed, as kube's binding metric does;
-/// `None` when PreBind failed and no binding was sent.
+/// binding, as kube runs them. The binding's duration is what is timed,
+/// as kube's binding metric does; `None` when PreBind failed and no
+/// binding was sent.
 async fn binding_cycle(
     client: &kube::Client,
     request: &BindRequest,
-    status: &BinderContext,
+    context: &BinderContext,
     (slots, permit): (Arc<Semaphore>, OwnedSemaphorePermit),
     volume_bind_timeout: Duration,
 ) -> (BindOutcome, Option<Duration>) {
-    let mut may_bind = status.gate.subscribe();
-    let mut permit = Some(permit);
-    if !request.volumes.is_empty() || !request.devices.is_empty() {
-        if let Some(abandoned) = stopped(&may_bind, status) {
-            return (abandoned, None);
-        }
-        nominate_expected(client, request, status);
-    }
-    if !request.volumes.is_empty() {
-        if let Some(abandoned) = stopped(&may_bind, status) {
-            return (abandoned, None);
-        }
-        let prebound = match prebind::write(client, &request.volumes, &status.denials).await {
-            Ok(()) => {
-                drop(permit.take());
-                let wait = prebind::wait_bound(client, &request.pod, &request.volumes, volume_bind_timeout);
-                match unless_stopped(&mut may_bind, wait).await {
-                    Some(waited) => waited,
-                    None => return (abandoned("VolumeBinding", status), None),
-                }
-            }
-            Err(e) => Err(e),
-        };
-        match prebound {
-            Ok(()) => permit = slots.clone().acquire_owned().await.ok(),
-            Err(PreBindError::Forbidden(why)) => return (BindOutcome::Forbidden(why), None),
-            Err(PreBindError::Failed(why)) => {
-                let why = format!("running PreBind plugin \"VolumeBinding\": {why}");
-                return (BindOutcome::PreBindFailed(why), None);
-            }
-        }
-    }
+    let may_bind = context.gate.subscribe();
+    let mut cycle = Cycle { client, request, context, may_bind, slots, permit: Some(permit) };
     // Renamed as PreBind creates claims (extended resources).
-    let mut devices = request.devices.clone();
-    if !devices.is_empty() {
-        if let Some(abandoned) = stopped(&may_bind, status) {
-            return (abandoned, None);
-        }
-        let failed = match claim_reservation::write(client, &mut devices, &status.denials).await {
-            Ok(()) if device_binding::waits(&devices) => {
-                drop(permit.take());
-                let wait = device_binding::wait_ready(client, &devices, device_binding::BINDING_TIMEOUT);
-                let Some(ready) = unless_stopped(&mut may_bind, wait).await else {
-                    // The claims stay allocated and reserved for the pod.
-                    return (abandoned("DynamicResources", status), None);
-                };
-                permit = slots.clone().acquire_owned().await.ok();
-                ready.err().map(|e| match e {
-                    PreBindError::Forbidden(why) => BindOutcome::Forbidden(why),
-                    PreBindError::Failed(why) => {
-                        BindOutcome::PreBindFailed(format!("running PreBind plugin \"DynamicResources\": {why}"))
-                    }
-                })
-            }
-            Ok(()) => None,
-            Err(PreBindError::Forbidden(why)) => Some(BindOutcome::Forbidden(why)),
-            Err(PreBindError::Failed(why)) => {
-                Some(BindOutcome::PreBindFailed(format!("running PreBind plugin \"DynamicResources\": {why}")))
-            }
-        };
-        if let Some(outcome) = failed {
-            claim_reservation::unreserve(client, &devices).await;
-            return (outcome, None);
-        }
+    let mut reserved = request.reserved.clone();
+    if !reserved.is_empty()
+        && let Err(outcome) = cycle.prebind(&mut reserved, volume_bind_timeout).await
+    {
+        return (outcome, None);
     }
-    if let Some(abandoned) = stopped(&may_bind, status) {
+    if let Err(abandoned) = cycle.go_on() {
         return (abandoned, None);
     }
-    let (outcome, took) = bind(client, &request.pod, &request.node, BIND_TIMEOUT, &status.denials).await;
-    drop(permit);
-    if outcome != BindOutcome::Bound && !devices.is_empty() {
-        claim_reservation::unreserve(client, &devices).await;
+    let (outcome, took) = bind(client, &request.pod, &request.node, BIND_TIMEOUT, &context.denials).await;
+    drop(cycle.permit.take());
+    if outcome != BindOutcome::Bound {
+        claim_reservation::unreserve(client, &reserved.devices).await;
     }
     (outcome, Some(took))
+}
+
+/// One binding cycle under way: whether it may go on, and its slot among
+/// the bindings in flight (none while PreBind waits on the cluster).
+struct Cycle<'a> {
+    client: &'a kube::Client,
+    request: &'a BindRequest,
+    context: &'a BinderContext,
+    may_bind: watch::Receiver<bool>,
+    slots: Arc<Semaphore>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Cycle<'_> {
+    /// kube's PreBind, each plugin's part of the reservation in kube's
+    /// order: VolumeBinding's, then DynamicResources'. A failure, or the
+    /// replica stopping, is the cycle's outcome.
+    async fn prebind(&mut self, reserved: &mut Reservation, volume_bind_timeout: Duration) -> Result<(), BindOutcome> {
+        self.go_on()?;
+        nominate_expected(self.client, self.request, self.context);
+        if !reserved.volumes.is_empty() {
+            self.volume_binding(&reserved.volumes, volume_bind_timeout).await?;
+        }
+        if !reserved.devices.is_empty() {
+            self.dynamic_resources(&mut reserved.devices).await?;
+        }
+        Ok(())
+    }
+
+    /// The claims' selected node and the volumes' claim written, then the
+    /// wait until the claims are bound.
+    async fn volume_binding(&mut self, volumes: &VolumeReservation, timeout: Duration) -> Result<(), BindOutcome> {
+        const PLUGIN: &str = "VolumeBinding";
+        self.go_on()?;
+        let (client, denials) = (self.client, &self.context.denials);
+        prebind::write(client, volumes, denials).await.map_err(|e| failed(PLUGIN, e))?;
+        let wait = prebind::wait_bound(client, &self.request.pod, volumes, timeout);
+        self.waiting(PLUGIN, wait).await?.map_err(|e| failed(PLUGIN, e))
+    }
+
+    /// The claims' allocation and consumer written (and a claim created
+    /// for extended resources), then the wait for their devices' binding
+    /// conditions. A failure takes back what was written; a replica that
+    /// stops waiting leaves the claims allocated, for whoever leads next.
+    async fn dynamic_resources(&mut self, devices: &mut DeviceReservation) -> Result<(), BindOutcome> {
+        const PLUGIN: &str = "DynamicResources";
+        self.go_on()?;
+        let client = self.client;
+        let ready = match claim_reservation::write(client, devices, &self.context.denials).await {
+            Ok(()) if device_binding::waits(devices) => {
+                let wait = device_binding::wait_ready(client, devices, device_binding::BINDING_TIMEOUT);
+                self.waiting(PLUGIN, wait).await?
+            }
+            written => written,
+        };
+        if let Err(e) = ready {
+            claim_reservation::unreserve(client, devices).await;
+            return Err(failed(PLUGIN, e));
+        }
+        Ok(())
+    }
+
+    /// Whether the cycle may go on: this replica leads and is not shutting
+    /// down.
+    fn go_on(&self) -> Result<(), BindOutcome> {
+        match *self.may_bind.borrow() {
+            true => Ok(()),
+            false => Err(BindOutcome::Abandoned(self.context.gate.why_closed().into())),
+        }
+    }
+
+    /// `wait`, holding no slot among the bindings in flight (PreBind's
+    /// waits are on the cluster: a provisioner, a device driver); the
+    /// claims keep what was written, and whoever leads next waits again,
+    /// as kube-scheduler does on SIGTERM. Gives up the moment this replica
+    /// stops leading or begins shutting down.
+    async fn waiting<T>(&mut self, plugin: &str, wait: impl Future<Output = T>) -> Result<T, BindOutcome> {
+        drop(self.permit.take());
+        let out = tokio::select! {
+            out = wait => out,
+            _ = self.may_bind.wait_for(|may| !*may) => {
+                let why = self.context.gate.why_closed();
+                return Err(BindOutcome::Abandoned(format!("PreBind plugin \"{plugin}\" stopped waiting: {why}")));
+            }
+        };
+        self.permit = self.slots.clone().acquire_owned().await.ok();
+        Ok(out)
+    }
+}
+
+/// A PreBind plugin's failure, as the cycle's outcome.
+fn failed(plugin: &str, error: PreBindError) -> BindOutcome {
+    match error {
+        PreBindError::Forbidden(why) => BindOutcome::Forbidden(why),
+        PreBindError::Failed(why) => BindOutcome::PreBindFailed(format!("running PreBind plugin \"{plugin}\": {why}")),
+    }
 }
 
 /// As PreBind's writes begin, as kube-scheduler: the pod's
@@ -263,27 +303,6 @@ fn nominate_expected(client: &kube::Client, request: &BindRequest, status: &Bind
     let (client, denials, pod) = (client.clone(), status.denials.clone(), PodRef::from(&*request.pod));
     let patch = pod_condition::expected_on(&request.node);
     tokio::spawn(async move { pod_condition::write_if_unchanged(client, &denials, &pod, patch).await });
-}
-
-/// `Some(Abandoned)` when this replica may bind no more: the next write is
-/// not made. A write already sent is finished, not cut off.
-fn stopped(may_bind: &watch::Receiver<bool>, status: &BinderContext) -> Option<BindOutcome> {
-    (!*may_bind.borrow()).then(|| BindOutcome::Abandoned(status.gate.why_closed().into()))
-}
-
-/// `wait`, unless this replica stops leading or begins shutting down first
-/// (`None`). PreBind's waits are on the cluster (a provisioner, a device
-/// driver): the claims keep what was written, and whoever leads next waits
-/// again, as kube-scheduler does on SIGTERM.
-async fn unless_stopped<T>(may_bind: &mut watch::Receiver<bool>, wait: impl Future<Output = T>) -> Option<T> {
-    tokio::select! {
-        out = wait => Some(out),
-        _ = may_bind.wait_for(|may| !*may) => None,
-    }
-}
-
-fn abandoned(plugin: &str, status: &BinderContext) -> BindOutcome {
-    BindOutcome::Abandoned(format!("PreBind plugin \"{plugin}\" stopped waiting: {}", status.gate.why_closed()))
 }
 
 #[cfg(test)]

@@ -21,7 +21,9 @@
 //! - `scores`: the built-in score parts and their default weights;
 //! - `preemption`: DefaultPreemption;
 //! - `queueing_hints`: which waiting pods a cluster event may let in;
-//! - `reasons`: the rejection reasons, counted into kube's message.
+//! - `reasons`: the rejection reasons, counted into kube's message;
+//! - `reservation`: what an attempt reserved for the binding cycle, each
+//!   plugin's part in one value.
 
 pub mod dynamic_resources;
 pub mod filters;
@@ -30,6 +32,7 @@ pub mod pod_claims;
 pub mod preemption;
 pub mod queueing_hints;
 pub mod reasons;
+pub mod reservation;
 pub mod scores;
 pub mod taint_toleration;
 pub mod topology;

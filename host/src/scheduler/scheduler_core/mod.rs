@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cluster::{ClusterState, DeviceReservation, PodInfo, PodKey, VolumeReservation};
+use crate::cluster::{ClusterState, PodInfo, PodKey};
 use crate::scheduler::attempt::record::AttemptRecord;
 use crate::scheduler::attempt::{AttemptInput, BuiltinPass, pod_seed, run_attempt};
 use crate::scheduler::denied_writes::DeniedWrites;
@@ -17,8 +17,8 @@ use crate::scheduler::parallel::workers::AttemptWorkers;
 use crate::scheduler::plugins::dynamic_resources::{self, NO_CLAIMS};
 use crate::scheduler::plugins::pod_claims::RejectedBy;
 use crate::scheduler::plugins::preemption::{self, NOT_HELPFUL, Preemption};
+use crate::scheduler::plugins::reservation::Reservation;
 use crate::scheduler::plugins::scores::BuiltinScoring;
-use crate::scheduler::plugins::volume_binding;
 use crate::scheduler::policy_set::{PolicySet, ShadowCandidate};
 use crate::scheduler::queue::{QueueSizes, SchedulingQueue};
 use crate::scheduler::sampling::{NodeSampling, NodeWindow};
@@ -81,13 +81,7 @@ pub enum Attempt {
     /// The pod is assumed on `node`, with what its volumes and devices
     /// need there reserved: make their writes (PreBind), bind it, then
     /// report the result.
-    Placed {
-        pod: Arc<PodInfo>,
-        node: String,
-        volumes: VolumeReservation,
-        devices: DeviceReservation,
-        record: AttemptRecord,
-    },
+    Placed { pod: Arc<PodInfo>, node: String, reserved: Reservation, record: AttemptRecord },
     /// No node can take the pod now; it waits for a cluster change. The
     /// backend writes what happened to its nomination.
     Unschedulable { pod: Arc<PodInfo>, record: AttemptRecord, nomination: Nomination },
@@ -474,13 +468,12 @@ impl Scheduler {
             Some(node) => {
                 self.state.unnominate(&pod.key);
                 self.state.place(&pod, &node, true);
-                let volumes = volume_binding::reserve(&pod, &node, &mut self.state);
-                let devices = dynamic_resources::reserve(&pod, &node, &mut self.state);
-                if let Some(why) = self.denied.refusal(&volumes, &devices) {
+                let reserved = Reservation::reserve(&pod, &node, &mut self.state);
+                if let Some(why) = self.denied.refusal(&reserved) {
                     return self.refuse_denied(pod, record, why, now);
                 }
                 self.queue.pod_placed(now);
-                Attempt::Placed { pod, node, volumes, devices, record }
+                Attempt::Placed { pod, node, reserved, record }
             }
             None => {
                 let mut record = record;

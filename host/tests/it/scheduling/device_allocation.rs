@@ -111,8 +111,8 @@ pub(super) fn allocate(yaml: &str) -> Option<Vec<(Vec<String>, String)>> {
         let _ = s.apply(event, Duration::ZERO);
     }
     match s.schedule_next(Duration::ZERO) {
-        Some(Attempt::Placed { devices, .. }) => {
-            Some(devices.claims.iter().map(|c| describe(c.allocation.as_deref().unwrap())).collect())
+        Some(Attempt::Placed { reserved, .. }) => {
+            Some(reserved.devices.claims.iter().map(|c| describe(c.allocation.as_deref().unwrap())).collect())
         }
         Some(Attempt::Unschedulable { .. }) => None,
         other => panic!("{other:?}"),

@@ -242,9 +242,9 @@ mod properties {
             let mut given = std::collections::HashMap::new();
             for _ in 0..64 {
                 match s.schedule_next(now) {
-                    Some(Attempt::Placed { pod, node, devices, .. }) => {
+                    Some(Attempt::Placed { pod, node, reserved, .. }) => {
                         prop_assert!(no_device_twice(&s).is_ok(), "{:?}", no_device_twice(&s));
-                        let handed: Vec<_> = devices.claims.iter().flat_map(|c| c.allocation.iter().flat_map(|a| a.devices.iter().map(|d| d.id()))).collect();
+                        let handed: Vec<_> = reserved.devices.claims.iter().flat_map(|c| c.allocation.iter().flat_map(|a| a.devices.iter().map(|d| d.id()))).collect();
                         for id in &handed {
                             prop_assert!(given.insert(id.clone(), pod.key.clone()).is_none(), "{id:?} handed out twice");
                         }

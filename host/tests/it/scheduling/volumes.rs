@@ -418,8 +418,9 @@ fn a_failed_binding_cycle_gives_back_what_it_reserved() {
     for event in events {
         let _ = s.apply(event, now);
     }
-    let Some(Attempt::Placed { pod, node, volumes, .. }) = s.schedule_next(now) else { panic!("not placed") };
+    let Some(Attempt::Placed { pod, node, reserved, .. }) = s.schedule_next(now) else { panic!("not placed") };
     assert_eq!(node, "n1");
+    let volumes = reserved.volumes;
     assert_eq!(volumes.bind.len(), 1, "{volumes:?}");
     let (holder, waiting) = if pod.key.name == "a" { ("data", "b") } else { ("other", "a") };
     assert_eq!(volumes.bind[0].claim, holder);
