@@ -7,17 +7,18 @@
 //! `unreachable`, `memory-pressure`, … added by the node lifecycle
 //! controller), so a NotReady node is judged by its taints alone.
 
-use wasmsched_rules::{node_selector_matches, required_affinity_matches, tolerates};
+use wasmsched_rules::tolerates;
 use wasmsched_runtime::{NodeFacts, TaintEffect};
 
 use crate::cluster::{ClusterState, Devices, NodeState, NodeUsage, PodInfo};
 use crate::scheduler::plugins::pod_claims::PodClaims;
 use crate::scheduler::plugins::volume_binding::PodVolumes;
-use crate::scheduler::plugins::{node_volume_limits, taint_toleration, volume_restrictions, volume_zone};
+use crate::scheduler::plugins::{
+    node_affinity, node_volume_limits, taint_toleration, volume_restrictions, volume_zone,
+};
 
 pub const NODE_UNSCHEDULABLE: &str = "node(s) were unschedulable";
 pub const NODE_NAME_MISMATCH: &str = "node(s) didn't match the requested node name";
-pub const NODE_AFFINITY_MISMATCH: &str = "node(s) didn't match Pod's node affinity/selector";
 pub const NODE_PORTS_CONFLICT: &str = "node(s) didn't have free ports for the requested pod ports";
 pub const TOO_MANY_PODS: &str = "Too many pods";
 pub const UNDECLARED_FEATURES: &str = "node(s) didn't match Pod's required features";
@@ -37,7 +38,7 @@ pub fn run(
     node_unschedulable(pod, node)?;
     node_name(pod, node)?;
     taint_toleration::filter(pod, node)?;
-    node_affinity(pod, node)?;
+    node_affinity::filter(pod, node)?;
     // Placed pods, and nominated pods that come first (their room is held).
     let usage = node_state.usage_for(pod);
     node_ports(pod, &usage)?;
@@ -153,16 +154,6 @@ fn node_name(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
         Some(name) if *name != node.name => reject(NODE_NAME_MISMATCH),
         _ => Ok(()),
     }
-}
-
-/// NodeAffinity: nodeSelector (all pairs) and required node affinity (terms
-/// ORed, requirements ANDed, an empty term matches nothing; fields support
-/// `metadata.name`).
-fn node_affinity(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
-    let facts = &pod.facts;
-    let selector = node_selector_matches(facts.node_selector.iter().map(|(k, v)| (k.as_str(), v.as_str())), node);
-    let affinity = required_affinity_matches(&facts.required_node_affinity, node);
-    if selector && affinity { Ok(()) } else { reject(NODE_AFFINITY_MISMATCH) }
 }
 
 fn node_ports(pod: &PodInfo, usage: &NodeUsage) -> Result<(), Vec<String>> {

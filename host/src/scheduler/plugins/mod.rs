@@ -13,7 +13,7 @@
 //! - `dynamic_resources`: a pod's ResourceClaims resolved once per
 //!   attempt, devices allocated per node with the classes' and requests'
 //!   CEL selectors, and what the chosen node needs reserved for PreBind;
-//! - `taint_toleration`: TaintToleration's filter and score;
+//! - `taint_toleration`, `node_affinity`: each plugin's filter and score;
 //! - `volume_restrictions`: ReadWriteOncePod claims and in-tree disks that
 //!   cannot be shared;
 //! - `volume_zone`: bound volumes' zone and region labels;
@@ -27,6 +27,7 @@
 
 pub mod dynamic_resources;
 pub mod filters;
+pub mod node_affinity;
 pub mod node_volume_limits;
 pub mod pod_claims;
 pub mod preemption;

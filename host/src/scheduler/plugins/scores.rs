@@ -14,15 +14,15 @@ use std::fmt;
 use std::sync::Arc;
 
 use wasmsched_rules::scoring::{
-    balanced_cpu_memory, default_normalize, image_locality, inter_pod_normalize, preferred_node_affinity,
-    scaled_image_score, spread_normalize, spread_score, spread_weight,
+    balanced_cpu_memory, default_normalize, image_locality, inter_pod_normalize, scaled_image_score, spread_normalize,
+    spread_score, spread_weight,
 };
 use wasmsched_runtime::{Candidate, NodeId};
 
 use crate::cluster::{ClusterState, Domains, PodInfo, SpreadConstraint};
 use crate::scheduler::parallel::workers::AttemptWorkers;
-use crate::scheduler::plugins::taint_toleration;
 use crate::scheduler::plugins::topology::{clause_of, spread_domain_counts};
+use crate::scheduler::plugins::{node_affinity, taint_toleration};
 
 /// One part of the built-in score, named as its kube-scheduler plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,12 +348,7 @@ fn taint_toleration(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate
 }
 
 fn node_affinity(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> Option<PartInputs> {
-    let terms = &pod.preferences.node_affinity;
-    if terms.is_empty() {
-        return None;
-    }
-    let table = state.table();
-    let raw = candidates.iter().map(|c| table.get(c.node).map_or(0, |n| preferred_node_affinity(terms, n))).collect();
+    let raw = node_affinity::raw_scores(pod, state, candidates)?;
     Some(PartInputs::Normalized { raw, reverse: false })
 }
 
