@@ -132,8 +132,9 @@ pub struct SchedulerStatus {
     permissions: Mutex<Option<PermissionsShown>>,
     /// Wakes the preflight at once (a write was refused).
     pub permissions_recheck: tokio::sync::Notify,
-    /// What the profiles' shadow candidates would have done.
-    experiments: Mutex<Experiments>,
+    /// What the profiles' shadow candidates would have done (the shadow
+    /// worker records, `/experiments` reads).
+    pub experiments: Arc<Mutex<Experiments>>,
 }
 
 impl SchedulerStatus {
@@ -152,7 +153,7 @@ impl SchedulerStatus {
             lease_problem: Mutex::new(None),
             permissions: Mutex::new(None),
             permissions_recheck: tokio::sync::Notify::new(),
-            experiments: Mutex::new(Experiments::default()),
+            experiments: Arc::new(Mutex::new(Experiments::default())),
         };
         status.metrics.set_leader(!leader_election);
         status

@@ -133,7 +133,7 @@ impl SchedulingLoop {
             draining: false,
             tenant_workers: TenantWorkers::new(loopback.clone()),
             policy_warmer: PolicyWarmer::new(loopback),
-            shadow: ShadowWorker::new(status.clone()),
+            shadow: ShadowWorker::new(status.metrics.clone(), status.experiments.clone()),
             status,
             recorder: None,
         }

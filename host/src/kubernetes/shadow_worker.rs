@@ -4,20 +4,23 @@
 //! attempt's shadow work is dropped and counted, never queued without
 //! bound; what it finds goes to the metrics and `/experiments`.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
 
-use crate::kubernetes::scheduler_status::SchedulerStatus;
 use crate::scheduler::ShadowOutbox;
+use crate::scheduler::experiments::Experiments;
 use crate::scheduler::shadow::CandidateKey;
 use crate::scheduler::shadow::{MAX_SHADOW_JOBS, ShadowJob};
+use crate::scheduler_metrics::SchedulerMetrics;
 
 /// Jobs waiting or running, at most.
 const BACKLOG: usize = 4;
 
 pub struct ShadowWorker {
-    status: Arc<SchedulerStatus>,
+    metrics: Arc<SchedulerMetrics>,
+    /// What the candidates would have done, as `/experiments` shows it.
+    experiments: Arc<Mutex<Experiments>>,
     /// Started with the first job.
     jobs: Option<SyncSender<ShadowJob>>,
     /// Jobs sent and not finished.
@@ -25,8 +28,8 @@ pub struct ShadowWorker {
 }
 
 impl ShadowWorker {
-    pub fn new(status: Arc<SchedulerStatus>) -> Self {
-        ShadowWorker { status, jobs: None, queued: Arc::new(AtomicUsize::new(0)) }
+    pub fn new(metrics: Arc<SchedulerMetrics>, experiments: Arc<Mutex<Experiments>>) -> Self {
+        ShadowWorker { metrics, experiments, jobs: None, queued: Arc::new(AtomicUsize::new(0)) }
     }
 
     /// How many more jobs it can take now: a few beyond the one running.
@@ -55,20 +58,20 @@ impl ShadowWorker {
     }
 
     fn dropped(&self, key: &CandidateKey, n: u64) {
-        self.status.metrics.shadow_dropped(key, n);
-        self.status.experiments().dropped(key, n);
+        self.metrics.shadow_dropped(key, n);
+        self.experiments.lock().unwrap_or_else(|e| e.into_inner()).dropped(key, n);
     }
 
     fn sender(&mut self) -> Option<&SyncSender<ShadowJob>> {
         if self.jobs.is_none() {
             let (tx, rx) = std::sync::mpsc::sync_channel::<ShadowJob>(MAX_SHADOW_JOBS);
-            let (status, queued) = (self.status.clone(), self.queued.clone());
+            let (metrics, experiments, queued) = (self.metrics.clone(), self.experiments.clone(), self.queued.clone());
             let spawned = std::thread::Builder::new().name("shadow".into()).spawn(move || {
                 idle_priority();
                 for job in rx {
                     let result = job.run();
-                    status.metrics.shadow(&result);
-                    status.experiments().record(result);
+                    metrics.shadow(&result);
+                    experiments.lock().unwrap_or_else(|e| e.into_inner()).record(result);
                     queued.fetch_sub(1, Ordering::Relaxed);
                 }
             });

@@ -94,7 +94,8 @@ impl PolicyConfigMapSource {
         };
         let mut changes = decode::watch(api, config, target).boxed();
         let origin = format!("configmap {}", self.configmap);
-        let mut updates = Some(ProfileUpdates::new(&self.profile, origin, self.validator.clone(), tx, status.clone()));
+        let mut updates =
+            Some(ProfileUpdates::new(&self.profile, origin, self.validator.clone(), tx, status.metrics.clone()));
         // Whether any version of the ConfigMap has been seen.
         let mut seen = false;
         // Said once: the ConfigMap may not be read.

@@ -44,7 +44,8 @@ impl PolicyDirSource {
             }
         };
         let origin = format!("dir {}", self.dir.display());
-        let mut updates = ProfileUpdates::new(&self.profile, origin, self.validator.clone(), tx, status.clone());
+        let mut updates =
+            ProfileUpdates::new(&self.profile, origin, self.validator.clone(), tx, status.metrics.clone());
         let mut last_digest: Option<String> = None;
         loop {
             match read_bundle_dir(&self.dir) {

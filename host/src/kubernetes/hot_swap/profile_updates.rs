@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 
-use crate::kubernetes::scheduler_status::{ActivePolicy, SchedulerStatus};
+use crate::kubernetes::scheduler_status::ActivePolicy;
 use crate::policy::validator::BundleValidator;
 use crate::scheduler::PolicySet;
+use crate::scheduler_metrics::SchedulerMetrics;
 
 /// A validated policy set for a profile, for the scheduling loop: swapped
 /// in before its next attempt (attempts run on the loop's thread, so none is
@@ -29,7 +30,7 @@ pub struct ProfileUpdates<T> {
     origin: String,
     validator: Arc<BundleValidator>,
     tx: Sender<T>,
-    status: Arc<SchedulerStatus>,
+    metrics: Arc<SchedulerMetrics>,
     /// Whether a version from this source is active.
     have_active: bool,
 }
@@ -49,9 +50,9 @@ impl<T: From<ProfilePolicies>> ProfileUpdates<T> {
         origin: String,
         validator: Arc<BundleValidator>,
         tx: Sender<T>,
-        status: Arc<SchedulerStatus>,
+        metrics: Arc<SchedulerMetrics>,
     ) -> Self {
-        ProfileUpdates { profile: profile.to_string(), origin, validator, tx, status, have_active: false }
+        ProfileUpdates { profile: profile.to_string(), origin, validator, tx, metrics, have_active: false }
     }
 
     /// Validates `files` and sends them to the loop, or rejects them.
@@ -66,13 +67,13 @@ impl<T: From<ProfilePolicies>> ProfileUpdates<T> {
                     policies = %active.iter().map(|a| format!("{} {} sha256:{}", a.name, a.version, &a.sha256[..12])).collect::<Vec<_>>().join(", "),
                     "policy update validated; swapping it in"
                 );
-                self.status.metrics.policy_reload(&self.profile, "accepted");
+                self.metrics.policy_reload(&self.profile, "accepted");
                 self.have_active = true;
                 self.send(valid.set, active);
                 Outcome::Accepted
             }
             Err(why) => {
-                self.status.metrics.policy_reload(&self.profile, "rejected");
+                self.metrics.policy_reload(&self.profile, "rejected");
                 let consequence = if self.have_active {
                     "the active version stays".to_string()
                 } else {

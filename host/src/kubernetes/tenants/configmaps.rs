@@ -68,7 +68,7 @@ impl<V: Validate> TenantConfigMapSource<V> {
             settings: self.settings,
             validator: self.validator,
             tx,
-            status,
+            metrics: status.metrics.clone(),
             notes: notes_tx,
             compiles: Semaphore::new(compile_slots()),
             compile_budget: TENANT_COMPILE_BUDGET,
@@ -93,7 +93,7 @@ impl<V: Validate> TenantConfigMapSource<V> {
                     if !synced {
                         synced = true;
                         let done = tenants.barrier();
-                        let status = context.status.clone();
+                        let status = status.clone();
                         tokio::spawn(async move {
                             for d in done {
                                 let _ = d.await;
@@ -107,7 +107,7 @@ impl<V: Validate> TenantConfigMapSource<V> {
                 // goes ready without them; `with_retry` says so once and
                 // keeps retrying.
                 Err(_) if !synced => {
-                    context.status.set_synced(SOURCE_NAME);
+                    status.set_synced(SOURCE_NAME);
                     synced = true;
                 }
                 Err(_) => {}
@@ -203,14 +203,13 @@ mod tests {
         let (release, gate) = std::sync::mpsc::channel();
         let (tx, published) = std::sync::mpsc::channel::<TenantPolicies>();
         let (notes, mut posted) = mpsc::unbounded_channel();
-        let status = Arc::new(SchedulerStatus::new(None, &[SOURCE_NAME.to_string()], vec![]));
         let validator = Arc::new(Gate { release: std::sync::Mutex::new(gate) });
         let compiles = Semaphore::new(compile_slots());
         let context = Arc::new(TenantContext {
             settings: TenantSettings::default(),
             validator,
             tx,
-            status,
+            metrics: Arc::new(crate::scheduler_metrics::SchedulerMetrics::new()),
             notes,
             compiles,
             compile_budget: TENANT_COMPILE_BUDGET,

@@ -14,10 +14,11 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::compile_budget::CompileBudget;
 use crate::kubernetes::hot_swap::configmap::files_of;
-use crate::kubernetes::scheduler_status::{ActivePolicy, SchedulerStatus};
+use crate::kubernetes::scheduler_status::ActivePolicy;
 use crate::policy::validator::{BundleValidator, ValidBundle};
 use crate::scheduler::policy_set::ShadowCandidate;
 use crate::scheduler::{POLICY_ANNOTATION, TenantSettings};
+use crate::scheduler_metrics::SchedulerMetrics;
 use wasmsched_runtime::LoadedPolicy;
 
 /// Every valid policy of one tenant now (empty: none), for the
@@ -58,7 +59,7 @@ pub struct TenantContext<V, T> {
     pub settings: TenantSettings,
     pub validator: Arc<V>,
     pub tx: std::sync::mpsc::Sender<T>,
-    pub status: Arc<SchedulerStatus>,
+    pub metrics: Arc<SchedulerMetrics>,
     pub notes: mpsc::UnboundedSender<Note>,
     /// Compiles in flight over every tenant: enough that one tenant's slow
     /// compile leaves room for another's ([`compile_slots`]), few enough
@@ -138,7 +139,7 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
                 "tenant policies are disabled by the scheduler's configuration".to_string()
             };
             tracing::info!(configmap = %format!("{namespace}/{name}"), "{why}; ignoring it");
-            self.context.status.metrics.tenant_reload(&namespace, "disabled");
+            self.context.metrics.tenant_reload(&namespace, "disabled");
             self.note(cm, "Warning", "TenantPoliciesDisabled", format!("{why}; this ConfigMap is ignored"));
             return;
         }
@@ -182,7 +183,7 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
                     .collect::<Vec<_>>()
                     .join(", ");
                 tracing::info!(tenant = %namespace, configmap = %name, policies = %summary, "tenant policies accepted");
-                self.context.status.metrics.tenant_reload(&namespace, "accepted");
+                self.context.metrics.tenant_reload(&namespace, "accepted");
                 self.accepted.insert(name, Accepted { policies, candidates, active });
                 self.publish();
                 let text =
@@ -196,7 +197,7 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
                     "no version of it is active: pods that opt in to its policies are placed by the built-in scoring"
                 };
                 tracing::warn!(tenant = %namespace, configmap = %name, error = %why, "tenant policy update rejected; {consequence}");
-                self.context.status.metrics.tenant_reload(&namespace, "rejected");
+                self.context.metrics.tenant_reload(&namespace, "rejected");
                 self.note(cm, "Warning", "PolicyRejected", format!("policy update rejected: {why}; {consequence}"));
             }
         }
