@@ -5,8 +5,8 @@
 //!   NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts,
 //!   VolumeRestrictions, NodeVolumeLimits, VolumeBinding's node checks
 //!   and VolumeZone);
-//! - `topology`: PodTopologySpread and InterPodAffinity, which count other
-//!   pods;
+//! - `pod_topology_spread`, `inter_pod_affinity`: each plugin's counting of
+//!   other pods, filter and score; `topology` runs both filters together;
 //! - `volume_binding`: a pod's claims resolved once per attempt, volumes
 //!   matched or provisioned for claims that wait for their first consumer,
 //!   and what the chosen node needs reserved for PreBind;
@@ -27,9 +27,11 @@
 
 pub mod dynamic_resources;
 pub mod filters;
+pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_volume_limits;
 pub mod pod_claims;
+pub mod pod_topology_spread;
 pub mod preemption;
 pub mod queueing_hints;
 pub mod reasons;

@@ -11,17 +11,16 @@
 //! over what is left, as kube's normalisation runs after every filter.
 
 use std::fmt;
-use std::sync::Arc;
 
 use wasmsched_rules::scoring::{
     balanced_cpu_memory, default_normalize, image_locality, inter_pod_normalize, scaled_image_score, spread_normalize,
-    spread_score, spread_weight,
 };
-use wasmsched_runtime::{Candidate, NodeId};
+use wasmsched_runtime::Candidate;
 
-use crate::cluster::{ClusterState, Domains, PodInfo, SpreadConstraint};
+use crate::cluster::{ClusterState, PodInfo};
 use crate::scheduler::parallel::workers::AttemptWorkers;
-use crate::scheduler::plugins::topology::{clause_of, spread_domain_counts};
+use crate::scheduler::plugins::pod_topology_spread::SpreadInputs;
+use crate::scheduler::plugins::{inter_pod_affinity, pod_topology_spread};
 use crate::scheduler::plugins::{node_affinity, taint_toleration};
 
 /// One part of the built-in score, named as its kube-scheduler plugin.
@@ -142,16 +141,6 @@ enum PartInputs {
     MinMax(Vec<i64>),
 }
 
-/// PodTopologySpread's inputs: per candidate, for each `ScheduleAnyway`
-/// constraint, its domain and matching pods there; `None` for a node
-/// missing a constraint's key, which kube scores 0.
-#[derive(Debug, Clone)]
-struct SpreadInputs {
-    /// `(maxSkew, whether the key is kubernetes.io/hostname)`.
-    constraints: Vec<(u32, bool)>,
-    cells: Vec<Option<Vec<(usize, u32)>>>,
-}
-
 /// The built-in parts that apply to one attempt, with their inputs per
 /// candidate. Parts kube skips for the pod (no preferred terms, no soft
 /// constraints, a best-effort pod) are absent and add nothing.
@@ -236,8 +225,12 @@ impl BuiltinInputs {
             let inputs = match part {
                 ScorePart::TaintToleration => Some(taint_toleration(pod, state, candidates)),
                 ScorePart::NodeAffinity => node_affinity(pod, state, candidates),
-                ScorePart::PodTopologySpread => pod_topology_spread(pod, state, candidates),
-                ScorePart::InterPodAffinity => inter_pod_affinity(pod, state, candidates),
+                ScorePart::PodTopologySpread => {
+                    pod_topology_spread::score_inputs(pod, state, candidates).map(PartInputs::Spread)
+                }
+                ScorePart::InterPodAffinity => {
+                    inter_pod_affinity::raw_scores(pod, state, candidates).map(PartInputs::MinMax)
+                }
                 ScorePart::NodeResourcesBalancedAllocation => balanced(pod, state, candidates, workers),
                 ScorePart::ImageLocality => Some(images(pod, state, candidates)),
             };
@@ -304,42 +297,6 @@ impl BuiltinInputs {
     }
 }
 
-impl SpreadInputs {
-    /// kube's per-node spread score, with each constraint's weight from
-    /// the number of its domains among the candidates left.
-    fn scores(&self) -> Vec<Option<i64>> {
-        let scored = self.cells.iter().flatten();
-        let weights: Vec<f64> = self
-            .constraints
-            .iter()
-            .enumerate()
-            .map(|(i, &(_, hostname))| {
-                let domains = if hostname {
-                    scored.clone().count()
-                } else {
-                    let mut seen: Vec<usize> = scored.clone().map(|cell| cell[i].0).collect();
-                    seen.sort_unstable();
-                    seen.dedup();
-                    seen.len()
-                };
-                spread_weight(domains)
-            })
-            .collect();
-        self.cells
-            .iter()
-            .map(|cell| {
-                let cell = cell.as_ref()?;
-                Some(spread_score(
-                    cell.iter()
-                        .zip(&self.constraints)
-                        .zip(&weights)
-                        .map(|((&(_, count), &(skew, _)), &w)| (count, skew, w)),
-                ))
-            })
-            .collect()
-    }
-}
-
 fn taint_toleration(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> PartInputs {
     match taint_toleration::raw_scores(pod, state, candidates) {
         Some(raw) => PartInputs::Normalized { raw, reverse: true },
@@ -401,107 +358,4 @@ fn images(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> Part
         })
         .collect();
     PartInputs::Final(scores)
-}
-
-fn pod_topology_spread(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> Option<PartInputs> {
-    let soft: Vec<&SpreadConstraint> = pod.constraints.as_deref()?.spread.iter().filter(|c| !c.hard).collect();
-    if soft.is_empty() {
-        return None;
-    }
-    let keys: Vec<_> = soft.iter().map(|c| state.domains(&c.topology_key)).collect();
-    let counts: Vec<_> =
-        soft.iter().zip(&keys).map(|(c, domains)| spread_domain_counts(pod, state, c, &keys, domains).0).collect();
-    let cells = candidates
-        .iter()
-        .map(|c| {
-            keys.iter()
-                .zip(&counts)
-                .map(|(domains, counts)| domains.of(c.node).map(|d| (d, counts.count(d))))
-                .collect::<Option<Vec<_>>>()
-        })
-        .collect();
-    let constraints = soft.iter().map(|c| (c.max_skew, c.topology_key == HOSTNAME)).collect();
-    Some(PartInputs::Spread(SpreadInputs { constraints, cells }))
-}
-
-const HOSTNAME: &str = "kubernetes.io/hostname";
-
-/// InterPodAffinity's topology score: per topology key and domain, the
-/// weights of the incoming pod's preferred terms times the placed pods
-/// they match there, plus the weights of the placed pods' terms (their
-/// required affinity and preferred terms) that match the incoming pod.
-/// Absent, as kube skips it, when there is nothing to add up.
-fn inter_pod_affinity(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> Option<PartInputs> {
-    let preferred = pod.constraints.as_deref().map_or(&[][..], |c| &c.preferred);
-    let placed = state.placed_scoring_terms();
-    if preferred.is_empty() && placed.is_empty() {
-        return None;
-    }
-    let mut scores = TopologyScores::default();
-    for wt in preferred {
-        let Some(clause) = clause_of(&wt.term, state) else { continue };
-        state.matching_pods(std::slice::from_ref(&clause), |per_node| {
-            for (node, matching) in per_node.iter().enumerate().filter(|(_, m)| m.all() > 0) {
-                scores.add(
-                    state,
-                    &wt.term.topology_key,
-                    node as NodeId,
-                    i64::from(wt.weight) * i64::from(matching.all()),
-                );
-            }
-        });
-    }
-    let namespace_labels = state.namespace_labels(&pod.key.namespace);
-    for (wt, per_node) in placed.terms() {
-        if !wt.term.matches(&pod.key.namespace, namespace_labels, &pod.facts.labels) {
-            continue;
-        }
-        for (node, &n) in per_node.iter().enumerate().filter(|(_, n)| **n > 0) {
-            scores.add(state, &wt.term.topology_key, node as NodeId, i64::from(wt.weight) * i64::from(n));
-        }
-    }
-    if scores.is_empty() {
-        return None;
-    }
-    Some(PartInputs::MinMax(candidates.iter().map(|c| scores.of(c.node)).collect()))
-}
-
-/// Scores per topology key and domain.
-#[derive(Default)]
-struct TopologyScores {
-    keys: Vec<(String, Arc<Domains>, Vec<i64>)>,
-    /// Whether any node with a matching pod had the term's key.
-    any: bool,
-}
-
-impl TopologyScores {
-    /// Adds `amount` to the domain of `node` under `key`, if it has one.
-    fn add(&mut self, state: &ClusterState, key: &str, node: NodeId, amount: i64) {
-        let i = match self.keys.iter().position(|(k, _, _)| k == key) {
-            Some(i) => i,
-            None => {
-                self.keys.push((key.to_string(), state.domains(key), Vec::new()));
-                self.keys.len() - 1
-            }
-        };
-        let (_, domains, scores) = &mut self.keys[i];
-        let Some(domain) = domains.of(node) else { return };
-        self.any = true;
-        if scores.len() <= domain {
-            scores.resize(domain + 1, 0);
-        }
-        scores[domain] += amount;
-    }
-
-    fn is_empty(&self) -> bool {
-        !self.any
-    }
-
-    /// A node's score: its domains' scores summed over the keys.
-    fn of(&self, node: NodeId) -> i64 {
-        self.keys
-            .iter()
-            .filter_map(|(_, domains, scores)| domains.of(node).map(|d| scores.get(d).copied().unwrap_or(0)))
-            .sum()
-    }
 }

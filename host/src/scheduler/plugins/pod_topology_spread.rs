@@ -1,0 +1,205 @@
+//! PodTopologySpread, both its phases. The filter: per `DoNotSchedule`
+//! constraint, the matching pods are counted once per topology domain (as
+//! kube's PreFilter does, from the cluster model's incremental counts) and
+//! each node is checked by indexing those counts with its domain. The
+//! score: per `ScheduleAnyway` constraint, the same counts, weighted by
+//! the number of domains among the candidates.
+
+use std::sync::Arc;
+
+use wasmsched_rules::scoring::{spread_score, spread_weight};
+use wasmsched_rules::topology_spread::{MISSING_TOPOLOGY_LABEL, SKEW_EXCEEDED};
+use wasmsched_rules::{DomainCounts, first_untolerated, node_selector_matches, required_affinity_matches, skew_allows};
+use wasmsched_runtime::{Candidate, NodeId};
+
+use crate::cluster::{ClusterState, Domains, Namespaces, PlacedPod, PodClause, PodInfo, SpreadConstraint};
+
+/// One `DoNotSchedule` constraint, counted.
+#[derive(Debug, Clone)]
+pub(super) struct SpreadCheck {
+    domains: Arc<Domains>,
+    counts: DomainCounts,
+    global_min: Option<u32>,
+    self_match: bool,
+    max_skew: u32,
+    min_domains: u32,
+    /// The pods the constraint counts (`None`: none).
+    clause: Option<PodClause>,
+}
+
+impl SpreadCheck {
+    /// The filter on one node: its domain's count against the skew.
+    #[inline]
+    pub(super) fn check(&self, node: NodeId) -> Result<(), &'static str> {
+        let Some(domain) = self.domains.of(node) else { return Err(MISSING_TOPOLOGY_LABEL) };
+        if !skew_allows(self.counts.count(domain), self.self_match, self.global_min, self.max_skew) {
+            return Err(SKEW_EXCEEDED);
+        }
+        Ok(())
+    }
+
+    /// The counts with `evicted` (pods placed on `node`) gone, as kube's
+    /// `RemovePod` extension updates them for preemption's dry run.
+    pub(super) fn remove(&mut self, node: NodeId, evicted: &[&PlacedPod]) {
+        let Some(domain) = self.domains.of(node) else { return };
+        let gone = evicted
+            .iter()
+            .filter(|p| !p.terminating && self.clause.as_ref().is_some_and(|cl| cl.matches(&p.namespace, &p.labels)))
+            .count();
+        if gone > 0 {
+            self.counts.remove(domain, gone as u32);
+            self.global_min = self.counts.min_match(self.min_domains);
+        }
+    }
+}
+
+/// Per `DoNotSchedule` constraint, the matching live pods in the pod's
+/// namespace per domain, over the nodes that carry every such constraint's
+/// key and pass the constraint's node inclusion policies.
+pub(super) fn spread_checks(pod: &PodInfo, state: &ClusterState) -> Vec<SpreadCheck> {
+    let Some(constraints) = pod.constraints.as_deref() else { return Vec::new() };
+    let hard: Vec<&SpreadConstraint> = constraints.spread.iter().filter(|c| c.hard).collect();
+    if hard.is_empty() {
+        return Vec::new();
+    }
+    let keys: Vec<Arc<Domains>> = hard.iter().map(|c| state.domains(&c.topology_key)).collect();
+    hard.iter()
+        .zip(&keys)
+        .map(|(c, domains)| {
+            let (counts, clause) = spread_domain_counts(pod, state, c, &keys, domains);
+            SpreadCheck {
+                domains: domains.clone(),
+                global_min: counts.min_match(c.min_domains),
+                counts,
+                self_match: c.selector.as_ref().is_some_and(|s| s.matches(&pod.facts.labels)),
+                max_skew: c.max_skew,
+                min_domains: c.min_domains,
+                clause,
+            }
+        })
+        .collect()
+}
+
+/// For one spread constraint, the live pods it selects in the pod's
+/// namespace, per domain of its key (`domains`), over the nodes that count
+/// for it: they carry every key of `keys` (the pod's constraints of the
+/// same kind) and pass the constraint's node inclusion policies. Also the
+/// clause that selects those pods (`None`: no selector, no pod).
+fn spread_domain_counts(
+    pod: &PodInfo,
+    state: &ClusterState,
+    c: &SpreadConstraint,
+    keys: &[Arc<Domains>],
+    domains: &Domains,
+) -> (DomainCounts, Option<PodClause>) {
+    let facts = &pod.facts;
+    let table = state.table();
+    let passes_affinity = |id: NodeId| {
+        table.get(id).is_some_and(|node| {
+            let pairs = facts.node_selector.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+            node_selector_matches(pairs, node) && required_affinity_matches(&facts.required_node_affinity, node)
+        })
+    };
+    let passes_taints =
+        |id: NodeId| table.get(id).is_some_and(|n| first_untolerated(&n.taints, &facts.tolerations).is_none());
+    let no_node_affinity = facts.node_selector.is_empty() && facts.required_node_affinity.is_empty();
+    let mut counts = DomainCounts::default();
+    let mut count_nodes = |matching: &dyn Fn(NodeId) -> u32| {
+        for (id, _) in table.iter() {
+            if state.node(id).is_none() || !keys.iter().all(|k| k.of(id).is_some()) {
+                continue;
+            }
+            if c.honor_node_affinity && !no_node_affinity && !passes_affinity(id) {
+                continue;
+            }
+            if c.honor_node_taints && !passes_taints(id) {
+                continue;
+            }
+            let Some(domain) = domains.of(id) else { continue };
+            counts.add_node(domain, matching(id));
+        }
+    };
+    let clause = c.selector.as_ref().map(|selector| PodClause {
+        namespaces: Namespaces::Only(vec![pod.key.namespace.clone()]),
+        selector: selector.clone(),
+    });
+    match &clause {
+        Some(clause) => state.matching_pods(std::slice::from_ref(clause), |per_node| {
+            count_nodes(&|id| per_node.get(id as usize).map_or(0, |m| m.live))
+        }),
+        None => count_nodes(&|_| 0),
+    }
+    (counts, clause)
+}
+
+/// PodTopologySpread's inputs: per candidate, for each `ScheduleAnyway`
+/// constraint, its domain and matching pods there; `None` for a node
+/// missing a constraint's key, which kube scores 0.
+#[derive(Debug, Clone)]
+pub(super) struct SpreadInputs {
+    /// `(maxSkew, whether the key is kubernetes.io/hostname)`.
+    constraints: Vec<(u32, bool)>,
+    /// Per candidate, in candidate order (filtered with them).
+    pub(super) cells: Vec<Option<Vec<(usize, u32)>>>,
+}
+
+impl SpreadInputs {
+    /// kube's per-node spread score, with each constraint's weight from
+    /// the number of its domains among the candidates left.
+    pub(super) fn scores(&self) -> Vec<Option<i64>> {
+        let scored = self.cells.iter().flatten();
+        let weights: Vec<f64> = self
+            .constraints
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, hostname))| {
+                let domains = if hostname {
+                    scored.clone().count()
+                } else {
+                    let mut seen: Vec<usize> = scored.clone().map(|cell| cell[i].0).collect();
+                    seen.sort_unstable();
+                    seen.dedup();
+                    seen.len()
+                };
+                spread_weight(domains)
+            })
+            .collect();
+        self.cells
+            .iter()
+            .map(|cell| {
+                let cell = cell.as_ref()?;
+                Some(spread_score(
+                    cell.iter()
+                        .zip(&self.constraints)
+                        .zip(&weights)
+                        .map(|((&(_, count), &(skew, _)), &w)| (count, skew, w)),
+                ))
+            })
+            .collect()
+    }
+}
+
+/// The score's inputs for the candidates: `None` when the pod has no
+/// `ScheduleAnyway` constraint (the part is left out).
+pub(super) fn score_inputs(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> Option<SpreadInputs> {
+    let soft: Vec<&SpreadConstraint> = pod.constraints.as_deref()?.spread.iter().filter(|c| !c.hard).collect();
+    if soft.is_empty() {
+        return None;
+    }
+    let keys: Vec<_> = soft.iter().map(|c| state.domains(&c.topology_key)).collect();
+    let counts: Vec<_> =
+        soft.iter().zip(&keys).map(|(c, domains)| spread_domain_counts(pod, state, c, &keys, domains).0).collect();
+    let cells = candidates
+        .iter()
+        .map(|c| {
+            keys.iter()
+                .zip(&counts)
+                .map(|(domains, counts)| domains.of(c.node).map(|d| (d, counts.count(d))))
+                .collect::<Option<Vec<_>>>()
+        })
+        .collect();
+    let constraints = soft.iter().map(|c| (c.max_skew, c.topology_key == HOSTNAME)).collect();
+    Some(SpreadInputs { constraints, cells })
+}
+
+const HOSTNAME: &str = "kubernetes.io/hostname";
