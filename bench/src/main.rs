@@ -431,23 +431,46 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
         }
     }
     print!("{}", table(&results));
-    println!("\nwasmsched / kube-scheduler, drain rate on this machine ({cores} cores):");
-    for pair in results.chunks(2) {
-        if let [kube, ours] = pair {
-            println!(
-                "  {} {} nodes / {} pods: {:.2}×",
-                ours.workload,
-                ours.nodes,
-                ours.pods,
-                ours.pods_per_second / kube.pods_per_second
-            );
-        }
-    }
+    print!("{}", ratios(&results, cores));
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&results)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Each drain's rate beside kube-scheduler's, and as a share of each
+/// ceiling the null binder measured in the same run (bindings only; a
+/// binding and an Event per pod).
+fn ratios(results: &[BenchResult], cores: usize) -> String {
+    let mut out = format!("\nDrain rates on this machine ({cores} cores):\n");
+    let mut runs: Vec<(&str, usize)> = results.iter().map(|r| (r.workload.as_str(), r.nodes)).collect();
+    runs.dedup();
+    for (workload, nodes) in runs {
+        let of = |who: &str| {
+            results.iter().find(|r| r.workload == workload && r.nodes == nodes && r.variant.starts_with(who))
+        };
+        let (Some(kube), Some(ours)) = (of("kube-scheduler "), of("wasmsched ")) else { continue };
+        let rate = |r: &BenchResult| r.pods_per_second;
+        out.push_str(&format!(
+            "  {workload} {nodes} nodes / {} pods: wasmsched {:.2}× kube-scheduler\n",
+            ours.pods,
+            rate(ours) / rate(kube)
+        ));
+        for (ceiling, name) in
+            [("null-binder ", "the null binder"), ("null-binder-with-events ", "the null binder with events")]
+        {
+            if let Some(c) = of(ceiling) {
+                out.push_str(&format!(
+                    "    of {name} ({:.0} pods/s): wasmsched {:.0} %, kube-scheduler {:.0} %\n",
+                    rate(c),
+                    100.0 * rate(ours) / rate(c),
+                    100.0 * rate(kube) / rate(c)
+                ));
+            }
+        }
+    }
+    out
 }
 
 fn topology_drain(state_dir: &std::path::Path, wasmsched: &std::path::Path, shape: Shape, nodes: usize) -> Drain {

@@ -45,6 +45,7 @@ use super::pod_needs::{self, Need};
 use super::topology::Shape;
 
 mod claim_controller;
+mod null_binder;
 mod steady;
 
 use claim_controller::{ClaimController, wait_claims};
@@ -83,7 +84,7 @@ impl Drain {
         eprintln!("filling the cluster: {} nodes", self.nodes);
         self.fill(&client, &run).await?;
         let mut results = Vec::new();
-        for scheduler in [Scheduler::Kube, Scheduler::Wasmsched] {
+        for scheduler in self.schedulers() {
             // Preemption evicts init pods: each scheduler starts from all of them.
             if results.is_empty() || self.shape == Shape::Preemption {
                 eprintln!("{init} init pods");
@@ -96,7 +97,7 @@ impl Drain {
             result.details.insert("initPods".into(), init as f64);
             results.push(result);
         }
-        if let [kube, ours] = results.as_slice() {
+        if let [kube, ours, ..] = results.as_slice() {
             eprintln!("wasmsched drains {:.2}× kube-scheduler's rate", ours.pods_per_second / kube.pods_per_second);
         }
         self.empty(&client, &run).await?;
@@ -119,12 +120,12 @@ impl Drain {
             tokio::spawn(finish_deletions(client.clone(), namespace, run.to_string(), first_eviction.clone()))
         });
         let started = Instant::now();
-        let mut process = self.start(scheduler)?;
+        let mut process = self.start(scheduler).await?;
         let timing = wait_bound(client, namespace, &pods).await;
         let peak_rss_mib = process.peak_rss_mib(&self.state_dir);
         let attempts = match &process {
             Running::Wasmsched(_, http) => attempts_by_result(*http).await,
-            Running::Kube => Vec::new(),
+            Running::Kube | Running::Null(_) => Vec::new(),
         };
         process.stop(&self.state_dir);
         if let Some(kubelet) = kubelet {
@@ -235,8 +236,27 @@ impl Drain {
         Ok(names)
     }
 
-    fn start(&self, scheduler: Scheduler) -> anyhow::Result<Running> {
+    /// kube-scheduler and wasmsched; then, where a binder that decides
+    /// nothing can place the pods alike (no PreBind writes, no evictions),
+    /// the null binder without and with events: the ceilings.
+    fn schedulers(&self) -> Vec<Scheduler> {
+        let mut schedulers = vec![Scheduler::Kube, Scheduler::Wasmsched];
+        if matches!(self.shape, Shape::Basic | Shape::PodAntiAffinity | Shape::PodAffinity | Shape::TopologySpreading) {
+            schedulers.extend([Scheduler::NullBinder, Scheduler::NullBinderEvents]);
+        }
+        schedulers
+    }
+
+    async fn start(&self, scheduler: Scheduler) -> anyhow::Result<Running> {
         match scheduler {
+            Scheduler::NullBinder | Scheduler::NullBinderEvents => {
+                let kubeconfig = self.state_dir.join("scheduler.kubeconfig");
+                let client = wasmsched::kubernetes::client::connect(Some(&kubeconfig), None).await?;
+                let events = scheduler == Scheduler::NullBinderEvents;
+                let namespace = self.shape.namespaces().1;
+                let task = null_binder::start(client, namespace, scheduler.scheduler_name(), self.nodes, events);
+                Ok(Running::Null(task))
+            }
             Scheduler::Kube => {
                 let config = self.state_dir.join("drain-kube-scheduler.yaml");
                 std::fs::write(
@@ -336,10 +356,14 @@ impl Drain {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Scheduler {
     Kube,
     Wasmsched,
+    /// Bindings only, no decision (`null_binder`).
+    NullBinder,
+    /// Bindings and a `Scheduled` Event per pod.
+    NullBinderEvents,
 }
 
 impl Scheduler {
@@ -347,6 +371,8 @@ impl Scheduler {
         match self {
             Scheduler::Kube => "kube-scheduler",
             Scheduler::Wasmsched => "wasmsched",
+            Scheduler::NullBinder => "null-binder",
+            Scheduler::NullBinderEvents => "null-binder-with-events",
         }
     }
 
@@ -354,6 +380,7 @@ impl Scheduler {
         match self {
             Scheduler::Kube => "default-scheduler",
             Scheduler::Wasmsched => "wasmsched",
+            Scheduler::NullBinder | Scheduler::NullBinderEvents => "null-binder",
         }
     }
 }
@@ -361,6 +388,8 @@ impl Scheduler {
 enum Running {
     Kube,
     Wasmsched(Child, std::net::SocketAddr),
+    /// The null binder, a task of this process.
+    Null(tokio::task::JoinHandle<()>),
 }
 
 impl Running {
@@ -369,6 +398,7 @@ impl Running {
         let pid = match self {
             Running::Kube => std::fs::read_to_string(state_dir.join("run/kube-scheduler.pid")).unwrap_or_default(),
             Running::Wasmsched(child, _) => child.id().to_string(),
+            Running::Null(_) => return 0.0,
         };
         let status = std::fs::read_to_string(format!("/proc/{}/status", pid.trim())).unwrap_or_default();
         let kib = status
@@ -388,6 +418,7 @@ impl Running {
                 let _ = child.kill();
                 let _ = child.wait();
             }
+            Running::Null(task) => task.abort(),
         }
     }
 }

@@ -41,12 +41,12 @@ pub async fn run(drain: &Drain, client: &Client, run: &str, scheduler: Scheduler
     eprintln!("{}: {pending} pods pending, kept so for {} s", scheduler.name(), (WARM_UP + WINDOW).as_secs());
 
     let started = Instant::now();
-    let mut process = drain.start(scheduler)?;
+    let mut process = drain.start(scheduler).await?;
     let churned = churn(drain, &pods, scheduler, &label, pending, started).await;
     let peak_rss_mib = process.peak_rss_mib(&drain.state_dir);
     let attempts = match &process {
         Running::Wasmsched(_, http) => attempts_by_result(*http).await,
-        Running::Kube => Vec::new(),
+        Running::Kube | Running::Null(_) => Vec::new(),
     };
     process.stop(&drain.state_dir);
     let (bound, total) = churned?;

@@ -49,3 +49,5 @@ pub use config::{LeaderElectionConfig, ProfileConfig, RunConfig, TenantConfig};
 pub use hot_swap::configmap::ConfigMapRef;
 pub use run::{RunningScheduler, start};
 pub use scheduler_status::{ActivePolicy, SchedulerStatus};
+/// How a `Scheduled` Event is written (the bench's null binder writes it alike).
+pub use writes::events::new_event;
