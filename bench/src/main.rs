@@ -123,6 +123,11 @@ pub struct BenchArgs {
     /// under this directory, to measure what recording costs.
     #[arg(long, value_name = "DIR", requires = "real_apiserver")]
     pub record_drain: Option<PathBuf>,
+    /// With --real-apiserver: the measured backlog, in pods, instead of
+    /// the shape's (scheduler_perf's 1,000 drain in under a second here,
+    /// too short to time against the null binder's ceiling).
+    #[arg(long, value_name = "PODS", requires = "real_apiserver")]
+    pub backlog: Option<usize>,
     #[command(flatten)]
     pub limits: LimitArgs,
     /// Internal: run one configuration in this process and print its
@@ -427,6 +432,7 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
             drain.parallelism = args.parallelism.first().map(|&n| usize::from(n));
             drain.shadow_candidates = args.shadow_candidates.first().copied().unwrap_or(0);
             drain.record = args.record_drain.clone();
+            drain.backlog = args.backlog;
             results.extend(runtime.block_on(drain.run())?);
         }
     }
@@ -475,7 +481,7 @@ fn ratios(results: &[BenchResult], cores: usize) -> String {
 
 fn topology_drain(state_dir: &std::path::Path, wasmsched: &std::path::Path, shape: Shape, nodes: usize) -> Drain {
     let (state_dir, wasmsched) = (state_dir.to_path_buf(), wasmsched.to_path_buf());
-    Drain { state_dir, wasmsched, shape, nodes, parallelism: None, shadow_candidates: 0, record: None }
+    Drain { state_dir, wasmsched, shape, nodes, parallelism: None, shadow_candidates: 0, record: None, backlog: None }
 }
 
 fn main() -> ExitCode {

@@ -72,6 +72,8 @@ pub struct Drain {
     /// wasmsched records its drain (`run --record`) into a new directory
     /// here.
     pub record: Option<PathBuf>,
+    /// The measured pods, instead of the shape's count.
+    pub backlog: Option<usize>,
 }
 
 impl Drain {
@@ -79,7 +81,7 @@ impl Drain {
     pub async fn run(&self) -> anyhow::Result<Vec<BenchResult>> {
         let kubeconfig = self.state_dir.join("admin.kubeconfig");
         let client = wasmsched::kubernetes::client::connect(Some(&kubeconfig), None).await?;
-        let (init, _) = self.shape.kube_pods(self.nodes);
+        let (init, _) = self.pods();
         let run = format!("drain-{}", std::process::id());
         eprintln!("filling the cluster: {} nodes", self.nodes);
         self.fill(&client, &run).await?;
@@ -106,7 +108,7 @@ impl Drain {
 
     /// One scheduler's drain of the measured backlog.
     async fn drain(&self, client: &Client, run: &str, scheduler: Scheduler) -> anyhow::Result<BenchResult> {
-        let (_, measured) = self.shape.kube_pods(self.nodes);
+        let (_, measured) = self.pods();
         let label = format!("{run}-{}", scheduler.name());
         let namespace = self.shape.namespaces().1;
         let controller = self.shape.real_only().then(|| ClaimController::start(&self.state_dir)).transpose()?;
@@ -234,6 +236,12 @@ impl Drain {
         create_needs(client, namespace, needs, &label).await.context("creating what the measured pods need")?;
         create_all(&pods, bodies.into_iter()).await.context("creating measured pods")?;
         Ok(names)
+    }
+
+    /// The init pods and the measured backlog.
+    fn pods(&self) -> (usize, usize) {
+        let (init, measured) = self.shape.kube_pods(self.nodes);
+        (init, self.backlog.unwrap_or(measured))
     }
 
     /// kube-scheduler and wasmsched; then, where a binder that decides

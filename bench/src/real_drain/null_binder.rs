@@ -4,7 +4,8 @@
 //! node round-robin, with at most 64 bindings in flight, as wasmsched's
 //! binder allows. With `events`, it also writes the `Scheduled` Event
 //! every scheduler writes per pod (events.k8s.io, as wasmsched and
-//! kube-scheduler write it). What a scheduler drains beside it is the
+//! kube-scheduler write it), after the binding and off its slot, 8 at a
+//! time in the background, as wasmsched's reporter writes them. What a scheduler drains beside it is the
 //! share of what the API server can take at all.
 
 use std::collections::HashSet;
@@ -24,6 +25,10 @@ use wasmsched::kubernetes::new_event;
 /// Bindings in flight: wasmsched's default `--bind-concurrency`.
 const IN_FLIGHT: usize = 64;
 
+/// Events in flight, in the background: as wasmsched's reporter writes
+/// them.
+const EVENTS_IN_FLIGHT: usize = 8;
+
 /// Binds every pending pod of `namespace` whose scheduler is
 /// `scheduler_name` until aborted.
 pub fn start(client: Client, namespace: &str, scheduler_name: &str, nodes: usize, events: bool) -> JoinHandle<()> {
@@ -31,6 +36,7 @@ pub fn start(client: Client, namespace: &str, scheduler_name: &str, nodes: usize
     let config = watcher::Config::default().fields(&format!("spec.schedulerName={scheduler_name},spec.nodeName="));
     tokio::spawn(async move {
         let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+        let event_slots = Arc::new(Semaphore::new(EVENTS_IN_FLIGHT));
         let mut seen = HashSet::new();
         let mut next = 0usize;
         let mut pending = watcher(pods.clone(), config).default_backoff().applied_objects().boxed();
@@ -43,12 +49,16 @@ pub fn start(client: Client, namespace: &str, scheduler_name: &str, nodes: usize
             let node = format!("node-{:05}", next % nodes.max(1));
             next += 1;
             let Ok(permit) = slots.clone().acquire_owned().await else { return };
-            let (pods, client) = (pods.clone(), client.clone());
+            let (pods, client, event_slots) = (pods.clone(), client.clone(), event_slots.clone());
             tokio::spawn(async move {
-                if bind(&pods, &pod, &node).await && events {
+                let bound = bind(&pods, &pod, &node).await;
+                drop(permit);
+                // Off the binding's slot, as a scheduler's event recorder
+                // writes it.
+                if bound && events {
+                    let Ok(_slot) = event_slots.acquire().await else { return };
                     scheduled(&client, &pod, &node).await;
                 }
-                drop(permit);
             });
         }
     })
