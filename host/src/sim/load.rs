@@ -88,7 +88,7 @@ impl Manifests {
             return self.problems.push(format!("{at}: no `kind` (expected {} or List)", kinds()));
         }
         let Manifests { objects, priority_classes, claim_templates, problems, documents, first_at, .. } = self;
-        let mut reader = Reader { at, value: &value, problems, documents, first_at };
+        let mut reader = Reader { at, value: Some(value), problems, documents, first_at };
         match kind.as_str() {
             "PriorityClass" => priority_classes.extend(reader.read(&kind, false)),
             "ResourceClaimTemplate" => claim_templates.extend(reader.read(&kind, true)),
@@ -168,7 +168,8 @@ impl Manifests {
 /// cluster holds one; a second is never silently merged).
 struct Reader<'a> {
     at: &'a str,
-    value: &'a serde_yaml::Value,
+    /// The document, taken by the one read (kept as written when asked).
+    value: Option<serde_yaml::Value>,
     problems: &'a mut Vec<String>,
     documents: &'a mut Option<Vec<serde_yaml::Value>>,
     first_at: &'a mut HashMap<(String, String, String), String>,
@@ -177,7 +178,8 @@ struct Reader<'a> {
 impl ObjectReader for Reader<'_> {
     fn read<K: DeserializeOwned + Metadata<Ty = ObjectMeta>>(&mut self, kind: &str, namespaced: bool) -> Option<K> {
         let at = self.at;
-        let object = match K::deserialize(self.value) {
+        let value = self.value.take()?;
+        let object = match K::deserialize(&value) {
             Ok(object) if object.metadata().name.as_deref().is_some_and(|n| !n.is_empty()) => object,
             Ok(_) => {
                 self.problems.push(format!("{at}: {kind} without metadata.name"));
@@ -206,7 +208,7 @@ impl ObjectReader for Reader<'_> {
         }
         self.first_at.insert(key, at.to_string());
         if let Some(documents) = self.documents.as_mut() {
-            documents.push(self.value.clone());
+            documents.push(value);
         }
         Some(object)
     }

@@ -278,7 +278,7 @@ struct Loaded {
     input_pods: Vec<Arc<Pod>>,
     /// The ResourceClaims as the API server would hold them, by namespace
     /// and name: what a deallocation writes to.
-    claims: HashMap<(String, String), ResourceClaim>,
+    claims: HashMap<(String, String), Arc<ResourceClaim>>,
     bound_before: usize,
     pending: usize,
     other_schedulers: usize,
@@ -291,8 +291,13 @@ fn load(scheduler: &mut Scheduler, mut manifests: Manifests) -> Result<Loaded, S
     let mut objects = manifests.objects;
     let pods = std::mem::take(&mut objects.pods);
     objects.budgets = objects.budgets.iter().map(|b| simulated_budget(b, &pods)).collect();
-    let claims = objects.resource_claims.iter().map(|c| (claim_key(c), c.clone())).collect();
-    let events = objects.into_events();
+    // The claims are held once: by their events and by the simulator's
+    // copy of the API server (what a deallocation writes to).
+    let claims: Vec<Arc<ResourceClaim>> =
+        std::mem::take(&mut objects.resource_claims).into_iter().map(Arc::new).collect();
+    let claim_events: Vec<ClusterEvent> = claims.iter().cloned().map(ClusterEvent::applied_shared).collect();
+    let events = objects.into_events().chain(claim_events);
+    let claims = claims.into_iter().map(|c| (claim_key(&c), c)).collect();
     for event in events {
         if let EventReport::Ignored(why) = scheduler.apply(event, Duration::ZERO) {
             return Err(why);
@@ -328,7 +333,7 @@ struct Drive {
     scored_nodes: u64,
     experiments: Experiments,
     /// The ResourceClaims, as the simulated API server holds them.
-    claims: HashMap<(String, String), ResourceClaim>,
+    claims: HashMap<(String, String), Arc<ResourceClaim>>,
 }
 
 /// Runs attempts until no pod is active or backing off, jumping virtual
@@ -337,7 +342,7 @@ struct Drive {
 fn drive(
     scheduler: &mut Scheduler,
     pending: usize,
-    claims: HashMap<(String, String), ResourceClaim>,
+    claims: HashMap<(String, String), Arc<ResourceClaim>>,
     options: &SimOptions,
 ) -> Drive {
     let mut drive = Drive { claims, ..Drive::default() };
@@ -386,12 +391,12 @@ impl Drive {
             let (namespace, name) = key;
             return Some(ClusterEvent::deleted::<ResourceClaim>(ObjectKey { namespace, name }, None));
         }
-        let claim = self.claims.get_mut(&key)?;
+        let claim = Arc::make_mut(self.claims.get_mut(&key)?);
         if let Some(status) = claim.status.as_mut() {
             status.allocation = None;
             status.reserved_for = None;
         }
-        Some(ClusterEvent::applied(claim.clone()))
+        Some(ClusterEvent::applied_shared(self.claims[&key].clone()))
     }
 
     /// Binds a placed pod, or evicts a preemption's victims.

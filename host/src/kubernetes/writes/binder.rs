@@ -181,9 +181,9 @@ async fn binding_cycle(
     let may_bind = context.gate.subscribe();
     let mut cycle = Cycle { client, request, context, may_bind, slots, permit: Some(permit) };
     // Renamed as PreBind creates claims (extended resources).
-    let mut reserved = request.reserved.clone();
-    if !reserved.is_empty()
-        && let Err(outcome) = cycle.prebind(&mut reserved, volume_bind_timeout).await
+    let mut devices = request.reserved.devices.clone();
+    if !request.reserved.is_empty()
+        && let Err(outcome) = cycle.prebind(&mut devices, volume_bind_timeout).await
     {
         return (outcome, None);
     }
@@ -193,7 +193,7 @@ async fn binding_cycle(
     let (outcome, took) = bind(client, &request.pod, &request.node, BIND_TIMEOUT, &context.denials).await;
     drop(cycle.permit.take());
     if outcome != BindOutcome::Bound {
-        claim_reservation::unreserve(client, &reserved.devices).await;
+        claim_reservation::unreserve(client, &devices).await;
     }
     (outcome, Some(took))
 }
@@ -213,14 +213,20 @@ impl Cycle<'_> {
     /// kube's PreBind, each plugin's part of the reservation in kube's
     /// order: VolumeBinding's, then DynamicResources'. A failure, or the
     /// replica stopping, is the cycle's outcome.
-    async fn prebind(&mut self, reserved: &mut Reservation, volume_bind_timeout: Duration) -> Result<(), BindOutcome> {
+    async fn prebind(
+        &mut self,
+        devices: &mut DeviceReservation,
+        volume_bind_timeout: Duration,
+    ) -> Result<(), BindOutcome> {
         self.go_on()?;
         nominate_expected(self.client, self.request, self.context);
-        if !reserved.volumes.is_empty() {
-            self.volume_binding(&reserved.volumes, volume_bind_timeout).await?;
+        let request = self.request;
+        let volumes = &request.reserved.volumes;
+        if !volumes.is_empty() {
+            self.volume_binding(volumes, volume_bind_timeout).await?;
         }
-        if !reserved.devices.is_empty() {
-            self.dynamic_resources(&mut reserved.devices).await?;
+        if !devices.is_empty() {
+            self.dynamic_resources(devices).await?;
         }
         Ok(())
     }
