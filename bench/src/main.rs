@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use wasmsched::policy::flags::{LimitArgs, parse_policy_spec, read_config};
 use wasmsched::scheduler::{AttemptWorkers, NodeSampling};
 use wasmsched::sim::SimOptions;
-use wasmsched_bench::real_drain::Drain;
+use wasmsched_bench::real_drain::{Drain, breakdown};
 use wasmsched_bench::scheduling_basic::Scoring;
 use wasmsched_bench::topology::{self, Shape};
 use wasmsched_bench::{BenchResult, end_to_end, hot_swap, scheduling_basic, table};
@@ -438,6 +438,7 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
     }
     print!("{}", table(&results));
     print!("{}", ratios(&results, cores));
+    print!("{}", breakdown::table(&results));
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&results)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
@@ -474,6 +475,15 @@ fn ratios(results: &[BenchResult], cores: usize) -> String {
                     100.0 * rate(kube) / rate(c)
                 ));
             }
+        }
+        // Until the last pod's Scheduled event: what `kubectl describe`
+        // shows for all of them.
+        let told = |r: &BenchResult| r.details.get("reportedPodsPerSecond").copied();
+        if let (Some(c), Some(ours)) = (of("null-binder-with-events ").and_then(told), told(ours)) {
+            out.push_str(&format!(
+                "    bound and told (the last Scheduled event): wasmsched {ours:.0} pods/s, {:.0} % of the null binder's {c:.0}\n",
+                100.0 * ours / c
+            ));
         }
     }
     out

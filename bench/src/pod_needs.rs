@@ -94,6 +94,18 @@ pub fn in_pod_spec(needs: Needs, pod: &str, scheduler: &str) -> Value {
     }
 }
 
+/// Devices in each node's slice.
+pub const DEVICES_PER_NODE: usize = 8;
+
+/// A claim's `status.allocation` for device `k` of `node`'s slice, as a
+/// scheduler writes it.
+pub fn allocation(node: &str, k: usize) -> Value {
+    let on_node = json!({"key": "metadata.name", "operator": "In", "values": [node]});
+    json!({"devices": {"results": [{"request": "gpu", "driver": GPU_DRIVER, "pool": node,
+            "device": format!("gpu-{}", k % DEVICES_PER_NODE)}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [on_node]}]}})
+}
+
 fn device_class() -> Value {
     let selector = format!("device.driver == \"{GPU_DRIVER}\"");
     json!({"metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expression": selector}}]}})
@@ -101,7 +113,7 @@ fn device_class() -> Value {
 
 /// `node`'s slice: its own pool of eight devices.
 fn slice(node: &str) -> Value {
-    let devices: Vec<Value> = (0..8)
+    let devices: Vec<Value> = (0..DEVICES_PER_NODE)
         .map(|d| {
             json!({"name": format!("gpu-{d}"), "attributes": {"model": {"string": "a100"}, "index": {"int": d}},
                 "capacity": {"memory": {"value": "80Gi"}}})
@@ -129,9 +141,12 @@ fn claim_spec() -> Value {
         "selectors": [{"cel": {"expression": selector}}]}}]}})
 }
 
+/// Volumes of the CSI driver each node can attach.
+pub const VOLUMES_PER_NODE: usize = 39;
+
 fn csi_node(node: &str) -> Value {
     json!({"metadata": {"name": node}, "spec": {"drivers": [
-        {"name": CSI_DRIVER, "nodeID": node, "allocatable": {"count": 39}}]}})
+        {"name": CSI_DRIVER, "nodeID": node, "allocatable": {"count": VOLUMES_PER_NODE}}]}})
 }
 
 /// The pod's volume, cluster-scoped: named after the pod's namespace too.

@@ -41,11 +41,14 @@ use serde_json::{Value, json};
 
 use super::BenchResult;
 use super::cluster::node_json;
-use super::pod_needs::{self, Need};
+use super::pod_needs::{self, Need, Needs};
 use super::topology::Shape;
 
+pub mod breakdown;
 mod claim_controller;
 mod null_binder;
+mod null_prebind;
+mod reported;
 mod steady;
 
 use claim_controller::{ClaimController, wait_claims};
@@ -121,13 +124,36 @@ impl Drain {
         let kubelet = (self.shape == Shape::Preemption).then(|| {
             tokio::spawn(finish_deletions(client.clone(), namespace, run.to_string(), first_eviction.clone()))
         });
+        let mut told = match scheduler {
+            Scheduler::NullBinder => None,
+            _ => Some(reported::watch(client, namespace, &label).await?),
+        };
+        let before = breakdown::Sample::default().with_requests(client).await;
         let started = Instant::now();
         let mut process = self.start(scheduler).await?;
-        let timing = wait_bound(client, namespace, &pods).await;
+        let processes = breakdown::Processes::of(&self.state_dir, process.pid(&self.state_dir));
+        // The breakdown's window: from the first binding to the last.
+        let (first_bound, at_first) = tokio::sync::oneshot::channel();
+        let at_first = {
+            let processes = processes.clone();
+            tokio::spawn(async move { Some(before.cpu(&processes, at_first.await.ok()?)) })
+        };
+        let timing = wait_bound(client, namespace, &pods, first_bound).await;
+        let at_last = breakdown::Sample::default().cpu(&processes, Instant::now()).with_requests(client).await;
+        // The events a scheduler writes behind its bindings, given a minute.
+        let told = match &mut told {
+            Some(watch) => {
+                let seen = tokio::time::timeout(Duration::from_secs(60), &mut *watch).await;
+                watch.abort();
+                seen.ok().and_then(Result::ok).flatten()
+            }
+            None => None,
+        };
         let peak_rss_mib = process.peak_rss_mib(&self.state_dir);
         let attempts = match &process {
             Running::Wasmsched(_, http) => attempts_by_result(*http).await,
-            Running::Kube | Running::Null(_) => Vec::new(),
+            Running::Null(_, binding) => vec![binding.seconds()],
+            Running::Kube => Vec::new(),
         };
         process.stop(&self.state_dir);
         if let Some(kubelet) = kubelet {
@@ -150,7 +176,19 @@ impl Drain {
             first.duration_since(started).as_secs_f64(),
             drain
         ));
+        if let Some(told) = told {
+            let reported = told.duration_since(first).as_secs_f64().max(1e-3);
+            result.details.insert("reportedPodsPerSecond".into(), (measured - 1) as f64 / reported);
+            result.notes.push(format!("the last Scheduled event {reported:.1} s after the first binding"));
+        }
         result.details.extend(crate::spread(per_node.values(), self.nodes));
+        if let Ok(Some(at_first)) = at_first.await {
+            result.details.extend(breakdown::between(&at_first, &at_last, measured - 1));
+        }
+        // Little's law: the bindings' time over the drain's.
+        if let Some((_, seconds)) = attempts.iter().find(|(k, _)| k == "bindingSeconds") {
+            result.details.insert("bindingsInFlight".into(), seconds / drain);
+        }
         result.details.extend(attempts);
         Ok(result)
     }
@@ -245,11 +283,21 @@ impl Drain {
     }
 
     /// kube-scheduler and wasmsched; then, where a binder that decides
-    /// nothing can place the pods alike (no PreBind writes, no evictions),
-    /// the null binder without and with events: the ceilings.
+    /// nothing can place the pods alike (round-robin, with DynamicResources'
+    /// PreBind writes where the pods have claims; no evictions), the null
+    /// binder without and with events: the ceilings.
     fn schedulers(&self) -> Vec<Scheduler> {
         let mut schedulers = vec![Scheduler::Kube, Scheduler::Wasmsched];
-        if matches!(self.shape, Shape::Basic | Shape::PodAntiAffinity | Shape::PodAffinity | Shape::TopologySpreading) {
+        let alike = match self.shape {
+            Shape::Basic | Shape::PodAntiAffinity | Shape::PodAffinity | Shape::TopologySpreading => true,
+            Shape::ResourceClaims | Shape::ClaimTemplates => self.pods().1 <= self.nodes * pod_needs::DEVICES_PER_NODE,
+            // Round-robin reuses a device 8 × nodes pods later: its pod
+            // long deleted, its claim released.
+            Shape::SteadyClaimTemplates => true,
+            Shape::CsiVolumes => self.pods().1 <= self.nodes * pod_needs::VOLUMES_PER_NODE,
+            _ => false,
+        };
+        if alike {
             schedulers.extend([Scheduler::NullBinder, Scheduler::NullBinderEvents]);
         }
         schedulers
@@ -261,9 +309,12 @@ impl Drain {
                 let kubeconfig = self.state_dir.join("scheduler.kubeconfig");
                 let client = wasmsched::kubernetes::client::connect(Some(&kubeconfig), None).await?;
                 let events = scheduler == Scheduler::NullBinderEvents;
-                let namespace = self.shape.namespaces().1;
-                let task = null_binder::start(client, namespace, scheduler.scheduler_name(), self.nodes, events);
-                Ok(Running::Null(task))
+                let claims = matches!(self.shape.needs(), Needs::Claims | Needs::ClaimTemplates);
+                let writes = null_binder::Writes { nodes: self.nodes, events, claims };
+                let timed = null_binder::BindingTime::default();
+                let watched = (self.shape.namespaces().1, scheduler.scheduler_name());
+                let task = null_binder::start(client, watched, writes, timed.clone());
+                Ok(Running::Null(task, timed))
             }
             Scheduler::Kube => {
                 let config = self.state_dir.join("drain-kube-scheduler.yaml");
@@ -397,18 +448,28 @@ enum Running {
     Kube,
     Wasmsched(Child, std::net::SocketAddr),
     /// The null binder, a task of this process.
-    Null(tokio::task::JoinHandle<()>),
+    Null(tokio::task::JoinHandle<()>, null_binder::BindingTime),
 }
 
 impl Running {
+    /// The scheduler's process: for the null binder, this one.
+    fn pid(&self, state_dir: &Path) -> Option<u32> {
+        match self {
+            Running::Kube => {
+                std::fs::read_to_string(state_dir.join("run/kube-scheduler.pid")).ok()?.trim().parse().ok()
+            }
+            Running::Wasmsched(child, _) => Some(child.id()),
+            Running::Null(..) => Some(std::process::id()),
+        }
+    }
+
     /// The scheduler process's peak resident set (VmHWM), 0 if unknown.
     fn peak_rss_mib(&self, state_dir: &Path) -> f64 {
         let pid = match self {
-            Running::Kube => std::fs::read_to_string(state_dir.join("run/kube-scheduler.pid")).unwrap_or_default(),
-            Running::Wasmsched(child, _) => child.id().to_string(),
-            Running::Null(_) => return 0.0,
+            Running::Null(..) => return 0.0,
+            _ => self.pid(state_dir).unwrap_or_default(),
         };
-        let status = std::fs::read_to_string(format!("/proc/{}/status", pid.trim())).unwrap_or_default();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
         let kib = status
             .lines()
             .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -426,7 +487,7 @@ impl Running {
                 let _ = child.kill();
                 let _ = child.wait();
             }
-            Running::Null(task) => task.abort(),
+            Running::Null(task, _) => task.abort(),
         }
     }
 }
@@ -545,6 +606,19 @@ async fn attempts_by_result(http: std::net::SocketAddr) -> Vec<(String, f64)> {
     if let Some(victims) = counter("wasmsched_preemption_victims_sum") {
         totals.push(("victims".into(), victims));
     }
+    // What its watches delivered, by resource: beside the API server's
+    // count of watch events, the share that was wasmsched's.
+    for line in text.lines().filter(|l| l.starts_with("wasmsched_watch_events_total{")) {
+        let resource = line.split("resource=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("unknown");
+        if let Some(value) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) {
+            totals.push((format!("schedulerWatchEvents {resource}"), value));
+        }
+    }
+    // Over every result: the binding requests' time, for bindings in flight.
+    let binding = "wasmsched_binding_duration_seconds_sum{";
+    let seconds =
+        text.lines().filter(|l| l.starts_with(binding)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+    totals.push(("bindingSeconds".into(), seconds.sum()));
     // Shadow candidates' work, over all of them: evaluated or dropped.
     for line in text.lines().filter(|l| l.starts_with("wasmsched_shadow_attempts_total{")) {
         let result = line.split("result=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("unknown");
@@ -564,7 +638,9 @@ async fn wait_bound(
     client: &Client,
     namespace: &str,
     pods: &HashSet<String>,
+    first_bound: tokio::sync::oneshot::Sender<Instant>,
 ) -> anyhow::Result<(Instant, Instant, HashMap<String, usize>)> {
+    let mut first_bound = Some(first_bound);
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let config = watcher::Config::default().fields("spec.nodeName!=");
     let mut events = watcher(api, config).boxed();
@@ -582,7 +658,10 @@ async fn wait_bound(
         if let watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) = event {
             let name = pod.metadata.name.unwrap_or_default();
             if pods.contains(&name) && bound.insert(name) {
-                first.get_or_insert_with(Instant::now);
+                let at = *first.get_or_insert_with(Instant::now);
+                if let Some(tell) = first_bound.take() {
+                    let _ = tell.send(at);
+                }
                 let node = pod.spec.and_then(|s| s.node_name).unwrap_or_default();
                 *per_node.entry(node).or_default() += 1;
             }

@@ -17,8 +17,8 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 
 use super::{
-    BenchResult, ClaimController, Drain, Running, Scheduler, attempts_by_result, create_all, create_needs, delete_pods,
-    measured_pod, pod_needs, release, wait_claims,
+    BenchResult, ClaimController, Drain, Running, Scheduler, attempts_by_result, breakdown, create_all, create_needs,
+    delete_pods, measured_pod, pod_needs, release, wait_claims,
 };
 
 /// Bindings before it are not counted: informers syncing, the first
@@ -42,11 +42,24 @@ pub async fn run(drain: &Drain, client: &Client, run: &str, scheduler: Scheduler
 
     let started = Instant::now();
     let mut process = drain.start(scheduler).await?;
+    // The breakdown's window is the measured one (reading the API
+    // server's counters at its start costs it a few tens of milliseconds
+    // of the 30 s).
+    let processes = breakdown::Processes::of(&drain.state_dir, process.pid(&drain.state_dir));
+    let at_start = {
+        let (client, processes) = (client.clone(), processes.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep_until((started + WARM_UP).into()).await;
+            breakdown::Sample::default().cpu(&processes, Instant::now()).with_requests(&client).await
+        })
+    };
     let churned = churn(drain, &pods, scheduler, &label, pending, started).await;
+    let at_end = breakdown::Sample::default().cpu(&processes, Instant::now()).with_requests(client).await;
     let peak_rss_mib = process.peak_rss_mib(&drain.state_dir);
     let attempts = match &process {
         Running::Wasmsched(_, http) => attempts_by_result(*http).await,
-        Running::Kube | Running::Null(_) => Vec::new(),
+        Running::Null(_, binding) => vec![binding.seconds()],
+        Running::Kube => Vec::new(),
     };
     process.stop(&drain.state_dir);
     let (bound, total) = churned?;
@@ -62,6 +75,9 @@ pub async fn run(drain: &Drain, client: &Client, run: &str, scheduler: Scheduler
         WARM_UP.as_secs()
     ));
     result.details.insert("pendingPods".into(), pending as f64);
+    if let Ok(at_start) = at_start.await {
+        result.details.extend(breakdown::between(&at_start, &at_end, bound));
+    }
     result.details.extend(attempts);
     Ok(result)
 }

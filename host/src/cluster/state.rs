@@ -82,6 +82,9 @@ pub struct ClusterState {
     /// Node name → how many volumes of each CSI driver it can attach
     /// (CSINode `allocatable.count`; NodeVolumeLimits).
     attach_limits: HashMap<String, Vec<(String, u32)>>,
+    /// Per CSI driver, a limit no node's is below: the smallest any node
+    /// has given, never raised (NodeVolumeLimits' bound).
+    attach_floor: HashMap<String, u32>,
 }
 
 impl ClusterState {
@@ -296,10 +299,22 @@ impl ClusterState {
 
     /// A node's CSI attach limits, from its CSINode; `None` clears them.
     pub fn set_attach_limits(&mut self, node: &str, limits: Option<Vec<(String, u32)>>) {
+        if let Some(limits) = &limits {
+            for (driver, limit) in limits {
+                let floor = self.attach_floor.entry(driver.clone()).or_insert(*limit);
+                *floor = (*floor).min(*limit);
+            }
+        }
         match limits {
             Some(limits) => self.attach_limits.insert(node.to_string(), limits),
             None => self.attach_limits.remove(node),
         };
+    }
+
+    /// A limit of `driver` no node's is below; `None` if no node has ever
+    /// limited it.
+    pub fn attach_floor(&self, driver: &str) -> Option<u32> {
+        self.attach_floor.get(driver).copied()
     }
 
     /// How many volumes of each CSI driver `node` can attach, if it says.

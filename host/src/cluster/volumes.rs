@@ -76,6 +76,10 @@ pub struct Volumes {
     /// VolumeAttachments by node, and the node of each by name.
     attachments: HashMap<String, Vec<Attachment>>,
     attachment_nodes: HashMap<String, String>,
+    /// The most VolumeAttachments any node has had: never lowered, so
+    /// always at least as many as any node has now (NodeVolumeLimits'
+    /// bound, `PodVolumes::attach_headroom`).
+    most_attached: usize,
     /// What each pod in its binding cycle reserved, to revert on failure.
     reservations: Reservations<VolumeReservation>,
 }
@@ -205,11 +209,14 @@ impl Volumes {
         let spec = &attachment.spec;
         self.attachment_nodes.insert(name.clone(), spec.node_name.clone());
         let volume = spec.source.persistent_volume_name.clone();
-        self.attachments.entry(spec.node_name.clone()).or_default().push(Attachment {
-            name,
-            attacher: spec.attacher.clone(),
-            volume,
-        });
+        let on_node = self.attachments.entry(spec.node_name.clone()).or_default();
+        on_node.push(Attachment { name, attacher: spec.attacher.clone(), volume });
+        self.most_attached = self.most_attached.max(on_node.len());
+    }
+
+    /// At least as many VolumeAttachments as any node has.
+    pub fn most_attached_on_a_node(&self) -> usize {
+        self.most_attached
     }
 
     pub fn attachment_deleted(&mut self, name: &str) {

@@ -31,7 +31,7 @@ use crate::node_metrics::refresher::Refresher;
 use crate::policy::remote::Fetcher;
 use crate::policy::validator::BundleValidator;
 use crate::record::Recorder;
-use crate::scheduler::{AttemptWorkers, Profile, Scheduler, SchedulerConfig};
+use crate::scheduler::{AttemptWorkers, Backpressure, Profile, Scheduler, SchedulerConfig};
 use wasmsched_runtime::PolicyEngine;
 
 /// The readiness check of the node metric cache (first refresh attempted).
@@ -71,7 +71,8 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let le = lease_settings(&client, &config);
     let status = Arc::new(SchedulerStatus::new(le.lease(), &sources.names(&config), active_policies(&config)));
     let tenants = config.tenants.clone();
-    let mut scheduler = build_scheduler(&config)?;
+    let backpressure = Backpressure::default();
+    let mut scheduler = build_scheduler(&config, &backpressure)?;
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     if !config.node_metrics.is_empty() {
@@ -103,7 +104,7 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
         client.clone(),
         binds_rx,
         inputs_tx.clone(),
-        status.binder_context(),
+        status.binder_context(backpressure),
         binder_settings,
     ));
     let policy_configmaps = config
@@ -242,7 +243,7 @@ fn active_policies(config: &RunConfig) -> Vec<ActivePolicy> {
 }
 
 /// The core, with a profile for each configured one.
-fn build_scheduler(config: &RunConfig) -> anyhow::Result<Scheduler> {
+fn build_scheduler(config: &RunConfig, backpressure: &Backpressure) -> anyhow::Result<Scheduler> {
     let mut profiles = config.profiles.iter();
     let first = profiles.next().expect("checked by start");
     let mut scheduler = Scheduler::new(
@@ -255,7 +256,11 @@ fn build_scheduler(config: &RunConfig) -> anyhow::Result<Scheduler> {
         },
         first.initial_policies(),
     )
-    .with_workers(AttemptWorkers::new(config.parallelism).context("starting the parallelism threads")?);
+    .with_workers(
+        AttemptWorkers::new(config.parallelism)
+            .context("starting the parallelism threads")?
+            .with_backpressure(backpressure.clone()),
+    );
     for p in profiles {
         scheduler.add_profile(Profile {
             scheduler_name: p.scheduler_name.clone(),

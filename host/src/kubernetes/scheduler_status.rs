@@ -13,9 +13,9 @@ use crate::kubernetes::writes::bind_gate::BindGate;
 use crate::kubernetes::writes::binder::BinderContext;
 use crate::kubernetes::writes::denied::Denials;
 use crate::node_metrics::MetricsCache;
-use crate::scheduler::PolicySet;
 use crate::scheduler::experiments::Experiments;
 use crate::scheduler::policy_set::ShadowCandidate;
+use crate::scheduler::{Backpressure, PolicySet};
 use crate::scheduler_metrics::SchedulerMetrics;
 use wasmsched_runtime::LoadedPolicy;
 
@@ -159,9 +159,15 @@ impl SchedulerStatus {
         status
     }
 
-    /// What the binder shares of this status.
-    pub fn binder_context(&self) -> BinderContext {
-        BinderContext { gate: self.gate.clone(), metrics: self.metrics.clone(), denials: self.denials.clone() }
+    /// What the binder shares of this status, and the attempts'
+    /// `backpressure` it holds.
+    pub fn binder_context(&self, backpressure: Backpressure) -> BinderContext {
+        BinderContext {
+            gate: self.gate.clone(),
+            metrics: self.metrics.clone(),
+            denials: self.denials.clone(),
+            backpressure,
+        }
     }
 
     pub fn set_node_metrics(&self, cache: Arc<MetricsCache>) {

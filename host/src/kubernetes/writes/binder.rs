@@ -26,6 +26,7 @@ use crate::kubernetes::writes::denied::{self, Denials};
 use crate::kubernetes::writes::pod_ref::PodRef;
 use crate::kubernetes::writes::prebind::{self, PreBindError};
 use crate::kubernetes::writes::{claim_reservation, device_binding, pod_condition};
+use crate::scheduler::Backpressure;
 use crate::scheduler::plugins::reservation::Reservation;
 use crate::scheduler_metrics::SchedulerMetrics;
 
@@ -122,12 +123,14 @@ pub struct BindResult {
 }
 
 /// What the binder shares with the rest of the scheduler: whether it may
-/// bind, where its metrics go, and the permissions found missing.
+/// bind, where its metrics go, the permissions found missing, and whether
+/// placed pods wait for a binding slot (attempts need not hurry then).
 #[derive(Clone)]
 pub struct BinderContext {
     pub gate: Arc<BindGate>,
     pub metrics: Arc<SchedulerMetrics>,
     pub denials: Denials,
+    pub backpressure: Backpressure,
 }
 
 /// How the binder runs: requests in flight, and PreBind's wait.
@@ -152,7 +155,19 @@ pub async fn run<T: From<BindResult> + Send + 'static>(
     let slots = Arc::new(Semaphore::new(settings.concurrency.max(1)));
     let mut cycles = JoinSet::new();
     while let Some(request) = requests.recv().await {
-        let Ok(permit) = slots.clone().acquire_owned().await else { break };
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            // Every slot taken with a pod waiting: the API server is the
+            // limit until the waiting pods are sent.
+            Err(_) => {
+                context.backpressure.hold(true);
+                let Ok(permit) = slots.clone().acquire_owned().await else { break };
+                permit
+            }
+        };
+        if requests.is_empty() {
+            context.backpressure.hold(false);
+        }
         while cycles.try_join_next().is_some() {}
         let (client, results, context, slots) = (client.clone(), results.clone(), context.clone(), slots.clone());
         cycles.spawn(async move {

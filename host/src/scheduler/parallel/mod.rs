@@ -4,4 +4,4 @@
 mod fork_join;
 pub mod workers;
 
-pub use workers::AttemptWorkers;
+pub use workers::{AttemptWorkers, Backpressure};

@@ -6,9 +6,14 @@
 //!
 //! The caller's thread takes the first slice, helper threads the others
 //! (`fork_join.rs`: they stay awake between attempts that come back to
-//! back).
+//! back). A split attempt costs more CPU than an unsplit one (hand-offs,
+//! helpers spinning for the next fork): while what follows the attempt
+//! holds the pods up anyway (`Backpressure`), attempts run unsplit, and
+//! the CPU goes to whoever shares the cores (on a small control plane,
+//! the API server that binds them).
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::fork_join::ForkJoinPool;
@@ -22,12 +27,29 @@ pub const SPLIT_FROM_NODES: usize = 1_000;
 /// cost more in hand-offs than they save.
 const MIN_PER_SLICE: usize = 250;
 
+/// Whether the pods attempts place wait downstream anyway: set by
+/// whoever takes them next (the Kubernetes backend's binder, while placed
+/// pods wait for a binding slot), read by every attempt. Cloning shares it.
+#[derive(Debug, Clone, Default)]
+pub struct Backpressure(Arc<AtomicBool>);
+
+impl Backpressure {
+    pub fn hold(&self, held: bool) {
+        self.0.store(held, Ordering::Relaxed);
+    }
+
+    pub fn held(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// Threads for the attempts, shared by every profile. Cloning shares them.
 #[derive(Clone)]
 pub struct AttemptWorkers {
     pool: Option<Arc<ForkJoinPool>>,
     threads: usize,
     split_from: usize,
+    backpressure: Backpressure,
 }
 
 impl std::fmt::Debug for AttemptWorkers {
@@ -39,7 +61,7 @@ impl std::fmt::Debug for AttemptWorkers {
 impl Default for AttemptWorkers {
     /// One thread: the attempt runs where it was started.
     fn default() -> Self {
-        AttemptWorkers { pool: None, threads: 1, split_from: SPLIT_FROM_NODES }
+        AttemptWorkers { pool: None, threads: 1, split_from: SPLIT_FROM_NODES, backpressure: Backpressure::default() }
     }
 }
 
@@ -51,13 +73,20 @@ impl AttemptWorkers {
             return Ok(AttemptWorkers::default());
         }
         let pool = ForkJoinPool::new(threads - 1, "attempt-worker")?;
-        Ok(AttemptWorkers { pool: Some(Arc::new(pool)), threads, split_from: SPLIT_FROM_NODES })
+        let backpressure = Backpressure::default();
+        Ok(AttemptWorkers { pool: Some(Arc::new(pool)), threads, split_from: SPLIT_FROM_NODES, backpressure })
     }
 
     /// Splits attempts over this many nodes or more (tests split small
     /// clusters to compare against the unsplit attempt).
     pub fn split_from(mut self, nodes: usize) -> Self {
         self.split_from = nodes;
+        self
+    }
+
+    /// Attempts run unsplit while `backpressure` is held.
+    pub fn with_backpressure(mut self, backpressure: Backpressure) -> Self {
+        self.backpressure = backpressure;
         self
     }
 
@@ -74,7 +103,7 @@ impl AttemptWorkers {
     /// The slices `0..len` is cut into for an attempt over `nodes` nodes:
     /// one (the whole range) when splitting would not pay.
     pub fn slices(&self, nodes: usize, len: usize) -> Vec<Range<usize>> {
-        let count = if self.pool.is_none() || nodes < self.split_from {
+        let count = if self.pool.is_none() || nodes < self.split_from || self.backpressure.held() {
             1
         } else {
             self.threads.min(len / MIN_PER_SLICE.min(self.split_from.max(1))).max(1)
@@ -156,6 +185,17 @@ struct OwnLines<T>(T);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attempts_run_unsplit_while_backpressure_is_held() {
+        let backpressure = Backpressure::default();
+        let workers = AttemptWorkers::new(2).unwrap().with_backpressure(backpressure.clone());
+        assert_eq!(workers.slices(5_000, 5_000).len(), 2);
+        backpressure.hold(true);
+        assert_eq!(workers.clone().slices(5_000, 5_000), vec![0..5_000], "a clone shares the flag");
+        backpressure.hold(false);
+        assert_eq!(workers.slices(5_000, 5_000).len(), 2);
+    }
 
     #[test]
     fn slices_cover_the_range_in_order() {

@@ -24,7 +24,8 @@ pub fn check(
     volumes: &PodVolumes,
     state: &ClusterState,
 ) -> Result<(), Vec<String>> {
-    if volumes.attachable.is_empty() {
+    let within = volumes.attach_headroom.is_some_and(|headroom| usage.claims.len() <= headroom);
+    if volumes.attachable.is_empty() || within {
         return Ok(());
     }
     match state.attach_limits(&node.name) {

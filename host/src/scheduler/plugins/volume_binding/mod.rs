@@ -57,6 +57,10 @@ pub struct PodVolumes {
     /// The CSI volumes its claims stand for, as (driver, volume handle),
     /// once each (NodeVolumeLimits).
     pub attachable: Vec<(String, String)>,
+    /// A node whose pods use at most this many claims cannot exceed its
+    /// attach limits with this pod's volumes, whatever they are: the
+    /// per-node check is skipped (`None`: every node is checked).
+    pub attach_headroom: Option<usize>,
     /// Whether any volume filter has something to check on a node: most
     /// pods have no volumes, and then the per-node loop skips them all in
     /// one test.
@@ -106,6 +110,7 @@ impl PodVolumes {
             }
             resolved.zones.extend(volume.zones.iter().cloned());
         }
+        resolved.attach_headroom = attach_headroom(&resolved.attachable, state);
         resolved.delayed.sort_by_key(|(_, claim)| claim.request);
         resolved.checks_nodes |= !resolved.affinities.is_empty()
             || !resolved.delayed.is_empty()
@@ -142,6 +147,22 @@ impl PodVolumes {
         let bound = (!bound_fit).then_some(VOLUME_NODE_AFFINITY_CONFLICT);
         Err(bound.into_iter().chain(unbound.err()).map(str::to_string).collect())
     }
+}
+
+/// How many claims a node's pods may use before NodeVolumeLimits must
+/// look at the node: a node's pods attach at most one volume per claim,
+/// besides at most `most_attached_on_a_node` by VolumeAttachments, and no
+/// node allows fewer than the driver's floor. Exact, not a sample: a node
+/// within the headroom passes the full check too.
+fn attach_headroom(attachable: &[(String, String)], state: &ClusterState) -> Option<usize> {
+    let attached = state.volumes().most_attached_on_a_node();
+    let mut headroom = usize::MAX;
+    for (driver, _) in attachable {
+        let Some(floor) = state.attach_floor(driver) else { continue };
+        let adding = attachable.iter().filter(|(d, _)| d == driver).count();
+        headroom = headroom.min((floor as usize).checked_sub(adding + attached)?);
+    }
+    Some(headroom)
 }
 
 /// The claim `claim_ref` names, if the pod may use it as it is (kube's
@@ -188,4 +209,32 @@ pub fn reserve(pod: &PodInfo, node: &str, state: &mut ClusterState) -> VolumeRes
     let reservation = matching::reservation(&resolved.namespace, &resolved.delayed, needs, node);
     state.volumes_mut().assume(&pod.key, reservation.clone());
     reservation
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn volume(driver: &str, handle: &str) -> (String, String) {
+        (driver.to_string(), handle.to_string())
+    }
+
+    #[test]
+    fn the_attach_headroom_stays_below_every_nodes_limit() {
+        let mut state = ClusterState::new();
+        let adding = [volume("ebs", "a")];
+        assert_eq!(attach_headroom(&adding, &state), Some(usize::MAX), "no node limits the driver");
+        state.set_attach_limits("n1", Some(vec![("ebs".into(), 5)]));
+        state.set_attach_limits("n2", Some(vec![("ebs".into(), 3), ("other".into(), 1)]));
+        assert_eq!(attach_headroom(&adding, &state), Some(2), "3 on n2, less the one volume added");
+        // Raised or gone, the old limit still bounds every node's from below.
+        state.set_attach_limits("n2", Some(vec![("ebs".into(), 40)]));
+        state.set_attach_limits("n1", None);
+        assert_eq!(attach_headroom(&adding, &state), Some(2));
+        let three = [volume("ebs", "a"), volume("ebs", "b"), volume("ebs", "c")];
+        assert_eq!(attach_headroom(&three, &state), Some(0));
+        let four = [volume("ebs", "a"), volume("ebs", "b"), volume("ebs", "c"), volume("ebs", "d")];
+        assert_eq!(attach_headroom(&four, &state), None, "every node must be checked");
+        assert_eq!(attach_headroom(&[volume("other", "x")], &state), Some(0));
+    }
 }

@@ -1,0 +1,215 @@
+//! Where a drain's time goes: what the API server served and what each
+//! process of the shared cores burned between two samples, one taken at
+//! the drain's first binding and one at its last. The API server's own
+//! counters (`apiserver_request_total`, `apiserver_watch_events_total`)
+//! give the requests and watch events per bound pod; `/proc` gives the
+//! CPU of kube-apiserver, etcd and the scheduler (for the null binder,
+//! this process: its pod watch and the bench's own watch of bound pods).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use kube::Client;
+
+use crate::BenchResult;
+
+/// Linux reports `/proc/PID/stat` times in USER_HZ, 100 on every
+/// architecture we run on.
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// The processes whose CPU a drain shares the cores with.
+#[derive(Clone)]
+pub struct Processes(Vec<(&'static str, u32)>);
+
+impl Processes {
+    /// kube-apiserver and etcd of the kit's `state_dir`, and `scheduler`.
+    pub fn of(state_dir: &Path, scheduler: Option<u32>) -> Self {
+        let kit = |name: &str| {
+            let pid = std::fs::read_to_string(state_dir.join(format!("run/{name}.pid"))).unwrap_or_default();
+            pid.trim().parse::<u32>().ok()
+        };
+        let all = [("apiserver", kit("kube-apiserver")), ("etcd", kit("etcd")), ("scheduler", scheduler)];
+        Processes(all.into_iter().filter_map(|(name, pid)| Some((name, pid?))).collect())
+    }
+}
+
+/// The counters at one moment.
+#[derive(Default)]
+pub struct Sample {
+    at: Option<Instant>,
+    /// `VERB resource[/subresource]` → requests served so far.
+    requests: BTreeMap<String, f64>,
+    /// Watch events sent, by kind.
+    watch_events: BTreeMap<String, f64>,
+    /// Process → CPU seconds so far.
+    cpu: BTreeMap<&'static str, f64>,
+}
+
+impl Sample {
+    /// The API server's counters now; a counter that cannot be read is
+    /// left out (the breakdown then lacks it rather than being wrong).
+    /// Reading them costs the API server a few tens of milliseconds:
+    /// the drain reads them before the scheduler starts and after its
+    /// last binding, not in its window.
+    pub async fn with_requests(mut self, admin: &Client) -> Sample {
+        let request = http::Request::get("/metrics").body(Vec::new());
+        let text = match request {
+            Ok(request) => admin.request_text(request).await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        (self.requests, self.watch_events) = counters(&text);
+        self
+    }
+
+    /// With the processes' CPU as of `at`.
+    pub fn cpu(mut self, processes: &Processes, at: Instant) -> Sample {
+        self.cpu = processes.0.iter().filter_map(|&(name, pid)| Some((name, cpu_seconds(pid)?))).collect();
+        self.at = Some(at);
+        self
+    }
+}
+
+/// Per bound pod between `before` and `after`: requests by verb and
+/// resource (those over 0.01 a pod; the total includes the scheduler's
+/// start, its lists and watches), watch events by kind, CPU milliseconds
+/// by process; and each process's cores over the window (from `at` to
+/// `at`).
+pub fn between(before: &Sample, after: &Sample, pods: usize) -> BTreeMap<String, f64> {
+    let pods = pods.max(1) as f64;
+    let seconds = match (before.at, after.at) {
+        (Some(from), Some(to)) => to.duration_since(from).as_secs_f64().max(1e-3),
+        _ => f64::NAN,
+    };
+    let mut out = BTreeMap::new();
+    let grown = |a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>| {
+        b.iter().map(|(k, v)| (k.clone(), v - a.get(k).copied().unwrap_or(0.0))).collect::<Vec<_>>()
+    };
+    let requests = grown(&before.requests, &after.requests);
+    out.insert("requestsPerPod".into(), requests.iter().map(|(_, n)| n).sum::<f64>() / pods);
+    for (key, n) in requests.into_iter().filter(|(_, n)| n / pods >= 0.01) {
+        out.insert(format!("requestsPerPod {key}"), n / pods);
+    }
+    for (kind, n) in grown(&before.watch_events, &after.watch_events).into_iter().filter(|(_, n)| *n > 0.0) {
+        out.insert(format!("watchEventsPerPod {kind}"), n / pods);
+    }
+    for (name, cpu) in &after.cpu {
+        let used = cpu - before.cpu.get(name).copied().unwrap_or(*cpu);
+        out.insert(format!("cpuMsPerPod {name}"), 1e3 * used / pods);
+        out.insert(format!("cpuCores {name}"), used / seconds);
+    }
+    out
+}
+
+/// A process's user and system CPU seconds so far.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: count the
+    // fields after it (utime and stime are the 14th and 15th of all).
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    Some((ticks(11)? + ticks(12)?) / TICKS_PER_SECOND)
+}
+
+/// The API server's resource requests by `VERB resource[/subresource]`
+/// and its watch events by kind, from its metrics text.
+fn counters(text: &str) -> (BTreeMap<String, f64>, BTreeMap<String, f64>) {
+    let (mut requests, mut watch_events) = (BTreeMap::new(), BTreeMap::new());
+    for line in text.lines() {
+        let Some((series, value)) = line.rsplit_once(' ') else { continue };
+        let Ok(value) = value.parse::<f64>() else { continue };
+        if let Some(labels) = series.strip_prefix("apiserver_request_total{") {
+            let label = |name: &str| label(labels, name);
+            // Non-resource requests (this module's /metrics) have none.
+            let Some(resource) = label("resource").filter(|r| !r.is_empty()) else { continue };
+            let key = match label("subresource").filter(|s| !s.is_empty()) {
+                Some(sub) => format!("{} {resource}/{sub}", label("verb").unwrap_or("?")),
+                None => format!("{} {resource}", label("verb").unwrap_or("?")),
+            };
+            *requests.entry(key).or_default() += value;
+        } else if let Some(labels) = series.strip_prefix("apiserver_watch_events_total{") {
+            let kind = label(labels, "kind").or_else(|| label(labels, "resource")).unwrap_or("?");
+            *watch_events.entry(kind.to_string()).or_default() += value;
+        }
+    }
+    (requests, watch_events)
+}
+
+/// The value of `name="…"` among Prometheus labels.
+fn label<'a>(labels: &'a str, name: &str) -> Option<&'a str> {
+    labels.split(',').find_map(|pair| pair.strip_prefix(name)?.strip_prefix("=\"")?.split('"').next())
+}
+
+/// The breakdown of every drain that has one, as a Markdown table and
+/// each drain's requests by kind.
+pub fn table(results: &[BenchResult]) -> String {
+    let measured: Vec<&BenchResult> = results.iter().filter(|r| r.details.contains_key("requestsPerPod")).collect();
+    if measured.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\nWhere each drain's time went (first binding to last; per bound pod):\n\
+         | drain | nodes | pods/s | API requests | watch events | bindings in flight | cores: apiserver / etcd / scheduler | CPU ms: apiserver / etcd / scheduler |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |\n",
+    );
+    for r in &measured {
+        let get = |key: &str| r.details.get(key).copied();
+        let three = |prefix: &str, digits: usize| {
+            let one = |p: &str| get(&format!("{prefix} {p}")).map_or("–".into(), |v| format!("{v:.digits$}"));
+            format!("{} / {} / {}", one("apiserver"), one("etcd"), one("scheduler"))
+        };
+        let watch: f64 = r.details.iter().filter(|(k, _)| k.starts_with("watchEventsPerPod ")).map(|(_, v)| v).sum();
+        out.push_str(&format!(
+            "| {} | {} | {:.0} | {:.2} | {watch:.2} | {} | {} | {} |\n",
+            r.variant.split(' ').next().unwrap_or_default(),
+            r.nodes,
+            r.pods_per_second,
+            get("requestsPerPod").unwrap_or_default(),
+            get("bindingsInFlight").map_or("–".into(), |v| format!("{v:.1}")),
+            three("cpuCores", 2),
+            three("cpuMsPerPod", 2),
+        ));
+    }
+    for r in &measured {
+        let requests: Vec<String> = r
+            .details
+            .iter()
+            .filter_map(|(k, v)| Some(format!("{} {v:.2}", k.strip_prefix("requestsPerPod ")?)))
+            .collect();
+        out.push_str(&format!("  {} requests per pod: {}\n", r.variant, requests.join(", ")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_summed_by_verb_and_resource_and_watch_events_by_kind() {
+        let text = "# HELP x\n\
+            apiserver_request_total{code=\"201\",component=\"apiserver\",resource=\"pods\",subresource=\"binding\",verb=\"POST\"} 40\n\
+            apiserver_request_total{code=\"409\",component=\"apiserver\",resource=\"pods\",subresource=\"binding\",verb=\"POST\"} 2\n\
+            apiserver_request_total{code=\"200\",component=\"apiserver\",resource=\"\",subresource=\"\",verb=\"GET\"} 7\n\
+            apiserver_request_total{code=\"201\",resource=\"events\",subresource=\"\",verb=\"POST\"} 1e1\n\
+            apiserver_watch_events_total{group=\"\",kind=\"Pod\",version=\"v1\"} 80\n";
+        let (requests, watch) = counters(text);
+        assert_eq!(requests.get("POST pods/binding"), Some(&42.0));
+        assert_eq!(requests.get("POST events"), Some(&10.0));
+        assert_eq!(requests.len(), 2, "{requests:?}");
+        assert_eq!(watch.get("Pod"), Some(&80.0));
+    }
+
+    #[test]
+    fn this_process_burns_cpu_that_is_read_back() {
+        let pid = std::process::id();
+        let before = cpu_seconds(pid).expect("own stat");
+        // On a loaded machine the spin may wait for a core: wait for the
+        // reading to move rather than for a time.
+        let deadline = Instant::now() + std::time::Duration::from_secs(20);
+        while cpu_seconds(pid).expect("own stat") - before < 0.05 {
+            assert!(Instant::now() < deadline, "20 s of spinning read as under 50 ms of CPU");
+            std::hint::black_box((0..10_000u64).sum::<u64>());
+        }
+    }
+}
