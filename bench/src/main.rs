@@ -93,10 +93,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "0-100")]
     pub percentage_of_nodes_to_score: Option<NodeSampling>,
     /// Drain a backlog on the real control plane whose state directory
-    /// this is (`kube-control-plane/up.sh DIR` ran), with kube-scheduler
-    /// and then wasmsched, for each chosen shape (default: SchedulingBasic,
-    /// the three inter-pod shapes and PreemptionBasic) at 500 and 5,000
-    /// nodes.
+    /// this is (`kube-control-plane/up.sh DIR` ran), with kube-scheduler,
+    /// wasmsched and then the null binder (the ceilings, without and with
+    /// events), for each chosen shape (default: SchedulingBasic, the three
+    /// inter-pod shapes and PreemptionBasic) at 500 and 5,000 nodes; each
+    /// drain's API requests, watch events and CPU are broken down.
     #[arg(long, value_name = "STATE_DIR")]
     pub real_apiserver: Option<PathBuf>,
     /// The `wasmsched` binary the real-apiserver drain runs (default: the
