@@ -46,6 +46,7 @@ use super::topology::Shape;
 
 pub mod breakdown;
 mod claim_controller;
+mod metrics_text;
 mod null_binder;
 mod null_prebind;
 mod reported;
@@ -589,46 +590,24 @@ async fn attempts_by_result(http: std::net::SocketAddr) -> Vec<(String, f64)> {
             let _ = stream.read_to_string(&mut text).await;
         }
     }
+    let sum_by = |metric: &str, by: &str| metrics_text::sum_by(&text, metric, by);
+    let one = |metric: &str| metrics_text::series(&text, metric).next().map(|(_, v)| v);
     let mut totals: Vec<(String, f64)> = Vec::new();
-    for line in text.lines().filter(|l| l.starts_with("wasmsched_schedule_attempts_total{")) {
-        let outcome = line.split("result=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("unknown");
-        let value = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        match totals.iter_mut().find(|(o, _)| o.strip_suffix("Attempts") == Some(outcome)) {
-            Some((_, total)) => *total += value,
-            None => totals.push((format!("{outcome}Attempts"), value)),
-        }
-    }
-    let counter = |name: &str| text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok());
+    let attempts = sum_by("wasmsched_schedule_attempts_total", "result");
+    totals.extend(attempts.into_iter().map(|(result, n)| (format!("{result}Attempts"), n)));
     // Evictions beyond what the workload needs would show here.
-    if let Some(preemptions) = counter("wasmsched_preemptions_total") {
-        totals.push(("preemptions".into(), preemptions));
-    }
-    if let Some(victims) = counter("wasmsched_preemption_victims_sum") {
-        totals.push(("victims".into(), victims));
-    }
+    totals.extend(one("wasmsched_preemptions_total").map(|n| ("preemptions".to_string(), n)));
+    totals.extend(one("wasmsched_preemption_victims_sum").map(|n| ("victims".to_string(), n)));
     // What its watches delivered, by resource: beside the API server's
     // count of watch events, the share that was wasmsched's.
-    for line in text.lines().filter(|l| l.starts_with("wasmsched_watch_events_total{")) {
-        let resource = line.split("resource=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("unknown");
-        if let Some(value) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) {
-            totals.push((format!("schedulerWatchEvents {resource}"), value));
-        }
-    }
+    let watched = sum_by("wasmsched_watch_events_total", "resource");
+    totals.extend(watched.into_iter().map(|(resource, n)| (format!("schedulerWatchEvents {resource}"), n)));
     // Over every result: the binding requests' time, for bindings in flight.
-    let binding = "wasmsched_binding_duration_seconds_sum{";
-    let seconds =
-        text.lines().filter(|l| l.starts_with(binding)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
-    totals.push(("bindingSeconds".into(), seconds.sum()));
+    let binding = sum_by("wasmsched_binding_duration_seconds_sum", "result");
+    totals.push(("bindingSeconds".into(), binding.values().sum()));
     // Shadow candidates' work, over all of them: evaluated or dropped.
-    for line in text.lines().filter(|l| l.starts_with("wasmsched_shadow_attempts_total{")) {
-        let result = line.split("result=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("unknown");
-        let value = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        let key = format!("shadow_{result}");
-        match totals.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, total)) => *total += value,
-            None => totals.push((key, value)),
-        }
-    }
+    let shadow = sum_by("wasmsched_shadow_attempts_total", "result");
+    totals.extend(shadow.into_iter().map(|(result, n)| (format!("shadow_{result}"), n)));
     totals
 }
 

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use kube::Client;
 
+use super::metrics_text;
 use crate::BenchResult;
 
 /// Linux reports `/proc/PID/stat` times in USER_HZ, 100 on every
@@ -114,30 +115,25 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
 /// The API server's resource requests by `VERB resource[/subresource]`
 /// and its watch events by kind, from its metrics text.
 fn counters(text: &str) -> (BTreeMap<String, f64>, BTreeMap<String, f64>) {
-    let (mut requests, mut watch_events) = (BTreeMap::new(), BTreeMap::new());
-    for line in text.lines() {
-        let Some((series, value)) = line.rsplit_once(' ') else { continue };
-        let Ok(value) = value.parse::<f64>() else { continue };
-        if let Some(labels) = series.strip_prefix("apiserver_request_total{") {
-            let label = |name: &str| label(labels, name);
-            // Non-resource requests (this module's /metrics) have none.
-            let Some(resource) = label("resource").filter(|r| !r.is_empty()) else { continue };
-            let key = match label("subresource").filter(|s| !s.is_empty()) {
-                Some(sub) => format!("{} {resource}/{sub}", label("verb").unwrap_or("?")),
-                None => format!("{} {resource}", label("verb").unwrap_or("?")),
-            };
-            *requests.entry(key).or_default() += value;
-        } else if let Some(labels) = series.strip_prefix("apiserver_watch_events_total{") {
-            let kind = label(labels, "kind").or_else(|| label(labels, "resource")).unwrap_or("?");
-            *watch_events.entry(kind.to_string()).or_default() += value;
-        }
+    let mut requests = BTreeMap::new();
+    for (labels, value) in metrics_text::series(text, "apiserver_request_total") {
+        let label = |name: &str| metrics_text::label(labels, name).filter(|v| !v.is_empty());
+        // Non-resource requests (this module's /metrics) have none.
+        let Some(resource) = label("resource") else { continue };
+        let verb = label("verb").unwrap_or("?");
+        let key = match label("subresource") {
+            Some(sub) => format!("{verb} {resource}/{sub}"),
+            None => format!("{verb} {resource}"),
+        };
+        *requests.entry(key).or_default() += value;
+    }
+    // v1.36 labels them by resource, older servers by kind.
+    let mut watch_events = BTreeMap::new();
+    for (labels, value) in metrics_text::series(text, "apiserver_watch_events_total") {
+        let kind = metrics_text::label(labels, "resource").or_else(|| metrics_text::label(labels, "kind"));
+        *watch_events.entry(kind.unwrap_or("?").to_string()).or_default() += value;
     }
     (requests, watch_events)
-}
-
-/// The value of `name="…"` among Prometheus labels.
-fn label<'a>(labels: &'a str, name: &str) -> Option<&'a str> {
-    labels.split(',').find_map(|pair| pair.strip_prefix(name)?.strip_prefix("=\"")?.split('"').next())
 }
 
 /// The breakdown of every drain that has one, as a Markdown table and
