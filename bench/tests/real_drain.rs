@@ -47,6 +47,8 @@ fn a_drain_measures_each_scheduler_beside_its_ceilings() {
     assert!(stdout.contains("Where each drain's time went"), "{stdout}");
 
     let results: Vec<Value> = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let apiserver_ms: f64 = results.iter().filter_map(|r| r["details"]["cpuMsPerPod apiserver"].as_f64()).sum();
+    assert!(apiserver_ms > 0.0, "the API server's CPU was read: {results:?}");
     let drains = ["kube-scheduler", "wasmsched", "null-binder", "null-binder-with-events"];
     for workload in ["SchedulingBasic", "SchedulingWithResourceClaims"] {
         for drain in drains {
@@ -65,7 +67,9 @@ fn check(workload: &str, drain: &str, r: &Value) {
     // Every pod bound once, by one request each.
     let bindings = detail("requestsPerPod POST pods/binding").unwrap_or_else(|| panic!("{r}"));
     assert!((0.95..1.1).contains(&bindings), "{workload} {drain}: {bindings} bindings a pod: {r}");
-    assert!(detail("cpuMsPerPod apiserver").is_some_and(|ms| ms > 0.0), "{r}");
+    // Read for every drain (a drain of 60 pods may fall within one tick
+    // of /proc's 10 ms: the sum over the drains is checked above).
+    assert!(detail("cpuMsPerPod apiserver").is_some_and(|ms| ms >= 0.0), "{r}");
     let events = detail("requestsPerPod POST events").unwrap_or(0.0);
     let told = detail("reportedPodsPerSecond");
     if drain == "null-binder" {
