@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use wasmsched::policy::flags::{LimitArgs, parse_policy_spec, read_config};
 use wasmsched::scheduler::{AttemptWorkers, NodeSampling};
 use wasmsched::sim::SimOptions;
-use wasmsched_bench::real_drain::{Drain, breakdown};
+use wasmsched_bench::real_drain::{Drain, breakdown, shares};
 use wasmsched_bench::scheduling_basic::Scoring;
 use wasmsched_bench::topology::{self, Shape};
 use wasmsched_bench::{BenchResult, end_to_end, hot_swap, scheduling_basic, table};
@@ -129,6 +129,18 @@ pub struct BenchArgs {
     /// too short to time against the null binder's ceiling).
     #[arg(long, value_name = "PODS", requires = "real_apiserver")]
     pub backlog: Option<usize>,
+    /// With --real-apiserver: leave kube-scheduler's drain out, and
+    /// measure wasmsched against the null binder's ceilings alone
+    /// (kube-scheduler's drain of a large backlog takes minutes).
+    #[arg(long, requires = "real_apiserver")]
+    pub without_kube_scheduler: bool,
+    /// With --real-apiserver: wasmsched and the null binder drain this
+    /// many times in turn (kube-scheduler once), and each share of a
+    /// ceiling is the median over the rounds: the API server's pace
+    /// drifts from one drain to the next.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "real_apiserver",
+          value_parser = clap::value_parser!(u16).range(1..=20))]
+    pub rounds: u16,
     #[command(flatten)]
     pub limits: LimitArgs,
     /// Internal: run one configuration in this process and print its
@@ -434,11 +446,13 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
             drain.shadow_candidates = args.shadow_candidates.first().copied().unwrap_or(0);
             drain.record = args.record_drain.clone();
             drain.backlog = args.backlog;
+            drain.kube_scheduler = !args.without_kube_scheduler;
+            drain.rounds = usize::from(args.rounds);
             results.extend(runtime.block_on(drain.run())?);
         }
     }
     print!("{}", table(&results));
-    print!("{}", ratios(&results, cores));
+    print!("{}", shares::ratios(&results, cores));
     print!("{}", breakdown::table(&results));
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&results)? + "\n")
@@ -447,52 +461,20 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
     Ok(ExitCode::SUCCESS)
 }
 
-/// Each drain's rate beside kube-scheduler's, and as a share of each
-/// ceiling the null binder measured in the same run (bindings only; a
-/// binding and an Event per pod).
-fn ratios(results: &[BenchResult], cores: usize) -> String {
-    let mut out = format!("\nDrain rates on this machine ({cores} cores):\n");
-    let mut runs: Vec<(&str, usize)> = results.iter().map(|r| (r.workload.as_str(), r.nodes)).collect();
-    runs.dedup();
-    for (workload, nodes) in runs {
-        let of = |who: &str| {
-            results.iter().find(|r| r.workload == workload && r.nodes == nodes && r.variant.starts_with(who))
-        };
-        let (Some(kube), Some(ours)) = (of("kube-scheduler "), of("wasmsched ")) else { continue };
-        let rate = |r: &BenchResult| r.pods_per_second;
-        out.push_str(&format!(
-            "  {workload} {nodes} nodes / {} pods: wasmsched {:.2}× kube-scheduler\n",
-            ours.pods,
-            rate(ours) / rate(kube)
-        ));
-        for (ceiling, name) in
-            [("null-binder ", "the null binder"), ("null-binder-with-events ", "the null binder with events")]
-        {
-            if let Some(c) = of(ceiling) {
-                out.push_str(&format!(
-                    "    of {name} ({:.0} pods/s): wasmsched {:.0} %, kube-scheduler {:.0} %\n",
-                    rate(c),
-                    100.0 * rate(ours) / rate(c),
-                    100.0 * rate(kube) / rate(c)
-                ));
-            }
-        }
-        // Until the last pod's Scheduled event: what `kubectl describe`
-        // shows for all of them.
-        let told = |r: &BenchResult| r.details.get("reportedPodsPerSecond").copied();
-        if let (Some(c), Some(ours)) = (of("null-binder-with-events ").and_then(told), told(ours)) {
-            out.push_str(&format!(
-                "    bound and told (the last Scheduled event): wasmsched {ours:.0} pods/s, {:.0} % of the null binder's {c:.0}\n",
-                100.0 * ours / c
-            ));
-        }
-    }
-    out
-}
-
 fn topology_drain(state_dir: &std::path::Path, wasmsched: &std::path::Path, shape: Shape, nodes: usize) -> Drain {
     let (state_dir, wasmsched) = (state_dir.to_path_buf(), wasmsched.to_path_buf());
-    Drain { state_dir, wasmsched, shape, nodes, parallelism: None, shadow_candidates: 0, record: None, backlog: None }
+    Drain {
+        state_dir,
+        wasmsched,
+        shape,
+        nodes,
+        parallelism: None,
+        shadow_candidates: 0,
+        record: None,
+        backlog: None,
+        kube_scheduler: true,
+        rounds: 1,
+    }
 }
 
 fn main() -> ExitCode {

@@ -58,6 +58,42 @@ fn a_drain_measures_each_scheduler_beside_its_ceilings() {
             check(workload, drain, r);
         }
     }
+    rounds_without_kube_scheduler(bench, &cluster.state_dir);
+}
+
+/// `--rounds 2 --without-kube-scheduler`: wasmsched and both null binders
+/// drain twice in turn, and each share is taken within its round.
+fn rounds_without_kube_scheduler(bench: &Path, state_dir: &Path) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("rounds.json");
+    let out = Command::new(bench)
+        .arg("--real-apiserver")
+        .arg(state_dir)
+        .args(["--workload", "scheduling-basic", "--nodes", "20", "--backlog", "40"])
+        .args(["--without-kube-scheduler", "--rounds", "2", "--json"])
+        .arg(&json)
+        .env("KCP_KIT", kit_dir())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("(kube-scheduler left out)") && stdout.contains("(median; rounds: "), "{stdout}");
+    let results: Vec<Value> = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rounds = |drain: &str| -> Vec<f64> {
+        let variant = format!("{drain} on a real kube-apiserver");
+        results
+            .iter()
+            .filter(|r| r["variant"] == variant.as_str())
+            .filter_map(|r| r["details"]["round"].as_f64())
+            .collect()
+    };
+    assert!(rounds("kube-scheduler").is_empty(), "{results:?}");
+    for drain in ["wasmsched", "null-binder", "null-binder-with-events"] {
+        assert_eq!(rounds(drain), [1.0, 2.0], "{drain}: {results:?}");
+    }
+    // The scheduler's wake-ups are counted (its threads' context switches).
+    let switches = results.iter().filter_map(|r| r["details"]["contextSwitchesPerPod scheduler"].as_f64());
+    assert_eq!(switches.filter(|n| *n > 0.0).count(), 6, "{results:?}");
 }
 
 /// What one drain must have measured.

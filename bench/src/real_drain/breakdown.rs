@@ -45,6 +45,8 @@ pub struct Sample {
     watch_events: BTreeMap<String, f64>,
     /// Process → CPU seconds so far.
     cpu: BTreeMap<&'static str, f64>,
+    /// Process → context switches so far, over its threads.
+    switches: BTreeMap<&'static str, f64>,
 }
 
 impl Sample {
@@ -66,6 +68,7 @@ impl Sample {
     /// With the processes' CPU as of `at`.
     pub fn cpu(mut self, processes: &Processes, at: Instant) -> Sample {
         self.cpu = processes.0.iter().filter_map(|&(name, pid)| Some((name, cpu_seconds(pid)?))).collect();
+        self.switches = processes.0.iter().filter_map(|&(name, pid)| Some((name, context_switches(pid)?))).collect();
         self.at = Some(at);
         self
     }
@@ -99,7 +102,24 @@ pub fn between(before: &Sample, after: &Sample, pods: usize) -> BTreeMap<String,
         out.insert(format!("cpuMsPerPod {name}"), 1e3 * used / pods);
         out.insert(format!("cpuCores {name}"), used / seconds);
     }
+    for (name, switches) in &after.switches {
+        let made = switches - before.switches.get(name).copied().unwrap_or(*switches);
+        out.insert(format!("contextSwitchesPerPod {name}"), made / pods);
+    }
     out
+}
+
+/// A process's context switches so far (voluntary and not), summed over
+/// its threads: each is a wake-up the shared cores pay for.
+fn context_switches(pid: u32) -> Option<f64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = 0.0;
+    for task in tasks.flatten() {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let counts = status.lines().filter(|l| l.contains("voluntary_ctxt_switches:"));
+        total += counts.filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok()).sum::<f64>();
+    }
+    Some(total)
 }
 
 /// A process's user and system CPU seconds so far.
@@ -145,8 +165,8 @@ pub fn table(results: &[BenchResult]) -> String {
     }
     let mut out = String::from(
         "\nWhere each drain's time went (first binding to last; per bound pod):\n\
-         | drain | nodes | pods/s | API requests | watch events | bindings in flight | cores: apiserver / etcd / scheduler | CPU ms: apiserver / etcd / scheduler |\n\
-         | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |\n",
+         | drain | nodes | pods/s | API requests | watch events | bindings in flight | cores: apiserver / etcd / scheduler | CPU ms: apiserver / etcd / scheduler | scheduler's context switches |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: |\n",
     );
     for r in &measured {
         let get = |key: &str| r.details.get(key).copied();
@@ -156,14 +176,16 @@ pub fn table(results: &[BenchResult]) -> String {
         };
         let watch: f64 = r.details.iter().filter(|(k, _)| k.starts_with("watchEventsPerPod ")).map(|(_, v)| v).sum();
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {:.2} | {watch:.2} | {} | {} | {} |\n",
+            "| {}{} | {} | {:.0} | {:.2} | {watch:.2} | {} | {} | {} | {} |\n",
             r.variant.split(' ').next().unwrap_or_default(),
+            get("round").map_or(String::new(), |n| format!(", round {n}")),
             r.nodes,
             r.pods_per_second,
             get("requestsPerPod").unwrap_or_default(),
             get("bindingsInFlight").map_or("–".into(), |v| format!("{v:.1}")),
             three("cpuCores", 2),
             three("cpuMsPerPod", 2),
+            get("contextSwitchesPerPod scheduler").map_or("–".into(), |v| format!("{v:.1}")),
         ));
     }
     for r in &measured {

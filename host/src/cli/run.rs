@@ -97,6 +97,13 @@ pub struct RunArgs {
     /// or the cores, at most 16].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub parallelism: Option<u16>,
+    /// Threads that serve the API server's watches, the bindings, the
+    /// events and the HTTP endpoints [default: a quarter of the cores, at
+    /// least 1]. Decisions run on threads of their own (--parallelism):
+    /// more I/O threads than the work needs wake each other for nothing,
+    /// on cores the API server may share.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub io_threads: Option<u16>,
     /// Seed for tie-breaking and policy randomness.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -283,11 +290,19 @@ fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
     Ok(config)
 }
 
+/// `--io-threads`' default: a quarter of the cores, at least one. One
+/// thread serves a drain on a small machine with half the wake-ups of
+/// two (docs/benchmarks.md).
+fn default_io_threads() -> usize {
+    (std::thread::available_parallelism().map_or(1, |n| n.get()) / 4).max(1)
+}
+
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Load and validate policies before touching the cluster: a broken
     // policy fails fast with its own error.
     let config = run_config(&args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let io_threads = args.io_threads.map_or_else(default_io_threads, usize::from);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(io_threads).enable_all().build()?;
     let result = runtime.block_on(async move {
         let client =
             wasmsched::kubernetes::client::connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;

@@ -55,6 +55,9 @@ fn run_schedules_serves_health_and_releases_its_lease_on_sigterm() {
             "default",
             "--identity",
             "cli-test",
+            // Not the default on small machines (one): both are run.
+            "--io-threads",
+            "2",
         ])
         .stderr(Stdio::piped())
         .spawn()
@@ -207,6 +210,9 @@ fn bad_flags_configs_and_kubeconfigs_are_clear_errors() {
         err.contains("metrics.yaml: metrics[0]: metric \"lat\": prometheus.url") && err.contains("http://"),
         "{err}"
     );
+    let out = wasmsched().args(["run", "--io-threads", "0"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("invalid value '0' for '--io-threads <N>'") && err.contains("1..=64"), "{err}");
     let out = wasmsched().args(["run", "--tenant-deadline", "soon"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("--tenant-deadline"), "{:?}", out);
 }
