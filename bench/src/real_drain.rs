@@ -298,10 +298,10 @@ impl Drain {
         (init, self.backlog.unwrap_or(measured))
     }
 
-    /// kube-scheduler (unless left out) and wasmsched; then, where a binder that decides
-    /// nothing can place the pods alike (round-robin, with DynamicResources'
-    /// PreBind writes where the pods have claims; no evictions), the null
-    /// binder without and with events: the ceilings.
+    /// kube-scheduler (unless left out) and wasmsched; then, where a binder
+    /// that decides nothing can place the pods alike (round-robin, with
+    /// DynamicResources' PreBind writes where the pods have claims; no
+    /// evictions), the null binder without and with events: the ceilings.
     fn schedulers(&self) -> Vec<Scheduler> {
         let kube = self.kube_scheduler.then_some(Scheduler::Kube);
         let mut schedulers: Vec<Scheduler> = kube.into_iter().chain([Scheduler::Wasmsched]).collect();
