@@ -30,23 +30,11 @@ fn a_drain_measures_each_scheduler_beside_its_ceilings() {
     // `cargo test --workspace` builds it beside this binary.
     let wasmsched = bench.with_file_name("wasmsched");
     assert!(wasmsched.is_file(), "{} missing: build it with `cargo build -p wasmsched`", wasmsched.display());
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("drain.json");
-    let out = Command::new(bench)
-        .arg("--real-apiserver")
-        .arg(&cluster.state_dir)
-        .args(["--workload", "scheduling-basic", "--workload", "scheduling-with-resource-claims"])
-        .args(["--nodes", "20", "--backlog", "60", "--json"])
-        .arg(&json)
-        .env("KCP_KIT", kit_dir())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let workloads = ["--workload", "scheduling-basic", "--workload", "scheduling-with-resource-claims"];
+    let (stdout, results) = drain(bench, &cluster.state_dir, &[&workloads[..], &["--nodes", "20", "--backlog", "60"]]);
     assert!(stdout.contains("of the null binder with events"), "{stdout}");
     assert!(stdout.contains("Where each drain's time went"), "{stdout}");
 
-    let results: Vec<Value> = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let apiserver_ms: f64 = results.iter().filter_map(|r| r["details"]["cpuMsPerPod apiserver"].as_f64()).sum();
     assert!(apiserver_ms > 0.0, "the API server's CPU was read: {results:?}");
     let drains = ["kube-scheduler", "wasmsched", "null-binder", "null-binder-with-events"];
@@ -64,21 +52,9 @@ fn a_drain_measures_each_scheduler_beside_its_ceilings() {
 /// `--rounds 2 --without-kube-scheduler`: wasmsched and both null binders
 /// drain twice in turn, and each share is taken within its round.
 fn rounds_without_kube_scheduler(bench: &Path, state_dir: &Path) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("rounds.json");
-    let out = Command::new(bench)
-        .arg("--real-apiserver")
-        .arg(state_dir)
-        .args(["--workload", "scheduling-basic", "--nodes", "20", "--backlog", "40"])
-        .args(["--without-kube-scheduler", "--rounds", "2", "--json"])
-        .arg(&json)
-        .env("KCP_KIT", kit_dir())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let shape = ["--workload", "scheduling-basic", "--nodes", "20", "--backlog", "40"];
+    let (stdout, results) = drain(bench, state_dir, &[&shape[..], &["--without-kube-scheduler", "--rounds", "2"]]);
     assert!(stdout.contains("(kube-scheduler left out)") && stdout.contains("(median; rounds: "), "{stdout}");
-    let results: Vec<Value> = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let rounds = |drain: &str| -> Vec<f64> {
         let variant = format!("{drain} on a real kube-apiserver");
         results
@@ -94,6 +70,25 @@ fn rounds_without_kube_scheduler(bench: &Path, state_dir: &Path) {
     // The scheduler's wake-ups are counted (its threads' context switches).
     let switches = results.iter().filter_map(|r| r["details"]["contextSwitchesPerPod scheduler"].as_f64());
     assert_eq!(switches.filter(|n| *n > 0.0).count(), 6, "{results:?}");
+}
+
+/// `wasmsched-bench --real-apiserver STATE_DIR ARGS… --json FILE`, which
+/// must succeed: what it printed and the results it wrote.
+fn drain(bench: &Path, state_dir: &Path, args: &[&[&str]]) -> (String, Vec<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("drain.json");
+    let out = Command::new(bench)
+        .arg("--real-apiserver")
+        .arg(state_dir)
+        .args(args.concat())
+        .arg("--json")
+        .arg(&json)
+        .env("KCP_KIT", kit_dir())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    (stdout, serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap())
 }
 
 /// What one drain must have measured.
