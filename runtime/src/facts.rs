@@ -61,6 +61,37 @@ pub struct NodeFacts {
     pub unschedulable: bool,
 }
 
+/// What every attempt reads of every node, copied out of [`NodeFacts`]:
+/// its allocatable cpu, memory, storage and pods, and the two flags that
+/// let the cordon and taint filters pass a node without reading its facts.
+/// The node table keeps it beside each slot, so a pass over all nodes walks
+/// one array instead of following each node's pointer into the heap
+/// (docs/benchmarks.md, "The filter pass's memory").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NodeFit {
+    pub allocatable_milli_cpu: u64,
+    pub allocatable_memory: u64,
+    pub allocatable_ephemeral_storage: u64,
+    pub allocatable_pods: u32,
+    pub unschedulable: bool,
+    /// The node has a taint of any effect.
+    pub tainted: bool,
+}
+
+impl NodeFit {
+    pub fn of(node: &NodeFacts) -> NodeFit {
+        let a = &node.allocatable;
+        NodeFit {
+            allocatable_milli_cpu: a.milli_cpu,
+            allocatable_memory: a.memory,
+            allocatable_ephemeral_storage: a.ephemeral_storage,
+            allocatable_pods: a.pods,
+            unschedulable: node.unschedulable,
+            tainted: !node.taints.is_empty(),
+        }
+    }
+}
+
 /// The pod being scheduled, as policies see it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PodFacts {

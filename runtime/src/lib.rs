@@ -42,6 +42,6 @@ pub use instance::SYNC_TIME_PER_NODE;
 pub use limits::PolicyLimits;
 pub use loaded::{LoadedPolicy, MAX_PART_NAME_BYTES, MAX_RAW_SCORE, MAX_SCORE_PARTS, PolicyContext, Provenance};
 pub use node_metrics::{NoMetrics, NodeMetrics};
-pub use node_table::{NodeSync, NodeTable, SlotLayout, SyncPoint};
+pub use node_table::{NodeSync, NodeTable, SlotLayout, SyncPoint, TableNode};
 pub use source::{MAX_SETTINGS_BYTES, PolicySource, read_bounded, read_text_bounded};
 pub use ticker::EPOCH_TICK;

@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::facts::{NodeFacts, NodeId};
+use crate::facts::{NodeFacts, NodeFit, NodeId};
 
 static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -21,7 +21,7 @@ const MIN_LOG_ENTRIES: usize = 4096;
 pub struct NodeTable {
     id: u64,
     generation: u64,
-    slots: Vec<Option<Arc<NodeFacts>>>,
+    slots: Vec<Option<Slot>>,
     by_name: HashMap<String, NodeId>,
     free: Vec<NodeId>,
     /// `(generation at which the change happened, node)`, oldest first.
@@ -31,6 +31,30 @@ pub struct NodeTable {
     /// Slots kept for nodes not upserted yet (`restore_layout`): empty but
     /// in a replay that starts from a snapshot.
     reserved: HashMap<String, NodeId>,
+}
+
+/// A used slot: the node's facts, shared with snapshots, and beside the
+/// pointer to them the part every attempt reads of every node.
+#[derive(Debug, Clone)]
+struct Slot {
+    fit: NodeFit,
+    facts: Arc<NodeFacts>,
+}
+
+impl Slot {
+    fn new(facts: NodeFacts) -> Slot {
+        Slot { fit: NodeFit::of(&facts), facts: Arc::new(facts) }
+    }
+}
+
+/// A node as a pass over the table visits it: its id, facts and fit, and
+/// the slot after it, where a pass that stops here goes on.
+#[derive(Debug, Clone, Copy)]
+pub struct TableNode<'a> {
+    pub id: NodeId,
+    pub facts: &'a NodeFacts,
+    pub fit: &'a NodeFit,
+    pub next: usize,
 }
 
 /// Which node holds each slot, and the free slots in the order they are
@@ -81,7 +105,7 @@ impl NodeTable {
 
     pub fn layout(&self) -> SlotLayout {
         SlotLayout {
-            slots: self.slots.iter().map(|s| s.as_ref().map(|facts| facts.name.clone())).collect(),
+            slots: self.slots.iter().map(|s| s.as_ref().map(|slot| slot.facts.name.clone())).collect(),
             free: self.free.clone(),
         }
     }
@@ -121,8 +145,8 @@ impl NodeTable {
     /// node status updates never cost a policy resync.
     pub fn upsert(&mut self, facts: NodeFacts) -> NodeId {
         if let Some(&id) = self.by_name.get(&facts.name) {
-            if self.slots[id as usize].as_deref() != Some(&facts) {
-                self.slots[id as usize] = Some(Arc::new(facts));
+            if self.get(id) != Some(&facts) {
+                self.slots[id as usize] = Some(Slot::new(facts));
                 self.record(id);
             }
             return id;
@@ -135,7 +159,7 @@ impl NodeTable {
             }
         };
         self.by_name.insert(facts.name.clone(), id);
-        self.slots[id as usize] = Some(Arc::new(facts));
+        self.slots[id as usize] = Some(Slot::new(facts));
         self.record(id);
         id
     }
@@ -164,7 +188,17 @@ impl NodeTable {
     }
 
     pub fn get(&self, id: NodeId) -> Option<&NodeFacts> {
-        self.slots.get(id as usize)?.as_deref()
+        self.slots.get(id as usize)?.as_ref().map(|slot| &*slot.facts)
+    }
+
+    /// The part of node `id`'s facts every attempt reads (see [`NodeFit`]).
+    pub fn fit(&self, id: NodeId) -> Option<&NodeFit> {
+        self.slots.get(id as usize)?.as_ref().map(|slot| &slot.fit)
+    }
+
+    /// Node `id` as a pass over the table visits it.
+    pub fn node(&self, id: NodeId) -> Option<TableNode<'_>> {
+        if (id as usize) < self.slots.len() { self.visit(id as usize) } else { None }
     }
 
     pub fn name(&self, id: NodeId) -> Option<&str> {
@@ -186,17 +220,15 @@ impl NodeTable {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (NodeId, &NodeFacts)> {
-        self.slots.iter().enumerate().filter_map(|(id, slot)| slot.as_deref().map(|n| (id as NodeId, n)))
+        self.slots.iter().enumerate().filter_map(|(id, slot)| slot.as_ref().map(|s| (id as NodeId, &*s.facts)))
     }
 
     /// Every node once, from slot `start` round to the slot before it, with
     /// the slot after each: where to go on from it.
-    pub fn iter_from(&self, start: usize) -> impl Iterator<Item = (NodeId, &NodeFacts, usize)> {
+    pub fn iter_from(&self, start: usize) -> impl Iterator<Item = TableNode<'_>> {
         let n = self.slots.len();
         let start = if n == 0 { 0 } else { start % n };
-        (start..n).chain(0..start).filter_map(move |slot| {
-            self.slots[slot].as_deref().map(|node| (slot as NodeId, node, if slot + 1 == n { 0 } else { slot + 1 }))
-        })
+        (start..n).chain(0..start).filter_map(move |slot| self.visit(slot))
     }
 
     /// Slots in the table, used or free: the range [`NodeTable::iter_slots`]
@@ -208,11 +240,14 @@ impl NodeTable {
     /// The nodes in the slots `slots`, in order, each with the slot after
     /// it as [`NodeTable::iter_from`] gives it: the whole range yields what
     /// `iter_from(0)` does.
-    pub fn iter_slots(&self, slots: std::ops::Range<usize>) -> impl Iterator<Item = (NodeId, &NodeFacts, usize)> {
-        let n = self.slots.len();
-        self.slots[slots.clone()].iter().zip(slots).filter_map(move |(node, slot)| {
-            node.as_deref().map(|node| (slot as NodeId, node, if slot + 1 == n { 0 } else { slot + 1 }))
-        })
+    pub fn iter_slots(&self, slots: std::ops::Range<usize>) -> impl Iterator<Item = TableNode<'_>> {
+        slots.filter_map(move |slot| self.visit(slot))
+    }
+
+    fn visit(&self, slot: usize) -> Option<TableNode<'_>> {
+        let used = self.slots[slot].as_ref()?;
+        let next = if slot + 1 == self.slots.len() { 0 } else { slot + 1 };
+        Some(TableNode { id: slot as NodeId, facts: &used.facts, fit: &used.fit, next })
     }
 
     pub fn sync_point(&self) -> SyncPoint {
@@ -274,6 +309,45 @@ mod tests {
         assert!(matches!(other.changes_since(Some(table.sync_point())), NodeSync::Reset(nodes) if nodes.is_empty()));
     }
 
+    /// The fit beside each slot is always its current facts' fit, and a
+    /// pass visits each node with both.
+    #[test]
+    fn each_slot_keeps_the_fit_of_its_facts() {
+        let mut table = NodeTable::new();
+        let mut facts = node("a", "1");
+        facts.allocatable =
+            crate::facts::Resources { milli_cpu: 4000, memory: 8 << 30, pods: 110, ..Default::default() };
+        let a = table.upsert(facts.clone());
+        table.upsert(node("b", "1"));
+        assert_eq!(table.fit(a), Some(&NodeFit::of(&facts)));
+        assert_eq!(table.fit(a).map(|f| (f.allocatable_milli_cpu, f.tainted)), Some((4000, false)));
+        facts.unschedulable = true;
+        facts.taints.push(crate::facts::Taint {
+            key: "k".into(),
+            value: String::new(),
+            effect: crate::facts::TaintEffect::NoSchedule,
+        });
+        facts.allocatable.milli_cpu = 2000;
+        table.upsert(facts.clone());
+        let want = NodeFit {
+            allocatable_milli_cpu: 2000,
+            allocatable_memory: 8 << 30,
+            allocatable_pods: 110,
+            unschedulable: true,
+            tainted: true,
+            ..Default::default()
+        };
+        assert_eq!(table.fit(a), Some(&want));
+        let visited = table.node(a).expect("a is in the table");
+        assert_eq!((visited.facts, visited.fit, visited.next), (&facts, &want, 1));
+        assert!(table.iter_from(0).all(|n| *n.fit == NodeFit::of(n.facts)));
+        table.remove("a");
+        assert!(table.fit(a).is_none() && table.node(a).is_none() && table.node(7).is_none());
+        // The slot, taken again, has the new node's fit.
+        assert_eq!(table.upsert(node("c", "1")), a);
+        assert_eq!(table.fit(a), Some(&NodeFit::default()));
+    }
+
     #[test]
     fn iteration_from_a_slot_wraps_round_and_skips_free_slots() {
         let mut table = NodeTable::new();
@@ -281,7 +355,7 @@ mod tests {
             table.upsert(node(name, "1"));
         }
         table.remove("b");
-        let visit = |start| table.iter_from(start).map(|(_, n, next)| (n.name.clone(), next)).collect::<Vec<_>>();
+        let visit = |start| table.iter_from(start).map(|n| (n.facts.name.clone(), n.next)).collect::<Vec<_>>();
         let owned = |v: &[(&str, usize)]| v.iter().map(|(n, s)| (n.to_string(), *s)).collect::<Vec<_>>();
         assert_eq!(visit(2), owned(&[("c", 3), ("d", 0), ("a", 1)]));
         assert_eq!(visit(1), owned(&[("c", 3), ("d", 0), ("a", 1)]));
@@ -290,7 +364,7 @@ mod tests {
         assert_eq!(visit(0).len(), table.len());
         assert_eq!(NodeTable::new().iter_from(3).count(), 0);
         // Slices of the slots, joined, are the walk from slot 0.
-        let sliced = |slots| table.iter_slots(slots).map(|(_, n, next)| (n.name.clone(), next)).collect::<Vec<_>>();
+        let sliced = |slots| table.iter_slots(slots).map(|n| (n.facts.name.clone(), n.next)).collect::<Vec<_>>();
         assert_eq!(table.slot_count(), 4);
         assert_eq!([sliced(0..1), sliced(1..3), sliced(3..4)].concat(), visit(0));
         assert_eq!(sliced(1..2), vec![]);

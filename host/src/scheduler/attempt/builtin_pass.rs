@@ -13,7 +13,7 @@ use crate::scheduler::plugins::reasons::ReasonHistogram;
 use crate::scheduler::plugins::scores::{BuiltinInputs, BuiltinScoring};
 use crate::scheduler::plugins::topology::TopologyFilters;
 use crate::scheduler::sampling::NodeWindow;
-use wasmsched_runtime::{Candidate, NodeFacts, NodeId};
+use wasmsched_runtime::{Candidate, NodeId, TableNode};
 
 /// What the built-in filters left: the candidates, and what rejected the
 /// others. Self-contained, so a tenant's policy can finish the attempt on
@@ -133,7 +133,7 @@ pub(super) fn builtin_pass_over(
     pre
 }
 
-/// The built-in filters over `nodes` (id, facts, the slot after it) until
+/// The built-in filters over `nodes` (as the table visits them) until
 /// `find` pass, then `topology` (the filters that read counts of other
 /// pods) on the nodes that passed.
 pub(super) fn filter_nodes<'a>(
@@ -141,7 +141,7 @@ pub(super) fn filter_nodes<'a>(
     state: &ClusterState,
     claims: &PodClaims,
     topology: Option<&TopologyFilters>,
-    nodes: impl Iterator<Item = (NodeId, &'a NodeFacts, usize)>,
+    nodes: impl Iterator<Item = TableNode<'a>>,
     find: usize,
     pre: &mut BuiltinPass,
 ) {
@@ -157,26 +157,32 @@ fn filter_nodes_with<'a>(
     pod: &PodInfo,
     state: &ClusterState,
     claims: &PodClaims,
-    nodes: impl Iterator<Item = (NodeId, &'a NodeFacts, usize)>,
+    nodes: impl Iterator<Item = TableNode<'a>>,
     find: usize,
     pre: &mut BuiltinPass,
     topology: impl Fn(NodeId) -> Result<(), &'static str>,
 ) {
     let detail = pre.detail;
-    for (id, node, next) in nodes {
+    let quick = filters::RequestsOnly::of(pod, claims);
+    for node in nodes {
         if pre.candidates.len() >= find {
             break;
         }
-        pre.next_start = next;
+        let id = node.id;
+        pre.next_start = node.next;
         pre.evaluated += 1;
         let Some(node_state) = state.node(id) else { continue };
-        match filters::run(pod, node, node_state, claims, state).and_then(|()| topology(id).or_else(filters::reject)) {
+        let passed = match quick {
+            Some(quick) if quick.fits(node.fit, node_state) => Ok(()),
+            _ => filters::run(pod, node, node_state, claims, state),
+        };
+        match passed.and_then(|()| topology(id).or_else(filters::reject)) {
             Ok(()) => {
                 pre.candidates.push(node_state.usage.candidate(id));
                 if detail {
                     pre.record_index.push(pre.records.len());
                     pre.records.push(NodeRecord {
-                        node: node.name.clone(),
+                        node: node.facts.name.clone(),
                         verdict: Verdict::Feasible,
                         scores: vec![],
                         total: None,
@@ -189,7 +195,7 @@ fn filter_nodes_with<'a>(
                 }
                 if detail {
                     pre.records.push(NodeRecord {
-                        node: node.name.clone(),
+                        node: node.facts.name.clone(),
                         verdict: Verdict::Rejected { by: "built-in".into(), reasons },
                         scores: vec![],
                         total: None,

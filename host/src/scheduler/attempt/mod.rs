@@ -79,7 +79,7 @@ pub fn run_attempt(input: AttemptInput<'_>) -> (AttemptRecord, usize, Option<Bui
     // `evaluateNominatedNode`: the room was freed for it.
     let nominated = state.nomination(&pod.key).and_then(|n| state.table().id_of(n));
     if let Some(id) = nominated {
-        let node = state.table().get(id).map(|facts| (id, facts, id as usize + 1));
+        let node = state.table().node(id);
         let pre = builtin_pass_over(pod, state, scoring, detail, NodeWindow::ALL, workers, |claims, topology, pre| {
             filter_nodes(pod, state, claims, topology, node.into_iter(), usize::MAX, pre)
         });

@@ -8,7 +8,7 @@
 //! controller), so a NotReady node is judged by its taints alone.
 
 use wasmsched_rules::tolerates;
-use wasmsched_runtime::{NodeFacts, TaintEffect};
+use wasmsched_runtime::{NodeFacts, NodeFit, TableNode, TaintEffect};
 
 use crate::cluster::{ClusterState, Devices, NodeState, NodeUsage, PodInfo};
 use crate::scheduler::plugins::pod_claims::PodClaims;
@@ -28,25 +28,79 @@ pub const UNDECLARED_FEATURES: &str = "node(s) didn't match Pod's required featu
 /// `Err` holds the first failing filter's reasons. PodTopologySpread and
 /// InterPodAffinity, which read counts of other pods, come after them
 /// (`topology.rs`).
+///
+/// A pod that names no node and has no node selector, affinity or
+/// extended resources passes an untainted node on its fit alone: the
+/// node's facts, behind a pointer, are read only when the pod asks.
 pub fn run(
     pod: &PodInfo,
-    node: &NodeFacts,
+    node: TableNode<'_>,
     node_state: &NodeState,
     claims: &PodClaims,
     cluster: &ClusterState,
 ) -> Result<(), Vec<String>> {
-    node_unschedulable(pod, node)?;
-    node_name(pod, node)?;
-    taint_toleration::filter(pod, node)?;
-    node_affinity::filter(pod, node)?;
+    let TableNode { facts, fit, .. } = node;
+    node_unschedulable(pod, fit)?;
+    node_name(pod, facts)?;
+    if fit.tainted {
+        taint_toleration::filter(pod, facts)?;
+    }
+    node_affinity::filter(pod, facts)?;
     // Placed pods, and nominated pods that come first (their room is held).
     let usage = node_state.usage_for(pod);
     node_ports(pod, &usage)?;
     node_resources_fit(pod, node, &usage, claims)?;
     if claims.checks_nodes {
-        claim_filters(pod, node, &usage, claims, cluster)?;
+        claim_filters(pod, facts, &usage, claims, cluster)?;
     }
     node_declared_features(pod, node_state)
+}
+
+/// A pod that the filters judge by its cpu, memory and storage requests
+/// alone: it names no node, selects no node labels, needs no host port,
+/// extended resource, declared feature or check of its claims on nodes.
+/// On a node that is neither cordoned nor tainted and holds no nominated
+/// pod, every filter of [`run`] then passes if those requests fit, so
+/// `fits` passes such a node without running them. A node it does not
+/// pass goes through [`run`] as any other, which gives the reasons.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestsOnly {
+    milli_cpu: u64,
+    memory: u64,
+    ephemeral_storage: u64,
+}
+
+impl RequestsOnly {
+    pub fn of(pod: &PodInfo, claims: &PodClaims) -> Option<RequestsOnly> {
+        let want = &pod.requests.resources;
+        let facts = &pod.facts;
+        let plain = pod.node_name.is_none()
+            && facts.node_selector.is_empty()
+            && facts.required_node_affinity.is_empty()
+            && pod.host_ports.is_empty()
+            && want.scalar.is_empty()
+            && !claims.checks_nodes
+            && pod.required_features.is_empty();
+        plain.then_some(RequestsOnly {
+            milli_cpu: want.milli_cpu,
+            memory: want.memory,
+            ephemeral_storage: want.ephemeral_storage,
+        })
+    }
+
+    /// Whether `run` would surely pass the node: `false` says nothing.
+    #[inline]
+    pub fn fits(&self, fit: &NodeFit, node_state: &NodeState) -> bool {
+        let usage = &node_state.usage;
+        let room = |want: u64, allocatable: u64, used: u64| want == 0 || want <= allocatable.saturating_sub(used);
+        !fit.unschedulable
+            && !fit.tainted
+            && node_state.nominated.is_empty()
+            && usage.pods < fit.allocatable_pods
+            && room(self.milli_cpu, fit.allocatable_milli_cpu, usage.milli_cpu)
+            && room(self.memory, fit.allocatable_memory, usage.memory)
+            && room(self.ephemeral_storage, fit.allocatable_ephemeral_storage, usage.ephemeral_storage)
+    }
 }
 
 /// The volume filters, then DynamicResources, for a pod whose claims have
@@ -141,8 +195,8 @@ pub fn reject(reason: &str) -> Result<(), Vec<String>> {
 
 /// NodeUnschedulable: `spec.unschedulable` unless the pod tolerates
 /// `node.kubernetes.io/unschedulable:NoSchedule`.
-fn node_unschedulable(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
-    if !node.unschedulable {
+fn node_unschedulable(pod: &PodInfo, fit: &NodeFit) -> Result<(), Vec<String>> {
+    if !fit.unschedulable {
         return Ok(());
     }
     let cordoned = ("node.kubernetes.io/unschedulable", "", TaintEffect::NoSchedule);
@@ -167,28 +221,29 @@ fn node_ports(pod: &PodInfo, usage: &NodeUsage) -> Result<(), Vec<String>> {
 /// DynamicResources (DRAExtendedResource).
 fn node_resources_fit(
     pod: &PodInfo,
-    node: &NodeFacts,
+    node: TableNode<'_>,
     usage: &NodeUsage,
     claims: &PodClaims,
 ) -> Result<(), Vec<String>> {
     let mut reasons = Vec::new();
-    let alloc = &node.allocatable;
-    if usage.pods + 1 > alloc.pods {
+    let fit = node.fit;
+    if usage.pods + 1 > fit.allocatable_pods {
         reasons.push(TOO_MANY_PODS.to_string());
     }
     let want = &pod.requests.resources;
     let insufficient = |want: u64, allocatable: u64, used: u64| want > 0 && want > allocatable.saturating_sub(used);
-    if insufficient(want.milli_cpu, alloc.milli_cpu, usage.milli_cpu) {
+    if insufficient(want.milli_cpu, fit.allocatable_milli_cpu, usage.milli_cpu) {
         reasons.push("Insufficient cpu".into());
     }
-    if insufficient(want.memory, alloc.memory, usage.memory) {
+    if insufficient(want.memory, fit.allocatable_memory, usage.memory) {
         reasons.push("Insufficient memory".into());
     }
-    if insufficient(want.ephemeral_storage, alloc.ephemeral_storage, usage.ephemeral_storage) {
+    if insufficient(want.ephemeral_storage, fit.allocatable_ephemeral_storage, usage.ephemeral_storage) {
         reasons.push("Insufficient ephemeral-storage".into());
     }
     for (name, amount) in &want.scalar {
-        let allocatable = alloc.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
+        let offered = &node.facts.allocatable.scalar;
+        let allocatable = offered.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
         if allocatable == 0 && claims.devices.backs(name) {
             continue;
         }
@@ -197,4 +252,121 @@ fn node_resources_fit(
         }
     }
     if reasons.is_empty() { Ok(()) } else { Err(reasons) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use serde_json::{Value, json};
+
+    fn node(name: &str, allocatable: Value, spec: Value) -> Node {
+        serde_json::from_value(
+            json!({"metadata": {"name": name}, "spec": spec, "status": {"allocatable": allocatable}}),
+        )
+        .unwrap()
+    }
+
+    fn pod(name: &str, requests: Value, spec: Value) -> PodInfo {
+        let mut spec = spec;
+        spec["containers"] = json!([{"name": "c", "resources": {"requests": requests}}]);
+        spec["schedulerName"] = json!("wasmsched");
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "spec": spec
+        }))
+        .unwrap();
+        PodInfo::new(&pod).unwrap()
+    }
+
+    /// Nodes that each make one filter decide: cordoned, tainted, full of
+    /// pods, short of cpu, memory or storage, with a nominated pod, free.
+    fn cluster() -> ClusterState {
+        let mut state = ClusterState::new();
+        let room = json!({"cpu": "2", "memory": "4Gi", "ephemeral-storage": "10Gi", "pods": "3"});
+        let nodes = [
+            node("free", room.clone(), json!({})),
+            node("cordoned", room.clone(), json!({"unschedulable": true})),
+            node("tainted", room.clone(), json!({"taints": [{"key": "k", "effect": "NoSchedule"}]})),
+            node("soft", room.clone(), json!({"taints": [{"key": "k", "effect": "PreferNoSchedule"}]})),
+            node("one-pod", json!({"cpu": "2", "memory": "4Gi", "pods": "1"}), json!({})),
+            node(
+                "small",
+                json!({"cpu": "500m", "memory": "256Mi", "ephemeral-storage": "1Gi", "pods": "3"}),
+                json!({}),
+            ),
+            node("nominated", room.clone(), json!({})),
+            node("used", room, json!({})),
+        ];
+        for n in &nodes {
+            state.upsert_node(n).unwrap();
+        }
+        state.place(&pod("placed", json!({"cpu": "1500m"}), json!({"hostNetwork": true})), "one-pod", false);
+        state.place(&pod("placed-2", json!({"cpu": "1", "memory": "3Gi"}), json!({})), "used", false);
+        state.nominate(&pod("preemptor", json!({"cpu": "1"}), json!({"priority": 1000})), "nominated");
+        state
+    }
+
+    /// The quick pass never passes a node `run` would reject, and passes
+    /// every node `run` passes where it applies (untainted, uncordoned,
+    /// no nominated pod), so it is the same filter there.
+    #[test]
+    fn requests_only_passes_exactly_the_nodes_run_passes_where_it_applies() {
+        let state = cluster();
+        let plain = [
+            pod("tiny", json!({"cpu": "100m"}), json!({})),
+            pod("none", json!({}), json!({})),
+            pod("cpu", json!({"cpu": "1"}), json!({})),
+            pod("memory", json!({"memory": "2Gi"}), json!({})),
+            pod("storage", json!({"ephemeral-storage": "5Gi"}), json!({})),
+            pod("tolerant", json!({"cpu": "100m"}), json!({"tolerations": [{"operator": "Exists"}]})),
+        ];
+        let mut passed = 0;
+        for p in &plain {
+            let claims = PodClaims::resolve(p, &state).unwrap();
+            let quick = RequestsOnly::of(p, &claims).expect("a pod with requests only");
+            for visited in state.table().iter_from(0) {
+                let node_state = state.node(visited.id).unwrap();
+                let fits = quick.fits(visited.fit, node_state);
+                let run = run(p, visited, node_state, &claims, &state);
+                let name = &visited.facts.name;
+                assert!(!fits || run.is_ok(), "{} on {name}: quick passed, run said {run:?}", p.key);
+                let applies = !visited.fit.unschedulable && !visited.fit.tainted && node_state.nominated.is_empty();
+                if applies {
+                    assert_eq!(fits, run.is_ok(), "{} on {name}: {run:?}", p.key);
+                }
+                passed += usize::from(fits);
+            }
+        }
+        assert!(passed > 0 && passed < plain.len() * state.node_count(), "both answers occur: {passed}");
+    }
+
+    /// A pod any other filter has something to say about is never judged
+    /// by its requests alone.
+    #[test]
+    fn a_pod_with_more_than_requests_runs_every_filter() {
+        let state = cluster();
+        let others = [
+            pod("named", json!({}), json!({"nodeName": "free"})),
+            pod("selector", json!({}), json!({"nodeSelector": {"zone": "a"}})),
+            pod(
+                "affinity",
+                json!({}),
+                json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]}}}}),
+            ),
+            pod("extended", json!({"example.com/gpu": "1"}), json!({})),
+            pod(
+                "port",
+                json!({}),
+                json!({"initContainers": [{"name": "side", "restartPolicy": "Always",
+                "ports": [{"containerPort": 80, "hostPort": 8080}]}]}),
+            ),
+        ];
+        assert_eq!(others[4].host_ports.len(), 1);
+        for p in &others {
+            let claims = PodClaims::resolve(p, &state).unwrap();
+            assert!(RequestsOnly::of(p, &claims).is_none(), "{}", p.key);
+        }
+    }
 }

@@ -96,8 +96,8 @@ pub fn preempt(pod: &PodInfo, state: &ClusterState, seed: u64) -> Result<Preempt
     // claims out, and the next attempt says so.
     let claims = PodClaims::resolve(pod, state).unwrap_or_default();
     let rejection = |id: NodeId| -> Option<Vec<String>> {
-        let (facts, node) = (state.table().get(id)?, state.node(id)?);
-        let result = filters::run(pod, facts, node, &claims, state)
+        let (visited, node) = (state.table().node(id)?, state.node(id)?);
+        let result = filters::run(pod, visited, node, &claims, state)
             .and_then(|()| topology.as_ref().map_or(Ok(()), |t| t.check(id)).or_else(filters::reject));
         result.err()
     };
@@ -175,7 +175,7 @@ fn dry_run<'a>(
     budgets: &[&crate::cluster::DisruptionBudget],
 ) -> Result<Candidate<'a>, Vec<String>> {
     let table = state.table();
-    let (Some(name), Some(facts), Some(node)) = (table.name(id), table.get(id), state.node(id)) else {
+    let (Some(name), Some(visited), Some(node)) = (table.name(id), table.node(id), state.node(id)) else {
         return Err(vec![NOT_HELPFUL.to_string()]);
     };
     let pods: Vec<OnNode<'a>> = state.pods_on(name).map(|(key, pod)| OnNode { key, pod }).collect();
@@ -195,7 +195,7 @@ fn dry_run<'a>(
             after.usage.remove(p.pod);
             evicted.push(p.pod);
         }
-        filters::run(pod, facts, &after, &claims.without(&evicted), state)?;
+        filters::run(pod, visited, &after, &claims.without(&evicted), state)?;
         match topology {
             Some(t) => t.without(id, &evicted).check(id).or_else(filters::reject),
             None => Ok(()),

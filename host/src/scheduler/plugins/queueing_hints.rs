@@ -32,7 +32,7 @@ pub fn may_fit_after_pod_gone(waiting: &PodInfo, gone: &PlacedPod, state: &Clust
         return true;
     }
     let table = state.table();
-    let Some((id, facts)) = table.id_of(&gone.node).and_then(|id| Some((id, table.get(id)?))) else {
+    let Some((id, visited)) = table.id_of(&gone.node).and_then(|id| Some((id, table.node(id)?))) else {
         // A node the scheduler does not know: no node it filters changed.
         return false;
     };
@@ -44,7 +44,7 @@ pub fn may_fit_after_pod_gone(waiting: &PodInfo, gone: &PlacedPod, state: &Clust
         }
     }
     match PodClaims::resolve(waiting, state) {
-        Ok(claims) => filters::run(waiting, facts, node, &claims, state).is_ok(),
+        Ok(claims) => filters::run(waiting, visited, node, &claims, state).is_ok(),
         // Rejected whatever the node: the claim's own events retry it.
         Err(_) => false,
     }

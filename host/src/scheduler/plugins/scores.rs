@@ -321,10 +321,10 @@ fn balanced(
     let table = state.table();
     let own = &pod.requests.resources;
     let scores = workers.column(table.len(), candidates, |c| {
-        let Some(node) = table.get(c.node) else { return 0 };
+        let Some(fit) = table.fit(c.node) else { return 0 };
         balanced_cpu_memory(
-            (c.requested_milli_cpu + own.milli_cpu, node.allocatable.milli_cpu),
-            (c.requested_memory + own.memory, node.allocatable.memory),
+            (c.requested_milli_cpu + own.milli_cpu, fit.allocatable_milli_cpu),
+            (c.requested_memory + own.memory, fit.allocatable_memory),
         )
     });
     Some(PartInputs::Final(scores))

@@ -158,7 +158,7 @@ impl Scheduler {
         let fits = |name: &str| {
             let table = self.state.table();
             let id = table.id_of(name)?;
-            let node = table.get(id)?;
+            let node = table.node(id)?;
             let topology_fits = topology.as_ref().is_none_or(|t| t.check(id).is_ok());
             let claims = claims.as_ref().ok()?;
             (filters::run(&pod, node, self.state.node(id)?, claims, &self.state).is_ok() && topology_fits).then_some(())
