@@ -29,9 +29,11 @@ pub const UNDECLARED_FEATURES: &str = "node(s) didn't match Pod's required featu
 /// InterPodAffinity, which read counts of other pods, come after them
 /// (`topology.rs`).
 ///
-/// A pod that names no node and has no node selector, affinity or
-/// extended resources passes an untainted node on its fit alone: the
-/// node's facts, behind a pointer, are read only when the pod asks.
+/// The cordon, taint and resource filters read the node's fit; its facts,
+/// behind a pointer, are read only for what the pod asks of them (a node
+/// name, labels, a taint to tolerate, an extended resource, its claims).
+/// The attempt's loop runs this only where [`RequestsOnly`] cannot pass
+/// the node.
 pub fn run(
     pod: &PodInfo,
     node: TableNode<'_>,
