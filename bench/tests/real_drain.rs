@@ -70,6 +70,11 @@ fn rounds_without_kube_scheduler(bench: &Path, state_dir: &Path) {
     // The scheduler's wake-ups are counted (its threads' context switches).
     let switches = results.iter().filter_map(|r| r["details"]["contextSwitchesPerPod scheduler"].as_f64());
     assert_eq!(switches.filter(|n| *n > 0.0).count(), 6, "{results:?}");
+    // wasmsched's CPU is split by thread: its decisions are its
+    // scheduling loop's.
+    let wasmsched = results.iter().filter(|r| r["variant"] == "wasmsched on a real kube-apiserver");
+    let looped = wasmsched.filter_map(|r| r["details"]["cpuMsPerPod scheduler thread scheduling-loop"].as_f64());
+    assert_eq!(looped.filter(|ms| *ms >= 0.0).count(), 2, "{results:?}");
 }
 
 /// `wasmsched-bench --real-apiserver STATE_DIR ARGS… --json FILE`, which

@@ -47,6 +47,9 @@ pub struct Sample {
     cpu: BTreeMap<&'static str, f64>,
     /// Process → context switches so far, over its threads.
     switches: BTreeMap<&'static str, f64>,
+    /// The scheduler's threads' CPU seconds so far, by thread name
+    /// (threads of one name summed).
+    scheduler_threads: BTreeMap<String, f64>,
 }
 
 impl Sample {
@@ -69,6 +72,8 @@ impl Sample {
     pub fn cpu(mut self, processes: &Processes, at: Instant) -> Sample {
         self.cpu = processes.0.iter().filter_map(|&(name, pid)| Some((name, cpu_seconds(pid)?))).collect();
         self.switches = processes.0.iter().filter_map(|&(name, pid)| Some((name, context_switches(pid)?))).collect();
+        let scheduler = processes.0.iter().find(|(name, _)| *name == "scheduler");
+        self.scheduler_threads = scheduler.map(|&(_, pid)| thread_cpu_seconds(pid)).unwrap_or_default();
         self.at = Some(at);
         self
     }
@@ -106,7 +111,30 @@ pub fn between(before: &Sample, after: &Sample, pods: usize) -> BTreeMap<String,
         let made = switches - before.switches.get(name).copied().unwrap_or(*switches);
         out.insert(format!("contextSwitchesPerPod {name}"), made / pods);
     }
+    // A thread started in the window counts from zero; one that ended in
+    // it is missing (the process's own figure above has it).
+    for (thread, cpu) in &after.scheduler_threads {
+        let used = cpu - before.scheduler_threads.get(thread).copied().unwrap_or(0.0);
+        out.insert(format!("{THREAD_CPU} {thread}"), 1e3 * used / pods);
+    }
     out
+}
+
+/// The detail key's prefix for the scheduler's CPU a pod by thread name.
+const THREAD_CPU: &str = "cpuMsPerPod scheduler thread";
+
+/// Each thread name's CPU seconds so far in process `pid`: which part
+/// of a scheduler (its decisions, its I/O) used the cores.
+fn thread_cpu_seconds(pid: u32) -> BTreeMap<String, f64> {
+    let mut by_name = BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return by_name };
+    for task in tasks.flatten() {
+        let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if let Some(cpu) = stat_cpu_seconds(&task.path().join("stat")) {
+            *by_name.entry(name.trim().to_string()).or_default() += cpu;
+        }
+    }
+    by_name
 }
 
 /// A process's context switches so far (voluntary and not), summed over
@@ -124,7 +152,12 @@ fn context_switches(pid: u32) -> Option<f64> {
 
 /// A process's user and system CPU seconds so far.
 fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_cpu_seconds(Path::new(&format!("/proc/{pid}/stat")))
+}
+
+/// User and system CPU seconds from a process's or a thread's `stat`.
+fn stat_cpu_seconds(path: &Path) -> Option<f64> {
+    let stat = std::fs::read_to_string(path).ok()?;
     // The command name is in parentheses and may hold spaces: count the
     // fields after it (utime and stime are the 14th and 15th of all).
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
@@ -188,6 +221,7 @@ pub fn table(results: &[BenchResult]) -> String {
             get("contextSwitchesPerPod scheduler").map_or("–".into(), |v| format!("{v:.1}")),
         ));
     }
+    out.push_str(&by_thread(&measured));
     // The requests a drain makes are the same every round: the first's.
     for r in measured.iter().filter(|r| r.details.get("round").is_none_or(|&n| n <= 1.0)) {
         let requests: Vec<String> = r
@@ -196,6 +230,30 @@ pub fn table(results: &[BenchResult]) -> String {
             .filter_map(|(k, v)| Some(format!("{} {v:.2}", k.strip_prefix("requestsPerPod ")?)))
             .collect();
         out.push_str(&format!("  {} requests per pod: {}\n", r.variant, requests.join(", ")));
+    }
+    out
+}
+
+/// A line per drain: the scheduler's CPU a pod by thread name, those
+/// over 0.005 ms, most first.
+fn by_thread(measured: &[&BenchResult]) -> String {
+    let mut out = String::new();
+    for r in measured {
+        let prefix = format!("{THREAD_CPU} ");
+        let mut threads: Vec<(&str, f64)> = r
+            .details
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?, *v)))
+            .filter(|(_, v)| *v >= 0.005)
+            .collect();
+        if threads.is_empty() {
+            continue;
+        }
+        threads.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let listed: Vec<String> = threads.iter().map(|(name, ms)| format!("{name} {ms:.2}")).collect();
+        let round = r.details.get("round").map_or(String::new(), |n| format!(", round {n}"));
+        let drain = r.variant.split(' ').next().unwrap_or_default();
+        out.push_str(&format!("  {drain}{round}: the scheduler's CPU ms a pod by thread: {}\n", listed.join(", ")));
     }
     out
 }
@@ -230,5 +288,32 @@ mod tests {
             assert!(Instant::now() < deadline, "20 s of spinning read as under 50 ms of CPU");
             std::hint::black_box((0..10_000u64).sum::<u64>());
         }
+    }
+
+    #[test]
+    fn a_threads_cpu_is_read_back_under_its_name() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = Arc::new(AtomicBool::new(false));
+        let spinning = Arc::clone(&stop);
+        let spinner = std::thread::Builder::new()
+            .name("breakdown-spin".into())
+            .spawn(move || {
+                while !spinning.load(Ordering::Relaxed) {
+                    std::hint::black_box((0..10_000u64).sum::<u64>());
+                }
+            })
+            .expect("a thread");
+        let pid = std::process::id();
+        let deadline = Instant::now() + std::time::Duration::from_secs(20);
+        let spun = || thread_cpu_seconds(pid).get("breakdown-spin").copied().unwrap_or(0.0);
+        while spun() < 0.05 {
+            assert!(Instant::now() < deadline, "20 s of spinning read as under 50 ms: {:?}", thread_cpu_seconds(pid));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        stop.store(true, Ordering::Relaxed);
+        spinner.join().expect("the spinner ends");
+        let process = cpu_seconds(pid).expect("own stat");
+        assert!(process >= spun() - 0.02, "the process ({process} s) holds its threads' CPU");
     }
 }
