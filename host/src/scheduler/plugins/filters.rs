@@ -94,14 +94,13 @@ impl RequestsOnly {
     #[inline]
     pub fn fits(&self, fit: &NodeFit, node_state: &NodeState) -> bool {
         let usage = &node_state.usage;
-        let room = |want: u64, allocatable: u64, used: u64| want == 0 || want <= allocatable.saturating_sub(used);
         !fit.unschedulable
             && !fit.tainted
             && node_state.nominated.is_empty()
-            && usage.pods < fit.allocatable_pods
-            && room(self.milli_cpu, fit.allocatable_milli_cpu, usage.milli_cpu)
-            && room(self.memory, fit.allocatable_memory, usage.memory)
-            && room(self.ephemeral_storage, fit.allocatable_ephemeral_storage, usage.ephemeral_storage)
+            && !too_many_pods(usage.pods, fit.allocatable_pods)
+            && !insufficient(self.milli_cpu, fit.allocatable_milli_cpu, usage.milli_cpu)
+            && !insufficient(self.memory, fit.allocatable_memory, usage.memory)
+            && !insufficient(self.ephemeral_storage, fit.allocatable_ephemeral_storage, usage.ephemeral_storage)
     }
 }
 
@@ -229,11 +228,10 @@ fn node_resources_fit(
 ) -> Result<(), Vec<String>> {
     let mut reasons = Vec::new();
     let fit = node.fit;
-    if usage.pods + 1 > fit.allocatable_pods {
+    if too_many_pods(usage.pods, fit.allocatable_pods) {
         reasons.push(TOO_MANY_PODS.to_string());
     }
     let want = &pod.requests.resources;
-    let insufficient = |want: u64, allocatable: u64, used: u64| want > 0 && want > allocatable.saturating_sub(used);
     if insufficient(want.milli_cpu, fit.allocatable_milli_cpu, usage.milli_cpu) {
         reasons.push("Insufficient cpu".into());
     }
@@ -254,6 +252,17 @@ fn node_resources_fit(
         }
     }
     if reasons.is_empty() { Ok(()) } else { Err(reasons) }
+}
+
+/// NodeResourcesFit on the pod count: one more would exceed the node's.
+fn too_many_pods(placed: u32, allocatable: u32) -> bool {
+    placed + 1 > allocatable
+}
+
+/// NodeResourcesFit on one resource: the pod asks for some, and more than
+/// the node has left.
+fn insufficient(want: u64, allocatable: u64, used: u64) -> bool {
+    want > 0 && want > allocatable.saturating_sub(used)
 }
 
 #[cfg(test)]
