@@ -621,6 +621,9 @@ async fn attempts_by_result(http: std::net::SocketAddr) -> Vec<(String, f64)> {
     // Over every result: the binding requests' time, for bindings in flight.
     let binding = sum_by("wasmsched_binding_duration_seconds_sum", "result");
     totals.push(("bindingSeconds".into(), binding.values().sum()));
+    // The attempts' own time, against the scheduling loop's CPU.
+    let attempting = sum_by("wasmsched_scheduling_attempt_duration_seconds_sum", "result");
+    totals.push(("attemptSeconds".into(), attempting.values().sum()));
     // Shadow candidates' work, over all of them: evaluated or dropped.
     let shadow = sum_by("wasmsched_shadow_attempts_total", "result");
     totals.extend(shadow.into_iter().map(|(result, n)| (format!("shadow_{result}"), n)));

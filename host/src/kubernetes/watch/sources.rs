@@ -10,6 +10,9 @@
 //! store: keeping kube-runtime reflector stores as well would hold a
 //! second copy of every pod.
 //!
+//! Objects come decoded without their managedFields (`strip`): nothing
+//! reads them, and they were most of a pod's decoding.
+//!
 //! A `DELETED` event is read for its key and UID only. On a field-selector
 //! watch it means "no longer matches" (a pod that finished), and the real
 //! API server's watch cache sends the object's *previous* state with it.
@@ -25,6 +28,7 @@ use serde::de::DeserializeOwned;
 
 use crate::kubernetes::watch::decode::{self, Observed};
 use crate::kubernetes::watch::retry::WatchTarget;
+use crate::kubernetes::watch::strip::Stripped;
 use crate::scheduler::{ClusterEvent, ObjectKey, WatchedKind};
 
 type Task<T> = Box<dyn FnOnce(kube::Client, Sender<T>) -> BoxFuture<'static, ()> + Send>;
@@ -78,7 +82,8 @@ impl<T: From<Watched> + Send + 'static> Source<T> {
         let name = info.resource.to_string();
         let target =
             WatchTarget { name: name.clone(), resource: info.qualified(), scope: scope.into(), switch_off: None };
-        let task: Task<T> = Box::new(move |client, tx| reflect(Api::<K>::all(client), config, target, tx).boxed());
+        let task: Task<T> =
+            Box::new(move |client, tx| reflect(Api::<Stripped<K>>::all(client), config, target, tx).boxed());
         Source { name, task }
     }
 
@@ -88,7 +93,7 @@ impl<T: From<Watched> + Send + 'static> Source<T> {
     }
 }
 
-async fn reflect<K, T>(api: Api<K>, config: watcher::Config, target: WatchTarget, tx: Sender<T>)
+async fn reflect<K, T>(api: Api<Stripped<K>>, config: watcher::Config, target: WatchTarget, tx: Sender<T>)
 where
     K: WatchedKind + Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     T: From<Watched>,
@@ -98,8 +103,8 @@ where
     let send = |watched: Watched| tx.send(watched.into()).is_ok();
     while let Some(change) = changes.next().await {
         let ok = match change {
-            Ok(Observed::Applied(o)) => send(Watched::Event(ClusterEvent::applied(o))),
-            Ok(Observed::Deleted(o)) => {
+            Ok(Observed::Applied(Stripped(o))) => send(Watched::Event(ClusterEvent::applied(o))),
+            Ok(Observed::Deleted(Stripped(o))) => {
                 let uid = o.meta().uid.clone();
                 send(Watched::Event(ClusterEvent::deleted::<K>(ObjectKey::of(&o), uid)))
             }
