@@ -1,5 +1,6 @@
-//! Watched objects decoded without `metadata.managedFields`, as
-//! kube-scheduler's informers drop them (`TransformStripManagedFields`).
+//! Watched objects decoded without `metadata.managedFields`. kube-scheduler
+//! drops them from the pods its pod informer keeps (a transform run after
+//! decoding); here they are skipped while decoding, for every kind.
 //! Nothing of the scheduler reads them, and they are most of what a pod's
 //! metadata costs to decode: a tree of JSON values per field manager,
 //! built on the watch's thread and freed on the scheduling loop's.
@@ -282,7 +283,7 @@ mod tests {
     }
 
     #[test]
-    fn a_malformed_object_still_fails_with_kubes_error() {
+    fn a_malformed_object_still_fails_with_serdes_error() {
         let text = json!({"metadata": {"name": 5, "managedFields": []}}).to_string();
         let err = serde_json::from_str::<Stripped<Pod>>(&text).unwrap_err().to_string();
         assert!(err.contains("invalid type: integer `5`"), "{err}");
