@@ -229,17 +229,38 @@ macro_rules! contract_binding {
             }
         }
 
-        /// Rows to columns: each column crosses as one block copy.
+        /// Rows to columns: each column crosses as one block copy. One
+        /// pass over the rows, writing every column by index: seven passes
+        /// read each row seven times.
         fn columns(candidates: &[facts::Candidate]) -> wit::Candidates {
-            wit::Candidates {
-                nodes: candidates.iter().map(|c| c.node).collect(),
-                requested_milli_cpu: candidates.iter().map(|c| c.requested_milli_cpu).collect(),
-                requested_memory: candidates.iter().map(|c| c.requested_memory).collect(),
-                requested_ephemeral_storage: candidates.iter().map(|c| c.requested_ephemeral_storage).collect(),
-                nonzero_requested_milli_cpu: candidates.iter().map(|c| c.nonzero_requested_milli_cpu).collect(),
-                nonzero_requested_memory: candidates.iter().map(|c| c.nonzero_requested_memory).collect(),
-                pod_count: candidates.iter().map(|c| c.pod_count).collect(),
+            let n = candidates.len();
+            let mut out = wit::Candidates {
+                nodes: vec![0; n],
+                requested_milli_cpu: vec![0; n],
+                requested_memory: vec![0; n],
+                requested_ephemeral_storage: vec![0; n],
+                nonzero_requested_milli_cpu: vec![0; n],
+                nonzero_requested_memory: vec![0; n],
+                pod_count: vec![0; n],
+            };
+            let (nodes, cpu, memory, storage) = (
+                &mut out.nodes[..n],
+                &mut out.requested_milli_cpu[..n],
+                &mut out.requested_memory[..n],
+                &mut out.requested_ephemeral_storage[..n],
+            );
+            let (nonzero_cpu, nonzero_memory, pods) =
+                (&mut out.nonzero_requested_milli_cpu[..n], &mut out.nonzero_requested_memory[..n], &mut out.pod_count[..n]);
+            for (i, c) in candidates.iter().enumerate() {
+                nodes[i] = c.node;
+                cpu[i] = c.requested_milli_cpu;
+                memory[i] = c.requested_memory;
+                storage[i] = c.requested_ephemeral_storage;
+                nonzero_cpu[i] = c.nonzero_requested_milli_cpu;
+                nonzero_memory[i] = c.nonzero_requested_memory;
+                pods[i] = c.pod_count;
             }
+            out
         }
     };
 }

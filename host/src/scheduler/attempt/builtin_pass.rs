@@ -10,7 +10,7 @@ use crate::scheduler::parallel::workers::AttemptWorkers;
 use crate::scheduler::plugins::filters;
 use crate::scheduler::plugins::pod_claims::{PodClaims, Rejection};
 use crate::scheduler::plugins::reasons::ReasonHistogram;
-use crate::scheduler::plugins::scores::{BuiltinInputs, BuiltinScoring};
+use crate::scheduler::plugins::scores::{BalancedColumn, BuiltinInputs, BuiltinScoring};
 use crate::scheduler::plugins::topology::TopologyFilters;
 use crate::scheduler::sampling::NodeWindow;
 use wasmsched_runtime::{Candidate, NodeId, TableNode};
@@ -23,6 +23,9 @@ pub struct BuiltinPass {
     pub candidates: Vec<Candidate>,
     /// The built-in score parts' inputs, per candidate.
     pub(super) builtin: BuiltinInputs,
+    /// BalancedAllocation's scores, taken by the filter loop until
+    /// `builtin` is gathered.
+    balanced: BalancedColumn,
     /// Why no node can take the pod whatever the node (kube's PreFilter
     /// rejections: a claim missing or not bound yet).
     pub(super) pod_rejection: Option<Rejection>,
@@ -59,12 +62,12 @@ pub fn builtin_pass(
     let table = state.table();
     let slices = workers.slices(table.len(), table.slot_count());
     if window != NodeWindow::ALL || slices.len() == 1 {
-        return builtin_pass_over(pod, state, scoring, detail, window, workers, |claims, topology, pre| {
+        return builtin_pass_over(pod, state, scoring, detail, window, |claims, topology, pre| {
             filter_nodes(pod, state, claims, topology, table.iter_from(window.start), window.find, pre)
         });
     }
-    builtin_pass_over(pod, state, scoring, detail, window, workers, |claims, topology, pre| {
-        let parts = slices.iter().map(|slots| BuiltinPass::empty(table.len(), slots.len(), detail, 0)).collect();
+    builtin_pass_over(pod, state, scoring, detail, window, |claims, topology, pre| {
+        let parts = slices.iter().map(|slots| pre.part(slots.len())).collect();
         let parts = workers.fill(&slices, parts, |slots, part| {
             filter_nodes(pod, state, claims, topology, table.iter_slots(slots), usize::MAX, part);
         });
@@ -75,10 +78,11 @@ pub fn builtin_pass(
 }
 
 impl BuiltinPass {
-    fn empty(nodes: usize, capacity: usize, detail: bool, next_start: usize) -> Self {
+    fn empty(nodes: usize, capacity: usize, detail: bool, next_start: usize, balanced: BalancedColumn) -> Self {
         BuiltinPass {
             candidates: Vec::with_capacity(capacity),
             builtin: BuiltinInputs::default(),
+            balanced,
             pod_rejection: None,
             ignored_constraints: Vec::new(),
             histogram: ReasonHistogram::default(),
@@ -92,10 +96,16 @@ impl BuiltinPass {
         }
     }
 
+    /// An empty pass for a slice of `capacity` nodes, to `append` later.
+    fn part(&self, capacity: usize) -> BuiltinPass {
+        BuiltinPass::empty(self.nodes, capacity, self.detail, 0, self.balanced.part(capacity))
+    }
+
     /// Adds what the built-in filters found in the next slice of nodes.
     fn append(&mut self, next: BuiltinPass) {
         let offset = self.records.len();
         self.candidates.extend(next.candidates);
+        self.balanced.append(next.balanced);
         self.histogram.merge(next.histogram);
         self.records.extend(next.records);
         self.record_index.extend(next.record_index.into_iter().map(|i| i + offset));
@@ -112,14 +122,15 @@ pub(super) fn builtin_pass_over(
     scoring: &BuiltinScoring,
     detail: bool,
     window: NodeWindow,
-    workers: &AttemptWorkers,
     scan: impl FnOnce(&PodClaims, Option<&TopologyFilters>, &mut BuiltinPass),
 ) -> BuiltinPass {
     // Sized for every node (or the sample) up front: growing it by
     // doubling cost a dozen reallocations and copies per attempt at 5,000
     // nodes (docs/benchmarks.md, "Instruction counts").
     let table = state.table();
-    let mut pre = BuiltinPass::empty(table.len(), table.len().min(window.find), detail, window.start);
+    let capacity = table.len().min(window.find);
+    let balanced = BalancedColumn::of(pod, scoring, capacity);
+    let mut pre = BuiltinPass::empty(table.len(), capacity, detail, window.start, balanced);
     let claims = match PodClaims::resolve(pod, state) {
         Ok(claims) => claims,
         Err(rejection) => {
@@ -129,7 +140,8 @@ pub(super) fn builtin_pass_over(
     };
     scan(&claims, TopologyFilters::new(pod, state).as_ref(), &mut pre);
     pre.feasible_builtin = pre.candidates.len();
-    pre.builtin = BuiltinInputs::gather(pod, state, &pre.candidates, scoring, workers);
+    let balanced = std::mem::take(&mut pre.balanced);
+    pre.builtin = BuiltinInputs::gather(pod, state, &pre.candidates, scoring, balanced);
     pre
 }
 
@@ -179,6 +191,7 @@ fn filter_nodes_with<'a>(
         match passed.and_then(|()| topology(id).or_else(filters::reject)) {
             Ok(()) => {
                 pre.candidates.push(node_state.usage.candidate(id));
+                pre.balanced.push(node.fit, &node_state.usage);
                 if detail {
                     pre.record_index.push(pre.records.len());
                     pre.records.push(NodeRecord {

@@ -80,7 +80,7 @@ pub fn run_attempt(input: AttemptInput<'_>) -> (AttemptRecord, usize, Option<Bui
     let nominated = state.nomination(&pod.key).and_then(|n| state.table().id_of(n));
     if let Some(id) = nominated {
         let node = state.table().node(id);
-        let pre = builtin_pass_over(pod, state, scoring, detail, NodeWindow::ALL, workers, |claims, topology, pre| {
+        let pre = builtin_pass_over(pod, state, scoring, detail, NodeWindow::ALL, |claims, topology, pre| {
             filter_nodes(pod, state, claims, topology, node.into_iter(), usize::MAX, pre)
         });
         if !pre.candidates.is_empty() {

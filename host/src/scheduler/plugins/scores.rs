@@ -15,10 +15,9 @@ use std::fmt;
 use wasmsched_rules::scoring::{
     balanced_cpu_memory, default_normalize, image_locality, inter_pod_normalize, scaled_image_score, spread_normalize,
 };
-use wasmsched_runtime::Candidate;
+use wasmsched_runtime::{Candidate, NodeFit};
 
-use crate::cluster::{ClusterState, PodInfo};
-use crate::scheduler::parallel::workers::AttemptWorkers;
+use crate::cluster::{ClusterState, NodeUsage, PodInfo};
 use crate::scheduler::plugins::pod_topology_spread::SpreadInputs;
 use crate::scheduler::plugins::{inter_pod_affinity, pod_topology_spread};
 use crate::scheduler::plugins::{node_affinity, taint_toleration};
@@ -209,13 +208,16 @@ impl PartScores {
 }
 
 impl BuiltinInputs {
+    /// The parts' inputs for `candidates`; `balanced` is what
+    /// [`BalancedColumn`] scored while the filters found them.
     pub fn gather(
         pod: &PodInfo,
         state: &ClusterState,
         candidates: &[Candidate],
         scoring: &BuiltinScoring,
-        workers: &AttemptWorkers,
+        balanced: BalancedColumn,
     ) -> Self {
+        let mut balanced = balanced.scores;
         let mut parts = Vec::new();
         for part in ScorePart::ALL {
             let weight = scoring.weight(part);
@@ -231,7 +233,7 @@ impl BuiltinInputs {
                 ScorePart::InterPodAffinity => {
                     inter_pod_affinity::raw_scores(pod, state, candidates).map(PartInputs::MinMax)
                 }
-                ScorePart::NodeResourcesBalancedAllocation => balanced(pod, state, candidates, workers),
+                ScorePart::NodeResourcesBalancedAllocation => balanced.take().map(PartInputs::Final),
                 ScorePart::ImageLocality => Some(images(pod, state, candidates)),
             };
             if let Some(inputs) = inputs {
@@ -309,25 +311,50 @@ fn node_affinity(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) 
     Some(PartInputs::Normalized { raw, reverse: false })
 }
 
-fn balanced(
-    pod: &PodInfo,
-    state: &ClusterState,
-    candidates: &[Candidate],
-    workers: &AttemptWorkers,
-) -> Option<PartInputs> {
-    if pod.preferences.best_effort {
-        return None;
+/// NodeResourcesBalancedAllocation's scores, one per candidate, taken as
+/// the filter pass finds each: the node's fit and usage are at hand there,
+/// where a pass of its own read the table again (docs/benchmarks.md).
+/// Scores nothing where the part does not apply (weight 0, a best-effort
+/// pod).
+#[derive(Debug, Clone, Default)]
+pub struct BalancedColumn {
+    /// The pod's own cpu and memory requests, when the part applies.
+    own: Option<(u64, u64)>,
+    scores: Option<Vec<i64>>,
+}
+
+impl BalancedColumn {
+    pub fn of(pod: &PodInfo, scoring: &BuiltinScoring, capacity: usize) -> BalancedColumn {
+        let applies = scoring.weight(ScorePart::NodeResourcesBalancedAllocation) != 0 && !pod.preferences.best_effort;
+        let own = &pod.requests.resources;
+        BalancedColumn {
+            own: applies.then_some((own.milli_cpu, own.memory)),
+            scores: applies.then(|| Vec::with_capacity(capacity)),
+        }
     }
-    let table = state.table();
-    let own = &pod.requests.resources;
-    let scores = workers.column(table.len(), candidates, |c| {
-        let Some(fit) = table.fit(c.node) else { return 0 };
-        balanced_cpu_memory(
-            (c.requested_milli_cpu + own.milli_cpu, fit.allocatable_milli_cpu),
-            (c.requested_memory + own.memory, fit.allocatable_memory),
-        )
-    });
-    Some(PartInputs::Final(scores))
+
+    /// The same column for another slice of the nodes, empty.
+    pub fn part(&self, capacity: usize) -> BalancedColumn {
+        BalancedColumn { own: self.own, scores: self.own.map(|_| Vec::with_capacity(capacity)) }
+    }
+
+    /// Scores the candidate just found on a node with `fit` and `usage`.
+    #[inline]
+    pub fn push(&mut self, fit: &NodeFit, usage: &NodeUsage) {
+        if let (Some((cpu, memory)), Some(scores)) = (self.own, self.scores.as_mut()) {
+            scores.push(balanced_cpu_memory(
+                (usage.milli_cpu + cpu, fit.allocatable_milli_cpu),
+                (usage.memory + memory, fit.allocatable_memory),
+            ));
+        }
+    }
+
+    /// Adds a later slice's scores.
+    pub fn append(&mut self, next: BalancedColumn) {
+        if let (Some(scores), Some(next)) = (self.scores.as_mut(), next.scores) {
+            scores.extend(next);
+        }
+    }
 }
 
 fn images(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> PartInputs {
@@ -358,4 +385,71 @@ fn images(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> Part
         })
         .collect();
     PartInputs::Final(scores)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::{Value, json};
+
+    fn pod(requests: Value) -> PodInfo {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "default", "uid": "uid-p"},
+            "spec": {"schedulerName": "wasmsched", "containers": [{"name": "c", "resources": {"requests": requests}}]}
+        }))
+        .unwrap();
+        PodInfo::new(&pod).unwrap()
+    }
+
+    fn nodes() -> Vec<(NodeFit, NodeUsage)> {
+        (0..7u64)
+            .map(|i| {
+                let fit = NodeFit {
+                    allocatable_milli_cpu: 2_000 + 500 * i,
+                    allocatable_memory: (4 + i) << 30,
+                    ..NodeFit::default()
+                };
+                let usage = NodeUsage { milli_cpu: 300 * i, memory: (i % 3) << 30, ..NodeUsage::default() };
+                (fit, usage)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_balanced_column_is_kubes_score_of_each_node_with_the_pod_on_it() {
+        let pod = pod(json!({"cpu": "250m", "memory": "512Mi"}));
+        let mut column = BalancedColumn::of(&pod, &BuiltinScoring::default(), 8);
+        let mut split = column.part(4);
+        let mut rest = column.part(4);
+        for (i, (fit, usage)) in nodes().iter().enumerate() {
+            column.push(fit, usage);
+            if i < 3 { split.push(fit, usage) } else { rest.push(fit, usage) }
+        }
+        split.append(rest);
+        let expected: Vec<i64> = nodes()
+            .iter()
+            .map(|(fit, usage)| {
+                balanced_cpu_memory(
+                    (usage.milli_cpu + 250, fit.allocatable_milli_cpu),
+                    (usage.memory + (512 << 20), fit.allocatable_memory),
+                )
+            })
+            .collect();
+        assert_eq!(column.scores.as_ref(), Some(&expected));
+        assert_eq!(split.scores, Some(expected), "slices appended in order score as one pass");
+    }
+
+    #[test]
+    fn the_balanced_column_scores_nothing_where_the_part_does_not_apply() {
+        let (fit, usage) = nodes().swap_remove(1);
+        let mut best_effort = BalancedColumn::of(&pod(json!({})), &BuiltinScoring::default(), 1);
+        best_effort.push(&fit, &usage);
+        assert_eq!(best_effort.scores, None);
+        let off = BuiltinScoring::configured(&[], &[("NodeResourcesBalancedAllocation".into(), 0)]).unwrap();
+        let mut weightless = BalancedColumn::of(&pod(json!({"cpu": "1"})), &off, 1);
+        weightless.push(&fit, &usage);
+        assert_eq!(weightless.part(1).scores, None);
+        assert_eq!(weightless.scores, None);
+    }
 }
