@@ -217,7 +217,7 @@ impl BuiltinInputs {
         scoring: &BuiltinScoring,
         balanced: BalancedColumn,
     ) -> Self {
-        let mut balanced = balanced.scores;
+        let mut balanced = balanced.into_scores();
         let mut parts = Vec::new();
         for part in ScorePart::ALL {
             let weight = scoring.weight(part);
@@ -317,43 +317,53 @@ fn node_affinity(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) 
 /// Scores nothing where the part does not apply (weight 0, a best-effort
 /// pod).
 #[derive(Debug, Clone, Default)]
-pub struct BalancedColumn {
-    /// The pod's own cpu and memory requests, when the part applies.
-    own: Option<(u64, u64)>,
-    scores: Option<Vec<i64>>,
+pub struct BalancedColumn(Option<BalancedScores>);
+
+#[derive(Debug, Clone)]
+struct BalancedScores {
+    /// The pod's own cpu and memory requests.
+    milli_cpu: u64,
+    memory: u64,
+    scores: Vec<i64>,
 }
 
 impl BalancedColumn {
     pub fn of(pod: &PodInfo, scoring: &BuiltinScoring, capacity: usize) -> BalancedColumn {
         let applies = scoring.weight(ScorePart::NodeResourcesBalancedAllocation) != 0 && !pod.preferences.best_effort;
         let own = &pod.requests.resources;
-        BalancedColumn {
-            own: applies.then_some((own.milli_cpu, own.memory)),
-            scores: applies.then(|| Vec::with_capacity(capacity)),
-        }
+        BalancedColumn(applies.then(|| BalancedScores {
+            milli_cpu: own.milli_cpu,
+            memory: own.memory,
+            scores: Vec::with_capacity(capacity),
+        }))
     }
 
     /// The same column for another slice of the nodes, empty.
     pub fn part(&self, capacity: usize) -> BalancedColumn {
-        BalancedColumn { own: self.own, scores: self.own.map(|_| Vec::with_capacity(capacity)) }
+        BalancedColumn(self.0.as_ref().map(|b| BalancedScores { scores: Vec::with_capacity(capacity), ..*b }))
     }
 
     /// Scores the candidate just found on a node with `fit` and `usage`.
     #[inline]
     pub fn push(&mut self, fit: &NodeFit, usage: &NodeUsage) {
-        if let (Some((cpu, memory)), Some(scores)) = (self.own, self.scores.as_mut()) {
-            scores.push(balanced_cpu_memory(
-                (usage.milli_cpu + cpu, fit.allocatable_milli_cpu),
-                (usage.memory + memory, fit.allocatable_memory),
+        if let Some(b) = &mut self.0 {
+            b.scores.push(balanced_cpu_memory(
+                (usage.milli_cpu + b.milli_cpu, fit.allocatable_milli_cpu),
+                (usage.memory + b.memory, fit.allocatable_memory),
             ));
         }
     }
 
     /// Adds a later slice's scores.
     pub fn append(&mut self, next: BalancedColumn) {
-        if let (Some(scores), Some(next)) = (self.scores.as_mut(), next.scores) {
-            scores.extend(next);
+        if let (Some(b), Some(next)) = (&mut self.0, next.0) {
+            b.scores.extend(next.scores);
         }
+    }
+
+    /// The scores, where the part applies.
+    fn into_scores(self) -> Option<Vec<i64>> {
+        self.0.map(|b| b.scores)
     }
 }
 
@@ -436,8 +446,8 @@ mod tests {
                 )
             })
             .collect();
-        assert_eq!(column.scores.as_ref(), Some(&expected));
-        assert_eq!(split.scores, Some(expected), "slices appended in order score as one pass");
+        assert_eq!(column.clone().into_scores(), Some(expected.clone()));
+        assert_eq!(split.into_scores(), Some(expected), "slices appended in order score as one pass");
     }
 
     #[test]
@@ -445,11 +455,11 @@ mod tests {
         let (fit, usage) = nodes().swap_remove(1);
         let mut best_effort = BalancedColumn::of(&pod(json!({})), &BuiltinScoring::default(), 1);
         best_effort.push(&fit, &usage);
-        assert_eq!(best_effort.scores, None);
+        assert_eq!(best_effort.into_scores(), None);
         let off = BuiltinScoring::configured(&[], &[("NodeResourcesBalancedAllocation".into(), 0)]).unwrap();
         let mut weightless = BalancedColumn::of(&pod(json!({"cpu": "1"})), &off, 1);
         weightless.push(&fit, &usage);
-        assert_eq!(weightless.part(1).scores, None);
-        assert_eq!(weightless.scores, None);
+        assert_eq!(weightless.part(1).into_scores(), None);
+        assert_eq!(weightless.into_scores(), None);
     }
 }
