@@ -23,6 +23,10 @@ pub fn cluster(nodes: usize, pods: usize) -> Manifests {
     manifests
 }
 
+/// Each node's cpu, and each pod's request, in millicores.
+pub const NODE_MILLI_CPU: u64 = 4000;
+pub const POD_MILLI_CPU: u64 = 100;
+
 /// Node `i` of the synthetic cluster: `node-NNNNN`.
 pub fn node(i: usize) -> Node {
     let name = format!("node-{i:05}");
@@ -37,7 +41,11 @@ pub fn node(i: usize) -> Node {
             ..Default::default()
         },
         status: Some(NodeStatus {
-            allocatable: Some(quantities(&[("cpu", "4"), ("memory", "32Gi"), ("pods", "110")])),
+            allocatable: Some(quantities(&[
+                ("cpu", &format!("{NODE_MILLI_CPU}m")),
+                ("memory", "32Gi"),
+                ("pods", "110"),
+            ])),
             ..Default::default()
         }),
         ..Default::default()
@@ -49,20 +57,23 @@ fn price(i: usize) -> String {
     format!("0.{:03}", 100 + (i * 7919) % 900)
 }
 
+pub const POD_NAMESPACE: &str = "perf";
+
+/// Pod `i`'s name: `pod-NNNNNN`.
+pub fn pod_name(i: usize) -> String {
+    format!("pod-{i:06}")
+}
+
 /// Pending pod `i`: `perf/pod-NNNNNN`, 100m cpu / 100 MiB.
 pub fn pod(i: usize) -> Pod {
     Pod {
-        metadata: ObjectMeta {
-            name: Some(format!("pod-{i:06}")),
-            namespace: Some("perf".into()),
-            ..Default::default()
-        },
+        metadata: ObjectMeta { name: Some(pod_name(i)), namespace: Some(POD_NAMESPACE.into()), ..Default::default() },
         spec: Some(PodSpec {
             scheduler_name: Some("wasmsched".into()),
             containers: vec![Container {
                 name: "c".into(),
                 resources: Some(ResourceRequirements {
-                    requests: Some(quantities(&[("cpu", "100m"), ("memory", "100Mi")])),
+                    requests: Some(quantities(&[("cpu", &format!("{POD_MILLI_CPU}m")), ("memory", "100Mi")])),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -77,14 +88,14 @@ pub fn pod(i: usize) -> Pod {
 pub fn node_json(i: usize) -> serde_json::Value {
     let name = format!("node-{i:05}");
     serde_json::json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": format!("zone-{}", i % 3)}},
-           "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"},
+           "status": {"allocatable": {"cpu": format!("{NODE_MILLI_CPU}m"), "memory": "32Gi", "pods": "110"},
                       "conditions": [{"type": "Ready", "status": "True"}]}})
 }
 
 /// The same pod, as JSON for an API server.
 pub fn pod_json(i: usize) -> serde_json::Value {
-    serde_json::json!({"metadata": {"name": format!("pod-{i:06}")},
+    serde_json::json!({"metadata": {"name": pod_name(i)},
            "spec": {"schedulerName": "wasmsched",
                     "containers": [{"name": "c", "image": "pause",
-                                    "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}}}]}})
+                                    "resources": {"requests": {"cpu": format!("{POD_MILLI_CPU}m"), "memory": "100Mi"}}}]}})
 }

@@ -1,5 +1,6 @@
 //! HotSwap: pods arrive as fast as the core takes them (steady, saturating
-//! load) while, every `swap_every`, a new version of the policy is parsed,
+//! load; once half the cluster's cpu is taken, the oldest pod leaves as each
+//! new one is placed, so a fast run never fills the cluster) while, every `swap_every`, a new version of the policy is parsed,
 //! compiled, initialised and smoke-run on another thread, then warmed with
 //! the node table on a thread of its own — the path a ConfigMap update
 //! takes in `wasmsched run` — and swapped in between two attempts.
@@ -16,14 +17,17 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::cluster::{node, pod};
+use super::cluster::{NODE_MILLI_CPU, POD_MILLI_CPU, POD_NAMESPACE, node, pod, pod_name};
 use super::{BenchResult, peak_rss_mib, quantile_us};
+use k8s_openapi::api::core::v1::Pod;
 use wasmsched::policy::bundle::{load_bundle, parse_bundle};
 use wasmsched::policy::remote::Fetcher;
-use wasmsched::scheduler::{Attempt, ClusterEvent, EventReport, PolicySet, Scheduler, SchedulerConfig};
+use wasmsched::scheduler::{Attempt, ClusterEvent, EventReport, ObjectKey, PolicySet, Scheduler, SchedulerConfig};
 use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
 const WINDOW: Duration = Duration::from_millis(100);
+/// Pods a node holds at steady state: half of what its cpu fits.
+const RESIDENT_PER_NODE: usize = (NODE_MILLI_CPU / POD_MILLI_CPU / 2) as usize;
 
 type Compile = Arc<dyn Fn() -> Result<PolicySet, String> + Send + Sync>;
 
@@ -205,6 +209,10 @@ fn measure(compile: &Compile, nodes: usize, duration: Duration, updates: Updates
                 }
                 run.durations.push(record.duration);
                 scheduler.binding_succeeded(&pod, &node);
+                if let Some(oldest) = run.placed.checked_sub(nodes * RESIDENT_PER_NODE) {
+                    let key = ObjectKey { namespace: POD_NAMESPACE.into(), name: pod_name(oldest) };
+                    let _ = scheduler.apply(ClusterEvent::deleted::<Pod>(key, None), now);
+                }
                 run.placed += 1;
                 let w = (started.elapsed().as_millis() / WINDOW.as_millis()) as usize;
                 if let Some(slot) = run.windows.get_mut(w) {
