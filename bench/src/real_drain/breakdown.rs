@@ -2,7 +2,10 @@
 //! process of the shared cores burned between two samples, one taken at
 //! the drain's first binding and one at its last. The API server's own
 //! counters (`apiserver_request_total`, `apiserver_watch_events_total`)
-//! give the requests and watch events per bound pod; `/proc` gives the
+//! give the requests and watch events per bound pod, and
+//! `apiserver_terminated_watchers_total` the watches it closed as
+//! unresponsive (a watch whose reader falls behind: its events are never
+//! sent, and its client lists again); `/proc` gives the
 //! CPU of kube-apiserver, etcd and the scheduler (for the null binder,
 //! this process: its pod watch and the bench's own watch of bound pods).
 
@@ -39,10 +42,8 @@ impl Processes {
 #[derive(Default)]
 pub struct Sample {
     at: Option<Instant>,
-    /// `VERB resource[/subresource]` → requests served so far.
-    requests: BTreeMap<String, f64>,
-    /// Watch events sent, by kind.
-    watch_events: BTreeMap<String, f64>,
+    /// The API server's counters.
+    server: Counters,
     /// Process → CPU seconds so far.
     cpu: BTreeMap<&'static str, f64>,
     /// Process → context switches so far, over its threads.
@@ -64,7 +65,7 @@ impl Sample {
             Ok(request) => admin.request_text(request).await.unwrap_or_default(),
             Err(_) => String::new(),
         };
-        (self.requests, self.watch_events) = counters(&text);
+        self.server = Counters::read(&text);
         self
     }
 
@@ -94,13 +95,20 @@ pub fn between(before: &Sample, after: &Sample, pods: usize) -> BTreeMap<String,
     let grown = |a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>| {
         b.iter().map(|(k, v)| (k.clone(), v - a.get(k).copied().unwrap_or(0.0))).collect::<Vec<_>>()
     };
-    let requests = grown(&before.requests, &after.requests);
+    let (before_server, after_server) = (&before.server, &after.server);
+    let requests = grown(&before_server.requests, &after_server.requests);
     out.insert("requestsPerPod".into(), requests.iter().map(|(_, n)| n).sum::<f64>() / pods);
     for (key, n) in requests.into_iter().filter(|(_, n)| n / pods >= 0.01) {
         out.insert(format!("requestsPerPod {key}"), n / pods);
     }
-    for (kind, n) in grown(&before.watch_events, &after.watch_events).into_iter().filter(|(_, n)| *n > 0.0) {
+    for (kind, n) in
+        grown(&before_server.watch_events, &after_server.watch_events).into_iter().filter(|(_, n)| *n > 0.0)
+    {
         out.insert(format!("watchEventsPerPod {kind}"), n / pods);
+    }
+    let terminated = grown(&before_server.terminated_watchers, &after_server.terminated_watchers);
+    for (resource, n) in terminated.into_iter().filter(|(_, n)| *n > 0.0) {
+        out.insert(format!("{TERMINATED_WATCHERS} {resource}"), n);
     }
     for (name, cpu) in &after.cpu {
         let used = cpu - before.cpu.get(name).copied().unwrap_or(*cpu);
@@ -122,6 +130,10 @@ pub fn between(before: &Sample, after: &Sample, pods: usize) -> BTreeMap<String,
 
 /// The detail key's prefix for the scheduler's CPU a pod by thread name.
 const THREAD_CPU: &str = "cpuMsPerPod scheduler thread";
+
+/// The key of the watches the API server closed as unresponsive in the
+/// window, by resource (a count, not per pod).
+const TERMINATED_WATCHERS: &str = "terminatedWatchers";
 
 /// Each thread name's CPU seconds so far in process `pid`: which part
 /// of a scheduler (its decisions, its I/O) used the cores.
@@ -165,28 +177,48 @@ fn stat_cpu_seconds(path: &Path) -> Option<f64> {
     Some((ticks(11)? + ticks(12)?) / TICKS_PER_SECOND)
 }
 
-/// The API server's resource requests by `VERB resource[/subresource]`
-/// and its watch events by kind, from its metrics text.
-fn counters(text: &str) -> (BTreeMap<String, f64>, BTreeMap<String, f64>) {
-    let mut requests = BTreeMap::new();
-    for (labels, value) in metrics_text::series(text, "apiserver_request_total") {
-        let label = |name: &str| metrics_text::label(labels, name).filter(|v| !v.is_empty());
-        // Non-resource requests (this module's /metrics) have none.
-        let Some(resource) = label("resource") else { continue };
-        let verb = label("verb").unwrap_or("?");
-        let key = match label("subresource") {
-            Some(sub) => format!("{verb} {resource}/{sub}"),
-            None => format!("{verb} {resource}"),
-        };
-        *requests.entry(key).or_default() += value;
+/// What the API server has served so far, from its metrics text.
+#[derive(Default)]
+struct Counters {
+    /// `VERB resource[/subresource]` → requests.
+    requests: BTreeMap<String, f64>,
+    /// Resource → watch events sent.
+    watch_events: BTreeMap<String, f64>,
+    /// Resource → watches closed as unresponsive.
+    terminated_watchers: BTreeMap<String, f64>,
+}
+
+impl Counters {
+    fn read(text: &str) -> Counters {
+        let mut requests = BTreeMap::new();
+        for (labels, value) in metrics_text::series(text, "apiserver_request_total") {
+            let label = |name: &str| metrics_text::label(labels, name).filter(|v| !v.is_empty());
+            // Non-resource requests (this module's /metrics) have none.
+            let Some(resource) = label("resource") else { continue };
+            let verb = label("verb").unwrap_or("?");
+            let key = match label("subresource") {
+                Some(sub) => format!("{verb} {resource}/{sub}"),
+                None => format!("{verb} {resource}"),
+            };
+            *requests.entry(key).or_default() += value;
+        }
+        Counters {
+            requests,
+            watch_events: by_resource(text, "apiserver_watch_events_total"),
+            terminated_watchers: by_resource(text, "apiserver_terminated_watchers_total"),
+        }
     }
-    // v1.36 labels them by resource, older servers by kind.
-    let mut watch_events = BTreeMap::new();
-    for (labels, value) in metrics_text::series(text, "apiserver_watch_events_total") {
+}
+
+/// `metric` summed by resource (v1.36 labels by resource, older servers
+/// by kind).
+fn by_resource(text: &str, metric: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for (labels, value) in metrics_text::series(text, metric) {
         let kind = metrics_text::label(labels, "resource").or_else(|| metrics_text::label(labels, "kind"));
-        *watch_events.entry(kind.unwrap_or("?").to_string()).or_default() += value;
+        *out.entry(kind.unwrap_or("?").to_string()).or_default() += value;
     }
-    (requests, watch_events)
+    out
 }
 
 /// The breakdown of every drain that has one, as a Markdown table and
@@ -207,9 +239,13 @@ pub fn table(results: &[BenchResult]) -> String {
             let one = |p: &str| get(&format!("{prefix} {p}")).map_or("–".into(), |v| format!("{v:.digits$}"));
             format!("{} / {} / {}", one("apiserver"), one("etcd"), one("scheduler"))
         };
-        let watch: f64 = r.details.iter().filter(|(k, _)| k.starts_with("watchEventsPerPod ")).map(|(_, v)| v).sum();
+        let sum = |prefix: &str| r.details.iter().filter(|(k, _)| k.starts_with(prefix)).map(|(_, v)| v).sum::<f64>();
+        let watch = match sum(TERMINATED_WATCHERS) {
+            0.0 => format!("{:.2}", sum("watchEventsPerPod ")),
+            closed => format!("{:.2} ({closed} closed)", sum("watchEventsPerPod ")),
+        };
         out.push_str(&format!(
-            "| {}{} | {} | {:.0} | {:.2} | {watch:.2} | {} | {} | {} | {} |\n",
+            "| {}{} | {} | {:.0} | {:.2} | {watch} | {} | {} | {} | {} |\n",
             r.variant.split(' ').next().unwrap_or_default(),
             get("round").map_or(String::new(), |n| format!(", round {n}")),
             r.nodes,
@@ -278,12 +314,14 @@ mod tests {
             apiserver_request_total{code=\"409\",component=\"apiserver\",resource=\"pods\",subresource=\"binding\",verb=\"POST\"} 2\n\
             apiserver_request_total{code=\"200\",component=\"apiserver\",resource=\"\",subresource=\"\",verb=\"GET\"} 7\n\
             apiserver_request_total{code=\"201\",resource=\"events\",subresource=\"\",verb=\"POST\"} 1e1\n\
-            apiserver_watch_events_total{group=\"\",kind=\"Pod\",version=\"v1\"} 80\n";
-        let (requests, watch) = counters(text);
+            apiserver_watch_events_total{group=\"\",kind=\"Pod\",version=\"v1\"} 80\n\
+            apiserver_terminated_watchers_total{group=\"\",resource=\"pods\"} 3\n";
+        let Counters { requests, watch_events, terminated_watchers } = Counters::read(text);
         assert_eq!(requests.get("POST pods/binding"), Some(&42.0));
         assert_eq!(requests.get("POST events"), Some(&10.0));
         assert_eq!(requests.len(), 2, "{requests:?}");
-        assert_eq!(watch.get("Pod"), Some(&80.0));
+        assert_eq!(watch_events.get("Pod"), Some(&80.0));
+        assert_eq!(terminated_watchers.get("pods"), Some(&3.0));
     }
 
     #[test]

@@ -94,9 +94,16 @@ pub fn start(
             let nodes = writes.nodes.max(1);
             let (node, device) = (format!("node-{:05}", next % nodes), next / nodes);
             next += 1;
-            let Ok(permit) = slots.clone().acquire_owned().await else { return };
-            let (pods, client, event_slots, timed) = (pods.clone(), client.clone(), event_slots.clone(), timed.clone());
+            // The slot is waited for off the watch, which is read on at
+            // once, as a scheduler's informer reads it: a watch left unread
+            // fills its buffer in the API server and is closed there as
+            // unresponsive, and its events are never sent (a cheaper
+            // drain than any scheduler's). The semaphore is fair: pods
+            // bind in the order they came.
+            let (slots, pods, client) = (slots.clone(), pods.clone(), client.clone());
+            let (event_slots, timed) = (event_slots.clone(), timed.clone());
             tokio::spawn(async move {
+                let Ok(permit) = slots.acquire_owned().await else { return };
                 if writes.claims && !null_prebind::reserve_claims(&client, &pod, &node, device).await {
                     return;
                 }
