@@ -117,7 +117,8 @@ macro_rules! contract_binding {
                 pod: &facts::PodFacts,
                 candidates: &[facts::Candidate],
             ) -> wasmtime::Result<Result<RawVerdicts, String>> {
-                Ok(self.guest().call_filter(store, &pod_info(pod), &columns(candidates))?.map(|v| (v.reasons, v.verdicts)))
+                let verdicts = with_columns(candidates, |c| self.guest().call_filter(store, &pod_info(pod), c))?;
+                Ok(verdicts.map(|v| (v.reasons, v.verdicts)))
             }
 
             pub(crate) fn score(
@@ -127,7 +128,7 @@ macro_rules! contract_binding {
                 candidates: &[facts::Candidate],
                 seed: u64,
             ) -> wasmtime::Result<Result<Vec<f64>, String>> {
-                self.guest().call_score(store, &pod_info(pod), &columns(candidates), seed)
+                with_columns(candidates, |c| self.guest().call_score(store, &pod_info(pod), c, seed))
             }
         }
 
@@ -229,28 +230,61 @@ macro_rules! contract_binding {
             }
         }
 
+        thread_local! {
+            /// The columns of this thread's last call, refilled for its
+            /// next: no allocation, and no zeroing but where a call has
+            /// more candidates than any before it. Holds one attempt's
+            /// columns (56 bytes a candidate) per thread that calls
+            /// policies.
+            static COLUMNS: std::cell::RefCell<wit::Candidates> = std::cell::RefCell::new(no_columns());
+        }
+
+        fn no_columns() -> wit::Candidates {
+            wit::Candidates {
+                nodes: Vec::new(),
+                requested_milli_cpu: Vec::new(),
+                requested_memory: Vec::new(),
+                requested_ephemeral_storage: Vec::new(),
+                nonzero_requested_milli_cpu: Vec::new(),
+                nonzero_requested_memory: Vec::new(),
+                pod_count: Vec::new(),
+            }
+        }
+
+        /// `call` with `candidates` as the contract's columns.
+        fn with_columns<R>(candidates: &[facts::Candidate], call: impl FnOnce(&wit::Candidates) -> R) -> R {
+            COLUMNS.with(|cell| match cell.try_borrow_mut() {
+                Ok(mut columns) => {
+                    fill_columns(&mut columns, candidates);
+                    call(&columns)
+                }
+                // A call made within a call (the host makes none) gets
+                // columns of its own.
+                Err(_) => {
+                    let mut columns = no_columns();
+                    fill_columns(&mut columns, candidates);
+                    call(&columns)
+                }
+            })
+        }
+
         /// Rows to columns: each column crosses as one block copy. One
-        /// pass over the rows, writing every column by index: seven passes
-        /// read each row seven times.
-        fn columns(candidates: &[facts::Candidate]) -> wit::Candidates {
+        /// pass over the rows, writing every column by index (seven
+        /// passes read each row seven times; pushing checks seven
+        /// capacities a row and does not vectorise).
+        fn fill_columns(out: &mut wit::Candidates, candidates: &[facts::Candidate]) {
             let n = candidates.len();
-            let mut out = wit::Candidates {
-                nodes: vec![0; n],
-                requested_milli_cpu: vec![0; n],
-                requested_memory: vec![0; n],
-                requested_ephemeral_storage: vec![0; n],
-                nonzero_requested_milli_cpu: vec![0; n],
-                nonzero_requested_memory: vec![0; n],
-                pod_count: vec![0; n],
-            };
             let (nodes, cpu, memory, storage) = (
-                &mut out.nodes[..n],
-                &mut out.requested_milli_cpu[..n],
-                &mut out.requested_memory[..n],
-                &mut out.requested_ephemeral_storage[..n],
+                sized(&mut out.nodes, n),
+                sized(&mut out.requested_milli_cpu, n),
+                sized(&mut out.requested_memory, n),
+                sized(&mut out.requested_ephemeral_storage, n),
             );
-            let (nonzero_cpu, nonzero_memory, pods) =
-                (&mut out.nonzero_requested_milli_cpu[..n], &mut out.nonzero_requested_memory[..n], &mut out.pod_count[..n]);
+            let (nonzero_cpu, nonzero_memory, pods) = (
+                sized(&mut out.nonzero_requested_milli_cpu, n),
+                sized(&mut out.nonzero_requested_memory, n),
+                sized(&mut out.pod_count, n),
+            );
             for (i, c) in candidates.iter().enumerate() {
                 nodes[i] = c.node;
                 cpu[i] = c.requested_milli_cpu;
@@ -260,7 +294,14 @@ macro_rules! contract_binding {
                 nonzero_memory[i] = c.nonzero_requested_memory;
                 pods[i] = c.pod_count;
             }
-            out
+        }
+
+        /// `column` at length `n`, its old values left to be overwritten.
+        /// Sliced to `n` so that the compiler knows the length, and drops
+        /// the bounds checks of the writes by index.
+        fn sized<T: Copy + Default>(column: &mut Vec<T>, n: usize) -> &mut [T] {
+            column.resize(n, T::default());
+            &mut column[..n]
         }
     };
 }

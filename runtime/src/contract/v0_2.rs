@@ -15,7 +15,7 @@ impl Bindings {
         candidates: &[facts::Candidate],
         seed: u64,
     ) -> wasmtime::Result<Result<Vec<Vec<ScorePart>>, String>> {
-        let answer = self.guest().call_explain_score(store, &pod_info(pod), &columns(candidates), seed)?;
+        let answer = with_columns(candidates, |c| self.guest().call_explain_score(store, &pod_info(pod), c, seed))?;
         Ok(answer.map(|per_node| {
             per_node
                 .into_iter()
