@@ -1,9 +1,10 @@
 //! HotSwap: pods arrive as fast as the core takes them (steady, saturating
-//! load; once half the cluster's cpu is taken, the oldest pod leaves as each
-//! new one is placed, so a fast run never fills the cluster) while, every `swap_every`, a new version of the policy is parsed,
-//! compiled, initialised and smoke-run on another thread, then warmed with
-//! the node table on a thread of its own — the path a ConfigMap update
-//! takes in `wasmsched run` — and swapped in between two attempts.
+//! load; once half the cluster's cpu is taken, the oldest pod leaves as
+//! each new one is placed, so a fast run never fills the cluster) while,
+//! every `swap_every`, a new version of the policy is parsed, compiled,
+//! initialised and smoke-run on another thread, then warmed with the node
+//! table on a thread of its own — the path a ConfigMap update takes in
+//! `wasmsched run` — and swapped in between two attempts.
 //!
 //! Throughput is counted in 100 ms windows. The dip is the throughput of
 //! the second that starts when an update begins, against the median second

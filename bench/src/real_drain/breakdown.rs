@@ -4,8 +4,9 @@
 //! counters (`apiserver_request_total`, `apiserver_watch_events_total`)
 //! give the requests and watch events per bound pod, and
 //! `apiserver_terminated_watchers_total` the watches it closed as
-//! unresponsive (a watch whose reader falls behind: its events are never
-//! sent, and its client lists again); `/proc` gives the
+//! unresponsive (a watch whose reader fell behind: the client must watch
+//! again, and list again where what it missed has left the API server's
+//! watch cache); `/proc` gives the
 //! CPU of kube-apiserver, etcd and the scheduler (for the null binder,
 //! this process: its pod watch and the bench's own watch of bound pods).
 
