@@ -28,7 +28,7 @@ const PROFILE: &str = "wasmsched";
 fn policies(mode: Option<&str>, dir: &std::path::Path) -> PolicySet {
     let engine = PolicyEngine::new().unwrap();
     let default = engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).unwrap();
-    let mut set = PolicySet::new(vec![WeightedPolicy { policy: std::sync::Arc::new(default), weight: 1 }]);
+    let mut set = PolicySet::new(vec![WeightedPolicy::new(std::sync::Arc::new(default), 1)]);
     if let Some(mode) = mode {
         let config = dir.join(format!("{mode}.yaml"));
         std::fs::write(&config, format!("mode: {mode}\n")).unwrap();

@@ -72,7 +72,7 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize, candidates:
     let engine = PolicyEngine::new().map_err(|e| e.to_string())?;
     let policy =
         engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).map_err(|e| e.to_string())?;
-    let mut policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]);
+    let mut policies = PolicySet::new(vec![WeightedPolicy::new(Arc::new(policy), 1)]);
     for i in 0..candidates {
         let source = wasmsched::default_policy::source();
         let policy = engine.load(&source, "{}", PolicyLimits::default()).map_err(|e| e.to_string())?;
@@ -81,6 +81,7 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize, candidates:
             policy: Arc::new(policy),
             replaces: Some("least-allocated".into()),
             weight: 1,
+            failure_policy: Default::default(),
             sample_rate: 1.0,
             canary: None,
         });

@@ -38,7 +38,7 @@ pub fn run(nodes: usize, duration: Duration, swap_every: Duration) -> Result<Ben
         BTreeMap::from([("least-allocated.wasm".to_string(), wasmsched::default_policy::DEFAULT_POLICY_WASM.to_vec())]);
     let compile: Compile = Arc::new(move || {
         let entries = parse_bundle("bench", &files, 32 << 20, &Fetcher::new(None))?;
-        load_bundle(&engine, &entries, &PolicyLimits::default(), None)
+        Ok(load_bundle(&engine, &entries, &PolicyLimits::default(), None)?.set)
     });
 
     let swapping = measure(&compile, nodes, duration, Updates::Every(swap_every))?;

@@ -70,7 +70,7 @@ pub fn run(
     }
     let load = |source: PolicySource, config: &str| -> Result<PolicySet, String> {
         let policy = engine.load(&source, config, limits.clone()).map_err(|e| e.to_string())?;
-        Ok(PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]))
+        Ok(PolicySet::new(vec![WeightedPolicy::new(Arc::new(policy), 1)]))
     };
     let (policies, metrics): (PolicySet, Arc<dyn NodeMetrics>) = match scoring {
         Scoring::Wasm => (load(wasmsched::default_policy::source(), "{}")?, Arc::new(NoMetrics)),
@@ -106,7 +106,7 @@ pub fn run_policy(
     let source = PolicySource::from_file(policy).map_err(|e| format!("{}: {e}", policy.display()))?;
     let loaded = engine.load(&source, config, limits).map_err(|e| e.to_string())?;
     let label = format!("{} {}", loaded.info.name, loaded.info.version);
-    let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(loaded), weight: 1 }]);
+    let policies = PolicySet::new(vec![WeightedPolicy::new(Arc::new(loaded), 1)]);
     measure(cluster(nodes, pods), pods, policies, Arc::new(NoMetrics), "SchedulingBasic", &label, options)
 }
 

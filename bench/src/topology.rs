@@ -248,7 +248,7 @@ pub fn run(
         limits.call_deadline = deadline;
     }
     let policy = engine.load(&wasmsched::default_policy::source(), "{}", limits).map_err(|e| e.to_string())?;
-    let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]);
+    let policies = PolicySet::new(vec![WeightedPolicy::new(Arc::new(policy), 1)]);
     let (init, _) = shape.kube_pods(nodes);
     let mut result = measure(
         cluster(shape, nodes, init, measured),

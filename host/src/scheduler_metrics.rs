@@ -182,7 +182,7 @@ impl SchedulerMetrics {
             ),
             shadow_attempts: Family::new(
                 "wasmsched_shadow_attempts_total",
-                "Attempts a shadow candidate evaluated beside the deciding policies, by whether it would have chosen the same node (agree, differ), and attempts it missed because shadow work was behind (dropped). tenant is the namespace of a tenant's candidate, empty for a profile's.",
+                "Attempts a shadow candidate was due to see beside the deciding policies, each by one result: it would have chosen the same node (agree), another that scores as high by its own totals (tie), another (differ); a call of its evaluation failed (failed, and nothing else is counted of it); or it missed the attempt because shadow work was behind (dropped). tenant is the namespace of a tenant's candidate, empty for a profile's.",
                 &["profile", "tenant", "candidate", "result"],
             ),
             shadow_pending: Family::new(
@@ -192,7 +192,7 @@ impl SchedulerMetrics {
             ),
             shadow_failures: Family::new(
                 "wasmsched_shadow_failures_total",
-                "Shadow evaluations in which a policy call failed (trap, deadline, memory, bad result) and the built-in fallback scored instead.",
+                "Shadow evaluations in which a policy call failed (trap, deadline, memory, bad result): no agreement, rank or regret is counted of them.",
                 &["profile", "tenant", "candidate"],
             ),
             shadow_rank: Family::new(
@@ -220,7 +220,11 @@ impl SchedulerMetrics {
 
     /// Records one scheduling attempt: its result, duration and policy calls.
     pub fn attempt(&self, profile: &str, record: &AttemptRecord) {
-        let result = if record.chosen.is_some() { "scheduled" } else { "unschedulable" };
+        let result = match (&record.chosen, &record.error) {
+            (Some(_), _) => "scheduled",
+            (None, Some(_)) => "error",
+            (None, None) => "unschedulable",
+        };
         self.attempts.with(&[result, profile], |v| *v += 1.0);
         self.attempt_duration.with(&[result, profile], |h| h.observe(LATENCY_BUCKETS, record.duration.as_secs_f64()));
         for call in &record.policy_calls {
@@ -282,8 +286,8 @@ impl SchedulerMetrics {
     pub fn shadow(&self, r: &ShadowResult) {
         let (profile, candidate) = (r.profile.as_str(), r.candidate.as_str());
         let tenant = r.tenant.as_deref().unwrap_or("");
-        let result = if r.agrees() { "agree" } else { "differ" };
-        self.shadow_attempts.with(&[profile, tenant, candidate, result], |v| *v += 1.0);
+        let verdict = r.verdict();
+        self.shadow_attempts.with(&[profile, tenant, candidate, verdict.as_str()], |v| *v += 1.0);
         let change = match (&r.decided, &r.would_choose) {
             (Some(_), None) => Some("would_leave_pending"),
             (None, Some(_)) => Some("would_place"),

@@ -397,7 +397,10 @@ export class NodeView {
 // attempt)` (a PodView, a NodeView, an Attempt) returns null to pass the
 // node, or the reason to reject it (phrased as kube-scheduler's: they are
 // counted in the pod's FailedScheduling message). Each distinct reason is
-// sent once.
+// sent once. Anything thrown while judging one node (such as
+// annotationF64's error for a value that is not a number) rejects that node
+// alone, with the reason `policy error: ...`; the other nodes are judged.
+// What is thrown outside `reject` still fails the call.
 export function filterEach(nodes, pod, candidates, reject) {
   const reasons = [];
   const numbers = new Map();
@@ -405,7 +408,12 @@ export function filterEach(nodes, pod, candidates, reject) {
   const verdicts = new Uint32Array(views.length);
   const [podView, attempt] = [new PodView(pod), new Attempt(0n, candidates)];
   views.forEach((node, i) => {
-    const why = reject(podView, node, attempt);
+    let why;
+    try {
+      why = reject(podView, node, attempt);
+    } catch (e) {
+      why = `policy error: ${e instanceof Error ? e.message : String(e)}`;
+    }
     if (why === null || why === undefined) return;
     if (!numbers.has(why)) {
       reasons.push(why);

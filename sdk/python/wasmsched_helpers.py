@@ -434,13 +434,22 @@ def filter_each(nodes: Nodes, pod, candidates, reject) -> types.FilterVerdicts:
     node, attempt)` (a PodView, a NodeView, an Attempt; the attempt may be
     left out) returns `None` to pass the node, or the reason to reject it
     (phrased as kube-scheduler's: they are counted in the pod's
-    FailedScheduling message). Each distinct reason is sent once."""
+    FailedScheduling message). Each distinct reason is sent once.
+
+    An exception raised while judging one node (an `Err`, such as
+    `annotation_f64`'s for a value that is not a number, or any other)
+    rejects that node alone, with the reason `policy error: ...`; the other
+    nodes are judged. An exception outside `reject` still fails the call
+    (docs/architecture.md, "Fallback")."""
     reasons: list[str] = []
     numbers: dict[str, int] = {}
     verdicts = []
     pod_view, extra = PodView(pod), ((Attempt(0, candidates),) if _takes_attempt(reject) else ())
     for node in nodes.views(candidates):
-        why = reject(pod_view, node, *extra)
+        try:
+            why = reject(pod_view, node, *extra)
+        except Exception as e:  # noqa: BLE001 - one node's error is that node's verdict
+            why = f"policy error: {_error_text(e)}"
         if why is None:
             verdicts.append(0)
             continue
@@ -449,6 +458,14 @@ def filter_each(nodes: Nodes, pod, candidates, reject) -> types.FilterVerdicts:
             numbers[why] = len(reasons)
         verdicts.append(numbers[why])
     return types.FilterVerdicts(reasons=reasons, verdicts=verdicts)
+
+
+def _error_text(e: Exception) -> str:
+    """An exception as a reason: an `Err`'s own message, else its type and
+    message."""
+    if isinstance(e, Err):
+        return str(e.value)
+    return f"{type(e).__name__}: {e}"
 
 
 class ScoreParts:

@@ -31,7 +31,7 @@ pub fn default_policies() -> PolicySet {
     let engine = wasmsched_runtime::PolicyEngine::new().unwrap();
     let source = wasmsched::default_policy::source();
     let policy = engine.load(&source, "{}", wasmsched_runtime::PolicyLimits::default()).unwrap();
-    PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }])
+    PolicySet::new(vec![WeightedPolicy::new(Arc::new(policy), 1)])
 }
 
 /// A name no earlier run used.

@@ -26,8 +26,9 @@ pub struct CompareArgs {
     /// `simulate` reads them). None: the bundled scenario.
     pub inputs: Vec<PathBuf>,
     /// A variant: NAME=SPEC[+SPEC...], each SPEC a policy as `--policy`
-    /// takes it (PATH[,weight=N][,config=FILE]), `embedded` (the embedded
-    /// least-allocated policy) or `builtin` (the built-in scoring alone).
+    /// takes it (PATH[,weight=N][,config=FILE][,failurePolicy=Fail|Ignore]),
+    /// `embedded` (the embedded least-allocated policy) or `builtin` (the
+    /// built-in scoring alone).
     /// Two at least; the first is the one the others are compared with.
     #[arg(long = "variant", value_name = "NAME=SPEC[+SPEC...]", required = true)]
     pub variants: Vec<String>,

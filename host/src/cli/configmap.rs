@@ -18,7 +18,7 @@ use wasmsched_runtime::PolicySource;
 
 use wasmsched::policy::config_to_json;
 use wasmsched::policy::flags::LimitArgs;
-use wasmsched::scheduler::POLICY_CONFIGMAP_LABEL;
+use wasmsched::scheduler::{FailurePolicy, POLICY_CONFIGMAP_LABEL};
 
 /// What kube-apiserver accepts in one ConfigMap's `data` and `binaryData`.
 const CONFIGMAP_LIMIT: usize = 1 << 20;
@@ -29,7 +29,14 @@ const CLIENT_SIDE_APPLY_LIMIT: usize = (256 << 10) * 3 / 4;
 #[derive(Args, Debug)]
 pub struct ConfigMapArgs {
     /// The built policy component (.wasm).
-    pub policy: PathBuf,
+    #[arg(required_unless_present = "promote")]
+    pub policy: Option<PathBuf>,
+    /// Instead: read a policy ConfigMap on stdin (`kubectl -n wasmsched get
+    /// configmap wasmsched-policies -o yaml`) and write it with candidate
+    /// NAME made a deciding policy, in the place of the entry it replaces,
+    /// for `kubectl replace -f -`.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["policy", "config", "entry", "weight", "failure_policy", "url", "candidate", "replaces", "canary"])]
+    pub promote: Option<String>,
     /// Its settings file (YAML or JSON): the entry's `config:`.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -40,6 +47,10 @@ pub struct ConfigMapArgs {
     /// The policy's weight among the profile's policies.
     #[arg(long, value_name = "N")]
     pub weight: Option<u32>,
+    /// What a failed filter call does: Fail (the default: the pod waits,
+    /// retried with backoff) or Ignore (the filter is skipped).
+    #[arg(long, value_name = "Fail|Ignore")]
+    pub failure_policy: Option<FailurePolicy>,
     /// Name it by URL instead of carrying it (`oci://REGISTRY/REPOSITORY@sha256:…`
     /// from `wasmsched push`, or an https:// URL): for policies too large
     /// for a ConfigMap. The entry pins this file's sha256.
@@ -77,22 +88,31 @@ pub struct ConfigMapArgs {
 }
 
 pub fn run(args: ConfigMapArgs) -> anyhow::Result<ExitCode> {
-    let source = PolicySource::from_file(&args.policy).with_context(|| format!("reading {}", args.policy.display()))?;
+    let Some(path) = args.policy.clone() else {
+        let name = args.promote.as_deref().unwrap_or_default();
+        let mut manifest = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut manifest).context("reading stdin")?;
+        let promoted =
+            super::configmap_promote::promote(&manifest, name).map_err(|e| anyhow::anyhow!("--promote {name}: {e}"))?;
+        std::io::stdout().write_all(promoted.as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let source = PolicySource::from_file(&path).with_context(|| format!("reading {}", path.display()))?;
     let (config, settings) = read_settings(args.config.as_deref())?;
     let engine = super::compile_worker::engine(&args.limits)?;
     let policy = match engine.load(&source, &config, args.limits.to_limits()?) {
         Ok(policy) => policy,
         Err(e) => {
             eprintln!("FAIL  {e}");
-            eprintln!("      no manifest written: `wasmsched check {}` says more", args.policy.display());
+            eprintln!("      no manifest written: `wasmsched check {}` says more", path.display());
             return Ok(ExitCode::FAILURE);
         }
     };
     let name = args.entry.clone().unwrap_or_else(|| policy.name().to_string());
-    let (data, binary) = entries(&args, &name, &source, settings)?;
+    let (data, binary) = entries(&args, &path, &name, &source, settings)?;
     let header = format!(
         "# The policy {name} ({}, sha256 {}), made by `wasmsched configmap`.\n# Apply: kubectl apply --server-side -f FILE (or pipe it: -f -).\n",
-        args.policy.display(),
+        path.display(),
         &source.sha256()[..12]
     );
     let manifest = header + &serde_yaml::to_string(&configmap(&args, data, binary))?;
@@ -115,12 +135,16 @@ fn read_settings(path: Option<&std::path::Path>) -> anyhow::Result<(String, Opti
 /// policy is named by `--url`).
 fn entries(
     args: &ConfigMapArgs,
+    path: &std::path::Path,
     name: &str,
     source: &PolicySource,
     settings: Option<Value>,
 ) -> anyhow::Result<(Mapping, Mapping)> {
     let mut entry = Mapping::new();
     entry.insert("weight".into(), args.weight.unwrap_or(1).into());
+    if let Some(failure_policy) = args.failure_policy {
+        entry.insert("failurePolicy".into(), failure_policy.as_str().into());
+    }
     if let Some(settings) = settings {
         entry.insert("config".into(), settings);
     }
@@ -138,9 +162,9 @@ fn entries(
             if gz.len() > CONFIGMAP_LIMIT - 4096 {
                 bail!(
                     "{} is {} bytes gzipped, too large for a ConfigMap (1 MiB): push it (`wasmsched push {} oci://REGISTRY/REPOSITORY:TAG`) and name it with --url oci://…@sha256:…",
-                    args.policy.display(),
+                    path.display(),
                     gz.len(),
-                    args.policy.display()
+                    path.display()
                 );
             }
             if gz.len() > CLIENT_SIDE_APPLY_LIMIT {

@@ -3,6 +3,7 @@ pub mod check;
 pub mod compare;
 pub mod compile_worker;
 pub mod configmap;
+pub mod configmap_promote;
 pub mod dev;
 pub mod experiments;
 pub mod new;

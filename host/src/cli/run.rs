@@ -33,8 +33,8 @@ pub struct RunArgs {
     /// Pods with this schedulerName are scheduled (without --config).
     #[arg(long)]
     pub scheduler_name: Option<String>,
-    /// A policy: PATH[,weight=N][,config=FILE]; repeatable. Default: the
-    /// embedded least-allocated policy.
+    /// A policy: PATH[,weight=N][,config=FILE][,failurePolicy=Fail|Ignore];
+    /// repeatable. Default: the embedded least-allocated policy.
     #[arg(long = "policy", value_name = "SPEC")]
     pub policies: Vec<String>,
     /// Take the policies from this ConfigMap (NAMESPACE/NAME: NAME.wasm or

@@ -34,9 +34,11 @@ pub struct SimulateArgs {
     /// Kubernetes YAML/JSON files or directories with Nodes and Pods (also
     /// `kubectl get nodes,pods -A -o yaml` dumps). None: the bundled scenario.
     pub inputs: Vec<PathBuf>,
-    /// A policy: PATH[,weight=N][,config=FILE]. Repeatable. None: the
-    /// embedded least-allocated policy.
-    #[arg(long = "policy", value_name = "PATH[,weight=N][,config=FILE]")]
+    /// A policy: PATH[,weight=N][,config=FILE][,failurePolicy=Fail|Ignore].
+    /// Repeatable. None: the embedded least-allocated policy. A failed
+    /// filter call leaves the pod pending (Fail, the default) or is
+    /// skipped (Ignore).
+    #[arg(long = "policy", value_name = "PATH[,weight=N][,config=FILE][,failurePolicy=Fail|Ignore]")]
     pub policies: Vec<String>,
     /// A tenant's policy: NAMESPACE/NAME=PATH[,config=FILE]. Pods of
     /// NAMESPACE annotated `wasmsched.io/policy: NAME` are decided by it,

@@ -14,7 +14,7 @@ use crate::kubernetes::writes::binder::BinderContext;
 use crate::kubernetes::writes::denied::Denials;
 use crate::node_metrics::MetricsCache;
 use crate::scheduler::experiments::Experiments;
-use crate::scheduler::policy_set::ShadowCandidate;
+use crate::scheduler::policy_set::{FailurePolicy, ShadowCandidate, WeightedPolicy};
 use crate::scheduler::{Backpressure, PolicySet};
 use crate::scheduler_metrics::SchedulerMetrics;
 use wasmsched_runtime::LoadedPolicy;
@@ -33,6 +33,9 @@ pub struct ActivePolicy {
     pub sha256: String,
     pub source: String,
     pub weight: u32,
+    /// What a failed filter call of it does: `Fail` (the pod waits) or
+    /// `Ignore` (the filter is skipped).
+    pub failure_policy: FailurePolicy,
     pub loaded_at: String,
     /// For a shadow candidate (never deciding): what it would replace
     /// (`replaces NAME`) or `added`.
@@ -46,11 +49,13 @@ impl ActivePolicy {
         let loaded_at = now();
         let deciding = set.policies.iter().map(|wp| ActivePolicy {
             profile: profile.to_string(),
+            failure_policy: wp.failure_policy,
             ..Self::describe(&wp.policy, &wp.policy.info.name, wp.weight, &loaded_at)
         });
         let candidates = set.candidates.iter().map(|c| ActivePolicy {
             profile: profile.to_string(),
             shadow: Some(c.shadow_text()),
+            failure_policy: c.failure_policy,
             ..Self::describe(&c.policy, &c.name, c.weight, &loaded_at)
         });
         deciding.chain(candidates).collect()
@@ -60,17 +65,19 @@ impl ActivePolicy {
     /// names them.
     pub fn of_tenant(
         tenant: &str,
-        policies: &[(String, Arc<LoadedPolicy>)],
+        policies: &[(String, WeightedPolicy)],
         candidates: &[ShadowCandidate],
     ) -> Vec<ActivePolicy> {
         let loaded_at = now();
-        let deciding = policies.iter().map(|(name, policy)| ActivePolicy {
+        let deciding = policies.iter().map(|(name, wp)| ActivePolicy {
             tenant: Some(tenant.to_string()),
-            ..Self::describe(policy, name, 1, &loaded_at)
+            failure_policy: wp.failure_policy,
+            ..Self::describe(&wp.policy, name, 1, &loaded_at)
         });
         let candidates = candidates.iter().map(|c| ActivePolicy {
             tenant: Some(tenant.to_string()),
             shadow: Some(c.shadow_text()),
+            failure_policy: c.failure_policy,
             ..Self::describe(&c.policy, &c.name, c.weight, &loaded_at)
         });
         deciding.chain(candidates).collect()
@@ -85,6 +92,7 @@ impl ActivePolicy {
             sha256: policy.provenance.sha256.clone(),
             source: policy.provenance.origin.clone(),
             weight,
+            failure_policy: FailurePolicy::default(),
             loaded_at: loaded_at.to_string(),
             shadow: None,
         }

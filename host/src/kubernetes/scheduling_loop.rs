@@ -260,7 +260,8 @@ impl SchedulingLoop {
                     self.tenant_workers.retire(&namespace);
                 }
                 if let Some(recorder) = &self.recorder {
-                    let names = policies.iter().map(|(name, p)| format!("{name} sha256:{}", p.provenance.sha256));
+                    let names =
+                        policies.iter().map(|(name, p)| format!("{name} sha256:{}", p.policy.provenance.sha256));
                     recorder.tenant_policies(now, &namespace, names.collect());
                 }
                 self.scheduler.set_tenant_policies(&namespace, policies, candidates);
@@ -359,7 +360,8 @@ impl SchedulingLoop {
                 let pod = PodRef::from(&*pod);
                 self.status.metrics.attempt_error(&pod.scheduler_name);
                 let nomination = Nomination::Unchanged;
-                let report = Report::Unschedulable { pod, message, fallback: None, nomination, deallocate: None };
+                let report =
+                    Report::Unschedulable { pod, message, error: false, fallback: None, nomination, deallocate: None };
                 let _ = self.reports.send(report);
             }
             EventReport::PodsGone(keys) => {
@@ -405,6 +407,7 @@ impl SchedulingLoop {
                 let _ = self.reports.send(Report::Unschedulable {
                     pod: PodRef::from(&*pod),
                     message,
+                    error: record.error.is_some(),
                     nomination,
                     fallback: record.fallback,
                     deallocate: record.deallocated,

@@ -5,6 +5,7 @@
 //!
 //! ```yaml
 //! weight: 2
+//! failurePolicy: Fail   # a failed filter call fails the attempt; Ignore: skipped
 //! memoryLimit: 32Mi
 //! deadline: 50ms
 //! config: {metric: http_latency_seconds}
@@ -32,8 +33,11 @@
 //!   canary: {percent: 10, namespaces: [team-a], podSelector: {matchLabels: {tier: web}}, maxFailures: 5, window: 10m}
 //! ```
 //!
-//! A bundle is all or nothing: one bad entry rejects the whole update, so
-//! a profile never runs half of a new set.
+//! The deciding entries are all or nothing: one bad deciding entry rejects
+//! the whole update, so a profile never runs half of a new set. A candidate
+//! fails alone: one that cannot load, fails its smoke run or names no
+//! deciding entry is refused by itself (the caller says so on the source),
+//! and never keeps the deciding entries from going live.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -45,13 +49,15 @@ use wasmsched_runtime::smoke::smoke_run;
 use wasmsched_runtime::{LoadedPolicy, PolicyEngine, PolicyLimits, PolicySource};
 
 use super::remote::Fetcher;
-use crate::scheduler::policy_set::{Canary, ShadowCandidate};
+use crate::scheduler::policy_set::{Canary, FailurePolicy, ShadowCandidate};
 use crate::scheduler::{PolicySet, WeightedPolicy};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EntrySettings {
     pub weight: Option<u32>,
+    /// What a failed filter call does: `Fail` (the default) or `Ignore`.
+    pub failure_policy: Option<FailurePolicy>,
     pub memory_limit: Option<String>,
     pub deadline: Option<String>,
     pub config: Option<serde_yaml::Value>,
@@ -231,58 +237,86 @@ pub fn resolve_settings(
     Ok((limits, config))
 }
 
+/// A bundle compiled: the set to go live, and the candidates refused
+/// alone (`NAME: why`), for the caller to say on the source.
+#[derive(Debug)]
+pub struct LoadedBundle {
+    pub set: PolicySet,
+    pub refused_candidates: Vec<String>,
+}
+
 /// Compiles and validates every entry (contract version, exports, `init`
 /// with its config, a smoke run); off the scheduling path. Errors name the
-/// entry. With a `ceiling` (a tenant's caps), an entry may ask for less
-/// memory or a shorter deadline than `base`, never more.
+/// entry. A deciding entry's error refuses the bundle; a candidate's
+/// refuses that candidate alone. With a `ceiling` (a tenant's caps), an
+/// entry may ask for less memory or a shorter deadline than `base`, never
+/// more.
 pub fn load_bundle(
     engine: &PolicyEngine,
     entries: &[BundleEntry],
     base: &PolicyLimits,
     ceiling: Option<&PolicyLimits>,
-) -> Result<PolicySet, String> {
-    let mut loaded = Vec::new();
-    for entry in entries {
-        let at = |e: String| format!("{}: {e}", entry.name);
-        let s = &entry.settings;
-        let (limits, config) =
-            resolve_settings(base, s.memory_limit.as_deref(), s.deadline.as_deref(), s.config.as_ref()).map_err(at)?;
-        if let Some(cap) = ceiling {
-            if limits.memory_bytes > cap.memory_bytes {
-                return Err(at(format!(
-                    "memoryLimit {} bytes exceeds the tenant cap of {} bytes",
-                    limits.memory_bytes, cap.memory_bytes
-                )));
-            }
-            if limits.call_deadline > cap.call_deadline {
-                return Err(at(format!(
-                    "deadline {:?} exceeds the tenant cap of {:?}",
-                    limits.call_deadline, cap.call_deadline
-                )));
-            }
-        }
-        let policy = engine.load(&entry.source, &config, limits).map_err(|e| at(e.to_string()))?;
-        if let Some(e) = smoke_run(&policy).failure() {
-            return Err(at(format!("failed its smoke run: {e}")));
-        }
-        loaded.push(Arc::new(policy));
-    }
+) -> Result<LoadedBundle, String> {
     let mut set = PolicySet::default();
-    for (entry, policy) in entries.iter().zip(&loaded) {
-        let weight = entry.settings.weight.unwrap_or(1);
-        match &entry.settings.shadow {
-            None => set.policies.push(WeightedPolicy { policy: policy.clone(), weight }),
-            Some(shadow) => set.candidates.push(candidate(entries, &loaded, entry, shadow, policy.clone())?),
+    let (deciding, candidates): (Vec<&BundleEntry>, Vec<&BundleEntry>) =
+        entries.iter().partition(|e| e.settings.shadow.is_none());
+    let mut names = Vec::new();
+    for entry in deciding {
+        let policy = load_entry(engine, entry, base, ceiling)?;
+        names.push((entry.name.as_str(), policy.name().to_string()));
+        let (weight, failure_policy) = (entry.settings.weight.unwrap_or(1), entry.settings.failure_policy);
+        set.policies.push(WeightedPolicy::new(policy, weight).with_failure_policy(failure_policy.unwrap_or_default()));
+    }
+    let mut refused_candidates = Vec::new();
+    for entry in candidates {
+        let shadow = entry.settings.shadow.as_ref().expect("partitioned on shadow");
+        let loaded = load_entry(engine, entry, base, ceiling);
+        match loaded.and_then(|policy| candidate(&names, entry, shadow, policy)) {
+            Ok(candidate) => set.candidates.push(candidate),
+            Err(why) => refused_candidates.push(why),
         }
     }
-    Ok(set)
+    Ok(LoadedBundle { set, refused_candidates })
+}
+
+/// One entry compiled, initialised with its config and smoke-run, within
+/// the tenant `ceiling` if any. Errors name the entry.
+fn load_entry(
+    engine: &PolicyEngine,
+    entry: &BundleEntry,
+    base: &PolicyLimits,
+    ceiling: Option<&PolicyLimits>,
+) -> Result<Arc<LoadedPolicy>, String> {
+    let at = |e: String| format!("{}: {e}", entry.name);
+    let s = &entry.settings;
+    let (limits, config) =
+        resolve_settings(base, s.memory_limit.as_deref(), s.deadline.as_deref(), s.config.as_ref()).map_err(at)?;
+    if let Some(cap) = ceiling {
+        if limits.memory_bytes > cap.memory_bytes {
+            return Err(at(format!(
+                "memoryLimit {} bytes exceeds the tenant cap of {} bytes",
+                limits.memory_bytes, cap.memory_bytes
+            )));
+        }
+        if limits.call_deadline > cap.call_deadline {
+            return Err(at(format!(
+                "deadline {:?} exceeds the tenant cap of {:?}",
+                limits.call_deadline, cap.call_deadline
+            )));
+        }
+    }
+    let policy = engine.load(&entry.source, &config, limits).map_err(|e| at(e.to_string()))?;
+    if let Some(e) = smoke_run(&policy).failure() {
+        return Err(at(format!("failed its smoke run: {e}")));
+    }
+    Ok(Arc::new(policy))
 }
 
 /// The candidate `entry` describes; `replaces` names a deciding entry of
-/// the bundle, which the candidate knows by its policy's name.
+/// the bundle (`deciding`: each entry's name and its policy's), which the
+/// candidate knows by its policy's name.
 fn candidate(
-    entries: &[BundleEntry],
-    loaded: &[Arc<LoadedPolicy>],
+    deciding: &[(&str, String)],
     entry: &BundleEntry,
     shadow: &ShadowSettings,
     policy: Arc<LoadedPolicy>,
@@ -292,10 +326,8 @@ fn candidate(
     let replaces = match &shadow.replaces {
         None => None,
         Some(name) => {
-            let deciding = entries.iter().zip(loaded).filter(|(e, _)| e.settings.shadow.is_none());
-            let names: Vec<&str> =
-                entries.iter().filter(|e| e.settings.shadow.is_none()).map(|e| e.name.as_str()).collect();
-            let found = deciding.clone().find(|(e, _)| &e.name == name).map(|(_, p)| p.name().to_string());
+            let found = deciding.iter().find(|(entry, _)| entry == name).map(|(_, policy)| policy.clone());
+            let names: Vec<&str> = deciding.iter().map(|(entry, _)| *entry).collect();
             Some(found.ok_or_else(|| {
                 at(format!(
                     "replaces {name:?}, which is no deciding entry of this bundle (they are: {})",
@@ -309,6 +341,7 @@ fn candidate(
         policy,
         replaces,
         weight: entry.settings.weight.unwrap_or(1),
+        failure_policy: entry.settings.failure_policy.unwrap_or_default(),
         sample_rate,
         canary,
     })
@@ -372,7 +405,7 @@ mod tests {
         assert_eq!(&entries[0].source.bytes[..], &wasm[..]);
         assert_eq!(entries[0].source.origin, format!("configmap ns/p: big from {base}/policy.wasm"));
         let engine = PolicyEngine::new().unwrap();
-        let set = load_bundle(&engine, &entries, &PolicyLimits::default(), None).unwrap();
+        let set = load_bundle(&engine, &entries, &PolicyLimits::default(), None).unwrap().set;
         assert_eq!(set.policies[0].weight, 2);
 
         let with_wasm = BTreeMap::from([
@@ -386,5 +419,52 @@ mod tests {
         assert!(e.contains("a url needs its sha256"), "{e}");
         let e = parse_bundle("o", &files, 32 << 20, &Fetcher::new(None).for_tenants(&[])).unwrap_err();
         assert!(e.starts_with("big: url ") && e.contains("the operators allow tenants no registry"), "{e}");
+    }
+
+    /// A candidate that cannot load, or names no deciding entry, is
+    /// refused alone; the deciding entries go live. A deciding entry that
+    /// cannot load refuses the bundle.
+    #[test]
+    fn a_broken_candidate_is_refused_alone() {
+        let deciding = crate::default_policy::DEFAULT_POLICY_WASM.to_vec();
+        let files = BTreeMap::from([
+            ("least-allocated.wasm".to_string(), deciding.clone()),
+            ("broken.wasm".to_string(), b"\0asm-not-really".to_vec()),
+            ("broken.yaml".to_string(), b"shadow: {replaces: least-allocated}\n".to_vec()),
+            ("astray.wasm".to_string(), deciding.clone()),
+            ("astray.yaml".to_string(), b"shadow: {replaces: nothing}\n".to_vec()),
+        ]);
+        let entries = parse_bundle("configmap ns/p", &files, 32 << 20, &Fetcher::new(None)).unwrap();
+        let engine = PolicyEngine::new().unwrap();
+        let loaded = load_bundle(&engine, &entries, &PolicyLimits::default(), None).unwrap();
+        assert_eq!(loaded.set.policies.len(), 1);
+        assert!(loaded.set.candidates.is_empty());
+        let refused = &loaded.refused_candidates;
+        assert_eq!(refused.len(), 2, "{refused:?}");
+        assert!(refused[0].starts_with("astray: shadow: replaces \"nothing\""), "{refused:?}");
+        assert!(refused[1].starts_with("broken: "), "{refused:?}");
+
+        let files = BTreeMap::from([("least-allocated.wasm".to_string(), b"\0asm-not-really".to_vec())]);
+        let entries = parse_bundle("configmap ns/p", &files, 32 << 20, &Fetcher::new(None)).unwrap();
+        let e = load_bundle(&engine, &entries, &PolicyLimits::default(), None).unwrap_err();
+        assert!(e.starts_with("least-allocated: "), "{e}");
+    }
+
+    #[test]
+    fn the_failure_policy_is_read_from_the_settings() {
+        let wasm = crate::default_policy::DEFAULT_POLICY_WASM.to_vec();
+        let files = BTreeMap::from([
+            ("a.wasm".to_string(), wasm.clone()),
+            ("a.yaml".to_string(), b"failurePolicy: Ignore\n".to_vec()),
+            ("b.wasm".to_string(), wasm.clone()),
+        ]);
+        let entries = parse_bundle("o", &files, 32 << 20, &Fetcher::new(None)).unwrap();
+        let set = load_bundle(&PolicyEngine::new().unwrap(), &entries, &PolicyLimits::default(), None).unwrap().set;
+        let policies: Vec<FailurePolicy> = set.policies.iter().map(|wp| wp.failure_policy).collect();
+        assert_eq!(policies, [FailurePolicy::Ignore, FailurePolicy::Fail]);
+        let typo =
+            BTreeMap::from([("a.wasm".to_string(), wasm), ("a.yaml".to_string(), b"failurePolicy: fail\n".to_vec())]);
+        let e = parse_bundle("o", &typo, 32 << 20, &Fetcher::new(None)).unwrap_err();
+        assert!(e.starts_with("a.yaml: ") && e.contains("unknown variant `fail`, expected `Fail` or `Ignore`"), "{e}");
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::policy::config_to_json;
 use crate::policy::oci::{self, Registries};
 use crate::policy::remote::Fetcher;
+use crate::scheduler::policy_set::FailurePolicy;
 use crate::scheduler::{PolicySet, WeightedPolicy};
 use anyhow::{Context, bail};
 use clap::Args;
@@ -112,17 +113,18 @@ pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
     crate::duration::parse_duration(text).map_err(anyhow::Error::msg)
 }
 
-/// `PATH[,weight=N][,config=FILE]`
+/// `PATH[,weight=N][,config=FILE][,failurePolicy=Fail|Ignore]`
 pub struct PolicySpec {
     pub path: PathBuf,
     pub weight: u32,
     pub config: Option<PathBuf>,
+    pub failure_policy: FailurePolicy,
 }
 
 pub fn parse_policy_spec(spec: &str) -> anyhow::Result<PolicySpec> {
     let mut parts = spec.split(',');
     let path = PathBuf::from(parts.next().unwrap_or_default());
-    let mut parsed = PolicySpec { path, weight: 1, config: None };
+    let mut parsed = PolicySpec { path, weight: 1, config: None, failure_policy: FailurePolicy::default() };
     for part in parts {
         match part.split_once('=') {
             Some(("weight", w)) => {
@@ -130,7 +132,12 @@ pub fn parse_policy_spec(spec: &str) -> anyhow::Result<PolicySpec> {
                     w.parse().with_context(|| format!("--policy {spec}: weight {w:?} is not a whole number"))?;
             }
             Some(("config", file)) => parsed.config = Some(PathBuf::from(file)),
-            _ => bail!("--policy {spec}: unknown option {part:?} (expected weight=N or config=FILE)"),
+            Some(("failurePolicy", value)) => {
+                parsed.failure_policy = value.parse().map_err(|e| anyhow::anyhow!("--policy {spec}: {e}"))?
+            }
+            _ => bail!(
+                "--policy {spec}: unknown option {part:?} (expected weight=N, config=FILE or failurePolicy=Fail|Ignore)"
+            ),
         }
     }
     Ok(parsed)
@@ -152,6 +159,11 @@ pub fn load_tenant_policy(
     let parsed = parse_policy_spec(policy_spec)?;
     if parsed.weight != 1 {
         bail!("--tenant-policy {spec}: a tenant policy decides alone; weight does not apply");
+    }
+    if parsed.failure_policy != FailurePolicy::Fail {
+        bail!(
+            "--tenant-policy {spec}: a tenant's failurePolicy is set in its ConfigMap's NAME.yaml; here its filter fails closed (Fail), the default"
+        );
     }
     let source = PolicySource::from_file(&parsed.path).with_context(|| format!("reading {}", parsed.path.display()))?;
     let config = read_config(parsed.config.as_deref())?;
@@ -238,7 +250,7 @@ pub fn load_policies(
     if specs.is_empty() {
         let policy = engine.load(&crate::default_policy::source(), "{}", limits.clone())?;
         let label = format!("{} {} (embedded)", policy.info.name, policy.info.version);
-        return Ok((PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]), label));
+        return Ok((PolicySet::new(vec![WeightedPolicy::new(Arc::new(policy), 1)]), label));
     }
     let mut policies = Vec::new();
     let mut labels = Vec::new();
@@ -248,13 +260,18 @@ pub fn load_policies(
         let config = read_config(spec.config.as_deref())?;
         announce_long_compile(engine, &source);
         let policy = engine.load(&source, &config, limits.clone())?;
-        labels.push(format!("{} {} ×{}", policy.info.name, policy.info.version, spec.weight));
-        policies.push(WeightedPolicy { policy: Arc::new(policy), weight: spec.weight });
+        // What a failed filter call does, for the policies that filter.
+        let on_failure = match policy.info.phases.filter {
+            true => format!(" (filter failurePolicy: {})", spec.failure_policy),
+            false => String::new(),
+        };
+        labels.push(format!("{} {} ×{}{on_failure}", policy.info.name, policy.info.version, spec.weight));
+        policies.push(WeightedPolicy::new(Arc::new(policy), spec.weight).with_failure_policy(spec.failure_policy));
     }
     Ok((PolicySet::new(policies), labels.join(", ")))
 }
 
-/// `--candidate PATH[,replaces=NAME][,weight=N][,config=FILE][,sample=RATE][,canary=PERCENT]`:
+/// `--candidate PATH[,replaces=NAME][,weight=N][,config=FILE][,sample=RATE][,canary=PERCENT][,failurePolicy=Fail|Ignore]`:
 /// a shadow candidate, tried beside the deciding policies and never
 /// deciding. It replaces the deciding policy named `replaces` (taking its
 /// weight), or is added with `weight`; it sees `sample` of the pods (0 to
@@ -269,7 +286,7 @@ pub fn load_candidate(
     let mut parts = spec.split(',');
     let path = PathBuf::from(parts.next().unwrap_or_default());
     let (mut replaces, mut weight, mut config, mut sample_rate) = (None, 1, None, 1.0);
-    let mut canary = None;
+    let (mut canary, mut failure_policy) = (None, FailurePolicy::default());
     for part in parts {
         match part.split_once('=') {
             Some(("replaces", name)) if !name.is_empty() => replaces = Some(name.to_string()),
@@ -277,6 +294,9 @@ pub fn load_candidate(
                 weight = w.parse().with_context(|| format!("--candidate {spec}: weight {w:?} is not a whole number"))?
             }
             Some(("config", file)) => config = Some(PathBuf::from(file)),
+            Some(("failurePolicy", value)) => {
+                failure_policy = value.parse().map_err(|e| anyhow::anyhow!("--candidate {spec}: {e}"))?
+            }
             Some(("canary", percent)) => {
                 let percent = percent.parse::<f64>().ok().filter(|p| (0.0..=100.0).contains(p)).with_context(|| {
                     format!("--candidate {spec}: canary {percent:?} is not a percentage from 0 to 100")
@@ -297,7 +317,7 @@ pub fn load_candidate(
                     .with_context(|| format!("--candidate {spec}: sample {rate:?} is not a share from 0 to 1"))?
             }
             _ => bail!(
-                "--candidate {spec}: unknown option {part:?} (expected replaces=NAME, weight=N, config=FILE, sample=RATE or canary=PERCENT)"
+                "--candidate {spec}: unknown option {part:?} (expected replaces=NAME, weight=N, config=FILE, sample=RATE, canary=PERCENT or failurePolicy=Fail|Ignore)"
             ),
         }
     }
@@ -307,7 +327,15 @@ pub fn load_candidate(
     let policy = engine.load(&source, &config, limits.clone()).with_context(|| format!("--candidate {spec}"))?;
     let name = format!("{} {}", policy.info.name, policy.info.version);
     let policy = Arc::new(policy);
-    Ok(crate::scheduler::policy_set::ShadowCandidate { name, policy, replaces, weight, sample_rate, canary })
+    Ok(crate::scheduler::policy_set::ShadowCandidate {
+        name,
+        policy,
+        replaces,
+        weight,
+        failure_policy,
+        sample_rate,
+        canary,
+    })
 }
 
 /// `--tenant-candidate NAMESPACE=SPEC`: a tenant's shadow candidate, held

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::bundle::{load_bundle, parse_bundle};
+use super::bundle::{LoadedBundle, load_bundle, parse_bundle};
 use super::remote::Fetcher;
 use crate::scheduler::{POLICY_ANNOTATION, PolicySet};
 use wasmsched_runtime::{PolicyEngine, PolicyLimits};
@@ -21,6 +21,9 @@ pub struct ValidBundle {
     /// name it.
     pub names: Vec<String>,
     pub set: PolicySet,
+    /// Candidates refused alone (`NAME: why`): the rest goes live without
+    /// them.
+    pub refused_candidates: Vec<String>,
 }
 
 pub struct BundleValidator {
@@ -96,9 +99,9 @@ impl BundleValidator {
                 canary.name
             ));
         }
-        let set = load_bundle(&self.engine, &entries, &self.limits, ceiling)?;
+        let LoadedBundle { set, refused_candidates } = load_bundle(&self.engine, &entries, &self.limits, ceiling)?;
         let deciding = entries.into_iter().filter(|e| e.settings.shadow.is_none());
-        Ok(ValidBundle { names: deciding.map(|e| e.name).collect(), set })
+        Ok(ValidBundle { names: deciding.map(|e| e.name).collect(), set, refused_candidates })
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::shadow::{CandidateKey, ShadowResult};
+use super::shadow::{CandidateKey, ShadowResult, ShadowVerdict};
 
 /// Divergent decisions kept per candidate, newest last.
 pub const LAST_DIVERGENT: usize = 10;
@@ -18,18 +18,23 @@ pub struct CandidateCounts {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tenant: Option<String>,
     pub candidate: String,
-    /// Attempts it evaluated.
+    /// Attempts it was due to see: `agree + ties + differ + failures +
+    /// dropped`.
     pub seen: u64,
     /// It would have chosen the node decided (or, like the deciding
     /// policies, none).
     pub agree: u64,
+    /// It would have chosen another node that scores as high, by its own
+    /// totals, as the node decided: the tie-break parted them.
+    #[serde(default)]
+    pub ties: u64,
     pub differ: u64,
     /// Pods placed that it would have left pending.
     pub would_leave_pending: u64,
     /// Pods left pending that it would have placed.
     pub would_place: u64,
-    /// Its calls failed (trap, deadline, memory, bad result) and the
-    /// built-in fallback scored in its place.
+    /// Evaluations in which a call failed (trap, deadline, memory, bad
+    /// result): counted here and nowhere else.
     pub failures: u64,
     /// Attempts it should have seen, dropped because shadow work was
     /// behind.
@@ -84,8 +89,10 @@ impl Experiments {
     pub fn record(&mut self, result: ShadowResult) {
         let counts = self.entry(&result.key());
         counts.seen += 1;
-        if result.failure.is_some() {
+        let verdict = result.verdict();
+        if verdict == ShadowVerdict::Failed {
             counts.failures += 1;
+            return;
         }
         match (&result.decided, &result.would_choose) {
             (Some(_), None) => counts.would_leave_pending += 1,
@@ -98,13 +105,16 @@ impl Experiments {
             counts.regret_sum += regret;
             counts.regret_max = counts.regret_max.max(regret);
         }
-        if result.agrees() {
-            counts.agree += 1;
-        } else {
-            counts.differ += 1;
-            counts.last_divergent.push_back(result);
-            if counts.last_divergent.len() > LAST_DIVERGENT {
-                counts.last_divergent.pop_front();
+        match verdict {
+            ShadowVerdict::Failed => {}
+            ShadowVerdict::Agree => counts.agree += 1,
+            ShadowVerdict::Tie => counts.ties += 1,
+            ShadowVerdict::Differ => {
+                counts.differ += 1;
+                counts.last_divergent.push_back(result);
+                if counts.last_divergent.len() > LAST_DIVERGENT {
+                    counts.last_divergent.pop_front();
+                }
             }
         }
     }
@@ -117,8 +127,11 @@ impl Experiments {
         self.entry(&CandidateKey::of_profile(profile, candidate)).canary_stopped = Some(why.to_string());
     }
 
+    /// Attempts it was due to see, dropped because shadow work was behind.
     pub fn dropped(&mut self, key: &CandidateKey, n: u64) {
-        self.entry(key).dropped += n;
+        let counts = self.entry(key);
+        counts.dropped += n;
+        counts.seen += n;
     }
 
     /// Runs an attempt's shadow work here and now, and counts it: the
@@ -181,9 +194,28 @@ mod tests {
         e.record(result(None, None, None, None));
         e.dropped(&CandidateKey::of_profile("p", "c"), 2);
         let c = e.candidates().next().unwrap();
-        assert_eq!((c.seen, c.agree, c.differ, c.dropped), (5, 2, 3, 2));
+        assert_eq!((c.seen, c.agree, c.differ, c.dropped), (7, 2, 3, 2));
         assert_eq!((c.would_leave_pending, c.would_place), (1, 1));
         assert_eq!((c.mean_rank(), c.mean_regret(), c.regret_max), (Some(2.0), Some(6.25), 12.5));
         assert_eq!(c.last_divergent.len(), 3);
+    }
+
+    /// A failed evaluation is a failure and nothing else, a tie with the
+    /// node decided is no divergence, and every attempt it was due to see
+    /// is in exactly one count.
+    #[test]
+    fn failures_count_alone_and_ties_are_not_divergences() {
+        let mut e = Experiments::default();
+        let failed = ShadowResult { failure: Some("trapped".into()), ..result(Some("a"), None, None, None) };
+        e.record(failed);
+        e.record(result(Some("a"), Some("b"), Some(1), Some(0.0)));
+        e.record(result(Some("a"), Some("b"), Some(2), Some(3.0)));
+        e.record(result(Some("a"), Some("a"), Some(1), Some(0.0)));
+        e.dropped(&CandidateKey::of_profile("p", "c"), 1);
+        let c = e.candidates().next().unwrap();
+        assert_eq!((c.failures, c.ties, c.differ, c.agree, c.dropped), (1, 1, 1, 1, 1));
+        assert_eq!(c.seen, c.agree + c.ties + c.differ + c.failures + c.dropped);
+        assert_eq!((c.would_leave_pending, c.ranked), (0, 3), "the failed evaluation left nothing pending");
+        assert_eq!(c.last_divergent.len(), 1);
     }
 }

@@ -44,7 +44,7 @@ pub use parallel::{AttemptWorkers, Backpressure};
 pub use plugins::preemption::{Preemption, Victim};
 pub use plugins::reasons::ReasonHistogram;
 pub use plugins::scores::{BuiltinScoring, ScorePart};
-pub use policy_set::{PolicySet, WeightedPolicy};
+pub use policy_set::{FailurePolicy, PolicySet, WeightedPolicy};
 pub use queue::QueueSizes;
 pub use sampling::{NodeSampling, NodeWindow};
 pub use scheduler_core::{

@@ -11,6 +11,62 @@ use wasmsched_runtime::{Candidate, LoadedPolicy, NodeTable, PolicyContext};
 pub struct WeightedPolicy {
     pub policy: Arc<LoadedPolicy>,
     pub weight: u32,
+    /// What a failed filter call does to the attempt.
+    pub failure_policy: FailurePolicy,
+}
+
+impl WeightedPolicy {
+    /// A policy with `weight` and the default failure policy (`Fail`).
+    pub fn new(policy: Arc<LoadedPolicy>, weight: u32) -> Self {
+        WeightedPolicy { policy, weight, failure_policy: FailurePolicy::default() }
+    }
+
+    pub fn with_failure_policy(mut self, failure_policy: FailurePolicy) -> Self {
+        self.failure_policy = failure_policy;
+        self
+    }
+}
+
+/// What a policy's failed filter call (a trap, its deadline, its memory, a
+/// malformed answer, an error it returned) does, as an admission webhook's
+/// `failurePolicy`: `Fail` (the default) fails the attempt, so the pod
+/// waits and is retried with backoff, as kube-scheduler treats a Filter
+/// plugin's error; `Ignore` skips the filter and the built-in scoring
+/// places the pod. A hard constraint is only turned off where the operator
+/// asked for it. A failed score call always falls back to the built-in
+/// scoring: a score is a preference.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum FailurePolicy {
+    #[default]
+    Fail,
+    Ignore,
+}
+
+impl FailurePolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailurePolicy::Fail => "Fail",
+            FailurePolicy::Ignore => "Ignore",
+        }
+    }
+}
+
+impl std::str::FromStr for FailurePolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "Fail" => Ok(FailurePolicy::Fail),
+            "Ignore" => Ok(FailurePolicy::Ignore),
+            other => Err(format!("failurePolicy {other:?} is neither Fail nor Ignore")),
+        }
+    }
+}
+
+impl std::fmt::Display for FailurePolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The policies one profile applies, in order. Empty means the built-in
@@ -60,6 +116,8 @@ pub struct ShadowCandidate {
     /// would be added, with `weight`.
     pub replaces: Option<String>,
     pub weight: u32,
+    /// Its own, in the place it takes.
+    pub failure_policy: FailurePolicy,
     /// The share of attempts it sees, 0 to 1, by a stable hash of the
     /// pod's UID (so a pod is seen at every attempt or at none).
     pub sample_rate: f64,
@@ -96,16 +154,20 @@ impl ShadowCandidate {
         for wp in &set.policies {
             match &self.replaces {
                 Some(name) if wp.policy.name() == name => {
-                    policies.push(WeightedPolicy { policy: self.policy.clone(), weight: wp.weight });
+                    policies.push(self.weighted(wp.weight));
                     replaced = true;
                 }
                 _ => policies.push(wp.clone()),
             }
         }
         if !replaced {
-            policies.push(WeightedPolicy { policy: self.policy.clone(), weight: self.weight });
+            policies.push(self.weighted(self.weight));
         }
         PolicySet::new(policies)
+    }
+
+    fn weighted(&self, weight: u32) -> WeightedPolicy {
+        WeightedPolicy::new(self.policy.clone(), weight).with_failure_policy(self.failure_policy)
     }
 
     /// Whether it sees the attempts of `pod`.

@@ -458,6 +458,16 @@ impl SchedulingQueue {
         self.entries.values().any(|e| matches!(e.location, Location::Active | Location::Backoff { .. }))
     }
 
+    /// Whether any pod is active, or backing off after anything but an
+    /// error (`backoff`).
+    pub fn has_work_besides_errors(&self) -> bool {
+        self.entries.values().any(|e| match e.location {
+            Location::Active => true,
+            Location::Backoff { .. } => !e.error_backoff,
+            _ => false,
+        })
+    }
+
     pub fn sizes(&self) -> QueueSizes {
         let mut s = QueueSizes::default();
         for e in self.entries.values() {
@@ -472,11 +482,16 @@ impl SchedulingQueue {
         s
     }
 
-    /// Pods waiting as unschedulable or gated, with their attempts.
+    /// Pods waiting as unschedulable or gated, or backing off after an
+    /// error, with their attempts.
     pub fn waiting(&self) -> impl Iterator<Item = (&Arc<PodInfo>, Location)> {
         self.entries
             .values()
-            .filter(|e| matches!(e.location, Location::Unschedulable { .. } | Location::Gated))
+            .filter(|e| match e.location {
+                Location::Unschedulable { .. } | Location::Gated => true,
+                Location::Backoff { .. } => e.error_backoff,
+                _ => false,
+            })
             .map(|e| (&e.info, e.location))
     }
 }

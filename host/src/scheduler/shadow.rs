@@ -6,7 +6,9 @@
 //! deciding path. Its [`ShadowResult`] says whether the candidate would
 //! have chosen the same node, the rank it gives the node chosen, the
 //! score that choice loses by its lights (regret), whether it would have
-//! left the pod pending, and what failed.
+//! left the pod pending, and what failed. An evaluation in which a call
+//! failed says only that: the built-in fallback's choice, or a filter's
+//! error, is never taken for the candidate's own answer.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -88,7 +90,9 @@ pub struct ShadowResult {
     /// Its best total minus its total for the node decided (0 when they
     /// agree; `None` when it refuses the node decided).
     pub regret: Option<f64>,
-    /// Why its calls failed (the built-in fallback then scored), if they did.
+    /// Why a call of its evaluation failed, if one did: then nothing else
+    /// of the result is set (what the built-in fallback would have chosen
+    /// is not the candidate's answer).
     pub failure: Option<String>,
     /// Each feasible node's total by the candidate's lights, best first
     /// (the first [`TOP_NODES`] nodes), as `--explain` shows totals.
@@ -120,8 +124,45 @@ impl ShadowResult {
         CandidateKey { profile: self.profile.clone(), tenant: self.tenant.clone(), candidate: self.candidate.clone() }
     }
 
-    pub fn agrees(&self) -> bool {
-        self.decided == self.would_choose
+    /// What the evaluation comes to, each result exactly one of these.
+    pub fn verdict(&self) -> ShadowVerdict {
+        if self.failure.is_some() {
+            ShadowVerdict::Failed
+        } else if self.decided == self.would_choose {
+            ShadowVerdict::Agree
+        } else if self.rank_of_decided == Some(1) {
+            // The node decided scores as high as its choice: the
+            // tie-break, not the candidate, parted them.
+            ShadowVerdict::Tie
+        } else {
+            ShadowVerdict::Differ
+        }
+    }
+}
+
+/// What one shadow evaluation comes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShadowVerdict {
+    /// A call failed: nothing it returned to compare.
+    Failed,
+    /// It would have chosen the node decided (or, like the deciding
+    /// policies, none).
+    Agree,
+    /// Another node, whose total by its lights equals the node decided's.
+    Tie,
+    /// Another node, or none where a node was decided, or the reverse.
+    Differ,
+}
+
+impl ShadowVerdict {
+    /// As `wasmsched_shadow_attempts_total{result}` names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShadowVerdict::Failed => "failed",
+            ShadowVerdict::Agree => "agree",
+            ShadowVerdict::Tie => "tie",
+            ShadowVerdict::Differ => "differ",
+        }
     }
 }
 
@@ -161,8 +202,12 @@ impl ShadowJob {
                 return result;
             }
         };
+        let failed = outcome.record.error.as_deref().or(outcome.record.fallback.as_deref());
+        if let Some(failure) = failed {
+            result.failure = Some(clipped(failure, FAILURE_TEXT));
+            return result;
+        }
         result.would_choose = outcome.record.chosen.clone();
-        result.failure = outcome.record.fallback.as_deref().map(|f| clipped(f, FAILURE_TEXT));
         let name = |i: usize| ctx.nodes.name(outcome.candidates[i].node).unwrap_or_default().to_string();
         let mut order: Vec<usize> = (0..outcome.totals.len()).collect();
         order.sort_by(|a, b| outcome.totals[*b].total_cmp(&outcome.totals[*a]));
@@ -173,7 +218,7 @@ impl ShadowJob {
             result.rank_of_decided = Some(1 + order.iter().filter(|&&i| outcome.totals[i] > total).count());
             result.regret = Some(outcome.totals[best] - total);
         }
-        if !result.agrees() && result.failure.is_none() {
+        if result.verdict() == ShadowVerdict::Differ {
             let seed = pod_seed(seed, &pod, attempt);
             result.parts = divergence_parts(&explainer, &ctx, &pod, &outcome, &result, seed);
         }

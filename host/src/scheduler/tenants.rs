@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::policy_calls::CallScope;
-use super::policy_set::{PolicySet, ShadowCandidate};
+use super::policy_set::{PolicySet, ShadowCandidate, WeightedPolicy};
 use crate::cluster::PodInfo;
 use crate::panic_text::panic_text;
 use crate::scheduler::attempt::{AttemptOutcome, BuiltinPass, policy_pass};
@@ -70,7 +70,7 @@ pub enum Route {
     /// disabled for its namespace.
     Profile,
     /// By its tenant's policy, off the scheduling thread.
-    Tenant { tenant: String, policy: Arc<LoadedPolicy> },
+    Tenant { tenant: String, policy: WeightedPolicy },
     /// It opted in to a policy its namespace does not have: placed by the
     /// built-in scoring, saying why (never left pending for it).
     Missing { tenant: String, why: String },
@@ -80,7 +80,7 @@ pub enum Route {
 pub struct TenantPolicies {
     settings: TenantSettings,
     /// Namespace → its valid policies, by name.
-    by_namespace: HashMap<String, HashMap<String, Arc<LoadedPolicy>>>,
+    by_namespace: HashMap<String, HashMap<String, WeightedPolicy>>,
     /// Namespace → its shadow candidates: each sees only that namespace's
     /// pods.
     candidates: HashMap<String, Vec<ShadowCandidate>>,
@@ -93,12 +93,7 @@ impl TenantPolicies {
 
     /// Replaces every policy of `namespace`, by the name pods use in their
     /// annotation, and its candidates (both empty remove the tenant).
-    pub fn set(
-        &mut self,
-        namespace: &str,
-        policies: Vec<(String, Arc<LoadedPolicy>)>,
-        candidates: Vec<ShadowCandidate>,
-    ) {
+    pub fn set(&mut self, namespace: &str, policies: Vec<(String, WeightedPolicy)>, candidates: Vec<ShadowCandidate>) {
         if policies.is_empty() {
             self.by_namespace.remove(namespace);
         } else {

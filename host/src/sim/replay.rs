@@ -23,7 +23,7 @@ use crate::cluster::{PodInfo, PodKey};
 use crate::record::{Attempted, BindingRecord, Entry, read_journal};
 use crate::scheduler::POLICY_ANNOTATION;
 use crate::scheduler::experiments::{CandidateCounts, Experiments};
-use crate::scheduler::policy_set::ShadowCandidate;
+use crate::scheduler::policy_set::{ShadowCandidate, WeightedPolicy};
 use crate::scheduler::{Attempt, Change, ClusterEvent, PolicySet, Profile, Scheduler, SchedulerConfig, TenantJob};
 use wasmsched_runtime::LoadedPolicy;
 
@@ -369,7 +369,7 @@ impl Tenants {
         namespaces.extend(self.candidates.keys());
         for ns in namespaces {
             let policies = self.supplied.iter().filter(|((n, _), _)| n == ns);
-            let policies = policies.map(|((_, name), p)| (name.clone(), p.clone())).collect();
+            let policies = policies.map(|((_, name), p)| (name.clone(), WeightedPolicy::new(p.clone(), 1))).collect();
             scheduler.set_tenant_policies(ns, policies, self.candidates.get(ns).cloned().unwrap_or_default());
         }
     }
@@ -388,7 +388,7 @@ impl Tenants {
                             &p.provenance.sha256[..12.min(p.provenance.sha256.len())]
                         ));
                     }
-                    policies.push((name.to_string(), p.clone()));
+                    policies.push((name.to_string(), WeightedPolicy::new(p.clone(), 1)));
                 }
                 None => {
                     self.unsupplied.insert((tenant.to_string(), name.to_string()));

@@ -107,17 +107,18 @@ pub fn experiments(candidates: &[CandidateCounts]) -> String {
     let mut out = String::from("\nSHADOW CANDIDATES (never deciding)\n");
     let _ = writeln!(
         out,
-        "{:<24}  {:>5}  {:>5}  {:>6}  {:>11}  {:>10}  {:>8}  {:>8}  {:>7}",
-        "CANDIDATE", "SEEN", "AGREE", "DIFFER", "MEAN RANK", "MEAN REGRET", "PENDING", "FAILURES", "DROPPED"
+        "{:<24}  {:>5}  {:>5}  {:>4}  {:>6}  {:>11}  {:>10}  {:>8}  {:>8}  {:>7}",
+        "CANDIDATE", "SEEN", "AGREE", "TIES", "DIFFER", "MEAN RANK", "MEAN REGRET", "PENDING", "FAILURES", "DROPPED"
     );
     for c in candidates {
         let mean = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
         let _ = writeln!(
             out,
-            "{:<24}  {:>5}  {:>5}  {:>6}  {:>11}  {:>10}  {:>8}  {:>8}  {:>7}",
+            "{:<24}  {:>5}  {:>5}  {:>4}  {:>6}  {:>11}  {:>10}  {:>8}  {:>8}  {:>7}",
             c.display_name(),
             c.seen,
             c.agree,
+            c.ties,
             c.differ,
             mean(c.mean_rank()),
             mean(c.mean_regret()),
@@ -128,7 +129,9 @@ pub fn experiments(candidates: &[CandidateCounts]) -> String {
     }
     let _ = writeln!(
         out,
-        "(MEAN RANK: the candidate's rank of the node decided, 1 best; MEAN REGRET: the points its \
+        "(SEEN = AGREE + TIES + DIFFER + FAILURES + DROPPED. TIES: it would choose another node that scores as \
+                           high as the node decided; FAILURES: a call failed, and nothing else is counted of it; \
+                           MEAN RANK: the candidate's rank of the node decided, 1 best; MEAN REGRET: the points its \
                            best node leads that node by; PENDING: pods it would leave pending / pods it would place)"
     );
     for c in candidates.iter().filter(|c| !c.last_divergent.is_empty()) {
@@ -210,16 +213,20 @@ pub fn explain(record: &AttemptRecord) -> String {
     for p in &record.policies {
         let _ = writeln!(
             out,
-            "Policy {} {} (weight {}, sha256 {})",
+            "Policy {} {} (weight {}, failurePolicy {}, sha256 {})",
             p.name,
             p.version,
             p.weight,
+            p.failure_policy,
             &p.sha256[..12.min(p.sha256.len())]
         );
     }
     match (&record.chosen, &record.message) {
         (Some(node), _) => {
             let _ = writeln!(out, "Chosen: {node} in {:.2} ms", record.duration.as_secs_f64() * 1e3);
+        }
+        (None, Some(message)) if record.error.is_some() => {
+            let _ = writeln!(out, "Not placed, an error (retried with backoff): {message}");
         }
         (None, Some(message)) => {
             let _ = writeln!(out, "Not placed: {message}");

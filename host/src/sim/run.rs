@@ -18,7 +18,7 @@ use super::load::Manifests;
 use crate::cluster::{ClusterState, DisruptionBudget, PodKey};
 use crate::scheduler::experiments::{CandidateCounts, Experiments};
 use crate::scheduler::plugins::dynamic_resources::Deallocation;
-use crate::scheduler::policy_set::ShadowCandidate;
+use crate::scheduler::policy_set::{ShadowCandidate, WeightedPolicy};
 use crate::scheduler::{
     Attempt, AttemptRecord, AttemptWorkers, BuiltinScoring, ClusterEvent, EventReport, NodeSampling, Nomination,
     ObjectKey, PodStanding, PolicySet, Scheduler, SchedulerConfig, ShadowOutbox,
@@ -256,10 +256,10 @@ fn new_scheduler(policies: PolicySet, metrics: Arc<dyn NodeMetrics>, options: &S
     };
     let mut scheduler =
         Scheduler::new(config, policies).with_node_metrics(metrics).with_workers(options.workers.clone());
-    type Tenant = (Vec<(String, Arc<LoadedPolicy>)>, Vec<ShadowCandidate>);
+    type Tenant = (Vec<(String, WeightedPolicy)>, Vec<ShadowCandidate>);
     let mut tenants: BTreeMap<&str, Tenant> = BTreeMap::new();
     for (namespace, name, policy) in &options.tenants {
-        tenants.entry(namespace).or_default().0.push((name.clone(), policy.clone()));
+        tenants.entry(namespace).or_default().0.push((name.clone(), WeightedPolicy::new(policy.clone(), 1)));
     }
     for (namespace, candidate) in &options.tenant_candidates {
         tenants.entry(namespace).or_default().1.push(candidate.clone());
@@ -327,7 +327,9 @@ struct Drive {
     attempts: u64,
     fallbacks: u64,
     explained: Option<AttemptRecord>,
-    last_failure: HashMap<PodKey, String>,
+    /// Each pending pod's last failure: its message, and whether it was an
+    /// error (kube's `SchedulerError`) rather than no node fitting.
+    last_failure: HashMap<PodKey, (String, bool)>,
     attempt_durations: Vec<Duration>,
     score_time: Duration,
     scored_nodes: u64,
@@ -338,7 +340,10 @@ struct Drive {
 
 /// Runs attempts until no pod is active or backing off, jumping virtual
 /// time to the next pod due. Bindings always succeed; preemption's
-/// victims go at once.
+/// victims go at once. Pods whose attempts failed with an error (a policy
+/// filter that fails) are retried while other work goes on, and left
+/// pending with their error once nothing else is due: nothing here would
+/// fix what failed.
 fn drive(
     scheduler: &mut Scheduler,
     pending: usize,
@@ -366,7 +371,7 @@ fn drive(
             }
         }
         match scheduler.next_due() {
-            Some(due) if scheduler.has_work() => now = due.max(now),
+            Some(due) if scheduler.has_work_besides_errors() => now = due.max(now),
             _ => return drive,
         }
     }
@@ -437,7 +442,8 @@ impl Drive {
                         victims: preemption.victims.iter().map(|v| v.key.to_string()).collect(),
                     });
                 }
-                self.last_failure.insert(pod.key.clone(), record.message.clone().unwrap_or_default());
+                let failure = (record.message.clone().unwrap_or_default(), record.error.is_some());
+                self.last_failure.insert(pod.key.clone(), failure);
                 self.account(record);
             }
         }
@@ -468,15 +474,16 @@ fn report(scheduler: &Scheduler, loaded: Loaded, drive: Drive, wall_time: Durati
         .waiting()
         .map(|pod| Unplaced {
             pod: pod.key.to_string(),
-            reason: match (pod.gated, scheduler.claim_wait(&pod.key)) {
-                (true, _) => "SchedulingGated".into(),
-                (false, Some(_)) => "WaitingForResourceClaims".into(),
-                (false, None) => "Unschedulable".into(),
+            reason: match (pod.gated, scheduler.claim_wait(&pod.key), drive.last_failure.get(&pod.key)) {
+                (true, _, _) => "SchedulingGated".into(),
+                (false, Some(_), _) => "WaitingForResourceClaims".into(),
+                (false, None, Some((_, true))) => "SchedulerError".into(),
+                (false, None, _) => "Unschedulable".into(),
             },
             message: match (pod.gated, scheduler.claim_wait(&pod.key)) {
                 (true, _) => "waiting for its scheduling gates to be removed".into(),
                 (false, Some(why)) => format!("not attempted until its ResourceClaims can be used: {why}"),
-                (false, None) => drive.last_failure.get(&pod.key).cloned().unwrap_or_default(),
+                (false, None) => drive.last_failure.get(&pod.key).map(|(m, _)| m.clone()).unwrap_or_default(),
             },
         })
         .collect();

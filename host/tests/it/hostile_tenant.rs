@@ -121,7 +121,10 @@ impl Tenant<'_> {
         let wasm = std::fs::read(wasmsched_test_support::policy_wasm("hostile")).unwrap();
         let encoded = base64::engine::general_purpose::STANDARD.encode(wasm);
         let mut binary = json!({ format!("{name}.wasm"): encoded });
-        let mut data = json!({ format!("{name}.yaml"): format!("config: {{mode: {mode}}}\n") });
+        // Ignore: its filter's failures are skipped and the pods placed,
+        // so that each phase ends (Fail would keep them pending, retried).
+        let settings = format!("config: {{mode: {mode}}}\nfailurePolicy: Ignore\n");
+        let mut data = json!({ format!("{name}.yaml"): settings });
         match self.previous.replace(name.to_string()) {
             None => {
                 self.fake.create(

@@ -124,7 +124,7 @@ fn assert_the_readme_configmap_loads(dir: &Path, wasm: &str) {
     let limits = PolicyLimits::default();
     let engine = PolicyEngine::new().unwrap().with_cache_dir(dir.join(".wasmsched-cache"));
     let entries = parse_bundle("configmap", &files, limits.max_wasm_bytes, &Fetcher::new(None)).unwrap();
-    let set = load_bundle(&engine, &entries, &limits, None).unwrap();
+    let set = load_bundle(&engine, &entries, &limits, None).unwrap().set;
     assert_eq!((set.policies.len(), set.policies[0].weight), (1, 1));
     assert_eq!(set.policies[0].policy.info.name, "prefer-zone");
     if wasm.starts_with("target/") {

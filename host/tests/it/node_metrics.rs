@@ -137,7 +137,7 @@ async fn http_latency() -> PolicySet {
     let source = PolicySource::from_file(&policy_wasm("http-latency")).unwrap();
     let config = format!(r#"{{"metric":"{METRIC}","maxAgeSeconds":600}}"#);
     let policy = engine.load(&source, &config, PolicyLimits::default()).unwrap();
-    PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }])
+    PolicySet::new(vec![WeightedPolicy::new(Arc::new(policy), 1)])
 }
 
 struct Setup {

@@ -133,7 +133,7 @@ fn a_large_python_policy_loads_from_a_pinned_url() {
     let limits = PolicyLimits::default();
     let entries = parse_bundle("configmap wasmsched/policies", &files, limits.max_wasm_bytes, &fetcher).unwrap();
     let engine = PolicyEngine::new().unwrap();
-    let set = load_bundle(&engine, &entries, &limits, None).expect("validated like any bundle entry");
+    let set = load_bundle(&engine, &entries, &limits, None).expect("validated like any bundle entry").set;
     assert_eq!(set.policies[0].policy.info.name, "least-allocated-py");
     // A restart (a new fetcher on the same cache) does not fetch again.
     let again = parse_bundle("o", &files, limits.max_wasm_bytes, &Fetcher::new(Some(cache.path().to_path_buf())));

@@ -50,7 +50,8 @@ fn candidates_never_change_a_decision_and_the_incumbent_in_its_own_place_agrees_
     let other = counts(&beside, "spot-first");
     assert_eq!(other["seen"].as_u64(), Some(seen));
     assert!(other["differ"].as_u64().unwrap() > 0, "{other}");
-    assert_eq!(other["agree"].as_u64().unwrap() + other["differ"].as_u64().unwrap(), seen);
+    let n = |field: &str| other[field].as_u64().unwrap();
+    assert_eq!(n("agree") + n("ties") + n("differ"), seen, "{other}");
     assert_eq!(other["failures"], 0);
     for d in other["lastDivergent"].as_array().unwrap() {
         assert_ne!(d["decided"], d["would_choose"], "{d}");
@@ -98,14 +99,20 @@ fn a_candidate_that_traps_or_loops_is_counted_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = hostile_cluster(dir.path());
     let alone = json(&[&cluster]);
-    for mode in ["panic", "loop"] {
+    for mode in ["panic", "loop", "oom"] {
         let config = dir.path().join(format!("{mode}.yaml"));
         std::fs::write(&config, format!("mode: {mode}\n")).unwrap();
         let hostile = candidate("hostile", &format!(",config={},weight=5", config.display()));
-        let beside = json(&[&cluster, "--candidate", &hostile, "--deadline", "50ms"]);
+        let beside = json(&[&cluster, "--candidate", &hostile, "--deadline", "50ms", "--memory-limit", "64Mi"]);
         assert_eq!(alone["placements"], beside["placements"], "{mode}: a failing candidate changed a decision");
         let c = counts(&beside, "hostile");
-        assert_eq!((c["seen"].as_u64(), c["failures"].as_u64()), (Some(6), Some(3)), "{mode}: {c}");
+        let n = |field: &str| c[field].as_u64().unwrap_or_else(|| panic!("{field}: {c}"));
+        assert_eq!((n("seen"), n("failures")), (6, 3), "{mode}: {c}");
+        // A failed evaluation is a failure and nothing else: the three calm
+        // pods are all it agrees, ties or differs on.
+        assert_eq!(n("agree") + n("ties") + n("differ"), 3, "{mode}: {c}");
+        assert_eq!(n("agree") + n("ties") + n("differ") + n("failures") + n("dropped"), n("seen"), "{mode}: {c}");
+        assert_eq!((n("wouldLeavePending"), n("ranked")), (0, 3), "{mode}: {c}");
     }
 }
 

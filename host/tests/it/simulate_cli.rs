@@ -287,10 +287,13 @@ fn tenant_policies_in_the_simulator() {
     // Another namespace's pod cannot use team's policy: placed, saying so.
     let other = placement("other/not-theirs");
     assert!(other["fallback"].as_str().unwrap().contains("not found in namespace other"), "{other}");
-    // The looping policy costs its own pod the (tenant) deadline, then the fallback.
-    let looping = placement("team/looping");
-    let why = looping["fallback"].as_str().unwrap();
-    assert!(why.contains("tenant team") && why.contains("50ms"), "{why}");
+    // The looping policy's filter runs to its (tenant) deadline: the pod
+    // waits, as a profile's would (failurePolicy: Fail), saying why.
+    let unplaced = report["unschedulable"].as_array().unwrap();
+    let looping = unplaced.iter().find(|u| u["pod"] == "team/looping").unwrap_or_else(|| panic!("{report}"));
+    let why = looping["message"].as_str().unwrap();
+    assert_eq!(looping["reason"], "SchedulerError", "{looping}");
+    assert!(why.starts_with("running \"hostile\" filter plugin: ") && why.contains("50ms"), "{why}");
 
     let bad = simulate(&[path.to_str().unwrap(), "--tenant-policy", "spot.wasm"]);
     assert!(!bad.status.success());

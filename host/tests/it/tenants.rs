@@ -127,7 +127,10 @@ async fn a_looping_tenant_delays_only_its_own_pods() {
     tenants.limits.call_deadline = Duration::from_millis(400);
     let looping = tenant_configmap(
         "policies",
-        &[("hostile.wasm", wasm("hostile")), ("hostile.yaml", b"config: {mode: loop}\n".to_vec())],
+        &[
+            ("hostile.wasm", wasm("hostile")),
+            ("hostile.yaml", b"config: {mode: loop}\nfailurePolicy: Ignore\n".to_vec()),
+        ],
     );
     let spot = tenant_configmap("policies", &[("spot-first.wasm", wasm("spot-first"))]);
     let s = setup(tenants, &[("team-a", looping), ("team-b", spot)]).await;

@@ -25,6 +25,10 @@ fn fixtures() -> Value {
              "requested": ["0", "0"], "pods": 0, "gpu": 2, "metric": [0.75, 60000], "note": null},
             {"name": "c", "cpu": "2.5", "memory": "1e9", "labels": [["zone", "z1"]], "taints": [["edge", "x", "no-execute"]],
              "requested": ["100m", "100M"], "pods": 1, "gpu": 0, "metric": null, "note": "  7 "},
+            // Its note is no number: the filter's per-node error refuses it
+            // alone ("policy error: ..."), in every language.
+            {"name": "d", "cpu": "4", "memory": "8Gi", "labels": [["zone", "z1"]], "taints": [],
+             "requested": ["0", "0"], "pods": 0, "gpu": 0, "metric": null, "note": "n/a"},
         ],
         "pods": [
             {"name": "plain", "cpu": "500m", "memory": "1Gi", "labels": [], "selector": [], "terms": [], "tolerations": []},
@@ -40,8 +44,10 @@ fn fixtures() -> Value {
 }
 
 /// The policy every language runs: refuses what NodeAffinity and
-/// TaintToleration refuse (with the taint's key), and scores by the
-/// helpers, each term in its own order of magnitude.
+/// TaintToleration refuse (with the taint's key), and a node whose `note`
+/// is no number (the error, as Python's and JavaScript's per-node helpers
+/// say an exception: `policy error: ...`), and scores by the helpers, each
+/// term in its own order of magnitude.
 struct Probe;
 
 impl Policy for Probe {
@@ -54,6 +60,9 @@ impl Policy for Probe {
     }
 
     fn filter(&self, _attempt: &Attempt<'_>, pod: &Pod, node: &NodeView<'_>) -> Result<(), String> {
+        if let Some(Err(e)) = node.annotation_f64("note") {
+            return Err(format!("policy error: {e}"));
+        }
         if !pod.matches_node(node) {
             return Err("affinity".into());
         }
@@ -62,7 +71,7 @@ impl Policy for Probe {
 
     fn score(&self, attempt: &Attempt<'_>, pod: &Pod, node: &NodeView<'_>) -> f64 {
         let usage = node.usage();
-        let note = node.annotation("note").map_or(-1.0, |_| node.annotation_f64("note").unwrap().unwrap());
+        let note = node.annotation_f64("note").map_or(-1.0, |n| n.unwrap_or(-2.0));
         let draw = (attempt.rng().next_u64() % 1000) as f64 / 1e3;
         attempt.metric_fresh_or("latency", node, 5000, 9.0)
             + 10.0 * note
@@ -182,12 +191,18 @@ const probe = {
   init() {},
   syncNodes: (reset, changes) => nodes.sync(reset, changes),
   filter: (pod, candidates) => filterEach(nodes, pod, candidates, (pod, node) => {
+    node.annotationF64("note");
     if (!pod.matchesNode(node)) return "affinity";
     const taint = pod.untoleratedTaint(node);
     return taint === null ? null : `taint ${taint.key}`;
   }),
   score: (pod, candidates, seed) => scoreEach(nodes, pod, candidates, (pod, node, attempt) => {
-    const note = node.annotation("note") === null ? -1 : node.annotationF64("note");
+    let note;
+    try {
+      note = node.annotation("note") === null ? -1 : node.annotationF64("note");
+    } catch {
+      note = -2;
+    }
     const draw = Number(attempt.rng().nextU64() % 1000n) / 1e3;
     return attempt.metricFreshOr("latency", node, 5000, 9.0) + 10 * note + 100 * Number(node.freeMemory() >> 20n)
       + 1e6 * node.usage().podCount + 1e7 * Number(node.allocatableScalar("gpu"))
@@ -223,6 +238,7 @@ console.log(JSON.stringify(out));
 const PYTHON: &str = r#"
 import json, sys
 sys.path[:0] = ["src", "bindings", "tests"]
+from componentize_py_types import Err
 from wasmsched_helpers import Nodes, filter_each, score_each
 from wasmsched_testing import Harness, NodeBuilder, PodBuilder
 from wit_world.imports import types
@@ -231,12 +247,16 @@ NODES = Nodes()
 def enum(kind, name):
     return getattr(kind, name.upper().replace("-", "_")) if name else None
 def reject(pod, node):
+    node.annotation_f64("note")
     if not pod.matches_node(node):
         return "affinity"
     taint = pod.untolerated_taint(node)
     return None if taint is None else f"taint {taint.key}"
 def score(pod, node, attempt):
-    note = -1.0 if node.annotation("note") is None else node.annotation_f64("note")
+    try:
+        note = -1.0 if node.annotation("note") is None else node.annotation_f64("note")
+    except Err:
+        note = -2.0
     draw = (attempt.rng().next_u64() % 1000) / 1e3
     return (attempt.metric_fresh_or("latency", node, 5000, 9.0) + 10 * note + 100 * float(node.free_memory() >> 20)
             + 1e6 * node.usage()["pod_count"] + 1e7 * float(node.allocatable_scalar("gpu"))

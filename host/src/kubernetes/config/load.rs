@@ -37,7 +37,9 @@ fn load_set(plans: &[PolicyPlan], engine: &PolicyEngine, fetcher: &Fetcher) -> R
         let error = |message| ConfigError { at: plan.at.clone(), message };
         let policy = Arc::new(load_one(plan, engine, fetcher).map_err(error)?);
         match &plan.shadow {
-            None => set.policies.push(WeightedPolicy { policy, weight: plan.weight }),
+            None => {
+                set.policies.push(WeightedPolicy::new(policy, plan.weight).with_failure_policy(plan.failure_policy))
+            }
             Some(shadow) => candidates.push((plan, shadow, policy)),
         }
     }
@@ -57,6 +59,7 @@ fn load_set(plans: &[PolicyPlan], engine: &PolicyEngine, fetcher: &Fetcher) -> R
             policy,
             replaces: shadow.replaces.clone(),
             weight: plan.weight,
+            failure_policy: plan.failure_policy,
             sample_rate: shadow.sample_rate,
             canary: shadow.canary.clone(),
         });
@@ -155,6 +158,7 @@ mod tests {
             at: "--policy x".into(),
             location: PolicyLocation::Embedded,
             weight: 1,
+            failure_policy: Default::default(),
             limits: Default::default(),
             config: PolicyConfig::File(config.clone()),
             shadow: None,

@@ -16,6 +16,7 @@ use super::run_settings;
 use super::v1alpha1::{ConfigurationFile, PolicyFile, ProfileFile};
 use super::{ConfigError, PolicyOrigin, ProfileConfig, Resolved, RunConfig};
 use crate::policy::bundle::resolve_settings;
+use crate::scheduler::policy_set::FailurePolicy;
 use crate::scheduler::{BuiltinScoring, NodeSampling};
 use wasmsched_runtime::PolicyLimits;
 
@@ -26,6 +27,7 @@ pub struct PolicyPlan {
     pub at: String,
     pub location: PolicyLocation,
     pub weight: u32,
+    pub failure_policy: FailurePolicy,
     pub limits: PolicyLimits,
     pub config: PolicyConfig,
     /// Set for a shadow candidate: what it replaces and the share of pods
@@ -121,6 +123,7 @@ fn flag_profile(flags: &Flags) -> Result<ProfileConfig<Vec<PolicyPlan>>, String>
                 at: "the embedded policy".into(),
                 location: PolicyLocation::Embedded,
                 weight: 1,
+                failure_policy: FailurePolicy::default(),
                 limits: flags.limits.clone(),
                 config: PolicyConfig::Json("{}".into()),
                 shadow: None,
@@ -136,6 +139,7 @@ fn flag_profile(flags: &Flags) -> Result<ProfileConfig<Vec<PolicyPlan>>, String>
                         None => PolicyLocation::File(spec.path.clone()),
                     },
                     weight: spec.weight,
+                    failure_policy: spec.failure_policy,
                     limits: flags.limits.clone(),
                     config: spec.config.clone().map_or(PolicyConfig::Json("{}".into()), PolicyConfig::File),
                     shadow: None,
@@ -209,8 +213,8 @@ fn file_policy(p: &PolicyFile, dir: &Path, base: &PolicyLimits, at: String) -> R
             Some(ShadowPlan { replaces: s.replaces.clone(), sample_rate, canary })
         }
     };
-    let weight = p.weight.unwrap_or(1);
-    Ok(PolicyPlan { at, location, weight, limits, config: PolicyConfig::Json(config), shadow })
+    let (weight, failure_policy) = (p.weight.unwrap_or(1), p.failure_policy.unwrap_or_default());
+    Ok(PolicyPlan { at, location, weight, failure_policy, limits, config: PolicyConfig::Json(config), shadow })
 }
 
 #[cfg(test)]
@@ -317,7 +321,12 @@ mod tests {
         assert_eq!(specs(&r.profiles[0])[0].location, PolicyLocation::Embedded, "no --policy: the default policy");
         assert_eq!(r.bind_concurrency, DEFAULT_BIND_CONCURRENCY);
 
-        let spec = PolicySpec { path: "a.wasm".into(), weight: 2, config: Some("a.yaml".into()) };
+        let spec = PolicySpec {
+            path: "a.wasm".into(),
+            weight: 2,
+            config: Some("a.yaml".into()),
+            failure_policy: FailurePolicy::Ignore,
+        };
         let flags = Flags {
             scheduler_name: Some("mine".into()),
             policies: vec![spec],
@@ -328,6 +337,7 @@ mod tests {
         let plan = &specs(&r.profiles[0])[0];
         assert_eq!((plan.location.clone(), plan.weight), (PolicyLocation::File("a.wasm".into()), 2));
         assert_eq!((plan.config.clone(), plan.at.as_str()), (PolicyConfig::File("a.yaml".into()), "--policy a.wasm"));
+        assert_eq!(plan.failure_policy, FailurePolicy::Ignore);
         assert_eq!((r.profiles[0].scheduler_name.as_str(), r.profiles[0].sampling), ("mine", NodeSampling::Adaptive));
 
         let cm: ConfigMapRef = "ns/p".parse().unwrap();

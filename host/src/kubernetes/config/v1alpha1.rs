@@ -21,6 +21,7 @@
 //!   policies:
 //!   - path: /etc/wasmsched/policies/http-latency.wasm
 //!     weight: 2
+//!     failurePolicy: Fail       # a failed filter call fails the attempt (Ignore: skipped)
 //!     config: {metric: http_latency_seconds}
 //!     memoryLimit: 32Mi
 //!     deadline: 50ms
@@ -37,6 +38,8 @@
 //! ```
 
 use std::collections::BTreeMap;
+
+use crate::scheduler::policy_set::FailurePolicy;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -132,6 +135,8 @@ pub struct PolicyFile {
     pub url: Option<String>,
     pub sha256: Option<String>,
     pub weight: Option<u32>,
+    /// What a failed filter call does: `Fail` (the default) or `Ignore`.
+    pub failure_policy: Option<FailurePolicy>,
     /// The policy's own configuration, handed to it as JSON.
     pub config: Option<serde_yaml::Value>,
     pub memory_limit: Option<String>,

@@ -152,9 +152,21 @@ impl PolicyConfigMapSource {
                 }
             };
             updates = Some(u);
-            if let Outcome::Rejected { why, consequence } = outcome {
-                let note = format!("policy update rejected: {why}; {consequence}");
-                configmap_event(&client, &cm, ("Warning", "PolicyRejected"), note, &self.profile, &self.instance).await;
+            match outcome {
+                Outcome::Rejected { why, consequence } => {
+                    let note = format!("policy update rejected: {why}; {consequence}");
+                    let reason = ("Warning", "PolicyRejected");
+                    configmap_event(&client, &cm, reason, note, &self.profile, &self.instance).await;
+                }
+                Outcome::Accepted { refused_candidates } => {
+                    for why in refused_candidates {
+                        let note = format!(
+                            "candidate refused: {why}; it is not tried, and the deciding policies of this update are live"
+                        );
+                        let reason = ("Warning", "CandidateRejected");
+                        configmap_event(&client, &cm, reason, note, &self.profile, &self.instance).await;
+                    }
+                }
             }
             status.set_synced(&self.configmap.source_name());
         }

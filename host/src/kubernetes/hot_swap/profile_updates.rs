@@ -36,12 +36,10 @@ pub struct ProfileUpdates<T> {
 }
 
 pub enum Outcome {
-    Accepted,
+    /// Swapped in; the candidates refused alone (`NAME: why`), if any.
+    Accepted { refused_candidates: Vec<String> },
     /// Why, and what happens now ("the active version stays", …).
-    Rejected {
-        why: String,
-        consequence: String,
-    },
+    Rejected { why: String, consequence: String },
 }
 
 impl<T: From<ProfilePolicies>> ProfileUpdates<T> {
@@ -70,7 +68,10 @@ impl<T: From<ProfilePolicies>> ProfileUpdates<T> {
                 self.metrics.policy_reload(&self.profile, "accepted");
                 self.have_active = true;
                 self.send(valid.set, active);
-                Outcome::Accepted
+                for why in &valid.refused_candidates {
+                    tracing::warn!(profile = %self.profile, source = %self.origin, error = %why, "candidate refused; the deciding policies are swapped in without it");
+                }
+                Outcome::Accepted { refused_candidates: valid.refused_candidates }
             }
             Err(why) => {
                 self.metrics.policy_reload(&self.profile, "rejected");

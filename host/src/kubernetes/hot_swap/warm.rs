@@ -94,7 +94,7 @@ mod tests {
         let files =
             BTreeMap::from([("least-allocated.wasm".to_string(), crate::default_policy::DEFAULT_POLICY_WASM.to_vec())]);
         let entries = parse_bundle("test", &files, 32 << 20, &Fetcher::new(None)).unwrap();
-        let set = load_bundle(&engine, &entries, &PolicyLimits::default(), None).unwrap();
+        let set = load_bundle(&engine, &entries, &PolicyLimits::default(), None).unwrap().set;
         let policy = set.policies[0].policy.clone();
         let mut table = NodeTable::new();
         for i in 0..20 {

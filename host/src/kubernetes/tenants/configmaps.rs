@@ -182,7 +182,7 @@ mod tests {
             if origin.starts_with("configmap slow/") {
                 self.release.lock().unwrap().recv().unwrap();
             }
-            Ok(ValidBundle { names: vec![], set: PolicySet::new(vec![]) })
+            Ok(ValidBundle { names: vec![], set: PolicySet::new(vec![]), refused_candidates: vec![] })
         }
     }
 

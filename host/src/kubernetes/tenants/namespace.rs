@@ -16,10 +16,9 @@ use super::compile_budget::CompileBudget;
 use crate::kubernetes::hot_swap::configmap::files_of;
 use crate::kubernetes::scheduler_status::ActivePolicy;
 use crate::policy::validator::{BundleValidator, ValidBundle};
-use crate::scheduler::policy_set::ShadowCandidate;
+use crate::scheduler::policy_set::{ShadowCandidate, WeightedPolicy};
 use crate::scheduler::{POLICY_ANNOTATION, TenantSettings};
 use crate::scheduler_metrics::SchedulerMetrics;
-use wasmsched_runtime::LoadedPolicy;
 
 /// Every valid policy of one tenant now (empty: none), for the
 /// scheduling loop.
@@ -27,7 +26,7 @@ use wasmsched_runtime::LoadedPolicy;
 pub struct TenantPolicies {
     pub namespace: String,
     /// By the name pods give in their annotation.
-    pub policies: Vec<(String, Arc<LoadedPolicy>)>,
+    pub policies: Vec<(String, WeightedPolicy)>,
     /// Tried on the namespace's pods, never deciding.
     pub candidates: Vec<ShadowCandidate>,
     pub active: Vec<ActivePolicy>,
@@ -96,7 +95,7 @@ pub struct Note {
 
 /// The valid version of one ConfigMap.
 struct Accepted {
-    policies: Vec<(String, Arc<LoadedPolicy>)>,
+    policies: Vec<(String, WeightedPolicy)>,
     candidates: Vec<ShadowCandidate>,
     active: Vec<ActivePolicy>,
 }
@@ -169,10 +168,9 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
         };
 
         match valid {
-            Ok(ValidBundle { names, set }) => {
+            Ok(ValidBundle { names, set, refused_candidates }) => {
                 let candidates = set.candidates;
-                let policies: Vec<(String, Arc<LoadedPolicy>)> =
-                    names.into_iter().zip(set.policies.into_iter().map(|wp| wp.policy)).collect();
+                let policies: Vec<(String, WeightedPolicy)> = names.into_iter().zip(set.policies).collect();
                 let active = ActivePolicy::of_tenant(&namespace, &policies, &candidates);
                 let summary = active
                     .iter()
@@ -184,6 +182,12 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
                     .join(", ");
                 tracing::info!(tenant = %namespace, configmap = %name, policies = %summary, "tenant policies accepted");
                 self.context.metrics.tenant_reload(&namespace, "accepted");
+                for why in refused_candidates {
+                    tracing::warn!(tenant = %namespace, configmap = %name, error = %why, "tenant candidate refused; the rest is live");
+                    let text =
+                        format!("candidate refused: {why}; it is not tried, and the rest of this ConfigMap is live");
+                    self.note(cm.clone(), "Warning", "CandidateRejected", text);
+                }
                 self.accepted.insert(name, Accepted { policies, candidates, active });
                 self.publish();
                 let text =

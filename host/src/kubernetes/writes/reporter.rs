@@ -54,6 +54,10 @@ pub enum Report {
     Unschedulable {
         pod: PodRef,
         message: String,
+        /// The attempt failed with an error (a policy filter failed), not
+        /// for want of a node: the condition's reason is `SchedulerError`,
+        /// as kube-scheduler writes it for a plugin's error.
+        error: bool,
         fallback: Option<String>,
         nomination: Nomination,
         /// A claim DynamicResources' PostFilter deallocates, written first.
@@ -178,7 +182,7 @@ impl PodReporter {
                 self.last_condition.insert(pod.key.clone(), message.clone());
                 self.write_status(&pod, pod_condition::not_scheduled("SchedulerError", message)).await;
             }
-            Report::Unschedulable { pod, message, fallback, nomination, deallocate } => {
+            Report::Unschedulable { pod, message, error, fallback, nomination, deallocate } => {
                 if let Some(deallocation) = deallocate {
                     claim_reservation::deallocate(&self.client, &deallocation).await;
                 }
@@ -213,6 +217,15 @@ impl PodReporter {
                     self.last_condition.insert(pod.key.clone(), message.clone());
                 }
                 let condition = condition_changed.then_some(message);
+                if error {
+                    // kube's failure handler for an error: the condition,
+                    // and any nomination cleared (no preemption ran).
+                    if condition.is_some() || nomination == Nomination::Cleared {
+                        let message = self.last_condition.get(&pod.key).cloned().unwrap_or_default();
+                        self.write_status(&pod, pod_condition::not_scheduled("SchedulerError", message)).await;
+                    }
+                    return;
+                }
                 match nomination {
                     Nomination::Unchanged => {
                         if let Some(message) = condition {

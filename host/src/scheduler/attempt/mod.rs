@@ -1,9 +1,12 @@
 //! One scheduling attempt for one pod: the built-in pass (kube's filters,
 //! then the built-in scores' inputs) → policy filters → built-in scores
 //! and policy scores → normalise per part → weighted sum → best node, ties
-//! broken at random (seeded). A failing policy never fails the pod: its
-//! filter is skipped and the attempt scores with the built-in
-//! least-allocated fallback in the policies' place, which the record says.
+//! broken at random (seeded). A policy's failed filter call fails the
+//! attempt (the pod waits and is retried with backoff, as kube does with a
+//! Filter plugin's error), unless the policy's failure policy is `Ignore`:
+//! then the filter is skipped. A failed score call (or an ignored filter)
+//! means the built-in least-allocated scoring in the policies' place,
+//! which the record says.
 
 mod builtin_pass;
 mod choice;
@@ -95,7 +98,7 @@ pub fn run_attempt(input: AttemptInput<'_>) -> (AttemptRecord, usize, Option<Bui
     let (complete, next_start) = (pre.evaluated == pre.nodes, pre.next_start);
     let pass = kept(&pre);
     let record = policy_pass(pre, pod, policies, scope, seed, attempt, started).record;
-    if record.chosen.is_some() || complete {
+    if record.chosen.is_some() || record.error.is_some() || complete {
         return (record, next_start, pass);
     }
     let pre = builtin_pass(pod, state, scoring, detail, NodeWindow::ALL, workers);

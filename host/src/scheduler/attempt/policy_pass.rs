@@ -16,7 +16,7 @@ use crate::scheduler::attempt::record::{
 use crate::scheduler::plugins::reasons::ReasonHistogram;
 use crate::scheduler::plugins::scores::{BuiltinInputs, PartScores};
 use crate::scheduler::policy_calls::{AttemptCalls, CallScope};
-use crate::scheduler::policy_set::{PolicySet, least_allocated};
+use crate::scheduler::policy_set::{FailurePolicy, PolicySet, least_allocated};
 use wasmsched_runtime::Candidate;
 
 /// An attempt decided: the record, and the scored candidates so a caller
@@ -85,7 +85,7 @@ pub fn policy_pass(
     let fallback = policies.unavailable.clone();
     let mut calls = Calls { pod, policies, calls_for, made: Vec::new(), fallback };
     let mut survivors = Survivors { candidates, builtin, histogram, records, record_index, detail };
-    calls.filter(&mut survivors);
+    let error = calls.filter(&mut survivors);
 
     let mut record = AttemptRecord {
         pod: pod.key.to_string(),
@@ -96,6 +96,7 @@ pub fn policy_pass(
         feasible: survivors.candidates.len(),
         chosen: None,
         message: None,
+        error: None,
         policies: versions(policies),
         tenant: None,
         ignored_constraints: ignored_constraints.iter().map(|c| c.to_string()).collect(),
@@ -108,12 +109,20 @@ pub fn policy_pass(
         policy_calls: Vec::new(),
         node_records: Vec::new(),
     };
-    let Survivors { candidates, builtin, histogram, mut records, record_index, .. } = survivors;
-    if candidates.is_empty() {
+    let Survivors { mut candidates, builtin, histogram, mut records, record_index, .. } = survivors;
+    if error.is_some() {
+        // No decision was made: nothing is offered to fall back on.
+        candidates.clear();
+        record.feasible = 0;
+        record.message = error.clone();
+        record.error = error;
+    } else if candidates.is_empty() {
         record.message = Some(match pod_rejection {
             Some(rejection) => format!("0/{nodes} nodes are available: {}.", rejection.message),
             None => histogram.message(nodes),
         });
+    }
+    if candidates.is_empty() {
         record.fallback = calls.fallback;
         record.policy_calls = calls.made;
         record.node_records = records;
@@ -181,6 +190,7 @@ fn versions(policies: &PolicySet) -> Vec<PolicyVersion> {
             version: wp.policy.info.version.clone(),
             sha256: wp.policy.provenance.sha256.clone(),
             weight: wp.weight,
+            failure_policy: wp.failure_policy,
         })
         .collect()
 }
@@ -213,21 +223,31 @@ impl Calls<'_> {
     }
 
     /// The policy filters, in order; each sees the survivors of the
-    /// previous one. A filter that fails is skipped, and the attempt goes
-    /// on with the built-in fallback.
-    fn filter(&mut self, survivors: &mut Survivors) {
+    /// previous one. A filter that fails fails the attempt (its error, in
+    /// kube's words for a Filter plugin's error), unless its failure policy
+    /// is `Ignore`: then it is skipped, and the attempt goes on with the
+    /// built-in fallback, saying so.
+    fn filter(&mut self, survivors: &mut Survivors) -> Option<String> {
         for wp in self.policies.policies.iter().filter(|wp| wp.policy.info.phases.filter) {
             if survivors.candidates.is_empty() {
                 break;
             }
+            let name = wp.policy.name();
             match self.calls_for.filter(&mut self.made, wp, &survivors.candidates) {
-                Ok(outcome) => survivors.keep(wp.policy.name(), |i| outcome.rejection(i)),
+                Ok(outcome) => survivors.keep(name, |i| outcome.rejection(i)),
+                Err(e) if wp.failure_policy == FailurePolicy::Fail => {
+                    tracing::warn!(pod = %self.pod.key, policy = name, error = %e, "policy filter failed; the pod waits (failurePolicy: Fail)");
+                    return Some(format!("running {name:?} filter plugin: {e}"));
+                }
                 Err(e) => {
-                    tracing::warn!(pod = %self.pod.key, error = %e, "policy filter failed; skipping it");
-                    self.fallback.get_or_insert_with(|| e.to_string());
+                    tracing::warn!(pod = %self.pod.key, policy = name, error = %e, "policy filter failed; ignored (failurePolicy: Ignore)");
+                    self.fallback.get_or_insert_with(|| {
+                        format!("the filter of {name:?} failed and was ignored (failurePolicy: Ignore): {e}")
+                    });
                 }
             }
         }
+        None
     }
 
     /// Every candidate's total: the built-in parts, then every scoring

@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::scheduler::plugins::dynamic_resources::Deallocation;
 use crate::scheduler::plugins::pod_claims::RejectedBy;
 use crate::scheduler::plugins::preemption::Preemption;
+use crate::scheduler::policy_set::FailurePolicy;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PolicyVersion {
@@ -15,6 +16,8 @@ pub struct PolicyVersion {
     pub version: String,
     pub sha256: String,
     pub weight: u32,
+    /// What a failed filter call of it does (`Fail` or `Ignore`).
+    pub failure_policy: FailurePolicy,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -91,6 +94,13 @@ pub struct AttemptRecord {
     /// The kube-form message when no node was chosen.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Set when the attempt failed with an error rather than finding no
+    /// node (a policy filter with `failurePolicy: Fail` failed), in kube's
+    /// words for a plugin's error (`running "NAME" filter plugin: ...`):
+    /// the pod is not placed, and is retried with backoff (kube's
+    /// `SchedulerError`), never preempting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// Rejected whatever the node (a claim missing or not bound), and by
     /// which PreFilter plugin: no eviction can help.
     #[serde(skip)]

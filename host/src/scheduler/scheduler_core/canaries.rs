@@ -36,9 +36,12 @@ impl Failed {
     /// where the deciding policies placed it (`placed_anyway`). A pod no
     /// policy can place is not the canary's failure.
     pub fn of(record: &AttemptRecord, placed_anyway: bool, now: Duration) -> Option<Failed> {
-        let what = match (&record.fallback, &record.chosen) {
-            (Some(why), _) => format!("its call failed ({})", clipped(why, FAILURE_TEXT)),
-            (None, None) if placed_anyway => "it left unschedulable a pod the deciding policies placed".to_string(),
+        let what = match (&record.error, &record.fallback, &record.chosen) {
+            (Some(error), _, _) => format!("its attempt failed ({})", clipped(error, FAILURE_TEXT)),
+            (None, Some(why), _) => format!("its call failed ({})", clipped(why, FAILURE_TEXT)),
+            (None, None, None) if placed_anyway => {
+                "it left unschedulable a pod the deciding policies placed".to_string()
+            }
             _ => return None,
         };
         Some(Failed { what, pod: record.pod.clone(), at: now })
@@ -114,6 +117,7 @@ mod tests {
             policy: Arc::new(policy),
             replaces: None,
             weight: 1,
+            failure_policy: Default::default(),
             sample_rate: 1.0,
             canary: Some(canary),
         }
@@ -129,6 +133,7 @@ mod tests {
             feasible: 1,
             chosen: chosen.map(String::from),
             message: None,
+            error: None,
             pod_rejected: None,
             policies: vec![],
             tenant: None,

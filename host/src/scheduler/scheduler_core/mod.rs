@@ -475,6 +475,17 @@ impl Scheduler {
                 self.queue.pod_placed(now);
                 Attempt::Placed { pod, node, reserved, record }
             }
+            // An error, not a fit: no preemption can help. Retried with
+            // backoff, its nomination cleared, as kube's failure handler
+            // does for an error.
+            None if record.error.is_some() => {
+                let nomination = match self.state.unnominate(&pod.key) {
+                    Some(_) => Nomination::Cleared,
+                    None => Nomination::Unchanged,
+                };
+                self.queue.backoff(&pod.key, now);
+                Attempt::Unschedulable { pod, record, nomination }
+            }
             None => {
                 let mut record = record;
                 let nomination = self.preempt(&pod, &mut record, now);
@@ -625,6 +636,13 @@ impl Scheduler {
     /// Whether any pod is active or backing off.
     pub fn has_work(&self) -> bool {
         self.queue.has_work()
+    }
+
+    /// Whether any pod is active, or backing off for another reason than
+    /// its attempt's error: what the simulator runs until, since nothing
+    /// outside it fixes what made an attempt fail.
+    pub fn has_work_besides_errors(&self) -> bool {
+        self.queue.has_work_besides_errors()
     }
 
     /// When a backing-off or waiting pod next becomes due, or an eviction

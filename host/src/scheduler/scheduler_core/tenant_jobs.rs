@@ -20,7 +20,7 @@ use crate::scheduler::queue::Location;
 use crate::scheduler::sampling::NodeWindow;
 use crate::scheduler::shadow::CandidateKey;
 use crate::scheduler::tenants::{TenantJob, TenantSettings, TenantShadows, TenantVerdict};
-use wasmsched_runtime::{LoadedPolicy, NodeTable, PolicyContext};
+use wasmsched_runtime::{NodeTable, PolicyContext};
 
 impl Scheduler {
     /// Whether (and where) tenants' own policies apply.
@@ -34,7 +34,7 @@ impl Scheduler {
     pub fn set_tenant_policies(
         &mut self,
         namespace: &str,
-        policies: Vec<(String, Arc<LoadedPolicy>)>,
+        policies: Vec<(String, WeightedPolicy)>,
         candidates: Vec<ShadowCandidate>,
     ) {
         self.tenants.set(namespace, policies, candidates);
@@ -45,7 +45,7 @@ impl Scheduler {
     /// share of jobs out, the pod waits its turn (`None`).
     pub(super) fn hand_to_tenant(
         &mut self,
-        (tenant, policy): (String, Arc<LoadedPolicy>),
+        (tenant, policy): (String, WeightedPolicy),
         scoring: &BuiltinScoring,
         pod: Arc<PodInfo>,
         attempt: u32,
@@ -65,7 +65,7 @@ impl Scheduler {
         let pre = builtin_pass(&pod, &self.state, scoring, detail, NodeWindow::ALL, &self.workers);
         let ctx = self.policy_context();
         let shadows = self.tenant_shadows(&tenant, &policy, &pod, &pre, attempt);
-        let policies = PolicySet::new(vec![WeightedPolicy { policy, weight: 1 }]);
+        let policies = PolicySet::new(vec![policy]);
         let seed = self.config.seed;
         if pre.candidates.is_empty() {
             // Nothing to ask the policy about: no call is made.
@@ -86,12 +86,13 @@ impl Scheduler {
     fn tenant_shadows(
         &mut self,
         tenant: &str,
-        policy: &Arc<LoadedPolicy>,
+        policy: &WeightedPolicy,
         pod: &PodInfo,
         pre: &BuiltinPass,
         attempt: u32,
     ) -> Option<TenantShadows> {
-        let mut candidates: Vec<ShadowCandidate> = self.tenants.candidates_for(pod, Some(policy)).cloned().collect();
+        let mut candidates: Vec<ShadowCandidate> =
+            self.tenants.candidates_for(pod, Some(&policy.policy)).cloned().collect();
         let skipped = candidates.split_off(self.shadow_room().min(candidates.len()));
         let key = |c: &ShadowCandidate| CandidateKey {
             profile: pod.scheduler_name.clone(),
@@ -102,7 +103,7 @@ impl Scheduler {
         (!candidates.is_empty()).then(|| TenantShadows {
             candidates,
             pass: pre.clone(),
-            policies: PolicySet::new(vec![WeightedPolicy { policy: policy.clone(), weight: 1 }]),
+            policies: PolicySet::new(vec![policy.clone()]),
             attempt,
         })
     }

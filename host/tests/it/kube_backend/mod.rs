@@ -14,7 +14,7 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use wasmsched::kubernetes::config::{LeaderElectionConfig, ProfileConfig, RunConfig};
 use wasmsched::kubernetes::{RunningScheduler, start};
-use wasmsched::scheduler::{PolicySet, WeightedPolicy};
+use wasmsched::scheduler::{FailurePolicy, PolicySet, WeightedPolicy};
 use wasmsched_fake_apiserver::{FakeApiServer, Fault};
 use wasmsched_runtime::{PolicyEngine, PolicyLimits};
 
@@ -178,11 +178,7 @@ impl TestCluster {
     fn config(&self, identity: &str, leader_election: bool) -> RunConfig {
         let engine = PolicyEngine::new().unwrap();
         let policy = engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).unwrap();
-        self.config_with(
-            identity,
-            leader_election,
-            PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]),
-        )
+        self.config_with(identity, leader_election, PolicySet::new(vec![WeightedPolicy::new(Arc::new(policy), 1)]))
     }
 
     fn config_with(&self, identity: &str, leader_election: bool, policies: PolicySet) -> RunConfig {

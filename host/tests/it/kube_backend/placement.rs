@@ -233,7 +233,11 @@ async fn a_failing_policy_is_contained_reported_and_counted() {
     let source = wasmsched_runtime::PolicySource::from_file(&wasmsched_test_support::policy_wasm("hostile")).unwrap();
     let policy = engine.load(&source, r#"{"mode":"panic"}"#, PolicyLimits::default()).unwrap();
     let name = policy.info.name.clone();
-    let policies = PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }]);
+    // Ignore: the filter's failure is skipped, and the built-in scoring
+    // places the pod (under the default, Fail, it would wait: tested on the
+    // real API server in real_apiserver/failure_policy.rs).
+    let wp = WeightedPolicy::new(Arc::new(policy), 1).with_failure_policy(FailurePolicy::Ignore);
+    let policies = PolicySet::new(vec![wp]);
     let s = start(c.scheduler.clone(), c.config_with("solo", false, policies)).await.unwrap();
     wait_ready(&s).await;
     let pod: Pod = serde_json::from_value(json!({
@@ -248,6 +252,7 @@ async fn a_failing_policy_is_contained_reported_and_counted() {
     let warning = c.wait_event("evil", "PolicyFallback").await;
     let note = warning.note.unwrap_or_default();
     assert!(note.contains(&name) && note.contains("chosen by the built-in least-allocated scoring"), "{note}");
+    assert!(note.contains("failed and was ignored (failurePolicy: Ignore)"), "{note}");
     assert_eq!(warning.type_.as_deref(), Some("Warning"));
     c.wait_event("evil", "Scheduled").await;
     assert!(c.events_for("good").await.iter().all(|e| e.reason.as_deref() != Some("PolicyFallback")));

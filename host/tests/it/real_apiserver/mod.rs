@@ -32,7 +32,7 @@ use real::{Outcome, Real, Rng};
 fn default_policies() -> PolicySet {
     let engine = PolicyEngine::new().unwrap();
     let policy = engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).unwrap();
-    PolicySet::new(vec![WeightedPolicy { policy: Arc::new(policy), weight: 1 }])
+    PolicySet::new(vec![WeightedPolicy::new(Arc::new(policy), 1)])
 }
 
 /// One wasmsched profile, `scheduler_name`, with the embedded default
@@ -63,6 +63,7 @@ mod dra_requests;
 mod experiments;
 mod extended_resources;
 mod failing_prebind;
+mod failure_policy;
 mod operator_install;
 mod oracle;
 mod permissions;

@@ -164,7 +164,8 @@ fn a_candidates_live_counts_are_what_the_replay_of_its_recording_counts() {
 
     let replayed = replay_with(dir.path(), Some(("--candidate", spec)));
     let counts = &replayed["experiments"][0];
-    for field in ["seen", "agree", "differ", "wouldLeavePending", "wouldPlace", "failures", "ranked", "rankSum"] {
+    for field in ["seen", "agree", "ties", "differ", "wouldLeavePending", "wouldPlace", "failures", "ranked", "rankSum"]
+    {
         assert_eq!(counts[field], live[field], "{field}: replayed {counts} against live {live}");
     }
 }

@@ -137,7 +137,7 @@ fn tenant_verdicts_are_checked_against_the_cluster_of_now() {
     let source = PolicySource::from_file(&policy_wasm("least-allocated")).unwrap();
     let la = Arc::new(engine.load(&source, "{}", PolicyLimits::default()).unwrap());
     let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
-    s.set_tenant_policies("t", vec![("la".to_string(), la)], vec![]);
+    s.set_tenant_policies("t", vec![("la".to_string(), WeightedPolicy::new(la, 1))], vec![]);
     // The policy prefers the emptier, bigger node a.
     add_node(&mut s, &parse(&node("a", "4", "8Gi", "")).objects.nodes.remove(0), t0);
     add_node(&mut s, &parse(&node("b", "2", "8Gi", "")).objects.nodes.remove(0), t0);
@@ -210,10 +210,7 @@ fn a_hot_swap_under_continuous_load_fails_no_attempt() {
         let source = PolicySource::from_file(&policy_wasm("least-allocated")).unwrap();
         Arc::new(engine.load(&source, "{}", PolicyLimits::default()).unwrap())
     };
-    let mut s = Scheduler::new(
-        SchedulerConfig::default(),
-        PolicySet::new(vec![WeightedPolicy { policy: old.clone(), weight: 1 }]),
-    );
+    let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::new(vec![WeightedPolicy::new(old.clone(), 1)]));
     let mut nodes = Manifests::default();
     for i in 0..50 {
         let spot = if i % 2 == 0 { ", karpenter.sh/capacity-type: spot" } else { "" };
@@ -237,7 +234,7 @@ fn a_hot_swap_under_continuous_load_fails_no_attempt() {
                 BTreeMap::from([("spot-first.wasm".to_string(), std::fs::read(policy_wasm("spot-first")).unwrap())]);
             let entries =
                 parse_bundle("test", &files, 32 << 20, &wasmsched::policy::remote::Fetcher::new(None)).unwrap();
-            tx.send(load_bundle(&engine, &entries, &PolicyLimits::default(), None).unwrap()).unwrap();
+            tx.send(load_bundle(&engine, &entries, &PolicyLimits::default(), None).unwrap().set).unwrap();
         })
     };
     // Steady load meanwhile: a pod arrives, it is scheduled; the swap is
@@ -287,7 +284,7 @@ fn node_sampling_rotates_through_the_nodes_and_never_strands_a_pod() {
     let engine = PolicyEngine::new().unwrap();
     let source = PolicySource::from_file(&policy_wasm("app-node-match")).unwrap();
     let filter = Arc::new(engine.load(&source, "{}", PolicyLimits::default()).unwrap());
-    let policies = || PolicySet::new(vec![WeightedPolicy { policy: filter.clone(), weight: 1 }]);
+    let policies = || PolicySet::new(vec![WeightedPolicy::new(filter.clone(), 1)]);
     let mut nodes = Manifests::default();
     for i in 0..200 {
         // Only n150 is labelled for app db.

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use wasmsched::scheduler::{PolicySet, WeightedPolicy};
+use wasmsched::scheduler::{FailurePolicy, PolicySet, WeightedPolicy};
 use wasmsched::sim::{Manifests, SimOptions, SimReport, simulate};
 use wasmsched_runtime::NoMetrics;
 use wasmsched_runtime::{PolicyEngine, PolicyLimits, PolicySource};

@@ -11,7 +11,7 @@ fn loaded(name: &str) -> WeightedPolicy {
     let engine = PolicyEngine::new().unwrap();
     let source = PolicySource::from_file(&policy_wasm(name)).unwrap();
     let limits = PolicyLimits { call_deadline: std::time::Duration::from_secs(5), ..PolicyLimits::default() };
-    WeightedPolicy { policy: Arc::new(engine.load(&source, "{}", limits).unwrap()), weight: 1 }
+    WeightedPolicy::new(Arc::new(engine.load(&source, "{}", limits).unwrap()), 1)
 }
 
 /// 60 nodes of three sizes over three zones, a third of them labelled for

@@ -1,4 +1,5 @@
-//! Policies combined with their weights; a failing policy falls back;
+//! Policies combined with their weights; a failing filter fails the
+//! attempt unless its failure policy is `Ignore`, a failing score falls back;
 //! constraints not evaluated yet are named.
 
 use super::*;
@@ -7,7 +8,7 @@ fn loaded(name: &str, config: &str, weight: u32) -> WeightedPolicy {
     let engine = PolicyEngine::new().unwrap();
     let source = PolicySource::from_file(&policy_wasm(name)).unwrap();
     let limits = PolicyLimits { call_deadline: std::time::Duration::from_millis(50), ..PolicyLimits::default() };
-    WeightedPolicy { policy: Arc::new(engine.load(&source, config, limits).unwrap()), weight }
+    WeightedPolicy::new(Arc::new(engine.load(&source, config, limits).unwrap()), weight)
 }
 
 #[test]
@@ -36,22 +37,96 @@ fn policies_filter_and_score_with_weights() {
     );
 }
 
+/// A failed filter call fails the attempt by default (`failurePolicy:
+/// Fail`): the pod waits with kube's words for a plugin's error, and the
+/// next pod is placed by the policy. With `Ignore` the filter is skipped and
+/// the built-in scoring places the pod, saying so. A failed score call
+/// falls back under either: a score is a preference.
 #[test]
-fn a_failing_policy_falls_back_and_the_pod_is_still_placed() {
+fn a_failing_filter_fails_the_attempt_unless_ignored_and_a_failing_score_falls_back() {
     let cluster: String = (0..3).map(|i| node(&format!("n{i}"), "4", "8Gi", "")).collect();
     let yaml = cluster.clone()
         + &pod("evil", "1", "").replace("namespace: t}", "namespace: t, labels: {hostile: \"true\"}}")
         + &pod("good", "1", "");
-    for mode in ["loop", "panic", "nan", "short"] {
-        let policies = PolicySet::new(vec![loaded("hostile", &format!(r#"{{"mode":"{mode}"}}"#), 1)]);
-        let r = run_with(&yaml, policies, 0);
+    let hostile = |mode: &str, failure_policy| {
+        let policy = loaded("hostile", &format!(r#"{{"mode":"{mode}"}}"#), 1).with_failure_policy(failure_policy);
+        run_with(&yaml, PolicySet::new(vec![policy]), 0)
+    };
+    for mode in ["loop", "panic", "short"] {
+        let r = hostile(mode, FailurePolicy::Fail);
+        assert!(placed(&r, "evil").is_none(), "{mode}: a failed filter placed the pod");
+        let evil = r.unschedulable.iter().find(|u| u.pod == "t/evil").unwrap();
+        assert_eq!(evil.reason, "SchedulerError", "{mode}");
+        assert!(evil.message.starts_with("running \"hostile\" filter plugin: hostile: "), "{mode}: {}", evil.message);
+        let good = r.placements.iter().find(|p| p.pod == "t/good").unwrap();
+        assert!(good.fallback.is_none(), "{mode}: the next pod is decided by the policy");
+        assert_eq!(r.fallbacks, 0, "{mode}");
+
+        let r = hostile(mode, FailurePolicy::Ignore);
         let evil = r.placements.iter().find(|p| p.pod == "t/evil").unwrap_or_else(|| panic!("{mode}: evil not placed"));
         let why = evil.fallback.as_deref().unwrap_or_else(|| panic!("{mode}: no fallback recorded"));
-        assert!(why.starts_with("hostile: "), "{mode}: {why}");
-        let good = r.placements.iter().find(|p| p.pod == "t/good").unwrap();
-        assert!(good.fallback.is_none(), "{mode}: the next pod is scored by the policy again");
+        assert!(
+            why.starts_with("the filter of \"hostile\" failed and was ignored (failurePolicy: Ignore): hostile: "),
+            "{mode}: {why}"
+        );
         assert_eq!(r.fallbacks, 1, "{mode}");
     }
+    for failure_policy in [FailurePolicy::Fail, FailurePolicy::Ignore] {
+        let r = hostile("nan", failure_policy);
+        let evil = r.placements.iter().find(|p| p.pod == "t/evil").expect("a failed score still places the pod");
+        assert!(evil.fallback.as_deref().is_some_and(|why| why.starts_with("hostile: ")), "{:?}", evil.fallback);
+        assert_eq!(r.fallbacks, 1);
+    }
+}
+
+/// An author's filter (`rack-guard`) that fails its call on one node's bad
+/// annotation: under `Fail` no constraint is lost (the pod waits, naming
+/// the node and the value), and fixing the node's data places it where the
+/// policy allows; under `Ignore` the pod is placed, and the record says the
+/// filter was ignored.
+#[test]
+fn one_nodes_bad_data_keeps_the_pod_pending_until_fixed_not_its_constraints_off() {
+    let labelled = |name: &str, extra: &str| {
+        node(name, "4", "8Gi", "")
+            .replace(&format!("kubernetes.io/hostname: {name}}}"), &format!("kubernetes.io/hostname: {name}{extra}}}"))
+    };
+    let annotated = |name: &str, load: &str| {
+        node(name, "4", "8Gi", &format!("  annotations: {{example.com/rack-load: \"{load}\"}}\n"))
+    };
+    let cluster = |bad_load: &str| {
+        labelled("maint-1", ", example.com/maintenance: \"true\"")
+            + &annotated("hot", "95")
+            + &annotated("rack-a", bad_load)
+            + &annotated("ok", "10")
+    };
+    let guard =
+        |failure_policy| PolicySet::new(vec![loaded("rack-guard", "{}", 1).with_failure_policy(failure_policy)]);
+    let pods = pod("train-1", "1", "") + &pod("train-2", "1", "");
+
+    let r = run_with(&(cluster("high") + &pods), guard(FailurePolicy::Fail), 0);
+    assert!(r.placements.is_empty(), "{:?}", r.placements);
+    let waiting = r.unschedulable.iter().find(|u| u.pod == "t/train-1").unwrap();
+    assert_eq!(waiting.reason, "SchedulerError");
+    assert!(
+        waiting.message.contains("running \"rack-guard\" filter plugin")
+            && waiting.message.contains("node rack-a: annotation example.com/rack-load=\"high\" is not a number"),
+        "{}",
+        waiting.message
+    );
+
+    let r = run_with(&(cluster("30") + &pods), guard(FailurePolicy::Fail), 0);
+    for pod in ["train-1", "train-2"] {
+        let node = placed(&r, pod).unwrap_or_else(|| panic!("{pod} not placed: {:?}", r.unschedulable));
+        assert!(node == "rack-a" || node == "ok", "{pod} on {node}: the policy refuses maint-1 and hot");
+    }
+
+    let r = run_with(&(cluster("high") + &pods), guard(FailurePolicy::Ignore), 0);
+    assert_eq!(r.placements.len(), 2, "{:?}", r.unschedulable);
+    assert!(
+        r.placements
+            .iter()
+            .all(|p| p.fallback.as_deref().is_some_and(|f| f.contains("ignored (failurePolicy: Ignore)")))
+    );
 }
 
 #[test]
