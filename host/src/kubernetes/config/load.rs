@@ -29,42 +29,55 @@ pub fn load(mut resolved: Resolved, engine: &PolicyEngine, fetcher: &Fetcher) ->
 }
 
 /// The deciding policies, then the shadow candidates, each of which must
-/// replace a deciding policy by its name (or be added).
+/// replace a deciding policy by its name (or be added). A deciding policy
+/// that cannot load is an error of the configuration; a candidate that
+/// cannot load, or names no deciding policy, is refused alone (logged):
+/// the profile starts with its deciding policies all the same.
 fn load_set(plans: &[PolicyPlan], engine: &PolicyEngine, fetcher: &Fetcher) -> Result<PolicySet, ConfigError> {
     let mut set = PolicySet::default();
-    let mut candidates = Vec::new();
-    for plan in plans {
+    for plan in plans.iter().filter(|p| p.shadow.is_none()) {
         let error = |message| ConfigError { at: plan.at.clone(), message };
         let policy = Arc::new(load_one(plan, engine, fetcher).map_err(error)?);
-        match &plan.shadow {
-            None => {
-                set.policies.push(WeightedPolicy::new(policy, plan.weight).with_failure_policy(plan.failure_policy))
-            }
-            Some(shadow) => candidates.push((plan, shadow, policy)),
-        }
+        set.policies.push(WeightedPolicy::new(policy, plan.weight).with_failure_policy(plan.failure_policy));
     }
-    for (plan, shadow, policy) in candidates {
-        if let Some(name) = &shadow.replaces
-            && !set.policies.iter().any(|wp| wp.policy.name() == name)
-        {
-            let names: Vec<&str> = set.policies.iter().map(|wp| wp.policy.name()).collect();
-            let message = format!(
-                "shadow: replaces {name:?}, which is no deciding policy of the profile (they are: {})",
-                names.join(", ")
-            );
-            return Err(ConfigError { at: plan.at.clone(), message });
+    for plan in plans {
+        let Some(shadow) = &plan.shadow else { continue };
+        match load_candidate(plan, shadow, &set, engine, fetcher) {
+            Ok(candidate) => set.candidates.push(candidate),
+            Err(why) => {
+                tracing::warn!(at = %plan.at, error = %why, "candidate refused; the profile's deciding policies start without it")
+            }
         }
-        set.candidates.push(ShadowCandidate {
-            name: format!("{} {}", policy.info.name, policy.info.version),
-            policy,
-            replaces: shadow.replaces.clone(),
-            weight: plan.weight,
-            failure_policy: plan.failure_policy,
-            sample_rate: shadow.sample_rate,
-            canary: shadow.canary.clone(),
-        });
     }
     Ok(set)
+}
+
+fn load_candidate(
+    plan: &PolicyPlan,
+    shadow: &super::resolve::ShadowPlan,
+    set: &PolicySet,
+    engine: &PolicyEngine,
+    fetcher: &Fetcher,
+) -> Result<ShadowCandidate, String> {
+    if let Some(name) = &shadow.replaces
+        && !set.policies.iter().any(|wp| wp.policy.name() == name)
+    {
+        let names: Vec<&str> = set.policies.iter().map(|wp| wp.policy.name()).collect();
+        return Err(format!(
+            "shadow: replaces {name:?}, which is no deciding policy of the profile (they are: {})",
+            names.join(", ")
+        ));
+    }
+    let policy = Arc::new(load_one(plan, engine, fetcher)?);
+    Ok(ShadowCandidate {
+        name: format!("{} {}", policy.info.name, policy.info.version),
+        policy,
+        replaces: shadow.replaces.clone(),
+        weight: plan.weight,
+        failure_policy: plan.failure_policy,
+        sample_rate: shadow.sample_rate,
+        canary: shadow.canary.clone(),
+    })
 }
 
 fn load_one(
@@ -142,9 +155,15 @@ mod tests {
         assert_eq!((candidate.replaces.as_deref(), candidate.sample_rate), (Some("least-allocated"), 0.25));
         assert!(candidate.name.starts_with("least-allocated "), "{}", candidate.name);
 
+        // A candidate that names no deciding policy, or cannot load, is
+        // refused alone: the profile starts with its deciding policy.
         let wrong = body.replace("replaces: least-allocated", "replaces: most-allocated");
-        let e = load_file(&wrong, &fetcher).unwrap_err();
-        assert!(e.contains("policies[1]: shadow: replaces \"most-allocated\", which is no deciding policy"), "{e}");
+        let missing = body.replace("  - embedded: least-allocated\n    shadow", "  - path: missing.wasm\n    shadow");
+        for body in [wrong, missing] {
+            let config = load_file(&body, &fetcher).unwrap();
+            let PolicyOrigin::Specs(started) = &config.profiles[0].origin else { panic!("not specs") };
+            assert_eq!((started.policies.len(), started.candidates.len()), (1, 0), "{body}");
+        }
         let e = load_file(&body.replace("0.25", "1.5"), &fetcher).unwrap_err();
         assert!(e.contains("policies[1]: shadow: sampleRate 1.5 is not a share from 0 to 1"), "{e}");
     }

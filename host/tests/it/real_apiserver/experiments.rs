@@ -64,6 +64,37 @@ impl Drop for DeletePolicies {
     }
 }
 
+/// A folder holding the two policies the README's commands name.
+fn policy_files() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["spot-first", "least-allocated"] {
+        std::fs::copy(wasmsched_test_support::policy_wasm(name), dir.path().join(format!("{name}.wasm"))).unwrap();
+    }
+    dir
+}
+
+/// deploy/'s identity applied and no policy ConfigMap yet; the one the
+/// test makes is gone however it ends (the install test applies
+/// deploy/'s own).
+async fn no_policies(real: &Real) -> DeletePolicies {
+    real.deploy_identity().await;
+    let cms: Api<ConfigMap> = Api::namespaced(real.admin.clone(), "wasmsched");
+    let _ = cms.delete("wasmsched-policies", &DeleteParams::default()).await;
+    DeletePolicies(real.control_plane.admin_kubeconfig.clone())
+}
+
+/// Roomy nodes of the test's class, `exp-NAME`, spot where asked.
+async fn exp_nodes(real: &Real, nodes: &[(&str, bool)]) {
+    for &(n, spot) in nodes {
+        let mut labels = json!({"wasmsched-class": "exp"});
+        if spot {
+            labels["karpenter.sh/capacity-type"] = json!("spot");
+        }
+        let shape = json!({"labels": labels, "spec": {}, "cpu": "64", "memory": "256Gi", "pods": "500"});
+        real.add_node(&format!("exp-{n}"), &shape).await;
+    }
+}
+
 fn pods(round: &str, n: usize) -> Vec<(String, Value)> {
     let spec = json!({"nodeSelector": {"wasmsched-class": "exp"},
         "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "10m"}}}]});
@@ -73,30 +104,16 @@ fn pods(round: &str, n: usize) -> Vec<(String, Value)> {
 #[test]
 fn the_readme_takes_a_candidate_from_shadow_to_canary_to_deciding() {
     let Some(real) = Real::start("experiments") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    for name in ["spot-first", "least-allocated"] {
-        std::fs::copy(wasmsched_test_support::policy_wasm(name), dir.path().join(format!("{name}.wasm"))).unwrap();
-    }
+    let dir = policy_files();
     let commands = readme_commands();
     assert_eq!(commands.len(), 5, "{commands:?}");
     real.block_on(async {
-        real.deploy_identity().await;
-        let cms: Api<ConfigMap> = Api::namespaced(real.admin.clone(), "wasmsched");
-        let _ = cms.delete("wasmsched-policies", &DeleteParams::default()).await;
-        // Gone however the test ends: the install test applies deploy/'s own.
-        let _cleanup = DeletePolicies(real.control_plane.admin_kubeconfig.clone());
+        let _cleanup = no_policies(&real).await;
         // What deploy/'s kustomization makes: the gzipped least-allocated
         // entry alone.
         let run = |line: &str| real.shell(dir.path(), line);
         run("gzip -k least-allocated.wasm && kubectl -n wasmsched create configmap wasmsched-policies --from-file=least-allocated.wasm.gz");
-        for (n, spot) in [("od-0", false), ("od-1", false), ("spot-0", true), ("spot-1", true)] {
-            let mut labels = json!({"wasmsched-class": "exp"});
-            if spot {
-                labels["karpenter.sh/capacity-type"] = json!("spot");
-            }
-            let shape = json!({"labels": labels, "spec": {}, "cpu": "64", "memory": "256Gi", "pods": "500"});
-            real.add_node(&format!("exp-{n}"), &shape).await;
-        }
+        exp_nodes(&real, &[("od-0", false), ("od-1", false), ("spot-0", true), ("spot-1", true)]).await;
         let ours = start(&real).await;
         wait_policies(&ours, &["least-allocated"]).await;
 
@@ -182,26 +199,13 @@ fn the_readme_takes_a_candidate_from_shadow_to_canary_to_deciding() {
 #[test]
 fn the_readme_promotes_a_candidate_in_a_bundle_wasmsched_configmap_made() {
     let Some(real) = Real::start("promote") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    for name in ["spot-first", "least-allocated"] {
-        std::fs::copy(wasmsched_test_support::policy_wasm(name), dir.path().join(format!("{name}.wasm"))).unwrap();
-    }
+    let dir = policy_files();
     let commands = readme_commands();
     real.block_on(async {
-        real.deploy_identity().await;
-        let cms: Api<ConfigMap> = Api::namespaced(real.admin.clone(), "wasmsched");
-        let _ = cms.delete("wasmsched-policies", &DeleteParams::default()).await;
-        let _cleanup = DeletePolicies(real.control_plane.admin_kubeconfig.clone());
+        let _cleanup = no_policies(&real).await;
         let run = |line: &str| real.shell(dir.path(), line);
         run("wasmsched configmap least-allocated.wasm | kubectl apply --server-side -f -");
-        for (n, spot) in [("od-0", false), ("spot-0", true)] {
-            let mut labels = json!({"wasmsched-class": "exp"});
-            if spot {
-                labels["karpenter.sh/capacity-type"] = json!("spot");
-            }
-            let shape = json!({"labels": labels, "spec": {}, "cpu": "64", "memory": "256Gi", "pods": "500"});
-            real.add_node(&format!("exp-{n}"), &shape).await;
-        }
+        exp_nodes(&real, &[("od-0", false), ("spot-0", true)]).await;
         let ours = start(&real).await;
         wait_policies(&ours, &["least-allocated"]).await;
         run(&commands[0]);

@@ -49,14 +49,7 @@ fn a_failing_filter_keeps_its_pod_pending_until_the_data_is_fixed_unless_ignored
         racks(&real).await;
         let guard = ("rack-guard.wasm", real::wasm("rack-guard"));
         real.put_configmap("guard", std::slice::from_ref(&guard), false).await;
-        let cm = ConfigMapRef { namespace: real.namespace.clone(), name: "guard".into() };
-        let mut config = common::single_replica(ProfileConfig {
-            scheduler_name: "wasmsched-guard".into(),
-            origin: PolicyOrigin::ConfigMap(cm),
-            sampling: Default::default(),
-            scoring: Default::default(),
-        });
-        config.tenants.settings.enabled = false;
+        let config = from_configmap(&real, "wasmsched-guard", "guard");
         let ours = real.start_wasmsched(config).await;
         real.wait_active(&ours, "rack-guard").await;
         assert_eq!(ours.status.policies()[0].failure_policy, FailurePolicy::Fail, "the default");

@@ -35,6 +35,20 @@ fn default_policies() -> PolicySet {
     PolicySet::new(vec![WeightedPolicy::new(Arc::new(policy), 1)])
 }
 
+/// One profile, `scheduler_name`, whose policies come from the test
+/// namespace's ConfigMap `name`; no tenants.
+fn from_configmap(real: &Real, scheduler_name: &str, name: &str) -> wasmsched::kubernetes::config::RunConfig {
+    let cm = ConfigMapRef { namespace: real.namespace.clone(), name: name.into() };
+    let mut config = common::single_replica(ProfileConfig {
+        scheduler_name: scheduler_name.into(),
+        origin: PolicyOrigin::ConfigMap(cm),
+        sampling: Default::default(),
+        scoring: Default::default(),
+    });
+    config.tenants.settings.enabled = false;
+    config
+}
+
 /// One wasmsched profile, `scheduler_name`, with the embedded default
 /// policy and no tenants, started on `real` as kube-scheduler's twin.
 async fn start_default_wasmsched(real: &Real, scheduler_name: &str) -> wasmsched::kubernetes::RunningScheduler {

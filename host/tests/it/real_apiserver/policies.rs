@@ -13,14 +13,7 @@ fn a_policy_configmap_update_swaps_in_and_a_bad_one_is_refused() {
     real.block_on(async {
         on_demand_and_spot(&real, "swap").await;
         real.put_configmap("policies", &[("least-allocated.wasm", real::wasm("least-allocated"))], false).await;
-        let cm = ConfigMapRef { namespace: real.namespace.clone(), name: "policies".into() };
-        let mut config = common::single_replica(ProfileConfig {
-            scheduler_name: "wasmsched-swap".into(),
-            origin: PolicyOrigin::ConfigMap(cm),
-            sampling: Default::default(),
-            scoring: Default::default(),
-        });
-        config.tenants.settings.enabled = false;
+        let config = from_configmap(&real, "wasmsched-swap", "policies");
         let ours = real.start_wasmsched(config).await;
         real.wait_active(&ours, "least-allocated").await;
 
@@ -52,14 +45,7 @@ fn a_configmap_bundle_takes_a_policy_from_an_oci_registry() {
     real.block_on(async {
         on_demand_and_spot(&real, "oci").await;
         real.put_configmap("oci-policies", &[("spot.yaml", format!("url: {pinned}\n").into_bytes())], false).await;
-        let cm = ConfigMapRef { namespace: real.namespace.clone(), name: "oci-policies".into() };
-        let mut config = common::single_replica(ProfileConfig {
-            scheduler_name: "wasmsched-oci".into(),
-            origin: PolicyOrigin::ConfigMap(cm),
-            sampling: Default::default(),
-            scoring: Default::default(),
-        });
-        config.tenants.settings.enabled = false;
+        let mut config = from_configmap(&real, "wasmsched-oci", "oci-policies");
         config.registries.allow_plain_http(&registry.host).unwrap();
         let ours = real.start_wasmsched(config).await;
         real.wait_active(&ours, "spot-first").await;
