@@ -85,7 +85,7 @@ pub const PLUMBING: &[Row] = &[
     ("", "NodeView.__init__", "NodeView.constructor", "A node's view (Rust: made by the SDK)."),
     ("", "PodView.__init__", "PodView.constructor", "The pod's view (Rust: made by the SDK)."),
     ("", "Attempt.__init__", "Attempt.constructor", "An attempt from a seed and the candidates (Rust: made by the SDK)."),
-    ("", "filter_each", "filterEach", "The contract's `filter` from a function of one node (Rust: `Policy::filter`)."),
+    ("", "filter_each", "filterEach", "The contract's `filter` from a function of one node; what it raises for one node refuses that node alone, as `policy error: ...` (Rust: `Policy::filter`)."),
     ("", "score_each", "scoreEach", "The contract's `score` from a function of one node, a number or ScoreParts (Rust: `Policy::score`)."),
     ("", "explain_each", "explainEach", "The contract's `explain-score` from the same function: each node's parts, none for a number (Rust: `export_policy!` from `Policy::score_parts`)."),
 ];
