@@ -378,3 +378,24 @@ fn a_deeply_nested_cluster_file_is_refused_before_parsing() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("deep.yaml: line 3: nested more than 64 levels deep"), "{stderr}");
 }
+
+/// A policy's failure policy, as `--policy` takes it: shown on the first
+/// line (for a policy that filters) and in `--explain`; a value that is
+/// neither Fail nor Ignore is refused, saying what to write.
+#[test]
+fn the_failure_policy_is_set_by_flag_and_shown() {
+    let filter = wasmsched_test_support::policy_wasm("app-node-match");
+    let spec = |value: &str| format!("{},failurePolicy={value}", filter.display());
+    let table = stdout(&simulate(&["--policy", &spec("Ignore")]));
+    let first = table.lines().next().unwrap_or_default();
+    assert!(first.contains("app-node-match 0.1.0 ×1 (filter failurePolicy: Ignore)"), "{first}");
+    let out = simulate(&["--policy", &spec("Ignore"), "--explain", "shop/web-1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("Policy app-node-match 0.1.0 (weight 1, failurePolicy Ignore, sha256 "), "{text}");
+    let default = stdout(&simulate(&["--policy", filter.to_str().unwrap()]));
+    assert!(default.lines().next().unwrap_or_default().contains("(filter failurePolicy: Fail)"), "{default}");
+    let bad = simulate(&["--policy", &spec("ignore")]);
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("failurePolicy \"ignore\" is neither Fail nor Ignore"), "{}", stderr(&bad));
+}
