@@ -2,7 +2,8 @@
 //! deploy/'s ServiceAccount: it fails closed by default (the pod waits with
 //! kube's words for a plugin's error, and is placed once the node's data is
 //! fixed), and is skipped, saying so, only where the ConfigMap's settings
-//! ask for `failurePolicy: Ignore`.
+//! ask for `failurePolicy: Ignore`; judged node by node, the bad node alone
+//! is refused.
 
 use super::*;
 
@@ -97,6 +98,21 @@ fn a_failing_filter_keeps_its_pod_pending_until_the_data_is_fixed_unless_ignored
         assert_eq!(Outcome::of(&bound), Outcome::Bound);
         let note = real.wait_event_about("Pod", &names[0], "PolicyFallback").await;
         assert!(note.contains("the filter of \"rack-guard\" failed and was ignored (failurePolicy: Ignore)"), "{note}");
+
+        // Judged node by node, as the SDKs' per-node helpers judge (Fail
+        // again): the bad node alone is refused, and the pod goes where
+        // the policy allows.
+        let per_node = ("rack-guard.yaml", b"config: {perNode: true}\n".to_vec());
+        real.put_configmap("guard", &[("rack-guard.wasm", real::wasm("rack-guard")), per_node], false).await;
+        let deadline = crate::common::hang_guard();
+        while ours.status.policies().first().map(|p| p.failure_policy) != Some(FailurePolicy::Fail) {
+            assert!(Instant::now() < deadline, "perNode never active: {:?}", ours.status.policies());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        real.settle().await;
+        let names = real.create_pods("", &pod("train-3"), "wasmsched-guard", Duration::ZERO).await;
+        let bound = real.wait_bound(&names[0]).await;
+        assert_eq!(bound.spec.and_then(|s| s.node_name), Some(real.own("cool")), "only cool is allowed and sound");
         ours.shutdown().await;
         real.delete_pods().await;
         real.delete_nodes().await;

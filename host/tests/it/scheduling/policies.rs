@@ -127,6 +127,21 @@ fn one_nodes_bad_data_keeps_the_pod_pending_until_fixed_not_its_constraints_off(
             .iter()
             .all(|p| p.fallback.as_deref().is_some_and(|f| f.contains("ignored (failurePolicy: Ignore)")))
     );
+
+    // Judged node by node (as the SDKs' per-node helpers judge), the bad
+    // node alone is refused, saying why, and the pods go where the policy
+    // allows: nothing failed.
+    let per_node = PolicySet::new(vec![loaded("rack-guard", r#"{"perNode": true}"#, 1)]);
+    let r = run_with(&(cluster("high") + &pods + &pod("big", "4", "")), per_node, 0);
+    for pod in ["train-1", "train-2"] {
+        assert_eq!(placed(&r, pod).as_deref(), Some("ok"), "{:?}", r.unschedulable);
+    }
+    assert_eq!(r.fallbacks, 0);
+    let big = message(&r, "big");
+    assert!(
+        big.contains("1 policy error: node rack-a: annotation example.com/rack-load=\"high\" is not a number"),
+        "{big}"
+    );
 }
 
 #[test]
