@@ -49,14 +49,12 @@ impl ActivePolicy {
         let loaded_at = now();
         let deciding = set.policies.iter().map(|wp| ActivePolicy {
             profile: profile.to_string(),
-            failure_policy: wp.failure_policy,
-            ..Self::describe(&wp.policy, &wp.policy.info.name, wp.weight, &loaded_at)
+            ..Self::describe(&wp.policy, &wp.policy.info.name, (wp.weight, wp.failure_policy), &loaded_at)
         });
         let candidates = set.candidates.iter().map(|c| ActivePolicy {
             profile: profile.to_string(),
             shadow: Some(c.shadow_text()),
-            failure_policy: c.failure_policy,
-            ..Self::describe(&c.policy, &c.name, c.weight, &loaded_at)
+            ..Self::describe(&c.policy, &c.name, (c.weight, c.failure_policy), &loaded_at)
         });
         deciding.chain(candidates).collect()
     }
@@ -71,19 +69,22 @@ impl ActivePolicy {
         let loaded_at = now();
         let deciding = policies.iter().map(|(name, wp)| ActivePolicy {
             tenant: Some(tenant.to_string()),
-            failure_policy: wp.failure_policy,
-            ..Self::describe(&wp.policy, name, 1, &loaded_at)
+            ..Self::describe(&wp.policy, name, (1, wp.failure_policy), &loaded_at)
         });
         let candidates = candidates.iter().map(|c| ActivePolicy {
             tenant: Some(tenant.to_string()),
             shadow: Some(c.shadow_text()),
-            failure_policy: c.failure_policy,
-            ..Self::describe(&c.policy, &c.name, c.weight, &loaded_at)
+            ..Self::describe(&c.policy, &c.name, (c.weight, c.failure_policy), &loaded_at)
         });
         deciding.chain(candidates).collect()
     }
 
-    fn describe(policy: &LoadedPolicy, name: &str, weight: u32, loaded_at: &str) -> ActivePolicy {
+    fn describe(
+        policy: &LoadedPolicy,
+        name: &str,
+        (weight, failure_policy): (u32, FailurePolicy),
+        loaded_at: &str,
+    ) -> ActivePolicy {
         ActivePolicy {
             profile: String::new(),
             tenant: None,
@@ -92,7 +93,7 @@ impl ActivePolicy {
             sha256: policy.provenance.sha256.clone(),
             source: policy.provenance.origin.clone(),
             weight,
-            failure_policy: FailurePolicy::default(),
+            failure_policy,
             loaded_at: loaded_at.to_string(),
             shadow: None,
         }

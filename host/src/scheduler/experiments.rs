@@ -90,9 +90,15 @@ impl Experiments {
         let counts = self.entry(&result.key());
         counts.seen += 1;
         let verdict = result.verdict();
-        if verdict == ShadowVerdict::Failed {
-            counts.failures += 1;
-            return;
+        match verdict {
+            // Nothing it returned to count.
+            ShadowVerdict::Failed => {
+                counts.failures += 1;
+                return;
+            }
+            ShadowVerdict::Agree => counts.agree += 1,
+            ShadowVerdict::Tie => counts.ties += 1,
+            ShadowVerdict::Differ => counts.differ += 1,
         }
         match (&result.decided, &result.would_choose) {
             (Some(_), None) => counts.would_leave_pending += 1,
@@ -105,16 +111,10 @@ impl Experiments {
             counts.regret_sum += regret;
             counts.regret_max = counts.regret_max.max(regret);
         }
-        match verdict {
-            ShadowVerdict::Failed => {}
-            ShadowVerdict::Agree => counts.agree += 1,
-            ShadowVerdict::Tie => counts.ties += 1,
-            ShadowVerdict::Differ => {
-                counts.differ += 1;
-                counts.last_divergent.push_back(result);
-                if counts.last_divergent.len() > LAST_DIVERGENT {
-                    counts.last_divergent.pop_front();
-                }
+        if verdict == ShadowVerdict::Differ {
+            counts.last_divergent.push_back(result);
+            if counts.last_divergent.len() > LAST_DIVERGENT {
+                counts.last_divergent.pop_front();
             }
         }
     }

@@ -116,6 +116,26 @@ fn a_candidate_that_traps_or_loops_is_counted_and_changes_nothing() {
     }
 }
 
+/// Where the deciding policy's filter fails (the pod waits, retried), no
+/// decision was made: its candidate is not tried on those attempts, and
+/// nothing is counted as a pod it would place.
+#[test]
+fn an_attempt_that_failed_is_no_decision_to_try_a_candidate_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = hostile_cluster(dir.path());
+    let config = dir.path().join("panic.yaml");
+    std::fs::write(&config, "mode: panic\n").unwrap();
+    let deciding = candidate("hostile", &format!(",config={}", config.display()));
+    let added = candidate("least-allocated", "");
+    let report = json(&[&cluster, "--policy", &deciding, "--candidate", &added]);
+    let failed = report["unschedulable"].as_array().unwrap();
+    assert_eq!(failed.len(), 3, "the hostile pods wait: {report}");
+    assert!(failed.iter().all(|u| u["reason"] == "SchedulerError"), "{report}");
+    let c = counts(&report, "least-allocated");
+    let n = |field: &str| c[field].as_u64().unwrap();
+    assert_eq!((n("seen"), n("wouldPlace"), n("failures")), (3, 0, 0), "only the calm pods' decisions: {c}");
+}
+
 #[test]
 fn a_sample_rate_picks_the_same_pods_every_run_and_bad_specs_say_what_to_write() {
     let half = candidate("spot-first", ",replaces=least-allocated,sample=0.5");

@@ -38,14 +38,13 @@
 //! ```
 
 use std::collections::BTreeMap;
-
-use crate::scheduler::policy_set::FailurePolicy;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use crate::node_metrics::spec::MetricFile;
 use crate::policy::bundle::ShadowSettings;
+use crate::scheduler::policy_set::FailurePolicy;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -407,7 +407,9 @@ impl Scheduler {
         };
         let (mut record, mut next_start, pass) =
             run_attempt(input(canary_set.as_ref().unwrap_or(policies), !shadows.is_empty()));
-        let jobs = match pass {
+        // An attempt that failed with an error decided nothing: there is no
+        // decision to try a candidate against (the retry will be one).
+        let jobs = match pass.filter(|_| record.error.is_none()) {
             Some(pass) => {
                 let ctx = self.policy_context();
                 shadow_jobs(

@@ -150,6 +150,8 @@ impl Scheduler {
         }
         outcome.record.tenant = Some(tenant.clone());
         let Some(best) = outcome.best else {
+            // An error decided nothing: no decision to try candidates on.
+            let shadows = shadows.filter(|_| outcome.record.error.is_none());
             self.tenant_shadow_work(&pod, &tenant, shadows, &None, nodes);
             return Some(self.conclude(pod, outcome.record, now));
         };

@@ -43,6 +43,17 @@ async fn condition(real: &Real, name: &str) -> Option<(String, String)> {
     Some((c.reason.unwrap_or_default(), c.message.unwrap_or_default()))
 }
 
+/// Waits until the ConfigMap's update whose policy has `failure_policy`
+/// is active, and the watches have seen the last node changes.
+async fn swapped_in(real: &Real, ours: &wasmsched::kubernetes::RunningScheduler, failure_policy: FailurePolicy) {
+    let deadline = crate::common::hang_guard();
+    while ours.status.policies().first().map(|p| p.failure_policy) != Some(failure_policy) {
+        assert!(Instant::now() < deadline, "{failure_policy} never active: {:?}", ours.status.policies());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    real.settle().await;
+}
+
 #[test]
 fn a_failing_filter_keeps_its_pod_pending_until_the_data_is_fixed_unless_ignored() {
     let Some(real) = Real::start("fail-closed") else { return };
@@ -87,12 +98,7 @@ fn a_failing_filter_keeps_its_pod_pending_until_the_data_is_fixed_unless_ignored
         real.annotate_node("rack-a", RACK_LOAD, "high").await;
         let ignore = ("rack-guard.yaml", b"failurePolicy: Ignore\n".to_vec());
         real.put_configmap("guard", &[guard, ignore], false).await;
-        let deadline = crate::common::hang_guard();
-        while ours.status.policies().first().map(|p| p.failure_policy) != Some(FailurePolicy::Ignore) {
-            assert!(Instant::now() < deadline, "Ignore never active: {:?}", ours.status.policies());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        real.settle().await;
+        swapped_in(&real, &ours, FailurePolicy::Ignore).await;
         let names = real.create_pods("", &pod("train-2"), "wasmsched-guard", Duration::ZERO).await;
         let bound = real.wait_bound(&names[0]).await;
         assert_eq!(Outcome::of(&bound), Outcome::Bound);
@@ -104,12 +110,7 @@ fn a_failing_filter_keeps_its_pod_pending_until_the_data_is_fixed_unless_ignored
         // the policy allows.
         let per_node = ("rack-guard.yaml", b"config: {perNode: true}\n".to_vec());
         real.put_configmap("guard", &[("rack-guard.wasm", real::wasm("rack-guard")), per_node], false).await;
-        let deadline = crate::common::hang_guard();
-        while ours.status.policies().first().map(|p| p.failure_policy) != Some(FailurePolicy::Fail) {
-            assert!(Instant::now() < deadline, "perNode never active: {:?}", ours.status.policies());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        real.settle().await;
+        swapped_in(&real, &ours, FailurePolicy::Fail).await;
         let names = real.create_pods("", &pod("train-3"), "wasmsched-guard", Duration::ZERO).await;
         let bound = real.wait_bound(&names[0]).await;
         assert_eq!(bound.spec.and_then(|s| s.node_name), Some(real.own("cool")), "only cool is allowed and sound");
