@@ -509,6 +509,16 @@ impl Running {
     }
 }
 
+/// A drain that fails half-way still ends the wasmsched it started.
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Running::Wasmsched(child, _) = self {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// A script of the control-plane kit: `$KCP_KIT`, or
 /// `../shared/kube-control-plane`.
 fn kit(script: &str) -> PathBuf {

@@ -12,7 +12,7 @@
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::Component;
@@ -87,7 +87,8 @@ impl CompileWorker {
                 text
             })
         });
-        let exited = wait_within(&mut child, timeout);
+        let (exited, cpu) = wait_within(&mut child, timeout);
+        crate::cpu_time::charge(cpu);
         drop(input.map(|t| t.join()));
         let artifact =
             stdout.and_then(|t| t.join().ok()).transpose().map_err(|e| format!("reading the compile: {e}"))?;
@@ -113,24 +114,65 @@ impl CompileWorker {
 }
 
 /// Waits for `child` until `timeout`; past it kills it (and reaps it).
-fn wait_within(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + timeout;
+/// Its exit status (None: killed at the bound) and the CPU it used: its
+/// own resource usage, which budgets count (`cpu_time`), not the wait.
+fn wait_within(child: &mut Child, timeout: Duration) -> (Option<ExitStatus>, Duration) {
+    let started = Instant::now();
+    let deadline = started + timeout;
     loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
+        match reap(child, false) {
+            Ok(Some((status, cpu))) => return (Some(status), cpu),
             Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
-            _ => {
+            Ok(None) => {
                 let _ = child.kill();
-                let _ = child.wait();
-                return None;
+                let cpu = reap(child, true).ok().flatten().map_or(timeout, |(_, cpu)| cpu);
+                return (None, cpu);
+            }
+            // Not ours to reap (never seen): std's own wait, and the CPU
+            // unknown, so its wall time counts.
+            Err(_) => {
+                let status = child.wait().ok();
+                return (status, started.elapsed());
             }
         }
     }
 }
 
+/// The child's exit status and CPU time once it exited (`block`: wait for
+/// it), through `wait4`, which reports the reaped child's own usage.
+#[cfg(unix)]
+fn reap(child: &mut Child, block: bool) -> std::io::Result<Option<(ExitStatus, Duration)>> {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = child.id() as libc::pid_t;
+    let flags = if block { 0 } else { libc::WNOHANG };
+    loop {
+        let mut status = 0;
+        // SAFETY: zeroed is a valid rusage (plain integers).
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for our own child only, writing two locals.
+        match unsafe { libc::wait4(pid, &mut status, flags, &mut usage) } {
+            0 => return Ok(None),
+            -1 => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            _ => return Ok(Some((ExitStatus::from_raw(status), crate::cpu_time::of_rusage(&usage)))),
+        }
+    }
+}
+
+/// Elsewhere no usage is known: it counts as none.
+#[cfg(not(unix))]
+fn reap(child: &mut Child, block: bool) -> std::io::Result<Option<(ExitStatus, Duration)>> {
+    let status = if block { Some(child.wait()?) } else { child.try_wait()? };
+    Ok(status.map(|s| (s, Duration::ZERO)))
+}
+
 /// Why a child failed: its own words (the compile error), or the signal
 /// that ended it (its memory cap, say).
-fn child_failure(status: std::process::ExitStatus, errors: &str) -> String {
+fn child_failure(status: ExitStatus, errors: &str) -> String {
     let said = errors.trim();
     if !said.is_empty() {
         return said.strip_prefix("error: ").unwrap_or(said).to_string();

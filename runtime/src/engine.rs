@@ -14,6 +14,7 @@ use wasmtime::{Engine, OptLevel};
 use crate::cache::PrecompiledCache;
 use crate::compile_worker::CompileWorker;
 use crate::contract::{self, ContractVersion, Template};
+use crate::cpu_time;
 use crate::declarations;
 use crate::engine_config::engine_config;
 use crate::error::PolicyError;
@@ -243,19 +244,28 @@ impl PolicyEngine {
 
 /// Compiles on a thread of its own, waiting at most `timeout`: past it
 /// the compile is abandoned (the thread finishes on its own and its result
-/// is dropped) and the caller gets the error at once.
+/// is dropped) and the caller gets the error at once. The compile's CPU is
+/// charged to the caller (`cpu_time`); an abandoned one, still running,
+/// is charged its bound.
 fn compile_within(engine: &Engine, bytes: &Arc<[u8]>, timeout: Duration) -> Result<Component, String> {
     let (tx, rx) = std::sync::mpsc::channel();
     let (engine, bytes) = (engine.clone(), bytes.clone());
     std::thread::Builder::new()
         .name("wasmsched-compile".into())
         .spawn(move || {
-            let _ = tx.send(Component::from_binary(&engine, &bytes).map_err(|e| format!("{e:#}")));
+            let compiled = cpu_time::measure(|| Component::from_binary(&engine, &bytes).map_err(|e| format!("{e:#}")));
+            let _ = tx.send(compiled);
         })
         .map_err(|e| format!("starting the compile: {e}"))?;
     match rx.recv_timeout(timeout) {
-        Ok(compiled) => compiled,
-        Err(_) => Err(format!("compiling took longer than {timeout:?}: abandoned")),
+        Ok((compiled, cpu)) => {
+            cpu_time::charge(cpu);
+            compiled
+        }
+        Err(_) => {
+            cpu_time::charge(timeout);
+            Err(format!("compiling took longer than {timeout:?}: abandoned"))
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 mod cache;
 pub mod compile_worker;
 mod contract;
+pub mod cpu_time;
 mod declarations;
 mod engine;
 mod engine_config;

@@ -150,6 +150,19 @@ pub struct TenantArgs {
     /// Policies per tenant namespace (default 4).
     #[arg(long, value_name = "N")]
     pub tenant_max_policies: Option<usize>,
+    /// CPU time a namespace's policy compiles may use per
+    /// --tenant-compile-budget-window; past it its updates are refused
+    /// until the window frees (default 60s). CPU, not wall time: waiting
+    /// for a core on a busy node never counts.
+    #[arg(long, value_name = "DURATION")]
+    pub tenant_compile_budget: Option<String>,
+    /// The sliding window of --tenant-compile-budget (default 10m).
+    #[arg(long, value_name = "DURATION")]
+    pub tenant_compile_budget_window: Option<String>,
+    /// Wall-clock bound of one tenant policy compile: past it the compile
+    /// is killed and the update refused (default 2m).
+    #[arg(long, value_name = "DURATION")]
+    pub tenant_compile_timeout: Option<String>,
     /// Registries (HOST[:PORT]) tenants may name policies from, as
     /// oci://REGISTRY/REPOSITORY@sha256:DIGEST (default: none; tenants then
     /// name no URL); comma-separated, repeatable. Pulled with the
@@ -176,6 +189,9 @@ impl TenantArgs {
             deadline: duration("--tenant-deadline", &self.tenant_deadline)?,
             max_policy_bytes: quantity("--tenant-max-policy-size", &self.tenant_max_policy_size)?,
             max_policies: self.tenant_max_policies,
+            compile_budget: duration("--tenant-compile-budget", &self.tenant_compile_budget)?,
+            compile_budget_window: duration("--tenant-compile-budget-window", &self.tenant_compile_budget_window)?,
+            compile_timeout: duration("--tenant-compile-timeout", &self.tenant_compile_timeout)?,
             allowed_registries: self.tenant_allowed_registries.clone(),
         })
     }

@@ -205,8 +205,8 @@ impl Sources {
                 &tenants.allowed_registries,
             ));
             let controller = config.profiles[0].scheduler_name.clone();
-            let source =
-                TenantConfigMapSource::new(tenants.settings.clone(), validator, controller, le.identity.clone());
+            let settings = (tenants.settings.clone(), tenants.compile_budget);
+            let source = TenantConfigMapSource::new(settings, validator, controller, le.identity.clone());
             watches.push(tokio::spawn(source.run(client.clone(), inputs.clone(), status.clone())));
         }
         let validator = Arc::new(BundleValidator::for_profiles(engine, config.policy_limits.clone(), fetcher));

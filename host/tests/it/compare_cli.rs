@@ -39,15 +39,17 @@ fn compare(html: &Path, output: &str) -> String {
 fn render(chromium: &Path, page: &Path, screenshot: &Path) -> (String, String) {
     let profile = tempfile::tempdir().unwrap();
     let run = |extra: &[&str]| {
-        Command::new(chromium)
-            .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"])
-            .args(["--disable-background-networking", "--disable-component-update", "--disable-sync"])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .args(["--enable-logging=stderr", "--v=0"])
-            .args(extra)
-            .arg(format!("file://{}", page.display()))
-            .output()
-            .unwrap()
+        // Its helpers (crashpad) are ended with it.
+        wasmsched_test_support::process::output(
+            Command::new(chromium)
+                .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"])
+                .args(["--disable-background-networking", "--disable-component-update", "--disable-sync"])
+                .arg(format!("--user-data-dir={}", profile.path().display()))
+                .args(["--enable-logging=stderr", "--v=0"])
+                .args(extra)
+                .arg(format!("file://{}", page.display())),
+        )
+        .unwrap()
     };
     let shot = run(&[&format!("--screenshot={}", screenshot.display()), "--window-size=1300,1800"]);
     assert!(shot.status.success(), "{}", String::from_utf8_lossy(&shot.stderr));

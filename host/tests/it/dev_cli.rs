@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
@@ -12,18 +12,20 @@ use crate::new_cli::{text, toolchain_installed, wasmsched};
 
 /// `wasmsched dev` running in a project, its output read line by line.
 struct Dev {
-    child: Child,
+    /// Killed with what it started (cargo, the policy's build) on drop.
+    _child: wasmsched_test_support::process::Guarded,
     lines: Receiver<String>,
     seen: Vec<String>,
 }
 
 impl Dev {
     fn start(dir: &Path, args: &[&str]) -> Dev {
-        let mut child = crate::common::person_shell(dir, &format!("exec wasmsched dev {}", args.join(" ")))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        let mut child = wasmsched_test_support::process::spawn(
+            crate::common::person_shell(dir, &format!("exec wasmsched dev {}", args.join(" ")))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit()),
+        )
+        .unwrap();
         let (tx, lines) = channel();
         let out = child.stdout.take().unwrap();
         std::thread::spawn(move || {
@@ -31,7 +33,7 @@ impl Dev {
                 let _ = tx.send(line);
             }
         });
-        Dev { child, lines, seen: Vec::new() }
+        Dev { _child: child, lines, seen: Vec::new() }
     }
 
     /// The lines up to the next "watching" one (a round's end), or a
@@ -53,13 +55,6 @@ impl Dev {
         }
         self.seen.extend(round.iter().cloned());
         round.join("\n")
-    }
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -78,7 +78,8 @@ fn prometheus_binary() -> Option<PathBuf> {
 }
 
 struct Prometheus {
-    child: Child,
+    /// Stopped (with its group) on drop, pass or panic.
+    child: wasmsched_test_support::process::Guarded,
     url: String,
     _dir: tempfile::TempDir,
 }
@@ -96,15 +97,16 @@ impl Prometheus {
         )
         .unwrap();
         let port = free_port();
-        let child = Command::new(binary)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--log.level=warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start prometheus");
+        let child = wasmsched_test_support::process::spawn(
+            Command::new(binary)
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .arg("--log.level=warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )
+        .expect("start prometheus");
         let url = format!("http://127.0.0.1:{port}");
         let http = reqwest::Client::new();
         let deadline = crate::common::hang_guard();
@@ -121,14 +123,7 @@ impl Prometheus {
     }
 
     fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        self.stop();
+        self.child.kill_all();
     }
 }
 

@@ -6,13 +6,14 @@
 //! `url:`; and each way a reference goes wrong said in one line that names
 //! it. Without the registry the tests are skipped, except under `CI=true`.
 
-use std::process::{Child, Command, Output};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmsched::policy::oci::{Registries, WASM_CONFIG, WASM_LAYER};
 use wasmsched::policy::remote::Fetcher;
 use wasmsched_test_support::policy_wasm;
+use wasmsched_test_support::process::{self, Guarded};
 
 const REGISTRY: &str = "/usr/bin/docker-registry";
 /// bcrypt of `pushing-policies` (the registry's htpasswd takes bcrypt only).
@@ -20,16 +21,10 @@ const PASSWORD_BCRYPT: &str = "$2b$05$eVSgTHrOjmApCFT28PYHCuOZ3EEal/kr7WPumNv9gc
 
 /// A registry serving on a loopback port, stopped on drop.
 pub(crate) struct Registry {
-    child: Child,
+    /// Stopped (with its group) on drop.
+    _child: Guarded,
     pub(crate) host: String,
     dir: tempfile::TempDir,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Registry {
@@ -73,14 +68,15 @@ impl Registry {
             storage.display()
         );
         std::fs::write(&config, text).unwrap();
-        let child = Command::new(REGISTRY)
-            .arg("serve")
-            .arg(&config)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let registry = Registry { child, host, dir };
+        let child = process::spawn(
+            Command::new(REGISTRY)
+                .arg("serve")
+                .arg(&config)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null()),
+        )
+        .unwrap();
+        let registry = Registry { _child: child, host, dir };
         let deadline = crate::common::hang_guard();
         while std::net::TcpStream::connect(&registry.host).is_err() {
             assert!(Instant::now() < deadline, "the registry did not start on {}", registry.host);

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use wasmsched_fake_apiserver::FakeApiServer;
+use wasmsched_test_support::process;
 
 pub(crate) fn wasmsched() -> Command {
     Command::new(env!("CARGO_BIN_EXE_wasmsched"))
@@ -45,23 +46,24 @@ fn run_schedules_serves_health_and_releases_its_lease_on_sigterm() {
         json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}),
     );
     let port = free_port();
-    let mut child = wasmsched()
-        .args(["run", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .args([
-            "--http-addr",
-            &format!("127.0.0.1:{port}"),
-            "--leader-elect-namespace",
-            "default",
-            "--identity",
-            "cli-test",
-            // Not the default on small machines (one): both are run.
-            "--io-threads",
-            "2",
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = process::spawn(
+        wasmsched()
+            .args(["run", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args([
+                "--http-addr",
+                &format!("127.0.0.1:{port}"),
+                "--leader-elect-namespace",
+                "default",
+                "--identity",
+                "cli-test",
+                // Not the default on small machines (one): both are run.
+                "--io-threads",
+                "2",
+            ])
+            .stderr(Stdio::piped()),
+    )
+    .unwrap();
     let deadline = crate::common::hang_guard();
     loop {
         if let Some((200, _)) = http_get(port, "/readyz") {
@@ -130,13 +132,14 @@ fn run_compiles_a_tenants_policy_in_its_compile_worker() {
         json!({"metadata": {"name": "mine", "namespace": "team", "labels": {"wasmsched.io/policy": "true"}}, "binaryData": {"spot-first.wasm": encoded}}),
     );
     let port = free_port();
-    let mut child = wasmsched()
-        .args(["run", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .args(["--http-addr", &format!("127.0.0.1:{port}"), "--leader-elect=false"])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = process::spawn(
+        wasmsched()
+            .args(["run", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(["--http-addr", &format!("127.0.0.1:{port}"), "--leader-elect=false"])
+            .stderr(Stdio::null()),
+    )
+    .unwrap();
     let deadline = crate::common::hang_guard();
     while !http_get(port, "/policies").is_some_and(|(_, body)| body.contains("\"tenant\": \"team\"")) {
         assert!(Instant::now() < deadline, "the tenant's policy was never loaded: {:?}", http_get(port, "/policies"));
@@ -168,8 +171,7 @@ fn run_compiles_a_tenants_policy_in_its_compile_worker() {
         ppid == Some(child.id().to_string())
     });
     assert_eq!(workers.count(), 0, "no compile worker (or zombie) is left behind");
-    let _ = child.kill();
-    let _ = child.wait();
+    child.kill_all();
 }
 
 #[test]

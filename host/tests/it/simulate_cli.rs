@@ -167,14 +167,15 @@ fn watch_reruns_when_the_policy_changes_and_survives_a_broken_build() {
     };
     install(&std::fs::read(policy_wasm("least-allocated")).unwrap());
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmsched"))
-        .args(["simulate", "--watch", "--output", "json", "--policy"])
-        .arg(&policy)
-        .arg(&scenario_path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = wasmsched_test_support::process::spawn(
+        Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+            .args(["simulate", "--watch", "--output", "json", "--policy"])
+            .arg(&policy)
+            .arg(&scenario_path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .unwrap();
     let (tx, lines) = mpsc::channel::<String>();
     let stderr = child.stderr.take().unwrap();
     std::thread::spawn(move || {
@@ -234,8 +235,7 @@ fn watch_reruns_when_the_policy_changes_and_survives_a_broken_build() {
     wait_for("── watching");
     let fourth = outputs.recv_timeout(crate::common::HANG_GUARD).unwrap();
     assert_eq!(nodes(&fourth).len(), 4);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill_all();
 }
 
 /// `simulate --tenant-policy NS/NAME=PATH`: a tenant's policy decides for

@@ -5,6 +5,7 @@
 //! `.wasm` files.
 
 pub mod control_plane;
+pub mod process;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

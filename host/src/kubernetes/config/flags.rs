@@ -54,5 +54,8 @@ pub struct TenantFlags {
     pub deadline: Option<Duration>,
     pub max_policy_bytes: Option<usize>,
     pub max_policies: Option<usize>,
+    pub compile_budget: Option<Duration>,
+    pub compile_budget_window: Option<Duration>,
+    pub compile_timeout: Option<Duration>,
     pub allowed_registries: Vec<String>,
 }

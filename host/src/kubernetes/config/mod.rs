@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::kubernetes::hot_swap::configmap::ConfigMapRef;
+use crate::kubernetes::tenants::compile_budget::BudgetSettings;
 use crate::node_metrics::MetricSpec;
 use crate::scheduler::{
     AttemptWorkers, BuiltinScoring, NodeSampling, PolicySet, TenantSettings, default_tenant_limits,
@@ -130,6 +131,8 @@ pub struct TenantConfig {
     pub limits: PolicyLimits,
     /// Policies one namespace may have, over all its ConfigMaps.
     pub max_policies: usize,
+    /// The CPU one namespace's compiles may use per window.
+    pub compile_budget: BudgetSettings,
     /// Registries (`HOST[:PORT]`) tenants may name pinned `oci://`
     /// policies from, pulled with the scheduler's registry settings
     /// (credentials included). None: tenants name no URL at all.
@@ -142,6 +145,7 @@ impl Default for TenantConfig {
             settings: TenantSettings::default(),
             limits: default_tenant_limits(),
             max_policies: 4,
+            compile_budget: BudgetSettings::default(),
             allowed_registries: Vec::new(),
         }
     }

@@ -67,6 +67,15 @@ pub(super) fn tenants(file: Option<&ConfigurationFile>, flags: &TenantFlags) -> 
                 wasmsched_rules::quantity::value(size).map_err(|e| at(format!("maxPolicySize: {e}")))? as usize;
         }
         t.max_policies = f.max_policies.unwrap_or(t.max_policies);
+        for (field, value, slot) in [
+            ("compileBudget", &f.compile_budget, &mut t.compile_budget.cpu),
+            ("compileBudgetWindow", &f.compile_budget_window, &mut t.compile_budget.window),
+            ("compileTimeout", &f.compile_timeout, &mut t.limits.compile_timeout),
+        ] {
+            if let Some(v) = value {
+                *slot = parse_duration(v).map_err(|e| at(format!("{field}: {e}")))?;
+            }
+        }
         t.allowed_registries = registries(&f.allowed_registries).map_err(|e| at(format!("allowedRegistries: {e}")))?;
     }
     t.settings.enabled = flags.enabled.unwrap_or(t.settings.enabled);
@@ -75,6 +84,9 @@ pub(super) fn tenants(file: Option<&ConfigurationFile>, flags: &TenantFlags) -> 
     t.limits.call_deadline = flags.deadline.unwrap_or(t.limits.call_deadline);
     t.limits.max_wasm_bytes = flags.max_policy_bytes.unwrap_or(t.limits.max_wasm_bytes);
     t.max_policies = flags.max_policies.unwrap_or(t.max_policies);
+    t.compile_budget.cpu = flags.compile_budget.unwrap_or(t.compile_budget.cpu);
+    t.compile_budget.window = flags.compile_budget_window.unwrap_or(t.compile_budget.window);
+    t.limits.compile_timeout = flags.compile_timeout.unwrap_or(t.limits.compile_timeout);
     if !flags.allowed_registries.is_empty() {
         t.allowed_registries =
             registries(&flags.allowed_registries).map_err(|e| format!("--tenant-allowed-registries: {e}"))?;
@@ -193,6 +205,31 @@ mod tests {
         assert!(!t.settings.enabled && t.settings.disabled_namespaces.contains("kube-system"));
         assert!(t.settings.disabled_namespaces.contains("team-b"));
         assert_eq!((t.max_policies, t.limits.memory_bytes), (1, 16 << 20));
+    }
+
+    #[test]
+    fn tenants_compile_budget_and_bound_from_the_file_or_the_flags() {
+        let r = with_file("profiles:\n- schedulerName: a\n", Flags::default()).unwrap();
+        let defaults =
+            (r.tenants.compile_budget.cpu, r.tenants.compile_budget.window, r.tenants.limits.compile_timeout);
+        assert_eq!(defaults, (Duration::from_secs(60), Duration::from_secs(600), Duration::from_secs(120)));
+        let body = "profiles:\n- schedulerName: a\ntenants:\n  compileBudget: 5s\n  compileBudgetWindow: 1m\n  compileTimeout: 40s\n";
+        let t = with_file(body, Flags::default()).unwrap().tenants;
+        let filed = (t.compile_budget.cpu, t.compile_budget.window, t.limits.compile_timeout);
+        assert_eq!(filed, (Duration::from_secs(5), Duration::from_secs(60), Duration::from_secs(40)));
+        let flags = Flags {
+            tenants: TenantFlags { compile_budget: Some(Duration::from_secs(600)), ..Default::default() },
+            ..Flags::default()
+        };
+        let t = with_file(body, flags).unwrap().tenants;
+        assert_eq!(
+            (t.compile_budget.cpu, t.compile_budget.window),
+            (Duration::from_secs(600), Duration::from_secs(60))
+        );
+        let e = with_file(&body.replace("1m", "soon"), Flags::default()).unwrap_err();
+        assert!(e.contains("tenants.compileBudgetWindow:"), "{e}");
+        let e = with_file(&body.replace("5s", "0s"), Flags::default()).unwrap_err();
+        assert!(e.contains("tenants.compileBudget: \"0s\" must be a positive duration"), "{e}");
     }
 
     #[test]

@@ -34,6 +34,9 @@
 //!   deadline: 50ms
 //!   maxPolicySize: 4Mi
 //!   maxPolicies: 4              # per namespace
+//!   compileBudget: 60s          # CPU a namespace's compiles may use per window
+//!   compileBudgetWindow: 10m
+//!   compileTimeout: 2m          # one compile's wall-clock bound
 //!   allowedRegistries: [registry.example.com]  # pinned oci:// policies from these
 //! ```
 
@@ -74,6 +77,11 @@ pub struct TenantsFile {
     pub deadline: Option<String>,
     pub max_policy_size: Option<String>,
     pub max_policies: Option<usize>,
+    /// CPU a namespace's compiles may use per `compileBudgetWindow`.
+    pub compile_budget: Option<String>,
+    pub compile_budget_window: Option<String>,
+    /// Wall-clock bound of one compile.
+    pub compile_timeout: Option<String>,
     #[serde(default)]
     pub allowed_registries: Vec<String>,
 }

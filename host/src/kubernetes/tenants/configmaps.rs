@@ -20,7 +20,7 @@ use kube::runtime::watcher;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::kubernetes::scheduler_status::SchedulerStatus;
-use crate::kubernetes::tenants::compile_budget::TENANT_COMPILE_BUDGET;
+use crate::kubernetes::tenants::compile_budget::BudgetSettings;
 use crate::kubernetes::tenants::namespace::{
     Note, Tenant, TenantContext, TenantPolicies, Validate, Work, compile_slots,
 };
@@ -34,6 +34,7 @@ pub const SOURCE_NAME: &str = "tenant policy configmaps";
 
 pub struct TenantConfigMapSource<V> {
     settings: TenantSettings,
+    budget: BudgetSettings,
     validator: Arc<V>,
     /// The events' reporting controller (the first profile's name).
     controller: String,
@@ -41,8 +42,13 @@ pub struct TenantConfigMapSource<V> {
 }
 
 impl<V: Validate> TenantConfigMapSource<V> {
-    pub fn new(settings: TenantSettings, validator: Arc<V>, controller: String, instance: String) -> Self {
-        TenantConfigMapSource { settings, validator, controller, instance }
+    pub fn new(
+        (settings, budget): (TenantSettings, BudgetSettings),
+        validator: Arc<V>,
+        controller: String,
+        instance: String,
+    ) -> Self {
+        TenantConfigMapSource { settings, budget, validator, controller, instance }
     }
 
     pub async fn run<T: From<TenantPolicies> + Send + 'static>(
@@ -71,7 +77,7 @@ impl<V: Validate> TenantConfigMapSource<V> {
             metrics: status.metrics.clone(),
             notes: notes_tx,
             compiles: Semaphore::new(compile_slots()),
-            compile_budget: TENANT_COMPILE_BUDGET,
+            compile_budget: self.budget,
         });
         let mut tenants = Tenants::new(context.clone());
         let mut synced = false;
@@ -212,7 +218,7 @@ mod tests {
             metrics: Arc::new(crate::scheduler_metrics::SchedulerMetrics::new()),
             notes,
             compiles,
-            compile_budget: TENANT_COMPILE_BUDGET,
+            compile_budget: BudgetSettings::default(),
         });
         let mut tenants = Tenants::new(context);
 

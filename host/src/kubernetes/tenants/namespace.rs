@@ -12,13 +12,14 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ConfigMap;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use super::compile_budget::CompileBudget;
+use super::compile_budget::{BudgetSettings, CompileBudget};
 use crate::kubernetes::hot_swap::configmap::files_of;
 use crate::kubernetes::scheduler_status::ActivePolicy;
 use crate::policy::validator::{BundleValidator, ValidBundle};
 use crate::scheduler::policy_set::{ShadowCandidate, WeightedPolicy};
 use crate::scheduler::{POLICY_ANNOTATION, TenantSettings};
 use crate::scheduler_metrics::SchedulerMetrics;
+use wasmsched_runtime::cpu_time::measure;
 
 /// Every valid policy of one tenant now (empty: none), for the
 /// scheduling loop.
@@ -65,8 +66,8 @@ pub struct TenantContext<V, T> {
     /// that a burst of updates (every tenant's ConfigMap listed at start)
     /// does not take every core from the scheduling thread.
     pub compiles: Semaphore,
-    /// Each tenant's compile time per window (`compile_budget`).
-    pub compile_budget: (std::time::Duration, std::time::Duration),
+    /// The CPU each tenant's validations may use per window.
+    pub compile_budget: BudgetSettings,
 }
 
 /// How many tenant compiles may run at once: half the cores, and never
@@ -157,12 +158,15 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
             Some(refused) => Err(refused),
             None => {
                 let slot = self.context.compiles.acquire().await;
-                let started = std::time::Instant::now();
-                let valid = tokio::task::spawn_blocking(move || validator.validate(&origin, &files, &taken))
+                // The CPU it used, the compile child's included: never the
+                // wait for a core on a busy machine.
+                let validated =
+                    tokio::task::spawn_blocking(move || measure(|| validator.validate(&origin, &files, &taken)));
+                let (valid, cpu) = validated
                     .await
-                    .unwrap_or_else(|e| Err(format!("loading panicked: {e}")));
+                    .unwrap_or_else(|e| (Err(format!("loading panicked: {e}")), std::time::Duration::ZERO));
                 drop(slot);
-                self.budget.spend(std::time::Instant::now(), started.elapsed());
+                self.budget.spend(std::time::Instant::now(), cpu);
                 valid
             }
         };
@@ -225,5 +229,82 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
 
     fn note(&self, configmap: ConfigMap, type_: &'static str, reason: &'static str, text: String) {
         let _ = self.context.notes.send(Note { configmap, type_, reason, text });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use kube::api::ObjectMeta;
+
+    use super::*;
+    use crate::scheduler::PolicySet;
+
+    /// A stand-in validator: each validation waits `wait` (a busy
+    /// machine's queue for a core) and its compile child uses `cpu`,
+    /// charged as the compile worker charges its child's usage.
+    struct Compiles {
+        wait: Duration,
+        cpu: Duration,
+    }
+
+    impl Validate for Compiles {
+        fn validate(&self, _: &str, _: &BTreeMap<String, Vec<u8>>, _: &[String]) -> Result<ValidBundle, String> {
+            std::thread::sleep(self.wait);
+            wasmsched_runtime::cpu_time::charge(self.cpu);
+            Ok(ValidBundle { names: vec![], set: PolicySet::new(vec![]), refused_candidates: vec![] })
+        }
+    }
+
+    /// The Events (reason, text) that `updates` updates of one tenant's
+    /// ConfigMap got, in order.
+    async fn events(
+        validator: Compiles,
+        compile_budget: BudgetSettings,
+        updates: usize,
+    ) -> Vec<(&'static str, String)> {
+        let (tx, _published) = std::sync::mpsc::channel::<TenantPolicies>();
+        let (notes, mut posted) = mpsc::unbounded_channel();
+        let context = Arc::new(TenantContext {
+            settings: TenantSettings::default(),
+            validator: Arc::new(validator),
+            tx,
+            metrics: Arc::new(SchedulerMetrics::new()),
+            notes,
+            compiles: Semaphore::new(2),
+            compile_budget,
+        });
+        let (work, queue) = mpsc::unbounded_channel();
+        for version in 0..updates {
+            let metadata = ObjectMeta {
+                namespace: Some("team".into()),
+                name: Some("policies".into()),
+                resource_version: Some(version.to_string()),
+                ..Default::default()
+            };
+            let _ = work.send(Work::Apply(Box::new(ConfigMap { metadata, ..Default::default() })));
+        }
+        drop(work);
+        Tenant::new("team", context).run(queue).await;
+        std::iter::from_fn(|| posted.try_recv().ok()).map(|n| (n.reason, n.text)).collect()
+    }
+
+    #[tokio::test]
+    async fn a_tenant_whose_compiles_waited_long_but_worked_little_is_not_refused() {
+        let waiting = Compiles { wait: Duration::from_millis(100), cpu: Duration::from_millis(1) };
+        let budget = BudgetSettings { cpu: Duration::from_millis(50), window: Duration::from_secs(600) };
+        let got = events(waiting, budget, 5).await;
+        assert_eq!(got.len(), 5, "{got:?}");
+        assert!(got.iter().all(|(reason, _)| *reason == "PolicyAccepted"), "half a second of waiting: {got:?}");
+    }
+
+    #[tokio::test]
+    async fn a_tenant_whose_compiles_burned_its_budget_is_refused() {
+        let burning = Compiles { wait: Duration::ZERO, cpu: Duration::from_secs(40) };
+        let got = events(burning, BudgetSettings::default(), 3).await;
+        let reasons: Vec<&str> = got.iter().map(|(reason, _)| *reason).collect();
+        assert_eq!(reasons, ["PolicyAccepted", "PolicyAccepted", "PolicyRejected"], "{got:?}");
+        assert!(got[2].1.contains("used 80s of CPU to compile within the last 600s"), "{}", got[2].1);
     }
 }

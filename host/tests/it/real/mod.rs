@@ -386,16 +386,17 @@ impl Real {
     pub async fn run_binary(&self, kubeconfig: &Path, extra: &[&str]) -> RunningBinary {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let log = tempfile::NamedTempFile::new().unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_wasmsched"))
-            .args(["run", "--kubeconfig"])
-            .arg(kubeconfig)
-            .args(["--http-addr", &format!("127.0.0.1:{port}")])
-            .args(extra)
-            .env_remove("WASMSCHED_LOG")
-            .stdout(Stdio::null())
-            .stderr(log.reopen().unwrap())
-            .spawn()
-            .unwrap();
+        let child = wasmsched_test_support::process::spawn(
+            Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+                .args(["run", "--kubeconfig"])
+                .arg(kubeconfig)
+                .args(["--http-addr", &format!("127.0.0.1:{port}")])
+                .args(extra)
+                .env_remove("WASMSCHED_LOG")
+                .stdout(Stdio::null())
+                .stderr(log.reopen().unwrap()),
+        )
+        .unwrap();
         RunningBinary::new(child, port, log)
     }
 }

@@ -2,18 +2,21 @@
 //! `/readyz?verbose` and its log.
 
 use std::io::{Read, Write};
-use std::process::{Child, Command};
+use std::process::Command;
+
 use std::time::{Duration, Instant};
+use wasmsched_test_support::process::Guarded;
 
 /// `wasmsched run` in a child process.
 pub struct RunningBinary {
-    child: Child,
+    /// Killed (with its compile workers) on drop, pass or panic.
+    child: Guarded,
     port: u16,
     log: tempfile::NamedTempFile,
 }
 
 impl RunningBinary {
-    pub fn new(child: Child, port: u16, log: tempfile::NamedTempFile) -> RunningBinary {
+    pub fn new(child: Guarded, port: u16, log: tempfile::NamedTempFile) -> RunningBinary {
         RunningBinary { child, port, log }
     }
 
@@ -65,7 +68,7 @@ impl RunningBinary {
                 return (status, self.log_text());
             }
             if Instant::now() > deadline {
-                let _ = self.child.kill();
+                self.child.kill_all();
                 panic!("still running after SIGTERM (hang guard):\n{}", self.log_text());
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -78,17 +81,11 @@ impl RunningBinary {
         let deadline = Instant::now() + Duration::from_secs(30);
         while self.child.try_wait().ok().flatten().is_none() {
             if Instant::now() > deadline {
-                let _ = self.child.kill();
+                self.child.kill_all();
                 break;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         self.log_text()
-    }
-}
-
-impl Drop for RunningBinary {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
     }
 }

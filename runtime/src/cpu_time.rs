@@ -1,0 +1,81 @@
+//! CPU time, as budgets count it: the work a compile did, never the time
+//! it waited for a core. On a busy machine a compile waits; counting that
+//! wait would refuse a tenant for the machine's load (docs/security.md,
+//! "Budgets count work").
+//!
+//! [`measure`] runs a closure and gives the CPU it used: its thread's own,
+//! plus what compile children and compile threads used on its behalf,
+//! which they [`charge`] to the thread that waited for them.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+thread_local! {
+    /// CPU used for this thread elsewhere (compile children, compile
+    /// threads), since the thread started.
+    static ELSEWHERE: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+}
+
+/// The CPU time this thread has used so far.
+pub fn this_thread() -> Duration {
+    #[cfg(unix)]
+    {
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: writes one timespec; the calling thread's CPU clock
+        // always exists.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } == 0 {
+            return Duration::new(now.tv_sec.max(0) as u64, now.tv_nsec.clamp(0, 999_999_999) as u32);
+        }
+    }
+    Duration::ZERO
+}
+
+/// Counts `cpu`, used on this thread's behalf by a child process or
+/// another thread, toward the [`measure`] it runs in.
+pub fn charge(cpu: Duration) {
+    ELSEWHERE.with(|e| e.set(e.get() + cpu));
+}
+
+/// Runs `f` and returns what it returned with the CPU it used: this
+/// thread's own time and what was [`charge`]d meanwhile.
+pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Duration) {
+    let (own, elsewhere) = (this_thread(), ELSEWHERE.with(Cell::get));
+    let out = f();
+    let used = this_thread().saturating_sub(own) + ELSEWHERE.with(Cell::get).saturating_sub(elsewhere);
+    (out, used)
+}
+
+/// The CPU time in a child's resource usage: user and system.
+#[cfg(unix)]
+pub(crate) fn of_rusage(usage: &libc::rusage) -> Duration {
+    let time = |t: libc::timeval| Duration::new(t.tv_sec.max(0) as u64, (t.tv_usec.clamp(0, 999_999) as u32) * 1000);
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn waiting_is_not_work_and_working_is() {
+        let ((), slept) = measure(|| std::thread::sleep(Duration::from_millis(200)));
+        assert!(slept < Duration::from_millis(50), "a sleep used {slept:?} of CPU");
+        let ((), spun) = measure(|| {
+            let started = this_thread();
+            while this_thread() - started < Duration::from_millis(30) {
+                std::hint::black_box(Instant::now());
+            }
+        });
+        assert!(spun >= Duration::from_millis(30), "a spin used {spun:?}");
+    }
+
+    #[test]
+    fn what_others_used_for_this_thread_counts_within_its_measure_only() {
+        charge(Duration::from_secs(5));
+        let ((), used) = measure(|| charge(Duration::from_secs(2)));
+        assert!(used >= Duration::from_secs(2) && used < Duration::from_millis(2100), "{used:?}");
+        let ((), other) = measure(|| std::thread::spawn(|| charge(Duration::from_secs(9))).join().unwrap());
+        assert!(other < Duration::from_millis(100), "another thread's charge is its own: {other:?}");
+    }
+}
