@@ -91,6 +91,7 @@ pub struct SchedulerMetrics {
     attempts: Family<f64>,
     attempt_duration: Family<Histogram>,
     pending: Family<f64>,
+    pending_reports: Family<f64>,
     policy_calls: Family<Histogram>,
     policy_failures: Family<f64>,
     fallbacks: Family<f64>,
@@ -130,6 +131,11 @@ impl SchedulerMetrics {
                 &["result", "profile"],
             ),
             pending: Family::new("wasmsched_pending_pods", "Number of pending pods, by the queue type.", &["queue"]),
+            pending_reports: Family::new(
+                "wasmsched_pending_reports",
+                "Reports (Events, PodScheduled conditions, nominations) waiting to be written; a pod's newer report replaces its waiting one.",
+                &[],
+            ),
             policy_calls: Family::new(
                 "wasmsched_policy_call_duration_seconds",
                 "Duration of one call into a WebAssembly policy, by policy and phase.",
@@ -261,6 +267,10 @@ impl SchedulerMetrics {
         }
     }
 
+    pub fn pending_reports(&self, n: usize) {
+        self.pending_reports.with(&[], |v| *v = n as f64);
+    }
+
     pub fn set_leader(&self, leader: bool) {
         self.leader.with(&[], |v| *v = if leader { 1.0 } else { 0.0 });
     }
@@ -336,8 +346,8 @@ impl SchedulerMetrics {
         ]
     }
 
-    fn gauges(&self) -> [&Family<f64>; 2] {
-        [&self.pending, &self.leader]
+    fn gauges(&self) -> [&Family<f64>; 3] {
+        [&self.pending, &self.pending_reports, &self.leader]
     }
 
     /// A counter's or gauge's current value, for tests.

@@ -25,6 +25,7 @@ use crate::kubernetes::scheduling_loop::{Input, SchedulingLoop};
 use crate::kubernetes::tenants::configmaps::{self as tenant_configmaps, TenantConfigMapSource};
 use crate::kubernetes::watch::sources::Source;
 use crate::kubernetes::writes::binder::{self, BindRequest, BinderSettings};
+use crate::kubernetes::writes::report_queue;
 use crate::kubernetes::writes::reporter::PodReporter;
 use crate::node_metrics::MetricsCache;
 use crate::node_metrics::refresher::Refresher;
@@ -88,7 +89,7 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
 
     let (inputs_tx, inputs_rx) = std::sync::mpsc::channel::<Input>();
     let (binds_tx, binds_rx) = mpsc::unbounded_channel::<BindRequest>();
-    let (reports_tx, reports_rx) = mpsc::unbounded_channel();
+    let (reports_tx, reports_rx) = report_queue::channel();
     let watches = sources.spawn(&client, &config, &tenants, &le, &inputs_tx, &status)?;
     let preflight = Preflight {
         client: client.clone(),

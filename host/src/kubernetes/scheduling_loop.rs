@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::kubernetes::writes::report_queue::ReportSender;
+
 use crate::kubernetes::hot_swap::profile_updates::ProfilePolicies;
 use crate::kubernetes::hot_swap::warm::{PolicyWarmer, Warmed};
 use crate::kubernetes::scheduler_status::SchedulerStatus;
@@ -101,7 +103,7 @@ pub struct SchedulingLoop {
     scheduler: Scheduler,
     inputs: Receiver<Input>,
     binds: UnboundedSender<BindRequest>,
-    reports: UnboundedSender<Report>,
+    reports: ReportSender,
     status: Arc<SchedulerStatus>,
     /// Bindings handed to the binder whose result has not come back.
     bindings_in_flight: usize,
@@ -121,7 +123,7 @@ impl SchedulingLoop {
         scheduler: Scheduler,
         (loopback, inputs): (Sender<Input>, Receiver<Input>),
         binds: UnboundedSender<BindRequest>,
-        reports: UnboundedSender<Report>,
+        reports: ReportSender,
         status: Arc<SchedulerStatus>,
     ) -> Self {
         SchedulingLoop {
@@ -173,6 +175,7 @@ impl SchedulingLoop {
             }
             if last_gauges.elapsed() >= IDLE_WAKE {
                 self.status.metrics.queue(self.scheduler.queue_sizes());
+                self.status.metrics.pending_reports(self.reports.len());
                 last_gauges = Instant::now();
             }
 
@@ -296,7 +299,7 @@ impl SchedulingLoop {
         match outcome {
             BindOutcome::Bound => {
                 self.scheduler.binding_succeeded(&request.pod, &request.node);
-                let _ = self.reports.send(Report::Scheduled {
+                self.reports.send(Report::Scheduled {
                     pod: PodRef::from(&*request.pod),
                     node: request.node,
                     fallback: request.fallback,
@@ -306,7 +309,7 @@ impl SchedulingLoop {
             BindOutcome::Dropped(why) => {
                 tracing::info!(pod = %request.pod.key, node = %request.node, reason = %why, "binding refused; dropping the pod");
                 self.scheduler.binding_failed(&request.pod, false, now);
-                let _ = self.reports.send(Report::Forget(request.pod.key.clone()));
+                self.reports.send(Report::Forget(request.pod.key.clone()));
             }
             BindOutcome::Retry(why) => {
                 tracing::warn!(pod = %request.pod.key, node = %request.node, error = %why, "binding failed; retrying with backoff");
@@ -317,7 +320,7 @@ impl SchedulingLoop {
                 self.scheduler.binding_failed(&request.pod, true, now);
                 // kube counts a failed binding cycle as an attempt's error.
                 self.status.metrics.attempt_error(&request.pod.scheduler_name);
-                let _ = self.reports.send(Report::Failed { pod: PodRef::from(&*request.pod), message });
+                self.reports.send(Report::Failed { pod: PodRef::from(&*request.pod), message });
             }
             BindOutcome::Abandoned(why) => {
                 tracing::info!(pod = %request.pod.key, node = %request.node, reason = %why, "binding cycle abandoned; the leader takes the pod up from the cluster's objects");
@@ -340,7 +343,7 @@ impl SchedulingLoop {
         tracing::warn!(profile = %stop.profile, candidate = %stop.candidate, why = %stop.why, "canary stopped deciding; the deciding policies take its pods back");
         self.status.metrics.canary_stopped(&stop.profile, &stop.candidate);
         self.status.experiments().canary_stopped(&stop.profile, &stop.candidate, &stop.why);
-        let _ = self.reports.send(Report::CanaryStopped(stop));
+        self.reports.send(Report::CanaryStopped(stop));
     }
 
     /// Hands a watch's event to the core and reports what it says to.
@@ -362,14 +365,14 @@ impl SchedulingLoop {
                 let nomination = Nomination::Unchanged;
                 let report =
                     Report::Unschedulable { pod, message, error: false, fallback: None, nomination, deallocate: None };
-                let _ = self.reports.send(report);
+                self.reports.send(report);
             }
             EventReport::PodsGone(keys) => {
                 if relisted {
                     tracing::info!(pods = keys.len(), "pods deleted or finished while the watch was down");
                 }
                 for key in keys {
-                    let _ = self.reports.send(Report::Forget(key));
+                    self.reports.send(Report::Forget(key));
                 }
             }
         }
@@ -404,7 +407,7 @@ impl SchedulingLoop {
                 }
                 let message = record.message.unwrap_or_default();
                 tracing::debug!(pod = %pod.key, %message, "unschedulable");
-                let _ = self.reports.send(Report::Unschedulable {
+                self.reports.send(Report::Unschedulable {
                     pod: PodRef::from(&*pod),
                     message,
                     error: record.error.is_some(),

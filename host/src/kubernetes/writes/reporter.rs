@@ -27,13 +27,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 
 use crate::cluster::PodKey;
 use crate::kubernetes::writes::denied::{self, Denials};
 use crate::kubernetes::writes::events::{configmap_event, new_event};
 use crate::kubernetes::writes::pod_condition;
 pub use crate::kubernetes::writes::pod_ref::PodRef;
+use crate::kubernetes::writes::report_queue::{ReportReceiver, Waiting};
 use crate::kubernetes::writes::{claim_reservation, evictions};
 use crate::scheduler::plugins::dynamic_resources::Deallocation;
 use crate::scheduler::{CanaryStop, Nomination, Preemption};
@@ -150,15 +151,17 @@ impl PodReporter {
 
     /// Sends reports until the channel closes, then waits for the calls in
     /// flight.
-    pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Report>) {
-        while let Some(report) = rx.recv().await {
-            self.handle(report).await;
+    pub async fn run(mut self, mut rx: ReportReceiver) {
+        while let Some(Waiting { report, repeats }) = rx.recv().await {
+            self.handle(report, repeats).await;
         }
         let _ = self.in_flight.acquire_many(CONCURRENCY as u32).await;
         let _ = self.preemptions.acquire_many(PREEMPTIONS_IN_FLIGHT as u32).await;
     }
 
-    async fn handle(&mut self, report: Report) {
+    /// Writes `report`, which stands for `repeats` more of the same
+    /// message (`report_queue`).
+    async fn handle(&mut self, report: Report, repeats: u32) {
         match report {
             Report::CanaryStopped(stop) => self.canary_stopped(stop).await,
             Report::Forget(key) => {
@@ -191,7 +194,7 @@ impl PodReporter {
                     // The same failure again: counted; sent as the event's
                     // series at most once per interval.
                     Some(series) if series.message == message => {
-                        series.count += 1;
+                        series.count += 1 + repeats as i32;
                         if now.duration_since(series.last_sent) >= self.failed_interval {
                             series.last_sent = now;
                             let patch = json!({"series": {
@@ -208,7 +211,8 @@ impl PodReporter {
                             None => message.clone(),
                         };
                         let event_name = self.create(&pod, "Warning", "FailedScheduling", "Scheduling", note).await;
-                        let series = FailureSeries { message: message.clone(), last_sent: now, event_name, count: 1 };
+                        let count = 1 + repeats as i32;
+                        let series = FailureSeries { message: message.clone(), last_sent: now, event_name, count };
                         self.last_failure.insert(pod.key.clone(), series);
                     }
                 }
