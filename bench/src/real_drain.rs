@@ -51,6 +51,8 @@ mod null_binder;
 mod null_prebind;
 mod reported;
 pub mod shares;
+pub mod soak;
+mod soak_check;
 mod steady;
 
 use claim_controller::{ClaimController, wait_claims};
@@ -608,14 +610,7 @@ async fn finish_deletions(
 /// preemptions and their victims, read from its metrics endpoint; empty
 /// if it cannot be read.
 async fn attempts_by_result(http: std::net::SocketAddr) -> Vec<(String, f64)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut text = String::new();
-    if let Ok(mut stream) = tokio::net::TcpStream::connect(http).await {
-        let request = format!("GET /metrics HTTP/1.0\r\nHost: {http}\r\n\r\n");
-        if stream.write_all(request.as_bytes()).await.is_ok() {
-            let _ = stream.read_to_string(&mut text).await;
-        }
-    }
+    let text = metrics_of(http).await;
     let sum_by = |metric: &str, by: &str| metrics_text::sum_by(&text, metric, by);
     let one = |metric: &str| metrics_text::series(&text, metric).next().map(|(_, v)| v);
     let mut totals: Vec<(String, f64)> = Vec::new();
@@ -638,6 +633,19 @@ async fn attempts_by_result(http: std::net::SocketAddr) -> Vec<(String, f64)> {
     let shadow = sum_by("wasmsched_shadow_attempts_total", "result");
     totals.extend(shadow.into_iter().map(|(result, n)| (format!("shadow_{result}"), n)));
     totals
+}
+
+/// wasmsched's `/metrics` text (empty if it cannot be read).
+async fn metrics_of(http: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut text = String::new();
+    if let Ok(mut stream) = tokio::net::TcpStream::connect(http).await {
+        let request = format!("GET /metrics HTTP/1.0\r\nHost: {http}\r\n\r\n");
+        if stream.write_all(request.as_bytes()).await.is_ok() {
+            let _ = stream.read_to_string(&mut text).await;
+        }
+    }
+    text
 }
 
 /// When the first and the last of `pods` were seen bound, and how many

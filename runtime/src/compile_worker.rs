@@ -1,8 +1,10 @@
 //! Compiling a policy in a child process that can be stopped. Cranelift
 //! cannot be interrupted: a compile abandoned on a thread runs on, holding
-//! a core and its memory until it ends. In a child it is killed at its
-//! deadline, and its address space is capped, so a hostile component
-//! (docs/security.md, finding 5) costs the host at most its compile bound.
+//! a core and its memory until it ends. In a child it is stopped once it
+//! used its CPU bound (`RLIMIT_CPU`), or, waiting for a core far longer
+//! than that, at its wall-clock bound; its address space is capped, so a
+//! hostile component (docs/security.md, finding 5) costs the host at most
+//! its compile bound.
 //!
 //! The child is this same executable (`wasmsched` names the hidden
 //! subcommand); it reads the component on stdin, compiles it with the
@@ -45,15 +47,16 @@ impl CompileWorker {
         CompileWorker { program: program.into(), args, memory_bytes: WORKER_MEMORY_BYTES }
     }
 
-    /// Compiles `bytes` in a child within `timeout`, for `engine` (made
-    /// with `parallel` and `opt`); past it the child is killed.
+    /// Compiles `bytes` in a child for `engine` (made with `parallel` and
+    /// `opt`), within `cpu` of CPU time and `wall` of wall-clock time;
+    /// past either the child is stopped.
     pub(crate) fn compile(
         &self,
         engine: &Engine,
         (parallel, opt): (bool, OptLevel),
         incremental: Option<&Path>,
         bytes: &[u8],
-        timeout: Duration,
+        (cpu, wall): (Duration, Duration),
     ) -> Result<Component, String> {
         let mut command = Command::new(&self.program);
         command.args(&self.args).args(["--opt", opt_name(opt)]);
@@ -64,7 +67,7 @@ impl CompileWorker {
             command.arg("--incremental-dir").arg(dir);
         }
         command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        confine(&mut command, self.memory_bytes);
+        confine(&mut command, self.memory_bytes, cpu);
         let mut child =
             command.spawn().map_err(|e| format!("starting the compile ({}): {e}", self.program.display()))?;
         let input = child.stdin.take().map(|mut stdin| {
@@ -87,15 +90,18 @@ impl CompileWorker {
                 text
             })
         });
-        let (exited, cpu) = wait_within(&mut child, timeout);
-        crate::cpu_time::charge(cpu);
+        let (exited, used) = wait_within(&mut child, wall);
+        crate::cpu_time::charge(used);
         drop(input.map(|t| t.join()));
         let artifact =
             stdout.and_then(|t| t.join().ok()).transpose().map_err(|e| format!("reading the compile: {e}"))?;
         let errors = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
         match exited {
-            None => Err(format!("compiling took longer than {timeout:?}: stopped")),
-            Some(status) if !status.success() => Err(child_failure(status, &errors)),
+            None => Err(format!(
+                "compiling took longer than {wall:?} (having used {used:.1?} of its {cpu:?} of CPU; is the machine \
+                 that busy?): stopped"
+            )),
+            Some(status) if !status.success() => Err(child_failure(status, &errors, cpu)),
             Some(_) => {
                 let artifact = artifact.unwrap_or_default();
                 if artifact.len() as u64 > max_artifact {
@@ -172,7 +178,15 @@ fn reap(child: &mut Child, block: bool) -> std::io::Result<Option<(ExitStatus, D
 
 /// Why a child failed: its own words (the compile error), or the signal
 /// that ended it (its memory cap, say).
-fn child_failure(status: ExitStatus, errors: &str) -> String {
+fn child_failure(status: ExitStatus, errors: &str, cpu: Duration) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if matches!(status.signal(), Some(libc::SIGXCPU | libc::SIGKILL)) && errors.trim().is_empty() {
+            // SIGXCPU at the soft CPU limit, SIGKILL at the hard one.
+            return format!("compiling used more than {cpu:?} of CPU: stopped");
+        }
+    }
     let said = errors.trim();
     if !said.is_empty() {
         return said.strip_prefix("error: ").unwrap_or(said).to_string();
@@ -187,9 +201,11 @@ fn child_failure(status: ExitStatus, errors: &str) -> String {
     format!("the compile failed ({status})")
 }
 
-/// The child's limits: its address space capped, and a lower priority
-/// than the scheduling threads.
-fn confine(command: &mut Command, memory_bytes: u64) {
+/// The child's limits: its address space capped, its CPU time capped at
+/// `cpu` (whole seconds, at least one: SIGXCPU, then SIGKILL a second
+/// later), and a lower priority than the scheduling threads.
+fn confine(command: &mut Command, memory_bytes: u64, cpu: Duration) {
+    let seconds = cpu.as_secs().saturating_add(u64::from(cpu.subsec_nanos() > 0)).max(1);
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::process::CommandExt;
@@ -202,19 +218,49 @@ fn confine(command: &mut Command, memory_bytes: u64) {
                 if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
+                let limit = libc::rlimit { rlim_cur: seconds, rlim_max: seconds + 1 };
+                if libc::setrlimit(libc::RLIMIT_CPU, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 libc::setpriority(libc::PRIO_PROCESS, 0, 10);
                 Ok(())
             });
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = (command, memory_bytes);
+    let _ = (command, memory_bytes, seconds);
 }
 
 fn opt_name(opt: OptLevel) -> &'static str {
     match opt {
         OptLevel::None => "none",
         _ => "speed",
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_is_stopped_once_it_used_its_cpu_not_while_it_waits() {
+        let mut waiting = Command::new("sleep");
+        waiting.arg("2");
+        confine(&mut waiting, WORKER_MEMORY_BYTES, Duration::from_secs(1));
+        let mut child = waiting.spawn().unwrap();
+        let (status, used) = wait_within(&mut child, Duration::from_secs(60));
+        assert!(status.is_some_and(|s| s.success()), "two seconds of waiting are not one of CPU: {status:?}");
+        assert!(used < Duration::from_millis(500), "{used:?}");
+
+        let mut spinning = Command::new("sh");
+        spinning.args(["-c", "while :; do :; done"]);
+        confine(&mut spinning, WORKER_MEMORY_BYTES, Duration::from_secs(1));
+        let mut child = spinning.spawn().unwrap();
+        let (status, used) = wait_within(&mut child, Duration::from_secs(600));
+        let status = status.expect("stopped by its CPU limit, long before the wall bound");
+        assert!(used >= Duration::from_secs(1), "{used:?}");
+        let said = child_failure(status, "", Duration::from_secs(1));
+        assert_eq!(said, "compiling used more than 1s of CPU: stopped");
     }
 }
 

@@ -106,7 +106,7 @@ impl PolicyEngine {
     }
 
     /// Compile in child processes started by `worker` (the scheduler's own
-    /// executable), killed at `PolicyLimits::compile_timeout`: for the
+    /// executable), stopped at `PolicyLimits::compile_cpu`: for the
     /// long-lived `run`, where tenants' components arrive.
     pub fn with_compile_worker(mut self, worker: CompileWorker) -> Self {
         self.worker = Some(worker);
@@ -213,9 +213,9 @@ impl PolicyEngine {
                         tier.settings,
                         tier.incremental.as_deref(),
                         &source.bytes,
-                        limits.compile_timeout,
+                        (limits.compile_cpu, limits.compile_wall()),
                     ),
-                    None => compile_within(&tier.engine, &source.bytes, limits.compile_timeout),
+                    None => compile_within(&tier.engine, &source.bytes, limits.compile_wall()),
                 }
                 .map_err(refuse)?;
                 if let Some(cache) = &self.cache {
@@ -242,11 +242,12 @@ impl PolicyEngine {
     }
 }
 
-/// Compiles on a thread of its own, waiting at most `timeout`: past it
-/// the compile is abandoned (the thread finishes on its own and its result
-/// is dropped) and the caller gets the error at once. The compile's CPU is
-/// charged to the caller (`cpu_time`); an abandoned one, still running,
-/// is charged its bound.
+/// Compiles on a thread of its own, waiting at most `timeout` (the wall
+/// bound: a thread's CPU cannot be capped): past it the compile is
+/// abandoned (the thread finishes on its own and its result is dropped)
+/// and the caller gets the error at once. The compile's CPU is charged to
+/// the caller (`cpu_time`); an abandoned one, still running, is charged
+/// its bound.
 fn compile_within(engine: &Engine, bytes: &Arc<[u8]>, timeout: Duration) -> Result<Component, String> {
     let (tx, rx) = std::sync::mpsc::channel();
     let (engine, bytes) = (engine.clone(), bytes.clone());

@@ -13,9 +13,11 @@ pub struct PolicyLimits {
     pub max_wasm_bytes: usize,
     /// Log lines a policy may write per call; the rest are counted and dropped.
     pub max_log_lines_per_call: u32,
-    /// How long a compile may take before it is abandoned (its thread left
-    /// to finish, its result dropped) and the policy refused.
-    pub compile_timeout: Duration,
+    /// CPU time one compile may use before it is stopped and the policy
+    /// refused. Its wall-clock time is bounded too, at
+    /// [`COMPILE_WALL_FACTOR`] times this: a compile that waits for a core
+    /// on a busy machine is not a runaway one.
+    pub compile_cpu: Duration,
     /// Bytes a policy may hand the host in one crossing (a call's results,
     /// or the arguments of one host call such as a log line): wasmtime's
     /// hostcall fuel, counted as it copies, so strings and lists (aliased
@@ -36,11 +38,23 @@ impl Default for PolicyLimits {
             max_wasm_bytes: 32 << 20,
             max_log_lines_per_call: 20,
             // Python's interpreter compiles in about 25 s on two cores.
-            compile_timeout: Duration::from_secs(180),
+            compile_cpu: Duration::from_secs(180),
             // A filter answer for 5,000 nodes, each with a 1 KiB reason,
             // is 5 MiB; wasmtime's own default is 128 MiB.
             max_transfer_bytes: 16 << 20,
         }
+    }
+}
+
+/// A compile's wall-clock bound, in multiples of its CPU bound: room for
+/// a compile child (at a lower priority) to wait for a core on a machine
+/// busy with other work, as CI runners and loaded nodes are.
+pub const COMPILE_WALL_FACTOR: u32 = 10;
+
+impl PolicyLimits {
+    /// The wall-clock bound of one compile.
+    pub fn compile_wall(&self) -> Duration {
+        self.compile_cpu.saturating_mul(COMPILE_WALL_FACTOR)
     }
 }
 

@@ -164,7 +164,7 @@ fn context_switches(pid: u32) -> Option<f64> {
 }
 
 /// A process's user and system CPU seconds so far.
-fn cpu_seconds(pid: u32) -> Option<f64> {
+pub(super) fn cpu_seconds(pid: u32) -> Option<f64> {
     stat_cpu_seconds(Path::new(&format!("/proc/{pid}/stat")))
 }
 

@@ -159,10 +159,11 @@ pub struct TenantArgs {
     /// The sliding window of --tenant-compile-budget (default 10m).
     #[arg(long, value_name = "DURATION")]
     pub tenant_compile_budget_window: Option<String>,
-    /// Wall-clock bound of one tenant policy compile: past it the compile
-    /// is killed and the update refused (default 2m).
+    /// CPU time one tenant policy compile may use: past it the compile is
+    /// stopped and the update refused (default 30s). Its wall-clock time
+    /// may be ten times that, waiting for a core on a busy node.
     #[arg(long, value_name = "DURATION")]
-    pub tenant_compile_timeout: Option<String>,
+    pub tenant_compile_cpu_time: Option<String>,
     /// Registries (HOST[:PORT]) tenants may name policies from, as
     /// oci://REGISTRY/REPOSITORY@sha256:DIGEST (default: none; tenants then
     /// name no URL); comma-separated, repeatable. Pulled with the
@@ -191,7 +192,7 @@ impl TenantArgs {
             max_policies: self.tenant_max_policies,
             compile_budget: duration("--tenant-compile-budget", &self.tenant_compile_budget)?,
             compile_budget_window: duration("--tenant-compile-budget-window", &self.tenant_compile_budget_window)?,
-            compile_timeout: duration("--tenant-compile-timeout", &self.tenant_compile_timeout)?,
+            compile_cpu_time: duration("--tenant-compile-cpu-time", &self.tenant_compile_cpu_time)?,
             allowed_registries: self.tenant_allowed_registries.clone(),
         })
     }

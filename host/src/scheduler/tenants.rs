@@ -38,10 +38,9 @@ pub fn default_tenant_limits() -> PolicyLimits {
         call_deadline: std::time::Duration::from_millis(50),
         max_wasm_bytes: 4 << 20,
         max_log_lines_per_call: 5,
-        // Holds a compile slot no longer than this (docs/security.md):
-        // wall time, generous for a busy node; the tenant's compile budget
-        // counts the CPU it used.
-        compile_timeout: std::time::Duration::from_secs(120),
+        // One compile's CPU (docs/security.md); it holds a compile slot at
+        // most ten times that, waiting for a core on a busy node.
+        compile_cpu: std::time::Duration::from_secs(30),
         max_transfer_bytes: 4 << 20,
     }
 }

@@ -56,6 +56,6 @@ pub struct TenantFlags {
     pub max_policies: Option<usize>,
     pub compile_budget: Option<Duration>,
     pub compile_budget_window: Option<Duration>,
-    pub compile_timeout: Option<Duration>,
+    pub compile_cpu_time: Option<Duration>,
     pub allowed_registries: Vec<String>,
 }

@@ -70,7 +70,7 @@ pub(super) fn tenants(file: Option<&ConfigurationFile>, flags: &TenantFlags) -> 
         for (field, value, slot) in [
             ("compileBudget", &f.compile_budget, &mut t.compile_budget.cpu),
             ("compileBudgetWindow", &f.compile_budget_window, &mut t.compile_budget.window),
-            ("compileTimeout", &f.compile_timeout, &mut t.limits.compile_timeout),
+            ("compileCpuTime", &f.compile_cpu_time, &mut t.limits.compile_cpu),
         ] {
             if let Some(v) = value {
                 *slot = parse_duration(v).map_err(|e| at(format!("{field}: {e}")))?;
@@ -86,7 +86,7 @@ pub(super) fn tenants(file: Option<&ConfigurationFile>, flags: &TenantFlags) -> 
     t.max_policies = flags.max_policies.unwrap_or(t.max_policies);
     t.compile_budget.cpu = flags.compile_budget.unwrap_or(t.compile_budget.cpu);
     t.compile_budget.window = flags.compile_budget_window.unwrap_or(t.compile_budget.window);
-    t.limits.compile_timeout = flags.compile_timeout.unwrap_or(t.limits.compile_timeout);
+    t.limits.compile_cpu = flags.compile_cpu_time.unwrap_or(t.limits.compile_cpu);
     if !flags.allowed_registries.is_empty() {
         t.allowed_registries =
             registries(&flags.allowed_registries).map_err(|e| format!("--tenant-allowed-registries: {e}"))?;
@@ -210,12 +210,11 @@ mod tests {
     #[test]
     fn tenants_compile_budget_and_bound_from_the_file_or_the_flags() {
         let r = with_file("profiles:\n- schedulerName: a\n", Flags::default()).unwrap();
-        let defaults =
-            (r.tenants.compile_budget.cpu, r.tenants.compile_budget.window, r.tenants.limits.compile_timeout);
-        assert_eq!(defaults, (Duration::from_secs(60), Duration::from_secs(600), Duration::from_secs(120)));
-        let body = "profiles:\n- schedulerName: a\ntenants:\n  compileBudget: 5s\n  compileBudgetWindow: 1m\n  compileTimeout: 40s\n";
+        let defaults = (r.tenants.compile_budget.cpu, r.tenants.compile_budget.window, r.tenants.limits.compile_cpu);
+        assert_eq!(defaults, (Duration::from_secs(60), Duration::from_secs(600), Duration::from_secs(30)));
+        let body = "profiles:\n- schedulerName: a\ntenants:\n  compileBudget: 5s\n  compileBudgetWindow: 1m\n  compileCpuTime: 40s\n";
         let t = with_file(body, Flags::default()).unwrap().tenants;
-        let filed = (t.compile_budget.cpu, t.compile_budget.window, t.limits.compile_timeout);
+        let filed = (t.compile_budget.cpu, t.compile_budget.window, t.limits.compile_cpu);
         assert_eq!(filed, (Duration::from_secs(5), Duration::from_secs(60), Duration::from_secs(40)));
         let flags = Flags {
             tenants: TenantFlags { compile_budget: Some(Duration::from_secs(600)), ..Default::default() },

@@ -36,7 +36,7 @@
 //!   maxPolicies: 4              # per namespace
 //!   compileBudget: 60s          # CPU a namespace's compiles may use per window
 //!   compileBudgetWindow: 10m
-//!   compileTimeout: 2m          # one compile's wall-clock bound
+//!   compileCpuTime: 30s         # one compile's CPU (its wall time: 10x)
 //!   allowedRegistries: [registry.example.com]  # pinned oci:// policies from these
 //! ```
 
@@ -80,8 +80,8 @@ pub struct TenantsFile {
     /// CPU a namespace's compiles may use per `compileBudgetWindow`.
     pub compile_budget: Option<String>,
     pub compile_budget_window: Option<String>,
-    /// Wall-clock bound of one compile.
-    pub compile_timeout: Option<String>,
+    /// CPU time one compile may use.
+    pub compile_cpu_time: Option<String>,
     #[serde(default)]
     pub allowed_registries: Vec<String>,
 }

@@ -16,5 +16,6 @@ pub mod evictions;
 pub mod pod_condition;
 pub mod pod_ref;
 pub mod prebind;
+pub mod report;
 pub mod report_queue;
 pub mod reporter;

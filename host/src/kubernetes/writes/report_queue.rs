@@ -8,15 +8,17 @@
 //! not by time; a report that carries something out (a preemption, a
 //! nomination cleared, a claim deallocated, a failed binding) is never
 //! dropped, and one that ends the pod (bound, gone) drops its plain
-//! reports still waiting.
+//! reports still waiting. A pod not yet told anything goes before pods
+//! whose report is an update: when the writes fall behind, every pending
+//! pod still says why it waits before any says it again.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
 use crate::cluster::PodKey;
-use crate::kubernetes::writes::reporter::Report;
+use crate::kubernetes::writes::report::Report;
 use crate::scheduler::Nomination;
 
 /// A report and how many reports of the same message it stands for
@@ -33,9 +35,14 @@ struct Pending {
     other: VecDeque<Report>,
     /// Each pod's waiting reports, in order.
     by_pod: HashMap<PodKey, VecDeque<Waiting>>,
-    /// Pods with reports waiting, in the order they are served: a pod
-    /// served with more left goes to the back.
+    /// Pods with reports waiting that were never told anything, in the
+    /// order they came.
+    fresh: VecDeque<PodKey>,
+    /// The other pods with reports waiting, in the order they are served:
+    /// a pod served with more left goes to the back.
     order: VecDeque<PodKey>,
+    /// Pods served a report, until one that ends them (bound, gone).
+    told: HashSet<PodKey>,
     len: usize,
     closed: bool,
 }
@@ -130,7 +137,10 @@ impl Pending {
         };
         let queue = self.by_pod.entry(key.clone()).or_default();
         if queue.is_empty() {
-            self.order.push_back(key);
+            match self.told.contains(&key) {
+                true => self.order.push_back(key),
+                false => self.fresh.push_back(key),
+            }
         }
         let before = queue.len();
         if matches!(report, Report::Scheduled { .. } | Report::Forget(_)) {
@@ -152,13 +162,19 @@ impl Pending {
             self.len -= 1;
             return Some(Waiting { report, repeats: 0 });
         }
-        let key = self.order.pop_front()?;
+        let key = self.fresh.pop_front().or_else(|| self.order.pop_front())?;
         let queue = self.by_pod.get_mut(&key)?;
         let next = queue.pop_front()?;
         self.len -= 1;
-        if queue.is_empty() {
+        let more = !queue.is_empty();
+        if !more {
             self.by_pod.remove(&key);
-        } else {
+        }
+        match next.report {
+            Report::Scheduled { .. } | Report::Forget(_) => self.told.remove(&key),
+            _ => self.told.insert(key.clone()),
+        };
+        if more {
             self.order.push_back(key);
         }
         Some(next)
@@ -168,7 +184,7 @@ impl Pending {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubernetes::writes::reporter::PodRef;
+    use crate::kubernetes::writes::report::PodRef;
 
     fn pod(name: &str) -> PodRef {
         PodRef {
@@ -245,6 +261,26 @@ mod tests {
         tx.send(Report::Forget(pod("b").key));
         let got: Vec<String> = drain(&mut rx).into_iter().map(|(w, _)| w).collect();
         assert_eq!(got, ["a on n1", "b gone"]);
+    }
+
+    #[test]
+    fn a_pod_not_yet_told_goes_before_the_updates_of_pods_told_already() {
+        let (tx, mut rx) = channel();
+        tx.send(unschedulable("a", "first", Nomination::Unchanged));
+        tx.send(unschedulable("b", "first", Nomination::Unchanged));
+        assert_eq!(drain(&mut rx).len(), 2);
+        tx.send(unschedulable("a", "second", Nomination::Unchanged));
+        tx.send(unschedulable("b", "second", Nomination::Unchanged));
+        tx.send(unschedulable("c", "first", Nomination::Unchanged));
+        let got: Vec<String> = drain(&mut rx).into_iter().map(|(w, _)| w).collect();
+        assert_eq!(got, ["c first", "a second", "b second"]);
+        // Bound, then recreated under its name: told nothing yet.
+        tx.send(Report::Scheduled { pod: pod("a"), node: "n1".into(), fallback: None, canary: None });
+        assert_eq!(drain(&mut rx).len(), 1);
+        tx.send(unschedulable("b", "third", Nomination::Unchanged));
+        tx.send(unschedulable("a", "first", Nomination::Unchanged));
+        let got: Vec<String> = drain(&mut rx).into_iter().map(|(w, _)| w).collect();
+        assert_eq!(got, ["a first", "b third"]);
     }
 
     #[tokio::test]

@@ -3,7 +3,7 @@
 //! failed and the built-in scoring decided), the `PodScheduled=False`
 //! condition and `nominatedNodeName`; and preemptions carried out
 //! (`evictions.rs`).
-//! Events go out at most 8 at a time, in the background: reporting never
+//! Events go out at most 32 at a time, in the background: reporting never
 //! holds up scheduling. Preemptions have their own allowance (32 at a
 //! time, each evicting its victims together): a preemptor waits for its
 //! evictions, so they must not queue behind events.
@@ -34,46 +34,10 @@ use crate::kubernetes::writes::denied::{self, Denials};
 use crate::kubernetes::writes::events::{configmap_event, new_event};
 use crate::kubernetes::writes::pod_condition;
 pub use crate::kubernetes::writes::pod_ref::PodRef;
+pub use crate::kubernetes::writes::report::Report;
 use crate::kubernetes::writes::report_queue::{ReportReceiver, Waiting};
 use crate::kubernetes::writes::{claim_reservation, evictions};
-use crate::scheduler::plugins::dynamic_resources::Deallocation;
 use crate::scheduler::{CanaryStop, Nomination, Preemption};
-
-#[derive(Debug)]
-pub enum Report {
-    Scheduled {
-        pod: PodRef,
-        node: String,
-        fallback: Option<String>,
-        /// The candidate that decided it, as a canary.
-        canary: Option<String>,
-    },
-    /// No node could take the pod. What preemption did goes with it: the
-    /// `nominatedNodeName` is written in the same status patch as the
-    /// `PodScheduled` condition, as kube-scheduler writes them, and a
-    /// preemption's victims are evicted meanwhile.
-    Unschedulable {
-        pod: PodRef,
-        message: String,
-        /// The attempt failed with an error (a policy filter failed), not
-        /// for want of a node: the condition's reason is `SchedulerError`,
-        /// as kube-scheduler writes it for a plugin's error.
-        error: bool,
-        fallback: Option<String>,
-        nomination: Nomination,
-        /// A claim DynamicResources' PostFilter deallocates, written first.
-        deallocate: Option<Deallocation>,
-    },
-    /// The binding cycle failed (PreBind): a `FailedScheduling` event and
-    /// the condition with reason `SchedulerError`, as kube-scheduler says
-    /// an error that is not the pod's fit.
-    Failed { pod: PodRef, message: String },
-    /// The pod is bound or gone: forget what was sent about it.
-    Forget(PodKey),
-    /// A canary stopped deciding: a Warning Event on its profile's policy
-    /// ConfigMap, if it has one.
-    CanaryStopped(CanaryStop),
-}
 
 pub struct PodReporter {
     /// Profile → its policy ConfigMap (namespace, name), if it has one.
@@ -91,7 +55,10 @@ pub struct PodReporter {
     preemptions: Arc<Semaphore>,
 }
 
-const CONCURRENCY: usize = 8;
+/// With 8, a churn soak's reports fell far behind its attempts (docs/benchmarks.md,
+/// "The churn soak"); bindings (128) and preemptions (32) leave this much of
+/// kube-apiserver's 200 mutating requests in flight.
+const CONCURRENCY: usize = 32;
 const PREEMPTIONS_IN_FLIGHT: usize = 32;
 
 /// The last `FailedScheduling` sent for a pod, for aggregation.

@@ -18,17 +18,24 @@ use crate::scheduler::plugins::pod_claims::PodClaims;
 /// - the built-in filters now pass on `gone`'s node;
 /// - it waits for its victims there and none is left terminating: its
 ///   preemption may go on;
-/// - `gone` was not a pod it could evict: a preemption on that node may
-///   work now where it could not before.
+/// - `gone` was not a pod it could evict, and the node still holds pods it
+///   could: a preemption there may work now where it could not before.
 ///
 /// A lower-priority pod leaving a node where the waiting pod still does
 /// not fit changes neither its filters nor its preemption (which already
-/// counted that pod as evictable).
+/// counted that pod as evictable). Nor does any pod leaving a node with
+/// nothing left to evict: preemption there is the filters' own check.
+/// Without that, in a cluster of pods of one priority every deletion
+/// retried every waiting pod (docs/benchmarks.md, "The churn soak").
 pub fn may_fit_after_pod_gone(waiting: &PodInfo, gone: &PlacedPod, state: &ClusterState) -> bool {
     if !gone.anti_affinity().is_empty() || waiting.constraints.as_deref().is_some_and(|c| c.filters_on_pods()) {
         return true;
     }
-    if !waiting.never_preempts && gone.priority >= waiting.facts.priority {
+    let priority = waiting.facts.priority;
+    if !waiting.never_preempts
+        && gone.priority >= priority
+        && state.pods_on(&gone.node).any(|(_, p)| p.priority < priority)
+    {
         return true;
     }
     let table = state.table();
@@ -127,5 +134,17 @@ mod tests {
         assert!(may_fit_after_pod_gone(&waiting, &gone, &state));
         let never = PodInfo { never_preempts: true, ..waiting };
         assert!(!may_fit_after_pod_gone(&never, &gone, &state), "it may not preempt and still does not fit");
+    }
+
+    #[test]
+    fn a_peer_leaving_a_node_with_nothing_to_evict_retries_only_the_pods_that_fit_there() {
+        let mut state = ClusterState::new();
+        state.upsert_node(&node("a", "4")).unwrap();
+        for (name, cpu) in [("p0", "2"), ("p1", "1"), ("p2", "1")] {
+            state.place(&pod(name, cpu, 0), "a", false);
+        }
+        let gone = state.pod_gone(&key("p1")).unwrap();
+        assert!(!may_fit_after_pod_gone(&pod("big", "2", 0), &gone, &state), "1 cpu free; no victim to make more");
+        assert!(may_fit_after_pod_gone(&pod("small", "1", 0), &gone, &state));
     }
 }
