@@ -488,12 +488,7 @@ impl Running {
             Running::Null(..) => return 0.0,
             _ => self.pid(state_dir).unwrap_or_default(),
         };
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let kib = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok());
-        kib.map_or(0.0, |kib| kib / 1024.0)
+        status_mib(pid, "VmHWM:")
     }
 
     fn stop(&mut self, state_dir: &Path) {
@@ -509,6 +504,17 @@ impl Running {
             Running::Null(task, _) => task.abort(),
         }
     }
+}
+
+/// A memory figure of a process's `/proc/PID/status` (`VmHWM:`,
+/// `VmRSS:`), in MiB; 0 if unknown.
+fn status_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok());
+    kib.map_or(0.0, |kib| kib / 1024.0)
 }
 
 /// A drain that fails half-way still ends the wasmsched it started.

@@ -24,7 +24,7 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use super::{Drain, Running, Scheduler, breakdown, create_all, create_if_missing, delete_pods, metrics_of};
-use super::{metrics_text, soak_check};
+use super::{metrics_text, soak_check, status_mib};
 use crate::BenchResult;
 
 pub struct Soak {
@@ -225,7 +225,7 @@ impl Minute {
         let (attempts, queues) = scheduler_metrics(drain, process).await;
         Minute {
             at: started.elapsed().as_secs_f64(),
-            rss_mib: rss_mib(pid),
+            rss_mib: status_mib(pid, "VmRSS:"),
             cpu_seconds: breakdown::cpu_seconds(pid).unwrap_or(0.0),
             attempts,
             bound,
@@ -248,16 +248,6 @@ impl Minute {
             self.queues.as_deref().map(|q| format!(" ({q})")).unwrap_or_default()
         )
     }
-}
-
-/// The scheduler's resident set now (VmRSS), in MiB.
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok());
-    kib.map_or(0.0, |kib| kib / 1024.0)
 }
 
 /// Scheduling attempts so far, every result, and for wasmsched its
