@@ -99,7 +99,12 @@ impl Tenant<'_> {
         self.put_policy(&name, mode);
         let deadline = crate::common::hang_guard();
         while !self.loaded(&name) {
-            assert!(Instant::now() < deadline, "{name} never loaded: {:?}", http_get(self.port, "/policies"));
+            assert!(
+                Instant::now() < deadline,
+                "{name} never loaded: {:?}; the ConfigMap's events: {:?}",
+                http_get(self.port, "/policies"),
+                self.configmap_events()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         let first = self.pods;
@@ -148,6 +153,15 @@ impl Tenant<'_> {
                 self.fake.patch("v1", "configmaps", "team", "mine", json!({"binaryData": binary, "data": data}), false);
             }
         }
+    }
+
+    /// What the scheduler told the tenant on its ConfigMap (reason: note).
+    fn configmap_events(&self) -> Vec<String> {
+        let events = self.fake.list("events.k8s.io/v1", "events");
+        let on_ours = events.iter().filter(|e| e["regarding"]["kind"] == "ConfigMap");
+        on_ours
+            .map(|e| format!("{}: {}", e["reason"].as_str().unwrap_or(""), e["note"].as_str().unwrap_or("")))
+            .collect()
     }
 
     /// Whether `/policies` lists `name` as the tenant's one policy.
