@@ -45,6 +45,14 @@ pub enum PolicyError {
 }
 
 impl PolicyError {
+    /// The deadline a call missed, if that is how it failed.
+    pub fn deadline_missed(&self) -> Option<Duration> {
+        match self {
+            PolicyError::DeadlineExceeded { deadline, .. } => Some(*deadline),
+            _ => None,
+        }
+    }
+
     /// A short label for metrics: `wasmsched_policy_failures_total{kind}`.
     pub fn kind(&self) -> &'static str {
         match self {

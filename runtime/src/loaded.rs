@@ -67,6 +67,23 @@ impl std::fmt::Debug for LoadedPolicy {
     }
 }
 
+/// The first instance, described and initialised: describe first (it must
+/// not depend on configuration), so that a configuration error from init
+/// names the policy; until it answers, errors name the file.
+fn first_instance(
+    factory: &InstanceFactory,
+    origin: &Arc<str>,
+    deadline: Duration,
+) -> Result<(PolicyInfo, Arc<str>, PolicyInstance), PolicyError> {
+    let mut instance = factory.instantiate_uninitialised(origin)?;
+    let info = instance.call(origin, "describe", deadline, |store, b| b.describe(store))?;
+    validate_info(origin, &info)?;
+    let name: Arc<str> = info.name.as_str().into();
+    instance.store.data_mut().policy_name = name.clone();
+    factory.init(&name, &mut instance)?;
+    Ok((info, name, instance))
+}
+
 impl LoadedPolicy {
     /// Creates the first instance and asks it to `describe` itself, then
     /// runs `init` on it: the policy exists only once both have answered.
@@ -82,16 +99,13 @@ impl LoadedPolicy {
         let deadline = limits.call_deadline;
         let factory = InstanceFactory::new(engine, template, config_json.into(), limits);
         let started = Instant::now();
-        // describe first (it must not depend on configuration), so that a
-        // configuration error from init names the policy; until it answers,
-        // errors name the file.
         let origin: Arc<str> = provenance.origin.as_str().into();
-        let mut instance = factory.instantiate_uninitialised(&origin)?;
-        let info = instance.call(&origin, "describe", deadline, |store, b| b.describe(store))?;
-        validate_info(&origin, &info)?;
-        let name: Arc<str> = info.name.as_str().into();
-        instance.store.data_mut().policy_name = name.clone();
-        factory.init(&name, &mut instance)?;
+        // A busy machine's wait for a core is not the policy's slowness.
+        let (info, name, instance) = crate::cpu_time::retry_starved(
+            crate::cpu_time::STARVED_TRIES,
+            || first_instance(&factory, &origin, deadline),
+            |r| r.as_ref().err().and_then(PolicyError::deadline_missed),
+        )?;
         Ok(LoadedPolicy {
             provenance,
             contract,

@@ -14,7 +14,7 @@
 //! - `scheduling_loop`: one thread owns the core, applies the producers'
 //!   messages between attempts and runs the attempts;
 //! - `shadow_worker`: the profiles' shadow candidates, on a thread of their
-//!   own behind a bounded queue;
+//!   own behind a bounded queue, at the priority `shadowWork` gives;
 //! - `writes/`: what goes to the API server: `binder` (`pods/binding`
 //!   with the UID precondition, bounded concurrency, results fed back to
 //!   the loop), `reporter` (Events, and the `PodScheduled` condition
@@ -49,5 +49,6 @@ pub use config::{LeaderElectionConfig, ProfileConfig, RunConfig, TenantConfig};
 pub use hot_swap::configmap::ConfigMapRef;
 pub use run::{RunningScheduler, start};
 pub use scheduler_status::{ActivePolicy, SchedulerStatus};
+pub use shadow_worker::{ShadowPriority, ShadowWork};
 /// How a `Scheduled` Event is written (the bench's null binder writes it alike).
 pub use writes::events::new_event;

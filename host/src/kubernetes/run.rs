@@ -123,7 +123,8 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     );
     let recorder = config.record.clone().map(Recorder::start).transpose().map_err(|e| anyhow::anyhow!(e))?;
     let core = SchedulingLoop::new(scheduler, (inputs_tx.clone(), inputs_rx), binds_tx, reports_tx, status.clone())
-        .with_recorder(recorder);
+        .with_recorder(recorder)
+        .with_shadow_work(config.shadow_work);
     let core_thread = std::thread::Builder::new().name("scheduling-loop".into()).spawn(move || core.run())?;
 
     let grace = config.shutdown_write_grace;

@@ -15,7 +15,7 @@ use crate::kubernetes::writes::report_queue::ReportSender;
 use crate::kubernetes::hot_swap::profile_updates::ProfilePolicies;
 use crate::kubernetes::hot_swap::warm::{PolicyWarmer, Warmed};
 use crate::kubernetes::scheduler_status::SchedulerStatus;
-use crate::kubernetes::shadow_worker::ShadowWorker;
+use crate::kubernetes::shadow_worker::{ShadowWork, ShadowWorker};
 use crate::kubernetes::tenants::namespace::TenantPolicies;
 use crate::kubernetes::tenants::workers::TenantWorkers;
 use crate::kubernetes::watch::sources::Watched;
@@ -135,10 +135,16 @@ impl SchedulingLoop {
             draining: false,
             tenant_workers: TenantWorkers::new(loopback.clone()),
             policy_warmer: PolicyWarmer::new(loopback),
-            shadow: ShadowWorker::new(status.metrics.clone(), status.experiments.clone()),
+            shadow: ShadowWorker::new(status.metrics.clone(), status.experiments.clone(), ShadowWork::default()),
             status,
             recorder: None,
         }
+    }
+
+    /// How the shadow candidates' thread shares the machine.
+    pub fn with_shadow_work(mut self, settings: ShadowWork) -> Self {
+        self.shadow = ShadowWorker::new(self.status.metrics.clone(), self.status.experiments.clone(), settings);
+        self
     }
 
     pub fn with_recorder(mut self, recorder: Option<Recorder>) -> Self {

@@ -1,8 +1,9 @@
 //! Where shadow candidates run in `wasmsched run`: one thread of their
-//! own at idle priority, fed through a bounded queue, so shadow work never
-//! takes a turn of the scheduling loop or an attempt's workers. When it falls behind, an
-//! attempt's shadow work is dropped and counted, never queued without
-//! bound; what it finds goes to the metrics and `/experiments`.
+//! own, by default at idle priority, fed through a bounded queue, so shadow
+//! work never takes a turn of the scheduling loop or an attempt's workers.
+//! When it falls behind, an attempt's shadow work is dropped and counted,
+//! never queued without bound; what it finds goes to the metrics and
+//! `/experiments`. `shadowWork` trades that for complete counts.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
@@ -14,8 +15,31 @@ use crate::scheduler::shadow::CandidateKey;
 use crate::scheduler::shadow::{MAX_SHADOW_JOBS, ShadowJob};
 use crate::scheduler_metrics::SchedulerMetrics;
 
-/// Jobs waiting or running, at most.
-const BACKLOG: usize = 4;
+/// How shadow work shares the machine (`shadowWork` in the configuration
+/// file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShadowWork {
+    pub priority: ShadowPriority,
+    /// Jobs waiting or running, at most (1 to [`MAX_SHADOW_JOBS`]).
+    pub backlog: usize,
+}
+
+impl Default for ShadowWork {
+    fn default() -> Self {
+        ShadowWork { priority: ShadowPriority::Idle, backlog: 4 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+pub enum ShadowPriority {
+    /// Only a core's spare time: on a busy node little shadow work is done,
+    /// and the rest is counted as dropped.
+    Idle,
+    /// A share of the CPU like the scheduling threads': every sampled
+    /// attempt is evaluated while the backlog has room, at some cost to
+    /// the deciding threads on a busy node.
+    Normal,
+}
 
 pub struct ShadowWorker {
     metrics: Arc<SchedulerMetrics>,
@@ -25,19 +49,20 @@ pub struct ShadowWorker {
     jobs: Option<SyncSender<ShadowJob>>,
     /// Jobs sent and not finished.
     queued: Arc<AtomicUsize>,
+    settings: ShadowWork,
 }
 
 impl ShadowWorker {
-    pub fn new(metrics: Arc<SchedulerMetrics>, experiments: Arc<Mutex<Experiments>>) -> Self {
-        ShadowWorker { metrics, experiments, jobs: None, queued: Arc::new(AtomicUsize::new(0)) }
+    pub fn new(metrics: Arc<SchedulerMetrics>, experiments: Arc<Mutex<Experiments>>, settings: ShadowWork) -> Self {
+        ShadowWorker { metrics, experiments, jobs: None, queued: Arc::new(AtomicUsize::new(0)), settings }
     }
 
-    /// How many more jobs it can take now: a few beyond the one running.
+    /// How many more jobs it can take now: the backlog's room.
     /// An attempt's job costs the scheduling thread a copy of the
     /// attempt's pass, so jobs are made only as fast as the thread runs
     /// them; the others are counted as dropped without that copy.
     pub fn room(&self) -> usize {
-        BACKLOG.saturating_sub(self.queued.load(Ordering::Relaxed))
+        self.settings.backlog.saturating_sub(self.queued.load(Ordering::Relaxed))
     }
 
     /// Queues what the last attempts left for the candidates; what does not
@@ -66,8 +91,11 @@ impl ShadowWorker {
         if self.jobs.is_none() {
             let (tx, rx) = std::sync::mpsc::sync_channel::<ShadowJob>(MAX_SHADOW_JOBS);
             let (metrics, experiments, queued) = (self.metrics.clone(), self.experiments.clone(), self.queued.clone());
+            let priority = self.settings.priority;
             let spawned = std::thread::Builder::new().name("shadow".into()).spawn(move || {
-                idle_priority();
+                if priority == ShadowPriority::Idle {
+                    idle_priority();
+                }
                 for job in rx {
                     let result = job.run();
                     metrics.shadow(&result);

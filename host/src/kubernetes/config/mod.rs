@@ -201,6 +201,8 @@ pub struct RunConfig<S = PolicySet> {
     pub registries: crate::policy::oci::Registries,
     /// Where the core's inputs and decisions are recorded (`--record`).
     pub record: Option<crate::record::RecordSettings>,
+    /// How shadow candidates share the machine (`shadowWork`).
+    pub shadow_work: crate::kubernetes::shadow_worker::ShadowWork,
     /// Policies loaded while it runs (hot swaps, tenants) compile in child
     /// processes this starts, killed at their compile bound; `None`: on
     /// threads, abandoned there (`wasmsched run` sets it to itself).
@@ -226,6 +228,7 @@ impl<S> RunConfig<S> {
             cache_dir: None,
             registries: Default::default(),
             record: None,
+            shadow_work: Default::default(),
             compile_worker: None,
         }
     }
@@ -250,6 +253,7 @@ impl<S> RunConfig<S> {
             cache_dir: self.cache_dir,
             registries: self.registries,
             record: self.record,
+            shadow_work: self.shadow_work,
             compile_worker: self.compile_worker,
         }
     }

@@ -92,6 +92,7 @@ pub fn resolve(file: Option<(&ConfigurationFile, &Path)>, flags: Flags) -> Resul
     config.leader_election = run_settings::leader_election(conf, &flags.leader_election).map_err(&err)?;
     config.tenants = run_settings::tenants(conf, &flags.tenants).map_err(&err)?;
     config.node_metrics = run_settings::metrics(conf, flags.node_metrics).map_err(&err)?;
+    config.shadow_work = run_settings::shadow_work(conf).map_err(&err)?;
     if let Some(n) = flags.bind_concurrency {
         config.bind_concurrency = n.max(1);
     }

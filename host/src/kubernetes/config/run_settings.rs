@@ -1,14 +1,16 @@
-//! The run-wide settings of `resolve`: leader election, the tenant caps
-//! and the node metrics. A flag that was given wins over the file, the
+//! The run-wide settings of `resolve`: leader election, the tenant caps,
+//! the node metrics and the shadow candidates' thread. A flag that was given wins over the file, the
 //! file over the defaults.
 
 use super::flags::{LeaderElectionFlags, TenantFlags};
 use super::v1alpha1::ConfigurationFile;
 use super::{LeaderElectionConfig, TenantConfig};
 use crate::duration::parse_duration;
+use crate::kubernetes::shadow_worker::ShadowWork;
 use crate::node_metrics::MetricSpec;
 use crate::node_metrics::spec::resolve_all;
 use crate::policy::bundle::resolve_settings;
+use crate::scheduler::shadow::MAX_SHADOW_JOBS;
 
 pub(super) fn leader_election(
     file: Option<&ConfigurationFile>,
@@ -135,6 +137,21 @@ pub(super) fn metrics(file: Option<&ConfigurationFile>, flagged: Vec<MetricSpec>
     Ok(all)
 }
 
+/// `shadowWork`: the shadow candidates' priority and backlog.
+pub(super) fn shadow_work(file: Option<&ConfigurationFile>) -> Result<ShadowWork, String> {
+    let mut work = ShadowWork::default();
+    let Some(f) = file.and_then(|f| f.shadow_work.as_ref()) else { return Ok(work) };
+    work.priority = f.priority.unwrap_or(work.priority);
+    match f.backlog {
+        Some(n) if n == 0 || n > MAX_SHADOW_JOBS => {
+            return Err(format!("shadowWork.backlog: Invalid value: {n}: should be between 1 and {MAX_SHADOW_JOBS}"));
+        }
+        Some(n) => work.backlog = n,
+        None => {}
+    }
+    Ok(work)
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -252,6 +269,22 @@ mod tests {
         let e = with_file(&body.replace("127.0.0.1:5000", "https://ghcr.io/team"), Flags::default()).unwrap_err();
         assert!(
             e.contains("tenants.allowedRegistries: \"https://ghcr.io/team\": give a registry as HOST or HOST:PORT"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn shadow_work_from_the_file() {
+        let r = with_file("profiles:\n- schedulerName: a\n", Flags::default()).unwrap();
+        assert_eq!(r.shadow_work, ShadowWork::default());
+        let body = "profiles:\n- schedulerName: a\nshadowWork: {priority: Normal, backlog: 64}\n";
+        let work = with_file(body, Flags::default()).unwrap().shadow_work;
+        assert_eq!((work.priority, work.backlog), (crate::kubernetes::shadow_worker::ShadowPriority::Normal, 64));
+        let e = with_file(&body.replace("64", "65"), Flags::default()).unwrap_err();
+        assert!(e.contains("shadowWork.backlog: Invalid value: 65: should be between 1 and 64"), "{e}");
+        let e = ConfigurationFile::parse(&format!("{HEAD}{}", body.replace("Normal", "High"))).unwrap_err();
+        assert!(
+            e.to_string().contains("shadowWork.priority: unknown variant `High`, expected `Idle` or `Normal`"),
             "{e}"
         );
     }

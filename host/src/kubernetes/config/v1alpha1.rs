@@ -38,6 +38,9 @@
 //!   compileBudgetWindow: 10m
 //!   compileCpuTime: 30s         # one compile's CPU (its wall time: 10x)
 //!   allowedRegistries: [registry.example.com]  # pinned oci:// policies from these
+//! shadowWork:                   # the shadow candidates' thread
+//!   priority: Idle              # spare CPU only (Normal: a share like any thread's)
+//!   backlog: 4                  # jobs waiting or running; past it, dropped and counted
 //! ```
 
 use std::collections::BTreeMap;
@@ -65,6 +68,15 @@ pub struct ConfigurationFile {
     pub profiles: Vec<ProfileFile>,
     #[serde(default)]
     pub tenants: Option<TenantsFile>,
+    #[serde(default)]
+    pub shadow_work: Option<ShadowWorkFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShadowWorkFile {
+    pub priority: Option<crate::kubernetes::shadow_worker::ShadowPriority>,
+    pub backlog: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

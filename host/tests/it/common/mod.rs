@@ -52,6 +52,16 @@ pub fn single_replica(profile: ProfileConfig) -> RunConfig {
     config
 }
 
+/// For a test that counts what a shadow candidate saw: every sampled
+/// attempt is evaluated. The default (idle priority, a short backlog) only
+/// yields to the scheduler's own threads in a deployed container; here
+/// the test shares the machine with everything else the suite runs, and a
+/// busy machine would starve it.
+pub fn every_shadow_attempt(config: &mut RunConfig) {
+    config.shadow_work =
+        wasmsched::kubernetes::ShadowWork { priority: wasmsched::kubernetes::ShadowPriority::Normal, backlog: 64 };
+}
+
 /// Starts the scheduler and waits until `/readyz` would pass.
 pub async fn start_ready(client: Client, config: RunConfig) -> RunningScheduler {
     let scheduler = start(client, config).await.unwrap();

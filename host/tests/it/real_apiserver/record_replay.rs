@@ -17,6 +17,9 @@ fn recording(
     let mut config = common::single_replica(ProfileConfig::with_policies(profile, policies));
     config.tenants.settings.enabled = false;
     config.record = Some(RecordSettings { dir: dir.to_path_buf(), max_bytes, profiles: vec![profile.into()], seed: 0 });
+    // A candidate's live counts are compared with a replay's, which drops
+    // nothing.
+    common::every_shadow_attempt(&mut config);
     config
 }
 
@@ -42,9 +45,7 @@ async fn recorded_run(real: &Real, dir: &std::path::Path, policies: PolicySet) -
     let pod = |cpu: &str| class_pod("rec", cpu);
     let sizes = ["500m", "1", "250m", "2", "750m", "9", "1500m", "100m", "1", "300m"];
     let first: Vec<(String, Value)> = (0..20).map(|i| (format!("p{i:02}"), pod(sizes[i % sizes.len()]))).collect();
-    // Spaced so that the candidates' thread, at idle priority, keeps up
-    // while the other tests take the cores: a dropped evaluation would
-    // make the live counts differ from the replay's.
+    // Spaced, as a cluster's pods arrive.
     let names = real.create_pods("rec-", &first, "wasmsched-rec", Duration::from_millis(100)).await;
     real.wait_decided(&names).await;
     let api: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);

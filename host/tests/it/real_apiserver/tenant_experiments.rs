@@ -74,6 +74,7 @@ fn a_tenant_sees_its_own_candidates_and_pods_and_nothing_else() {
         on_demand_and_spot(&real, "texp").await;
         let mut config = common::single_replica(ProfileConfig::with_policies(PROFILE, default_policies()));
         config.http_addr = Some("127.0.0.1:0".parse().unwrap());
+        common::every_shadow_attempt(&mut config);
         let ours = real.start_wasmsched(config).await;
         let server = format!("http://{}", ours.http_addr.unwrap());
         let as_tenant = |line: &str| {
@@ -117,8 +118,7 @@ fn a_tenant_sees_its_own_candidates_and_pods_and_nothing_else() {
             let line = format!("KUBECONFIG={} {line}", kubeconfig.display());
             crate::common::person_shell(dir.path(), &line).output().unwrap()
         };
-        // Everything each candidate saw, once shadow work (idle priority)
-        // has caught up: A's 4 opted-in pods (never its plain ones or B's);
+        // Everything each candidate saw, once shadow work has caught up: A's 4 opted-in pods (never its plain ones or B's);
         // B's 3. Each tenant runs the README's line for its namespace.
         let (a_view, b_view) = loop {
             let view = |k: &std::path::Path, ns: &str| {
