@@ -22,6 +22,7 @@
 //! state, not a backlog (`steady`).
 
 use std::collections::{HashMap, HashSet};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, OnceLock};
@@ -380,6 +381,7 @@ impl Drain {
                     let _ = std::fs::remove_dir_all(dir);
                 }
                 let child = Command::new(&self.wasmsched)
+                    .process_group(0)
                     .args(["run", "--kubeconfig"])
                     .arg(self.state_dir.join("scheduler.kubeconfig"))
                     .args(["--leader-elect=false", "--tenant-policies=false"])
@@ -497,10 +499,7 @@ impl Running {
                 let _ =
                     Command::new(kit("kube-scheduler.sh")).arg(state_dir).arg("stop").stdout(Stdio::null()).status();
             }
-            Running::Wasmsched(child, _) => {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+            Running::Wasmsched(child, _) => kill_group(child),
             Running::Null(task, _) => task.abort(),
         }
     }
@@ -521,10 +520,22 @@ fn status_mib(pid: u32, field: &str) -> f64 {
 impl Drop for Running {
     fn drop(&mut self) {
         if let Running::Wasmsched(child, _) = self {
-            let _ = child.kill();
-            let _ = child.wait();
+            kill_group(child);
         }
     }
+}
+
+/// Kills wasmsched with its process group (it leads one): a wrapper given
+/// as `--wasmsched-binary` (heaptrack's script, say) runs it as a child,
+/// which killing the wrapper alone left scheduling beside the next drain.
+fn kill_group(child: &mut Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: sends a signal to the group this drain started; no memory
+        // is shared.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// A script of the control-plane kit: `$KCP_KIT`, or

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod compare;
 pub mod default_policy;
 pub mod duration;
+pub mod heap;
 pub mod kubernetes;
 pub mod nesting;
 pub mod node_metrics;

@@ -92,6 +92,8 @@ pub struct SchedulerMetrics {
     attempt_duration: Family<Histogram>,
     pending: Family<f64>,
     pending_reports: Family<f64>,
+    record_queue: Family<f64>,
+    record_dropped: Family<f64>,
     policy_calls: Family<Histogram>,
     policy_failures: Family<f64>,
     fallbacks: Family<f64>,
@@ -134,6 +136,16 @@ impl SchedulerMetrics {
             pending_reports: Family::new(
                 "wasmsched_pending_reports",
                 "Reports (Events, PodScheduled conditions, nominations) waiting to be written; a pod's newer report replaces its waiting one.",
+                &[],
+            ),
+            record_queue: Family::new(
+                "wasmsched_record_queue",
+                "Inputs and decisions waiting for the recording's writer (--record).",
+                &[],
+            ),
+            record_dropped: Family::new(
+                "wasmsched_record_dropped_total",
+                "Inputs and decisions left out of the recording because its writer fell behind: a replay of it is not complete.",
                 &[],
             ),
             policy_calls: Family::new(
@@ -271,6 +283,12 @@ impl SchedulerMetrics {
         self.pending_reports.with(&[], |v| *v = n as f64);
     }
 
+    /// The recording's writer: what waits for it, and what it left out.
+    pub fn record_writer(&self, queued: u64, dropped: u64) {
+        self.record_queue.with(&[], |v| *v = queued as f64);
+        self.record_dropped.with(&[], |v| *v = dropped as f64);
+    }
+
     pub fn set_leader(&self, leader: bool) {
         self.leader.with(&[], |v| *v = if leader { 1.0 } else { 0.0 });
     }
@@ -329,7 +347,7 @@ impl SchedulerMetrics {
         self.shadow_attempts.with(&[profile, tenant, &key.candidate, "dropped"], |v| *v += n as f64);
     }
 
-    fn counters(&self) -> [&Family<f64>; 12] {
+    fn counters(&self) -> [&Family<f64>; 13] {
         [
             &self.canary_decisions,
             &self.canary_stops,
@@ -343,11 +361,12 @@ impl SchedulerMetrics {
             &self.watch_events,
             &self.policy_reloads,
             &self.tenant_reloads,
+            &self.record_dropped,
         ]
     }
 
-    fn gauges(&self) -> [&Family<f64>; 3] {
-        [&self.pending, &self.pending_reports, &self.leader]
+    fn gauges(&self) -> [&Family<f64>; 4] {
+        [&self.pending, &self.pending_reports, &self.record_queue, &self.leader]
     }
 
     /// A counter's or gauge's current value, for tests.
@@ -376,6 +395,7 @@ impl SchedulerMetrics {
         render_histogram(&mut out, &self.preemption_victims, VICTIM_BUCKETS);
         render_histogram(&mut out, &self.shadow_rank, RANK_BUCKETS);
         render_histogram(&mut out, &self.shadow_regret, REGRET_BUCKETS);
+        crate::heap::render(&mut out);
         out
     }
 }

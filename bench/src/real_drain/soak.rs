@@ -259,9 +259,21 @@ async fn scheduler_metrics(drain: &Drain, process: &Running) -> (f64, Option<Str
             let text = metrics_of(*http).await;
             let attempts = metrics_text::series(&text, "wasmsched_schedule_attempts_total").map(|(_, n)| n).sum();
             let queues = metrics_text::sum_by(&text, "wasmsched_pending_pods", "queue");
-            let reports = metrics_text::series(&text, "wasmsched_pending_reports").map(|(_, n)| n).sum::<f64>();
+            let one = |metric: &str| metrics_text::series(&text, metric).map(|(_, n)| n).sum::<f64>();
+            let reports = one("wasmsched_pending_reports");
+            let heap = metrics_text::sum_by(&text, "wasmsched_heap_bytes", "state");
+            let mib = |state: &str| heap.get(state).copied().unwrap_or(0.0) / f64::from(1 << 20);
             let queues = queues.iter().map(|(q, n)| format!("{q} {n}")).collect::<Vec<_>>().join(", ");
-            (attempts, Some(format!("{queues}; {reports} reports waiting")))
+            let mut said = format!(
+                "{queues}; {reports} reports waiting; heap {:.1} MiB held, {:.1} free",
+                mib("in_use"),
+                mib("free")
+            );
+            if metrics_text::series(&text, "wasmsched_record_queue").next().is_some() {
+                let (queued, dropped) = (one("wasmsched_record_queue"), one("wasmsched_record_dropped_total"));
+                said.push_str(&format!("; recording: {queued} waiting, {dropped} left out"));
+            }
+            (attempts, Some(said))
         }
         Running::Kube => {
             let ports = std::fs::read_to_string(drain.state_dir.join("ports")).unwrap_or_default();

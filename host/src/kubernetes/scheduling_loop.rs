@@ -182,6 +182,9 @@ impl SchedulingLoop {
             if last_gauges.elapsed() >= IDLE_WAKE {
                 self.status.metrics.queue(self.scheduler.queue_sizes());
                 self.status.metrics.pending_reports(self.reports.len());
+                if let Some(recorder) = &self.recorder {
+                    self.status.metrics.record_writer(recorder.queued(), recorder.dropped());
+                }
                 last_gauges = Instant::now();
             }
 

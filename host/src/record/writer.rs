@@ -12,7 +12,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::time::Duration;
 
 use super::entry::{Attempted, BindingRecord, Entry, FORMAT, Header, Line};
@@ -44,6 +44,8 @@ enum Message {
 pub struct Recorder {
     tx: Option<SyncSender<Message>>,
     dropped: Arc<AtomicU64>,
+    /// Sent and not yet taken by the writer.
+    queued: Arc<AtomicU64>,
     /// Set by the writer when a file is full: the loop answers with the
     /// core's node layout, and the next file opens with it.
     layout_wanted: Arc<AtomicBool>,
@@ -64,11 +66,13 @@ impl Recorder {
         let layout_wanted = Arc::new(AtomicBool::new(false));
         let mut files = Files::new(settings, layout_wanted.clone())?;
         let (tx, rx) = sync_channel(QUEUE);
+        let queued = Arc::new(AtomicU64::new(0));
+        let taken = queued.clone();
         let thread = std::thread::Builder::new()
             .name("wasmsched-record".into())
-            .spawn(move || files.run(rx))
+            .spawn(move || files.run(rx, &taken))
             .map_err(|e| format!("starting the recording's writer: {e}"))?;
-        Ok(Recorder { tx: Some(tx), dropped: Arc::default(), layout_wanted, thread: Some(thread) })
+        Ok(Recorder { tx: Some(tx), dropped: Arc::default(), queued, layout_wanted, thread: Some(thread) })
     }
 
     pub fn event(&self, t: Duration, event: &ClusterEvent) {
@@ -115,14 +119,22 @@ impl Recorder {
         self.dropped.load(Ordering::Relaxed)
     }
 
+    /// Inputs and decisions waiting for the writer.
+    pub fn queued(&self) -> u64 {
+        self.queued.load(Ordering::Relaxed)
+    }
+
     fn send(&self, message: Message) {
         let Some(tx) = &self.tx else { return };
-        if let Err(TrySendError::Full(_)) = tx.try_send(message)
-            && self.dropped.fetch_add(1, Ordering::Relaxed) == 0
-        {
-            tracing::warn!(
-                "the recording's writer fell behind: inputs are being left out, and a replay will not be complete"
-            );
+        // Counted before it can be taken, so the count never goes below 0.
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        if tx.try_send(message).is_err() {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                tracing::warn!(
+                    "the recording's writer fell behind: inputs are being left out, and a replay will not be complete"
+                );
+            }
         }
     }
 }
@@ -203,9 +215,13 @@ impl Files {
         (self.settings.max_bytes / 8).max(MIN_FILE_BYTES)
     }
 
-    fn run(&mut self, rx: Receiver<Message>) {
+    fn run(&mut self, rx: Receiver<Message>, queued: &AtomicU64) {
         loop {
-            match rx.recv_timeout(Duration::from_millis(500)) {
+            let next = rx.recv_timeout(Duration::from_millis(500));
+            if next.is_ok() {
+                queued.fetch_sub(1, Ordering::Relaxed);
+            }
+            match next {
                 Ok(Message::Event(t, event)) => self.event(t, &event),
                 Ok(Message::Entry(t, Entry::Layout(layout))) => self.rotate_with(nanos(t), layout),
                 Ok(Message::Entry(t, entry)) => {

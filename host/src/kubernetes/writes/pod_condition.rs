@@ -66,8 +66,17 @@ fn condition(reason: &str, message: String) -> serde_json::Value {
 
 /// Applies `patch` (strategic merge: the condition list is merged by type)
 /// to `pod` while it is still pending; see the module comment.
-pub async fn write_while_pending(client: kube::Client, denials: &Denials, pod: &PodRef, patch: serde_json::Value) {
-    write_pending(client, denials, pod, patch, ATTEMPTS).await;
+/// Whether the status now says what the patch said, or nothing is left
+/// to say (the pod was bound, replaced or deleted; the identity may not
+/// write it, which `Denials` reports); `false`: the write failed and the
+/// next report must try it again.
+pub async fn write_while_pending(
+    client: kube::Client,
+    denials: &Denials,
+    pod: &PodRef,
+    patch: serde_json::Value,
+) -> bool {
+    write_pending(client, denials, pod, patch, ATTEMPTS).await
 }
 
 /// Applies `patch` to `pod` only if it is the very pod the scheduler saw:
@@ -83,58 +92,61 @@ async fn write_pending(
     pod: &PodRef,
     patch: serde_json::Value,
     attempts: usize,
-) {
+) -> bool {
     let api: Api<Pod> = Api::namespaced(client, &pod.key.namespace);
     let mut version = pod.resource_version.clone();
     for _ in 0..attempts {
         if version.is_empty() {
             match pending_version(&api, pod).await {
-                Some(current) => version = current,
-                None => return,
+                Ok(Some(current)) => version = current,
+                Ok(None) => return true,
+                Err(()) => return false,
             }
         }
         let mut body = patch.clone();
         body["metadata"] = json!({ "resourceVersion": version });
         match api.patch_status(&pod.key.name, &PatchParams::default(), &Patch::Strategic(&body)).await {
-            Ok(_) => return,
+            Ok(_) => return true,
             // Changed since the scheduler saw it: look again.
             Err(kube::Error::Api(s)) if s.code == 409 => version.clear(),
             // Deleted meanwhile: nothing to report on.
-            Err(kube::Error::Api(s)) if s.code == 404 => return,
-            Err(e) if denials.forbidden("patch", "pods/status", &e) => return,
+            Err(kube::Error::Api(s)) if s.code == 404 => return true,
+            Err(e) if denials.forbidden("patch", "pods/status", &e) => return true,
             Err(e) => {
                 tracing::warn!(pod = %pod.key, error = %denied::message(&e), "could not write the pod's status");
-                return;
+                return false;
             }
         }
     }
     tracing::debug!(pod = %pod.key, "the pod kept changing; its status was not written");
+    false
 }
 
 /// The pod's resourceVersion if it is still the pending pod `pod` names
 /// (no node, and the same UID where `pod` has one); `None` if it was bound,
-/// replaced or deleted.
-async fn pending_version(api: &Api<Pod>, pod: &PodRef) -> Option<String> {
+/// replaced or deleted, or may not be read; `Err`: it could not be read.
+async fn pending_version(api: &Api<Pod>, pod: &PodRef) -> Result<Option<String>, ()> {
     let current = match api.get_opt(&pod.key.name).await {
-        Ok(current) => current?,
+        Ok(Some(current)) => current,
+        Ok(None) => return Ok(None),
         // Reading is only the fallback here; `Denials` says what the writes
         // are missing.
         Err(e) if denied::is_forbidden(&e) => {
             tracing::debug!(pod = %pod.key, error = %denied::message(&e), "may not get the pod");
-            return None;
+            return Ok(None);
         }
         Err(e) => {
             tracing::warn!(pod = %pod.key, error = %denied::message(&e), "could not read the pod to write its status");
-            return None;
+            return Err(());
         }
     };
     let bound = current.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
     let same = pod.uid.is_empty() || current.metadata.uid.as_deref() == Some(pod.uid.as_str());
     if bound || !same {
         tracing::debug!(pod = %pod.key, bound, "the pod changed hands; its status is no longer ours to write");
-        return None;
+        return Ok(None);
     }
-    current.metadata.resource_version
+    Ok(current.metadata.resource_version)
 }
 
 #[cfg(test)]

@@ -12,13 +12,13 @@
 //! `FailedScheduling` event; repeats are counted and written into that
 //! event's `series` at most once per interval (30 s), as client-go's event
 //! series do; a different message is a new event. The condition is only
-//! patched when the message changes. Events are created directly rather
+//! patched when the message changes, or when its last write failed. Events are created directly rather
 //! than through kube-runtime's `Recorder`: it caches every event for six
 //! minutes (millions at our rates) and keys its series without the note, so
 //! a changed message would be folded into the old one.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
@@ -51,6 +51,9 @@ pub struct PodReporter {
     last_failure: HashMap<PodKey, FailureSeries>,
     /// Per pod: the message of the condition we last set.
     last_condition: HashMap<PodKey, String>,
+    /// Conditions whose write failed: forgotten from `last_condition` at
+    /// the next report, so that the pod's next report writes it again.
+    unwritten: Arc<Mutex<Vec<(PodKey, String)>>>,
     in_flight: Arc<Semaphore>,
     preemptions: Arc<Semaphore>,
 }
@@ -91,6 +94,7 @@ impl PodReporter {
             failed_interval,
             last_failure: HashMap::new(),
             last_condition: HashMap::new(),
+            unwritten: Arc::default(),
             in_flight: Arc::new(Semaphore::new(CONCURRENCY)),
             preemptions: Arc::new(Semaphore::new(PREEMPTIONS_IN_FLIGHT)),
         }
@@ -129,6 +133,7 @@ impl PodReporter {
     /// Writes `report`, which stands for `repeats` more of the same
     /// message (`report_queue`).
     async fn handle(&mut self, report: Report, repeats: u32) {
+        self.forget_unwritten();
         match report {
             Report::CanaryStopped(stop) => self.canary_stopped(stop).await,
             Report::Forget(key) => {
@@ -150,7 +155,8 @@ impl PodReporter {
             Report::Failed { pod, message } => {
                 self.create(&pod, "Warning", "FailedScheduling", "Scheduling", message.clone()).await;
                 self.last_condition.insert(pod.key.clone(), message.clone());
-                self.write_status(&pod, pod_condition::not_scheduled("SchedulerError", message)).await;
+                let status = pod_condition::not_scheduled("SchedulerError", message.clone());
+                self.write_status(&pod, status, Some(message)).await;
             }
             Report::Unschedulable { pod, message, error, fallback, nomination, deallocate } => {
                 if let Some(deallocation) = deallocate {
@@ -193,22 +199,25 @@ impl PodReporter {
                     // and any nomination cleared (no preemption ran).
                     if condition.is_some() || nomination == Nomination::Cleared {
                         let message = self.last_condition.get(&pod.key).cloned().unwrap_or_default();
-                        self.write_status(&pod, pod_condition::not_scheduled("SchedulerError", message)).await;
+                        let status = pod_condition::not_scheduled("SchedulerError", message.clone());
+                        self.write_status(&pod, status, Some(message)).await;
                     }
                     return;
                 }
                 match nomination {
                     Nomination::Unchanged => {
                         if let Some(message) = condition {
-                            self.write_status(&pod, pod_condition::unschedulable(Some(message), None)).await;
+                            let status = pod_condition::unschedulable(Some(message.clone()), None);
+                            self.write_status(&pod, status, Some(message)).await;
                         }
                     }
                     Nomination::Cleared => {
-                        self.write_status(&pod, pod_condition::unschedulable(condition, Some(None))).await
+                        let status = pod_condition::unschedulable(condition.clone(), Some(None));
+                        self.write_status(&pod, status, condition).await
                     }
                     Nomination::Preempting { preemption, displaced } => {
-                        let status = pod_condition::unschedulable(condition, Some(Some(&preemption.node)));
-                        self.preempt(pod, status, preemption, displaced).await;
+                        let status = pod_condition::unschedulable(condition.clone(), Some(Some(&preemption.node)));
+                        self.preempt(pod, (status, condition), preemption, displaced).await;
                     }
                 }
             }
@@ -239,14 +248,28 @@ impl PodReporter {
         });
     }
 
-    /// Writes the pod's `PodScheduled` condition and nomination.
-    async fn write_status(&self, pod: &PodRef, patch: serde_json::Value) {
+    /// Writes the pod's `PodScheduled` condition (whose message is
+    /// `condition`, if the patch sets one) and nomination.
+    async fn write_status(&self, pod: &PodRef, patch: serde_json::Value, condition: Option<String>) {
         let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return };
         let (client, denials, pod) = (self.client.clone(), self.denials.clone(), pod.clone());
+        let unwritten = self.unwritten.clone();
         tokio::spawn(async move {
-            pod_condition::write_while_pending(client, &denials, &pod, patch).await;
+            let written = pod_condition::write_while_pending(client, &denials, &pod, patch).await;
+            note_unwritten(&unwritten, written, &pod, condition);
             drop(permit);
         });
+    }
+
+    /// Forgets the conditions whose write failed, where they are still the
+    /// last set: the pod's next report writes its condition again.
+    fn forget_unwritten(&mut self) {
+        let failed = std::mem::take(&mut *self.unwritten.lock().unwrap_or_else(|e| e.into_inner()));
+        for (key, message) in failed {
+            if self.last_condition.get(&key) == Some(&message) {
+                self.last_condition.remove(&key);
+            }
+        }
     }
 
     /// Carries out a preemption: the preemptor's status (with its
@@ -257,15 +280,19 @@ impl PodReporter {
     async fn preempt(
         &self,
         preemptor: PodRef,
-        status: serde_json::Value,
+        (status, condition): (serde_json::Value, Option<String>),
         preemption: Preemption,
         displaced: Vec<PodKey>,
     ) {
         let Ok(permit) = self.preemptions.clone().acquire_owned().await else { return };
         let (client, denials, instance) = (self.client.clone(), self.denials.clone(), self.instance.clone());
+        let unwritten = self.unwritten.clone();
         tokio::spawn(async move {
             let Preemption { node, victims } = preemption;
-            let nominated = pod_condition::write_while_pending(client.clone(), &denials, &preemptor, status);
+            let nominated = async {
+                let written = pod_condition::write_while_pending(client.clone(), &denials, &preemptor, status).await;
+                note_unwritten(&unwritten, written, &preemptor, condition);
+            };
             let evictions = victims.iter().filter(|v| !v.terminating).map(|victim| {
                 let (client, denials, instance) = (client.clone(), denials.clone(), instance.clone());
                 let (preemptor, node) = (&preemptor, &node);
@@ -304,6 +331,13 @@ impl PodReporter {
     }
 }
 
+/// Keeps `condition` to be forgotten if its write failed.
+fn note_unwritten(unwritten: &Mutex<Vec<(PodKey, String)>>, written: bool, pod: &PodRef, condition: Option<String>) {
+    if let (false, Some(message)) = (written, condition) {
+        unwritten.lock().unwrap_or_else(|e| e.into_inner()).push((pod.key.clone(), message));
+    }
+}
+
 /// Creates an event about the pod `key`.
 async fn post(client: kube::Client, denials: &Denials, event: K8sEvent, key: &PodKey) {
     let api: Api<K8sEvent> = Api::namespaced(client, &key.namespace);
@@ -314,5 +348,67 @@ async fn post(client: kube::Client, denials: &Denials, event: K8sEvent, key: &Po
             let reason = event.reason.as_deref().unwrap_or_default();
             tracing::warn!(pod = %key, %reason, error = %denied::message(&e), "could not create event")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmsched_fake_apiserver::{FakeApiServer, Fault};
+
+    async fn reporter(fake: &FakeApiServer) -> PodReporter {
+        let client = kube::Client::try_from(kube::Config::new(fake.url().parse().unwrap())).unwrap();
+        PodReporter::new(client, "test", Duration::from_secs(30), Denials::default())
+    }
+
+    fn unschedulable(pod: &PodRef, message: &str) -> Report {
+        Report::Unschedulable {
+            pod: pod.clone(),
+            message: message.into(),
+            error: false,
+            fallback: None,
+            nomination: Nomination::Unchanged,
+            deallocate: None,
+        }
+    }
+
+    /// Waits for the writes in flight.
+    async fn settle(reporter: &PodReporter) {
+        drop(reporter.in_flight.acquire_many(CONCURRENCY as u32).await.unwrap());
+    }
+
+    fn message(fake: &FakeApiServer) -> Option<String> {
+        let pod = fake.get("v1", "pods", "default", "p").unwrap();
+        let conditions = pod.pointer("/status/conditions")?.as_array()?.clone();
+        let scheduled = conditions.iter().find(|c| c["type"] == "PodScheduled")?;
+        scheduled["message"].as_str().map(String::from)
+    }
+
+    #[tokio::test]
+    async fn a_condition_whose_write_failed_is_written_by_the_next_report_of_the_same_message() {
+        let fake = FakeApiServer::start();
+        let created = fake.create(
+            "v1",
+            "pods",
+            "default",
+            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+        );
+        let pod = PodRef {
+            key: PodKey { namespace: "default".into(), name: "p".into() },
+            uid: created["metadata"]["uid"].as_str().unwrap().into(),
+            resource_version: String::new(),
+            scheduler_name: "s".into(),
+        };
+        let mut reporter = reporter(&fake).await;
+        let path_contains = "/pods/p/status".to_string();
+        let fault = Fault { method: Some("PATCH".into()), path_contains, code: 500, delay: Duration::ZERO, times: 1 };
+        fake.fail_requests(fault);
+        let said = "0/1 nodes are available: 1 Insufficient cpu.";
+        reporter.handle(unschedulable(&pod, said), 0).await;
+        settle(&reporter).await;
+        assert_eq!((fake.faults_left(), message(&fake)), (0, None), "the write failed");
+        reporter.handle(unschedulable(&pod, said), 0).await;
+        settle(&reporter).await;
+        assert_eq!(message(&fake).as_deref(), Some(said), "the same message, written again");
     }
 }
