@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use wasmsched::policy::flags::{LimitArgs, parse_policy_spec, read_config};
 use wasmsched::scheduler::{AttemptWorkers, NodeSampling};
 use wasmsched::sim::SimOptions;
-use wasmsched_bench::real_drain::{Drain, breakdown, shares, soak};
+use wasmsched_bench::real_drain::{Drain, breakdown, deploy_identity, shares, soak};
 use wasmsched_bench::scheduling_basic::Scoring;
 use wasmsched_bench::topology::{self, Shape};
 use wasmsched_bench::{BenchResult, end_to_end, hot_swap, scheduling_basic, table};
@@ -140,7 +140,9 @@ pub struct BenchArgs {
     /// after its binding. Prints RSS, CPU, attempts and placements a
     /// minute, and fails unless the end holds no over-committed node, no
     /// pending pod that fits, and no pending pod without its condition.
-    /// With --record-drain, wasmsched records the soak.
+    /// wasmsched runs as deploy/'s ServiceAccount (its RBAC and FlowSchema
+    /// applied with kubectl). With --record-drain, wasmsched records the
+    /// soak.
     #[arg(long, value_name = "DURATION", requires = "real_apiserver", value_parser = soak_duration)]
     pub soak: Option<Duration>,
     /// With --real-apiserver: wasmsched and the null binder drain this
@@ -482,6 +484,7 @@ fn topology_drain(state_dir: &std::path::Path, wasmsched: &std::path::Path, shap
         record: None,
         backlog: None,
         kube_scheduler: true,
+        identity: None,
         rounds: 1,
     }
 }
@@ -519,6 +522,8 @@ fn soak_beside_kube(args: &BenchArgs, state_dir: &std::path::Path, duration: Dur
     drain.parallelism = args.parallelism.first().map(|&n| usize::from(n));
     drain.record = args.record_drain.clone();
     drain.kube_scheduler = !args.without_kube_scheduler;
+    // As deploy/ runs it; the token outlives both soaks and their settles.
+    drain.identity = Some(deploy_identity::kubeconfig(state_dir, duration * 3)?);
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     eprintln!("wasmsched-bench --real-apiserver --soak on {cores} cores");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

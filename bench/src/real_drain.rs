@@ -47,6 +47,7 @@ use super::topology::Shape;
 
 pub mod breakdown;
 mod claim_controller;
+pub mod deploy_identity;
 mod metrics_text;
 mod null_binder;
 mod null_prebind;
@@ -84,6 +85,9 @@ pub struct Drain {
     pub backlog: Option<usize>,
     /// kube-scheduler drains too (before wasmsched, in the first round).
     pub kube_scheduler: bool,
+    /// The kubeconfig wasmsched runs with; unset, the kit's
+    /// `scheduler.kubeconfig` (system:kube-scheduler).
+    pub identity: Option<PathBuf>,
     /// wasmsched and the null binder drain this many times in turn: the
     /// API server's own pace drifts between drains, so a share of the
     /// ceiling is taken within a round and the rounds' median reported.
@@ -380,10 +384,11 @@ impl Drain {
                 if let Some(dir) = &record {
                     let _ = std::fs::remove_dir_all(dir);
                 }
+                let kubeconfig = self.identity.clone().unwrap_or_else(|| self.state_dir.join("scheduler.kubeconfig"));
                 let child = Command::new(&self.wasmsched)
                     .process_group(0)
                     .args(["run", "--kubeconfig"])
-                    .arg(self.state_dir.join("scheduler.kubeconfig"))
+                    .arg(kubeconfig)
                     .args(["--leader-elect=false", "--tenant-policies=false"])
                     .args(config.iter().flat_map(|c| [std::ffi::OsStr::new("--config"), c.as_os_str()]))
                     .args(record.iter().flat_map(|d| [std::ffi::OsStr::new("--record"), d.as_os_str()]))

@@ -3,7 +3,8 @@
 //! second) on nodes of 16 cpu (50 by default), and each bound pod is
 //! deleted a while after its binding (20 s), as a short job ends. The
 //! cluster runs full and a backlog of pods that do not fit grows.
-//! kube-scheduler, then wasmsched, each on the same arrivals (one seed).
+//! kube-scheduler, then wasmsched (as deploy/'s ServiceAccount), each on
+//! the same arrivals (one seed).
 //!
 //! Each minute: the scheduler's RSS and CPU, its attempts and the
 //! placements a second, and the backlog. When the arrivals stop, so do
