@@ -117,7 +117,7 @@ pub struct BenchArgs {
     /// EndToEnd with this many shadow candidates beside the deciding policy
     /// (repeatable: `--shadow-candidates 0 --shadow-candidates 2` compares
     /// within one run), at 500 and 5,000 nodes. With --real-apiserver, the
-    /// first is how many wasmsched's drain runs beside its policy.
+    /// first is how many wasmsched's drain (or soak) runs beside its policy.
     #[arg(long = "shadow-candidates", value_name = "N")]
     pub shadow_candidates: Vec<usize>,
     /// With --real-apiserver: wasmsched records its drain (`run --record`)
@@ -522,6 +522,7 @@ fn soak_beside_kube(args: &BenchArgs, state_dir: &std::path::Path, duration: Dur
     drain.parallelism = args.parallelism.first().map(|&n| usize::from(n));
     drain.record = args.record_drain.clone();
     drain.kube_scheduler = !args.without_kube_scheduler;
+    drain.shadow_candidates = args.shadow_candidates.first().copied().unwrap_or(0);
     // As deploy/ runs it; the token outlives both soaks and their settles.
     drain.identity = Some(deploy_identity::kubeconfig(state_dir, duration * 3)?);
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());

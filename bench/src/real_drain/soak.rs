@@ -137,6 +137,8 @@ async fn one(
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let started = Instant::now();
     let mut minutes = vec![Minute::take(drain, &process, pid, &tracker, started).await];
+    // The cluster alone, no pod yet: the base a backlog adds to.
+    eprintln!("{}: {}", scheduler.name(), minutes[0].at_start());
     let mut arrivals = 0u64;
     while started.elapsed() < soak.duration {
         ticks.tick().await;
@@ -233,6 +235,12 @@ impl Minute {
             pending,
             queues,
         }
+    }
+
+    /// The first sample: what the scheduler holds for the nodes alone.
+    fn at_start(&self) -> String {
+        let queues = self.queues.as_deref().map(|q| format!(" ({q})")).unwrap_or_default();
+        format!("at start: RSS {:>6.1} MiB{queues}", self.rss_mib)
     }
 
     /// This sample as rates over the time since `before`.
