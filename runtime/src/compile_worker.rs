@@ -258,7 +258,9 @@ mod tests {
         let mut child = spinning.spawn().unwrap();
         let (status, used) = wait_within(&mut child, Duration::from_secs(600));
         let status = status.expect("stopped by its CPU limit, long before the wall bound");
-        assert!(used >= Duration::from_secs(1), "{used:?}");
+        // The kernel stops it on its own sampled account of the CPU; the
+        // rusage reaped read 882 ms of a 1 s limit on a busy machine.
+        assert!(used >= Duration::from_millis(500), "{used:?}");
         let said = child_failure(status, "", Duration::from_secs(1));
         assert_eq!(said, "compiling used more than 1s of CPU: stopped");
     }

@@ -128,6 +128,7 @@ async fn one(
     );
     let mut process = drain.start(scheduler).await?;
     let pid = process.pid(&drain.state_dir).unwrap_or_default();
+    serving(&process).await;
     let tracker = Shared::default();
     let churning = Arc::new(AtomicBool::new(true));
     let follow = tokio::spawn(follow(client.clone(), label.clone(), soak.lifetime, tracker.clone(), churning.clone()));
@@ -172,6 +173,16 @@ async fn one(
     process.stop(&drain.state_dir);
     delete_pods(client, NAMESPACE, &format!("soak-run={label}")).await?;
     Ok(result(drain, scheduler, (arrivals, &minutes, &last), &tracker, end, peak_rss_mib))
+}
+
+/// Waits until wasmsched serves its metrics (at most a minute), so that
+/// the first sample is of the cluster it holds, not of a process starting.
+async fn serving(process: &Running) {
+    let Running::Wasmsched(_, http) = process else { return };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline && !metrics_of(*http).await.contains("wasmsched_pending_pods{") {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Follows the soak's pods: each seen bound for the first time is counted
