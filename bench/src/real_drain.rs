@@ -398,7 +398,7 @@ impl Drain {
                     .stderr(Stdio::null())
                     .spawn()
                     .with_context(|| format!("running {}", self.wasmsched.display()))?;
-                Ok(Running::Wasmsched(child, http))
+                Ok(Running::Wasmsched(Some(child), http))
             }
         }
     }
@@ -472,7 +472,9 @@ impl Scheduler {
 
 enum Running {
     Kube,
-    Wasmsched(Child, std::net::SocketAddr),
+    /// Its process, until stopped (then `None`: its reaped id may be
+    /// another process's).
+    Wasmsched(Option<Child>, std::net::SocketAddr),
     /// The null binder, a task of this process.
     Null(tokio::task::JoinHandle<()>, null_binder::BindingTime),
 }
@@ -484,7 +486,7 @@ impl Running {
             Running::Kube => {
                 std::fs::read_to_string(state_dir.join("run/kube-scheduler.pid")).ok()?.trim().parse().ok()
             }
-            Running::Wasmsched(child, _) => Some(child.id()),
+            Running::Wasmsched(child, _) => child.as_ref().map(Child::id),
             Running::Null(..) => Some(std::process::id()),
         }
     }
@@ -504,7 +506,7 @@ impl Running {
                 let _ =
                     Command::new(kit("kube-scheduler.sh")).arg(state_dir).arg("stop").stdout(Stdio::null()).status();
             }
-            Running::Wasmsched(child, _) => kill_group(child),
+            Running::Wasmsched(child, _) => kill_group(child.take()),
             Running::Null(task, _) => task.abort(),
         }
     }
@@ -525,7 +527,7 @@ fn status_mib(pid: u32, field: &str) -> f64 {
 impl Drop for Running {
     fn drop(&mut self) {
         if let Running::Wasmsched(child, _) = self {
-            kill_group(child);
+            kill_group(child.take());
         }
     }
 }
@@ -533,7 +535,8 @@ impl Drop for Running {
 /// Kills wasmsched with its process group (it leads one): a wrapper given
 /// as `--wasmsched-binary` (heaptrack's script, say) runs it as a child,
 /// which killing the wrapper alone left scheduling beside the next drain.
-fn kill_group(child: &mut Child) {
+fn kill_group(child: Option<Child>) {
+    let Some(mut child) = child else { return };
     if let Ok(pid) = i32::try_from(child.id()) {
         // SAFETY: sends a signal to the group this drain started; no memory
         // is shared.
