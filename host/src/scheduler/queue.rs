@@ -14,6 +14,11 @@
 //!   and pods whose ResourceClaims cannot be used yet (kube's PreEnqueue)
 //!   until a claim changes.
 //!
+//! A pod leaving a node opens a room there: of the unschedulable pods it
+//! may let in, only as many as it holds are retried, in queue order
+//! ([`SchedulingQueue::fill_room`]); once those were attempted, a room
+//! still free is offered to the next ones.
+//!
 //! Time is passed in (`now` since an arbitrary origin) so the simulator can
 //! run on virtual time and tests need no sleeps.
 
@@ -57,6 +62,39 @@ struct Entry {
     /// cluster event moved it back: kube's error backoff queue, which is
     /// never popped early.
     error_backoff: bool,
+    /// When its last attempt began, in attempts begun by the queue.
+    taken_at: u64,
+    /// The node whose room it was retried for, until it is attempted.
+    room: Option<String>,
+}
+
+/// Room a pod left on a node, and the pods retried for it.
+#[derive(Debug, Default)]
+struct OpenRoom {
+    /// Attempts begun when it opened: pods attempted later saw the room.
+    opened: u64,
+    /// Retried for it and not attempted yet.
+    retried: HashSet<PodKey>,
+}
+
+/// A node's room, as `fill_room` offers it to waiting pods.
+pub trait RoomOffer {
+    /// Whether `pod` may fit in what is left now: `false` only where it
+    /// surely does not. A cheap check, before the order is settled.
+    fn may_fit(&self, pod: &PodInfo) -> bool;
+    /// Offers what is left to `pod`.
+    fn offer(&mut self, pod: &PodInfo) -> Offer;
+}
+
+/// What a room says of a pod offered to it (`fill_room`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    /// It may fit, and its share is now held for it: retry it.
+    Taken,
+    /// It does not fit there.
+    Refused,
+    /// Nothing more fits: offer no other pod.
+    Full,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -130,6 +168,13 @@ pub struct SchedulingQueue {
     /// entries whose pod has moved on since are stale (checked by `seq`,
     /// as in `active`).
     moved_to_backoff: BinaryHeap<MovedKey>,
+    /// Attempts begun (`taken_at`).
+    takes: u64,
+    /// Rooms with pods retried for them, or waiting to be offered again.
+    rooms: HashMap<String, OpenRoom>,
+    /// Rooms whose retried pods were all attempted: offered again by
+    /// `fill_room` (`settled_rooms`).
+    settled: Vec<String>,
 }
 
 /// Backoff after `attempts` failed attempts: 1 s, 2 s, 4 s, 8 s, 10 s, …
@@ -164,7 +209,10 @@ impl SchedulingQueue {
                 e.info = info;
                 match (was_gated, gated) {
                     (true, false) => self.push_active(&key),
-                    (false, true) if e.location != Location::InFlight => e.location = Location::Gated,
+                    (false, true) if e.location != Location::InFlight => {
+                        e.location = Location::Gated;
+                        self.leave_room(&key);
+                    }
                     _ if priority_changed && e.location == Location::Active => self.push_active(&key),
                     _ => {}
                 }
@@ -179,6 +227,8 @@ impl SchedulingQueue {
                         seq: 0,
                         last_attempt: Duration::ZERO,
                         error_backoff: false,
+                        taken_at: 0,
+                        room: None,
                     },
                 );
                 if !gated {
@@ -189,6 +239,7 @@ impl SchedulingQueue {
     }
 
     pub fn remove(&mut self, key: &PodKey) -> bool {
+        self.leave_room(key);
         self.entries.remove(key).is_some()
     }
 
@@ -221,6 +272,7 @@ impl SchedulingQueue {
         match self.entries.get_mut(key) {
             Some(e) if e.location != Location::InFlight => {
                 e.location = Location::Parked;
+                self.leave_room(key);
                 true
             }
             _ => false,
@@ -233,7 +285,7 @@ impl SchedulingQueue {
     pub fn take_recorded(&mut self, key: &PodKey, attempts: Option<u32>, now: Duration) -> Option<(Arc<PodInfo>, u32)> {
         let e = self.entries.get_mut(key).filter(|e| e.location != Location::InFlight)?;
         e.attempts = attempts.unwrap_or(e.attempts);
-        Some(Self::take(e, now))
+        self.take(key, now)
     }
 
     /// A parked pod's turn: back to active. False if it is not parked any
@@ -294,21 +346,25 @@ impl SchedulingQueue {
     pub fn pop(&mut self, now: Duration) -> Option<(Arc<PodInfo>, u32)> {
         self.flush(now);
         while let Some(top) = self.active.pop() {
-            if let Some(e) = self.entries.get_mut(&top.key)
-                && e.location == Location::Active
-                && e.seq == top.seq.0
-            {
-                return Some(Self::take(e, now));
+            if self.entries.get(&top.key).is_some_and(|e| e.location == Location::Active && e.seq == top.seq.0) {
+                return self.take(&top.key, now);
             }
         }
         let key = self.first_moved_to_backoff()?;
-        self.entries.get_mut(&key).map(|e| Self::take(e, now))
+        self.take(&key, now)
     }
 
-    fn take(e: &mut Entry, now: Duration) -> (Arc<PodInfo>, u32) {
+    /// An attempt of `key` begins: it is in flight, and no longer waits
+    /// for a room it was retried for.
+    fn take(&mut self, key: &PodKey, now: Duration) -> Option<(Arc<PodInfo>, u32)> {
+        self.takes += 1;
+        let e = self.entries.get_mut(key)?;
         e.location = Location::InFlight;
         e.last_attempt = now;
-        (e.info.clone(), e.attempts)
+        e.taken_at = self.takes;
+        let taken = (e.info.clone(), e.attempts);
+        self.leave_room(key);
+        Some(taken)
     }
 
     /// The pod moved to backoff by a cluster event that is next out of it,
@@ -331,6 +387,7 @@ impl SchedulingQueue {
     pub fn hold(&mut self, key: &PodKey) {
         if let Some(e) = self.entries.get_mut(key) {
             e.location = Location::Gated;
+            self.leave_room(key);
         }
     }
 
@@ -343,7 +400,7 @@ impl SchedulingQueue {
     }
 
     pub fn done(&mut self, key: &PodKey) {
-        self.entries.remove(key);
+        self.remove(key);
     }
 
     /// A retriable failure (binding error): back off, then try again.
@@ -397,6 +454,86 @@ impl SchedulingQueue {
         waiting.sort_unstable();
         for (_, key) in waiting {
             self.requeue(&key, now);
+        }
+    }
+
+    /// Offers the room on `node` to the unschedulable pods attempted
+    /// before it opened, in queue order (highest priority, then the
+    /// longest waiting), and retries those `offer` takes until it answers
+    /// `Full`. `reopen`: a pod just left the node, so the room opens anew
+    /// and every unschedulable pod is offered it; otherwise the pods
+    /// attempted since it opened saw it and are passed over.
+    ///
+    /// The pods left waiting are not forgotten: once the retried ones were
+    /// all attempted (`settled_rooms`), the room, if anything is left of
+    /// it, goes to the next.
+    pub fn fill_room(&mut self, node: &str, reopen: bool, now: Duration, room: &mut impl RoomOffer) {
+        let takes = self.takes;
+        let open =
+            self.rooms.entry(node.to_string()).or_insert_with(|| OpenRoom { opened: takes, ..OpenRoom::default() });
+        if reopen {
+            open.opened = takes;
+        }
+        let opened = open.opened;
+        // Only the pods that may fit are put in order: a backlog is mostly
+        // pods larger than the room, and sorting all of them at every
+        // deletion cost more than the retries it saved.
+        let mut offered: Vec<(Reverse<i32>, Duration, &PodKey)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| {
+                matches!(e.location, Location::Unschedulable { .. }) && e.taken_at <= opened && room.may_fit(&e.info)
+            })
+            .map(|(k, e)| (Reverse(e.info.facts.priority), e.last_attempt, k))
+            .collect();
+        offered.sort_unstable();
+        let mut taken = Vec::new();
+        for (_, _, key) in offered {
+            match room.offer(&self.entries[key].info) {
+                Offer::Taken => taken.push(key.clone()),
+                Offer::Refused => {}
+                Offer::Full => break,
+            }
+        }
+        for key in &taken {
+            self.requeue(key, now);
+            if let Some(e) = self.entries.get_mut(key) {
+                e.room = Some(node.to_string());
+            }
+        }
+        let room = self.rooms.get_mut(node).expect("opened above");
+        room.retried.extend(taken);
+        if room.retried.is_empty() {
+            self.rooms.remove(node);
+        }
+    }
+
+    /// The pods retried for the room on `node` and not attempted yet:
+    /// their shares of it are held.
+    pub fn retried_for(&self, node: &str) -> impl Iterator<Item = &PodInfo> {
+        self.rooms
+            .get(node)
+            .into_iter()
+            .flat_map(|r| r.retried.iter())
+            .filter_map(|k| Some(&*self.entries.get(k)?.info))
+    }
+
+    /// The rooms whose retried pods were all attempted since the last
+    /// call: each is to be offered again (`fill_room`, not reopened).
+    pub fn settled_rooms(&mut self) -> Vec<String> {
+        let mut settled = std::mem::take(&mut self.settled);
+        settled.retain(|node| self.rooms.get(node).is_some_and(|r| r.retried.is_empty()));
+        settled
+    }
+
+    /// `key` no longer waits for the room it was retried for: attempted,
+    /// gone or held back. The last one to go settles the room.
+    fn leave_room(&mut self, key: &PodKey) {
+        let Some(node) = self.entries.get_mut(key).and_then(|e| e.room.take()) else { return };
+        let Some(room) = self.rooms.get_mut(&node) else { return };
+        room.retried.remove(key);
+        if room.retried.is_empty() && !self.settled.contains(&node) {
+            self.settled.push(node);
         }
     }
 
@@ -618,5 +755,106 @@ mod tests {
         assert_eq!(q.sizes().gated, 1);
         q.add_or_update(pod("g", 0, false));
         assert_eq!(q.pop(T0).unwrap().0.key.name, "g");
+    }
+
+    /// Pods `names` (priority from the name's `hiN`), each attempted once
+    /// at 1 s apart in that order and found unschedulable.
+    fn waiting(names: &[&str]) -> SchedulingQueue {
+        let mut q = SchedulingQueue::new();
+        for (i, name) in names.iter().enumerate() {
+            let priority = if name.starts_with("hi") { 10 } else { 0 };
+            q.add_or_update(pod(name, priority, false));
+            let at = Duration::from_secs(i as u64);
+            q.pop(at).unwrap();
+            q.unschedulable(&key(name), at);
+        }
+        q
+    }
+
+    /// A room that takes `holds` pods, then is full; it may fit pods
+    /// whose name is not `big`.
+    struct Takes(usize);
+
+    impl RoomOffer for Takes {
+        fn may_fit(&self, pod: &PodInfo) -> bool {
+            pod.key.name != "big"
+        }
+
+        fn offer(&mut self, _: &PodInfo) -> Offer {
+            if self.0 == 0 {
+                return Offer::Full;
+            }
+            self.0 -= 1;
+            Offer::Taken
+        }
+    }
+
+    /// A room that records what it was offered, and refuses all.
+    struct Refuses(Vec<String>);
+
+    impl RoomOffer for Refuses {
+        fn may_fit(&self, _: &PodInfo) -> bool {
+            true
+        }
+
+        fn offer(&mut self, pod: &PodInfo) -> Offer {
+            self.0.push(pod.key.name.clone());
+            Offer::Refused
+        }
+    }
+
+    fn retried(q: &SchedulingQueue) -> Vec<String> {
+        let mut names: Vec<String> = q
+            .entries
+            .iter()
+            .filter(|(_, e)| matches!(e.location, Location::Active | Location::Backoff { .. }))
+            .map(|(k, _)| k.name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_room_retries_as_many_pods_as_it_holds_the_first_in_queue_order() {
+        let mut q = waiting(&["a", "big", "b", "hi", "c"]);
+        let now = Duration::from_secs(60);
+        q.fill_room("n1", true, now, &mut Takes(2));
+        assert_eq!(retried(&q), ["a", "hi"], "the higher priority, then the longest waiting that may fit");
+        assert_eq!(q.retried_for("n1").count(), 2);
+        assert!(q.settled_rooms().is_empty());
+    }
+
+    #[test]
+    fn a_room_left_free_goes_to_the_next_pods() {
+        let mut q = waiting(&["a", "b", "c", "d"]);
+        let now = Duration::from_secs(60);
+        q.fill_room("n1", true, now, &mut Takes(2));
+        // Both are attempted and go elsewhere or nowhere: the room is
+        // settled, and offered again to those that did not see it.
+        let (first, _) = q.pop(now).unwrap();
+        q.unschedulable(&first.key, now);
+        assert!(q.settled_rooms().is_empty(), "one retried pod still holds its share");
+        let (second, _) = q.pop(now).unwrap();
+        q.unschedulable(&second.key, now);
+        assert_eq!(q.settled_rooms(), ["n1"]);
+        assert!(q.settled_rooms().is_empty(), "said once");
+        let mut offered = Refuses(Vec::new());
+        q.fill_room("n1", false, now, &mut offered);
+        assert_eq!(offered.0, ["c", "d"], "a and b saw the room in their attempts");
+        assert!(q.rooms.is_empty(), "nothing taken: the room closes");
+        // A pod leaving the node again reopens it to all.
+        let mut offered = Refuses(Vec::new());
+        q.fill_room("n1", true, now, &mut offered);
+        assert_eq!(offered.0.len(), 4);
+    }
+
+    #[test]
+    fn a_retried_pod_deleted_or_gated_settles_its_room() {
+        let mut q = waiting(&["a", "b"]);
+        q.fill_room("n1", true, Duration::from_secs(60), &mut Takes(2));
+        q.remove(&key("a"));
+        assert!(q.settled_rooms().is_empty(), "b still holds its share");
+        q.add_or_update(pod("b", 0, true));
+        assert_eq!(q.settled_rooms(), ["n1"]);
     }
 }

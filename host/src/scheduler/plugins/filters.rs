@@ -254,6 +254,17 @@ fn node_resources_fit(
     if reasons.is_empty() { Ok(()) } else { Err(reasons) }
 }
 
+/// Whether NodeResourcesFit surely rejects `pod` where `usage` is placed:
+/// one pod too many, or too little cpu, memory or ephemeral storage left
+/// (extended resources are left to [`run`]). `false` says nothing.
+pub fn surely_short(pod: &PodInfo, fit: &NodeFit, usage: &NodeUsage) -> bool {
+    let want = &pod.requests.resources;
+    too_many_pods(usage.pods, fit.allocatable_pods)
+        || insufficient(want.milli_cpu, fit.allocatable_milli_cpu, usage.milli_cpu)
+        || insufficient(want.memory, fit.allocatable_memory, usage.memory)
+        || insufficient(want.ephemeral_storage, fit.allocatable_ephemeral_storage, usage.ephemeral_storage)
+}
+
 /// NodeResourcesFit on the pod count: one more would exceed the node's.
 fn too_many_pods(placed: u32, allocatable: u32) -> bool {
     placed + 1 > allocatable

@@ -14,7 +14,7 @@ use super::stores::{KindStore, apply_to, gone_from};
 use crate::cluster::convert::{bound_node, is_terminal, scheduler_name};
 use crate::cluster::{ClusterState, Devices, PodInfo, PodKey, Volumes};
 use crate::scheduler::events::{Change, ClusterEvent, EventReport, InvalidPod, ObjectKey};
-use crate::scheduler::plugins::queueing_hints::may_fit_after_pod_gone;
+use crate::scheduler::plugins::queueing_hints::{AfterPodGone, Room};
 
 /// Where a pod stands for this scheduler: the one place that decides
 /// which pods are ours to place.
@@ -250,8 +250,20 @@ impl Scheduler {
     /// its absence) may let in are retried.
     fn placed_pod_gone(&mut self, key: &PodKey, now: Duration) {
         let Some(gone) = self.state.pod_gone(key) else { return };
-        let state = &self.state;
-        self.queue.cluster_changed_for(now, |waiting| may_fit_after_pod_gone(waiting, &gone, state));
+        let hint = AfterPodGone::new(&gone, &self.state);
+        self.queue.cluster_changed_for(now, |waiting| hint.retry(waiting));
+        self.fill_room(&gone.node, true, now);
+    }
+
+    /// Offers the room on `node` to the unschedulable pods, as many as it
+    /// holds (`SchedulingQueue::fill_room`); `reopen` when a pod just left
+    /// it. A node the core does not know has no room.
+    pub(super) fn fill_room(&mut self, node: &str, reopen: bool, now: Duration) {
+        let mut room = Room::open(&self.state, node);
+        if let Some(room) = room.as_mut() {
+            self.queue.retried_for(node).for_each(|pod| room.hold(pod));
+        }
+        self.queue.fill_room(node, reopen, now, &mut room);
     }
 
     /// The UID of the pod the core holds under `key`, placed, queued or

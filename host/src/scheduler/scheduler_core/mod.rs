@@ -339,6 +339,11 @@ impl Scheduler {
             self.queue.cluster_changed(now);
         }
         loop {
+            // Rooms whose retried pods were all attempted: what is left
+            // of them goes to the next pods, before the next attempt.
+            for node in self.queue.settled_rooms() {
+                self.fill_room(&node, false, now);
+            }
             let (pod, attempts) = self.queue.pop(now)?;
             if let Some(attempt) = self.attempt(pod, attempts, now) {
                 return Some(attempt);

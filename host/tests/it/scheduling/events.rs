@@ -198,3 +198,61 @@ fn a_failing_binding_cycle_is_retried_only_after_its_backoff() {
     let Some(Attempt::Placed { pod, .. }) = s.schedule_next(meanwhile) else { panic!("ordinary waited") };
     assert_eq!(pod.key.name, "ordinary");
 }
+
+/// Two full nodes of 2 cpu, and `waiting` pods of 1 cpu that each had one
+/// attempt at 0 s and found no room.
+fn full_with_waiting(waiting: usize) -> Scheduler {
+    let mut s = scheduler();
+    for n in ["a", "b"] {
+        let _ = apply_node(&mut s, n, "2");
+        for i in 0..2 {
+            let _ = apply_pod(&mut s, &pod(&format!("{n}{i}"), "1", &format!("  nodeName: {n}\n")));
+        }
+    }
+    for i in 0..waiting {
+        let _ = apply_pod(&mut s, &pod(&format!("w{i}"), "1", ""));
+    }
+    while let Some(attempt) = s.schedule_next(Duration::ZERO) {
+        assert!(matches!(attempt, Attempt::Unschedulable { .. }), "{attempt:?}");
+    }
+    s
+}
+
+/// Every attempt due at `now`, as (pod, node placed on).
+fn attempts(s: &mut Scheduler, now: Duration) -> Vec<(String, Option<String>)> {
+    std::iter::from_fn(|| s.schedule_next(now))
+        .map(|attempt| match attempt {
+            Attempt::Placed { pod, node, .. } => (pod.key.name.clone(), Some(node)),
+            Attempt::Unschedulable { pod, .. } => (pod.key.name.clone(), None),
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+/// With a backlog on a full cluster, a deletion retries as many waiting
+/// pods as its room holds, the longest waiting first, not every pod that
+/// would fit there: each retry is a filter pass over every node.
+#[test]
+fn a_deletion_retries_only_as_many_waiting_pods_as_its_room_holds() {
+    let mut s = full_with_waiting(50);
+    let later = Duration::from_secs(60);
+    let _ = s.apply(ClusterEvent::deleted::<Pod>((&key("a0")).into(), None), later);
+    assert_eq!(attempts(&mut s, later), [("w0".to_string(), Some("a".to_string()))]);
+    let _ = s.apply(ClusterEvent::deleted::<Pod>((&key("b0")).into(), None), later);
+    let _ = s.apply(ClusterEvent::deleted::<Pod>((&key("b1")).into(), None), later);
+    let placed = attempts(&mut s, later);
+    assert_eq!(placed.len(), 2, "{placed:?}");
+    assert!(placed.iter().all(|(_, node)| node.as_deref() == Some("b")), "{placed:?}");
+}
+
+/// A pod retried for a room that never takes it (deleted before its
+/// attempt, here) leaves the room to the next waiting pod: no pod that
+/// fits is left waiting beside a free room.
+#[test]
+fn a_room_its_retried_pod_did_not_take_goes_to_the_next_pod() {
+    let mut s = full_with_waiting(5);
+    let later = Duration::from_secs(60);
+    let _ = s.apply(ClusterEvent::deleted::<Pod>((&key("a0")).into(), None), later);
+    let _ = s.apply(ClusterEvent::deleted::<Pod>((&key("w0")).into(), None), later);
+    assert_eq!(attempts(&mut s, later), [("w1".to_string(), Some("a".to_string()))]);
+}
