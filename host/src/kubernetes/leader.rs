@@ -38,6 +38,8 @@ const FORBIDDEN_RETRY_MAX: Duration = Duration::from_secs(30);
 /// How long shutdown tries to hand the Lease back (an unreachable API
 /// server): past it, the Lease expires unrenewed.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Reads and writes of the release when its write conflicts.
+const RELEASE_TRIES: usize = 3;
 
 /// A failed Lease request: which verb, and the error.
 #[derive(Debug)]
@@ -271,19 +273,25 @@ impl LeaderElector {
         }
     }
 
-    /// Hands the lease back: no holder, a one-second duration.
+    /// Hands the lease back: no holder, a one-second duration. A renewal
+    /// cut short by the shutdown may still land after the read, and the
+    /// write then conflicts: read it again and retry, a few times.
     async fn release(&mut self) {
-        let Ok(Some(mut lease)) = self.api.get_opt(&self.config.name).await else { return };
-        let Some(spec) = lease.spec.as_mut() else { return };
-        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
-            return;
+        for _ in 0..RELEASE_TRIES {
+            let Ok(Some(mut lease)) = self.api.get_opt(&self.config.name).await else { return };
+            let Some(spec) = lease.spec.as_mut() else { return };
+            if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+                return;
+            }
+            spec.holder_identity = None;
+            spec.lease_duration_seconds = Some(1);
+            spec.renew_time = Some(now());
+            match self.api.replace(&self.config.name, &PostParams::default(), &lease).await {
+                Ok(_) => return tracing::info!(lease = %self.config.name, "released the lease"),
+                Err(kube::Error::Api(s)) if s.code == 409 => continue,
+                Err(e) => return tracing::warn!(lease = %self.config.name, error = %e, "could not release the lease"),
+            }
         }
-        spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
-        spec.renew_time = Some(now());
-        match self.api.replace(&self.config.name, &PostParams::default(), &lease).await {
-            Ok(_) => tracing::info!(lease = %self.config.name, "released the lease"),
-            Err(e) => tracing::warn!(lease = %self.config.name, error = %e, "could not release the lease"),
-        }
+        tracing::warn!(lease = %self.config.name, "could not release the lease: it kept changing under the release");
     }
 }

@@ -263,6 +263,7 @@ impl SchedulerStatus {
         let mut policies = self.policies.lock().unwrap_or_else(|e| e.into_inner());
         policies.retain(|p| p.profile != profile);
         policies.extend(active);
+        in_listing_order(&mut policies);
     }
 
     /// Replaces one tenant's active policies.
@@ -270,6 +271,7 @@ impl SchedulerStatus {
         let mut policies = self.policies.lock().unwrap_or_else(|e| e.into_inner());
         policies.retain(|p| p.tenant.as_deref() != Some(tenant));
         policies.extend(active);
+        in_listing_order(&mut policies);
     }
 
     pub fn policies(&self) -> Vec<ActivePolicy> {
@@ -331,4 +333,12 @@ impl SchedulerStatus {
         }
         (ready, lines)
     }
+}
+
+/// `/policies`' order: the profiles' policies, then the tenants', each
+/// group by its profile or namespace name and, within one, in its own
+/// order (a profile's order is its policies' order). Not the order they
+/// loaded in, which a busy machine shuffles.
+fn in_listing_order(policies: &mut [ActivePolicy]) {
+    policies.sort_by_key(|p| (p.tenant.is_some(), p.tenant.clone().unwrap_or_else(|| p.profile.clone())));
 }
