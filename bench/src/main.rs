@@ -145,6 +145,12 @@ pub struct BenchArgs {
     /// soak.
     #[arg(long, value_name = "DURATION", requires = "real_apiserver", value_parser = soak_duration)]
     pub soak: Option<Duration>,
+    /// With --soak: this many tenant namespaces, each with its own policy
+    /// ConfigMap (wasmsched runs with tenant policies on); the arrivals
+    /// take turns among the shared namespace and the tenants', and a
+    /// tenant's pods opt in to its policy.
+    #[arg(long, value_name = "N", requires = "soak", default_value_t = 0)]
+    pub soak_tenants: usize,
     /// With --real-apiserver: wasmsched and the null binder drain this
     /// many times in turn (kube-scheduler once), and each share of a
     /// ceiling is the median over the rounds: the API server's pace
@@ -486,6 +492,7 @@ fn topology_drain(state_dir: &std::path::Path, wasmsched: &std::path::Path, shap
         kube_scheduler: true,
         identity: None,
         rounds: 1,
+        tenant_policies: false,
     }
 }
 
@@ -528,7 +535,9 @@ fn soak_beside_kube(args: &BenchArgs, state_dir: &std::path::Path, duration: Dur
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     eprintln!("wasmsched-bench --real-apiserver --soak on {cores} cores");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let results = runtime.block_on(soak::run(&drain, &soak::Soak::new(duration)))?;
+    drain.tenant_policies = args.soak_tenants > 0;
+    let soak = soak::Soak { tenants: args.soak_tenants, ..soak::Soak::new(duration) };
+    let results = runtime.block_on(soak::run(&drain, &soak))?;
     print!("{}", table(&results));
     for r in &results {
         println!("{}:", r.variant);

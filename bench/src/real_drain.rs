@@ -55,6 +55,7 @@ mod reported;
 pub mod shares;
 pub mod soak;
 mod soak_check;
+mod soak_tenants;
 mod steady;
 
 use claim_controller::{ClaimController, wait_claims};
@@ -92,6 +93,9 @@ pub struct Drain {
     /// API server's own pace drifts between drains, so a share of the
     /// ceiling is taken within a round and the rounds' median reported.
     pub rounds: usize,
+    /// wasmsched runs with tenant policies on (off otherwise: the drains'
+    /// pods are the profile's alone).
+    pub tenant_policies: bool,
 }
 
 impl Drain {
@@ -389,7 +393,8 @@ impl Drain {
                     .process_group(0)
                     .args(["run", "--kubeconfig"])
                     .arg(kubeconfig)
-                    .args(["--leader-elect=false", "--tenant-policies=false"])
+                    .arg("--leader-elect=false")
+                    .arg(format!("--tenant-policies={}", self.tenant_policies))
                     .args(config.iter().flat_map(|c| [std::ffi::OsStr::new("--config"), c.as_os_str()]))
                     .args(record.iter().flat_map(|d| [std::ffi::OsStr::new("--record"), d.as_os_str()]))
                     .arg(format!("--http-addr={http}"))

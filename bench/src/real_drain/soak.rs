@@ -11,6 +11,8 @@
 //! the deletions: the cluster holds still for a settle (15 s), and then
 //! `soak_check` judges the end: no node over-committed, no pending pod
 //! that fits a node's free room, every pending pod saying why it waits.
+//! With tenants (`soak_tenants`), the arrivals take turns among the
+//! shared namespace and each tenant's.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,7 +27,7 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use super::{Drain, Running, Scheduler, breakdown, create_all, create_if_missing, delete_pods, metrics_of};
-use super::{metrics_text, soak_check, status_mib};
+use super::{metrics_text, soak_check, soak_tenants, status_mib};
 use crate::BenchResult;
 
 pub struct Soak {
@@ -34,11 +36,14 @@ pub struct Soak {
     pub rate: f64,
     /// How long a bound pod lives.
     pub lifetime: Duration,
+    /// Tenant namespaces, each with its own policy (wasmsched must run
+    /// with tenant policies on: `Drain::tenant_policies`).
+    pub tenants: usize,
 }
 
 impl Soak {
     pub fn new(duration: Duration) -> Self {
-        Soak { duration, rate: 40.0, lifetime: Duration::from_secs(20) }
+        Soak { duration, rate: 40.0, lifetime: Duration::from_secs(20), tenants: 0 }
     }
 }
 
@@ -56,13 +61,16 @@ pub async fn run(drain: &Drain, soak: &Soak) -> anyhow::Result<Vec<BenchResult>>
     let run = format!("soak-{}", std::process::id());
     let namespaces: Api<Namespace> = Api::all(client.clone());
     create_if_missing(&namespaces, &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?).await?;
+    let namespaces = soak_tenants::namespaces(NAMESPACE, soak.tenants);
+    soak_tenants::create(&client, &namespaces).await?;
     let nodes: Api<Node> = Api::all(client.clone());
     create_all(&nodes, (0..drain.nodes).map(|i| node(i, &run))).await?;
     let mut results = Vec::new();
     let kube = drain.kube_scheduler.then_some(Scheduler::Kube);
     for scheduler in kube.into_iter().chain([Scheduler::Wasmsched]) {
-        results.push(one(drain, soak, &client, &run, scheduler).await?);
+        results.push(one(drain, (soak, &namespaces), &client, &run, scheduler).await?);
     }
+    soak_tenants::delete(&client, &namespaces).await;
     let ours = ListParams::default().labels(&format!("drain-run={run}"));
     nodes.delete_collection(&DeleteParams::default(), &ours).await?;
     Ok(results)
@@ -76,16 +84,18 @@ fn node(i: usize, run: &str) -> Value {
 }
 
 /// Arrival `i`: its size drawn from `seed`'s sequence, on the soak's
-/// nodes only.
-fn pod(i: u64, label: &str, scheduler: Scheduler, run: &str) -> Value {
+/// nodes only, in its turn's namespace.
+fn pod(i: u64, label: &str, scheduler: Scheduler, (run, namespaces): (&str, &[String])) -> Value {
     let (a, b) = (splitmix(SEED ^ i.wrapping_mul(2)), splitmix(SEED ^ i.wrapping_mul(2).wrapping_add(1)));
     let cpu = 100 + a % 2901;
     let memory = 128 + b % (6 * 1024 - 128 + 1);
-    json!({"metadata": {"name": format!("{}-{i:07}", scheduler.name()), "labels": {"soak-run": label}},
+    let mut body = json!({"metadata": {"name": format!("{}-{i:07}", scheduler.name()), "labels": {"soak-run": label}},
            "spec": {"schedulerName": scheduler.scheduler_name(), "nodeSelector": {"drain-run": run},
                     "terminationGracePeriodSeconds": 0,
                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                    "resources": {"requests": {"cpu": format!("{cpu}m"), "memory": format!("{memory}Mi")}}}]}})
+                                    "resources": {"requests": {"cpu": format!("{cpu}m"), "memory": format!("{memory}Mi")}}}]}});
+    soak_tenants::opt_in(&mut body, &namespaces[i as usize % namespaces.len()], NAMESPACE);
+    body
 }
 
 fn splitmix(mut x: u64) -> u64 {
@@ -113,7 +123,7 @@ fn lock(tracker: &Shared) -> std::sync::MutexGuard<'_, Tracker> {
 /// One scheduler's soak.
 async fn one(
     drain: &Drain,
-    soak: &Soak,
+    (soak, namespaces): (&Soak, &[String]),
     client: &Client,
     run: &str,
     scheduler: Scheduler,
@@ -128,11 +138,10 @@ async fn one(
     );
     let mut process = drain.start(scheduler).await?;
     let pid = process.pid(&drain.state_dir).unwrap_or_default();
-    serving(&process).await;
+    serving(&process, namespaces).await?;
     let tracker = Shared::default();
     let churning = Arc::new(AtomicBool::new(true));
     let follow = tokio::spawn(follow(client.clone(), label.clone(), soak.lifetime, tracker.clone(), churning.clone()));
-    let api: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let creates = Arc::new(tokio::sync::Semaphore::new(CREATES_IN_FLIGHT));
     let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / soak.rate));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
@@ -143,10 +152,11 @@ async fn one(
     let mut arrivals = 0u64;
     while started.elapsed() < soak.duration {
         ticks.tick().await;
-        let body: Pod = serde_json::from_value(pod(arrivals, &label, scheduler, run))?;
+        let body: Pod = serde_json::from_value(pod(arrivals, &label, scheduler, (run, namespaces)))?;
         arrivals += 1;
         lock(&tracker).waiting.insert(body.metadata.name.clone().unwrap_or_default(), Instant::now());
-        let (api, permit) = (api.clone(), creates.clone().acquire_owned().await?);
+        let api: Api<Pod> = Api::namespaced(client.clone(), body.metadata.namespace.as_deref().unwrap_or(NAMESPACE));
+        let permit = creates.clone().acquire_owned().await?;
         tokio::spawn(async move {
             if let Err(e) = api.create(&PostParams::default(), &body).await {
                 eprintln!("creating a soak pod: {e}");
@@ -164,36 +174,54 @@ async fn one(
     tokio::time::sleep(SETTLE).await;
     let last = Minute::take(drain, &process, pid, &tracker, started).await;
     eprintln!("{}: settled: {}", scheduler.name(), last.since(minutes.last().expect("the first sample")));
-    let pods = api.list(&ListParams::default().labels(&format!("soak-run={label}"))).await?.items;
+    let pods =
+        Api::<Pod>::all(client.clone()).list(&ListParams::default().labels(&format!("soak-run={label}"))).await?;
+    let pods = pods.items;
     let nodes =
         Api::<Node>::all(client.clone()).list(&ListParams::default().labels(&format!("drain-run={run}"))).await?;
     let end = soak_check::ending(&nodes.items, &pods);
     let peak_rss_mib = process.peak_rss_mib(&drain.state_dir);
+    let tenants = tenants_summary(&process, namespaces).await;
     follow.abort();
     process.stop(&drain.state_dir);
-    delete_pods(client, NAMESPACE, &format!("soak-run={label}")).await?;
-    Ok(result(drain, scheduler, (arrivals, &minutes, &last), &tracker, end, peak_rss_mib))
+    for namespace in namespaces {
+        delete_pods(client, namespace, &format!("soak-run={label}")).await?;
+    }
+    let mut result = result(drain, scheduler, (arrivals, &minutes, &last), &tracker, end, peak_rss_mib);
+    result.notes.extend(tenants);
+    Ok(result)
 }
 
 /// Waits until wasmsched serves its metrics (at most a minute), so that
-/// the first sample is of the cluster it holds, not of a process starting.
-async fn serving(process: &Running) {
-    let Running::Wasmsched(_, http) = process else { return };
+/// the first sample is of the cluster it holds, not of a process starting;
+/// with tenants, until it accepted each tenant's policy (an error if it
+/// did not within a minute: their pods would be placed without it).
+async fn serving(process: &Running, namespaces: &[String]) -> anyhow::Result<()> {
+    let Running::Wasmsched(_, http) = process else { return Ok(()) };
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline && !metrics_of(*http).await.contains("wasmsched_pending_pods{") {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    let accepted = soak_tenants::wait_accepted(Duration::from_secs(60), || metrics_of(*http), namespaces).await;
+    anyhow::ensure!(accepted, "wasmsched did not accept every soak tenant's policy ConfigMap within 60 s");
+    Ok(())
+}
+
+/// With tenants, what their policies did (wasmsched only).
+async fn tenants_summary(process: &Running, namespaces: &[String]) -> Option<String> {
+    let Running::Wasmsched(_, http) = process else { return None };
+    (namespaces.len() > 1).then_some(soak_tenants::summary(&metrics_of(*http).await))
 }
 
 /// Follows the soak's pods: each seen bound for the first time is counted
 /// and deleted after `lifetime`, while the churn goes on.
 async fn follow(client: Client, label: String, lifetime: Duration, tracker: Shared, churning: Arc<AtomicBool>) {
-    let api: Api<Pod> = Api::namespaced(client, NAMESPACE);
     let config = watcher::Config::default().labels(&format!("soak-run={label}"));
-    let mut pods = watcher(api.clone(), config).default_backoff().applied_objects().boxed();
+    let mut pods = watcher(Api::<Pod>::all(client.clone()), config).default_backoff().applied_objects().boxed();
     while let Some(next) = pods.next().await {
         let Ok(pod) = next else { continue };
         let bound = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+        let namespace = pod.metadata.namespace.unwrap_or_default();
         let Some(name) = pod.metadata.name.filter(|_| bound) else { continue };
         let first = {
             let mut t = lock(&tracker);
@@ -205,7 +233,7 @@ async fn follow(client: Client, label: String, lifetime: Duration, tracker: Shar
             created.is_some()
         };
         if first {
-            let (api, churning) = (api.clone(), churning.clone());
+            let (api, churning) = (Api::<Pod>::namespaced(client.clone(), &namespace), churning.clone());
             tokio::spawn(async move {
                 tokio::time::sleep(lifetime).await;
                 if churning.load(Ordering::Relaxed) {

@@ -354,17 +354,24 @@ impl SchedulingQueue {
         self.take(&key, now)
     }
 
-    /// An attempt of `key` begins: it is in flight, and no longer waits
-    /// for a room it was retried for.
+    /// An attempt of `key` begins: it is in flight. A room it was
+    /// retried for stays held for it until the attempt concludes
+    /// (`attempted`): a tenant pod's attempt is decided on another thread,
+    /// or waits parked for its turn, and a room let go at the pop would
+    /// look free to the next pods, each of which would be retried for it.
     fn take(&mut self, key: &PodKey, now: Duration) -> Option<(Arc<PodInfo>, u32)> {
         self.takes += 1;
         let e = self.entries.get_mut(key)?;
         e.location = Location::InFlight;
         e.last_attempt = now;
         e.taken_at = self.takes;
-        let taken = (e.info.clone(), e.attempts);
+        Some((e.info.clone(), e.attempts))
+    }
+
+    /// An attempt of `key` concluded (a node chosen, or none): it no
+    /// longer waits for the room it was retried for.
+    pub fn attempted(&mut self, key: &PodKey) {
         self.leave_room(key);
-        Some(taken)
     }
 
     /// The pod moved to backoff by a cluster event that is next out of it,
@@ -405,6 +412,7 @@ impl SchedulingQueue {
 
     /// A retriable failure (binding error): back off, then try again.
     pub fn backoff(&mut self, key: &PodKey, now: Duration) {
+        self.leave_room(key);
         if let Some(e) = self.entries.get_mut(key) {
             e.attempts += 1;
             e.location = Location::Backoff { until: now + backoff_for(e.attempts) };
@@ -416,6 +424,7 @@ impl SchedulingQueue {
 
     /// No node could take the pod: wait for a cluster change.
     pub fn unschedulable(&mut self, key: &PodKey, now: Duration) {
+        self.leave_room(key);
         if let Some(e) = self.entries.get_mut(key) {
             e.attempts += 1;
             e.location = Location::Unschedulable { since: now };
@@ -846,6 +855,25 @@ mod tests {
         let mut offered = Refuses(Vec::new());
         q.fill_room("n1", true, now, &mut offered);
         assert_eq!(offered.0.len(), 4);
+    }
+
+    #[test]
+    fn a_retried_pod_holds_its_share_until_its_attempt_concludes() {
+        let mut q = waiting(&["a", "b"]);
+        let now = Duration::from_secs(60);
+        q.fill_room("n1", true, now, &mut Takes(1));
+        // Taken, then parked for its tenant's turn, then taken again: not
+        // attempted yet, so the room is not offered to b.
+        let (first, _) = q.pop(now).unwrap();
+        q.park(&first.key);
+        assert!(q.settled_rooms().is_empty(), "parked, not attempted");
+        assert!(q.unpark(&first.key));
+        let (again, _) = q.pop(now).unwrap();
+        assert_eq!(again.key, first.key);
+        assert!(q.settled_rooms().is_empty(), "in flight, not attempted");
+        assert_eq!(q.retried_for("n1").count(), 1, "its share is held");
+        q.attempted(&again.key);
+        assert_eq!(q.settled_rooms(), ["n1"]);
     }
 
     #[test]

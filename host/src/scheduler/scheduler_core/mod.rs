@@ -345,8 +345,13 @@ impl Scheduler {
                 self.fill_room(&node, false, now);
             }
             let (pod, attempts) = self.queue.pop(now)?;
-            if let Some(attempt) = self.attempt(pod, attempts, now) {
-                return Some(attempt);
+            let namespace = (!self.parked.is_empty()).then(|| pod.key.namespace.clone());
+            let attempt = self.attempt(pod, attempts, now);
+            if let Some(namespace) = namespace {
+                self.pass_unused_turn(&namespace);
+            }
+            if attempt.is_some() {
+                return attempt;
             }
         }
     }
@@ -471,6 +476,7 @@ impl Scheduler {
     /// The attempt's end: place the pod on the chosen node (assumed until
     /// the binding answers), or mark it unschedulable.
     fn conclude(&mut self, pod: Arc<PodInfo>, record: AttemptRecord, now: Duration) -> Attempt {
+        self.queue.attempted(&pod.key);
         match record.chosen.clone() {
             Some(node) => {
                 self.state.unnominate(&pod.key);

@@ -194,6 +194,23 @@ impl Scheduler {
         if let Some(n) = self.tenant_jobs.get_mut(tenant) {
             *n = n.saturating_sub(1);
         }
+        self.unpark_next(tenant);
+    }
+
+    /// A pod of `namespace` was attempted. If it left one of its tenant's
+    /// turns unused (it took no job: nothing fit, or its policy went away)
+    /// while pods of the tenant wait parked, the next of them goes: a
+    /// parked pod otherwise waits for a job that is not out.
+    pub(super) fn pass_unused_turn(&mut self, namespace: &str) {
+        if !self.parked.contains_key(namespace) {
+            return;
+        }
+        if self.tenant_jobs.get(namespace).copied().unwrap_or(0) < MAX_JOBS_PER_TENANT {
+            self.unpark_next(namespace);
+        }
+    }
+
+    fn unpark_next(&mut self, tenant: &str) {
         if let Some(parked) = self.parked.get_mut(tenant) {
             // Skip pods that left meanwhile (deleted, bound elsewhere).
             while let Some(key) = parked.pop_front() {
