@@ -345,7 +345,8 @@ impl Scheduler {
                 self.fill_room(&node, false, now);
             }
             let (pod, attempts) = self.queue.pop(now)?;
-            let namespace = (!self.parked.is_empty()).then(|| pod.key.namespace.clone());
+            // Only a namespace with parked pods has a turn to pass on.
+            let namespace = self.parked.contains_key(&pod.key.namespace).then(|| pod.key.namespace.clone());
             let attempt = self.attempt(pod, attempts, now);
             if let Some(namespace) = namespace {
                 self.pass_unused_turn(&namespace);

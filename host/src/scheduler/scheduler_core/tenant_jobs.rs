@@ -202,9 +202,6 @@ impl Scheduler {
     /// while pods of the tenant wait parked, the next of them goes: a
     /// parked pod otherwise waits for a job that is not out.
     pub(super) fn pass_unused_turn(&mut self, namespace: &str) {
-        if !self.parked.contains_key(namespace) {
-            return;
-        }
         if self.tenant_jobs.get(namespace).copied().unwrap_or(0) < MAX_JOBS_PER_TENANT {
             self.unpark_next(namespace);
         }
