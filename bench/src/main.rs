@@ -309,6 +309,9 @@ fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
     let deadline = spec.call_deadline_ms.map(Duration::from_millis);
     let sampling = match spec.percentage_of_nodes_to_score {
         Some(value) => NodeSampling::from_percentage(value).map_err(anyhow::Error::msg)?,
+        // A policy of the user's runs as the scheduler would run it:
+        // adaptive sampling if it is slow.
+        None if spec.policy.is_some() => NodeSampling::default(),
         None => NodeSampling::All,
     };
     let workers = AttemptWorkers::new(spec.parallelism.unwrap_or_else(AttemptWorkers::default_threads))
@@ -594,7 +597,7 @@ fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if let Some(sampling) = args.percentage_of_nodes_to_score {
         for spec in specs.iter_mut().filter(|s| matches!(s.workload, Workload::SchedulingBasic | Workload::WithMetrics))
         {
-            spec.percentage_of_nodes_to_score = Some(sampling.as_percentage());
+            spec.percentage_of_nodes_to_score = sampling.as_percentage();
         }
     }
     if !args.shadow_candidates.is_empty() {

@@ -139,9 +139,11 @@ pub fn measure(
         // Marked, so the targets (judged with every node evaluated) skip it.
         sampled => (
             format!("{variant}, sampling {sampled}"),
-            [("percentageOfNodesToScore".to_string(), sampled.as_percentage() as f64)].into(),
+            sampled.as_percentage().map(|p| ("percentageOfNodesToScore".to_string(), p as f64)).into_iter().collect(),
         ),
     };
+    // What sampling left to score, so that `Auto` says whether it applied.
+    details.insert("scoredNodesPerAttempt".into(), report.scored_nodes as f64 / pods.max(1) as f64);
     details.insert("parallelism".into(), workers as f64);
     if !report.preemptions.is_empty() {
         details.insert("preemptions".into(), report.preemptions.len() as f64);

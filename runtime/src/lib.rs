@@ -25,6 +25,7 @@ mod incremental;
 mod instance;
 mod limits;
 mod loaded;
+mod node_cost;
 mod node_metrics;
 mod node_table;
 mod policy_log;

@@ -14,6 +14,7 @@ use crate::error::PolicyError;
 use crate::facts::{Candidate, FilterOutcome, PodFacts, PolicyInfo, ScorePart};
 use crate::instance::{InstanceFactory, PolicyInstance};
 use crate::limits::PolicyLimits;
+use crate::node_cost::NodeCost;
 use crate::node_metrics::NodeMetrics;
 use crate::node_table::NodeTable;
 use crate::ticker::EpochTicker;
@@ -55,6 +56,7 @@ pub struct LoadedPolicy {
     name: Arc<str>,
     idle: Mutex<Vec<PolicyInstance>>,
     node_records_sent: AtomicU64,
+    node_cost: NodeCost,
 }
 
 impl std::fmt::Debug for LoadedPolicy {
@@ -117,6 +119,7 @@ impl LoadedPolicy {
             name,
             idle: Mutex::new(vec![instance]),
             node_records_sent: AtomicU64::new(0),
+            node_cost: NodeCost::default(),
         })
     }
 
@@ -137,6 +140,13 @@ impl LoadedPolicy {
     /// with node changes and new instances, not with pods.
     pub fn node_records_sent(&self) -> u64 {
         self.node_records_sent.load(Ordering::Relaxed)
+    }
+
+    /// The CPU its `filter` and `score` calls have cost per candidate node,
+    /// averaged over recent calls of 64 candidates or more; `None` until
+    /// one was made. What node sampling judges a policy's speed by.
+    pub fn cost_per_node(&self) -> Option<Duration> {
+        self.node_cost.per_node()
     }
 
     /// Brings an idle instance (creating one if none is idle) up to date
@@ -194,6 +204,24 @@ impl LoadedPolicy {
         result
     }
 
+    /// Runs one call over `candidates` nodes, counting its CPU toward
+    /// [`Self::cost_per_node`] when the policy answered.
+    fn measured<T>(
+        &self,
+        candidates: usize,
+        call: impl FnOnce() -> Result<Result<T, String>, PolicyError>,
+    ) -> Result<Result<T, String>, PolicyError> {
+        if candidates < crate::node_cost::MIN_MEASURED_CANDIDATES {
+            return call();
+        }
+        let before = crate::cpu_time::this_thread();
+        let answer = call();
+        if matches!(answer, Ok(Ok(_))) {
+            self.node_cost.record(crate::cpu_time::this_thread().saturating_sub(before), candidates);
+        }
+        answer
+    }
+
     /// The policy's filter over `candidates`, validated.
     pub fn filter(
         &self,
@@ -203,8 +231,10 @@ impl LoadedPolicy {
     ) -> Result<FilterOutcome, PolicyError> {
         let (reasons, verdicts) = self
             .with_instance(ctx, |instance| {
-                instance.call(&self.name, "filter", self.limits().call_deadline, |store, b| {
-                    b.filter(store, pod, candidates)
+                self.measured(candidates.len(), || {
+                    instance.call(&self.name, "filter", self.limits().call_deadline, |store, b| {
+                        b.filter(store, pod, candidates)
+                    })
                 })
             })?
             .map_err(|message| declined(&self.name, "filter", message))?;
@@ -247,8 +277,10 @@ impl LoadedPolicy {
     ) -> Result<Vec<f64>, PolicyError> {
         let scores = self
             .with_instance(ctx, |instance| {
-                instance.call(&self.name, "score", self.limits().call_deadline, |store, b| {
-                    b.score(store, pod, candidates, seed)
+                self.measured(candidates.len(), || {
+                    instance.call(&self.name, "score", self.limits().call_deadline, |store, b| {
+                        b.score(store, pod, candidates, seed)
+                    })
                 })
             })?
             .map_err(|message| declined(&self.name, "score", message))?;

@@ -91,6 +91,47 @@ pub fn synthetic_cluster() -> (PodFacts, NodeTable, Vec<Candidate>) {
     (pod, table, candidates)
 }
 
+/// Synthetic nodes in the cost run: enough that a call's fixed cost is
+/// small beside the per-node work, few enough to take milliseconds even
+/// for an interpreted policy.
+const COST_RUN_NODES: usize = 256;
+
+/// Filter and score calls over [`COST_RUN_NODES`] synthetic nodes, a few
+/// rounds, and what they cost per node as the scheduler measures it
+/// ([`LoadedPolicy::cost_per_node`]); `None` when a call failed (the smoke
+/// run says why). For `wasmsched check`: what node sampling will make of
+/// the policy, before it meets a cluster.
+pub fn cost_run(policy: &LoadedPolicy) -> Option<Duration> {
+    let (pod, _, _) = synthetic_cluster();
+    let mut table = NodeTable::new();
+    let shapes = [(2, 4, "zone-a"), (4, 16, "zone-a"), (16, 64, "zone-b")];
+    let candidates: Vec<Candidate> = (0..COST_RUN_NODES)
+        .map(|i| {
+            let (cpu, memory, zone) = shapes[i % shapes.len()];
+            let pods = (i % 7) as u64;
+            Candidate {
+                node: table.upsert(node(&format!("node-{i:03}"), cpu, memory, zone)),
+                requested_milli_cpu: 250 * pods,
+                requested_memory: pods * GI / 2,
+                requested_ephemeral_storage: 0,
+                nonzero_requested_milli_cpu: 250 * pods,
+                nonzero_requested_memory: pods * GI / 2,
+                pod_count: pods as u32,
+            }
+        })
+        .collect();
+    let ctx = PolicyContext { nodes: Arc::new(table), node_metrics: Arc::new(NoMetrics) };
+    for round in 0..4 {
+        if policy.info.phases.filter {
+            policy.filter(&ctx, &pod, &candidates).ok()?;
+        }
+        if policy.info.phases.score {
+            policy.score(&ctx, &pod, &candidates, 0x5eed + round).ok()?;
+        }
+    }
+    policy.cost_per_node()
+}
+
 /// The smoke run, judged by the work it did: a run that missed its
 /// deadline waiting for a core on a busy machine is run again
 /// ([`crate::cpu_time::retry_starved`]).

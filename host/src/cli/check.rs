@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use wasmsched_runtime::smoke::{SmokeReport, smoke_run};
+use std::time::Duration;
+
+use wasmsched_runtime::smoke::{SmokeReport, cost_run, smoke_run};
 use wasmsched_runtime::{LoadedPolicy, PolicyError, ScoreOrder};
 
 use wasmsched::policy::flags::{LimitArgs, announce_long_compile, policy_source, read_config};
@@ -38,7 +40,11 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     };
     policy.capture_logs();
     let report = smoke_run(&policy);
-    print_report(&policy, &report);
+    // Only the smoke run's log lines show; a policy that failed it is not
+    // called again (its error shows once).
+    let logs = policy.captured_logs();
+    let cost = report.failure().is_none().then(|| cost_run(&policy)).flatten();
+    print_report(&policy, &report, &logs, cost);
     if let Some(digest) = digest {
         let reference = args.policy.to_string_lossy();
         let repository = reference.split('@').next().unwrap_or(&reference);
@@ -47,7 +53,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     Ok(if report.failure().is_some() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-fn print_report(policy: &LoadedPolicy, report: &SmokeReport) {
+fn print_report(policy: &LoadedPolicy, report: &SmokeReport, logs: &[String], cost: Option<Duration>) {
     let p = &policy.provenance;
     let info = &policy.info;
     let phases: Vec<&str> = [(info.phases.filter, "filter"), (info.phases.score, "score")]
@@ -77,6 +83,9 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport) {
         if p.from_cache { " (precompiled cache)" } else { "" },
         policy.instantiate_time.as_secs_f64() * 1e3
     );
+    if let Some(cost) = cost {
+        println!("speed       {}", speed(cost));
+    }
     println!(
         "limits      memory {} MiB, deadline {} ms per call",
         policy.limits().memory_bytes >> 20,
@@ -106,7 +115,7 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport) {
         };
         println!("  {node:<8} {filter:<44} {score}");
     }
-    for line in policy.captured_logs() {
+    for line in logs {
         println!("  log: {line}");
     }
     for result in [report.filter.as_ref().map(|r| r.as_ref().err()), report.score.as_ref().map(|r| r.as_ref().err())]
@@ -120,6 +129,21 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport) {
         Some(e) => println!("FAIL  {e}"),
         None => println!("OK    {} is ready to schedule", info.name),
     }
+}
+
+/// What node sampling makes of a policy that costs `cost` a node.
+fn speed(cost: Duration) -> String {
+    use wasmsched::scheduler::sampling::{DEFAULT_SAMPLE_ABOVE, per_node};
+    let verdict = if cost > DEFAULT_SAMPLE_ABOVE {
+        format!(
+            "above the {} bound, so in clusters of over 100 nodes its pods get kube-scheduler's adaptive \
+             node sampling (docs/operators.md, \"Node sampling\")",
+            per_node(DEFAULT_SAMPLE_ABOVE)
+        )
+    } else {
+        format!("within the {} bound, so every node is evaluated", per_node(DEFAULT_SAMPLE_ABOVE))
+    };
+    format!("{} CPU a node (256 synthetic nodes), {verdict}", per_node(cost))
 }
 
 fn outcome_word(e: &PolicyError) -> &'static str {

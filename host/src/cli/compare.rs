@@ -52,6 +52,9 @@ pub struct CompareArgs {
     /// As `simulate --percentage-of-nodes-to-score`.
     #[arg(long, value_name = "0-100")]
     pub percentage_of_nodes_to_score: Option<NodeSampling>,
+    /// As `simulate --sample-policies-slower-than`.
+    #[arg(long, value_name = "DURATION", value_parser = wasmsched::duration::parse_duration)]
+    pub sample_policies_slower_than: Option<std::time::Duration>,
     /// Continue with the valid documents when some are malformed.
     #[arg(long)]
     pub skip_invalid: bool,
@@ -99,7 +102,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let options = SimOptions {
         scheduler_name: args.scheduler_name.clone(),
         seed: args.seed,
-        sampling: args.percentage_of_nodes_to_score.unwrap_or_default(),
+        sampling: NodeSampling::or_auto(args.percentage_of_nodes_to_score, args.sample_policies_slower_than),
         scoring: BuiltinScoring::default(),
         workers: AttemptWorkers::new(AttemptWorkers::default_threads()).context("starting the attempt threads")?,
         ..SimOptions::default()

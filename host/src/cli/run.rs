@@ -109,10 +109,17 @@ pub struct RunArgs {
     pub seed: u64,
     /// Node sampling, as kube-scheduler's: stop filtering once this
     /// percentage of the nodes (at least 100) is feasible; 0 is
-    /// kube-scheduler's adaptive default. Default: every node (without
-    /// --config; the file has percentageOfNodesToScore).
+    /// kube-scheduler's adaptive default, 100 every node. Default: every
+    /// node, but adaptive for a policy slower than
+    /// --sample-policies-slower-than (without --config; the file has
+    /// percentageOfNodesToScore).
     #[arg(long, value_name = "0-100", conflicts_with = "config")]
     pub percentage_of_nodes_to_score: Option<NodeSampling>,
+    /// Without --percentage-of-nodes-to-score: a policy whose calls cost
+    /// more than this per node (its CPU, measured as it runs) gets
+    /// kube-scheduler's adaptive sampling [default: 500ns].
+    #[arg(long, value_name = "DURATION", value_parser = wasmsched::duration::parse_duration, conflicts_with = "config")]
+    pub sample_policies_slower_than: Option<std::time::Duration>,
     /// Record what the scheduler consumes and decides into DIR (a new
     /// directory, or one without a recording), for `wasmsched simulate
     /// --replay DIR`.
@@ -230,6 +237,7 @@ fn flags(args: &RunArgs) -> anyhow::Result<Flags> {
             .transpose()?,
         policy_dir,
         sampling: args.percentage_of_nodes_to_score,
+        sample_slower_than: args.sample_policies_slower_than,
         node_metrics: metrics,
         leader_election: LeaderElectionFlags {
             enabled: args.leader_elect,

@@ -76,10 +76,16 @@ pub struct SimulateArgs {
     pub seed: u64,
     /// Node sampling, as kube-scheduler's: stop filtering once this
     /// percentage of the nodes (at least 100) is feasible, the next attempt
-    /// going on from there; 0 is kube-scheduler's adaptive default.
-    /// Default: every node.
+    /// going on from there; 0 is kube-scheduler's adaptive default, 100
+    /// every node. Default: every node, but adaptive for a policy slower
+    /// than --sample-policies-slower-than.
     #[arg(long, value_name = "0-100")]
     pub percentage_of_nodes_to_score: Option<NodeSampling>,
+    /// Without --percentage-of-nodes-to-score: a policy whose calls cost
+    /// more than this per node (its CPU, measured as it runs) gets
+    /// kube-scheduler's adaptive sampling [default: 500ns].
+    #[arg(long, value_name = "DURATION", value_parser = wasmsched::duration::parse_duration)]
+    pub sample_policies_slower_than: Option<std::time::Duration>,
     /// Turn off a part of the built-in score, by its kube-scheduler plugin
     /// name (TaintToleration, NodeAffinity, PodTopologySpread,
     /// InterPodAffinity, NodeResourcesBalancedAllocation, ImageLocality;
@@ -283,7 +289,7 @@ pub(super) fn simulate_cluster(args: &SimulateArgs) -> anyhow::Result<(wasmsched
         explain: args.explain.clone(),
         tenants,
         tenant_candidates,
-        sampling: args.percentage_of_nodes_to_score.unwrap_or_default(),
+        sampling: NodeSampling::or_auto(args.percentage_of_nodes_to_score, args.sample_policies_slower_than),
         scoring: BuiltinScoring::configured(&args.disable_builtin_score, &[])
             .map_err(|e| anyhow::anyhow!("--disable-builtin-score: {e}"))?,
         workers: AttemptWorkers::new(args.parallelism.map_or_else(AttemptWorkers::default_threads, usize::from))
@@ -317,7 +323,7 @@ fn run_replay(args: &SimulateArgs, dir: &std::path::Path) -> anyhow::Result<Stri
         seed: args.seed,
         tenants,
         tenant_candidates,
-        sampling: args.percentage_of_nodes_to_score.unwrap_or_default(),
+        sampling: NodeSampling::or_auto(args.percentage_of_nodes_to_score, args.sample_policies_slower_than),
         scoring: BuiltinScoring::configured(&args.disable_builtin_score, &[])
             .map_err(|e| anyhow::anyhow!("--disable-builtin-score: {e}"))?,
         workers: AttemptWorkers::new(args.parallelism.map_or_else(AttemptWorkers::default_threads, usize::from))

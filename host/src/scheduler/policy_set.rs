@@ -96,6 +96,15 @@ impl PolicySet {
     /// Call it off the scheduling thread, before the swap, with a snapshot of
     /// the scheduler's context. A failure is only logged: the first real
     /// call syncs again, and falls back if that fails too.
+    /// The deciding policy that costs the most per candidate node, and
+    /// that cost, once one of them was measured (node sampling's measure).
+    pub fn slowest(&self) -> Option<(&str, std::time::Duration)> {
+        self.policies
+            .iter()
+            .filter_map(|wp| Some((wp.policy.name(), wp.policy.cost_per_node()?)))
+            .max_by_key(|(_, cost)| *cost)
+    }
+
     pub fn warm(&self, ctx: &PolicyContext) {
         let candidates = self.candidates.iter().map(|c| &c.policy);
         for policy in self.policies.iter().map(|wp| &wp.policy).chain(candidates) {

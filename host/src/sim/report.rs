@@ -201,7 +201,8 @@ pub fn yaml(report: &SimReport) -> String {
 pub fn explain(record: &AttemptRecord) -> String {
     let mut out = String::new();
     let sampled = if record.evaluated < record.nodes {
-        format!(" ({} evaluated: node sampling)", record.evaluated)
+        let why = record.sampled_because.as_deref().unwrap_or("node sampling");
+        format!(" ({} evaluated: {why})", record.evaluated)
     } else {
         String::new()
     };

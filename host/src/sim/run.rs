@@ -58,7 +58,7 @@ impl Default for SimOptions {
             progress: None,
             tenants: Vec::new(),
             tenant_candidates: Vec::new(),
-            sampling: NodeSampling::All,
+            sampling: NodeSampling::default(),
             scoring: BuiltinScoring::default(),
             workers: AttemptWorkers::default(),
             dra_filter_timeout: Default::default(),

@@ -27,6 +27,10 @@ fn a_good_policy_prints_metadata_and_smoke_run() {
     assert!(text.contains("contract    wasmsched:policy@0.2.0"), "{text}");
     assert!(text.contains("phases      score (higher raw score is better)"), "{text}");
     assert!(text.contains("nodes       judged one by one: "), "{text}");
+    assert!(
+        text.contains(" CPU a node (256 synthetic nodes), within the 500 ns bound, so every node is evaluated"),
+        "{text}"
+    );
     let random = stdout(&check(&[path(&policy_wasm("random"))]));
     assert!(random.contains("nodes       judged together: every call sees every candidate"), "{random}");
     assert!(text.contains("compile     "), "{text}");

@@ -61,6 +61,7 @@ fn python_least_allocated_passes_check_and_places_like_its_rust_twin() {
     let report = check(&python, &cache_args);
     assert!(report.contains("policy      least-allocated-py 0.1.0"), "{report}");
     assert!(report.contains("OK    least-allocated-py is ready to schedule"), "{report}");
+    assert!(report.contains(" CPU a node (256 synthetic nodes), above the 500 ns bound, so in clusters"), "{report}");
 
     let rust = policy_wasm("least-allocated");
     let twin = placements(&["--policy", path(&rust)]);
@@ -146,4 +147,62 @@ fn a_large_python_policy_loads_from_a_pinned_url() {
     )]);
     let e = parse_bundle("o", &wrong, limits.max_wasm_bytes, &Fetcher::new(None)).unwrap_err();
     assert!(e.contains(&format!("sha256 is {sha}, the pin says {}", "0".repeat(64))), "{e}");
+}
+
+/// A cluster of `nodes` plain nodes and `pods` pods of 100m, in a file.
+fn large_cluster(dir: &Path, nodes: usize, pods: usize) -> std::path::PathBuf {
+    let mut manifests = String::new();
+    for i in 0..nodes {
+        manifests += &format!(
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: node-{i:03}\nstatus:\n  allocatable: {{cpu: \"4\", memory: 8Gi, pods: \"110\"}}\n  conditions: [{{type: Ready, status: \"True\"}}]\n---\n"
+        );
+    }
+    for i in 0..pods {
+        manifests += &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-{i}\n  namespace: default\nspec:\n  schedulerName: wasmsched\n  containers:\n  - name: c\n    image: nginx\n    resources:\n      requests: {{cpu: 100m, memory: 128Mi}}\n---\n"
+        );
+    }
+    let file = dir.join("cluster.yaml");
+    std::fs::write(&file, manifests).unwrap();
+    file
+}
+
+/// `simulate --explain` of the last pod, which must succeed.
+fn explain_last(args: &[&str]) -> String {
+    let mut all = vec!["simulate", "--explain", "web-5"];
+    all.extend_from_slice(args);
+    let out = wasmsched(&all);
+    assert!(out.status.success(), "simulate {args:?}: {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// The interpreted policy, measured slower than the bound per node, gets
+/// kube-scheduler's adaptive sampling (230 of 500 nodes) and `--explain`
+/// says why; a Rust policy, or an operator's percentage or bound, keeps
+/// every node.
+#[test]
+fn a_slow_policy_gets_adaptive_sampling_and_explain_says_why() {
+    let Some(python) = polyglot_wasm(Polyglot::PythonLeastAllocated) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = large_cluster(dir.path(), 500, 6);
+    // Kept between runs: what is measured here is the calls, not the compile.
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("polyglot-sampling-cache");
+    let py = |extra: &[&str]| {
+        let mut args = vec![path(&cluster), "--policy", path(&python), "--cache-dir", path(&cache)];
+        args.extend_from_slice(extra);
+        explain_last(&args)
+    };
+    let sampled = py(&[]);
+    assert!(
+        sampled.contains("500 nodes (230 evaluated: adaptive node sampling: policy least-allocated-py costs "),
+        "{sampled}"
+    );
+    assert!(sampled.contains(" a node, over 500 ns)"), "{sampled}");
+    for every_node in [&["--percentage-of-nodes-to-score", "100"][..], &["--sample-policies-slower-than", "1s"]] {
+        let out = py(every_node);
+        assert!(out.contains("500 nodes, 500 feasible after built-in filters"), "{every_node:?}: {out}");
+    }
+    let rust = policy_wasm("least-allocated");
+    let out = explain_last(&[path(&cluster), "--policy", path(&rust)]);
+    assert!(out.contains("500 nodes, 500 feasible after built-in filters"), "{out}");
 }

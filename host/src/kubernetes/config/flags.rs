@@ -20,6 +20,9 @@ pub struct Flags {
     pub policy_configmap: Option<ConfigMapRef>,
     pub policy_dir: Option<PathBuf>,
     pub sampling: Option<NodeSampling>,
+    /// `--sample-policies-slower-than`: the bound per node past which a
+    /// policy gets adaptive sampling when no percentage is set.
+    pub sample_slower_than: Option<Duration>,
     /// From `--metrics-config`.
     pub node_metrics: Vec<MetricSpec>,
     pub leader_election: LeaderElectionFlags,

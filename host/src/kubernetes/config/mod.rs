@@ -59,7 +59,7 @@ impl ProfileConfig {
             scheduler_name: scheduler_name.to_string(),
             origin: PolicyOrigin::Specs(policies),
             scoring: BuiltinScoring::default(),
-            sampling: NodeSampling::All,
+            sampling: NodeSampling::default(),
         }
     }
 

@@ -75,9 +75,11 @@ pub fn resolve(file: Option<(&ConfigurationFile, &Path)>, flags: Flags) -> Resul
                 || flags.policy_configmap.is_some()
                 || flags.policy_dir.is_some()
                 || flags.sampling.is_some()
+                || flags.sample_slower_than.is_some()
             {
                 return Err(err("profiles come from the configuration file; drop --scheduler-name, --policy, \
-                     --policy-configmap, --policy-dir and --percentage-of-nodes-to-score"
+                     --policy-configmap, --policy-dir, --percentage-of-nodes-to-score and \
+                     --sample-policies-slower-than"
                     .into()));
             }
             let dir = path.parent().unwrap_or(Path::new("."));
@@ -152,7 +154,7 @@ fn flag_profile(flags: &Flags) -> Result<ProfileConfig<Vec<PolicyPlan>>, String>
     Ok(ProfileConfig {
         scheduler_name: flags.scheduler_name.clone().unwrap_or_else(|| "wasmsched".into()),
         origin,
-        sampling: flags.sampling.unwrap_or_default(),
+        sampling: NodeSampling::or_auto(flags.sampling, flags.sample_slower_than),
         scoring: BuiltinScoring::default(),
     })
 }
@@ -167,7 +169,13 @@ fn file_profile(
     let profile: &ProfileFile = &file.profiles[pi];
     let here = format!("profiles[{pi}] ({})", profile.scheduler_name);
     let sampling = match profile.percentage_of_nodes_to_score.or(file.percentage_of_nodes_to_score) {
-        None => NodeSampling::All,
+        None => {
+            let bound = file
+                .sample_policies_slower_than
+                .as_deref()
+                .map(|b| crate::duration::parse_duration(b).map_err(|e| format!("samplePoliciesSlowerThan: {e}")));
+            NodeSampling::or_auto(None, bound.transpose()?)
+        }
         Some(value) => NodeSampling::from_percentage(value).map_err(|e| format!("{here}: {e}"))?,
     };
     let origin = match (&profile.policy_config_map, &profile.policy_dir, profile.policies.is_empty()) {
@@ -303,7 +311,12 @@ mod tests {
         let sampling: Vec<_> = r.profiles.iter().map(|p| p.sampling).collect();
         assert_eq!(sampling, [NodeSampling::Percentage(30), NodeSampling::Adaptive, NodeSampling::All]);
         let r = with_file("profiles:\n- schedulerName: a\n", Flags::default()).unwrap();
-        assert_eq!(r.profiles[0].sampling, NodeSampling::All, "unset: every node");
+        assert_eq!(r.profiles[0].sampling, NodeSampling::default(), "unset: every node unless a policy is slow");
+        let r = with_file("samplePoliciesSlowerThan: 2us\nprofiles:\n- schedulerName: a\n", Flags::default()).unwrap();
+        assert_eq!(r.profiles[0].sampling, NodeSampling::Auto { above: std::time::Duration::from_micros(2) });
+        let e =
+            with_file("samplePoliciesSlowerThan: fast\nprofiles:\n- schedulerName: a\n", Flags::default()).unwrap_err();
+        assert!(e.starts_with(&format!("{PATH}: samplePoliciesSlowerThan: \"fast\" is not a duration")), "{e}");
         let e = with_file("profiles:\n- schedulerName: a\n  percentageOfNodesToScore: 150\n", Flags::default())
             .unwrap_err();
         assert_eq!(

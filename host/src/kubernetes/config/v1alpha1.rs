@@ -8,7 +8,8 @@
 //! kind: WasmSchedulerConfiguration
 //! leaderElection: {leaderElect: true, resourceNamespace: wasmsched, resourceName: wasmsched}
 //! parallelism: 16
-//! percentageOfNodesToScore: 0   # kube-scheduler's sampling; unset or 100: every node
+//! percentageOfNodesToScore: 0   # kube-scheduler's sampling; 100: every node
+//! samplePoliciesSlowerThan: 500ns  # unset percentage: adaptive only for policies costing more a node
 //! profiles:
 //! - schedulerName: wasmsched
 //!   policies:
@@ -65,6 +66,11 @@ pub struct ConfigurationFile {
     /// its own: unset or 100 every node, 0 kube-scheduler's adaptive default.
     #[serde(default)]
     pub percentage_of_nodes_to_score: Option<i64>,
+    /// Where no percentage is set: every node for policies that cost at
+    /// most this per node, kube-scheduler's adaptive sampling for slower
+    /// ones (default 500ns).
+    #[serde(default)]
+    pub sample_policies_slower_than: Option<String>,
     pub profiles: Vec<ProfileFile>,
     #[serde(default)]
     pub tenants: Option<TenantsFile>,

@@ -92,6 +92,7 @@ pub fn policy_pass(
         attempt,
         nodes,
         evaluated,
+        sampled_because: None,
         feasible_builtin,
         feasible: survivors.candidates.len(),
         chosen: None,

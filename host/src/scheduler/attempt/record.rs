@@ -87,6 +87,10 @@ pub struct AttemptRecord {
     /// Nodes the built-in filters ran on: all of them, unless node sampling
     /// (`percentageOfNodesToScore`) stopped once enough were feasible.
     pub evaluated: usize,
+    /// Why the nodes were sampled though the operator set no
+    /// `percentageOfNodesToScore`: a policy slower than the bound per node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampled_because: Option<String>,
     /// Nodes left after the built-in filters, then after policy filters.
     pub feasible_builtin: usize,
     pub feasible: usize,

@@ -129,6 +129,7 @@ mod tests {
             attempt: 1,
             nodes: 1,
             evaluated: 1,
+            sampled_because: None,
             feasible_builtin: 1,
             feasible: 1,
             chosen: chosen.map(String::from),

@@ -68,7 +68,7 @@ impl Default for SchedulerConfig {
         SchedulerConfig {
             scheduler_name: "wasmsched".into(),
             seed: 0,
-            sampling: NodeSampling::All,
+            sampling: NodeSampling::default(),
             scoring: BuiltinScoring::default(),
             dra_filter_timeout: Default::default(),
         }
@@ -284,7 +284,7 @@ impl Scheduler {
             None => self.profiles.push(Profile {
                 scheduler_name: scheduler_name.to_string(),
                 policies,
-                sampling: NodeSampling::All,
+                sampling: NodeSampling::default(),
                 scoring: BuiltinScoring::default(),
             }),
         }
@@ -386,9 +386,10 @@ impl Scheduler {
                 return self.hand_to_tenant((tenant, policy), &scoring, pod, attempt, detail, now);
             }
         };
-        let window = self.window(profile.sampling);
         let canary = tenant.is_none().then(|| self.canaries.deciding(&pod.scheduler_name, policies, &pod)).flatten();
         let canary_set = canary.map(|c| c.applied_to(policies));
+        let (sampling, slow) = profile.sampling.resolve(canary_set.as_ref().unwrap_or(policies).slowest());
+        let window = self.window(sampling);
         let mut shadows: Vec<Shadowing> = match canary {
             Some(_) => Vec::new(),
             None => {
@@ -456,6 +457,7 @@ impl Scheduler {
             self.shadow_outbox.stopped.extend(stop);
         }
         record.tenant = tenant;
+        record.sampled_because = slow.filter(|_| record.evaluated < record.nodes).map(|s| s.to_string());
         Some(self.conclude(pod, record, now))
     }
 
