@@ -456,10 +456,16 @@ impl Drive {
     /// One attempt's cost and outcome, for the totals and latencies.
     fn account(&mut self, record: AttemptRecord) {
         self.attempt_durations.push(record.duration);
+        // A policy split over slices makes one call per slice, each over
+        // part of the nodes: its nodes count once, its slices' times add.
+        let mut scoring: Vec<&str> = Vec::new();
         for call in record.policy_calls.iter().filter(|c| c.phase == "score") {
             self.score_time += call.duration;
-            self.scored_nodes += record.feasible as u64;
+            if !scoring.contains(&call.policy.as_str()) {
+                scoring.push(&call.policy);
+            }
         }
+        self.scored_nodes += (record.feasible * scoring.len()) as u64;
         self.fallbacks += u64::from(record.fallback.is_some());
         if !record.node_records.is_empty() {
             self.explained = Some(record);
