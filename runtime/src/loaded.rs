@@ -290,9 +290,12 @@ impl LoadedPolicy {
             return Err(malformed(format!("{} scores for {} candidates", scores.len(), candidates.len())));
         }
         if let Some((i, s)) = scores.iter().enumerate().find(|(_, s)| !s.is_finite() || s.abs() > MAX_RAW_SCORE) {
-            let what =
-                if s.is_nan() { "NaN".to_string() } else { format!("{s:e} (scores must be finite, |score| <= 2^53)") };
-            return Err(malformed(format!("score of candidate {i} is {what}")));
+            // Named by the node, which the author can find in the cluster.
+            let node = ctx.nodes.name(candidates[i].node).unwrap_or("?");
+            let what = if s.is_nan() { "NaN".to_string() } else { format!("{s:e}") };
+            return Err(malformed(format!(
+                "the score for node {node} (candidate {i}) is {what}; scores must be finite, |score| <= 2^53"
+            )));
         }
         Ok(scores)
     }

@@ -154,6 +154,7 @@ fn entries(
     let mut binary = Mapping::new();
     match &args.url {
         Some(url) => {
+            refuse_a_tag(url)?;
             entry.insert("url".into(), url.clone().into());
             entry.insert("sha256".into(), source.sha256().into());
         }
@@ -223,4 +224,21 @@ fn gzip(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     encoder.write_all(bytes)?;
     Ok(encoder.finish()?)
+}
+
+/// An `oci://` URL must be pinned by digest: the scheduler refuses a tag
+/// (it can move under a running scheduler), so a manifest naming one
+/// would only fail once applied.
+fn refuse_a_tag(url: &str) -> anyhow::Result<()> {
+    if !url.starts_with("oci://") {
+        return Ok(());
+    }
+    let reference = wasmsched::policy::oci::OciRef::parse(url).map_err(|e| anyhow::anyhow!("--url {e}"))?;
+    if reference.digest().is_none() {
+        bail!(
+            "--url {url}: name it by digest (oci://REGISTRY/REPOSITORY@sha256:DIGEST): the scheduler refuses a tag, \
+             which can move under it; `wasmsched check {url}` prints the digest to pin"
+        );
+    }
+    Ok(())
 }

@@ -92,7 +92,7 @@ impl FileWatcher {
     /// Blocks until a watched file changed and then stayed quiet for
     /// `settle` (a build writes in several steps). Returns one changed path.
     pub fn next_change(&self, settle: Duration) -> anyhow::Result<PathBuf> {
-        let changed = loop {
+        let mut changed = loop {
             match self.events.recv()? {
                 Ok(event) => {
                     if let Some(path) = self.relevant(&event) {
@@ -102,7 +102,49 @@ impl FileWatcher {
                 Err(e) => eprintln!("warning: watching files: {e}"),
             }
         };
-        while self.events.recv_timeout(settle).is_ok() {}
+        // An editor saves through a temporary (`.app.py.swp`, `app.py~`,
+        // vim's `4913`): the file to name is the one saved, which a later
+        // event of the same save names.
+        while let Ok(event) = self.events.recv_timeout(settle) {
+            if let Some(path) = event.ok().and_then(|e| self.relevant(&e))
+                && (is_temporary(&changed) || !is_temporary(&path))
+            {
+                changed = path;
+            }
+        }
         Ok(changed)
+    }
+}
+
+/// An editor's scratch file rather than one an author saves: hidden,
+/// a backup (`~`), a swap or temporary extension, or all digits.
+fn is_temporary(path: &Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    name.starts_with('.')
+        || name.starts_with('#')
+        || name.ends_with('~')
+        || [".swp", ".swx", ".tmp", ".bak"].iter().any(|ext| name.ends_with(ext))
+        || name.contains(".tmp.")
+        || (!name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()))
+        || !path.exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn editors_scratch_files_are_told_from_the_saved_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let saved = dir.path().join("app.py");
+        std::fs::write(&saved, "x = 1\n").unwrap();
+        assert!(!is_temporary(&saved));
+        for scratch in [".app.py.swp", "app.py~", "4913", "#app.py#", "app.py.tmp.1234", "gone.py"] {
+            let path = dir.path().join(scratch);
+            if scratch != "gone.py" {
+                std::fs::write(&path, "").unwrap();
+            }
+            assert!(is_temporary(&path), "{scratch}");
+        }
     }
 }

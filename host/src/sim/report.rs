@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::run::SimReport;
+use crate::scheduler::attempt::record::ScorePart;
 use crate::scheduler::experiments::CandidateCounts;
 use crate::scheduler::{AttemptRecord, NodeRecord, Verdict};
 
@@ -147,9 +148,8 @@ pub fn experiments(candidates: &[CandidateCounts]) -> String {
                 best.join(", ")
             );
             for (node, parts) in &d.parts {
-                let sum: Vec<String> = parts.iter().map(|p| format!("{} {}", p.name, trim_float(p.value))).collect();
                 let raw: f64 = parts.iter().map(|p| p.value).sum();
-                let _ = writeln!(out, "    {node}: {} = {}", sum.join(" + "), trim_float(raw));
+                let _ = writeln!(out, "    {node}: {} = {}", sum_of(parts), trim_float(raw));
             }
         }
     }
@@ -302,8 +302,7 @@ fn breakdowns(rows: &[&NodeRecord], width: usize) -> String {
     let mut out = String::new();
     for n in rows {
         for s in n.scores.iter().filter(|s| !s.parts.is_empty()) {
-            let sum: Vec<String> = s.parts.iter().map(|p| format!("{} {}", p.name, trim_float(p.value))).collect();
-            let _ = writeln!(out, "{:<width$}  {}: {} = {}", n.node, s.policy, sum.join(" + "), trim_float(s.raw));
+            let _ = writeln!(out, "{:<width$}  {}: {} = {}", n.node, s.policy, sum_of(&s.parts), trim_float(s.raw));
         }
     }
     if out.is_empty() {
@@ -312,6 +311,39 @@ fn breakdowns(rows: &[&NodeRecord], width: usize) -> String {
     format!("\nWhat the policies' raw scores are made of, as each policy says:\n{out}")
 }
 
+/// Named parts as a sum: `free cpu 40 + zone bonus 50 - rack load 20`. A
+/// negative part is subtracted, not added as `+ rack load -20`.
+fn sum_of(parts: &[ScorePart]) -> String {
+    let mut out = String::new();
+    for (i, p) in parts.iter().enumerate() {
+        let (sign, value) = if p.value < 0.0 { ("-", -p.value) } else { ("+", p.value) };
+        match (i, sign) {
+            (0, "+") => {}
+            (0, _) => out.push_str("- "),
+            _ => out.push_str(&format!(" {sign} ")),
+        }
+        out.push_str(&format!("{} {}", p.name, trim_float(value)));
+    }
+    out
+}
+
 fn trim_float(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 { format!("{v:.0}") } else { format!("{v:.4}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(name: &str, value: f64) -> ScorePart {
+        ScorePart { name: name.into(), value }
+    }
+
+    #[test]
+    fn negative_parts_are_subtracted() {
+        let parts = [part("free memory", 40.0), part("gpu bonus", 50.0), part("rack load / 4", -20.0)];
+        assert_eq!(sum_of(&parts), "free memory 40 + gpu bonus 50 - rack load / 4 20");
+        assert_eq!(sum_of(&[part("rack load", -2.5), part("zone", 10.0)]), "- rack load 2.5000 + zone 10");
+        assert_eq!(sum_of(&[]), "");
+    }
 }

@@ -157,12 +157,17 @@ fn configmap_writes_a_tenants_manifest_and_refuses_what_cannot_fit() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(said.contains("too large for a ConfigMap (1 MiB): push it"), "{said}");
-    let out = run(&[path(big.path()), "--url", "oci://registry.example.com/p@sha256:0123"]);
+    let tagged = run(&[path(big.path()), "--url", "oci://registry.example.com/p:v1"]);
+    let said = String::from_utf8_lossy(&tagged.stderr);
+    assert!(!tagged.status.success() && tagged.stdout.is_empty(), "a tag the scheduler would refuse");
+    assert!(said.contains("--url oci://registry.example.com/p:v1: name it by digest"), "{said}");
+    let pinned = format!("oci://registry.example.com/p@sha256:{}", "0123456789abcdef".repeat(4));
+    let out = run(&[path(big.path()), "--url", &pinned]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let cm: k8s_openapi::api::core::v1::ConfigMap = serde_yaml::from_slice(&out.stdout).unwrap();
     assert!(cm.binary_data.is_none());
     let entry: serde_yaml::Value = serde_yaml::from_str(&cm.data.unwrap()["spot-first.yaml"]).unwrap();
-    assert_eq!(entry["url"], "oci://registry.example.com/p@sha256:0123");
+    assert_eq!(entry["url"], pinned.as_str());
     assert_eq!(entry["sha256"].as_str().unwrap().len(), 64);
 }
 

@@ -367,11 +367,17 @@ fn names_and_metric_requests_are_bounded() {
 fn malformed_results_are_rejected_with_what_is_wrong() {
     let cases = [
         ("short", "score", "hostile: malformed score result: 2 scores for 3 candidates"),
-        ("nan", "score", "hostile: malformed score result: score of candidate 0 is NaN"),
+        (
+            "nan",
+            "score",
+            "hostile: malformed score result: the score for node a (candidate 0) is NaN; scores must be finite, \
+             |score| <= 2^53",
+        ),
         (
             "huge",
             "score",
-            "hostile: malformed score result: score of candidate 0 is 1e300 (scores must be finite, |score| <= 2^53)",
+            "hostile: malformed score result: the score for node a (candidate 0) is 1e300; scores must be finite, \
+             |score| <= 2^53",
         ),
         ("short", "filter", "hostile: malformed filter result: 2 verdicts for 3 candidates"),
         (
