@@ -114,3 +114,29 @@ fn the_bundled_scenario_table_matches_the_scenario() {
     let rows = doc.lines().filter(|l| l.starts_with("| ") && l.contains(" | zone-")).count();
     assert_eq!(rows, nodes, "sdk/README.md lists {rows} nodes of the bundled scenario; it has {nodes}");
 }
+
+/// Each guide names the contract version `wasmsched new` writes into a
+/// project (the newest under `wit/`), and no older one where it says what
+/// a policy implements or imports.
+#[test]
+fn the_guides_name_the_contract_version_the_scaffold_ships() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let newest = std::fs::read_dir(root.join("wit"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .max_by_key(|v| v.split('.').map(|n| n.parse::<u32>().unwrap()).collect::<Vec<_>>())
+        .unwrap();
+    let shipped = scaffold::python_project("v", BOTH).into_iter().find(|(p, _)| p == Path::new("wit/policy.wit"));
+    assert!(shipped.unwrap().1.contains(&format!("package wasmsched:policy@{newest};")));
+    for guide in ["sdk/README.md", "sdk/python.md", "sdk/javascript.md"] {
+        let text = std::fs::read_to_string(root.join(guide)).unwrap();
+        assert!(text.contains(&format!("wit/{newest}")), "{guide} does not name wit/{newest}");
+        for old in std::fs::read_dir(root.join("wit")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()) {
+            if old != newest {
+                for stale in [format!("wit/{old}"), format!("policy/host@{old}")] {
+                    assert!(!text.contains(&stale), "{guide} names {stale}; the scaffold ships {newest}");
+                }
+            }
+        }
+    }
+}
