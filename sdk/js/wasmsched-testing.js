@@ -197,7 +197,7 @@ export class Harness {
   constructor(policy, settings = {}) {
     Object.assign(this, { policy, settings, nodes: [], metrics: new Map(), logLines: [] });
     const described = policy.describe();
-    Object.assign(this, { phases: described.phases, order: described.scoreOrder });
+    Object.assign(this, { name: described.name, phases: described.phases, order: described.scoreOrder });
     this.#enter();
   }
 
@@ -233,6 +233,8 @@ export class Harness {
   filter(pod) {
     this.#enter();
     const { reasons, verdicts } = this.policy.filter(pod.info(), this.#candidates());
+    const problem = filterProblem(reasons, verdicts, this.nodes.length);
+    if (problem) throw new Error(`${this.name}: malformed filter result: ${problem}`);
     return Object.fromEntries(this.nodes.map((n, i) => [n.info.name, verdicts[i] ? reasons[verdicts[i] - 1] : null]));
   }
 
@@ -241,13 +243,16 @@ export class Harness {
     this.#enter();
     try {
       const scores = this.policy.score(pod.info(), this.#candidates(), BigInt(seed));
+      const problem = scoreProblem(scores, this.nodes.map((n) => n.info.name));
+      if (problem) return { scores: null, error: `${this.name}: malformed score result: ${problem}` };
       return { scores: Object.fromEntries(this.nodes.map((n, i) => [n.info.name, scores[i]])), error: null };
     } catch (error) {
       return { scores: null, error };
     }
   }
 
-  // Each node's raw score with seed 0; the policy's error is thrown.
+  // Each node's raw score with seed 0; the policy's error is thrown, and
+  // a result the scheduler would refuse, in the scheduler's words.
   score(pod) {
     const { scores, error } = this.tryScore(pod, 0n);
     if (error !== null) throw error;
@@ -307,4 +312,43 @@ export class Harness {
       podCount: Uint32Array.from(this.nodes, (n) => n.usage.podCount),
     };
   }
+}
+
+// The scheduler's checks of a result (runtime/src/loaded.rs), in its
+// words: a result it would refuse fails here first.
+const MAX_RAW_SCORE = 2 ** 53;
+const MAX_REASON_BYTES = 1024;
+
+// A number as the scheduler prints it in these messages: 1e300, 9.1e15.
+function rustExponent(value) {
+  if (Number.isNaN(value)) return "NaN";
+  if (!Number.isFinite(value)) return value > 0 ? "inf" : "-inf";
+  return value.toExponential().replace("e+", "e");
+}
+
+function scoreProblem(scores, names) {
+  if (scores.length !== names.length) return `${scores.length} scores for ${names.length} candidates`;
+  for (let i = 0; i < scores.length; i++) {
+    const score = Number(scores[i]);
+    if (!Number.isFinite(score) || Math.abs(score) > MAX_RAW_SCORE) {
+      return `the score for node ${names[i]} (candidate ${i}) is ${rustExponent(score)}; ` +
+        "scores must be finite, |score| <= 2^53";
+    }
+  }
+  return null;
+}
+
+function filterProblem(reasons, verdicts, candidates) {
+  if (verdicts.length !== candidates) return `${verdicts.length} verdicts for ${candidates} candidates`;
+  if (reasons.length > Math.max(candidates, 1)) return `${reasons.length} reasons for ${candidates} candidates`;
+  for (let i = 0; i < reasons.length; i++) {
+    const bytes = new TextEncoder().encode(reasons[i]).length;
+    if (bytes > MAX_REASON_BYTES) return `reason ${i} is ${bytes} bytes, over the ${MAX_REASON_BYTES}-byte limit`;
+  }
+  for (let i = 0; i < verdicts.length; i++) {
+    if (verdicts[i] > reasons.length) {
+      return `verdict ${verdicts[i]} of candidate ${i} names a reason beyond the ${reasons.length} given`;
+    }
+  }
+  return null;
 }

@@ -13,7 +13,9 @@ The reference: wasmsched's sdk/reference/python.md.
 
 import copy
 import json
+import math
 import re
+from decimal import Decimal
 from fractions import Fraction
 from math import ceil
 
@@ -194,7 +196,7 @@ class Harness:
         self._policy_class, self._nodes, self._metrics, self._logs = policy, [], {}, []
         self._settings = settings if isinstance(settings, str) else json.dumps(settings or {})
         described = policy().describe()
-        self._phases, self._order = described.phases, described.score_order
+        self._name, self._phases, self._order = described.name, described.phases, described.score_order
         self._enter()
 
     def add_node(self, node: NodeBuilder) -> "Harness":
@@ -224,6 +226,9 @@ class Harness:
         by name in the order added."""
         self._enter()
         answer = self._policy_class().filter(pod.info(), self._candidates())
+        problem = _filter_problem(answer, len(self._nodes))
+        if problem:
+            raise AssertionError(f"{self._name}: malformed filter result: {problem}")
         names = [info.name for info, _ in self._nodes]
         return {name: (answer.reasons[v - 1] if v else None) for name, v in zip(names, answer.verdicts)}
 
@@ -235,12 +240,20 @@ class Harness:
             scores = self._policy_class().score(pod.info(), self._candidates(), seed)
         except Exception as error:  # the policy's Err, or its bug
             return None, getattr(error, "value", None) or repr(error)
+        problem = _score_problem(scores, [info.name for info, _ in self._nodes])
+        if problem:
+            return None, f"{self._name}: malformed score result: {problem}"
         return dict(zip((info.name for info, _ in self._nodes), scores)), None
 
     def score(self, pod: PodBuilder) -> "dict[str, float]":
-        """Each node's raw score with seed 0; the policy's error is raised."""
+        """Each node's raw score with seed 0; the policy's error is raised,
+        and a result the scheduler would refuse fails as an AssertionError
+        with the scheduler's words."""
         self._enter()
         scores = self._policy_class().score(pod.info(), self._candidates(), 0)
+        problem = _score_problem(scores, [info.name for info, _ in self._nodes])
+        if problem:
+            raise AssertionError(f"{self._name}: malformed score result: {problem}")
         return dict(zip((info.name for info, _ in self._nodes), scores))
 
     def explain(self, pod: PodBuilder) -> "dict[str, ScoreParts]":
@@ -299,3 +312,47 @@ class Harness:
             nonzero_requested_milli_cpu=column("nonzero_requested_milli_cpu"),
             nonzero_requested_memory=column("nonzero_requested_memory"), pod_count=column("pod_count"),
         )
+
+
+# The scheduler's checks of a result (runtime/src/loaded.rs), in its words:
+# a result it would refuse fails here first.
+_MAX_RAW_SCORE = 2.0**53
+_MAX_REASON_BYTES = 1024
+
+
+def _rust_exponent(value: float) -> str:
+    """A float as the scheduler prints it in these messages: 1e300, 9.1e15."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    mantissa = str(digits[0]) + ("." + "".join(map(str, digits[1:])) if len(digits) > 1 else "")
+    return ("-" if sign else "") + f"{mantissa}e{exponent + len(digits) - 1}"
+
+
+def _score_problem(scores, names) -> "str | None":
+    if len(scores) != len(names):
+        return f"{len(scores)} scores for {len(names)} candidates"
+    for i, score in enumerate(scores):
+        if not math.isfinite(score) or abs(score) > _MAX_RAW_SCORE:
+            return (
+                f"the score for node {names[i]} (candidate {i}) is {_rust_exponent(float(score))}; "
+                "scores must be finite, |score| <= 2^53"
+            )
+    return None
+
+
+def _filter_problem(answer, candidates: int) -> "str | None":
+    reasons, verdicts = answer.reasons, answer.verdicts
+    if len(verdicts) != candidates:
+        return f"{len(verdicts)} verdicts for {candidates} candidates"
+    if len(reasons) > max(candidates, 1):
+        return f"{len(reasons)} reasons for {candidates} candidates"
+    for i, reason in enumerate(reasons):
+        if len(reason.encode()) > _MAX_REASON_BYTES:
+            return f"reason {i} is {len(reason.encode())} bytes, over the {_MAX_REASON_BYTES}-byte limit"
+    for i, verdict in enumerate(verdicts):
+        if verdict > len(reasons):
+            return f"verdict {verdict} of candidate {i} names a reason beyond the {len(reasons)} given"
+    return None

@@ -342,3 +342,81 @@ fn the_rust_side_of_the_toolkit_fixtures_reaches_every_branch() {
         assert!(want.contains(seen), "no fixture gives {seen}: {want}");
     }
 }
+
+const REFUSED_PY: &str = r#"
+import json, sys
+sys.path[:0] = ["src", "bindings", "tests"]
+from wasmsched_testing import Harness, NodeBuilder, PodBuilder
+from wit_world.imports import types
+answers = {}
+class Bad:
+    def describe(self):
+        return types.PolicyInfo(name="bad", version="0.1.0", description="", phases=types.Phases(filter=True, score=True),
+                                score_order=types.ScoreOrder.HIGHER_IS_BETTER)
+    def init(self): pass
+    def sync_nodes(self, reset, changes): pass
+    def filter(self, pod, candidates): return answers["filter"]
+    def score(self, pod, candidates, seed): return answers["score"]
+h = Harness(Bad)
+h.add_node(NodeBuilder("a")).add_node(NodeBuilder("b"))
+said = []
+for scores in json.loads(sys.argv[1])["scores"]:
+    answers["score"] = [float(s) for s in scores]
+    said.append(h.try_score(PodBuilder("p"))[1])
+for reasons, verdicts in json.loads(sys.argv[1])["filters"]:
+    answers["filter"] = types.FilterVerdicts(reasons=reasons, verdicts=verdicts)
+    try:
+        h.filter(PodBuilder("p"))
+        said.append(None)
+    except AssertionError as refused:
+        said.append(str(refused))
+print(json.dumps(said))
+"#;
+
+const REFUSED_JS: &str = r#"
+import { Harness, NodeBuilder, PodBuilder } from "./tests/wasmsched-testing.js";
+const cases = JSON.parse(process.argv[1]);
+const answers = {};
+const bad = {
+  describe: () => ({ name: "bad", version: "0.1.0", description: "", phases: { filter: true, score: true },
+    scoreOrder: "higher-is-better" }),
+  init() {}, syncNodes() {}, filter: () => answers.filter, score: () => answers.score,
+};
+const h = new Harness(bad);
+h.addNode(new NodeBuilder("a")).addNode(new NodeBuilder("b"));
+const said = [];
+for (const scores of cases.scores) {
+  answers.score = Float64Array.from(scores, (s) => (s === "inf" ? Infinity : Number(s)));
+  said.push(h.tryScore(new PodBuilder("p")).error);
+}
+for (const [reasons, verdicts] of cases.filters) {
+  answers.filter = { reasons, verdicts: Uint32Array.from(verdicts) };
+  try { h.filter(new PodBuilder("p")); said.push(null); } catch (refused) { said.push(refused.message); }
+}
+console.log(JSON.stringify(said));
+"#;
+
+/// The harness refuses, in the scheduler's words, each result the
+/// scheduler refuses (runtime/src/loaded.rs; its side is held by
+/// `policy_runtime::malformed_results_are_rejected_with_what_is_wrong`),
+/// so that a native test fails where the scheduler would.
+pub(crate) fn assert_the_harness_refuses_what_the_scheduler_refuses(dir: &Path, lang: &str) {
+    let cases = serde_json::json!({
+        "scores": [["1", "inf"], ["nan", "1"], ["1e300", "0"], ["1"], ["9007199254740992", "-3"]],
+        "filters": [[[], [0]], [["x"], [0, 2]], [["x", "y", "z"], [1, 0]], [["x"], [0, 1]]],
+    });
+    let got = crate::helpers_parity::run_in_project(dir, lang, (REFUSED_PY, REFUSED_JS), &cases);
+    let rule = "scores must be finite, |score| <= 2^53";
+    let expected = serde_json::json!([
+        format!("bad: malformed score result: the score for node b (candidate 1) is inf; {rule}"),
+        format!("bad: malformed score result: the score for node a (candidate 0) is NaN; {rule}"),
+        format!("bad: malformed score result: the score for node a (candidate 0) is 1e300; {rule}"),
+        "bad: malformed score result: 1 scores for 2 candidates",
+        null,
+        "bad: malformed filter result: 1 verdicts for 2 candidates",
+        "bad: malformed filter result: verdict 2 of candidate 1 names a reason beyond the 1 given",
+        "bad: malformed filter result: 3 reasons for 2 candidates",
+        null,
+    ]);
+    assert_eq!(got, expected, "{lang}'s harness and the scheduler differ on what they refuse");
+}
