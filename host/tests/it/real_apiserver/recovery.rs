@@ -43,7 +43,12 @@ fn binds_again_soon_after_the_apiserver_restarts() {
             let ours = async {
                 let first = real.first_bound(&created, Duration::from_secs(90)).await;
                 let all = real.wait_decided(&created).await;
-                assert!(all.iter().all(|p| matches!(Outcome::of(p), Outcome::Bound)));
+                let unbound: Vec<(Option<&str>, Outcome)> = all
+                    .iter()
+                    .map(|p| (p.metadata.name.as_deref(), Outcome::of(p)))
+                    .filter(|(_, o)| *o != Outcome::Bound)
+                    .collect();
+                assert!(unbound.is_empty(), "{round}: not bound: {unbound:?}");
                 // wait_decided saw them bound for a second.
                 (first, back.elapsed().saturating_sub(Duration::from_secs(1)))
             };

@@ -408,7 +408,11 @@ async fn run_inherited(real: &Real, side: &str, scheduler_name: &str) -> Vec<(Ou
     let attached = json!({"status": {"devices": [{"driver": driver, "pool": small, "device": "gpu-0",
         "conditions": [{"type": "attached", "status": "True", "reason": "Attached", "message": "by the test",
                         "lastTransitionTime": "2026-11-25T00:00:00Z"}]}]}});
-    device_claims.patch_status(&own("dev"), &PatchParams::default(), &Patch::Merge(&attached)).await.unwrap();
+    if let Err(e) = device_claims.patch_status(&own("dev"), &PatchParams::default(), &Patch::Merge(&attached)).await {
+        // Who changed the allocation the test wrote, and to what.
+        let now = device_claims.get(&own("dev")).await.map(|c| (c.metadata.managed_fields, c.status));
+        panic!("{side}: marking the device attached: {e}; the claim now: {now:?}");
+    }
     let decided = real.wait_decided(&names).await;
     let outcomes = decided
         .iter()
