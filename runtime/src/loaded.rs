@@ -211,7 +211,7 @@ impl LoadedPolicy {
         candidates: usize,
         call: impl FnOnce() -> Result<Result<T, String>, PolicyError>,
     ) -> Result<Result<T, String>, PolicyError> {
-        if candidates < crate::node_cost::MIN_MEASURED_CANDIDATES {
+        if !self.node_cost.due(candidates) {
             return call();
         }
         let before = crate::cpu_time::this_thread();
