@@ -279,16 +279,50 @@ fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
 /// `--policy PATH[,config=FILE]`: SchedulingBasic at two sizes with it.
 fn policy_specs(policy: &str, limit_args: &LimitArgs) -> anyhow::Result<Vec<Spec>> {
     let parsed = parse_policy_spec(policy)?;
+    let path = std::path::absolute(&parsed.path).with_context(|| format!("--policy {policy}"))?;
+    let custom = custom_policy(path, read_config(parsed.config.as_deref())?, limit_args)?;
+    Ok(custom_specs(&custom, &[(500, 1000), (5000, 1000)]))
+}
+
+fn custom_policy(path: PathBuf, config: String, limit_args: &LimitArgs) -> anyhow::Result<CustomPolicy> {
     let limits = limit_args.to_limits()?;
-    let custom = CustomPolicy {
-        path: std::path::absolute(&parsed.path).with_context(|| format!("--policy {policy}"))?,
-        config: read_config(parsed.config.as_deref())?,
+    Ok(CustomPolicy {
+        path,
+        config,
         memory_bytes: limits.memory_bytes,
         call_deadline_ms: limits.call_deadline.as_millis() as u64,
         cache_dir: limit_args.cache_dir.clone(),
-    };
-    Ok([(500, 1000), (5000, 1000)]
-        .into_iter()
+    })
+}
+
+/// The example policies in Python and JavaScript, as the test suite builds
+/// them (`target/polyglot-policies/`, beside this executable's directory):
+/// SchedulingBasic with each, so that every run reports them beside Rust.
+/// Not built yet: a note saying how, and none of their rows.
+fn language_specs(limit_args: &LimitArgs, quick: bool) -> anyhow::Result<Vec<Spec>> {
+    let exe = std::env::current_exe().context("finding this executable")?;
+    let dir = exe.ancestors().nth(2).map(|target| target.join("polyglot-policies")).unwrap_or_default();
+    let sizes: &[(usize, usize)] = if quick { &[(500, 200)] } else { &[(500, 1000), (5000, 1000)] };
+    let mut out = Vec::new();
+    for (file, config) in [("least_allocated_py.wasm", "{}"), ("cheapest_js.wasm", "{}")] {
+        let path = dir.join(file);
+        if !path.is_file() {
+            eprintln!(
+                "note: {} not built, so no Python or JavaScript rows: `cargo test -p wasmsched --test it polyglot` \
+                 builds it (after policies/install-toolchains.sh)",
+                path.display()
+            );
+            continue;
+        }
+        out.extend(custom_specs(&custom_policy(path, config.into(), limit_args)?, sizes));
+    }
+    Ok(out)
+}
+
+fn custom_specs(custom: &CustomPolicy, sizes: &[(usize, usize)]) -> Vec<Spec> {
+    sizes
+        .iter()
+        .copied()
         .map(|(nodes, pods)| Spec {
             workload: Workload::SchedulingBasic,
             nodes,
@@ -302,7 +336,7 @@ fn policy_specs(policy: &str, limit_args: &LimitArgs) -> anyhow::Result<Vec<Spec
             parallelism: None,
             shadow_candidates: 0,
         })
-        .collect())
+        .collect()
 }
 
 fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
@@ -592,6 +626,11 @@ fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let mut specs = match &args.policy {
         Some(policy) => policy_specs(policy, &args.limits)?,
+        None if workloads.contains(&Workload::SchedulingBasic) => {
+            let mut all = specs(&workloads, args.quick);
+            all.extend(language_specs(&args.limits, args.quick)?);
+            all
+        }
         None => specs(&workloads, args.quick),
     };
     if let Some(sampling) = args.percentage_of_nodes_to_score {

@@ -237,7 +237,7 @@ impl PolicyEngine {
             config_json,
             limits,
         )?;
-        loaded.independent_nodes = declarations::independent_nodes(&source.bytes);
+        loaded.independent_nodes |= declarations::independent_nodes(&source.bytes);
         Ok(loaded)
     }
 }

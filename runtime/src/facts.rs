@@ -149,6 +149,10 @@ pub struct PolicyInfo {
     pub description: String,
     pub phases: Phases,
     pub score_order: ScoreOrder,
+    /// Each node's verdict and score depend on the pod and that node only
+    /// (contract 0.3's `policy-info`; earlier versions say it in a custom
+    /// section, `declarations`).
+    pub independent_nodes: bool,
 }
 
 /// A policy's filter answer: per candidate, `None` if feasible, else the

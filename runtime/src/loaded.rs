@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use wasmtime::Engine;
 
-use crate::contract::{ContractVersion, Template};
+use crate::contract::{ContractVersion, Refusal, Template};
 use crate::error::PolicyError;
 use crate::facts::{Candidate, FilterOutcome, PodFacts, PolicyInfo, ScorePart};
 use crate::instance::{InstanceFactory, PolicyInstance};
@@ -44,8 +44,9 @@ pub struct LoadedPolicy {
     pub contract: ContractVersion,
     pub info: PolicyInfo,
     /// Each node's verdict and score depend on the pod and that node only
-    /// (the policy says so in a custom section): an attempt may split its
-    /// candidates over several instances.
+    /// (the policy says so in `describe`, contract 0.3, or in a custom
+    /// section): an attempt may split its candidates over several
+    /// instances.
     pub independent_nodes: bool,
     /// Time to create the first instance, `describe` it and run `init`.
     pub instantiate_time: Duration,
@@ -111,8 +112,8 @@ impl LoadedPolicy {
         Ok(LoadedPolicy {
             provenance,
             contract,
+            independent_nodes: info.independent_nodes,
             info,
-            independent_nodes: false,
             instantiate_time: started.elapsed(),
             _ticker: ticker,
             factory,
@@ -206,11 +207,11 @@ impl LoadedPolicy {
 
     /// Runs one call over `candidates` nodes, counting its CPU toward
     /// [`Self::cost_per_node`] when the policy answered.
-    fn measured<T>(
+    fn measured<T, E>(
         &self,
         candidates: usize,
-        call: impl FnOnce() -> Result<Result<T, String>, PolicyError>,
-    ) -> Result<Result<T, String>, PolicyError> {
+        call: impl FnOnce() -> Result<Result<T, E>, PolicyError>,
+    ) -> Result<Result<T, E>, PolicyError> {
         if !self.node_cost.due(candidates) {
             return call();
         }
@@ -237,7 +238,7 @@ impl LoadedPolicy {
                     })
                 })
             })?
-            .map_err(|message| declined(&self.name, "filter", message))?;
+            .map_err(|refusal| refused(&self.name, "filter", refusal))?;
         let malformed =
             |problem: String| PolicyError::Malformed { policy: self.name.to_string(), phase: "filter", problem };
         if verdicts.len() != candidates.len() {
@@ -283,7 +284,7 @@ impl LoadedPolicy {
                     })
                 })
             })?
-            .map_err(|message| declined(&self.name, "score", message))?;
+            .map_err(|refusal| refused(&self.name, "score", refusal))?;
         let malformed =
             |problem: String| PolicyError::Malformed { policy: self.name.to_string(), phase: "score", problem };
         if scores.len() != candidates.len() {
@@ -368,6 +369,14 @@ fn within(what: &str, text: &str, max: usize) -> Result<(), String> {
 }
 
 /// A policy's error message, refused as malformed when over its cap.
+/// A filter or score call's refusal as the error the scheduler reports.
+fn refused(policy: &str, phase: &'static str, refusal: Refusal) -> PolicyError {
+    match refusal {
+        Refusal::Declined(message) => declined(policy, phase, message),
+        Refusal::Malformed(problem) => PolicyError::Malformed { policy: policy.to_string(), phase, problem },
+    }
+}
+
 fn declined(policy: &str, phase: &'static str, message: String) -> PolicyError {
     match within("its error message", &message, MAX_ERROR_BYTES) {
         Ok(()) => PolicyError::Declined { policy: policy.to_string(), phase, message },

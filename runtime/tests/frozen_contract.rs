@@ -1,6 +1,6 @@
 //! A released contract version is frozen: policies built against it must
-//! keep loading in every later scheduler. Changing `wit/0.1.0` or
-//! `wit/0.2.0` by a byte fails here; a change to the contract is a new
+//! keep loading in every later scheduler. Changing `wit/0.1.0`,
+//! `wit/0.2.0` or `wit/0.3.0` by a byte fails here; a change to the contract is a new
 //! version in a sibling directory, with its own module under
 //! `runtime/src/contract/`.
 
@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 const FROZEN: &[(&str, &str)] = &[
     ("0.1.0/policy.wit", "6c8b2d009c1f87f81adde5ea1d52dc8832c7895190c8e56152c481bc32a1a340"),
     ("0.2.0/policy.wit", "7da1b47d9a9df771c30d09be2c7b5b9e25ea518c83a8163166182f21f0f7ab20"),
+    ("0.3.0/policy.wit", "6c5a8c5b80cd7000b06fe39fceeb575e5432ec19ea0cee5156627185d47fed49"),
 ];
 
 #[test]

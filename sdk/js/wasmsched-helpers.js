@@ -10,13 +10,72 @@
 //
 // CPU and memory are BigInts, as the contract's u64 values arrive.
 //
+// The contract (wit/policy.wit, wasmsched:policy 0.3) sends each call's
+// per-node numbers as packed bytes, one Uint8Array a column:
+// `columns(candidates)` reads them as typed arrays, `packScores` and
+// `packVerdicts` pack an answer. `filterEach`, `scoreEach` and
+// `explainEach` do all of that for a function of one node.
+//
 // The reference: wasmsched's sdk/reference/javascript.md lists every export
 // with its signature, beside the Rust and Python names.
 
-import { log, nodeMetrics } from "wasmsched:policy/host@0.2.0";
+import { log, nodeMetrics } from "wasmsched:policy/host@0.3.0";
 
 // kube-scheduler's MaxNodeScore: scores of the built-in plugins are 0..100.
 export const MAX_NODE_SCORE = 100n;
+
+// Packed little-endian numbers (wasm is little-endian) as a typed array
+// of `Type`: a view where the bytes are aligned for it, else a copy.
+function packed(bytes, Type, what) {
+  const size = Type.BYTES_PER_ELEMENT;
+  // Not `instanceof`: ComponentizeJS makes its Uint8Arrays in a realm
+  // of its own.
+  if (!ArrayBuffer.isView(bytes) || bytes.BYTES_PER_ELEMENT !== 1) {
+    throw `the candidates' ${what} column is not packed bytes`;
+  }
+  if (bytes.length % size !== 0) throw `the candidates' ${what} column is ${bytes.length} bytes, not ${size} a node`;
+  return bytes.byteOffset % size === 0
+    ? new Type(bytes.buffer, bytes.byteOffset, bytes.length / size)
+    : new Type(bytes.slice().buffer);
+}
+
+// A call's candidates as typed arrays over the contract's packed bytes,
+// one entry per candidate in order: `nodes` and `podCount` (Uint32Array),
+// `requestedMilliCpu`, `requestedMemory`, `requestedEphemeralStorage`,
+// `nonzeroRequestedMilliCpu`, `nonzeroRequestedMemory` (BigUint64Array);
+// `length`, the number of candidates.
+export class Columns {
+  constructor(candidates) {
+    this.nodes = packed(candidates.nodes, Uint32Array, "nodes");
+    this.requestedMilliCpu = packed(candidates.requestedMilliCpu, BigUint64Array, "requestedMilliCpu");
+    this.requestedMemory = packed(candidates.requestedMemory, BigUint64Array, "requestedMemory");
+    this.requestedEphemeralStorage = packed(
+      candidates.requestedEphemeralStorage, BigUint64Array, "requestedEphemeralStorage",
+    );
+    this.nonzeroRequestedMilliCpu = packed(candidates.nonzeroRequestedMilliCpu, BigUint64Array, "nonzeroRequestedMilliCpu");
+    this.nonzeroRequestedMemory = packed(candidates.nonzeroRequestedMemory, BigUint64Array, "nonzeroRequestedMemory");
+    this.podCount = packed(candidates.podCount, Uint32Array, "podCount");
+    this.length = this.nodes.length;
+  }
+}
+
+// The call's candidates as columns of numbers (see `Columns`).
+export function columns(candidates) {
+  return candidates instanceof Columns ? candidates : new Columns(candidates);
+}
+
+// Raw scores (Numbers), one a candidate in order, as the contract's
+// `score` returns them: f64s, little-endian.
+export function packScores(scores) {
+  return new Uint8Array(Float64Array.from(scores).buffer);
+}
+
+// Filter verdicts, one a candidate in order (0 passes, k is the k-th
+// reason), as the contract's `filter-verdicts` carries them: u32s,
+// little-endian.
+export function packVerdicts(verdicts) {
+  return new Uint8Array(Uint32Array.from(verdicts).buffer);
+}
 
 export class Settings {
   // `text`: the document the scheduler hands over as JSON (it converts the
@@ -221,7 +280,7 @@ export class SplitMix64 {
 export class Attempt {
   constructor(seed, candidates) {
     this.seedValue = BigInt(seed);
-    this.candidates = candidates;
+    this.candidates = columns(candidates);
     this.metrics = new Map();
   }
 
@@ -306,11 +365,13 @@ export class Nodes {
     }
   }
 
-  // The call's candidates, in order, each with what its pods request
+  // The call's candidates (the contract's, or `Columns` of them), in
+  // order, each with what its pods request
   // (valid for this call: the next one fills them anew). The host sends
   // every node before naming it, so a miss is a bug worth failing the call
   // for.
-  views(candidates) {
+  views(calls) {
+    const candidates = columns(calls);
     return Array.from(candidates.nodes, (id, i) => {
       const view = this.byId.get(id);
       if (view === undefined) throw `node id ${id} was never sent by the host`;
@@ -404,9 +465,10 @@ export class NodeView {
 export function filterEach(nodes, pod, candidates, reject) {
   const reasons = [];
   const numbers = new Map();
-  const views = nodes.views(candidates);
+  const cols = columns(candidates);
+  const views = nodes.views(cols);
   const verdicts = new Uint32Array(views.length);
-  const [podView, attempt] = [new PodView(pod), new Attempt(0n, candidates)];
+  const [podView, attempt] = [new PodView(pod), new Attempt(0n, cols)];
   views.forEach((node, i) => {
     let why;
     try {
@@ -421,7 +483,7 @@ export function filterEach(nodes, pod, candidates, reject) {
     }
     verdicts[i] = numbers.get(why);
   });
-  return { reasons, verdicts };
+  return { reasons, verdicts: new Uint8Array(verdicts.buffer) };
 }
 
 // A node's raw score as named parts, as the Rust SDK's `ScoreParts`: a
@@ -454,21 +516,27 @@ export class ScoreParts {
 // attempt)` returns the node's raw score (any finite Number; the scheduler
 // normalises them, sdk/README.md "How raw scores become points"), or a
 // ScoreParts whose sum it is. Pass the call's `seed` for `attempt.seed()`
-// and `attempt.rng()`.
+// and `attempt.rng()`. Returns the scores packed as the contract carries
+// them.
 export function scoreEach(nodes, pod, candidates, score, seed = 0n) {
-  const [podView, attempt] = [new PodView(pod), new Attempt(seed, candidates)];
-  return nodes.views(candidates).map((node) => {
+  const cols = columns(candidates);
+  const [podView, attempt] = [new PodView(pod), new Attempt(seed, cols)];
+  const views = nodes.views(cols);
+  const scores = new Float64Array(views.length);
+  views.forEach((node, i) => {
     const raw = score(podView, node, attempt);
-    return raw instanceof ScoreParts ? raw.total() : raw;
+    scores[i] = raw instanceof ScoreParts ? raw.total() : raw;
   });
+  return new Uint8Array(scores.buffer);
 }
 
 // The contract's `explainScore` from the same function as `scoreEach`:
 // each node's parts where it returns a ScoreParts, none where it returns
 // a number. The scheduler asks only when a person asks (`--explain`).
 export function explainEach(nodes, pod, candidates, score, seed = 0n) {
-  const [podView, attempt] = [new PodView(pod), new Attempt(seed, candidates)];
-  return nodes.views(candidates).map((node) => {
+  const cols = columns(candidates);
+  const [podView, attempt] = [new PodView(pod), new Attempt(seed, cols)];
+  return nodes.views(cols).map((node) => {
     const raw = score(podView, node, attempt);
     return raw instanceof ScoreParts ? raw.parts() : [];
   });

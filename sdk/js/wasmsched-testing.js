@@ -232,8 +232,10 @@ export class Harness {
   // name in the order added.
   filter(pod) {
     this.#enter();
-    const { reasons, verdicts } = this.policy.filter(pod.info(), this.#candidates());
-    const problem = filterProblem(reasons, verdicts, this.nodes.length);
+    const answer = this.policy.filter(pod.info(), this.#candidates());
+    const { reasons } = answer;
+    const [verdicts, unpacked] = unpack(answer.verdicts, "verdicts", Uint32Array, "u32");
+    const problem = unpacked ?? filterProblem(reasons, verdicts, this.nodes.length);
     if (problem) throw new Error(`${this.name}: malformed filter result: ${problem}`);
     return Object.fromEntries(this.nodes.map((n, i) => [n.info.name, verdicts[i] ? reasons[verdicts[i] - 1] : null]));
   }
@@ -242,8 +244,8 @@ export class Harness {
   tryScore(pod, seed = 0n) {
     this.#enter();
     try {
-      const scores = this.policy.score(pod.info(), this.#candidates(), BigInt(seed));
-      const problem = scoreProblem(scores, this.nodes.map((n) => n.info.name));
+      const [scores, unpacked] = unpack(this.policy.score(pod.info(), this.#candidates(), BigInt(seed)), "scores", Float64Array, "f64");
+      const problem = unpacked ?? scoreProblem(scores, this.nodes.map((n) => n.info.name));
       if (problem) return { scores: null, error: `${this.name}: malformed score result: ${problem}` };
       return { scores: Object.fromEntries(this.nodes.map((n, i) => [n.info.name, scores[i]])), error: null };
     } catch (error) {
@@ -301,15 +303,18 @@ export class Harness {
     return id;
   }
 
+  // The nodes as the scheduler sends them: packed little-endian columns,
+  // u32 ids and pod counts, u64 amounts.
   #candidates() {
-    const column = (key) => BigUint64Array.from(this.nodes, (n) => n.usage[key]);
+    const bytes = (typed) => new Uint8Array(typed.buffer);
+    const column = (key) => bytes(BigUint64Array.from(this.nodes, (n) => n.usage[key]));
     return {
-      nodes: Uint32Array.from(this.nodes, (n) => n.info.id),
+      nodes: bytes(Uint32Array.from(this.nodes, (n) => n.info.id)),
       requestedMilliCpu: column("requestedMilliCpu"), requestedMemory: column("requestedMemory"),
       requestedEphemeralStorage: column("requestedEphemeralStorage"),
       nonzeroRequestedMilliCpu: column("nonzeroRequestedMilliCpu"),
       nonzeroRequestedMemory: column("nonzeroRequestedMemory"),
-      podCount: Uint32Array.from(this.nodes, (n) => n.usage.podCount),
+      podCount: bytes(Uint32Array.from(this.nodes, (n) => n.usage.podCount)),
     };
   }
 }
@@ -324,6 +329,20 @@ function rustExponent(value) {
   if (Number.isNaN(value)) return "NaN";
   if (!Number.isFinite(value)) return value > 0 ? "inf" : "-inf";
   return value.toExponential().replace("e+", "e");
+}
+
+// An answer's packed numbers, or the scheduler's words for bytes that are
+// not a whole number of them: `[numbers, problem]`.
+function unpack(packed, what, Type, kind) {
+  const size = Type.BYTES_PER_ELEMENT;
+  if (!ArrayBuffer.isView(packed) || packed.BYTES_PER_ELEMENT !== 1) {
+    const pack = what === "scores" ? "packScores" : "packVerdicts";
+    return [[], `the ${what} are not packed bytes (a Uint8Array: wasmsched-helpers' ${pack})`];
+  }
+  if (packed.length % size !== 0) {
+    return [[], `the ${what} are ${packed.length} bytes, not a whole number of ${kind}s (${size} bytes each, little-endian)`];
+  }
+  return [new Type(packed.slice().buffer), null];
 }
 
 function scoreProblem(scores, names) {

@@ -3,6 +3,12 @@ names and formulas (wasmsched's sdk/README.md, "The helpers, exactly").
 `wasmsched new --lang python` ships this file in src/; componentize-py builds
 it into the component beside app.py.
 
+The contract (wit/policy.wit, wasmsched:policy 0.3) sends each call's
+per-node numbers as packed bytes, which cross into Python as one `bytes`
+object a column: `columns(candidates)` reads them as arrays of numbers,
+`pack_scores` and `pack_verdicts` pack an answer. `filter_each`,
+`score_each` and `explain_each` do all of that for a function of one node.
+
 Settings: read each key with `str`, `number` or `flag`, then call
 `check_all_read()`: a key the policy never asked for (most often a
 misspelled one) is refused, naming the nearest key it did ask for. Every
@@ -15,6 +21,7 @@ its signature, beside the Rust and JavaScript names.
 import json
 import math
 import re
+from array import array
 
 from componentize_py_types import Err
 from wit_world.imports import host, types
@@ -113,6 +120,53 @@ def _edit_distance(a: str, b: str) -> int:
             row[j + 1] = min(above + 1, row[j] + 1, diagonal + (ca != cb))
             diagonal = above
     return row[len(b)]
+
+
+class Columns:
+    """A call's candidates as numbers, read in place from the contract's
+    packed bytes (`memoryview.cast`: no Python object until an element is
+    read). Each column has one entry per candidate, in order: `nodes` (node
+    ids), `requested_milli_cpu`, `requested_memory`,
+    `requested_ephemeral_storage`, `nonzero_requested_milli_cpu`,
+    `nonzero_requested_memory`, `pod_count`."""
+
+    __slots__ = (
+        "nodes", "requested_milli_cpu", "requested_memory", "requested_ephemeral_storage",
+        "nonzero_requested_milli_cpu", "nonzero_requested_memory", "pod_count",
+    )
+
+    def __init__(self, candidates):
+        try:
+            self.nodes = memoryview(candidates.nodes).cast("I")
+            self.requested_milli_cpu = memoryview(candidates.requested_milli_cpu).cast("Q")
+            self.requested_memory = memoryview(candidates.requested_memory).cast("Q")
+            self.requested_ephemeral_storage = memoryview(candidates.requested_ephemeral_storage).cast("Q")
+            self.nonzero_requested_milli_cpu = memoryview(candidates.nonzero_requested_milli_cpu).cast("Q")
+            self.nonzero_requested_memory = memoryview(candidates.nonzero_requested_memory).cast("Q")
+            self.pod_count = memoryview(candidates.pod_count).cast("I")
+        except TypeError as e:
+            raise Err(f"the candidates' columns are not packed bytes: {e}")
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+
+def columns(candidates) -> Columns:
+    """The call's candidates as columns of numbers (see `Columns`)."""
+    return Columns(candidates)
+
+
+def pack_scores(scores) -> bytes:
+    """Raw scores, one a candidate in order, as the contract's `score`
+    returns them (f64s, little-endian)."""
+    return array("d", scores).tobytes()
+
+
+def pack_verdicts(verdicts) -> bytes:
+    """Filter verdicts, one a candidate in order (0 passes, k is the k-th
+    reason), as the contract's `filter-verdicts` carries them (u32s,
+    little-endian)."""
+    return array("I", verdicts).tobytes()
 
 
 def free_milli_cpu(allocatable_milli_cpu: int, requested_milli_cpu: int) -> int:
@@ -233,7 +287,8 @@ class Attempt:
     candidate."""
 
     def __init__(self, seed: int, candidates):
-        self._seed, self._candidates, self._metrics = seed, candidates, {}
+        cols = candidates if isinstance(candidates, Columns) else Columns(candidates)
+        self._seed, self._candidates, self._metrics = seed, cols, {}
 
     def seed(self) -> int:
         """Derived by the scheduler from its `--seed` and the pod."""
@@ -246,7 +301,7 @@ class Attempt:
         """The node's `types.MetricSample` (`value`, `age_ms`), or None when
         the scheduler has none usable for this node."""
         if name not in self._metrics:
-            self._metrics[name] = host.node_metrics(name, list(self._candidates.nodes))
+            self._metrics[name] = host.node_metrics(name, self._candidates.nodes.tolist())
         return self._metrics[name][node.index()]
 
     def metric_fresh_or(self, name: str, node: "NodeView", max_age_ms: int, default: float) -> float:
@@ -319,20 +374,23 @@ class Nodes:
                 self._by_id.pop(change.value, None)
 
     def views(self, candidates) -> "list[NodeView]":
-        """The call's candidates, in order, each with what its pods request
+        """The call's candidates (the contract's, or `Columns` of them), in
+        order, each with what its pods request
         (valid for this call: the next one fills them anew). The host sends
         every node before naming it, so a miss is a bug worth failing the
         call for."""
+        if not isinstance(candidates, Columns):
+            candidates = Columns(candidates)
         try:
             views = [self._by_id[node_id] for node_id in candidates.nodes]
         except KeyError as e:
             raise Err(f"node id {e.args[0]} was never sent by the host")
-        columns = zip(
+        rows = zip(
             views, candidates.requested_milli_cpu, candidates.requested_memory,
             candidates.requested_ephemeral_storage, candidates.nonzero_requested_milli_cpu,
             candidates.nonzero_requested_memory, candidates.pod_count,
         )
-        for position, (view, cpu, memory, storage, nonzero_cpu, nonzero_memory, pods) in enumerate(columns):
+        for position, (view, cpu, memory, storage, nonzero_cpu, nonzero_memory, pods) in enumerate(rows):
             view.position, view.requested_milli_cpu, view.requested_memory = position, cpu, memory
             view.requested_ephemeral_storage = storage
             view.nonzero_requested_milli_cpu, view.nonzero_requested_memory, view.pod_count = (
@@ -444,8 +502,9 @@ def filter_each(nodes: Nodes, pod, candidates, reject) -> types.FilterVerdicts:
     reasons: list[str] = []
     numbers: dict[str, int] = {}
     verdicts = []
-    pod_view, extra = PodView(pod), ((Attempt(0, candidates),) if _takes_attempt(reject) else ())
-    for node in nodes.views(candidates):
+    cols = Columns(candidates)
+    pod_view, extra = PodView(pod), ((Attempt(0, cols),) if _takes_attempt(reject) else ())
+    for node in nodes.views(cols):
         try:
             why = reject(pod_view, node, *extra)
         except Exception as e:  # noqa: BLE001 - one node's error is that node's verdict
@@ -457,7 +516,7 @@ def filter_each(nodes: Nodes, pod, candidates, reject) -> types.FilterVerdicts:
             reasons.append(why)
             numbers[why] = len(reasons)
         verdicts.append(numbers[why])
-    return types.FilterVerdicts(reasons=reasons, verdicts=verdicts)
+    return types.FilterVerdicts(reasons=reasons, verdicts=pack_verdicts(verdicts))
 
 
 def _error_text(e: Exception) -> str:
@@ -491,15 +550,17 @@ class ScoreParts:
         return list(self._parts)
 
 
-def score_each(nodes: Nodes, pod, candidates, score, seed: int = 0) -> list[float]:
+def score_each(nodes: Nodes, pod, candidates, score, seed: int = 0) -> bytes:
     """The contract's `score` from a function of one node: `score(pod,
     node, attempt)` (the attempt may be left out) returns the node's raw
     score (any finite number; the scheduler normalises them, sdk/README.md
     "How raw scores become points"), or a ScoreParts whose sum it is. Pass
-    the call's `seed` for `attempt.seed()` and `attempt.rng()`."""
-    pod_view, extra = PodView(pod), ((Attempt(seed, candidates),) if _takes_attempt(score) else ())
-    raws = (score(pod_view, node, *extra) for node in nodes.views(candidates))
-    return [raw.total() if isinstance(raw, ScoreParts) else float(raw) for raw in raws]
+    the call's `seed` for `attempt.seed()` and `attempt.rng()`. Returns
+    the scores packed as the contract carries them."""
+    cols = Columns(candidates)
+    pod_view, extra = PodView(pod), ((Attempt(seed, cols),) if _takes_attempt(score) else ())
+    raws = (score(pod_view, node, *extra) for node in nodes.views(cols))
+    return pack_scores([raw.total() if isinstance(raw, ScoreParts) else float(raw) for raw in raws])
 
 
 def explain_each(nodes: Nodes, pod, candidates, score, seed: int = 0) -> list:
@@ -509,8 +570,9 @@ def explain_each(nodes: Nodes, pod, candidates, score, seed: int = 0) -> list:
     (`--explain`)."""
     from wit_world.exports.policy import ScorePart
 
-    pod_view, extra = PodView(pod), ((Attempt(seed, candidates),) if _takes_attempt(score) else ())
-    raws = (score(pod_view, node, *extra) for node in nodes.views(candidates))
+    cols = Columns(candidates)
+    pod_view, extra = PodView(pod), ((Attempt(seed, cols),) if _takes_attempt(score) else ())
+    raws = (score(pod_view, node, *extra) for node in nodes.views(cols))
     return [
         [ScorePart(name=n, value=v) for n, v in raw.parts()] if isinstance(raw, ScoreParts) else [] for raw in raws
     ]

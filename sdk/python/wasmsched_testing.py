@@ -15,6 +15,7 @@ import copy
 import json
 import math
 import re
+from array import array
 from decimal import Decimal
 from fractions import Fraction
 from math import ceil
@@ -226,21 +227,23 @@ class Harness:
         by name in the order added."""
         self._enter()
         answer = self._policy_class().filter(pod.info(), self._candidates())
-        problem = _filter_problem(answer, len(self._nodes))
+        verdicts, problem = _unpack(answer.verdicts, "verdicts", "I", "u32")
+        problem = problem or _filter_problem(answer.reasons, verdicts, len(self._nodes))
         if problem:
             raise AssertionError(f"{self._name}: malformed filter result: {problem}")
         names = [info.name for info, _ in self._nodes]
-        return {name: (answer.reasons[v - 1] if v else None) for name, v in zip(names, answer.verdicts)}
+        return {name: (answer.reasons[v - 1] if v else None) for name, v in zip(names, verdicts)}
 
     def try_score(self, pod: PodBuilder, seed: int = 0) -> "tuple[dict[str, float] | None, str | None]":
         """Each node's raw score by name, and None; or None and the policy's
         error."""
         self._enter()
         try:
-            scores = self._policy_class().score(pod.info(), self._candidates(), seed)
+            packed = self._policy_class().score(pod.info(), self._candidates(), seed)
         except Exception as error:  # the policy's Err, or its bug
             return None, getattr(error, "value", None) or repr(error)
-        problem = _score_problem(scores, [info.name for info, _ in self._nodes])
+        scores, problem = _unpack(packed, "scores", "d", "f64")
+        problem = problem or _score_problem(scores, [info.name for info, _ in self._nodes])
         if problem:
             return None, f"{self._name}: malformed score result: {problem}"
         return dict(zip((info.name for info, _ in self._nodes), scores)), None
@@ -250,8 +253,8 @@ class Harness:
         and a result the scheduler would refuse fails as an AssertionError
         with the scheduler's words."""
         self._enter()
-        scores = self._policy_class().score(pod.info(), self._candidates(), 0)
-        problem = _score_problem(scores, [info.name for info, _ in self._nodes])
+        scores, problem = _unpack(self._policy_class().score(pod.info(), self._candidates(), 0), "scores", "d", "f64")
+        problem = problem or _score_problem(scores, [info.name for info, _ in self._nodes])
         if problem:
             raise AssertionError(f"{self._name}: malformed score result: {problem}")
         return dict(zip((info.name for info, _ in self._nodes), scores))
@@ -305,9 +308,13 @@ class Harness:
         raise KeyError(f"no fixture node {name}")
 
     def _candidates(self) -> types.Candidates:
-        column = lambda key: [usage[key] for _, usage in self._nodes]  # noqa: E731
+        """The nodes as the scheduler sends them: packed little-endian
+        columns, u32 ids and pod counts, u64 amounts."""
+        kind = {"pod_count": "I"}
+        column = lambda key: array(kind.get(key, "Q"), [usage[key] for _, usage in self._nodes]).tobytes()  # noqa: E731
         return types.Candidates(
-            nodes=[info.id for info, _ in self._nodes], requested_milli_cpu=column("requested_milli_cpu"),
+            nodes=array("I", [info.id for info, _ in self._nodes]).tobytes(),
+            requested_milli_cpu=column("requested_milli_cpu"),
             requested_memory=column("requested_memory"), requested_ephemeral_storage=column("requested_ephemeral_storage"),
             nonzero_requested_milli_cpu=column("nonzero_requested_milli_cpu"),
             nonzero_requested_memory=column("nonzero_requested_memory"), pod_count=column("pod_count"),
@@ -343,8 +350,18 @@ def _score_problem(scores, names) -> "str | None":
     return None
 
 
-def _filter_problem(answer, candidates: int) -> "str | None":
-    reasons, verdicts = answer.reasons, answer.verdicts
+def _unpack(packed, what: str, code: str, kind: str) -> "tuple[list, str | None]":
+    """An answer's packed numbers, or the scheduler's words for bytes that
+    are not a whole number of them."""
+    size = array(code).itemsize
+    if not isinstance(packed, (bytes, bytearray, memoryview)):
+        return [], f"the {what} are a {type(packed).__name__}, not packed bytes (wasmsched_helpers' pack_{what})"
+    if len(packed) % size:
+        return [], f"the {what} are {len(packed)} bytes, not a whole number of {kind}s ({size} bytes each, little-endian)"
+    return array(code, bytes(packed)).tolist(), None
+
+
+def _filter_problem(reasons, verdicts, candidates: int) -> "str | None":
     if len(verdicts) != candidates:
         return f"{len(verdicts)} verdicts for {candidates} candidates"
     if len(reasons) > max(candidates, 1):

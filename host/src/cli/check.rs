@@ -72,7 +72,8 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport, logs: &[String], co
     println!(
         "nodes       {}",
         if policy.independent_nodes {
-            "judged one by one: large clusters' candidates are split over the scheduler's parallelism"
+            "judged one by one: a call is split over the scheduler's parallelism in large clusters, or when \
+             the policy's measured cost makes it worth it"
         } else {
             "judged together: every call sees every candidate"
         }

@@ -75,9 +75,11 @@ const POLICY: &str = r#"// {{name}}: a wasmsched scheduling policy, in JavaScrip
 // this module implements is wit/policy.wit; ComponentizeJS turns it into a
 // component that exports that contract's `policy` interface as `policy`.
 
-import { config } from "wasmsched:policy/host@0.2.0";
+import { config } from "wasmsched:policy/host@0.3.0";
 // The SDK's helpers, same names and formulas as in Rust.
-import { Nodes, ScoreParts, Settings, explainEach, filterEach, scoreEach } from "./wasmsched-helpers.js";
+import {
+  Nodes, ScoreParts, Settings, columns, explainEach, filterEach, packScores, packVerdicts, scoreEach,
+} from "./wasmsched-helpers.js";
 
 const ZONE_LABEL = "topology.kubernetes.io/zone";
 
@@ -105,6 +107,10 @@ export const policy = {
       description: "written with wasmsched new",
       phases: { filter: {{filter}}, score: {{score}} },
       scoreOrder: "higher-is-better",
+      // Each node is judged alone (filterEach and scoreEach call your
+      // function once a node), so the scheduler may split a large call
+      // over its cores. Say false if the policy compares nodes.
+      independentNodes: true,
     };
   },
 
@@ -173,7 +179,7 @@ const FILTER_BODY: &str = r#"    // Each candidate through avoided(), in order.
 
 const FILTER_UNUSED: &str = r#"    // Never called: describe() does not declare the filter phase (every
     // method of the contract must exist all the same).
-    return { reasons: [], verdicts: new Uint32Array(candidates.nodes.length) };
+    return { reasons: [], verdicts: packVerdicts(new Uint32Array(columns(candidates).length)) };
 "#;
 
 const SCORE_BODY: &str = r#"    // Each candidate through freeCpuAndZone(), in order: its parts' sum.
@@ -185,12 +191,12 @@ const EXPLAIN_BODY: &str = r#"    // Each candidate through freeCpuAndZone(), in
 "#;
 
 const EXPLAIN_UNUSED: &str = r#"    // Never called: no score phase, nothing to explain.
-    return Array.from(candidates.nodes, () => []);
+    return Array.from(columns(candidates).nodes, () => []);
 "#;
 
 const SCORE_UNUSED: &str = r#"    // Never called: describe() does not declare the score phase (every
     // method of the contract must exist all the same).
-    return new Array(candidates.nodes.length).fill(0);
+    return packScores(new Float64Array(columns(candidates).length));
 "#;
 
 const TESTS: &str = r#"// Native tests of src/policy.js: node calls the policy's own methods with
@@ -254,7 +260,7 @@ test("a misspelled preferredZone is refused with the name meant", () => {
 });
 "#;
 
-const TEST_HOST: &str = r#"// Stands in for the scheduler's imports (wasmsched:policy/host@0.2.0) in
+const TEST_HOST: &str = r#"// Stands in for the scheduler's imports (wasmsched:policy/host@0.3.0) in
 // the native tests: the settings and node metrics a test gives, and the
 // log lines the policy writes, kept for the test to read.
 
@@ -301,7 +307,7 @@ register(
   "data:text/javascript," +
     encodeURIComponent(`
       export async function resolve(specifier, context, next) {
-        if (specifier === "wasmsched:policy/host@0.2.0") {
+        if (specifier === "wasmsched:policy/host@0.3.0") {
           return { url: ${JSON.stringify(new URL("./host.js", import.meta.url).href)}, shortCircuit: true };
         }
         return next(specifier, context);
@@ -333,7 +339,7 @@ const README: &str = r#"# {{name}}
 A wasmsched scheduling policy in JavaScript (`src/policy.js`), written by
 `wasmsched new`. Its settings are in `{{name}}.yaml`; `cluster.yaml` is a
 small cluster to try it on. `wit/policy.wit` is the contract it implements
-(wasmsched:policy 0.2.0).
+(wasmsched:policy 0.3.0).
 
 Build, test, and watch it decide, from this directory (node 20.6 or later
 with npm, and `wasmsched` on your `PATH`; `npm install` fetches the

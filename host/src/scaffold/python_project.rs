@@ -80,7 +80,10 @@ from wit_world.exports.policy import ScorePart
 from wit_world.imports import host, types
 
 # The SDK's helpers, same names and formulas as in Rust: wasmsched_helpers.py.
-from wasmsched_helpers import Nodes, NodeView, PodView, ScoreParts, Settings, explain_each, filter_each, score_each
+from wasmsched_helpers import (
+    Nodes, NodeView, PodView, ScoreParts, Settings, columns, explain_each, filter_each, pack_scores, pack_verdicts,
+    score_each,
+)
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
@@ -110,6 +113,11 @@ class Policy(exports.Policy):
             description="written with wasmsched new",
             phases=types.Phases(filter={{filter}}, score={{score}}),
             score_order=types.ScoreOrder.HIGHER_IS_BETTER,
+            # Each node is judged alone (filter_each and score_each call
+            # your function once a node), so the scheduler may split a
+            # large call over its cores. Say False if the policy compares
+            # nodes.
+            independent_nodes=True,
         )
 
     def init(self) -> None:
@@ -123,7 +131,7 @@ class Policy(exports.Policy):
 
     def filter(self, pod: types.PodInfo, candidates: types.Candidates) -> types.FilterVerdicts:
 {{filter_body}}
-    def score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> list[float]:
+    def score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> bytes:
 {{score_body}}
     def explain_score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> list[list[ScorePart]]:
 {{explain_body}}"#;
@@ -170,7 +178,7 @@ const FILTER_BODY: &str = r#"        """Each candidate through avoided(), in ord
 
 const FILTER_UNUSED: &str = r#"        # Never called: describe() does not declare the filter phase (every
         # method of the contract must exist all the same).
-        return types.FilterVerdicts(reasons=[], verdicts=[0] * len(candidates.nodes))
+        return types.FilterVerdicts(reasons=[], verdicts=pack_verdicts([0] * len(columns(candidates))))
 "#;
 
 const SCORE_BODY: &str = r#"        """Each candidate through free_cpu_and_zone(), in order: its parts' sum."""
@@ -182,12 +190,12 @@ const EXPLAIN_BODY: &str = r#"        """What each node's raw score is made of, 
 "#;
 
 const EXPLAIN_UNUSED: &str = r#"        # Never called: no score phase, nothing to explain.
-        return [[] for _ in candidates.nodes]
+        return [[] for _ in columns(candidates).nodes]
 "#;
 
 const SCORE_UNUSED: &str = r#"        # Never called: describe() does not declare the score phase (every
         # method of the contract must exist all the same).
-        return [0.0] * len(candidates.nodes)
+        return pack_scores([0.0] * len(columns(candidates)))
 "#;
 
 const TESTS: &str = r#""""Native tests of src/app.py: plain CPython calls the policy's own
@@ -271,7 +279,7 @@ const README: &str = r#"# {{name}}
 A wasmsched scheduling policy in Python (`src/app.py`), written by
 `wasmsched new`. Its settings are in `{{name}}.yaml`; `cluster.yaml` is a
 small cluster to try it on. `wit/policy.wit` is the contract it implements
-(wasmsched:policy 0.2.0).
+(wasmsched:policy 0.3.0).
 
 Build, test, and watch it decide, from this directory (`python3` 3.11 or
 later with `venv`, and `wasmsched` on your `PATH`; the first command fetches

@@ -3,7 +3,9 @@
 //! (`LoadedPolicy::independent_nodes`) is called once per slice of the
 //! candidates, on the attempt workers, each call with its own instance;
 //! the answers join in slice order, so the attempt decides as with one
-//! call. Any other policy sees every candidate in one call.
+//! call. It is split in a large cluster, or when its measured cost makes
+//! the call worth splitting (an interpreted policy's, whatever the
+//! cluster's size). Any other policy sees every candidate in one call.
 
 use std::ops::Range;
 use std::time::Instant;
@@ -79,7 +81,12 @@ impl AttemptCalls<'_> {
         call: impl Fn(&[Candidate]) -> Result<T, PolicyError> + Sync,
     ) -> Result<Vec<T>, PolicyError> {
         let slices = if wp.policy.independent_nodes {
-            self.scope.workers.slices(self.nodes, candidates.len())
+            let workers = self.scope.workers;
+            let by_size = workers.slices(self.nodes, candidates.len());
+            match wp.policy.cost_per_node().map(|cost| workers.slices_by_cost(candidates.len(), cost)) {
+                Some(by_cost) if by_cost.len() > by_size.len() => by_cost,
+                _ => by_size,
+            }
         } else {
             std::iter::once(0..candidates.len()).collect()
         };

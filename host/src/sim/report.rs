@@ -221,6 +221,15 @@ pub fn explain(record: &AttemptRecord) -> String {
             p.failure_policy,
             &p.sha256[..12.min(p.sha256.len())]
         );
+        for phase in ["filter", "score"] {
+            let calls = record.policy_calls.iter().filter(|c| c.policy == p.name && c.phase == phase).count();
+            if calls > 1 {
+                let _ = writeln!(
+                    out,
+                    "  {phase}: {calls} calls in parallel, the candidates split over the attempt workers"
+                );
+            }
+        }
     }
     match (&record.chosen, &record.message) {
         (Some(node), _) => {

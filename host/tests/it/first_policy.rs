@@ -222,6 +222,7 @@ class Policy(exports.Policy):
             description="my first policy",
             phases=types.Phases(filter=True, score=True),
             score_order=types.ScoreOrder.HIGHER_IS_BETTER,
+            independent_nodes=True,
         )
 
     def init(self) -> None:
@@ -236,7 +237,7 @@ class Policy(exports.Policy):
     def filter(self, pod: types.PodInfo, candidates: types.Candidates) -> types.FilterVerdicts:
         return filter_each(NODES, pod, candidates, control_plane)
 
-    def score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> list[float]:
+    def score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> bytes:
         return score_each(NODES, pod, candidates, free_cpu_and_disk)
 
     def explain_score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> list:
@@ -259,7 +260,7 @@ if __name__ == "__main__":
 const JS: &str = r#"// disk-pref: keeps pods off control-plane nodes, and prefers nodes whose
 // `disktype` label is the setting `preferredDisk`, by `diskBonus`.
 
-import { config } from "wasmsched:policy/host@0.2.0";
+import { config } from "wasmsched:policy/host@0.3.0";
 import { Nodes, Settings, explainEach, filterEach, scoreEach } from "./wasmsched-helpers.js";
 
 let settings = {};
@@ -281,6 +282,7 @@ export const policy = {
       description: "my first policy",
       phases: { filter: true, score: true },
       scoreOrder: "higher-is-better",
+      independentNodes: true,
     };
   },
 

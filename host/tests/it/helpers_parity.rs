@@ -74,10 +74,13 @@ nodes.sync(True, [types.NodeChange_Upsert(types.NodeInfo(
     allocatable=types.Resources(milli_cpu=ac, memory=am, ephemeral_storage=0, pods=110, scalar=[])))
     for i, (ac, am, *_) in enumerate(cases["la"])])
 n = len(cases["la"])
+# Packed as the scheduler sends them (contract 0.3): u32 ids, u64 amounts.
+from array import array
+u64s, u32s = (lambda xs: array("Q", xs).tobytes()), (lambda xs: array("I", xs).tobytes())
 candidates = types.Candidates(
-    nodes=list(range(n)), requested_milli_cpu=[r[2] for r in cases["la"]], requested_memory=[0] * n,
-    requested_ephemeral_storage=[0] * n, nonzero_requested_milli_cpu=[r[2] for r in cases["la"]],
-    nonzero_requested_memory=[r[3] for r in cases["la"]], pod_count=[0] * n)
+    nodes=u32s(range(n)), requested_milli_cpu=u64s([r[2] for r in cases["la"]]), requested_memory=u64s([0] * n),
+    requested_ephemeral_storage=u64s([0] * n), nonzero_requested_milli_cpu=u64s([r[2] for r in cases["la"]]),
+    nonzero_requested_memory=u64s([r[3] for r in cases["la"]]), pod_count=u32s([0] * n))
 views = nodes.views(candidates)
 if [v.least_allocated_score(Pod(r[4], r[5])) for v, r in zip(views, cases["la"])] != la:
     sys.exit("NodeView.least_allocated_score and least_allocated_score disagree")
@@ -100,10 +103,12 @@ const nodes = new h.Nodes();
 nodes.sync(true, cases.la.map(([ac, am], id) => ({ tag: "upsert", val: {
   id, name: `n${id}`, labels: [], annotations: [], taints: [], unschedulable: false,
   allocatable: { milliCpu: BigInt(ac), memory: BigInt(am), ephemeralStorage: 0n, pods: 110, scalar: [] } } })));
-const column = (k) => BigUint64Array.from(cases.la, (r) => BigInt(r[k]));
-const views = nodes.views({ nodes: Uint32Array.from(cases.la, (_, i) => i), requestedMilliCpu: column(2),
+// Packed as the scheduler sends them (contract 0.3): u32 ids, u64 amounts.
+const bytes = (typed) => new Uint8Array(typed.buffer);
+const column = (k) => bytes(BigUint64Array.from(cases.la, (r) => BigInt(r[k])));
+const views = nodes.views({ nodes: bytes(Uint32Array.from(cases.la, (_, i) => i)), requestedMilliCpu: column(2),
   requestedMemory: column(3), requestedEphemeralStorage: column(3), nonzeroRequestedMilliCpu: column(2),
-  nonzeroRequestedMemory: column(3), podCount: new Uint32Array(cases.la.length) });
+  nonzeroRequestedMemory: column(3), podCount: bytes(new Uint32Array(cases.la.length)) });
 const viaViews = views.map((v, i) => v.leastAllocatedScore({ nonzeroMilliCpu: BigInt(cases.la[i][4]),
   nonzeroMemory: BigInt(cases.la[i][5]) }));
 if (JSON.stringify(viaViews) !== JSON.stringify(la)) throw "NodeView.leastAllocatedScore disagrees";

@@ -1,6 +1,6 @@
 //! Policies in Python (componentize-py) and JavaScript (ComponentizeJS),
-//! built from `policies/python` and `policies/js` against `wit/0.1.0`
-//! unchanged: they pass `wasmsched check`, place every pod where their Rust
+//! built from `policies/python` and `policies/js` against `wit/0.3.0`
+//! (packed byte columns): they pass `wasmsched check`, place every pod where their Rust
 //! twins do, and load through the URL source. The toolchains come from
 //! `policies/install-toolchains.sh`; under `CI=true` a missing one fails.
 
@@ -32,7 +32,9 @@ fn check(policy: &Path, extra: &[&str]) -> String {
     let out = wasmsched(&args);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "check {}:\n{stdout}\n{}", policy.display(), text(&out.stderr));
-    assert!(stdout.contains("contract    wasmsched:policy@0.1.0"), "{stdout}");
+    assert!(stdout.contains("contract    wasmsched:policy@0.3.0"), "{stdout}");
+    // Both examples say so in contract 0.3's describe.
+    assert!(stdout.contains("nodes       judged one by one"), "{stdout}");
     // Nothing an author of another language cannot act on.
     assert!(!stdout.contains("Rust"), "{stdout}");
     stdout
@@ -205,4 +207,34 @@ fn a_slow_policy_gets_adaptive_sampling_and_explain_says_why() {
     let rust = policy_wasm("least-allocated");
     let out = explain_last(&[path(&cluster), "--policy", path(&rust)]);
     assert!(out.contains("500 nodes, 500 feasible after built-in filters"), "{out}");
+}
+
+/// A slow policy that declares independent nodes (contract 0.3's
+/// `describe`) is split over the attempt workers by its measured cost, at
+/// any cluster size, and `--explain` says so; its pods land where they
+/// land unsplit, and where its Rust twin puts them.
+#[test]
+fn a_slow_independent_policy_is_split_by_its_cost_and_places_as_unsplit() {
+    let Some(python) = polyglot_wasm(Polyglot::PythonLeastAllocated) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // 500 identical nodes: every placement is a tie, broken by the seed
+    // over the candidates in order, which a wrong join would change.
+    let cluster = large_cluster(dir.path(), 500, 6);
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("polyglot-sampling-cache");
+    fn run<'a>(cluster: &'a Path, cache: &'a Path, policy: &'a Path, workers: &'a str) -> Vec<&'a str> {
+        let mut args = vec![path(cluster), "--policy", path(policy), "--cache-dir", path(cache)];
+        args.extend_from_slice(&["--parallelism", workers, "--percentage-of-nodes-to-score", "100"]);
+        args
+    }
+    let run = |policy, workers| run(&cluster, &cache, policy, workers);
+    let split = placements(&run(&python, "2"));
+    assert_eq!(split.len(), 6);
+    assert_eq!(split, placements(&run(&python, "1")), "split and unsplit calls place differently");
+    let rust = policy_wasm("least-allocated");
+    assert_eq!(split, placements(&run(&rust, "1")), "Python and Rust disagree");
+    // The first calls measure the policy; the last pod's is split.
+    let explained = explain_last(&run(&python, "2"));
+    assert!(explained.contains("  score: 2 calls in parallel"), "{explained}");
+    let unsplit = explain_last(&run(&python, "1"));
+    assert!(!unsplit.contains("calls in parallel"), "{unsplit}");
 }

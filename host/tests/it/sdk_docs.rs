@@ -116,26 +116,32 @@ fn the_bundled_scenario_table_matches_the_scenario() {
 }
 
 /// Each guide names the contract version `wasmsched new` writes into a
-/// project (the newest under `wit/`), and no older one where it says what
-/// a policy implements or imports.
+/// project of its language, and no older one where it says what a policy
+/// implements or imports. Python and JavaScript projects ship the newest
+/// under `wit/` (0.3's packed columns are theirs); Rust projects the one
+/// the Rust SDK is built on, vendored beside it.
 #[test]
 fn the_guides_name_the_contract_version_the_scaffold_ships() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let newest = std::fs::read_dir(root.join("wit"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
+    let versions: Vec<String> =
+        std::fs::read_dir(root.join("wit")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let newest = versions
+        .iter()
         .max_by_key(|v| v.split('.').map(|n| n.parse::<u32>().unwrap()).collect::<Vec<_>>())
-        .unwrap();
+        .unwrap()
+        .clone();
     let shipped = scaffold::python_project("v", BOTH).into_iter().find(|(p, _)| p == Path::new("wit/policy.wit"));
     assert!(shipped.unwrap().1.contains(&format!("package wasmsched:policy@{newest};")));
-    for guide in ["sdk/README.md", "sdk/python.md", "sdk/javascript.md"] {
+    let rust = scaffold::rust_project("v", BOTH)
+        .into_iter()
+        .find_map(|(path, _)| Some(path.strip_prefix("vendor/wit").ok()?.iter().next()?.to_str()?.to_string()))
+        .expect("the Rust SDK vendors a contract version");
+    for (guide, version) in [("sdk/README.md", &rust), ("sdk/python.md", &newest), ("sdk/javascript.md", &newest)] {
         let text = std::fs::read_to_string(root.join(guide)).unwrap();
-        assert!(text.contains(&format!("wit/{newest}")), "{guide} does not name wit/{newest}");
-        for old in std::fs::read_dir(root.join("wit")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()) {
-            if old != newest {
-                for stale in [format!("wit/{old}"), format!("policy/host@{old}")] {
-                    assert!(!text.contains(&stale), "{guide} names {stale}; the scaffold ships {newest}");
-                }
+        assert!(text.contains(&format!("wit/{version}")), "{guide} does not name wit/{version}");
+        for old in versions.iter().filter(|old| *old != version) {
+            for stale in [format!("wit/{old}"), format!("policy/host@{old}")] {
+                assert!(!text.contains(&stale), "{guide} names {stale}; its scaffold ships {version}");
             }
         }
     }

@@ -264,7 +264,7 @@ def score(pod, node, attempt):
 class Probe:
     def describe(self):
         return types.PolicyInfo(name="probe", version="0", description="", phases=types.Phases(filter=True, score=True),
-                                score_order=types.ScoreOrder.HIGHER_IS_BETTER)
+                                score_order=types.ScoreOrder.HIGHER_IS_BETTER, independent_nodes=False)
     def init(self):
         pass
     def sync_nodes(self, reset, changes):
@@ -346,13 +346,14 @@ fn the_rust_side_of_the_toolkit_fixtures_reaches_every_branch() {
 const REFUSED_PY: &str = r#"
 import json, sys
 sys.path[:0] = ["src", "bindings", "tests"]
+from wasmsched_helpers import pack_scores, pack_verdicts
 from wasmsched_testing import Harness, NodeBuilder, PodBuilder
 from wit_world.imports import types
 answers = {}
 class Bad:
     def describe(self):
         return types.PolicyInfo(name="bad", version="0.1.0", description="", phases=types.Phases(filter=True, score=True),
-                                score_order=types.ScoreOrder.HIGHER_IS_BETTER)
+                                score_order=types.ScoreOrder.HIGHER_IS_BETTER, independent_nodes=False)
     def init(self): pass
     def sync_nodes(self, reset, changes): pass
     def filter(self, pod, candidates): return answers["filter"]
@@ -361,10 +362,10 @@ h = Harness(Bad)
 h.add_node(NodeBuilder("a")).add_node(NodeBuilder("b"))
 said = []
 for scores in json.loads(sys.argv[1])["scores"]:
-    answers["score"] = [float(s) for s in scores]
+    answers["score"] = pack_scores([float(s) for s in scores])
     said.append(h.try_score(PodBuilder("p"))[1])
 for reasons, verdicts in json.loads(sys.argv[1])["filters"]:
-    answers["filter"] = types.FilterVerdicts(reasons=reasons, verdicts=verdicts)
+    answers["filter"] = types.FilterVerdicts(reasons=reasons, verdicts=pack_verdicts(verdicts))
     try:
         h.filter(PodBuilder("p"))
         said.append(None)
@@ -374,6 +375,7 @@ print(json.dumps(said))
 "#;
 
 const REFUSED_JS: &str = r#"
+import { packScores, packVerdicts } from "./src/wasmsched-helpers.js";
 import { Harness, NodeBuilder, PodBuilder } from "./tests/wasmsched-testing.js";
 const cases = JSON.parse(process.argv[1]);
 const answers = {};
@@ -386,11 +388,11 @@ const h = new Harness(bad);
 h.addNode(new NodeBuilder("a")).addNode(new NodeBuilder("b"));
 const said = [];
 for (const scores of cases.scores) {
-  answers.score = Float64Array.from(scores, (s) => (s === "inf" ? Infinity : Number(s)));
+  answers.score = packScores(Array.from(scores, (s) => (s === "inf" ? Infinity : Number(s))));
   said.push(h.tryScore(new PodBuilder("p")).error);
 }
 for (const [reasons, verdicts] of cases.filters) {
-  answers.filter = { reasons, verdicts: Uint32Array.from(verdicts) };
+  answers.filter = { reasons, verdicts: packVerdicts(verdicts) };
   try { h.filter(new PodBuilder("p")); said.push(null); } catch (refused) { said.push(refused.message); }
 }
 console.log(JSON.stringify(said));

@@ -4,17 +4,21 @@
 // configured, from a node metric the scheduler supplies. Nodes without a
 // usable price rank behind every priced node, and the policy logs which.
 //
-// Built with ComponentizeJS against wit/0.1.0, unchanged: this module
-// exports the `wasmsched:policy/policy` interface as `policy`.
+// Built with ComponentizeJS against wit/0.3.0: this module exports the
+// `wasmsched:policy/policy` interface as `policy`. The per-node columns
+// arrive as packed little-endian bytes (one Uint8Array each), read here
+// through typed-array views, and the scores go back the same way.
 
-import { config, log, nodeMetrics } from "wasmsched:policy/host@0.1.0";
+import { config, log, nodeMetrics } from "wasmsched:policy/host@0.3.0";
 
 const NAME = "cheapest-js";
 const VERSION = "0.1.0";
 
 // Module state lives as long as the component instance.
 let source = null; // { annotation } or { metric, maxAgeMs }
-const annotations = new Map(); // node id -> { name, annotations: Map }
+// node id -> { name, price, unpriced }: the annotation's price is read
+// once per node version, when the node arrives, not once per pod.
+const nodes = new Map();
 
 function readConfig() {
   const text = config().trim();
@@ -57,6 +61,37 @@ function parsePrice(raw) {
   return Number.isFinite(v) ? v : null;
 }
 
+// A packed column as the numbers it holds: a view where the bytes are
+// aligned for it (as ComponentizeJS gives them), else a copy.
+function u32s(bytes) {
+  return bytes.byteOffset % 4 === 0
+    ? new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.length >> 2)
+    : new Uint32Array(bytes.slice().buffer);
+}
+
+// Scores as the contract carries them: f64s, little-endian (as wasm is).
+function packScores(scores) {
+  return new Uint8Array(Float64Array.from(scores).buffer);
+}
+
+// A node's name and, with an annotation source, its price or why it has
+// none (the reason the score's warning gives).
+function priced(node) {
+  const entry = { name: node.name, price: null, unpriced: null };
+  if (source.annotation === undefined) return entry;
+  const key = source.annotation;
+  const raw = node.annotations.find(([k]) => k === key)?.[1];
+  const price = raw === undefined ? null : parsePrice(raw);
+  if (raw !== undefined && price === null) {
+    entry.unpriced = `node ${node.name}: annotation ${key}=${JSON.stringify(raw)} is not a number`;
+  } else if (price === null || price < 0) {
+    entry.unpriced = `node ${node.name}: no ${key} annotation`;
+  } else {
+    entry.price = price;
+  }
+  return entry;
+}
+
 export const policy = {
   describe() {
     return {
@@ -65,6 +100,9 @@ export const policy = {
       description: "lowest price annotation wins (JavaScript)",
       phases: { filter: false, score: true },
       scoreOrder: "lower-is-better",
+      // A node's price is its own: the scheduler may split a call over
+      // its cores.
+      independentNodes: true,
     };
   },
 
@@ -73,24 +111,25 @@ export const policy = {
   },
 
   syncNodes(reset, changes) {
-    if (reset) annotations.clear();
+    if (reset) nodes.clear();
     for (const change of changes) {
       if (change.tag === "upsert") {
-        const node = change.val;
-        annotations.set(node.id, { name: node.name, annotations: new Map(node.annotations) });
+        nodes.set(change.val.id, priced(change.val));
       } else {
-        annotations.delete(change.val);
+        nodes.delete(change.val);
       }
     }
   },
 
   filter(pod, candidates) {
     // Not called: describe() declares the score phase only.
-    return { reasons: [], verdicts: new Uint32Array(candidates.nodes.length) };
+    // Every verdict 0 (feasible): a zero u32 per node, as many bytes as
+    // the node-id column has.
+    return { reasons: [], verdicts: new Uint8Array(candidates.nodes.length) };
   },
 
   score(pod, candidates, seed) {
-    const ids = candidates.nodes;
+    const ids = u32s(candidates.nodes);
     const unpriced = [];
     const prices = new Array(ids.length);
     if (source.metric !== undefined) {
@@ -98,7 +137,7 @@ export const policy = {
       const samples = nodeMetrics(metric, ids);
       for (let i = 0; i < ids.length; i++) {
         const s = samples[i];
-        const name = annotations.get(ids[i])?.name ?? `#${ids[i]}`;
+        const name = nodes.get(ids[i])?.name ?? `#${ids[i]}`;
         if (s === undefined || s === null) {
           unpriced.push(`node ${name}: no ${metric} metric`);
           prices[i] = null;
@@ -110,39 +149,31 @@ export const policy = {
         }
       }
     } else {
-      const key = source.annotation;
       for (let i = 0; i < ids.length; i++) {
-        const node = annotations.get(ids[i]);
+        const node = nodes.get(ids[i]);
         if (node === undefined) throw `candidate ${i} names node id ${ids[i]} which the host never sent`;
-        const raw = node.annotations.get(key);
-        if (raw === undefined) {
-          unpriced.push(`node ${node.name}: no ${key} annotation`);
-          prices[i] = null;
-          continue;
-        }
-        const price = parsePrice(raw);
-        if (price === null) {
-          unpriced.push(`node ${node.name}: annotation ${key}=${JSON.stringify(raw)} is not a number`);
-          prices[i] = null;
-        } else {
-          prices[i] = price >= 0 ? price : null;
-          if (price < 0) unpriced.push(`node ${node.name}: no ${key} annotation`);
-        }
+        prices[i] = node.price;
+        if (node.price === null) unpriced.push(node.unpriced);
       }
     }
-    const priced = prices.filter((p) => p !== null);
-    if (priced.length === 0) {
+    const known = prices.filter((p) => p !== null);
+    if (known.length === 0) {
       throw source.metric !== undefined
         ? `no candidate node has a ${source.metric} metric younger than ${source.maxAgeMs / 1000n} s`
         : `no candidate node has a numeric ${source.annotation} annotation`;
     }
-    const max = Math.max(...priced);
+    const max = Math.max(...known);
     if (unpriced.length > 0) {
       log("warn", "nodes without a usable price rank last", [
         ["count", String(unpriced.length)],
         ["first", unpriced[0]],
       ]);
     }
-    return prices.map((p) => (p === null ? max * 2 + 1 : p));
+    return packScores(prices.map((p) => (p === null ? max * 2 + 1 : p)));
+  },
+
+  explainScore(pod, candidates, seed) {
+    // No breakdown: the score is the price.
+    return Array.from({ length: candidates.nodes.length >> 2 }, () => []);
   },
 };

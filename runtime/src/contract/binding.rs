@@ -2,17 +2,22 @@
 //! types, the host imports and the conversions from the
 //! version-independent [`crate::facts`] are the same code over each
 //! version's own generated types, written once here and stamped into
-//! `v0_1` and `v0_2` (versions share their records' shapes; only the
-//! `policy` interface grows). Only [`super`] calls into the bindings.
+//! `v0_1`, `v0_2` and `v0_3` (versions share their pod and node records'
+//! shapes). The per-node columns come in two shapes: lists of numbers
+//! (0.1, 0.2: [`number_columns`]) and packed bytes (0.3, in its module).
+//! Only [`super`] calls into the bindings.
 
 /// One version's binding, in the module that invokes it: `$wit` is the
-/// frozen directory, `$version` the version it names.
+/// frozen directory, `$version` the version it names, `$independent`
+/// whether a `describe` answer declares independent nodes (0.3 says so in
+/// `policy-info`; earlier versions only in a custom section,
+/// `declarations`).
 macro_rules! contract_binding {
-    ($wit:literal, $version:literal) => {
+    ($wit:literal, $version:literal, $independent:expr) => {
         use wasmtime::Store;
         use wasmtime::component::{HasSelf, Linker};
 
-        use crate::contract::RawVerdicts;
+        use crate::contract::{RawVerdicts, Refusal};
         use crate::facts;
         use crate::host_state::HostState;
         use crate::node_table::NodeSync;
@@ -74,6 +79,8 @@ macro_rules! contract_binding {
 
             pub(crate) fn describe(&self, store: &mut Store<HostState>) -> wasmtime::Result<facts::PolicyInfo> {
                 let info = self.guest().call_describe(store)?;
+                let independent: fn(&wit::PolicyInfo) -> bool = $independent;
+                let independent_nodes = independent(&info);
                 Ok(facts::PolicyInfo {
                     name: info.name,
                     version: info.version,
@@ -83,6 +90,7 @@ macro_rules! contract_binding {
                         wit::ScoreOrder::HigherIsBetter => facts::ScoreOrder::HigherIsBetter,
                         wit::ScoreOrder::LowerIsBetter => facts::ScoreOrder::LowerIsBetter,
                     },
+                    independent_nodes,
                 })
             }
 
@@ -109,26 +117,6 @@ macro_rules! contract_binding {
                     ),
                 };
                 self.guest().call_sync_nodes(store, reset, &changes)
-            }
-
-            pub(crate) fn filter(
-                &self,
-                store: &mut Store<HostState>,
-                pod: &facts::PodFacts,
-                candidates: &[facts::Candidate],
-            ) -> wasmtime::Result<Result<RawVerdicts, String>> {
-                let verdicts = with_columns(candidates, |c| self.guest().call_filter(store, &pod_info(pod), c))?;
-                Ok(verdicts.map(|v| (v.reasons, v.verdicts)))
-            }
-
-            pub(crate) fn score(
-                &self,
-                store: &mut Store<HostState>,
-                pod: &facts::PodFacts,
-                candidates: &[facts::Candidate],
-                seed: u64,
-            ) -> wasmtime::Result<Result<Vec<f64>, String>> {
-                with_columns(candidates, |c| self.guest().call_score(store, &pod_info(pod), c, seed))
             }
         }
 
@@ -230,6 +218,36 @@ macro_rules! contract_binding {
             }
         }
 
+    };
+}
+
+/// The per-node columns as lists of numbers (contracts 0.1 and 0.2), and
+/// the filter and score calls that send them.
+macro_rules! number_columns {
+    () => {
+        impl Bindings {
+            pub(crate) fn filter(
+                &self,
+                store: &mut Store<HostState>,
+                pod: &facts::PodFacts,
+                candidates: &[facts::Candidate],
+            ) -> wasmtime::Result<Result<RawVerdicts, Refusal>> {
+                let verdicts = with_columns(candidates, |c| self.guest().call_filter(store, &pod_info(pod), c))?;
+                Ok(verdicts.map(|v| (v.reasons, v.verdicts)).map_err(Refusal::Declined))
+            }
+
+            pub(crate) fn score(
+                &self,
+                store: &mut Store<HostState>,
+                pod: &facts::PodFacts,
+                candidates: &[facts::Candidate],
+                seed: u64,
+            ) -> wasmtime::Result<Result<Vec<f64>, Refusal>> {
+                let scores = with_columns(candidates, |c| self.guest().call_score(store, &pod_info(pod), c, seed))?;
+                Ok(scores.map_err(Refusal::Declined))
+            }
+        }
+
         thread_local! {
             /// The columns of this thread's last call, refilled for its
             /// next: no allocation, and no zeroing but where a call has
@@ -306,4 +324,4 @@ macro_rules! contract_binding {
     };
 }
 
-pub(crate) use contract_binding;
+pub(crate) use {contract_binding, number_columns};

@@ -9,6 +9,7 @@
 mod binding;
 mod v0_1;
 mod v0_2;
+mod v0_3;
 
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store};
@@ -21,17 +22,27 @@ use crate::node_table::NodeSync;
 const POLICY_INTERFACE: &str = "wasmsched:policy/policy";
 
 /// The versions accepted, as `wasmsched check` and errors print them.
-pub const SUPPORTED: &str = "0.1.x and 0.2.x";
+pub const SUPPORTED: &str = "0.1.x, 0.2.x and 0.3.x";
 
 /// A filter answer as the guest gave it: distinct reasons, one code per
 /// candidate (0 = passes, n = the n-th reason).
 pub(crate) type RawVerdicts = (Vec<String>, Vec<u32>);
+
+/// Why a filter or score call gave no answer the runtime can read, short
+/// of a trap: the policy's own error, or an answer the contract cannot
+/// even carry (0.3's packed numbers with bytes left over).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    Declined(String),
+    Malformed(String),
+}
 
 /// A supported contract version, read from the component's exports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ContractVersion {
     V0_1,
     V0_2,
+    V0_3,
 }
 
 impl ContractVersion {
@@ -39,6 +50,7 @@ impl ContractVersion {
         match self {
             ContractVersion::V0_1 => v0_1::VERSION,
             ContractVersion::V0_2 => v0_2::VERSION,
+            ContractVersion::V0_3 => v0_3::VERSION,
         }
     }
 
@@ -60,6 +72,7 @@ impl ContractVersion {
         match (parts.next(), parts.next()) {
             (Some("0"), Some("1")) => Ok(ContractVersion::V0_1),
             (Some("0"), Some("2")) => Ok(ContractVersion::V0_2),
+            (Some("0"), Some("3")) => Ok(ContractVersion::V0_3),
             _ => Err(PolicyError::IncompatibleVersion {
                 source_name: origin.to_string(),
                 found: if found.is_empty() { "(unversioned)".into() } else { found.to_string() },
@@ -84,13 +97,15 @@ pub(crate) fn check_header(origin: &str, bytes: &[u8]) -> Result<(), PolicyError
 /// The host imports of every version, so one linker serves them all.
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     v0_1::add_to_linker(linker)?;
-    v0_2::add_to_linker(linker)
+    v0_2::add_to_linker(linker)?;
+    v0_3::add_to_linker(linker)
 }
 
 /// A component pre-instantiated against its contract version.
 pub(crate) enum Template {
     V0_1(v0_1::SchedulerPolicyPre<HostState>),
     V0_2(v0_2::SchedulerPolicyPre<HostState>),
+    V0_3(v0_3::SchedulerPolicyPre<HostState>),
 }
 
 impl Template {
@@ -112,6 +127,7 @@ impl Template {
         match version {
             ContractVersion::V0_1 => Ok(Template::V0_1(v0_1::SchedulerPolicyPre::new(pre).map_err(missing)?)),
             ContractVersion::V0_2 => Ok(Template::V0_2(v0_2::SchedulerPolicyPre::new(pre).map_err(missing)?)),
+            ContractVersion::V0_3 => Ok(Template::V0_3(v0_3::SchedulerPolicyPre::new(pre).map_err(missing)?)),
         }
     }
 
@@ -119,6 +135,7 @@ impl Template {
         match self {
             Template::V0_1(pre) => v0_1::Bindings::instantiate(pre, store).map(Bindings::V0_1),
             Template::V0_2(pre) => v0_2::Bindings::instantiate(pre, store).map(Bindings::V0_2),
+            Template::V0_3(pre) => v0_3::Bindings::instantiate(pre, store).map(Bindings::V0_3),
         }
     }
 }
@@ -128,6 +145,7 @@ impl Template {
 pub(crate) enum Bindings {
     V0_1(v0_1::Bindings),
     V0_2(v0_2::Bindings),
+    V0_3(v0_3::Bindings),
 }
 
 impl Bindings {
@@ -135,6 +153,7 @@ impl Bindings {
         match self {
             Bindings::V0_1(b) => b.describe(store),
             Bindings::V0_2(b) => b.describe(store),
+            Bindings::V0_3(b) => b.describe(store),
         }
     }
 
@@ -142,6 +161,7 @@ impl Bindings {
         match self {
             Bindings::V0_1(b) => b.init(store),
             Bindings::V0_2(b) => b.init(store),
+            Bindings::V0_3(b) => b.init(store),
         }
     }
 
@@ -149,6 +169,7 @@ impl Bindings {
         match self {
             Bindings::V0_1(b) => b.sync_nodes(store, sync),
             Bindings::V0_2(b) => b.sync_nodes(store, sync),
+            Bindings::V0_3(b) => b.sync_nodes(store, sync),
         }
     }
 
@@ -157,10 +178,11 @@ impl Bindings {
         store: &mut Store<HostState>,
         pod: &PodFacts,
         candidates: &[Candidate],
-    ) -> wasmtime::Result<Result<RawVerdicts, String>> {
+    ) -> wasmtime::Result<Result<RawVerdicts, Refusal>> {
         match self {
             Bindings::V0_1(b) => b.filter(store, pod, candidates),
             Bindings::V0_2(b) => b.filter(store, pod, candidates),
+            Bindings::V0_3(b) => b.filter(store, pod, candidates),
         }
     }
 
@@ -170,10 +192,11 @@ impl Bindings {
         pod: &PodFacts,
         candidates: &[Candidate],
         seed: u64,
-    ) -> wasmtime::Result<Result<Vec<f64>, String>> {
+    ) -> wasmtime::Result<Result<Vec<f64>, Refusal>> {
         match self {
             Bindings::V0_1(b) => b.score(store, pod, candidates, seed),
             Bindings::V0_2(b) => b.score(store, pod, candidates, seed),
+            Bindings::V0_3(b) => b.score(store, pod, candidates, seed),
         }
     }
 
@@ -189,6 +212,7 @@ impl Bindings {
         match self {
             Bindings::V0_1(_) => Ok(None),
             Bindings::V0_2(b) => b.explain_score(store, pod, candidates, seed).map(Some),
+            Bindings::V0_3(b) => b.explain_score(store, pod, candidates, seed).map(Some),
         }
     }
 }

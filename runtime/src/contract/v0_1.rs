@@ -1,7 +1,8 @@
 //! Binding for `wasmsched:policy@0.1.x`, the first frozen version: the
 //! calls every version has ([`super::binding`]), and nothing more.
 
-super::binding::contract_binding!("../wit/0.1.0", "0.1.0");
+super::binding::contract_binding!("../wit/0.1.0", "0.1.0", |_| false);
+super::binding::number_columns!();
 
 #[cfg(test)]
 mod tests {

@@ -100,7 +100,7 @@ fn build_polyglot(which: Polyglot) -> Result<PathBuf, String> {
     let out_dir = root.join("target").join("polyglot-policies");
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let out = out_dir.join(which.file_name());
-    let wit = root.join("wit").join("0.1.0");
+    let wit = root.join("wit").join("0.3.0");
     let mut command = match which {
         Polyglot::PythonLeastAllocated => {
             let tool = toolchain(

@@ -15,6 +15,7 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::fork_join::ForkJoinPool;
 
@@ -26,6 +27,12 @@ pub const SPLIT_FROM_NODES: usize = 1_000;
 /// Each worker gets at least this many nodes (or candidates): fewer would
 /// cost more in hand-offs than they save.
 const MIN_PER_SLICE: usize = 250;
+
+/// A slow policy's call is split by its own measured cost, whatever the
+/// cluster's size: each worker gets at least this much of its CPU. A
+/// hand-off costs microseconds; an interpreted policy's 230-node call
+/// (adaptive sampling at 500 nodes) costs hundreds.
+pub const MIN_WORK_PER_SLICE: Duration = Duration::from_micros(100);
 
 /// Whether the pods attempts place wait downstream anyway: set by
 /// whoever takes them next (the Kubernetes backend's binder, while placed
@@ -108,6 +115,17 @@ impl AttemptWorkers {
         } else {
             self.threads.min(len / MIN_PER_SLICE.min(self.split_from.max(1))).max(1)
         };
+        (0..count).map(|i| len * i / count..len * (i + 1) / count).collect()
+    }
+
+    /// The slices a call over `len` candidates is cut into when each
+    /// costs `per_node` of CPU: as many as the workers, each with at least
+    /// [`MIN_WORK_PER_SLICE`] of work; one when splitting would not pay or
+    /// while backpressure is held.
+    pub fn slices_by_cost(&self, len: usize, per_node: Duration) -> Vec<Range<usize>> {
+        let work = per_node.saturating_mul(u32::try_from(len).unwrap_or(u32::MAX));
+        let worth = (work.as_nanos() / MIN_WORK_PER_SLICE.as_nanos()) as usize;
+        let count = if self.pool.is_none() || self.backpressure.held() { 1 } else { self.threads.min(worth).max(1) };
         (0..count).map(|i| len * i / count..len * (i + 1) / count).collect()
     }
 
@@ -210,6 +228,23 @@ mod tests {
         let items: Vec<u64> = (0..5_000).collect();
         assert_eq!(workers.column(5_000, &items, |i| i * 3), items.iter().map(|i| i * 3).collect::<Vec<_>>());
         assert_eq!(squares.iter().sum::<usize>(), (0..5_000).map(|i| i * i).sum::<usize>());
+    }
+
+    #[test]
+    fn a_slow_call_is_split_by_its_cost_whatever_the_cluster_size() {
+        let workers = AttemptWorkers::new(4).unwrap();
+        let micros = Duration::from_micros;
+        // 230 candidates at 2 µs: 460 µs of work, four slices of 115 µs.
+        assert_eq!(workers.slices_by_cost(230, micros(2)).len(), 4);
+        // At 1 µs, 230 µs: two slices of at least 100 µs.
+        assert_eq!(workers.slices_by_cost(230, micros(1)), vec![0..115, 115..230]);
+        // A fast policy's call is not worth a hand-off.
+        assert_eq!(workers.slices_by_cost(5_000, Duration::from_nanos(10)), vec![0..5000]);
+        assert_eq!(AttemptWorkers::default().slices_by_cost(230, micros(2)), vec![0..230]);
+        let backpressure = Backpressure::default();
+        let held = AttemptWorkers::new(4).unwrap().with_backpressure(backpressure.clone());
+        backpressure.hold(true);
+        assert_eq!(held.slices_by_cost(230, micros(2)), vec![0..230]);
     }
 
     #[test]

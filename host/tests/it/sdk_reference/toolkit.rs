@@ -88,6 +88,10 @@ pub const PLUMBING: &[Row] = &[
     ("", "filter_each", "filterEach", "The contract's `filter` from a function of one node; what it raises for one node refuses that node alone, as `policy error: ...` (Rust: `Policy::filter`)."),
     ("", "score_each", "scoreEach", "The contract's `score` from a function of one node, a number or ScoreParts (Rust: `Policy::score`)."),
     ("", "explain_each", "explainEach", "The contract's `explain-score` from the same function: each node's parts, none for a number (Rust: `export_policy!` from `Policy::score_parts`)."),
+    ("", "Columns.__init__", "Columns.constructor", "A call's candidates as columns of numbers, read in place from contract 0.3's packed bytes (Rust: the SDK reads the columns)."),
+    ("", "columns", "columns", "The call's candidates as `Columns`."),
+    ("", "pack_scores", "packScores", "Raw scores as contract 0.3's `score` returns them: f64s, packed little-endian (Rust: the SDK packs them)."),
+    ("", "pack_verdicts", "packVerdicts", "Filter verdicts as contract 0.3 carries them: u32s, packed little-endian (Rust: the SDK packs them)."),
 ];
 
 #[rustfmt::skip]
