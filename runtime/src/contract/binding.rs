@@ -3,8 +3,9 @@
 //! version-independent [`crate::facts`] are the same code over each
 //! version's own generated types, written once here and stamped into
 //! `v0_1`, `v0_2` and `v0_3` (versions share their pod and node records'
-//! shapes). The per-node columns come in two shapes: lists of numbers
-//! (0.1, 0.2: [`number_columns`]) and packed bytes (0.3, in its module).
+//! shapes). The per-node columns come in two shapes, each with its
+//! `fill_columns`, `verdicts` and `scores`: lists of numbers (0.1, 0.2:
+//! [`number_columns`]) and packed bytes (0.3, in its module).
 //! Only [`super`] calls into the bindings.
 
 /// One version's binding, in the module that invokes it: `$wit` is the
@@ -118,6 +119,27 @@ macro_rules! contract_binding {
                 };
                 self.guest().call_sync_nodes(store, reset, &changes)
             }
+
+            pub(crate) fn filter(
+                &self,
+                store: &mut Store<HostState>,
+                pod: &facts::PodFacts,
+                candidates: &[facts::Candidate],
+            ) -> wasmtime::Result<Result<RawVerdicts, Refusal>> {
+                let answer = with_columns(candidates, |c| self.guest().call_filter(store, &pod_info(pod), c))?;
+                Ok(answer.map_err(Refusal::Declined).and_then(verdicts))
+            }
+
+            pub(crate) fn score(
+                &self,
+                store: &mut Store<HostState>,
+                pod: &facts::PodFacts,
+                candidates: &[facts::Candidate],
+                seed: u64,
+            ) -> wasmtime::Result<Result<Vec<f64>, Refusal>> {
+                let answer = with_columns(candidates, |c| self.guest().call_score(store, &pod_info(pod), c, seed))?;
+                Ok(answer.map_err(Refusal::Declined).and_then(scores))
+            }
         }
 
         /// Annotations that can be large and that no policy needs.
@@ -218,42 +240,12 @@ macro_rules! contract_binding {
             }
         }
 
-    };
-}
-
-/// The per-node columns as lists of numbers (contracts 0.1 and 0.2), and
-/// the filter and score calls that send them.
-macro_rules! number_columns {
-    () => {
-        impl Bindings {
-            pub(crate) fn filter(
-                &self,
-                store: &mut Store<HostState>,
-                pod: &facts::PodFacts,
-                candidates: &[facts::Candidate],
-            ) -> wasmtime::Result<Result<RawVerdicts, Refusal>> {
-                let verdicts = with_columns(candidates, |c| self.guest().call_filter(store, &pod_info(pod), c))?;
-                Ok(verdicts.map(|v| (v.reasons, v.verdicts)).map_err(Refusal::Declined))
-            }
-
-            pub(crate) fn score(
-                &self,
-                store: &mut Store<HostState>,
-                pod: &facts::PodFacts,
-                candidates: &[facts::Candidate],
-                seed: u64,
-            ) -> wasmtime::Result<Result<Vec<f64>, Refusal>> {
-                let scores = with_columns(candidates, |c| self.guest().call_score(store, &pod_info(pod), c, seed))?;
-                Ok(scores.map_err(Refusal::Declined))
-            }
-        }
-
         thread_local! {
             /// The columns of this thread's last call, refilled for its
-            /// next: no allocation, and no zeroing but where a call has
-            /// more candidates than any before it. Holds one attempt's
-            /// columns (56 bytes a candidate) per thread that calls
-            /// policies.
+            /// next (by the version's `fill_columns`): no allocation but
+            /// where a call has more candidates than any before it.
+            /// Holds one attempt's columns (48-56 bytes a candidate) per
+            /// thread that calls policies.
             static COLUMNS: std::cell::RefCell<wit::Candidates> = std::cell::RefCell::new(no_columns());
         }
 
@@ -284,6 +276,22 @@ macro_rules! number_columns {
                     call(&columns)
                 }
             })
+        }
+    };
+}
+
+/// The per-node columns as lists of numbers (contracts 0.1 and 0.2): how
+/// they are filled, and how the answers are read.
+macro_rules! number_columns {
+    () => {
+        /// Verdicts as the runtime reads them: 0.1 and 0.2 send numbers.
+        fn verdicts(answer: wit::FilterVerdicts) -> Result<RawVerdicts, Refusal> {
+            Ok((answer.reasons, answer.verdicts))
+        }
+
+        /// Scores as the runtime reads them: 0.1 and 0.2 send numbers.
+        fn scores(answer: Vec<f64>) -> Result<Vec<f64>, Refusal> {
+            Ok(answer)
         }
 
         /// Rows to columns: each column crosses as one block copy. One
@@ -324,4 +332,36 @@ macro_rules! number_columns {
     };
 }
 
-pub(crate) use {contract_binding, number_columns};
+/// `explain-score` (contract 0.2 on): a policy's own breakdown of its
+/// raw scores, in the columns of the version that stamps it.
+macro_rules! explain_score {
+    () => {
+        impl Bindings {
+            /// Each candidate's parts, as the policy names them; an empty
+            /// list where it does not say.
+            pub(crate) fn explain_score(
+                &self,
+                store: &mut Store<HostState>,
+                pod: &facts::PodFacts,
+                candidates: &[facts::Candidate],
+                seed: u64,
+            ) -> wasmtime::Result<Result<Vec<Vec<crate::facts::ScorePart>>, String>> {
+                let answer =
+                    with_columns(candidates, |c| self.guest().call_explain_score(store, &pod_info(pod), c, seed))?;
+                Ok(answer.map(|per_node| {
+                    per_node
+                        .into_iter()
+                        .map(|parts| {
+                            parts
+                                .into_iter()
+                                .map(|p| crate::facts::ScorePart { name: p.name, value: p.value })
+                                .collect()
+                        })
+                        .collect()
+                }))
+            }
+        }
+    };
+}
+
+pub(crate) use {contract_binding, explain_score, number_columns};

@@ -4,51 +4,16 @@
 //! every guest language, and `independent-nodes` in `describe`.
 
 super::binding::contract_binding!("../wit/0.3.0", "0.3.0", |info| info.independent_nodes);
+super::binding::explain_score!();
 
-use crate::facts::ScorePart;
+/// Verdicts as the runtime reads them: u32s, packed.
+fn verdicts(answer: wit::FilterVerdicts) -> Result<RawVerdicts, Refusal> {
+    Ok((answer.reasons, unpack(&answer.verdicts, "verdicts", "u32", u32::from_le_bytes)?))
+}
 
-impl Bindings {
-    pub(crate) fn filter(
-        &self,
-        store: &mut Store<HostState>,
-        pod: &facts::PodFacts,
-        candidates: &[facts::Candidate],
-    ) -> wasmtime::Result<Result<RawVerdicts, Refusal>> {
-        let answer = with_columns(candidates, |c| self.guest().call_filter(store, &pod_info(pod), c))?;
-        Ok(answer.map_err(Refusal::Declined).and_then(|v| {
-            let verdicts = unpack(&v.verdicts, "verdicts", "u32", u32::from_le_bytes)?;
-            Ok((v.reasons, verdicts))
-        }))
-    }
-
-    pub(crate) fn score(
-        &self,
-        store: &mut Store<HostState>,
-        pod: &facts::PodFacts,
-        candidates: &[facts::Candidate],
-        seed: u64,
-    ) -> wasmtime::Result<Result<Vec<f64>, Refusal>> {
-        let answer = with_columns(candidates, |c| self.guest().call_score(store, &pod_info(pod), c, seed))?;
-        Ok(answer.map_err(Refusal::Declined).and_then(|bytes| unpack(&bytes, "scores", "f64", f64::from_le_bytes)))
-    }
-
-    /// Each candidate's parts, as the policy names them; an empty list
-    /// where it does not say.
-    pub(crate) fn explain_score(
-        &self,
-        store: &mut Store<HostState>,
-        pod: &facts::PodFacts,
-        candidates: &[facts::Candidate],
-        seed: u64,
-    ) -> wasmtime::Result<Result<Vec<Vec<ScorePart>>, String>> {
-        let answer = with_columns(candidates, |c| self.guest().call_explain_score(store, &pod_info(pod), c, seed))?;
-        Ok(answer.map(|per_node| {
-            per_node
-                .into_iter()
-                .map(|parts| parts.into_iter().map(|p| ScorePart { name: p.name, value: p.value }).collect())
-                .collect()
-        }))
-    }
+/// Scores as the runtime reads them: f64s, packed.
+fn scores(answer: Vec<u8>) -> Result<Vec<f64>, Refusal> {
+    unpack(&answer, "scores", "f64", f64::from_le_bytes)
 }
 
 /// Packed little-endian numbers of `N` bytes each; bytes left over are
@@ -62,43 +27,6 @@ fn unpack<T, const N: usize>(bytes: &[u8], what: &str, kind: &str, from: fn([u8;
         )));
     }
     Ok(chunks.map(|c| from(c.try_into().expect("chunks_exact gives N bytes"))).collect())
-}
-
-thread_local! {
-    /// The columns of this thread's last call, refilled for its next: no
-    /// allocation but where a call has more candidates than any before it.
-    /// Holds one attempt's columns (48 bytes a candidate) per thread that
-    /// calls policies.
-    static COLUMNS: std::cell::RefCell<wit::Candidates> = std::cell::RefCell::new(no_columns());
-}
-
-fn no_columns() -> wit::Candidates {
-    wit::Candidates {
-        nodes: Vec::new(),
-        requested_milli_cpu: Vec::new(),
-        requested_memory: Vec::new(),
-        requested_ephemeral_storage: Vec::new(),
-        nonzero_requested_milli_cpu: Vec::new(),
-        nonzero_requested_memory: Vec::new(),
-        pod_count: Vec::new(),
-    }
-}
-
-/// `call` with `candidates` as the contract's byte columns.
-fn with_columns<R>(candidates: &[facts::Candidate], call: impl FnOnce(&wit::Candidates) -> R) -> R {
-    COLUMNS.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut columns) => {
-            fill_columns(&mut columns, candidates);
-            call(&columns)
-        }
-        // A call made within a call (the host makes none) gets columns
-        // of its own.
-        Err(_) => {
-            let mut columns = no_columns();
-            fill_columns(&mut columns, candidates);
-            call(&columns)
-        }
-    })
 }
 
 /// Rows to packed columns, in one pass over the rows.
