@@ -458,7 +458,7 @@ fn failures_at_load_time_name_the_problem() {
     let err = engine().load(&source("old-wit"), "{}", PolicyLimits::default()).unwrap_err();
     assert_eq!(err.kind(), "incompatible_version");
     assert!(
-        err.to_string().ends_with("old_wit.wasm: built against wasmsched:policy@0.0.9; this scheduler supports 0.1.x and 0.2.x. Rebuild it with a matching wasmsched-sdk"),
+        err.to_string().ends_with("old_wit.wasm: built against wasmsched:policy@0.0.9; this scheduler supports 0.1.x, 0.2.x and 0.3.x. Rebuild it with a matching wasmsched-sdk"),
         "{err}"
     );
 
