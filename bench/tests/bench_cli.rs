@@ -29,7 +29,21 @@ fn every_workload_runs_and_reports() {
     }
     assert!(stdout.contains("Targets on this machine"), "{stdout}");
     let results: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(results.len(), 10, "SchedulingBasic wasm + native, and one of each other workload");
+    // The Python and JavaScript examples run beside Rust once the suite
+    // has built them (wasmsched's `it` tests), one row each at --quick.
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_wasmsched-bench"));
+    let built = exe.ancestors().nth(2).unwrap().join("polyglot-policies");
+    let languages = [("least_allocated_py.wasm", "least-allocated-py"), ("cheapest_js.wasm", "cheapest-js")];
+    let mut rows = 10;
+    for (file, policy) in languages {
+        if built.join(file).is_file() {
+            rows += 1;
+            assert!(stdout.contains(&format!("| SchedulingBasic | {policy} ")), "no {policy} row:\n{stdout}");
+        } else {
+            assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("{file} not built")), "no note for {file}");
+        }
+    }
+    assert_eq!(results.len(), rows, "SchedulingBasic wasm + native, one of each other workload, each language built");
     for r in &results {
         assert!(r["podsPerSecond"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["attemptP99Us"].as_f64().unwrap() >= r["attemptP50Us"].as_f64().unwrap(), "{r}");
