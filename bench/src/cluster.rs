@@ -14,8 +14,10 @@ fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
 
 /// kube scheduler_perf's SchedulingBasic: identical nodes (4 cpu, 32 GiB,
 /// 110 pods) in three zones, pods requesting 100m cpu / 100 MiB. Each node
-/// carries a price annotation (`hightower.com/cost`), so price-based
-/// policies (`cheapest`, in any language) can be measured on it too.
+/// carries what the example policies read, so that each can be measured on
+/// it: a price annotation (`hightower.com/cost`, for `cheapest` in any
+/// language), and for team-fit a rack load annotation, a team label on one
+/// node in ten and maintenance on one in fifty (which team-fit refuses).
 pub fn cluster(nodes: usize, pods: usize) -> Manifests {
     let mut manifests = Manifests::default();
     manifests.objects.nodes = (0..nodes).map(node).collect();
@@ -30,14 +32,25 @@ pub const POD_MILLI_CPU: u64 = 100;
 /// Node `i` of the synthetic cluster: `node-NNNNN`.
 pub fn node(i: usize) -> Node {
     let name = format!("node-{i:05}");
+    let mut labels = BTreeMap::from([
+        ("kubernetes.io/hostname".to_string(), name.clone()),
+        ("topology.kubernetes.io/zone".to_string(), format!("zone-{}", i % 3)),
+    ]);
+    if i % 10 == 9 {
+        labels.insert("team".into(), "ml".into());
+    }
+    let mut annotations = BTreeMap::from([
+        ("hightower.com/cost".to_string(), price(i)),
+        ("example.com/rack-load".to_string(), format!("{}", (i / 40 * 37) % 100)),
+    ]);
+    if i % 50 == 49 {
+        annotations.insert("example.com/maintenance".into(), "true".into());
+    }
     Node {
         metadata: ObjectMeta {
-            name: Some(name.clone()),
-            labels: Some(BTreeMap::from([
-                ("kubernetes.io/hostname".to_string(), name),
-                ("topology.kubernetes.io/zone".to_string(), format!("zone-{}", i % 3)),
-            ])),
-            annotations: Some(BTreeMap::from([("hightower.com/cost".to_string(), price(i))])),
+            name: Some(name),
+            labels: Some(labels),
+            annotations: Some(annotations),
             ..Default::default()
         },
         status: Some(NodeStatus {
@@ -84,12 +97,11 @@ pub fn pod(i: usize) -> Pod {
     }
 }
 
-/// The same node, as JSON for an API server.
+/// The same node, as JSON for an API server: ready.
 pub fn node_json(i: usize) -> serde_json::Value {
-    let name = format!("node-{i:05}");
-    serde_json::json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": format!("zone-{}", i % 3)}},
-           "status": {"allocatable": {"cpu": format!("{NODE_MILLI_CPU}m"), "memory": "32Gi", "pods": "110"},
-                      "conditions": [{"type": "Ready", "status": "True"}]}})
+    let mut node = serde_json::to_value(node(i)).expect("a Node serialises");
+    node["status"]["conditions"] = serde_json::json!([{"type": "Ready", "status": "True"}]);
+    node
 }
 
 /// The same pod, as JSON for an API server.

@@ -4,7 +4,7 @@
 //! own. Prints a table and the performance targets; `--json FILE` writes
 //! every result.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
@@ -84,7 +84,9 @@ pub struct BenchArgs {
     pub json: Option<PathBuf>,
     /// Measure this policy instead (SchedulingBasic at 500 nodes / 1,000
     /// pods and 5,000 nodes / 1,000 pods): `PATH[,config=FILE]`. With
-    /// --memory-limit, --deadline and --cache-dir as for `check`.
+    /// --memory-limit, --deadline and --cache-dir as for `check`. With
+    /// --real-apiserver, wasmsched drains with it (`run --policy`, and
+    /// --cache-dir).
     #[arg(long, value_name = "PATH[,config=FILE]")]
     pub policy: Option<String>,
     /// SchedulingBasic and WithMetrics with node sampling, as
@@ -295,29 +297,39 @@ fn custom_policy(path: PathBuf, config: String, limit_args: &LimitArgs) -> anyho
     })
 }
 
-/// The example policies in Python and JavaScript, as the test suite builds
-/// them (`target/polyglot-policies/`, beside this executable's directory):
-/// SchedulingBasic with each, so that every run reports them beside Rust.
-/// Not built yet: a note saying how, and none of their rows.
+/// The policies written in Python and JavaScript, as the test suite builds
+/// them (`target/polyglot-policies/`, beside this executable's directory),
+/// and team-fit's Rust twin (`target/wasm-policies/`): SchedulingBasic with
+/// each, so that every run reports them beside Rust. Not built yet: a note
+/// saying how, and none of their rows.
 fn language_specs(limit_args: &LimitArgs, quick: bool) -> anyhow::Result<Vec<Spec>> {
     let exe = std::env::current_exe().context("finding this executable")?;
-    let dir = exe.ancestors().nth(2).map(|target| target.join("polyglot-policies")).unwrap_or_default();
+    let target = exe.ancestors().nth(2).map(Path::to_path_buf).unwrap_or_default();
     let sizes: &[(usize, usize)] = if quick { &[(500, 200)] } else { &[(500, 1000), (5000, 1000)] };
     let mut out = Vec::new();
-    for (file, config) in [("least_allocated_py.wasm", "{}"), ("cheapest_js.wasm", "{}")] {
-        let path = dir.join(file);
+    for file in LANGUAGE_POLICIES {
+        let path = target.join(file);
         if !path.is_file() {
             eprintln!(
-                "note: {} not built, so no Python or JavaScript rows: `cargo test -p wasmsched --test it polyglot` \
+                "note: {} not built, so no row for it: `cargo test -p wasmsched --test it polyglot team_fit` \
                  builds it (after policies/install-toolchains.sh)",
                 path.display()
             );
             continue;
         }
-        out.extend(custom_specs(&custom_policy(path, config.into(), limit_args)?, sizes));
+        out.extend(custom_specs(&custom_policy(path, "{}".into(), limit_args)?, sizes));
     }
     Ok(out)
 }
+
+/// The files `language_specs` measures, under the target directory.
+const LANGUAGE_POLICIES: [&str; 5] = [
+    "polyglot-policies/least_allocated_py.wasm",
+    "polyglot-policies/cheapest_js.wasm",
+    "polyglot-policies/team_fit_py.wasm",
+    "polyglot-policies/team_fit_js.wasm",
+    "wasm-policies/wasm32-wasip2/policy/team_fit.wasm",
+];
 
 fn custom_specs(custom: &CustomPolicy, sizes: &[(usize, usize)]) -> Vec<Spec> {
     sizes
@@ -489,6 +501,10 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
         ([], false) => &[500, 5000],
         (chosen, _) => chosen,
     };
+    anyhow::ensure!(
+        args.policy.is_none() || args.shadow_candidates.iter().all(|&n| n == 0),
+        "--policy and --shadow-candidates together: the candidates copy the embedded policy; give one or the other"
+    );
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     eprintln!("wasmsched-bench --real-apiserver on {cores} cores");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -502,6 +518,8 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
             drain.backlog = args.backlog;
             drain.kube_scheduler = !args.without_kube_scheduler;
             drain.rounds = usize::from(args.rounds);
+            drain.policy = args.policy.clone();
+            drain.cache_dir = args.limits.cache_dir.clone();
             results.extend(runtime.block_on(drain.run())?);
         }
     }
@@ -530,6 +548,8 @@ fn topology_drain(state_dir: &std::path::Path, wasmsched: &std::path::Path, shap
         identity: None,
         rounds: 1,
         tenant_policies: false,
+        policy: None,
+        cache_dir: None,
     }
 }
 

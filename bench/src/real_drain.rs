@@ -96,6 +96,12 @@ pub struct Drain {
     /// wasmsched runs with tenant policies on (off otherwise: the drains'
     /// pods are the profile's alone).
     pub tenant_policies: bool,
+    /// wasmsched decides with this policy (`run --policy`'s
+    /// `PATH[,config=FILE]`) instead of the embedded one, compiled into
+    /// `cache_dir` when given. Its compile is not timed: a drain counts
+    /// from its first binding.
+    pub policy: Option<String>,
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl Drain {
@@ -399,6 +405,8 @@ impl Drain {
                     .args(record.iter().flat_map(|d| [std::ffi::OsStr::new("--record"), d.as_os_str()]))
                     .arg(format!("--http-addr={http}"))
                     .args(self.parallelism.map(|n| format!("--parallelism={n}")))
+                    .args(self.policy.iter().flat_map(|p| ["--policy", p.as_str()]))
+                    .args(self.cache_dir.iter().flat_map(|d| [std::ffi::OsStr::new("--cache-dir"), d.as_os_str()]))
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .spawn()

@@ -29,14 +29,21 @@ fn every_workload_runs_and_reports() {
     }
     assert!(stdout.contains("Targets on this machine"), "{stdout}");
     let results: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    // The Python and JavaScript examples run beside Rust once the suite
-    // has built them (wasmsched's `it` tests), one row each at --quick.
+    // The Python and JavaScript policies, and team-fit's Rust twin, run
+    // beside Rust once the suite has built them (wasmsched's `it` tests),
+    // one row each at --quick.
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_wasmsched-bench"));
-    let built = exe.ancestors().nth(2).unwrap().join("polyglot-policies");
-    let languages = [("least_allocated_py.wasm", "least-allocated-py"), ("cheapest_js.wasm", "cheapest-js")];
+    let target = exe.ancestors().nth(2).unwrap();
+    let languages = [
+        ("polyglot-policies/least_allocated_py.wasm", "least-allocated-py"),
+        ("polyglot-policies/cheapest_js.wasm", "cheapest-js"),
+        ("polyglot-policies/team_fit_py.wasm", "team-fit-py"),
+        ("polyglot-policies/team_fit_js.wasm", "team-fit-js"),
+        ("wasm-policies/wasm32-wasip2/policy/team_fit.wasm", "team-fit"),
+    ];
     let mut rows = 10;
     for (file, policy) in languages {
-        if built.join(file).is_file() {
+        if target.join(file).is_file() {
             rows += 1;
             assert!(stdout.contains(&format!("| SchedulingBasic | {policy} ")), "no {policy} row:\n{stdout}");
         } else {

@@ -173,6 +173,24 @@ function editDistance(a, b) {
 // CPU left on a node: allocatable minus what its pods request (the
 // candidates' `requestedMilliCpu` column), never below 0. The pod being
 // scheduled is not subtracted.
+// Rust's f64 grammar for finite decimals, and the characters its `trim`
+// removes (Unicode White_Space), so that every language reads the same
+// strings as the same numbers: `Number` alone would also take "0x10" and
+// "0b1", and `trim` removes U+FEFF, which Rust keeps.
+const DECIMAL = /^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$/;
+const EDGE_SPACE =
+  /^[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+|[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$/g;
+
+// A decimal number as the Rust and Python SDKs read one: leading and
+// trailing white space ignored, `1e3`, `.5`, `+2` accepted; null for
+// anything else (`Infinity`, `NaN`, `0x10`, `1_000`, an empty string).
+export function parseNumber(text) {
+  const t = text.replace(EDGE_SPACE, "");
+  if (!DECIMAL.test(t)) return null;
+  const value = Number(t);
+  return Number.isFinite(value) ? value : null;
+}
+
 export function freeMilliCpu(allocatableMilliCpu, requestedMilliCpu) {
   return allocatableMilliCpu > requestedMilliCpu ? allocatableMilliCpu - requestedMilliCpu : 0n;
 }
@@ -349,43 +367,79 @@ export class PodView {
 // The node table: each node as the scheduler sent it, kept by `syncNodes`
 // (call `sync` from it). The scheduler sends each node once, then only its
 // changes; calls name their candidates by id.
+//
+// `new Nodes({ prepare })`: `prepare`, a function of one NodeView, is the
+// work that depends on the node alone (its labels, annotations,
+// allocatable) and on the settings. It runs when a node arrives or
+// changes, once per version of the node, and the per-node functions read
+// its result as `node.prepared`, for every pod. What it throws is thrown
+// again where `node.prepared` is read, so a node it cannot prepare is
+// judged as if the work ran per pod (`filterEach` rejects that node alone).
 export class Nodes {
-  constructor() {
-    this.byId = new Map();
+  constructor({ prepare = null } = {}) {
+    // Indexed by node id: the host's ids are dense, and an array index is
+    // what the interpreter reads fastest, once per candidate per call.
+    this.byId = [];
+    this.prepare = prepare;
   }
 
   sync(reset, changes) {
-    if (reset) this.byId.clear();
+    if (reset) this.byId = [];
     for (const change of changes) {
       if (change.tag === "upsert") {
-        this.byId.set(change.val.id, new NodeView(change.val));
+        const view = new NodeView(change.val);
+        if (this.prepare !== null) {
+          try {
+            view.prepared = this.prepare(view);
+          } catch (e) {
+            // Thrown again where it is read, for this node only: the
+            // others keep a plain property, read at the cost of any other.
+            Object.defineProperty(view, "prepared", {
+              get() {
+                throw e;
+              },
+            });
+          }
+        }
+        this.byId[change.val.id] = view;
       } else {
-        this.byId.delete(change.val);
+        this.byId[change.val] = undefined;
       }
     }
   }
 
   // The call's candidates (the contract's, or `Columns` of them), in
   // order, each with what its pods request
-  // (valid for this call: the next one fills them anew). The host sends
-  // every node before naming it, so a miss is a bug worth failing the call
-  // for.
+  // (valid for this call: the next one points them elsewhere). The host
+  // sends every node before naming it, so a miss is a bug worth failing
+  // the call for.
   views(calls) {
     const candidates = columns(calls);
-    return Array.from(candidates.nodes, (id, i) => {
-      const view = this.byId.get(id);
-      if (view === undefined) throw `node id ${id} was never sent by the host`;
-      view.position = i;
-      view.requestedEphemeralStorage = candidates.requestedEphemeralStorage[i];
-      view.requestedMilliCpu = candidates.requestedMilliCpu[i];
-      view.requestedMemory = candidates.requestedMemory[i];
-      view.nonzeroRequestedMilliCpu = candidates.nonzeroRequestedMilliCpu[i];
-      view.nonzeroRequestedMemory = candidates.nonzeroRequestedMemory[i];
-      view.podCount = candidates.podCount[i];
-      return view;
-    });
+    const views = new Array(candidates.length);
+    for (let i = 0; i < views.length; i++) views[i] = candidateView(this, candidates, i);
+    return views;
   }
 }
+
+// The call's `i`-th candidate (`candidates` are `Columns`) in `nodes`,
+// pointed at the call's columns.
+function candidateView(nodes, candidates, i) {
+  const view = nodes.byId[candidates.nodes[i]];
+  if (view === undefined) throw `node id ${candidates.nodes[i]} was never sent by the host`;
+  view.position = i;
+  view.columns = candidates;
+  return view;
+}
+
+// What the pods on a candidate request, each read from the call's columns
+// when asked for: a view serves every candidate of every call, and most
+// policies read one or two of them (each read of a u64 makes a BigInt).
+const USAGE_COLUMNS = [
+  "requestedMilliCpu", "requestedMemory", "requestedEphemeralStorage",
+  "nonzeroRequestedMilliCpu", "nonzeroRequestedMemory", "podCount",
+];
+// Before its first call a view reads zeros.
+const NO_CALL = Object.fromEntries(USAGE_COLUMNS.map((name) => [name, name === "podCount" ? [0] : [0n]]));
 
 // One candidate, as the Rust SDK's `NodeView`: `id`, `name`, `labels` and
 // `annotations` (Maps), `taints`, `allocatable`, `unschedulable`, and what
@@ -396,9 +450,12 @@ export class NodeView {
   constructor(info) {
     Object.assign(this, { id: info.id, name: info.name, labels: new Map(info.labels) });
     Object.assign(this, { annotations: new Map(info.annotations), taints: info.taints });
-    Object.assign(this, { allocatable: info.allocatable, unschedulable: info.unschedulable, position: 0 });
-    Object.assign(this, { requestedMilliCpu: 0n, requestedMemory: 0n, requestedEphemeralStorage: 0n, podCount: 0 });
-    Object.assign(this, { nonzeroRequestedMilliCpu: 0n, nonzeroRequestedMemory: 0n });
+    Object.assign(this, { allocatable: info.allocatable, unschedulable: info.unschedulable });
+    Object.assign(this, { position: 0, columns: NO_CALL });
+    // What `new Nodes({ prepare })` made of this node when it arrived or
+    // last changed: computed once per version of the node, not once per
+    // pod. Throws what `prepare` threw for this node.
+    this.prepared = null;
   }
 
   label(key) {
@@ -414,8 +471,8 @@ export class NodeView {
   annotationF64(key) {
     const raw = this.annotation(key);
     if (raw === null) return null;
-    const value = raw.trim() === "" ? NaN : Number(raw.trim());
-    if (!Number.isFinite(value)) throw `node ${this.name}: annotation ${key}=${JSON.stringify(raw)} is not a number`;
+    const value = parseNumber(raw);
+    if (value === null) throw `node ${this.name}: annotation ${key}=${JSON.stringify(raw)} is not a number`;
     return value;
   }
 
@@ -454,6 +511,14 @@ export class NodeView {
   }
 }
 
+for (const name of USAGE_COLUMNS) {
+  Object.defineProperty(NodeView.prototype, name, {
+    get() {
+      return this.columns[name][this.position];
+    },
+  });
+}
+
 // The contract's `filter` from a function of one node: `reject(pod, node,
 // attempt)` (a PodView, a NodeView, an Attempt) returns null to pass the
 // node, or the reason to reject it (phrased as kube-scheduler's: they are
@@ -462,27 +527,34 @@ export class NodeView {
 // annotationF64's error for a value that is not a number) rejects that node
 // alone, with the reason `policy error: ...`; the other nodes are judged.
 // What is thrown outside `reject` still fails the call.
+//
+// The loops over the candidates are plain `for` loops, without a closure
+// or an array of views: ComponentizeJS's engine interprets, and each call
+// it saves is saved for every candidate of every call.
 export function filterEach(nodes, pod, candidates, reject) {
   const reasons = [];
   const numbers = new Map();
   const cols = columns(candidates);
-  const views = nodes.views(cols);
-  const verdicts = new Uint32Array(views.length);
-  const [podView, attempt] = [new PodView(pod), new Attempt(0n, cols)];
-  views.forEach((node, i) => {
+  const verdicts = new Uint32Array(cols.length);
+  const podView = new PodView(pod);
+  const attempt = new Attempt(0n, cols);
+  for (let i = 0; i < verdicts.length; i++) {
+    const node = candidateView(nodes, cols, i);
     let why;
     try {
       why = reject(podView, node, attempt);
     } catch (e) {
       why = `policy error: ${e instanceof Error ? e.message : String(e)}`;
     }
-    if (why === null || why === undefined) return;
-    if (!numbers.has(why)) {
+    if (why === null || why === undefined) continue;
+    let number = numbers.get(why);
+    if (number === undefined) {
       reasons.push(why);
-      numbers.set(why, reasons.length);
+      number = reasons.length;
+      numbers.set(why, number);
     }
-    verdicts[i] = numbers.get(why);
-  });
+    verdicts[i] = number;
+  }
   return { reasons, verdicts: new Uint8Array(verdicts.buffer) };
 }
 
@@ -492,18 +564,21 @@ export function filterEach(nodes, pod, candidates, reject) {
 export class ScoreParts {
   constructor() {
     this.list = [];
+    this.sum = 0;
   }
 
   // One more part: a short name (at most 64 bytes; at most 16 parts a
   // node) and its value.
   add(name, value) {
     this.list.push({ name, value });
+    // Summed as added, in order: the sum the Rust SDK makes.
+    this.sum += value;
     return this;
   }
 
   // The raw score: the sum of the parts.
   total() {
-    return this.list.reduce((sum, part) => sum + part.value, 0);
+    return this.sum;
   }
 
   // Each part, `{ name, value }`, in the order added.
@@ -520,13 +595,13 @@ export class ScoreParts {
 // them.
 export function scoreEach(nodes, pod, candidates, score, seed = 0n) {
   const cols = columns(candidates);
-  const [podView, attempt] = [new PodView(pod), new Attempt(seed, cols)];
-  const views = nodes.views(cols);
-  const scores = new Float64Array(views.length);
-  views.forEach((node, i) => {
-    const raw = score(podView, node, attempt);
+  const podView = new PodView(pod);
+  const attempt = new Attempt(seed, cols);
+  const scores = new Float64Array(cols.length);
+  for (let i = 0; i < scores.length; i++) {
+    const raw = score(podView, candidateView(nodes, cols, i), attempt);
     scores[i] = raw instanceof ScoreParts ? raw.total() : raw;
-  });
+  }
   return new Uint8Array(scores.buffer);
 }
 

@@ -213,6 +213,24 @@ def tolerates(toleration, taint) -> bool:
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
+# Rust's f64 grammar for finite decimals, and the characters its `trim`
+# removes (Unicode White_Space), so that every language reads the same
+# strings as the same numbers: `float` alone would also take "1_000" and
+# non-ASCII digits.
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+
+
+def parse_number(text: str) -> "float | None":
+    """A decimal number as the Rust and JavaScript SDKs read one: leading
+    and trailing white space ignored, `1e3`, `.5`, `+2` accepted; `None`
+    for anything else (`inf`, `nan`, `0x10`, `1_000`, an empty string)."""
+    t = text.strip(_WHITE_SPACE)
+    if not _DECIMAL.fullmatch(t):
+        return None
+    value = float(t)
+    return value if math.isfinite(value) else None
+
 
 def requirement_matches(requirement, value: "str | None") -> bool:
     """One node-selector requirement against a label's value (None: the
@@ -359,17 +377,29 @@ class Nodes:
     `sync_nodes` (call `sync` from it). The scheduler sends each node once,
     then only its changes; calls name their candidates by id. Keep it at
     module level: componentize-py may make a new `Policy` object for every
-    call, the module lives as long as the instance."""
+    call, the module lives as long as the instance.
 
-    def __init__(self):
+    `prepare`, a function of one `NodeView`, is the work that depends on
+    the node alone (its labels, annotations, allocatable) and on the
+    settings: it runs when a node arrives or changes, once per version of
+    the node, and the per-node functions read its result as
+    `node.prepared`, for every pod. What it raises is raised again where
+    `node.prepared` is read, so a node it cannot prepare is judged as if
+    the work ran per pod (`filter_each` rejects that node alone)."""
+
+    def __init__(self, prepare=None):
         self._by_id: dict = {}
+        self._prepare = prepare
 
     def sync(self, reset: bool, changes) -> None:
         if reset:
             self._by_id.clear()
         for change in changes:
             if isinstance(change, types.NodeChange_Upsert):
-                self._by_id[change.value.id] = NodeView(change.value)
+                view = NodeView(change.value)
+                if self._prepare is not None:
+                    view._prepare_with(self._prepare)
+                self._by_id[change.value.id] = view
             else:
                 self._by_id.pop(change.value, None)
 
@@ -385,17 +415,8 @@ class Nodes:
             views = [self._by_id[node_id] for node_id in candidates.nodes]
         except KeyError as e:
             raise Err(f"node id {e.args[0]} was never sent by the host")
-        rows = zip(
-            views, candidates.requested_milli_cpu, candidates.requested_memory,
-            candidates.requested_ephemeral_storage, candidates.nonzero_requested_milli_cpu,
-            candidates.nonzero_requested_memory, candidates.pod_count,
-        )
-        for position, (view, cpu, memory, storage, nonzero_cpu, nonzero_memory, pods) in enumerate(rows):
-            view.position, view.requested_milli_cpu, view.requested_memory = position, cpu, memory
-            view.requested_ephemeral_storage = storage
-            view.nonzero_requested_milli_cpu, view.nonzero_requested_memory, view.pod_count = (
-                nonzero_cpu, nonzero_memory, pods
-            )
+        for position, view in enumerate(views):
+            view.position, view._columns = position, candidates
         return views
 
 
@@ -408,16 +429,25 @@ class NodeView:
     `pod_count`)."""
 
     __slots__ = (
-        "id", "name", "labels", "annotations", "taints", "allocatable", "unschedulable", "position",
-        "requested_milli_cpu", "requested_memory", "requested_ephemeral_storage", "nonzero_requested_milli_cpu",
-        "nonzero_requested_memory", "pod_count",
+        "id", "name", "labels", "annotations", "taints", "allocatable", "unschedulable", "position", "_columns",
+        "prepared", "_prepare_error",
     )
 
     def __init__(self, info):
         self.id, self.name, self.labels, self.annotations = info.id, info.name, dict(info.labels), dict(info.annotations)
         self.taints, self.allocatable, self.unschedulable = info.taints, info.allocatable, info.unschedulable
-        self.position = self.requested_milli_cpu = self.requested_memory = self.pod_count = 0
-        self.requested_ephemeral_storage = self.nonzero_requested_milli_cpu = self.nonzero_requested_memory = 0
+        self.position, self._columns = 0, _NO_CALL
+        # What `Nodes(prepare=...)` made of this node when it arrived or
+        # last changed, computed once per version of the node, not once
+        # per pod. A plain attribute, read at the cost of any other.
+        self.prepared = self._prepare_error = None
+
+    def _prepare_with(self, prepare) -> None:
+        try:
+            self.prepared = prepare(self)
+        except Exception as e:  # noqa: BLE001 - raised again where it is read
+            self._prepare_error = e
+            self.__class__ = _UnpreparedNodeView
 
     def label(self, key: str) -> "str | None":
         return self.labels.get(key)
@@ -427,15 +457,13 @@ class NodeView:
 
     def annotation_f64(self, key: str) -> "float | None":
         """An annotation as a number: None when absent; `Err` naming the
-        node when it is not a finite number."""
+        node when it is not a finite number (`parse_number`'s grammar, the
+        Rust SDK's)."""
         raw = self.annotations.get(key)
         if raw is None:
             return None
-        try:
-            value = float(raw.strip())
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value):
+        value = parse_number(raw)
+        if value is None:
             raise Err(f"node {self.name}: annotation {key}={json.dumps(raw)} is not a number")
         return value
 
@@ -467,6 +495,39 @@ class NodeView:
         return least_allocated_score(
             self.allocatable, self.nonzero_requested_milli_cpu, self.nonzero_requested_memory, pod
         )
+
+
+class _UnpreparedNodeView(NodeView):
+    """A node whose `prepare` raised: reading `prepared` raises it again,
+    so the node is judged as if the work ran per pod."""
+
+    __slots__ = ()
+
+    @property
+    def prepared(self):
+        # Without the old traceback, which would grow at every raise.
+        raise self._prepare_error.with_traceback(None)
+
+
+# What the pods on a candidate request, each read from the call's columns
+# when asked for: a view serves every candidate of every call, and most
+# policies read one or two of them.
+NodeView.requested_milli_cpu = property(lambda view: view._columns.requested_milli_cpu[view.position])
+NodeView.requested_memory = property(lambda view: view._columns.requested_memory[view.position])
+NodeView.requested_ephemeral_storage = property(lambda view: view._columns.requested_ephemeral_storage[view.position])
+NodeView.nonzero_requested_milli_cpu = property(lambda view: view._columns.nonzero_requested_milli_cpu[view.position])
+NodeView.nonzero_requested_memory = property(lambda view: view._columns.nonzero_requested_memory[view.position])
+NodeView.pod_count = property(lambda view: view._columns.pod_count[view.position])
+
+
+class _NoCall:
+    """A view's columns before its first call: zeros."""
+
+    def __getattr__(self, name):
+        return (0,)
+
+
+_NO_CALL = _NoCall()
 
 
 def _takes_attempt(function) -> bool:
@@ -501,22 +562,22 @@ def filter_each(nodes: Nodes, pod, candidates, reject) -> types.FilterVerdicts:
     (docs/architecture.md, "Fallback")."""
     reasons: list[str] = []
     numbers: dict[str, int] = {}
-    verdicts = []
     cols = Columns(candidates)
-    pod_view, extra = PodView(pod), ((Attempt(0, cols),) if _takes_attempt(reject) else ())
-    for node in nodes.views(cols):
+    verdicts = array("I", bytes(4 * len(cols)))
+    pod_view, attempt = PodView(pod), (Attempt(0, cols) if _takes_attempt(reject) else None)
+    for i, node in enumerate(nodes.views(cols)):
         try:
-            why = reject(pod_view, node, *extra)
+            why = reject(pod_view, node) if attempt is None else reject(pod_view, node, attempt)
         except Exception as e:  # noqa: BLE001 - one node's error is that node's verdict
             why = f"policy error: {_error_text(e)}"
         if why is None:
-            verdicts.append(0)
             continue
-        if why not in numbers:
+        number = numbers.get(why)
+        if number is None:
             reasons.append(why)
-            numbers[why] = len(reasons)
-        verdicts.append(numbers[why])
-    return types.FilterVerdicts(reasons=reasons, verdicts=pack_verdicts(verdicts))
+            number = numbers[why] = len(reasons)
+        verdicts[i] = number
+    return types.FilterVerdicts(reasons=reasons, verdicts=verdicts.tobytes())
 
 
 def _error_text(e: Exception) -> str:
@@ -532,18 +593,24 @@ class ScoreParts:
     per-node score function may return one instead of a number; the score
     is the parts' sum, and `wasmsched simulate --explain` shows each part."""
 
+    __slots__ = ("_parts", "_total")
+
     def __init__(self):
         self._parts: list = []
+        self._total = 0.0
 
     def add(self, name: str, value: float) -> "ScoreParts":
         """One more part: a short name (at most 64 bytes; at most 16 parts a
         node) and its value."""
-        self._parts.append((name, float(value)))
+        value = float(value)
+        self._parts.append((name, value))
+        # Summed as added, in order: the sum the Rust SDK makes.
+        self._total += value
         return self
 
     def total(self) -> float:
         """The raw score: the sum of the parts."""
-        return sum(value for _, value in self._parts)
+        return self._total
 
     def parts(self) -> "list[tuple[str, float]]":
         """Each part's name and value, in the order added."""
@@ -558,9 +625,12 @@ def score_each(nodes: Nodes, pod, candidates, score, seed: int = 0) -> bytes:
     the call's `seed` for `attempt.seed()` and `attempt.rng()`. Returns
     the scores packed as the contract carries them."""
     cols = Columns(candidates)
-    pod_view, extra = PodView(pod), ((Attempt(seed, cols),) if _takes_attempt(score) else ())
-    raws = (score(pod_view, node, *extra) for node in nodes.views(cols))
-    return pack_scores([raw.total() if isinstance(raw, ScoreParts) else float(raw) for raw in raws])
+    scores = array("d", bytes(8 * len(cols)))
+    pod_view, attempt = PodView(pod), (Attempt(seed, cols) if _takes_attempt(score) else None)
+    for i, node in enumerate(nodes.views(cols)):
+        raw = score(pod_view, node) if attempt is None else score(pod_view, node, attempt)
+        scores[i] = raw.total() if isinstance(raw, ScoreParts) else float(raw)
+    return scores.tobytes()
 
 
 def explain_each(nodes: Nodes, pod, candidates, score, seed: int = 0) -> list:

@@ -34,10 +34,48 @@ const TOLERATIONS: [TolerationCase; 7] = [
     ("other", "exists", "", "", "gpu", "yes", "no-schedule", false),
 ];
 
+/// Annotation values: each SDK must read the same ones as the same numbers
+/// (Rust's grammar, after Rust's `trim`), and refuse the rest.
+const NUMBERS: [&str; 20] = [
+    "12",
+    " 3.5 ",
+    "1e2",
+    "-4",
+    "+.5",
+    "5.",
+    "1E+5",
+    "inf",
+    "nan",
+    "Infinity",
+    "0x10",
+    "0b1",
+    "1_0",
+    "",
+    " ",
+    "1e400",
+    "\u{a0}7\u{2003}",
+    "\u{661}\u{662}",
+    "\u{feff}3",
+    "1e",
+];
+
 fn cases() -> Value {
     let tolerations: Vec<Value> =
         TOLERATIONS.iter().map(|(k, o, v, e, tk, tv, te, _)| json!([k, o, v, e, tk, tv, te])).collect();
-    json!({"la": LEAST_ALLOCATED, "free": FREE, "tol": tolerations})
+    json!({"la": LEAST_ALLOCATED, "free": FREE, "tol": tolerations, "num": NUMBERS})
+}
+
+/// What the Rust SDK's `annotation_f64` makes of each of [`NUMBERS`].
+fn rust_numbers() -> Vec<Option<f64>> {
+    NUMBERS.iter().map(|s| s.trim().parse::<f64>().ok().filter(|v| v.is_finite())).collect()
+}
+
+/// What `Nodes(prepare)` must show: the calls after the first sync of two
+/// nodes, node 0's prepared value (twice its cpu), node 1's error (its
+/// prepare raised "no"), the calls after every view was read twice, and
+/// after node 0 changed.
+fn expected_prepare() -> Value {
+    json!([2, 8000, "no", 2, 3])
 }
 
 fn expected() -> Value {
@@ -86,7 +124,35 @@ if [v.least_allocated_score(Pod(r[4], r[5])) for v, r in zip(views, cases["la"])
     sys.exit("NodeView.least_allocated_score and least_allocated_score disagree")
 if [v.free_milli_cpu() for v in views] != [max(r[0] - r[2], 0) for r in cases["la"]]:
     sys.exit("NodeView.free_milli_cpu disagrees")
-print(json.dumps({"la": la, "free": free, "tol": tol}))
+num = [h.parse_number(t) for t in cases["num"]]
+# Work done once per version of a node.
+calls = []
+def prepare(view):
+    calls.append(view.id)
+    if view.id == 1:
+        raise ValueError("no")
+    return view.allocatable.milli_cpu * 2
+def info(i, cpu):
+    return types.NodeChange_Upsert(types.NodeInfo(id=i, name=f"n{i}", labels=[], annotations=[], taints=[],
+        unschedulable=False, allocatable=types.Resources(milli_cpu=cpu, memory=1, ephemeral_storage=0, pods=1, scalar=[])))
+prepared = h.Nodes(prepare=prepare)
+prepared.sync(True, [info(0, 4000), info(1, 4000)])
+prep = [len(calls)]
+two = types.Candidates(nodes=u32s([0, 1]), requested_milli_cpu=u64s([0, 0]), requested_memory=u64s([0, 0]),
+    requested_ephemeral_storage=u64s([0, 0]), nonzero_requested_milli_cpu=u64s([0, 0]),
+    nonzero_requested_memory=u64s([0, 0]), pod_count=u32s([0, 0]))
+for _ in range(2):
+    first, second = prepared.views(two)
+    value = first.prepared
+    try:
+        second.prepared
+        error = None
+    except ValueError as e:
+        error = str(e)
+prep += [value, error, len(calls)]
+prepared.sync(False, [info(0, 2000)])
+prep.append(len(calls))
+print(json.dumps({"la": la, "free": free, "tol": tol, "num": num, "prep": prep}))
 "#;
 
 const JS: &str = r#"
@@ -112,13 +178,48 @@ const views = nodes.views({ nodes: bytes(Uint32Array.from(cases.la, (_, i) => i)
 const viaViews = views.map((v, i) => v.leastAllocatedScore({ nonzeroMilliCpu: BigInt(cases.la[i][4]),
   nonzeroMemory: BigInt(cases.la[i][5]) }));
 if (JSON.stringify(viaViews) !== JSON.stringify(la)) throw "NodeView.leastAllocatedScore disagrees";
-console.log(JSON.stringify({ la, free, tol }));
+const num = cases.num.map((t) => h.parseNumber(t));
+// Work done once per version of a node.
+let calls = 0;
+const prepared = new h.Nodes({ prepare: (view) => {
+  calls += 1;
+  if (view.id === 1) throw "no";
+  return Number(view.allocatable.milliCpu) * 2;
+} });
+const info = (id, cpu) => ({ tag: "upsert", val: { id, name: `n${id}`, labels: [], annotations: [], taints: [],
+  unschedulable: false, allocatable: { milliCpu: BigInt(cpu), memory: 1n, ephemeralStorage: 0n, pods: 1, scalar: [] } } });
+prepared.sync(true, [info(0, 4000), info(1, 4000)]);
+const prep = [calls];
+const zeros = bytes(new BigUint64Array(2));
+const two = { nodes: bytes(Uint32Array.from([0, 1])), requestedMilliCpu: zeros, requestedMemory: zeros,
+  requestedEphemeralStorage: zeros, nonzeroRequestedMilliCpu: zeros, nonzeroRequestedMemory: zeros,
+  podCount: bytes(new Uint32Array(2)) };
+let value, error;
+for (let round = 0; round < 2; round++) {
+  const [first, second] = prepared.views(two);
+  value = first.prepared;
+  try {
+    second.prepared;
+    error = null;
+  } catch (e) {
+    error = String(e);
+  }
+}
+prep.push(value, error, calls);
+prepared.sync(false, [info(0, 2000)]);
+prep.push(calls);
+console.log(JSON.stringify({ la, free, tol, num, prep }));
 "#;
 
 /// Runs the project's helper module in `lang` (`python` or `js`) on the
 /// cases and compares with the Rust side.
 pub(crate) fn assert_the_helpers_agree_with_the_sdk(dir: &Path, lang: &str) {
-    let got = run_in_project(dir, lang, (PYTHON, JS), &cases());
+    let mut got = run_in_project(dir, lang, (PYTHON, JS), &cases());
+    let map = got.as_object_mut().expect("an object");
+    // Compared as numbers: Python writes 12.0 where JavaScript writes 12.
+    let num: Vec<Option<f64>> = serde_json::from_value(map.remove("num").expect("num")).expect("numbers or null");
+    assert_eq!(num, rust_numbers(), "{lang} reads {NUMBERS:?} otherwise than the Rust SDK");
+    assert_eq!(map.remove("prep"), Some(expected_prepare()), "{lang}'s Nodes(prepare) is not once per node version");
     assert_eq!(got, expected(), "{lang}'s helpers and the Rust SDK's disagree");
 }
 

@@ -35,6 +35,7 @@ mod sdk_reference;
 mod shadow;
 mod simulate_cli;
 mod storage_properties;
+mod team_fit;
 mod tenants;
 mod toolkit_parity;
 mod topology_properties;

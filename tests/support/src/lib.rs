@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 /// The seed policies, by crate name.
 pub const SEED_POLICIES: &[&str] =
-    &["least-allocated", "http-latency", "cheapest", "random", "spot-first", "app-node-match"];
+    &["least-allocated", "http-latency", "cheapest", "random", "spot-first", "app-node-match", "team-fit"];
 
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
@@ -73,13 +73,22 @@ pub enum Polyglot {
     PythonLeastAllocated,
     /// `policies/js/cheapest`, by ComponentizeJS.
     JsCheapest,
+    /// `policies/python/team-fit`, with the Python SDK's helpers.
+    PythonTeamFit,
+    /// `policies/js/team-fit`, with the JavaScript SDK's helpers.
+    JsTeamFit,
 }
 
 impl Polyglot {
-    fn file_name(self) -> &'static str {
+    pub const ALL: [Polyglot; 4] =
+        [Polyglot::PythonLeastAllocated, Polyglot::JsCheapest, Polyglot::PythonTeamFit, Polyglot::JsTeamFit];
+
+    pub fn file_name(self) -> &'static str {
         match self {
             Polyglot::PythonLeastAllocated => "least_allocated_py.wasm",
             Polyglot::JsCheapest => "cheapest_js.wasm",
+            Polyglot::PythonTeamFit => "team_fit_py.wasm",
+            Polyglot::JsTeamFit => "team_fit_js.wasm",
         }
     }
 }
@@ -101,31 +110,36 @@ fn build_polyglot(which: Polyglot) -> Result<PathBuf, String> {
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let out = out_dir.join(which.file_name());
     let wit = root.join("wit").join("0.3.0");
+    let python = |folder: &str| -> Result<Command, String> {
+        let tool = toolchain(
+            "WASMSCHED_COMPONENTIZE_PY",
+            &root.join("target/toolchains/python/bin/componentize-py"),
+            "componentize-py",
+        )?;
+        let mut c = Command::new(tool);
+        c.arg("-d").arg(&wit).args(["-w", "scheduler-policy", "componentize", "-p"]).arg(root.join(folder));
+        // The SDK's helpers, for the policies that import them.
+        c.arg("-p").arg(root.join("sdk/python")).arg("app").arg("-o").arg(&out);
+        // Keep the source tree free of __pycache__.
+        c.env("PYTHONDONTWRITEBYTECODE", "1");
+        Ok(c)
+    };
+    let js = |module: &Path| -> Result<Command, String> {
+        let tool = toolchain(
+            "WASMSCHED_COMPONENTIZE_JS",
+            &root.join("policies/js/node_modules/.bin/componentize-js"),
+            "componentize-js",
+        )?;
+        let mut c = Command::new(tool);
+        c.arg(module).arg("--wit").arg(&wit);
+        c.args(["--world-name", "scheduler-policy", "--disable", "http", "fetch-event", "-o"]).arg(&out);
+        Ok(c)
+    };
     let mut command = match which {
-        Polyglot::PythonLeastAllocated => {
-            let tool = toolchain(
-                "WASMSCHED_COMPONENTIZE_PY",
-                &root.join("target/toolchains/python/bin/componentize-py"),
-                "componentize-py",
-            )?;
-            let mut c = Command::new(tool);
-            c.arg("-d").arg(&wit).args(["-w", "scheduler-policy", "componentize", "-p"]);
-            c.arg(root.join("policies/python/least-allocated")).arg("app").arg("-o").arg(&out);
-            // Keep the source tree free of __pycache__.
-            c.env("PYTHONDONTWRITEBYTECODE", "1");
-            c
-        }
-        Polyglot::JsCheapest => {
-            let tool = toolchain(
-                "WASMSCHED_COMPONENTIZE_JS",
-                &root.join("policies/js/node_modules/.bin/componentize-js"),
-                "componentize-js",
-            )?;
-            let mut c = Command::new(tool);
-            c.arg(root.join("policies/js/cheapest/cheapest.js")).arg("--wit").arg(&wit);
-            c.args(["--world-name", "scheduler-policy", "--disable", "http", "fetch-event", "-o"]).arg(&out);
-            c
-        }
+        Polyglot::PythonLeastAllocated => python("policies/python/least-allocated")?,
+        Polyglot::PythonTeamFit => python("policies/python/team-fit")?,
+        Polyglot::JsCheapest => js(&root.join("policies/js/cheapest/cheapest.js"))?,
+        Polyglot::JsTeamFit => js(&beside_the_js_helpers(&root, "team-fit/team-fit.js")?)?,
     };
     let output = command.output().map_err(|e| format!("running {command:?}: {e}"))?;
     if !output.status.success() {
@@ -139,12 +153,30 @@ fn build_polyglot(which: Polyglot) -> Result<PathBuf, String> {
     Ok(out)
 }
 
+/// A copy of `policies/js/<module>` with the SDK's helpers beside it, as
+/// `wasmsched new --lang js` lays a project out: ComponentizeJS bundles
+/// what the module imports from its own folder.
+fn beside_the_js_helpers(root: &Path, module: &str) -> Result<PathBuf, String> {
+    let source = root.join("policies/js").join(module);
+    let folder =
+        root.join("target/polyglot-sources").join(source.parent().and_then(Path::file_name).unwrap_or_default());
+    std::fs::create_dir_all(&folder).map_err(|e| format!("{}: {e}", folder.display()))?;
+    let copy = |from: &Path| -> Result<PathBuf, String> {
+        let to = folder.join(from.file_name().unwrap_or_default());
+        std::fs::copy(from, &to).map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))?;
+        Ok(to)
+    };
+    copy(&root.join("sdk/js/wasmsched-helpers.js"))?;
+    copy(&source)
+}
+
 /// Builds a policy written in another language (once per test process).
 /// `None` means its toolchain is not installed, which the caller reports as a
 /// skip outside CI; under `CI=true` a missing toolchain panics, so CI can
 /// never pass without running these tests. A failing build always panics.
 pub fn polyglot_wasm(which: Polyglot) -> Option<PathBuf> {
-    static BUILT: [OnceLock<Result<PathBuf, String>>; 2] = [OnceLock::new(), OnceLock::new()];
+    static BUILT: [OnceLock<Result<PathBuf, String>>; 4] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let slot = &BUILT[which as usize];
     match slot.get_or_init(|| build_polyglot(which)) {
         Ok(path) => Some(path.clone()),

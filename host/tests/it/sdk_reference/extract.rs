@@ -77,6 +77,10 @@ pub fn python(source: &str) -> Vec<Item> {
             class = None;
             (None, rest)
         } else if let (Some(c), Some(rest)) = (&class, line.strip_prefix("    def ")) {
+            // A private class's methods are private too.
+            if c.starts_with('_') {
+                continue;
+            }
             (Some(c.clone()), rest)
         } else {
             continue;

@@ -31,6 +31,7 @@ pub const NODES: &[Row] = &[
     ("Node::label", "NodeView.label", "NodeView.label", "A node label's value, or none."),
     ("Node::annotation", "NodeView.annotation", "NodeView.annotation", "A node annotation's value, or none."),
     ("Node::annotation_f64", "NodeView.annotation_f64", "NodeView.annotationF64", "An annotation as a number: none when absent, an error naming the node when not a number."),
+    ("", "parse_number", "parseNumber", "A decimal number as every SDK reads one, Rust's grammar: none for `inf`, `0x10`, `1_000` or an empty string (Rust: `str::parse::<f64>`, finite)."),
     ("Node::allocatable_scalar", "NodeView.allocatable_scalar", "NodeView.allocatableScalar", "The allocatable amount of an extended resource such as `nvidia.com/gpu` (0 when none)."),
     ("NodeView::index", "NodeView.index", "NodeView.index", "The node's position among this call's candidates."),
     ("NodeView::usage", "NodeView.usage", "NodeView.usage", "What the pods already on the node request (cpu, memory, storage, their non-zero forms, pod count)."),
@@ -79,7 +80,7 @@ pub const SCORE_PARTS: &[Row] = &[
 /// Python and JavaScript the policy's module does it with these.
 #[rustfmt::skip]
 pub const PLUMBING: &[Row] = &[
-    ("", "Nodes.__init__", "Nodes.constructor", "The node table (Rust: kept by `export_policy!`)."),
+    ("", "Nodes.__init__", "Nodes.constructor", "The node table (Rust: kept by `export_policy!`). `prepare`, a function of one node, is the work done once per version of a node instead of once per pod: each view's `prepared` holds its result, and reading it raises what `prepare` raised for that node (Rust: not needed, per-pod work costs it nanoseconds)."),
     ("", "Nodes.sync", "Nodes.sync", "Applies `sync-nodes`: every node, then only changes."),
     ("", "Nodes.views", "Nodes.views", "The call's candidates as NodeViews, each with what its pods request."),
     ("", "NodeView.__init__", "NodeView.constructor", "A node's view (Rust: made by the SDK)."),
