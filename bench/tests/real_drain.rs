@@ -67,9 +67,20 @@ fn rounds_without_kube_scheduler(bench: &Path, state_dir: &Path) {
     for drain in ["wasmsched", "null-binder", "null-binder-with-events"] {
         assert_eq!(rounds(drain), [1.0, 2.0], "{drain}: {results:?}");
     }
-    // The scheduler's wake-ups are counted (its threads' context switches).
-    let switches = results.iter().filter_map(|r| r["details"]["contextSwitchesPerPod scheduler"].as_f64());
-    assert_eq!(switches.filter(|n| *n > 0.0).count(), 6, "{results:?}");
+    // The scheduler's wake-ups are counted (its threads' context switches)
+    // in every drain, and seen in at least one round of each: a round of
+    // 40 pods whose bindings a busy machine's watch delivers in one burst
+    // has a window (first binding to last) too short to see any.
+    for drain in ["wasmsched", "null-binder", "null-binder-with-events"] {
+        let variant = format!("{drain} on a real kube-apiserver");
+        let switches: Vec<f64> = results
+            .iter()
+            .filter(|r| r["variant"] == variant.as_str())
+            .filter_map(|r| r["details"]["contextSwitchesPerPod scheduler"].as_f64())
+            .collect();
+        assert_eq!(switches.len(), 2, "{drain}: {results:?}");
+        assert!(switches.iter().any(|n| *n > 0.0), "{drain}: {results:?}");
+    }
     // wasmsched's CPU is split by thread: its decisions are its
     // scheduling loop's.
     let wasmsched = results.iter().filter(|r| r["variant"] == "wasmsched on a real kube-apiserver");

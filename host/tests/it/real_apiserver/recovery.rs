@@ -13,8 +13,13 @@ const STALLED: Duration = Duration::from_secs(30);
 fn binds_again_soon_after_the_apiserver_restarts() {
     let Some(real) = Real::start("restart") else { return };
     real.block_on(async {
+        // Room for every pod of both schedulers: 5 + 3 × 200 of ours and
+        // 3 × 200 of kube-scheduler's on the same nodes. With 500 pods a
+        // node (1,205 pods for 1,000 places), the last round's pods were
+        // refused with "Too many pods" whenever kube-scheduler's bound
+        // first.
         for n in 0..2 {
-            let node = json!({"labels": {"wasmsched-class": "restart"}, "spec": {}, "cpu": "64", "memory": "256Gi", "pods": "500", "ready": "True"});
+            let node = json!({"labels": {"wasmsched-class": "restart"}, "spec": {}, "cpu": "64", "memory": "256Gi", "pods": "1000", "ready": "True"});
             real.add_node(&format!("restart-n{n}"), &node).await;
         }
         let mut config = common::single_replica(ProfileConfig::with_policies("wasmsched-restart", default_policies()));
