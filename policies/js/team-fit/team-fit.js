@@ -59,10 +59,28 @@ function asksForGpu(pod) {
   return pod.requests.scalar.some(([name, amount]) => name === GPU && amount > 0n);
 }
 
+// The node's free memory after the pod, in whole percent.
+function freeMemoryPercent(pod, node, p) {
+  const free = p.memory - node.requestedMemory - pod.requests.memory;
+  return free > 0n && p.memory > 0n ? Number((free * 100n) / p.memory) : 0;
+}
+
+// The raw score, a number: what the scheduler asks for every node of every
+// pod. Written out rather than summed from `parts` below, because each call
+// and object costs the interpreter about as much as the rest of the score
+// (docs/benchmarks.md); the tests hold the two to the same sums.
 function score(pod, node) {
   const p = node.prepared;
-  const free = p.memory - node.requestedMemory - pod.requests.memory;
-  const parts = new ScoreParts().add("free memory", free > 0n && p.memory > 0n ? Number((free * 100n) / p.memory) : 0);
+  let total = freeMemoryPercent(pod, node, p);
+  if (p.gpus > 0n && asksForGpu(pod)) total += settings.gpuBonus;
+  if (p.rackLoad !== null) total += -p.rackLoad / 4;
+  return total;
+}
+
+// The same score in parts, for `--explain` only.
+function parts(pod, node) {
+  const p = node.prepared;
+  const parts = new ScoreParts().add("free memory", freeMemoryPercent(pod, node, p));
   if (p.gpus > 0n && asksForGpu(pod)) parts.add("gpu", settings.gpuBonus);
   if (p.rackLoad !== null) parts.add("rack load", -p.rackLoad / 4);
   return parts;
@@ -107,6 +125,6 @@ export const policy = {
   },
 
   explainScore(pod, candidates, seed) {
-    return explainEach(nodes, pod, candidates, score, seed);
+    return explainEach(nodes, pod, candidates, parts, seed);
   },
 };

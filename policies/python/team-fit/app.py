@@ -69,10 +69,31 @@ def asks_for_gpu(pod: h.PodView) -> bool:
     return any(name == GPU and amount > 0 for name, amount in pod.requests.scalar)
 
 
-def score(pod: h.PodView, node: h.NodeView) -> h.ScoreParts:
-    p = node.prepared
+def free_memory_percent(pod: h.PodView, node: h.NodeView, p: Prepared) -> int:
+    """The node's free memory after the pod, in whole percent."""
     free = p.memory - node.requested_memory - pod.requests.memory
-    parts = h.ScoreParts().add("free memory", max(free, 0) * 100 // p.memory if p.memory > 0 else 0)
+    return max(free, 0) * 100 // p.memory if p.memory > 0 else 0
+
+
+def score(pod: h.PodView, node: h.NodeView) -> float:
+    """The raw score, a number: what the scheduler asks for every node of
+    every pod. Written out rather than summed from `parts` below, because
+    each call and object costs the interpreter about as much as the rest
+    of the score (docs/benchmarks.md); the tests hold the two to the same
+    sums."""
+    p = node.prepared
+    total = float(free_memory_percent(pod, node, p))
+    if p.gpus > 0 and asks_for_gpu(pod):
+        total += SETTINGS["gpu_bonus"]
+    if p.rack_load is not None:
+        total += -p.rack_load / 4
+    return total
+
+
+def parts(pod: h.PodView, node: h.NodeView) -> h.ScoreParts:
+    """The same score in parts, for `--explain` only."""
+    p = node.prepared
+    parts = h.ScoreParts().add("free memory", free_memory_percent(pod, node, p))
     if p.gpus > 0 and asks_for_gpu(pod):
         parts.add("gpu", SETTINGS["gpu_bonus"])
     if p.rack_load is not None:
@@ -116,4 +137,4 @@ class Policy(exports.Policy):
         return h.score_each(NODES, pod, candidates, score, seed)
 
     def explain_score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> list:
-        return h.explain_each(NODES, pod, candidates, score, seed)
+        return h.explain_each(NODES, pod, candidates, parts, seed)
