@@ -170,9 +170,6 @@ function editDistance(a, b) {
   return row[b.length];
 }
 
-// CPU left on a node: allocatable minus what its pods request (the
-// candidates' `requestedMilliCpu` column), never below 0. The pod being
-// scheduled is not subtracted.
 // Rust's f64 grammar for finite decimals, and the characters its `trim`
 // removes (Unicode White_Space), so that every language reads the same
 // strings as the same numbers: `Number` alone would also take "0x10" and
@@ -191,6 +188,9 @@ export function parseNumber(text) {
   return Number.isFinite(value) ? value : null;
 }
 
+// CPU left on a node: allocatable minus what its pods request (the
+// candidates' `requestedMilliCpu` column), never below 0. The pod being
+// scheduled is not subtracted.
 export function freeMilliCpu(allocatableMilliCpu, requestedMilliCpu) {
   return allocatableMilliCpu > requestedMilliCpu ? allocatableMilliCpu - requestedMilliCpu : 0n;
 }

@@ -446,7 +446,8 @@ class NodeView:
         try:
             self.prepared = prepare(self)
         except Exception as e:  # noqa: BLE001 - raised again where it is read
-            self._prepare_error = e
+            # Without its traceback, whose frames would be kept alive.
+            self._prepare_error = e.with_traceback(None)
             self.__class__ = _UnpreparedNodeView
 
     def label(self, key: str) -> "str | None":

@@ -80,10 +80,7 @@ pub enum Polyglot {
 }
 
 impl Polyglot {
-    pub const ALL: [Polyglot; 4] =
-        [Polyglot::PythonLeastAllocated, Polyglot::JsCheapest, Polyglot::PythonTeamFit, Polyglot::JsTeamFit];
-
-    pub fn file_name(self) -> &'static str {
+    fn file_name(self) -> &'static str {
         match self {
             Polyglot::PythonLeastAllocated => "least_allocated_py.wasm",
             Polyglot::JsCheapest => "cheapest_js.wasm",
