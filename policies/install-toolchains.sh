@@ -30,3 +30,6 @@ fi
 # file present, `install` still takes the locked versions.
 npm install --prefix "$root/policies/js" --no-audit --no-fund --loglevel=error
 "$root/policies/js/node_modules/.bin/componentize-js" --version
+
+# The interpreter components that run policies shipped as source.
+"$root/sdk/build-interpreters.sh"

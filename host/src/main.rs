@@ -10,6 +10,10 @@ mod cli;
 #[derive(Parser)]
 #[command(name = "wasmsched", version, about, propagate_version = true)]
 struct Cli {
+    /// Show the host's side of a policy's failure too: the wasm backtrace
+    /// of a trap, not only what the policy said (its traceback).
+    #[arg(short, long, global = true)]
+    verbose: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -78,6 +82,7 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
+    wasmsched_runtime::show_host_frames(cli.verbose);
     let result = match cli.command {
         Command::Simulate(args) => cli::simulate::run(args),
         Command::Compare(args) => cli::compare::run(args),

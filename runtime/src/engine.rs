@@ -4,8 +4,9 @@
 //! capability-less WASI) and the epoch ticker that enforces call
 //! deadlines; and the optional cache of precompiled policies.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker};
@@ -19,6 +20,7 @@ use crate::declarations;
 use crate::engine_config::engine_config;
 use crate::error::PolicyError;
 use crate::host_state::HostState;
+use crate::interpreter::{Interpreters, Language, Program, SourceFile};
 use crate::limits::PolicyLimits;
 use crate::loaded::{LoadedPolicy, Provenance};
 use crate::source::PolicySource;
@@ -38,6 +40,11 @@ pub struct PolicyEngine {
     root: Option<PathBuf>,
     /// Cranelift's cache of compiled functions (`with_function_cache`).
     incremental: Option<PathBuf>,
+    /// Where source policies' interpreters are (`with_interpreters`).
+    interpreters: Interpreters,
+    /// The interpreters compiled so far, by sha256: each is compiled (or
+    /// read from the cache directory) once per engine.
+    compiled: Mutex<HashMap<String, Component>>,
 }
 
 /// Policies larger than this compile with Cranelift's optimisations
@@ -72,6 +79,7 @@ impl Tier {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_error)?;
         contract::add_to_linker(&mut linker).map_err(engine_error)?;
+        crate::interpreter::add_to_linker(&mut linker).map_err(engine_error)?;
         let ticker = Arc::new(EpochTicker::start(engine.clone()));
         let incremental = incremental.map(Path::to_path_buf);
         Ok(Tier { engine, linker, ticker, settings: (parallel, opt_level), incremental })
@@ -102,6 +110,8 @@ impl PolicyEngine {
             worker: None,
             root: None,
             incremental: None,
+            interpreters: Interpreters::default(),
+            compiled: Mutex::new(HashMap::new()),
         })
     }
 
@@ -161,12 +171,21 @@ impl PolicyEngine {
         self
     }
 
-    /// Whether `load` would compile `source` rather than take it from the
-    /// cache: a large policy's compile takes long enough to announce.
-    pub fn needs_compile(&self, source: &PolicySource) -> bool {
-        match (&self.cache, self.tier(source.bytes.len())) {
-            (Some(cache), Ok(tier)) => !cache.contains(&tier.engine, &source.sha256()),
-            _ => true,
+    /// What `load` would compile rather than take from a cache: the
+    /// component itself, or a source policy's interpreter. A large
+    /// component's compile takes long enough to announce.
+    pub fn to_compile(&self, source: &PolicySource) -> Option<PolicySource> {
+        let runs = match source.language {
+            None => source.clone(),
+            Some(language) => self.read_interpreter(language, PolicyLimits::default().max_wasm_bytes).ok()?,
+        };
+        let sha256 = runs.sha256();
+        if self.compiled.lock().expect("never poisoned").contains_key(&sha256) {
+            return None;
+        }
+        match (&self.cache, self.tier(runs.bytes.len())) {
+            (Some(cache), Ok(tier)) if cache.contains(&tier.engine, &sha256) => None,
+            _ => Some(runs),
         }
     }
 
@@ -175,28 +194,113 @@ impl PolicyEngine {
         self.cache.is_some()
     }
 
+    /// Where source policies' interpreter components are looked for
+    /// (`interpreter.rs`).
+    pub fn with_interpreters(mut self, interpreters: Interpreters) -> Self {
+        self.interpreters = interpreters;
+        self
+    }
+
     /// Compiles (or takes from the cache), checks the contract version,
     /// pre-instantiates, and instantiates once to run `describe` and `init`.
     /// Call it off the scheduling path; the result is ready to serve calls.
+    /// A source policy (a `.py` or `.js` file) runs on its language's
+    /// interpreter, compiled once for every policy of that language.
     pub fn load(
         &self,
         source: &PolicySource,
         config_json: &str,
         limits: PolicyLimits,
     ) -> Result<LoadedPolicy, PolicyError> {
-        let origin = source.origin.clone();
         if source.bytes.len() > limits.max_wasm_bytes {
             return Err(PolicyError::TooLarge {
-                source_name: origin,
+                source_name: source.origin.clone(),
                 size: source.bytes.len(),
                 limit: limits.max_wasm_bytes,
             });
         }
-        contract::check_header(&origin, &source.bytes)?;
-        let sha256 = source.sha256();
-
+        let (runs, program, interpreter) = match source.language {
+            None => (source.clone(), None, None),
+            Some(language) => {
+                let (interpreter, program) = self.interpreter_for(source, language, &limits)?;
+                let named = format!("{} sha256:{}", interpreter.origin, interpreter.sha256());
+                (interpreter, Some(program), Some(named))
+            }
+        };
         let started = Instant::now();
+        let (tier, component, from_cache) = self.compiled(&runs, &limits, program.is_some())?;
+        let compile_time = started.elapsed();
+
+        let origin = source.origin.clone();
+        let contract = ContractVersion::detect(&tier.engine, &origin, &component)?;
+        let template = Template::new(&tier.linker, &origin, &component, contract)?;
+        let provenance = Provenance {
+            origin,
+            sha256: source.sha256(),
+            size: source.bytes.len(),
+            compile_time,
+            from_cache,
+            interpreter,
+        };
+        let mut loaded = LoadedPolicy::new(
+            tier.engine.clone(),
+            tier.ticker.clone(),
+            template,
+            contract,
+            provenance,
+            config_json,
+            program,
+            limits,
+        )?;
+        if source.language.is_none() {
+            loaded.independent_nodes |= declarations::independent_nodes(&source.bytes);
+        }
+        Ok(loaded)
+    }
+
+    /// The interpreter component that runs a source policy, and the
+    /// policy's files as the interpreter receives them.
+    fn interpreter_for(
+        &self,
+        source: &PolicySource,
+        language: Language,
+        limits: &PolicyLimits,
+    ) -> Result<(PolicySource, Program), PolicyError> {
+        let origin = &source.origin;
+        let text = std::str::from_utf8(&source.bytes).map_err(|e| PolicyError::Compile {
+            source_name: origin.clone(),
+            message: format!("a {} source file must be UTF-8 text: {e}", language.as_str()),
+        })?;
+        let interpreter = self
+            .read_interpreter(language, limits.max_wasm_bytes)
+            .map_err(|message| PolicyError::Compile { source_name: origin.clone(), message })?;
+        let file = SourceFile { path: source.file_name().to_string(), text: text.to_string() };
+        Ok((interpreter, Arc::from(vec![file])))
+    }
+
+    /// The interpreter component of `language`, as found on disk.
+    fn read_interpreter(&self, language: Language, max_bytes: usize) -> Result<PolicySource, String> {
+        let path = self.interpreters.find(language)?;
+        PolicySource::from_file_within(&path, max_bytes).map_err(|e| format!("reading {}: {e}", path.display()))
+    }
+
+    /// `source` compiled, from the process's or the directory's cache when
+    /// it was compiled before, and the tier that runs it.
+    /// An interpreter (`shared`) is kept compiled for the life of the
+    /// engine: every source policy of its language runs on it.
+    fn compiled(
+        &self,
+        source: &PolicySource,
+        limits: &PolicyLimits,
+        shared: bool,
+    ) -> Result<(&Tier, Component, bool), PolicyError> {
+        let origin = &source.origin;
+        contract::check_header(origin, &source.bytes)?;
+        let sha256 = source.sha256();
         let tier = self.tier(source.bytes.len())?;
+        if let Some(component) = self.compiled.lock().expect("never poisoned").get(&sha256) {
+            return Ok((tier, component.clone(), true));
+        }
         let cached = self.cache.as_ref().and_then(|c| c.load(&tier.engine, &sha256));
         let from_cache = cached.is_some();
         let component = match cached {
@@ -224,21 +328,10 @@ impl PolicyEngine {
                 component
             }
         };
-        let compile_time = started.elapsed();
-
-        let contract = ContractVersion::detect(&tier.engine, &origin, &component)?;
-        let template = Template::new(&tier.linker, &origin, &component, contract)?;
-        let mut loaded = LoadedPolicy::new(
-            tier.engine.clone(),
-            tier.ticker.clone(),
-            template,
-            contract,
-            Provenance { origin, sha256, size: source.bytes.len(), compile_time, from_cache },
-            config_json,
-            limits,
-        )?;
-        loaded.independent_nodes |= declarations::independent_nodes(&source.bytes);
-        Ok(loaded)
+        if shared {
+            self.compiled.lock().expect("never poisoned").insert(sha256, component.clone());
+        }
+        Ok((tier, component, from_cache))
     }
 }
 

@@ -31,6 +31,9 @@ pub(crate) struct HostState {
     stderr: TailPipe,
     pub(crate) policy_name: Arc<str>,
     pub(crate) config_json: Arc<str>,
+    /// A source policy's files, which its interpreter asks for
+    /// (`interpreter.rs`); `None` for a component policy.
+    pub(crate) program: Option<crate::interpreter::Program>,
     /// Set for the duration of a call.
     pub(crate) nodes: Option<Arc<NodeTable>>,
     pub(crate) node_metrics: Option<Arc<dyn NodeMetrics>>,
@@ -97,6 +100,7 @@ impl HostState {
             stderr,
             policy_name,
             config_json,
+            program: None,
             nodes: None,
             node_metrics: None,
             log_lines_this_call: 0,

@@ -11,6 +11,7 @@ use wasmtime::{Engine, Store, Trap};
 use crate::contract::{Bindings, Template};
 use crate::error::PolicyError;
 use crate::host_state::HostState;
+use crate::interpreter::Program;
 use crate::limits::PolicyLimits;
 use crate::node_table::{NodeSync, NodeTable, SyncPoint};
 use crate::ticker::EPOCH_TICK;
@@ -28,6 +29,8 @@ pub(crate) struct InstanceFactory {
     engine: Engine,
     template: Template,
     config_json: Arc<str>,
+    /// A source policy's files, handed to each instance's interpreter.
+    program: Option<Program>,
     limits: PolicyLimits,
     created: AtomicU64,
     /// Its instances' log, a minute at a time.
@@ -35,9 +38,15 @@ pub(crate) struct InstanceFactory {
 }
 
 impl InstanceFactory {
-    pub(crate) fn new(engine: Engine, template: Template, config_json: Arc<str>, limits: PolicyLimits) -> Self {
+    pub(crate) fn new(
+        engine: Engine,
+        template: Template,
+        config_json: Arc<str>,
+        program: Option<Program>,
+        limits: PolicyLimits,
+    ) -> Self {
         let log_budget = Arc::new(crate::policy_log::MinuteBudget::new(limits.max_log_lines_per_call));
-        InstanceFactory { engine, template, config_json, limits, created: AtomicU64::new(0), log_budget }
+        InstanceFactory { engine, template, config_json, program, limits, created: AtomicU64::new(0), log_budget }
     }
 
     pub(crate) fn limits(&self) -> &PolicyLimits {
@@ -58,13 +67,14 @@ impl InstanceFactory {
 
     /// A new instance before `init`: only `describe` may be called on it.
     pub(crate) fn instantiate_uninitialised(&self, name: &Arc<str>) -> Result<PolicyInstance, PolicyError> {
-        let state = HostState::new(
+        let mut state = HostState::new(
             name.clone(),
             self.config_json.clone(),
             self.limits.memory_bytes,
             self.limits.max_log_lines_per_call,
             self.log_budget.clone(),
         );
+        state.program = self.program.clone();
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
         store.epoch_deadline_trap();
@@ -156,7 +166,9 @@ fn classify(
     match e.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => PolicyError::DeadlineExceeded { policy, phase, deadline },
         Some(trap) => {
-            let stderr = store.data().stderr_tail();
+            // What the policy said (a traceback) is the message; wasmtime's
+            // wasm backtrace is the host's, shown only when asked for.
+            let words = crate::guest_words::authors_words(&store.data().stderr_tail());
             let mut message = format!("{e:#}");
             if *trap == Trap::MemoryOutOfBounds {
                 // A guest's own stack lives in its linear memory: running
@@ -164,8 +176,13 @@ fn classify(
                 message
                     .push_str(" (a guest that runs out of its own stack, by deep recursion or large locals, traps so)");
             }
-            if !stderr.is_empty() {
-                message.push_str(&format!("; policy stderr: {stderr}"));
+            if !words.is_empty() {
+                // Its traceback says it all: the trap it ended in is the
+                // host's side, shown with `-v`.
+                message = match crate::guest_words::host_frames_shown() {
+                    true => format!("{message}; it said:\n{words}"),
+                    false => words,
+                };
             }
             PolicyError::Trap { policy, phase, message }
         }

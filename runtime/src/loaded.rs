@@ -30,6 +30,9 @@ pub struct Provenance {
     pub size: usize,
     pub compile_time: Duration,
     pub from_cache: bool,
+    /// For a source policy, the interpreter component that runs it
+    /// (its file and sha256); `sha256` above is the source's.
+    pub interpreter: Option<String>,
 }
 
 /// What a policy call reads besides its arguments.
@@ -97,10 +100,11 @@ impl LoadedPolicy {
         contract: ContractVersion,
         provenance: Provenance,
         config_json: &str,
+        program: Option<crate::interpreter::Program>,
         limits: PolicyLimits,
     ) -> Result<Self, PolicyError> {
         let deadline = limits.call_deadline;
-        let factory = InstanceFactory::new(engine, template, config_json.into(), limits);
+        let factory = InstanceFactory::new(engine, template, config_json.into(), program, limits);
         let started = Instant::now();
         let origin: Arc<str> = provenance.origin.as_str().into();
         // A busy machine's wait for a core is not the policy's slowness.

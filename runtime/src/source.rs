@@ -4,17 +4,32 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+use crate::interpreter::Language;
+
 /// Where a policy's bytes came from, for messages (`policies/x.wasm`,
 /// `configmap kube-system/wasmsched-policies key x.wasm`).
 #[derive(Debug, Clone)]
 pub struct PolicySource {
     pub origin: String,
     pub bytes: Arc<[u8]>,
+    /// For a policy shipped as source (not a component: its name ends in
+    /// `.py` or `.js`), its language.
+    pub language: Option<Language>,
 }
 
 impl PolicySource {
     pub fn new(origin: impl Into<String>, bytes: impl Into<Arc<[u8]>>) -> Self {
-        PolicySource { origin: origin.into(), bytes: bytes.into() }
+        let (origin, bytes) = (origin.into(), bytes.into());
+        let component = bytes.starts_with(b"\0asm");
+        let language = if component { None } else { Language::of_file_name(&origin) };
+        PolicySource { origin, bytes, language }
+    }
+
+    /// The file name its origin ends with (`team_fit.py` of
+    /// `configmap ns/p: team_fit.py`), as a traceback shows it.
+    pub fn file_name(&self) -> &str {
+        let last = self.origin.rsplit([' ', '/']).next().unwrap_or(&self.origin);
+        if last.is_empty() { &self.origin } else { last }
     }
 
     /// The file's bytes, within the default policy size limit.

@@ -16,7 +16,8 @@ use wasmsched::policy::flags::{LimitArgs, announce_long_compile, policy_source, 
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// The policy component (.wasm), or `oci://REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]`.
+    /// The policy component (.wasm), a Python or JavaScript policy's
+    /// source (.py, .js), or `oci://REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]`.
     pub policy: PathBuf,
     /// The policy's configuration (YAML or JSON).
     #[arg(long, value_name = "FILE")]
@@ -67,6 +68,9 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport, logs: &[String], co
     };
     println!("policy      {} {}{}", info.name, info.version, dash(&info.description));
     println!("file        {} ({:.1} KiB, sha256 {})", p.origin, p.size as f64 / 1024.0, &p.sha256[..16]);
+    if let Some(interpreter) = &p.interpreter {
+        println!("source      runs on {interpreter}");
+    }
     println!("contract    wasmsched:policy@{}", policy.contract.as_str());
     println!("phases      {}{order}", phases.join(", "));
     println!(
@@ -119,12 +123,31 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport, logs: &[String], co
     for line in logs {
         println!("  log: {line}");
     }
+    // Each error once: the failure itself is the FAIL line below.
+    let failure = report.failure().map(ToString::to_string);
     for result in [report.filter.as_ref().map(|r| r.as_ref().err()), report.score.as_ref().map(|r| r.as_ref().err())]
         .into_iter()
         .flatten()
         .flatten()
+        .filter(|e| Some(e.to_string()) != failure)
     {
-        println!("  {}: {result}", if report.failure().is_some() { "error" } else { "note" });
+        println!("  {}: {result}", if failure.is_some() { "error" } else { "note" });
+    }
+    // The SDKs reject a node their function raised on (`policy error:
+    // …`): a policy that raises on the smoke run's plain nodes has a bug
+    // the verdicts above would hide.
+    if let Some(Ok(outcome)) = &report.filter {
+        let raised: Vec<&str> = (0..report.nodes.len())
+            .filter_map(|i| outcome.rejection(i))
+            .filter(|r| r.starts_with("policy error: "))
+            .collect();
+        if let Some(first) = raised.first() {
+            println!(
+                "WARN  the filter raised on {} of {} nodes, which rejects them: {first}",
+                raised.len(),
+                report.nodes.len()
+            );
+        }
     }
     match report.failure() {
         Some(e) => println!("FAIL  {e}"),

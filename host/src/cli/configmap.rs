@@ -28,7 +28,8 @@ const CLIENT_SIDE_APPLY_LIMIT: usize = (256 << 10) * 3 / 4;
 
 #[derive(Args, Debug)]
 pub struct ConfigMapArgs {
-    /// The built policy component (.wasm).
+    /// The built policy component (.wasm), or a Python or JavaScript
+    /// policy's source (.py, .js), which the ConfigMap carries as text.
     #[arg(required_unless_present = "promote")]
     pub policy: Option<PathBuf>,
     /// Instead: read a policy ConfigMap on stdin (`kubectl -n wasmsched get
@@ -100,6 +101,7 @@ pub fn run(args: ConfigMapArgs) -> anyhow::Result<ExitCode> {
     let source = PolicySource::from_file(&path).with_context(|| format!("reading {}", path.display()))?;
     let (config, settings) = read_settings(args.config.as_deref())?;
     let engine = super::compile_worker::engine(&args.limits)?;
+    wasmsched::policy::flags::announce_long_compile(&engine, &source);
     let policy = match engine.load(&source, &config, args.limits.to_limits()?) {
         Ok(policy) => policy,
         Err(e) => {
@@ -152,7 +154,21 @@ fn entries(
         entry.insert("shadow".into(), shadow);
     }
     let mut binary = Mapping::new();
+    let mut data = Mapping::new();
     match &args.url {
+        Some(_) if source.language.is_some() => {
+            bail!("--url names a component; {} is source, carried in the ConfigMap itself", path.display())
+        }
+        None if source.language.is_some() => {
+            // A policy shipped as source is text: the entry carries it as
+            // written, for `kubectl get -o yaml` and a review to read.
+            let text = std::str::from_utf8(&source.bytes).with_context(|| format!("{}", path.display()))?;
+            if text.len() > CONFIGMAP_LIMIT - 4096 {
+                bail!("{} is {} bytes, too large for a ConfigMap (1 MiB)", path.display(), text.len());
+            }
+            let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("py");
+            data.insert(format!("{name}.{extension}").into(), text.into());
+        }
         Some(url) => {
             refuse_a_tag(url)?;
             entry.insert("url".into(), url.clone().into());
@@ -178,7 +194,7 @@ fn entries(
             binary.insert(format!("{name}.wasm.gz").into(), encoded.into());
         }
     }
-    let data = Mapping::from_iter([(Value::from(format!("{name}.yaml")), serde_yaml::to_string(&entry)?.into())]);
+    data.insert(format!("{name}.yaml").into(), serde_yaml::to_string(&entry)?.into());
     Ok((data, binary))
 }
 

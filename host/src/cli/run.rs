@@ -291,6 +291,7 @@ fn run_config(args: &RunArgs) -> anyhow::Result<RunConfig> {
     let mut config = load(resolved, &args.limits.engine()?, &fetcher)?;
     config.record = record_settings(args, &config)?;
     config.compile_worker = super::compile_worker::this_executable();
+    config.interpreters = args.limits.interpreters();
     for p in &config.profiles {
         match &p.origin {
             PolicyOrigin::Specs(set) if set.policies.is_empty() => {

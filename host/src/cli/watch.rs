@@ -90,8 +90,20 @@ impl FileWatcher {
     }
 
     /// Blocks until a watched file changed and then stayed quiet for
-    /// `settle` (a build writes in several steps). Returns one changed path.
+    /// `settle` (a build writes in several steps). Returns one changed path:
+    /// a file saved, never an editor's scratch file alone (a burst of
+    /// those, such as vim's probe of the directory, is waited past).
     pub fn next_change(&self, settle: Duration) -> anyhow::Result<PathBuf> {
+        loop {
+            let changed = self.next_burst(settle)?;
+            if !is_temporary(&changed) {
+                return Ok(changed);
+            }
+        }
+    }
+
+    /// The path a burst of changes is named by.
+    fn next_burst(&self, settle: Duration) -> anyhow::Result<PathBuf> {
         let mut changed = loop {
             match self.events.recv()? {
                 Ok(event) => {

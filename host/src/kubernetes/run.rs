@@ -189,7 +189,7 @@ impl Sources {
             return Ok(watches);
         }
         // Loads happen while pods are being scheduled: one core at most.
-        let mut engine = PolicyEngine::for_background()?;
+        let mut engine = PolicyEngine::for_background()?.with_interpreters(config.interpreters.clone());
         if let Some(dir) = &config.cache_dir {
             engine = engine.with_cache_dir(dir);
         }

@@ -1,6 +1,8 @@
 //! A bundle of policies as files: what a policy ConfigMap (or, later, a
 //! directory) holds. `NAME.wasm` or gzip-compressed `NAME.wasm.gz` (so a
-//! policy fits a ConfigMap's 1 MiB), and optionally `NAME.yaml` with that
+//! policy fits a ConfigMap's 1 MiB), or a Python or JavaScript policy
+//! shipped as source, `NAME.py` or `NAME.js` (run by that language's
+//! interpreter component), and optionally `NAME.yaml` with that
 //! policy's weight, config and limits:
 //!
 //! ```yaml
@@ -174,13 +176,17 @@ pub fn parse_bundle(
             (name, gunzip(file, bytes, max_wasm_bytes)?)
         } else if let Some(name) = file.strip_suffix(".wasm") {
             (name, bytes.clone())
+        } else if let Some(name) = file.strip_suffix(".py").or_else(|| file.strip_suffix(".js")) {
+            // A policy shipped as source, run by its language's interpreter.
+            (name, bytes.clone())
         } else if file.ends_with(".yaml") || file.ends_with(".yml") {
             continue;
         } else {
-            return Err(format!("{file}: expected NAME.wasm, NAME.wasm.gz or NAME.yaml"));
+            return Err(format!("{file}: expected NAME.wasm, NAME.wasm.gz, NAME.py, NAME.js or NAME.yaml"));
         };
-        if entries.iter().any(|e: &BundleEntry| e.name == name) {
-            return Err(format!("{name}: given both as .wasm and .wasm.gz"));
+        if let Some(other) = entries.iter().find(|e: &&BundleEntry| e.name == name) {
+            let first = other.source.file_name();
+            return Err(format!("{name}: given twice, as {first} and as {file}; keep one"));
         }
         let settings = read_settings(files, name)?;
         if settings.url.is_some() {
@@ -209,7 +215,7 @@ pub fn parse_bundle(
         entries.push(BundleEntry { name: stem.to_string(), source, settings });
     }
     if entries.is_empty() {
-        return Err("no policy in it (expected NAME.wasm or NAME.wasm.gz entries)".into());
+        return Err("no policy in it (expected NAME.wasm, NAME.wasm.gz, NAME.py or NAME.js entries)".into());
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(entries)

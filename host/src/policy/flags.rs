@@ -12,7 +12,7 @@ use crate::scheduler::policy_set::FailurePolicy;
 use crate::scheduler::{PolicySet, WeightedPolicy};
 use anyhow::{Context, bail};
 use clap::Args;
-use wasmsched_runtime::{PolicyEngine, PolicyLimits, PolicySource};
+use wasmsched_runtime::{Interpreters, PolicyEngine, PolicyLimits, PolicySource};
 
 #[derive(Args, Debug, Clone)]
 pub struct LimitArgs {
@@ -42,6 +42,12 @@ pub struct LimitArgs {
     /// public roots.
     #[arg(long, value_name = "FILE")]
     pub registry_ca: Vec<PathBuf>,
+    /// Where the interpreter components that run Python and JavaScript
+    /// policies shipped as source are (`wasmsched-python.wasm`,
+    /// `wasmsched-js.wasm`) [default: beside this executable:
+    /// `interpreters/`, `../interpreters/`, `../share/wasmsched/interpreters/`].
+    #[arg(long, value_name = "DIR", env = "WASMSCHED_INTERPRETERS")]
+    pub interpreters: Option<PathBuf>,
 }
 
 impl LimitArgs {
@@ -78,9 +84,17 @@ impl LimitArgs {
         Ok(Fetcher::new(self.cache_dir.clone()).with_registries(self.registries()?).allowing_tags())
     }
 
+    /// Where source policies' interpreters are looked for.
+    pub fn interpreters(&self) -> Interpreters {
+        match &self.interpreters {
+            Some(dir) => Interpreters { dirs: vec![dir.clone()] },
+            None => std::env::current_exe().map(|exe| Interpreters::beside(&exe)).unwrap_or_default(),
+        }
+    }
+
     /// An engine that uses the cache directory, if one is given.
     pub fn engine(&self) -> anyhow::Result<PolicyEngine> {
-        let engine = PolicyEngine::new()?;
+        let engine = PolicyEngine::new()?.with_interpreters(self.interpreters());
         Ok(match &self.cache_dir {
             Some(dir) => engine.with_cache_dir(dir),
             None => engine,
@@ -224,19 +238,20 @@ const LONG_COMPILE_BYTES: usize = 4 << 20;
 /// while, and whether the result will be kept: seconds of silence read as a
 /// hang.
 pub fn announce_long_compile(engine: &PolicyEngine, source: &PolicySource) {
-    if source.bytes.len() < LONG_COMPILE_BYTES || !engine.needs_compile(source) {
+    let Some(compiled) = engine.to_compile(source).filter(|c| c.bytes.len() >= LONG_COMPILE_BYTES) else {
         return;
-    }
+    };
     let kept = if engine.has_cache() {
         "once: the cache directory keeps the result for the next run"
     } else {
         "at every run: --cache-dir DIR (or WASMSCHED_CACHE_DIR) keeps the result"
     };
-    eprintln!(
-        "compiling {} ({:.1} MB, with its language's interpreter inside) takes seconds, {kept}",
-        source.origin,
-        source.bytes.len() as f64 / 1e6
-    );
+    let megabytes = compiled.bytes.len() as f64 / 1e6;
+    let what = match source.language {
+        Some(language) => format!("{}'s interpreter {} ({megabytes:.1} MB)", language.as_str(), compiled.origin),
+        None => format!("{} ({megabytes:.1} MB, with its language's interpreter inside)", source.origin),
+    };
+    eprintln!("compiling {what} takes seconds, {kept}");
 }
 
 /// Loads `--policy` specs, or the embedded default policy when there are

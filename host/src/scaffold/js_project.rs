@@ -48,7 +48,10 @@ pub fn js_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
                 &README
                     .replace("{{dev_help}}", sample_files::DEV_HELP)
                     .replace("{{cluster_help}}", sample_files::CLUSTER_HELP)
-                    .replace("{{ship}}", sample_files::SHIP_BY_URL),
+                    .replace("{{ship}}", sample_files::SHIP_AS_SOURCE)
+                    .replace("{{source}}", "src/policy.js")
+                    .replace("{{build}}", "npm install && npm run build")
+                    .replace("{{size}}", "12"),
             ),
         ),
     ];
@@ -71,9 +74,13 @@ fn policy_source(phases: Phases) -> String {
 const POLICY: &str = r#"// {{name}}: a wasmsched scheduling policy, in JavaScript.
 //
 {{doc}}//
-// Settings: `{{name}}.yaml`. Build, test and try it: README.md. The contract
-// this module implements is wit/policy.wit; ComponentizeJS turns it into a
-// component that exports that contract's `policy` interface as `policy`.
+// Settings: `{{name}}.yaml`. Test and try it: README.md. This module
+// implements the contract wasmsched:policy 0.3.0 (wit/policy.wit), whose
+// `policy` interface it exports as `policy`: the scheduler runs the file
+// itself on its JavaScript interpreter, and ComponentizeJS can also build
+// it into a component of its own. An error thrown in a method fails that
+// call (the pod waits and is tried again); a string thrown from init
+// rejects the settings.
 
 import { config } from "wasmsched:policy/host@0.3.0";
 // The SDK's helpers, same names and formulas as in Rust.
@@ -157,11 +164,11 @@ function avoided(pod, node) {
 "#;
 
 const SCORE_NODE: &str = r#"
-// The node's raw score, higher is better (the scheduler normalises raw
-// scores to 0-100, sdk/README.md "How raw scores become points"), in named
-// parts: the score is their sum, and `wasmsched simulate --explain` shows
-// each part. CPU amounts are BigInts (u64 in the contract), parts plain
-// numbers.
+// The node's raw score, higher is better, in named parts: the score is
+// their sum, and `wasmsched simulate --explain` shows each part. Any finite
+// number with |score| <= 2^53; the scheduler normalises raw scores to 0-100
+// points (sdk/README.md "How raw scores become points"). CPU amounts are
+// BigInts (u64 in the contract), parts plain numbers.
 function freeCpuAndZone(pod, node) {
   const used = pod.requests.milliCpu;
   const free = node.freeMilliCpu() > used ? node.freeMilliCpu() - used : 0n;
@@ -341,18 +348,23 @@ A wasmsched scheduling policy in JavaScript (`src/policy.js`), written by
 small cluster to try it on. `wit/policy.wit` is the contract it implements
 (wasmsched:policy 0.3.0).
 
-Build, test, and watch it decide, from this directory (node 20.6 or later
-with npm, and `wasmsched` on your `PATH`; `npm install` fetches the
-ComponentizeJS that `package-lock.json` pins):
+Test it and watch it decide, from this directory (node 20.6 or later,
+and `wasmsched` on your `PATH`):
 
 ```sh
-npm install
 npm test
-npm run build
-wasmsched check {{wasm}}.wasm --config {{name}}.yaml --cache-dir .wasmsched-cache
-wasmsched simulate cluster.yaml --policy {{wasm}}.wasm,config={{name}}.yaml --cache-dir .wasmsched-cache --explain web-1
+wasmsched check src/policy.js --config {{name}}.yaml --cache-dir .wasmsched-cache
+wasmsched simulate cluster.yaml --policy src/policy.js,config={{name}}.yaml --cache-dir .wasmsched-cache --explain web-1
 ```
 
+- `src/policy.js` is the policy, and the file is what the scheduler runs:
+  its JavaScript interpreter (a component wasmsched ships, SpiderMonkey
+  with the SDK inside) runs it, so there is no build step. The
+  interpreter compiles once, the first time (seconds; `--cache-dir`
+  keeps it for every later command and every JavaScript policy); after
+  that a run starts at once. The module may import what it imports now:
+  the host interface (`wasmsched:policy/host@0.3.0`) and
+  `./wasmsched-helpers.js`.
 - `npm test` runs `tests/policy.test.js` with node's test runner: it calls
   the policy's own methods through the SDK's test builders in
   `tests/wasmsched-testing.js`, the Rust SDK's with the same names:
@@ -366,16 +378,15 @@ wasmsched simulate cluster.yaml --policy {{wasm}}.wasm,config={{name}}.yaml --ca
 - Types as the component sees them: names are camelCase, `u64` values
   (CPU, memory) are `BigInt` and lists of them `BigUint64Array`, node ids
   plain numbers, variants `{ tag, val }`. A thrown string is an error.
-- `npm run build` builds the component: SpiderMonkey and your module,
-  ~12 MB.
-- `check` loads it as the scheduler does and prints its size, compile
-  time and a smoke run. Compiling the embedded SpiderMonkey takes seconds
-  the first time (7 s measured on an idle 2-core machine, 18 s with both
-  cores busy); `--cache-dir` keeps the result, so `simulate` starts at
-  once.
+- `check` loads the policy as the scheduler does and prints what it
+  declares, its cost per node and a smoke run.
 - `simulate` places the pending pods of `cluster.yaml`; `--explain POD`
   prints that pod's decision: every node's verdict, and each score part
   (the built-in ones and `{{name}}`'s) raw and normalised.
+- Scores are raw numbers, finite with `|score| <= 2^53`; the scheduler
+  normalises them to 0-100. An error thrown in `filter` or `score` fails
+  that call: the pod waits and is tried again (the error is shown once),
+  and the scheduler never guesses in its place.
 
 {{dev_help}}
 {{cluster_help}}

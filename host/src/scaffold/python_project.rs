@@ -43,12 +43,19 @@ pub fn python_project(name: &str, phases: Phases) -> Vec<(PathBuf, String)> {
                 &README
                     .replace("{{dev_help}}", sample_files::DEV_HELP)
                     .replace("{{cluster_help}}", sample_files::CLUSTER_HELP)
-                    .replace("{{ship}}", sample_files::SHIP_BY_URL),
+                    .replace("{{ship}}", sample_files::SHIP_AS_SOURCE)
+                    .replace("{{source}}", "src/app.py")
+                    .replace("{{build}}", COMPONENTIZE)
+                    .replace("{{size}}", "18"),
             ),
         ),
     ];
     files.into_iter().map(|(path, contents)| (PathBuf::from(path), contents)).collect()
 }
+
+/// The componentized build, for an author who ships one file.
+const COMPONENTIZE: &str =
+    ".venv/bin/componentize-py -d wit -w scheduler-policy componentize -p src app -o {{wasm}}.wasm";
 
 fn python_bool(on: bool) -> &'static str {
     if on { "True" } else { "False" }
@@ -69,9 +76,12 @@ fn policy_source(phases: Phases) -> String {
 const POLICY: &str = r#""""{{name}}: a wasmsched scheduling policy, in Python.
 
 {{doc}}
-Settings: `{{name}}.yaml`. Build, test and try it: README.md. The contract
-this module implements is wit/policy.wit; componentize-py turns it into a
-component that exports that contract's `policy` interface.
+Settings: `{{name}}.yaml`. Test and try it: README.md. This module
+implements the contract wasmsched:policy 0.3.0 (wit/policy.wit): the
+scheduler runs the file itself on its Python interpreter, and
+componentize-py can also build it into a component of its own. An
+exception in a method fails that call (the pod waits and is tried
+again); `Err("reason")` from init rejects the settings.
 """
 
 from componentize_py_types import Err
@@ -161,10 +171,11 @@ def avoided(pod: PodView, node: NodeView) -> str | None:
 const SCORE_NODE: &str = r#"
 
 def free_cpu_and_zone(pod: PodView, node: NodeView) -> ScoreParts:
-    """The node's raw score, higher is better (the scheduler normalises raw
-    scores to 0-100, sdk/README.md "How raw scores become points"), in
-    named parts: the score is their sum, and `wasmsched simulate --explain`
-    shows each part."""
+    """The node's raw score, higher is better, in named parts: the score is
+    their sum, and `wasmsched simulate --explain` shows each part. Any
+    finite number with |score| <= 2^53; the scheduler normalises raw
+    scores to 0-100 points (sdk/README.md "How raw scores become
+    points")."""
     free = max(node.free_milli_cpu() - pod.requests.milli_cpu, 0)
     parts = ScoreParts().add("free cpu %", free * 100 // max(node.allocatable.milli_cpu, 1))
     zone = SETTINGS["preferred_zone"]
@@ -281,19 +292,23 @@ A wasmsched scheduling policy in Python (`src/app.py`), written by
 small cluster to try it on. `wit/policy.wit` is the contract it implements
 (wasmsched:policy 0.3.0).
 
-Build, test, and watch it decide, from this directory (`python3` 3.11 or
-later with `venv`, and `wasmsched` on your `PATH`; the first command fetches
-componentize-py {{version}} from PyPI):
+Test it and watch it decide, from this directory (`python3` 3.11 or later
+with `venv`, and `wasmsched` on your `PATH`; the first command fetches
+componentize-py {{version}} from PyPI, which writes the tests' bindings):
 
 ```sh
 python3 -m venv .venv && .venv/bin/pip install -r requirements.txt
 .venv/bin/componentize-py -d wit -w scheduler-policy bindings bindings
 python3 -m unittest discover -s tests -v
-.venv/bin/componentize-py -d wit -w scheduler-policy componentize -p src app -o {{wasm}}.wasm
-wasmsched check {{wasm}}.wasm --config {{name}}.yaml --cache-dir .wasmsched-cache
-wasmsched simulate cluster.yaml --policy {{wasm}}.wasm,config={{name}}.yaml --cache-dir .wasmsched-cache --explain web-1
+wasmsched check src/app.py --config {{name}}.yaml --cache-dir .wasmsched-cache
+wasmsched simulate cluster.yaml --policy src/app.py,config={{name}}.yaml --cache-dir .wasmsched-cache --explain web-1
 ```
 
+- `src/app.py` is the policy, and the file is what the scheduler runs:
+  its Python interpreter (a component wasmsched ships, with the SDK
+  inside) runs it, so there is no build step. The interpreter compiles
+  once, the first time (seconds; `--cache-dir` keeps it for every later
+  command and every Python policy); after that a run starts at once.
 - `bindings` writes the contract's Python types to `bindings/`, for the
   tests and your editor. Write them again when `wit/` changes.
 - The tests (`tests/test_app.py`) call the policy's own methods in plain
@@ -302,17 +317,19 @@ wasmsched simulate cluster.yaml --policy {{wasm}}.wasm,config={{name}}.yaml --ca
   requested, labels, taints, extended resources), `PodBuilder`, and a
   `Harness` (`add_node`, `set_metric`, then `filter`: each node's reason
   or `None`; `score`: each node's raw score; `best`: the node the policy
-  would pick; `logs`). The harness answers the policy's host imports.
+  would pick; `logs`). The harness answers the policy's host imports and
+  refuses what the scheduler refuses.
 - Every helper and builder, with its signature: `sdk/reference/python.md`
   in wasmsched's repository, or `src/wasmsched_helpers.py` itself.
-- `componentize` builds the component: CPython and your module, ~18 MB.
-- `check` loads it as the scheduler does and prints its size, compile
-  time and a smoke run. Compiling the embedded CPython takes seconds (5–8 s
-  measured on an idle 2-core machine, 13 s with the other core busy);
-  `--cache-dir` keeps the result, so `simulate` starts at once.
+- `check` loads the policy as the scheduler does and prints what it
+  declares, its cost per node and a smoke run.
 - `simulate` places the pending pods of `cluster.yaml`; `--explain POD`
   prints that pod's decision: every node's verdict, and each score part
   (the built-in ones and `{{name}}`'s) raw and normalised.
+- Scores are raw numbers, finite with `|score| <= 2^53`; the scheduler
+  normalises them to 0-100. An exception in `filter` or `score` fails
+  that call: the pod waits and is tried again (its Python traceback is
+  shown once), and the scheduler never guesses in its place.
 
 {{dev_help}}
 {{cluster_help}}

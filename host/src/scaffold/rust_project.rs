@@ -171,9 +171,10 @@ const FILTER_METHOD: &str = r#"
 "#;
 
 const SCORE_METHOD: &str = r#"
-    /// The node's raw score, higher is better (the scheduler normalises raw
-    /// scores to 0-100), in named parts: the score is their sum, and
-    /// `wasmsched simulate --explain` shows each part.
+    /// The node's raw score, higher is better, in named parts: the score is
+    /// their sum, and `wasmsched simulate --explain` shows each part. Any
+    /// finite number with |score| <= 2^53; the scheduler normalises raw
+    /// scores to 0-100 points.
     fn score_parts(&self, _attempt: &Attempt<'_>, pod: &Pod, node: &NodeView<'_>) -> Option<ScoreParts> {
         let allocatable = node.allocatable.milli_cpu.max(1);
         let free = node.free_milli_cpu().saturating_sub(pod.requests.milli_cpu);

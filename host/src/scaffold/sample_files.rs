@@ -37,12 +37,14 @@ pub const CONTRACT_WIT: &str = include_str!("../../../wit/0.3.0/policy.wit");
 /// How to change `cluster.yaml`: a paragraph of every project's README.
 /// `wasmsched dev`, in every language's README.
 pub const DEV_HELP: &str = r#"While you edit, `wasmsched dev` (from this directory, in a terminal of
-its own) does all of the above on each save: it runs the tests, builds,
-loads the policy and simulates `cluster.yaml` with your settings, then
-prints the pods your change moved, left pending or placed (`--explain
-web-1` adds that pod's decision). A build error or a failing test is
-shown instead, and the last good result stands. `wasmsched dev --once`
-makes one round and exits with its result.
+its own) does all of the above on each save: it runs the tests, builds
+(a Rust policy; a Python or JavaScript one runs as its source), loads
+the policy and simulates `cluster.yaml` with your settings, then prints
+the pods your change moved, left pending or placed (`--explain web-1`
+adds that pod's decision). A build error or a failing test is shown
+instead, and the last good result stands. An edit of the settings or of
+`cluster.yaml` alone only simulates again. `wasmsched dev --once` makes
+one round and exits with its result.
 "#;
 
 pub const CLUSTER_HELP: &str = r#"`cluster.yaml` is plain Kubernetes YAML. To add a node, copy a `Node`
@@ -56,28 +58,32 @@ with pods) to edit the same way; `kubectl get nodes,pods -A -o yaml >
 mine.yaml` takes yours.
 "#;
 
-/// How a Python or JavaScript project's component reaches a cluster (its
-/// README, with `{{name}}` and `{{wasm}}` to fill in): too large for a
-/// ConfigMap, it is pushed and named by URL.
-pub const SHIP_BY_URL: &str = r#"In a cluster the component is too large for a ConfigMap (1 MiB). Push it
-to a registry your cluster reaches; `wasmsched push` prints the reference
-pinned by digest. Then `wasmsched configmap` makes the policy ConfigMap
-entry, `{{name}}.yaml`, that names it, with your settings under
-`config:`, after loading the policy with them as the scheduler will (a
-policy that fails, a misspelled setting included, gives no manifest):
+/// How a Python or JavaScript project reaches a cluster: as its source
+/// file, which a ConfigMap carries (its README, with `{{name}}`,
+/// `{{source}}`, `{{build}}`, `{{size}}` and `{{wasm}}` to fill in).
+pub const SHIP_AS_SOURCE: &str = r#"In a cluster, the scheduler runs `{{source}}` as it runs here.
+`wasmsched configmap` makes the policy ConfigMap, with the file in it as
+text (a few kilobytes, `{{name}}.py` or `.js`) and your settings under
+`config:` in `{{name}}.yaml`, after loading the policy with them as the
+scheduler will (a policy that fails, a misspelled setting included,
+gives no manifest):
 
 ```sh
-wasmsched push {{wasm}}.wasm oci://REGISTRY/policies/{{name}}:v1
-wasmsched configmap {{wasm}}.wasm --config {{name}}.yaml --url oci://REGISTRY/policies/{{name}}@sha256:… | kubectl apply --server-side -f -
+wasmsched configmap {{source}} --config {{name}}.yaml | kubectl apply --server-side -f -
 ```
 
-`--url https://…/{{wasm}}.wasm` names a file on an HTTP server instead;
-either way the entry pins this very file by its sha256. The scheduler
-watches deploy/'s `wasmsched/wasmsched-policies` by default;
-`--configmap NAME -n NAMESPACE` makes another, and `--tenant -n
+The scheduler watches deploy/'s `wasmsched/wasmsched-policies` by
+default; `--configmap NAME -n NAMESPACE` makes another, and `--tenant -n
 YOUR_NAMESPACE --configmap my-policies` a tenant's own (for the pods of
-that namespace that opt in, if the operators allow that registry).
-Each update is checked and swapped in without a restart.
+that namespace that opt in). Each update is checked and swapped in
+without a restart: edit, then run the command again.
+
+To ship one self-contained file instead, build the component, with the
+interpreter inside (~{{size}} MB: too large for a ConfigMap, so it goes
+by URL), `{{build}}`; then `wasmsched push {{wasm}}.wasm
+oci://REGISTRY/policies/{{name}}:v1` and `wasmsched configmap {{wasm}}.wasm
+--config {{name}}.yaml --url oci://REGISTRY/policies/{{name}}@sha256:…`.
+It decides as the source does.
 "#;
 
 /// `cluster.yaml`.

@@ -82,6 +82,8 @@ struct Case {
     broken: &'static str,
     failed_step: &'static str,
     error: &'static str,
+    /// How the first round's header says the policy runs.
+    form: &'static str,
 }
 
 /// The first round lists where each pod went; an edit that refuses spot
@@ -100,7 +102,7 @@ fn edit_loop(case: &Case) {
 
     // The first build fetches and compiles what the project depends on.
     let first = dev.round(Duration::from_secs(600));
-    assert!(first.contains("✓ round 1"), "{first}");
+    assert!(first.contains("✓ round 1") && first.contains(case.form), "{first}");
     assert!(first.contains("default/web-1        node-b3"), "web-1 on the spot node first:\n{first}");
     assert!(first.contains("Pod default/web-1 — attempt 1"), "--explain's record:\n{first}");
 
@@ -121,6 +123,17 @@ fn edit_loop(case: &Case) {
     edit(&dir, case.file, case.broken, "");
     let fixed = dev.round(Duration::from_secs(300));
     assert!(fixed.contains("since round 2:") && fixed.contains("no placement changed"), "{fixed}");
+
+    // The settings alone: the code is what round 4 tested and built, so
+    // the round only simulates again.
+    let settings = std::fs::read_to_string(dir.join("zones.yaml")).unwrap();
+    std::fs::write(dir.join("zones.yaml"), format!("# tried by hand\n{settings}")).unwrap();
+    let started = Instant::now();
+    let resimulated = dev.round(Duration::from_secs(300));
+    eprintln!("{}: settings save to result: {:.1} s", case.lang, started.elapsed().as_secs_f64());
+    assert!(resimulated.contains("zones.yaml changed") && resimulated.contains("✓ round 5"), "{resimulated}");
+    assert!(!resimulated.contains(&format!("✓ {}", case.failed_step)), "tests ran again:\n{resimulated}");
+    assert!(resimulated.contains("since round 4:") && resimulated.contains("no placement changed"), "{resimulated}");
 }
 
 #[test]
@@ -138,6 +151,7 @@ fn dev_shows_what_an_edit_moved_and_keeps_the_last_result_past_a_broken_one_in_r
         broken: "        let broken: u32 = \"zone\";\n",
         failed_step: "cargo test",
         error: "mismatched types",
+        form: "(Rust, built)",
     });
 }
 
@@ -146,6 +160,8 @@ fn dev_shows_what_an_edit_moved_and_keeps_the_last_result_past_a_broken_one_in_j
     if !toolchain_installed("JavaScript", &[("npm", &["--version"])]) {
         return;
     }
+    // The project runs as source, on the interpreter the tests build.
+    let Some(_) = wasmsched_test_support::interpreters() else { return };
     edit_loop(&Case {
         lang: "js",
         set_up: &["npm install --no-audit --no-fund --loglevel=error"],
@@ -155,6 +171,7 @@ fn dev_shows_what_an_edit_moved_and_keeps_the_last_result_past_a_broken_one_in_j
         broken: "  const broken = ;\n",
         failed_step: "npm test",
         error: "SyntaxError",
+        form: "(Js, run as source)",
     });
 }
 
@@ -163,6 +180,7 @@ fn dev_shows_what_an_edit_moved_and_keeps_the_last_result_past_a_broken_one_in_p
     if !toolchain_installed("Python", &[("python3", &["-m", "venv", "--help"])]) {
         return;
     }
+    let Some(_) = wasmsched_test_support::interpreters() else { return };
     edit_loop(&Case {
         lang: "python",
         set_up: &["python3 -m venv .venv && .venv/bin/pip install --quiet -r requirements.txt"],
@@ -172,5 +190,6 @@ fn dev_shows_what_an_edit_moved_and_keeps_the_last_result_past_a_broken_one_in_p
         broken: "    broken = \n",
         failed_step: "unittest",
         error: "SyntaxError",
+        form: "(Python, run as source)",
     });
 }

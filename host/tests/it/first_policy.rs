@@ -319,3 +319,69 @@ test("the preferred disk wins and the control plane is refused", () => {
   assert.equal(h.best(new PodBuilder("web").cpu("1")), "small-nvme");
 });
 "#;
+
+/// docs/authors.md's ten-minute path in `lang`, as written: its block of
+/// commands run as one shell session outside this repository, `dev` made
+/// to stop after its first round (`--once`); then its ship command, up to
+/// the `kubectl apply` it pipes into, writes a ConfigMap of the policy.
+fn the_ten_minute_path(lang: &str, source: &str, build: Option<&str>) {
+    let page = std::fs::read_to_string(wasmsched_test_support::workspace_root().join("docs/authors.md")).unwrap();
+    let path = page.split("## The project, command by command").next().unwrap();
+    let block = path
+        .split(&format!("**{lang}**"))
+        .nth(1)
+        .and_then(|rest| rest.split("```sh\n").nth(1))
+        .and_then(|rest| rest.split("```").next())
+        .unwrap_or_else(|| panic!("docs/authors.md has no {lang} block"));
+    assert!(block.trim_end().ends_with("wasmsched dev --explain web-1"), "{block}");
+    let outside = tempfile::tempdir().unwrap();
+    let script = format!(
+        "set -e\n{}",
+        block.trim_end().replace("wasmsched dev --explain web-1", "wasmsched dev --explain web-1 --once")
+    );
+    let started = Instant::now();
+    let out = shell(outside.path(), &script);
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{lang}: the path failed:\n{said}\n{}", text(&out.stderr));
+    assert!(said.contains("✓ round 1") && said.contains("Pod default/web-1 — attempt 1"), "{said}");
+    eprintln!("{lang}: the ten-minute path's commands: {:.1} s", started.elapsed().as_secs_f64());
+
+    let ship = path.lines().find(|l| l.trim_start().starts_with("wasmsched configmap ")).expect("a ship command");
+    let (configmap, apply) = ship.trim().split_once(" | ").expect("piped into kubectl");
+    assert_eq!(apply, "kubectl apply --server-side -f -");
+    let configmap = configmap.replace("src/app.py", source);
+    let project = outside.path().join("my-policy");
+    if let Some(build) = build {
+        let out = shell(&project, build);
+        assert!(out.status.success(), "`{build}`: {}", text(&out.stderr));
+    }
+    let out = shell(&project, &configmap);
+    assert!(out.status.success(), "`{configmap}`: {}", text(&out.stderr));
+    let manifest = text(&out.stdout);
+    assert!(manifest.contains("kind: ConfigMap") && manifest.contains("my-policy.yaml:"), "{manifest}");
+}
+
+#[test]
+fn the_authors_page_ten_minute_path_works_in_python() {
+    if !toolchain_installed("Python", &[("python3", &["-c", "import venv, sys; assert sys.version_info >= (3, 11)"])]) {
+        return;
+    }
+    let Some(_) = wasmsched_test_support::interpreters() else { return };
+    the_ten_minute_path("Python", "src/app.py", None);
+}
+
+#[test]
+fn the_authors_page_ten_minute_path_works_in_javascript() {
+    if !toolchain_installed("JavaScript", &[("node", &["--version"])]) {
+        return;
+    }
+    let Some(_) = wasmsched_test_support::interpreters() else { return };
+    the_ten_minute_path("JavaScript", "src/policy.js", None);
+}
+
+#[test]
+fn the_authors_page_ten_minute_path_works_in_rust() {
+    // The page's words for a Rust policy: built first, shipped as its .wasm.
+    let build = "cargo build --release --target wasm32-wasip2";
+    the_ten_minute_path("Rust", "target/wasm32-wasip2/release/my_policy.wasm", Some(build));
+}

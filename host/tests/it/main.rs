@@ -34,6 +34,7 @@ mod sdk_docs;
 mod sdk_reference;
 mod shadow;
 mod simulate_cli;
+mod source_policies;
 mod storage_properties;
 mod team_fit;
 mod tenants;

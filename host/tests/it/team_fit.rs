@@ -4,7 +4,9 @@
 //! `prepare`). Over random clusters, node updates, deletions and policy
 //! swaps (with new settings), the three must give every call the same
 //! verdicts, the same scores to the bit and the same score parts; and they
-//! place the bundled scenario alike.
+//! place the bundled scenario alike. The Python and JavaScript twins take
+//! part in both their forms: componentized, and shipped as source (run by
+//! wasmsched's interpreter components).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,21 +14,25 @@ use std::sync::{Arc, OnceLock};
 
 use proptest::prelude::*;
 use wasmsched_runtime::{
-    Candidate, LoadedPolicy, NoMetrics, NodeFacts, NodeTable, PodFacts, PolicyContext, PolicyEngine, PolicyLimits,
-    PolicySource, Resources,
+    Candidate, Interpreters, LoadedPolicy, NoMetrics, NodeFacts, NodeTable, PodFacts, PolicyContext, PolicyEngine,
+    PolicyLimits, PolicySource, Resources,
 };
-use wasmsched_test_support::{Polyglot, policy_wasm, polyglot_wasm};
+use wasmsched_test_support::{Polyglot, interpreters, policy_wasm, polyglot_source, polyglot_wasm};
 
 const GI: u64 = 1 << 30;
 const TEAMS: [&str; 2] = ["ml", "web"];
 const SETTINGS: [&str; 2] = ["{}", r#"{"teamLabel": "owner", "gpuBonus": 25}"#];
 
-/// The three twins' files: Rust, Python, JavaScript. `None` outside CI
-/// when a toolchain is missing (`polyglot_wasm` says so).
-fn twins() -> Option<[PathBuf; 3]> {
+/// The twins' files: Rust first, then Python and JavaScript as components
+/// and as source. `None` outside CI when a toolchain is missing
+/// (`polyglot_wasm` says so).
+fn twins() -> Option<[PathBuf; 5]> {
     let python = polyglot_wasm(Polyglot::PythonTeamFit)?;
     let js = polyglot_wasm(Polyglot::JsTeamFit)?;
-    Some([policy_wasm("team-fit"), python, js])
+    interpreters()?;
+    let sources = [polyglot_source(Polyglot::PythonTeamFit), polyglot_source(Polyglot::JsTeamFit)];
+    let [python_source, js_source] = sources;
+    Some([policy_wasm("team-fit"), python, js, python_source, js_source])
 }
 
 /// One compile cache for the whole test: a swap loads the same file again
@@ -38,7 +44,10 @@ fn cache_dir() -> &'static Path {
 
 fn engine() -> &'static PolicyEngine {
     static ENGINE: OnceLock<PolicyEngine> = OnceLock::new();
-    ENGINE.get_or_init(|| PolicyEngine::new().expect("engine").with_cache_dir(cache_dir()))
+    ENGINE.get_or_init(|| {
+        let interpreters = Interpreters { dirs: interpreters().into_iter().collect() };
+        PolicyEngine::new().expect("engine").with_cache_dir(cache_dir()).with_interpreters(interpreters)
+    })
 }
 
 fn load(path: &Path, settings: &str) -> LoadedPolicy {
@@ -172,7 +181,7 @@ fn answer(policy: &LoadedPolicy, ctx: &PolicyContext, pod: &PodFacts, all: &[Can
     Ok((rejections, scores.into_iter().map(f64::to_bits).collect(), parts))
 }
 
-fn run(files: &[PathBuf; 3], steps: &[Step]) -> Result<(), TestCaseError> {
+fn run(files: &[PathBuf; 5], steps: &[Step]) -> Result<(), TestCaseError> {
     let mut twins: Vec<LoadedPolicy> = files.iter().map(|f| load(f, SETTINGS[0])).collect();
     let mut table = NodeTable::new();
     for (n, step) in steps.iter().enumerate() {
@@ -188,9 +197,9 @@ fn run(files: &[PathBuf; 3], steps: &[Step]) -> Result<(), TestCaseError> {
                 let ctx = PolicyContext { nodes: Arc::new(table.clone()), node_metrics: Arc::new(NoMetrics) };
                 let (pod, all) = (pod(spec), candidates(&table, spec));
                 let rust = answer(&twins[0], &ctx, &pod, &all).map_err(TestCaseError::fail)?;
-                for twin in &twins[1..] {
+                for (twin, file) in twins[1..].iter().zip(&files[1..]) {
                     let other = answer(twin, &ctx, &pod, &all).map_err(TestCaseError::fail)?;
-                    prop_assert_eq!(&other, &rust, "step {}: {} and the Rust twin disagree", n, twin.info.name);
+                    prop_assert_eq!(&other, &rust, "step {}: {} and the Rust twin disagree", n, file.display());
                 }
             }
             Step::Schedule(_) => {}
@@ -229,9 +238,10 @@ fn placements(policy: &Path) -> Vec<(String, String)> {
 
 #[test]
 fn the_three_twins_place_the_bundled_scenario_alike() {
-    let Some([rust, python, js]) = twins() else { return };
+    let Some([rust, others @ ..]) = twins() else { return };
     let twin = placements(&rust);
     assert_eq!(twin.len(), 25, "the bundled scenario places 25 pods");
-    assert_eq!(placements(&python), twin, "Python and Rust team-fit disagree");
-    assert_eq!(placements(&js), twin, "JavaScript and Rust team-fit disagree");
+    for other in others {
+        assert_eq!(placements(&other), twin, "{} and the Rust team-fit disagree", other.display());
+    }
 }

@@ -5,7 +5,10 @@
 //! `.wasm` files.
 
 pub mod control_plane;
+mod interpreters;
 pub mod process;
+
+pub use interpreters::{interpreters, polyglot_source};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -177,15 +180,20 @@ pub fn polyglot_wasm(which: Polyglot) -> Option<PathBuf> {
     let slot = &BUILT[which as usize];
     match slot.get_or_init(|| build_polyglot(which)) {
         Ok(path) => Some(path.clone()),
-        Err(e) if e.contains("not found at") => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("CI=true and a toolchain is missing: {e}");
-            }
-            eprintln!("SKIPPED (toolchain missing): {e}");
-            None
-        }
+        Err(e) if e.contains("not found at") => missing_toolchain(e),
         Err(e) => panic!("{e}"),
     }
+}
+
+/// A toolchain is missing: a skip outside CI (said on stderr), a failure
+/// under `CI=true`, so that CI can never pass without the tests that
+/// need it.
+fn missing_toolchain<T>(e: &str) -> Option<T> {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true and a toolchain is missing: {e}");
+    }
+    eprintln!("SKIPPED (toolchain missing): {e}");
+    None
 }
 
 /// A one-file HTTP/1.1 server on 127.0.0.1 for the URL policy source:

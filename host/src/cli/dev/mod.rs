@@ -49,19 +49,27 @@ pub fn run(mut args: DevArgs) -> anyhow::Result<ExitCode> {
     args.limits.cache_dir.get_or_insert_with(|| project.cache_dir());
     let mut last: Option<(u64, Outcome)> = None;
     if args.once {
-        let ok = round(&project, &args, 1, &mut last);
+        let ok = round(&project, &args, 1, true, &mut last);
         return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
     }
     let (trees, files) = project.sources();
     let watcher = FileWatcher::sources(&trees, &files)?;
-    let mut why = format!("{} ({:?})", project.name, project.lang);
+    let form = match project.source_policy() {
+        Some(_) => "run as source",
+        None => "built",
+    };
+    let mut why = format!("{} ({:?}, {form})", project.name, project.lang);
+    let mut steps = true;
     for n in 1u64.. {
         println!("── round {n}: {why} ──");
-        round(&project, &args, n, &mut last);
+        let ok = round(&project, &args, n, steps, &mut last);
         println!("── watching {} for changes; Ctrl-C to stop ──", project.root.display());
         std::io::stdout().flush()?;
         let changed = watcher.next_change(Duration::from_millis(200))?;
         let shown = changed.strip_prefix(&project.root).unwrap_or(&changed).display().to_string();
+        // The settings or the cluster alone: the code is what the last
+        // round tested and built, so only the simulation runs again.
+        steps = !(ok && project.is_data(&changed));
         why = format!("{shown} changed");
     }
     Ok(ExitCode::SUCCESS)
@@ -69,13 +77,16 @@ pub fn run(mut args: DevArgs) -> anyhow::Result<ExitCode> {
 
 /// One round; whether every step passed. `last` is the last good round's
 /// number and outcome, replaced when this one passes.
-fn round(project: &Project, args: &DevArgs, n: u64, last: &mut Option<(u64, Outcome)>) -> bool {
+/// Without `steps`, the tests and the build are left out (the code has
+/// not changed since they passed).
+fn round(project: &Project, args: &DevArgs, n: u64, steps: bool, last: &mut Option<(u64, Outcome)>) -> bool {
     let started = Instant::now();
     let kept = |last: &Option<(u64, Outcome)>| match last {
         Some((good, _)) => println!("   the last good result (round {good}) stands"),
         None => println!("   no good result yet"),
     };
-    for step in project.steps(!args.no_tests) {
+    let steps = if steps { project.steps(!args.no_tests) } else { Vec::new() };
+    for step in steps {
         if let Err(shown) = run_step(project, &step) {
             println!("✗ {} failed:\n{shown}", step.label);
             kept(last);
@@ -146,7 +157,7 @@ fn simulate_args(project: &Project, args: &DevArgs) -> anyhow::Result<SimulateAr
         #[command(flatten)]
         args: SimulateArgs,
     }
-    let policy = format!("{},config={}", project.wasm().display(), project.settings().display());
+    let policy = format!("{},config={}", project.policy().display(), project.settings().display());
     let mut line: Vec<String> =
         vec!["simulate".into(), project.cluster().display().to_string(), "--policy".into(), policy];
     if let Some(pod) = &args.explain {

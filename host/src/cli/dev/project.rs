@@ -22,6 +22,10 @@ pub struct Step {
     pub env: Vec<(&'static str, &'static str)>,
 }
 
+/// The SDK's files that `wasmsched new` copies into `src/`: the
+/// interpreter carries its own.
+const SDK_FILES: &[&str] = &["wasmsched_helpers.py", "wasmsched-helpers.js"];
+
 #[derive(Debug)]
 pub struct Project {
     pub root: PathBuf,
@@ -81,6 +85,35 @@ impl Project {
         self.name.replace('-', "_")
     }
 
+    /// The policy a round loads: a Python or JavaScript project's source
+    /// file itself, run by its language's interpreter (no build), unless
+    /// its `src/` holds modules of the author's besides it, which only a
+    /// componentized build carries; else the component a round builds.
+    pub fn policy(&self) -> PathBuf {
+        self.source_policy().unwrap_or_else(|| self.wasm())
+    }
+
+    /// The entry file, when the project runs as source.
+    pub fn source_policy(&self) -> Option<PathBuf> {
+        let entry = match self.lang {
+            Lang::Rust => return None,
+            Lang::Python => "app.py",
+            Lang::Js => "policy.js",
+        };
+        let src = self.root.join("src");
+        let modules = std::fs::read_dir(&src).ok()?.filter_map(|e| e.ok()?.file_name().into_string().ok());
+        let others = modules
+            .filter(|f| f.ends_with(".py") || f.ends_with(".js") || f.ends_with(".mjs"))
+            .any(|f| f != entry && !SDK_FILES.contains(&f.as_str()));
+        (!others).then(|| src.join(entry))
+    }
+
+    /// Whether a change to `path` leaves the code as it was: the settings
+    /// or the cluster, which a round only simulates again.
+    pub fn is_data(&self, path: &Path) -> bool {
+        path == self.cluster() || path == self.settings()
+    }
+
     /// The component a round builds.
     pub fn wasm(&self) -> PathBuf {
         let file = format!("{}.wasm", self.file_stem());
@@ -112,8 +145,10 @@ impl Project {
         (dirs, files)
     }
 
-    /// The round's commands, tests first (`tests`), then the build.
+    /// The round's commands, tests first (`tests`), then the build (none
+    /// for a project that runs as source).
     pub fn steps(&self, tests: bool) -> Vec<Step> {
+        let as_source = self.source_policy().is_some();
         let step = |label, program: &str, args: &[&str]| Step {
             label,
             program: PathBuf::from(program),
@@ -139,7 +174,9 @@ impl Project {
                 if tests {
                     steps.push(step("npm test", "npm", &["test", "--silent"]));
                 }
-                steps.push(step("npm run build", "npm", &["run", "build", "--silent"]));
+                if !as_source {
+                    steps.push(step("npm run build", "npm", &["run", "build", "--silent"]));
+                }
             }
             Lang::Python => {
                 let componentize = self.root.join(".venv/bin/componentize-py").display().to_string();
@@ -152,9 +189,11 @@ impl Project {
                     let python = self.root.join(".venv/bin/python").display().to_string();
                     steps.push(step("unittest", &python, &["-m", "unittest", "discover", "-s", "tests"]));
                 }
-                let out = format!("{}.wasm", self.file_stem());
-                let args = [&wit[..], &["componentize", "-p", "src", "app", "-o", &out]].concat();
-                steps.push(step("componentize-py", &componentize, &args));
+                if !as_source {
+                    let out = format!("{}.wasm", self.file_stem());
+                    let args = [&wit[..], &["componentize", "-p", "src", "app", "-o", &out]].concat();
+                    steps.push(step("componentize-py", &componentize, &args));
+                }
             }
         }
         steps

@@ -196,6 +196,8 @@ pub struct RunConfig<S = PolicySet> {
     pub node_metrics: Vec<MetricSpec>,
     /// Precompiled policies and policies fetched by URL are kept here.
     pub cache_dir: Option<PathBuf>,
+    /// Where the interpreters of source policies are (`--interpreters`).
+    pub interpreters: wasmsched_runtime::Interpreters,
     /// How registries of `oci://` policies are spoken to (credentials,
     /// CAs, plain HTTP for a loopback registry).
     pub registries: crate::policy::oci::Registries,
@@ -226,6 +228,7 @@ impl<S> RunConfig<S> {
             tenants: TenantConfig::default(),
             node_metrics: Vec::new(),
             cache_dir: None,
+            interpreters: Default::default(),
             registries: Default::default(),
             record: None,
             shadow_work: Default::default(),
@@ -251,6 +254,7 @@ impl<S> RunConfig<S> {
             tenants: self.tenants,
             node_metrics: self.node_metrics,
             cache_dir: self.cache_dir,
+            interpreters: self.interpreters,
             registries: self.registries,
             record: self.record,
             shadow_work: self.shadow_work,

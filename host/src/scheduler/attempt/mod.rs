@@ -10,6 +10,7 @@
 
 mod builtin_pass;
 mod choice;
+mod failure_log;
 mod policy_pass;
 pub mod record;
 

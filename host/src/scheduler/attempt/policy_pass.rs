@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::builtin_pass::BuiltinPass;
 use super::choice::{normalize, pick_best};
+use super::failure_log;
 use super::pod_seed;
 use crate::cluster::PodInfo;
 use crate::scheduler::attempt::record::{
@@ -237,11 +238,19 @@ impl Calls<'_> {
             match self.calls_for.filter(&mut self.made, wp, &survivors.candidates) {
                 Ok(outcome) => survivors.keep(name, |i| outcome.rejection(i)),
                 Err(e) if wp.failure_policy == FailurePolicy::Fail => {
-                    tracing::warn!(pod = %self.pod.key, policy = name, error = %e, "policy filter failed; the pod waits (failurePolicy: Fail)");
+                    if failure_log::first_time(name, "filter", &e.to_string()) {
+                        tracing::warn!(pod = %self.pod.key, policy = name, error = %e, "policy filter failed; the pod waits (failurePolicy: Fail); the same error again is logged at debug level");
+                    } else {
+                        tracing::debug!(pod = %self.pod.key, policy = name, "policy filter failed again, as before; the pod waits");
+                    }
                     return Some(format!("running {name:?} filter plugin: {e}"));
                 }
                 Err(e) => {
-                    tracing::warn!(pod = %self.pod.key, policy = name, error = %e, "policy filter failed; ignored (failurePolicy: Ignore)");
+                    if failure_log::first_time(name, "filter", &e.to_string()) {
+                        tracing::warn!(pod = %self.pod.key, policy = name, error = %e, "policy filter failed; ignored (failurePolicy: Ignore); the same error again is logged at debug level");
+                    } else {
+                        tracing::debug!(pod = %self.pod.key, policy = name, "policy filter failed again, as before; ignored");
+                    }
                     self.fallback.get_or_insert_with(|| {
                         format!("the filter of {name:?} failed and was ignored (failurePolicy: Ignore): {e}")
                     });
@@ -275,7 +284,12 @@ impl Calls<'_> {
                         per_policy.push((wp.policy.name().to_string(), wp.weight, raw, normalized));
                     }
                     Err(e) => {
-                        tracing::warn!(pod = %self.pod.key, error = %e, "policy score failed; using the built-in fallback");
+                        let name = wp.policy.name();
+                        if failure_log::first_time(name, "score", &e.to_string()) {
+                            tracing::warn!(pod = %self.pod.key, policy = name, error = %e, "policy score failed; using the built-in fallback; the same error again is logged at debug level");
+                        } else {
+                            tracing::debug!(pod = %self.pod.key, policy = name, "policy score failed again, as before; using the built-in fallback");
+                        }
                         self.fallback = Some(e.to_string());
                         break;
                     }

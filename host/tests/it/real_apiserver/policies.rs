@@ -97,3 +97,93 @@ pub(super) async fn on_demand_and_spot(real: &Real, class: &str) {
 pub(super) fn spot_node(pod: &Pod) -> bool {
     pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| n.ends_with("-n2") || n.ends_with("-n3"))
 }
+
+/// A Python policy that places pods on spot capacity only (`SPOT = True`)
+/// or never (`SPOT = False`).
+const CAPACITY_PY: &str = r#"import wasmsched_helpers as h
+from wit_world import exports
+from wit_world.imports import types
+
+SPOT = True
+NODES = h.Nodes()
+
+
+def reject(pod, node):
+    if (node.label("karpenter.sh/capacity-type") == "spot") != SPOT:
+        return "node(s) were not the capacity asked for"
+    return None
+
+
+class Policy(exports.Policy):
+    def describe(self):
+        return types.PolicyInfo(
+            name="capacity-py",
+            version="0.1.0",
+            description="spot or on-demand, shipped as source",
+            phases=types.Phases(filter=True, score=False),
+            score_order=types.ScoreOrder.HIGHER_IS_BETTER,
+            independent_nodes=True,
+        )
+
+    def init(self):
+        pass
+
+    def sync_nodes(self, reset, changes):
+        NODES.sync(reset, changes)
+
+    def filter(self, pod, candidates):
+        return h.filter_each(NODES, pod, candidates, reject)
+
+    def score(self, pod, candidates, seed):
+        return h.score_each(NODES, pod, candidates, lambda pod, node: 0.0, seed)
+
+    def explain_score(self, pod, candidates, seed):
+        return h.explain_each(NODES, pod, candidates, lambda pod, node: h.ScoreParts(), seed)
+"#;
+
+/// A Python policy shipped as source, as an author ships it: `wasmsched
+/// configmap capacity.py` writes the ConfigMap, `kubectl apply
+/// --server-side` applies it, and the scheduler (deploy/'s identity)
+/// runs it on its Python interpreter: it decides. The edited source,
+/// applied the same way, is hot-swapped and decides the next pods.
+#[test]
+fn a_python_policy_shipped_as_source_decides_and_an_edit_swaps_in() {
+    let Some(interpreters) = wasmsched_test_support::interpreters() else { return };
+    let Some(real) = Real::start("source") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("capacity.py");
+    let apply = |text: &str| -> String {
+        std::fs::write(&file, text).unwrap();
+        let ns = &real.namespace;
+        real.shell(
+            dir.path(),
+            &format!("wasmsched configmap capacity.py -n {ns} --configmap source-policies > cm.yaml && kubectl apply --server-side -f cm.yaml"),
+        );
+        wasmsched_runtime::PolicySource::new("capacity.py", text.as_bytes().to_vec()).sha256()
+    };
+    real.block_on(async {
+        on_demand_and_spot(&real, "source").await;
+        let first = apply(CAPACITY_PY);
+        let mut config = from_configmap(&real, "wasmsched-source", "source-policies");
+        config.interpreters = wasmsched_runtime::Interpreters { dirs: vec![interpreters] };
+        let ours = real.start_wasmsched(config).await;
+        real.wait_active(&ours, "capacity-py").await;
+        assert_eq!(ours.status.policies()[0].sha256, first);
+        let spec = json!({"nodeSelector": {"wasmsched-class": "source"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "100m"}}}]});
+        let pods: Vec<(String, Value)> = (0..4).map(|i| (format!("spot-{i}"), spec.clone())).collect();
+        let created = real.create_pods("", &pods, "wasmsched-source", Duration::ZERO).await;
+        assert!(real.wait_decided(&created).await.iter().all(spot_node), "the source policy decides");
+
+        let edited = apply(&CAPACITY_PY.replace("SPOT = True", "SPOT = False"));
+        let deadline = crate::common::hang_guard();
+        while ours.status.policies()[0].sha256 != edited {
+            assert!(Instant::now() < deadline, "the edit never swapped in: {:?}", ours.status.policies());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let pods: Vec<(String, Value)> = (0..4).map(|i| (format!("on-demand-{i}"), spec.clone())).collect();
+        let created = real.create_pods("", &pods, "wasmsched-source", Duration::ZERO).await;
+        let placed = real.wait_decided(&created).await;
+        assert!(placed.iter().all(|p| !spot_node(p)), "the edited source decides");
+        ours.shutdown().await;
+    });
+}

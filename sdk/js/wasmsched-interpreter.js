@@ -1,0 +1,130 @@
+// The entry module of wasmsched's JavaScript interpreter component
+// (`wasmsched-js.wasm`): it runs a policy shipped as source, a `.js` module
+// written exactly as for a componentized build (it exports `policy`).
+//
+// ComponentizeJS builds this module and the SDK (wasmsched-helpers.js)
+// into one component, SpiderMonkey inside: once per language, not once per
+// policy. When an instance starts, the host hands over the policy's files
+// (`wasmsched:interpreter/source`, wit/interpreter/0.1.0); the first call
+// evaluates the entry file and every export is the policy's own method
+// from then on.
+//
+// The file is a module, evaluated as a function body: its `import`
+// declarations become lookups of the modules a policy may import (the
+// host interface and the SDK), its `export` declarations the function's
+// result. Both keep their lines, so an error's line is the file's.
+
+import * as host from "wasmsched:policy/host@0.3.0";
+import { files } from "wasmsched:interpreter/source@0.1.0";
+import * as helpers from "./wasmsched-helpers.js";
+
+// What a policy may import, by the names a componentized build uses.
+const MODULES = {
+  "wasmsched:policy/host@0.3.0": host,
+  "wasmsched:policy/types@0.3.0": {},
+  "./wasmsched-helpers.js": helpers,
+  "wasmsched-helpers.js": helpers,
+};
+
+// `import ... from "x";` and `import "x";` at the start of a line.
+const IMPORT = /^([ \t]*)import\s+(?:([\s\S]*?)\s+from\s+)?(["'])([^"'\n]+)\3[ \t]*;?/gm;
+// `export` before a declaration at the start of a line.
+const EXPORT_DECLARATION = /^([ \t]*)export\s+((?:async\s+)?function\*?|class|const|let|var)\s+([A-Za-z_$][\w$]*)/gm;
+// `export { a, b as c };`
+const EXPORT_LIST = /^([ \t]*)export\s*\{([^}]*)\}[ \t]*;?/gm;
+
+class SourceError extends Error {}
+
+// The same number of line breaks as `text`, so that later lines keep
+// their numbers.
+function sameLines(text) {
+  return "\n".repeat((text.match(/\n/g) || []).length);
+}
+
+// `{ a, b as c }` as a destructuring pattern `{ a, b: c }`.
+function bindings(clause, path, line) {
+  const trimmed = clause.trim();
+  if (trimmed.startsWith("* as ")) return trimmed.slice(5).trim();
+  if (trimmed.startsWith("{") && trimmed.endsWith("}")) {
+    const names = trimmed.slice(1, -1).split(",").map((s) => s.trim()).filter(Boolean);
+    return "{ " + names.map((n) => n.replace(/\s+as\s+/, ": ")).join(", ") + " }";
+  }
+  throw new SourceError(
+    `${path}:${line}: import ${trimmed}: a policy's imports name what they take ({ a, b } or * as name); there are no default exports`,
+  );
+}
+
+function lineOf(text, index) {
+  return text.slice(0, index).split("\n").length;
+}
+
+// The module's text as the body of a function of `__import`, which
+// returns what the module exports; its lines stay where they were.
+function asFunctionBody(path, text) {
+  const exported = [];
+  let body = text.replace(IMPORT, (match, indent, clause, _quote, specifier, offset) => {
+    const line = lineOf(text, offset);
+    if (!(specifier in MODULES)) {
+      const known = Object.keys(MODULES).join(", ");
+      throw new SourceError(`${path}:${line}: imports "${specifier}"; a policy shipped as source may import ${known}`);
+    }
+    if (clause === undefined) return indent + sameLines(match);
+    const pattern = bindings(clause, path, line);
+    return `${indent}const ${pattern} = __import(${JSON.stringify(specifier)});` + sameLines(match);
+  });
+  body = body.replace(EXPORT_DECLARATION, (_match, indent, kind, name) => {
+    exported.push(name);
+    return `${indent}${kind} ${name}`;
+  });
+  body = body.replace(EXPORT_LIST, (match, indent, list) => {
+    for (const item of list.split(",").map((s) => s.trim()).filter(Boolean)) {
+      const [local, as] = item.split(/\s+as\s+/);
+      exported.push(as === undefined ? local : `${as}: ${local}`);
+    }
+    return indent + sameLines(match);
+  });
+  if (/^[ \t]*export\s+default\b/m.test(body)) {
+    throw new SourceError(`${path}: \`export default\`: a policy exports \`policy\` by name (export const policy = {...})`);
+  }
+  return `${body}\n;return { ${exported.join(", ")} };`;
+}
+
+let loaded = null;
+
+// The policy's `policy` object, its file evaluated on the first call.
+function load() {
+  if (loaded !== null) return loaded;
+  const all = files();
+  if (all.length === 0) throw new Error("the host gave no source: this component runs policies shipped as .js files");
+  const { path, text } = all[0];
+  // The body starts on the header's line, so that line numbers are the
+  // file's (the Function constructor would add two lines before it).
+  const source = `(function (__import) {${asFunctionBody(path, text)}\n})\n//# sourceURL=${path}`;
+  const module = (0, eval)(source)((specifier) => MODULES[specifier]);
+  if (module.policy === undefined) {
+    throw new SourceError(`${path} exports no \`policy\` (export const policy = { describe() {...}, ... })`);
+  }
+  loaded = module.policy;
+  return loaded;
+}
+
+export const policy = {
+  describe() {
+    return load().describe();
+  },
+  init() {
+    return load().init();
+  },
+  syncNodes(reset, changes) {
+    return load().syncNodes(reset, changes);
+  },
+  filter(pod, candidates) {
+    return load().filter(pod, candidates);
+  },
+  score(pod, candidates, seed) {
+    return load().score(pod, candidates, seed);
+  },
+  explainScore(pod, candidates, seed) {
+    return load().explainScore(pod, candidates, seed);
+  },
+};
