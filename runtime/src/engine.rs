@@ -20,10 +20,11 @@ use crate::declarations;
 use crate::engine_config::engine_config;
 use crate::error::PolicyError;
 use crate::host_state::HostState;
-use crate::interpreter::{Interpreters, Language, Program, SourceFile};
+use crate::interpreter::Interpreters;
 use crate::limits::PolicyLimits;
 use crate::loaded::{LoadedPolicy, Provenance};
 use crate::source::PolicySource;
+use crate::source::{Language, Program, SourceFile};
 use crate::ticker::EpochTicker;
 
 pub struct PolicyEngine {
@@ -248,8 +249,7 @@ impl PolicyEngine {
             template,
             contract,
             provenance,
-            config_json,
-            program,
+            (config_json, program),
             limits,
         )?;
         if source.language.is_none() {

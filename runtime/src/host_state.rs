@@ -33,7 +33,7 @@ pub(crate) struct HostState {
     pub(crate) config_json: Arc<str>,
     /// A source policy's files, which its interpreter asks for
     /// (`interpreter.rs`); `None` for a component policy.
-    pub(crate) program: Option<crate::interpreter::Program>,
+    pub(crate) program: Option<crate::source::Program>,
     /// Set for the duration of a call.
     pub(crate) nodes: Option<Arc<NodeTable>>,
     pub(crate) node_metrics: Option<Arc<dyn NodeMetrics>>,

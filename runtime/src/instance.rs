@@ -11,9 +11,9 @@ use wasmtime::{Engine, Store, Trap};
 use crate::contract::{Bindings, Template};
 use crate::error::PolicyError;
 use crate::host_state::HostState;
-use crate::interpreter::Program;
 use crate::limits::PolicyLimits;
 use crate::node_table::{NodeSync, NodeTable, SyncPoint};
+use crate::source::Program;
 use crate::ticker::EPOCH_TICK;
 
 /// Time a `sync-nodes` call may take per node record it carries, on top of

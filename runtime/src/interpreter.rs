@@ -8,48 +8,11 @@
 //! here from the instance's store.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use wasmtime::component::{ComponentType, Linker, Lower};
+use wasmtime::component::Linker;
 
 use crate::host_state::HostState;
-
-/// A language whose policies may be shipped as source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Language {
-    Python,
-    JavaScript,
-}
-
-impl Language {
-    pub const ALL: [Language; 2] = [Language::Python, Language::JavaScript];
-
-    /// The language a file name says (`team_fit.py`, `cheapest.js`).
-    pub fn of_file_name(name: &str) -> Option<Language> {
-        if name.ends_with(".py") {
-            Some(Language::Python)
-        } else if name.ends_with(".js") || name.ends_with(".mjs") {
-            Some(Language::JavaScript)
-        } else {
-            None
-        }
-    }
-
-    /// The interpreter component's file name.
-    pub fn interpreter_file(self) -> &'static str {
-        match self {
-            Language::Python => "wasmsched-python.wasm",
-            Language::JavaScript => "wasmsched-js.wasm",
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Language::Python => "Python",
-            Language::JavaScript => "JavaScript",
-        }
-    }
-}
+use crate::source::{Language, SourceFile};
 
 /// Where the interpreter components are looked for, in order.
 #[derive(Debug, Clone, Default)]
@@ -90,18 +53,6 @@ impl Interpreters {
         Interpreters { dirs }
     }
 }
-
-/// One file of a source policy, as the interpreter receives it.
-#[derive(Debug, Clone, ComponentType, Lower)]
-#[component(record)]
-pub struct SourceFile {
-    pub path: String,
-    pub text: String,
-}
-
-/// A source policy's files, the entry module first, as one instance's
-/// store holds them.
-pub(crate) type Program = Arc<[SourceFile]>;
 
 const SOURCE_INTERFACE: &str = "wasmsched:interpreter/source@0.1.0";
 

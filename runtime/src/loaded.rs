@@ -99,8 +99,9 @@ impl LoadedPolicy {
         template: Template,
         contract: ContractVersion,
         provenance: Provenance,
-        config_json: &str,
-        program: Option<crate::interpreter::Program>,
+        // What each instance is given: the settings, and a source
+        // policy's files.
+        (config_json, program): (&str, Option<crate::source::Program>),
         limits: PolicyLimits,
     ) -> Result<Self, PolicyError> {
         let deadline = limits.call_deadline;

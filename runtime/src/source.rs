@@ -1,10 +1,11 @@
-//! A policy's bytes and where they came from.
+//! A policy's bytes and where they came from; for a policy shipped as
+//! source, its language and its files as its interpreter receives them.
 
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use crate::interpreter::Language;
+use wasmtime::component::{ComponentType, Lower};
 
 /// Where a policy's bytes came from, for messages (`policies/x.wasm`,
 /// `configmap kube-system/wasmsched-policies key x.wasm`).
@@ -71,6 +72,55 @@ pub fn read_text_bounded(path: &std::path::Path, max_bytes: usize, what: &str) -
 
 /// A settings or configuration file: a ConfigMap holds at most 1 MiB.
 pub const MAX_SETTINGS_BYTES: usize = 1 << 20;
+
+/// A language whose policies may be shipped as source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Language {
+    Python,
+    JavaScript,
+}
+
+impl Language {
+    pub const ALL: [Language; 2] = [Language::Python, Language::JavaScript];
+
+    /// The language a file name says (`team_fit.py`, `cheapest.js`).
+    pub fn of_file_name(name: &str) -> Option<Language> {
+        if name.ends_with(".py") {
+            Some(Language::Python)
+        } else if name.ends_with(".js") || name.ends_with(".mjs") {
+            Some(Language::JavaScript)
+        } else {
+            None
+        }
+    }
+
+    /// The interpreter component's file name.
+    pub fn interpreter_file(self) -> &'static str {
+        match self {
+            Language::Python => "wasmsched-python.wasm",
+            Language::JavaScript => "wasmsched-js.wasm",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Language::Python => "Python",
+            Language::JavaScript => "JavaScript",
+        }
+    }
+}
+
+/// One file of a source policy, as the interpreter receives it.
+#[derive(Debug, Clone, ComponentType, Lower)]
+#[component(record)]
+pub struct SourceFile {
+    pub path: String,
+    pub text: String,
+}
+
+/// A source policy's files, the entry module first, as one instance's
+/// store holds them.
+pub(crate) type Program = Arc<[SourceFile]>;
 
 #[cfg(test)]
 mod tests {

@@ -21,7 +21,7 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn path(p: &Path) -> &str {
+pub(crate) fn path(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
 }
 

@@ -7,24 +7,14 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
 
 use wasmsched::policy::bundle::{load_bundle, parse_bundle};
 use wasmsched::policy::remote::Fetcher;
 use wasmsched_runtime::{Interpreters, PolicyEngine, PolicyLimits};
 use wasmsched_test_support::{Polyglot, interpreters, polyglot_source, polyglot_wasm};
 
-fn wasmsched(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wasmsched")).args(args).output().expect("run wasmsched")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 path")
-}
+use crate::new_cli::{text, wasmsched};
+use crate::polyglot::path;
 
 /// pod → node from `simulate --output json`, every pod placed by the
 /// policy itself.
@@ -127,4 +117,47 @@ fn a_configmap_carries_source_policies_as_text_and_a_bundle_loads_them() {
     files.insert("cheapest.py".into(), b"x = 1\n".to_vec());
     let e = parse_bundle("configmap ns/p", &files, 32 << 20, &Fetcher::new(None)).unwrap_err();
     assert_eq!(e, "cheapest: given twice, as cheapest.js and as cheapest.py; keep one");
+}
+
+/// An error in a policy shipped as source reads as its language's own:
+/// Python's traceback, at the author's file and line with the source
+/// line; JavaScript's error and stack at the file's own line numbers.
+/// The interpreters' frames, their runtimes' panic notes and the wasm
+/// backtrace stay out of it (shown with `-v`).
+#[test]
+fn an_error_in_a_source_policy_reads_as_its_languages_own() {
+    let Some(_) = interpreters() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let python = dir.path().join("broken.py");
+    std::fs::write(&python, "from wit_world import exports\n\nbroken = (\n").unwrap();
+    let js = dir.path().join("broken.js");
+    std::fs::write(&js, "export const policy = {\n  describe() {\n    return nope();\n  },\n};\n").unwrap();
+    let check = |file: &Path, verbose: bool| {
+        let mut args = vec!["check", path(file), "--cache-dir", path(&cache)];
+        if verbose {
+            args.push("-v");
+        }
+        let out = wasmsched(&args);
+        assert!(!out.status.success());
+        text(&out.stdout)
+    };
+    let said = check(&python, false);
+    assert!(
+        said.contains("FAIL  ") && said.contains("broken.py: trapped in describe: Traceback (most recent call last):"),
+        "{said}"
+    );
+    assert!(said.contains("  File \"broken.py\", line 3\n    broken = (\n"), "{said}");
+    assert!(said.contains("SyntaxError: '(' was never closed"), "{said}");
+    for host_side in ["wasm backtrace", "wasmsched_interpreter", "RUST_BACKTRACE", "panicked"] {
+        assert!(!said.contains(host_side), "{host_side}:\n{said}");
+    }
+    assert!(check(&python, true).contains("wasm backtrace"), "-v shows the host's side");
+
+    let said = check(&js, false);
+    assert!(said.contains("broken.js: trapped in describe: nope is not defined"), "{said}");
+    assert!(said.contains("  describe@broken.js:3:"), "the file's own line:\n{said}");
+    for host_side in ["wasm backtrace", "wasmsched-interpreter.js", "initializer.js", "mozalloc"] {
+        assert!(!said.contains(host_side), "{host_side}:\n{said}");
+    }
 }
