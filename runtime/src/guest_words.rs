@@ -28,6 +28,10 @@ pub(crate) fn host_frames_shown() -> bool {
 const WRAPPERS: &[&str] =
     &["wasmsched_interpreter.py", "wasmsched-interpreter.js", "componentize_py_runtime", "/initializer.js:"];
 
+/// The message of componentize-py's runtime when the policy's Python
+/// raised: the traceback before it says what happened.
+const PYTHON_RUNTIME_PANIC: &str = "Python function threw an";
+
 /// Lines the interpreters' runtimes add that say nothing to an author.
 const NOISE: &[&str] = &["note: run with `RUST_BACKTRACE=1`", "Redirecting call to abort() to mozalloc_abort"];
 
@@ -36,9 +40,12 @@ pub(crate) fn authors_words(stderr: &str) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut lines = stderr.lines().peekable();
     while let Some(line) = lines.next() {
-        if line.starts_with("thread '") && line.contains("panicked at") {
-            // The runtime's panic: its message, then the backtrace note.
-            while lines.next_if(|l| !l.trim().is_empty() && !l.starts_with("Traceback")).is_some() {}
+        // componentize-py's own panic after the traceback it printed (a
+        // Rust policy's panic is its author's words, and stays).
+        if line.starts_with("thread '")
+            && line.contains("panicked at")
+            && lines.next_if(|l| l.starts_with(PYTHON_RUNTIME_PANIC)).is_some()
+        {
             continue;
         }
         if NOISE.iter().any(|n| line.starts_with(n)) {
@@ -91,6 +98,12 @@ mod tests {
     fn a_javascript_stack_keeps_the_authors_frames() {
         let stderr = "nope is not defined\nStack:\n  describe@bad.js:3:5\n  describe@sdk/js/wasmsched-interpreter.js:110:19\n  export_policy_0_3_0$describe@/tmp/184bf445f026/sources/initializer.js:313:15\n\nRedirecting call to abort() to mozalloc_abort\n";
         assert_eq!(authors_words(stderr), "nope is not defined\nStack:\n  describe@bad.js:3:5");
+    }
+
+    #[test]
+    fn a_rust_policys_panic_is_its_authors_words() {
+        let stderr = "thread '<unnamed>' panicked at src/lib.rs:9:5:\nboom\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(authors_words(stderr), "thread '<unnamed>' panicked at src/lib.rs:9:5:\nboom");
     }
 
     #[test]

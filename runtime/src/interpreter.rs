@@ -80,7 +80,7 @@ mod tests {
     #[test]
     fn a_missing_interpreter_says_where_it_looked_and_what_builds_it() {
         let e = Interpreters { dirs: vec!["/nowhere".into()] }.find(Language::Python).unwrap_err();
-        assert!(e.contains("wasmsched-python.wasm, which is in none of: /nowhere;"), "{e}");
+        assert!(e.contains("(wasmsched-python.wasm), which is in none of: /nowhere;"), "{e}");
         assert!(e.contains("policies/install-toolchains.sh"), "{e}");
     }
 }
