@@ -178,7 +178,7 @@ impl PolicyEngine {
     pub fn to_compile(&self, source: &PolicySource) -> Option<PolicySource> {
         let runs = match source.language {
             None => source.clone(),
-            Some(language) => self.read_interpreter(language, PolicyLimits::default().max_wasm_bytes).ok()?,
+            Some(language) => self.read_interpreter(language).ok()?,
         };
         let sha256 = runs.sha256();
         if self.compiled.lock().expect("never poisoned").contains_key(&sha256) {
@@ -223,7 +223,7 @@ impl PolicyEngine {
         let (runs, program, interpreter) = match source.language {
             None => (source.clone(), None, None),
             Some(language) => {
-                let (interpreter, program) = self.interpreter_for(source, language, &limits)?;
+                let (interpreter, program) = self.interpreter_for(source, language)?;
                 let named = format!("{} sha256:{}", interpreter.origin, interpreter.sha256());
                 (interpreter, Some(program), Some(named))
             }
@@ -264,7 +264,6 @@ impl PolicyEngine {
         &self,
         source: &PolicySource,
         language: Language,
-        limits: &PolicyLimits,
     ) -> Result<(PolicySource, Program), PolicyError> {
         let origin = &source.origin;
         let text = std::str::from_utf8(&source.bytes).map_err(|e| PolicyError::Compile {
@@ -272,16 +271,17 @@ impl PolicyEngine {
             message: format!("a {} source file must be UTF-8 text: {e}", language.as_str()),
         })?;
         let interpreter = self
-            .read_interpreter(language, limits.max_wasm_bytes)
+            .read_interpreter(language)
             .map_err(|message| PolicyError::Compile { source_name: origin.clone(), message })?;
         let file = SourceFile { path: source.file_name().to_string(), text: text.to_string() };
         Ok((interpreter, Arc::from(vec![file])))
     }
 
     /// The interpreter component of `language`, as found on disk.
-    fn read_interpreter(&self, language: Language, max_bytes: usize) -> Result<PolicySource, String> {
+    fn read_interpreter(&self, language: Language) -> Result<PolicySource, String> {
         let path = self.interpreters.find(language)?;
-        PolicySource::from_file_within(&path, max_bytes).map_err(|e| format!("reading {}: {e}", path.display()))
+        PolicySource::from_file_within(&path, crate::interpreter::MAX_INTERPRETER_BYTES)
+            .map_err(|e| format!("reading {}: {e}", path.display()))
     }
 
     /// `source` compiled, from the process's or the directory's cache when

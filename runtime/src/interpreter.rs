@@ -14,6 +14,11 @@ use wasmtime::component::Linker;
 use crate::host_state::HostState;
 use crate::source::{Language, SourceFile};
 
+/// The largest interpreter component read: ours, whatever the size cap
+/// of the policies it runs (a tenant's is 4 MiB, far below an
+/// interpreter's 12-20 MB).
+pub(crate) const MAX_INTERPRETER_BYTES: usize = 64 << 20;
+
 /// Where the interpreter components are looked for, in order.
 #[derive(Debug, Clone, Default)]
 pub struct Interpreters {
