@@ -11,6 +11,9 @@
 //! plugins (NodeAffinity, TaintToleration, BalancedAllocation, ImageLocality,
 //! PodTopologySpread, InterPodAffinity).
 //!
+//! `answers` holds the contract's rules on what a policy answers, which the
+//! scheduler enforces and the SDK's test harness checks first.
+//!
 //! The rules are generic over small traits ([`TaintFields`],
 //! [`TolerationFields`], [`RequirementFields`], [`TermFields`],
 //! [`NodeLabels`]) that the host's facts and the SDK's WIT types both
@@ -22,6 +25,7 @@
 //! the filters' per-node loop, which cost the attempt a few percent
 //! (docs/benchmarks.md, "The redesign step").
 
+pub mod answers;
 pub mod label_selector;
 pub mod node_affinity;
 pub mod pod_affinity;

@@ -26,6 +26,10 @@ impl PrecompiledCache {
         PrecompiledCache { dir, max_bytes: MAX_CACHE_BYTES }
     }
 
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     #[cfg(test)]
     fn with_max_bytes(mut self, max_bytes: u64) -> Self {
         self.max_bytes = max_bytes;

@@ -20,7 +20,7 @@ use crate::declarations;
 use crate::engine_config::engine_config;
 use crate::error::PolicyError;
 use crate::host_state::HostState;
-use crate::interpreter::Interpreters;
+use crate::interpreter::{InterpreterFiles, Interpreters};
 use crate::limits::PolicyLimits;
 use crate::loaded::{LoadedPolicy, Provenance};
 use crate::source::PolicySource;
@@ -34,6 +34,9 @@ pub struct PolicyEngine {
     optimizing: OnceLock<Tier>,
     parallel: bool,
     cache: Option<PrecompiledCache>,
+    /// Where compiled interpreters are kept for every project of a user
+    /// (`with_interpreter_cache_dir`); else in `cache`.
+    interpreter_cache: Option<PrecompiledCache>,
     /// Compiles in a child process that is killed at its deadline
     /// (`with_compile_worker`); else on a thread that is abandoned there.
     worker: Option<CompileWorker>,
@@ -46,6 +49,8 @@ pub struct PolicyEngine {
     /// The interpreters compiled so far, by sha256: each is compiled (or
     /// read from the cache directory) once per engine.
     compiled: Mutex<HashMap<String, Component>>,
+    /// The interpreters' files, read once while they stay as they are.
+    interpreter_files: InterpreterFiles,
 }
 
 /// Policies larger than this compile with Cranelift's optimisations
@@ -108,11 +113,13 @@ impl PolicyEngine {
             optimizing: OnceLock::new(),
             parallel,
             cache: None,
+            interpreter_cache: None,
             worker: None,
             root: None,
             incremental: None,
             interpreters: Interpreters::default(),
             compiled: Mutex::new(HashMap::new()),
+            interpreter_files: InterpreterFiles::default(),
         })
     }
 
@@ -154,6 +161,23 @@ impl PolicyEngine {
         self
     }
 
+    /// Keep compiled interpreters (which run source policies) under `root`
+    /// (in its `compiled/`) rather than in the cache directory: the
+    /// commands an author runs keep them in the user's cache, so that a
+    /// new project's first round does not compile them again. Looked up
+    /// before the cache directory, which may hold them too.
+    pub fn with_interpreter_cache_dir(mut self, root: impl Into<PathBuf>) -> Self {
+        self.interpreter_cache = Some(PrecompiledCache::new(root.into().join("compiled")));
+        self
+    }
+
+    /// The caches a component is looked for in, first to last; a compile
+    /// is kept in the first. An interpreter (`shared`) is looked for in
+    /// the interpreter cache first.
+    fn caches(&self, shared: bool) -> impl Iterator<Item = &PrecompiledCache> {
+        self.interpreter_cache.as_ref().filter(|_| shared).into_iter().chain(self.cache.as_ref())
+    }
+
     /// Keeps compiled functions under the cache directory too
     /// (`functions/`, Cranelift's incremental cache), so that a policy
     /// that changed compiles only the functions that changed: for the
@@ -176,23 +200,24 @@ impl PolicyEngine {
     /// component itself, or a source policy's interpreter. A large
     /// component's compile takes long enough to announce.
     pub fn to_compile(&self, source: &PolicySource) -> Option<PolicySource> {
-        let runs = match source.language {
-            None => source.clone(),
+        let (runs, sha256) = match source.language {
+            None => (source.clone(), source.sha256()),
             Some(language) => self.read_interpreter(language).ok()?,
         };
-        let sha256 = runs.sha256();
         if self.compiled.lock().expect("never poisoned").contains_key(&sha256) {
             return None;
         }
-        match (&self.cache, self.tier(runs.bytes.len())) {
-            (Some(cache), Ok(tier)) if cache.contains(&tier.engine, &sha256) => None,
-            _ => Some(runs),
+        let Ok(tier) = self.tier(runs.bytes.len()) else { return Some(runs) };
+        match self.caches(source.language.is_some()).any(|cache| cache.contains(&tier.engine, &sha256)) {
+            true => None,
+            false => Some(runs),
         }
     }
 
-    /// Whether compiled policies are kept (`with_cache_dir`).
-    pub fn has_cache(&self) -> bool {
-        self.cache.is_some()
+    /// Where the compile of `source` (a component, or a source policy's
+    /// interpreter) is kept for the next run; `None` when it is not.
+    pub fn kept_in(&self, source: &PolicySource) -> Option<&std::path::Path> {
+        self.caches(source.language.is_some()).next().map(PrecompiledCache::dir)
     }
 
     /// Where source policies' interpreter components are looked for
@@ -220,29 +245,24 @@ impl PolicyEngine {
                 limit: limits.max_wasm_bytes,
             });
         }
-        let (runs, program, interpreter) = match source.language {
-            None => (source.clone(), None, None),
+        let own = source.sha256();
+        let (runs, runs_sha256, program, interpreter) = match source.language {
+            None => (source.clone(), own.clone(), None, None),
             Some(language) => {
-                let (interpreter, program) = self.interpreter_for(source, language)?;
-                let named = format!("{} sha256:{}", interpreter.origin, interpreter.sha256());
-                (interpreter, Some(program), Some(named))
+                let ((interpreter, sha256), program) = self.interpreter_for(source, language)?;
+                let named = format!("{} sha256:{sha256}", interpreter.origin);
+                (interpreter, sha256, Some(program), Some(named))
             }
         };
         let started = Instant::now();
-        let (tier, component, from_cache) = self.compiled(&runs, &limits, program.is_some())?;
+        let (tier, component, from_cache) = self.compiled(&runs, runs_sha256, &limits, program.is_some())?;
         let compile_time = started.elapsed();
 
         let origin = source.origin.clone();
         let contract = ContractVersion::detect(&tier.engine, &origin, &component)?;
         let template = Template::new(&tier.linker, &origin, &component, contract)?;
-        let provenance = Provenance {
-            origin,
-            sha256: source.sha256(),
-            size: source.bytes.len(),
-            compile_time,
-            from_cache,
-            interpreter,
-        };
+        let provenance =
+            Provenance { origin, sha256: own, size: source.bytes.len(), compile_time, from_cache, interpreter };
         let mut loaded = LoadedPolicy::new(
             tier.engine.clone(),
             tier.ticker.clone(),
@@ -264,7 +284,7 @@ impl PolicyEngine {
         &self,
         source: &PolicySource,
         language: Language,
-    ) -> Result<(PolicySource, Program), PolicyError> {
+    ) -> Result<((PolicySource, String), Program), PolicyError> {
         let origin = &source.origin;
         let text = std::str::from_utf8(&source.bytes).map_err(|e| PolicyError::Compile {
             source_name: origin.clone(),
@@ -277,31 +297,31 @@ impl PolicyEngine {
         Ok((interpreter, Arc::from(vec![file])))
     }
 
-    /// The interpreter component of `language`, as found on disk.
-    fn read_interpreter(&self, language: Language) -> Result<PolicySource, String> {
-        let path = self.interpreters.find(language)?;
-        PolicySource::from_file_within(&path, crate::interpreter::MAX_INTERPRETER_BYTES)
-            .map_err(|e| format!("reading {}: {e}", path.display()))
+    /// The interpreter component of `language`, as found on disk, and its
+    /// sha256.
+    fn read_interpreter(&self, language: Language) -> Result<(PolicySource, String), String> {
+        self.interpreter_files.read(&self.interpreters.find(language)?)
     }
 
     /// `source` compiled, from the process's or the directory's cache when
-    /// it was compiled before, and the tier that runs it.
+    /// it was compiled before, and the tier that runs it (`sha256`: the
+    /// source's, computed once by the caller).
     /// An interpreter (`shared`) is kept compiled for the life of the
     /// engine: every source policy of its language runs on it.
     fn compiled(
         &self,
         source: &PolicySource,
+        sha256: String,
         limits: &PolicyLimits,
         shared: bool,
     ) -> Result<(&Tier, Component, bool), PolicyError> {
         let origin = &source.origin;
         contract::check_header(origin, &source.bytes)?;
-        let sha256 = source.sha256();
         let tier = self.tier(source.bytes.len())?;
         if let Some(component) = self.compiled.lock().expect("never poisoned").get(&sha256) {
             return Ok((tier, component.clone(), true));
         }
-        let cached = self.cache.as_ref().and_then(|c| c.load(&tier.engine, &sha256));
+        let cached = self.caches(shared).find_map(|c| c.load(&tier.engine, &sha256));
         let from_cache = cached.is_some();
         let component = match cached {
             Some(component) => component,
@@ -322,7 +342,7 @@ impl PolicyEngine {
                     None => compile_within(&tier.engine, &source.bytes, limits.compile_wall()),
                 }
                 .map_err(refuse)?;
-                if let Some(cache) = &self.cache {
+                if let Some(cache) = self.caches(shared).next() {
                     cache.store(&tier.engine, &sha256, &component);
                 }
                 component

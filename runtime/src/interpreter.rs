@@ -7,12 +7,15 @@
 //! `wasmsched:interpreter/source@0.1.0` (wit/interpreter/0.1.0), answered
 //! here from the instance's store.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
 
 use wasmtime::component::Linker;
 
 use crate::host_state::HostState;
-use crate::source::{Language, SourceFile};
+use crate::source::{Language, PolicySource, SourceFile};
 
 /// The largest interpreter component read: ours, whatever the size cap
 /// of the policies it runs (a tenant's is 4 MiB, far below an
@@ -71,6 +74,39 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     Ok(())
 }
 
+/// Interpreter components as read from disk, with their sha256: each file
+/// is read and hashed again only when its size or modification time
+/// changed, not at every policy of its language (20 MB apiece).
+#[derive(Default)]
+pub(crate) struct InterpreterFiles {
+    read: Mutex<HashMap<PathBuf, ReadFile>>,
+}
+
+/// A file as read: its modification time and size then, its bytes and
+/// their sha256.
+struct ReadFile {
+    stamp: (Option<SystemTime>, u64),
+    source: PolicySource,
+    sha256: String,
+}
+
+impl InterpreterFiles {
+    /// The component at `path` and its sha256.
+    pub(crate) fn read(&self, path: &Path) -> Result<(PolicySource, String), String> {
+        let reading = |e: &dyn std::fmt::Display| format!("reading {}: {e}", path.display());
+        let meta = std::fs::metadata(path).map_err(|e| reading(&e))?;
+        let stamp = (meta.modified().ok(), meta.len());
+        let mut read = self.read.lock().expect("never poisoned");
+        if let Some(file) = read.get(path).filter(|file| file.stamp == stamp) {
+            return Ok((file.source.clone(), file.sha256.clone()));
+        }
+        let source = PolicySource::from_file_within(path, MAX_INTERPRETER_BYTES).map_err(|e| reading(&e))?;
+        let sha256 = source.sha256();
+        read.insert(path.to_path_buf(), ReadFile { stamp, source: source.clone(), sha256: sha256.clone() });
+        Ok((source, sha256))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +123,22 @@ mod tests {
         let e = Interpreters { dirs: vec!["/nowhere".into()] }.find(Language::Python).unwrap_err();
         assert!(e.contains("(wasmsched-python.wasm), which is in none of: /nowhere;"), "{e}");
         assert!(e.contains("policies/install-toolchains.sh"), "{e}");
+    }
+
+    #[test]
+    fn an_interpreter_file_is_read_again_only_when_it_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wasmsched-python.wasm");
+        std::fs::write(&path, b"\0asm one").unwrap();
+        let files = InterpreterFiles::default();
+        let (first, sha) = files.read(&path).unwrap();
+        assert_eq!(sha, first.sha256());
+        assert_eq!(files.read(&path).unwrap().1, sha, "unchanged: the same");
+        std::fs::write(&path, b"\0asm second").unwrap();
+        let (again, changed) = files.read(&path).unwrap();
+        assert_ne!(changed, sha, "a new size is a new file");
+        assert_eq!(&*again.bytes, b"\0asm second");
+        std::fs::remove_file(&path).unwrap();
+        assert!(files.read(&path).unwrap_err().starts_with("reading "), "a file gone is an error");
     }
 }

@@ -18,9 +18,7 @@ use crate::node_cost::NodeCost;
 use crate::node_metrics::NodeMetrics;
 use crate::node_table::NodeTable;
 use crate::ticker::EpochTicker;
-
-/// Raw scores beyond this magnitude lose integer precision in f64.
-pub const MAX_RAW_SCORE: f64 = 9_007_199_254_740_992.0; // 2^53
+use wasmsched_rules::answers;
 
 /// Where a loaded policy came from and what loading it cost.
 #[derive(Debug, Clone)]
@@ -244,31 +242,11 @@ impl LoadedPolicy {
                 })
             })?
             .map_err(|refusal| refused(&self.name, "filter", refusal))?;
-        let malformed =
-            |problem: String| PolicyError::Malformed { policy: self.name.to_string(), phase: "filter", problem };
-        if verdicts.len() != candidates.len() {
-            return Err(malformed(format!("{} verdicts for {} candidates", verdicts.len(), candidates.len())));
+        if let Some(problem) = answers::filter_problem(&reasons, &verdicts, candidates.len()) {
+            return Err(PolicyError::Malformed { policy: self.name.to_string(), phase: "filter", problem });
         }
-        // One reason per candidate at most is all a verdict can name.
-        if reasons.len() > candidates.len().max(1) {
-            return Err(malformed(format!("{} reasons for {} candidates", reasons.len(), candidates.len())));
-        }
-        // Measured first: the words are made only for a reason too long.
-        if let Some((i, reason)) = reasons.iter().enumerate().find(|(_, r)| r.len() > MAX_REASON_BYTES) {
-            within(&format!("reason {i}"), reason, MAX_REASON_BYTES).map_err(malformed)?;
-        }
-        let verdicts = verdicts
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| match v as usize {
-                0 => Ok(None),
-                r if r <= reasons.len() => Ok(Some(r - 1)),
-                r => Err(malformed(format!(
-                    "verdict {r} of candidate {i} names a reason beyond the {} given",
-                    reasons.len()
-                ))),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        // Checked above: every verdict names a reason given.
+        let verdicts = verdicts.into_iter().map(|v| (v as usize).checked_sub(1)).collect();
         Ok(FilterOutcome { reasons, verdicts })
     }
 
@@ -290,18 +268,10 @@ impl LoadedPolicy {
                 })
             })?
             .map_err(|refusal| refused(&self.name, "score", refusal))?;
-        let malformed =
-            |problem: String| PolicyError::Malformed { policy: self.name.to_string(), phase: "score", problem };
-        if scores.len() != candidates.len() {
-            return Err(malformed(format!("{} scores for {} candidates", scores.len(), candidates.len())));
-        }
-        if let Some((i, s)) = scores.iter().enumerate().find(|(_, s)| !s.is_finite() || s.abs() > MAX_RAW_SCORE) {
-            // Named by the node, which the author can find in the cluster.
-            let node = ctx.nodes.name(candidates[i].node).unwrap_or("?");
-            let what = if s.is_nan() { "NaN".to_string() } else { format!("{s:e}") };
-            return Err(malformed(format!(
-                "the score for node {node} (candidate {i}) is {what}; scores must be finite, |score| <= 2^53"
-            )));
+        // Named by the node, which the author can find in the cluster.
+        let node = |i: usize| ctx.nodes.name(candidates[i].node).unwrap_or("?");
+        if let Some(problem) = answers::score_problem(&scores, candidates.len(), node) {
+            return Err(PolicyError::Malformed { policy: self.name.to_string(), phase: "score", problem });
         }
         Ok(scores)
     }
@@ -330,50 +300,15 @@ impl LoadedPolicy {
         })?;
         let Some(answer) = answer else { return Ok(None) };
         let parts = answer.map_err(|message| declined(&self.name, "explain-score", message))?;
-        let malformed =
-            |problem: String| PolicyError::Malformed { policy: self.name.to_string(), phase: "explain-score", problem };
-        if parts.len() != candidates.len() {
-            return Err(malformed(format!("{} breakdowns for {} candidates", parts.len(), candidates.len())));
-        }
-        for (i, node) in parts.iter().enumerate() {
-            if node.len() > MAX_SCORE_PARTS {
-                return Err(malformed(format!("{} parts for candidate {i}, over {MAX_SCORE_PARTS}", node.len())));
-            }
-            for part in node {
-                within(&format!("a part name of candidate {i}"), &part.name, MAX_PART_NAME_BYTES).map_err(malformed)?;
-                if !part.value.is_finite() || part.value.abs() > MAX_RAW_SCORE {
-                    return Err(malformed(format!("part {:?} of candidate {i} is {:e}", part.name, part.value)));
-                }
-            }
+        let named: Vec<Vec<(&str, f64)>> =
+            parts.iter().map(|node| node.iter().map(|p| (p.name.as_str(), p.value)).collect()).collect();
+        if let Some(problem) = answers::parts_problem(&named, candidates.len()) {
+            return Err(PolicyError::Malformed { policy: self.name.to_string(), phase: "explain-score", problem });
         }
         Ok(Some(parts))
     }
 }
 
-/// The most parts a policy may name for one node's score, and the longest
-/// name: a breakdown is read by a person, one line per node.
-pub const MAX_SCORE_PARTS: usize = 16;
-pub const MAX_PART_NAME_BYTES: usize = 64;
-
-/// The most a policy's strings may hold: its name (a DNS subdomain's
-/// length), version and description; each filter reason; the message of
-/// an error it returns. Longer ones are refused as malformed, so that no
-/// record, event or log keeps what a policy made huge.
-pub const MAX_NAME_BYTES: usize = 253;
-pub const MAX_VERSION_BYTES: usize = 64;
-pub const MAX_DESCRIPTION_BYTES: usize = 1024;
-pub const MAX_REASON_BYTES: usize = 1024;
-pub const MAX_ERROR_BYTES: usize = 4096;
-
-/// `what` within `max` bytes, or the problem to report.
-fn within(what: &str, text: &str, max: usize) -> Result<(), String> {
-    match text.len() > max {
-        true => Err(format!("{what} is {} bytes, over the {max}-byte limit", text.len())),
-        false => Ok(()),
-    }
-}
-
-/// A policy's error message, refused as malformed when over its cap.
 /// A filter or score call's refusal as the error the scheduler reports.
 fn refused(policy: &str, phase: &'static str, refusal: Refusal) -> PolicyError {
     match refusal {
@@ -382,31 +317,18 @@ fn refused(policy: &str, phase: &'static str, refusal: Refusal) -> PolicyError {
     }
 }
 
+/// A policy's error message, refused as malformed when over its cap.
 fn declined(policy: &str, phase: &'static str, message: String) -> PolicyError {
-    match within("its error message", &message, MAX_ERROR_BYTES) {
-        Ok(()) => PolicyError::Declined { policy: policy.to_string(), phase, message },
-        Err(problem) => PolicyError::Malformed { policy: policy.to_string(), phase, problem },
+    match answers::error_problem(&message) {
+        None => PolicyError::Declined { policy: policy.to_string(), phase, message },
+        Some(problem) => PolicyError::Malformed { policy: policy.to_string(), phase, problem },
     }
 }
 
 fn validate_info(name: &str, info: &PolicyInfo) -> Result<(), PolicyError> {
-    let malformed = |problem: &str| PolicyError::Malformed {
-        policy: name.to_string(),
-        phase: "describe",
-        problem: problem.to_string(),
-    };
-    if info.name.trim().is_empty() {
-        return Err(malformed("the policy name is empty"));
+    let PolicyInfo { name: said, version, description, phases, .. } = info;
+    match answers::describe_problem(said, version, description, phases.filter, phases.score) {
+        None => Ok(()),
+        Some(problem) => Err(PolicyError::Malformed { policy: name.to_string(), phase: "describe", problem }),
     }
-    within("its name", &info.name, MAX_NAME_BYTES)
-        .and_then(|()| within("its version", &info.version, MAX_VERSION_BYTES))
-        .and_then(|()| within("its description", &info.description, MAX_DESCRIPTION_BYTES))
-        .map_err(|problem| malformed(&problem))?;
-    if info.name.chars().chain(info.version.chars()).any(char::is_control) {
-        return Err(malformed("its name or version holds control characters"));
-    }
-    if !info.phases.filter && !info.phases.score {
-        return Err(malformed("the policy implements neither filter nor score"));
-    }
-    Ok(())
 }

@@ -198,6 +198,8 @@ export class Harness {
     Object.assign(this, { policy, settings, nodes: [], metrics: new Map(), logLines: [] });
     const described = policy.describe();
     Object.assign(this, { name: described.name, phases: described.phases, order: described.scoreOrder });
+    const problem = describeProblem(described);
+    if (problem) throw new Error(`${this.name}: malformed describe result: ${problem}`);
     this.#enter();
   }
 
@@ -232,7 +234,7 @@ export class Harness {
   // name in the order added.
   filter(pod) {
     this.#enter();
-    const answer = this.policy.filter(pod.info(), this.#candidates());
+    const answer = refusingLongErrors(this.name, "filter", () => this.policy.filter(pod.info(), this.#candidates()));
     const { reasons } = answer;
     const [verdicts, unpacked] = unpack(answer.verdicts, "verdicts", Uint32Array, "u32");
     const problem = unpacked ?? filterProblem(reasons, verdicts, this.nodes.length);
@@ -249,7 +251,8 @@ export class Harness {
       if (problem) return { scores: null, error: `${this.name}: malformed score result: ${problem}` };
       return { scores: Object.fromEntries(this.nodes.map((n, i) => [n.info.name, scores[i]])), error: null };
     } catch (error) {
-      return { scores: null, error };
+      const problem = errorProblem(error);
+      return { scores: null, error: problem ? `${this.name}: malformed score result: ${problem}` : error };
     }
   }
 
@@ -263,10 +266,13 @@ export class Harness {
 
   // Each node's ScoreParts with seed 0, by name (no parts where the
   // policy gives none): what `--explain` shows. The policy's error is
-  // thrown.
+  // thrown, and parts the scheduler would refuse, in its words.
   explain(pod) {
     this.#enter();
-    const explained = this.policy.explainScore(pod.info(), this.#candidates(), 0n);
+    const explain = () => this.policy.explainScore(pod.info(), this.#candidates(), 0n);
+    const explained = refusingLongErrors(this.name, "explain-score", explain);
+    const problem = partsProblem(explained, this.nodes.length);
+    if (problem) throw new Error(`${this.name}: malformed explain-score result: ${problem}`);
     const parts = (list) => list.reduce((all, { name, value }) => all.add(name, value), new ScoreParts());
     return Object.fromEntries(this.nodes.map((n, i) => [n.info.name, parts(explained[i])]));
   }
@@ -319,10 +325,73 @@ export class Harness {
   }
 }
 
-// The scheduler's checks of a result (runtime/src/loaded.rs), in its
+// The scheduler's checks of a result (rules/src/answers.rs), in its
 // words: a result it would refuse fails here first.
 const MAX_RAW_SCORE = 2 ** 53;
 const MAX_REASON_BYTES = 1024;
+const MAX_SCORE_PARTS = 16;
+const MAX_PART_NAME_BYTES = 64;
+const MAX_ERROR_BYTES = 4096;
+const [MAX_NAME_BYTES, MAX_VERSION_BYTES, MAX_DESCRIPTION_BYTES] = [253, 64, 1024];
+// Unicode's White_Space, which Rust's `trim` strips (`String.trim` also
+// strips U+FEFF).
+const WHITE_SPACE = /^[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$/;
+
+function within(what, text, limit) {
+  const size = new TextEncoder().encode(text).length;
+  return size > limit ? `${what} is ${size} bytes, over the ${limit}-byte limit` : null;
+}
+
+function errorProblem(error) {
+  return typeof error === "string" ? within("its error message", error, MAX_ERROR_BYTES) : null;
+}
+
+// The call's answer; the policy's error is thrown as it is, unless the
+// scheduler would refuse its message as too long.
+function refusingLongErrors(name, phase, call) {
+  try {
+    return call();
+  } catch (error) {
+    const problem = errorProblem(error);
+    if (problem) throw new Error(`${name}: malformed ${phase} result: ${problem}`);
+    throw error;
+  }
+}
+
+function describeProblem({ name, version, description, phases }) {
+  if (WHITE_SPACE.test(name)) return "the policy name is empty";
+  const problem = within("its name", name, MAX_NAME_BYTES) ?? within("its version", version, MAX_VERSION_BYTES) ??
+    within("its description", description, MAX_DESCRIPTION_BYTES);
+  if (problem) return problem;
+  if (/\p{Cc}/u.test(name + version)) return "its name or version holds control characters";
+  if (!phases.filter && !phases.score) return "the policy implements neither filter nor score";
+  return null;
+}
+
+function partsProblem(breakdowns, candidates) {
+  if (breakdowns.length !== candidates) return `${breakdowns.length} breakdowns for ${candidates} candidates`;
+  for (let i = 0; i < breakdowns.length; i++) {
+    if (breakdowns[i].length > MAX_SCORE_PARTS) {
+      return `${breakdowns[i].length} parts for candidate ${i}, over ${MAX_SCORE_PARTS}`;
+    }
+    for (const { name, value } of breakdowns[i]) {
+      const problem = within(`a part name of candidate ${i}`, name, MAX_PART_NAME_BYTES);
+      if (problem) return problem;
+      if (!Number.isFinite(value) || Math.abs(value) > MAX_RAW_SCORE) {
+        return `part ${rustDebug(name)} of candidate ${i} is ${rustExponent(value)}`;
+      }
+    }
+  }
+  return null;
+}
+
+// A string as Rust's `{:?}` quotes it, for the names these messages hold:
+// quotes and backslashes escaped, control characters as escapes.
+function rustDebug(text) {
+  const escaped = { "\0": "\\0", "\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t" };
+  const quote = (c) => escaped[c] ?? (/\p{Cc}/u.test(c) ? `\\u{${c.codePointAt(0).toString(16)}}` : c);
+  return `"${Array.from(text, quote).join("")}"`;
+}
 
 // A number as the scheduler prints it in these messages: 1e300, 9.1e15.
 function rustExponent(value) {

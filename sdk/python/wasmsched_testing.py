@@ -15,6 +15,7 @@ import copy
 import json
 import math
 import re
+import unicodedata
 from array import array
 from decimal import Decimal
 from fractions import Fraction
@@ -198,6 +199,9 @@ class Harness:
         self._settings = settings if isinstance(settings, str) else json.dumps(settings or {})
         described = policy().describe()
         self._name, self._phases, self._order = described.name, described.phases, described.score_order
+        problem = _describe_problem(described)
+        if problem:
+            raise AssertionError(f"{self._name}: malformed describe result: {problem}")
         self._enter()
 
     def add_node(self, node: NodeBuilder) -> "Harness":
@@ -226,7 +230,7 @@ class Harness:
         """Each node's reason for rejecting the pod, or None if it passes,
         by name in the order added."""
         self._enter()
-        answer = self._policy_class().filter(pod.info(), self._candidates())
+        answer = _refusing_long_errors(self._name, "filter", lambda: self._policy_class().filter(pod.info(), self._candidates()))
         verdicts, problem = _unpack(answer.verdicts, "verdicts", "I", "u32")
         problem = problem or _filter_problem(answer.reasons, verdicts, len(self._nodes))
         if problem:
@@ -241,7 +245,9 @@ class Harness:
         try:
             packed = self._policy_class().score(pod.info(), self._candidates(), seed)
         except Exception as error:  # the policy's Err, or its bug
-            return None, getattr(error, "value", None) or repr(error)
+            message = getattr(error, "value", None) or repr(error)
+            problem = _error_problem(message)
+            return None, f"{self._name}: malformed score result: {problem}" if problem else message
         scores, problem = _unpack(packed, "scores", "d", "f64")
         problem = problem or _score_problem(scores, [info.name for info, _ in self._nodes])
         if problem:
@@ -253,7 +259,8 @@ class Harness:
         and a result the scheduler would refuse fails as an AssertionError
         with the scheduler's words."""
         self._enter()
-        scores, problem = _unpack(self._policy_class().score(pod.info(), self._candidates(), 0), "scores", "d", "f64")
+        packed = _refusing_long_errors(self._name, "score", lambda: self._policy_class().score(pod.info(), self._candidates(), 0))
+        scores, problem = _unpack(packed, "scores", "d", "f64")
         problem = problem or _score_problem(scores, [info.name for info, _ in self._nodes])
         if problem:
             raise AssertionError(f"{self._name}: malformed score result: {problem}")
@@ -262,9 +269,14 @@ class Harness:
     def explain(self, pod: PodBuilder) -> "dict[str, ScoreParts]":
         """Each node's ScoreParts with seed 0, by name (no parts where the
         policy gives none): what `--explain` shows. The policy's error is
-        raised."""
+        raised, and parts the scheduler would refuse fail as an
+        AssertionError in its words."""
         self._enter()
-        explained = self._policy_class().explain_score(pod.info(), self._candidates(), 0)
+        explain = lambda: self._policy_class().explain_score(pod.info(), self._candidates(), 0)  # noqa: E731
+        explained = _refusing_long_errors(self._name, "explain-score", explain)
+        problem = _parts_problem(explained, len(self._nodes))
+        if problem:
+            raise AssertionError(f"{self._name}: malformed explain-score result: {problem}")
         result = {}
         for (info, _), parts in zip(self._nodes, explained):
             result[info.name] = ScoreParts()
@@ -321,10 +333,77 @@ class Harness:
         )
 
 
-# The scheduler's checks of a result (runtime/src/loaded.rs), in its words:
+# The scheduler's checks of a result (rules/src/answers.rs), in its words:
 # a result it would refuse fails here first.
 _MAX_RAW_SCORE = 2.0**53
 _MAX_REASON_BYTES = 1024
+_MAX_SCORE_PARTS = 16
+_MAX_PART_NAME_BYTES = 64
+_MAX_ERROR_BYTES = 4096
+_MAX_NAME_BYTES, _MAX_VERSION_BYTES, _MAX_DESCRIPTION_BYTES = 253, 64, 1024
+# Unicode's White_Space, which Rust's `trim` strips (`str.strip()` also
+# strips \x1c-\x1f).
+_WHITE_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+
+
+def _within(what: str, text: str, limit: int) -> "str | None":
+    size = len(text.encode())
+    return f"{what} is {size} bytes, over the {limit}-byte limit" if size > limit else None
+
+
+def _error_problem(message) -> "str | None":
+    return _within("its error message", message, _MAX_ERROR_BYTES) if isinstance(message, str) else None
+
+
+def _refusing_long_errors(name: str, phase: str, call):
+    """The call's answer; the policy's error is raised as it is, unless the
+    scheduler would refuse its message as too long."""
+    try:
+        return call()
+    except Exception as error:
+        problem = _error_problem(getattr(error, "value", None))
+        if problem:
+            raise AssertionError(f"{name}: malformed {phase} result: {problem}") from error
+        raise
+
+
+def _describe_problem(info) -> "str | None":
+    if not info.name.strip(_WHITE_SPACE):
+        return "the policy name is empty"
+    problem = (
+        _within("its name", info.name, _MAX_NAME_BYTES)
+        or _within("its version", info.version, _MAX_VERSION_BYTES)
+        or _within("its description", info.description, _MAX_DESCRIPTION_BYTES)
+    )
+    if problem:
+        return problem
+    if any(unicodedata.category(c) == "Cc" for c in info.name + info.version):
+        return "its name or version holds control characters"
+    if not info.phases.filter and not info.phases.score:
+        return "the policy implements neither filter nor score"
+    return None
+
+
+def _parts_problem(breakdowns, candidates: int) -> "str | None":
+    if len(breakdowns) != candidates:
+        return f"{len(breakdowns)} breakdowns for {candidates} candidates"
+    for i, parts in enumerate(breakdowns):
+        if len(parts) > _MAX_SCORE_PARTS:
+            return f"{len(parts)} parts for candidate {i}, over {_MAX_SCORE_PARTS}"
+        for part in parts:
+            problem = _within(f"a part name of candidate {i}", part.name, _MAX_PART_NAME_BYTES)
+            if problem:
+                return problem
+            if not math.isfinite(part.value) or abs(part.value) > _MAX_RAW_SCORE:
+                return f"part {_rust_debug(part.name)} of candidate {i} is {_rust_exponent(float(part.value))}"
+    return None
+
+
+def _rust_debug(text: str) -> str:
+    """A string as Rust's `{:?}` quotes it, for the names these messages
+    hold: quotes and backslashes escaped, control characters as escapes."""
+    escaped = {"\0": "\\0", "\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return '"' + "".join(escaped.get(c) or (f"\\u{{{ord(c):x}}}" if unicodedata.category(c) == "Cc" else c) for c in text) + '"'
 
 
 def _rust_exponent(value: float) -> str:

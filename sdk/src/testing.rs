@@ -11,7 +11,9 @@
 
 use std::collections::HashMap;
 
-use crate::runtime::Instance;
+use wasmsched_rules::answers;
+
+use crate::runtime::{Instance, describe};
 use crate::test_host::TEST_HOST;
 use crate::{
     Candidates, MetricSample, NodeChange, NodeId, NodeInfo, NodeSelectorTerm, PodInfo, Policy, Resources, ScoreOrder,
@@ -245,7 +247,16 @@ impl<P: Policy> Harness<P> {
     }
 
     /// With a JSON configuration; `Err` is the policy's own message.
+    /// Panics, in the scheduler's words, if the scheduler would refuse
+    /// what the policy's constants describe.
     pub fn with_config(config_json: &str) -> Result<Self, String> {
+        let info = describe::<P>();
+        let (phases, name) = (&info.phases, &info.name);
+        if let Some(problem) =
+            answers::describe_problem(name, &info.version, &info.description, phases.filter, phases.score)
+        {
+            panic!("{name}: malformed describe result: {problem}");
+        }
         install_host(config_json, &HashMap::new());
         let instance = Instance::<P>::new(config_json);
         let logs = take_logs();
@@ -315,10 +326,16 @@ impl<P: Policy> Harness<P> {
     }
 
     /// Filter verdicts per node, in insertion order: `Err(reason)` rejects.
+    /// Panics on a policy error, and on an answer the scheduler would
+    /// refuse, in the scheduler's words.
     pub fn filter(&mut self, pod: &PodBuilder) -> Vec<(String, Result<(), String>)> {
         let verdicts = self
             .run(|instance, candidates| instance.filter(pod.info(), candidates))
+            .map_err(|e| refused(P::NAME, "filter", e))
             .unwrap_or_else(|e| panic!("{} filter failed: {e}", P::NAME));
+        if let Some(problem) = answers::filter_problem(&verdicts.reasons, &verdicts.verdicts, self.names.len()) {
+            panic!("{}: malformed filter result: {problem}", P::NAME);
+        }
         self.names
             .iter()
             .zip(verdicts.verdicts)
@@ -329,9 +346,16 @@ impl<P: Policy> Harness<P> {
             .collect()
     }
 
-    /// Raw scores per node, in insertion order, or the policy's error.
+    /// Raw scores per node, in insertion order, or the policy's error. An
+    /// answer the scheduler would refuse is an error in its words.
     pub fn try_score(&mut self, pod: &PodBuilder, seed: u64) -> Result<Vec<(String, f64)>, String> {
-        let scores = self.run(|instance, candidates| instance.score(pod.info(), candidates, seed))?;
+        let scores = self
+            .run(|instance, candidates| instance.score(pod.info(), candidates, seed))
+            .map_err(|e| refused(P::NAME, "score", e))?;
+        let node = |i: usize| self.names[i].as_str();
+        if let Some(problem) = answers::score_problem(&scores, self.names.len(), node) {
+            return Err(format!("{}: malformed score result: {problem}", P::NAME));
+        }
         Ok(self.names.iter().cloned().zip(scores).collect())
     }
 
@@ -342,11 +366,17 @@ impl<P: Policy> Harness<P> {
 
     /// Each node's [`Policy::score_parts`] with seed 0, in insertion order
     /// (no parts where the policy gives none): what `--explain` shows.
-    /// Panics on a policy error.
+    /// Panics on a policy error, and on parts the scheduler would refuse.
     pub fn explain(&mut self, pod: &PodBuilder) -> Vec<(String, ScoreParts)> {
         let parts = self
             .run(|instance, candidates| instance.explain_score(pod.info(), candidates, 0))
+            .map_err(|e| refused(P::NAME, "explain-score", e))
             .unwrap_or_else(|e| panic!("{} explain-score failed: {e}", P::NAME));
+        let named: Vec<Vec<(&str, f64)>> =
+            parts.iter().map(|p| p.parts().iter().map(|(n, v)| (n.as_str(), *v)).collect()).collect();
+        if let Some(problem) = answers::parts_problem(&named, self.names.len()) {
+            panic!("{}: malformed explain-score result: {problem}", P::NAME);
+        }
         self.names.iter().cloned().zip(parts).collect()
     }
 
@@ -371,5 +401,14 @@ impl<P: Policy> Harness<P> {
             }
         }
         best.map(|(name, _)| name)
+    }
+}
+
+/// A policy's error as the scheduler reports it: its own words, or the
+/// scheduler's refusal of words too long to keep.
+fn refused(policy: &str, phase: &str, message: String) -> String {
+    match answers::error_problem(&message) {
+        None => message,
+        Some(problem) => format!("{policy}: malformed {phase} result: {problem}"),
     }
 }

@@ -98,9 +98,11 @@ pub struct SimulateArgs {
     pub parallelism: Option<u16>,
     #[arg(short, long, value_enum, default_value = "table")]
     pub output: OutputFormat,
-    /// Print the attempt record of this pod (NAME or NAMESPACE/NAME).
-    #[arg(long, value_name = "POD")]
-    pub explain: Option<String>,
+    /// Print the attempt record of these pods (NAME or NAMESPACE/NAME;
+    /// several as `--explain a,b` or the flag repeated), in the order
+    /// given.
+    #[arg(long, value_name = "POD", value_delimiter = ',')]
+    pub explain: Vec<String>,
     /// Continue with the valid documents when some are malformed.
     #[arg(long)]
     pub skip_invalid: bool,
@@ -261,17 +263,24 @@ fn run_once(args: &SimulateArgs) -> anyhow::Result<String> {
         return run_replay(args, dir);
     }
     let (sim, label) = simulate_cluster(args)?;
-    if let Some(which) = &args.explain {
-        return match &sim.explained {
-            Some(record) => Ok(report::explain(record)),
-            None => bail!("--explain {which}: no pending pod of {} with that name was scheduled", args.scheduler_name),
-        };
+    if !args.explain.is_empty() {
+        return explained(&sim, &args.explain, &args.scheduler_name);
     }
     Ok(match args.output {
         OutputFormat::Table => report::table(&sim, &label),
         OutputFormat::Json => format!("{}\n", report::json(&sim)),
         OutputFormat::Yaml => report::yaml(&sim),
     })
+}
+
+/// Each `--explain` pod's attempt record, in the order asked; an error
+/// naming every pod that was not attempted.
+fn explained(sim: &wasmsched::sim::SimReport, which: &[String], scheduler: &str) -> anyhow::Result<String> {
+    let missing: Vec<&str> = which.iter().filter(|w| sim.explained(w).is_none()).map(String::as_str).collect();
+    if !missing.is_empty() {
+        bail!("--explain {}: no pending pod of {scheduler} with that name was scheduled", missing.join(","));
+    }
+    Ok(which.iter().filter_map(|w| sim.explained(w)).map(report::explain).collect::<Vec<_>>().join("\n"))
 }
 
 /// The cluster's pending pods scheduled with the flags' policies: the

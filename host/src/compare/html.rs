@@ -34,7 +34,7 @@ pub fn html(c: &Comparison, title: &str) -> String {
     summary(&mut out, c);
     let _ = write!(
         out,
-        "<h2>Requested per node (cpu dark, memory light; 0–100 % of allocatable)</h2><div class=\"charts\">"
+        "<h2>Requested per node, cpu (dark) and memory (light), as % of allocatable; over many nodes, how many nodes fall in each tenth</h2><div class=\"charts\">"
     );
     for o in &c.outcomes {
         chart(&mut out, o);
@@ -77,64 +77,89 @@ fn chart(out: &mut String, o: &Outcome) {
     let nodes: Vec<_> = o.utilisation.iter().filter(|n| n.ready).collect();
     let _ = write!(out, "<figure data-variant=\"{}\"><figcaption>{}</figcaption>", escape(&o.name), escape(&o.name));
     if nodes.len() <= BARS_UP_TO {
-        let (label, bar, row) = (150.0, 300.0, 16.0);
-        let height = row * nodes.len() as f64 + 4.0;
-        let _ = write!(
-            out,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\">",
-            label + bar + 50.0
-        );
-        for (i, n) in nodes.iter().enumerate() {
-            let y = i as f64 * row + 2.0;
-            // A bar never runs past its axis, even over-committed.
-            let (c, m) = (n.cpu_percent().min(100.0), n.memory_percent().min(100.0));
-            let _ = write!(
-                out,
-                "<text x=\"0\" y=\"{}\">{}</text>\
-                 <rect class=\"cpu\" x=\"{label}\" y=\"{y}\" width=\"{:.1}\" height=\"7\"><title>{}: cpu {c:.0}%</title></rect>\
-                 <rect class=\"mem\" x=\"{label}\" y=\"{}\" width=\"{:.1}\" height=\"6\"><title>{}: memory {m:.0}%</title></rect>\
-                 <text x=\"{}\" y=\"{}\">{c:.0}%</text>",
-                y + 10.0,
-                escape(&n.node),
-                bar * c / 100.0,
-                escape(&n.node),
-                y + 7.0,
-                bar * m / 100.0,
-                escape(&n.node),
-                label + bar + 4.0,
-                y + 10.0
-            );
-        }
-        let _ = write!(out, "<line class=\"axis\" x1=\"{label}\" y1=\"0\" x2=\"{label}\" y2=\"{height}\"/></svg>");
+        bars(out, &nodes);
     } else {
         histogram(out, &nodes);
     }
     let _ = write!(out, "</figure>");
 }
 
-/// How many nodes fall in each tenth of cpu utilisation.
-fn histogram(out: &mut String, nodes: &[&crate::sim::run::NodeUtilisation]) {
-    let mut buckets = [0usize; 10];
-    for n in nodes {
-        let c = n.cpu_percent();
-        buckets[((c / 10.0) as usize).min(9)] += 1;
-    }
-    let most = buckets.iter().copied().max().unwrap_or(1).max(1) as f64;
-    let _ = write!(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"420\" height=\"180\">");
-    for (i, count) in buckets.iter().enumerate() {
-        let h = 140.0 * *count as f64 / most;
-        let x = 10.0 + i as f64 * 40.0;
+/// One row per node: its cpu and memory bars on a 0–100 % axis, and both
+/// figures at the end of the row.
+fn bars(out: &mut String, nodes: &[&crate::sim::run::NodeUtilisation]) {
+    let (label, bar, row) = (150.0, 300.0, 16.0);
+    let height = row * nodes.len() as f64 + 4.0;
+    let _ = write!(
+        out,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">",
+        label + bar + 130.0,
+        height + 16.0
+    );
+    for (i, n) in nodes.iter().enumerate() {
+        let y = i as f64 * row + 2.0;
+        // A bar never runs past its axis, even over-committed.
+        let (c, m) = (n.cpu_percent().min(100.0), n.memory_percent().min(100.0));
+        let node = escape(&n.node);
         let _ = write!(
             out,
-            "<rect class=\"cpu\" x=\"{x}\" y=\"{:.1}\" width=\"34\" height=\"{h:.1}\"><title>{count} nodes at {}–{}% cpu</title></rect>\
-             <text x=\"{x}\" y=\"172\">{}%</text>",
-            150.0 - h,
-            i * 10,
-            i * 10 + 10,
-            i * 10
+            "<text x=\"0\" y=\"{}\">{node}</text>\
+             <rect class=\"cpu\" x=\"{label}\" y=\"{y}\" width=\"{:.1}\" height=\"7\"><title>{node}: cpu {c:.0}%</title></rect>\
+             <rect class=\"mem\" x=\"{label}\" y=\"{}\" width=\"{:.1}\" height=\"6\"><title>{node}: memory {m:.0}%</title></rect>\
+             <text x=\"{}\" y=\"{}\">cpu {c:.0}% · mem {m:.0}%</text>",
+            y + 10.0,
+            bar * c / 100.0,
+            y + 7.0,
+            bar * m / 100.0,
+            label + bar + 4.0,
+            y + 10.0
         );
     }
-    let _ = write!(out, "<line class=\"axis\" x1=\"0\" y1=\"150\" x2=\"420\" y2=\"150\"/></svg>");
+    let _ = write!(out, "<line class=\"axis\" x1=\"{label}\" y1=\"0\" x2=\"{label}\" y2=\"{height}\"/>");
+    let _ = write!(out, "<line class=\"axis\" x1=\"{label}\" y1=\"{height}\" x2=\"{}\" y2=\"{height}\"/>", label + bar);
+    for tick in [0, 25, 50, 75, 100] {
+        let x = label + bar * f64::from(tick) / 100.0;
+        let _ = write!(out, "<text x=\"{:.1}\" y=\"{}\">{tick}%</text>", x - 8.0, height + 13.0);
+    }
+    let _ = write!(out, "</svg>");
+}
+
+/// How many nodes fall in each tenth of cpu and of memory requested: two
+/// bars a tenth, on a count axis.
+fn histogram(out: &mut String, nodes: &[&crate::sim::run::NodeUtilisation]) {
+    let tenth = |percent: f64| ((percent / 10.0) as usize).min(9);
+    let (mut cpu, mut mem) = ([0usize; 10], [0usize; 10]);
+    for n in nodes {
+        cpu[tenth(n.cpu_percent())] += 1;
+        mem[tenth(n.memory_percent())] += 1;
+    }
+    let most = cpu.iter().chain(&mem).copied().max().unwrap_or(1).max(1);
+    let (left, base, tall) = (40.0, 150.0, 140.0);
+    let _ = write!(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"460\" height=\"180\">");
+    for (i, (c, m)) in cpu.iter().zip(&mem).enumerate() {
+        let x = left + 4.0 + i as f64 * 40.0;
+        let range = format!("{}–{}%", i * 10, i * 10 + 10);
+        for (class, count, dx, what) in [("cpu", c, 0.0, "cpu"), ("mem", m, 17.0, "memory")] {
+            let h = tall * *count as f64 / most as f64;
+            let _ = write!(
+                out,
+                "<rect class=\"{class}\" x=\"{:.1}\" y=\"{:.1}\" width=\"16\" height=\"{h:.1}\"><title>{count} nodes at {range} {what}</title></rect>",
+                x + dx,
+                base - h
+            );
+        }
+        let _ = write!(out, "<text x=\"{x}\" y=\"172\">{}%</text>", i * 10);
+    }
+    let _ = write!(
+        out,
+        "<line class=\"axis\" x1=\"{left}\" y1=\"{base}\" x2=\"{}\" y2=\"{base}\"/>\
+         <line class=\"axis\" x1=\"{left}\" y1=\"{}\" x2=\"{left}\" y2=\"{base}\"/>\
+         <text x=\"0\" y=\"{}\">{most}</text><text x=\"0\" y=\"{base}\">0</text>\
+         <text x=\"0\" y=\"{}\">nodes</text></svg>",
+        left + 404.0,
+        base - tall,
+        base - tall + 4.0,
+        base - tall / 2.0
+    );
 }
 
 fn differences(out: &mut String, c: &Comparison) {

@@ -92,14 +92,28 @@ impl LimitArgs {
         }
     }
 
-    /// An engine that uses the cache directory, if one is given.
+    /// An engine for a command run by hand: it uses the cache directory,
+    /// if one is given, and keeps compiled interpreters in the user's
+    /// cache ([`user_cache_dir`]), shared by all their projects.
     pub fn engine(&self) -> anyhow::Result<PolicyEngine> {
-        let engine = PolicyEngine::new()?.with_interpreters(self.interpreters());
+        let mut engine = PolicyEngine::new()?.with_interpreters(self.interpreters());
+        if let Some(dir) = user_cache_dir() {
+            engine = engine.with_interpreter_cache_dir(dir);
+        }
         Ok(match &self.cache_dir {
             Some(dir) => engine.with_cache_dir(dir),
             None => engine,
         })
     }
+}
+
+/// The user's cache directory for wasmsched, as the XDG base directories
+/// say: `$XDG_CACHE_HOME/wasmsched`, else `$HOME/.cache/wasmsched`; `None`
+/// with neither set (absolute). Bounded as any cache directory is.
+pub fn user_cache_dir() -> Option<PathBuf> {
+    let absolute = |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
+    let base = absolute("XDG_CACHE_HOME").or_else(|| absolute("HOME").map(|home| home.join(".cache")))?;
+    Some(base.join("wasmsched"))
 }
 
 /// The Docker config `--registry-config` names: the file itself, or in a
@@ -241,10 +255,10 @@ pub fn announce_long_compile(engine: &PolicyEngine, source: &PolicySource) {
     let Some(compiled) = engine.to_compile(source).filter(|c| c.bytes.len() >= LONG_COMPILE_BYTES) else {
         return;
     };
-    let kept = if engine.has_cache() {
-        "once: the cache directory keeps the result for the next run"
-    } else {
-        "at every run: --cache-dir DIR (or WASMSCHED_CACHE_DIR) keeps the result"
+    let kept = match engine.kept_in(source) {
+        Some(dir) if source.language.is_some() => format!("once: {} keeps it for every policy", dir.display()),
+        Some(_) => "once: the cache directory keeps the result for the next run".to_string(),
+        None => "at every run: --cache-dir DIR (or WASMSCHED_CACHE_DIR) keeps the result".to_string(),
     };
     let megabytes = compiled.bytes.len() as f64 / 1e6;
     let what = match source.language {

@@ -22,6 +22,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("wasmsched-sdk/src/testing.rs", include_str!("../../../sdk/src/testing.rs")),
     ("wasmsched-sdk/src/view.rs", include_str!("../../../sdk/src/view.rs")),
     ("wasmsched-rules/Cargo.toml", RULES_MANIFEST),
+    ("wasmsched-rules/src/answers.rs", include_str!("../../../rules/src/answers.rs")),
     ("wasmsched-rules/src/label_selector.rs", include_str!("../../../rules/src/label_selector.rs")),
     ("wasmsched-rules/src/lib.rs", include_str!("../../../rules/src/lib.rs")),
     ("wasmsched-rules/src/node_affinity.rs", include_str!("../../../rules/src/node_affinity.rs")),

@@ -31,7 +31,9 @@ pub struct SimOptions {
     pub scheduler_name: String,
     pub seed: u64,
     /// `namespace/name` or `name`: collect this pod's per-node detail.
-    pub explain: Option<String>,
+    /// The pods whose attempts keep per-node detail (NAME or
+    /// NAMESPACE/NAME each).
+    pub explain: Vec<String>,
     /// Called after every attempt with (placed so far, pending in total).
     pub progress: Option<Arc<dyn Fn(u64, u64) + Send + Sync>>,
     /// Tenants' policies: (namespace, name pods opt in with, policy).
@@ -54,7 +56,7 @@ impl Default for SimOptions {
         SimOptions {
             scheduler_name: "wasmsched".into(),
             seed: 0,
-            explain: None,
+            explain: Vec::new(),
             progress: None,
             tenants: Vec::new(),
             tenant_candidates: Vec::new(),
@@ -148,9 +150,10 @@ pub struct SimReport {
     #[serde(serialize_with = "millis")]
     pub wall_time: Duration,
     pub utilisation: Vec<NodeUtilisation>,
-    /// The `--explain` pod's last attempt record, with per-node detail.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub explained: Option<AttemptRecord>,
+    /// Each `--explain` pod's last attempt record, with per-node detail,
+    /// in the order of their first attempts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub explained: Vec<AttemptRecord>,
     /// The input pods, by key, to print placed pods back as YAML.
     #[serde(skip)]
     pub input_pods: Vec<Arc<Pod>>,
@@ -220,6 +223,17 @@ fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64() * 1e3)
 }
 
+impl SimReport {
+    /// The explained attempt of the pod `which` names (NAME or
+    /// NAMESPACE/NAME), if it was one of `--explain`'s and was attempted.
+    pub fn explained(&self, which: &str) -> Option<&AttemptRecord> {
+        self.explained.iter().find(|record| match which.split_once('/') {
+            Some(_) => record.pod == which,
+            None => record.pod.rsplit_once('/').map_or(record.pod.as_str(), |(_, name)| name) == which,
+        })
+    }
+}
+
 fn matches_explain(which: &str, key: &PodKey) -> bool {
     match which.split_once('/') {
         Some((ns, name)) => key.namespace == ns && key.name == name,
@@ -267,8 +281,9 @@ fn new_scheduler(policies: PolicySet, metrics: Arc<dyn NodeMetrics>, options: &S
     for (namespace, (policies, candidates)) in tenants {
         scheduler.set_tenant_policies(namespace, policies, candidates);
     }
-    if let Some(which) = options.explain.clone() {
-        scheduler.explain(move |key| matches_explain(&which, key));
+    if !options.explain.is_empty() {
+        let which = options.explain.clone();
+        scheduler.explain(move |key| which.iter().any(|w| matches_explain(w, key)));
     }
     scheduler
 }
@@ -326,7 +341,7 @@ struct Drive {
     preemptions: Vec<PreemptionRecord>,
     attempts: u64,
     fallbacks: u64,
-    explained: Option<AttemptRecord>,
+    explained: Vec<AttemptRecord>,
     /// Each pending pod's last failure: its message, and whether it was an
     /// error (kube's `SchedulerError`) rather than no node fitting.
     last_failure: HashMap<PodKey, (String, bool)>,
@@ -468,7 +483,10 @@ impl Drive {
         self.scored_nodes += (record.feasible * scoring.len()) as u64;
         self.fallbacks += u64::from(record.fallback.is_some());
         if !record.node_records.is_empty() {
-            self.explained = Some(record);
+            match self.explained.iter_mut().find(|r| r.pod == record.pod) {
+                Some(earlier) => *earlier = record,
+                None => self.explained.push(record),
+            }
         }
     }
 }

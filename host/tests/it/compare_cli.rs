@@ -95,6 +95,11 @@ fn the_html_report_renders_in_chromium_with_the_terminals_numbers() {
     assert!(dom.contains("<pre id=\"errors\"></pre>"), "errors on the page:\n{dom}");
     assert!(!log.contains("Uncaught") && !log.contains(":CONSOLE"), "console:\n{log}");
 
+    // Each node's row says both figures, on an axis marked 0-100 %.
+    let rows = dom.matches("% · mem ").count();
+    assert_eq!(rows, 2 * 9, "a cpu and memory figure per Ready node (9) and variant:\n{dom}");
+    assert!(dom.matches(">100%</text>").count() >= 2, "the per-node axis is marked:\n{dom}");
+
     let cells = summary_cells(&dom);
     assert_eq!(cells.len(), 2 * SUMMARY_ROWS.len(), "{dom}");
     for (key, label, _) in SUMMARY_ROWS {

@@ -235,12 +235,12 @@ fn a_new_python_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
     let broken = shell(&dir, &commands[2]);
     assert!(!broken.status.success(), "the tests pass a policy that rejects nothing");
     assert!(text(&broken.stderr).contains("FAILED (failures=1)"), "{}", text(&broken.stderr));
-    // The interpreter's compile is announced, then cached.
+    // The interpreter's compile is announced, then kept in the person's
+    // cache, for every project.
     let first = text(&outputs[3].stderr);
-    assert!(
-        first.contains("compiling Python's interpreter ") && first.contains("takes seconds, once: the cache directory"),
-        "{first}"
-    );
+    let kept =
+        format!("takes seconds, once: {} keeps it", dir.parent().unwrap().join(".cache/wasmsched/compiled").display());
+    assert!(first.contains("compiling Python's interpreter ") && first.contains(&kept), "{first}");
     let check = shell(&dir, &commands[3]);
     assert!(text(&check.stdout).trim_end().ends_with("OK    prefer-zone is ready to schedule"));
     assert!(!text(&check.stderr).contains("compiling"), "a cached compile was announced: {}", text(&check.stderr));

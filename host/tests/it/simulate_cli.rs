@@ -90,6 +90,27 @@ fn explain_shows_every_node_and_why() {
     assert!(stderr(&missing).contains("--explain nope: no pending pod"), "{}", stderr(&missing));
 }
 
+/// Several pods are explained in one run, in the order asked, each as
+/// alone; the ones not attempted are named together.
+#[test]
+fn explain_takes_several_pods_in_the_order_asked() {
+    // The attempt's own time differs from run to run.
+    let untimed = |text: String| {
+        let line =
+            |l: &str| l.split_once(" in ").filter(|_| l.starts_with("Chosen: ")).map_or(l, |(c, _)| c).to_string();
+        text.lines().map(line).collect::<Vec<_>>().join("\n")
+    };
+    let alone = |pod: &str| stdout(&simulate(&["--explain", pod]));
+    let both = simulate(&["--explain", "postgres-0,shop/api-1"]);
+    assert!(both.status.success(), "{}", stderr(&both));
+    assert_eq!(untimed(stdout(&both)), untimed(format!("{}\n{}", alone("postgres-0"), alone("shop/api-1"))));
+    let repeated = stdout(&simulate(&["--explain", "shop/api-1", "--explain", "postgres-0"]));
+    assert!(repeated.starts_with("Pod shop/api-1 — ") && repeated.contains("\nPod "), "{repeated}");
+    let missing = simulate(&["--explain", "nope,shop/api-1,gone"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(stderr(&missing).contains("--explain nope,gone: no pending pod"), "{}", stderr(&missing));
+}
+
 #[test]
 fn malformed_manifests_stop_before_scheduling_unless_skipped() {
     let dir = tempfile::tempdir().unwrap();

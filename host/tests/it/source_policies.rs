@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::process::Command;
 
 use wasmsched::policy::bundle::{load_bundle, parse_bundle};
 use wasmsched::policy::remote::Fetcher;
@@ -62,20 +63,31 @@ fn the_examples_shipped_as_source_decide_as_their_components() {
 fn check_says_which_interpreter_runs_a_source_policy() {
     let Some(_) = interpreters() else { return };
     let cache = tempfile::tempdir().unwrap();
+    // A person's two projects, each with a cache directory of its own.
+    let check = |policy: &Path, project: &str| {
+        let project = cache.path().join(project);
+        Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+            .args(["check", path(policy), "--cache-dir", path(&project)])
+            .env("XDG_CACHE_HOME", cache.path().join("user"))
+            .output()
+            .unwrap()
+    };
     let source = polyglot_source(Polyglot::PythonTeamFit);
-    let out = wasmsched(&["check", path(&source), "--cache-dir", path(cache.path())]);
+    let out = check(&source, "one");
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("policy      team-fit-py 0.1.0"), "{stdout}");
     assert!(stdout.contains("source      runs on ") && stdout.contains("wasmsched-python.wasm sha256:"), "{stdout}");
     assert!(stdout.contains("contract    wasmsched:policy@0.3.0"), "{stdout}");
     assert!(stdout.contains("OK    team-fit-py is ready to schedule"), "{stdout}");
-    // The interpreter was compiled once, into the cache: the next policy
-    // of its language takes it from there.
+    assert!(text(&out.stderr).contains("compiling Python's interpreter"), "{}", text(&out.stderr));
+    // The interpreter was compiled once, into the person's cache: the next
+    // policy of its language, in another project, takes it from there.
     let other = polyglot_source(Polyglot::PythonLeastAllocated);
-    let out = wasmsched(&["check", path(&other), "--cache-dir", path(cache.path())]);
-    let stdout = text(&out.stdout);
-    assert!(stdout.contains("(precompiled cache)"), "{stdout}");
+    let out = check(&other, "two");
+    assert!(text(&out.stdout).contains("(precompiled cache)"), "{}", text(&out.stdout));
+    assert!(!text(&out.stderr).contains("compiling"), "{}", text(&out.stderr));
+    assert!(!cache.path().join("two/compiled").exists(), "the project's cache got the interpreter too");
 
     let nowhere = cache.path().join("no-interpreters");
     let out = wasmsched(&["check", path(&source), "--interpreters", path(&nowhere)]);

@@ -349,29 +349,48 @@ sys.path[:0] = ["src", "bindings", "tests"]
 from wasmsched_helpers import pack_scores, pack_verdicts
 from wasmsched_testing import Harness, NodeBuilder, PodBuilder
 from wit_world.imports import types
-answers = {}
+from componentize_py_types import Err
+from wit_world.exports.policy import ScorePart
+cases, answers = json.loads(sys.argv[1]), {}
 class Bad:
     def describe(self):
-        return types.PolicyInfo(name="bad", version="0.1.0", description="", phases=types.Phases(filter=True, score=True),
+        name, version, description, filter, score = answers.get("describe", ["bad", "0.1.0", "", True, True])
+        return types.PolicyInfo(name=name, version=version, description=description,
+                                phases=types.Phases(filter=filter, score=score),
                                 score_order=types.ScoreOrder.HIGHER_IS_BETTER, independent_nodes=False)
     def init(self): pass
     def sync_nodes(self, reset, changes): pass
     def filter(self, pod, candidates): return answers["filter"]
-    def score(self, pod, candidates, seed): return answers["score"]
+    def score(self, pod, candidates, seed):
+        if "error" in answers: raise Err(answers.pop("error"))
+        return answers["score"]
+    def explain_score(self, pod, candidates, seed): return answers["parts"]
+def said(call):
+    try:
+        call()
+        return None
+    except AssertionError as refused:
+        return str(refused)
 h = Harness(Bad)
 h.add_node(NodeBuilder("a")).add_node(NodeBuilder("b"))
-said = []
-for scores in json.loads(sys.argv[1])["scores"]:
+out = []
+for scores in cases["scores"]:
     answers["score"] = pack_scores([float(s) for s in scores])
-    said.append(h.try_score(PodBuilder("p"))[1])
-for reasons, verdicts in json.loads(sys.argv[1])["filters"]:
+    out.append(h.try_score(PodBuilder("p"))[1])
+for reasons, verdicts in cases["filters"]:
     answers["filter"] = types.FilterVerdicts(reasons=reasons, verdicts=pack_verdicts(verdicts))
-    try:
-        h.filter(PodBuilder("p"))
-        said.append(None)
-    except AssertionError as refused:
-        said.append(str(refused))
-print(json.dumps(said))
+    out.append(said(lambda: h.filter(PodBuilder("p"))))
+for size in cases["errors"]:
+    answers["error"] = "e" * size
+    error = h.try_score(PodBuilder("p"))[1]
+    out.append(error if "malformed" in error else None)
+for breakdowns in cases["parts"]:
+    answers["parts"] = [[ScorePart(name=n, value=float(v)) for n, v in b] for b in breakdowns]
+    out.append(said(lambda: h.explain(PodBuilder("p"))))
+for described in cases["describes"]:
+    answers["describe"] = described
+    out.append(said(lambda: Harness(Bad)))
+print(json.dumps(out))
 "#;
 
 const REFUSED_JS: &str = r#"
@@ -379,46 +398,110 @@ import { packScores, packVerdicts } from "./src/wasmsched-helpers.js";
 import { Harness, NodeBuilder, PodBuilder } from "./tests/wasmsched-testing.js";
 const cases = JSON.parse(process.argv[1]);
 const answers = {};
+const number = (s) => (s === "inf" ? Infinity : s === "-inf" ? -Infinity : Number(s));
 const bad = {
-  describe: () => ({ name: "bad", version: "0.1.0", description: "", phases: { filter: true, score: true },
-    scoreOrder: "higher-is-better" }),
-  init() {}, syncNodes() {}, filter: () => answers.filter, score: () => answers.score,
+  describe() {
+    const [name, version, description, filter, score] = answers.describe ?? ["bad", "0.1.0", "", true, true];
+    return { name, version, description, phases: { filter, score }, scoreOrder: "higher-is-better" };
+  },
+  init() {}, syncNodes() {}, filter: () => answers.filter,
+  score() {
+    if (answers.error !== undefined) { const e = answers.error; delete answers.error; throw e; }
+    return answers.score;
+  },
+  explainScore: () => answers.parts,
 };
+const said = (call) => { try { call(); return null; } catch (refused) { return refused.message; } };
 const h = new Harness(bad);
 h.addNode(new NodeBuilder("a")).addNode(new NodeBuilder("b"));
-const said = [];
+const out = [];
 for (const scores of cases.scores) {
-  answers.score = packScores(Array.from(scores, (s) => (s === "inf" ? Infinity : Number(s))));
-  said.push(h.tryScore(new PodBuilder("p")).error);
+  answers.score = packScores(Array.from(scores, number));
+  out.push(h.tryScore(new PodBuilder("p")).error);
 }
 for (const [reasons, verdicts] of cases.filters) {
   answers.filter = { reasons, verdicts: packVerdicts(verdicts) };
-  try { h.filter(new PodBuilder("p")); said.push(null); } catch (refused) { said.push(refused.message); }
+  out.push(said(() => h.filter(new PodBuilder("p"))));
 }
-console.log(JSON.stringify(said));
+for (const size of cases.errors) {
+  answers.error = "e".repeat(size);
+  const { error } = h.tryScore(new PodBuilder("p"));
+  out.push(error.includes("malformed") ? error : null);
+}
+for (const breakdowns of cases.parts) {
+  answers.parts = breakdowns.map((b) => b.map(([name, value]) => ({ name, value: number(value) })));
+  out.push(said(() => h.explain(new PodBuilder("p"))));
+}
+for (const described of cases.describes) {
+  answers.describe = described;
+  out.push(said(() => new Harness(bad)));
+}
+console.log(JSON.stringify(out));
 "#;
 
-/// The harness refuses, in the scheduler's words, each result the
-/// scheduler refuses (runtime/src/loaded.rs; its side is held by
-/// `policy_runtime::malformed_results_are_rejected_with_what_is_wrong`),
-/// so that a native test fails where the scheduler would.
+/// The harness refuses, in the scheduler's words, each answer the
+/// scheduler refuses: the expected words are the scheduler's own rules
+/// (`wasmsched_rules::answers`, which runtime/src/loaded.rs applies), so
+/// that a native test fails where the scheduler would.
 pub(crate) fn assert_the_harness_refuses_what_the_scheduler_refuses(dir: &Path, lang: &str) {
+    use wasmsched_rules::answers;
+    let parse = |s: &str| s.parse::<f64>().unwrap();
+    let scores = [vec!["1", "inf"], vec!["nan", "1"], vec!["1e300", "0"], vec!["1"], vec!["9007199254740992", "-3"]];
+    let long = "r".repeat(1025);
+    let filters: Vec<(Vec<&str>, Vec<u32>)> = vec![
+        (vec![], vec![0]),
+        (vec!["x"], vec![0, 2]),
+        (vec!["x", "y", "z"], vec![1, 0]),
+        (vec!["x"], vec![0, 1]),
+        (vec![&long], vec![1, 0]),
+    ];
+    let errors = [4096usize, 4097];
+    let long_name = "n".repeat(65);
+    let seventeen: Vec<(&str, &str)> = vec![("x", "1"); 17];
+    let parts: Vec<Vec<Vec<(&str, &str)>>> = vec![
+        vec![vec![("cpu", "1")], vec![]],
+        vec![vec![], vec![("cpu", "-inf")]],
+        vec![vec![("mem", "1"), ("gpu\"q", "nan")], vec![]],
+        vec![seventeen, vec![]],
+        vec![vec![(&long_name, "1")], vec![]],
+        vec![vec![]],
+    ];
+    let describes = [
+        ("bad", "0.1.0", "", true, false),
+        (" \t", "0.1.0", "", true, true),
+        ("bad", "1\n", "", true, true),
+        ("bad", "0.1.0", "", false, false),
+        ("bad", "0.1.0", &*"d".repeat(1025), true, true),
+    ];
+
+    let names = ["a", "b"];
+    let refused = |phase: &str, problem: Option<String>| problem.map(|p| format!("bad: malformed {phase} result: {p}"));
+    let mut expected: Vec<Option<String>> = vec![];
+    for s in &scores {
+        let s: Vec<f64> = s.iter().map(|s| parse(s)).collect();
+        expected.push(refused("score", answers::score_problem(&s, 2, |i| names[i])));
+    }
+    for (reasons, verdicts) in &filters {
+        let reasons: Vec<String> = reasons.iter().map(|r| r.to_string()).collect();
+        expected.push(refused("filter", answers::filter_problem(&reasons, verdicts, 2)));
+    }
+    for size in errors {
+        expected.push(refused("score", answers::error_problem(&"e".repeat(size))));
+    }
+    for breakdowns in &parts {
+        let b: Vec<Vec<(&str, f64)>> =
+            breakdowns.iter().map(|b| b.iter().map(|(n, v)| (*n, parse(v))).collect()).collect();
+        expected.push(refused("explain-score", answers::parts_problem(&b, 2)));
+    }
+    for (name, version, description, filter, score) in describes {
+        let problem = answers::describe_problem(name, version, description, filter, score);
+        expected.push(problem.map(|p| format!("{name}: malformed describe result: {p}")));
+    }
     let cases = serde_json::json!({
-        "scores": [["1", "inf"], ["nan", "1"], ["1e300", "0"], ["1"], ["9007199254740992", "-3"]],
-        "filters": [[[], [0]], [["x"], [0, 2]], [["x", "y", "z"], [1, 0]], [["x"], [0, 1]]],
+        "scores": scores, "filters": filters, "errors": errors, "parts": parts, "describes": describes,
     });
     let got = crate::helpers_parity::run_in_project(dir, lang, (REFUSED_PY, REFUSED_JS), &cases);
-    let rule = "scores must be finite, |score| <= 2^53";
-    let expected = serde_json::json!([
-        format!("bad: malformed score result: the score for node b (candidate 1) is inf; {rule}"),
-        format!("bad: malformed score result: the score for node a (candidate 0) is NaN; {rule}"),
-        format!("bad: malformed score result: the score for node a (candidate 0) is 1e300; {rule}"),
-        "bad: malformed score result: 1 scores for 2 candidates",
-        null,
-        "bad: malformed filter result: 1 verdicts for 2 candidates",
-        "bad: malformed filter result: verdict 2 of candidate 1 names a reason beyond the 1 given",
-        "bad: malformed filter result: 3 reasons for 2 candidates",
-        null,
-    ]);
-    assert_eq!(got, expected, "{lang}'s harness and the scheduler differ on what they refuse");
+    assert_eq!(got, serde_json::json!(expected), "{lang}'s harness and the scheduler differ on what they refuse");
+    // Every kind of case is refused at least once, and kept at least once.
+    assert!(expected.iter().filter(|e| e.is_none()).count() >= 5 && expected.iter().flatten().count() >= 15);
 }

@@ -26,10 +26,10 @@ use super::watch::FileWatcher;
 pub struct DevArgs {
     /// The policy project, as `wasmsched new` wrote it [default: .].
     pub dir: Option<PathBuf>,
-    /// After each round, print this pod's decision as `simulate --explain`
-    /// does (NAME or NAMESPACE/NAME).
-    #[arg(long, value_name = "POD")]
-    pub explain: Option<String>,
+    /// After each round, print these pods' decisions as `simulate
+    /// --explain` does (NAME or NAMESPACE/NAME; several as `a,b`).
+    #[arg(long, value_name = "POD", value_delimiter = ',')]
+    pub explain: Vec<String>,
     /// One round, then stop: the exit status says whether it passed.
     #[arg(long)]
     pub once: bool,
@@ -113,8 +113,8 @@ fn round(project: &Project, args: &DevArgs, n: u64, steps: bool, last: &mut Opti
         Some((good, before)) => print!("since round {good}:\n{}", outcome.changes_since(before)),
         None => print!("{}", outcome.listing()),
     }
-    if let Some(pod) = &args.explain {
-        match &report.explained {
+    for pod in &args.explain {
+        match report.explained(pod) {
             Some(record) => print!("{}", report::explain(record)),
             None => println!("--explain {pod}: no pending pod of the cluster has that name"),
         }
@@ -160,8 +160,8 @@ fn simulate_args(project: &Project, args: &DevArgs) -> anyhow::Result<SimulateAr
     let policy = format!("{},config={}", project.policy().display(), project.settings().display());
     let mut line: Vec<String> =
         vec!["simulate".into(), project.cluster().display().to_string(), "--policy".into(), policy];
-    if let Some(pod) = &args.explain {
-        line.extend(["--explain".into(), pod.clone()]);
+    if !args.explain.is_empty() {
+        line.extend(["--explain".into(), args.explain.join(",")]);
     }
     let limits = &args.limits;
     line.extend(["--memory-limit".into(), limits.memory_limit.clone(), "--deadline".into(), limits.deadline.clone()]);

@@ -17,13 +17,18 @@ use wasmsched_fake_apiserver::FakeApiServer;
 
 /// A person's command line, run with `sh` in `dir`: this build's
 /// `wasmsched` first on `PATH`, nothing of this workspace's cargo settings
-/// leaking in.
+/// leaking in. A project in a temporary directory belongs to a person of
+/// its own: their user cache (compiled interpreters) is beside it, as on a
+/// fresh machine.
 pub fn person_shell(dir: &std::path::Path, command: &str) -> std::process::Command {
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_wasmsched")).parent().unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     let mut sh = std::process::Command::new("sh");
     sh.args(["-c", command]).current_dir(dir).env("PATH", path);
     sh.env_remove("CARGO_TARGET_DIR").env_remove("CARGO_BUILD_TARGET_DIR").env_remove("RUSTFLAGS");
+    if let Some(home) = dir.parent().filter(|p| p.starts_with(std::env::temp_dir()) && *p != std::env::temp_dir()) {
+        sh.env("XDG_CACHE_HOME", home.join(".cache"));
+    }
     sh
 }
 

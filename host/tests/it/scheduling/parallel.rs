@@ -49,7 +49,7 @@ fn simulate_with(yaml: &str, policies: PolicySet, seed: u64, workers: AttemptWor
     let mut manifests = Manifests::default();
     manifests.add_text("test", yaml);
     assert!(manifests.problems.is_empty(), "{:?}", manifests.problems);
-    let options = SimOptions { seed, workers, explain: Some("t/p000".into()), ..SimOptions::default() };
+    let options = SimOptions { seed, workers, explain: vec!["t/p000".into()], ..SimOptions::default() };
     simulate(manifests, policies, Arc::new(NoMetrics), &options).unwrap()
 }
 
@@ -79,7 +79,7 @@ fn split_attempts_decide_as_attempts_on_one_thread() {
                 "{label}: messages count reasons from every slice: {:?}",
                 messages(&serial)
             );
-            let (one, many) = (serial.explained.as_ref().unwrap(), split.explained.as_ref().unwrap());
+            let (one, many) = (serial.explained("t/p000").unwrap(), split.explained("t/p000").unwrap());
             assert_eq!(
                 serde_json::to_value(&many.node_records).unwrap(),
                 serde_json::to_value(&one.node_records).unwrap(),

@@ -7,6 +7,7 @@
 //! of it (`WASMSCHED_BLESS=1` writes the pages again).
 
 mod extract;
+mod fields;
 mod toolkit;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -128,7 +129,7 @@ fn render(language: &Language, items: &[(Item, &'static str)]) -> String {
             page += &format!("- `{}` ({home}): {}{twins}\n", item.signature, row.3);
         }
     }
-    page
+    page + &fields::section(language.name, &root()).0
 }
 
 fn check(language: &Language) {
@@ -149,6 +150,19 @@ fn check(language: &Language) {
     );
     let missing: Vec<&&str> = listed.difference(&present).collect();
     assert!(missing.is_empty(), "the one list names {} helpers its SDK lacks: {missing:?}", language.name);
+    // The views carry each field the page lists, as the language spells it.
+    let views: String = language.files.iter().map(|(path, _)| read(path)).collect();
+    for (view, field) in fields::section(language.name, &root()).1 {
+        let carried = match language.name {
+            "Rust" => read("sdk/src/view.rs").contains(&format!("pub {field}:")),
+            "Python" => views.contains(&format!("self.{field}")) || views.contains(&format!("\"{field}\"")),
+            // The pod's view copies every field of the record it is given.
+            _ => {
+                views.contains(&format!("{field}: ")) || (view == "pod" && views.contains("Object.assign(this, info)"))
+            }
+        };
+        assert!(carried, "{}: the {view} view lacks `{field}`, which the contract's record holds", language.name);
+    }
     let page = render(language, &items);
     let path = root().join(language.page);
     if std::env::var("WASMSCHED_BLESS").as_deref() == Ok("1") {
