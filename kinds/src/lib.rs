@@ -111,6 +111,14 @@ macro_rules! watched_kinds {
                 api: "resource.k8s.io/v1", resource: "resourceclaims", kind: "ResourceClaim", scope: namespaced,
                 field: resource_claims, apply: resource_claims_changed,
             },
+            /// PodGroups: the pods placed together, all or nothing (kube's
+            /// gang scheduling, behind the GenericWorkload and GangScheduling
+            /// gates in v1.36). Where the API server does not serve them,
+            /// the watch says so once and none are known.
+            PodGroup(k8s_openapi::api::scheduling::v1alpha2::PodGroup) {
+                api: "scheduling.k8s.io/v1alpha2", resource: "podgroups", kind: "PodGroup", scope: namespaced,
+                field: pod_groups, apply: pod_groups_changed,
+            },
         }
     };
 }

@@ -69,6 +69,9 @@ pub struct PodInfo {
     /// `spec.nodeName` (the NodeName filter).
     pub node_name: Option<String>,
     pub scheduler_name: String,
+    /// `spec.schedulingGroup.podGroupName`: the PodGroup (in the pod's
+    /// namespace) it is placed with.
+    pub group: Option<String>,
     pub gated: bool,
     /// Succeeded or Failed: holds no resources.
     pub terminal: bool,
@@ -219,6 +222,7 @@ impl PodInfo {
             host_ports,
             node_name: bound_node(pod).map(str::to_string),
             scheduler_name: scheduler_name(pod).to_string(),
+            group: spec.scheduling_group.as_ref().and_then(|g| g.pod_group_name.clone()).filter(|g| !g.is_empty()),
             gated: spec.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty()),
             terminal: is_terminal(pod),
             terminating: meta.deletion_timestamp.is_some(),

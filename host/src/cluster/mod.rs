@@ -14,6 +14,7 @@ pub mod node_usage;
 pub mod placed_terms;
 pub mod pod_constraints;
 pub mod pod_counts;
+pub mod pod_groups;
 pub mod requests;
 mod running;
 pub mod state;

@@ -120,6 +120,8 @@ pub struct PlacedPod {
     pub constraints: Option<Arc<PodConstraints>>,
     pub priority: i32,
     pub start_time: Option<i64>,
+    /// The PodGroup it was placed with (`spec.schedulingGroup`).
+    pub group: Option<String>,
 }
 
 impl PlacedPod {
@@ -151,6 +153,7 @@ impl PlacedPod {
             constraints: pod.constraints.clone(),
             priority: pod.facts.priority,
             start_time: pod.start_time,
+            group: pod.group.clone(),
         }
     }
 

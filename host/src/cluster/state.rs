@@ -85,6 +85,11 @@ pub struct ClusterState {
     /// Per CSI driver, a limit no node's is below: the smallest any node
     /// has given, never raised (NodeVolumeLimits' bound).
     attach_floor: HashMap<String, u32>,
+    /// (namespace, PodGroup) → how many placed pods (bound or assumed)
+    /// belong to it: a gang's quorum counts them.
+    group_members: HashMap<(String, String), u32>,
+    /// The PodGroups, by namespace and name.
+    pod_groups: super::pod_groups::PodGroups,
 }
 
 impl ClusterState {
@@ -195,6 +200,7 @@ impl ClusterState {
         }
         self.by_node.entry(node.to_string()).or_default().insert(pod.key.clone());
         self.count_claims(&placed, true);
+        self.count_group(&placed, true);
         self.pods.insert(pod.key.clone(), placed);
     }
 
@@ -268,6 +274,7 @@ impl ClusterState {
     fn take_placed(&mut self, key: &PodKey) -> Option<PlacedPod> {
         let placed = self.pods.remove(key)?;
         self.count_claims(&placed, false);
+        self.count_group(&placed, false);
         if let Some(state) = self.state_mut(&placed.node) {
             state.usage.remove(&placed);
         }
@@ -281,6 +288,33 @@ impl ClusterState {
             }
         }
         Some(placed)
+    }
+
+    fn count_group(&mut self, pod: &PlacedPod, added: bool) {
+        let Some(group) = &pod.group else { return };
+        let key = (pod.namespace.clone(), group.clone());
+        if added {
+            *self.group_members.entry(key).or_default() += 1;
+        } else if let Some(members) = self.group_members.get_mut(&key) {
+            *members -= 1;
+            if *members == 0 {
+                self.group_members.remove(&key);
+            }
+        }
+    }
+
+    pub fn pod_groups(&self) -> &super::pod_groups::PodGroups {
+        &self.pod_groups
+    }
+
+    pub fn pod_groups_mut(&mut self) -> &mut super::pod_groups::PodGroups {
+        &mut self.pod_groups
+    }
+
+    /// How many pods of PodGroup `group` in `namespace` are placed (bound
+    /// or assumed).
+    pub fn placed_in_group(&self, namespace: &str, group: &str) -> u32 {
+        self.group_members.get(&(namespace.to_string(), group.to_string())).copied().unwrap_or(0)
     }
 
     fn count_claims(&mut self, pod: &PlacedPod, added: bool) {

@@ -203,6 +203,9 @@ impl SchedulingLoop {
                     for stop in work.stopped.drain(..) {
                         self.canary_stopped(stop);
                     }
+                    for outcome in self.scheduler.take_group_outcomes() {
+                        self.reports.send(Report::GroupDecided(outcome));
+                    }
                     self.shadow.submit(work);
                 }
             }

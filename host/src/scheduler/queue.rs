@@ -288,6 +288,28 @@ impl SchedulingQueue {
         self.take(key, now)
     }
 
+    /// The queued pods of PodGroup `group` in `namespace` that a group
+    /// cycle can take: not in flight or parked, and not gated by their own
+    /// `schedulingGates`. In a fixed order: priority first, then name.
+    pub fn group_members(&self, namespace: &str, group: &str) -> Vec<PodKey> {
+        let mut members: Vec<(i32, &PodKey)> = self
+            .entries
+            .iter()
+            .filter(|(k, e)| k.namespace == namespace && e.info.group.as_deref() == Some(group) && !e.info.gated)
+            .filter(|(_, e)| !matches!(e.location, Location::InFlight | Location::Parked))
+            .map(|(k, e)| (e.info.facts.priority, k))
+            .collect();
+        members.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        members.into_iter().map(|(_, k)| k.clone()).collect()
+    }
+
+    /// A group cycle takes `key` with its gang, from wherever it waits.
+    pub fn take_member(&mut self, key: &PodKey, now: Duration) -> Option<(Arc<PodInfo>, u32)> {
+        self.entries.get(key).filter(|e| !matches!(e.location, Location::InFlight | Location::Parked))?;
+        self.leave_room(key);
+        self.take(key, now)
+    }
+
     /// A parked pod's turn: back to active. False if it is not parked any
     /// more (deleted, or bound by someone else).
     pub fn unpark(&mut self, key: &PodKey) -> bool {

@@ -500,14 +500,16 @@ fn report(scheduler: &Scheduler, loaded: Loaded, drive: Drive, wall_time: Durati
             pod: pod.key.to_string(),
             reason: match (pod.gated, scheduler.claim_wait(&pod.key), drive.last_failure.get(&pod.key)) {
                 (true, _, _) => "SchedulingGated".into(),
+                _ if scheduler.gang_wait(pod).is_some() => "WaitingForPodGroup".into(),
                 (false, Some(_), _) => "WaitingForResourceClaims".into(),
                 (false, None, Some((_, true))) => "SchedulerError".into(),
                 (false, None, _) => "Unschedulable".into(),
             },
-            message: match (pod.gated, scheduler.claim_wait(&pod.key)) {
-                (true, _) => "waiting for its scheduling gates to be removed".into(),
-                (false, Some(why)) => format!("not attempted until its ResourceClaims can be used: {why}"),
-                (false, None) => drive.last_failure.get(&pod.key).map(|(m, _)| m.clone()).unwrap_or_default(),
+            message: match (pod.gated, scheduler.claim_wait(&pod.key), scheduler.gang_wait(pod)) {
+                (true, _, _) => "waiting for its scheduling gates to be removed".into(),
+                (false, _, Some(why)) => why,
+                (false, Some(why), None) => format!("not attempted until its ResourceClaims can be used: {why}"),
+                (false, None, None) => drive.last_failure.get(&pod.key).map(|(m, _)| m.clone()).unwrap_or_default(),
             },
         })
         .collect();

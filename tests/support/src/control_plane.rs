@@ -30,11 +30,22 @@ pub struct ControlPlane {
     pub admin_kubeconfig: PathBuf,
     /// User `system:kube-scheduler`: kube-scheduler's RBAC and priority.
     pub scheduler_kubeconfig: PathBuf,
+    /// The kit's `KCP_*` settings this cluster runs with (feature gates,
+    /// say), given to every script that starts one of its daemons.
+    pub settings: Vec<(String, String)>,
 }
 
 fn run_script(script: &str, args: &[&str]) -> Result<String, String> {
+    run_script_with(script, args, &[])
+}
+
+fn run_script_with(script: &str, args: &[&str], settings: &[(String, String)]) -> Result<String, String> {
     let path = kit_dir().join(script);
-    let output = Command::new(&path).args(args).output().map_err(|e| format!("running {}: {e}", path.display()))?;
+    let output = Command::new(&path)
+        .args(args)
+        .envs(settings.iter().map(|(k, v)| (k, v)))
+        .output()
+        .map_err(|e| format!("running {}: {e}", path.display()))?;
     if !output.status.success() {
         return Err(format!(
             "{} {} failed:\n{}",
@@ -52,6 +63,15 @@ impl ControlPlane {
     /// `CI=true` a missing kit panics, as does a cluster that does not
     /// come up.
     pub fn up(name: &str) -> Option<ControlPlane> {
+        Self::up_with(name, &[])
+    }
+
+    /// As `up`, the cluster's daemons started with the kit's `settings`
+    /// (`KCP_APISERVER_EXTRA_ARGS`, `KCP_SCHEDULER_EXTRA_ARGS`, ...): a
+    /// cluster of its own, as its name says, since a running one keeps
+    /// the settings it was started with.
+    pub fn up_with(name: &str, settings: &[(&str, &str)]) -> Option<ControlPlane> {
+        let settings: Vec<(String, String)> = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         if !kit_dir().join("up.sh").exists() {
             let why = format!("the real control plane kit is missing: {}", kit_dir().display());
             if std::env::var("CI").is_ok_and(|v| v == "true") {
@@ -62,11 +82,12 @@ impl ControlPlane {
         }
         let state_dir = workspace_root().join("target").join(name);
         let state = state_dir.to_string_lossy().to_string();
-        let kubeconfig = run_script("up.sh", &[&state]).unwrap_or_else(|e| panic!("{e}"));
+        let kubeconfig = run_script_with("up.sh", &[&state], &settings).unwrap_or_else(|e| panic!("{e}"));
         Some(ControlPlane {
             admin_kubeconfig: PathBuf::from(kubeconfig),
             scheduler_kubeconfig: state_dir.join("scheduler.kubeconfig"),
             state_dir,
+            settings,
         })
     }
 
@@ -78,6 +99,7 @@ impl ControlPlane {
             admin_kubeconfig: kubeconfig.to_path_buf(),
             scheduler_kubeconfig: state_dir.join("scheduler.kubeconfig"),
             state_dir,
+            settings: Vec::new(),
         })
     }
 
@@ -91,7 +113,7 @@ impl ControlPlane {
         if kill {
             args.push("--kill");
         }
-        run_script("restart-apiserver.sh", &args).map(|_| ())
+        run_script_with("restart-apiserver.sh", &args, &self.settings).map(|_| ())
     }
 
     /// Stops kube-apiserver only (an outage; etcd and the data stay) until
@@ -105,7 +127,7 @@ impl ControlPlane {
     /// is ready.
     pub fn start_apiserver(&self) -> Result<(), String> {
         let state = self.state_dir.to_string_lossy().to_string();
-        run_script("up.sh", &[&state]).map(|_| ())
+        run_script_with("up.sh", &[&state], &self.settings).map(|_| ())
     }
 
     /// (Re)starts the real kube-scheduler (user `system:kube-scheduler`,
@@ -116,7 +138,7 @@ impl ControlPlane {
     pub fn restart_kube_scheduler(&self) -> Result<(), String> {
         let state = self.state_dir.to_string_lossy().to_string();
         run_script("kube-scheduler.sh", &[&state, "stop"])?;
-        run_script("kube-scheduler.sh", &[&state, "start"]).map(|_| ())
+        run_script_with("kube-scheduler.sh", &[&state, "start"], &self.settings).map(|_| ())
     }
 }
 

@@ -11,6 +11,9 @@
 //! - 401/403: a configuration problem: one line naming the resource, the
 //!   verb and what to grant or switch off, then retries backing off to
 //!   every 30 s, silently, until it works;
+//! - 404 on the list: the API server does not serve the resource (its
+//!   group or version is off, as PodGroups are without kube's gates): one
+//!   line, then a look every 60 s; the watch counts as synced with none;
 //! - anything else (5xx, 429): backing off to every 8 s.
 //!
 //! One line when a failure starts (or changes kind), one when it ends.
@@ -45,6 +48,8 @@ pub enum FailureKind {
     Gone,
     /// No HTTP answer at all.
     Unreachable,
+    /// 404 on a list: the resource is not served here.
+    NotServed,
     /// Any other error status.
     Server,
 }
@@ -56,6 +61,7 @@ impl FailureKind {
             FailureKind::Gone => Duration::ZERO,
             FailureKind::Unreachable => Duration::from_millis(200),
             FailureKind::Server => Duration::from_millis(500),
+            FailureKind::NotServed => NOT_SERVED_LOOK,
         }
     }
 
@@ -65,9 +71,14 @@ impl FailureKind {
             FailureKind::Gone => Duration::ZERO,
             FailureKind::Unreachable => Duration::from_secs(1),
             FailureKind::Server => Duration::from_secs(8),
+            FailureKind::NotServed => NOT_SERVED_LOOK,
         }
     }
 }
+
+/// How often a watch of a resource not served looks again: an API group
+/// turned on needs an API server restart, which the watch also sees.
+const NOT_SERVED_LOOK: Duration = Duration::from_secs(60);
 
 /// What kind of failure `error` is, the verb that failed, and the API
 /// server's own message when there is one.
@@ -79,6 +90,9 @@ pub fn classify(error: &watcher::Error) -> (FailureKind, &'static str, String) {
         watcher::Error::NoResourceVersion => return (FailureKind::Server, "watch", error.to_string()),
     };
     match client_error {
+        Some(kube::Error::Api(status)) if status.code == 404 && verb == "list" => {
+            (FailureKind::NotServed, verb, status.message.clone())
+        }
         Some(kube::Error::Api(status)) => (status_kind(status.code), verb, status.message.clone()),
         Some(e @ (kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_))) => {
             (FailureKind::Unreachable, verb, e.to_string())
@@ -163,6 +177,13 @@ impl Retry {
                 t.scope,
                 t.switch_off.as_deref().map(|s| format!(", {s}")).unwrap_or_default(),
                 kind.max_delay().as_secs(),
+            ),
+            FailureKind::NotServed => tracing::info!(
+                "{}: this API server does not serve {} ({message}); none are known, and pods that need one wait \
+                 for it. Looking again every {}s",
+                t.name,
+                t.resource,
+                kind.max_delay().as_secs()
             ),
             FailureKind::Unreachable | FailureKind::Server => tracing::warn!(
                 "{}: {verb} {} failed: {message}; retrying (up to every {}s)",
@@ -252,5 +273,11 @@ mod tests {
         let gone = watcher::Error::WatchError(kube::core::Status::failure("too old", "Expired").with_code(410).boxed());
         assert_eq!(classify(&gone).0, FailureKind::Gone);
         assert_eq!(classify(&api(500)).0, FailureKind::Server);
+        // A list answered 404: the resource is not served; looked at again
+        // every minute.
+        assert_eq!(classify(&api(404)).0, FailureKind::NotServed);
+        let mut retry = Retry::new(target());
+        assert_eq!(retry.failed(&api(404)), NOT_SERVED_LOOK);
+        assert_eq!(retry.failed(&api(404)), NOT_SERVED_LOOK);
     }
 }

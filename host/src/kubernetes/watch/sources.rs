@@ -27,7 +27,7 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::kubernetes::watch::decode::{self, Observed};
-use crate::kubernetes::watch::retry::WatchTarget;
+use crate::kubernetes::watch::retry::{FailureKind, WatchTarget, classify};
 use crate::kubernetes::watch::strip::Stripped;
 use crate::scheduler::{ClusterEvent, ObjectKey, WatchedKind};
 
@@ -101,6 +101,9 @@ where
     let name = target.name.clone();
     let mut changes = decode::watch(api, config, target).boxed();
     let send = |watched: Watched| tx.send(watched.into()).is_ok();
+    // A resource this API server does not serve is synced with none, once:
+    // the scheduler does not wait for it to be ready.
+    let mut not_served_said = false;
     while let Some(change) = changes.next().await {
         let ok = match change {
             Ok(Observed::Applied(Stripped(o))) => send(Watched::Event(ClusterEvent::applied(o))),
@@ -111,6 +114,11 @@ where
             Ok(Observed::Listed { listed, .. }) => {
                 tracing::info!(source = %name, objects = listed.len(), "listed");
                 send(Watched::Event(ClusterEvent::listed::<K>(listed))) && send(Watched::Synced(name.clone()))
+            }
+            Err(e) if !not_served_said && classify(&e).0 == FailureKind::NotServed => {
+                not_served_said = true;
+                send(Watched::Event(ClusterEvent::listed::<K>(Default::default())))
+                    && send(Watched::Synced(name.clone()))
             }
             // Logged and retried by `with_retry`.
             Err(_) => true,

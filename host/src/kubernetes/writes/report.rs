@@ -5,7 +5,7 @@
 use crate::cluster::PodKey;
 pub use crate::kubernetes::writes::pod_ref::PodRef;
 use crate::scheduler::plugins::dynamic_resources::Deallocation;
-use crate::scheduler::{CanaryStop, Nomination};
+use crate::scheduler::{CanaryStop, GroupOutcome, Nomination};
 
 #[derive(Debug)]
 pub enum Report {
@@ -41,4 +41,7 @@ pub enum Report {
     /// A canary stopped deciding: a Warning Event on its profile's policy
     /// ConfigMap, if it has one.
     CanaryStopped(CanaryStop),
+    /// A group cycle's decision: its PodGroup's `PodGroupScheduled`
+    /// condition.
+    GroupDecided(GroupOutcome),
 }

@@ -129,7 +129,7 @@ impl Pending {
                 pod.key.clone()
             }
             Report::Forget(key) => key.clone(),
-            Report::CanaryStopped(_) => {
+            Report::CanaryStopped(_) | Report::GroupDecided(_) => {
                 self.other.push_back(report);
                 self.len += 1;
                 return;

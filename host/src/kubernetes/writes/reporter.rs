@@ -136,6 +136,14 @@ impl PodReporter {
         self.forget_unwritten();
         match report {
             Report::CanaryStopped(stop) => self.canary_stopped(stop).await,
+            Report::GroupDecided(outcome) => {
+                let Ok(permit) = self.in_flight.clone().acquire_owned().await else { return };
+                let client = self.client.clone();
+                tokio::spawn(async move {
+                    crate::kubernetes::writes::group_condition::write(client, outcome).await;
+                    drop(permit);
+                });
+            }
             Report::Forget(key) => {
                 self.last_failure.remove(&key);
                 self.last_condition.remove(&key);

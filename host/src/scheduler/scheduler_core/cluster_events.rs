@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
+use k8s_openapi::api::scheduling::v1alpha2::PodGroup;
 
 use super::Scheduler;
 use super::stores::{KindStore, apply_to, gone_from};
@@ -74,6 +75,16 @@ impl Scheduler {
             self.queue.release(&key);
         }
         self.stored(devices, change, now)
+    }
+
+    /// A PodGroup made, changed or gone: the members held for it look
+    /// again (each finds its group's quorum, or waits again).
+    fn pod_groups_changed(&mut self, change: Change<PodGroup>, now: Duration) -> EventReport {
+        if apply_to(self.state.pod_groups_mut(), change) {
+            self.release_gangs();
+            self.queue.cluster_changed(now);
+        }
+        EventReport::Nothing
     }
 
     /// Where `pod` stands for this scheduler (`PodStanding`).
@@ -227,7 +238,12 @@ impl Scheduler {
         {
             self.state.nominate(&info, node);
         }
+        let group = info.group.clone().map(|group| (info.key.namespace.clone(), group));
         self.queue.add_or_update(info);
+        // One more member: its gang may have its quorum now.
+        if let Some((namespace, group)) = group {
+            self.release_gang(&namespace, &group);
+        }
     }
 
     /// A pod deleted, or finished. With `uid`, only the pod of that UID

@@ -31,12 +31,14 @@ use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
 mod canaries;
 mod cluster_events;
+mod gangs;
 mod recorded;
 mod stores;
 mod tenant_jobs;
 
 pub use canaries::CanaryStop;
 pub use cluster_events::PodStanding;
+pub use gangs::{GANG_UNSCHEDULABLE, GroupOutcome};
 pub use recorded::NodeLayout;
 
 #[derive(Debug, Clone)]
@@ -136,6 +138,9 @@ pub struct Scheduler {
     canaries: Canaries,
     /// Shadow jobs the backend can take now (`set_shadow_room`).
     shadow_room: usize,
+    /// Gangs: members held for their PodGroup or its quorum, and a group
+    /// cycle's outcomes not handed out yet.
+    gangs: gangs::Gangs,
 }
 
 /// Shadow jobs for the backend (or the simulator) to run, and the ones
@@ -251,6 +256,7 @@ impl Scheduler {
             shadow_outbox: ShadowOutbox::default(),
             canaries: Canaries::default(),
             shadow_room: usize::MAX,
+            gangs: gangs::Gangs::default(),
         }
     }
 
@@ -339,6 +345,11 @@ impl Scheduler {
             self.queue.cluster_changed(now);
         }
         loop {
+            // A group cycle's outcomes go out one by one, before any
+            // other pod is popped.
+            if let Some(attempt) = self.gangs.next_outcome() {
+                return Some(attempt);
+            }
             // Rooms whose retried pods were all attempted: what is left
             // of them goes to the next pods, before the next attempt.
             for node in self.queue.settled_rooms() {
@@ -357,8 +368,18 @@ impl Scheduler {
         }
     }
 
-    /// One attempt for a popped pod; `None` when it has to wait its turn.
+    /// One attempt for a popped pod (a gang's member: its group's cycle);
+    /// `None` when it has to wait its turn.
     fn attempt(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Duration) -> Option<Attempt> {
+        match self.gang_of(&pod) {
+            Some(gang) => self.gang_attempt(gang, pod, attempts, now),
+            None => self.pod_attempt(pod, attempts, now, true),
+        }
+    }
+
+    /// One pod's attempt. `tenants`: a tenant's policy may decide it (a
+    /// gang's members are decided together, by their profile's policies).
+    fn pod_attempt(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Duration, tenants: bool) -> Option<Attempt> {
         let detail = self.explain.as_ref().is_some_and(|f| f(&pod.key));
         if let Err(why) = dynamic_resources::pre_enqueue(&pod, &self.state) {
             self.queue.hold(&pod.key);
@@ -375,7 +396,8 @@ impl Scheduler {
         };
         let attempt = attempts + 1;
         let unavailable;
-        let (policies, tenant) = match self.tenants.route(&pod) {
+        let route = if tenants { self.tenants.route(&pod) } else { Route::Profile };
+        let (policies, tenant) = match route {
             Route::Profile => (&profile.policies, None),
             Route::Missing { tenant, why } => {
                 unavailable = PolicySet::unavailable(why);

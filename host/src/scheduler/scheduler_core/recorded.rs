@@ -57,7 +57,8 @@ impl Scheduler {
     /// not queued, or the attempt waits (as `schedule_next`'s may).
     pub fn schedule_recorded(&mut self, key: &PodKey, attempt: u32, now: Duration) -> Option<Attempt> {
         let (pod, attempts) = self.queue.take_recorded(key, Some(attempt.saturating_sub(1)), now)?;
-        self.attempt(pod, attempts, now)
+        // As recorded, one pod at a time (a gang's cycle included).
+        self.pod_attempt(pod, attempts, now, true)
     }
 
     /// A pod the recording's snapshot says was placed on `node` before its

@@ -9,8 +9,10 @@ use std::collections::HashSet;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::scheduling::v1alpha2::PodGroup;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment};
 
+use crate::cluster::pod_groups::PodGroups;
 use crate::cluster::{ClusterState, Devices, DisruptionBudget, Volumes};
 use crate::scheduler::events::{Change, ObjectKey};
 
@@ -109,6 +111,24 @@ impl KindStore<CSINode> for ClusterState {
 
     fn held(&self) -> Vec<ObjectKey> {
         self.attach_limited_nodes().map(ObjectKey::cluster_scoped).collect()
+    }
+}
+
+/// A PodGroup made or changed may complete a gang its members wait for
+/// (the scheduler releases them, `pod_groups_changed`); a deleted one
+/// leaves its members waiting.
+impl KindStore<PodGroup> for PodGroups {
+    fn upsert(&mut self, group: &PodGroup) -> bool {
+        self.upserted(group)
+    }
+
+    fn remove(&mut self, key: &ObjectKey) -> bool {
+        self.deleted(&key.namespace, &key.name);
+        false
+    }
+
+    fn held(&self) -> Vec<ObjectKey> {
+        self.keys().map(|(namespace, name)| ObjectKey { namespace: namespace.into(), name: name.into() }).collect()
     }
 }
 

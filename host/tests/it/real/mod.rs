@@ -103,9 +103,29 @@ pub struct Real {
 /// The tests of this binary run one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// kube v1.36's gates for PodGroups and gang scheduling, on the API server
+/// (with the alpha API served) and on kube-scheduler.
+pub const GANG_GATES: [(&str, &str); 2] = [
+    (
+        "KCP_APISERVER_EXTRA_ARGS",
+        "--feature-gates=GenericWorkload=true,GangScheduling=true --runtime-config=scheduling.k8s.io/v1alpha2=true",
+    ),
+    ("KCP_SCHEDULER_EXTRA_ARGS", "--feature-gates=GenericWorkload=true,GangScheduling=true"),
+];
+
 impl Real {
     /// `None` (skipped) when the kit is missing outside CI.
     pub fn start(label: &str) -> Option<Real> {
+        Self::start_on(label, "kube-control-plane", &[])
+    }
+
+    /// On a cluster of its own with kube's gang scheduling gates on
+    /// ([`GANG_GATES`]), for the API server and the oracle.
+    pub fn start_gated(label: &str) -> Option<Real> {
+        Self::start_on(label, "kube-control-plane-gangs", &GANG_GATES)
+    }
+
+    fn start_on(label: &str, cluster: &str, settings: &[(&str, &str)]) -> Option<Real> {
         let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
@@ -113,7 +133,7 @@ impl Real {
             )
             .with_test_writer()
             .try_init();
-        let control_plane = ControlPlane::up("kube-control-plane")?;
+        let control_plane = ControlPlane::up_with(cluster, settings)?;
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
         let prefix = format!("rt-{label}-{:05x}", (nanos ^ std::process::id()) & 0xfffff);

@@ -1,0 +1,190 @@
+//! Gang scheduling, as kube-scheduler v1.36 runs it with the
+//! `GenericWorkload` and `GangScheduling` gates: the members of a PodGroup
+//! whose policy is `gang` are placed at least `minCount` together, or not
+//! at all.
+//!
+//! - A member whose PodGroup does not exist, or whose gang has fewer than
+//!   `minCount` members (placed ones and queued ones together), is held:
+//!   no attempt, no condition, no event. A new member, or the PodGroup
+//!   made or changed, releases the gang's held members.
+//! - With the quorum, the first member popped starts the group cycle: every
+//!   queued member is attempted in turn on the same cluster state, each
+//!   placement assumed before the next member's attempt.
+//! - If with the members already placed at least `minCount` are now
+//!   placed, every outcome goes out (the members that did not fit wait
+//!   with their own reasons, as kube schedules the members beyond
+//!   `minCount` one by one). Otherwise every placement is undone before
+//!   anything is written: the members that did not fit keep their own
+//!   reasons, the others get kube's pod group message, and all wait for a
+//!   cluster change, as any unschedulable pod does (not kube's busy loop).
+//!
+//! The outcomes go to the backend one at a time, through `schedule_next`,
+//! before any other pod is popped.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Attempt, Nomination, Scheduler};
+use crate::cluster::pod_groups::GroupPolicy;
+use crate::cluster::{PodInfo, PodKey};
+
+/// kube-scheduler v1.36.2's message for a gang member that fit while the
+/// gang did not (seen on the real API server).
+pub const GANG_UNSCHEDULABLE: &str = "pod group is unschedulable, waiting for minCount pods from a gang to be \
+                                      scheduled, one or more plugins asked to wait and no plugin rejected pod";
+
+/// A gang: its namespace, its PodGroup's name, its quorum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Gang {
+    namespace: String,
+    name: String,
+    min_count: u32,
+}
+
+/// What a group cycle decided for its PodGroup, for the backend to write
+/// as the PodGroup's `PodGroupScheduled` condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupOutcome {
+    pub namespace: String,
+    pub name: String,
+    pub scheduled: bool,
+}
+
+#[derive(Default)]
+pub(super) struct Gangs {
+    /// (namespace, PodGroup) → the members held for it.
+    waits: HashMap<(String, String), Vec<PodKey>>,
+    /// A group cycle's attempts, handed out one by one.
+    ready: VecDeque<Attempt>,
+    /// Group cycles' decisions not taken by the backend yet.
+    outcomes: Vec<GroupOutcome>,
+}
+
+impl Gangs {
+    pub(super) fn next_outcome(&mut self) -> Option<Attempt> {
+        self.ready.pop_front()
+    }
+}
+
+impl Scheduler {
+    /// `pod`'s gang, when it names a PodGroup that is one (or none yet:
+    /// its members wait as for a gang). `None` for a pod of no group, or
+    /// of a `basic` one.
+    pub(super) fn gang_of(&self, pod: &PodInfo) -> Option<Gang> {
+        let name = pod.group.as_deref()?;
+        let namespace = &pod.key.namespace;
+        let min_count = match self.state.pod_groups().policy(namespace, name) {
+            Some(GroupPolicy::Basic) => return None,
+            Some(GroupPolicy::Gang { min_count }) => min_count,
+            // Held until the PodGroup exists: no gang is below quorum
+            // forever by this count.
+            None => u32::MAX,
+        };
+        Some(Gang { namespace: namespace.clone(), name: name.to_string(), min_count })
+    }
+
+    /// A popped gang member: held, or its gang's cycle.
+    pub(super) fn gang_attempt(
+        &mut self,
+        gang: Gang,
+        pod: Arc<PodInfo>,
+        attempts: u32,
+        now: Duration,
+    ) -> Option<Attempt> {
+        let placed = self.state.placed_in_group(&gang.namespace, &gang.name);
+        // The quorum is met by placed members alone: the rest are scheduled
+        // one by one, each with its own reason.
+        if placed >= gang.min_count {
+            return self.pod_attempt(pod, attempts, now, false);
+        }
+        let others = self.queue.group_members(&gang.namespace, &gang.name);
+        if u64::from(placed) + others.len() as u64 + 1 < u64::from(gang.min_count) {
+            self.queue.hold(&pod.key);
+            let waits = self.gangs.waits.entry((gang.namespace, gang.name)).or_default();
+            if !waits.contains(&pod.key) {
+                waits.push(pod.key.clone());
+            }
+            return None;
+        }
+        self.gangs.waits.remove(&(gang.namespace.clone(), gang.name.clone()));
+        let mut members = vec![(pod, attempts)];
+        members.extend(others.iter().filter_map(|key| self.queue.take_member(key, now)));
+        self.group_cycle(&gang, placed, members, now);
+        self.gangs.next_outcome()
+    }
+
+    /// Attempts every member on the same state, then keeps the placements
+    /// if the gang reaches its quorum, or undoes them all.
+    fn group_cycle(&mut self, gang: &Gang, placed: u32, members: Vec<(Arc<PodInfo>, u32)>, now: Duration) {
+        let outcomes: Vec<Attempt> =
+            members.into_iter().filter_map(|(pod, attempts)| self.pod_attempt(pod, attempts, now, false)).collect();
+        let fit = outcomes.iter().filter(|a| matches!(a, Attempt::Placed { .. })).count();
+        let scheduled = u64::from(placed) + fit as u64 >= u64::from(gang.min_count);
+        let outcomes = match scheduled {
+            true => outcomes,
+            false => outcomes.into_iter().map(|outcome| self.undo_member(outcome, now)).collect(),
+        };
+        self.gangs.ready.extend(outcomes);
+        self.gangs.outcomes.push(GroupOutcome {
+            namespace: gang.namespace.clone(),
+            name: gang.name.clone(),
+            scheduled,
+        });
+    }
+
+    /// A member's placement undone because its gang did not reach its
+    /// quorum: it waits, with kube's pod group message. A member that did
+    /// not fit keeps its own outcome.
+    fn undo_member(&mut self, outcome: Attempt, now: Duration) -> Attempt {
+        let Attempt::Placed { pod, mut record, .. } = outcome else { return outcome };
+        self.undo_placement(&pod);
+        record.chosen = None;
+        record.message = Some(GANG_UNSCHEDULABLE.to_string());
+        self.queue.unschedulable(&pod.key, now);
+        Attempt::Unschedulable { pod, record, nomination: Nomination::Unchanged }
+    }
+
+    /// Every held gang member looks again (a PodGroup made or changed).
+    pub(super) fn release_gangs(&mut self) {
+        for key in std::mem::take(&mut self.gangs.waits).into_values().flatten() {
+            self.queue.release(&key);
+        }
+    }
+
+    /// A new member of `group` in `namespace`: its held members look again.
+    pub(super) fn release_gang(&mut self, namespace: &str, group: &str) {
+        for key in self.gangs.waits.remove(&(namespace.to_string(), group.to_string())).into_iter().flatten() {
+            self.queue.release(&key);
+        }
+    }
+
+    /// Why a held gang member waits (kube writes nothing on it meanwhile);
+    /// `None` for a pod not held for its gang.
+    pub fn gang_wait(&self, pod: &PodInfo) -> Option<String> {
+        let group = pod.group.as_deref()?;
+        let namespace = &pod.key.namespace;
+        let waits = self.gangs.waits.get(&(namespace.clone(), group.to_string()))?;
+        if !waits.contains(&pod.key) {
+            return None;
+        }
+        Some(match self.state.pod_groups().policy(namespace, group) {
+            None => format!("not attempted until its PodGroup {group} exists"),
+            Some(policy) => {
+                let min_count = match policy {
+                    GroupPolicy::Gang { min_count } => min_count,
+                    GroupPolicy::Basic => 1,
+                };
+                let members = self.state.placed_in_group(namespace, group) as usize
+                    + self.queue.group_members(namespace, group).len();
+                format!("not attempted until its PodGroup {group} has {min_count} members (minCount); it has {members}")
+            }
+        })
+    }
+
+    /// What the group cycles since the last call decided, for the
+    /// PodGroups' conditions.
+    pub fn take_group_outcomes(&mut self) -> Vec<GroupOutcome> {
+        std::mem::take(&mut self.gangs.outcomes)
+    }
+}

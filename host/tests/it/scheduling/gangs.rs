@@ -1,0 +1,125 @@
+//! Gang scheduling in the simulator: what kube-scheduler v1.36.2 with the
+//! GenericWorkload and GangScheduling gates did with the same objects on
+//! the real API server (3 nodes of 4 cpu, members of 3 cpu): a gang that
+//! fits binds whole, one that does not binds nothing, members below
+//! quorum or of a missing PodGroup wait untouched, and members beyond
+//! `minCount` are scheduled one by one.
+
+use super::{message, node, placed, pod, run};
+use wasmsched::scheduler::GANG_UNSCHEDULABLE;
+
+fn cluster() -> String {
+    ["g1", "g2", "g3"].iter().map(|n| node(n, "4", "8Gi", "")).collect()
+}
+
+fn group(name: &str, min_count: u32) -> String {
+    format!(
+        "---\napiVersion: scheduling.k8s.io/v1alpha2\nkind: PodGroup\nmetadata: {{name: {name}, namespace: t}}\n\
+         spec:\n  schedulingPolicy:\n    gang: {{minCount: {min_count}}}\n"
+    )
+}
+
+fn members(group: &str, count: usize, cpu: &str) -> String {
+    (1..=count)
+        .map(|i| pod(&format!("{group}-{i}"), cpu, &format!("  schedulingGroup: {{podGroupName: {group}}}\n")))
+        .collect()
+}
+
+#[test]
+fn a_gang_that_fits_is_placed_whole() {
+    let report = run(&format!("{}{}{}", cluster(), group("ok", 3), members("ok", 3, "3")));
+    let nodes: Vec<Option<String>> = (1..=3).map(|i| placed(&report, &format!("ok-{i}"))).collect();
+    assert!(nodes.iter().all(Option::is_some), "{:?}", report.unschedulable);
+    let mut distinct: Vec<_> = nodes.into_iter().flatten().collect();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "one member a node");
+}
+
+#[test]
+fn a_gang_that_does_not_fit_places_nothing_and_one_member_names_the_resource() {
+    let report = run(&format!("{}{}{}", cluster(), group("big", 4), members("big", 4, "3")));
+    assert!(report.placements.is_empty(), "all or nothing: {:?}", report.placements);
+    let messages: Vec<String> = (1..=4).map(|i| message(&report, &format!("big-{i}"))).collect();
+    let resource: Vec<&String> = messages.iter().filter(|m| m.contains("Insufficient cpu")).collect();
+    assert_eq!(resource.len(), 1, "{messages:#?}");
+    assert!(resource[0].starts_with("0/3 nodes are available: 3 Insufficient cpu."), "{}", resource[0]);
+    assert_eq!(messages.iter().filter(|m| *m == GANG_UNSCHEDULABLE).count(), 3, "{messages:#?}");
+}
+
+#[test]
+fn members_wait_untouched_below_quorum_and_for_a_missing_pod_group() {
+    // Two members of a gang of three; one member of a PodGroup not made.
+    let yaml = format!(
+        "{}{}{}{}",
+        cluster(),
+        group("few", 3),
+        members("few", 2, "1"),
+        pod("lone-1", "1", "  schedulingGroup: {podGroupName: nogroup}\n")
+    );
+    let report = run(&yaml);
+    assert!(report.placements.is_empty(), "{:?}", report.placements);
+    // Nothing was attempted: no attempt, and each says what it waits for.
+    assert_eq!(report.attempts, 0, "{:?}", report.unschedulable);
+    assert_eq!(message(&report, "lone-1"), "not attempted until its PodGroup nogroup exists");
+    assert_eq!(message(&report, "few-2"), "not attempted until its PodGroup few has 3 members (minCount); it has 2");
+    // With the third member, the gang is placed.
+    let report = run(&format!("{yaml}{}", pod("few-3", "1", "  schedulingGroup: {podGroupName: few}\n")));
+    assert_eq!(report.placements.len(), 3, "{:?}", report.unschedulable);
+    assert!(placed(&report, "lone-1").is_none());
+}
+
+#[test]
+fn members_beyond_min_count_are_placed_one_by_one_with_their_own_reasons() {
+    let report = run(&format!("{}{}{}", cluster(), group("part", 2), members("part", 4, "3")));
+    assert_eq!(report.placements.len(), 3, "{:?}", report.unschedulable);
+    let waiting: Vec<&str> = report.unschedulable.iter().map(|u| u.message.as_str()).collect();
+    assert_eq!(waiting.len(), 1);
+    assert!(waiting[0].starts_with("0/3 nodes are available: 3 Insufficient cpu."), "{waiting:?}");
+}
+
+#[test]
+fn a_basic_pod_group_schedules_each_member_alone() {
+    let basic = "---\napiVersion: scheduling.k8s.io/v1alpha2\nkind: PodGroup\nmetadata: {name: each, namespace: t}\n\
+                 spec:\n  schedulingPolicy:\n    basic: {}\n";
+    let report = run(&format!("{}{basic}{}", cluster(), members("each", 4, "3")));
+    assert_eq!(report.placements.len(), 3, "{:?}", report.unschedulable);
+}
+
+/// As the Kubernetes backend feeds it: the PodGroup, then the members one
+/// by one with an attempt in between; the gang is decided once the last
+/// member arrives, in one cycle.
+#[test]
+fn members_arriving_one_by_one_are_held_then_decided_together() {
+    use std::time::Duration;
+    use wasmsched::scheduler::{Attempt, ClusterEvent, EventReport, PolicySet, Scheduler, SchedulerConfig};
+    use wasmsched::sim::Manifests;
+
+    let parse = |yaml: &str| {
+        let mut m = Manifests::default();
+        m.add_text("t", yaml);
+        assert!(m.problems.is_empty(), "{:?}", m.problems);
+        m.objects
+    };
+    let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
+    for node in parse(&cluster()).nodes {
+        assert!(matches!(s.apply(ClusterEvent::applied(node), Duration::ZERO), EventReport::Nothing));
+    }
+    let group = s.apply(ClusterEvent::applied(parse(&group("g", 3)).pod_groups.remove(0)), Duration::ZERO);
+    assert!(matches!(group, EventReport::Nothing));
+    let mut placed = Vec::new();
+    for pod in parse(&members("g", 3, "1")).pods {
+        assert!(matches!(s.apply(ClusterEvent::applied(pod), Duration::ZERO), EventReport::Nothing));
+        while let Some(attempt) = s.schedule_next(Duration::ZERO) {
+            match attempt {
+                Attempt::Placed { pod, .. } => placed.push(pod.key.name.clone()),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    placed.sort();
+    assert_eq!(placed, ["g-1", "g-2", "g-3"]);
+    let outcomes = s.take_group_outcomes();
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    assert!(outcomes[0].scheduled);
+}
