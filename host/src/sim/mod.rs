@@ -1,6 +1,7 @@
 //! The embedded simulator: one of the two backends of the scheduling core.
 
 mod claim_templates;
+pub mod groups;
 pub mod load;
 pub mod objects;
 pub mod replay;

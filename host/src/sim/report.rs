@@ -22,6 +22,30 @@ fn percent(used: u64, total: u64) -> String {
     if total == 0 { "-".into() } else { format!("{:.0}%", used as f64 * 100.0 / total as f64) }
 }
 
+/// The PodGroups, when there are any: each gang's quorum, its members
+/// placed and waiting, and its last group cycle.
+fn groups(out: &mut String, report: &SimReport) {
+    if report.groups.is_empty() {
+        return;
+    }
+    let width = report.groups.iter().map(|g| g.group.len()).max().unwrap_or(8).max(8);
+    let _ = writeln!(
+        out,
+        "\n{:<width$}  {:>9}  {:>6}  {:>7}  LAST GROUP CYCLE",
+        "PODGROUP", "MINCOUNT", "PLACED", "WAITING"
+    );
+    for g in &report.groups {
+        let min_count = if g.min_count == 0 { "basic".to_string() } else { g.min_count.to_string() };
+        let last = match g.last_cycle {
+            _ if g.min_count == 0 => "none (basic: each member on its own)",
+            Some(true) => "placed",
+            Some(false) => "not placed (all or nothing)",
+            None => "none (members held)",
+        };
+        let _ = writeln!(out, "{:<width$}  {:>9}  {:>6}  {:>7}  {last}", g.group, min_count, g.placed, g.waiting);
+    }
+}
+
 pub fn table(report: &SimReport, policies: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -52,6 +76,7 @@ pub fn table(report: &SimReport, policies: &str) -> String {
         let _ =
             writeln!(out, "{} pending pods belong to other schedulers and were left alone.", report.other_schedulers);
     }
+    groups(&mut out, report);
     let width = report.placements.iter().map(|p| p.pod.len()).max().unwrap_or(3).max(3);
     let _ = writeln!(out, "\n{:<width$}  NODE", "POD");
     for p in &report.placements {

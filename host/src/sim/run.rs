@@ -154,6 +154,9 @@ pub struct SimReport {
     /// in the order of their first attempts.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub explained: Vec<AttemptRecord>,
+    /// The PodGroups, as the simulation ends (none: left out).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<super::groups::GroupSummary>,
     /// The input pods, by key, to print placed pods back as YAML.
     #[serde(skip)]
     pub input_pods: Vec<Arc<Pod>>,
@@ -342,6 +345,8 @@ struct Drive {
     attempts: u64,
     fallbacks: u64,
     explained: Vec<AttemptRecord>,
+    /// What each PodGroup's last group cycle decided.
+    groups: super::groups::GroupDecisions,
     /// Each pending pod's last failure: its message, and whether it was an
     /// error (kube's `SchedulerError`) rather than no node fitting.
     last_failure: HashMap<PodKey, (String, bool)>,
@@ -381,6 +386,7 @@ fn drive(
             }
             // Shadow work runs here, after the decision it cannot change.
             drive.shadow(scheduler.take_shadow_work());
+            drive.groups.add(scheduler.take_group_outcomes());
             if let Some(progress) = &options.progress {
                 progress(drive.placements.len() as u64, pending as u64);
             }
@@ -533,6 +539,7 @@ fn report(scheduler: &Scheduler, loaded: Loaded, drive: Drive, wall_time: Durati
         wall_time,
         utilisation: utilisation(state),
         explained: drive.explained,
+        groups: super::groups::summarise(scheduler, &drive.groups),
         input_pods: loaded.input_pods,
         attempt_durations: drive.attempt_durations,
         score_time: drive.score_time,

@@ -306,3 +306,34 @@ async fn graceful_shutdown_finishes_bindings_in_flight_and_reports_them() {
     let lease = fake.get("coordination.k8s.io/v1", "leases", "default", &c.scheduler_name()).unwrap();
     assert!(lease["spec"].get("holderIdentity").is_none_or(Value::is_null), "released after the binding: {lease}");
 }
+
+/// An API server that does not serve PodGroups (a v1.36 one without the
+/// GenericWorkload gate) answers their list 404: the watch counts as
+/// synced with none, so the scheduler gets ready and schedules; a pod
+/// naming a PodGroup waits for it, untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_pod_groups_served_the_scheduler_is_ready_and_gang_members_wait() {
+    let c = TestCluster::new("nogroups").await;
+    let Some(fake) = c.fake_only("without_pod_groups_served_the_scheduler_is_ready_and_gang_members_wait") else {
+        return;
+    };
+    fake.fail_requests(Fault {
+        method: Some("GET".into()),
+        path_contains: "/podgroups".into(),
+        code: 404,
+        delay: Duration::ZERO,
+        times: 1_000,
+    });
+    c.add_node("only", "1", "4Gi", json!({})).await;
+    let s = c.start_scheduler("solo", false).await;
+    wait_ready(&s).await;
+    c.add_pod("member", "100m", json!({"schedulingGroup": {"podGroupName": "training"}})).await;
+    c.add_pod("plain", "100m", json!({})).await;
+    c.wait_bound(&["plain".to_string()]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let member = c.pods().get("member").await.unwrap();
+    assert!(member.spec.and_then(|s| s.node_name).is_none(), "a member of a PodGroup never seen was bound");
+    let conditions = member.status.and_then(|s| s.conditions).unwrap_or_default();
+    assert!(conditions.is_empty(), "a held member is left untouched: {conditions:?}");
+    s.shutdown().await;
+}

@@ -78,6 +78,42 @@ fn members_beyond_min_count_are_placed_one_by_one_with_their_own_reasons() {
     assert!(waiting[0].starts_with("0/3 nodes are available: 3 Insufficient cpu."), "{waiting:?}");
 }
 
+/// The report lists each PodGroup as the simulation ends, and the table
+/// says it in a line each.
+#[test]
+fn the_report_lists_each_pod_group_and_its_last_cycle() {
+    use wasmsched::sim::groups::GroupSummary;
+    let yaml = format!(
+        "{}{}{}{}{}{}{}",
+        cluster(),
+        group("ok", 2),
+        members("ok", 2, "1"),
+        group("big", 4),
+        members("big", 4, "3"),
+        group("few", 2),
+        members("few", 1, "1")
+    );
+    let report = run(&yaml);
+    let summary = |group: &str, min_count, placed, waiting, last_cycle| GroupSummary {
+        group: format!("t/{group}"),
+        min_count,
+        placed,
+        waiting,
+        last_cycle,
+    };
+    // Four members of 3 cpu on three nodes of 4 cpu: never all.
+    assert_eq!(
+        report.groups,
+        [summary("big", 4, 0, 4, Some(false)), summary("few", 2, 0, 1, None), summary("ok", 2, 2, 0, Some(true))]
+    );
+    let table = wasmsched::sim::report::table(&report, "test");
+    assert!(
+        table.contains("PODGROUP   MINCOUNT  PLACED  WAITING  LAST GROUP CYCLE\nt/big             4       0        4"),
+        "{table}"
+    );
+    assert!(table.contains("not placed (all or nothing)") && table.contains("none (members held)"), "{table}");
+}
+
 #[test]
 fn a_basic_pod_group_schedules_each_member_alone() {
     let basic = "---\napiVersion: scheduling.k8s.io/v1alpha2\nkind: PodGroup\nmetadata: {name: each, namespace: t}\n\
