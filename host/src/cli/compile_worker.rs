@@ -40,9 +40,14 @@ pub fn this_executable() -> Option<CompileWorker> {
 /// `configmap`, `push`, `dev`): its compiles run in this executable's
 /// children too, so that one past its bound is killed, not left to finish
 /// on a thread while the command goes on; with a cache directory, compiled
-/// functions are kept for the next edit's compile.
+/// functions are kept for the next edit's compile. Compiled interpreters
+/// are kept in the user's cache (`user_cache_dir`), shared by all their
+/// projects; `run`, in a cluster, keeps them in its `--cache-dir` only.
 pub fn engine(limits: &LimitArgs) -> anyhow::Result<PolicyEngine> {
-    let engine = limits.engine()?.with_function_cache();
+    let mut engine = limits.engine()?.with_function_cache();
+    if let Some(dir) = wasmsched::policy::flags::user_cache_dir() {
+        engine = engine.with_interpreter_cache_dir(dir);
+    }
     Ok(match this_executable() {
         Some(worker) => engine.with_compile_worker(worker),
         None => engine,

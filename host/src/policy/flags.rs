@@ -92,14 +92,9 @@ impl LimitArgs {
         }
     }
 
-    /// An engine for a command run by hand: it uses the cache directory,
-    /// if one is given, and keeps compiled interpreters in the user's
-    /// cache ([`user_cache_dir`]), shared by all their projects.
+    /// An engine that uses the cache directory, if one is given.
     pub fn engine(&self) -> anyhow::Result<PolicyEngine> {
-        let mut engine = PolicyEngine::new()?.with_interpreters(self.interpreters());
-        if let Some(dir) = user_cache_dir() {
-            engine = engine.with_interpreter_cache_dir(dir);
-        }
+        let engine = PolicyEngine::new()?.with_interpreters(self.interpreters());
         Ok(match &self.cache_dir {
             Some(dir) => engine.with_cache_dir(dir),
             None => engine,
