@@ -13,6 +13,13 @@
 //! Objects come decoded without their managedFields (`strip`): nothing
 //! reads them, and they were most of a pod's decoding.
 //!
+//! A kind of an API version that is not GA (PodGroups' `v1alpha2`) may be
+//! off: such a watch first asks discovery whether the API server serves
+//! it. Where it does not, it is said once, the watch counts as synced with
+//! none (readiness does not wait for it), and discovery is asked again
+//! every minute. A list refused then would read as a missing permission,
+//! which it is not.
+//!
 //! A `DELETED` event is read for its key and UID only. On a field-selector
 //! watch it means "no longer matches" (a pod that finished), and the real
 //! API server's watch cache sends the object's *previous* state with it.
@@ -82,14 +89,68 @@ impl<T: From<Watched> + Send + 'static> Source<T> {
         let name = info.resource.to_string();
         let target =
             WatchTarget { name: name.clone(), resource: info.qualified(), scope: scope.into(), switch_off: None };
-        let task: Task<T> =
-            Box::new(move |client, tx| reflect(Api::<Stripped<K>>::all(client), config, target, tx).boxed());
+        let task: Task<T> = Box::new(move |client, tx| {
+            async move {
+                if optional(info.api_version) && !wait_until_served::<K, T>(&client, &target, &tx).await {
+                    return;
+                }
+                reflect(Api::<Stripped<K>>::all(client), config, target, tx).await
+            }
+            .boxed()
+        });
         Source { name, task }
     }
 
     /// Runs the watch until the scheduling loop is gone.
     pub async fn run(self, client: kube::Client, tx: Sender<T>) {
         (self.task)(client, tx).await
+    }
+}
+
+/// Whether a kind's API version may be switched off: alpha and beta ones.
+fn optional(api_version: &str) -> bool {
+    api_version.contains("alpha") || api_version.contains("beta")
+}
+
+/// How often discovery is asked again about a kind not served.
+const NOT_SERVED_LOOK: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Waits until discovery lists `K`'s resource. Meanwhile, once, the kind
+/// counts as synced with none and a line says so. `false` when the
+/// scheduling loop is gone.
+async fn wait_until_served<K, T>(client: &kube::Client, target: &WatchTarget, tx: &Sender<T>) -> bool
+where
+    K: WatchedKind,
+    T: From<Watched>,
+{
+    let info = K::INFO;
+    let mut said = false;
+    loop {
+        let served = match client.list_api_group_resources(info.api_version).await {
+            Ok(list) => list.resources.iter().any(|r| r.name == info.resource),
+            Err(kube::Error::Api(status)) if status.code == 404 => false,
+            // Discovery failed otherwise: the watch finds out itself.
+            Err(_) => true,
+        };
+        if served {
+            return true;
+        }
+        if !said {
+            tracing::info!(
+                "{}: this API server does not serve {} ({}); none are known, and pods that need one wait for it. \
+                 Looking again every {}s",
+                target.name,
+                info.resource,
+                info.api_version,
+                NOT_SERVED_LOOK.as_secs()
+            );
+            let listed = Watched::Event(ClusterEvent::listed::<K>(Default::default()));
+            if tx.send(listed.into()).is_err() || tx.send(Watched::Synced(target.name.clone()).into()).is_err() {
+                return false;
+            }
+            said = true;
+        }
+        tokio::time::sleep(NOT_SERVED_LOOK).await;
     }
 }
 
