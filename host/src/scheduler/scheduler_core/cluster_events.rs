@@ -238,12 +238,9 @@ impl Scheduler {
         {
             self.state.nominate(&info, node);
         }
-        let group = info.group.clone().map(|group| (info.key.namespace.clone(), group));
+        // A new gang member needs no held member released: its own pop
+        // counts the quorum and takes the held members with it.
         self.queue.add_or_update(info);
-        // One more member: its gang may have its quorum now.
-        if let Some((namespace, group)) = group {
-            self.release_gang(&namespace, &group);
-        }
     }
 
     /// A pod deleted, or finished. With `uid`, only the pod of that UID

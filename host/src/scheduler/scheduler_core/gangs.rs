@@ -5,8 +5,9 @@
 //!
 //! - A member whose PodGroup does not exist, or whose gang has fewer than
 //!   `minCount` members (placed ones and queued ones together), is held:
-//!   no attempt, no condition, no event. A new member, or the PodGroup
-//!   made or changed, releases the gang's held members.
+//!   no attempt, no condition, no event. A new member's own pop counts
+//!   the quorum again and takes the held members with it; the PodGroup
+//!   made or changed releases them.
 //! - With the quorum, the first member popped starts the group cycle: every
 //!   queued member is attempted in turn on the same cluster state, each
 //!   placement assumed before the next member's attempt.
@@ -148,13 +149,6 @@ impl Scheduler {
     /// Every held gang member looks again (a PodGroup made or changed).
     pub(super) fn release_gangs(&mut self) {
         for key in std::mem::take(&mut self.gangs.waits).into_values().flatten() {
-            self.queue.release(&key);
-        }
-    }
-
-    /// A new member of `group` in `namespace`: its held members look again.
-    pub(super) fn release_gang(&mut self, namespace: &str, group: &str) {
-        for key in self.gangs.waits.remove(&(namespace.to_string(), group.to_string())).into_iter().flatten() {
             self.queue.release(&key);
         }
     }
