@@ -217,6 +217,14 @@ impl ClusterState {
         self.set_terminating(key, true);
     }
 
+    /// Takes back a [`Self::mark_terminating`] whose deletion was never
+    /// sent (a gang's preemption that did not stand).
+    pub fn unmark_terminating(&mut self, key: &PodKey) {
+        if self.evicting.remove(key).is_some() {
+            self.set_terminating(key, false);
+        }
+    }
+
     /// Evictions the watch has not confirmed within
     /// [`EVICTION_UNCONFIRMED`]: the deletion failed (a 403, say) or the
     /// watch is far behind. The pod counts as running again, so that its

@@ -93,6 +93,16 @@ pub enum Attempt {
     Evaluate(Box<TenantJob>),
 }
 
+/// How a pod is attempted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Alone: its tenant's policy may decide it.
+    Pod,
+    /// As a gang's member, by its profile's policies; PostFilter runs in
+    /// the attempt, or waits for the gang's (`post_filter: false`).
+    Member { post_filter: bool },
+}
+
 /// What an unschedulable attempt did to the pod's `nominatedNodeName`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Nomination {
@@ -373,13 +383,12 @@ impl Scheduler {
     fn attempt(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Duration) -> Option<Attempt> {
         match self.gang_of(&pod) {
             Some(gang) => self.gang_attempt(gang, pod, attempts, now),
-            None => self.pod_attempt(pod, attempts, now, true),
+            None => self.pod_attempt(pod, attempts, now, Mode::Pod),
         }
     }
 
-    /// One pod's attempt. `tenants`: a tenant's policy may decide it (a
-    /// gang's members are decided together, by their profile's policies).
-    fn pod_attempt(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Duration, tenants: bool) -> Option<Attempt> {
+    /// One pod's attempt, alone or as a gang's member (`mode`).
+    fn pod_attempt(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Duration, mode: Mode) -> Option<Attempt> {
         let detail = self.explain.as_ref().is_some_and(|f| f(&pod.key));
         if let Err(why) = dynamic_resources::pre_enqueue(&pod, &self.state) {
             self.queue.hold(&pod.key);
@@ -396,7 +405,7 @@ impl Scheduler {
         };
         let attempt = attempts + 1;
         let unavailable;
-        let route = if tenants { self.tenants.route(&pod) } else { Route::Profile };
+        let route = if mode == Mode::Pod { self.tenants.route(&pod) } else { Route::Profile };
         let (policies, tenant) = match route {
             Route::Profile => (&profile.policies, None),
             Route::Missing { tenant, why } => {
@@ -480,7 +489,7 @@ impl Scheduler {
         }
         record.tenant = tenant;
         record.sampled_because = slow.filter(|_| record.evaluated < record.nodes).map(|s| s.to_string());
-        Some(self.conclude(pod, record, now))
+        Some(self.conclude(pod, record, now, mode != Mode::Member { post_filter: false }))
     }
 
     /// Shadow jobs the outbox and the backend's workers can take now.
@@ -499,8 +508,9 @@ impl Scheduler {
     }
 
     /// The attempt's end: place the pod on the chosen node (assumed until
-    /// the binding answers), or mark it unschedulable.
-    fn conclude(&mut self, pod: Arc<PodInfo>, record: AttemptRecord, now: Duration) -> Attempt {
+    /// the binding answers), or mark it unschedulable (after PostFilter,
+    /// unless `post_filter` is false: its gang runs it).
+    fn conclude(&mut self, pod: Arc<PodInfo>, record: AttemptRecord, now: Duration, post_filter: bool) -> Attempt {
         self.queue.attempted(&pod.key);
         match record.chosen.clone() {
             Some(node) => {
@@ -526,7 +536,10 @@ impl Scheduler {
             }
             None => {
                 let mut record = record;
-                let nomination = self.preempt(&pod, &mut record, now);
+                let nomination = match post_filter {
+                    true => self.preempt(&pod, &mut record, now),
+                    false => Nomination::Unchanged,
+                };
                 self.queue.unschedulable(&pod.key, now);
                 Attempt::Unschedulable { pod, record, nomination }
             }
@@ -560,8 +573,18 @@ impl Scheduler {
     /// pod where evictions make room. When neither makes the pod
     /// schedulable, the record's message says why, as kube's does.
     fn preempt(&mut self, pod: &PodInfo, record: &mut AttemptRecord, now: Duration) -> Nomination {
+        match self.post_filter(pod, record) {
+            Ok(preemption) => self.start_preemption(pod, preemption, record, now),
+            Err(nomination) => nomination,
+        }
+    }
+
+    /// [`Self::preempt`]'s choice, made on the state as it is: the
+    /// preemption that makes room for `pod`, or what became of its
+    /// nomination when none does (the record's message says why).
+    fn post_filter(&mut self, pod: &PodInfo, record: &mut AttemptRecord) -> Result<Preemption, Nomination> {
         match record.pod_rejected {
-            _ if record.nodes == 0 => return Nomination::Unchanged,
+            _ if record.nodes == 0 => return Err(Nomination::Unchanged),
             // DynamicResources rejected it in PreFilter: nothing to
             // deallocate, and no eviction helps on any node.
             Some(RejectedBy::DynamicResources) => {
@@ -571,12 +594,12 @@ impl Scheduler {
                         " {NO_CLAIMS}, preemption: 0/{nodes} nodes are available: {nodes} {NOT_HELPFUL}."
                     ));
                 }
-                return Nomination::Unchanged;
+                return Err(Nomination::Unchanged);
             }
             // kube's PostFilter fails on the state DynamicResources never
             // wrote (its message is a bare "not found"): said as the
             // rejection alone.
-            Some(RejectedBy::VolumeBinding) => return Nomination::Unchanged,
+            Some(RejectedBy::VolumeBinding) => return Err(Nomination::Unchanged),
             None => {}
         }
         let message = record.message.as_deref().unwrap_or_default();
@@ -586,38 +609,44 @@ impl Scheduler {
             if let Some(message) = &mut record.message {
                 message.push_str(&format!(" {devices_verdict}, preemption: not attempted: {why}."));
             }
-            return Nomination::Unchanged;
+            return Err(Nomination::Unchanged);
         }
-        match preemption::preempt(pod, &self.state, pod_seed(self.config.seed, pod, record.attempt)) {
-            Ok(preemption) => {
-                let displaced: Vec<PodKey> = self
-                    .state
-                    .nominated_to(&preemption.node)
-                    .filter(|n| n.priority < pod.facts.priority && n.key != pod.key)
-                    .map(|n| n.key.clone())
-                    .collect();
-                for key in &displaced {
-                    self.state.unnominate(key);
-                    self.queue.requeue(key, now);
-                }
-                self.state.nominate(pod, &preemption.node);
-                for victim in &preemption.victims {
-                    self.state.mark_terminating(&victim.key, now);
-                }
-                record.preemption = Some(preemption.clone());
-                Nomination::Preempting { preemption, displaced }
+        preemption::preempt(pod, &self.state, pod_seed(self.config.seed, pod, record.attempt)).map_err(|not| {
+            if let Some(message) = &mut record.message {
+                message.push_str(&format!(" {devices_verdict}, preemption: {}", not.message));
             }
-            Err(not) => {
-                if let Some(message) = &mut record.message {
-                    message.push_str(&format!(" {devices_verdict}, preemption: {}", not.message));
-                }
-                if not.clear_nomination && self.state.unnominate(&pod.key).is_some() {
-                    Nomination::Cleared
-                } else {
-                    Nomination::Unchanged
-                }
+            match not.clear_nomination && self.state.unnominate(&pod.key).is_some() {
+                true => Nomination::Cleared,
+                false => Nomination::Unchanged,
             }
+        })
+    }
+
+    /// Nominates `pod` where `preemption` makes room and marks its victims
+    /// terminating; the lower-priority pods nominated there are displaced.
+    fn start_preemption(
+        &mut self,
+        pod: &PodInfo,
+        preemption: Preemption,
+        record: &mut AttemptRecord,
+        now: Duration,
+    ) -> Nomination {
+        let displaced: Vec<PodKey> = self
+            .state
+            .nominated_to(&preemption.node)
+            .filter(|n| n.priority < pod.facts.priority && n.key != pod.key)
+            .map(|n| n.key.clone())
+            .collect();
+        for key in &displaced {
+            self.state.unnominate(key);
+            self.queue.requeue(key, now);
         }
+        self.state.nominate(pod, &preemption.node);
+        for victim in &preemption.victims {
+            self.state.mark_terminating(&victim.key, now);
+        }
+        record.preemption = Some(preemption.clone());
+        Nomination::Preempting { preemption, displaced }
     }
 
     /// The binding was accepted: the assumed pod is now bound.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use wasmsched_runtime::SlotLayout;
 
-use super::{Attempt, Scheduler};
+use super::{Attempt, Mode, Scheduler};
 use crate::cluster::{PodInfo, PodKey};
 use crate::scheduler::plugins::{dynamic_resources, volume_binding};
 
@@ -58,7 +58,7 @@ impl Scheduler {
     pub fn schedule_recorded(&mut self, key: &PodKey, attempt: u32, now: Duration) -> Option<Attempt> {
         let (pod, attempts) = self.queue.take_recorded(key, Some(attempt.saturating_sub(1)), now)?;
         // As recorded, one pod at a time (a gang's cycle included).
-        self.pod_attempt(pod, attempts, now, true)
+        self.pod_attempt(pod, attempts, now, Mode::Pod)
     }
 
     /// A pod the recording's snapshot says was placed on `node` before its

@@ -73,7 +73,7 @@ impl Scheduler {
             let mut record = policy_pass(pre, &pod, &policies, scope, seed, attempt, started).record;
             record.tenant = Some(tenant.clone());
             self.tenant_shadow_work(&pod, &tenant, shadows, &None, ctx.nodes);
-            return Some(self.conclude(pod, record, now));
+            return Some(self.conclude(pod, record, now, true));
         }
         *self.tenant_jobs.entry(tenant.clone()).or_default() += 1;
         let job = TenantJob { tenant, pod, attempt, policies, pre, ctx, seed, started, shadows };
@@ -153,7 +153,7 @@ impl Scheduler {
             // An error decided nothing: no decision to try candidates on.
             let shadows = shadows.filter(|_| outcome.record.error.is_none());
             self.tenant_shadow_work(&pod, &tenant, shadows, &None, nodes);
-            return Some(self.conclude(pod, outcome.record, now));
+            return Some(self.conclude(pod, outcome.record, now, true));
         };
         // The cluster moved on while the tenant decided: check today's counts.
         let topology = TopologyFilters::new(&pod, &self.state);
@@ -179,7 +179,7 @@ impl Scheduler {
             Some(node) => {
                 outcome.record.chosen = Some(node);
                 self.tenant_shadow_work(&pod, &tenant, shadows, &outcome.record.chosen, nodes);
-                Some(self.conclude(pod, outcome.record, now))
+                Some(self.conclude(pod, outcome.record, now, true))
             }
             None => {
                 // Every node it ranked filled up: decide again on today's cluster.

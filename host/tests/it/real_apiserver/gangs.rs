@@ -30,14 +30,14 @@ struct Gangs {
     held_touched: Vec<String>,
 }
 
-async fn group(real: &Real, name: &str, min_count: u32) {
+pub(super) async fn group(real: &Real, name: &str, min_count: u32) {
     let api: Api<PodGroup> = Api::namespaced(real.admin.clone(), &real.namespace);
     let body = json!({"metadata": {"name": name}, "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}});
     api.create(&PostParams::default(), &serde_json::from_value(body).unwrap()).await.unwrap();
 }
 
 /// The PodGroup's `PodGroupScheduled` condition: status, reason, message.
-async fn condition(real: &Real, name: &str) -> Option<(String, String, String)> {
+pub(super) async fn condition(real: &Real, name: &str) -> Option<(String, String, String)> {
     let api: Api<PodGroup> = Api::namespaced(real.admin.clone(), &real.namespace);
     let group = api.get_status(name).await.unwrap();
     let conditions = group.status.and_then(|s| s.conditions).unwrap_or_default();
@@ -45,7 +45,7 @@ async fn condition(real: &Real, name: &str) -> Option<(String, String, String)> 
     Some((c.status, c.reason, c.message))
 }
 
-fn member(class: &str, group: &str) -> Value {
+pub(super) fn member(class: &str, group: &str) -> Value {
     json!({
         "nodeSelector": {"wasmsched-class": class},
         "schedulingGroup": {"podGroupName": group},

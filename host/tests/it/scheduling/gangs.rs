@@ -159,3 +159,122 @@ fn members_arriving_one_by_one_are_held_then_decided_together() {
     assert_eq!(outcomes.len(), 1, "{outcomes:?}");
     assert!(outcomes[0].scheduled);
 }
+
+/// Three nodes of 4 cpu, each full with a low-priority pod of 3 cpu, and
+/// a high-priority gang of members of 3 cpu.
+fn full_cluster_and_gang(min_count: u32, size: usize) -> String {
+    let low: String =
+        (1..=3).map(|i| pod(&format!("low-{i}"), "3", &format!("  nodeName: g{i}\n  priority: 0\n"))).collect();
+    let high: String = (1..=size)
+        .map(|i| pod(&format!("hi-{i}"), "3", "  priority: 1000\n  schedulingGroup: {podGroupName: hi}\n"))
+        .collect();
+    format!("{}{low}{}{high}", cluster(), group("hi", min_count))
+}
+
+/// As kube-scheduler did beside it: each member nominated where one
+/// victim goes, and once the victims are gone the gang binds whole.
+#[test]
+fn a_higher_priority_gang_preempts_and_then_binds_whole() {
+    let report = run(&full_cluster_and_gang(3, 3));
+    let victims: Vec<String> =
+        report.preemptions.iter().flat_map(|p| p.victims.iter().map(|v| v.to_string())).collect();
+    assert_eq!(victims.len(), 3, "{:?}", report.preemptions);
+    assert_eq!(report.placements.len(), 3, "{:?}", report.unschedulable);
+}
+
+/// A gang that preemption cannot make whole (four members of 3 cpu on
+/// three nodes of 4) evicts nobody and keeps no nomination; one member
+/// says why preemption does not help, the others the pod group. kube
+/// v1.36.2 evicts a victim for each member that could preempt, for
+/// nothing (docs/architecture.md, "Gang scheduling").
+#[test]
+fn a_gang_that_preemption_cannot_make_whole_evicts_nobody() {
+    let report = run(&full_cluster_and_gang(4, 4));
+    assert!(report.preemptions.is_empty(), "{:?}", report.preemptions);
+    assert!(report.placements.is_empty(), "{:?}", report.placements);
+    let messages: Vec<String> = (1..=4).map(|i| message(&report, &format!("hi-{i}"))).collect();
+    assert_eq!(messages.iter().filter(|m| *m == GANG_UNSCHEDULABLE).count(), 3, "{messages:#?}");
+    let own = messages.iter().find(|m| *m != GANG_UNSCHEDULABLE).unwrap();
+    // kube-scheduler's words for the member preemption could not help.
+    assert_eq!(
+        own,
+        "0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, preemption: 0/3 nodes are \
+         available: 3 Insufficient cpu."
+    );
+}
+
+/// Every attempt `s` has due at `now`: the members nominated (by name and
+/// node) and those placed.
+fn drain(s: &mut wasmsched::scheduler::Scheduler, now: std::time::Duration) -> (Vec<String>, Vec<String>) {
+    use wasmsched::scheduler::{Attempt, Nomination};
+    let (mut nominated, mut placed) = (Vec::new(), Vec::new());
+    while let Some(attempt) = s.schedule_next(now) {
+        match attempt {
+            Attempt::Placed { pod, .. } => placed.push(pod.key.name.clone()),
+            Attempt::Unschedulable { pod, nomination: Nomination::Preempting { preemption, .. }, .. } => {
+                nominated.push(format!("{}@{}", pod.key.name, preemption.node))
+            }
+            Attempt::Unschedulable { nomination: Nomination::Unchanged, .. } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    nominated.sort();
+    placed.sort();
+    (nominated, placed)
+}
+
+/// As the Kubernetes backend feeds it: the gang's preemptions stand and
+/// its members keep their nominations while the victims terminate (a
+/// retry then waits, preempting nothing again); once the victims are
+/// gone the gang binds whole. A gang that preemption cannot make whole
+/// leaves no nomination and no pod terminating.
+#[test]
+fn a_gang_keeps_its_nominations_only_while_they_make_it_whole() {
+    use std::time::Duration;
+    use wasmsched::cluster::PodKey;
+    use wasmsched::scheduler::{ClusterEvent, PolicySet, Scheduler, SchedulerConfig};
+    use wasmsched::sim::Manifests;
+
+    let scheduler = |yaml: &str| {
+        let mut m = Manifests::default();
+        m.add_text("t", yaml);
+        assert!(m.problems.is_empty(), "{:?}", m.problems);
+        let mut s = Scheduler::new(SchedulerConfig::default(), PolicySet::default());
+        for node in m.objects.nodes {
+            let _ = s.apply(ClusterEvent::applied(node), Duration::ZERO);
+        }
+        let _ = s.apply(ClusterEvent::applied(m.objects.pod_groups.remove(0)), Duration::ZERO);
+        for pod in m.objects.pods {
+            let _ = s.apply(ClusterEvent::applied(pod), Duration::ZERO);
+        }
+        s
+    };
+    let key = |name: &str| PodKey { namespace: "t".into(), name: name.into() };
+    let t = Duration::from_secs;
+
+    let mut s = scheduler(&full_cluster_and_gang(3, 3));
+    let (nominated, placed) = drain(&mut s, t(0));
+    assert_eq!((nominated.len(), placed.len()), (3, 0), "{nominated:?} {placed:?}");
+    assert!(!s.take_group_outcomes()[0].scheduled);
+    // A change before the victims go: the members wait for them.
+    let mut m = Manifests::default();
+    m.add_text("t", &node("g4", "1", "1Gi", ""));
+    let _ = s.apply(ClusterEvent::applied(m.objects.nodes.remove(0)), t(1));
+    assert_eq!(drain(&mut s, t(1)), (vec![], vec![]));
+    assert!((1..=3).all(|i| s.state().nomination(&key(&format!("hi-{i}"))).is_some()));
+    for i in 1..=3 {
+        let _ = s.apply(
+            ClusterEvent::deleted::<k8s_openapi::api::core::v1::Pod>((&key(&format!("low-{i}"))).into(), None),
+            t(2),
+        );
+    }
+    assert_eq!(drain(&mut s, t(2)), (vec![], vec!["hi-1".to_string(), "hi-2".into(), "hi-3".into()]));
+    assert!(s.take_group_outcomes().last().unwrap().scheduled);
+
+    let mut s = scheduler(&full_cluster_and_gang(4, 4));
+    assert_eq!(drain(&mut s, t(0)), (vec![], vec![]));
+    assert!((1..=4).all(|i| s.state().nomination(&key(&format!("hi-{i}"))).is_none()));
+    assert!(s.state().placed().all(|(_, assumed)| !assumed));
+    let terminating = (1..=3).filter(|i| s.state().pods_on(&format!("g{i}")).any(|(_, p)| p.terminating)).count();
+    assert_eq!(terminating, 0, "no victim is evicted");
+}

@@ -12,12 +12,14 @@
 //!   queued member is attempted in turn on the same cluster state, each
 //!   placement assumed before the next member's attempt.
 //! - If with the members already placed at least `minCount` are now
-//!   placed, every outcome goes out (the members that did not fit wait
-//!   with their own reasons, as kube schedules the members beyond
-//!   `minCount` one by one). Otherwise every placement is undone before
-//!   anything is written: the members that did not fit keep their own
-//!   reasons, the others get kube's pod group message, and all wait for a
-//!   cluster change, as any unschedulable pod does (not kube's busy loop).
+//!   placed, every outcome goes out (the members that did not fit run
+//!   PostFilter and wait with their own reasons, as kube schedules the
+//!   members beyond `minCount` one by one). Otherwise every placement is
+//!   undone before anything is written, and the gang's PostFilter runs
+//!   (`preemption`): preemption stands only where it lets the whole gang
+//!   in. The members that did not fit keep their own reasons, the others
+//!   get kube's pod group message, and all wait for a cluster change, as
+//!   any unschedulable pod does (not kube's busy loop).
 //!
 //! The outcomes go to the backend one at a time, through `schedule_next`,
 //! before any other pod is popped.
@@ -26,9 +28,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Attempt, Nomination, Scheduler};
+use super::{Attempt, Mode, Nomination, Scheduler};
 use crate::cluster::pod_groups::GroupPolicy;
 use crate::cluster::{PodInfo, PodKey};
+
+mod preemption;
 
 /// kube-scheduler v1.36.2's message for a gang member that fit while the
 /// gang did not (seen on the real API server).
@@ -97,7 +101,7 @@ impl Scheduler {
         // The quorum is met by placed members alone: the rest are scheduled
         // one by one, each with its own reason.
         if placed >= gang.min_count {
-            return self.pod_attempt(pod, attempts, now, false);
+            return self.pod_attempt(pod, attempts, now, Mode::Member { post_filter: true });
         }
         let others = self.queue.group_members(&gang.namespace, &gang.name);
         if u64::from(placed) + others.len() as u64 + 1 < u64::from(gang.min_count) {
@@ -116,15 +120,18 @@ impl Scheduler {
     }
 
     /// Attempts every member on the same state, then keeps the placements
-    /// if the gang reaches its quorum, or undoes them all.
+    /// if the gang reaches its quorum, or undoes them all and runs the
+    /// gang's PostFilter.
     fn group_cycle(&mut self, gang: &Gang, placed: u32, members: Vec<(Arc<PodInfo>, u32)>, now: Duration) {
+        let deferred = Mode::Member { post_filter: false };
         let outcomes: Vec<Attempt> =
-            members.into_iter().filter_map(|(pod, attempts)| self.pod_attempt(pod, attempts, now, false)).collect();
+            members.into_iter().filter_map(|(pod, attempts)| self.pod_attempt(pod, attempts, now, deferred)).collect();
         let fit = outcomes.iter().filter(|a| matches!(a, Attempt::Placed { .. })).count();
-        let scheduled = u64::from(placed) + fit as u64 >= u64::from(gang.min_count);
+        let fit = placed.saturating_add(u32::try_from(fit).unwrap_or(u32::MAX));
+        let scheduled = fit >= gang.min_count;
         let outcomes = match scheduled {
-            true => outcomes,
-            false => outcomes.into_iter().map(|outcome| self.undo_member(outcome, now)).collect(),
+            true => outcomes.into_iter().map(|outcome| self.member_post_filter(outcome, now)).collect(),
+            false => self.gang_post_filter(gang, fit, outcomes, now),
         };
         self.gangs.ready.extend(outcomes);
         self.gangs.outcomes.push(GroupOutcome {
@@ -132,6 +139,18 @@ impl Scheduler {
             name: gang.name.clone(),
             scheduled,
         });
+    }
+
+    /// kube's PostFilter for a member beyond the quorum that did not fit,
+    /// as for a pod alone.
+    fn member_post_filter(&mut self, outcome: Attempt, now: Duration) -> Attempt {
+        match outcome {
+            Attempt::Unschedulable { pod, mut record, .. } if record.error.is_none() => {
+                let nomination = self.preempt(&pod, &mut record, now);
+                Attempt::Unschedulable { pod, record, nomination }
+            }
+            outcome => outcome,
+        }
     }
 
     /// A member's placement undone because its gang did not reach its
