@@ -34,6 +34,10 @@
 //! rule against this table).
 
 /// Calls `$then! { rows }` with the table's rows (see the crate's docs).
+// A row whose type is the scheduler's own (`crate::cluster::…`) names it
+// in the crate that calls the macro, the scheduler; the fake API server
+// reads no types.
+#[allow(clippy::crate_in_macro_def)]
 #[macro_export]
 macro_rules! watched_kinds {
     ($then:ident) => {
@@ -113,11 +117,18 @@ macro_rules! watched_kinds {
             },
             /// PodGroups: the pods placed together, all or nothing (kube's
             /// gang scheduling, behind the GenericWorkload and GangScheduling
-            /// gates in v1.36). Where the API server does not serve them,
-            /// the watch says so once and none are known.
+            /// gates in v1.36, beta and behind GenericWorkload in v1.37).
+            /// Each version is watched where the API server serves it; where
+            /// it does not, the watch says so once and none are known.
             PodGroup(k8s_openapi::api::scheduling::v1alpha2::PodGroup) {
                 api: "scheduling.k8s.io/v1alpha2", resource: "podgroups", kind: "PodGroup", scope: namespaced,
                 field: pod_groups, apply: pod_groups_changed,
+            },
+            /// v1.37's shape, which k8s-openapi's v1_36 build lacks: wasmsched's
+            /// own decoding.
+            PodGroupBeta(crate::cluster::pod_groups::v1beta1::PodGroup) {
+                api: "scheduling.k8s.io/v1beta1", resource: "podgroups", kind: "PodGroup", scope: namespaced,
+                field: pod_groups_beta, apply: pod_groups_changed,
             },
         }
     };

@@ -12,6 +12,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::kubernetes::writes::report_queue::ReportSender;
 
+use crate::cluster::pod_groups::GroupApi;
 use crate::kubernetes::hot_swap::profile_updates::ProfilePolicies;
 use crate::kubernetes::hot_swap::warm::{PolicyWarmer, Warmed};
 use crate::kubernetes::scheduler_status::SchedulerStatus;
@@ -23,7 +24,8 @@ use crate::kubernetes::writes::binder::{BindOutcome, BindRequest, BindResult};
 use crate::kubernetes::writes::reporter::{PodRef, Report};
 use crate::record::{Attempted, BindingRecord, Recorder};
 use crate::scheduler::{
-    Attempt, CanaryStop, ClusterEvent, DeniedWrites, EventReport, InvalidPod, Nomination, Scheduler, TenantVerdict,
+    Attempt, CanaryStop, ClusterEvent, DeniedWrites, EventReport, InvalidPod, KindInfo, Nomination, Scheduler,
+    TenantVerdict, no_pod_groups_served,
 };
 
 /// Everything the loop hears, each from the producer that owns its type.
@@ -33,6 +35,8 @@ pub enum Input {
     Cluster(ClusterEvent),
     /// A watch's initial list (or a relist) has been applied.
     Synced(String),
+    /// Whether the API server serves a watched kind that may be off.
+    Served(KindInfo, bool),
     /// From the binder.
     Bound(BindResult),
     /// From a profile's policy source (`profile_updates`).
@@ -57,6 +61,7 @@ impl From<Watched> for Input {
         match watched {
             Watched::Event(event) => Input::Cluster(event),
             Watched::Synced(source) => Input::Synced(source),
+            Watched::Served(kind, served) => Input::Served(kind, served),
         }
     }
 }
@@ -204,8 +209,10 @@ impl SchedulingLoop {
                         self.canary_stopped(stop);
                     }
                     for outcome in self.scheduler.take_group_outcomes() {
+                        self.status.metrics.pod_group(&outcome);
                         self.reports.send(Report::GroupDecided(outcome));
                     }
+                    self.tell_unserved_group_members();
                     self.shadow.submit(work);
                 }
             }
@@ -217,6 +224,15 @@ impl SchedulingLoop {
             } else {
                 IDLE_WAKE.min(Duration::from_millis(100))
             };
+        }
+    }
+
+    /// Members of PodGroups no version of which is served: a Warning, once
+    /// each.
+    fn tell_unserved_group_members(&mut self) {
+        for pod in self.scheduler.take_unserved_group_members() {
+            let message = no_pod_groups_served(pod.group.as_deref().unwrap_or_default());
+            self.reports.send(Report::Waiting { pod: PodRef::from(&*pod), message });
         }
     }
 
@@ -239,6 +255,12 @@ impl SchedulingLoop {
         match input {
             Input::Cluster(event) => self.cluster_event(event, now),
             Input::Synced(source) => self.status.set_synced(&source),
+            Input::Served(kind, served) => {
+                if let Some(api) = GroupApi::of(kind.api_version, kind.resource) {
+                    self.scheduler.set_group_api_served(api, served);
+                    self.tell_unserved_group_members();
+                }
+            }
             Input::Bound(BindResult { request, outcome }) => {
                 self.bindings_in_flight = self.bindings_in_flight.saturating_sub(1);
                 self.binding_result(request, outcome, now);

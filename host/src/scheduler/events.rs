@@ -62,16 +62,16 @@ macro_rules! cluster_events {
             /// The event as a recording keeps it (`--record`).
             pub fn to_record(&self) -> Result<EventRecord, serde_json::Error> {
                 match self {
-                    $(ClusterEvent::$variant(change) => EventRecord::of($resource, change),)*
+                    $(ClusterEvent::$variant(change) => EventRecord::of($resource, $api, change),)*
                 }
             }
 
             /// The event a recording kept.
             pub fn from_record(record: EventRecord) -> Result<ClusterEvent, String> {
-                match record.resource.as_str() {
-                    $($resource => Ok(ClusterEvent::$variant(record.change()?)),)*
-                    other => Err(format!("no watched kind is called {other:?}")),
-                }
+                $(if record.resource == $resource && record.api_version.as_deref().is_none_or(|v| v == $api) {
+                    return Ok(ClusterEvent::$variant(record.change()?));
+                })*
+                Err(format!("no watched kind is called {:?}", record.resource))
             }
         }
     };
@@ -97,6 +97,20 @@ impl KindInfo {
     /// The API group: "" for the core group.
     pub fn group(&self) -> &'static str {
         self.api_version.rsplit_once('/').map_or("", |(group, _)| group)
+    }
+
+    /// How log lines and readiness name the kind's watch: its resource,
+    /// or, where the table watches that resource in several versions,
+    /// the resource with its version and group as kubectl spells it
+    /// (`podgroups.v1beta1.scheduling.k8s.io`).
+    pub fn source_name(&self) -> String {
+        match WATCHED_KINDS.iter().filter(|k| k.resource == self.resource && k.group() == self.group()).count() {
+            1 => self.resource.to_string(),
+            _ => {
+                let version = self.api_version.rsplit('/').next().unwrap_or_default();
+                format!("{}.{version}.{}", self.resource, self.group())
+            }
+        }
     }
 
     /// `pods`, `poddisruptionbudgets.policy`: as kubectl and RBAC name it.
@@ -128,6 +142,10 @@ pub enum Change<K> {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EventRecord {
     pub resource: String,
+    /// The API version, for a resource the table watches in several
+    /// (PodGroups); a record without one is of the table's first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
     #[serde(flatten)]
     pub change: ChangeRecord,
 }
@@ -146,7 +164,11 @@ pub enum ChangeRecord {
 }
 
 impl EventRecord {
-    fn of<K: serde::Serialize>(resource: &str, change: &Change<K>) -> Result<EventRecord, serde_json::Error> {
+    fn of<K: serde::Serialize>(
+        resource: &str,
+        api_version: &str,
+        change: &Change<K>,
+    ) -> Result<EventRecord, serde_json::Error> {
         let change = match change {
             Change::Applied(object) => ChangeRecord::Applied(serde_json::to_value(&**object)?),
             Change::Deleted { key, uid } => {
@@ -159,7 +181,9 @@ impl EventRecord {
                 ChangeRecord::Listed(keys)
             }
         };
-        Ok(EventRecord { resource: resource.to_string(), change })
+        let versions = WATCHED_KINDS.iter().filter(|k| k.resource == resource).count();
+        let api_version = (versions > 1).then(|| api_version.to_string());
+        Ok(EventRecord { resource: resource.to_string(), api_version, change })
     }
 
     fn change<K: serde::de::DeserializeOwned>(self) -> Result<Change<K>, String> {
@@ -285,6 +309,27 @@ mod tests {
         wasmsched_kinds::watched_kinds!(each_kind_agrees);
         assert_eq!(WATCHED_KINDS[3].qualified(), "poddisruptionbudgets.policy");
         assert_eq!(WATCHED_KINDS[0].qualified(), "nodes");
+    }
+
+    /// A resource watched in several versions keeps its version in a
+    /// recording, and a record without one (written before there were
+    /// two) is of the table's first.
+    #[test]
+    fn a_recording_tells_the_versions_of_one_resource_apart() {
+        use crate::cluster::pod_groups::v1beta1;
+        let mut beta = v1beta1::PodGroup::default();
+        beta.metadata.name = Some("g".into());
+        beta.metadata.namespace = Some("t".into());
+        let record = ClusterEvent::applied(beta).to_record().unwrap();
+        assert_eq!(record.api_version.as_deref(), Some("scheduling.k8s.io/v1beta1"));
+        assert!(matches!(ClusterEvent::from_record(record).unwrap(), ClusterEvent::PodGroupBeta(_)));
+        let deleted =
+            ClusterEvent::deleted::<v1beta1::PodGroup>(ObjectKey { namespace: "t".into(), name: "g".into() }, None);
+        let mut old = deleted.to_record().unwrap();
+        old.api_version = None;
+        assert!(matches!(ClusterEvent::from_record(old).unwrap(), ClusterEvent::PodGroup(_)));
+        let pod = ClusterEvent::deleted::<Pod>(ObjectKey::cluster_scoped("p"), None).to_record().unwrap();
+        assert_eq!(pod.api_version, None, "a resource of one version says none");
     }
 
     /// docs/architecture.md's table of kinds is the table's, in its order.

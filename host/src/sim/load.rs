@@ -22,7 +22,9 @@ const SIMULATOR_KINDS: [&str; 2] = ["PriorityClass", "ResourceClaimTemplate"];
 
 /// The kinds the simulator reads, for messages.
 fn kinds() -> String {
-    let kinds: Vec<&str> = WATCHED_KINDS.iter().map(|k| k.kind).chain(SIMULATOR_KINDS).collect();
+    let mut kinds: Vec<&str> = WATCHED_KINDS.iter().map(|k| k.kind).chain(SIMULATOR_KINDS).collect();
+    // A kind watched in several versions is named once.
+    kinds.dedup();
     kinds.join(", ")
 }
 
@@ -77,6 +79,7 @@ impl Manifests {
 
     fn add_value(&mut self, at: &str, value: serde_yaml::Value) {
         let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or_default().to_string();
+        let api_version = value.get("apiVersion").and_then(|k| k.as_str()).unwrap_or_default().to_string();
         if kind == "List" || kind.ends_with("List") {
             let items = value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default();
             for (i, item) in items.into_iter().enumerate() {
@@ -92,7 +95,7 @@ impl Manifests {
         match kind.as_str() {
             "PriorityClass" => priority_classes.extend(reader.read(&kind, false)),
             "ResourceClaimTemplate" => claim_templates.extend(reader.read(&kind, true)),
-            _ if objects.read(&kind, &mut reader) => {}
+            _ if objects.read(&api_version, &kind, &mut reader) => {}
             _ => *self.ignored_kinds.entry(kind).or_default() += 1,
         }
     }

@@ -29,10 +29,13 @@ macro_rules! cluster_objects {
         }
 
         impl ClusterObjects {
-            /// Reads an object of the kind called `kind` into its list;
-            /// `false` when no watched kind is called that.
-            pub fn read(&mut self, kind: &str, reader: &mut impl ObjectReader) -> bool {
-                $(if kind == $name {
+            /// Reads an object of the kind called `kind` into its list (of
+            /// its `api_version`, where the table has the kind in several;
+            /// else the kind's first, which says when the version is not
+            /// its own); `false` when no watched kind is called that.
+            pub fn read(&mut self, api_version: &str, kind: &str, reader: &mut impl ObjectReader) -> bool {
+                let listed = [$(($name, $api)),*].contains(&(kind, api_version));
+                $(if kind == $name && (!listed || api_version == $api) {
                     self.$field.extend(reader.read::<$kind>($name, cluster_objects!(@namespaced $scope)));
                     return true;
                 })*

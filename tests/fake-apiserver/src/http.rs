@@ -11,6 +11,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
+
+use crate::resources::RESOURCES;
 use tokio::sync::{broadcast, mpsc};
 
 use crate::resources::ResourceType;
@@ -122,6 +124,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             return error(e);
         }
     }
+    if let Some(list) = discovery(&path) {
+        return full(200, &list);
+    }
     let target = match route(&path) {
         Ok(t) => t,
         Err(e) => return error(e),
@@ -154,6 +159,32 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         s.total += started.elapsed();
     }
     response
+}
+
+/// `/api/v1` or `/apis/GROUP/VERSION`: the resources served there, as
+/// kube's discovery lists them; `None` for any other path, or a version
+/// nothing is served in (its 404 comes from `route`).
+fn discovery(path: &str) -> Option<Value> {
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    let api_version = match segments[..] {
+        ["", "api", version] => version.to_string(),
+        ["", "apis", group, version] => format!("{group}/{version}"),
+        _ => return None,
+    };
+    let resources: Vec<Value> = RESOURCES
+        .iter()
+        .filter(|r| r.api_version == api_version)
+        .map(|r| {
+            json!({
+                "name": r.plural, "singularName": "", "namespaced": r.namespaced, "kind": r.kind,
+                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+            })
+        })
+        .collect();
+    if resources.is_empty() {
+        return None;
+    }
+    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": api_version, "resources": resources}))
 }
 
 fn scripted_fault(shared: &Shared, method: &str, path: &str) -> Option<(u16, Duration)> {

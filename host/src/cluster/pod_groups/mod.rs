@@ -1,11 +1,19 @@
-//! PodGroups (`scheduling.k8s.io/v1alpha2`, kube's workload-aware
-//! scheduling): which pods are placed together, all or nothing, and how
-//! many of them at least (`spec.schedulingPolicy.gang.minCount`). A pod
-//! joins one by `spec.schedulingGroup.podGroupName`, in its namespace.
+//! PodGroups (kube's workload-aware scheduling): which pods are placed
+//! together, all or nothing, and how many of them at least
+//! (`spec.schedulingPolicy.gang.minCount`). A pod joins one by
+//! `spec.schedulingGroup.podGroupName`, in its namespace.
+//!
+//! Two API versions carry them, each watched where it is served:
+//! `scheduling.k8s.io/v1alpha2` (v1.36 with the gates) and `v1beta1`
+//! (v1.37). Each version's watch keeps its own entries, so that one
+//! version's list (an empty one, where it is not served) never drops what
+//! the other holds; where both say something of a group, v1beta1 does.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::scheduling::v1alpha2::PodGroup;
+use k8s_openapi::api::scheduling::v1alpha2;
+
+pub mod v1beta1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupPolicy {
@@ -16,41 +24,157 @@ pub enum GroupPolicy {
 }
 
 impl GroupPolicy {
-    pub fn of(group: &PodGroup) -> GroupPolicy {
-        match &group.spec.scheduling_policy.gang {
+    fn of_gang(gang: Option<i32>) -> GroupPolicy {
+        match gang {
             // The API server refuses a minCount below 1.
-            Some(gang) => GroupPolicy::Gang { min_count: u32::try_from(gang.min_count).unwrap_or(1).max(1) },
+            Some(min_count) => GroupPolicy::Gang { min_count: u32::try_from(min_count).unwrap_or(1).max(1) },
             None => GroupPolicy::Basic,
         }
     }
 }
 
-/// The PodGroups known, by namespace and name.
+/// The API version a PodGroup was read through, which its condition is
+/// written through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum GroupApi {
+    V1alpha2,
+    V1beta1,
+}
+
+impl GroupApi {
+    pub const ALL: [GroupApi; 2] = [GroupApi::V1alpha2, GroupApi::V1beta1];
+
+    /// The version a kind's `apiVersion` names, if it is a PodGroup one.
+    pub fn of(api_version: &str, resource: &str) -> Option<GroupApi> {
+        match (api_version, resource) {
+            ("scheduling.k8s.io/v1alpha2", "podgroups") => Some(GroupApi::V1alpha2),
+            ("scheduling.k8s.io/v1beta1", "podgroups") => Some(GroupApi::V1beta1),
+            _ => None,
+        }
+    }
+}
+
+/// A PodGroup of either version, as the model reads it.
+pub trait GroupObject {
+    const API: GroupApi;
+    fn key(&self) -> (String, String);
+    fn policy(&self) -> GroupPolicy;
+}
+
+impl GroupObject for v1alpha2::PodGroup {
+    const API: GroupApi = GroupApi::V1alpha2;
+    fn key(&self) -> (String, String) {
+        (self.metadata.namespace.clone().unwrap_or_default(), self.metadata.name.clone().unwrap_or_default())
+    }
+    fn policy(&self) -> GroupPolicy {
+        GroupPolicy::of_gang(self.spec.scheduling_policy.gang.as_ref().map(|g| g.min_count))
+    }
+}
+
+impl GroupObject for v1beta1::PodGroup {
+    const API: GroupApi = GroupApi::V1beta1;
+    fn key(&self) -> (String, String) {
+        (self.metadata.namespace.clone().unwrap_or_default(), self.metadata.name.clone().unwrap_or_default())
+    }
+    fn policy(&self) -> GroupPolicy {
+        GroupPolicy::of_gang(self.spec.scheduling_policy.gang.as_ref().map(|g| g.min_count))
+    }
+}
+
+/// The PodGroups known, by namespace and name, each version's apart.
 #[derive(Debug, Default)]
 pub struct PodGroups {
-    groups: HashMap<(String, String), GroupPolicy>,
+    groups: HashMap<(String, String), BTreeMap<GroupApi, GroupPolicy>>,
 }
 
 impl PodGroups {
-    /// Stores `group`; returns whether its policy is new or changed.
-    pub fn upserted(&mut self, group: &PodGroup) -> bool {
-        let namespace = group.metadata.namespace.clone().unwrap_or_default();
-        let name = group.metadata.name.clone().unwrap_or_default();
-        let policy = GroupPolicy::of(group);
-        self.groups.insert((namespace, name), policy) != Some(policy)
+    /// Stores `group`; returns whether the policy in force for it is new
+    /// or changed.
+    pub fn upserted<G: GroupObject>(&mut self, group: &G) -> bool {
+        let key = group.key();
+        let before = self.policy(&key.0, &key.1);
+        self.groups.entry(key.clone()).or_default().insert(G::API, group.policy());
+        self.policy(&key.0, &key.1) != before
     }
 
-    pub fn deleted(&mut self, namespace: &str, name: &str) {
-        self.groups.remove(&(namespace.to_string(), name.to_string()));
+    /// The PodGroup `name` gone from `api`'s watch.
+    pub fn deleted(&mut self, api: GroupApi, namespace: &str, name: &str) {
+        let key = (namespace.to_string(), name.to_string());
+        if let Some(versions) = self.groups.get_mut(&key) {
+            versions.remove(&api);
+            if versions.is_empty() {
+                self.groups.remove(&key);
+            }
+        }
     }
 
     /// The policy of PodGroup `name` in `namespace`; `None` when there is
     /// no such PodGroup (its members wait for it).
     pub fn policy(&self, namespace: &str, name: &str) -> Option<GroupPolicy> {
-        self.groups.get(&(namespace.to_string(), name.to_string())).copied()
+        let (_, policy) = self.newest(namespace, name)?;
+        Some(policy)
     }
 
+    /// The version PodGroup `name` is read and written through: v1beta1
+    /// where both serve it.
+    pub fn api(&self, namespace: &str, name: &str) -> Option<GroupApi> {
+        Some(self.newest(namespace, name)?.0)
+    }
+
+    fn newest(&self, namespace: &str, name: &str) -> Option<(GroupApi, GroupPolicy)> {
+        let versions = self.groups.get(&(namespace.to_string(), name.to_string()))?;
+        versions.last_key_value().map(|(api, policy)| (*api, *policy))
+    }
+
+    /// Every PodGroup known, through any version.
     pub fn keys(&self) -> impl Iterator<Item = (&str, &str)> {
         self.groups.keys().map(|(namespace, name)| (namespace.as_str(), name.as_str()))
+    }
+
+    /// The PodGroups `api`'s watch holds.
+    pub fn keys_of(&self, api: GroupApi) -> impl Iterator<Item = (&str, &str)> {
+        let held = self.groups.iter().filter(move |(_, versions)| versions.contains_key(&api));
+        held.map(|((namespace, name), _)| (namespace.as_str(), name.as_str()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alpha(name: &str, min_count: i32) -> v1alpha2::PodGroup {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "t"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+        }))
+        .unwrap()
+    }
+
+    fn beta(name: &str, min_count: i32) -> v1beta1::PodGroup {
+        let mut group = v1beta1::PodGroup::default();
+        group.metadata.name = Some(name.into());
+        group.metadata.namespace = Some("t".into());
+        group.spec.scheduling_policy.gang = Some(v1beta1::GangSchedulingPolicy { min_count });
+        group
+    }
+
+    #[test]
+    fn each_version_keeps_its_own_entries_and_v1beta1_decides() {
+        let mut groups = PodGroups::default();
+        assert!(groups.upserted(&alpha("g", 4)));
+        assert_eq!(groups.api("t", "g"), Some(GroupApi::V1alpha2));
+        assert!(groups.upserted(&beta("g", 2)), "v1beta1's minCount is in force");
+        assert_eq!(groups.policy("t", "g"), Some(GroupPolicy::Gang { min_count: 2 }));
+        assert_eq!(groups.api("t", "g"), Some(GroupApi::V1beta1));
+        assert!(!groups.upserted(&alpha("g", 4)), "v1alpha2's again changes nothing in force");
+        // v1beta1's minCount is mutable.
+        assert!(groups.upserted(&beta("g", 3)));
+        assert_eq!(groups.keys_of(GroupApi::V1alpha2).count(), 1);
+        groups.deleted(GroupApi::V1beta1, "t", "g");
+        assert_eq!(groups.policy("t", "g"), Some(GroupPolicy::Gang { min_count: 4 }));
+        groups.deleted(GroupApi::V1alpha2, "t", "g");
+        assert_eq!(groups.policy("t", "g"), None);
+        assert_eq!(groups.keys().count(), 0);
     }
 }

@@ -162,8 +162,10 @@ pub fn needs<S>(config: &RunConfig<S>, lease_namespace: &str) -> Vec<Need> {
     };
     let mut needs = Vec::new();
     // The kinds the scheduling core watches, cluster-wide.
-    for kind in WATCHED_KINDS {
-        let (group, resource) = (kind.group(), kind.resource);
+    // A resource watched in several versions is one permission.
+    let mut kinds: Vec<(&str, &str)> = WATCHED_KINDS.iter().map(|k| (k.group(), k.resource)).collect();
+    kinds.dedup();
+    for (group, resource) in kinds {
         for verb in ["list", "watch"] {
             needs.push(everywhere(verb, group, resource, "", Gate::Watch, "the scheduling core's view of the cluster"));
         }
@@ -255,7 +257,7 @@ mod tests {
                 .into_iter()
                 .map(|s| s.name)
                 .collect();
-        let watched: Vec<String> = WATCHED_KINDS.iter().map(|k| k.resource.to_string()).collect();
+        let watched: Vec<String> = WATCHED_KINDS.iter().map(|k| k.source_name()).collect();
         assert_eq!(sources, watched);
     }
 

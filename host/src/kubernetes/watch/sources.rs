@@ -36,7 +36,7 @@ use serde::de::DeserializeOwned;
 use crate::kubernetes::watch::decode::{self, Observed};
 use crate::kubernetes::watch::retry::{FailureKind, WatchTarget, classify};
 use crate::kubernetes::watch::strip::Stripped;
-use crate::scheduler::{ClusterEvent, ObjectKey, WatchedKind};
+use crate::scheduler::{ClusterEvent, KindInfo, ObjectKey, WatchedKind};
 
 type Task<T> = Box<dyn FnOnce(kube::Client, Sender<T>) -> BoxFuture<'static, ()> + Send>;
 
@@ -54,6 +54,8 @@ pub enum Watched {
     Event(ClusterEvent),
     /// The watch's list (or relist) is complete: the source named is in sync.
     Synced(String),
+    /// Whether the API server serves the kind (one that may be off).
+    Served(KindInfo, bool),
 }
 
 /// `Source::all`, from the kinds table: one watch per kind, with the
@@ -86,7 +88,7 @@ impl<T: From<Watched> + Send + 'static> Source<T> {
     {
         let info = K::INFO;
         let scope = if info.namespaced { "in all namespaces" } else { "(cluster-scoped)" };
-        let name = info.resource.to_string();
+        let name = info.source_name();
         let target =
             WatchTarget { name: name.clone(), resource: info.qualified(), scope: scope.into(), switch_off: None };
         let task: Task<T> = Box::new(move |client, tx| {
@@ -133,19 +135,25 @@ where
             Err(_) => true,
         };
         if served {
-            return true;
+            tracing::info!(
+                "{}: watching {} ({}), which this API server serves",
+                target.name,
+                info.resource,
+                info.api_version
+            );
+            return tx.send(Watched::Served(info, true).into()).is_ok();
         }
         if !said {
             tracing::info!(
-                "{}: this API server does not serve {} ({}); none are known, and pods that need one wait for it. \
-                 Looking again every {}s",
+                "{}: this API server does not serve {} ({}); none are known through it. Looking again every {}s",
                 target.name,
                 info.resource,
                 info.api_version,
                 NOT_SERVED_LOOK.as_secs()
             );
             let listed = Watched::Event(ClusterEvent::listed::<K>(Default::default()));
-            if tx.send(listed.into()).is_err() || tx.send(Watched::Synced(target.name.clone()).into()).is_err() {
+            let sent = [listed, Watched::Synced(target.name.clone()), Watched::Served(info, false)];
+            if !sent.into_iter().all(|watched| tx.send(watched.into()).is_ok()) {
                 return false;
             }
             said = true;
@@ -180,6 +188,7 @@ where
                 not_served_said = true;
                 send(Watched::Event(ClusterEvent::listed::<K>(Default::default())))
                     && send(Watched::Synced(name.clone()))
+                    && send(Watched::Served(K::INFO, false))
             }
             // Logged and retried by `with_retry`.
             Err(_) => true,

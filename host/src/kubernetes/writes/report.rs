@@ -44,4 +44,7 @@ pub enum Report {
     /// A group cycle's decision: its PodGroup's `PodGroupScheduled`
     /// condition.
     GroupDecided(GroupOutcome),
+    /// A pod waits for something it cannot get here, which kube writes
+    /// nothing about: a Warning `FailedScheduling` event, no condition.
+    Waiting { pod: PodRef, message: String },
 }

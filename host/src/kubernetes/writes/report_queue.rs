@@ -129,7 +129,7 @@ impl Pending {
                 pod.key.clone()
             }
             Report::Forget(key) => key.clone(),
-            Report::CanaryStopped(_) | Report::GroupDecided(_) => {
+            Report::CanaryStopped(_) | Report::GroupDecided(_) | Report::Waiting { .. } => {
                 self.other.push_back(report);
                 self.len += 1;
                 return;

@@ -144,6 +144,9 @@ impl PodReporter {
                     drop(permit);
                 });
             }
+            Report::Waiting { pod, message } => {
+                self.create(&pod, "Warning", "FailedScheduling", "Scheduling", message).await;
+            }
             Report::Forget(key) => {
                 self.last_failure.remove(&key);
                 self.last_condition.remove(&key);

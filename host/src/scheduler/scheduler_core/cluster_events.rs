@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
-use k8s_openapi::api::scheduling::v1alpha2::PodGroup;
 
 use super::Scheduler;
 use super::stores::{KindStore, apply_to, gone_from};
 use crate::cluster::convert::{bound_node, is_terminal, scheduler_name};
+use crate::cluster::pod_groups::GroupObject;
 use crate::cluster::{ClusterState, Devices, PodInfo, PodKey, Volumes};
 use crate::scheduler::events::{Change, ClusterEvent, EventReport, InvalidPod, ObjectKey};
 use crate::scheduler::plugins::queueing_hints::{AfterPodGone, Room};
@@ -79,7 +79,7 @@ impl Scheduler {
 
     /// A PodGroup made, changed or gone: the members held for it look
     /// again (each finds its group's quorum, or waits again).
-    fn pod_groups_changed(&mut self, change: Change<PodGroup>, now: Duration) -> EventReport {
+    fn pod_groups_changed<G: GroupObject>(&mut self, change: Change<G>, now: Duration) -> EventReport {
         if apply_to(self.state.pod_groups_mut(), change) {
             self.release_gangs();
             self.queue.cluster_changed(now);

@@ -9,10 +9,9 @@ use std::collections::HashSet;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use k8s_openapi::api::scheduling::v1alpha2::PodGroup;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment};
 
-use crate::cluster::pod_groups::PodGroups;
+use crate::cluster::pod_groups::{GroupObject, PodGroups};
 use crate::cluster::{ClusterState, Devices, DisruptionBudget, Volumes};
 use crate::scheduler::events::{Change, ObjectKey};
 
@@ -117,18 +116,20 @@ impl KindStore<CSINode> for ClusterState {
 /// A PodGroup made or changed may complete a gang its members wait for
 /// (the scheduler releases them, `pod_groups_changed`); a deleted one
 /// leaves its members waiting.
-impl KindStore<PodGroup> for PodGroups {
-    fn upsert(&mut self, group: &PodGroup) -> bool {
+/// Each version's watch holds its own entries.
+impl<G: GroupObject> KindStore<G> for PodGroups {
+    fn upsert(&mut self, group: &G) -> bool {
         self.upserted(group)
     }
 
     fn remove(&mut self, key: &ObjectKey) -> bool {
-        self.deleted(&key.namespace, &key.name);
+        self.deleted(G::API, &key.namespace, &key.name);
         false
     }
 
     fn held(&self) -> Vec<ObjectKey> {
-        self.keys().map(|(namespace, name)| ObjectKey { namespace: namespace.into(), name: name.into() }).collect()
+        let held = self.keys_of(G::API);
+        held.map(|(namespace, name)| ObjectKey { namespace: namespace.into(), name: name.into() }).collect()
     }
 }
 

@@ -334,6 +334,76 @@ async fn without_pod_groups_served_the_scheduler_is_ready_and_gang_members_wait(
     let member = c.pods().get("member").await.unwrap();
     assert!(member.spec.and_then(|s| s.node_name).is_none(), "a member of a PodGroup never seen was bound");
     let conditions = member.status.and_then(|s| s.conditions).unwrap_or_default();
-    assert!(conditions.is_empty(), "a held member is left untouched: {conditions:?}");
+    assert!(conditions.is_empty(), "a held member gets no condition: {conditions:?}");
+    // Neither version is served: the member is told why it waits, once.
+    let told = c.wait_event("member", "FailedScheduling").await;
+    assert_eq!(told.note.as_deref(), Some(wasmsched::scheduler::no_pod_groups_served("training").as_str()));
+    c.add_pod("plain-2", "100m", json!({})).await;
+    c.wait_bound(&["plain-2".to_string()]).await;
+    let events = c.events_for("member").await;
+    assert_eq!(events.len(), 1, "told once: {events:#?}");
+    s.shutdown().await;
+}
+
+/// A v1.37 API server serves PodGroups as `scheduling.k8s.io/v1beta1`
+/// (here, not v1alpha2): a gang of that version is held below its quorum,
+/// its `minCount` may be lowered (mutable in v1beta1) and then its
+/// members are placed together, and the PodGroup gets v1beta1's
+/// `PodGroupInitiallyScheduled` condition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v1beta1_pod_group_is_honoured_with_its_mutable_min_count() {
+    use wasmsched::cluster::pod_groups::v1beta1::PodGroup;
+    let c = TestCluster::new("beta").await;
+    let Some(fake) = c.fake_only("a_v1beta1_pod_group_is_honoured_with_its_mutable_min_count") else {
+        return;
+    };
+    fake.fail_requests(Fault {
+        method: Some("GET".into()),
+        path_contains: "/scheduling.k8s.io/v1alpha2".into(),
+        code: 404,
+        delay: Duration::ZERO,
+        times: 1_000,
+    });
+    c.add_node("only", "2", "4Gi", json!({})).await;
+    let groups: Api<PodGroup> = Api::namespaced(c.client.clone(), &c.namespace);
+    let group = json!({"metadata": {"name": "train"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}});
+    groups.create(&PostParams::default(), &serde_json::from_value(group).unwrap()).await.unwrap();
+    let s = c.start_scheduler("beta", false).await;
+    wait_ready(&s).await;
+    let members = ["m-1".to_string(), "m-2".to_string()];
+    for name in &members {
+        c.add_pod(name, "100m", json!({"schedulingGroup": {"podGroupName": "train"}})).await;
+    }
+    c.add_pod("plain", "100m", json!({})).await;
+    c.wait_bound(&["plain".to_string()]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(c.node_of("m-1").await.is_none() && c.node_of("m-2").await.is_none(), "held below minCount 3");
+    let lowered = json!({"spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}});
+    groups.patch("train", &PatchParams::default(), &Patch::Merge(&lowered)).await.unwrap();
+    c.wait_bound(&members).await;
+    let deadline = crate::common::hang_guard();
+    let condition = loop {
+        let group = groups.get("train").await.unwrap();
+        let conditions = group.status.and_then(|s| s.conditions).unwrap_or_default();
+        if let Some(c) = conditions.into_iter().find(|c| c.type_ == "PodGroupInitiallyScheduled") {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "no PodGroupInitiallyScheduled condition within the hang guard");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("True", "Scheduled"));
+    // One group cycle, counted under kube's names.
+    let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
+    let profile = c.scheduler_name();
+    for line in [
+        format!("scheduler_podgroup_schedule_attempts_total{{result=\"scheduled\",profile=\"{profile}\"}} 1"),
+        format!(
+            "scheduler_podgroup_scheduling_attempt_duration_seconds_count{{result=\"scheduled\",profile=\"{profile}\"}} 1"
+        ),
+        "scheduler_podgroup_scheduling_algorithm_duration_seconds_count 1".to_string(),
+        "scheduler_podgroup_scheduling_algorithm_duration_seconds_bucket{le=\"16.384\"} 1".to_string(),
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    }
     s.shutdown().await;
 }

@@ -278,3 +278,29 @@ fn a_gang_keeps_its_nominations_only_while_they_make_it_whole() {
     let terminating = (1..=3).filter(|i| s.state().pods_on(&format!("g{i}")).any(|(_, p)| p.terminating)).count();
     assert_eq!(terminating, 0, "no victim is evicted");
 }
+
+/// v1.37's `scheduling.k8s.io/v1beta1` PodGroups are read from manifests
+/// as v1.36's v1alpha2 ones are, each version into its own list.
+#[test]
+fn a_v1beta1_pod_group_is_placed_all_or_nothing_too() {
+    let beta = |name: &str, min_count: u32| {
+        group(name, min_count).replace("scheduling.k8s.io/v1alpha2", "scheduling.k8s.io/v1beta1")
+    };
+    let report = run(&format!(
+        "{}{}{}{}{}",
+        cluster(),
+        beta("ok", 3),
+        members("ok", 3, "3"),
+        beta("big", 2),
+        members("big", 2, "3")
+    ));
+    assert_eq!(report.placements.len(), 3, "{:?}", report.unschedulable);
+    assert!((1..=3).all(|i| placed(&report, &format!("ok-{i}")).is_some()));
+    // The room went to the first gang: neither member of the second fits.
+    assert!(
+        (1..=2)
+            .all(|i| message(&report, &format!("big-{i}")).starts_with("0/3 nodes are available: 3 Insufficient cpu."))
+    );
+    let groups: Vec<(String, Option<bool>)> = report.groups.iter().map(|g| (g.group.clone(), g.last_cycle)).collect();
+    assert_eq!(groups, [("t/big".to_string(), Some(false)), ("t/ok".to_string(), Some(true))]);
+}

@@ -24,12 +24,12 @@
 //! The outcomes go to the backend one at a time, through `schedule_next`,
 //! before any other pod is popped.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{Attempt, Mode, Nomination, Scheduler};
-use crate::cluster::pod_groups::GroupPolicy;
+use crate::cluster::pod_groups::{GroupApi, GroupPolicy};
 use crate::cluster::{PodInfo, PodKey};
 
 mod preemption;
@@ -48,12 +48,23 @@ pub(super) struct Gang {
 }
 
 /// What a group cycle decided for its PodGroup, for the backend to write
-/// as the PodGroup's `PodGroupScheduled` condition.
+/// as the PodGroup's condition, through the version it was read through.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupOutcome {
     pub namespace: String,
     pub name: String,
     pub scheduled: bool,
+    pub api: GroupApi,
+    /// The profile whose policies decided it.
+    pub profile: String,
+    /// Not scheduled for an error (a member's attempt failed with one),
+    /// not for want of room.
+    pub error: bool,
+    /// The members' attempts, and the whole cycle with PostFilter and
+    /// undoing (kube's `scheduler_podgroup_scheduling_algorithm_duration_seconds`
+    /// and `…_attempt_duration_seconds`).
+    pub algorithm: Duration,
+    pub took: Duration,
 }
 
 #[derive(Default)]
@@ -64,6 +75,24 @@ pub(super) struct Gangs {
     ready: VecDeque<Attempt>,
     /// Group cycles' decisions not taken by the backend yet.
     outcomes: Vec<GroupOutcome>,
+    /// The PodGroup API versions the API server does not serve.
+    unserved: BTreeSet<GroupApi>,
+    /// Members told (once) that no PodGroup can exist here, and those to
+    /// tell.
+    told: HashSet<PodKey>,
+    to_tell: Vec<Arc<PodInfo>>,
+}
+
+/// What a member of a missing PodGroup is told where the API server
+/// serves no PodGroups at all (kube-scheduler says nothing then: the
+/// pod waits forever, unexplained).
+pub fn no_pod_groups_served(group: &str) -> String {
+    format!(
+        "pod group {group} cannot exist here: this API server serves no PodGroups (neither \
+         scheduling.k8s.io/v1beta1 nor v1alpha2); the pod waits until it does (Kubernetes v1.36: \
+         --feature-gates=GenericWorkload=true,GangScheduling=true and \
+         --runtime-config=scheduling.k8s.io/v1alpha2=true on the API server)"
+    )
 }
 
 impl Gangs {
@@ -106,6 +135,9 @@ impl Scheduler {
         let others = self.queue.group_members(&gang.namespace, &gang.name);
         if u64::from(placed) + others.len() as u64 + 1 < u64::from(gang.min_count) {
             self.queue.hold(&pod.key);
+            if gang.min_count == u32::MAX {
+                self.tell_if_unserved(&pod);
+            }
             let waits = self.gangs.waits.entry((gang.namespace, gang.name)).or_default();
             if !waits.contains(&pod.key) {
                 waits.push(pod.key.clone());
@@ -123,9 +155,14 @@ impl Scheduler {
     /// if the gang reaches its quorum, or undoes them all and runs the
     /// gang's PostFilter.
     fn group_cycle(&mut self, gang: &Gang, placed: u32, members: Vec<(Arc<PodInfo>, u32)>, now: Duration) {
+        let started = Instant::now();
+        let profile = members.first().map(|(pod, _)| pod.scheduler_name.clone()).unwrap_or_default();
         let deferred = Mode::Member { post_filter: false };
         let outcomes: Vec<Attempt> =
             members.into_iter().filter_map(|(pod, attempts)| self.pod_attempt(pod, attempts, now, deferred)).collect();
+        let algorithm = started.elapsed();
+        let error =
+            outcomes.iter().any(|a| matches!(a, Attempt::Unschedulable { record, .. } if record.error.is_some()));
         let fit = outcomes.iter().filter(|a| matches!(a, Attempt::Placed { .. })).count();
         let fit = placed.saturating_add(u32::try_from(fit).unwrap_or(u32::MAX));
         let scheduled = fit >= gang.min_count;
@@ -138,6 +175,11 @@ impl Scheduler {
             namespace: gang.namespace.clone(),
             name: gang.name.clone(),
             scheduled,
+            api: self.state.pod_groups().api(&gang.namespace, &gang.name).unwrap_or(GroupApi::V1alpha2),
+            profile,
+            error: error && !scheduled,
+            algorithm,
+            took: started.elapsed(),
         });
     }
 
@@ -163,6 +205,45 @@ impl Scheduler {
         record.message = Some(GANG_UNSCHEDULABLE.to_string());
         self.queue.unschedulable(&pod.key, now);
         Attempt::Unschedulable { pod, record, nomination: Nomination::Unchanged }
+    }
+
+    /// What the watches found of a PodGroup API version: served or not.
+    /// Where none is, the members waiting for a PodGroup are told so,
+    /// once each.
+    pub fn set_group_api_served(&mut self, api: GroupApi, served: bool) {
+        match served {
+            true => self.gangs.unserved.remove(&api),
+            false => self.gangs.unserved.insert(api),
+        };
+        let held: Vec<Arc<PodInfo>> = self
+            .gangs
+            .waits
+            .values()
+            .flatten()
+            .filter_map(|key| self.queue.get(key))
+            .filter(|p| p.group.as_deref().is_some_and(|g| self.gang_missing(p, g)))
+            .cloned()
+            .collect();
+        for pod in &held {
+            self.tell_if_unserved(pod);
+        }
+    }
+
+    fn gang_missing(&self, pod: &PodInfo, group: &str) -> bool {
+        self.state.pod_groups().policy(&pod.key.namespace, group).is_none()
+    }
+
+    fn tell_if_unserved(&mut self, pod: &Arc<PodInfo>) {
+        let none_served = self.gangs.unserved.len() == GroupApi::ALL.len();
+        if none_served && self.gangs.told.insert(pod.key.clone()) {
+            self.gangs.to_tell.push(pod.clone());
+        }
+    }
+
+    /// Members of a missing PodGroup to tell, once, that this API server
+    /// serves none ([`no_pod_groups_served`]).
+    pub fn take_unserved_group_members(&mut self) -> Vec<Arc<PodInfo>> {
+        std::mem::take(&mut self.gangs.to_tell)
     }
 
     /// Every held gang member looks again (a PodGroup made or changed).

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use crate::scheduler::shadow::CandidateKey;
 use crate::scheduler::shadow::ShadowResult;
-use crate::scheduler::{AttemptRecord, QueueSizes};
+use crate::scheduler::{AttemptRecord, GroupOutcome, QueueSizes};
+
+mod pod_groups;
 
 /// Buckets in seconds for scheduling attempts and bindings (kube-scheduler
 /// uses exponential buckets from 1 ms; ours start lower: wasm attempts are
@@ -111,6 +113,7 @@ pub struct SchedulerMetrics {
     shadow_regret: Family<Histogram>,
     canary_decisions: Family<f64>,
     canary_stops: Family<f64>,
+    pod_groups: pod_groups::PodGroupMetrics,
 }
 
 impl Default for SchedulerMetrics {
@@ -233,6 +236,7 @@ impl SchedulerMetrics {
                 "Canaries stopped by their guard rail (too many failures within their window).",
                 &["profile", "candidate"],
             ),
+            pod_groups: pod_groups::PodGroupMetrics::new(),
         }
     }
 
@@ -365,6 +369,11 @@ impl SchedulerMetrics {
         ]
     }
 
+    /// A group cycle's decision.
+    pub fn pod_group(&self, outcome: &GroupOutcome) {
+        self.pod_groups.observe(outcome);
+    }
+
     fn gauges(&self) -> [&Family<f64>; 4] {
         [&self.pending, &self.pending_reports, &self.record_queue, &self.leader]
     }
@@ -375,6 +384,7 @@ impl SchedulerMetrics {
         self.counters()
             .into_iter()
             .chain(self.gauges())
+            .chain([self.pod_groups.attempts()])
             .find(|f| f.name == name)
             .and_then(|f| f.values.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied())
             .unwrap_or(0.0)
@@ -395,6 +405,7 @@ impl SchedulerMetrics {
         render_histogram(&mut out, &self.preemption_victims, VICTIM_BUCKETS);
         render_histogram(&mut out, &self.shadow_rank, RANK_BUCKETS);
         render_histogram(&mut out, &self.shadow_regret, REGRET_BUCKETS);
+        self.pod_groups.render(&mut out);
         crate::heap::render(&mut out);
         out
     }
