@@ -47,6 +47,15 @@ pub enum Workload {
     #[value(name = "scheduling-csi-pvs")]
     #[serde(rename = "scheduling-csi-pvs")]
     SchedulingCsiPvs,
+    /// The measured pods in gangs of 8 (PodGroups, all or nothing); on
+    /// the real API server, a kit with the gang gates on.
+    #[value(name = "gang-scheduling-8")]
+    #[serde(rename = "gang-scheduling-8")]
+    GangScheduling8,
+    /// As GangScheduling8, gangs of 64.
+    #[value(name = "gang-scheduling-64")]
+    #[serde(rename = "gang-scheduling-64")]
+    GangScheduling64,
 }
 
 impl Workload {
@@ -61,6 +70,8 @@ impl Workload {
             Workload::SchedulingWithResourceClaimTemplate => Some(Shape::ClaimTemplates),
             Workload::SteadyStateClusterResourceClaimTemplate => Some(Shape::SteadyClaimTemplates),
             Workload::SchedulingCsiPvs => Some(Shape::CsiVolumes),
+            Workload::GangScheduling8 => Some(Shape::Gangs { size: 8 }),
+            Workload::GangScheduling64 => Some(Shape::Gangs { size: 64 }),
             _ => None,
         }
     }
@@ -266,7 +277,9 @@ fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
             | Workload::SchedulingWithResourceClaims
             | Workload::SchedulingWithResourceClaimTemplate
             | Workload::SteadyStateClusterResourceClaimTemplate
-            | Workload::SchedulingCsiPvs => {
+            | Workload::SchedulingCsiPvs
+            | Workload::GangScheduling8
+            | Workload::GangScheduling64 => {
                 let shape = w.shape().expect("an inter-pod workload");
                 for nodes in if quick { &[500][..] } else { &[500, 5000][..] } {
                     out.push(spec(*w, *nodes, shape.kube_pods(*nodes).1, false));
@@ -399,7 +412,9 @@ fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
         | Workload::SchedulingWithResourceClaims
         | Workload::SchedulingWithResourceClaimTemplate
         | Workload::SteadyStateClusterResourceClaimTemplate
-        | Workload::SchedulingCsiPvs => {
+        | Workload::SchedulingCsiPvs
+        | Workload::GangScheduling8
+        | Workload::GangScheduling64 => {
             let shape = spec.workload.shape().expect("an inter-pod workload");
             topology::run(shape, spec.nodes, spec.pods, deadline, options)
         }

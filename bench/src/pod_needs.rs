@@ -28,6 +28,9 @@ pub enum Needs {
     /// resource claim controller.
     ClaimTemplates,
     CsiVolumes,
+    /// Gangs of this many pods, each group's PodGroup (minCount: all of
+    /// them) made before its first member.
+    Gangs(u32),
 }
 
 const GPU_DRIVER: &str = "gpu.example.com";
@@ -42,6 +45,7 @@ pub enum Need {
     CsiNode(Value),
     Volume(Value),
     Claim(Value),
+    PodGroup(Value),
 }
 
 /// What the nodes publish besides themselves.
@@ -63,8 +67,29 @@ pub fn for_pod(needs: Needs, pod: &str, namespace: &str) -> Vec<Need> {
         Needs::CsiVolumes => {
             vec![Need::Volume(volume(pod, namespace)), Need::Claim(claim(pod, namespace))]
         }
+        Needs::Gangs(size) => match gang_of(pod, size) {
+            (group, 0) => vec![Need::PodGroup(pod_group(&group, namespace, size))],
+            _ => vec![],
+        },
         _ => vec![],
     }
+}
+
+/// The gang of the measured pod `pod` (named `PREFIX-NUMBER`) and its
+/// place in it: the `size` pods numbered from `k * size` share
+/// `PREFIX-gang-k`, so each scheduler's pods have gangs of their own.
+fn gang_of(pod: &str, size: u32) -> (String, u64) {
+    let digits = pod.len() - pod.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (prefix, number) = pod.split_at(pod.len() - digits);
+    let number: u64 = number.parse().unwrap_or(0);
+    let size = u64::from(size.max(1));
+    (format!("{prefix}gang-{:05}", number / size), number % size)
+}
+
+fn pod_group(name: &str, namespace: &str, size: u32) -> Value {
+    json!({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": size}}}})
 }
 
 /// What the measured pods of `scheduler` share, made before them in
@@ -90,6 +115,7 @@ pub fn in_pod_spec(needs: Needs, pod: &str, scheduler: &str) -> Value {
         Needs::CsiVolumes => {
             json!({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": format!("{pod}-pvc")}}]})
         }
+        Needs::Gangs(size) => json!({"schedulingGroup": {"podGroupName": gang_of(pod, size).0}}),
         _ => json!({}),
     }
 }

@@ -34,6 +34,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::scheduling::v1alpha2::PodGroup;
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
@@ -667,6 +668,12 @@ async fn attempts_by_result(http: std::net::SocketAddr) -> Vec<(String, f64)> {
     // The attempts' own time, against the scheduling loop's CPU.
     let attempting = sum_by("wasmsched_scheduling_attempt_duration_seconds_sum", "result");
     totals.push(("attemptSeconds".into(), attempting.values().sum()));
+    // Group cycles (gangs), and their mean time.
+    let cycles: f64 = sum_by("scheduler_podgroup_schedule_attempts_total", "result").values().sum();
+    let took: f64 = sum_by("scheduler_podgroup_scheduling_attempt_duration_seconds_sum", "result").values().sum();
+    if cycles > 0.0 {
+        totals.extend([("groupCycles".to_string(), cycles), ("groupCycleMeanMs".to_string(), took * 1e3 / cycles)]);
+    }
     // Shadow candidates' work, over all of them: evaluated or dropped.
     let shadow = sum_by("wasmsched_shadow_attempts_total", "result");
     totals.extend(shadow.into_iter().map(|(result, n)| (format!("shadow_{result}"), n)));
@@ -748,7 +755,7 @@ async fn create_needs(client: &Client, namespace: &str, needs: Vec<Need>, run: &
     };
     let (mut classes, mut slices, mut resource_claims, mut csi_nodes, mut volumes, mut claims) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
-    let mut templates = vec![];
+    let (mut templates, mut groups) = (vec![], vec![]);
     for need in needs {
         match need {
             Need::DeviceClass(v) => classes.push(labelled(v)),
@@ -758,6 +765,7 @@ async fn create_needs(client: &Client, namespace: &str, needs: Vec<Need>, run: &
             Need::CsiNode(v) => csi_nodes.push(labelled(v)),
             Need::Volume(v) => volumes.push(labelled(v)),
             Need::Claim(v) => claims.push(labelled(v)),
+            Need::PodGroup(v) => groups.push(labelled(v)),
         }
     }
     for class in classes {
@@ -771,6 +779,13 @@ async fn create_needs(client: &Client, namespace: &str, needs: Vec<Need>, run: &
         let template_api = Api::<ResourceClaimTemplate>::namespaced(client.clone(), namespace);
         create_all(&template_api, templates.into_iter()).await?;
         create_all(&Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace), claims.into_iter()).await?;
+        if !groups.is_empty() {
+            let api = Api::<PodGroup>::namespaced(client.clone(), namespace);
+            create_all(&api, groups.into_iter()).await.context(
+                "creating PodGroups: gangs need a kit with the gates on (KCP_APISERVER_EXTRA_ARGS and \
+                 KCP_SCHEDULER_EXTRA_ARGS, docs/benchmarks.md)",
+            )?;
+        }
     }
     Ok(())
 }
@@ -784,7 +799,13 @@ async fn release(client: &Client, namespace: &str, run: &str) -> anyhow::Result<
     release_kind(&Api::<ResourceClaim>::namespaced(client.clone(), namespace), &ours).await?;
     release_kind(&Api::<ResourceClaimTemplate>::namespaced(client.clone(), namespace), &ours).await?;
     release_kind(&Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace), &ours).await?;
-    release_kind(&Api::<PersistentVolume>::all(client.clone()), &ours).await
+    release_kind(&Api::<PersistentVolume>::all(client.clone()), &ours).await?;
+    // The PodGroups' protection is the controller-manager's to lift; on an
+    // API server that serves none, there are none.
+    match release_kind(&Api::<PodGroup>::namespaced(client.clone(), namespace), &ours).await {
+        Err(e) if matches!(e.downcast_ref(), Some(kube::Error::Api(s)) if s.code == 404) => Ok(()),
+        other => other,
+    }
 }
 
 async fn release_kind<K>(api: &Api<K>, ours: &ListParams) -> anyhow::Result<()>

@@ -148,6 +148,11 @@ pub fn measure(
     if !report.preemptions.is_empty() {
         details.insert("preemptions".into(), report.preemptions.len() as f64);
     }
+    if !report.group_cycle_durations.is_empty() {
+        details.insert("groupCycles".into(), report.group_cycle_durations.len() as f64);
+        details.insert("groupCycleP50Ms".into(), quantile_us(&mut report.group_cycle_durations, 0.5) / 1000.0);
+        details.insert("groupCycleP99Ms".into(), quantile_us(&mut report.group_cycle_durations, 0.99) / 1000.0);
+    }
     let mut per_node: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for p in &report.placements {
         *per_node.entry(p.node.as_str()).or_default() += 1;

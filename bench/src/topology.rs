@@ -57,6 +57,9 @@ pub enum Shape {
     /// Volumes: each measured pod has a claim bound to its own CSI volume,
     /// and nodes attach at most 39 (`pod_needs`).
     CsiVolumes,
+    /// Gangs: the measured pods in PodGroups of `size` members, each
+    /// placed all or nothing (minCount: all of them).
+    Gangs { size: u32 },
 }
 
 impl Shape {
@@ -78,6 +81,9 @@ impl Shape {
             Shape::ClaimTemplates => "SchedulingWithResourceClaimTemplate",
             Shape::SteadyClaimTemplates => "SteadyStateClusterResourceClaimTemplate",
             Shape::CsiVolumes => "SchedulingCSIPVs",
+            Shape::Gangs { size: 8 } => "GangScheduling8",
+            Shape::Gangs { size: 64 } => "GangScheduling64",
+            Shape::Gangs { .. } => "GangScheduling",
         }
     }
 
@@ -96,6 +102,8 @@ impl Shape {
             Shape::SpreadAndAntiAffinity => (0, 2 * nodes),
             Shape::Preemption => (4 * nodes, nodes),
             Shape::ResourceClaims | Shape::ClaimTemplates | Shape::CsiVolumes => (0, 1000),
+            // Whole gangs: 128 of 8, or 16 of 64.
+            Shape::Gangs { .. } => (0, 1024),
             // Pending at any time, not in all.
             Shape::SteadyClaimTemplates => (0, 200),
         }
@@ -107,6 +115,7 @@ impl Shape {
             Shape::ResourceClaims => Needs::Claims,
             Shape::ClaimTemplates | Shape::SteadyClaimTemplates => Needs::ClaimTemplates,
             Shape::CsiVolumes => Needs::CsiVolumes,
+            Shape::Gangs { size } => Needs::Gangs(size),
             _ => Needs::Nothing,
         }
     }
@@ -121,7 +130,8 @@ impl Shape {
             | Shape::ResourceClaims
             | Shape::ClaimTemplates
             | Shape::SteadyClaimTemplates
-            | Shape::CsiVolumes => ("default", "default"),
+            | Shape::CsiVolumes
+            | Shape::Gangs { .. } => ("default", "default"),
             _ => ("sched-0", "sched-1"),
         }
     }
@@ -148,9 +158,11 @@ impl Shape {
                 json!({"topologySpreadConstraints": [{"maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone",
                         "whenUnsatisfiable": "DoNotSchedule", "labelSelector": blue}]}),
             ),
-            Shape::ResourceClaims | Shape::ClaimTemplates | Shape::SteadyClaimTemplates | Shape::CsiVolumes => {
-                (json!({}), pod_needs::in_pod_spec(self.needs(), &name, scheduler))
-            }
+            Shape::ResourceClaims
+            | Shape::ClaimTemplates
+            | Shape::SteadyClaimTemplates
+            | Shape::CsiVolumes
+            | Shape::Gangs { .. } => (json!({}), pod_needs::in_pod_spec(self.needs(), &name, scheduler)),
             Shape::TopologySpreading | Shape::Basic | Shape::Preemption => (json!({}), json!({})),
             Shape::SpreadAndAntiAffinity => {
                 // Alternate by the pod's number: its name ends in it.
@@ -224,6 +236,7 @@ fn add(manifests: &mut Manifests, need: Need) {
         Need::CsiNode(v) => manifests.objects.csi_nodes.push(parse(v)),
         Need::Volume(v) => manifests.objects.volumes.push(parse(v)),
         Need::Claim(v) => manifests.objects.claims.push(parse(v)),
+        Need::PodGroup(v) => manifests.objects.pod_groups.push(parse(v)),
     }
 }
 

@@ -22,14 +22,19 @@ pub struct GroupSummary {
     pub last_cycle: Option<bool>,
 }
 
-/// Each group cycle's decision, the last one per PodGroup kept.
+/// Each group cycle's decision, the last one per PodGroup kept, and how
+/// long every cycle took.
 #[derive(Debug, Default)]
-pub struct GroupDecisions(BTreeMap<String, bool>);
+pub struct GroupDecisions {
+    last: BTreeMap<String, bool>,
+    pub durations: Vec<std::time::Duration>,
+}
 
 impl GroupDecisions {
     pub fn add(&mut self, outcomes: Vec<GroupOutcome>) {
         for o in outcomes {
-            self.0.insert(format!("{}/{}", o.namespace, o.name), o.scheduled);
+            self.last.insert(format!("{}/{}", o.namespace, o.name), o.scheduled);
+            self.durations.push(o.took);
         }
     }
 }
@@ -55,7 +60,7 @@ pub fn summarise(scheduler: &Scheduler, decisions: &GroupDecisions) -> Vec<Group
                 },
                 placed: state.placed_in_group(namespace, name),
                 waiting: waiting.get(&key).copied().unwrap_or(0),
-                last_cycle: decisions.0.get(&key).copied(),
+                last_cycle: decisions.last.get(&key).copied(),
                 group: key,
             }
         })

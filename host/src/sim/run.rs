@@ -164,6 +164,10 @@ pub struct SimReport {
     /// latency percentiles.
     #[serde(skip)]
     pub attempt_durations: Vec<Duration>,
+    /// How long each group cycle took (every member's attempt, PostFilter
+    /// and undoing).
+    #[serde(skip)]
+    pub group_cycle_durations: Vec<Duration>,
     /// Time spent in policy score calls, and the candidates they scored:
     /// the per-node policy cost.
     #[serde(skip)]
@@ -542,6 +546,7 @@ fn report(scheduler: &Scheduler, loaded: Loaded, drive: Drive, wall_time: Durati
         groups: super::groups::summarise(scheduler, &drive.groups),
         input_pods: loaded.input_pods,
         attempt_durations: drive.attempt_durations,
+        group_cycle_durations: drive.groups.durations.clone(),
         score_time: drive.score_time,
         scored_nodes: drive.scored_nodes,
         experiments: drive.experiments.candidates().cloned().collect(),

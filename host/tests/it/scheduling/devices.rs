@@ -370,3 +370,35 @@ fn a_claim_written_without_a_namespace_is_found_by_a_pod_in_default() {
     let placed = r.placements.iter().find(|p| p.pod == "default/p").expect("placed");
     assert_eq!(placed.reserved, vec!["gpu → n1/gpu-0"]);
 }
+
+/// A gang's devices go through its group cycle: a gang of four that the
+/// three GPUs cannot serve leaves every device free (the pod after it
+/// takes one), and a gang of three takes all three, each once.
+#[test]
+fn a_gangs_devices_are_allocated_all_or_nothing() {
+    let gang = |name: &str, size: usize| {
+        let group = format!(
+            "---\napiVersion: scheduling.k8s.io/v1alpha2\nkind: PodGroup\nmetadata: {{name: {name}, namespace: t}}\n\
+             spec:\n  schedulingPolicy:\n    gang: {{minCount: {size}}}\n"
+        );
+        let members: String = (1..=size)
+            .map(|i| {
+                let member = format!("{name}-{i}");
+                let spec = format!("{}  schedulingGroup: {{podGroupName: {name}}}\n", using(&member));
+                claim(&member, &exactly("gpu", 1, ""), "") + &pod(&member, "1", &spec)
+            })
+            .collect();
+        group + &members
+    };
+    let after = claim("after", &exactly("gpu", 1, ""), "") + &pod("after", "1", &using("after"));
+    let report = run(&(cluster() + &gang("big", 4) + &after));
+    let placed: Vec<&str> = report.placements.iter().map(|p| p.pod.as_str()).collect();
+    assert_eq!(placed, ["t/after"], "the gang of four holds no device: {:?}", report.unschedulable);
+    assert_eq!(reserved(&report, "after").len(), 1);
+
+    let report = run(&(cluster() + &gang("whole", 3)));
+    let mut devices: Vec<String> = (1..=3).flat_map(|i| reserved(&report, &format!("whole-{i}"))).collect();
+    devices.sort();
+    devices.dedup();
+    assert_eq!(devices.len(), 3, "each GPU once: {:?}", report.placements);
+}
