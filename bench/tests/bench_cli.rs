@@ -77,3 +77,33 @@ fn every_workload_runs_and_reports() {
     let stderr = String::from_utf8_lossy(&missing.stderr);
     assert!(stderr.contains("/nonexistent/wasmsched not found: build it or pass --wasmsched-binary"), "{stderr}");
 }
+
+/// The gang workloads place whole gangs: every pod, in one group cycle a
+/// gang, their time reported.
+#[test]
+fn gang_workloads_place_every_gang_in_one_cycle() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("gangs.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmsched-bench"))
+        .args(["--quick", "--workload", "gang-scheduling-8", "--workload", "gang-scheduling-64", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let results: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let cycles: Vec<(String, f64, f64)> = results
+        .iter()
+        .map(|r| {
+            let d = &r["details"];
+            (
+                r["workload"].as_str().unwrap().to_string(),
+                r["pods"].as_f64().unwrap(),
+                d["groupCycles"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(cycles, [("GangScheduling8".into(), 1024.0, 128.0), ("GangScheduling64".into(), 1024.0, 16.0)]);
+    for r in &results {
+        assert!(r["details"]["groupCycleP99Ms"].as_f64().unwrap() >= r["details"]["groupCycleP50Ms"].as_f64().unwrap());
+    }
+}
