@@ -650,6 +650,12 @@ impl SchedulingQueue {
         s
     }
 
+    /// Every pod queued and not in flight: waiting, due, or not attempted
+    /// yet.
+    pub fn queued(&self) -> impl Iterator<Item = &Arc<PodInfo>> {
+        self.entries.values().filter(|e| e.location != Location::InFlight).map(|e| &e.info)
+    }
+
     /// Pods waiting as unschedulable or gated, or backing off after an
     /// error, with their attempts.
     pub fn waiting(&self) -> impl Iterator<Item = (&Arc<PodInfo>, Location)> {

@@ -304,13 +304,20 @@ impl Replay {
         let mut placed: Vec<(String, String)> =
             self.decided.keys().filter_map(|k| Some((k.to_string(), state.placement(k)?.0.to_string()))).collect();
         placed.sort();
+        // A pod the recording never attempted (a gang's member held below
+        // its quorum, say) is pending too, though the replay never popped it.
         let mut pending: Vec<Unplaced> = self
             .scheduler
-            .waiting()
-            .map(|pod| Unplaced {
-                pod: pod.key.to_string(),
-                reason: if pod.gated { "SchedulingGated".into() } else { "Unschedulable".into() },
-                message: self.last_message.get(&pod.key).cloned().unwrap_or_default(),
+            .queued()
+            .map(|pod| {
+                let message = self.last_message.get(&pod.key).cloned();
+                let reason = match (pod.gated, &message) {
+                    (true, _) => "SchedulingGated",
+                    (false, Some(_)) => "Unschedulable",
+                    (false, None) => "NotAttempted",
+                };
+                let message = message.unwrap_or_else(|| "the recording has no attempt of it".into());
+                Unplaced { pod: pod.key.to_string(), reason: reason.into(), message }
             })
             .collect();
         pending.sort_by(|a, b| a.pod.cmp(&b.pod));

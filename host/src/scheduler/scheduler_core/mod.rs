@@ -349,6 +349,11 @@ impl Scheduler {
         self.queue.waiting().map(|(p, _)| p)
     }
 
+    /// Every pod of ours not placed and not in flight, attempted or not.
+    pub fn queued(&self) -> impl Iterator<Item = &Arc<PodInfo>> {
+        self.queue.queued()
+    }
+
     /// The next attempt, if any pod is due at `now`.
     pub fn schedule_next(&mut self, now: Duration) -> Option<Attempt> {
         if self.state.expire_evictions(now) {

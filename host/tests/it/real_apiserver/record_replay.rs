@@ -348,3 +348,60 @@ fn replay_from(dir: &std::path::Path, skip: usize) -> std::path::PathBuf {
     }
     from
 }
+
+/// Gangs in a recording (on the kit with the gang gates on): a gang that
+/// fits, one that does not, and one held below its quorum. The replay
+/// runs the same group cycles, member by member as recorded, and ends
+/// where the cluster ended.
+#[test]
+fn a_recording_with_gangs_replays_their_group_cycles() {
+    let Some(real) = Real::start_gated("record-gangs") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cluster_end = real.block_on(async {
+        use k8s_openapi::api::core::v1::Pod;
+        use kube::Api;
+        use kube::api::ListParams;
+        for n in ["a", "b", "c"] {
+            let shape = json!({"labels": {"wasmsched-class": "recg"}, "cpu": "4", "memory": "8Gi", "pods": "110"});
+            real.add_node(n, &shape).await;
+        }
+        let scheduler =
+            real.start_wasmsched(recording("wasmsched-recg", default_policies(), dir.path(), 1 << 30)).await;
+        let mut decided = Vec::new();
+        for (group, min_count, members) in [("fits", 3, 3), ("too-big", 2, 2), ("held", 3, 1)] {
+            super::gangs::group(&real, group, min_count).await;
+            let member = super::gangs::member("recg", group);
+            let pods: Vec<(String, Value)> = (1..=members).map(|i| (format!("{group}-{i}"), member.clone())).collect();
+            let names = real.create_pods("", &pods, "wasmsched-recg", Duration::from_millis(50)).await;
+            if group != "held" {
+                real.wait_decided(&names).await;
+                decided.extend(names);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        scheduler.shutdown().await;
+        let api: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
+        let mut end: Vec<(String, String)> = api
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|p| Some((format!("{}/{}", real.namespace, p.metadata.name?), p.spec?.node_name?)))
+            .collect();
+        end.sort();
+        real.delete_pods().await;
+        real.delete_nodes().await;
+        end
+    });
+    assert_eq!(cluster_end.len(), 3, "the gang that fits, alone: {cluster_end:?}");
+    let same = replay(dir.path(), None);
+    let attempts = same["attempts"].as_u64().unwrap();
+    assert!(attempts >= 5, "the two gangs' members, once each at least: {same}");
+    assert_eq!(same["agreed"].as_u64(), Some(attempts), "{}", same["divergences"]);
+    let placed: Vec<(String, String)> = serde_json::from_value(same["placed"].clone()).unwrap();
+    assert_eq!(placed, cluster_end, "the replay ends where the cluster ended");
+    let pending: Vec<String> =
+        same["pending"].as_array().unwrap().iter().map(|p| p["pod"].as_str().unwrap().to_string()).collect();
+    assert_eq!(pending.len(), 3, "the gang too big, and the held member: {pending:?}");
+}

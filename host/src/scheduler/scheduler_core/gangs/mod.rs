@@ -147,6 +147,10 @@ impl Scheduler {
         self.gangs.waits.remove(&(gang.namespace.clone(), gang.name.clone()));
         let mut members = vec![(pod, attempts)];
         members.extend(others.iter().filter_map(|key| self.queue.take_member(key, now)));
+        // One order, whichever member was popped (the queue's: priority,
+        // then name): a replay, which pops as the recording's attempts
+        // come, runs the cycle as the live one ran.
+        members.sort_by(|(a, _), (b, _)| b.facts.priority.cmp(&a.facts.priority).then_with(|| a.key.cmp(&b.key)));
         self.group_cycle(&gang, placed, members, now);
         self.gangs.next_outcome()
     }
