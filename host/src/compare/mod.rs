@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::sim::SimReport;
+use crate::sim::groups::GroupSummary;
 use crate::sim::replay::ReplayReport;
 use crate::sim::run::{NodeUtilisation, Unplaced};
 
@@ -28,6 +29,9 @@ pub struct Outcome {
     pub placements: BTreeMap<String, String>,
     pub pending: Vec<Unplaced>,
     pub utilisation: Vec<NodeUtilisation>,
+    /// The PodGroups as the run ended (a simulation's; a replay's none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupSummary>,
 }
 
 impl Outcome {
@@ -38,6 +42,7 @@ impl Outcome {
             placements: report.placements.iter().map(|p| (p.pod.clone(), p.node.clone())).collect(),
             pending: report.unschedulable.clone(),
             utilisation: report.utilisation.clone(),
+            groups: report.groups.clone(),
         }
     }
 
@@ -48,6 +53,7 @@ impl Outcome {
             placements: report.placed.iter().cloned().collect(),
             pending: report.pending.clone(),
             utilisation: report.utilisation.clone(),
+            groups: Vec::new(),
         }
     }
 }
@@ -101,6 +107,10 @@ pub struct Summary {
     /// Pods placed on another node than by the first variant, or placed
     /// by one and not the other.
     pub placed_differently: usize,
+    /// Gangs (PodGroups of policy `gang`) with at least `minCount`
+    /// members placed, of all gangs.
+    pub gangs_placed: usize,
+    pub gangs: usize,
 }
 
 /// A pod not placed alike by every variant: its node in each (none:
@@ -164,5 +174,7 @@ fn summary(o: &Outcome, placed_differently: usize) -> Summary {
         largest_free_milli_cpu: free(|n| n.milli_cpu_allocatable.saturating_sub(n.milli_cpu_requested)),
         largest_free_memory: free(|n| n.memory_allocatable.saturating_sub(n.memory_requested)),
         placed_differently,
+        gangs_placed: o.groups.iter().filter(|g| g.min_count > 0 && g.placed >= g.min_count).count(),
+        gangs: o.groups.iter().filter(|g| g.min_count > 0).count(),
     }
 }

@@ -53,6 +53,13 @@ pub fn table(c: &Comparison) -> String {
         }
         let _ = writeln!(out);
     }
+    if c.summaries.iter().any(|s| s.gangs > 0) {
+        let _ = write!(out, "{:label_width$}", "gangs placed whole");
+        for (s, w) in c.summaries.iter().zip(&widths) {
+            let _ = write!(out, "  {:<w$}", format!("{} of {}", s.gangs_placed, s.gangs));
+        }
+        let _ = writeln!(out);
+    }
     for s in &c.summaries {
         let _ = writeln!(out, "\n{} ({}):", s.name, s.policies);
         if s.pending_reasons.is_empty() {

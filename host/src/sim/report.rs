@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::run::SimReport;
-use crate::scheduler::attempt::record::ScorePart;
+use crate::scheduler::attempt::record::{GroupCycle, ScorePart};
 use crate::scheduler::experiments::CandidateCounts;
 use crate::scheduler::{AttemptRecord, NodeRecord, Verdict};
 
@@ -223,6 +223,22 @@ pub fn yaml(report: &SimReport) -> String {
 }
 
 /// One attempt as a readable table.
+/// A gang member's group cycle, in a line.
+fn group_cycle(c: &GroupCycle) -> String {
+    let before = match c.already_placed {
+        0 => String::new(),
+        n => format!(" (and {n} placed before)"),
+    };
+    let decided = match c.placed {
+        true => "placed together".to_string(),
+        false => "not placed: every placement of the cycle undone (all or nothing)".to_string(),
+    };
+    format!(
+        "Group cycle: PodGroup {} (minCount {}): {} members attempted together, {} fit{before}: {decided}.",
+        c.group, c.min_count, c.members, c.fit
+    )
+}
+
 pub fn explain(record: &AttemptRecord) -> String {
     let mut out = String::new();
     let sampled = if record.evaluated < record.nodes {
@@ -270,6 +286,9 @@ pub fn explain(record: &AttemptRecord) -> String {
     }
     if let Some(fallback) = &record.fallback {
         let _ = writeln!(out, "Fallback: built-in least-allocated scoring, because {fallback}");
+    }
+    if let Some(cycle) = &record.group {
+        let _ = writeln!(out, "{}", group_cycle(cycle));
     }
     if !record.ignored_constraints.is_empty() {
         let _ = writeln!(out, "Not evaluated (not implemented yet): {}", record.ignored_constraints.join(", "));

@@ -112,3 +112,51 @@ fn the_html_report_renders_in_chromium_with_the_terminals_numbers() {
         assert!(at(values[0]) < at(values[1]) || values[0] == values[1], "{row:?}: {values:?}");
     }
 }
+
+/// Gangs in the compared cluster: each variant's gangs placed whole, of
+/// all, on the terminal and in the JSON.
+#[test]
+fn compare_counts_the_gangs_each_variant_places_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes: String = (1..=3)
+        .map(|i| {
+            format!(
+                "---\napiVersion: v1\nkind: Node\nmetadata: {{name: n{i}}}\nstatus:\n  allocatable: {{cpu: \"4\", memory: 8Gi, pods: \"110\"}}\n"
+            )
+        })
+        .collect();
+    let gang = |name: &str, min_count: usize, members: usize| {
+        let group = format!(
+            "---\napiVersion: scheduling.k8s.io/v1alpha2\nkind: PodGroup\nmetadata: {{name: {name}, namespace: t}}\n\
+             spec:\n  schedulingPolicy:\n    gang: {{minCount: {min_count}}}\n"
+        );
+        let pods: String = (1..=members)
+            .map(|i| {
+                format!(
+                    "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}-{i}, namespace: t}}\nspec:\n  schedulerName: wasmsched\n  \
+                     schedulingGroup: {{podGroupName: {name}}}\n  containers:\n  - name: c\n    resources: {{requests: {{cpu: \"2\"}}}}\n"
+                )
+            })
+            .collect();
+        group + &pods
+    };
+    let cluster = dir.path().join("cluster.yaml");
+    std::fs::write(&cluster, nodes + &gang("fits", 4, 4) + &gang("too-big", 3, 3)).unwrap();
+    let run = |output: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+            .args(["compare", "--variant", "a=embedded", "--variant", "b=embedded", "-o", output])
+            .arg(&cluster)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let table = run("table");
+    let line = table.lines().find(|l| l.starts_with("gangs placed whole")).unwrap_or_else(|| panic!("{table}"));
+    assert_eq!(
+        line.split_whitespace().collect::<Vec<_>>(),
+        ["gangs", "placed", "whole", "1", "of", "2", "1", "of", "2"]
+    );
+    let json: serde_json::Value = serde_json::from_str(&run("json")).unwrap();
+    assert_eq!((&json["summaries"][0]["gangsPlaced"], &json["summaries"][0]["gangs"]), (&1.into(), &2.into()));
+}

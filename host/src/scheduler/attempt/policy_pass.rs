@@ -107,6 +107,7 @@ pub fn policy_pass(
         deallocated: None,
         canary: None,
         fallback: None,
+        group: None,
         duration: Duration::ZERO,
         policy_calls: Vec::new(),
         node_records: Vec::new(),

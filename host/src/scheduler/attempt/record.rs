@@ -78,6 +78,23 @@ pub struct PolicyCall {
     pub failure: Option<&'static str>,
 }
 
+/// A gang's group cycle, as each member's record tells it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupCycle {
+    /// `namespace/name` of the PodGroup.
+    pub group: String,
+    pub min_count: u32,
+    /// Members attempted together in this cycle, and members placed
+    /// before it.
+    pub members: usize,
+    pub already_placed: u32,
+    /// Members that fit in this cycle.
+    pub fit: usize,
+    /// Whether the gang was placed (at least `minCount` together).
+    pub placed: bool,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct AttemptRecord {
     pub pod: String,
@@ -133,6 +150,9 @@ pub struct AttemptRecord {
     /// Why the built-in least-allocated scoring was used, if it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
+    /// The group cycle this attempt was one of (a gang's member).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupCycle>,
     #[serde(serialize_with = "micros")]
     pub duration: Duration,
     #[serde(skip)]

@@ -143,6 +143,7 @@ mod tests {
             deallocated: None,
             canary: None,
             fallback: None,
+            group: None,
             duration: Duration::ZERO,
             policy_calls: vec![],
             node_records: vec![],

@@ -304,3 +304,36 @@ fn a_v1beta1_pod_group_is_placed_all_or_nothing_too() {
     let groups: Vec<(String, Option<bool>)> = report.groups.iter().map(|g| (g.group.clone(), g.last_cycle)).collect();
     assert_eq!(groups, [("t/big".to_string(), Some(false)), ("t/ok".to_string(), Some(true))]);
 }
+
+/// `--explain` of a gang's member says which group cycle it was part of
+/// and what the gang's cycle decided.
+#[test]
+fn explain_tells_a_members_group_cycle() {
+    use std::sync::Arc;
+    use wasmsched::scheduler::PolicySet;
+    use wasmsched::sim::{Manifests, SimOptions, simulate};
+    use wasmsched_runtime::NoMetrics;
+    let explain = |yaml: &str, pod: &str| {
+        let mut manifests = Manifests::default();
+        manifests.add_text("test", yaml);
+        let options = SimOptions { explain: vec![format!("t/{pod}")], ..SimOptions::default() };
+        let report = simulate(manifests, PolicySet::default(), Arc::new(NoMetrics), &options).unwrap();
+        let record = report.explained.first().unwrap_or_else(|| panic!("{pod} explained"));
+        wasmsched::sim::report::explain(record)
+    };
+    let placed = explain(&format!("{}{}{}", cluster(), group("ok", 3), members("ok", 3, "3")), "ok-2");
+    assert!(
+        placed
+            .contains("Group cycle: PodGroup t/ok (minCount 3): 3 members attempted together, 3 fit: placed together."),
+        "{placed}"
+    );
+    let undone = explain(&format!("{}{}{}", cluster(), group("big", 4), members("big", 4, "3")), "big-1");
+    assert!(undone.contains("Not placed: pod group is unschedulable"), "{undone}");
+    assert!(
+        undone.contains(
+            "Group cycle: PodGroup t/big (minCount 4): 4 members attempted together, 3 fit: not placed: every \
+             placement of the cycle undone (all or nothing)."
+        ),
+        "{undone}"
+    );
+}

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use super::{Attempt, Mode, Nomination, Scheduler};
 use crate::cluster::pod_groups::{GroupApi, GroupPolicy};
 use crate::cluster::{PodInfo, PodKey};
+use crate::scheduler::attempt::record::GroupCycle;
 
 mod preemption;
 
@@ -170,10 +171,23 @@ impl Scheduler {
         let fit = outcomes.iter().filter(|a| matches!(a, Attempt::Placed { .. })).count();
         let fit = placed.saturating_add(u32::try_from(fit).unwrap_or(u32::MAX));
         let scheduled = fit >= gang.min_count;
-        let outcomes = match scheduled {
+        let cycle = GroupCycle {
+            group: format!("{}/{}", gang.namespace, gang.name),
+            min_count: gang.min_count,
+            members: outcomes.len(),
+            already_placed: placed,
+            fit: outcomes.iter().filter(|a| matches!(a, Attempt::Placed { .. })).count(),
+            placed: scheduled,
+        };
+        let mut outcomes: Vec<Attempt> = match scheduled {
             true => outcomes.into_iter().map(|outcome| self.member_post_filter(outcome, now)).collect(),
             false => self.gang_post_filter(gang, fit, outcomes, now),
         };
+        for outcome in &mut outcomes {
+            if let Attempt::Placed { record, .. } | Attempt::Unschedulable { record, .. } = outcome {
+                record.group = Some(cycle.clone());
+            }
+        }
         self.gangs.ready.extend(outcomes);
         self.gangs.outcomes.push(GroupOutcome {
             namespace: gang.namespace.clone(),
