@@ -264,3 +264,35 @@ fn a_tenants_candidate_sees_only_its_namespaces_pods() {
         assert!(!out.status.success() && err.contains(says), "{spec}: {err}");
     }
 }
+
+/// A gang's members in their group cycle are decided by the gang (a
+/// placement that fits may be undone with the gang), which a candidate
+/// judged pod by pod cannot be held to: they are not shadowed. Pods alone
+/// are, as ever.
+#[test]
+fn a_gangs_members_in_their_group_cycle_are_not_shadowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes: String = (1..=3)
+        .map(|i| {
+            format!(
+                "---\napiVersion: v1\nkind: Node\nmetadata: {{name: n{i}}}\nstatus:\n  allocatable: {{cpu: \"4\", memory: 8Gi, pods: \"110\"}}\n"
+            )
+        })
+        .collect();
+    let pod = |name: &str, extra: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: t}}\nspec:\n  schedulerName: wasmsched\n{extra}  \
+             containers:\n  - name: c\n    resources: {{requests: {{cpu: \"3\"}}}}\n"
+        )
+    };
+    let group = "---\napiVersion: scheduling.k8s.io/v1alpha2\nkind: PodGroup\nmetadata: {name: big, namespace: t}\n\
+                 spec:\n  schedulingPolicy:\n    gang: {minCount: 4}\n";
+    let members: String =
+        (1..=4).map(|i| pod(&format!("big-{i}"), "  schedulingGroup: {podGroupName: big}\n")).collect();
+    let cluster = dir.path().join("cluster.yaml");
+    std::fs::write(&cluster, nodes + group + &members + &pod("alone", "")).unwrap();
+    let same = candidate("least-allocated", ",replaces=least-allocated");
+    let report = json(&[cluster.to_str().unwrap(), "--candidate", &same]);
+    let counts = counts(&report, "least-allocated");
+    assert_eq!((counts["seen"].as_u64(), counts["agree"].as_u64()), (Some(1), Some(1)), "the lone pod only: {counts}");
+}

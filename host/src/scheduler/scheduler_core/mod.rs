@@ -428,6 +428,9 @@ impl Scheduler {
         let window = self.window(sampling);
         let mut shadows: Vec<Shadowing> = match canary {
             Some(_) => Vec::new(),
+            // A member in its group cycle is decided by its gang, which a
+            // candidate judged pod by pod could not be held to: not shadowed.
+            None if mode == (Mode::Member { post_filter: false }) => Vec::new(),
             None => {
                 let profile_own = policies.candidates.iter().filter(|c| c.sees(&pod)).map(|c| (None, c));
                 let namespace = Some(pod.key.namespace.as_str());
