@@ -8,7 +8,10 @@
 //!   resource, the others the pod group, the PodGroup `Unschedulable`;
 //! - a gang of 3 that fits: all bound, the PodGroup `Scheduled`;
 //! - a member below quorum, and one of a PodGroup never made: untouched
-//!   (no condition, no event).
+//!   (no condition, no event);
+//! - two gangs competing for room for one: one whole, the other nothing;
+//!   a gang of 4 with minCount 2 on room for 3: 3 bound, one with its own
+//!   reason; a placed member deleted and replaced: the replacement bound.
 
 use super::*;
 
@@ -142,6 +145,87 @@ fn gangs_are_placed_all_or_nothing_as_kube_scheduler_places_them() {
         assert_eq!(kube.big, (0, 1, 3, unschedulable), "kube-scheduler: {kube:?}");
         assert_eq!(kube.ok, (3, scheduled), "kube-scheduler: {kube:?}");
         assert!(kube.held_touched.is_empty(), "kube-scheduler: {kube:?}");
+        assert_eq!(ours, kube, "wasmsched beside kube-scheduler");
+    });
+}
+
+/// The other cases the issue saw, in words both sides share.
+#[derive(Debug, PartialEq, Eq)]
+struct MoreGangs {
+    /// Two gangs of 2 on room for 3 members, made together: members bound,
+    /// and the two PodGroups' condition reasons, sorted.
+    competing: (usize, Vec<Option<String>>),
+    /// A gang of 4 with minCount 2 on room for 3: members bound, and the
+    /// one left with a message naming cpu.
+    beyond_min: (usize, usize),
+    /// A member of a placed gang of 3 deleted and replaced: the
+    /// replacement bound.
+    replaced: bool,
+}
+
+async fn delete_now(real: &Real, names: &[String]) {
+    let api: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
+    let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
+    for name in names {
+        let _ = api.delete(name, &now).await;
+    }
+}
+
+async fn more(real: &Real, side: &str, scheduler_name: &str) -> MoreGangs {
+    for i in 1..=3 {
+        let shape = json!({"labels": {"wasmsched-class": side}, "cpu": "4", "memory": "8Gi", "pods": "110"});
+        real.add_node(&format!("{side}-n{i}"), &shape).await;
+    }
+    let members = |group: &str, from: usize, count: usize| -> Vec<(String, Value)> {
+        (from..from + count).map(|i| (format!("{group}-{i}"), member(side, &format!("{side}-{group}")))).collect()
+    };
+    let reason = |c: Option<(String, String, String)>| c.map(|(_, reason, _)| reason);
+    let bound = |pods: &[Pod]| pods.iter().filter(|p| Outcome::of(p) == Outcome::Bound).count();
+    // Two gangs competing for room for one and a half.
+    group(real, &format!("{side}-red"), 2).await;
+    group(real, &format!("{side}-blue"), 2).await;
+    let mut both = members("red", 1, 2);
+    both.extend(members("blue", 1, 2));
+    let names = real.create_pods(&format!("{side}-"), &both, scheduler_name, Duration::ZERO).await;
+    let pods = wait_conditions(real, &names[..2], &format!("{side}-red")).await;
+    let mut pods_all = pods;
+    pods_all.extend(wait_conditions(real, &names[2..], &format!("{side}-blue")).await);
+    let mut reasons = vec![
+        reason(condition(real, &format!("{side}-red")).await),
+        reason(condition(real, &format!("{side}-blue")).await),
+    ];
+    reasons.sort();
+    let competing = (bound(&pods_all), reasons);
+    delete_now(real, &names).await;
+    // minCount 2 of 4 members.
+    group(real, &format!("{side}-part"), 2).await;
+    let names = real.create_pods(&format!("{side}-"), &members("part", 1, 4), scheduler_name, Duration::ZERO).await;
+    let pods = wait_conditions(real, &names, &format!("{side}-part")).await;
+    let cpu = pods
+        .iter()
+        .filter(|p| matches!(Outcome::in_full(p), Outcome::Unschedulable(m) if m.contains("Insufficient cpu")))
+        .count();
+    let beyond_min = (bound(&pods), cpu);
+    delete_now(real, &names).await;
+    // A placed gang's member replaced.
+    group(real, &format!("{side}-keep"), 3).await;
+    let names = real.create_pods(&format!("{side}-"), &members("keep", 1, 3), scheduler_name, Duration::ZERO).await;
+    wait_conditions(real, &names, &format!("{side}-keep")).await;
+    delete_now(real, &names[..1]).await;
+    let new = real.create_pods(&format!("{side}-"), &members("keep", 4, 1), scheduler_name, Duration::ZERO).await;
+    let replaced = Outcome::of(&real.wait_bound(&new[0]).await) == Outcome::Bound;
+    MoreGangs { competing, beyond_min, replaced }
+}
+
+#[test]
+fn competing_gangs_min_count_and_replacements_as_kube_scheduler_does() {
+    let Some(real) = Real::start_gated("gangs-more") else { return };
+    real.block_on(async {
+        let (kube, ours) = beside_kube(&real, "wasmsched-gangs-more", more).await;
+        real.delete_pods().await;
+        real.delete_nodes().await;
+        let reasons = vec![Some("Scheduled".to_string()), Some("Unschedulable".to_string())];
+        assert_eq!(kube, MoreGangs { competing: (2, reasons), beyond_min: (3, 1), replaced: true }, "kube-scheduler");
         assert_eq!(ours, kube, "wasmsched beside kube-scheduler");
     });
 }
