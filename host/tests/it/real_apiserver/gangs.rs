@@ -11,7 +11,9 @@
 //!   (no condition, no event);
 //! - two gangs competing for room for one: one whole, the other nothing;
 //!   a gang of 4 with minCount 2 on room for 3: 3 bound, one with its own
-//!   reason; a placed member deleted and replaced: the replacement bound.
+//!   reason; a placed member deleted and replaced: the replacement bound;
+//!   a member whose PodGroup comes later: bound then; no room kept for a
+//!   gang below its quorum (ordinary pods take it, the gang places none).
 
 use super::*;
 
@@ -161,6 +163,12 @@ struct MoreGangs {
     /// A member of a placed gang of 3 deleted and replaced: the
     /// replacement bound.
     replaced: bool,
+    /// A member whose PodGroup is made a second after it: bound then.
+    late_group: bool,
+    /// Two members of a gang of 3 held while three ordinary pods take all
+    /// the room, then the third: ordinary pods bound, the gang's members
+    /// bound, and its condition's reason.
+    no_reservation: (usize, usize, Option<String>),
 }
 
 async fn delete_now(real: &Real, names: &[String]) {
@@ -214,7 +222,36 @@ async fn more(real: &Real, side: &str, scheduler_name: &str) -> MoreGangs {
     delete_now(real, &names[..1]).await;
     let new = real.create_pods(&format!("{side}-"), &members("keep", 4, 1), scheduler_name, Duration::ZERO).await;
     let replaced = Outcome::of(&real.wait_bound(&new[0]).await) == Outcome::Bound;
-    MoreGangs { competing, beyond_min, replaced }
+    delete_now(real, &names[1..]).await;
+    delete_now(real, &new).await;
+    // The PodGroup after its member.
+    let late = real.create_pods(&format!("{side}-"), &members("late", 1, 1), scheduler_name, Duration::ZERO).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    group(real, &format!("{side}-late"), 1).await;
+    let late_group = Outcome::of(&real.wait_bound(&late[0]).await) == Outcome::Bound;
+    delete_now(real, &late).await;
+    // No room is kept for a gang below its quorum.
+    group(real, &format!("{side}-slow"), 3).await;
+    let mut gang = real.create_pods(&format!("{side}-"), &members("slow", 1, 2), scheduler_name, Duration::ZERO).await;
+    let plain: Vec<(String, Value)> = (1..=3)
+        .map(|i| {
+            let mut spec = member(side, "none");
+            spec.as_object_mut().unwrap().remove("schedulingGroup");
+            (format!("plain-{i}"), spec)
+        })
+        .collect();
+    let plain = real.create_pods(&format!("{side}-"), &plain, scheduler_name, Duration::ZERO).await;
+    let mut placed = 0;
+    for name in &plain {
+        placed += usize::from(Outcome::of(&real.wait_bound(name).await) == Outcome::Bound);
+    }
+    gang.extend(real.create_pods(&format!("{side}-"), &members("slow", 3, 1), scheduler_name, Duration::ZERO).await);
+    let pods = wait_conditions(real, &gang, &format!("{side}-slow")).await;
+    let no_reservation = (placed, bound(&pods), reason(condition(real, &format!("{side}-slow")).await));
+    // kube-scheduler retries an unplaceable gang in a busy loop: ended here.
+    delete_now(real, &gang).await;
+    delete_now(real, &plain).await;
+    MoreGangs { competing, beyond_min, replaced, late_group, no_reservation }
 }
 
 #[test]
@@ -225,7 +262,14 @@ fn competing_gangs_min_count_and_replacements_as_kube_scheduler_does() {
         real.delete_pods().await;
         real.delete_nodes().await;
         let reasons = vec![Some("Scheduled".to_string()), Some("Unschedulable".to_string())];
-        assert_eq!(kube, MoreGangs { competing: (2, reasons), beyond_min: (3, 1), replaced: true }, "kube-scheduler");
+        let expected = MoreGangs {
+            competing: (2, reasons),
+            beyond_min: (3, 1),
+            replaced: true,
+            late_group: true,
+            no_reservation: (3, 0, Some("Unschedulable".into())),
+        };
+        assert_eq!(kube, expected, "kube-scheduler");
         assert_eq!(ours, kube, "wasmsched beside kube-scheduler");
     });
 }
