@@ -94,4 +94,5 @@ mod shutdown;
 mod tenant_commands;
 mod tenant_experiments;
 mod topology_spread;
+mod training_job;
 mod volumes;
