@@ -117,31 +117,10 @@ fn the_html_report_renders_in_chromium_with_the_terminals_numbers() {
 /// all, on the terminal and in the JSON.
 #[test]
 fn compare_counts_the_gangs_each_variant_places_whole() {
+    use crate::common::gang_manifests::{gang, nodes};
     let dir = tempfile::tempdir().unwrap();
-    let nodes: String = (1..=3)
-        .map(|i| {
-            format!(
-                "---\napiVersion: v1\nkind: Node\nmetadata: {{name: n{i}}}\nstatus:\n  allocatable: {{cpu: \"4\", memory: 8Gi, pods: \"110\"}}\n"
-            )
-        })
-        .collect();
-    let gang = |name: &str, min_count: usize, members: usize| {
-        let group = format!(
-            "---\napiVersion: scheduling.k8s.io/v1alpha2\nkind: PodGroup\nmetadata: {{name: {name}, namespace: t}}\n\
-             spec:\n  schedulingPolicy:\n    gang: {{minCount: {min_count}}}\n"
-        );
-        let pods: String = (1..=members)
-            .map(|i| {
-                format!(
-                    "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}-{i}, namespace: t}}\nspec:\n  schedulerName: wasmsched\n  \
-                     schedulingGroup: {{podGroupName: {name}}}\n  containers:\n  - name: c\n    resources: {{requests: {{cpu: \"2\"}}}}\n"
-                )
-            })
-            .collect();
-        group + &pods
-    };
     let cluster = dir.path().join("cluster.yaml");
-    std::fs::write(&cluster, nodes + &gang("fits", 4, 4) + &gang("too-big", 3, 3)).unwrap();
+    std::fs::write(&cluster, nodes(3) + &gang("fits", 4, 4, "2") + &gang("too-big", 3, 3, "2")).unwrap();
     let run = |output: &str| {
         let out = Command::new(env!("CARGO_BIN_EXE_wasmsched"))
             .args(["compare", "--variant", "a=embedded", "--variant", "b=embedded", "-o", output])

@@ -271,26 +271,10 @@ fn a_tenants_candidate_sees_only_its_namespaces_pods() {
 /// are, as ever.
 #[test]
 fn a_gangs_members_in_their_group_cycle_are_not_shadowed() {
+    use crate::common::gang_manifests::{gang, nodes, pod};
     let dir = tempfile::tempdir().unwrap();
-    let nodes: String = (1..=3)
-        .map(|i| {
-            format!(
-                "---\napiVersion: v1\nkind: Node\nmetadata: {{name: n{i}}}\nstatus:\n  allocatable: {{cpu: \"4\", memory: 8Gi, pods: \"110\"}}\n"
-            )
-        })
-        .collect();
-    let pod = |name: &str, extra: &str| {
-        format!(
-            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: t}}\nspec:\n  schedulerName: wasmsched\n{extra}  \
-             containers:\n  - name: c\n    resources: {{requests: {{cpu: \"3\"}}}}\n"
-        )
-    };
-    let group = "---\napiVersion: scheduling.k8s.io/v1alpha2\nkind: PodGroup\nmetadata: {name: big, namespace: t}\n\
-                 spec:\n  schedulingPolicy:\n    gang: {minCount: 4}\n";
-    let members: String =
-        (1..=4).map(|i| pod(&format!("big-{i}"), "  schedulingGroup: {podGroupName: big}\n")).collect();
     let cluster = dir.path().join("cluster.yaml");
-    std::fs::write(&cluster, nodes + group + &members + &pod("alone", "")).unwrap();
+    std::fs::write(&cluster, nodes(3) + &gang("big", 4, 4, "3") + &pod("alone", "3", "")).unwrap();
     let same = candidate("least-allocated", ",replaces=least-allocated");
     let report = json(&[cluster.to_str().unwrap(), "--candidate", &same]);
     let counts = counts(&report, "least-allocated");

@@ -3,6 +3,7 @@
 //! the scheduler until it is ready.
 #![allow(dead_code)] // each test file uses part of it
 
+pub mod gang_manifests;
 mod hang_guard;
 
 use std::time::Duration;

@@ -11,12 +11,12 @@
 //!   evicts a victim for each member that could preempt, wasmsched none
 //!   (docs/architecture.md, "Gang scheduling").
 
-use super::gangs::{condition, group, member};
+use super::gangs::{condition, delete_now, group, member};
 use super::*;
 
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::PostParams;
 use wasmsched::scheduler::GANG_UNSCHEDULABLE;
 
 /// What one side did, in words both sides share.
@@ -82,14 +82,6 @@ async fn wait_for(real: &Real, names: &[String], what: &str, done: impl Fn(&[Pod
         }
         assert!(Instant::now() < deadline, "{what} within the hang guard: {pods:#?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn delete_now(real: &Real, names: &[String]) {
-    let api: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
-    let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
-    for name in names {
-        let _ = api.delete(name, &now).await;
     }
 }
 

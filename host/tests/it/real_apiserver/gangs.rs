@@ -171,7 +171,8 @@ struct MoreGangs {
     no_reservation: (usize, usize, Option<String>),
 }
 
-async fn delete_now(real: &Real, names: &[String]) {
+/// Deletes the pods named at once (bound ones stay forever otherwise).
+pub(super) async fn delete_now(real: &Real, names: &[String]) {
     let api: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
     let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
     for name in names {

@@ -34,7 +34,7 @@ fn class_pod(class: &str, cpu: &str) -> Value {
 async fn recorded_run(real: &Real, dir: &std::path::Path, policies: PolicySet) -> (Vec<(String, String)>, Value) {
     use k8s_openapi::api::core::v1::Pod;
     use kube::Api;
-    use kube::api::{DeleteParams, ListParams};
+    use kube::api::DeleteParams;
     for (n, cpu, cost) in [("a", "6", "3"), ("b", "6", "1"), ("c", "8", "2"), ("d", "4", "4")] {
         let shape =
             json!({"labels": {"wasmsched-class": "rec"}, "spec": {}, "cpu": cpu, "memory": "16Gi", "pods": "110"});
@@ -57,6 +57,16 @@ async fn recorded_run(real: &Real, dir: &std::path::Path, policies: PolicySet) -
     real.wait_decided(&more).await;
     let experiments = settled_experiments(&scheduler).await;
     scheduler.shutdown().await;
+    (cluster_end(real).await, experiments)
+}
+
+/// Where the cluster's pods ended (`namespace/pod`, node), sorted; then
+/// the pods and nodes go.
+async fn cluster_end(real: &Real) -> Vec<(String, String)> {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::Api;
+    use kube::api::ListParams;
+    let api: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
     let mut placed: Vec<(String, String)> = api
         .list(&ListParams::default())
         .await
@@ -68,7 +78,7 @@ async fn recorded_run(real: &Real, dir: &std::path::Path, policies: PolicySet) -
     placed.sort();
     real.delete_pods().await;
     real.delete_nodes().await;
-    (placed, experiments)
+    placed
 }
 
 /// The live shadow counts once the shadow worker has caught up (they
@@ -358,9 +368,6 @@ fn a_recording_with_gangs_replays_their_group_cycles() {
     let Some(real) = Real::start_gated("record-gangs") else { return };
     let dir = tempfile::tempdir().unwrap();
     let cluster_end = real.block_on(async {
-        use k8s_openapi::api::core::v1::Pod;
-        use kube::Api;
-        use kube::api::ListParams;
         for n in ["a", "b", "c"] {
             let shape = json!({"labels": {"wasmsched-class": "recg"}, "cpu": "4", "memory": "8Gi", "pods": "110"});
             real.add_node(n, &shape).await;
@@ -380,19 +387,7 @@ fn a_recording_with_gangs_replays_their_group_cycles() {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
         scheduler.shutdown().await;
-        let api: Api<Pod> = Api::namespaced(real.admin.clone(), &real.namespace);
-        let mut end: Vec<(String, String)> = api
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter_map(|p| Some((format!("{}/{}", real.namespace, p.metadata.name?), p.spec?.node_name?)))
-            .collect();
-        end.sort();
-        real.delete_pods().await;
-        real.delete_nodes().await;
-        end
+        cluster_end(&real).await
     });
     assert_eq!(cluster_end.len(), 3, "the gang that fits, alone: {cluster_end:?}");
     let same = replay(dir.path(), None);
