@@ -12,7 +12,6 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::kubernetes::writes::report_queue::ReportSender;
 
-use crate::cluster::pod_groups::GroupApi;
 use crate::kubernetes::hot_swap::profile_updates::ProfilePolicies;
 use crate::kubernetes::hot_swap::warm::{PolicyWarmer, Warmed};
 use crate::kubernetes::scheduler_status::SchedulerStatus;
@@ -256,10 +255,8 @@ impl SchedulingLoop {
             Input::Cluster(event) => self.cluster_event(event, now),
             Input::Synced(source) => self.status.set_synced(&source),
             Input::Served(kind, served) => {
-                if let Some(api) = GroupApi::of(kind.api_version, kind.resource) {
-                    self.scheduler.set_group_api_served(api, served);
-                    self.tell_unserved_group_members();
-                }
+                self.scheduler.set_served(kind, served);
+                self.tell_unserved_group_members();
             }
             Input::Bound(BindResult { request, outcome }) => {
                 self.bindings_in_flight = self.bindings_in_flight.saturating_sub(1);

@@ -22,9 +22,13 @@ const SIMULATOR_KINDS: [&str; 2] = ["PriorityClass", "ResourceClaimTemplate"];
 
 /// The kinds the simulator reads, for messages.
 fn kinds() -> String {
-    let mut kinds: Vec<&str> = WATCHED_KINDS.iter().map(|k| k.kind).chain(SIMULATOR_KINDS).collect();
+    let mut kinds: Vec<&str> = Vec::new();
     // A kind watched in several versions is named once.
-    kinds.dedup();
+    for kind in WATCHED_KINDS.iter().map(|k| k.kind).chain(SIMULATOR_KINDS) {
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
     kinds.join(", ")
 }
 

@@ -43,15 +43,6 @@ pub enum GroupApi {
 
 impl GroupApi {
     pub const ALL: [GroupApi; 2] = [GroupApi::V1alpha2, GroupApi::V1beta1];
-
-    /// The version a kind's `apiVersion` names, if it is a PodGroup one.
-    pub fn of(api_version: &str, resource: &str) -> Option<GroupApi> {
-        match (api_version, resource) {
-            ("scheduling.k8s.io/v1alpha2", "podgroups") => Some(GroupApi::V1alpha2),
-            ("scheduling.k8s.io/v1beta1", "podgroups") => Some(GroupApi::V1beta1),
-            _ => None,
-        }
-    }
 }
 
 /// A PodGroup of either version, as the model reads it.

@@ -163,8 +163,12 @@ pub fn needs<S>(config: &RunConfig<S>, lease_namespace: &str) -> Vec<Need> {
     let mut needs = Vec::new();
     // The kinds the scheduling core watches, cluster-wide.
     // A resource watched in several versions is one permission.
-    let mut kinds: Vec<(&str, &str)> = WATCHED_KINDS.iter().map(|k| (k.group(), k.resource)).collect();
-    kinds.dedup();
+    let mut kinds: Vec<(&str, &str)> = Vec::new();
+    for kind in WATCHED_KINDS.iter().map(|k| (k.group(), k.resource)) {
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
     for (group, resource) in kinds {
         for verb in ["list", "watch"] {
             needs.push(everywhere(verb, group, resource, "", Gate::Watch, "the scheduling core's view of the cluster"));

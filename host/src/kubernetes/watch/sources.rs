@@ -182,7 +182,11 @@ where
             }
             Ok(Observed::Listed { listed, .. }) => {
                 tracing::info!(source = %name, objects = listed.len(), "listed");
-                send(Watched::Event(ClusterEvent::listed::<K>(listed))) && send(Watched::Synced(name.clone()))
+                // Served again after a 404 (the gate turned back on).
+                let served_again = std::mem::take(&mut not_served_said);
+                send(Watched::Event(ClusterEvent::listed::<K>(listed)))
+                    && send(Watched::Synced(name.clone()))
+                    && (!served_again || send(Watched::Served(K::INFO, true)))
             }
             Err(e) if !not_served_said && classify(&e).0 == FailureKind::NotServed => {
                 not_served_said = true;

@@ -310,7 +310,10 @@ async fn graceful_shutdown_finishes_bindings_in_flight_and_reports_them() {
 /// An API server that does not serve PodGroups (a v1.36 one without the
 /// GenericWorkload gate) answers their list 404: the watch counts as
 /// synced with none, so the scheduler gets ready and schedules; a pod
-/// naming a PodGroup waits for it, untouched.
+/// naming a PodGroup (made before the gate was rolled back, which keeps
+/// the field) waits for it, with one Warning and no condition. A real
+/// API server cannot be brought to this state here (it drops the field
+/// from new pods), so this runs on the fake only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_pod_groups_served_the_scheduler_is_ready_and_gang_members_wait() {
     let c = TestCluster::new("nogroups").await;

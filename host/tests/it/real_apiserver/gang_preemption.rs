@@ -72,6 +72,20 @@ fn reason(condition: Option<(String, String, String)>) -> Option<String> {
     condition.map(|(_, reason, _)| reason)
 }
 
+/// The reason of `group`'s condition once it is written and says other
+/// than `before` (the condition is a write of its own, after the pods'):
+/// what it says at the hang guard otherwise, for the comparison to show.
+async fn written(real: &Real, group: &str, before: Option<&str>) -> Option<String> {
+    let deadline = common::hang_guard();
+    loop {
+        let said = reason(condition(real, group).await);
+        if (said.is_some() && said.as_deref() != before) || Instant::now() > deadline {
+            return said;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Polls until `done` says yes for the pods named, within the hang guard.
 async fn wait_for(real: &Real, names: &[String], what: &str, done: impl Fn(&[Pod]) -> bool) -> Vec<Pod> {
     let deadline = common::hang_guard();
@@ -100,11 +114,11 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> GangPreemption {
     let gang = real.create_pods(&format!("{side}-"), &members("whole", 3), scheduler_name, Duration::ZERO).await;
     let pods = wait_for(real, &gang, "the gang of 3 nominated", |p| nominated(p) == 3).await;
     let victims_now = wait_for(real, &victims, "the victims evicted", |p| evicted(p) == 3).await;
-    let whole = (nominated(&pods), evicted(&victims_now), reason(condition(real, &format!("{side}-whole")).await));
+    let whole = (nominated(&pods), evicted(&victims_now), written(real, &format!("{side}-whole"), None).await);
     delete_now(real, &victims).await;
     let bound = |p: &[Pod]| p.iter().filter(|p| Outcome::of(p) == Outcome::Bound).count();
     let pods = wait_for(real, &gang, "the gang of 3 bound", |p| bound(p) == 3).await;
-    let after = (bound(&pods), reason(condition(real, &format!("{side}-whole")).await));
+    let after = (bound(&pods), written(real, &format!("{side}-whole"), Some("Unschedulable")).await);
     delete_now(real, &gang).await;
 
     // The gang of 4 on room for 3, even with every victim gone.
@@ -125,7 +139,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> GangPreemption {
         said(&|m| m == GANG_UNSCHEDULABLE),
         // The other side's nodes are counted too, as the node selector's.
         said(&|m| m.split_once("preemption: ").is_some_and(|(_, p)| p.contains(" 3 Insufficient cpu"))),
-        reason(condition(real, &format!("{side}-big")).await),
+        written(real, &format!("{side}-big"), None).await,
     );
     let big_victims = evicted(&real.pods_named(&victims).await);
     delete_now(real, &victims).await;

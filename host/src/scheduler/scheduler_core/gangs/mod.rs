@@ -29,9 +29,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Attempt, Mode, Nomination, Scheduler};
-use crate::cluster::pod_groups::{GroupApi, GroupPolicy};
+use crate::cluster::pod_groups::{GroupApi, GroupPolicy, v1beta1};
 use crate::cluster::{PodInfo, PodKey};
+use crate::scheduler::KindInfo;
 use crate::scheduler::attempt::record::GroupCycle;
+use k8s_openapi::api::scheduling::v1alpha2;
 
 mod preemption;
 
@@ -94,6 +96,16 @@ pub fn no_pod_groups_served(group: &str) -> String {
          --feature-gates=GenericWorkload=true,GangScheduling=true and \
          --runtime-config=scheduling.k8s.io/v1alpha2=true on the API server)"
     )
+}
+
+/// The PodGroup version a watched kind is, as the kinds table says.
+fn group_api(kind: KindInfo) -> Option<GroupApi> {
+    use crate::scheduler::WatchedKind;
+    match kind {
+        k if k == <v1alpha2::PodGroup as WatchedKind>::INFO => Some(GroupApi::V1alpha2),
+        k if k == <v1beta1::PodGroup as WatchedKind>::INFO => Some(GroupApi::V1beta1),
+        _ => None,
+    }
 }
 
 impl Gangs {
@@ -168,15 +180,15 @@ impl Scheduler {
         let algorithm = started.elapsed();
         let error =
             outcomes.iter().any(|a| matches!(a, Attempt::Unschedulable { record, .. } if record.error.is_some()));
-        let fit = outcomes.iter().filter(|a| matches!(a, Attempt::Placed { .. })).count();
-        let fit = placed.saturating_add(u32::try_from(fit).unwrap_or(u32::MAX));
+        let fit_now = outcomes.iter().filter(|a| matches!(a, Attempt::Placed { .. })).count();
+        let fit = placed.saturating_add(u32::try_from(fit_now).unwrap_or(u32::MAX));
         let scheduled = fit >= gang.min_count;
         let cycle = GroupCycle {
             group: format!("{}/{}", gang.namespace, gang.name),
             min_count: gang.min_count,
             members: outcomes.len(),
             already_placed: placed,
-            fit: outcomes.iter().filter(|a| matches!(a, Attempt::Placed { .. })).count(),
+            fit: fit_now,
             placed: scheduled,
         };
         let mut outcomes: Vec<Attempt> = match scheduled {
@@ -225,10 +237,11 @@ impl Scheduler {
         Attempt::Unschedulable { pod, record, nomination: Nomination::Unchanged }
     }
 
-    /// What the watches found of a PodGroup API version: served or not.
-    /// Where none is, the members waiting for a PodGroup are told so,
-    /// once each.
-    pub fn set_group_api_served(&mut self, api: GroupApi, served: bool) {
+    /// What the watches found of a kind that may be off: served or not.
+    /// Where no PodGroup version is, the members waiting for a PodGroup
+    /// are told so, once each.
+    pub fn set_served(&mut self, kind: KindInfo, served: bool) {
+        let Some(api) = group_api(kind) else { return };
         match served {
             true => self.gangs.unserved.remove(&api),
             false => self.gangs.unserved.insert(api),
@@ -253,7 +266,11 @@ impl Scheduler {
 
     fn tell_if_unserved(&mut self, pod: &Arc<PodInfo>) {
         let none_served = self.gangs.unserved.len() == GroupApi::ALL.len();
-        if none_served && self.gangs.told.insert(pod.key.clone()) {
+        if none_served && !self.gangs.told.contains(&pod.key) {
+            // Pods gone since need no memory of having been told.
+            let queue = &self.queue;
+            self.gangs.told.retain(|key| queue.get(key).is_some());
+            self.gangs.told.insert(pod.key.clone());
             self.gangs.to_tell.push(pod.clone());
         }
     }
