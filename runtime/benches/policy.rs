@@ -226,6 +226,7 @@ fn sdk_pod(p: &PodFacts) -> wasmsched_sdk::PodInfo {
         node_selector: vec![],
         required_node_affinity: vec![],
         tolerations: vec![],
+        group: None,
     }
 }
 

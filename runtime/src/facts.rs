@@ -2,6 +2,7 @@
 //! WIT version: each versioned binding (`v0_1`, later `v0_2`) converts from
 //! these, so the scheduling core never changes when the contract does.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The kube enums are the rules crate's own, so the built-in filters and
@@ -107,6 +108,47 @@ pub struct PodFacts {
     pub node_selector: Vec<(String, String)>,
     pub required_node_affinity: Vec<NodeSelectorTerm>,
     pub tolerations: Vec<Toleration>,
+    /// Its PodGroup, during an attempt (contract 0.4's `group-info`).
+    pub group: Option<Arc<GroupFacts>>,
+}
+
+/// A member of a group on a node: bound, assumed, or chosen earlier in
+/// the group cycle.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MemberPlacement {
+    pub pod: String,
+    pub node: NodeId,
+}
+
+/// A pod's PodGroup as policies see it during an attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GroupFacts {
+    pub name: String,
+    /// A gang's quorum; 1 for a `basic` group.
+    pub min_count: u32,
+    /// Members known: placed and pending.
+    pub members: u32,
+    /// Members placed, in name order.
+    pub placed: Vec<MemberPlacement>,
+}
+
+/// How a policy wants a group's placements made (contract 0.4's
+/// `placement-domains`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacementDomains {
+    /// The node label whose values are the domains.
+    pub key: String,
+    /// Only placements inside one domain; otherwise one over every node too.
+    pub required: bool,
+}
+
+/// A feasible placement of a group, as `score-placement` sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// The label's value; empty for the placement over every node.
+    pub domain: String,
+    pub members: Vec<MemberPlacement>,
+    pub unplaced: u32,
 }
 
 /// A node that passed the built-in filters and what is already placed on it.
@@ -131,6 +173,8 @@ pub enum ScoreOrder {
 pub struct Phases {
     pub filter: bool,
     pub score: bool,
+    /// `placement-domains` and `score-placement` (contract 0.4).
+    pub place: bool,
 }
 
 /// One named part of a policy's raw score for a node (contract 0.2's

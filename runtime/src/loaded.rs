@@ -11,7 +11,7 @@ use wasmtime::Engine;
 
 use crate::contract::{ContractVersion, Refusal, Template};
 use crate::error::PolicyError;
-use crate::facts::{Candidate, FilterOutcome, PodFacts, PolicyInfo, ScorePart};
+use crate::facts::{Candidate, FilterOutcome, Placement, PlacementDomains, PodFacts, PolicyInfo, ScorePart};
 use crate::instance::{InstanceFactory, PolicyInstance};
 use crate::limits::PolicyLimits;
 use crate::node_cost::NodeCost;
@@ -309,6 +309,69 @@ impl LoadedPolicy {
     }
 }
 
+impl LoadedPolicy {
+    /// A gang's placement domains (contract 0.4's `place` phase), asked
+    /// with its first member; `None` from a policy without the phase.
+    pub fn placement_domains(
+        &self,
+        ctx: &PolicyContext,
+        pod: &PodFacts,
+    ) -> Result<Option<PlacementDomains>, PolicyError> {
+        if !self.info.phases.place {
+            return Ok(None);
+        }
+        let answer = self.with_instance(ctx, |instance| {
+            instance.call(&self.name, "placement-domains", self.limits().call_deadline, |store, b| {
+                b.placement_domains(store, pod)
+            })
+        })?;
+        let domains = answer.map_err(|message| declined(&self.name, "placement-domains", message))?;
+        if let Some(d) = &domains
+            && d.key.trim().is_empty()
+        {
+            let problem = "the domains' label key is empty".to_string();
+            return Err(PolicyError::Malformed { policy: self.name.to_string(), phase: "placement-domains", problem });
+        }
+        Ok(domains)
+    }
+
+    /// The raw scores of a gang's feasible placements, validated as node
+    /// scores are: one per placement, finite, magnitude at most 2^53.
+    pub fn score_placement(
+        &self,
+        ctx: &PolicyContext,
+        pod: &PodFacts,
+        placements: &[Placement],
+    ) -> Result<Vec<f64>, PolicyError> {
+        let scores = self
+            .with_instance(ctx, |instance| {
+                instance.call(&self.name, "score-placement", self.limits().call_deadline, |store, b| {
+                    b.score_placement(store, pod, placements)
+                })
+            })?
+            .map_err(|refusal| refused(&self.name, "score-placement", refusal))?;
+        if let Some(problem) = placement_scores_problem(&scores, placements) {
+            return Err(PolicyError::Malformed { policy: self.name.to_string(), phase: "score-placement", problem });
+        }
+        Ok(scores)
+    }
+}
+
+/// One score per placement, each in a raw score's range.
+fn placement_scores_problem(scores: &[f64], placements: &[Placement]) -> Option<String> {
+    if scores.len() != placements.len() {
+        return Some(format!("{} scores for {} placements", scores.len(), placements.len()));
+    }
+    let (i, score) = scores.iter().enumerate().find(|(_, s)| !(s.is_finite() && s.abs() <= answers::MAX_RAW_SCORE))?;
+    let domain = match placements[i].domain.as_str() {
+        "" => "over every node",
+        d => d,
+    };
+    Some(format!(
+        "the score for placement {domain} (placement {i}) is {score:e}; scores must be finite, |score| <= 2^53"
+    ))
+}
+
 /// A filter or score call's refusal as the error the scheduler reports.
 fn refused(policy: &str, phase: &'static str, refusal: Refusal) -> PolicyError {
     match refusal {
@@ -327,7 +390,7 @@ fn declined(policy: &str, phase: &'static str, message: String) -> PolicyError {
 
 fn validate_info(name: &str, info: &PolicyInfo) -> Result<(), PolicyError> {
     let PolicyInfo { name: said, version, description, phases, .. } = info;
-    match answers::describe_problem(said, version, description, phases.filter, phases.score) {
+    match answers::describe_problem(said, version, description, phases.filter || phases.place, phases.score) {
         None => Ok(()),
         Some(problem) => Err(PolicyError::Malformed { policy: name.to_string(), phase: "describe", problem }),
     }

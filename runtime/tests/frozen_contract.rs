@@ -1,6 +1,6 @@
 //! A released contract version is frozen: policies built against it must
 //! keep loading in every later scheduler. Changing `wit/0.1.0`,
-//! `wit/0.2.0` or `wit/0.3.0` by a byte fails here; a change to the contract is a new
+//! `wit/0.2.0`, `wit/0.3.0` or `wit/0.4.0` by a byte fails here; a change to the contract is a new
 //! version in a sibling directory, with its own module under
 //! `runtime/src/contract/`. So does changing the interpreters' addition,
 //! `wit/interpreter/0.1.0` (its `deps/` is the policy contract it extends).
@@ -12,6 +12,7 @@ const FROZEN: &[(&str, &str)] = &[
     ("0.1.0/policy.wit", "6c8b2d009c1f87f81adde5ea1d52dc8832c7895190c8e56152c481bc32a1a340"),
     ("0.2.0/policy.wit", "7da1b47d9a9df771c30d09be2c7b5b9e25ea518c83a8163166182f21f0f7ab20"),
     ("0.3.0/policy.wit", "6c5a8c5b80cd7000b06fe39fceeb575e5432ec19ea0cee5156627185d47fed49"),
+    ("0.4.0/policy.wit", "70c9a3e8353ead8e7dd694e448998c0d86001bea09448f5334d01d9d7ca22bff"),
     ("interpreter/0.1.0/source.wit", "e382b0338abbe0e5b7a3d3d4a1de34fbbfb49ea47d1ea353549bdd90b0b39ba0"),
 ];
 

@@ -38,6 +38,7 @@ pub use wit_bindgen as __wit_bindgen;
 
 mod columns;
 mod config;
+mod groups;
 pub mod host;
 mod node_table;
 mod parts;
@@ -48,15 +49,17 @@ pub mod runtime;
 mod test_host;
 pub mod testing;
 mod view;
+mod wire;
 
 pub use bindings::exports::wasmsched::policy::policy::ScorePart;
 pub use bindings::wasmsched::policy::types::{
-    Candidates, FilterVerdicts, LogLevel, MetricSample, NodeChange, NodeId, NodeInfo, NodeSelectorTerm, PodInfo,
-    PolicyInfo, Resources, ScoreOrder, SelectorOperator, SelectorRequirement, Taint, TaintEffect, Toleration,
+    DomainRequest, GroupInfo, LogLevel, MemberPlacement, MetricSample, NodeChange, NodeId, NodeInfo, NodeSelectorTerm,
+    PodInfo, PolicyInfo, Resources, ScoreOrder, SelectorOperator, SelectorRequirement, Taint, TaintEffect, Toleration,
     TolerationOperator,
 };
 pub use columns::{Columns, Verdicts};
 pub use config::Config;
+pub use groups::{PlacedMember, PlacementView};
 pub use parts::ScoreParts;
 pub use policy::{Phases, Policy};
 #[allow(deprecated)]
@@ -65,9 +68,10 @@ pub use view::{Attempt, Node, NodeView, Pod, Usage, least_allocated_score};
 pub use wasmsched_rules::SplitMix64;
 /// Kubernetes resource quantities, parsed as the scheduler parses them.
 pub use wasmsched_rules::quantity;
+pub use wire::Candidates;
 
 /// The WIT package version this SDK builds policies against.
-pub const WIT_VERSION: &str = "0.2.0";
+pub const WIT_VERSION: &str = "0.4.0";
 
 /// Exports a type implementing [`Policy`] as the component's
 /// `wasmsched:policy/policy` interface. Use it once per policy crate.
@@ -81,11 +85,7 @@ macro_rules! export_policy {
         const _: () = {
             struct WasmschedPolicyExport;
 
-            // `Policy::INDEPENDENT_NODES`, where the host reads it: a custom
-            // section named as the runtime's `INDEPENDENT_NODES_SECTION`.
-            #[unsafe(link_section = "wasmsched:independent-nodes")]
-            #[used]
-            static WASMSCHED_INDEPENDENT_NODES: [u8; 1] = [<$policy as $crate::Policy>::INDEPENDENT_NODES as u8];
+            use $crate::bindings::wasmsched::policy::types as wit;
 
             impl $crate::bindings::exports::wasmsched::policy::policy::Guest for WasmschedPolicyExport {
                 fn describe() -> $crate::PolicyInfo {
@@ -99,24 +99,36 @@ macro_rules! export_policy {
                 }
                 fn filter(
                     pod: $crate::PodInfo,
-                    candidates: $crate::Candidates,
-                ) -> ::core::result::Result<$crate::FilterVerdicts, ::std::string::String> {
+                    candidates: wit::Candidates,
+                ) -> ::core::result::Result<wit::FilterVerdicts, ::std::string::String> {
                     $crate::runtime::guest::filter::<$policy>(pod, candidates)
                 }
                 fn score(
                     pod: $crate::PodInfo,
-                    candidates: $crate::Candidates,
+                    candidates: wit::Candidates,
                     seed: u64,
-                ) -> ::core::result::Result<::std::vec::Vec<f64>, ::std::string::String> {
+                ) -> ::core::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
                     $crate::runtime::guest::score::<$policy>(pod, candidates, seed)
                 }
                 fn explain_score(
                     pod: $crate::PodInfo,
-                    candidates: $crate::Candidates,
+                    candidates: wit::Candidates,
                     seed: u64,
                 ) -> ::core::result::Result<::std::vec::Vec<::std::vec::Vec<$crate::ScorePart>>, ::std::string::String>
                 {
                     $crate::runtime::guest::explain_score::<$policy>(pod, candidates, seed)
+                }
+                fn placement_domains(
+                    pod: $crate::PodInfo,
+                ) -> ::core::result::Result<::core::option::Option<$crate::DomainRequest>, ::std::string::String>
+                {
+                    $crate::runtime::guest::placement_domains::<$policy>(pod)
+                }
+                fn score_placement(
+                    pod: $crate::PodInfo,
+                    placements: ::std::vec::Vec<wit::Placement>,
+                ) -> ::core::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
+                    $crate::runtime::guest::score_placement::<$policy>(pod, placements)
                 }
             }
 

@@ -33,6 +33,11 @@ impl NodeTable {
         }
     }
 
+    /// Every slot, by id: what an attempt reads nodes by.
+    pub(crate) fn slots(&self) -> &[Option<Node>] {
+        &self.nodes
+    }
+
     pub fn get(&self, id: u32) -> Option<&Node> {
         self.nodes.get(id as usize).and_then(Option::as_ref)
     }

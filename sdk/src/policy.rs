@@ -1,16 +1,27 @@
-use crate::{Attempt, Columns, Config, NodeView, Pod, ScoreOrder, ScoreParts, Verdicts};
+use crate::{Attempt, Columns, Config, DomainRequest, NodeView, PlacementView, Pod, ScoreOrder, ScoreParts, Verdicts};
 
 /// Which phases a policy takes part in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Phases {
     pub filter: bool,
     pub score: bool,
+    /// Where a gang goes as a whole: [`Policy::placement_domains`] and
+    /// [`Policy::score_placements`].
+    pub place: bool,
 }
 
 impl Phases {
-    pub const FILTER: Phases = Phases { filter: true, score: false };
-    pub const SCORE: Phases = Phases { filter: false, score: true };
-    pub const FILTER_AND_SCORE: Phases = Phases { filter: true, score: true };
+    pub const FILTER: Phases = Phases { filter: true, score: false, place: false };
+    pub const SCORE: Phases = Phases { filter: false, score: true, place: false };
+    pub const FILTER_AND_SCORE: Phases = Phases { filter: true, score: true, place: false };
+    /// Placement only: the scheduler's own filters and scores place each
+    /// member inside the placement the policy chooses.
+    pub const PLACE: Phases = Phases { filter: false, score: false, place: true };
+
+    /// These phases and the `place` phase.
+    pub const fn and_place(self) -> Phases {
+        Phases { place: true, ..self }
+    }
 }
 
 /// A scheduling policy. Implement the phases you declare in [`Policy::PHASES`];
@@ -107,5 +118,31 @@ pub trait Policy: Sized + 'static {
         _columns: &Columns<'_>,
     ) -> Option<Result<Vec<f64>, String>> {
         None
+    }
+
+    /// Where the members of a gang go together: `Some` names a node label
+    /// whose values are the domains (a rack, a zone), and whether the gang
+    /// must fit in one of them (`required`) or may spread when none can
+    /// take it. The scheduler tries the gang in each domain and scores the
+    /// placements that fit with [`Policy::score_placements`]. Asked once
+    /// per group cycle, with the gang's first member (`pod.group` is set).
+    /// `None` (the default): the members are placed over every node, one
+    /// after the other. Declare [`Phases::place`] for it to be called.
+    fn placement_domains(&self, _pod: &Pod) -> Result<Option<DomainRequest>, String> {
+        Ok(None)
+    }
+
+    /// One placement's raw score, in [`Policy::SCORE_ORDER`]: the best
+    /// placement is chosen, the first of equal ones (domains in the
+    /// label's order, the placement over every node last).
+    fn score_placement(&self, _pod: &Pod, _placement: &PlacementView<'_>) -> f64 {
+        0.0
+    }
+
+    /// Scores every feasible placement at once; override it when a score
+    /// is relative to the others, or to fail with a message (the scheduler
+    /// then takes the first feasible placement and records why).
+    fn score_placements(&self, pod: &Pod, placements: &[PlacementView<'_>]) -> Result<Vec<f64>, String> {
+        Ok(placements.iter().map(|p| self.score_placement(pod, p)).collect())
     }
 }

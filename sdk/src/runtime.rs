@@ -1,20 +1,23 @@
 //! The glue between the WIT exports and a [`Policy`]: the drivers for
-//! filter, score and explain-score over the instance's node table. The same code serves
-//! the wasm export (module `guest`) and the native test harness.
+//! filter, score, explain-score and the placement calls over the
+//! instance's node table. The same code serves the wasm export (module
+//! `guest`) and the native test harness.
 
+use crate::bindings::wasmsched::policy::types as wit;
 use crate::columns::{Columns, Verdicts};
 use crate::node_table::{NodeTable, check_lengths};
-use crate::{Attempt, Candidates, Config, FilterVerdicts, Phases, Pod, PodInfo, Policy, PolicyInfo, ScoreParts};
+use crate::{Attempt, Candidates, Config, DomainRequest, Phases, Pod, PodInfo, Policy, PolicyInfo, ScoreParts};
 
 /// Describes a policy type from its constants.
 pub fn describe<P: Policy>() -> PolicyInfo {
-    let Phases { filter, score } = P::PHASES;
+    let Phases { filter, score, place } = P::PHASES;
     PolicyInfo {
         name: P::NAME.to_string(),
         version: P::VERSION.to_string(),
         description: P::DESCRIPTION.to_string(),
-        phases: crate::bindings::wasmsched::policy::types::Phases { filter, score },
+        phases: wit::Phases { filter, score, place },
         score_order: P::SCORE_ORDER,
+        independent_nodes: P::INDEPENDENT_NODES,
     }
 }
 
@@ -36,19 +39,19 @@ impl<P: Policy> Instance<P> {
         Ok(Instance { policy, nodes: NodeTable::default() })
     }
 
-    pub fn filter(&self, pod: PodInfo, candidates: &Candidates) -> Result<FilterVerdicts, String> {
+    pub fn filter(&self, pod: PodInfo, candidates: &Candidates) -> Result<Verdicts, String> {
         let pod = Pod::from(pod);
-        let attempt = Attempt::new(0, &candidates.nodes);
+        let attempt = Attempt::new(0, &candidates.nodes, self.nodes.slots());
         check_lengths(candidates)?;
         let views = self.nodes.views(candidates)?;
         let mut verdicts = Verdicts::new(views.len());
         self.policy.filter_all(&attempt, &pod, &views, &mut verdicts)?;
-        Ok(FilterVerdicts { reasons: verdicts.reasons, verdicts: verdicts.verdicts })
+        Ok(verdicts)
     }
 
     pub fn score(&self, pod: PodInfo, candidates: &Candidates, seed: u64) -> Result<Vec<f64>, String> {
         let pod = Pod::from(pod);
-        let attempt = Attempt::new(seed, &candidates.nodes);
+        let attempt = Attempt::new(seed, &candidates.nodes, self.nodes.slots());
         check_lengths(candidates)?;
         if let Some(scores) = self.policy.score_columns(&attempt, &pod, &Columns::new(&self.nodes, candidates)) {
             return scores;
@@ -61,10 +64,21 @@ impl<P: Policy> Instance<P> {
     /// `explain-score` asks (an empty list where the policy gives none).
     pub fn explain_score(&self, pod: PodInfo, candidates: &Candidates, seed: u64) -> Result<Vec<ScoreParts>, String> {
         let pod = Pod::from(pod);
-        let attempt = Attempt::new(seed, &candidates.nodes);
+        let attempt = Attempt::new(seed, &candidates.nodes, self.nodes.slots());
         check_lengths(candidates)?;
         let views = self.nodes.views(candidates)?;
         Ok(views.iter().map(|node| self.policy.score_parts(&attempt, &pod, node).unwrap_or_default()).collect())
+    }
+
+    /// [`Policy::placement_domains`] for a gang's first member.
+    pub fn placement_domains(&self, pod: PodInfo) -> Result<Option<DomainRequest>, String> {
+        self.policy.placement_domains(&Pod::from(pod))
+    }
+
+    /// [`Policy::score_placements`] over the host's feasible placements.
+    pub fn score_placement(&self, pod: PodInfo, placements: &[wit::Placement]) -> Result<Vec<f64>, String> {
+        let views = crate::groups::views(&self.nodes, placements)?;
+        self.policy.score_placements(&Pod::from(pod), &views)
     }
 }
 
@@ -72,7 +86,9 @@ impl<P: Policy> Instance<P> {
 #[cfg(target_arch = "wasm32")]
 pub mod guest {
     use super::Instance;
-    use crate::{Candidates, FilterVerdicts, NodeChange, PodInfo, Policy, ScorePart};
+    use crate::bindings::wasmsched::policy::types as wit;
+    use crate::wire::pack;
+    use crate::{Candidates, DomainRequest, NodeChange, PodInfo, Policy, ScorePart};
     use std::any::Any;
     use std::cell::RefCell;
 
@@ -105,20 +121,34 @@ pub mod guest {
         });
     }
 
-    pub fn filter<P: Policy>(pod: PodInfo, candidates: Candidates) -> Result<FilterVerdicts, String> {
-        with::<P, _>(|instance| instance.filter(pod, &candidates))
+    pub fn filter<P: Policy>(pod: PodInfo, candidates: wit::Candidates) -> Result<wit::FilterVerdicts, String> {
+        let candidates = Candidates::from_wire(&candidates)?;
+        let verdicts = with::<P, _>(|instance| instance.filter(pod, &candidates))?;
+        Ok(wit::FilterVerdicts { reasons: verdicts.reasons, verdicts: pack(&verdicts.verdicts, u32::to_le_bytes) })
     }
 
-    pub fn score<P: Policy>(pod: PodInfo, candidates: Candidates, seed: u64) -> Result<Vec<f64>, String> {
-        with::<P, _>(|instance| instance.score(pod, &candidates, seed))
+    pub fn score<P: Policy>(pod: PodInfo, candidates: wit::Candidates, seed: u64) -> Result<Vec<u8>, String> {
+        let candidates = Candidates::from_wire(&candidates)?;
+        let scores = with::<P, _>(|instance| instance.score(pod, &candidates, seed))?;
+        Ok(pack(&scores, f64::to_le_bytes))
     }
 
     pub fn explain_score<P: Policy>(
         pod: PodInfo,
-        candidates: Candidates,
+        candidates: wit::Candidates,
         seed: u64,
     ) -> Result<Vec<Vec<ScorePart>>, String> {
+        let candidates = Candidates::from_wire(&candidates)?;
         let parts = with::<P, _>(|instance| instance.explain_score(pod, &candidates, seed))?;
         Ok(parts.into_iter().map(|p| p.into_parts().map(|(name, value)| ScorePart { name, value }).collect()).collect())
+    }
+
+    pub fn placement_domains<P: Policy>(pod: PodInfo) -> Result<Option<DomainRequest>, String> {
+        with::<P, _>(|instance| instance.placement_domains(pod))
+    }
+
+    pub fn score_placement<P: Policy>(pod: PodInfo, placements: Vec<wit::Placement>) -> Result<Vec<u8>, String> {
+        let scores = with::<P, _>(|instance| instance.score_placement(pod, &placements))?;
+        Ok(pack(&scores, f64::to_le_bytes))
     }
 }

@@ -13,11 +13,13 @@ use std::collections::HashMap;
 
 use wasmsched_rules::answers;
 
+use crate::bindings::wasmsched::policy::types::Placement;
 use crate::runtime::{Instance, describe};
 use crate::test_host::TEST_HOST;
 use crate::{
-    Candidates, MetricSample, NodeChange, NodeId, NodeInfo, NodeSelectorTerm, PodInfo, Policy, Resources, ScoreOrder,
-    ScoreParts, Taint, TaintEffect, Toleration, TolerationOperator, Usage, quantity,
+    Candidates, DomainRequest, GroupInfo, MemberPlacement, MetricSample, NodeChange, NodeId, NodeInfo,
+    NodeSelectorTerm, PodInfo, Policy, Resources, ScoreOrder, ScoreParts, Taint, TaintEffect, Toleration,
+    TolerationOperator, Usage, quantity,
 };
 
 fn parse_or_panic(what: &str, raw: &str, parse: fn(&str) -> Result<u64, quantity::QuantityError>) -> u64 {
@@ -127,6 +129,8 @@ impl NodeBuilder {
 #[derive(Debug, Clone)]
 pub struct PodBuilder {
     info: PodInfo,
+    /// Members of its group already placed: (pod, node name).
+    placed: Vec<(String, String)>,
 }
 
 impl PodBuilder {
@@ -146,7 +150,9 @@ impl PodBuilder {
                 node_selector: vec![],
                 required_node_affinity: vec![],
                 tolerations: vec![],
+                group: None,
             },
+            placed: vec![],
         }
     }
 
@@ -205,9 +211,43 @@ impl PodBuilder {
         self
     }
 
-    pub fn info(&self) -> PodInfo {
-        self.info.clone()
+    /// A member of PodGroup `name` with quorum `min_count`, of `members`
+    /// members known.
+    pub fn group(mut self, name: &str, min_count: u32, members: u32) -> Self {
+        self.info.group = Some(GroupInfo { name: name.to_string(), min_count, members, placed: vec![] });
+        self
     }
+
+    /// Another member of its group already placed on fixture node `node`.
+    pub fn member_placed(mut self, pod: &str, node: &str) -> Self {
+        assert!(self.info.group.is_some(), "member_placed before group");
+        self.placed.push((pod.to_string(), node.to_string()));
+        self
+    }
+
+    /// The pod as the host sends it; placed members' nodes by fixture id
+    /// (`nodes` in insertion order).
+    pub(crate) fn info_on(&self, nodes: &[String]) -> PodInfo {
+        let mut info = self.info.clone();
+        if let Some(group) = &mut info.group {
+            let mut placed: Vec<MemberPlacement> = self
+                .placed
+                .iter()
+                .map(|(pod, node)| MemberPlacement { pod: pod.clone(), node: id_in(nodes, node) })
+                .collect();
+            placed.sort_by(|a, b| a.pod.cmp(&b.pod));
+            group.placed = placed;
+        }
+        info
+    }
+
+    pub fn info(&self) -> PodInfo {
+        self.info_on(&[])
+    }
+}
+
+fn id_in(nodes: &[String], node: &str) -> NodeId {
+    nodes.iter().position(|n| n == node).unwrap_or_else(|| panic!("no fixture node {node}")) as NodeId
 }
 
 fn install_host(config: &str, metrics: &HashMap<(NodeId, String), MetricSample>) {
@@ -252,9 +292,13 @@ impl<P: Policy> Harness<P> {
     pub fn with_config(config_json: &str) -> Result<Self, String> {
         let info = describe::<P>();
         let (phases, name) = (&info.phases, &info.name);
-        if let Some(problem) =
-            answers::describe_problem(name, &info.version, &info.description, phases.filter, phases.score)
-        {
+        if let Some(problem) = answers::describe_problem(
+            name,
+            &info.version,
+            &info.description,
+            phases.filter || phases.place,
+            phases.score,
+        ) {
             panic!("{name}: malformed describe result: {problem}");
         }
         install_host(config_json, &HashMap::new());
@@ -264,15 +308,7 @@ impl<P: Policy> Harness<P> {
             instance: instance?,
             config: config_json.to_string(),
             names: vec![],
-            candidates: Candidates {
-                nodes: vec![],
-                requested_milli_cpu: vec![],
-                requested_memory: vec![],
-                requested_ephemeral_storage: vec![],
-                nonzero_requested_milli_cpu: vec![],
-                nonzero_requested_memory: vec![],
-                pod_count: vec![],
-            },
+            candidates: Candidates::default(),
             metrics: HashMap::new(),
             logs,
         })
@@ -310,7 +346,7 @@ impl<P: Policy> Harness<P> {
     }
 
     fn id_of(&self, node: &str) -> NodeId {
-        self.names.iter().position(|n| n == node).unwrap_or_else(|| panic!("no fixture node {node}")) as NodeId
+        id_in(&self.names, node)
     }
 
     /// Log lines the policy wrote, as `Level: message k=v`.
@@ -318,9 +354,9 @@ impl<P: Policy> Harness<P> {
         &self.logs
     }
 
-    fn run<R>(&mut self, f: impl FnOnce(&Instance<P>, &Candidates) -> R) -> R {
+    fn run<R>(&mut self, f: impl FnOnce(&Instance<P>, &Candidates, &[String]) -> R) -> R {
         install_host(&self.config, &self.metrics);
-        let result = f(&self.instance, &self.candidates);
+        let result = f(&self.instance, &self.candidates, &self.names);
         self.logs.extend(take_logs());
         result
     }
@@ -330,7 +366,7 @@ impl<P: Policy> Harness<P> {
     /// refuse, in the scheduler's words.
     pub fn filter(&mut self, pod: &PodBuilder) -> Vec<(String, Result<(), String>)> {
         let verdicts = self
-            .run(|instance, candidates| instance.filter(pod.info(), candidates))
+            .run(|instance, candidates, names| instance.filter(pod.info_on(names), candidates))
             .map_err(|e| refused(P::NAME, "filter", e))
             .unwrap_or_else(|e| panic!("{} filter failed: {e}", P::NAME));
         if let Some(problem) = answers::filter_problem(&verdicts.reasons, &verdicts.verdicts, self.names.len()) {
@@ -350,7 +386,7 @@ impl<P: Policy> Harness<P> {
     /// answer the scheduler would refuse is an error in its words.
     pub fn try_score(&mut self, pod: &PodBuilder, seed: u64) -> Result<Vec<(String, f64)>, String> {
         let scores = self
-            .run(|instance, candidates| instance.score(pod.info(), candidates, seed))
+            .run(|instance, candidates, names| instance.score(pod.info_on(names), candidates, seed))
             .map_err(|e| refused(P::NAME, "score", e))?;
         let node = |i: usize| self.names[i].as_str();
         if let Some(problem) = answers::score_problem(&scores, self.names.len(), node) {
@@ -369,7 +405,7 @@ impl<P: Policy> Harness<P> {
     /// Panics on a policy error, and on parts the scheduler would refuse.
     pub fn explain(&mut self, pod: &PodBuilder) -> Vec<(String, ScoreParts)> {
         let parts = self
-            .run(|instance, candidates| instance.explain_score(pod.info(), candidates, 0))
+            .run(|instance, candidates, names| instance.explain_score(pod.info_on(names), candidates, 0))
             .map_err(|e| refused(P::NAME, "explain-score", e))
             .unwrap_or_else(|e| panic!("{} explain-score failed: {e}", P::NAME));
         let named: Vec<Vec<(&str, f64)>> =
@@ -378,6 +414,59 @@ impl<P: Policy> Harness<P> {
             panic!("{}: malformed explain-score result: {problem}", P::NAME);
         }
         self.names.iter().cloned().zip(parts).collect()
+    }
+
+    /// The domains the policy asks for, for a gang member
+    /// ([`Policy::placement_domains`]). Panics on a policy error, and on
+    /// an answer the scheduler would refuse.
+    pub fn placement_domains(&mut self, pod: &PodBuilder) -> Option<DomainRequest> {
+        assert!(P::PHASES.place, "{} does not declare the place phase: the scheduler never asks it", P::NAME);
+        let domains = self
+            .run(|instance, _, names| instance.placement_domains(pod.info_on(names)))
+            .map_err(|e| refused(P::NAME, "placement-domains", e))
+            .unwrap_or_else(|e| panic!("{} placement-domains failed: {e}", P::NAME));
+        if domains.as_ref().is_some_and(|d| d.key.trim().is_empty()) {
+            panic!("{}: malformed placement-domains result: the domains' label key is empty", P::NAME);
+        }
+        domains
+    }
+
+    /// Raw scores of placements, each given as its domain and its members
+    /// on fixture nodes (`(pod, node)`), or the policy's error. An answer
+    /// the scheduler would refuse is an error in its words.
+    pub fn try_score_placements(
+        &mut self,
+        pod: &PodBuilder,
+        placements: &[(&str, &[(&str, &str)])],
+    ) -> Result<Vec<f64>, String> {
+        let wire: Vec<Placement> = placements
+            .iter()
+            .map(|(domain, members)| Placement {
+                domain: domain.to_string(),
+                members: members
+                    .iter()
+                    .map(|(pod, node)| MemberPlacement { pod: pod.to_string(), node: self.id_of(node) })
+                    .collect(),
+                unplaced: 0,
+            })
+            .collect();
+        let scores = self
+            .run(|instance, _, names| instance.score_placement(pod.info_on(names), &wire))
+            .map_err(|e| refused(P::NAME, "score-placement", e))?;
+        if scores.len() != placements.len() || scores.iter().any(|s| !s.is_finite() || s.abs() > answers::MAX_RAW_SCORE)
+        {
+            return Err(format!(
+                "{}: malformed score-placement result: {scores:?} for {} placements",
+                P::NAME,
+                placements.len()
+            ));
+        }
+        Ok(scores)
+    }
+
+    /// [`Harness::try_score_placements`], panicking on an error.
+    pub fn score_placements(&mut self, pod: &PodBuilder, placements: &[(&str, &[(&str, &str)])]) -> Vec<f64> {
+        self.try_score_placements(pod, placements).unwrap_or_else(|e| panic!("{} score-placement failed: {e}", P::NAME))
     }
 
     /// The node this policy alone would pick: among nodes its filter accepts,

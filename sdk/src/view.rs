@@ -8,7 +8,8 @@ use std::ops::Deref;
 use wasmsched_rules::{NodeLabels, first_untolerated, node_selector_matches, required_affinity_matches, tolerates};
 
 use crate::{
-    Candidates, MetricSample, NodeId, NodeInfo, NodeSelectorTerm, PodInfo, Resources, SplitMix64, Taint, Toleration,
+    Candidates, GroupInfo, MetricSample, NodeId, NodeInfo, NodeSelectorTerm, PodInfo, Resources, SplitMix64, Taint,
+    Toleration,
 };
 
 /// A node as the policy's table holds it: sent once by the host, then kept
@@ -87,6 +88,9 @@ pub struct Pod {
     pub node_selector: BTreeMap<String, String>,
     pub required_node_affinity: Vec<NodeSelectorTerm>,
     pub tolerations: Vec<Toleration>,
+    /// Its PodGroup: name, quorum, members, and where the placed ones
+    /// are (in a group cycle, also those chosen before this member).
+    pub group: Option<GroupInfo>,
 }
 
 impl From<PodInfo> for Pod {
@@ -104,6 +108,7 @@ impl From<PodInfo> for Pod {
             node_selector: info.node_selector.into_iter().collect(),
             required_node_affinity: info.required_node_affinity,
             tolerations: info.tolerations,
+            group: info.group,
         }
     }
 }
@@ -238,6 +243,8 @@ pub fn least_allocated_score(node: &Node, nonzero_cpu: u64, nonzero_memory: u64,
 pub struct Attempt<'a> {
     seed: u64,
     candidates: &'a [NodeId],
+    /// The instance's node table, by id.
+    table: &'a [Option<Node>],
     metrics: RefCell<Vec<(String, Vec<Option<MetricSample>>)>>,
 }
 
@@ -246,8 +253,15 @@ pub struct Attempt<'a> {
 pub type Cycle<'a> = Attempt<'a>;
 
 impl<'a> Attempt<'a> {
-    pub(crate) fn new(seed: u64, candidates: &'a [NodeId]) -> Self {
-        Attempt { seed, candidates, metrics: RefCell::new(Vec::new()) }
+    pub(crate) fn new(seed: u64, candidates: &'a [NodeId], table: &'a [Option<Node>]) -> Self {
+        Attempt { seed, candidates, table, metrics: RefCell::new(Vec::new()) }
+    }
+
+    /// Any node the host told this instance about, candidate or not: for
+    /// example where the pod's group's placed members are
+    /// ([`GroupInfo::placed`](crate::GroupInfo)).
+    pub fn node(&self, id: NodeId) -> Option<&'a Node> {
+        self.table.get(id as usize).and_then(Option::as_ref)
     }
 
     /// Derived by the host from its `--seed` and the pod.

@@ -191,6 +191,8 @@ impl PodInfo {
             node_selector: spec.node_selector.clone().unwrap_or_default().into_iter().collect(),
             required_node_affinity: required,
             tolerations: spec.tolerations.iter().flatten().map(toleration).collect(),
+            // Told during an attempt, from the cluster's state then.
+            group: None,
         };
         let constraints = PodConstraints::of(spec, &key.namespace, meta.labels.as_ref().unwrap_or(&Default::default()));
         let claims = spec

@@ -85,9 +85,10 @@ pub struct ClusterState {
     /// Per CSI driver, a limit no node's is below: the smallest any node
     /// has given, never raised (NodeVolumeLimits' bound).
     attach_floor: HashMap<String, u32>,
-    /// (namespace, PodGroup) → how many placed pods (bound or assumed)
-    /// belong to it: a gang's quorum counts them.
-    group_members: HashMap<(String, String), u32>,
+    /// (namespace, PodGroup) → its placed pods (bound or assumed), by
+    /// name, and their nodes: a gang's quorum counts them, and policies
+    /// see where they are.
+    group_members: HashMap<(String, String), BTreeMap<String, String>>,
     /// The PodGroups, by namespace and name.
     pod_groups: super::pod_groups::PodGroups,
 }
@@ -200,7 +201,7 @@ impl ClusterState {
         }
         self.by_node.entry(node.to_string()).or_default().insert(pod.key.clone());
         self.count_claims(&placed, true);
-        self.count_group(&placed, true);
+        self.count_group(&pod.key, &placed, true);
         self.pods.insert(pod.key.clone(), placed);
     }
 
@@ -282,7 +283,7 @@ impl ClusterState {
     fn take_placed(&mut self, key: &PodKey) -> Option<PlacedPod> {
         let placed = self.pods.remove(key)?;
         self.count_claims(&placed, false);
-        self.count_group(&placed, false);
+        self.count_group(key, &placed, false);
         if let Some(state) = self.state_mut(&placed.node) {
             state.usage.remove(&placed);
         }
@@ -298,15 +299,15 @@ impl ClusterState {
         Some(placed)
     }
 
-    fn count_group(&mut self, pod: &PlacedPod, added: bool) {
+    fn count_group(&mut self, key: &PodKey, pod: &PlacedPod, added: bool) {
         let Some(group) = &pod.group else { return };
-        let key = (pod.namespace.clone(), group.clone());
+        let group = (pod.namespace.clone(), group.clone());
         if added {
-            *self.group_members.entry(key).or_default() += 1;
-        } else if let Some(members) = self.group_members.get_mut(&key) {
-            *members -= 1;
-            if *members == 0 {
-                self.group_members.remove(&key);
+            self.group_members.entry(group).or_default().insert(key.name.clone(), pod.node.clone());
+        } else if let Some(members) = self.group_members.get_mut(&group) {
+            members.remove(&key.name);
+            if members.is_empty() {
+                self.group_members.remove(&group);
             }
         }
     }
@@ -322,7 +323,14 @@ impl ClusterState {
     /// How many pods of PodGroup `group` in `namespace` are placed (bound
     /// or assumed).
     pub fn placed_in_group(&self, namespace: &str, group: &str) -> u32 {
-        self.group_members.get(&(namespace.to_string(), group.to_string())).copied().unwrap_or(0)
+        self.group_members.get(&(namespace.to_string(), group.to_string())).map_or(0, |m| m.len() as u32)
+    }
+
+    /// The placed pods of PodGroup `group` in `namespace` and their nodes,
+    /// in pod name order.
+    pub fn group_placements(&self, namespace: &str, group: &str) -> impl Iterator<Item = (&str, &str)> {
+        let members = self.group_members.get(&(namespace.to_string(), group.to_string()));
+        members.into_iter().flatten().map(|(pod, node)| (pod.as_str(), node.as_str()))
     }
 
     fn count_claims(&mut self, pod: &PlacedPod, added: bool) {

@@ -5,12 +5,13 @@
 //! depends on (wit-bindgen, serde) are fetched.
 
 /// (path under `vendor/`, contents). `sdk/` and `rules/` keep their
-/// layout, so the SDK's `../wit/0.2.0` path resolves as it does here.
+/// layout, so the SDK's `../wit/0.4.0` path resolves as it does here.
 pub const FILES: &[(&str, &str)] = &[
     ("wasmsched-sdk/Cargo.toml", SDK_MANIFEST),
     ("wasmsched-sdk/src/bindings.rs", include_str!("../../../sdk/src/bindings.rs")),
     ("wasmsched-sdk/src/columns.rs", include_str!("../../../sdk/src/columns.rs")),
     ("wasmsched-sdk/src/config.rs", include_str!("../../../sdk/src/config.rs")),
+    ("wasmsched-sdk/src/groups.rs", include_str!("../../../sdk/src/groups.rs")),
     ("wasmsched-sdk/src/host.rs", include_str!("../../../sdk/src/host.rs")),
     ("wasmsched-sdk/src/lib.rs", include_str!("../../../sdk/src/lib.rs")),
     ("wasmsched-sdk/src/node_table.rs", include_str!("../../../sdk/src/node_table.rs")),
@@ -21,6 +22,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("wasmsched-sdk/src/test_host.rs", include_str!("../../../sdk/src/test_host.rs")),
     ("wasmsched-sdk/src/testing.rs", include_str!("../../../sdk/src/testing.rs")),
     ("wasmsched-sdk/src/view.rs", include_str!("../../../sdk/src/view.rs")),
+    ("wasmsched-sdk/src/wire.rs", include_str!("../../../sdk/src/wire.rs")),
     ("wasmsched-rules/Cargo.toml", RULES_MANIFEST),
     ("wasmsched-rules/src/answers.rs", include_str!("../../../rules/src/answers.rs")),
     ("wasmsched-rules/src/label_selector.rs", include_str!("../../../rules/src/label_selector.rs")),
@@ -34,7 +36,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("wasmsched-rules/src/scoring.rs", include_str!("../../../rules/src/scoring.rs")),
     ("wasmsched-rules/src/taints.rs", include_str!("../../../rules/src/taints.rs")),
     ("wasmsched-rules/src/topology_spread.rs", include_str!("../../../rules/src/topology_spread.rs")),
-    ("wit/0.2.0/policy.wit", include_str!("../../../wit/0.2.0/policy.wit")),
+    ("wit/0.4.0/policy.wit", include_str!("../../../wit/0.4.0/policy.wit")),
 ];
 
 /// The workspace's manifests inherit from it; the copies say it all.
@@ -75,7 +77,7 @@ mod tests {
     fn every_source_file_is_copied() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         for (dir, vendored) in
-            [("sdk/src", "wasmsched-sdk/src"), ("rules/src", "wasmsched-rules/src"), ("wit/0.2.0", "wit/0.2.0")]
+            [("sdk/src", "wasmsched-sdk/src"), ("rules/src", "wasmsched-rules/src"), ("wit/0.4.0", "wit/0.4.0")]
         {
             for entry in std::fs::read_dir(root.join(dir)).unwrap() {
                 let name = entry.unwrap().file_name().into_string().unwrap();

@@ -233,8 +233,12 @@ fn group_cycle(c: &GroupCycle) -> String {
         true => "placed together".to_string(),
         false => "not placed: every placement of the cycle undone (all or nothing)".to_string(),
     };
+    let placement = match &c.placement {
+        Some(p) => format!(" Placement: {p}."),
+        None => String::new(),
+    };
     format!(
-        "Group cycle: PodGroup {} (minCount {}): {} members attempted together, {} fit{before}: {decided}.",
+        "Group cycle: PodGroup {} (minCount {}): {} members attempted together, {} fit{before}: {decided}.{placement}",
         c.group, c.min_count, c.members, c.fit
     )
 }

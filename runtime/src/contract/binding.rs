@@ -15,6 +15,9 @@
 /// `declarations`).
 macro_rules! contract_binding {
     ($wit:literal, $version:literal, $independent:expr) => {
+        super::binding::contract_binding!($wit, $version, $independent, |_| false, pod: []);
+    };
+    ($wit:literal, $version:literal, $independent:expr, $place:expr, pod: [$($field:ident: $conv:path),*]) => {
         use wasmtime::Store;
         use wasmtime::component::{HasSelf, Linker};
 
@@ -82,11 +85,13 @@ macro_rules! contract_binding {
                 let info = self.guest().call_describe(store)?;
                 let independent: fn(&wit::PolicyInfo) -> bool = $independent;
                 let independent_nodes = independent(&info);
+                let place: fn(&wit::PolicyInfo) -> bool = $place;
+                let place = place(&info);
                 Ok(facts::PolicyInfo {
                     name: info.name,
                     version: info.version,
                     description: info.description,
-                    phases: facts::Phases { filter: info.phases.filter, score: info.phases.score },
+                    phases: facts::Phases { filter: info.phases.filter, score: info.phases.score, place },
                     score_order: match info.score_order {
                         wit::ScoreOrder::HigherIsBetter => facts::ScoreOrder::HigherIsBetter,
                         wit::ScoreOrder::LowerIsBetter => facts::ScoreOrder::LowerIsBetter,
@@ -237,6 +242,7 @@ macro_rules! contract_binding {
                         effect: t.effect.map(effect),
                     })
                     .collect(),
+                $($field: $conv(p),)*
             }
         }
 
@@ -278,6 +284,65 @@ macro_rules! contract_binding {
             })
         }
     };
+}
+
+/// The per-node columns as packed little-endian bytes (contract 0.3 on):
+/// how they are filled, and how the answers are read.
+macro_rules! packed_columns {
+    () => {
+        /// Verdicts as the runtime reads them: u32s, packed.
+        fn verdicts(answer: wit::FilterVerdicts) -> Result<RawVerdicts, Refusal> {
+            Ok((answer.reasons, super::binding::unpack(&answer.verdicts, "verdicts", "u32", u32::from_le_bytes)?))
+        }
+
+        /// Scores as the runtime reads them: f64s, packed.
+        fn scores(answer: Vec<u8>) -> Result<Vec<f64>, Refusal> {
+            super::binding::unpack(&answer, "scores", "f64", f64::from_le_bytes)
+        }
+
+        /// Rows to packed columns, in one pass over the rows.
+        fn fill_columns(out: &mut wit::Candidates, candidates: &[facts::Candidate]) {
+            let columns = [
+                &mut out.nodes,
+                &mut out.requested_milli_cpu,
+                &mut out.requested_memory,
+                &mut out.requested_ephemeral_storage,
+                &mut out.nonzero_requested_milli_cpu,
+                &mut out.nonzero_requested_memory,
+                &mut out.pod_count,
+            ];
+            for column in columns {
+                column.clear();
+            }
+            for c in candidates {
+                out.nodes.extend_from_slice(&c.node.to_le_bytes());
+                out.requested_milli_cpu.extend_from_slice(&c.requested_milli_cpu.to_le_bytes());
+                out.requested_memory.extend_from_slice(&c.requested_memory.to_le_bytes());
+                out.requested_ephemeral_storage.extend_from_slice(&c.requested_ephemeral_storage.to_le_bytes());
+                out.nonzero_requested_milli_cpu.extend_from_slice(&c.nonzero_requested_milli_cpu.to_le_bytes());
+                out.nonzero_requested_memory.extend_from_slice(&c.nonzero_requested_memory.to_le_bytes());
+                out.pod_count.extend_from_slice(&c.pod_count.to_le_bytes());
+            }
+        }
+    };
+}
+
+/// Packed little-endian numbers of `N` bytes each; bytes left over are
+/// an answer the contract cannot carry.
+pub(crate) fn unpack<T, const N: usize>(
+    bytes: &[u8],
+    what: &str,
+    kind: &str,
+    from: fn([u8; N]) -> T,
+) -> Result<Vec<T>, super::Refusal> {
+    let chunks = bytes.chunks_exact(N);
+    if !chunks.remainder().is_empty() {
+        return Err(super::Refusal::Malformed(format!(
+            "the {what} are {} bytes, not a whole number of {kind}s ({N} bytes each, little-endian)",
+            bytes.len()
+        )));
+    }
+    Ok(chunks.map(|c| from(c.try_into().expect("chunks_exact gives N bytes"))).collect())
 }
 
 /// The per-node columns as lists of numbers (contracts 0.1 and 0.2): how
@@ -364,4 +429,4 @@ macro_rules! explain_score {
     };
 }
 
-pub(crate) use {contract_binding, explain_score, number_columns};
+pub(crate) use {contract_binding, explain_score, number_columns, packed_columns};

@@ -10,19 +10,20 @@ mod binding;
 mod v0_1;
 mod v0_2;
 mod v0_3;
+mod v0_4;
 
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store};
 
 use crate::error::PolicyError;
-use crate::facts::{Candidate, PodFacts, PolicyInfo, ScorePart};
+use crate::facts::{Candidate, Placement, PlacementDomains, PodFacts, PolicyInfo, ScorePart};
 use crate::host_state::HostState;
 use crate::node_table::NodeSync;
 
 const POLICY_INTERFACE: &str = "wasmsched:policy/policy";
 
 /// The versions accepted, as `wasmsched check` and errors print them.
-pub const SUPPORTED: &str = "0.1.x, 0.2.x and 0.3.x";
+pub const SUPPORTED: &str = "0.1.x, 0.2.x, 0.3.x and 0.4.x";
 
 /// A filter answer as the guest gave it: distinct reasons, one code per
 /// candidate (0 = passes, n = the n-th reason).
@@ -43,6 +44,7 @@ pub enum ContractVersion {
     V0_1,
     V0_2,
     V0_3,
+    V0_4,
 }
 
 impl ContractVersion {
@@ -51,6 +53,7 @@ impl ContractVersion {
             ContractVersion::V0_1 => v0_1::VERSION,
             ContractVersion::V0_2 => v0_2::VERSION,
             ContractVersion::V0_3 => v0_3::VERSION,
+            ContractVersion::V0_4 => v0_4::VERSION,
         }
     }
 
@@ -73,6 +76,7 @@ impl ContractVersion {
             (Some("0"), Some("1")) => Ok(ContractVersion::V0_1),
             (Some("0"), Some("2")) => Ok(ContractVersion::V0_2),
             (Some("0"), Some("3")) => Ok(ContractVersion::V0_3),
+            (Some("0"), Some("4")) => Ok(ContractVersion::V0_4),
             _ => Err(PolicyError::IncompatibleVersion {
                 source_name: origin.to_string(),
                 found: if found.is_empty() { "(unversioned)".into() } else { found.to_string() },
@@ -98,7 +102,8 @@ pub(crate) fn check_header(origin: &str, bytes: &[u8]) -> Result<(), PolicyError
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     v0_1::add_to_linker(linker)?;
     v0_2::add_to_linker(linker)?;
-    v0_3::add_to_linker(linker)
+    v0_3::add_to_linker(linker)?;
+    v0_4::add_to_linker(linker)
 }
 
 /// A component pre-instantiated against its contract version.
@@ -106,6 +111,7 @@ pub(crate) enum Template {
     V0_1(v0_1::SchedulerPolicyPre<HostState>),
     V0_2(v0_2::SchedulerPolicyPre<HostState>),
     V0_3(v0_3::SchedulerPolicyPre<HostState>),
+    V0_4(v0_4::SchedulerPolicyPre<HostState>),
 }
 
 impl Template {
@@ -128,6 +134,7 @@ impl Template {
             ContractVersion::V0_1 => Ok(Template::V0_1(v0_1::SchedulerPolicyPre::new(pre).map_err(missing)?)),
             ContractVersion::V0_2 => Ok(Template::V0_2(v0_2::SchedulerPolicyPre::new(pre).map_err(missing)?)),
             ContractVersion::V0_3 => Ok(Template::V0_3(v0_3::SchedulerPolicyPre::new(pre).map_err(missing)?)),
+            ContractVersion::V0_4 => Ok(Template::V0_4(v0_4::SchedulerPolicyPre::new(pre).map_err(missing)?)),
         }
     }
 
@@ -136,6 +143,7 @@ impl Template {
             Template::V0_1(pre) => v0_1::Bindings::instantiate(pre, store).map(Bindings::V0_1),
             Template::V0_2(pre) => v0_2::Bindings::instantiate(pre, store).map(Bindings::V0_2),
             Template::V0_3(pre) => v0_3::Bindings::instantiate(pre, store).map(Bindings::V0_3),
+            Template::V0_4(pre) => v0_4::Bindings::instantiate(pre, store).map(Bindings::V0_4),
         }
     }
 }
@@ -146,6 +154,7 @@ pub(crate) enum Bindings {
     V0_1(v0_1::Bindings),
     V0_2(v0_2::Bindings),
     V0_3(v0_3::Bindings),
+    V0_4(v0_4::Bindings),
 }
 
 impl Bindings {
@@ -154,6 +163,7 @@ impl Bindings {
             Bindings::V0_1(b) => b.describe(store),
             Bindings::V0_2(b) => b.describe(store),
             Bindings::V0_3(b) => b.describe(store),
+            Bindings::V0_4(b) => b.describe(store),
         }
     }
 
@@ -162,6 +172,7 @@ impl Bindings {
             Bindings::V0_1(b) => b.init(store),
             Bindings::V0_2(b) => b.init(store),
             Bindings::V0_3(b) => b.init(store),
+            Bindings::V0_4(b) => b.init(store),
         }
     }
 
@@ -170,6 +181,7 @@ impl Bindings {
             Bindings::V0_1(b) => b.sync_nodes(store, sync),
             Bindings::V0_2(b) => b.sync_nodes(store, sync),
             Bindings::V0_3(b) => b.sync_nodes(store, sync),
+            Bindings::V0_4(b) => b.sync_nodes(store, sync),
         }
     }
 
@@ -183,6 +195,7 @@ impl Bindings {
             Bindings::V0_1(b) => b.filter(store, pod, candidates),
             Bindings::V0_2(b) => b.filter(store, pod, candidates),
             Bindings::V0_3(b) => b.filter(store, pod, candidates),
+            Bindings::V0_4(b) => b.filter(store, pod, candidates),
         }
     }
 
@@ -197,6 +210,7 @@ impl Bindings {
             Bindings::V0_1(b) => b.score(store, pod, candidates, seed),
             Bindings::V0_2(b) => b.score(store, pod, candidates, seed),
             Bindings::V0_3(b) => b.score(store, pod, candidates, seed),
+            Bindings::V0_4(b) => b.score(store, pod, candidates, seed),
         }
     }
 
@@ -213,6 +227,33 @@ impl Bindings {
             Bindings::V0_1(_) => Ok(None),
             Bindings::V0_2(b) => b.explain_score(store, pod, candidates, seed).map(Some),
             Bindings::V0_3(b) => b.explain_score(store, pod, candidates, seed).map(Some),
+            Bindings::V0_4(b) => b.explain_score(store, pod, candidates, seed).map(Some),
+        }
+    }
+
+    /// A gang's placement domains (contract 0.4's `place` phase); `None`
+    /// from a policy whose contract has no such phase.
+    pub(crate) fn placement_domains(
+        &self,
+        store: &mut Store<HostState>,
+        pod: &PodFacts,
+    ) -> wasmtime::Result<Result<Option<PlacementDomains>, String>> {
+        match self {
+            Bindings::V0_4(b) => b.placement_domains(store, pod),
+            _ => Ok(Ok(None)),
+        }
+    }
+
+    /// The raw scores of a gang's feasible placements (contract 0.4).
+    pub(crate) fn score_placement(
+        &self,
+        store: &mut Store<HostState>,
+        pod: &PodFacts,
+        placements: &[Placement],
+    ) -> wasmtime::Result<Result<Vec<f64>, Refusal>> {
+        match self {
+            Bindings::V0_4(b) => b.score_placement(store, pod, placements),
+            _ => Ok(Err(Refusal::Declined("its contract has no score-placement (0.4 on)".into()))),
         }
     }
 }

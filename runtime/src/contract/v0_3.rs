@@ -6,56 +6,11 @@
 super::binding::contract_binding!("../wit/0.3.0", "0.3.0", |info| info.independent_nodes);
 super::binding::explain_score!();
 
-/// Verdicts as the runtime reads them: u32s, packed.
-fn verdicts(answer: wit::FilterVerdicts) -> Result<RawVerdicts, Refusal> {
-    Ok((answer.reasons, unpack(&answer.verdicts, "verdicts", "u32", u32::from_le_bytes)?))
-}
-
-/// Scores as the runtime reads them: f64s, packed.
-fn scores(answer: Vec<u8>) -> Result<Vec<f64>, Refusal> {
-    unpack(&answer, "scores", "f64", f64::from_le_bytes)
-}
-
-/// Packed little-endian numbers of `N` bytes each; bytes left over are
-/// an answer the contract cannot carry.
-fn unpack<T, const N: usize>(bytes: &[u8], what: &str, kind: &str, from: fn([u8; N]) -> T) -> Result<Vec<T>, Refusal> {
-    let chunks = bytes.chunks_exact(N);
-    if !chunks.remainder().is_empty() {
-        return Err(Refusal::Malformed(format!(
-            "the {what} are {} bytes, not a whole number of {kind}s ({N} bytes each, little-endian)",
-            bytes.len()
-        )));
-    }
-    Ok(chunks.map(|c| from(c.try_into().expect("chunks_exact gives N bytes"))).collect())
-}
-
-/// Rows to packed columns, in one pass over the rows.
-fn fill_columns(out: &mut wit::Candidates, candidates: &[facts::Candidate]) {
-    let columns = [
-        &mut out.nodes,
-        &mut out.requested_milli_cpu,
-        &mut out.requested_memory,
-        &mut out.requested_ephemeral_storage,
-        &mut out.nonzero_requested_milli_cpu,
-        &mut out.nonzero_requested_memory,
-        &mut out.pod_count,
-    ];
-    for column in columns {
-        column.clear();
-    }
-    for c in candidates {
-        out.nodes.extend_from_slice(&c.node.to_le_bytes());
-        out.requested_milli_cpu.extend_from_slice(&c.requested_milli_cpu.to_le_bytes());
-        out.requested_memory.extend_from_slice(&c.requested_memory.to_le_bytes());
-        out.requested_ephemeral_storage.extend_from_slice(&c.requested_ephemeral_storage.to_le_bytes());
-        out.nonzero_requested_milli_cpu.extend_from_slice(&c.nonzero_requested_milli_cpu.to_le_bytes());
-        out.nonzero_requested_memory.extend_from_slice(&c.nonzero_requested_memory.to_le_bytes());
-        out.pod_count.extend_from_slice(&c.pod_count.to_le_bytes());
-    }
-}
+super::binding::packed_columns!();
 
 #[cfg(test)]
 mod tests {
+    use super::super::binding::unpack;
     use super::*;
 
     #[test]

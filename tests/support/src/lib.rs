@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 /// The seed policies, by crate name.
 pub const SEED_POLICIES: &[&str] =
-    &["least-allocated", "http-latency", "cheapest", "random", "spot-first", "app-node-match", "team-fit"];
+    &["least-allocated", "http-latency", "cheapest", "random", "spot-first", "app-node-match", "team-fit", "one-rack"];
 
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")

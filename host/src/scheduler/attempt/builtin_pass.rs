@@ -97,6 +97,15 @@ impl BuiltinPass {
     }
 
     /// An empty pass for a slice of `capacity` nodes, to `append` later.
+    /// Nodes the attempt may not use, counted as rejected for `reason`
+    /// and as evaluated (they were, by where they are).
+    pub(super) fn count_outside(&mut self, nodes: usize, reason: &str) {
+        if nodes > 0 {
+            self.histogram.add_many(reason, nodes);
+            self.evaluated += nodes;
+        }
+    }
+
     fn part(&self, capacity: usize) -> BuiltinPass {
         BuiltinPass::empty(self.nodes, capacity, self.detail, 0, self.balanced.part(capacity))
     }

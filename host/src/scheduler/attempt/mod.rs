@@ -13,6 +13,7 @@ mod choice;
 mod failure_log;
 mod policy_pass;
 pub mod record;
+mod scope;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,7 +22,8 @@ use wasmsched_rules::SplitMix64;
 
 pub use builtin_pass::{BuiltinPass, builtin_pass};
 pub use choice::{normalize, pick_best};
-pub use policy_pass::{AttemptOutcome, policy_pass};
+pub use policy_pass::{AttemptOutcome, policy_pass, versions};
+pub use scope::PlacementScope;
 
 use crate::cluster::{ClusterState, PodInfo};
 use crate::scheduler::attempt::record::AttemptRecord;
@@ -53,6 +55,9 @@ pub struct AttemptInput<'a> {
     /// Keep a copy of the built-in pass the decision was made on (for
     /// shadow candidates).
     pub keep_pass: bool,
+    /// The domain a gang member is placed in, when its group's policy
+    /// chose one: only its nodes are evaluated.
+    pub scope: Option<&'a PlacementScope>,
 }
 
 /// FNV-1a over the pod key, mixed with the seed and attempt: the same run
@@ -74,14 +79,32 @@ pub fn pod_seed(seed: u64, pod: &PodInfo, attempt: u32) -> u64 {
 /// it.
 pub fn run_attempt(input: AttemptInput<'_>) -> (AttemptRecord, usize, Option<BuiltinPass>) {
     let started = Instant::now();
-    let AttemptInput { pod, state, policies, scoring, node_metrics, seed, attempt, detail, window, workers, keep_pass } =
-        input;
+    let AttemptInput {
+        pod,
+        state,
+        policies,
+        scoring,
+        node_metrics,
+        seed,
+        attempt,
+        detail,
+        window,
+        workers,
+        keep_pass,
+        scope: placement,
+    } = input;
     let ctx = PolicyContext { nodes: state.table().clone(), node_metrics: node_metrics.clone() };
     let scope = CallScope { ctx: &ctx, workers };
     let kept = |pre: &BuiltinPass| keep_pass.then(|| pre.clone());
     // A pod a preemption nominated tries its node first, as kube's
     // `evaluateNominatedNode`: the room was freed for it.
     let nominated = state.nomination(&pod.key).and_then(|n| state.table().id_of(n));
+    if let Some(placement) = placement {
+        let pre = scoped_pass(pod, state, scoring, detail, placement);
+        let pass = kept(&pre);
+        let record = policy_pass(pre, pod, policies, scope, seed, attempt, started).record;
+        return (record, window.start, pass);
+    }
     if let Some(id) = nominated {
         let node = state.table().node(id);
         let pre = builtin_pass_over(pod, state, scoring, detail, NodeWindow::ALL, |claims, topology, pre| {
@@ -108,4 +131,23 @@ pub fn run_attempt(input: AttemptInput<'_>) -> (AttemptRecord, usize, Option<Bui
     // Both rounds' calls count for the policy metrics.
     full.policy_calls.splice(0..0, record.policy_calls);
     (full, next_start, pass)
+}
+
+/// The built-in pass over one placement domain's nodes: every one of
+/// them (no sampling: a domain is a rack or a zone), the nodes outside it
+/// counted under one reason.
+fn scoped_pass(
+    pod: &PodInfo,
+    state: &ClusterState,
+    scoring: &BuiltinScoring,
+    detail: bool,
+    placement: &PlacementScope,
+) -> BuiltinPass {
+    let table = state.table();
+    let nodes = placement.nodes.iter().filter_map(|id| table.node(*id));
+    let mut pre = builtin_pass_over(pod, state, scoring, detail, NodeWindow::ALL, |claims, topology, pre| {
+        filter_nodes(pod, state, claims, topology, nodes, usize::MAX, pre)
+    });
+    pre.count_outside(table.len().saturating_sub(pre.evaluated), &placement.outside_reason());
+    pre
 }

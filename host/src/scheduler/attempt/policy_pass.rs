@@ -184,7 +184,7 @@ impl Survivors {
 }
 
 /// The name, version, digest and weight of every policy, for the record.
-fn versions(policies: &PolicySet) -> Vec<PolicyVersion> {
+pub fn versions(policies: &PolicySet) -> Vec<PolicyVersion> {
     policies
         .policies
         .iter()

@@ -93,6 +93,10 @@ pub struct GroupCycle {
     pub fit: usize,
     /// Whether the gang was placed (at least `minCount` together).
     pub placed: bool,
+    /// Where its placing policy put it, and why (contract 0.4's `place`
+    /// phase).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -160,6 +164,37 @@ pub struct AttemptRecord {
     /// Per-node detail; only collected when asked for (it is large).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_records: Vec<NodeRecord>,
+}
+
+impl AttemptRecord {
+    /// An attempt that failed with `error` before any node was tried (a
+    /// gang's placing policy failed): retried with backoff, as any error.
+    pub fn failed(pod: String, attempt: u32, nodes: usize, policies: Vec<PolicyVersion>, error: String) -> Self {
+        AttemptRecord {
+            pod,
+            attempt,
+            nodes,
+            evaluated: 0,
+            sampled_because: None,
+            feasible_builtin: 0,
+            feasible: 0,
+            chosen: None,
+            message: Some(error.clone()),
+            error: Some(error),
+            pod_rejected: None,
+            policies,
+            tenant: None,
+            ignored_constraints: Vec::new(),
+            preemption: None,
+            deallocated: None,
+            canary: None,
+            fallback: None,
+            group: None,
+            duration: Duration::ZERO,
+            policy_calls: Vec::new(),
+            node_records: Vec::new(),
+        }
+    }
 }
 
 fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

@@ -22,6 +22,11 @@ impl ReasonHistogram {
         self.add_count(reason, 1);
     }
 
+    /// `count` nodes rejected for one reason.
+    pub fn add_many(&mut self, reason: &str, count: usize) {
+        self.add_count(reason, count);
+    }
+
     /// Adds the counts of another slice of the nodes.
     pub fn merge(&mut self, other: ReasonHistogram) {
         for (reason, count) in &other.counts {

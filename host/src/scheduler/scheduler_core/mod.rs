@@ -443,8 +443,14 @@ impl Scheduler {
         let skipped: Vec<CandidateKey> =
             shadows.split_off(room.min(shadows.len())).iter().map(|s| shadow_key(&pod, *s)).collect();
         let seed = self.config.seed;
+        let scope = match mode {
+            Mode::Member { post_filter: false } => self.gangs.cycle.as_ref().and_then(|c| c.scope.clone()),
+            _ => None,
+        };
+        // Policies see the pod's group; the queue and the state keep the pod.
+        let told = self.told_pod(&pod);
         let input = |policies, keep_pass| AttemptInput {
-            pod: &pod,
+            pod: &told,
             state: &self.state,
             policies,
             scoring: &profile.scoring,
@@ -455,6 +461,7 @@ impl Scheduler {
             window,
             workers: &self.workers,
             keep_pass,
+            scope: scope.as_deref(),
         };
         let (mut record, mut next_start, pass) =
             run_attempt(input(canary_set.as_ref().unwrap_or(policies), !shadows.is_empty()));

@@ -54,6 +54,7 @@ mod devices;
 mod events;
 mod extended_resources;
 mod filters;
+mod gang_placement;
 mod gangs;
 mod parallel;
 mod policies;

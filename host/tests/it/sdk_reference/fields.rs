@@ -3,8 +3,14 @@
 //! spelling: the attributes an author reads, which the helpers' list
 //! (`toolkit.rs`) does not hold.
 
-/// The contract the SDKs build against.
-const WIT: &str = "wit/0.3.0/policy.wit";
+/// The contract each SDK builds against: the Rust SDK the newest, the
+/// Python and JavaScript ones what their interpreters speak.
+fn wit_of(language: &str) -> &'static str {
+    match language {
+        "Rust" => "wit/0.4.0/policy.wit",
+        _ => "wit/0.3.0/policy.wit",
+    }
+}
 
 /// (view, record, what the view is called in a policy's code).
 const VIEWS: &[(&str, &str, &str)] = &[("pod", "pod-info", "the pod"), ("node", "node-info", "a candidate node")];
@@ -18,7 +24,7 @@ struct Field {
 
 /// The fields of `record NAME { ... }` in `wit`, with their `///` lines.
 fn record(wit: &str, name: &str) -> Vec<Field> {
-    let start = wit.find(&format!("record {name} {{")).unwrap_or_else(|| panic!("{WIT}: no record {name}"));
+    let start = wit.find(&format!("record {name} {{")).unwrap_or_else(|| panic!("no record {name} in the contract"));
     let body = &wit[start..];
     let body = &body[body.find('{').unwrap() + 1..body.find('}').unwrap()];
     let mut doc = Vec::new();
@@ -72,6 +78,7 @@ fn typed(ty: &str, language: &str) -> String {
         ("bool", "Python") => "bool",
         ("bool", "JavaScript") => "boolean",
         ("list<tuple<string, u64>>", "Rust") => "Vec<(String, u64)>",
+        ("option<group-info>", "Rust") => "Option<GroupInfo>",
         ("list<tuple<string, u64>>", "Python") => "list[tuple[str, int]]",
         ("list<tuple<string, u64>>", "JavaScript") => "[string, bigint][]",
         _ => ty,
@@ -82,11 +89,12 @@ fn typed(ty: &str, language: &str) -> String {
 /// The page's section, and each view's fields as the language spells
 /// them (for the check that the views carry them).
 pub(super) fn section(language: &str, root: &std::path::Path) -> (String, Vec<(&'static str, String)>) {
-    let wit = std::fs::read_to_string(root.join(WIT)).unwrap();
+    let path = wit_of(language);
+    let wit = std::fs::read_to_string(root.join(path)).unwrap();
     let resources = record(&wit, "resources");
     let mut page = format!(
         "\n## What a pod and a node carry\n\n\
-         Read as fields of the pod and node views, from the contract's records (`{WIT}`); amounts are integers \
+         Read as fields of the pod and node views, from the contract's records (`{path}`); amounts are integers \
          in the units given{}.\n",
         if language == "JavaScript" {
             " (a u64 is a BigInt: `Number(pod.requests.memory)` for arithmetic with Numbers)"

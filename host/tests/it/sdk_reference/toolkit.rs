@@ -63,6 +63,7 @@ pub const ATTEMPTS: &[Row] = &[
     ("Attempt::rng", "Attempt.rng", "Attempt.rng", "A SplitMix64 seeded for this pod."),
     ("Attempt::metric", "Attempt.metric", "Attempt.metric", "A node metric's value and age, or none; one host call per metric for every candidate."),
     ("Attempt::metric_fresh_or", "Attempt.metric_fresh_or", "Attempt.metricFreshOr", "The metric's value if fresh enough, else the default given."),
+    ("Attempt::node", "", "", "Any node the policy's table holds, by id, candidate or not: where a group's placed members are (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
     ("SplitMix64::new", "SplitMix64.__init__", "SplitMix64.constructor", "The scheduler's tie-breaking generator from a seed."),
     ("SplitMix64::next_u64", "SplitMix64.next_u64", "SplitMix64.nextU64", "The next 64-bit number."),
     ("SplitMix64::next_f64", "SplitMix64.next_f64", "SplitMix64.nextF64", "Uniform in [0, 1), 53 bits of precision."),
@@ -125,6 +126,8 @@ pub const POD_BUILDER: &[Row] = &[
     ("PodBuilder::required_affinity_term", "PodBuilder.required_affinity_term", "PodBuilder.requiredAffinityTerm", "A required node-affinity term (terms are ORed)."),
     ("PodBuilder::toleration", "PodBuilder.toleration", "PodBuilder.toleration", "A toleration: key, operator, value, effect (none for every effect)."),
     ("PodBuilder::info", "PodBuilder.info", "PodBuilder.info", "The pod as the contract's pod-info."),
+    ("PodBuilder::group", "", "", "A member of a PodGroup: its name, quorum and members (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
+    ("PodBuilder::member_placed", "", "", "Another member of its group already on a fixture node (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
 ];
 
 #[rustfmt::skip]
@@ -140,6 +143,15 @@ pub const HARNESS: &[Row] = &[
     ("Harness::score", "Harness.score", "Harness.score", "Each node's raw score with seed 0; fails on the policy's error."),
     ("Harness::explain", "Harness.explain", "Harness.explain", "Each node's score parts with seed 0 (none where the policy gives none), as `--explain` shows them."),
     ("Harness::best", "Harness.best", "Harness.best", "The node this policy alone would pick: the best raw score its filter passes, the first on ties."),
+    ("Harness::placement_domains", "", "", "The domains the policy asks a gang member's group to be placed in (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
+    ("Harness::try_score_placements", "", "", "The raw scores of placements given as domains and members on fixture nodes, or the policy's error (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
+    ("Harness::score_placements", "", "", "The same; fails on the policy's error (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
+];
+
+#[rustfmt::skip]
+pub const GANGS: &[Row] = &[
+    ("PlacementView::nodes", "", "", "Each node a placement uses, once, in name order (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
+    ("PlacementView::spread", "", "", "How many members a placement puts on each value of a node label (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
 ];
 
 /// Each group: its heading and where the reference says it lives.
@@ -150,6 +162,7 @@ pub const GROUPS: &[(&str, &[Row])] = &[
     ("The pod", PODS),
     ("The attempt", ATTEMPTS),
     ("What a score is made of", SCORE_PARTS),
+    ("A gang's placements", GANGS),
     ("The node table (Python and JavaScript)", PLUMBING),
     ("Test builders: nodes", NODE_BUILDER),
     ("Test builders: pods", POD_BUILDER),

@@ -32,10 +32,14 @@ use super::{Attempt, Mode, Nomination, Scheduler};
 use crate::cluster::pod_groups::{GroupApi, GroupPolicy, v1beta1};
 use crate::cluster::{PodInfo, PodKey};
 use crate::scheduler::KindInfo;
-use crate::scheduler::attempt::record::GroupCycle;
+use crate::scheduler::attempt::record::{AttemptRecord, GroupCycle};
+use crate::scheduler::attempt::versions;
 use k8s_openapi::api::scheduling::v1alpha2;
 
+mod placement;
 mod preemption;
+
+use placement::{CycleFacts, PlacementChoice};
 
 /// kube-scheduler v1.36.2's message for a gang member that fit while the
 /// gang did not (seen on the real API server).
@@ -84,6 +88,8 @@ pub(super) struct Gangs {
     /// tell.
     told: HashSet<PodKey>,
     to_tell: Vec<Arc<PodInfo>>,
+    /// The group cycle running, as its members' attempts see it.
+    pub(super) cycle: Option<CycleFacts>,
 }
 
 /// What a member of a missing PodGroup is told where the API server
@@ -168,15 +174,24 @@ impl Scheduler {
         self.gangs.next_outcome()
     }
 
-    /// Attempts every member on the same state, then keeps the placements
-    /// if the gang reaches its quorum, or undoes them all and runs the
-    /// gang's PostFilter.
+    /// Attempts every member on the same state (in the domain its placing
+    /// policy chose, if any), then keeps the placements if the gang
+    /// reaches its quorum, or undoes them all and runs the gang's
+    /// PostFilter.
     fn group_cycle(&mut self, gang: &Gang, placed: u32, members: Vec<(Arc<PodInfo>, u32)>, now: Duration) {
         let started = Instant::now();
         let profile = members.first().map(|(pod, _)| pod.scheduler_name.clone()).unwrap_or_default();
-        let deferred = Mode::Member { post_filter: false };
-        let outcomes: Vec<Attempt> =
-            members.into_iter().filter_map(|(pod, attempts)| self.pod_attempt(pod, attempts, now, deferred)).collect();
+        let total = placed.saturating_add(u32::try_from(members.len()).unwrap_or(u32::MAX));
+        self.gangs.cycle = Some(CycleFacts { members: total, scope: None });
+        let (outcomes, note, scoped) = match self.choose_placement(gang, placed, &members) {
+            PlacementChoice::Failed(why) => (self.fail_members(members, &why, now), None, true),
+            PlacementChoice::Everywhere { note } => (self.attempt_members(members, now), note, false),
+            PlacementChoice::In { scope, note } => {
+                self.gangs.cycle = Some(CycleFacts { members: total, scope: Some(scope) });
+                (self.attempt_members(members, now), Some(note), true)
+            }
+        };
+        self.gangs.cycle = None;
         let algorithm = started.elapsed();
         let error =
             outcomes.iter().any(|a| matches!(a, Attempt::Unschedulable { record, .. } if record.error.is_some()));
@@ -190,10 +205,14 @@ impl Scheduler {
             already_placed: placed,
             fit: fit_now,
             placed: scheduled,
+            placement: note,
         };
-        let mut outcomes: Vec<Attempt> = match scheduled {
-            true => outcomes.into_iter().map(|outcome| self.member_post_filter(outcome, now)).collect(),
-            false => self.gang_post_filter(gang, fit, outcomes, now),
+        let mut outcomes: Vec<Attempt> = match (scheduled, scoped) {
+            (true, _) => outcomes.into_iter().map(|outcome| self.member_post_filter(outcome, now)).collect(),
+            // Held to one domain: no preemption is tried for it (its
+            // victims would have to be in that domain).
+            (false, true) => outcomes.into_iter().map(|outcome| self.undo_member(outcome, now)).collect(),
+            (false, false) => self.gang_post_filter(gang, fit, outcomes, now),
         };
         for outcome in &mut outcomes {
             if let Attempt::Placed { record, .. } | Attempt::Unschedulable { record, .. } = outcome {
@@ -211,6 +230,31 @@ impl Scheduler {
             algorithm,
             took: started.elapsed(),
         });
+    }
+
+    /// Every member's attempt, PostFilter left to the gang.
+    fn attempt_members(&mut self, members: Vec<(Arc<PodInfo>, u32)>, now: Duration) -> Vec<Attempt> {
+        let deferred = Mode::Member { post_filter: false };
+        members.into_iter().filter_map(|(pod, attempts)| self.pod_attempt(pod, attempts, now, deferred)).collect()
+    }
+
+    /// Every member failed with the placing policy's error: none is
+    /// attempted, each retried with backoff.
+    fn fail_members(&mut self, members: Vec<(Arc<PodInfo>, u32)>, why: &str, now: Duration) -> Vec<Attempt> {
+        let nodes = self.state.node_count();
+        let policies = members
+            .first()
+            .and_then(|(pod, _)| self.profile(&pod.scheduler_name))
+            .map(|p| versions(&p.policies))
+            .unwrap_or_default();
+        members
+            .into_iter()
+            .map(|(pod, attempts)| {
+                let record =
+                    AttemptRecord::failed(pod.key.to_string(), attempts + 1, nodes, policies.clone(), why.into());
+                self.conclude(pod, record, now, false)
+            })
+            .collect()
     }
 
     /// kube's PostFilter for a member beyond the quorum that did not fit,

@@ -1,0 +1,244 @@
+//! Where a gang goes as a whole, when a policy of its profile declares
+//! contract 0.4's `place` phase (KEP-5732's placement scoring, in user
+//! code): the policy names a node label (`placement-domains`), the gang
+//! is tried in each of the label's domains on the cycle's state (and over
+//! every node too, unless the domain is required), each trial undone, and
+//! the policy ranks the placements that reach the quorum
+//! (`score-placement`). The group cycle then runs in the chosen one.
+//!
+//! A trial runs the members' attempts as the cycle will, without the
+//! queue, records or metrics: only where they fit counts. A required
+//! domain that no trial fits leaves the gang in the domain that came
+//! closest, so each member says why it does not fit there; preemption is
+//! not tried for a gang held to one domain.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::Gang;
+use crate::cluster::PodInfo;
+use crate::cluster::pod_groups::GroupPolicy;
+use crate::scheduler::attempt::{AttemptInput, PlacementScope, run_attempt};
+use crate::scheduler::plugins::reservation::Reservation;
+use crate::scheduler::plugins::scores::BuiltinScoring;
+use crate::scheduler::policy_set::{FailurePolicy, PolicySet, WeightedPolicy};
+use crate::scheduler::sampling::NodeWindow;
+use crate::scheduler::scheduler_core::Scheduler;
+use wasmsched_runtime::{GroupFacts, MemberPlacement, Placement, PlacementDomains, ScoreOrder};
+
+/// A group cycle's members, as the cycle takes them: each pod and its
+/// attempts so far.
+pub(super) type Members = [(Arc<PodInfo>, u32)];
+
+/// What the placing policy decided for a group cycle.
+pub(super) enum PlacementChoice {
+    /// Over every node, member after member: no placing policy, no
+    /// domains asked, or the placement over every node chosen.
+    Everywhere { note: Option<String> },
+    /// In one domain.
+    In { scope: Arc<PlacementScope>, note: String },
+    /// The placing policy failed and its failure policy is `Fail`: the
+    /// cycle fails with this error.
+    Failed(String),
+}
+
+/// The group cycle's facts that each member's attempt tells policies.
+#[derive(Debug, Clone, Default)]
+pub(in crate::scheduler::scheduler_core) struct CycleFacts {
+    /// Members placed before the cycle and attempted in it.
+    pub(in crate::scheduler::scheduler_core) members: u32,
+    /// The domain the cycle runs in.
+    pub(in crate::scheduler::scheduler_core) scope: Option<Arc<PlacementScope>>,
+}
+
+/// One trial: where the members fit, and how many did not.
+struct Trial {
+    scope: Option<Arc<PlacementScope>>,
+    fits: Vec<MemberPlacement>,
+    unplaced: u32,
+}
+
+impl Scheduler {
+    /// `pod` as policies see it in its attempt: with its PodGroup, where
+    /// the group's placed members are (in a group cycle, those chosen
+    /// before it too). The pod itself when it names no group that exists.
+    pub(in crate::scheduler::scheduler_core) fn told_pod(&self, pod: &Arc<PodInfo>) -> Arc<PodInfo> {
+        let Some(name) = pod.group.as_deref() else { return pod.clone() };
+        let namespace = &pod.key.namespace;
+        let Some(policy) = self.state.pod_groups().policy(namespace, name) else { return pod.clone() };
+        let min_count = match policy {
+            GroupPolicy::Gang { min_count } => min_count,
+            GroupPolicy::Basic => 1,
+        };
+        let table = self.state.table();
+        let placed: Vec<MemberPlacement> = self
+            .state
+            .group_placements(namespace, name)
+            .filter_map(|(pod, node)| Some(MemberPlacement { pod: pod.to_string(), node: table.id_of(node)? }))
+            .collect();
+        let members = match &self.gangs.cycle {
+            Some(cycle) => cycle.members,
+            None => placed.len() as u32 + 1,
+        };
+        let group = GroupFacts { name: name.to_string(), min_count, members, placed };
+        let mut told = PodInfo::clone(pod);
+        told.facts.group = Some(Arc::new(group));
+        Arc::new(told)
+    }
+
+    /// The placement a group cycle runs in.
+    pub(super) fn choose_placement(&mut self, gang: &Gang, placed: u32, members: &Members) -> PlacementChoice {
+        let everywhere = PlacementChoice::Everywhere { note: None };
+        let Some(first) = members.first() else { return everywhere };
+        let Some(profile) = self.profile(&first.0.scheduler_name) else { return everywhere };
+        let Some(placing) = profile.policies.policies.iter().find(|wp| wp.policy.info.phases.place).cloned() else {
+            return everywhere;
+        };
+        let (policies, scoring) = (profile.policies.clone(), profile.scoring);
+        let first = self.told_pod(&first.0);
+        let request = match placing.policy.placement_domains(&self.policy_context(), &first.facts) {
+            Ok(None) => return everywhere,
+            Ok(Some(request)) => request,
+            Err(e) if placing.failure_policy == FailurePolicy::Ignore => {
+                let note = format!("{e}; placed over every node (failurePolicy Ignore)");
+                return PlacementChoice::Everywhere { note: Some(note) };
+            }
+            Err(e) => {
+                let name = placing.policy.name();
+                tracing::warn!(policy = %name, error = %e, "placement-domains failed: the group cycle fails (failurePolicy Fail)");
+                return PlacementChoice::Failed(format!("running {name:?} placement-domains: {e}"));
+            }
+        };
+        let mut scopes: Vec<Option<Arc<PlacementScope>>> = self.domains(&request.key).into_iter().map(Some).collect();
+        let domains = scopes.len();
+        if !request.required {
+            scopes.push(None);
+        }
+        let trials: Vec<Trial> =
+            scopes.into_iter().map(|scope| self.trial(members, scope, &policies, scoring)).collect();
+        let need = gang.min_count.saturating_sub(placed) as usize;
+        let (feasible, short): (Vec<Trial>, Vec<Trial>) = trials.into_iter().partition(|t| t.fits.len() >= need);
+        let of = format!(
+            "{} of {domains} domains of {} fit",
+            feasible.iter().filter(|t| t.scope.is_some()).count(),
+            request.key
+        );
+        let Some(chosen) = self.rank(&placing, &first, feasible, &of) else {
+            return unfit(&request, short, &of);
+        };
+        match chosen.0.scope {
+            Some(scope) => PlacementChoice::In { note: format!("{} ({of}; {})", scope.name(), chosen.1), scope },
+            None => PlacementChoice::Everywhere { note: Some(format!("over every node ({of}; {})", chosen.1)) },
+        }
+    }
+
+    /// The domains of node label `key`: one per value, its nodes in table
+    /// order; the values in order.
+    fn domains(&self, key: &str) -> Vec<Arc<PlacementScope>> {
+        let mut by_value: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+        for (id, node) in self.state.table().iter() {
+            if let Some((_, value)) = node.labels.iter().find(|(k, _)| k == key) {
+                by_value.entry(value.as_str()).or_default().push(id);
+            }
+        }
+        by_value
+            .into_iter()
+            .map(|(value, nodes)| Arc::new(PlacementScope { key: key.to_string(), value: value.to_string(), nodes }))
+            .collect()
+    }
+
+    /// The members' attempts in `scope` (every node for `None`), each fit
+    /// assumed for the next, then all undone.
+    fn trial(
+        &mut self,
+        members: &Members,
+        scope: Option<Arc<PlacementScope>>,
+        policies: &PolicySet,
+        scoring: BuiltinScoring,
+    ) -> Trial {
+        let mut fits = Vec::new();
+        let mut placed: Vec<Arc<PodInfo>> = Vec::new();
+        for (pod, attempts) in members {
+            let told = self.told_pod(pod);
+            let input = AttemptInput {
+                pod: &told,
+                state: &self.state,
+                policies,
+                scoring: &scoring,
+                node_metrics: &self.node_metrics,
+                seed: self.config.seed,
+                attempt: attempts + 1,
+                detail: false,
+                window: NodeWindow::ALL,
+                workers: &self.workers,
+                keep_pass: false,
+                scope: scope.as_deref(),
+            };
+            let (record, _, _) = run_attempt(input);
+            let Some(node) = record.chosen else { continue };
+            let Some(id) = self.state.table().id_of(&node) else { continue };
+            self.state.place(pod, &node, true);
+            Reservation::reserve(pod, &node, &mut self.state);
+            fits.push(MemberPlacement { pod: pod.key.name.clone(), node: id });
+            placed.push(pod.clone());
+        }
+        for pod in placed {
+            self.undo_placement(&pod);
+        }
+        Trial { scope, unplaced: (members.len() - fits.len()) as u32, fits }
+    }
+
+    /// The best of the feasible trials by the placing policy's scores, and
+    /// how it was chosen; `None` when none is feasible.
+    fn rank(
+        &self,
+        placing: &WeightedPolicy,
+        first: &PodInfo,
+        mut feasible: Vec<Trial>,
+        of: &str,
+    ) -> Option<(Trial, String)> {
+        let name = placing.policy.name().to_string();
+        if feasible.len() < 2 {
+            return feasible.pop().map(|t| (t, "the only one".to_string()));
+        }
+        let placements: Vec<Placement> = feasible
+            .iter()
+            .map(|t| Placement {
+                domain: t.scope.as_ref().map(|s| s.value.clone()).unwrap_or_default(),
+                members: t.fits.clone(),
+                unplaced: t.unplaced,
+            })
+            .collect();
+        let scores = match placing.policy.score_placement(&self.policy_context(), &first.facts, &placements) {
+            Ok(scores) => scores,
+            Err(e) => {
+                tracing::warn!(policy = %name, error = %e, placements = of, "score-placement failed: first feasible placement taken");
+                return Some((feasible.swap_remove(0), format!("the first: {e}")));
+            }
+        };
+        let better = |a: f64, b: f64| match placing.policy.info.score_order {
+            ScoreOrder::HigherIsBetter => a > b,
+            ScoreOrder::LowerIsBetter => a < b,
+        };
+        let best = (1..scores.len()).fold(0, |best, i| if better(scores[i], scores[best]) { i } else { best });
+        Some((feasible.swap_remove(best), format!("scored best by {name}: {}", scores[best])))
+    }
+}
+
+/// No placement reaches the quorum: a required domain holds the gang in
+/// the domain that came closest (the first of those), so each member says
+/// why it does not fit there; otherwise every node is tried as usual.
+fn unfit(request: &PlacementDomains, short: Vec<Trial>, of: &str) -> PlacementChoice {
+    if !request.required {
+        return PlacementChoice::Everywhere { note: Some(format!("over every node ({of})")) };
+    }
+    let closest = short.into_iter().filter(|t| t.scope.is_some()).fold(None::<Trial>, |best, t| match best {
+        Some(b) if b.fits.len() >= t.fits.len() => Some(b),
+        _ => Some(t),
+    });
+    let scope = match closest.and_then(|t| t.scope) {
+        Some(scope) => scope,
+        None => Arc::new(PlacementScope { key: request.key.clone(), value: String::new(), nodes: Vec::new() }),
+    };
+    PlacementChoice::In { note: format!("{} ({of}; the closest, required)", scope.name()), scope }
+}
