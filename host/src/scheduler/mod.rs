@@ -48,8 +48,8 @@ pub use policy_set::{FailurePolicy, PolicySet, WeightedPolicy};
 pub use queue::QueueSizes;
 pub use sampling::{NodeSampling, NodeWindow};
 pub use scheduler_core::{
-    Attempt, CanaryStop, GANG_UNSCHEDULABLE, GroupOutcome, MAX_JOBS_PER_TENANT, NodeLayout, Nomination, PodStanding,
-    Profile, Scheduler, SchedulerConfig, ShadowOutbox, no_pod_groups_served,
+    Attempt, CanaryStop, GANG_UNSCHEDULABLE, GroupOutcome, MAX_JOBS_PER_TENANT, NodeLayout, Nomination,
+    PLACEMENT_BASED, PodStanding, Profile, Scheduler, SchedulerConfig, ShadowOutbox, no_pod_groups_served,
 };
 pub use tenants::{
     POLICY_ANNOTATION, POLICY_CONFIGMAP_LABEL, Route, TenantJob, TenantSettings, TenantVerdict, default_tenant_limits,

@@ -50,6 +50,16 @@ pub trait GroupObject {
     const API: GroupApi;
     fn key(&self) -> (String, String);
     fn policy(&self) -> GroupPolicy;
+    /// `spec.schedulingConstraints.topology[0].key`: the node label whose
+    /// one value all members share (KEP-5732, one constraint in v1.36).
+    fn topology(&self) -> Option<String>;
+}
+
+/// What the model keeps of one version's PodGroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    policy: GroupPolicy,
+    topology: Option<String>,
 }
 
 impl GroupObject for v1alpha2::PodGroup {
@@ -59,6 +69,10 @@ impl GroupObject for v1alpha2::PodGroup {
     }
     fn policy(&self) -> GroupPolicy {
         GroupPolicy::of_gang(self.spec.scheduling_policy.gang.as_ref().map(|g| g.min_count))
+    }
+    fn topology(&self) -> Option<String> {
+        let constraints = self.spec.scheduling_constraints.as_ref()?.topology.as_ref()?;
+        constraints.first().map(|c| c.key.clone())
     }
 }
 
@@ -70,12 +84,16 @@ impl GroupObject for v1beta1::PodGroup {
     fn policy(&self) -> GroupPolicy {
         GroupPolicy::of_gang(self.spec.scheduling_policy.gang.as_ref().map(|g| g.min_count))
     }
+    fn topology(&self) -> Option<String> {
+        let constraints = self.spec.scheduling_constraints.as_ref()?.topology.as_ref()?;
+        constraints.first().map(|c| c.key.clone())
+    }
 }
 
 /// The PodGroups known, by namespace and name, each version's apart.
 #[derive(Debug, Default)]
 pub struct PodGroups {
-    groups: HashMap<(String, String), BTreeMap<GroupApi, GroupPolicy>>,
+    groups: HashMap<(String, String), BTreeMap<GroupApi, Entry>>,
 }
 
 impl PodGroups {
@@ -83,9 +101,10 @@ impl PodGroups {
     /// or changed.
     pub fn upserted<G: GroupObject>(&mut self, group: &G) -> bool {
         let key = group.key();
-        let before = self.policy(&key.0, &key.1);
-        self.groups.entry(key.clone()).or_default().insert(G::API, group.policy());
-        self.policy(&key.0, &key.1) != before
+        let before = self.newest(&key.0, &key.1).map(|(_, e)| e.clone());
+        let entry = Entry { policy: group.policy(), topology: group.topology() };
+        self.groups.entry(key.clone()).or_default().insert(G::API, entry);
+        self.newest(&key.0, &key.1).map(|(_, e)| e.clone()) != before
     }
 
     /// The PodGroup `name` gone from `api`'s watch.
@@ -102,8 +121,13 @@ impl PodGroups {
     /// The policy of PodGroup `name` in `namespace`; `None` when there is
     /// no such PodGroup (its members wait for it).
     pub fn policy(&self, namespace: &str, name: &str) -> Option<GroupPolicy> {
-        let (_, policy) = self.newest(namespace, name)?;
-        Some(policy)
+        Some(self.newest(namespace, name)?.1.policy)
+    }
+
+    /// The node label PodGroup `name`'s members must share one value of
+    /// (its topology constraint); `None` without one.
+    pub fn topology(&self, namespace: &str, name: &str) -> Option<&str> {
+        self.newest(namespace, name)?.1.topology.as_deref()
     }
 
     /// The version PodGroup `name` is read and written through: v1beta1
@@ -112,9 +136,9 @@ impl PodGroups {
         Some(self.newest(namespace, name)?.0)
     }
 
-    fn newest(&self, namespace: &str, name: &str) -> Option<(GroupApi, GroupPolicy)> {
+    fn newest(&self, namespace: &str, name: &str) -> Option<(GroupApi, &Entry)> {
         let versions = self.groups.get(&(namespace.to_string(), name.to_string()))?;
-        versions.last_key_value().map(|(api, policy)| (*api, *policy))
+        versions.last_key_value().map(|(api, entry)| (*api, entry))
     }
 
     /// Every PodGroup known, through any version.

@@ -3,7 +3,8 @@
 //! in its `v1_37` module, and one build of it speaks one Kubernetes
 //! version (ours `v1_36`), so this is wasmsched's own decoding of the
 //! fields it reads, named as that module names them:
-//! `spec.schedulingPolicy.{basic,gang.minCount}` and `status.conditions`.
+//! `spec.schedulingPolicy.{basic,gang.minCount}`,
+//! `spec.schedulingConstraints.topology[].key` and `status.conditions`.
 //! Other fields are not kept.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
@@ -24,6 +25,21 @@ pub struct PodGroup {
 pub struct PodGroupSpec {
     #[serde(default)]
     pub scheduling_policy: PodGroupSchedulingPolicy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling_constraints: Option<PodGroupSchedulingConstraints>,
+}
+
+/// Topology-aware scheduling (KEP-5732): the group placed in one domain
+/// of a node label.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PodGroupSchedulingConstraints {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<Vec<TopologyConstraint>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TopologyConstraint {
+    pub key: String,
 }
 
 /// Exactly one of the two is set (the API server validates it).

@@ -47,21 +47,30 @@ impl Conditioned for v1beta1::PodGroup {
     }
 }
 
-/// The condition `type_` a group cycle's outcome sets.
-fn condition(type_: &str, scheduled: bool, observed_generation: Option<i64>) -> Condition {
-    let (status, reason, message) = match scheduled {
-        true => ("True", "Scheduled", ""),
-        false => ("False", "Unschedulable", "pod group is unschedulable"),
+/// The condition `type_` a group cycle's outcome sets; `placements`, for
+/// a group held to one domain of a label, how many were tried.
+fn condition(type_: &str, scheduled: bool, placements: Option<usize>, observed_generation: Option<i64>) -> Condition {
+    let (status, reason, message) = match (scheduled, placements) {
+        (true, _) => ("True", "Scheduled", String::new()),
+        (false, None) => ("False", "Unschedulable", GROUP_UNSCHEDULABLE.to_string()),
+        // kube-scheduler v1.36.2's words with TopologyAwareWorkloadScheduling.
+        (false, Some(n)) => (
+            "False",
+            "Unschedulable",
+            format!("0/{n} placements are available, first placement status: {GROUP_UNSCHEDULABLE}"),
+        ),
     };
     Condition {
         type_: type_.into(),
         status: status.into(),
         reason: reason.into(),
-        message: message.into(),
+        message,
         last_transition_time: Time(jiff::Timestamp::now()),
         observed_generation,
     }
 }
+
+const GROUP_UNSCHEDULABLE: &str = "pod group is unschedulable";
 
 /// `conditions` with `new` in place of the one of its type; `None` when
 /// that one already says the same (its transition time kept), or is
@@ -104,7 +113,7 @@ async fn write_on<G: Conditioned>(client: kube::Client, outcome: GroupOutcome) {
             );
         }
     };
-    let new = condition(G::CONDITION, outcome.scheduled, group.meta().generation);
+    let new = condition(G::CONDITION, outcome.scheduled, outcome.placements, group.meta().generation);
     let Some(conditions) = with_condition(&group.conditions(), new) else { return };
     let patch = json!({
         "metadata": {"resourceVersion": group.meta().resource_version},
@@ -127,26 +136,37 @@ mod tests {
 
     #[test]
     fn a_condition_is_written_only_when_it_says_something_new() {
-        let placed = condition(CONDITION, true, Some(1));
+        let placed = condition(CONDITION, true, None, Some(1));
         let written = with_condition(&[], placed.clone()).unwrap();
         assert_eq!(written.len(), 1);
         assert_eq!((written[0].status.as_str(), written[0].reason.as_str()), ("True", "Scheduled"));
-        assert!(with_condition(&written, condition(CONDITION, true, Some(1))).is_none(), "the same again: no write");
-        let failed = with_condition(&written, condition(CONDITION, false, Some(1))).unwrap();
+        assert!(
+            with_condition(&written, condition(CONDITION, true, None, Some(1))).is_none(),
+            "the same again: no write"
+        );
+        let failed = with_condition(&written, condition(CONDITION, false, None, Some(1))).unwrap();
         assert_eq!(
             (failed[0].reason.as_str(), failed[0].message.as_str()),
             ("Unschedulable", "pod group is unschedulable")
         );
+        let placements = with_condition(&written, condition(CONDITION, false, Some(3), Some(1))).unwrap();
+        assert_eq!(
+            placements[0].message,
+            "0/3 placements are available, first placement status: pod group is unschedulable"
+        );
         // Another type of condition stays.
         let other = Condition { type_: "DisruptionTarget".into(), ..placed };
-        assert_eq!(with_condition(&[other], condition(CONDITION, false, None)).unwrap().len(), 2);
+        assert_eq!(with_condition(&[other], condition(CONDITION, false, None, None)).unwrap().len(), 2);
     }
 
     #[test]
     fn v1beta1s_initial_condition_once_true_stays_true() {
-        let failed = with_condition(&[], condition(INITIAL_CONDITION, false, Some(1))).unwrap();
-        let placed = with_condition(&failed, condition(INITIAL_CONDITION, true, Some(1))).unwrap();
+        let failed = with_condition(&[], condition(INITIAL_CONDITION, false, None, Some(1))).unwrap();
+        let placed = with_condition(&failed, condition(INITIAL_CONDITION, true, None, Some(1))).unwrap();
         assert_eq!(placed[0].status, "True");
-        assert!(with_condition(&placed, condition(INITIAL_CONDITION, false, Some(2))).is_none(), "never back to False");
+        assert!(
+            with_condition(&placed, condition(INITIAL_CONDITION, false, None, Some(2))).is_none(),
+            "never back to False"
+        );
     }
 }

@@ -134,8 +134,10 @@ pub fn run_attempt(input: AttemptInput<'_>) -> (AttemptRecord, usize, Option<Bui
 }
 
 /// The built-in pass over one placement domain's nodes: every one of
-/// them (no sampling: a domain is a rack or a zone), the nodes outside it
-/// counted under one reason.
+/// them (no sampling: a domain is a rack or a zone). The pod's message
+/// counts the domain's nodes only, as kube-scheduler's does; with no
+/// domain at all (no node has the label), every node counts, under one
+/// reason that says so.
 fn scoped_pass(
     pod: &PodInfo,
     state: &ClusterState,
@@ -148,6 +150,9 @@ fn scoped_pass(
     let mut pre = builtin_pass_over(pod, state, scoring, detail, NodeWindow::ALL, |claims, topology, pre| {
         filter_nodes(pod, state, claims, topology, nodes, usize::MAX, pre)
     });
-    pre.count_outside(table.len().saturating_sub(pre.evaluated), &placement.outside_reason());
+    match placement.nodes.is_empty() {
+        true => pre.count_outside(table.len(), &placement.outside_reason()),
+        false => pre.nodes = placement.nodes.len(),
+    }
     pre
 }

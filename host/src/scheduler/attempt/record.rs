@@ -170,6 +170,13 @@ impl AttemptRecord {
     /// An attempt that failed with `error` before any node was tried (a
     /// gang's placing policy failed): retried with backoff, as any error.
     pub fn failed(pod: String, attempt: u32, nodes: usize, policies: Vec<PolicyVersion>, error: String) -> Self {
+        let message = error.clone();
+        AttemptRecord { error: Some(error), ..Self::waiting(pod, attempt, nodes, policies, &message) }
+    }
+
+    /// An attempt not made: the pod waits with `message` (a gang member
+    /// left once its gang could no longer be placed).
+    pub fn waiting(pod: String, attempt: u32, nodes: usize, policies: Vec<PolicyVersion>, message: &str) -> Self {
         AttemptRecord {
             pod,
             attempt,
@@ -179,8 +186,8 @@ impl AttemptRecord {
             feasible_builtin: 0,
             feasible: 0,
             chosen: None,
-            message: Some(error.clone()),
-            error: Some(error),
+            message: Some(message.to_string()),
+            error: None,
             pod_rejected: None,
             policies,
             tenant: None,

@@ -14,14 +14,10 @@ pub struct PlacementScope {
 }
 
 impl PlacementScope {
-    /// How the nodes outside the domain count in the pod's message, as
-    /// kube counts a filter's rejections.
+    /// How nodes count in the pod's message when no node has the label:
+    /// there is no domain to be in.
     pub fn outside_reason(&self) -> String {
-        match self.value.is_empty() {
-            // No node has the label: there is no domain to be in.
-            true => format!("node(s) had no label {} (the pod group's placement domains)", self.key),
-            false => format!("node(s) were outside the pod group's placement {}={}", self.key, self.value),
-        }
+        format!("node(s) had no label {} (the pod group's placement domains)", self.key)
     }
 
     /// `key=value`, as records and messages name the domain.

@@ -38,7 +38,7 @@ mod tenant_jobs;
 
 pub use canaries::CanaryStop;
 pub use cluster_events::PodStanding;
-pub use gangs::{GANG_UNSCHEDULABLE, GroupOutcome, no_pod_groups_served};
+pub use gangs::{GANG_UNSCHEDULABLE, GroupOutcome, PLACEMENT_BASED, no_pod_groups_served};
 pub use recorded::NodeLayout;
 
 #[derive(Debug, Clone)]

@@ -113,6 +113,22 @@ pub const GANG_GATES: [(&str, &str); 2] = [
     ("KCP_SCHEDULER_EXTRA_ARGS", "--feature-gates=GenericWorkload=true,GangScheduling=true"),
 ];
 
+/// [`GANG_GATES`] and topology-aware workload scheduling (KEP-5732). A
+/// cluster of its own: with this gate kube-scheduler runs every PodGroup
+/// through its placement algorithm, which changes its words for gangs
+/// without a topology constraint too.
+pub const TOPOLOGY_GATES: [(&str, &str); 2] = [
+    (
+        "KCP_APISERVER_EXTRA_ARGS",
+        "--feature-gates=GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true \
+         --runtime-config=scheduling.k8s.io/v1alpha2=true",
+    ),
+    (
+        "KCP_SCHEDULER_EXTRA_ARGS",
+        "--feature-gates=GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true",
+    ),
+];
+
 impl Real {
     /// `None` (skipped) when the kit is missing outside CI.
     pub fn start(label: &str) -> Option<Real> {
@@ -123,6 +139,11 @@ impl Real {
     /// ([`GANG_GATES`]), for the API server and the oracle.
     pub fn start_gated(label: &str) -> Option<Real> {
         Self::start_on(label, "kube-control-plane-gangs", &GANG_GATES)
+    }
+
+    /// On a cluster of its own with [`TOPOLOGY_GATES`].
+    pub fn start_topology_gated(label: &str) -> Option<Real> {
+        Self::start_on(label, "kube-control-plane-topology", &TOPOLOGY_GATES)
     }
 
     fn start_on(label: &str, cluster: &str, settings: &[(&str, &str)]) -> Option<Real> {

@@ -79,6 +79,7 @@ mod extended_resources;
 mod failing_prebind;
 mod failure_policy;
 mod gang_preemption;
+mod gang_topology;
 mod gangs;
 mod operator_install;
 mod oracle;

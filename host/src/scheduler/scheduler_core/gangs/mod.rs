@@ -34,6 +34,7 @@ use crate::cluster::{PodInfo, PodKey};
 use crate::scheduler::KindInfo;
 use crate::scheduler::attempt::record::{AttemptRecord, GroupCycle};
 use crate::scheduler::attempt::versions;
+use crate::scheduler::plugins::dynamic_resources;
 use k8s_openapi::api::scheduling::v1alpha2;
 
 mod placement;
@@ -45,6 +46,10 @@ use placement::{CycleFacts, PlacementChoice};
 /// gang did not (seen on the real API server).
 pub const GANG_UNSCHEDULABLE: &str = "pod group is unschedulable, waiting for minCount pods from a gang to be \
                                       scheduled, one or more plugins asked to wait and no plugin rejected pod";
+
+/// kube-scheduler v1.36.2's PostFilter verdict for a member of a gang held
+/// to one domain (seen with `TopologyAwareWorkloadScheduling`).
+pub const PLACEMENT_BASED: &str = "not eligible due to placement-based pod group scheduling limitation";
 
 /// A gang: its namespace, its PodGroup's name, its quorum.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +72,9 @@ pub struct GroupOutcome {
     /// Not scheduled for an error (a member's attempt failed with one),
     /// not for want of room.
     pub error: bool,
+    /// For a gang held to one domain of a label that no domain could
+    /// take: how many placements were tried (its condition says so).
+    pub placements: Option<usize>,
     /// The members' attempts, and the whole cycle with PostFilter and
     /// undoing (kube's `scheduler_podgroup_scheduling_algorithm_duration_seconds`
     /// and `…_attempt_duration_seconds`).
@@ -183,12 +191,18 @@ impl Scheduler {
         let profile = members.first().map(|(pod, _)| pod.scheduler_name.clone()).unwrap_or_default();
         let total = placed.saturating_add(u32::try_from(members.len()).unwrap_or(u32::MAX));
         self.gangs.cycle = Some(CycleFacts { members: total, scope: None });
-        let (outcomes, note, scoped) = match self.choose_placement(gang, placed, &members) {
-            PlacementChoice::Failed(why) => (self.fail_members(members, &why, now), None, true),
-            PlacementChoice::Everywhere { note } => (self.attempt_members(members, now), note, false),
-            PlacementChoice::In { scope, note } => {
+        let (mut placements, mut scoped) = (None, false);
+        let (outcomes, note) = match self.choose_placement(gang, placed, &members) {
+            PlacementChoice::Failed(why) => (self.fail_members(members, &why, now), None),
+            PlacementChoice::Everywhere { note } => (self.attempt_members(members, now), note),
+            PlacementChoice::In { scope, note, unfit } => {
+                (placements, scoped) = (unfit, true);
                 self.gangs.cycle = Some(CycleFacts { members: total, scope: Some(scope) });
-                (self.attempt_members(members, now), Some(note), true)
+                let outcomes = match unfit {
+                    Some(_) => self.attempt_while_hopeful(members, gang.min_count.saturating_sub(placed), now),
+                    None => self.attempt_members(members, now),
+                };
+                (outcomes, Some(note))
             }
         };
         self.gangs.cycle = None;
@@ -209,9 +223,9 @@ impl Scheduler {
         };
         let mut outcomes: Vec<Attempt> = match (scheduled, scoped) {
             (true, _) => outcomes.into_iter().map(|outcome| self.member_post_filter(outcome, now)).collect(),
-            // Held to one domain: no preemption is tried for it (its
-            // victims would have to be in that domain).
-            (false, true) => outcomes.into_iter().map(|outcome| self.undo_member(outcome, now)).collect(),
+            // Held to one domain: no preemption is tried for it, as kube
+            // tries none for a placement-based group.
+            (false, true) => outcomes.into_iter().map(|outcome| self.held_to_domain(outcome, now)).collect(),
             (false, false) => self.gang_post_filter(gang, fit, outcomes, now),
         };
         for outcome in &mut outcomes {
@@ -227,6 +241,7 @@ impl Scheduler {
             api: self.state.pod_groups().api(&gang.namespace, &gang.name).unwrap_or(GroupApi::V1alpha2),
             profile,
             error: error && !scheduled,
+            placements: placements.filter(|_| !scheduled),
             algorithm,
             took: started.elapsed(),
         });
@@ -236,6 +251,48 @@ impl Scheduler {
     fn attempt_members(&mut self, members: Vec<(Arc<PodInfo>, u32)>, now: Duration) -> Vec<Attempt> {
         let deferred = Mode::Member { post_filter: false };
         members.into_iter().filter_map(|(pod, attempts)| self.pod_attempt(pod, attempts, now, deferred)).collect()
+    }
+
+    /// A member of a gang held to one domain that the gang did not fit:
+    /// undone if it fit; told, if it did not, that preemption is not
+    /// tried, in kube-scheduler v1.36.2's words.
+    fn held_to_domain(&mut self, outcome: Attempt, now: Duration) -> Attempt {
+        match outcome {
+            Attempt::Unschedulable { pod, mut record, nomination }
+                if record.error.is_none() && record.message.as_deref() != Some(GANG_UNSCHEDULABLE) =>
+            {
+                let message = record.message.as_deref().unwrap_or_default();
+                let (devices_verdict, _) = dynamic_resources::post_filter(&pod, &self.state, message);
+                if let Some(message) = &mut record.message {
+                    message.push_str(&format!(" {devices_verdict}, preemption: {PLACEMENT_BASED}"));
+                }
+                Attempt::Unschedulable { pod, record, nomination }
+            }
+            outcome => self.undo_member(outcome, now),
+        }
+    }
+
+    /// The members' attempts until the gang can no longer reach `need`
+    /// with those left, as kube-scheduler's placement algorithm stops
+    /// early; the members left wait unattempted, with the pod group
+    /// message.
+    fn attempt_while_hopeful(&mut self, members: Vec<(Arc<PodInfo>, u32)>, need: u32, now: Duration) -> Vec<Attempt> {
+        let deferred = Mode::Member { post_filter: false };
+        let (mut outcomes, mut fit, total) = (Vec::new(), 0usize, members.len());
+        let nodes = self.state.node_count();
+        for (i, (pod, attempts)) in members.into_iter().enumerate() {
+            if fit + (total - i) < need as usize {
+                let policies = self.profile(&pod.scheduler_name).map(|p| versions(&p.policies)).unwrap_or_default();
+                let record =
+                    AttemptRecord::waiting(pod.key.to_string(), attempts + 1, nodes, policies, GANG_UNSCHEDULABLE);
+                outcomes.push(self.conclude(pod, record, now, false));
+                continue;
+            }
+            let Some(outcome) = self.pod_attempt(pod, attempts, now, deferred) else { continue };
+            fit += usize::from(matches!(outcome, Attempt::Placed { .. }));
+            outcomes.push(outcome);
+        }
+        outcomes
     }
 
     /// Every member failed with the placing policy's error: none is

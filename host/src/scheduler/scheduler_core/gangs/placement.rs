@@ -1,16 +1,22 @@
-//! Where a gang goes as a whole, when a policy of its profile declares
-//! contract 0.4's `place` phase (KEP-5732's placement scoring, in user
-//! code): the policy names a node label (`placement-domains`), the gang
-//! is tried in each of the label's domains on the cycle's state (and over
-//! every node too, unless the domain is required), each trial undone, and
-//! the policy ranks the placements that reach the quorum
-//! (`score-placement`). The group cycle then runs in the chosen one.
+//! Where a gang goes as a whole (KEP-5732, topology-aware workload
+//! scheduling): in one domain of a node label, when its PodGroup says so
+//! (`spec.schedulingConstraints.topology`, as kube-scheduler v1.36.2 with
+//! `TopologyAwareWorkloadScheduling` honours it), or when a policy of its
+//! profile declares contract 0.4's `place` phase and names the label
+//! (`placement-domains`). The gang is tried in each of the label's
+//! domains on the cycle's state (and over every node too, when a policy
+//! does not require the domain), each trial undone; of the placements
+//! that reach the quorum, the placing policy's `score-placement` chooses,
+//! or else the one placing most members, then the one it fills most (as
+//! kube's PodGroupPodsCount and NodeResourcesFit score placements). The
+//! group cycle then runs in the chosen one.
 //!
 //! A trial runs the members' attempts as the cycle will, without the
-//! queue, records or metrics: only where they fit counts. A required
-//! domain that no trial fits leaves the gang in the domain that came
-//! closest, so each member says why it does not fit there; preemption is
-//! not tried for a gang held to one domain.
+//! queue, records or metrics: only where they fit counts. When no trial
+//! reaches the quorum of a required domain, the cycle runs in the first
+//! domain, so each member says why it does not fit there, counting that
+//! domain's nodes, and no preemption is tried (kube: "not eligible due to
+//! placement-based pod group scheduling limitation").
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,8 +41,9 @@ pub(super) enum PlacementChoice {
     /// Over every node, member after member: no placing policy, no
     /// domains asked, or the placement over every node chosen.
     Everywhere { note: Option<String> },
-    /// In one domain.
-    In { scope: Arc<PlacementScope>, note: String },
+    /// In one domain; `unfit` is how many placements were tried when
+    /// none reached the quorum (the cycle then fails in the first).
+    In { scope: Arc<PlacementScope>, note: String, unfit: Option<usize> },
     /// The placing policy failed and its failure policy is `Fail`: the
     /// cycle fails with this error.
     Failed(String),
@@ -51,11 +58,15 @@ pub(in crate::scheduler::scheduler_core) struct CycleFacts {
     pub(in crate::scheduler::scheduler_core) scope: Option<Arc<PlacementScope>>,
 }
 
-/// One trial: where the members fit, and how many did not.
+/// One trial: where the members fit, how many did not, and how full it
+/// left its nodes.
 struct Trial {
     scope: Option<Arc<PlacementScope>>,
     fits: Vec<MemberPlacement>,
     unplaced: u32,
+    /// The share of its nodes' cpu and memory requested with the members
+    /// placed, averaged: kube scores the fullest placement best.
+    fill: f64,
 }
 
 impl Scheduler {
@@ -91,23 +102,17 @@ impl Scheduler {
         let everywhere = PlacementChoice::Everywhere { note: None };
         let Some(first) = members.first() else { return everywhere };
         let Some(profile) = self.profile(&first.0.scheduler_name) else { return everywhere };
-        let Some(placing) = profile.policies.policies.iter().find(|wp| wp.policy.info.phases.place).cloned() else {
-            return everywhere;
-        };
+        let placing = profile.policies.policies.iter().find(|wp| wp.policy.info.phases.place).cloned();
         let (policies, scoring) = (profile.policies.clone(), profile.scoring);
         let first = self.told_pod(&first.0);
-        let request = match placing.policy.placement_domains(&self.policy_context(), &first.facts) {
-            Ok(None) => return everywhere,
-            Ok(Some(request)) => request,
-            Err(e) if placing.failure_policy == FailurePolicy::Ignore => {
-                let note = format!("{e}; placed over every node (failurePolicy Ignore)");
-                return PlacementChoice::Everywhere { note: Some(note) };
-            }
-            Err(e) => {
-                let name = placing.policy.name();
-                tracing::warn!(policy = %name, error = %e, "placement-domains failed: the group cycle fails (failurePolicy Fail)");
-                return PlacementChoice::Failed(format!("running {name:?} placement-domains: {e}"));
-            }
+        let request = match self.state.pod_groups().topology(&gang.namespace, &gang.name) {
+            // The PodGroup's own constraint: a placing policy still ranks.
+            Some(key) => PlacementDomains { key: key.to_string(), required: true },
+            None => match self.asked_domains(placing.as_ref(), &first) {
+                Ok(Some(request)) => request,
+                Ok(None) => return everywhere,
+                Err(choice) => return choice,
+            },
         };
         let mut scopes: Vec<Option<Arc<PlacementScope>>> = self.domains(&request.key).into_iter().map(Some).collect();
         let domains = scopes.len();
@@ -116,19 +121,39 @@ impl Scheduler {
         }
         let trials: Vec<Trial> =
             scopes.into_iter().map(|scope| self.trial(members, scope, &policies, scoring)).collect();
+        let tried = trials.len();
         let need = gang.min_count.saturating_sub(placed) as usize;
         let (feasible, short): (Vec<Trial>, Vec<Trial>) = trials.into_iter().partition(|t| t.fits.len() >= need);
-        let of = format!(
-            "{} of {domains} domains of {} fit",
-            feasible.iter().filter(|t| t.scope.is_some()).count(),
-            request.key
-        );
-        let Some(chosen) = self.rank(&placing, &first, feasible, &of) else {
-            return unfit(&request, short, &of);
+        let fit = feasible.iter().filter(|t| t.scope.is_some()).count();
+        let of = format!("{fit} of {domains} domains of {} fit", request.key);
+        let Some((chosen, why)) = self.rank(placing.as_ref(), &first, feasible, &of) else {
+            return unfit(&request, short, tried, &of);
         };
-        match chosen.0.scope {
-            Some(scope) => PlacementChoice::In { note: format!("{} ({of}; {})", scope.name(), chosen.1), scope },
-            None => PlacementChoice::Everywhere { note: Some(format!("over every node ({of}; {})", chosen.1)) },
+        match chosen.scope {
+            Some(scope) => PlacementChoice::In { note: format!("{} ({of}; {why})", scope.name()), scope, unfit: None },
+            None => PlacementChoice::Everywhere { note: Some(format!("over every node ({of}; {why})")) },
+        }
+    }
+
+    /// The domains a placing policy asks for; `Err` is the cycle's choice
+    /// when it failed.
+    fn asked_domains(
+        &self,
+        placing: Option<&WeightedPolicy>,
+        first: &PodInfo,
+    ) -> Result<Option<PlacementDomains>, PlacementChoice> {
+        let Some(placing) = placing else { return Ok(None) };
+        match placing.policy.placement_domains(&self.policy_context(), &first.facts) {
+            Ok(request) => Ok(request),
+            Err(e) if placing.failure_policy == FailurePolicy::Ignore => {
+                let note = format!("{e}; placed over every node (failurePolicy Ignore)");
+                Err(PlacementChoice::Everywhere { note: Some(note) })
+            }
+            Err(e) => {
+                let name = placing.policy.name();
+                tracing::warn!(policy = %name, error = %e, "placement-domains failed: the group cycle fails (failurePolicy Fail)");
+                Err(PlacementChoice::Failed(format!("running {name:?} placement-domains: {e}")))
+            }
         }
     }
 
@@ -182,25 +207,53 @@ impl Scheduler {
             fits.push(MemberPlacement { pod: pod.key.name.clone(), node: id });
             placed.push(pod.clone());
         }
+        let fill = self.fill(scope.as_deref());
         for pod in placed {
             self.undo_placement(&pod);
         }
-        Trial { scope, unplaced: (members.len() - fits.len()) as u32, fits }
+        Trial { scope, unplaced: (members.len() - fits.len()) as u32, fits, fill }
     }
 
-    /// The best of the feasible trials by the placing policy's scores, and
-    /// how it was chosen; `None` when none is feasible.
+    /// The share of `scope`'s nodes' (every node's) cpu and memory
+    /// requested, averaged.
+    fn fill(&self, scope: Option<&PlacementScope>) -> f64 {
+        let table = self.state.table();
+        let ids: Vec<u32> = match scope {
+            Some(scope) => scope.nodes.clone(),
+            None => table.iter().map(|(id, _)| id).collect(),
+        };
+        let (mut cpu, mut memory, mut cpu_total, mut memory_total) = (0u128, 0u128, 0u128, 0u128);
+        for id in ids {
+            let (Some(node), Some(state)) = (table.node(id), self.state.node(id)) else { continue };
+            let used = state.usage.candidate(id);
+            cpu += u128::from(used.requested_milli_cpu);
+            memory += u128::from(used.requested_memory);
+            cpu_total += u128::from(node.fit.allocatable_milli_cpu);
+            memory_total += u128::from(node.fit.allocatable_memory);
+        }
+        let share = |used: u128, total: u128| if total == 0 { 0.0 } else { used as f64 / total as f64 };
+        (share(cpu, cpu_total) + share(memory, memory_total)) / 2.0
+    }
+
+    /// The best of the feasible trials, and how it was chosen: by the
+    /// placing policy's scores, or else the most members, then the
+    /// fullest; `None` when none is feasible.
     fn rank(
         &self,
-        placing: &WeightedPolicy,
+        placing: Option<&WeightedPolicy>,
         first: &PodInfo,
         mut feasible: Vec<Trial>,
         of: &str,
     ) -> Option<(Trial, String)> {
-        let name = placing.policy.name().to_string();
         if feasible.len() < 2 {
             return feasible.pop().map(|t| (t, "the only one".to_string()));
         }
+        let Some(placing) = placing else {
+            let key = |t: &Trial| (t.fits.len(), t.fill);
+            let best = (1..feasible.len()).fold(0, |b, i| if key(&feasible[i]) > key(&feasible[b]) { i } else { b });
+            return Some((feasible.swap_remove(best), "the most members, then the fullest".to_string()));
+        };
+        let name = placing.policy.name().to_string();
         let placements: Vec<Placement> = feasible
             .iter()
             .map(|t| Placement {
@@ -226,19 +279,16 @@ impl Scheduler {
 }
 
 /// No placement reaches the quorum: a required domain holds the gang in
-/// the domain that came closest (the first of those), so each member says
-/// why it does not fit there; otherwise every node is tried as usual.
-fn unfit(request: &PlacementDomains, short: Vec<Trial>, of: &str) -> PlacementChoice {
+/// the first domain (as kube reports its first placement), so each member
+/// says why it does not fit there; otherwise every node is tried as
+/// usual.
+fn unfit(request: &PlacementDomains, short: Vec<Trial>, tried: usize, of: &str) -> PlacementChoice {
     if !request.required {
         return PlacementChoice::Everywhere { note: Some(format!("over every node ({of})")) };
     }
-    let closest = short.into_iter().filter(|t| t.scope.is_some()).fold(None::<Trial>, |best, t| match best {
-        Some(b) if b.fits.len() >= t.fits.len() => Some(b),
-        _ => Some(t),
-    });
-    let scope = match closest.and_then(|t| t.scope) {
+    let scope = match short.into_iter().find_map(|t| t.scope) {
         Some(scope) => scope,
         None => Arc::new(PlacementScope { key: request.key.clone(), value: String::new(), nodes: Vec::new() }),
     };
-    PlacementChoice::In { note: format!("{} ({of}; the closest, required)", scope.name()), scope }
+    PlacementChoice::In { note: format!("{} ({of}; the first, required)", scope.name()), scope, unfit: Some(tried) }
 }
