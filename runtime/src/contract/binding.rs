@@ -300,31 +300,42 @@ macro_rules! packed_columns {
             super::binding::unpack(&answer, "scores", "f64", f64::from_le_bytes)
         }
 
-        /// Rows to packed columns, in one pass over the rows.
+        /// Rows to packed columns, in one pass over the rows, each column
+        /// sized first and written by index as arrays of bytes (pushing
+        /// byte slices checked seven capacities a row, and copying into
+        /// chunks was not inlined: 2.5 and 2.2 times the instructions).
         fn fill_columns(out: &mut wit::Candidates, candidates: &[facts::Candidate]) {
-            let columns = [
-                &mut out.nodes,
-                &mut out.requested_milli_cpu,
-                &mut out.requested_memory,
-                &mut out.requested_ephemeral_storage,
-                &mut out.nonzero_requested_milli_cpu,
-                &mut out.nonzero_requested_memory,
-                &mut out.pod_count,
-            ];
-            for column in columns {
-                column.clear();
-            }
-            for c in candidates {
-                out.nodes.extend_from_slice(&c.node.to_le_bytes());
-                out.requested_milli_cpu.extend_from_slice(&c.requested_milli_cpu.to_le_bytes());
-                out.requested_memory.extend_from_slice(&c.requested_memory.to_le_bytes());
-                out.requested_ephemeral_storage.extend_from_slice(&c.requested_ephemeral_storage.to_le_bytes());
-                out.nonzero_requested_milli_cpu.extend_from_slice(&c.nonzero_requested_milli_cpu.to_le_bytes());
-                out.nonzero_requested_memory.extend_from_slice(&c.nonzero_requested_memory.to_le_bytes());
-                out.pod_count.extend_from_slice(&c.pod_count.to_le_bytes());
+            use super::binding::packed;
+            let n = candidates.len();
+            let (nodes, cpu, memory, storage) = (
+                packed::<4>(&mut out.nodes, n),
+                packed::<8>(&mut out.requested_milli_cpu, n),
+                packed::<8>(&mut out.requested_memory, n),
+                packed::<8>(&mut out.requested_ephemeral_storage, n),
+            );
+            let (nonzero_cpu, nonzero_memory, pods) = (
+                packed::<8>(&mut out.nonzero_requested_milli_cpu, n),
+                packed::<8>(&mut out.nonzero_requested_memory, n),
+                packed::<4>(&mut out.pod_count, n),
+            );
+            for (i, c) in candidates.iter().enumerate() {
+                nodes[i] = c.node.to_le_bytes();
+                cpu[i] = c.requested_milli_cpu.to_le_bytes();
+                memory[i] = c.requested_memory.to_le_bytes();
+                storage[i] = c.requested_ephemeral_storage.to_le_bytes();
+                nonzero_cpu[i] = c.nonzero_requested_milli_cpu.to_le_bytes();
+                nonzero_memory[i] = c.nonzero_requested_memory.to_le_bytes();
+                pods[i] = c.pod_count.to_le_bytes();
             }
         }
     };
+}
+
+/// `column` sized for `n` entries of `N` bytes, as arrays to write them
+/// into; cut to `n` so that the writes by index need no bounds check.
+pub(crate) fn packed<const N: usize>(column: &mut Vec<u8>, n: usize) -> &mut [[u8; N]] {
+    column.resize(n * N, 0);
+    &mut column.as_chunks_mut::<N>().0[..n]
 }
 
 /// Packed little-endian numbers of `N` bytes each; bytes left over are

@@ -192,4 +192,27 @@ mod tests {
         assert_eq!(groups.policy("t", "g"), None);
         assert_eq!(groups.keys().count(), 0);
     }
+
+    #[test]
+    fn a_topology_constraint_is_read_from_either_version() {
+        let mut groups = PodGroups::default();
+        let mut constrained = alpha("g", 2);
+        constrained.spec.scheduling_constraints = serde_json::from_value(serde_json::json!({
+            "topology": [{"key": "topology.kubernetes.io/rack"}],
+        }))
+        .unwrap();
+        assert!(groups.upserted(&constrained));
+        assert_eq!(groups.topology("t", "g"), Some("topology.kubernetes.io/rack"));
+        // v1beta1's, as a v1.37 API server sends it, decides where both are.
+        let beta: v1beta1::PodGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "t"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                     "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/zone"}]}},
+        }))
+        .unwrap();
+        assert!(groups.upserted(&beta), "a new constraint in force is a change");
+        assert_eq!(groups.topology("t", "g"), Some("topology.kubernetes.io/zone"));
+        assert_eq!(groups.topology("t", "other"), None);
+    }
 }

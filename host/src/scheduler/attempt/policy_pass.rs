@@ -4,7 +4,7 @@
 //! Reads the cluster only through the call scope's context, so a tenant's
 //! job can run it on another thread.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::builtin_pass::BuiltinPass;
 use super::choice::{normalize, pick_best};
@@ -89,28 +89,12 @@ pub fn policy_pass(
     let error = calls.filter(&mut survivors);
 
     let mut record = AttemptRecord {
-        pod: pod.key.to_string(),
-        attempt,
-        nodes,
         evaluated,
-        sampled_because: None,
         feasible_builtin,
         feasible: survivors.candidates.len(),
-        chosen: None,
-        message: None,
-        error: None,
-        policies: versions(policies),
-        tenant: None,
         ignored_constraints: ignored_constraints.iter().map(|c| c.to_string()).collect(),
         pod_rejected: pod_rejection.as_ref().map(|r| r.by),
-        preemption: None,
-        deallocated: None,
-        canary: None,
-        fallback: None,
-        group: None,
-        duration: Duration::ZERO,
-        policy_calls: Vec::new(),
-        node_records: Vec::new(),
+        ..AttemptRecord::new(pod.key.to_string(), attempt, nodes, versions(policies))
     };
     let Survivors { mut candidates, builtin, histogram, mut records, record_index, .. } = survivors;
     if error.is_some() {

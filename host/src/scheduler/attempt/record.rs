@@ -167,16 +167,8 @@ pub struct AttemptRecord {
 }
 
 impl AttemptRecord {
-    /// An attempt that failed with `error` before any node was tried (a
-    /// gang's placing policy failed): retried with backoff, as any error.
-    pub fn failed(pod: String, attempt: u32, nodes: usize, policies: Vec<PolicyVersion>, error: String) -> Self {
-        let message = error.clone();
-        AttemptRecord { error: Some(error), ..Self::waiting(pod, attempt, nodes, policies, &message) }
-    }
-
-    /// An attempt not made: the pod waits with `message` (a gang member
-    /// left once its gang could no longer be placed).
-    pub fn waiting(pod: String, attempt: u32, nodes: usize, policies: Vec<PolicyVersion>, message: &str) -> Self {
+    /// An attempt of `pod` over `nodes` that has decided nothing yet.
+    pub fn new(pod: String, attempt: u32, nodes: usize, policies: Vec<PolicyVersion>) -> Self {
         AttemptRecord {
             pod,
             attempt,
@@ -186,7 +178,7 @@ impl AttemptRecord {
             feasible_builtin: 0,
             feasible: 0,
             chosen: None,
-            message: Some(message.to_string()),
+            message: None,
             error: None,
             pod_rejected: None,
             policies,
@@ -201,6 +193,18 @@ impl AttemptRecord {
             policy_calls: Vec::new(),
             node_records: Vec::new(),
         }
+    }
+
+    /// An attempt not made: the pod waits with `message` (a gang member
+    /// left once its gang could no longer be placed).
+    pub fn waiting(pod: String, attempt: u32, nodes: usize, policies: Vec<PolicyVersion>, message: &str) -> Self {
+        AttemptRecord { message: Some(message.to_string()), ..Self::new(pod, attempt, nodes, policies) }
+    }
+
+    /// An attempt that failed with `error` before any node was tried (a
+    /// gang's placing policy failed): retried with backoff, as any error.
+    pub fn failed(pod: String, attempt: u32, nodes: usize, policies: Vec<PolicyVersion>, error: String) -> Self {
+        AttemptRecord { error: Some(error.clone()), ..Self::waiting(pod, attempt, nodes, policies, &error) }
     }
 }
 

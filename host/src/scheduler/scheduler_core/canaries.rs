@@ -125,28 +125,11 @@ mod tests {
 
     fn record(chosen: Option<&str>) -> AttemptRecord {
         AttemptRecord {
-            pod: "ns/p".into(),
-            attempt: 1,
-            nodes: 1,
             evaluated: 1,
-            sampled_because: None,
             feasible_builtin: 1,
             feasible: 1,
             chosen: chosen.map(String::from),
-            message: None,
-            error: None,
-            pod_rejected: None,
-            policies: vec![],
-            tenant: None,
-            ignored_constraints: vec![],
-            preemption: None,
-            deallocated: None,
-            canary: None,
-            fallback: None,
-            group: None,
-            duration: Duration::ZERO,
-            policy_calls: vec![],
-            node_records: vec![],
+            ..AttemptRecord::new("ns/p".into(), 1, 1, vec![])
         }
     }
 
