@@ -103,6 +103,11 @@ impl Scheduler {
         let Some(first) = members.first() else { return everywhere };
         let Some(profile) = self.profile(&first.0.scheduler_name) else { return everywhere };
         let placing = profile.policies.policies.iter().find(|wp| wp.policy.info.phases.place).cloned();
+        let topology = self.state.pod_groups().topology(&gang.namespace, &gang.name);
+        // Most gangs have neither: nothing to copy or ask.
+        if topology.is_none() && placing.is_none() {
+            return everywhere;
+        }
         let (policies, scoring) = (profile.policies.clone(), profile.scoring);
         let first = self.told_pod(&first.0);
         let request = match self.state.pod_groups().topology(&gang.namespace, &gang.name) {
