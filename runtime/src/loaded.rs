@@ -326,10 +326,7 @@ impl LoadedPolicy {
             })
         })?;
         let domains = answer.map_err(|message| declined(&self.name, "placement-domains", message))?;
-        if let Some(d) = &domains
-            && d.key.trim().is_empty()
-        {
-            let problem = "the domains' label key is empty".to_string();
+        if let Some(problem) = domains.as_ref().and_then(|d| domain_key_problem(&d.key)) {
             return Err(PolicyError::Malformed { policy: self.name.to_string(), phase: "placement-domains", problem });
         }
         Ok(domains)
@@ -355,6 +352,24 @@ impl LoadedPolicy {
         }
         Ok(scores)
     }
+}
+
+/// The longest node label key: a 253-byte prefix, `/`, a 63-byte name.
+const MAX_LABEL_KEY_BYTES: usize = 317;
+
+/// A domains' label key the scheduler can use: it reaches messages,
+/// records and logs, so it is bounded as a label key is.
+fn domain_key_problem(key: &str) -> Option<String> {
+    if key.trim().is_empty() {
+        return Some("the domains' label key is empty".to_string());
+    }
+    if key.len() > MAX_LABEL_KEY_BYTES || key.chars().any(char::is_control) {
+        return Some(format!(
+            "the domains' label key is not a node label key ({} bytes; at most {MAX_LABEL_KEY_BYTES}, no control characters)",
+            key.len()
+        ));
+    }
+    None
 }
 
 /// One score per placement, each in a raw score's range.
@@ -393,5 +408,20 @@ fn validate_info(name: &str, info: &PolicyInfo) -> Result<(), PolicyError> {
     match answers::describe_problem(said, version, description, phases.filter || phases.place, phases.score) {
         None => Ok(()),
         Some(problem) => Err(PolicyError::Malformed { policy: name.to_string(), phase: "describe", problem }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_domains_label_key_is_bounded_as_a_label_key_is() {
+        assert_eq!(domain_key_problem("topology.kubernetes.io/rack"), None);
+        assert_eq!(domain_key_problem(&format!("{}/{}", "p".repeat(253), "n".repeat(63))), None);
+        assert_eq!(domain_key_problem(" ").as_deref(), Some("the domains' label key is empty"));
+        let long = domain_key_problem(&"k".repeat(1 << 20)).unwrap();
+        assert!(long.contains("1048576 bytes; at most 317"), "{long}");
+        assert!(domain_key_problem("rack\nforged").is_some());
     }
 }

@@ -96,7 +96,6 @@ impl BuiltinPass {
         }
     }
 
-    /// An empty pass for a slice of `capacity` nodes, to `append` later.
     /// Nodes the attempt may not use, counted as rejected for `reason`
     /// and as evaluated (they were, by where they are).
     pub(super) fn count_outside(&mut self, nodes: usize, reason: &str) {
@@ -106,6 +105,7 @@ impl BuiltinPass {
         }
     }
 
+    /// An empty pass for a slice of `capacity` nodes, to `append` later.
     fn part(&self, capacity: usize) -> BuiltinPass {
         BuiltinPass::empty(self.nodes, capacity, self.detail, 0, self.balanced.part(capacity))
     }

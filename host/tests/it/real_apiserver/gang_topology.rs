@@ -20,7 +20,7 @@ use kube::Api;
 use kube::api::PostParams;
 use wasmsched::scheduler::{GANG_UNSCHEDULABLE, PLACEMENT_BASED};
 
-use super::gangs::{condition, delete_now, member};
+use super::gangs::{condition, delete_now, member, wait_conditions};
 
 /// What one side did, in words both sides share.
 #[derive(Debug, PartialEq, Eq)]
@@ -46,21 +46,6 @@ async fn constrained_group(real: &Real, name: &str, min_count: u32, key: &str) {
     api.create(&PostParams::default(), &serde_json::from_value(body).unwrap()).await.unwrap();
 }
 
-/// Waits until every one of `names` is bound or has its PodScheduled
-/// condition, and the PodGroup `group` its condition.
-async fn settled(real: &Real, names: &[String], group: &str) -> Vec<Pod> {
-    let deadline = common::hang_guard();
-    loop {
-        let pods = real.pods_named(names).await;
-        let done = pods.len() == names.len() && pods.iter().all(|p| Outcome::in_full(p) != Outcome::Pending);
-        if done && condition(real, group).await.is_some() {
-            return pods;
-        }
-        assert!(Instant::now() < deadline, "{names:?} undecided within the hang guard");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 async fn run(real: &Real, side: &str, scheduler_name: &str) -> Placed {
     let key = format!("example.com/{}", real.own(&format!("rack-{side}")));
     let mut rack_of = std::collections::HashMap::new();
@@ -79,7 +64,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Placed {
     let bound = |pods: &[Pod]| pods.iter().filter(|p| Outcome::of(p) == Outcome::Bound).count();
     constrained_group(real, &format!("{side}-fits"), 3, &key).await;
     let names = real.create_pods(&format!("{side}-"), &members("fits"), scheduler_name, Duration::ZERO).await;
-    let pods = settled(real, &names, &format!("{side}-fits")).await;
+    let pods = wait_conditions(real, &names, &format!("{side}-fits")).await;
     let mut racks: Vec<&str> = pods
         .iter()
         .filter_map(|p| p.spec.as_ref()?.node_name.as_deref())
@@ -91,7 +76,7 @@ async fn run(real: &Real, side: &str, scheduler_name: &str) -> Placed {
     // Rack b is full now, rack a holds two: a gang of 3 fits no rack.
     constrained_group(real, &format!("{side}-wide"), 3, &key).await;
     let wide_names = real.create_pods(&format!("{side}-"), &members("wide"), scheduler_name, Duration::ZERO).await;
-    let pods = settled(real, &wide_names, &format!("{side}-wide")).await;
+    let pods = wait_conditions(real, &wide_names, &format!("{side}-wide")).await;
     let outcomes: Vec<Outcome> = pods.iter().map(Outcome::in_full).collect();
     let said = |pred: &dyn Fn(&str) -> bool| {
         outcomes.iter().filter(|o| matches!(o, Outcome::Unschedulable(m) if pred(m))).count()

@@ -60,7 +60,7 @@ pub(super) fn member(class: &str, group: &str) -> Value {
 
 /// Waits until every one of `names` is bound or has its PodScheduled
 /// condition, and the PodGroup `group` its condition.
-async fn wait_conditions(real: &Real, names: &[String], group: &str) -> Vec<Pod> {
+pub(super) async fn wait_conditions(real: &Real, names: &[String], group: &str) -> Vec<Pod> {
     let deadline = common::hang_guard();
     loop {
         let pods = real.pods_named(names).await;

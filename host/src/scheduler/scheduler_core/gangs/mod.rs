@@ -32,7 +32,7 @@ use super::{Attempt, Mode, Nomination, Scheduler};
 use crate::cluster::pod_groups::{GroupApi, GroupPolicy, v1beta1};
 use crate::cluster::{PodInfo, PodKey};
 use crate::scheduler::KindInfo;
-use crate::scheduler::attempt::record::{AttemptRecord, GroupCycle};
+use crate::scheduler::attempt::record::{AttemptRecord, GroupCycle, PolicyVersion};
 use crate::scheduler::attempt::versions;
 use crate::scheduler::plugins::dynamic_resources;
 use k8s_openapi::api::scheduling::v1alpha2;
@@ -279,12 +279,11 @@ impl Scheduler {
     fn attempt_while_hopeful(&mut self, members: Vec<(Arc<PodInfo>, u32)>, need: u32, now: Duration) -> Vec<Attempt> {
         let deferred = Mode::Member { post_filter: false };
         let (mut outcomes, mut fit, total) = (Vec::new(), 0usize, members.len());
-        let nodes = self.state.node_count();
+        let (nodes, policies) = (self.state.node_count(), self.cycle_policies(&members));
         for (i, (pod, attempts)) in members.into_iter().enumerate() {
             if fit + (total - i) < need as usize {
-                let policies = self.profile(&pod.scheduler_name).map(|p| versions(&p.policies)).unwrap_or_default();
-                let record =
-                    AttemptRecord::waiting(pod.key.to_string(), attempts + 1, nodes, policies, GANG_UNSCHEDULABLE);
+                let (pod_name, policies) = (pod.key.to_string(), policies.clone());
+                let record = AttemptRecord::waiting(pod_name, attempts + 1, nodes, policies, GANG_UNSCHEDULABLE);
                 outcomes.push(self.conclude(pod, record, now, false));
                 continue;
             }
@@ -298,12 +297,7 @@ impl Scheduler {
     /// Every member failed with the placing policy's error: none is
     /// attempted, each retried with backoff.
     fn fail_members(&mut self, members: Vec<(Arc<PodInfo>, u32)>, why: &str, now: Duration) -> Vec<Attempt> {
-        let nodes = self.state.node_count();
-        let policies = members
-            .first()
-            .and_then(|(pod, _)| self.profile(&pod.scheduler_name))
-            .map(|p| versions(&p.policies))
-            .unwrap_or_default();
+        let (nodes, policies) = (self.state.node_count(), self.cycle_policies(&members));
         members
             .into_iter()
             .map(|(pod, attempts)| {
@@ -312,6 +306,13 @@ impl Scheduler {
                 self.conclude(pod, record, now, false)
             })
             .collect()
+    }
+
+    /// The policies that decide the cycle's members (their profile's), as
+    /// records name them.
+    fn cycle_policies(&self, members: &[(Arc<PodInfo>, u32)]) -> Vec<PolicyVersion> {
+        let profile = members.first().and_then(|(pod, _)| self.profile(&pod.scheduler_name));
+        profile.map(|p| versions(&p.policies)).unwrap_or_default()
     }
 
     /// kube's PostFilter for a member beyond the quorum that did not fit,

@@ -103,16 +103,16 @@ impl Scheduler {
         let Some(first) = members.first() else { return everywhere };
         let Some(profile) = self.profile(&first.0.scheduler_name) else { return everywhere };
         let placing = profile.policies.policies.iter().find(|wp| wp.policy.info.phases.place).cloned();
-        let topology = self.state.pod_groups().topology(&gang.namespace, &gang.name);
+        let topology = self.state.pod_groups().topology(&gang.namespace, &gang.name).map(str::to_string);
         // Most gangs have neither: nothing to copy or ask.
         if topology.is_none() && placing.is_none() {
             return everywhere;
         }
         let (policies, scoring) = (profile.policies.clone(), profile.scoring);
         let first = self.told_pod(&first.0);
-        let request = match self.state.pod_groups().topology(&gang.namespace, &gang.name) {
+        let request = match topology {
             // The PodGroup's own constraint: a placing policy still ranks.
-            Some(key) => PlacementDomains { key: key.to_string(), required: true },
+            Some(key) => PlacementDomains { key, required: true },
             None => match self.asked_domains(placing.as_ref(), &first) {
                 Ok(Some(request)) => request,
                 Ok(None) => return everywhere,
@@ -223,9 +223,9 @@ impl Scheduler {
     /// requested, averaged.
     fn fill(&self, scope: Option<&PlacementScope>) -> f64 {
         let table = self.state.table();
-        let ids: Vec<u32> = match scope {
-            Some(scope) => scope.nodes.clone(),
-            None => table.iter().map(|(id, _)| id).collect(),
+        let ids: Box<dyn Iterator<Item = u32>> = match scope {
+            Some(scope) => Box::new(scope.nodes.iter().copied()),
+            None => Box::new(table.iter().map(|(id, _)| id)),
         };
         let (mut cpu, mut memory, mut cpu_total, mut memory_total) = (0u128, 0u128, 0u128, 0u128);
         for id in ids {
