@@ -6,7 +6,7 @@
 #                          and the SDK (sdk/python)
 #   wasmsched-js.wasm      ComponentizeJS: sdk/js/wasmsched-interpreter.js and
 #                          the SDK (sdk/js)
-# both against wit/interpreter/0.1.0 (the policy contract 0.3.0 and the
+# both against wit/interpreter/0.2.0 (the policy contract 0.4.0 and the
 # `source` import). Needs the toolchains policies/install-toolchains.sh
 # installs, which runs this at its end. A component is built again only
 # when what it is built from changed (the inputs' sha256 is kept beside
@@ -42,16 +42,16 @@ build() {
     echo "$name: built ($(du -h "$out/$name" | cut -f1))"
 }
 
-wit=(wit/interpreter/0.1.0/source.wit wit/0.3.0/policy.wit)
+wit=(wit/interpreter/0.2.0/source.wit wit/0.4.0/policy.wit)
 
 py="$root/target/toolchains/python/bin/componentize-py"
 py_sha=$(inputs_of "$("$py" --version)" "${wit[@]}" sdk/python/wasmsched_interpreter.py sdk/python/wasmsched_helpers.py)
 build wasmsched-python.wasm "$py_sha" \
-    "$py" -d "$root/wit/interpreter/0.1.0" -w interpreted-policy componentize \
+    "$py" -d "$root/wit/interpreter/0.2.0" -w interpreted-policy componentize \
     -p "$root/sdk/python" wasmsched_interpreter -o "$out/wasmsched-python.wasm"
 
 js="$root/policies/js/node_modules/.bin/componentize-js"
 js_sha=$(inputs_of "$("$js" --version)" "${wit[@]}" sdk/js/wasmsched-interpreter.js sdk/js/wasmsched-helpers.js)
 build wasmsched-js.wasm "$js_sha" \
-    "$js" "$root/sdk/js/wasmsched-interpreter.js" --wit "$root/wit/interpreter/0.1.0" \
+    "$js" "$root/sdk/js/wasmsched-interpreter.js" --wit "$root/wit/interpreter/0.2.0" \
     --world-name interpreted-policy --disable http fetch-event -o "$out/wasmsched-js.wasm"

@@ -4,8 +4,9 @@
 //! once and shared by every policy of its language; each policy still runs
 //! in instances of its own, with its own limits. The interpreter asks for
 //! the policy's source through the one import it adds to the contract,
-//! `wasmsched:interpreter/source@0.1.0` (wit/interpreter/0.1.0), answered
-//! here from the instance's store.
+//! `wasmsched:interpreter/source` (wit/interpreter/0.2.0 on the policy
+//! contract 0.4; 0.1.0, on 0.3, for interpreters built before it),
+//! answered here from the instance's store.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -62,15 +63,19 @@ impl Interpreters {
     }
 }
 
-const SOURCE_INTERFACE: &str = "wasmsched:interpreter/source@0.1.0";
+/// Every released version of the interpreters' import; each has the same
+/// one function.
+const SOURCE_INTERFACES: [&str; 2] = ["wasmsched:interpreter/source@0.1.0", "wasmsched:interpreter/source@0.2.0"];
 
 /// `source.files`, for every component: only an interpreter imports it,
 /// and only a source policy's instances have files to give.
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    linker.instance(SOURCE_INTERFACE)?.func_wrap("files", |store, (): ()| {
-        let state: &HostState = store.data();
-        Ok((state.program.as_deref().map(<[SourceFile]>::to_vec).unwrap_or_default(),))
-    })?;
+    for interface in SOURCE_INTERFACES {
+        linker.instance(interface)?.func_wrap("files", |store, (): ()| {
+            let state: &HostState = store.data();
+            Ok((state.program.as_deref().map(<[SourceFile]>::to_vec).unwrap_or_default(),))
+        })?;
+    }
     Ok(())
 }
 

@@ -3,7 +3,8 @@
 //! `wit/0.2.0`, `wit/0.3.0` or `wit/0.4.0` by a byte fails here; a change to the contract is a new
 //! version in a sibling directory, with its own module under
 //! `runtime/src/contract/`. So does changing the interpreters' addition,
-//! `wit/interpreter/0.1.0` (its `deps/` is the policy contract it extends).
+//! `wit/interpreter/0.1.0` or `0.2.0` (each one's `deps/` is the policy
+//! contract it extends).
 
 use sha2::{Digest, Sha256};
 
@@ -14,6 +15,7 @@ const FROZEN: &[(&str, &str)] = &[
     ("0.3.0/policy.wit", "6c5a8c5b80cd7000b06fe39fceeb575e5432ec19ea0cee5156627185d47fed49"),
     ("0.4.0/policy.wit", "70c9a3e8353ead8e7dd694e448998c0d86001bea09448f5334d01d9d7ca22bff"),
     ("interpreter/0.1.0/source.wit", "e382b0338abbe0e5b7a3d3d4a1de34fbbfb49ea47d1ea353549bdd90b0b39ba0"),
+    ("interpreter/0.2.0/source.wit", "648f71313c8a6c6a5b02c277a3b570675ee6f30e711c6971c5e8fd6a30b5db37"),
 ];
 
 #[test]
@@ -25,7 +27,7 @@ fn released_contract_versions_are_unchanged() {
     for version in versions {
         for entry in std::fs::read_dir(wit.join(version)).unwrap() {
             let entry = entry.unwrap();
-            // The interpreters' `deps/policy` is the frozen 0.3.0 itself.
+            // An interpreter's `deps/policy` is a frozen policy contract itself.
             if entry.file_name() == "deps" {
                 continue;
             }

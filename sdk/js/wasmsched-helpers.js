@@ -10,16 +10,19 @@
 //
 // CPU and memory are BigInts, as the contract's u64 values arrive.
 //
-// The contract (wit/policy.wit, wasmsched:policy 0.3) sends each call's
+// The contract (wit/policy.wit, wasmsched:policy 0.4) sends each call's
 // per-node numbers as packed bytes, one Uint8Array a column:
 // `columns(candidates)` reads them as typed arrays, `packScores` and
 // `packVerdicts` pack an answer. `filterEach`, `scoreEach` and
-// `explainEach` do all of that for a function of one node.
+// `explainEach` do all of that for a function of one node. A gang's
+// placements (the `place` phase) arrive as the contract's records:
+// `Nodes.placements` makes PlacementViews of them, and `packScores` packs
+// their scores.
 //
 // The reference: wasmsched's sdk/reference/javascript.md lists every export
 // with its signature, beside the Rust and Python names.
 
-import { log, nodeMetrics } from "wasmsched:policy/host@0.3.0";
+import { log, nodeMetrics } from "wasmsched:policy/host@0.4.0";
 
 // kube-scheduler's MaxNodeScore: scores of the built-in plugins are 0..100.
 export const MAX_NODE_SCORE = 100n;
@@ -327,7 +330,9 @@ export class Attempt {
 }
 
 // The pod being scheduled, as the Rust SDK's `Pod`: the contract's fields,
-// with `labels`, `annotations` and `nodeSelector` as Maps.
+// with `labels`, `annotations` and `nodeSelector` as Maps, and `group`, its
+// PodGroup (`name`, `minCount`, `members`, `placed`: the members already
+// on nodes, each a `pod` name and a `node` id), or undefined.
 export class PodView {
   constructor(info) {
     Object.assign(this, info);
@@ -408,6 +413,29 @@ export class Nodes {
     }
   }
 
+  // Any node of the table, by id, candidate or not: where a group's placed
+  // members are (`pod.group.placed`); undefined if the host never sent it.
+  // Outside a call's candidates, its usage reads zeros.
+  get(nodeId) {
+    return this.byId[nodeId];
+  }
+
+  // The contract's placements (`scorePlacement`'s) as PlacementViews over
+  // the table. The host sends every node before naming it, so a miss is a
+  // bug worth failing the call for.
+  placements(placements) {
+    return placements.map((placement) => {
+      const members = placement.members.map((member) => {
+        const node = this.byId[member.node];
+        if (node === undefined) {
+          throw `placement ${JSON.stringify(placement.domain)} names node id ${member.node} which the host never sent`;
+        }
+        return { pod: member.pod, node };
+      });
+      return new PlacementView(placement.domain, members, placement.unplaced);
+    });
+  }
+
   // The call's candidates (the contract's, or `Columns` of them), in
   // order, each with what its pods request
   // (valid for this call: the next one points them elsewhere). The host
@@ -440,6 +468,42 @@ const USAGE_COLUMNS = [
 ];
 // Before its first call a view reads zeros.
 const NO_CALL = Object.fromEntries(USAGE_COLUMNS.map((name) => [name, name === "podCount" ? [0] : [0n]]));
+
+// One feasible placement of a gang, as the Rust SDK's `PlacementView`:
+// `domain` (the value of the label the policy named in `placementDomains`;
+// "" for the placement over every node), `members` (`{ pod, node }`, the
+// node a NodeView, in the order the scheduler tried them) and `unplaced`
+// (members tried that did not fit).
+export class PlacementView {
+  constructor(domain, members, unplaced) {
+    this.domain = domain;
+    this.members = members;
+    this.unplaced = unplaced;
+  }
+
+  // Every node this placement uses, each once, in name order.
+  nodes() {
+    const byName = new Map(this.members.map((m) => [m.node.name, m.node]));
+    return [...byName.keys()].sort(ascending).map((name) => byName.get(name));
+  }
+
+  // How many members are on each value of node label `key` (nodes without
+  // it count under ""), a Map in the label's order.
+  spread(key) {
+    const counts = new Map();
+    for (const m of this.members) {
+      const value = m.node.label(key) ?? "";
+      counts.set(value, (counts.get(value) ?? 0) + 1);
+    }
+    return new Map([...counts].sort(([a], [b]) => ascending(a, b)));
+  }
+}
+
+// Strings in ascending order, as Rust orders them: node names and label
+// values are ASCII, where comparing UTF-16 units is comparing bytes.
+function ascending(a, b) {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
 
 // One candidate, as the Rust SDK's `NodeView`: `id`, `name`, `labels` and
 // `annotations` (Maps), `taints`, `allocatable`, `unschedulable`, and what

@@ -5,7 +5,8 @@
 // ComponentizeJS builds this module and the SDK (wasmsched-helpers.js)
 // into one component, SpiderMonkey inside: once per language, not once per
 // policy. When an instance starts, the host hands over the policy's files
-// (`wasmsched:interpreter/source`, wit/interpreter/0.1.0); the first call
+// (`wasmsched:interpreter/source`, wit/interpreter/0.2.0, on the policy
+// contract 0.4); the first call
 // evaluates the entry file and every export is the policy's own method
 // from then on.
 //
@@ -14,12 +15,16 @@
 // host interface and the SDK), its `export` declarations the function's
 // result. Both keep their lines, so an error's line is the file's.
 
-import * as host from "wasmsched:policy/host@0.3.0";
-import { files } from "wasmsched:interpreter/source@0.1.0";
+import * as host from "wasmsched:policy/host@0.4.0";
+import { files } from "wasmsched:interpreter/source@0.2.0";
 import * as helpers from "./wasmsched-helpers.js";
 
-// What a policy may import, by the names a componentized build uses.
+// What a policy may import, by the names a componentized build uses: a
+// policy written against contract 0.3 imports the same host as 0.4's
+// (0.4 added records and calls, and changed none).
 const MODULES = {
+  "wasmsched:policy/host@0.4.0": host,
+  "wasmsched:policy/types@0.4.0": {},
   "wasmsched:policy/host@0.3.0": host,
   "wasmsched:policy/types@0.3.0": {},
   "./wasmsched-helpers.js": helpers,
@@ -108,9 +113,15 @@ function load() {
   return loaded;
 }
 
+// A record made of a 0.3 policy's `describe()`, completed for 0.4: it
+// names two phases, and does not place groups.
+function described(info) {
+  return { ...info, phases: { place: false, ...info.phases } };
+}
+
 export const policy = {
   describe() {
-    return load().describe();
+    return described(load().describe());
   },
   init() {
     return load().init();
@@ -126,5 +137,18 @@ export const policy = {
   },
   explainScore(pod, candidates, seed) {
     return load().explainScore(pod, candidates, seed);
+  },
+  // The place phase (contract 0.4). A policy that declares it and leaves
+  // one of these out gets the Rust SDK's defaults: no domains (the group
+  // placed over every node), every placement scored 0 (the first wins).
+  placementDomains(pod) {
+    const policy = load();
+    // `null` is none too, as a policy run natively by its tests may say it.
+    return policy.placementDomains === undefined ? undefined : (policy.placementDomains(pod) ?? undefined);
+  },
+  scorePlacement(pod, placements) {
+    const policy = load();
+    if (policy.scorePlacement === undefined) return new Uint8Array(8 * placements.length);
+    return policy.scorePlacement(pod, placements);
   },
 };

@@ -125,8 +125,9 @@ export class PodBuilder {
       namespace: "default", name, uid: `uid-${name}`, labels: [], annotations: [], priority: 0,
       requests: { milliCpu: 0n, memory: 0n, ephemeralStorage: 0n, pods: 1, scalar: [] },
       nonzeroMilliCpu: 100n, nonzeroMemory: 200n * 1024n * 1024n,
-      nodeSelector: [], requiredNodeAffinity: [], tolerations: [],
+      nodeSelector: [], requiredNodeAffinity: [], tolerations: [], group: undefined,
     };
+    this.placed = [];
   }
 
   namespace(namespace) {
@@ -181,9 +182,30 @@ export class PodBuilder {
     return this;
   }
 
-  // The pod as the contract's pod-info.
-  info() {
-    return structuredClone(this.fields);
+  // A member of PodGroup `name`: its quorum (`minCount`; 1 for a basic
+  // group) and how many members it has.
+  group(name, minCount, members) {
+    this.fields.group = { name, minCount, members, placed: [] };
+    return this;
+  }
+
+  // Another member of its group already placed on fixture node `node`.
+  memberPlaced(pod, node) {
+    if (this.fields.group === undefined) throw new Error("memberPlaced before group");
+    this.placed.push([pod, node]);
+    return this;
+  }
+
+  // The pod as the contract's pod-info; `idOf` gives a fixture node's id
+  // by name, for the members placed (the Harness passes it).
+  info(idOf = null) {
+    const info = structuredClone(this.fields);
+    if (this.placed.length > 0) {
+      if (idOf === null) throw new Error("a pod with members placed is built by the Harness, which knows the nodes");
+      const placed = this.placed.map(([pod, node]) => ({ pod, node: idOf(node) }));
+      info.group.placed = placed.sort((a, b) => (a.pod < b.pod ? -1 : a.pod > b.pod ? 1 : 0));
+    }
+    return info;
   }
 }
 
@@ -234,7 +256,7 @@ export class Harness {
   // name in the order added.
   filter(pod) {
     this.#enter();
-    const answer = refusingLongErrors(this.name, "filter", () => this.policy.filter(pod.info(), this.#candidates()));
+    const answer = refusingLongErrors(this.name, "filter", () => this.policy.filter(this.#pod(pod), this.#candidates()));
     const { reasons } = answer;
     const [verdicts, unpacked] = unpack(answer.verdicts, "verdicts", Uint32Array, "u32");
     const problem = unpacked ?? filterProblem(reasons, verdicts, this.nodes.length);
@@ -246,7 +268,7 @@ export class Harness {
   tryScore(pod, seed = 0n) {
     this.#enter();
     try {
-      const [scores, unpacked] = unpack(this.policy.score(pod.info(), this.#candidates(), BigInt(seed)), "scores", Float64Array, "f64");
+      const [scores, unpacked] = unpack(this.policy.score(this.#pod(pod), this.#candidates(), BigInt(seed)), "scores", Float64Array, "f64");
       const problem = unpacked ?? scoreProblem(scores, this.nodes.map((n) => n.info.name));
       if (problem) return { scores: null, error: `${this.name}: malformed score result: ${problem}` };
       return { scores: Object.fromEntries(this.nodes.map((n, i) => [n.info.name, scores[i]])), error: null };
@@ -269,12 +291,53 @@ export class Harness {
   // thrown, and parts the scheduler would refuse, in its words.
   explain(pod) {
     this.#enter();
-    const explain = () => this.policy.explainScore(pod.info(), this.#candidates(), 0n);
+    const explain = () => this.policy.explainScore(this.#pod(pod), this.#candidates(), 0n);
     const explained = refusingLongErrors(this.name, "explain-score", explain);
     const problem = partsProblem(explained, this.nodes.length);
     if (problem) throw new Error(`${this.name}: malformed explain-score result: ${problem}`);
     const parts = (list) => list.reduce((all, { name, value }) => all.add(name, value), new ScoreParts());
     return Object.fromEntries(this.nodes.map((n, i) => [n.info.name, parts(explained[i])]));
+  }
+
+  // The domains the policy asks a gang member's group to be placed in
+  // (`{ key, required }`, or undefined); the policy's error is thrown, and
+  // an answer the scheduler would refuse, in its words.
+  placementDomains(pod) {
+    this.#placing();
+    const domains = refusingLongErrors(this.name, "placement-domains", () => this.policy.placementDomains(this.#pod(pod)));
+    if (domains != null && WHITE_SPACE.test(domains.key)) {
+      throw new Error(`${this.name}: malformed placement-domains result: the domains' label key is empty`);
+    }
+    return domains ?? undefined;
+  }
+
+  // Raw scores of placements, each given as its domain and its members on
+  // fixture nodes (`["a", [["w-0", "a1"], ...]]`): `{ scores, error }`,
+  // one of them null.
+  tryScorePlacements(pod, placements) {
+    this.#placing();
+    const wire = placements.map(([domain, members]) => ({
+      domain,
+      members: members.map(([member, node]) => ({ pod: member, node: this.#idOf(node) })),
+      unplaced: 0,
+    }));
+    try {
+      const [scores, unpacked] = unpack(this.policy.scorePlacement(this.#pod(pod), wire), "scores", Float64Array, "f64");
+      const refused = scores.length !== wire.length || scores.some((s) => !Number.isFinite(s) || Math.abs(s) > MAX_RAW_SCORE);
+      const problem = unpacked ?? (refused ? `[${scores.join(", ")}] for ${wire.length} placements` : null);
+      if (problem) return { scores: null, error: `${this.name}: malformed score-placement result: ${problem}` };
+      return { scores: [...scores], error: null };
+    } catch (error) {
+      const problem = errorProblem(error);
+      return { scores: null, error: problem ? `${this.name}: malformed score-placement result: ${problem}` : error };
+    }
+  }
+
+  // The same; the policy's error is thrown.
+  scorePlacements(pod, placements) {
+    const { scores, error } = this.tryScorePlacements(pod, placements);
+    if (error !== null) throw error;
+    return scores;
   }
 
   // The node this policy alone would pick: among the nodes its filter
@@ -301,6 +364,16 @@ export class Harness {
       this.policy.init();
       this.policy.syncNodes(true, this.nodes.map((n) => ({ tag: "upsert", val: n.info })));
     }
+  }
+
+  // Only a policy that declares the place phase is asked for placements.
+  #placing() {
+    if (!this.phases.place) throw new Error(`${this.name} does not declare the place phase: the scheduler never asks it`);
+    this.#enter();
+  }
+
+  #pod(pod) {
+    return pod.info((name) => this.#idOf(name));
   }
 
   #idOf(name) {

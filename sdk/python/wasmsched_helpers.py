@@ -3,11 +3,15 @@ names and formulas (wasmsched's sdk/README.md, "The helpers, exactly").
 `wasmsched new --lang python` ships this file in src/; componentize-py builds
 it into the component beside app.py.
 
-The contract (wit/policy.wit, wasmsched:policy 0.3) sends each call's
+The contract (wit/policy.wit, wasmsched:policy 0.4; 0.3 is the same but
+for groups) sends each call's
 per-node numbers as packed bytes, which cross into Python as one `bytes`
 object a column: `columns(candidates)` reads them as arrays of numbers,
 `pack_scores` and `pack_verdicts` pack an answer. `filter_each`,
 `score_each` and `explain_each` do all of that for a function of one node.
+A gang's placements (0.4's `place` phase) arrive as the contract's
+records: `Nodes.placements` makes `PlacementView`s of them, and
+`pack_scores` packs their scores.
 
 Settings: read each key with `str`, `number` or `flag`, then call
 `check_all_read()`: a key the policy never asked for (most often a
@@ -333,9 +337,13 @@ class Attempt:
 
 class PodView:
     """The pod being scheduled, as the Rust SDK's `Pod`: the contract's
-    fields, with `labels`, `annotations` and `node_selector` as dicts."""
+    fields, with `labels`, `annotations` and `node_selector` as dicts, and
+    `group`, its PodGroup (`name`, `min_count`, `members`, `placed`: the
+    members already on nodes, each a `pod` name and a `node` id), or None."""
 
     def __init__(self, info):
+        # A componentized policy built against contract 0.3 has no groups.
+        self.group = getattr(info, "group", None)
         self.namespace, self.name, self.uid, self.priority = info.namespace, info.name, info.uid, info.priority
         self.labels, self.annotations = dict(info.labels), dict(info.annotations)
         self.requests, self.nonzero_milli_cpu, self.nonzero_memory = (
@@ -403,6 +411,27 @@ class Nodes:
             else:
                 self._by_id.pop(change.value, None)
 
+    def get(self, node_id: int) -> "NodeView | None":
+        """Any node of the table, by id, candidate or not: where a group's
+        placed members are (`pod.group.placed`). Outside a call's
+        candidates, its usage reads zeros."""
+        return self._by_id.get(node_id)
+
+    def placements(self, placements) -> "list[PlacementView]":
+        """The contract's placements (`score_placement`'s) as views over
+        the table. The host sends every node before naming it, so a miss
+        is a bug worth failing the call for."""
+        views = []
+        for placement in placements:
+            members = []
+            for member in placement.members:
+                node = self._by_id.get(member.node)
+                if node is None:
+                    raise Err(f"placement {placement.domain!r} names node id {member.node} which the host never sent")
+                members.append(PlacedMember(member.pod, node))
+            views.append(PlacementView(placement.domain, members, placement.unplaced))
+        return views
+
     def views(self, candidates) -> "list[NodeView]":
         """The call's candidates (the contract's, or `Columns` of them), in
         order, each with what its pods request
@@ -418,6 +447,41 @@ class Nodes:
         for position, view in enumerate(views):
             view.position, view._columns = position, candidates
         return views
+
+
+class PlacedMember:
+    """A member of a group on a node in a placement: `pod` (its name, in
+    the group's namespace) and `node` (a `NodeView`)."""
+
+    __slots__ = ("pod", "node")
+
+    def __init__(self, pod: str, node: "NodeView"):
+        self.pod, self.node = pod, node
+
+
+class PlacementView:
+    """One feasible placement of a gang, as the Rust SDK's
+    `PlacementView`: `domain` (the value of the label the policy named in
+    `placement_domains`; "" for the placement over every node), `members`
+    (`PlacedMember`s, in the order the scheduler tried them) and
+    `unplaced` (members tried that did not fit)."""
+
+    def __init__(self, domain: str, members: "list[PlacedMember]", unplaced: int):
+        self.domain, self.members, self.unplaced = domain, members, unplaced
+
+    def nodes(self) -> "list[NodeView]":
+        """Every node this placement uses, each once, in name order."""
+        by_name = {member.node.name: member.node for member in self.members}
+        return [by_name[name] for name in sorted(by_name)]
+
+    def spread(self, key: str) -> "dict[str, int]":
+        """How many members are on each value of node label `key` (nodes
+        without it count under ""), in the label's order."""
+        counts: dict = {}
+        for member in self.members:
+            value = member.node.label(key) or ""
+            counts[value] = counts.get(value, 0) + 1
+        return dict(sorted(counts.items()))
 
 
 class NodeView:

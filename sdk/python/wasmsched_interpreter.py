@@ -7,7 +7,8 @@ componentize-py builds this module, the SDK (wasmsched_helpers) and the
 standard modules imported below into one component, snapshotted after
 their import: once per language, not once per policy. When an instance
 starts, the host hands over the policy's files
-(`wasmsched:interpreter/source`, wit/interpreter/0.1.0); the first call
+(`wasmsched:interpreter/source`, wit/interpreter/0.2.0, on the policy
+contract 0.4); the first call
 compiles and runs the entry file as a module of its own name, and every
 export is the policy's own method from then on.
 
@@ -47,9 +48,15 @@ import typing  # noqa: F401
 import wasmsched_helpers  # noqa: F401
 from componentize_py_types import Err  # noqa: F401
 from wit_world import exports
-from wit_world.imports import source
+from wit_world.imports import source, types
 
 _POLICY = None
+_PLACE_CALLS = frozenset({"placement_domains", "score_placement"})
+
+# A policy written against contract 0.3 names two phases
+# (`types.Phases(filter=..., score=...)`); 0.4 added `place`, which it
+# then does not declare.
+types.Phases.__init__.__defaults__ = (False,)
 
 
 def _module_name(path: str) -> str:
@@ -86,6 +93,12 @@ def _load():
     cls = getattr(entry, "Policy", None)
     if cls is None:
         raise NameError(f"{files[0].path} defines no `Policy` class (class Policy(exports.Policy): ...)")
+    # A policy written against contract 0.3 has no place phase: the two
+    # calls 0.4 added are not required of its class (the interpreter
+    # answers them with the defaults below).
+    abstract = getattr(cls, "__abstractmethods__", frozenset())
+    if abstract & _PLACE_CALLS:
+        cls.__abstractmethods__ = frozenset(abstract - _PLACE_CALLS)
     _POLICY = cls()
     return _POLICY
 
@@ -108,3 +121,26 @@ class Policy(exports.Policy):
 
     def explain_score(self, pod, candidates, seed):
         return _load().explain_score(pod, candidates, seed)
+
+    # The place phase (contract 0.4). A policy that declares it and leaves
+    # one of these out gets the Rust SDK's defaults: no domains (the group
+    # placed over every node), every placement scored 0 (the first wins).
+
+    def placement_domains(self, pod):
+        policy = _load()
+        if _defines(policy, "placement_domains"):
+            return policy.placement_domains(pod)
+        return None
+
+    def score_placement(self, pod, placements):
+        policy = _load()
+        if _defines(policy, "score_placement"):
+            return policy.score_placement(pod, placements)
+        return bytes(8 * len(placements))
+
+
+def _defines(policy, method: str) -> bool:
+    """Whether the policy's class has its own `method`, not the one
+    `exports.Policy` declares (which raises NotImplementedError)."""
+    own = getattr(type(policy), method, None)
+    return own is not None and own is not getattr(exports.Policy, method, None)

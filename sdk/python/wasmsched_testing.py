@@ -136,8 +136,9 @@ class PodBuilder:
             namespace="default", name=name, uid=f"uid-{name}", labels=[], annotations=[], priority=0,
             requests=types.Resources(milli_cpu=0, memory=0, ephemeral_storage=0, pods=1, scalar=[]),
             nonzero_milli_cpu=100, nonzero_memory=200 * 1024 * 1024,
-            node_selector=[], required_node_affinity=[], tolerations=[],
+            node_selector=[], required_node_affinity=[], tolerations=[], group=None,
         )
+        self._placed: "list[tuple[str, str]]" = []
 
     def namespace(self, namespace: str) -> "PodBuilder":
         self._info.namespace = namespace
@@ -180,9 +181,30 @@ class PodBuilder:
         self._info.tolerations.append(types.Toleration(key=key, operator=operator, value=value, effect=effect))
         return self
 
-    def info(self) -> types.PodInfo:
-        """The pod as the contract's pod-info."""
-        return copy.deepcopy(self._info)
+    def group(self, name: str, min_count: int, members: int) -> "PodBuilder":
+        """A member of PodGroup `name`: its quorum (`minCount`; 1 for a
+        basic group) and how many members it has."""
+        self._info.group = types.GroupInfo(name=name, min_count=min_count, members=members, placed=[])
+        return self
+
+    def member_placed(self, pod: str, node: str) -> "PodBuilder":
+        """Another member of its group already placed on fixture node
+        `node`."""
+        if self._info.group is None:
+            raise AssertionError("member_placed before group")
+        self._placed.append((pod, node))
+        return self
+
+    def info(self, id_of=None) -> types.PodInfo:
+        """The pod as the contract's pod-info; `id_of` gives a fixture
+        node's id by name, for the members placed (the Harness passes it)."""
+        info = copy.deepcopy(self._info)
+        if self._placed:
+            if id_of is None:
+                raise AssertionError("a pod with members placed is built by the Harness, which knows the nodes")
+            placed = [types.MemberPlacement(pod=pod, node=id_of(node)) for pod, node in self._placed]
+            info.group.placed = sorted(placed, key=lambda m: m.pod)
+        return info
 
 
 class Harness:
@@ -195,6 +217,7 @@ class Harness:
         """`policy`: the policy class (`app.Policy`). `settings`: a dict (or
         JSON text) as the policy's settings file holds them. The policy's
         own `Err` is raised."""
+        _without_required_place_calls(policy)
         self._policy_class, self._nodes, self._metrics, self._logs = policy, [], {}, []
         self._settings = settings if isinstance(settings, str) else json.dumps(settings or {})
         described = policy().describe()
@@ -230,7 +253,7 @@ class Harness:
         """Each node's reason for rejecting the pod, or None if it passes,
         by name in the order added."""
         self._enter()
-        answer = _refusing_long_errors(self._name, "filter", lambda: self._policy_class().filter(pod.info(), self._candidates()))
+        answer = _refusing_long_errors(self._name, "filter", lambda: self._policy_class().filter(pod.info(self._id_of), self._candidates()))
         verdicts, problem = _unpack(answer.verdicts, "verdicts", "I", "u32")
         problem = problem or _filter_problem(answer.reasons, verdicts, len(self._nodes))
         if problem:
@@ -243,7 +266,7 @@ class Harness:
         error."""
         self._enter()
         try:
-            packed = self._policy_class().score(pod.info(), self._candidates(), seed)
+            packed = self._policy_class().score(pod.info(self._id_of), self._candidates(), seed)
         except Exception as error:  # the policy's Err, or its bug
             message = getattr(error, "value", None) or repr(error)
             problem = _error_problem(message)
@@ -259,7 +282,7 @@ class Harness:
         and a result the scheduler would refuse fails as an AssertionError
         with the scheduler's words."""
         self._enter()
-        packed = _refusing_long_errors(self._name, "score", lambda: self._policy_class().score(pod.info(), self._candidates(), 0))
+        packed = _refusing_long_errors(self._name, "score", lambda: self._policy_class().score(pod.info(self._id_of), self._candidates(), 0))
         scores, problem = _unpack(packed, "scores", "d", "f64")
         problem = problem or _score_problem(scores, [info.name for info, _ in self._nodes])
         if problem:
@@ -272,7 +295,7 @@ class Harness:
         raised, and parts the scheduler would refuse fail as an
         AssertionError in its words."""
         self._enter()
-        explain = lambda: self._policy_class().explain_score(pod.info(), self._candidates(), 0)  # noqa: E731
+        explain = lambda: self._policy_class().explain_score(pod.info(self._id_of), self._candidates(), 0)  # noqa: E731
         explained = _refusing_long_errors(self._name, "explain-score", explain)
         problem = _parts_problem(explained, len(self._nodes))
         if problem:
@@ -283,6 +306,56 @@ class Harness:
             for part in parts:
                 result[info.name].add(part.name, part.value)
         return result
+
+    def placement_domains(self, pod: PodBuilder) -> "types.DomainRequest | None":
+        """The domains the policy asks a gang member's group to be placed
+        in; the policy's error is raised, and an answer the scheduler would
+        refuse fails as an AssertionError."""
+        if not self._phases.place:
+            raise AssertionError(f"{self._name} does not declare the place phase: the scheduler never asks it")
+        self._enter()
+        ask = lambda: self._policy_class().placement_domains(pod.info(self._id_of))  # noqa: E731
+        domains = _refusing_long_errors(self._name, "placement-domains", ask)
+        if domains is not None and not domains.key.strip(_WHITE_SPACE):
+            raise AssertionError(f"{self._name}: malformed placement-domains result: the domains' label key is empty")
+        return domains
+
+    def try_score_placements(self, pod: PodBuilder, placements) -> "tuple[list[float] | None, str | None]":
+        """Raw scores of placements, each given as its domain and its
+        members on fixture nodes (`("a", [("w-0", "a1"), ...])`), and None;
+        or None and the policy's error (or the scheduler's words for an
+        answer it would refuse)."""
+        if not self._phases.place:
+            raise AssertionError(f"{self._name} does not declare the place phase: the scheduler never asks it")
+        self._enter()
+        wire = [
+            types.Placement(
+                domain=domain,
+                members=[types.MemberPlacement(pod=member, node=self._id_of(node)) for member, node in members],
+                unplaced=0,
+            )
+            for domain, members in placements
+        ]
+        try:
+            packed = self._policy_class().score_placement(pod.info(self._id_of), wire)
+        except Exception as error:  # the policy's Err, or its bug
+            message = getattr(error, "value", None) or repr(error)
+            problem = _error_problem(message)
+            return None, f"{self._name}: malformed score-placement result: {problem}" if problem else message
+        scores, problem = _unpack(packed, "scores", "d", "f64")
+        refused = any(not math.isfinite(s) or abs(s) > _MAX_RAW_SCORE for s in scores)
+        if not problem and (len(scores) != len(wire) or refused):
+            problem = f"{scores} for {len(wire)} placements"
+        if problem:
+            return None, f"{self._name}: malformed score-placement result: {problem}"
+        return scores, None
+
+    def score_placements(self, pod: PodBuilder, placements) -> "list[float]":
+        """The same; the policy's error is raised as an AssertionError."""
+        scores, error = self.try_score_placements(pod, placements)
+        if error is not None:
+            raise AssertionError(f"{self._name} score-placement failed: {error}")
+        return scores
 
     def best(self, pod: PodBuilder) -> "str | None":
         """The node this policy alone would pick: among the nodes its filter
@@ -331,6 +404,18 @@ class Harness:
             nonzero_requested_milli_cpu=column("nonzero_requested_milli_cpu"),
             nonzero_requested_memory=column("nonzero_requested_memory"), pod_count=column("pod_count"),
         )
+
+
+_PLACE_CALLS = frozenset({"placement_domains", "score_placement"})
+
+
+def _without_required_place_calls(policy) -> None:
+    """As the interpreter that runs a policy shipped as source: a policy
+    class without the place phase's two calls (contract 0.4's) can still
+    be made, and is answered as one without domains."""
+    abstract = getattr(policy, "__abstractmethods__", frozenset())
+    if abstract & _PLACE_CALLS:
+        policy.__abstractmethods__ = frozenset(abstract - _PLACE_CALLS)
 
 
 # The scheduler's checks of a result (rules/src/answers.rs), in its words:

@@ -75,14 +75,14 @@ const POLICY: &str = r#"// {{name}}: a wasmsched scheduling policy, in JavaScrip
 //
 {{doc}}//
 // Settings: `{{name}}.yaml`. Test and try it: README.md. This module
-// implements the contract wasmsched:policy 0.3.0 (wit/policy.wit), whose
+// implements the contract wasmsched:policy 0.4.0 (wit/policy.wit), whose
 // `policy` interface it exports as `policy`: the scheduler runs the file
 // itself on its JavaScript interpreter, and ComponentizeJS can also build
 // it into a component of its own. An error thrown in a method fails that
 // call (the pod waits and is tried again); a string thrown from init
 // rejects the settings.
 
-import { config } from "wasmsched:policy/host@0.3.0";
+import { config } from "wasmsched:policy/host@0.4.0";
 // The SDK's helpers, same names and formulas as in Rust.
 import {
   Nodes, ScoreParts, Settings, columns, explainEach, filterEach, packScores, packVerdicts, scoreEach,
@@ -112,7 +112,7 @@ export const policy = {
       name: "{{name}}",
       version: "0.1.0",
       description: "written with wasmsched new",
-      phases: { filter: {{filter}}, score: {{score}} },
+      phases: { filter: {{filter}}, score: {{score}}, place: false },
       scoreOrder: "higher-is-better",
       // Each node is judged alone (filterEach and scoreEach call your
       // function once a node), so the scheduler may split a large call
@@ -140,6 +140,19 @@ export const policy = {
   // What each node's raw score is made of, for `--explain` only.
   explainScore(pod, candidates, seed) {
 {{explain_body}}  },
+
+  // Gang scheduling (PodGroups): a policy that declares the place phase
+  // (`place: true`) chooses where a whole group goes. Never called here.
+  // A node label whose values are the domains (a rack, a zone) the pod's
+  // group is placed in, one at a time; undefined: over every node.
+  placementDomains(pod) {
+    return undefined;
+  },
+
+  // One raw score per feasible placement of the group, packed.
+  scorePlacement(pod, placements) {
+    return packScores(new Float64Array(placements.length));
+  },
 };
 "#;
 
@@ -267,7 +280,7 @@ test("a misspelled preferredZone is refused with the name meant", () => {
 });
 "#;
 
-const TEST_HOST: &str = r#"// Stands in for the scheduler's imports (wasmsched:policy/host@0.3.0) in
+const TEST_HOST: &str = r#"// Stands in for the scheduler's imports (wasmsched:policy/host@0.4.0) in
 // the native tests: the settings and node metrics a test gives, and the
 // log lines the policy writes, kept for the test to read.
 
@@ -314,7 +327,7 @@ register(
   "data:text/javascript," +
     encodeURIComponent(`
       export async function resolve(specifier, context, next) {
-        if (specifier === "wasmsched:policy/host@0.3.0") {
+        if (specifier === "wasmsched:policy/host@0.4.0") {
           return { url: ${JSON.stringify(new URL("./host.js", import.meta.url).href)}, shortCircuit: true };
         }
         return next(specifier, context);
@@ -346,7 +359,7 @@ const README: &str = r#"# {{name}}
 A wasmsched scheduling policy in JavaScript (`src/policy.js`), written by
 `wasmsched new`. Its settings are in `{{name}}.yaml`; `cluster.yaml` is a
 small cluster to try it on. `wit/policy.wit` is the contract it implements
-(wasmsched:policy 0.3.0).
+(wasmsched:policy 0.4.0).
 
 Test it and watch it decide, from this directory (node 20.6 or later,
 and `wasmsched` on your `PATH`):
@@ -363,7 +376,7 @@ wasmsched simulate cluster.yaml --policy src/policy.js,config={{name}}.yaml --ca
   interpreter compiles once, the first time (seconds; `--cache-dir`
   keeps it for every later command and every JavaScript policy); after
   that a run starts at once. The module may import what it imports now:
-  the host interface (`wasmsched:policy/host@0.3.0`) and
+  the host interface (`wasmsched:policy/host@0.4.0`) and
   `./wasmsched-helpers.js`.
 - `npm test` runs `tests/policy.test.js` with node's test runner: it calls
   the policy's own methods through the SDK's test builders in

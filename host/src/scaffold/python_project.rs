@@ -77,7 +77,7 @@ const POLICY: &str = r#""""{{name}}: a wasmsched scheduling policy, in Python.
 
 {{doc}}
 Settings: `{{name}}.yaml`. Test and try it: README.md. This module
-implements the contract wasmsched:policy 0.3.0 (wit/policy.wit): the
+implements the contract wasmsched:policy 0.4.0 (wit/policy.wit): the
 scheduler runs the file itself on its Python interpreter, and
 componentize-py can also build it into a component of its own. An
 exception in a method fails that call (the pod waits and is tried
@@ -121,7 +121,7 @@ class Policy(exports.Policy):
             name="{{name}}",
             version="0.1.0",
             description="written with wasmsched new",
-            phases=types.Phases(filter={{filter}}, score={{score}}),
+            phases=types.Phases(filter={{filter}}, score={{score}}, place=False),
             score_order=types.ScoreOrder.HIGHER_IS_BETTER,
             # Each node is judged alone (filter_each and score_each call
             # your function once a node), so the scheduler may split a
@@ -144,7 +144,18 @@ class Policy(exports.Policy):
     def score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> bytes:
 {{score_body}}
     def explain_score(self, pod: types.PodInfo, candidates: types.Candidates, seed: int) -> list[list[ScorePart]]:
-{{explain_body}}"#;
+{{explain_body}}
+    # Gang scheduling (PodGroups): a policy that declares the place phase
+    # (`place=True`) chooses where a whole group goes. Never called here.
+    def placement_domains(self, pod: types.PodInfo) -> "types.DomainRequest | None":
+        """A node label whose values are the domains (a rack, a zone) the
+        pod's group is placed in, one at a time; None: over every node."""
+        return None
+
+    def score_placement(self, pod: types.PodInfo, placements: list[types.Placement]) -> bytes:
+        """One raw score per feasible placement of the group, packed."""
+        return pack_scores([0.0] * len(placements))
+"#;
 
 const FILTER_SETTINGS: &str = r#"    avoid_label = raw.str("avoidLabel", "wasmsched.io/avoid")
     if not avoid_label:
@@ -290,7 +301,7 @@ const README: &str = r#"# {{name}}
 A wasmsched scheduling policy in Python (`src/app.py`), written by
 `wasmsched new`. Its settings are in `{{name}}.yaml`; `cluster.yaml` is a
 small cluster to try it on. `wit/policy.wit` is the contract it implements
-(wasmsched:policy 0.3.0).
+(wasmsched:policy 0.4.0).
 
 Test it and watch it decide, from this directory (`python3` 3.11 or later
 with `venv`, and `wasmsched` on your `PATH`; the first command fetches

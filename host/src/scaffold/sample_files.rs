@@ -32,7 +32,7 @@ pub fn describe_example(phases: Phases, prefix: &str) -> String {
 }
 
 /// The contract the Python and JavaScript projects carry (`wit/policy.wit`).
-pub const CONTRACT_WIT: &str = include_str!("../../../wit/0.3.0/policy.wit");
+pub const CONTRACT_WIT: &str = include_str!("../../../wit/0.4.0/policy.wit");
 
 /// How to change `cluster.yaml`: a paragraph of every project's README.
 /// `wasmsched dev`, in every language's README.

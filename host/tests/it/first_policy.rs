@@ -220,7 +220,7 @@ class Policy(exports.Policy):
             name="disk-pref",
             version="0.1.0",
             description="my first policy",
-            phases=types.Phases(filter=True, score=True),
+            phases=types.Phases(filter=True, score=True, place=False),
             score_order=types.ScoreOrder.HIGHER_IS_BETTER,
             independent_nodes=True,
         )
@@ -260,7 +260,7 @@ if __name__ == "__main__":
 const JS: &str = r#"// disk-pref: keeps pods off control-plane nodes, and prefers nodes whose
 // `disktype` label is the setting `preferredDisk`, by `diskBonus`.
 
-import { config } from "wasmsched:policy/host@0.3.0";
+import { config } from "wasmsched:policy/host@0.4.0";
 import { Nodes, Settings, explainEach, filterEach, scoreEach } from "./wasmsched-helpers.js";
 
 let settings = {};
@@ -280,7 +280,7 @@ export const policy = {
       name: "disk-pref",
       version: "0.1.0",
       description: "my first policy",
-      phases: { filter: true, score: true },
+      phases: { filter: true, score: true, place: false },
       scoreOrder: "higher-is-better",
       independentNodes: true,
     };

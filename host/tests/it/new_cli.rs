@@ -227,6 +227,7 @@ fn a_new_python_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
     assert_the_readme_configmap_loads(&dir, "src/app.py");
     crate::helpers_parity::assert_the_helpers_agree_with_the_sdk(&dir, "python");
     crate::toolkit_parity::assert_the_toolkit_agrees_with_the_sdk(&dir, "python");
+    crate::group_parity::assert_the_group_toolkit_agrees_with_the_sdk(&dir, "python");
     crate::toolkit_parity::assert_the_harness_refuses_what_the_scheduler_refuses(&dir, "python");
     // The tests ran, and they can fail: a policy that no longer avoids the
     // label fails them.
@@ -260,6 +261,7 @@ fn a_new_javascript_policy_builds_tests_and_decides_in_simulate_with_no_edit() {
     assert_the_readme_configmap_loads(&dir, "src/policy.js");
     crate::helpers_parity::assert_the_helpers_agree_with_the_sdk(&dir, "js");
     crate::toolkit_parity::assert_the_toolkit_agrees_with_the_sdk(&dir, "js");
+    crate::group_parity::assert_the_group_toolkit_agrees_with_the_sdk(&dir, "js");
     crate::toolkit_parity::assert_the_harness_refuses_what_the_scheduler_refuses(&dir, "js");
     let source = std::fs::read_to_string(dir.join("src/policy.js")).unwrap();
     std::fs::write(dir.join("src/policy.js"), source.replace("=== \"true\" ?", "=== \"never\" ?")).unwrap();

@@ -81,14 +81,19 @@ fn the_rust_guide_shows_only_code_that_is_built() {
 
 #[test]
 fn the_python_guide_shows_only_code_that_is_built() {
-    let policies = ["policies/python/least-allocated/app.py", "policies/python/team-fit/app.py"];
+    let policies = [
+        "policies/python/least-allocated/app.py",
+        "policies/python/team-fit/app.py",
+        "policies/python/one-rack/app.py",
+    ];
     let all = sources(scaffold::python_project("prefer-zone", BOTH), &policies);
     assert_excerpts("sdk/python.md", &["python", "yaml"], &all);
 }
 
 #[test]
 fn the_javascript_guide_shows_only_code_that_is_built() {
-    let policies = ["policies/js/cheapest/cheapest.js", "policies/js/team-fit/team-fit.js"];
+    let policies =
+        ["policies/js/cheapest/cheapest.js", "policies/js/team-fit/team-fit.js", "policies/js/one-rack/one-rack.js"];
     let all = sources(scaffold::js_project("prefer-zone", BOTH), &policies);
     assert_excerpts("sdk/javascript.md", &["js", "yaml"], &all);
 }

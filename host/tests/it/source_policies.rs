@@ -78,7 +78,7 @@ fn check_says_which_interpreter_runs_a_source_policy() {
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("policy      team-fit-py 0.1.0"), "{stdout}");
     assert!(stdout.contains("source      runs on ") && stdout.contains("wasmsched-python.wasm sha256:"), "{stdout}");
-    assert!(stdout.contains("contract    wasmsched:policy@0.3.0"), "{stdout}");
+    assert!(stdout.contains("contract    wasmsched:policy@0.4.0"), "{stdout}");
     assert!(stdout.contains("OK    team-fit-py is ready to schedule"), "{stdout}");
     assert!(text(&out.stderr).contains("compiling Python's interpreter"), "{}", text(&out.stderr));
     // The interpreter was compiled once, into the person's cache: the next

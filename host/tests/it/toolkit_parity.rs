@@ -186,7 +186,7 @@ import { Nodes, filterEach, scoreEach } from "./src/wasmsched-helpers.js";
 const fixtures = JSON.parse(process.argv[1]);
 const nodes = new Nodes();
 const probe = {
-  describe: () => ({ name: "probe", version: "0", description: "", phases: { filter: true, score: true },
+  describe: () => ({ name: "probe", version: "0", description: "", phases: { filter: true, score: true, place: false },
     scoreOrder: "higher-is-better" }),
   init() {},
   syncNodes: (reset, changes) => nodes.sync(reset, changes),
@@ -263,7 +263,7 @@ def score(pod, node, attempt):
             + (0 if pod.label("tier") is None else 1e8) + node.least_allocated_score(pod) * 1e9 + draw)
 class Probe:
     def describe(self):
-        return types.PolicyInfo(name="probe", version="0", description="", phases=types.Phases(filter=True, score=True),
+        return types.PolicyInfo(name="probe", version="0", description="", phases=types.Phases(filter=True, score=True, place=False),
                                 score_order=types.ScoreOrder.HIGHER_IS_BETTER, independent_nodes=False)
     def init(self):
         pass
@@ -312,7 +312,7 @@ print(json.dumps(out))
 "#;
 
 /// Numbers as f64, so `1` from one language equals `1.0` from another.
-fn numbers_as_floats(value: Value) -> Value {
+pub(crate) fn numbers_as_floats(value: Value) -> Value {
     match value {
         Value::Number(n) => json!(n.as_f64().unwrap()),
         Value::Array(items) => Value::Array(items.into_iter().map(numbers_as_floats).collect()),
@@ -356,7 +356,7 @@ class Bad:
     def describe(self):
         name, version, description, filter, score = answers.get("describe", ["bad", "0.1.0", "", True, True])
         return types.PolicyInfo(name=name, version=version, description=description,
-                                phases=types.Phases(filter=filter, score=score),
+                                phases=types.Phases(filter=filter, score=score, place=False),
                                 score_order=types.ScoreOrder.HIGHER_IS_BETTER, independent_nodes=False)
     def init(self): pass
     def sync_nodes(self, reset, changes): pass
@@ -402,7 +402,7 @@ const number = (s) => (s === "inf" ? Infinity : s === "-inf" ? -Infinity : Numbe
 const bad = {
   describe() {
     const [name, version, description, filter, score] = answers.describe ?? ["bad", "0.1.0", "", true, true];
-    return { name, version, description, phases: { filter, score }, scoreOrder: "higher-is-better" };
+    return { name, version, description, phases: { filter, score, place: false }, scoreOrder: "higher-is-better" };
   },
   init() {}, syncNodes() {}, filter: () => answers.filter,
   score() {

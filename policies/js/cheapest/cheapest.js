@@ -4,12 +4,12 @@
 // configured, from a node metric the scheduler supplies. Nodes without a
 // usable price rank behind every priced node, and the policy logs which.
 //
-// Built with ComponentizeJS against wit/0.3.0: this module exports the
+// Built with ComponentizeJS against wit/0.4.0: this module exports the
 // `wasmsched:policy/policy` interface as `policy`. The per-node columns
 // arrive as packed little-endian bytes (one Uint8Array each), read here
 // through typed-array views, and the scores go back the same way.
 
-import { config, log, nodeMetrics } from "wasmsched:policy/host@0.3.0";
+import { config, log, nodeMetrics } from "wasmsched:policy/host@0.4.0";
 
 const NAME = "cheapest-js";
 const VERSION = "0.1.0";
@@ -98,7 +98,7 @@ export const policy = {
       name: NAME,
       version: VERSION,
       description: "lowest price annotation wins (JavaScript)",
-      phases: { filter: false, score: true },
+      phases: { filter: false, score: true, place: false },
       scoreOrder: "lower-is-better",
       // A node's price is its own: the scheduler may split a call over
       // its cores.
@@ -175,5 +175,15 @@ export const policy = {
   explainScore(pod, candidates, seed) {
     // No breakdown: the score is the price.
     return Array.from({ length: candidates.nodes.length >> 2 }, () => []);
+  },
+
+  // Contract 0.4's place phase, not declared: never called, but a
+  // component exports every call of the contract.
+  placementDomains() {
+    return undefined;
+  },
+
+  scorePlacement(_pod, placements) {
+    return new Uint8Array(8 * placements.length);
   },
 };

@@ -16,10 +16,10 @@
 // GPUs and memory) is read once per version of the node, by `prepare`, not
 // once per pod: the per-node functions read `node.prepared`.
 //
-// Built with ComponentizeJS against wit/0.3.0, beside the SDK's
+// Built with ComponentizeJS against wit/0.4.0, beside the SDK's
 // wasmsched-helpers.js (sdk/js); see docs/development.md.
 
-import { config } from "wasmsched:policy/host@0.3.0";
+import { config } from "wasmsched:policy/host@0.4.0";
 import { Nodes, ScoreParts, Settings, explainEach, filterEach, parseNumber, scoreEach } from "./wasmsched-helpers.js";
 
 const MAINTENANCE = "example.com/maintenance";
@@ -102,7 +102,7 @@ export const policy = {
       name: "team-fit-js",
       version: "0.1.0",
       description: "maintenance, team, free memory, GPUs and rack load, from labels and annotations (JavaScript)",
-      phases: { filter: true, score: true },
+      phases: { filter: true, score: true, place: false },
       scoreOrder: "higher-is-better",
       independentNodes: true,
     };
@@ -126,5 +126,15 @@ export const policy = {
 
   explainScore(pod, candidates, seed) {
     return explainEach(nodes, pod, candidates, parts, seed);
+  },
+
+  // Contract 0.4's place phase, not declared: never called, but a
+  // component exports every call of the contract.
+  placementDomains() {
+    return undefined;
+  },
+
+  scorePlacement(_pod, placements) {
+    return new Uint8Array(8 * placements.length);
   },
 };

@@ -1,7 +1,8 @@
 //! Gang in one rack: the members of a PodGroup's gang are placed together
 //! in one rack, as a distributed training job wants them (KEP-5732's first
-//! story), with contract 0.4's `place` phase; the same policy in Python
-//! and JavaScript is to follow.
+//! story), with contract 0.4's `place` phase. Its twins in Python
+//! (policies/python/one-rack) and JavaScript (policies/js/one-rack) decide
+//! alike (tests/it's one_rack module).
 //!
 //! - Place: a gang (`minCount` of 2 or more) is tried in each rack, the
 //!   racks being the values of node label `rackLabel`. With `required`

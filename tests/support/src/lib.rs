@@ -106,7 +106,9 @@ fn build_polyglot(which: Polyglot) -> Result<PathBuf, String> {
     let out_dir = root.join("target").join("polyglot-policies");
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let out = out_dir.join(which.file_name());
-    let wit = root.join("wit").join("0.3.0");
+    // The Python examples are built against contract 0.3, as written for
+    // it; the JavaScript SDK's helpers import 0.4's host.
+    let wit = |version: &str| root.join("wit").join(version);
     let python = |folder: &str| -> Result<Command, String> {
         let tool = toolchain(
             "WASMSCHED_COMPONENTIZE_PY",
@@ -114,7 +116,7 @@ fn build_polyglot(which: Polyglot) -> Result<PathBuf, String> {
             "componentize-py",
         )?;
         let mut c = Command::new(tool);
-        c.arg("-d").arg(&wit).args(["-w", "scheduler-policy", "componentize", "-p"]).arg(root.join(folder));
+        c.arg("-d").arg(wit("0.3.0")).args(["-w", "scheduler-policy", "componentize", "-p"]).arg(root.join(folder));
         // The SDK's helpers, for the policies that import them.
         c.arg("-p").arg(root.join("sdk/python")).arg("app").arg("-o").arg(&out);
         // Keep the source tree free of __pycache__.
@@ -128,7 +130,7 @@ fn build_polyglot(which: Polyglot) -> Result<PathBuf, String> {
             "componentize-js",
         )?;
         let mut c = Command::new(tool);
-        c.arg(module).arg("--wit").arg(&wit);
+        c.arg(module).arg("--wit").arg(wit("0.4.0"));
         c.args(["--world-name", "scheduler-policy", "--disable", "http", "fetch-event", "-o"]).arg(&out);
         Ok(c)
     };

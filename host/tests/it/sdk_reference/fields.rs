@@ -3,14 +3,9 @@
 //! spelling: the attributes an author reads, which the helpers' list
 //! (`toolkit.rs`) does not hold.
 
-/// The contract each SDK builds against: the Rust SDK the newest, the
-/// Python and JavaScript ones what their interpreters speak.
-fn wit_of(language: &str) -> &'static str {
-    match language {
-        "Rust" => "wit/0.4.0/policy.wit",
-        _ => "wit/0.3.0/policy.wit",
-    }
-}
+/// The contract every SDK builds against: the newest, which the Rust SDK
+/// vendors and the Python and JavaScript interpreters speak.
+const CONTRACT: &str = "wit/0.4.0/policy.wit";
 
 /// (view, record, what the view is called in a policy's code).
 const VIEWS: &[(&str, &str, &str)] = &[("pod", "pod-info", "the pod"), ("node", "node-info", "a candidate node")];
@@ -89,7 +84,7 @@ fn typed(ty: &str, language: &str) -> String {
 /// The page's section, and each view's fields as the language spells
 /// them (for the check that the views carry them).
 pub(super) fn section(language: &str, root: &std::path::Path) -> (String, Vec<(&'static str, String)>) {
-    let path = wit_of(language);
+    let path = CONTRACT;
     let wit = std::fs::read_to_string(root.join(path)).unwrap();
     let resources = record(&wit, "resources");
     let mut page = format!(

@@ -63,7 +63,7 @@ pub const ATTEMPTS: &[Row] = &[
     ("Attempt::rng", "Attempt.rng", "Attempt.rng", "A SplitMix64 seeded for this pod."),
     ("Attempt::metric", "Attempt.metric", "Attempt.metric", "A node metric's value and age, or none; one host call per metric for every candidate."),
     ("Attempt::metric_fresh_or", "Attempt.metric_fresh_or", "Attempt.metricFreshOr", "The metric's value if fresh enough, else the default given."),
-    ("Attempt::node", "", "", "Any node the policy's table holds, by id, candidate or not: where a group's placed members are (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
+    ("Attempt::node", "Nodes.get", "Nodes.get", "Any node the policy's table holds, by id, candidate or not: where a group's placed members are."),
     ("SplitMix64::new", "SplitMix64.__init__", "SplitMix64.constructor", "The scheduler's tie-breaking generator from a seed."),
     ("SplitMix64::next_u64", "SplitMix64.next_u64", "SplitMix64.nextU64", "The next 64-bit number."),
     ("SplitMix64::next_f64", "SplitMix64.next_f64", "SplitMix64.nextF64", "Uniform in [0, 1), 53 bits of precision."),
@@ -84,6 +84,7 @@ pub const PLUMBING: &[Row] = &[
     ("", "Nodes.__init__", "Nodes.constructor", "The node table (Rust: kept by `export_policy!`). `prepare`, a function of one node, is the work done once per version of a node instead of once per pod: each view's `prepared` holds its result, and reading it raises what `prepare` raised for that node (Rust: not needed, per-pod work costs it nanoseconds)."),
     ("", "Nodes.sync", "Nodes.sync", "Applies `sync-nodes`: every node, then only changes."),
     ("", "Nodes.views", "Nodes.views", "The call's candidates as NodeViews, each with what its pods request."),
+    ("", "Nodes.placements", "Nodes.placements", "`score-placement`'s placements as PlacementViews over the table; a node the host never sent fails the call (Rust: the SDK makes them for `Policy::score_placements`)."),
     ("", "NodeView.__init__", "NodeView.constructor", "A node's view (Rust: made by the SDK)."),
     ("", "PodView.__init__", "PodView.constructor", "The pod's view (Rust: made by the SDK)."),
     ("", "Attempt.__init__", "Attempt.constructor", "An attempt from a seed and the candidates (Rust: made by the SDK)."),
@@ -92,7 +93,7 @@ pub const PLUMBING: &[Row] = &[
     ("", "explain_each", "explainEach", "The contract's `explain-score` from the same function: each node's parts, none for a number (Rust: `export_policy!` from `Policy::score_parts`)."),
     ("", "Columns.__init__", "Columns.constructor", "A call's candidates as columns of numbers, read in place from contract 0.3's packed bytes (Rust: the SDK reads the columns)."),
     ("", "columns", "columns", "The call's candidates as `Columns`."),
-    ("", "pack_scores", "packScores", "Raw scores as contract 0.3's `score` returns them: f64s, packed little-endian (Rust: the SDK packs them)."),
+    ("", "pack_scores", "packScores", "Raw scores as the contract's `score` and `score-placement` return them: f64s, packed little-endian (Rust: the SDK packs them)."),
     ("", "pack_verdicts", "packVerdicts", "Filter verdicts as contract 0.3 carries them: u32s, packed little-endian (Rust: the SDK packs them)."),
 ];
 
@@ -126,8 +127,8 @@ pub const POD_BUILDER: &[Row] = &[
     ("PodBuilder::required_affinity_term", "PodBuilder.required_affinity_term", "PodBuilder.requiredAffinityTerm", "A required node-affinity term (terms are ORed)."),
     ("PodBuilder::toleration", "PodBuilder.toleration", "PodBuilder.toleration", "A toleration: key, operator, value, effect (none for every effect)."),
     ("PodBuilder::info", "PodBuilder.info", "PodBuilder.info", "The pod as the contract's pod-info."),
-    ("PodBuilder::group", "", "", "A member of a PodGroup: its name, quorum and members (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
-    ("PodBuilder::member_placed", "", "", "Another member of its group already on a fixture node (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
+    ("PodBuilder::group", "PodBuilder.group", "PodBuilder.group", "A member of a PodGroup: its name, quorum and members."),
+    ("PodBuilder::member_placed", "PodBuilder.member_placed", "PodBuilder.memberPlaced", "Another member of its group already on a fixture node."),
 ];
 
 #[rustfmt::skip]
@@ -143,15 +144,17 @@ pub const HARNESS: &[Row] = &[
     ("Harness::score", "Harness.score", "Harness.score", "Each node's raw score with seed 0; fails on the policy's error."),
     ("Harness::explain", "Harness.explain", "Harness.explain", "Each node's score parts with seed 0 (none where the policy gives none), as `--explain` shows them."),
     ("Harness::best", "Harness.best", "Harness.best", "The node this policy alone would pick: the best raw score its filter passes, the first on ties."),
-    ("Harness::placement_domains", "", "", "The domains the policy asks a gang member's group to be placed in (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
-    ("Harness::try_score_placements", "", "", "The raw scores of placements given as domains and members on fixture nodes, or the policy's error (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
-    ("Harness::score_placements", "", "", "The same; fails on the policy's error (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
+    ("Harness::placement_domains", "Harness.placement_domains", "Harness.placementDomains", "The domains the policy asks a gang member's group to be placed in."),
+    ("Harness::try_score_placements", "Harness.try_score_placements", "Harness.tryScorePlacements", "The raw scores of placements given as domains and members on fixture nodes, or the policy's error."),
+    ("Harness::score_placements", "Harness.score_placements", "Harness.scorePlacements", "The same; fails on the policy's error."),
 ];
 
 #[rustfmt::skip]
 pub const GANGS: &[Row] = &[
-    ("PlacementView::nodes", "", "", "Each node a placement uses, once, in name order (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
-    ("PlacementView::spread", "", "", "How many members a placement puts on each value of a node label (Rust only for now: the Python and JavaScript SDKs speak contract 0.3, which has no groups)."),
+    ("", "PlacementView.__init__", "PlacementView.constructor", "A placement's view: its domain, its members each on a node's view, and how many did not fit (Rust: made by the SDK)."),
+    ("", "PlacedMember.__init__", "", "A member of a placement on a node (JavaScript: a plain `{ pod, node }`; Rust: made by the SDK)."),
+    ("PlacementView::nodes", "PlacementView.nodes", "PlacementView.nodes", "Each node a placement uses, once, in name order."),
+    ("PlacementView::spread", "PlacementView.spread", "PlacementView.spread", "How many members a placement puts on each value of a node label."),
 ];
 
 /// Each group: its heading and where the reference says it lives.
