@@ -117,13 +117,13 @@ mod tests {
     fn columns_for(nodes: &[u32]) -> Candidates {
         let n = nodes.len();
         Candidates {
-            nodes: nodes.to_vec(),
-            requested_milli_cpu: vec![0; n],
-            requested_memory: vec![0; n],
-            requested_ephemeral_storage: vec![0; n],
-            nonzero_requested_milli_cpu: (0..n as u64).map(|i| i * 100).collect(),
-            nonzero_requested_memory: vec![0; n],
-            pod_count: vec![0; n],
+            nodes: nodes.to_vec().into(),
+            requested_milli_cpu: vec![0; n].into(),
+            requested_memory: vec![0; n].into(),
+            requested_ephemeral_storage: vec![0; n].into(),
+            nonzero_requested_milli_cpu: (0..n as u64).map(|i| i * 100).collect::<Vec<_>>().into(),
+            nonzero_requested_memory: vec![0; n].into(),
+            pod_count: vec![0; n].into(),
         }
     }
 

@@ -68,7 +68,7 @@ pub use view::{Attempt, Node, NodeView, Pod, Usage, least_allocated_score};
 pub use wasmsched_rules::SplitMix64;
 /// Kubernetes resource quantities, parsed as the scheduler parses them.
 pub use wasmsched_rules::quantity;
-pub use wire::Candidates;
+pub use wire::{Candidates, Column, Word};
 
 /// The WIT package version this SDK builds policies against.
 pub const WIT_VERSION: &str = "0.4.0";

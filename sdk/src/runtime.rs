@@ -122,15 +122,15 @@ pub mod guest {
     }
 
     pub fn filter<P: Policy>(pod: PodInfo, candidates: wit::Candidates) -> Result<wit::FilterVerdicts, String> {
-        let candidates = Candidates::from_wire(&candidates)?;
+        let candidates = Candidates::from_wire(candidates)?;
         let verdicts = with::<P, _>(|instance| instance.filter(pod, &candidates))?;
-        Ok(wit::FilterVerdicts { reasons: verdicts.reasons, verdicts: pack(&verdicts.verdicts, u32::to_le_bytes) })
+        Ok(wit::FilterVerdicts { reasons: verdicts.reasons, verdicts: pack(&verdicts.verdicts) })
     }
 
     pub fn score<P: Policy>(pod: PodInfo, candidates: wit::Candidates, seed: u64) -> Result<Vec<u8>, String> {
-        let candidates = Candidates::from_wire(&candidates)?;
+        let candidates = Candidates::from_wire(candidates)?;
         let scores = with::<P, _>(|instance| instance.score(pod, &candidates, seed))?;
-        Ok(pack(&scores, f64::to_le_bytes))
+        Ok(pack(&scores))
     }
 
     pub fn explain_score<P: Policy>(
@@ -138,7 +138,7 @@ pub mod guest {
         candidates: wit::Candidates,
         seed: u64,
     ) -> Result<Vec<Vec<ScorePart>>, String> {
-        let candidates = Candidates::from_wire(&candidates)?;
+        let candidates = Candidates::from_wire(candidates)?;
         let parts = with::<P, _>(|instance| instance.explain_score(pod, &candidates, seed))?;
         Ok(parts.into_iter().map(|p| p.into_parts().map(|(name, value)| ScorePart { name, value }).collect()).collect())
     }
@@ -149,6 +149,6 @@ pub mod guest {
 
     pub fn score_placement<P: Policy>(pod: PodInfo, placements: Vec<wit::Placement>) -> Result<Vec<u8>, String> {
         let scores = with::<P, _>(|instance| instance.score_placement(pod, &placements))?;
-        Ok(pack(&scores, f64::to_le_bytes))
+        Ok(pack(&scores))
     }
 }

@@ -13,9 +13,10 @@ use std::collections::HashMap;
 
 use wasmsched_rules::answers;
 
-use crate::bindings::wasmsched::policy::types::Placement;
+use crate::bindings::wasmsched::policy::types::{self as wit, Placement};
 use crate::runtime::{Instance, describe};
 use crate::test_host::TEST_HOST;
+use crate::wire::pack;
 use crate::{
     Candidates, DomainRequest, GroupInfo, MemberPlacement, MetricSample, NodeChange, NodeId, NodeInfo,
     NodeSelectorTerm, PodInfo, Policy, Resources, ScoreOrder, ScoreParts, Taint, TaintEffect, Toleration,
@@ -269,7 +270,8 @@ pub struct Harness<P> {
     instance: Instance<P>,
     config: String,
     names: Vec<String>,
-    candidates: Candidates,
+    /// Each fixture node's usage, in insertion order (node id = index).
+    usage: Vec<Usage>,
     metrics: HashMap<(NodeId, String), MetricSample>,
     logs: Vec<String>,
 }
@@ -308,7 +310,7 @@ impl<P: Policy> Harness<P> {
             instance: instance?,
             config: config_json.to_string(),
             names: vec![],
-            candidates: Candidates::default(),
+            usage: vec![],
             metrics: HashMap::new(),
             logs,
         })
@@ -319,16 +321,26 @@ impl<P: Policy> Harness<P> {
         let id = self.names.len() as NodeId;
         let (info, usage) = node.build(id);
         self.names.push(info.name.clone());
-        let c = &mut self.candidates;
-        c.nodes.push(id);
-        c.requested_milli_cpu.push(usage.requested_milli_cpu);
-        c.requested_memory.push(usage.requested_memory);
-        c.requested_ephemeral_storage.push(usage.requested_ephemeral_storage);
-        c.nonzero_requested_milli_cpu.push(usage.nonzero_requested_milli_cpu);
-        c.nonzero_requested_memory.push(usage.nonzero_requested_memory);
-        c.pod_count.push(usage.pod_count);
+        self.usage.push(usage);
         self.instance.nodes.apply(false, vec![NodeChange::Upsert(info)]);
         self
+    }
+
+    /// The fixture nodes as the host sends them: packed columns, read by
+    /// the SDK as in the component.
+    fn wire(&self) -> wit::Candidates {
+        let u64s = |f: fn(&Usage) -> u64| pack(&self.usage.iter().map(f).collect::<Vec<_>>());
+        let ids: Vec<NodeId> = (0..self.usage.len() as NodeId).collect();
+        let pods: Vec<u32> = self.usage.iter().map(|u| u.pod_count).collect();
+        wit::Candidates {
+            nodes: pack(&ids),
+            requested_milli_cpu: u64s(|u| u.requested_milli_cpu),
+            requested_memory: u64s(|u| u.requested_memory),
+            requested_ephemeral_storage: u64s(|u| u.requested_ephemeral_storage),
+            nonzero_requested_milli_cpu: u64s(|u| u.nonzero_requested_milli_cpu),
+            nonzero_requested_memory: u64s(|u| u.nonzero_requested_memory),
+            pod_count: pack(&pods),
+        }
     }
 
     /// Sets a metric sample for a node added earlier.
@@ -356,7 +368,8 @@ impl<P: Policy> Harness<P> {
 
     fn run<R>(&mut self, f: impl FnOnce(&Instance<P>, &Candidates, &[String]) -> R) -> R {
         install_host(&self.config, &self.metrics);
-        let result = f(&self.instance, &self.candidates, &self.names);
+        let candidates = Candidates::from_wire(self.wire()).expect("whole columns");
+        let result = f(&self.instance, &candidates, &self.names);
         self.logs.extend(take_logs());
         result
     }

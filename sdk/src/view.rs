@@ -346,13 +346,13 @@ mod tests {
         let node = Node::from(node);
         let pod = Pod::from(PodBuilder::new("p").cpu("1").memory("2Gi").info());
         let columns = Candidates {
-            nodes: vec![0],
-            requested_milli_cpu: vec![usage.requested_milli_cpu],
-            requested_memory: vec![usage.requested_memory],
-            requested_ephemeral_storage: vec![usage.requested_ephemeral_storage],
-            nonzero_requested_milli_cpu: vec![usage.nonzero_requested_milli_cpu],
-            nonzero_requested_memory: vec![usage.nonzero_requested_memory],
-            pod_count: vec![usage.pod_count],
+            nodes: vec![0].into(),
+            requested_milli_cpu: vec![usage.requested_milli_cpu].into(),
+            requested_memory: vec![usage.requested_memory].into(),
+            requested_ephemeral_storage: vec![usage.requested_ephemeral_storage].into(),
+            nonzero_requested_milli_cpu: vec![usage.nonzero_requested_milli_cpu].into(),
+            nonzero_requested_memory: vec![usage.nonzero_requested_memory].into(),
+            pod_count: vec![usage.pod_count].into(),
         };
         assert_eq!(NodeView::new(0, &node, &columns).least_allocated_score(&pod), 50);
         // A pod without requests counts as 100m / 200 MB for scoring.
