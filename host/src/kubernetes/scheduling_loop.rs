@@ -20,11 +20,12 @@ use crate::kubernetes::tenants::namespace::TenantPolicies;
 use crate::kubernetes::tenants::workers::TenantWorkers;
 use crate::kubernetes::watch::sources::Watched;
 use crate::kubernetes::writes::binder::{BindOutcome, BindRequest, BindResult};
+use crate::kubernetes::writes::group_barrier::GroupBarrier;
 use crate::kubernetes::writes::reporter::{PodRef, Report};
 use crate::record::{Attempted, BindingRecord, Recorder};
 use crate::scheduler::{
-    Attempt, CanaryStop, ClusterEvent, DeniedWrites, EventReport, InvalidPod, KindInfo, Nomination, Scheduler,
-    TenantVerdict, no_pod_groups_served,
+    Attempt, CanaryStop, ClusterEvent, DeniedWrites, EventReport, GroupCycle, InvalidPod, KindInfo, Nomination,
+    Scheduler, TenantVerdict, no_pod_groups_served,
 };
 
 /// Everything the loop hears, each from the producer that owns its type.
@@ -118,6 +119,9 @@ pub struct SchedulingLoop {
     shadow: ShadowWorker,
     /// `--record`: every input and decision, in the core's order.
     recorder: Option<Recorder>,
+    /// The barrier of the group cycle whose placed members are being
+    /// handed to the binder, and how many of them are still to come.
+    gang: Option<(Arc<GroupBarrier>, usize)>,
 }
 
 impl SchedulingLoop {
@@ -142,6 +146,7 @@ impl SchedulingLoop {
             shadow: ShadowWorker::new(status.metrics.clone(), status.experiments.clone(), ShadowWork::default()),
             status,
             recorder: None,
+            gang: None,
         }
     }
 
@@ -421,12 +426,18 @@ impl SchedulingLoop {
                     self.status.metrics.canary_decision(&pod.scheduler_name, canary);
                     self.status.experiments().canary_decided(&pod.scheduler_name, canary);
                 }
+                let gang = self.gang_barrier(record.group.as_ref());
                 let (fallback, canary) = (record.fallback, record.canary);
-                let request = BindRequest { pod, node, fallback, canary, reserved };
+                let request = BindRequest { pod, node, fallback, canary, reserved, gang };
                 match self.binds.send(request) {
                     Ok(()) => self.bindings_in_flight += 1,
                     // The binder is gone (shutting down): forget the assumption.
-                    Err(e) => self.scheduler.binding_failed(&e.0.pod, true, now),
+                    Err(e) => {
+                        if let Some(gang) = &e.0.gang {
+                            gang.fail(&e.0.pod.key.name, "the binder stopped");
+                        }
+                        self.scheduler.binding_failed(&e.0.pod, true, now)
+                    }
                 }
             }
             Attempt::Evaluate(job) => self.tenant_workers.submit(job),
@@ -448,6 +459,23 @@ impl SchedulingLoop {
                 });
             }
         }
+    }
+}
+
+impl SchedulingLoop {
+    /// The barrier a placed member of a gang binds behind: one per group
+    /// cycle that placed two members or more, whose placed members the
+    /// core hands out one after the other.
+    fn gang_barrier(&mut self, cycle: Option<&GroupCycle>) -> Option<Arc<GroupBarrier>> {
+        let cycle = cycle.filter(|c| c.placed && c.fit > 1)?;
+        let (barrier, to_come) = match self.gang.take() {
+            Some((barrier, to_come)) if barrier.group() == cycle.group => (barrier, to_come),
+            _ => (GroupBarrier::new(cycle.group.clone(), cycle.fit), cycle.fit),
+        };
+        if to_come > 1 {
+            self.gang = Some((barrier.clone(), to_come - 1));
+        }
+        Some(barrier)
     }
 }
 

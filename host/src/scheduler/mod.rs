@@ -35,7 +35,7 @@ mod scheduler_core;
 pub mod shadow;
 pub mod tenants;
 
-pub use attempt::record::{AttemptRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, Verdict};
+pub use attempt::record::{AttemptRecord, GroupCycle, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, Verdict};
 pub use denied_writes::DeniedWrites;
 pub use events::{
     Change, ClusterEvent, EventRecord, EventReport, InvalidPod, KindInfo, ObjectKey, WATCHED_KINDS, WatchedKind,

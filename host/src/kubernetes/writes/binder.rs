@@ -1,5 +1,7 @@
 //! The binding cycle of a placed pod: PreBind's volume writes and the wait
-//! for its claims (`prebind`), when it reserved any, then the binding:
+//! for its claims (`prebind`), when it reserved any; for a member of a gang,
+//! the wait until every member placed with it passed PreBind
+//! (`group_barrier`); then the binding:
 //! `POST pods/{name}/binding` with the pod's UID as precondition, as
 //! kube-scheduler's DefaultBinder does. A PreBind failure is retried with
 //! backoff. What a binding failure means for the assumed pod:
@@ -23,6 +25,7 @@ use tokio::task::JoinSet;
 use crate::cluster::{DeviceReservation, PodInfo, VolumeReservation};
 use crate::kubernetes::writes::bind_gate::BindGate;
 use crate::kubernetes::writes::denied::{self, Denials};
+use crate::kubernetes::writes::group_barrier::GroupBarrier;
 use crate::kubernetes::writes::pod_ref::PodRef;
 use crate::kubernetes::writes::prebind::{self, PreBindError};
 use crate::kubernetes::writes::{claim_reservation, device_binding, pod_condition};
@@ -53,6 +56,18 @@ pub enum BindOutcome {
 }
 
 impl BindOutcome {
+    /// What it says, for the other members of a gang.
+    pub fn message(&self) -> &str {
+        match self {
+            BindOutcome::Bound => "bound",
+            BindOutcome::Dropped(why)
+            | BindOutcome::Retry(why)
+            | BindOutcome::Forbidden(why)
+            | BindOutcome::PreBindFailed(why)
+            | BindOutcome::Abandoned(why) => why,
+        }
+    }
+
     pub fn label(&self) -> &'static str {
         match self {
             BindOutcome::Bound => "bound",
@@ -113,6 +128,9 @@ pub struct BindRequest {
     pub canary: Option<String>,
     /// What PreBind writes and waits for.
     pub reserved: Reservation,
+    /// For a member of a gang placed in one group cycle: the members bound
+    /// together, once every one passed PreBind, or none.
+    pub gang: Option<Arc<GroupBarrier>>,
 }
 
 /// What the binder tells the scheduling loop.
@@ -197,13 +215,21 @@ async fn binding_cycle(
     let mut cycle = Cycle { client, request, context, may_bind, slots, permit: Some(permit) };
     // Renamed as PreBind creates claims (extended resources).
     let mut devices = request.reserved.devices.clone();
-    if !request.reserved.is_empty()
-        && let Err(outcome) = cycle.prebind(&mut devices, volume_bind_timeout).await
-    {
+    let prebound = match request.reserved.is_empty() {
+        true => cycle.go_on(),
+        false => cycle.prebind(&mut devices, volume_bind_timeout).await.and_then(|()| cycle.go_on()),
+    };
+    if let (Err(outcome), Some(gang)) = (&prebound, &request.gang) {
+        gang.fail(&request.pod.key.name, outcome.message());
+    }
+    if let Err(outcome) = prebound {
         return (outcome, None);
     }
-    if let Err(abandoned) = cycle.go_on() {
-        return (abandoned, None);
+    if let Some(gang) = &request.gang
+        && let Err(outcome) = cycle.together(gang, volume_bind_timeout).await
+    {
+        claim_reservation::unreserve(client, &devices).await;
+        return (outcome, None);
     }
     let (outcome, took) = bind(client, &request.pod, &request.node, BIND_TIMEOUT, &context.denials).await;
     drop(cycle.permit.take());
@@ -277,6 +303,22 @@ impl Cycle<'_> {
             return Err(failed(PLUGIN, e));
         }
         Ok(())
+    }
+
+    /// The gang's barrier: every member placed with this one passed
+    /// PreBind (go on and bind), or one failed (this one fails too, before
+    /// its binding). Waited holding no binding slot.
+    async fn together(&mut self, gang: &GroupBarrier, timeout: Duration) -> Result<(), BindOutcome> {
+        let wait = tokio::time::timeout(timeout, gang.arrive());
+        match self.waiting("GangScheduling", wait).await? {
+            Ok(Ok(())) => self.go_on(),
+            Ok(Err(why)) => Err(BindOutcome::PreBindFailed(why)),
+            Err(_) => {
+                let why = format!("the pod group's members did not all pass PreBind within {timeout:?}");
+                gang.fail(&self.request.pod.key.name, &why);
+                Err(BindOutcome::PreBindFailed(format!("pod group {} was not bound: {why}", gang.group())))
+            }
+        }
     }
 
     /// Whether the cycle may go on: this replica leads and is not shutting

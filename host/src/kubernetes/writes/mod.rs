@@ -13,6 +13,7 @@ pub mod denied;
 pub mod device_binding;
 pub mod events;
 pub mod evictions;
+pub mod group_barrier;
 pub mod group_condition;
 pub mod pod_condition;
 pub mod pod_ref;

@@ -110,7 +110,7 @@ async fn drain(real: &Real, round: &str) -> Duration {
 }
 
 /// Attempts so far that failed in the binding cycle (`result="error"`).
-fn failed_cycles(ours: &wasmsched::kubernetes::RunningScheduler) -> f64 {
+pub(super) fn failed_cycles(ours: &wasmsched::kubernetes::RunningScheduler) -> f64 {
     let metrics = ours.status.render_metrics();
     let line = metrics.lines().find(|l| l.starts_with("wasmsched_schedule_attempts_total{result=\"error\""));
     line.and_then(|l| l.rsplit(' ').next()?.parse().ok()).unwrap_or(0.0)

@@ -78,6 +78,7 @@ mod experiments;
 mod extended_resources;
 mod failing_prebind;
 mod failure_policy;
+mod gang_prebind;
 mod gang_preemption;
 mod gang_topology;
 mod gangs;
