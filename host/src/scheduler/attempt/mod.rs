@@ -10,7 +10,7 @@
 
 mod builtin_pass;
 mod choice;
-mod failure_log;
+pub(crate) mod failure_log;
 mod policy_pass;
 pub mod record;
 mod scope;

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use super::Gang;
 use crate::cluster::PodInfo;
 use crate::cluster::pod_groups::GroupPolicy;
+use crate::scheduler::attempt::failure_log;
 use crate::scheduler::attempt::{AttemptInput, PlacementScope, run_attempt};
 use crate::scheduler::plugins::reservation::Reservation;
 use crate::scheduler::plugins::scores::BuiltinScoring;
@@ -151,12 +152,22 @@ impl Scheduler {
         match placing.policy.placement_domains(&self.policy_context(), &first.facts) {
             Ok(request) => Ok(request),
             Err(e) if placing.failure_policy == FailurePolicy::Ignore => {
+                let name = placing.policy.name();
+                if failure_log::first_time(name, "placement-domains", &e.to_string()) {
+                    tracing::warn!(policy = %name, error = %e, "placement-domains failed: the gang is placed over every node (failurePolicy Ignore); the same error again is logged at debug level");
+                } else {
+                    tracing::debug!(policy = %name, "placement-domains failed again, as before; placed over every node");
+                }
                 let note = format!("{e}; placed over every node (failurePolicy Ignore)");
                 Err(PlacementChoice::Everywhere { note: Some(note) })
             }
             Err(e) => {
                 let name = placing.policy.name();
-                tracing::warn!(policy = %name, error = %e, "placement-domains failed: the group cycle fails (failurePolicy Fail)");
+                if failure_log::first_time(name, "placement-domains", &e.to_string()) {
+                    tracing::warn!(policy = %name, error = %e, "placement-domains failed: the group cycle fails (failurePolicy Fail); the same error again is logged at debug level");
+                } else {
+                    tracing::debug!(policy = %name, "placement-domains failed again, as before; the group cycle fails");
+                }
                 Err(PlacementChoice::Failed(format!("running {name:?} placement-domains: {e}")))
             }
         }
@@ -270,7 +281,11 @@ impl Scheduler {
         let scores = match placing.policy.score_placement(&self.policy_context(), &first.facts, &placements) {
             Ok(scores) => scores,
             Err(e) => {
-                tracing::warn!(policy = %name, error = %e, placements = of, "score-placement failed: first feasible placement taken");
+                if failure_log::first_time(&name, "score-placement", &e.to_string()) {
+                    tracing::warn!(policy = %name, error = %e, placements = of, "score-placement failed: first feasible placement taken; the same error again is logged at debug level");
+                } else {
+                    tracing::debug!(policy = %name, placements = of, "score-placement failed again, as before");
+                }
                 return Some((feasible.swap_remove(0), format!("the first: {e}")));
             }
         };
