@@ -77,17 +77,30 @@ pub(super) async fn remove_policy(real: &Real, name: &str) {
 /// A slice of `REFUSED` devices on `node`, and one labelled claim per
 /// refused pod.
 pub(super) async fn devices_and_claims(real: &Real, class: &str, node: &str) {
+    devices_and_claims_refused(real, class, node, REFUSED, |_| true).await;
+}
+
+/// A slice of `count` devices on `node`, and claims `claim-0`… of one
+/// device each, those `refused` says labelled for `refuse_claim_status`.
+pub(super) async fn devices_and_claims_refused(
+    real: &Real,
+    class: &str,
+    node: &str,
+    count: usize,
+    refused: impl Fn(usize) -> bool,
+) {
     let driver = format!("{class}.example.com");
     create_class(real, class, &driver).await;
-    let devices: Vec<Value> = (0..REFUSED).map(|i| json!({"name": format!("dev-{i}")})).collect();
+    let devices: Vec<Value> = (0..count).map(|i| json!({"name": format!("dev-{i}")})).collect();
     let slice = json!({"metadata": {"name": node}, "spec": {"driver": driver, "nodeName": node,
         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}});
     let slices: Api<ResourceSlice> = Api::all(real.admin.clone());
     slices.create(&PostParams::default(), &serde_json::from_value(slice).unwrap()).await.unwrap();
     let claims: Api<ResourceClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
-    for i in 0..REFUSED {
+    for i in 0..count {
         let request = json!({"name": "dev", "exactly": {"deviceClassName": class}});
-        let claim = json!({"metadata": {"name": format!("claim-{i}"), "labels": {"wasmsched-refuse": real.prefix}},
+        let labels = if refused(i) { json!({"wasmsched-refuse": real.prefix}) } else { json!({}) };
+        let claim = json!({"metadata": {"name": format!("claim-{i}"), "labels": labels},
             "spec": {"devices": {"requests": [request]}}});
         claims.create(&PostParams::default(), &serde_json::from_value(claim).unwrap()).await.unwrap();
     }

@@ -10,34 +10,14 @@
 
 use super::*;
 
-use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Api;
-use kube::api::PostParams;
 
-use super::devices::{add_node, clean_up, create_class};
-use super::failing_prebind::{failed_cycles, refuse_claim_status, remove_policy};
+use super::devices::{add_node, clean_up};
+use super::failing_prebind::{devices_and_claims_refused, failed_cycles, refuse_claim_status, remove_policy};
 use super::gangs::group;
 
 const MEMBERS: usize = 3;
-
-/// A slice of `MEMBERS` devices on `node`, and one claim per member, the
-/// first labelled for the admission policy to refuse.
-async fn devices_and_claims(real: &Real, class: &str, node: &str) {
-    let driver = format!("{class}.example.com");
-    create_class(real, class, &driver).await;
-    let devices: Vec<Value> = (0..MEMBERS).map(|i| json!({"name": format!("dev-{i}")})).collect();
-    let slice = json!({"metadata": {"name": node}, "spec": {"driver": driver, "nodeName": node,
-        "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}});
-    let slices: Api<ResourceSlice> = Api::all(real.admin.clone());
-    slices.create(&PostParams::default(), &serde_json::from_value(slice).unwrap()).await.unwrap();
-    let claims: Api<ResourceClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
-    for i in 0..MEMBERS {
-        let labels = if i == 0 { json!({"wasmsched-refuse": real.prefix}) } else { json!({}) };
-        let claim = json!({"metadata": {"name": format!("claim-{i}"), "labels": labels},
-            "spec": {"devices": {"requests": [{"name": "dev", "exactly": {"deviceClassName": class}}]}}});
-        claims.create(&PostParams::default(), &serde_json::from_value(claim).unwrap()).await.unwrap();
-    }
-}
 
 fn member(node_class: &str, i: usize) -> Value {
     json!({
@@ -60,7 +40,8 @@ fn a_gang_whose_member_fails_prebind_is_bound_by_none_until_all_pass() {
         add_node(&real, "gp-dra", "gp-dra").await;
         let class = real.own("gp-dev");
         let node = real.own("gp-dra");
-        devices_and_claims(&real, &class, &node).await;
+        // One device and claim per member, the first claim refused.
+        devices_and_claims_refused(&real, &class, &node, MEMBERS, |i| i == 0).await;
         let policy = refuse_claim_status(&real, &class, &node).await;
         group(&real, "train", MEMBERS as u32).await;
         let ours = start_default_wasmsched(&real, "wasmsched").await;
