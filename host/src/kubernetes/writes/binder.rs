@@ -228,7 +228,11 @@ async fn binding_cycle(
     if let Some(gang) = &request.gang
         && let Err(outcome) = cycle.together(gang, volume_bind_timeout).await
     {
-        claim_reservation::unreserve(client, &devices).await;
+        // A replica that stopped waiting leaves the claims as PreBind
+        // wrote them, for whoever leads next (as a PreBind wait does).
+        if !matches!(outcome, BindOutcome::Abandoned(_)) {
+            claim_reservation::unreserve(client, &devices).await;
+        }
         return (outcome, None);
     }
     let (outcome, took) = bind(client, &request.pod, &request.node, BIND_TIMEOUT, &context.denials).await;
