@@ -130,6 +130,13 @@ macro_rules! watched_kinds {
                 api: "scheduling.k8s.io/v1beta1", resource: "podgroups", kind: "PodGroup", scope: namespaced,
                 field: pod_groups_beta, apply: pod_groups_changed,
             },
+            /// scheduler-plugins' coscheduling PodGroups (a CRD), whose pods
+            /// join by the label `scheduling.x-k8s.io/pod-group`: watched where
+            /// the CRD is installed.
+            PodGroupCoscheduling(crate::cluster::pod_groups::coscheduling::PodGroup) {
+                api: "scheduling.x-k8s.io/v1alpha1", resource: "podgroups", kind: "PodGroup", scope: namespaced,
+                field: coscheduling_pod_groups, apply: pod_groups_changed,
+            },
         }
     };
 }

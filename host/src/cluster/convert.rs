@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use super::disks::Disk;
 use super::pod_constraints::PodConstraints;
+use super::pod_groups::coscheduling;
 use super::requests::{PodRequests, RequestError, pod_requests};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use wasmsched_runtime::{
     NodeFacts, NodeSelectorTerm, PodFacts, Resources, SelectorOperator, SelectorRequirement, Taint, TaintEffect,
     Toleration, TolerationOperator,
@@ -69,9 +71,12 @@ pub struct PodInfo {
     /// `spec.nodeName` (the NodeName filter).
     pub node_name: Option<String>,
     pub scheduler_name: String,
-    /// `spec.schedulingGroup.podGroupName`: the PodGroup (in the pod's
-    /// namespace) it is placed with.
+    /// `spec.schedulingGroup.podGroupName`, or else the label
+    /// `scheduling.x-k8s.io/pod-group` (coscheduling's): the PodGroup (in
+    /// the pod's namespace) it is placed with.
     pub group: Option<String>,
+    /// Whether `group` is named by coscheduling's label.
+    pub group_by_label: bool,
     pub gated: bool,
     /// Succeeded or Failed: holds no resources.
     pub terminal: bool,
@@ -206,6 +211,7 @@ impl PodInfo {
             })
             .collect();
         let disks = spec.volumes.iter().flatten().filter_map(Disk::of).collect();
+        let (group, group_by_label) = group_of(spec, meta);
         Ok(PodInfo {
             preferences,
             claims,
@@ -224,7 +230,8 @@ impl PodInfo {
             host_ports,
             node_name: bound_node(pod).map(str::to_string),
             scheduler_name: scheduler_name(pod).to_string(),
-            group: spec.scheduling_group.as_ref().and_then(|g| g.pod_group_name.clone()).filter(|g| !g.is_empty()),
+            group: group.clone(),
+            group_by_label,
             gated: spec.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty()),
             terminal: is_terminal(pod),
             terminating: meta.deletion_timestamp.is_some(),
@@ -241,6 +248,17 @@ impl PodInfo {
 }
 
 /// `spec.nodeName`: the node the pod is bound to, if any.
+/// The PodGroup a pod joins, and whether by coscheduling's label: kube's
+/// `spec.schedulingGroup` decides where a pod names both.
+fn group_of(spec: &PodSpec, meta: &ObjectMeta) -> (Option<String>, bool) {
+    let named = spec.scheduling_group.as_ref().and_then(|g| g.pod_group_name.clone()).filter(|g| !g.is_empty());
+    if named.is_some() {
+        return (named, false);
+    }
+    let label = meta.labels.as_ref().and_then(|l| l.get(coscheduling::POD_GROUP_LABEL)).filter(|g| !g.is_empty());
+    (label.cloned(), label.is_some())
+}
+
 pub fn bound_node(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())
 }

@@ -25,7 +25,7 @@ use crate::kubernetes::writes::reporter::{PodRef, Report};
 use crate::record::{Attempted, BindingRecord, Recorder};
 use crate::scheduler::{
     Attempt, CanaryStop, ClusterEvent, DeniedWrites, EventReport, GroupCycle, InvalidPod, KindInfo, Nomination,
-    Scheduler, TenantVerdict, no_pod_groups_served,
+    Scheduler, TenantVerdict, unserved_group_message,
 };
 
 /// Everything the loop hears, each from the producer that owns its type.
@@ -231,11 +231,12 @@ impl SchedulingLoop {
         }
     }
 
-    /// Members of PodGroups no version of which is served: a Warning, once
+    /// Members of PodGroups no version of which is served (of kube's, or
+    /// coscheduling's for a pod joining by its label): a Warning, once
     /// each.
     fn tell_unserved_group_members(&mut self) {
         for pod in self.scheduler.take_unserved_group_members() {
-            let message = no_pod_groups_served(pod.group.as_deref().unwrap_or_default());
+            let message = unserved_group_message(&pod);
             self.reports.send(Report::Waiting { pod: PodRef::from(&*pod), message });
         }
     }
@@ -470,7 +471,10 @@ impl SchedulingLoop {
         let cycle = cycle.filter(|c| c.placed && c.fit > 1)?;
         let (barrier, to_come) = match self.gang.take() {
             Some((barrier, to_come)) if barrier.group() == cycle.group => (barrier, to_come),
-            _ => (GroupBarrier::new(cycle.group.clone(), cycle.fit), cycle.fit),
+            _ => {
+                let timeout = cycle.schedule_timeout_seconds.map(Duration::from_secs);
+                (GroupBarrier::new(cycle.group.clone(), cycle.fit, timeout), cycle.fit)
+            }
         };
         if to_come > 1 {
             self.gang = Some((barrier.clone(), to_come - 1));

@@ -100,11 +100,11 @@ impl KindInfo {
     }
 
     /// How log lines and readiness name the kind's watch: its resource,
-    /// or, where the table watches that resource in several versions,
-    /// the resource with its version and group as kubectl spells it
-    /// (`podgroups.v1beta1.scheduling.k8s.io`).
+    /// or, where the table watches that resource in several versions or
+    /// groups, the resource with its version and group as kubectl spells
+    /// it (`podgroups.v1beta1.scheduling.k8s.io`).
     pub fn source_name(&self) -> String {
-        match WATCHED_KINDS.iter().filter(|k| k.resource == self.resource && k.group() == self.group()).count() {
+        match WATCHED_KINDS.iter().filter(|k| k.resource == self.resource).count() {
             1 => self.resource.to_string(),
             _ => {
                 let version = self.api_version.rsplit('/').next().unwrap_or_default();

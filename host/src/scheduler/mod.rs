@@ -49,7 +49,8 @@ pub use queue::QueueSizes;
 pub use sampling::{NodeSampling, NodeWindow};
 pub use scheduler_core::{
     Attempt, CanaryStop, GANG_UNSCHEDULABLE, GroupOutcome, MAX_JOBS_PER_TENANT, NodeLayout, Nomination,
-    PLACEMENT_BASED, PodStanding, Profile, Scheduler, SchedulerConfig, ShadowOutbox, no_pod_groups_served,
+    PLACEMENT_BASED, PodStanding, Profile, Scheduler, SchedulerConfig, ShadowOutbox, no_coscheduling_groups_served,
+    no_pod_groups_served, unserved_group_message,
 };
 pub use tenants::{
     POLICY_ANNOTATION, POLICY_CONFIGMAP_LABEL, Route, TenantJob, TenantSettings, TenantVerdict, default_tenant_limits,

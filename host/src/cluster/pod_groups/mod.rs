@@ -5,14 +5,20 @@
 //!
 //! Two API versions carry them, each watched where it is served:
 //! `scheduling.k8s.io/v1alpha2` (v1.36 with the gates) and `v1beta1`
-//! (v1.37). Each version's watch keeps its own entries, so that one
-//! version's list (an empty one, where it is not served) never drops what
-//! the other holds; where both say something of a group, v1beta1 does.
+//! (v1.37). scheduler-plugins' coscheduling CRD (`scheduling.x-k8s.io`,
+//! `coscheduling`) is a third source of the same model, whose members
+//! join by a label. Each source's watch keeps its own entries, so that
+//! one's list (an empty one, where it is not served) never drops what
+//! another holds; where several say something of one namespace and name,
+//! kube's v1beta1 decides, then v1alpha2, then coscheduling's.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use k8s_openapi::api::scheduling::v1alpha2;
+use wasmsched_runtime::Resources;
 
+pub mod coscheduling;
 pub mod v1beta1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,15 +40,20 @@ impl GroupPolicy {
 }
 
 /// The API version a PodGroup was read through, which its condition is
-/// written through.
+/// written through (kube's), in the order in which they decide: the last
+/// that holds a group does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum GroupApi {
+    /// scheduler-plugins' `scheduling.x-k8s.io/v1alpha1`, whose status is
+    /// its controller's: no condition is written.
+    Coscheduling,
     V1alpha2,
     V1beta1,
 }
 
 impl GroupApi {
-    pub const ALL: [GroupApi; 2] = [GroupApi::V1alpha2, GroupApi::V1beta1];
+    /// kube's own versions, which pods join by `spec.schedulingGroup`.
+    pub const KUBE: [GroupApi; 2] = [GroupApi::V1alpha2, GroupApi::V1beta1];
 }
 
 /// A PodGroup of either version, as the model reads it.
@@ -53,6 +64,16 @@ pub trait GroupObject {
     /// `spec.schedulingConstraints.topology[0].key`: the node label whose
     /// one value all members share (KEP-5732, one constraint in v1.36).
     fn topology(&self) -> Option<String>;
+    /// How long the members placed in one cycle wait for each other's
+    /// PreBind before the group is let go; `None`: as long as PreBind may.
+    fn schedule_timeout(&self) -> Option<Duration> {
+        None
+    }
+    /// The least free room the cluster must have, summed over its nodes,
+    /// for the group to be tried (coscheduling's `minResources`).
+    fn min_resources(&self) -> Option<Resources> {
+        None
+    }
 }
 
 /// What the model keeps of one version's PodGroup.
@@ -60,6 +81,8 @@ pub trait GroupObject {
 struct Entry {
     policy: GroupPolicy,
     topology: Option<String>,
+    schedule_timeout: Option<Duration>,
+    min_resources: Option<Resources>,
 }
 
 impl GroupObject for v1alpha2::PodGroup {
@@ -96,13 +119,37 @@ pub struct PodGroups {
     groups: HashMap<(String, String), BTreeMap<GroupApi, Entry>>,
 }
 
+impl GroupObject for coscheduling::PodGroup {
+    const API: GroupApi = GroupApi::Coscheduling;
+    fn key(&self) -> (String, String) {
+        (self.metadata.namespace.clone().unwrap_or_default(), self.metadata.name.clone().unwrap_or_default())
+    }
+    fn policy(&self) -> GroupPolicy {
+        GroupPolicy::of_gang(Some(self.spec.min_member))
+    }
+    fn topology(&self) -> Option<String> {
+        None
+    }
+    fn schedule_timeout(&self) -> Option<Duration> {
+        Some(self.spec.schedule_timeout())
+    }
+    fn min_resources(&self) -> Option<Resources> {
+        self.spec.min_amounts()
+    }
+}
+
 impl PodGroups {
     /// Stores `group`; returns whether the policy in force for it is new
     /// or changed.
     pub fn upserted<G: GroupObject>(&mut self, group: &G) -> bool {
         let key = group.key();
         let before = self.newest(&key.0, &key.1).map(|(_, e)| e.clone());
-        let entry = Entry { policy: group.policy(), topology: group.topology() };
+        let entry = Entry {
+            policy: group.policy(),
+            topology: group.topology(),
+            schedule_timeout: group.schedule_timeout(),
+            min_resources: group.min_resources(),
+        };
         self.groups.entry(key.clone()).or_default().insert(G::API, entry);
         self.newest(&key.0, &key.1).map(|(_, e)| e.clone()) != before
     }
@@ -128,6 +175,18 @@ impl PodGroups {
     /// (its topology constraint); `None` without one.
     pub fn topology(&self, namespace: &str, name: &str) -> Option<&str> {
         self.newest(namespace, name)?.1.topology.as_deref()
+    }
+
+    /// How long PodGroup `name`'s members placed together wait for each
+    /// other's PreBind (coscheduling's `scheduleTimeoutSeconds`).
+    pub fn schedule_timeout(&self, namespace: &str, name: &str) -> Option<Duration> {
+        self.newest(namespace, name)?.1.schedule_timeout
+    }
+
+    /// The room PodGroup `name` needs free in the cluster to be tried
+    /// (coscheduling's `minResources`).
+    pub fn min_resources(&self, namespace: &str, name: &str) -> Option<&Resources> {
+        self.newest(namespace, name)?.1.min_resources.as_ref()
     }
 
     /// The version PodGroup `name` is read and written through: v1beta1
@@ -191,6 +250,32 @@ mod tests {
         groups.deleted(GroupApi::V1alpha2, "t", "g");
         assert_eq!(groups.policy("t", "g"), None);
         assert_eq!(groups.keys().count(), 0);
+    }
+
+    #[test]
+    fn a_coscheduling_group_is_a_gang_of_min_member_that_kubes_own_overrides() {
+        let mut groups = PodGroups::default();
+        let cosched: coscheduling::PodGroup = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "g", "namespace": "t"},
+            "spec": {"minMember": 3, "scheduleTimeoutSeconds": 5},
+        }))
+        .unwrap();
+        assert!(groups.upserted(&cosched));
+        assert_eq!(groups.policy("t", "g"), Some(GroupPolicy::Gang { min_count: 3 }));
+        assert_eq!(groups.api("t", "g"), Some(GroupApi::Coscheduling));
+        assert_eq!(groups.schedule_timeout("t", "g"), Some(Duration::from_secs(5)));
+        // A kube PodGroup of the same name decides while it exists.
+        assert!(groups.upserted(&alpha("g", 2)));
+        assert_eq!(
+            (groups.policy("t", "g"), groups.schedule_timeout("t", "g")),
+            (Some(GroupPolicy::Gang { min_count: 2 }), None)
+        );
+        groups.deleted(GroupApi::V1alpha2, "t", "g");
+        assert_eq!(groups.api("t", "g"), Some(GroupApi::Coscheduling));
+        let empty: coscheduling::PodGroup =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "e", "namespace": "t"}})).unwrap();
+        groups.upserted(&empty);
+        assert_eq!(groups.policy("t", "e"), Some(GroupPolicy::Gang { min_count: 1 }), "minMember 0 is one member");
     }
 
     #[test]

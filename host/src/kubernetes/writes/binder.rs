@@ -215,9 +215,23 @@ async fn binding_cycle(
     let mut cycle = Cycle { client, request, context, may_bind, slots, permit: Some(permit) };
     // Renamed as PreBind creates claims (extended resources).
     let mut devices = request.reserved.devices.clone();
-    let prebound = match request.reserved.is_empty() {
-        true => cycle.go_on(),
-        false => cycle.prebind(&mut devices, volume_bind_timeout).await.and_then(|()| cycle.go_on()),
+    let prebound = match (request.reserved.is_empty(), &request.gang) {
+        (true, _) => cycle.go_on(),
+        (false, None) => cycle.prebind(&mut devices, volume_bind_timeout).await.and_then(|()| cycle.go_on()),
+        // A member still in PreBind stops once its gang failed.
+        (false, Some(gang)) => {
+            let stopped = tokio::select! {
+                prebound = cycle.prebind(&mut devices, volume_bind_timeout) => Ok(prebound),
+                why = gang.failed() => Err(BindOutcome::PreBindFailed(why)),
+            };
+            match stopped {
+                Ok(prebound) => prebound.and_then(|()| cycle.go_on()),
+                Err(outcome) => {
+                    claim_reservation::unreserve(client, &devices).await;
+                    return (outcome, None);
+                }
+            }
+        }
     };
     if let (Err(outcome), Some(gang)) = (&prebound, &request.gang) {
         gang.fail(&request.pod.key.name, outcome.message());
@@ -311,7 +325,8 @@ impl Cycle<'_> {
 
     /// The gang's barrier: every member placed with this one passed
     /// PreBind (go on and bind), or one failed (this one fails too, before
-    /// its binding). Waited holding no binding slot.
+    /// its binding). Waited holding no binding slot, as long as PreBind
+    /// may, or less where the PodGroup says (`GroupBarrier::failed`).
     async fn together(&mut self, gang: &GroupBarrier, timeout: Duration) -> Result<(), BindOutcome> {
         let wait = tokio::time::timeout(timeout, gang.arrive());
         match self.waiting("GangScheduling", wait).await? {

@@ -90,11 +90,14 @@ pub fn with_condition(conditions: &[Condition], new: Condition) -> Option<Vec<Co
 }
 
 /// Writes `outcome` on its PodGroup, through the version it was read
-/// through; a failure is logged (the next cycle writes again).
+/// through; a failure is logged (the next cycle writes again). A
+/// coscheduling PodGroup's status is scheduler-plugins' controller's
+/// (a phase and counts, from the pods): nothing is written on it.
 pub async fn write(client: kube::Client, outcome: GroupOutcome) {
     match outcome.api {
         GroupApi::V1alpha2 => write_on::<v1alpha2::PodGroup>(client, outcome).await,
         GroupApi::V1beta1 => write_on::<v1beta1::PodGroup>(client, outcome).await,
+        GroupApi::Coscheduling => {}
     }
 }
 

@@ -97,6 +97,11 @@ pub struct GroupCycle {
     /// phase).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,
+    /// How long the members placed together wait for each other's
+    /// PreBind before the group is let go (coscheduling's
+    /// `scheduleTimeoutSeconds`); unset: as long as PreBind may.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule_timeout_seconds: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -38,7 +38,10 @@ mod tenant_jobs;
 
 pub use canaries::CanaryStop;
 pub use cluster_events::PodStanding;
-pub use gangs::{GANG_UNSCHEDULABLE, GroupOutcome, PLACEMENT_BASED, no_pod_groups_served};
+pub use gangs::{
+    GANG_UNSCHEDULABLE, GroupOutcome, PLACEMENT_BASED, no_coscheduling_groups_served, no_pod_groups_served,
+    unserved_group_message,
+};
 pub use recorded::NodeLayout;
 
 #[derive(Debug, Clone)]

@@ -113,6 +113,10 @@ impl TestCluster {
 
     /// A pod of our scheduler, confined to this run's nodes.
     async fn add_pod(&self, name: &str, cpu: &str, extra_spec: Value) -> Pod {
+        self.add_pod_labelled(name, cpu, json!({}), extra_spec).await
+    }
+
+    async fn add_pod_labelled(&self, name: &str, cpu: &str, labels: Value, extra_spec: Value) -> Pod {
         let mut spec = json!({
             "schedulerName": self.scheduler_name(),
             "nodeSelector": {"wasmsched-e2e": self.prefix},
@@ -123,7 +127,7 @@ impl TestCluster {
                 spec[k] = v.clone();
             }
         }
-        let pod = json!({"metadata": {"name": name}, "spec": spec});
+        let pod = json!({"metadata": {"name": name, "labels": labels}, "spec": spec});
         self.pods().create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap()
     }
 

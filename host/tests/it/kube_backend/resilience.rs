@@ -348,6 +348,39 @@ async fn without_pod_groups_served_the_scheduler_is_ready_and_gang_members_wait(
     s.shutdown().await;
 }
 
+/// Where scheduler-plugins' coscheduling CRD is not installed, a pod that
+/// joins a coscheduling PodGroup by its label waits for it, told why once
+/// in coscheduling's words; kube's PodGroups, served, are not affected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_coscheduling_crd_its_members_wait_told_why_once() {
+    let c = TestCluster::new("nocosched").await;
+    let Some(fake) = c.fake_only("without_the_coscheduling_crd_its_members_wait_told_why_once") else {
+        return;
+    };
+    fake.fail_requests(Fault {
+        method: Some("GET".into()),
+        path_contains: "/scheduling.x-k8s.io".into(),
+        code: 404,
+        delay: Duration::ZERO,
+        times: 1_000,
+    });
+    c.add_node("only", "1", "4Gi", json!({})).await;
+    let s = c.start_scheduler("solo", false).await;
+    wait_ready(&s).await;
+    let label = json!({"scheduling.x-k8s.io/pod-group": "batch"});
+    c.add_pod_labelled("member", "100m", label, json!({})).await;
+    c.add_pod("plain", "100m", json!({})).await;
+    c.wait_bound(&["plain".to_string()]).await;
+    let told = c.wait_event("member", "FailedScheduling").await;
+    assert_eq!(told.note.as_deref(), Some(wasmsched::scheduler::no_coscheduling_groups_served("batch").as_str()));
+    c.add_pod("plain-2", "100m", json!({})).await;
+    c.wait_bound(&["plain-2".to_string()]).await;
+    let member = c.pods().get("member").await.unwrap();
+    assert!(member.spec.and_then(|s| s.node_name).is_none(), "a member of a PodGroup that cannot exist was bound");
+    assert_eq!(c.events_for("member").await.len(), 1, "told once");
+    s.shutdown().await;
+}
+
 /// A v1.37 API server serves PodGroups as `scheduling.k8s.io/v1beta1`
 /// (here, not v1alpha2): a gang of that version is held below its quorum,
 /// its `minCount` may be lowered (mutable in v1beta1) and then its

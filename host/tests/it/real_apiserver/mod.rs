@@ -71,6 +71,7 @@ async fn beside_kube<T>(real: &Real, scheduler_name: &str, scenario: impl AsyncF
 
 mod claim_deallocation;
 mod consumable_capacity;
+mod coscheduling;
 mod declared_features;
 mod devices;
 mod dra_requests;

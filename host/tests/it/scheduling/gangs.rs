@@ -337,3 +337,70 @@ fn explain_tells_a_members_group_cycle() {
         "{undone}"
     );
 }
+
+/// A coscheduling PodGroup (scheduler-plugins' CRD) and pods that join it
+/// by its label: the same gang model, `minMember` its quorum. A pod that
+/// names a kube PodGroup as well belongs to that one.
+fn cosched_group(name: &str, min_member: u32) -> String {
+    format!(
+        "---\napiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {{name: {name}, namespace: t}}\n\
+         spec: {{minMember: {min_member}, scheduleTimeoutSeconds: 10}}\n"
+    )
+}
+
+fn labelled(name: &str, group: &str, cpu: &str) -> String {
+    pod(name, cpu, "").replacen(
+        "namespace: t}",
+        &format!("namespace: t, labels: {{scheduling.x-k8s.io/pod-group: {group}}}}}"),
+        1,
+    )
+}
+
+#[test]
+fn coscheduling_pod_groups_are_gangs_of_min_member_joined_by_label() {
+    let members = |group: &str, count: usize| -> String {
+        (1..=count).map(|i| labelled(&format!("{group}-{i}"), group, "3")).collect()
+    };
+    let yaml = format!(
+        "{}{}{}{}{}{}",
+        cluster(),
+        cosched_group("ok", 2),
+        members("ok", 2),
+        cosched_group("big", 2),
+        members("big", 2),
+        labelled("lone", "nogroup", "1"),
+    );
+    let report = run(&yaml);
+    // Room for three members of 3 cpu: one gang whole, the other nothing.
+    let placed_of = |g: &str| (1..=2).filter(|i| placed(&report, &format!("{g}-{i}")).is_some()).count();
+    let mut counts = [placed_of("ok"), placed_of("big")];
+    counts.sort();
+    assert_eq!(counts, [0, 2], "{:?}", report.unschedulable);
+    assert_eq!(message(&report, "lone"), "not attempted until its PodGroup nogroup exists");
+    // Below its quorum, a member waits unattempted.
+    let report = run(&format!("{}{}{}", cluster(), cosched_group("few", 3), members("few", 2)));
+    assert_eq!(report.attempts, 0, "{:?}", report.unschedulable);
+    assert_eq!(message(&report, "few-2"), "not attempted until its PodGroup few has 3 members (minCount); it has 2");
+}
+
+/// Coscheduling's `minResources`: a gang is tried only when the cluster
+/// has that much room free over its nodes; none of its members preempts.
+#[test]
+fn a_coscheduling_gang_waits_while_the_cluster_lacks_its_min_resources() {
+    let group = |min_resources: &str| {
+        format!(
+            "---\napiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {{name: mr, namespace: t}}\n\
+             spec: {{minMember: 2, minResources: {min_resources}}}\n"
+        )
+    };
+    let members: String = (1..=2).map(|i| labelled(&format!("mr-{i}"), "mr", "1")).collect();
+    // 12 cpu over three nodes: 13 are never free.
+    let report = run(&format!("{}{}{members}", cluster(), group("{cpu: \"13\", memory: 1Gi}")));
+    assert!(report.placements.is_empty(), "{:?}", report.placements);
+    assert_eq!(
+        message(&report, "mr-1"),
+        "pod group t/mr is unschedulable: the cluster lacks its minResources (short by cpu 1000m)"
+    );
+    let report = run(&format!("{}{}{members}", cluster(), group("{cpu: \"12\", pods: 1}")));
+    assert_eq!(report.placements.len(), 2, "{:?}", report.unschedulable);
+}

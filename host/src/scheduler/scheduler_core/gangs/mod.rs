@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Attempt, Mode, Nomination, Scheduler};
-use crate::cluster::pod_groups::{GroupApi, GroupPolicy, v1beta1};
+use crate::cluster::pod_groups::{GroupApi, GroupPolicy, coscheduling, v1beta1};
 use crate::cluster::{PodInfo, PodKey};
 use crate::scheduler::KindInfo;
 use crate::scheduler::attempt::record::{AttemptRecord, GroupCycle, PolicyVersion};
@@ -37,6 +37,7 @@ use crate::scheduler::attempt::versions;
 use crate::scheduler::plugins::dynamic_resources;
 use k8s_openapi::api::scheduling::v1alpha2;
 
+mod min_resources;
 mod placement;
 mod preemption;
 
@@ -112,12 +113,35 @@ pub fn no_pod_groups_served(group: &str) -> String {
     )
 }
 
+/// What a member of a missing coscheduling PodGroup is told where the
+/// API server does not serve them (scheduler-plugins' CRD is not
+/// installed).
+pub fn no_coscheduling_groups_served(group: &str) -> String {
+    format!(
+        "pod group {group} (label {}) cannot exist here: this API server serves no \
+         scheduling.x-k8s.io/v1alpha1 PodGroups; the pod waits until it does (install \
+         scheduler-plugins' coscheduling PodGroup CRD)",
+        coscheduling::POD_GROUP_LABEL
+    )
+}
+
+/// What `pod`, a member of a PodGroup that cannot exist, is told: in
+/// the words of the API it joins through.
+pub fn unserved_group_message(pod: &PodInfo) -> String {
+    let group = pod.group.as_deref().unwrap_or_default();
+    match pod.group_by_label {
+        true => no_coscheduling_groups_served(group),
+        false => no_pod_groups_served(group),
+    }
+}
+
 /// The PodGroup version a watched kind is, as the kinds table says.
 fn group_api(kind: KindInfo) -> Option<GroupApi> {
     use crate::scheduler::WatchedKind;
     match kind {
         k if k == <v1alpha2::PodGroup as WatchedKind>::INFO => Some(GroupApi::V1alpha2),
         k if k == <v1beta1::PodGroup as WatchedKind>::INFO => Some(GroupApi::V1beta1),
+        k if k == <coscheduling::PodGroup as WatchedKind>::INFO => Some(GroupApi::Coscheduling),
         _ => None,
     }
 }
@@ -191,9 +215,17 @@ impl Scheduler {
         let profile = members.first().map(|(pod, _)| pod.scheduler_name.clone()).unwrap_or_default();
         let total = placed.saturating_add(u32::try_from(members.len()).unwrap_or(u32::MAX));
         self.gangs.cycle = Some(CycleFacts { members: total, scope: None });
-        let (mut placements, mut scoped) = (None, false);
-        let (outcomes, note) = match self.choose_placement(gang, placed, &members) {
+        let (mut placements, mut scoped, mut short) = (None, false, false);
+        let choice = match self.min_resources_gap(gang) {
+            Some(gap) => PlacementChoice::Short(gap),
+            None => self.choose_placement(gang, placed, &members),
+        };
+        let (outcomes, note) = match choice {
             PlacementChoice::Failed(why) => (self.fail_members(members, &why, now), None),
+            PlacementChoice::Short(gap) => {
+                short = true;
+                (self.hold_members(members, &gap, now), None)
+            }
             PlacementChoice::Everywhere { note } => (self.attempt_members(members, now), note),
             PlacementChoice::In { scope, note, unfit } => {
                 (placements, scoped) = (unfit, true);
@@ -212,6 +244,8 @@ impl Scheduler {
         let fit_now = outcomes.iter().filter(|a| matches!(a, Attempt::Placed { .. })).count();
         let fit = placed.saturating_add(u32::try_from(fit_now).unwrap_or(u32::MAX));
         let scheduled = fit >= gang.min_count;
+        let groups = self.state.pod_groups();
+        let api = groups.api(&gang.namespace, &gang.name).unwrap_or(GroupApi::V1alpha2);
         let cycle = GroupCycle {
             group: format!("{}/{}", gang.namespace, gang.name),
             min_count: gang.min_count,
@@ -220,8 +254,10 @@ impl Scheduler {
             fit: fit_now,
             placed: scheduled,
             placement: note,
+            schedule_timeout_seconds: groups.schedule_timeout(&gang.namespace, &gang.name).map(|t| t.as_secs()),
         };
         let mut outcomes: Vec<Attempt> = match (scheduled, scoped) {
+            _ if short => outcomes,
             (true, _) => outcomes.into_iter().map(|outcome| self.member_post_filter(outcome, now)).collect(),
             // Held to one domain: no preemption is tried for it, as kube
             // tries none for a placement-based group.
@@ -238,7 +274,7 @@ impl Scheduler {
             namespace: gang.namespace.clone(),
             name: gang.name.clone(),
             scheduled,
-            api: self.state.pod_groups().api(&gang.namespace, &gang.name).unwrap_or(GroupApi::V1alpha2),
+            api,
             profile,
             error: error && !scheduled,
             placements: placements.filter(|_| !scheduled),
@@ -292,6 +328,19 @@ impl Scheduler {
             outcomes.push(outcome);
         }
         outcomes
+    }
+
+    /// Every member waits unattempted, told `why`, until the cluster
+    /// changes, as an unschedulable pod does.
+    fn hold_members(&mut self, members: Vec<(Arc<PodInfo>, u32)>, why: &str, now: Duration) -> Vec<Attempt> {
+        let (nodes, policies) = (self.state.node_count(), self.cycle_policies(&members));
+        members
+            .into_iter()
+            .map(|(pod, attempts)| {
+                let record = AttemptRecord::waiting(pod.key.to_string(), attempts + 1, nodes, policies.clone(), why);
+                self.conclude(pod, record, now, false)
+            })
+            .collect()
     }
 
     /// Every member failed with the placing policy's error: none is
@@ -367,7 +416,11 @@ impl Scheduler {
     }
 
     fn tell_if_unserved(&mut self, pod: &Arc<PodInfo>) {
-        let none_served = self.gangs.unserved.len() == GroupApi::ALL.len();
+        let unserved = |api: &GroupApi| self.gangs.unserved.contains(api);
+        let none_served = match pod.group_by_label {
+            true => unserved(&GroupApi::Coscheduling),
+            false => GroupApi::KUBE.iter().all(unserved),
+        };
         if none_served && !self.gangs.told.contains(&pod.key) {
             // Pods gone since need no memory of having been told.
             let queue = &self.queue;
@@ -378,7 +431,7 @@ impl Scheduler {
     }
 
     /// Members of a missing PodGroup to tell, once, that this API server
-    /// serves none ([`no_pod_groups_served`]).
+    /// serves none of its kind ([`unserved_group_message`]).
     pub fn take_unserved_group_members(&mut self) -> Vec<Arc<PodInfo>> {
         std::mem::take(&mut self.gangs.to_tell)
     }

@@ -48,6 +48,9 @@ pub(super) enum PlacementChoice {
     /// The placing policy failed and its failure policy is `Fail`: the
     /// cycle fails with this error.
     Failed(String),
+    /// The cluster lacks the gang's `minResources` (coscheduling): no
+    /// member is attempted, and none preempts, each told this.
+    Short(String),
 }
 
 /// The group cycle's facts that each member's attempt tells policies.
