@@ -181,6 +181,7 @@ mod tests {
             failure: None,
             top: vec![],
             parts: vec![],
+            group: None,
         }
     }
 

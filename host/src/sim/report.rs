@@ -176,6 +176,11 @@ pub fn experiments(candidates: &[CandidateCounts]) -> String {
                 let raw: f64 = parts.iter().map(|p| p.value).sum();
                 let _ = writeln!(out, "    {node}: {} = {}", sum_of(parts), trim_float(raw));
             }
+            for m in d.group.iter().flat_map(|g| &g.members) {
+                let (decided, would) =
+                    (m.decided.as_deref().unwrap_or("none"), m.would_choose.as_deref().unwrap_or("none"));
+                let _ = writeln!(out, "    {}: decided {decided}, would choose {would}", m.pod);
+            }
         }
     }
     out

@@ -265,12 +265,12 @@ fn a_tenants_candidate_sees_only_its_namespaces_pods() {
     }
 }
 
-/// A gang's members in their group cycle are decided by the gang (a
-/// placement that fits may be undone with the gang), which a candidate
-/// judged pod by pod cannot be held to: they are not shadowed. Pods alone
-/// are, as ever.
+/// A gang's group cycle is one decision, and a candidate is judged on it
+/// as one: a gang that neither places (4 members on room for 3) is one
+/// agreement, counted once, not one per member; a pod alone is judged
+/// alone, as ever.
 #[test]
-fn a_gangs_members_in_their_group_cycle_are_not_shadowed() {
+fn a_gangs_group_cycle_is_judged_as_one_decision() {
     use crate::common::gang_manifests::{gang, nodes, pod};
     let dir = tempfile::tempdir().unwrap();
     let cluster = dir.path().join("cluster.yaml");
@@ -278,5 +278,64 @@ fn a_gangs_members_in_their_group_cycle_are_not_shadowed() {
     let same = candidate("least-allocated", ",replaces=least-allocated");
     let report = json(&[cluster.to_str().unwrap(), "--candidate", &same]);
     let counts = counts(&report, "least-allocated");
-    assert_eq!((counts["seen"].as_u64(), counts["agree"].as_u64()), (Some(1), Some(1)), "the lone pod only: {counts}");
+    let n = |field: &str| counts[field].as_u64().unwrap();
+    assert_eq!((n("seen"), n("agree"), n("differ")), (2, 2, 0), "the gang once, the lone pod once: {counts}");
+}
+
+/// A gang that fits, judged by a candidate that would pack its members on
+/// the spot node: where the deciding policy spreads them, the gang's
+/// decision differs, and its divergence lists every member's node both
+/// ways; a candidate that fails on one member fails the gang's evaluation
+/// once, and nothing else of it is counted.
+#[test]
+fn a_gang_placed_otherwise_differs_member_by_member_and_a_failing_member_fails_it_once() {
+    use crate::common::gang_manifests::{gang, pod};
+    let dir = tempfile::tempdir().unwrap();
+    let mut yaml = String::new();
+    for (n, spot) in [("n1", false), ("n2", false), ("n3", true)] {
+        let labels = if spot { "{karpenter.sh/capacity-type: spot}" } else { "{}" };
+        yaml += &format!(
+            "---\napiVersion: v1\nkind: Node\nmetadata: {{name: {n}, labels: {labels}}}\n\
+             status:\n  allocatable: {{cpu: \"4\", memory: 8Gi, pods: \"110\"}}\n"
+        );
+    }
+    let cluster = dir.path().join("cluster.yaml");
+    std::fs::write(&cluster, yaml.clone() + &gang("train", 3, 3, "1")).unwrap();
+    let spot = candidate("spot-first", ",replaces=least-allocated");
+    let report = json(&[cluster.to_str().unwrap(), "--candidate", &spot]);
+    assert_eq!(report["placements"].as_array().unwrap().len(), 3, "{report}");
+    let c = counts(&report, "spot-first");
+    let n = |field: &str| c[field].as_u64().unwrap();
+    assert_eq!((n("seen"), n("differ"), n("ranked")), (1, 1, 0), "{c}");
+    let divergence = &c["lastDivergent"][0];
+    assert_eq!(divergence["pod"], "t/train", "{divergence}");
+    assert_eq!(
+        (divergence["decided"].as_str(), divergence["would_choose"].as_str()),
+        (Some("3 members placed"), Some("3 members placed"))
+    );
+    let members = divergence["group"]["members"].as_array().unwrap();
+    assert_eq!(members.len(), 3, "{divergence}");
+    assert!(members.iter().any(|m| m["decided"] != m["wouldChoose"]), "{divergence}");
+    assert!(members.iter().any(|m| m["wouldChoose"] == "n3"), "{divergence}");
+    let table =
+        String::from_utf8_lossy(&simulate(&[cluster.to_str().unwrap(), "--candidate", &spot]).stdout).to_string();
+    assert!(table.contains("  t/train: decided 3 members placed, would choose 3 members placed"), "{table}");
+    assert!(table.contains("    t/train-1: decided n"), "each member's nodes: {table}");
+
+    // One member labelled for the hostile fixture, which panics on it.
+    let config = dir.path().join("panic.yaml");
+    std::fs::write(&config, "mode: panic\n").unwrap();
+    let hostile = candidate("hostile", &format!(",config={}", config.display()));
+    let marked = gang("train", 3, 3, "1").replacen(
+        "name: train-2, namespace: t}",
+        "name: train-2, namespace: t, labels: {hostile: \"true\"}}",
+        1,
+    );
+    assert_ne!(marked, gang("train", 3, 3, "1"), "the member is marked");
+    std::fs::write(&cluster, yaml + &marked + &pod("alone", "1", "")).unwrap();
+    let report = json(&[cluster.to_str().unwrap(), "--candidate", &hostile]);
+    let c = counts(&report, "hostile");
+    let n = |field: &str| c[field].as_u64().unwrap();
+    assert_eq!((n("seen"), n("failures")), (2, 1), "the gang failed once; the lone pod judged: {c}");
+    assert_eq!(n("agree") + n("ties") + n("differ"), 1, "{c}");
 }

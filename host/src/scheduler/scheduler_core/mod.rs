@@ -23,7 +23,7 @@ use crate::scheduler::policy_set::{PolicySet, ShadowCandidate};
 use crate::scheduler::queue::{QueueSizes, SchedulingQueue};
 use crate::scheduler::sampling::{NodeSampling, NodeWindow};
 use crate::scheduler::shadow::CandidateKey;
-use crate::scheduler::shadow::{MAX_SHADOW_JOBS, ShadowJob};
+use crate::scheduler::shadow::{Decision, MAX_SHADOW_JOBS, PodDecision, ShadowJob};
 use crate::scheduler::tenants::{Route, TenantJob, TenantPolicies};
 use canaries::{Canaries, Failed};
 use wasmsched_runtime::PolicyContext;
@@ -221,11 +221,13 @@ pub(super) fn shadow_jobs(of: ShadowOf, shadows: &[Shadowing], pass: BuiltinPass
             profile: of.pod.scheduler_name.clone(),
             tenant: tenant.map(str::to_string),
             candidate: c.name.clone(),
-            pod: of.pod.clone(),
-            decided: of.decided.clone(),
-            attempt: of.attempt,
+            decision: Decision::Pod(PodDecision {
+                pod: of.pod.clone(),
+                decided: of.decided.clone(),
+                attempt: of.attempt,
+                pre: pre.clone(),
+            }),
             policies: c.applied_to(of.policies),
-            pre: pre.clone(),
             ctx: of.ctx.clone(),
             seed: of.seed,
             explainer: c.policy.clone(),
@@ -406,6 +408,9 @@ impl Scheduler {
         if !self.claim_waits.is_empty() {
             self.claim_waits.remove(&pod.key);
         }
+        if mode != Mode::Pod {
+            self.note_member_tenant(&pod);
+        }
         let Some(profile) = self.profile(&pod.scheduler_name) else {
             // Only pods of a known profile are queued.
             self.queue.done(&pod.key);
@@ -429,20 +434,18 @@ impl Scheduler {
         let canary_set = canary.map(|c| c.applied_to(policies));
         let (sampling, slow) = profile.sampling.resolve(canary_set.as_ref().unwrap_or(policies).slowest());
         let window = self.window(sampling);
+        let in_cycle = mode == (Mode::Member { post_filter: false });
         let mut shadows: Vec<Shadowing> = match canary {
             Some(_) => Vec::new(),
-            // A member in its group cycle is decided by its gang, which a
-            // candidate judged pod by pod could not be held to: not shadowed.
-            None if mode == (Mode::Member { post_filter: false }) => Vec::new(),
-            None => {
-                let profile_own = policies.candidates.iter().filter(|c| c.sees(&pod)).map(|c| (None, c));
-                let namespace = Some(pod.key.namespace.as_str());
-                profile_own.chain(self.tenants.candidates_for(&pod, None).map(|c| (namespace, c))).collect()
-            }
+            // A member in its group cycle is decided by its gang: the
+            // candidates are judged on the cycle, where it had room.
+            None if in_cycle && !self.gangs.shadowing() => Vec::new(),
+            None => self.candidates_seeing(&pod, policies),
         };
         // Past what the shadow workers can take, not even the attempt's
-        // copy is made: the work is counted as dropped.
-        let room = self.shadow_room();
+        // copy is made: the work is counted as dropped (a group cycle's
+        // room was counted when it began).
+        let room = if in_cycle { usize::MAX } else { self.shadow_room() };
         let skipped: Vec<CandidateKey> =
             shadows.split_off(room.min(shadows.len())).iter().map(|s| shadow_key(&pod, *s)).collect();
         let seed = self.config.seed;
@@ -499,7 +502,10 @@ impl Scheduler {
         if window != NodeWindow::ALL {
             self.next_start_node = next_start;
         }
-        self.shadow_outbox.add(jobs);
+        match in_cycle {
+            true => self.gangs.shadowed(jobs),
+            false => self.shadow_outbox.add(jobs),
+        }
         self.shadow_outbox.dropped_all(skipped);
         if let Some((candidate, settings, failed)) = judged {
             let stop = self.canaries.judge(&pod.scheduler_name, &candidate, &settings, failed);
@@ -508,6 +514,14 @@ impl Scheduler {
         record.tenant = tenant;
         record.sampled_because = slow.filter(|_| record.evaluated < record.nodes).map(|s| s.to_string());
         Some(self.conclude(pod, record, now, mode != Mode::Member { post_filter: false }))
+    }
+
+    /// The shadow candidates that see `pod` decided by `policies`: the
+    /// profile's own, then its namespace's tenant's.
+    pub(super) fn candidates_seeing<'a>(&'a self, pod: &'a PodInfo, policies: &'a PolicySet) -> Vec<Shadowing<'a>> {
+        let profile_own = policies.candidates.iter().filter(|c| c.sees(pod)).map(|c| (None, c));
+        let namespace = Some(pod.key.namespace.as_str());
+        profile_own.chain(self.tenants.candidates_for(pod, None).map(|c| (namespace, c))).collect()
     }
 
     /// Shadow jobs the outbox and the backend's workers can take now.

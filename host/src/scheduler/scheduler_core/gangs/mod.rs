@@ -35,11 +35,13 @@ use crate::scheduler::KindInfo;
 use crate::scheduler::attempt::record::{AttemptRecord, GroupCycle, PolicyVersion};
 use crate::scheduler::attempt::versions;
 use crate::scheduler::plugins::dynamic_resources;
+use crate::scheduler::tenants::Route;
 use k8s_openapi::api::scheduling::v1alpha2;
 
 mod min_resources;
 mod placement;
 mod preemption;
+mod shadowing;
 
 use placement::{CycleFacts, PlacementChoice};
 
@@ -99,6 +101,11 @@ pub(super) struct Gangs {
     to_tell: Vec<Arc<PodInfo>>,
     /// The group cycle running, as its members' attempts see it.
     pub(super) cycle: Option<CycleFacts>,
+    /// While a shadowed group cycle runs: its members' shadow jobs, judged
+    /// together once it has decided.
+    shadowing: Option<Vec<crate::scheduler::shadow::ShadowJob>>,
+    /// Namespaces told that their policy does not decide gang members.
+    tenants_told: HashSet<String>,
 }
 
 /// What a member of a missing PodGroup is told where the API server
@@ -215,6 +222,9 @@ impl Scheduler {
         let profile = members.first().map(|(pod, _)| pod.scheduler_name.clone()).unwrap_or_default();
         let total = placed.saturating_add(u32::try_from(members.len()).unwrap_or(u32::MAX));
         self.gangs.cycle = Some(CycleFacts { members: total, scope: None });
+        if let Some((first, _)) = members.first() {
+            self.begin_group_shadowing(&first.clone(), members.len());
+        }
         let (mut placements, mut scoped, mut short) = (None, false, false);
         let choice = match self.min_resources_gap(gang) {
             Some(gap) => PlacementChoice::Short(gap),
@@ -269,6 +279,7 @@ impl Scheduler {
                 record.group = Some(cycle.clone());
             }
         }
+        self.end_group_shadowing(gang, placed, scheduled, &outcomes);
         self.gangs.ready.extend(outcomes);
         self.gangs.outcomes.push(GroupOutcome {
             namespace: gang.namespace.clone(),
@@ -434,6 +445,24 @@ impl Scheduler {
     /// serves none of its kind ([`unserved_group_message`]).
     pub fn take_unserved_group_members(&mut self) -> Vec<Arc<PodInfo>> {
         std::mem::take(&mut self.gangs.to_tell)
+    }
+
+    /// A gang member is decided by its profile's policies (a tenant's run
+    /// off this thread, pod by pod, while the group cycle runs on it): a
+    /// member that opted in to its namespace's policy has that said in the
+    /// log, once per namespace.
+    pub(in crate::scheduler::scheduler_core) fn note_member_tenant(&mut self, pod: &PodInfo) {
+        if matches!(self.tenants.route(pod), Route::Profile) || self.gangs.tenants_told.contains(&pod.key.namespace) {
+            return;
+        }
+        self.gangs.tenants_told.insert(pod.key.namespace.clone());
+        tracing::info!(
+            namespace = %pod.key.namespace,
+            pod = %pod.key,
+            group = pod.group.as_deref().unwrap_or_default(),
+            "a PodGroup's members are decided by their profile's policies, not their namespace's own: the \
+             namespace's policy decides its pods that are in no gang"
+        );
     }
 
     /// Every held gang member looks again (a PodGroup made or changed).

@@ -1,5 +1,6 @@
 //! Shadow candidates ([`super::policy_set::ShadowCandidate`]): a policy
-//! tried beside a profile's deciding ones, never deciding. For an attempt a candidate sees, the core keeps the
+//! tried beside a profile's deciding ones, never deciding. For an attempt
+//! a candidate sees (or a gang's group cycle, [`group`]), the core keeps the
 //! built-in pass the decision was made on (the same feasible nodes, the
 //! same built-in scores and weights) and hands it out as a [`ShadowJob`]:
 //! the profile's policies with the candidate in place, run off the
@@ -19,27 +20,27 @@ use super::parallel::workers::AttemptWorkers;
 use super::policy_calls::CallScope;
 use super::policy_set::PolicySet;
 use crate::cluster::PodInfo;
+
+mod group;
+
 use crate::panic_text::panic_text;
+pub(crate) use group::GroupDecision;
+pub use group::{GroupShadow, MemberShadow};
 use wasmsched_runtime::{LoadedPolicy, PolicyContext};
 
 /// Jobs waiting for a worker, at most: past it an attempt's shadow work
 /// is dropped (and counted), never queued without bound.
 pub const MAX_SHADOW_JOBS: usize = 64;
 
-/// One attempt, to be finished with a candidate in place.
+/// One decision, to be tried again with a candidate in place: a pod's
+/// attempt, or a gang's group cycle ([`group`]).
 pub struct ShadowJob {
     pub profile: String,
     /// Set for a tenant's candidate.
     pub tenant: Option<String>,
     pub candidate: String,
-    pub pod: Arc<PodInfo>,
-    /// The node the deciding policies chose (`None`: none).
-    pub decided: Option<String>,
-    pub(crate) attempt: u32,
+    pub(crate) decision: Decision,
     pub(crate) policies: PolicySet,
-    /// Shared by the attempt's jobs: each copies it on the thread that runs
-    /// it (the last takes it), not on the scheduling thread.
-    pub(crate) pre: Arc<BuiltinPass>,
     pub(crate) ctx: PolicyContext,
     pub(crate) seed: u64,
     /// The candidate itself, asked what its scores are made of when it
@@ -47,12 +48,30 @@ pub struct ShadowJob {
     pub(crate) explainer: Arc<LoadedPolicy>,
 }
 
+/// What a candidate is judged on.
+pub(crate) enum Decision {
+    Pod(PodDecision),
+    Group(GroupDecision),
+}
+
+/// One pod's attempt, as the deciding policies decided it.
+pub(crate) struct PodDecision {
+    pub(crate) pod: Arc<PodInfo>,
+    /// The node the deciding policies chose (`None`: none).
+    pub(crate) decided: Option<String>,
+    pub(crate) attempt: u32,
+    /// Shared by the attempt's jobs: each copies it on the thread that runs
+    /// it (the last takes it), not on the scheduling thread.
+    pub(crate) pre: Arc<BuiltinPass>,
+}
+
 impl std::fmt::Debug for ShadowJob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ShadowJob")
-            .field("candidate", &self.candidate)
-            .field("pod", &self.pod.key)
-            .finish_non_exhaustive()
+        let judged = match &self.decision {
+            Decision::Pod(d) => d.pod.key.to_string(),
+            Decision::Group(g) => format!("pod group {}", g.group),
+        };
+        f.debug_struct("ShadowJob").field("candidate", &self.candidate).field("judged", &judged).finish_non_exhaustive()
     }
 }
 
@@ -101,6 +120,12 @@ pub struct ShadowResult {
     /// for the node it would choose and the node decided, if it gives one.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub parts: Vec<(String, Vec<ScorePart>)>,
+    /// For a gang's group cycle, judged as one decision: its members'
+    /// answers (`pod` is then the PodGroup, and `decided` and
+    /// `would_choose` say how many members each places, `None` for the
+    /// gang left pending).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub group: Option<GroupShadow>,
 }
 
 /// Nodes kept per result, best first.
@@ -126,6 +151,9 @@ impl ShadowResult {
 
     /// What the evaluation comes to, each result exactly one of these.
     pub fn verdict(&self) -> ShadowVerdict {
+        if let (None, Some(group)) = (&self.failure, &self.group) {
+            return group.verdict(self.decided.is_some(), self.would_choose.is_some());
+        }
         if self.failure.is_some() {
             ShadowVerdict::Failed
         } else if self.decided == self.would_choose {
@@ -171,19 +199,40 @@ impl ShadowJob {
         CandidateKey { profile: self.profile.clone(), tenant: self.tenant.clone(), candidate: self.candidate.clone() }
     }
 
-    /// Runs the candidate's attempt (blocking: up to its deadlines). A
-    /// panic is a failure of the candidate, never of the decision.
+    /// Runs the candidate on the decision (blocking: up to its deadlines).
+    /// A panic is a failure of the candidate, never of the decision.
     pub fn run(self) -> ShadowResult {
-        let ShadowJob { profile, tenant, candidate, pod, decided, attempt, policies, pre, ctx, seed, explainer } = self;
+        let judge = Judge { policies: &self.policies, ctx: &self.ctx, seed: self.seed, explainer: &self.explainer };
+        let mut result = match self.decision {
+            Decision::Pod(decision) => judge.pod(decision, true),
+            Decision::Group(decision) => judge.group(decision),
+        };
+        (result.profile, result.tenant, result.candidate) = (self.profile, self.tenant, self.candidate);
+        result
+    }
+}
+
+/// The candidate's policies and context, trying decisions again.
+pub(crate) struct Judge<'a> {
+    policies: &'a PolicySet,
+    ctx: &'a PolicyContext,
+    seed: u64,
+    explainer: &'a LoadedPolicy,
+}
+
+impl Judge<'_> {
+    /// The candidate's answer for one pod's attempt, from its pass; where
+    /// it differs and `explain`, with its breakdown of the two nodes.
+    fn pod(&self, PodDecision { pod, decided, attempt, pre }: PodDecision, explain: bool) -> ShadowResult {
         let pre = Arc::try_unwrap(pre).unwrap_or_else(|shared| (*shared).clone());
-        let scope = CallScope { ctx: &ctx, workers: &AttemptWorkers::default() };
+        let scope = CallScope { ctx: self.ctx, workers: &AttemptWorkers::default() };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            policy_pass(pre, &pod, &policies, scope, seed, attempt, Instant::now())
+            policy_pass(pre, &pod, self.policies, scope, self.seed, attempt, Instant::now())
         }));
         let mut result = ShadowResult {
-            profile,
-            tenant,
-            candidate,
+            profile: String::new(),
+            tenant: None,
+            candidate: String::new(),
             pod: pod.key.to_string(),
             attempt,
             decided,
@@ -193,6 +242,7 @@ impl ShadowJob {
             failure: None,
             top: Vec::new(),
             parts: Vec::new(),
+            group: None,
         };
         let outcome = match outcome {
             Ok(outcome) => outcome,
@@ -208,7 +258,7 @@ impl ShadowJob {
             return result;
         }
         result.would_choose = outcome.record.chosen.clone();
-        let name = |i: usize| ctx.nodes.name(outcome.candidates[i].node).unwrap_or_default().to_string();
+        let name = |i: usize| self.ctx.nodes.name(outcome.candidates[i].node).unwrap_or_default().to_string();
         let mut order: Vec<usize> = (0..outcome.totals.len()).collect();
         order.sort_by(|a, b| outcome.totals[*b].total_cmp(&outcome.totals[*a]));
         result.top = order.iter().take(TOP_NODES).map(|&i| (name(i), outcome.totals[i])).collect();
@@ -218,9 +268,9 @@ impl ShadowJob {
             result.rank_of_decided = Some(1 + order.iter().filter(|&&i| outcome.totals[i] > total).count());
             result.regret = Some(outcome.totals[best] - total);
         }
-        if result.verdict() == ShadowVerdict::Differ {
-            let seed = pod_seed(seed, &pod, attempt);
-            result.parts = divergence_parts(&explainer, &ctx, &pod, &outcome, &result, seed);
+        if explain && result.verdict() == ShadowVerdict::Differ {
+            let seed = pod_seed(self.seed, &pod, attempt);
+            result.parts = divergence_parts(self.explainer, self.ctx, &pod, &outcome, &result, seed);
         }
         result
     }
