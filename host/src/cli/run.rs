@@ -1,7 +1,7 @@
 //! `wasmsched run`: schedule the pods of a real cluster.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -47,10 +47,13 @@ pub struct RunArgs {
     /// hot-swap them whenever it changes.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["policies", "policy_configmap"])]
     pub policy_dir: Option<PathBuf>,
-    /// Node metrics for policies: a YAML file with a `metrics:` list
+    /// Node metrics for policies: a YAML file with a `nodeMetrics:` list
     /// (Prometheus queries, metrics.k8s.io, node annotations or labels; see
-    /// docs/architecture.md). Adds to the configuration file's.
+    /// docs/operators.md). Adds to the configuration file's.
     #[arg(long, value_name = "FILE")]
+    pub node_metrics_config: Option<PathBuf>,
+    /// The old name of --node-metrics-config: still read, with a warning.
+    #[arg(long, value_name = "FILE", hide = true, conflicts_with = "node_metrics_config")]
     pub metrics_config: Option<PathBuf>,
     /// Elect a leader among replicas through a Lease [default: true].
     #[arg(long, action = clap::ArgAction::Set, value_name = "BOOL")]
@@ -209,22 +212,29 @@ fn duration(flag: &str, value: &Option<String>) -> anyhow::Result<Option<Duratio
     value.as_deref().map(|v| parse_duration(v).with_context(|| format!("{flag} {v:?}"))).transpose()
 }
 
+/// `--node-metrics-config`'s file, read and checked.
+fn node_metrics_file(path: &Path) -> anyhow::Result<Vec<wasmsched::node_metrics::MetricSpec>> {
+    let text = wasmsched_runtime::read_text_bounded(path, wasmsched_runtime::MAX_SETTINGS_BYTES, "settings size")
+        .with_context(|| format!("--node-metrics-config {}", path.display()))?;
+    wasmsched::nesting::check_nesting(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let file: MetricsFile = serde_yaml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    if let Some(warning) = file.warning() {
+        eprintln!("warning: {}: {warning}", path.display());
+    }
+    file.resolve().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
 /// The flags as values, each checked; files they name are read here.
 fn flags(args: &RunArgs) -> anyhow::Result<Flags> {
     let policy_dir = match &args.policy_dir {
         Some(dir) if !dir.is_dir() => bail!("--policy-dir {}: not a directory", dir.display()),
         other => other.clone(),
     };
-    let metrics = match &args.metrics_config {
-        Some(path) => {
-            let text =
-                wasmsched_runtime::read_text_bounded(path, wasmsched_runtime::MAX_SETTINGS_BYTES, "settings size")
-                    .with_context(|| format!("--metrics-config {}", path.display()))?;
-            wasmsched::nesting::check_nesting(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            let file: MetricsFile =
-                serde_yaml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            file.resolve().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
-        }
+    if args.metrics_config.is_some() {
+        eprintln!("warning: --metrics-config is now called --node-metrics-config (the old name still works)");
+    }
+    let metrics = match args.node_metrics_config.as_ref().or(args.metrics_config.as_ref()) {
+        Some(path) => node_metrics_file(path)?,
         None => Vec::new(),
     };
     Ok(Flags {

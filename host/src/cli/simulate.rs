@@ -70,6 +70,9 @@ pub struct SimulateArgs {
     /// (a number, or {value, ageSeconds}). Default with the bundled
     /// scenario: its own metrics file; otherwise none.
     #[arg(long, value_name = "FILE")]
+    pub node_metrics: Option<PathBuf>,
+    /// The old name of --node-metrics: still read, with a warning.
+    #[arg(long, value_name = "FILE", hide = true, conflicts_with = "node_metrics")]
     pub metrics: Option<PathBuf>,
     /// Seed for tie-breaking and for policies that randomise.
     #[arg(long, default_value_t = 0)]
@@ -130,7 +133,11 @@ pub struct SimulateArgs {
     pub limits: LimitArgs,
 }
 
-pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: SimulateArgs) -> anyhow::Result<ExitCode> {
+    if let Some(old) = args.metrics.take() {
+        eprintln!("warning: --metrics is now called --node-metrics (the old name still works)");
+        args.node_metrics = Some(old);
+    }
     if let Some(file) = &args.write_cluster {
         write_cluster(&args, file)?;
         return Ok(ExitCode::SUCCESS);
@@ -141,7 +148,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     }
     let mut paths = policy_files(&args.policies)?;
     paths.extend(tenant_policy_files(&args.tenant_policies)?);
-    paths.extend(args.metrics.iter().cloned());
+    paths.extend(args.node_metrics.iter().cloned());
     paths.extend(args.inputs.iter().cloned());
     if paths.is_empty() {
         bail!("--watch: nothing to watch; give --policy files or input files");
@@ -311,7 +318,7 @@ pub(super) fn simulate_cluster(args: &SimulateArgs) -> anyhow::Result<(wasmsched
             }
         })),
     };
-    let metrics: Arc<dyn NodeMetrics> = match &args.metrics {
+    let metrics: Arc<dyn NodeMetrics> = match &args.node_metrics {
         Some(path) => Arc::new(StaticMetrics::read(path).map_err(anyhow::Error::msg)?),
         None if args.inputs.is_empty() => {
             Arc::new(StaticMetrics::parse("bundled metrics", DEFAULT_METRICS).map_err(anyhow::Error::msg)?)

@@ -88,7 +88,7 @@ impl MetricSpec {
     }
 }
 
-/// One entry of a `metrics:` list, as written.
+/// One entry of a `nodeMetrics:` list, as written.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MetricFile {
@@ -171,27 +171,51 @@ impl MetricFile {
     }
 }
 
-/// A `metrics:` list (a file of its own for `--metrics-config`, or a key of
-/// the scheduler configuration), resolved. Names must be unique.
+/// A `nodeMetrics:` list (a file of its own for `--node-metrics-config`,
+/// or a profile's key in the scheduler configuration), resolved. Names
+/// must be unique. `metrics:`, its old name, is still read.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MetricsFile {
+    #[serde(default)]
+    pub node_metrics: Vec<MetricFile>,
+    /// The old name of `nodeMetrics`.
     #[serde(default)]
     pub metrics: Vec<MetricFile>,
 }
 
 impl MetricsFile {
+    /// What to warn of: the old key used.
+    pub fn warning(&self) -> Option<String> {
+        node_metrics_list(&self.node_metrics, &self.metrics).ok()?.1
+    }
+
     pub fn resolve(&self) -> Result<Vec<MetricSpec>, String> {
-        resolve_all(&self.metrics)
+        resolve_all(node_metrics_list(&self.node_metrics, &self.metrics)?.0)
+    }
+}
+
+/// The list under `nodeMetrics:`, or under its old name `metrics:` (with a
+/// warning saying the new one); both at once is refused.
+pub fn node_metrics_list<'a>(
+    node_metrics: &'a [MetricFile],
+    metrics: &'a [MetricFile],
+) -> Result<(&'a [MetricFile], Option<String>), String> {
+    match (node_metrics.is_empty(), metrics.is_empty()) {
+        (_, true) => Ok((node_metrics, None)),
+        (true, false) => {
+            Ok((metrics, Some("`metrics:` is now called `nodeMetrics:` (the old name still works)".into())))
+        }
+        (false, false) => Err("both `nodeMetrics:` and `metrics:` (its old name) are set: keep `nodeMetrics:`".into()),
     }
 }
 
 pub fn resolve_all(files: &[MetricFile]) -> Result<Vec<MetricSpec>, String> {
     let mut specs: Vec<MetricSpec> = Vec::new();
     for (i, f) in files.iter().enumerate() {
-        let spec = f.resolve().map_err(|e| format!("metrics[{i}]: {e}"))?;
+        let spec = f.resolve().map_err(|e| format!("nodeMetrics[{i}]: {e}"))?;
         if specs.iter().any(|s| s.name == spec.name) {
-            return Err(format!("metrics[{i}]: metric {:?} is defined twice", spec.name));
+            return Err(format!("nodeMetrics[{i}]: metric {:?} is defined twice", spec.name));
         }
         specs.push(spec);
     }
@@ -210,7 +234,7 @@ mod tests {
     #[test]
     fn sources_defaults_and_errors() {
         let specs = resolve(
-            "metrics:\n- name: lat\n  prometheus: {url: 'http://p:9090/', query: 'up'}\n  refreshInterval: 10s\n- name: cpu\n  metricsServer: cpu\n- name: price\n  annotation: example.com/price\n",
+            "nodeMetrics:\n- name: lat\n  prometheus: {url: 'http://p:9090/', query: 'up'}\n  refreshInterval: 10s\n- name: cpu\n  metricsServer: cpu\n- name: price\n  annotation: example.com/price\n",
         )
         .unwrap();
         assert_eq!(
@@ -224,17 +248,29 @@ mod tests {
         assert_eq!(specs[1].source, MetricSource::MetricsServer(Usage::Cpu));
         assert!(!specs[2].source.refreshes());
 
-        let e = resolve("metrics:\n- name: x\n  label: a\n  annotation: b\n").unwrap_err();
-        assert!(e.contains("metrics[0]: metric \"x\": give exactly one source"), "{e}");
-        let e = resolve("metrics:\n- name: x\n  metricsServer: disk\n").unwrap_err();
+        let e = resolve("nodeMetrics:\n- name: x\n  label: a\n  annotation: b\n").unwrap_err();
+        assert!(e.contains("nodeMetrics[0]: metric \"x\": give exactly one source"), "{e}");
+        let e = resolve("nodeMetrics:\n- name: x\n  metricsServer: disk\n").unwrap_err();
         assert!(e.contains("neither cpu nor memory"), "{e}");
-        let e = resolve("metrics:\n- name: x\n  label: a\n  ttl: 1m\n  maxStaleness: 30s\n").unwrap_err();
+        let e = resolve("nodeMetrics:\n- name: x\n  label: a\n  ttl: 1m\n  maxStaleness: 30s\n").unwrap_err();
         assert!(e.contains("ttl 60s is longer than maxStaleness 30s"), "{e}");
-        let e = resolve("metrics:\n- name: x\n  label: a\n- name: x\n  label: b\n").unwrap_err();
-        assert!(e.contains("metrics[1]: metric \"x\" is defined twice"), "{e}");
-        let e = resolve("metrics:\n- name: x\n  prometheus: {url: 'p:9090', query: up}\n").unwrap_err();
+        let e = resolve("nodeMetrics:\n- name: x\n  label: a\n- name: x\n  label: b\n").unwrap_err();
+        assert!(e.contains("nodeMetrics[1]: metric \"x\" is defined twice"), "{e}");
+        let e = resolve("nodeMetrics:\n- name: x\n  prometheus: {url: 'p:9090', query: up}\n").unwrap_err();
         assert!(e.contains("must start with http://"), "{e}");
-        let e = resolve("metrics:\n- name: x\n  labels: a\n").unwrap_err();
+        let e = resolve("nodeMetrics:\n- name: x\n  labels: a\n").unwrap_err();
         assert!(e.contains("unknown field `labels`"), "{e}");
+    }
+
+    #[test]
+    fn the_old_key_is_read_with_a_warning_and_both_are_refused() {
+        let old: MetricsFile = serde_yaml::from_str("metrics:\n- name: x\n  label: a\n").unwrap();
+        assert_eq!(old.resolve().unwrap().len(), 1);
+        assert!(old.warning().unwrap().contains("now called `nodeMetrics:`"));
+        let new: MetricsFile = serde_yaml::from_str("nodeMetrics:\n- name: x\n  label: a\n").unwrap();
+        assert_eq!(new.warning(), None);
+        let both: MetricsFile =
+            serde_yaml::from_str("nodeMetrics:\n- name: x\n  label: a\nmetrics:\n- name: y\n  label: b\n").unwrap();
+        assert!(both.resolve().unwrap_err().contains("keep `nodeMetrics:`"));
     }
 }

@@ -204,14 +204,22 @@ fn bad_flags_configs_and_kubeconfigs_are_clear_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--retry-period < --renew-deadline < --lease-duration"));
 
     let metrics = dir.path().join("metrics.yaml");
-    std::fs::write(&metrics, "metrics:\n- name: lat\n  prometheus: {url: 'prometheus:9090', query: up}\n").unwrap();
-    let out = wasmsched().args(["run", "--metrics-config"]).arg(&metrics).output().unwrap();
+    std::fs::write(&metrics, "nodeMetrics:\n- name: lat\n  prometheus: {url: 'prometheus:9090', query: up}\n").unwrap();
+    let out = wasmsched().args(["run", "--node-metrics-config"]).arg(&metrics).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        err.contains("metrics.yaml: metrics[0]: metric \"lat\": prometheus.url") && err.contains("http://"),
+        err.contains("metrics.yaml: nodeMetrics[0]: metric \"lat\": prometheus.url") && err.contains("http://"),
         "{err}"
     );
+    assert!(!err.contains("warning"), "{err}");
+    // The old names still work, each said once.
+    std::fs::write(&metrics, "metrics:\n- name: lat\n  prometheus: {url: 'prometheus:9090', query: up}\n").unwrap();
+    let out = wasmsched().args(["run", "--metrics-config"]).arg(&metrics).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nodeMetrics[0]: metric \"lat\": prometheus.url"), "{err}");
+    assert_eq!(err.matches("--metrics-config is now called --node-metrics-config").count(), 1, "{err}");
+    assert_eq!(err.matches("`metrics:` is now called `nodeMetrics:`").count(), 1, "{err}");
     let out = wasmsched().args(["run", "--io-threads", "0"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("invalid value '0' for '--io-threads <N>'") && err.contains("1..=64"), "{err}");

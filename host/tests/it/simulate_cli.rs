@@ -322,8 +322,9 @@ fn tenant_policies_in_the_simulator() {
 }
 
 /// Node metrics in the simulator: the bundled scenario ships its own
-/// (http-latency picks the lowest fresh latency), `--metrics FILE` replaces
-/// them, and a bad file is an error naming the file and the entry.
+/// (http-latency picks the lowest fresh latency), `--node-metrics FILE`
+/// replaces them (`--metrics`, its old name, too, with a warning), and a bad
+/// file is an error naming the file and the entry.
 #[test]
 fn metrics_files_feed_policies() {
     use wasmsched_test_support::policy_wasm;
@@ -344,13 +345,17 @@ fn metrics_files_feed_policies() {
     let metrics = dir.path().join("metrics.yaml");
     std::fs::write(&metrics, "worker-a2: {http_latency_seconds: 0.001}\nworker-b1: {http_latency_seconds: 0.5}\n")
         .unwrap();
-    let out =
-        simulate(&["--policy", latency.to_str().unwrap(), "--metrics", metrics.to_str().unwrap(), "--output", "json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(placed_on(&out, "shop/web-1"), "worker-a2");
+    for flag in ["--node-metrics", "--metrics"] {
+        let out =
+            simulate(&["--policy", latency.to_str().unwrap(), flag, metrics.to_str().unwrap(), "--output", "json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(placed_on(&out, "shop/web-1"), "worker-a2", "{flag}");
+        let warned = stderr(&out).contains("warning: --metrics is now called --node-metrics");
+        assert_eq!(warned, flag == "--metrics", "{flag}: {}", stderr(&out));
+    }
 
     std::fs::write(&metrics, "worker-a2: {http_latency_seconds: fast}\n").unwrap();
-    let out = simulate(&["--metrics", metrics.to_str().unwrap()]);
+    let out = simulate(&["--node-metrics", metrics.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains("metrics.yaml: worker-a2.http_latency_seconds: expected a number"), "{err}");

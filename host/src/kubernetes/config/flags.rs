@@ -23,7 +23,7 @@ pub struct Flags {
     /// `--sample-policies-slower-than`: the bound per node past which a
     /// policy gets adaptive sampling when no percentage is set.
     pub sample_slower_than: Option<Duration>,
-    /// From `--metrics-config`.
+    /// From `--node-metrics-config`.
     pub node_metrics: Vec<MetricSpec>,
     pub leader_election: LeaderElectionFlags,
     pub tenants: TenantFlags,

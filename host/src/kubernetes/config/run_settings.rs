@@ -8,7 +8,7 @@ use super::{LeaderElectionConfig, TenantConfig};
 use crate::duration::parse_duration;
 use crate::kubernetes::shadow_worker::ShadowWork;
 use crate::node_metrics::MetricSpec;
-use crate::node_metrics::spec::resolve_all;
+use crate::node_metrics::spec::{node_metrics_list, resolve_all};
 use crate::policy::bundle::resolve_settings;
 use crate::scheduler::shadow::MAX_SHADOW_JOBS;
 
@@ -109,13 +109,18 @@ fn registries(listed: &[String]) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-/// The node metrics of every profile, then `--metrics-config`'s. A metric
-/// named twice must be defined the same way: the scheduler keeps one cache.
+/// The node metrics of every profile, then `--node-metrics-config`'s. A
+/// metric named twice must be defined the same way: the scheduler keeps one
+/// cache. A profile that still says `metrics:` has that said, once.
 pub(super) fn metrics(file: Option<&ConfigurationFile>, flagged: Vec<MetricSpec>) -> Result<Vec<MetricSpec>, String> {
     let mut all: Vec<MetricSpec> = Vec::new();
     for (pi, profile) in file.map_or(&[][..], |f| &f.profiles).iter().enumerate() {
         let at = |e: String| format!("profiles[{pi}] ({}): {e}", profile.scheduler_name);
-        for spec in resolve_all(&profile.metrics).map_err(at)? {
+        let (list, warning) = node_metrics_list(&profile.node_metrics, &profile.metrics).map_err(at)?;
+        if let Some(warning) = warning {
+            eprintln!("warning: {}", at(warning));
+        }
+        for spec in resolve_all(list).map_err(at)? {
             match all.iter().find(|s| s.name == spec.name) {
                 Some(existing) if *existing != spec => {
                     return Err(at(format!(
@@ -130,7 +135,10 @@ pub(super) fn metrics(file: Option<&ConfigurationFile>, flagged: Vec<MetricSpec>
     }
     for spec in flagged {
         if all.iter().any(|m| m.name == spec.name) {
-            return Err(format!("--metrics-config: metric {:?} is also defined in the configuration file", spec.name));
+            return Err(format!(
+                "--node-metrics-config: metric {:?} is also defined in the configuration file",
+                spec.name
+            ));
         }
         all.push(spec);
     }
@@ -169,7 +177,8 @@ mod tests {
 
     #[test]
     fn metrics_of_every_profile_and_the_flag() {
-        let body = "profiles:\n- schedulerName: a\n  metrics:\n  - {name: price, annotation: p}\n- schedulerName: b\n  metrics:\n  - {name: price, annotation: p}\n  - {name: cpu, metricsServer: cpu}\n";
+        // `metrics:`, the old name, is read as `nodeMetrics:` is.
+        let body = "profiles:\n- schedulerName: a\n  metrics:\n  - {name: price, annotation: p}\n- schedulerName: b\n  nodeMetrics:\n  - {name: price, annotation: p}\n  - {name: cpu, metricsServer: cpu}\n";
         let r = with_file(body, Flags::default()).unwrap();
         assert_eq!(r.node_metrics.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["price", "cpu"]);
         let clash = "profiles:\n- schedulerName: a\n  metrics:\n  - {name: price, annotation: p}\n- schedulerName: b\n  metrics:\n  - {name: price, label: p}\n";
@@ -177,7 +186,10 @@ mod tests {
         assert!(e.contains("profiles[1] (b): metric \"price\" is defined differently"), "{e}");
         let flagged = Flags { node_metrics: r.node_metrics.clone(), ..Flags::default() };
         let e = with_file(body, flagged).unwrap_err();
-        assert!(e.contains("--metrics-config: metric \"price\" is also defined"), "{e}");
+        assert!(e.contains("--node-metrics-config: metric \"price\" is also defined"), "{e}");
+        let both = "profiles:\n- schedulerName: a\n  nodeMetrics:\n  - {name: a, label: a}\n  metrics:\n  - {name: b, label: b}\n";
+        let e = with_file(both, Flags::default()).unwrap_err();
+        assert!(e.contains("profiles[0] (a): both `nodeMetrics:` and `metrics:`"), "{e}");
     }
 
     #[test]

@@ -129,6 +129,9 @@ pub struct ProfileFile {
     pub policy_dir: Option<PathBuf>,
     /// Node metrics this profile's policies read (see `node_metrics::spec`).
     #[serde(default)]
+    pub node_metrics: Vec<MetricFile>,
+    /// The old name of `nodeMetrics`, still read.
+    #[serde(default)]
     pub metrics: Vec<MetricFile>,
     /// This profile's node sampling (overrides the top-level one).
     #[serde(default)]
