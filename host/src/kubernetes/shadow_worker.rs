@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::scheduler::ShadowOutbox;
 use crate::scheduler::experiments::Experiments;
-use crate::scheduler::shadow::CandidateKey;
-use crate::scheduler::shadow::{MAX_SHADOW_JOBS, ShadowJob};
+use crate::scheduler::experiments::shadow::CandidateKey;
+use crate::scheduler::experiments::shadow::{MAX_SHADOW_JOBS, ShadowJob};
 use crate::scheduler_metrics::SchedulerMetrics;
 
 /// How shadow work shares the machine (`shadowWork` in the configuration

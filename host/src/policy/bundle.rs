@@ -18,7 +18,7 @@
 //!
 //! An entry whose settings have `shadow` is a candidate: tried beside the
 //! deciding entries on the attempts it sees, never deciding
-//! (`scheduler::shadow`). It replaces the deciding entry it names, or is
+//! (`scheduler::experiments`). It replaces the deciding entry it names, or is
 //! added with its weight:
 //!
 //! ```yaml

@@ -32,7 +32,6 @@ pub mod policy_set;
 pub mod queue;
 pub mod sampling;
 mod scheduler_core;
-pub mod shadow;
 pub mod tenants;
 
 pub use attempt::record::{AttemptRecord, GroupCycle, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, Verdict};

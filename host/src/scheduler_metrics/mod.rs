@@ -8,8 +8,8 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::scheduler::shadow::CandidateKey;
-use crate::scheduler::shadow::ShadowResult;
+use crate::scheduler::experiments::shadow::CandidateKey;
+use crate::scheduler::experiments::shadow::ShadowResult;
 use crate::scheduler::{AttemptRecord, GroupOutcome, QueueSizes};
 
 mod pod_groups;

@@ -10,7 +10,7 @@ use crate::kubernetes::shadow_worker::ShadowWork;
 use crate::node_metrics::MetricSpec;
 use crate::node_metrics::spec::{node_metrics_list, resolve_all};
 use crate::policy::bundle::resolve_settings;
-use crate::scheduler::shadow::MAX_SHADOW_JOBS;
+use crate::scheduler::experiments::shadow::MAX_SHADOW_JOBS;
 
 pub(super) fn leader_election(
     file: Option<&ConfigurationFile>,

@@ -10,33 +10,33 @@ use std::time::Duration;
 
 use crate::cluster::{ClusterState, PodInfo, PodKey};
 use crate::scheduler::attempt::record::AttemptRecord;
-use crate::scheduler::attempt::{AttemptInput, BuiltinPass, pod_seed, run_attempt};
+use crate::scheduler::attempt::{AttemptInput, pod_seed, run_attempt};
 use crate::scheduler::denied_writes::DeniedWrites;
 use crate::scheduler::events::InvalidPod;
+use crate::scheduler::experiments::canaries::{Canaries, Failed};
+use crate::scheduler::experiments::outbox::{ShadowOf, Shadowing, shadow_jobs, shadow_key};
+use crate::scheduler::experiments::shadow::CandidateKey;
+use crate::scheduler::experiments::shadow::MAX_SHADOW_JOBS;
 use crate::scheduler::parallel::workers::AttemptWorkers;
 use crate::scheduler::plugins::dynamic_resources::{self, NO_CLAIMS};
 use crate::scheduler::plugins::pod_claims::RejectedBy;
 use crate::scheduler::plugins::preemption::{self, NOT_HELPFUL, Preemption};
 use crate::scheduler::plugins::reservation::Reservation;
 use crate::scheduler::plugins::scores::BuiltinScoring;
-use crate::scheduler::policy_set::{PolicySet, ShadowCandidate};
+use crate::scheduler::policy_set::PolicySet;
 use crate::scheduler::queue::{QueueSizes, SchedulingQueue};
 use crate::scheduler::sampling::{NodeSampling, NodeWindow};
-use crate::scheduler::shadow::CandidateKey;
-use crate::scheduler::shadow::{Decision, MAX_SHADOW_JOBS, PodDecision, ShadowJob};
 use crate::scheduler::tenants::{Route, TenantJob, TenantPolicies};
-use canaries::{Canaries, Failed};
 use wasmsched_runtime::PolicyContext;
 use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
-mod canaries;
 mod cluster_events;
 mod gangs;
 mod recorded;
 mod stores;
 mod tenant_jobs;
 
-pub use canaries::CanaryStop;
+pub use crate::scheduler::experiments::{CanaryStop, ShadowOutbox};
 pub use cluster_events::PodStanding;
 pub use gangs::{
     GANG_UNSCHEDULABLE, GroupOutcome, PLACEMENT_BASED, no_coscheduling_groups_served, no_pod_groups_served,
@@ -154,85 +154,6 @@ pub struct Scheduler {
     /// Gangs: members held for their PodGroup or its quorum, and a group
     /// cycle's outcomes not handed out yet.
     gangs: gangs::Gangs,
-}
-
-/// Shadow jobs for the backend (or the simulator) to run, and the ones
-/// dropped because the outbox was full, per (profile, candidate).
-#[derive(Debug, Default)]
-pub struct ShadowOutbox {
-    pub jobs: Vec<ShadowJob>,
-    pub dropped: HashMap<CandidateKey, u64>,
-    /// Canaries that crossed their guard rail and stopped deciding.
-    pub stopped: Vec<CanaryStop>,
-}
-
-impl ShadowOutbox {
-    /// Queues `jobs` while there is room; counts the others as dropped.
-    fn add(&mut self, jobs: Vec<ShadowJob>) {
-        for job in jobs {
-            if self.jobs.len() < MAX_SHADOW_JOBS {
-                self.jobs.push(job);
-            } else {
-                *self.dropped.entry(job.key()).or_default() += 1;
-            }
-        }
-    }
-}
-
-impl ShadowOutbox {
-    pub(super) fn dropped_all(&mut self, keys: impl IntoIterator<Item = CandidateKey>) {
-        for key in keys {
-            *self.dropped.entry(key).or_default() += 1;
-        }
-    }
-}
-
-/// A candidate that sees an attempt, with its tenant (`None`: the
-/// profile's own).
-pub(super) type Shadowing<'a> = (Option<&'a str>, &'a ShadowCandidate);
-
-fn shadow_key(pod: &PodInfo, (tenant, candidate): Shadowing) -> CandidateKey {
-    CandidateKey {
-        profile: pod.scheduler_name.clone(),
-        tenant: tenant.map(str::to_string),
-        candidate: candidate.name.clone(),
-    }
-}
-
-/// The attempt a candidate is tried on: what decided it and how.
-pub(super) struct ShadowOf<'a> {
-    pub pod: &'a Arc<PodInfo>,
-    /// The node the deciding policies chose (`None`: none).
-    pub decided: &'a Option<String>,
-    pub attempt: u32,
-    /// The policies that decided, which a candidate joins or replaces one of.
-    pub policies: &'a PolicySet,
-    pub ctx: PolicyContext,
-    pub seed: u64,
-}
-
-/// The shadow work of an attempt decided on `pass`: one job per candidate
-/// that sees the pod.
-pub(super) fn shadow_jobs(of: ShadowOf, shadows: &[Shadowing], pass: BuiltinPass) -> Vec<ShadowJob> {
-    let pre = Arc::new(pass);
-    shadows
-        .iter()
-        .map(|&(tenant, c)| ShadowJob {
-            profile: of.pod.scheduler_name.clone(),
-            tenant: tenant.map(str::to_string),
-            candidate: c.name.clone(),
-            decision: Decision::Pod(PodDecision {
-                pod: of.pod.clone(),
-                decided: of.decided.clone(),
-                attempt: of.attempt,
-                pre: pre.clone(),
-            }),
-            policies: c.applied_to(of.policies),
-            ctx: of.ctx.clone(),
-            seed: of.seed,
-            explainer: c.policy.clone(),
-        })
-        .collect()
 }
 
 /// Tenant jobs in flight per tenant. Each holds a copy of its candidates

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::{Attempt, MAX_JOBS_PER_TENANT, Scheduler, ShadowOf, Shadowing, shadow_jobs};
 use crate::cluster::PodInfo;
 use crate::scheduler::attempt::{BuiltinPass, builtin_pass, policy_pass};
+use crate::scheduler::experiments::shadow::CandidateKey;
 use crate::scheduler::parallel::workers::AttemptWorkers;
 use crate::scheduler::plugins::filters;
 use crate::scheduler::plugins::pod_claims::PodClaims;
@@ -18,7 +19,6 @@ use crate::scheduler::policy_calls::CallScope;
 use crate::scheduler::policy_set::{PolicySet, ShadowCandidate, WeightedPolicy};
 use crate::scheduler::queue::Location;
 use crate::scheduler::sampling::NodeWindow;
-use crate::scheduler::shadow::CandidateKey;
 use crate::scheduler::tenants::{TenantJob, TenantSettings, TenantShadows, TenantVerdict};
 use wasmsched_runtime::{NodeTable, PolicyContext};
 

@@ -103,7 +103,7 @@ pub(super) struct Gangs {
     pub(super) cycle: Option<CycleFacts>,
     /// While a shadowed group cycle runs: its members' shadow jobs, judged
     /// together once it has decided.
-    shadowing: Option<Vec<crate::scheduler::shadow::ShadowJob>>,
+    shadowing: Option<Vec<crate::scheduler::experiments::shadow::ShadowJob>>,
     /// Namespaces told that their policy does not decide gang members.
     tenants_told: HashSet<String>,
 }

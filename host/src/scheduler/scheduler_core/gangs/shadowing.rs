@@ -8,8 +8,8 @@ use std::collections::HashMap;
 
 use super::{Gang, Gangs};
 use crate::cluster::{PodInfo, PodKey};
+use crate::scheduler::experiments::shadow::{CandidateKey, Decision, GroupDecision, ShadowJob};
 use crate::scheduler::scheduler_core::{Attempt, Scheduler};
-use crate::scheduler::shadow::{CandidateKey, Decision, GroupDecision, ShadowJob};
 
 impl Gangs {
     /// Whether the running group cycle's members are shadowed.

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use crate::cluster::PodInfo;
 use crate::scheduler::attempt::record::AttemptRecord;
+use crate::scheduler::experiments::shadow::{FAILURE_TEXT, clipped};
 use crate::scheduler::policy_set::{Canary, PolicySet, ShadowCandidate};
-use crate::scheduler::shadow::{FAILURE_TEXT, clipped};
 
 /// A canary that stopped deciding, for the backend to say (an Event on
 /// the policy's ConfigMap, a metric).
@@ -49,7 +49,7 @@ impl Failed {
 }
 
 #[derive(Debug, Default)]
-pub(super) struct Canaries {
+pub(crate) struct Canaries {
     /// Failures within the window, oldest first, per (profile, candidate).
     failures: HashMap<(String, String), VecDeque<Duration>>,
     /// Stopped canaries, and why.

@@ -14,12 +14,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::attempt::record::ScorePart;
-use super::attempt::{AttemptOutcome, BuiltinPass, pod_seed, policy_pass};
-use super::parallel::workers::AttemptWorkers;
-use super::policy_calls::CallScope;
-use super::policy_set::PolicySet;
 use crate::cluster::PodInfo;
+use crate::scheduler::attempt::record::ScorePart;
+use crate::scheduler::attempt::{AttemptOutcome, BuiltinPass, pod_seed, policy_pass};
+use crate::scheduler::parallel::workers::AttemptWorkers;
+use crate::scheduler::policy_calls::CallScope;
+use crate::scheduler::policy_set::PolicySet;
 
 mod group;
 
