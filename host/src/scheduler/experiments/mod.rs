@@ -10,6 +10,8 @@
 //!   decision (`shadow::group`);
 //! - the **outbox** (`outbox`): the jobs the core leaves for the shadow
 //!   worker (the backend's thread, or the simulator inline), bounded;
+//! - **live** (`live`): what an attempt asks of them, in two calls: who
+//!   decides and who watches, before; what was decided, after;
 //! - a **canary** (`canaries`) is a candidate that decides for its share
 //!   of the pods, stopped by its guard rail when it fails too often;
 //! - the **counts** (`counts`): what each candidate would have done, as
@@ -17,6 +19,7 @@
 
 pub mod canaries;
 pub mod counts;
+pub(crate) mod live;
 pub mod outbox;
 pub mod shadow;
 

@@ -9,14 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::{ClusterState, PodInfo, PodKey};
+use crate::scheduler::attempt::pod_seed;
 use crate::scheduler::attempt::record::AttemptRecord;
-use crate::scheduler::attempt::{AttemptInput, pod_seed, run_attempt};
 use crate::scheduler::denied_writes::DeniedWrites;
 use crate::scheduler::events::InvalidPod;
-use crate::scheduler::experiments::canaries::{Canaries, Failed};
-use crate::scheduler::experiments::outbox::{ShadowOf, Shadowing, shadow_jobs, shadow_key};
-use crate::scheduler::experiments::shadow::CandidateKey;
-use crate::scheduler::experiments::shadow::MAX_SHADOW_JOBS;
+use crate::scheduler::experiments::live::{Decided, LiveExperiments, Watchers};
+use crate::scheduler::experiments::outbox::{ShadowOf, Shadowing, shadow_jobs};
+use crate::scheduler::experiments::shadow::ShadowJob;
 use crate::scheduler::parallel::workers::AttemptWorkers;
 use crate::scheduler::plugins::dynamic_resources::{self, NO_CLAIMS};
 use crate::scheduler::plugins::pod_claims::RejectedBy;
@@ -33,6 +32,7 @@ use wasmsched_runtime::{NoMetrics, NodeMetrics};
 mod cluster_events;
 mod gangs;
 mod recorded;
+mod setup;
 mod stores;
 mod tenant_jobs;
 
@@ -145,15 +145,40 @@ pub struct Scheduler {
     claim_waits: HashMap<PodKey, String>,
     /// Writes the backend found this identity may not make.
     denied: DeniedWrites,
-    /// The work the profiles' shadow candidates wait for.
-    shadow_outbox: ShadowOutbox,
-    /// The profiles' canaries: failures, and which stopped.
-    canaries: Canaries,
-    /// Shadow jobs the backend can take now (`set_shadow_room`).
-    shadow_room: usize,
+    /// The profiles' canaries, and the work the shadow candidates wait
+    /// for.
+    experiments: LiveExperiments,
     /// Gangs: members held for their PodGroup or its quorum, and a group
     /// cycle's outcomes not handed out yet.
     gangs: gangs::Gangs,
+}
+
+/// The shadow candidates that see `pod` decided by `policies`: the
+/// profile's own, then its namespace's tenant's.
+pub(super) fn candidates_seeing<'a>(
+    tenants: &'a TenantPolicies,
+    pod: &'a PodInfo,
+    policies: &'a PolicySet,
+) -> Vec<Shadowing<'a>> {
+    let profile_own = policies.candidates.iter().filter(|c| c.sees(pod)).map(|c| (None, c));
+    let namespace = Some(pod.key.namespace.as_str());
+    profile_own.chain(tenants.candidates_for(pod, None).map(|c| (namespace, c))).collect()
+}
+
+/// The candidates that may watch `pod`'s attempt by `policies`: in its
+/// group cycle, a member is watched only where the cycle is (`shadowing`).
+fn watchers<'a>(
+    tenants: &'a TenantPolicies,
+    shadowing: bool,
+    pod: &'a PodInfo,
+    policies: &'a PolicySet,
+    mode: Mode,
+) -> Watchers<'a> {
+    match mode {
+        Mode::Member { post_filter: false } if !shadowing => Watchers::None,
+        Mode::Member { post_filter: false } => Watchers::All(candidates_seeing(tenants, pod, policies)),
+        _ => Watchers::Some(candidates_seeing(tenants, pod, policies)),
+    }
 }
 
 /// Tenant jobs in flight per tenant. Each holds a copy of its candidates
@@ -189,9 +214,7 @@ impl Scheduler {
             workers: AttemptWorkers::default(),
             claim_waits: HashMap::new(),
             denied: DeniedWrites::default(),
-            shadow_outbox: ShadowOutbox::default(),
-            canaries: Canaries::default(),
-            shadow_room: usize::MAX,
+            experiments: LiveExperiments::default(),
             gangs: gangs::Gangs::default(),
         }
     }
@@ -220,7 +243,7 @@ impl Scheduler {
     /// Cycles that already started keep the set they started with (they
     /// hold it).
     pub fn set_policies(&mut self, scheduler_name: &str, policies: PolicySet) {
-        self.canaries.reset(scheduler_name);
+        self.experiments.policies_swapped(scheduler_name);
         match self.profiles.iter_mut().find(|p| p.scheduler_name == scheduler_name) {
             Some(existing) => existing.policies = policies,
             None => self.profiles.push(Profile {
@@ -320,134 +343,87 @@ impl Scheduler {
 
     /// One pod's attempt, alone or as a gang's member (`mode`).
     fn pod_attempt(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Duration, mode: Mode) -> Option<Attempt> {
-        let detail = self.explain.as_ref().is_some_and(|f| f(&pod.key));
-        if let Err(why) = dynamic_resources::pre_enqueue(&pod, &self.state) {
-            self.queue.hold(&pod.key);
-            self.claim_waits.insert(pod.key.clone(), why);
+        if !self.claims_usable(&pod) || !self.knows_profile(&pod, mode) {
             return None;
         }
-        if !self.claim_waits.is_empty() {
-            self.claim_waits.remove(&pod.key);
-        }
-        if mode != Mode::Pod {
-            self.note_member_tenant(&pod);
-        }
-        let Some(profile) = self.profile(&pod.scheduler_name) else {
-            // Only pods of a known profile are queued.
-            self.queue.done(&pod.key);
-            return None;
-        };
-        let attempt = attempts + 1;
+        let (attempt, in_cycle) = (attempts + 1, mode == (Mode::Member { post_filter: false }));
+        // Through the field: the experiments are taken out meanwhile.
+        let profile = self.profiles.iter().find(|p| p.scheduler_name == pod.scheduler_name)?;
         let unavailable;
-        let route = if mode == Mode::Pod { self.tenants.route(&pod) } else { Route::Profile };
-        let (policies, tenant) = match route {
+        let (policies, tenant) = match if mode == Mode::Pod { self.tenants.route(&pod) } else { Route::Profile } {
             Route::Profile => (&profile.policies, None),
             Route::Missing { tenant, why } => {
                 unavailable = PolicySet::unavailable(why);
                 (&unavailable, Some(tenant))
             }
-            Route::Tenant { tenant, policy } => {
-                let scoring = profile.scoring;
-                return self.hand_to_tenant((tenant, policy), &scoring, pod, attempt, detail, now);
-            }
+            Route::Tenant { tenant, policy } => return self.hand_to_tenant((tenant, policy), pod, attempt, now),
         };
-        let canary = tenant.is_none().then(|| self.canaries.deciding(&pod.scheduler_name, policies, &pod)).flatten();
-        let canary_set = canary.map(|c| c.applied_to(policies));
+        let watchers = watchers(&self.tenants, self.gangs.shadowing(), &pod, policies, mode);
+        let mut experiments = std::mem::take(&mut self.experiments);
+        let mut chosen = experiments.choose(&pod, policies, tenant.is_none(), watchers);
+        let canary_set = chosen.take_canary_set();
         let (sampling, slow) = profile.sampling.resolve(canary_set.as_ref().unwrap_or(policies).slowest());
-        let window = self.window(sampling);
-        let in_cycle = mode == (Mode::Member { post_filter: false });
-        let mut shadows: Vec<Shadowing> = match canary {
-            Some(_) => Vec::new(),
-            // A member in its group cycle is decided by its gang: the
-            // candidates are judged on the cycle, where it had room.
-            None if in_cycle && !self.gangs.shadowing() => Vec::new(),
-            None => self.candidates_seeing(&pod, policies),
-        };
-        // Past what the shadow workers can take, not even the attempt's
-        // copy is made: the work is counted as dropped (a group cycle's
-        // room was counted when it began).
-        let room = if in_cycle { usize::MAX } else { self.shadow_room() };
-        let skipped: Vec<CandidateKey> =
-            shadows.split_off(room.min(shadows.len())).iter().map(|s| shadow_key(&pod, *s)).collect();
-        let seed = self.config.seed;
-        let scope = match mode {
-            Mode::Member { post_filter: false } => self.gangs.cycle.as_ref().and_then(|c| c.scope.clone()),
-            _ => None,
-        };
-        // Policies see the pod's group; the queue and the state keep the pod.
-        let told = self.told_pod(&pod);
-        let input = |policies, keep_pass| AttemptInput {
-            pod: &told,
-            state: &self.state,
-            policies,
-            scoring: &profile.scoring,
-            node_metrics: &self.node_metrics,
-            seed,
-            attempt,
-            detail,
-            window,
-            workers: &self.workers,
-            keep_pass,
-            scope: scope.as_deref(),
-        };
+        let setup = self.setup(&pod, &profile.scoring, sampling, attempt, in_cycle);
         let (mut record, mut next_start, pass) =
-            run_attempt(input(canary_set.as_ref().unwrap_or(policies), !shadows.is_empty()));
-        // An attempt that failed with an error decided nothing: there is no
-        // decision to try a candidate against (the retry will be one).
-        let jobs = match pass.filter(|_| record.error.is_none()) {
-            Some(pass) => {
-                let ctx = self.policy_context();
-                shadow_jobs(
-                    ShadowOf { pod: &pod, decided: &record.chosen, attempt, policies, ctx, seed },
-                    &shadows,
-                    pass,
-                )
-            }
-            None => Vec::new(),
-        };
-        let failed = match canary {
-            // A canary never leaves a pod pending that the deciding policies
-            // would place: they decide this attempt (its failure counts).
-            Some(_) if record.chosen.is_none() => {
-                let canary_record = record;
-                (record, next_start, _) = run_attempt(input(policies, false));
-                Failed::of(&canary_record, record.chosen.is_some(), now)
-            }
-            Some(c) => {
-                record.canary = Some(c.name.clone());
-                Failed::of(&record, true, now)
-            }
-            None => None,
-        };
-        let judged = failed.and_then(|f| Some((canary?.name.clone(), canary?.canary.clone()?, f)));
+            setup.run(canary_set.as_ref().unwrap_or(policies), chosen.keeps_pass());
+        let ctx = chosen.keeps_pass().then(|| self.policy_context());
+        let decided = Decided { pod: &pod, policies, attempt, seed: self.config.seed, ctx, pass, now };
+        let jobs = experiments.decided(chosen, decided, &mut record, || {
+            let (record, start, _) = setup.run(policies, false);
+            next_start = start;
+            record
+        });
+        let window = setup.window;
+        self.experiments = experiments;
+        self.attempted(window, next_start, jobs, in_cycle);
+        record.tenant = tenant;
+        record.sampled_because = slow.filter(|_| record.evaluated < record.nodes).map(|s| s.to_string());
+        Some(self.conclude(pod, record, now, !in_cycle))
+    }
+
+    /// After an attempt over `window`: a sampled one's successor starts at
+    /// `next_start`, and the candidates' `jobs` are queued (a member's in
+    /// its group cycle, for the gang's decision).
+    fn attempted(&mut self, window: NodeWindow, next_start: usize, jobs: Vec<ShadowJob>, in_cycle: bool) {
         if window != NodeWindow::ALL {
             self.next_start_node = next_start;
         }
         match in_cycle {
             true => self.gangs.shadowed(jobs),
-            false => self.shadow_outbox.add(jobs),
+            false => self.experiments.outbox.add(jobs),
         }
-        self.shadow_outbox.dropped_all(skipped);
-        if let Some((candidate, settings, failed)) = judged {
-            let stop = self.canaries.judge(&pod.scheduler_name, &candidate, &settings, failed);
-            self.shadow_outbox.stopped.extend(stop);
-        }
-        record.tenant = tenant;
-        record.sampled_because = slow.filter(|_| record.evaluated < record.nodes).map(|s| s.to_string());
-        Some(self.conclude(pod, record, now, mode != Mode::Member { post_filter: false }))
     }
 
-    /// The shadow candidates that see `pod` decided by `policies`: the
-    /// profile's own, then its namespace's tenant's.
-    pub(super) fn candidates_seeing<'a>(&'a self, pod: &'a PodInfo, policies: &'a PolicySet) -> Vec<Shadowing<'a>> {
-        let profile_own = policies.candidates.iter().filter(|c| c.sees(pod)).map(|c| (None, c));
-        let namespace = Some(pod.key.namespace.as_str());
-        profile_own.chain(self.tenants.candidates_for(pod, None).map(|c| (namespace, c))).collect()
+    /// DynamicResources' PreEnqueue: `pod`'s claims exist and may be
+    /// used; else it is held until they change.
+    fn claims_usable(&mut self, pod: &PodInfo) -> bool {
+        if let Err(why) = dynamic_resources::pre_enqueue(pod, &self.state) {
+            self.queue.hold(&pod.key);
+            self.claim_waits.insert(pod.key.clone(), why);
+            return false;
+        }
+        if !self.claim_waits.is_empty() {
+            self.claim_waits.remove(&pod.key);
+        }
+        true
+    }
+
+    /// Whether `pod`'s profile is known (only such pods are queued; one
+    /// gone meanwhile is done with).
+    fn knows_profile(&mut self, pod: &PodInfo, mode: Mode) -> bool {
+        if mode != Mode::Pod {
+            self.note_member_tenant(pod);
+        }
+        let known = self.profile(&pod.scheduler_name).is_some();
+        if !known {
+            self.queue.done(&pod.key);
+        }
+        known
     }
 
     /// Shadow jobs the outbox and the backend's workers can take now.
     pub(super) fn shadow_room(&self) -> usize {
-        self.shadow_room.min(MAX_SHADOW_JOBS.saturating_sub(self.shadow_outbox.jobs.len()))
+        self.experiments.room()
     }
 
     /// The nodes an attempt evaluates: every node in table order, or a
@@ -644,13 +620,13 @@ impl Scheduler {
     /// How many shadow jobs the backend's workers can take now: attempts
     /// past it make none (and no copy of their pass), counting them dropped.
     pub fn set_shadow_room(&mut self, room: usize) {
-        self.shadow_room = room;
+        self.experiments.set_room(room);
     }
 
     /// The shadow work the attempts since the last call made, and what
     /// they dropped: the caller runs it off the deciding path.
     pub fn take_shadow_work(&mut self) -> ShadowOutbox {
-        std::mem::take(&mut self.shadow_outbox)
+        std::mem::take(&mut self.experiments.outbox)
     }
 
     /// Whether any pod is active or backing off.

@@ -13,7 +13,6 @@ use crate::scheduler::experiments::shadow::CandidateKey;
 use crate::scheduler::parallel::workers::AttemptWorkers;
 use crate::scheduler::plugins::filters;
 use crate::scheduler::plugins::pod_claims::PodClaims;
-use crate::scheduler::plugins::scores::BuiltinScoring;
 use crate::scheduler::plugins::topology::TopologyFilters;
 use crate::scheduler::policy_calls::CallScope;
 use crate::scheduler::policy_set::{PolicySet, ShadowCandidate, WeightedPolicy};
@@ -46,10 +45,8 @@ impl Scheduler {
     pub(super) fn hand_to_tenant(
         &mut self,
         (tenant, policy): (String, WeightedPolicy),
-        scoring: &BuiltinScoring,
         pod: Arc<PodInfo>,
         attempt: u32,
-        detail: bool,
         now: Duration,
     ) -> Option<Attempt> {
         if self.tenant_jobs.get(&tenant).is_some_and(|n| *n >= MAX_JOBS_PER_TENANT) {
@@ -62,7 +59,9 @@ impl Scheduler {
         let started = std::time::Instant::now();
         // Every node: the tenant's verdict comes back on another thread,
         // where an empty sample could not go on to the other nodes.
-        let pre = builtin_pass(&pod, &self.state, scoring, detail, NodeWindow::ALL, &self.workers);
+        let scoring = self.profile(&pod.scheduler_name).map(|p| p.scoring).unwrap_or_default();
+        let detail = self.explain.as_ref().is_some_and(|f| f(&pod.key));
+        let pre = builtin_pass(&pod, &self.state, &scoring, detail, NodeWindow::ALL, &self.workers);
         let ctx = self.policy_context();
         let shadows = self.tenant_shadows(&tenant, &policy, &pod, &pre, attempt);
         let policies = PolicySet::new(vec![policy]);
@@ -99,7 +98,7 @@ impl Scheduler {
             tenant: Some(tenant.to_string()),
             candidate: c.name.clone(),
         };
-        self.shadow_outbox.dropped_all(skipped.iter().map(key));
+        self.experiments.outbox.dropped_all(skipped.iter().map(key));
         (!candidates.is_empty()).then(|| TenantShadows {
             candidates,
             pass: pre.clone(),
@@ -122,7 +121,7 @@ impl Scheduler {
         let ctx = PolicyContext { nodes, node_metrics: self.node_metrics.clone() };
         let of = ShadowOf { pod, decided, attempt, policies: &policies, ctx, seed: self.config.seed };
         let jobs = shadow_jobs(of, &seen, pass);
-        self.shadow_outbox.add(jobs);
+        self.experiments.outbox.add(jobs);
     }
 
     /// A tenant policy answered. The pod is placed on the best node that

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use super::{Gang, Gangs};
 use crate::cluster::{PodInfo, PodKey};
 use crate::scheduler::experiments::shadow::{CandidateKey, Decision, GroupDecision, ShadowJob};
-use crate::scheduler::scheduler_core::{Attempt, Scheduler};
+use crate::scheduler::scheduler_core::{Attempt, Scheduler, candidates_seeing};
 
 impl Gangs {
     /// Whether the running group cycle's members are shadowed.
@@ -31,8 +31,7 @@ impl Scheduler {
     /// that would have seen them counts the gang's decision as dropped.
     pub(super) fn begin_group_shadowing(&mut self, first: &PodInfo, members: usize) {
         let Some(profile) = self.profile(&first.scheduler_name) else { return };
-        let candidates: Vec<CandidateKey> = self
-            .candidates_seeing(first, &profile.policies)
+        let candidates: Vec<CandidateKey> = candidates_seeing(&self.tenants, first, &profile.policies)
             .into_iter()
             .map(|(tenant, c)| CandidateKey {
                 profile: first.scheduler_name.clone(),
@@ -42,7 +41,7 @@ impl Scheduler {
             .collect();
         match candidates.is_empty() || self.shadow_room() >= members {
             true => self.gangs.shadowing = (!candidates.is_empty()).then(Vec::new),
-            false => self.shadow_outbox.dropped_all(candidates),
+            false => self.experiments.outbox.dropped_all(candidates),
         }
     }
 
@@ -77,6 +76,6 @@ impl Scheduler {
                 }),
             }
         }
-        self.shadow_outbox.add(by_candidate);
+        self.experiments.outbox.add(by_candidate);
     }
 }
