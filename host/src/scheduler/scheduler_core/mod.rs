@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::{ClusterState, PodInfo, PodKey};
-use crate::scheduler::attempt::pod_seed;
 use crate::scheduler::attempt::record::AttemptRecord;
 use crate::scheduler::denied_writes::DeniedWrites;
 use crate::scheduler::events::InvalidPod;
@@ -17,9 +16,8 @@ use crate::scheduler::experiments::live::{Decided, LiveExperiments, Watchers};
 use crate::scheduler::experiments::outbox::{ShadowOf, Shadowing, shadow_jobs};
 use crate::scheduler::experiments::shadow::ShadowJob;
 use crate::scheduler::parallel::workers::AttemptWorkers;
-use crate::scheduler::plugins::dynamic_resources::{self, NO_CLAIMS};
-use crate::scheduler::plugins::pod_claims::RejectedBy;
-use crate::scheduler::plugins::preemption::{self, NOT_HELPFUL, Preemption};
+use crate::scheduler::plugins::dynamic_resources;
+use crate::scheduler::plugins::preemption::Preemption;
 use crate::scheduler::plugins::reservation::Reservation;
 use crate::scheduler::plugins::scores::BuiltinScoring;
 use crate::scheduler::policy_set::PolicySet;
@@ -29,8 +27,10 @@ use crate::scheduler::tenants::{Route, TenantJob, TenantPolicies};
 use wasmsched_runtime::PolicyContext;
 use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
+mod binding;
 mod cluster_events;
 mod gangs;
+mod post_filter;
 mod recorded;
 mod setup;
 mod stores;
@@ -494,127 +494,6 @@ impl Scheduler {
             self.queue.cluster_changed(now);
         }
         self.denied = denied;
-    }
-
-    /// kube's PostFilter for a pod no node can take, its plugins in kube's
-    /// order: DynamicResources deallocates a claim that kept the pod off a
-    /// node (the backend writes it), then DefaultPreemption nominates the
-    /// pod where evictions make room. When neither makes the pod
-    /// schedulable, the record's message says why, as kube's does.
-    fn preempt(&mut self, pod: &PodInfo, record: &mut AttemptRecord, now: Duration) -> Nomination {
-        match self.post_filter(pod, record) {
-            Ok(preemption) => self.start_preemption(pod, preemption, record, now),
-            Err(nomination) => nomination,
-        }
-    }
-
-    /// [`Self::preempt`]'s choice, made on the state as it is: the
-    /// preemption that makes room for `pod`, or what became of its
-    /// nomination when none does (the record's message says why).
-    fn post_filter(&mut self, pod: &PodInfo, record: &mut AttemptRecord) -> Result<Preemption, Nomination> {
-        match record.pod_rejected {
-            _ if record.nodes == 0 => return Err(Nomination::Unchanged),
-            // DynamicResources rejected it in PreFilter: nothing to
-            // deallocate, and no eviction helps on any node.
-            Some(RejectedBy::DynamicResources) => {
-                if let Some(message) = &mut record.message {
-                    let nodes = record.nodes;
-                    message.push_str(&format!(
-                        " {NO_CLAIMS}, preemption: 0/{nodes} nodes are available: {nodes} {NOT_HELPFUL}."
-                    ));
-                }
-                return Err(Nomination::Unchanged);
-            }
-            // kube's PostFilter fails on the state DynamicResources never
-            // wrote (its message is a bare "not found"): said as the
-            // rejection alone.
-            Some(RejectedBy::VolumeBinding) => return Err(Nomination::Unchanged),
-            None => {}
-        }
-        let message = record.message.as_deref().unwrap_or_default();
-        let (devices_verdict, deallocation) = dynamic_resources::post_filter(pod, &self.state, message);
-        record.deallocated = deallocation;
-        if let Some(why) = &self.denied.preemption {
-            if let Some(message) = &mut record.message {
-                message.push_str(&format!(" {devices_verdict}, preemption: not attempted: {why}."));
-            }
-            return Err(Nomination::Unchanged);
-        }
-        preemption::preempt(pod, &self.state, pod_seed(self.config.seed, pod, record.attempt)).map_err(|not| {
-            if let Some(message) = &mut record.message {
-                message.push_str(&format!(" {devices_verdict}, preemption: {}", not.message));
-            }
-            match not.clear_nomination && self.state.unnominate(&pod.key).is_some() {
-                true => Nomination::Cleared,
-                false => Nomination::Unchanged,
-            }
-        })
-    }
-
-    /// Nominates `pod` where `preemption` makes room and marks its victims
-    /// terminating; the lower-priority pods nominated there are displaced.
-    fn start_preemption(
-        &mut self,
-        pod: &PodInfo,
-        preemption: Preemption,
-        record: &mut AttemptRecord,
-        now: Duration,
-    ) -> Nomination {
-        let displaced: Vec<PodKey> = self
-            .state
-            .nominated_to(&preemption.node)
-            .filter(|n| n.priority < pod.facts.priority && n.key != pod.key)
-            .map(|n| n.key.clone())
-            .collect();
-        for key in &displaced {
-            self.state.unnominate(key);
-            self.queue.requeue(key, now);
-        }
-        self.state.nominate(pod, &preemption.node);
-        for victim in &preemption.victims {
-            self.state.mark_terminating(&victim.key, now);
-        }
-        record.preemption = Some(preemption.clone());
-        Nomination::Preempting { preemption, displaced }
-    }
-
-    /// The binding was accepted: the assumed pod is now bound.
-    pub fn binding_succeeded(&mut self, pod: &PodInfo, node: &str) {
-        // Deleted while the binding was in flight (the watch said so
-        // first): it must not be counted again.
-        if self.state.placement_uid(&pod.key).is_some_and(|(_, _, uid)| uid == pod.uid) {
-            self.state.place(pod, node, false);
-        }
-        self.state.volumes_mut().reservation_done(&pod.key);
-        self.state.devices_mut().reservation_done(&pod.key);
-        self.queue.done(&pod.key);
-    }
-
-    /// The binding cycle failed (PreBind or the binding): forget the
-    /// assumption and what it reserved (kube's Unreserve); retry with
-    /// backoff unless the pod is gone or already bound elsewhere
-    /// (`retry == false`).
-    pub fn binding_failed(&mut self, pod: &PodInfo, retry: bool, now: Duration) {
-        if self.undo_placement(pod) {
-            // What it held may let a waiting pod in, as kube retries
-            // waiting pods after a failed binding cycle.
-            self.queue.cluster_changed(now);
-        }
-        if retry {
-            self.queue.backoff(&pod.key, now);
-        } else {
-            self.queue.done(&pod.key);
-        }
-    }
-
-    /// Forgets the assumption of `pod` and what it reserved (kube's
-    /// Unreserve); whether it held volumes or devices.
-    fn undo_placement(&mut self, pod: &PodInfo) -> bool {
-        if matches!(self.state.placement(&pod.key), Some((_, true))) {
-            self.state.unplace(&pod.key);
-        }
-        let volumes_held = self.state.volumes_mut().revert(&pod.key);
-        self.state.devices_mut().revert(&pod.key) || volumes_held
     }
 
     /// How many shadow jobs the backend's workers can take now: attempts
