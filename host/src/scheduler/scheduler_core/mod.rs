@@ -29,6 +29,7 @@ use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
 mod binding;
 mod cluster_events;
+mod conclude;
 mod gangs;
 mod post_filter;
 mod recorded;
@@ -434,66 +435,6 @@ impl Scheduler {
             find if find >= all => NodeWindow::ALL,
             find => NodeWindow { start: self.next_start_node, find },
         }
-    }
-
-    /// The attempt's end: place the pod on the chosen node (assumed until
-    /// the binding answers), or mark it unschedulable (after PostFilter,
-    /// unless `post_filter` is false: its gang runs it).
-    fn conclude(&mut self, pod: Arc<PodInfo>, record: AttemptRecord, now: Duration, post_filter: bool) -> Attempt {
-        self.queue.attempted(&pod.key);
-        match record.chosen.clone() {
-            Some(node) => {
-                self.state.unnominate(&pod.key);
-                self.state.place(&pod, &node, true);
-                let reserved = Reservation::reserve(&pod, &node, &mut self.state);
-                if let Some(why) = self.denied.refusal(&reserved) {
-                    return self.refuse_denied(pod, record, why, now);
-                }
-                self.queue.pod_placed(now);
-                Attempt::Placed { pod, node, reserved, record }
-            }
-            // An error, not a fit: no preemption can help. Retried with
-            // backoff, its nomination cleared, as kube's failure handler
-            // does for an error.
-            None if record.error.is_some() => {
-                let nomination = match self.state.unnominate(&pod.key) {
-                    Some(_) => Nomination::Cleared,
-                    None => Nomination::Unchanged,
-                };
-                self.queue.backoff(&pod.key, now);
-                Attempt::Unschedulable { pod, record, nomination }
-            }
-            None => {
-                let mut record = record;
-                let nomination = match post_filter {
-                    true => self.preempt(&pod, &mut record, now),
-                    false => Nomination::Unchanged,
-                };
-                self.queue.unschedulable(&pod.key, now);
-                Attempt::Unschedulable { pod, record, nomination }
-            }
-        }
-    }
-
-    /// A placement whose binding cycle needs a write this identity may not
-    /// make: undone before anything is written, and the pod waits, told
-    /// why, until the permission is granted (`set_denied_writes`) or the
-    /// cluster changes.
-    fn refuse_denied(&mut self, pod: Arc<PodInfo>, mut record: AttemptRecord, why: String, now: Duration) -> Attempt {
-        self.undo_placement(&pod);
-        record.chosen = None;
-        record.message = Some(why);
-        self.queue.unschedulable(&pod.key, now);
-        Attempt::Unschedulable { pod, record, nomination: Nomination::Unchanged }
-    }
-
-    /// What the backend's permission preflight found; pods kept out by a
-    /// write that is now allowed are tried again.
-    pub fn set_denied_writes(&mut self, denied: DeniedWrites, now: Duration) {
-        if self.denied.loosened_by(&denied) {
-            self.queue.cluster_changed(now);
-        }
-        self.denied = denied;
     }
 
     /// How many shadow jobs the backend's workers can take now: attempts
