@@ -90,30 +90,7 @@ impl PodGroupSpec {
     }
 }
 
-impl k8s_openapi::Resource for PodGroup {
-    const API_VERSION: &'static str = "scheduling.x-k8s.io/v1alpha1";
-    const GROUP: &'static str = "scheduling.x-k8s.io";
-    const KIND: &'static str = "PodGroup";
-    const VERSION: &'static str = "v1alpha1";
-    const URL_PATH_SEGMENT: &'static str = "podgroups";
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::ListableResource for PodGroup {
-    const LIST_KIND: &'static str = "PodGroupList";
-}
-
-impl k8s_openapi::Metadata for PodGroup {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+own_pod_group_shape!(PodGroup, group: "scheduling.x-k8s.io", version: "v1alpha1");
 
 /// As the API server writes it: with `apiVersion` and `kind` (a recording
 /// keeps objects so).

@@ -18,6 +18,38 @@ use std::time::Duration;
 use k8s_openapi::api::scheduling::v1alpha2;
 use wasmsched_runtime::Resources;
 
+/// k8s-openapi's traits for a PodGroup shape wasmsched decodes itself
+/// (its `metadata` field an `ObjectMeta`), so that kube-rs can list,
+/// watch and patch it.
+macro_rules! own_pod_group_shape {
+    ($ty:ty, group: $group:literal, version: $version:literal) => {
+        impl k8s_openapi::Resource for $ty {
+            const API_VERSION: &'static str = concat!($group, "/", $version);
+            const GROUP: &'static str = $group;
+            const KIND: &'static str = "PodGroup";
+            const VERSION: &'static str = $version;
+            const URL_PATH_SEGMENT: &'static str = "podgroups";
+            type Scope = k8s_openapi::NamespaceResourceScope;
+        }
+
+        impl k8s_openapi::ListableResource for $ty {
+            const LIST_KIND: &'static str = "PodGroupList";
+        }
+
+        impl k8s_openapi::Metadata for $ty {
+            type Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+            fn metadata(&self) -> &Self::Ty {
+                &self.metadata
+            }
+
+            fn metadata_mut(&mut self) -> &mut Self::Ty {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
 pub mod coscheduling;
 pub mod v1beta1;
 

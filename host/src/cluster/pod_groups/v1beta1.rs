@@ -67,30 +67,7 @@ pub struct PodGroupStatus {
     pub conditions: Option<Vec<Condition>>,
 }
 
-impl k8s_openapi::Resource for PodGroup {
-    const API_VERSION: &'static str = "scheduling.k8s.io/v1beta1";
-    const GROUP: &'static str = "scheduling.k8s.io";
-    const KIND: &'static str = "PodGroup";
-    const VERSION: &'static str = "v1beta1";
-    const URL_PATH_SEGMENT: &'static str = "podgroups";
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::ListableResource for PodGroup {
-    const LIST_KIND: &'static str = "PodGroupList";
-}
-
-impl k8s_openapi::Metadata for PodGroup {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+own_pod_group_shape!(PodGroup, group: "scheduling.k8s.io", version: "v1beta1");
 
 /// As the API server writes it: with `apiVersion` and `kind` (a recording
 /// keeps objects so).

@@ -316,50 +316,31 @@ async fn graceful_shutdown_finishes_bindings_in_flight_and_reports_them() {
 /// from new pods), so this runs on the fake only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_pod_groups_served_the_scheduler_is_ready_and_gang_members_wait() {
-    let c = TestCluster::new("nogroups").await;
-    let Some(fake) = c.fake_only("without_pod_groups_served_the_scheduler_is_ready_and_gang_members_wait") else {
-        return;
-    };
-    fake.fail_requests(Fault {
-        method: Some("GET".into()),
-        path_contains: "/podgroups".into(),
-        code: 404,
-        delay: Duration::ZERO,
-        times: 1_000,
-    });
-    c.add_node("only", "1", "4Gi", json!({})).await;
-    let s = c.start_scheduler("solo", false).await;
-    wait_ready(&s).await;
-    c.add_pod("member", "100m", json!({"schedulingGroup": {"podGroupName": "training"}})).await;
-    c.add_pod("plain", "100m", json!({})).await;
-    c.wait_bound(&["plain".to_string()]).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let member = c.pods().get("member").await.unwrap();
-    assert!(member.spec.and_then(|s| s.node_name).is_none(), "a member of a PodGroup never seen was bound");
-    let conditions = member.status.and_then(|s| s.conditions).unwrap_or_default();
-    assert!(conditions.is_empty(), "a held member gets no condition: {conditions:?}");
-    // Neither version is served: the member is told why it waits, once.
-    let told = c.wait_event("member", "FailedScheduling").await;
-    assert_eq!(told.note.as_deref(), Some(wasmsched::scheduler::no_pod_groups_served("training").as_str()));
-    c.add_pod("plain-2", "100m", json!({})).await;
-    c.wait_bound(&["plain-2".to_string()]).await;
-    let events = c.events_for("member").await;
-    assert_eq!(events.len(), 1, "told once: {events:#?}");
-    s.shutdown().await;
+    let said = wasmsched::scheduler::no_pod_groups_served("training");
+    let member = (json!({}), json!({"schedulingGroup": {"podGroupName": "training"}}));
+    unserved_member_waits_told_once("nogroups", "/podgroups", member, &said).await;
 }
 
 /// Where scheduler-plugins' coscheduling CRD is not installed, a pod that
 /// joins a coscheduling PodGroup by its label waits for it, told why once
-/// in coscheduling's words; kube's PodGroups, served, are not affected.
+/// in coscheduling's words, though kube's PodGroups are served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_coscheduling_crd_its_members_wait_told_why_once() {
-    let c = TestCluster::new("nocosched").await;
-    let Some(fake) = c.fake_only("without_the_coscheduling_crd_its_members_wait_told_why_once") else {
-        return;
-    };
+    let said = wasmsched::scheduler::no_coscheduling_groups_served("batch");
+    let member = (json!({"scheduling.x-k8s.io/pod-group": "batch"}), json!({}));
+    unserved_member_waits_told_once("nocosched", "/scheduling.x-k8s.io", member, &said).await;
+}
+
+/// On the fake, its GETs of paths containing `unserved` answered 404: the
+/// scheduler gets ready and schedules; `member` (labels, spec fields), of
+/// a PodGroup that cannot exist, is bound nowhere, gets no condition, and
+/// is told `said` once.
+async fn unserved_member_waits_told_once(name: &str, unserved: &str, member: (Value, Value), said: &str) {
+    let c = TestCluster::new(name).await;
+    let Some(fake) = c.fake_only(name) else { return };
     fake.fail_requests(Fault {
         method: Some("GET".into()),
-        path_contains: "/scheduling.x-k8s.io".into(),
+        path_contains: unserved.into(),
         code: 404,
         delay: Duration::ZERO,
         times: 1_000,
@@ -367,17 +348,19 @@ async fn without_the_coscheduling_crd_its_members_wait_told_why_once() {
     c.add_node("only", "1", "4Gi", json!({})).await;
     let s = c.start_scheduler("solo", false).await;
     wait_ready(&s).await;
-    let label = json!({"scheduling.x-k8s.io/pod-group": "batch"});
-    c.add_pod_labelled("member", "100m", label, json!({})).await;
+    c.add_pod_labelled("member", "100m", member.0, member.1).await;
     c.add_pod("plain", "100m", json!({})).await;
     c.wait_bound(&["plain".to_string()]).await;
     let told = c.wait_event("member", "FailedScheduling").await;
-    assert_eq!(told.note.as_deref(), Some(wasmsched::scheduler::no_coscheduling_groups_served("batch").as_str()));
+    assert_eq!(told.note.as_deref(), Some(said));
     c.add_pod("plain-2", "100m", json!({})).await;
     c.wait_bound(&["plain-2".to_string()]).await;
     let member = c.pods().get("member").await.unwrap();
     assert!(member.spec.and_then(|s| s.node_name).is_none(), "a member of a PodGroup that cannot exist was bound");
-    assert_eq!(c.events_for("member").await.len(), 1, "told once");
+    let conditions = member.status.and_then(|s| s.conditions).unwrap_or_default();
+    assert!(conditions.is_empty(), "a held member gets no condition: {conditions:?}");
+    let events = c.events_for("member").await;
+    assert_eq!(events.len(), 1, "told once: {events:#?}");
     s.shutdown().await;
 }
 
