@@ -113,6 +113,13 @@ impl KindInfo {
         }
     }
 
+    /// Whether the API server may not serve it: an alpha or beta version
+    /// (behind a gate), or a CRD's (installed or not). Its watch is not
+    /// waited for where it is not served, or not readable.
+    pub fn optional(&self) -> bool {
+        self.api_version.contains("alpha") || self.api_version.contains("beta")
+    }
+
     /// `pods`, `poddisruptionbudgets.policy`: as kubectl and RBAC name it.
     pub fn qualified(&self) -> String {
         match self.group() {

@@ -70,6 +70,10 @@ pub fn consequence(gate: Gate) -> &'static str {
         }
         Gate::Preemption => "no pod preempts another",
         Gate::Watch => "the watch retries, and no pod is scheduled until it lists",
+        Gate::OptionalWatch => {
+            "where the API server serves them, none are known and pods that need one wait; the watch retries, and \
+             every other pod is scheduled"
+        }
         Gate::Reporting => "pods are scheduled, without that report",
         Gate::LeaderElection => "this replica never leads",
         Gate::Policies => "the profile's pods are placed by the built-in scoring",

@@ -78,6 +78,9 @@ pub enum Gate {
     ExtendedResources,
     Preemption,
     Watch,
+    /// The watch of a kind that may be off (alpha, beta, a CRD): not
+    /// waited for.
+    OptionalWatch,
     Reporting,
     LeaderElection,
     Policies,
@@ -163,15 +166,17 @@ pub fn needs<S>(config: &RunConfig<S>, lease_namespace: &str) -> Vec<Need> {
     let mut needs = Vec::new();
     // The kinds the scheduling core watches, cluster-wide.
     // A resource watched in several versions is one permission.
-    let mut kinds: Vec<(&str, &str)> = Vec::new();
-    for kind in WATCHED_KINDS.iter().map(|k| (k.group(), k.resource)) {
-        if !kinds.contains(&kind) {
-            kinds.push(kind);
+    let mut kinds: Vec<(&str, &str, bool)> = Vec::new();
+    for kind in WATCHED_KINDS {
+        match kinds.iter_mut().find(|(g, r, _)| (*g, *r) == (kind.group(), kind.resource)) {
+            Some(seen) => seen.2 &= kind.optional(),
+            None => kinds.push((kind.group(), kind.resource, kind.optional())),
         }
     }
-    for (group, resource) in kinds {
+    for (group, resource, optional) in kinds {
+        let gate = if optional { Gate::OptionalWatch } else { Gate::Watch };
         for verb in ["list", "watch"] {
-            needs.push(everywhere(verb, group, resource, "", Gate::Watch, "the scheduling core's view of the cluster"));
+            needs.push(everywhere(verb, group, resource, "", gate, "the scheduling core's view of the cluster"));
         }
     }
     for (verb, group, resource, subresource, gate, used_for) in WRITES {

@@ -18,7 +18,10 @@
 //! it. Where it does not, it is said once, the watch counts as synced with
 //! none (readiness does not wait for it), and discovery is asked again
 //! every minute. A list refused then would read as a missing permission,
-//! which it is not.
+//! which it is not. Such a kind the API server serves but this identity
+//! may not list (a CRD installed after deploy/'s role was applied) also
+//! counts as synced with none: the retry's line says what to grant, and
+//! the rest of the cluster is scheduled meanwhile.
 //!
 //! A `DELETED` event is read for its key and UID only. On a field-selector
 //! watch it means "no longer matches" (a pod that finished), and the real
@@ -93,10 +96,10 @@ impl<T: From<Watched> + Send + 'static> Source<T> {
             WatchTarget { name: name.clone(), resource: info.qualified(), scope: scope.into(), switch_off: None };
         let task: Task<T> = Box::new(move |client, tx| {
             async move {
-                if optional(info.api_version) && !wait_until_served::<K, T>(&client, &target, &tx).await {
+                if info.optional() && !wait_until_served::<K, T>(&client, &target, &tx).await {
                     return;
                 }
-                reflect(Api::<Stripped<K>>::all(client), config, target, tx).await
+                reflect(Api::<Stripped<K>>::all(client), config, target, info.optional(), tx).await
             }
             .boxed()
         });
@@ -107,11 +110,6 @@ impl<T: From<Watched> + Send + 'static> Source<T> {
     pub async fn run(self, client: kube::Client, tx: Sender<T>) {
         (self.task)(client, tx).await
     }
-}
-
-/// Whether a kind's API version may be switched off: alpha and beta ones.
-fn optional(api_version: &str) -> bool {
-    api_version.contains("alpha") || api_version.contains("beta")
 }
 
 /// How often discovery is asked again about a kind not served.
@@ -162,8 +160,13 @@ where
     }
 }
 
-async fn reflect<K, T>(api: Api<Stripped<K>>, config: watcher::Config, target: WatchTarget, tx: Sender<T>)
-where
+async fn reflect<K, T>(
+    api: Api<Stripped<K>>,
+    config: watcher::Config,
+    target: WatchTarget,
+    optional: bool,
+    tx: Sender<T>,
+) where
     K: WatchedKind + Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     T: From<Watched>,
 {
@@ -171,8 +174,12 @@ where
     let mut changes = decode::watch(api, config, target).boxed();
     let send = |watched: Watched| tx.send(watched.into()).is_ok();
     // A resource this API server does not serve is synced with none, once:
-    // the scheduler does not wait for it to be ready.
+    // the scheduler does not wait for it to be ready. So is an optional
+    // kind this identity may not list (a CRD installed after deploy/'s
+    // role was applied): the retry's line says what to grant, and the
+    // rest of the cluster is scheduled meanwhile.
     let mut not_served_said = false;
+    let mut forbidden_synced = false;
     while let Some(change) = changes.next().await {
         let ok = match change {
             Ok(Observed::Applied(Stripped(o))) => send(Watched::Event(ClusterEvent::applied(o))),
@@ -187,6 +194,11 @@ where
                 send(Watched::Event(ClusterEvent::listed::<K>(listed)))
                     && send(Watched::Synced(name.clone()))
                     && (!served_again || send(Watched::Served(K::INFO, true)))
+            }
+            Err(e) if optional && !forbidden_synced && classify(&e).0 == FailureKind::Forbidden => {
+                forbidden_synced = true;
+                send(Watched::Event(ClusterEvent::listed::<K>(Default::default())))
+                    && send(Watched::Synced(name.clone()))
             }
             Err(e) if !not_served_said && classify(&e).0 == FailureKind::NotServed => {
                 not_served_said = true;

@@ -38,7 +38,7 @@ fn pod_groups(real: &Real) -> Api<DynamicObject> {
 }
 
 /// The CRD applied, and served (discovery lists it) before wasmsched starts.
-async fn install_crd(real: &Real) {
+pub(super) async fn install_crd(real: &Real) {
     real.apply_yaml(CRD).await;
     let deadline = common::hang_guard();
     loop {

@@ -78,12 +78,14 @@ fn binds_again_soon_after_the_apiserver_restarts() {
 }
 
 /// With kube-scheduler's identity (no ConfigMap access, Leases only in
-/// kube-system and named kube-scheduler), `wasmsched run` says what is
-/// wrong once, goes on scheduling, and its readiness shows the Lease.
+/// kube-system and named kube-scheduler, nothing of scheduler-plugins'
+/// CRD, installed here), `wasmsched run` says what is wrong once, goes on
+/// scheduling, and its readiness shows the Lease.
 #[test]
 fn forbidden_watches_and_leases_are_said_once_and_clearly() {
     let Some(real) = Real::start("permissions") else { return };
     real.block_on(async {
+        super::coscheduling::install_crd(&real).await;
         let node = json!({"labels": {"wasmsched-class": "perm"}, "spec": {}, "cpu": "4", "memory": "8Gi", "pods": "110", "ready": "True"});
         real.add_node("perm-n0", &node).await;
         let run = real.run_binary(&real.control_plane.scheduler_kubeconfig, &["--leader-elect=false"]).await;
@@ -94,8 +96,14 @@ fn forbidden_watches_and_leases_are_said_once_and_clearly() {
         // Long enough for many retries of the tenant ConfigMap watch.
         tokio::time::sleep(Duration::from_secs(6)).await;
         let log = run.stop();
-        let forbidden: Vec<&str> = log.lines().filter(|l| l.contains("forbidden")).collect();
+        let forbidden: Vec<&str> = log.lines().filter(|l| l.contains("forbidden") && l.contains("configmaps")).collect();
         assert_eq!(forbidden.len(), 1, "one line for the forbidden ConfigMaps:\n{log}");
+        // An optional kind it may not list (the CRD's PodGroups) holds
+        // nothing up: said once, with what to grant.
+        let groups = "may not list podgroups.scheduling.x-k8s.io in all namespaces";
+        let said: Vec<&str> = log.lines().filter(|l| l.contains(groups)).collect();
+        assert_eq!(said.len(), 1, "one line for the forbidden coscheduling PodGroups:\n{log}");
+        assert!(said[0].contains("Grant list and watch on podgroups.scheduling.x-k8s.io"), "{}", said[0]);
         let line = forbidden[0];
         for what in ["tenant policy configmaps", "may not list configmaps", "Grant list and watch", "--tenant-policies=false"] {
             assert!(line.contains(what), "{what:?} missing from: {line}");
@@ -127,7 +135,7 @@ fn forbidden_watches_and_leases_are_said_once_and_clearly() {
         let note = real.wait_event_about("Pod", "perm-cm", "PolicyFallback").await;
         assert!(note.contains("cannot be read") && note.contains("forbidden"), "{note}");
         let log = run.stop();
-        let forbidden: Vec<&str> = log.lines().filter(|l| l.contains("forbidden")).collect();
+        let forbidden: Vec<&str> = log.lines().filter(|l| l.contains("forbidden") && l.contains("configmaps")).collect();
         assert_eq!(forbidden.len(), 1, "{log}");
         assert!(forbidden[0].contains("may not list configmaps in namespace"), "{log}");
     });
