@@ -348,7 +348,8 @@ impl Scheduler {
             return None;
         }
         let (attempt, in_cycle) = (attempts + 1, mode == (Mode::Member { post_filter: false }));
-        // Through the field: the experiments are taken out meanwhile.
+        // Borrowed through the field, not `self.profile()`: the scheduler's
+        // other fields change while it is held.
         let profile = self.profiles.iter().find(|p| p.scheduler_name == pod.scheduler_name)?;
         let unavailable;
         let (policies, tenant) = match if mode == Mode::Pod { self.tenants.route(&pod) } else { Route::Profile } {
@@ -360,6 +361,8 @@ impl Scheduler {
             Route::Tenant { tenant, policy } => return self.hand_to_tenant((tenant, policy), pod, attempt, now),
         };
         let watchers = watchers(&self.tenants, self.gangs.shadowing(), &pod, policies, mode);
+        // Out of `self` while the attempt runs: the attempt reads the whole
+        // scheduler, and the experiments change meanwhile.
         let mut experiments = std::mem::take(&mut self.experiments);
         let mut chosen = experiments.choose(&pod, policies, tenant.is_none(), watchers);
         let canary_set = chosen.take_canary_set();
