@@ -230,7 +230,7 @@ impl PodInfo {
             host_ports,
             node_name: bound_node(pod).map(str::to_string),
             scheduler_name: scheduler_name(pod).to_string(),
-            group: group.clone(),
+            group,
             group_by_label,
             gated: spec.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty()),
             terminal: is_terminal(pod),

@@ -339,3 +339,28 @@ fn a_gang_placed_otherwise_differs_member_by_member_and_a_failing_member_fails_i
     assert_eq!((n("seen"), n("failures")), (2, 1), "the gang failed once; the lone pod judged: {c}");
     assert_eq!(n("agree") + n("ties") + n("differ"), 1, "{c}");
 }
+
+/// A group cycle in which a member's attempt failed with an error (the
+/// deciding policy panicked on it) decided nothing: no candidate is tried
+/// on the gang, as on a pod's failed attempt.
+#[test]
+fn a_group_cycle_that_failed_is_no_decision_to_try_a_candidate_on() {
+    use crate::common::gang_manifests::{gang, nodes};
+    let dir = tempfile::tempdir().unwrap();
+    let marked = gang("train", 3, 3, "1").replacen(
+        "name: train-2, namespace: t}",
+        "name: train-2, namespace: t, labels: {hostile: \"true\"}}",
+        1,
+    );
+    let cluster = dir.path().join("cluster.yaml");
+    std::fs::write(&cluster, nodes(3) + &marked).unwrap();
+    let config = dir.path().join("panic.yaml");
+    std::fs::write(&config, "mode: panic\n").unwrap();
+    let deciding = candidate("hostile", &format!(",config={}", config.display()));
+    let added = candidate("least-allocated", "");
+    let report = json(&[cluster.to_str().unwrap(), "--policy", &deciding, "--candidate", &added]);
+    assert!(report["placements"].as_array().unwrap().is_empty(), "{report}");
+    let all = report["experiments"].as_array().cloned().unwrap_or_default();
+    let seen: u64 = all.iter().map(|c| c["seen"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(seen, 0, "no decision to judge: {report}");
+}

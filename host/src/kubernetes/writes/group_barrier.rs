@@ -63,14 +63,10 @@ impl GroupBarrier {
             }
         });
         let mut state = self.state.subscribe();
-        let settled = async { state.wait_for(|s| !matches!(s, State::Waiting { .. })).await.map(|s| s.clone()) };
         tokio::select! {
-            settled = settled => match settled {
-                Ok(State::Go) => Ok(()),
-                Ok(State::Failed(why)) => Err(why),
-                // The sender is ours, alive while `self` is.
-                _ => Err("the pod group's binding was given up".into()),
-            },
+            // Only Go lets a member on (the sender is ours, alive while
+            // `self` is, but a closed channel would not count as Go).
+            Ok(_) = state.wait_for(|s| *s == State::Go) => Ok(()),
             why = self.failed() => Err(why),
         }
     }

@@ -360,7 +360,7 @@ impl Scheduler {
     /// member that opted in to its namespace's policy has that said in the
     /// log, once per namespace.
     pub(in crate::scheduler::scheduler_core) fn note_member_tenant(&mut self, pod: &PodInfo) {
-        if matches!(self.tenants.route(pod), Route::Profile) || self.gangs.tenants_told.contains(&pod.key.namespace) {
+        if self.gangs.tenants_told.contains(&pod.key.namespace) || matches!(self.tenants.route(pod), Route::Profile) {
             return;
         }
         self.gangs.tenants_told.insert(pod.key.namespace.clone());

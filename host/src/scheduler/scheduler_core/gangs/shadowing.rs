@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use super::{Gang, Gangs};
 use crate::cluster::{PodInfo, PodKey};
+use crate::scheduler::experiments::outbox::shadow_key;
 use crate::scheduler::experiments::shadow::{CandidateKey, Decision, GroupDecision, ShadowJob};
 use crate::scheduler::scheduler_core::{Attempt, Scheduler, candidates_seeing};
 
@@ -31,14 +32,8 @@ impl Scheduler {
     /// that would have seen them counts the gang's decision as dropped.
     pub(super) fn begin_group_shadowing(&mut self, first: &PodInfo, members: usize) {
         let Some(profile) = self.profile(&first.scheduler_name) else { return };
-        let candidates: Vec<CandidateKey> = candidates_seeing(&self.tenants, first, &profile.policies)
-            .into_iter()
-            .map(|(tenant, c)| CandidateKey {
-                profile: first.scheduler_name.clone(),
-                tenant: tenant.map(str::to_string),
-                candidate: c.name.clone(),
-            })
-            .collect();
+        let seeing = candidates_seeing(&self.tenants, first, &profile.policies);
+        let candidates: Vec<CandidateKey> = seeing.into_iter().map(|s| shadow_key(first, s)).collect();
         match candidates.is_empty() || self.shadow_room() >= members {
             true => self.gangs.shadowing = (!candidates.is_empty()).then(Vec::new),
             false => self.experiments.outbox.dropped_all(candidates),
@@ -46,9 +41,15 @@ impl Scheduler {
     }
 
     /// At a group cycle's end, its outcomes final: one job per candidate
-    /// for the gang's decision, its members in the cycle's order.
+    /// for the gang's decision, its members in the cycle's order. A cycle
+    /// in which a member's attempt failed with an error decided nothing
+    /// (the retry will): no candidate is tried on it.
     pub(super) fn end_group_shadowing(&mut self, gang: &Gang, already_placed: u32, placed: bool, outcomes: &[Attempt]) {
         let Some(jobs) = self.gangs.shadowing.take() else { return };
+        let error = |o: &Attempt| matches!(o, Attempt::Unschedulable { record, .. } if record.error.is_some());
+        if outcomes.iter().any(error) {
+            return;
+        }
         let ended: HashMap<&PodKey, Option<&str>> = outcomes
             .iter()
             .filter_map(|outcome| match outcome {
