@@ -4,7 +4,6 @@
 pub mod assumed;
 pub mod convert;
 pub mod declared_features;
-pub mod devices;
 pub mod disks;
 pub mod disruption_budgets;
 pub mod domains;
@@ -22,7 +21,6 @@ pub mod volume_objects;
 pub mod volumes;
 
 pub use convert::{DeviceClaimRef, HostPort, PodClaim, PodInfo, PodKey, PodPreferences, node_facts};
-pub use devices::{DeviceReservation, Devices};
 pub use disks::Disk;
 pub use disruption_budgets::DisruptionBudget;
 pub use domains::Domains;

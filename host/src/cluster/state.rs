@@ -13,7 +13,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 
 use super::convert::{PodInfo, PodKey, node_facts};
-use super::devices::Devices;
 use super::disruption_budgets::DisruptionBudget;
 use super::domains::{DomainCache, Domains};
 use super::images::{NodeImages, node_images};
@@ -22,6 +21,7 @@ use super::placed_terms::PlacedTerms;
 use super::pod_constraints::{AffinityTerm, WeightedTerm};
 use super::pod_counts::{PerNode, PodClause, PodCounters};
 use super::volumes::Volumes;
+use crate::scheduler::plugins::dynamic_resources::Devices;
 use wasmsched_runtime::{NodeId, NodeTable, SlotLayout, TaintEffect};
 
 /// How long a pod this scheduler has started to delete counts as

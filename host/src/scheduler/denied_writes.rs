@@ -68,9 +68,9 @@ impl DeniedWrites {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::devices::{ClaimReservation, ExtendedClaim};
+    use crate::cluster::VolumeReservation;
     use crate::cluster::volumes::Provision;
-    use crate::cluster::{DeviceReservation, VolumeReservation};
+    use crate::scheduler::plugins::dynamic_resources::{ClaimReservation, DeviceReservation, ExtendedClaim};
 
     fn reserved(volumes: VolumeReservation, devices: DeviceReservation) -> Reservation {
         Reservation { volumes, devices }

@@ -48,7 +48,7 @@ pub struct SimOptions {
     /// The threads large clusters' attempts are split over (`--parallelism`).
     pub workers: AttemptWorkers,
     /// How long one node's device search may take.
-    pub dra_filter_timeout: crate::cluster::devices::FilterTimeout,
+    pub dra_filter_timeout: crate::scheduler::plugins::dynamic_resources::FilterTimeout,
 }
 
 impl Default for SimOptions {

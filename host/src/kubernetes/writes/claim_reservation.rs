@@ -21,11 +21,11 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::cluster::devices::objects::{DELETE_PROTECTION, EXTENDED_RESOURCE_CLAIM};
-use crate::cluster::devices::{Allocation, ClaimReservation, DeviceReservation, ExtendedClaim};
 use crate::kubernetes::writes::denied::Denials;
 use crate::kubernetes::writes::prebind::{PreBindError, failure};
 use crate::scheduler::plugins::dynamic_resources::Deallocation;
+use crate::scheduler::plugins::dynamic_resources::{Allocation, ClaimReservation, DeviceReservation, ExtendedClaim};
+use crate::scheduler::plugins::dynamic_resources::{DELETE_PROTECTION, EXTENDED_RESOURCE_CLAIM};
 use wasmsched_runtime::NodeSelectorTerm;
 
 /// How often a claim is re-read after a conflict (client-go's

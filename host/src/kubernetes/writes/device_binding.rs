@@ -11,8 +11,8 @@ use std::time::Duration;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Api;
 
-use crate::cluster::devices::{Allocated, DeviceReservation};
 use crate::kubernetes::writes::prebind::PreBindError;
+use crate::scheduler::plugins::dynamic_resources::{Allocated, DeviceReservation};
 
 /// kube's DynamicResources `bindingTimeout` default.
 pub const BINDING_TIMEOUT: Duration = Duration::from_secs(600);

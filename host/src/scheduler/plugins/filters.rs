@@ -10,7 +10,8 @@
 use wasmsched_rules::tolerates;
 use wasmsched_runtime::{NodeFacts, NodeFit, TableNode, TaintEffect};
 
-use crate::cluster::{ClusterState, Devices, NodeState, NodeUsage, PodInfo};
+use crate::cluster::{ClusterState, NodeState, NodeUsage, PodInfo};
+use crate::scheduler::plugins::dynamic_resources::Devices;
 use crate::scheduler::plugins::pod_claims::PodClaims;
 use crate::scheduler::plugins::volume_binding::PodVolumes;
 use crate::scheduler::plugins::{

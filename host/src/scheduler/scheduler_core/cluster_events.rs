@@ -13,8 +13,9 @@ use super::Scheduler;
 use super::stores::{KindStore, apply_to, gone_from};
 use crate::cluster::convert::{bound_node, is_terminal, scheduler_name};
 use crate::cluster::pod_groups::GroupObject;
-use crate::cluster::{ClusterState, Devices, PodInfo, PodKey, Volumes};
+use crate::cluster::{ClusterState, PodInfo, PodKey, Volumes};
 use crate::scheduler::events::{Change, ClusterEvent, EventReport, InvalidPod, ObjectKey};
+use crate::scheduler::plugins::dynamic_resources::Devices;
 use crate::scheduler::plugins::queueing_hints::{AfterPodGone, Room};
 
 /// Where a pod stands for this scheduler: the one place that decides

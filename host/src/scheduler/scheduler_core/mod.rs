@@ -56,7 +56,7 @@ pub struct SchedulerConfig {
     /// The first profile's built-in score parts.
     pub scoring: BuiltinScoring,
     /// How long one node's device search may take.
-    pub dra_filter_timeout: crate::cluster::devices::FilterTimeout,
+    pub dra_filter_timeout: crate::scheduler::plugins::dynamic_resources::FilterTimeout,
 }
 
 /// One scheduler name, the policies that decide for its pods and how many

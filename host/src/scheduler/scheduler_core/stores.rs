@@ -12,8 +12,9 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment};
 
 use crate::cluster::pod_groups::{GroupObject, PodGroups};
-use crate::cluster::{ClusterState, Devices, DisruptionBudget, Volumes};
+use crate::cluster::{ClusterState, DisruptionBudget, Volumes};
 use crate::scheduler::events::{Change, ObjectKey};
+use crate::scheduler::plugins::dynamic_resources::Devices;
 
 /// A store of objects of kind `K`, keyed as the API keys them.
 pub(super) trait KindStore<K> {

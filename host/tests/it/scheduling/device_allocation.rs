@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use wasmsched::cluster::devices::Allocation;
+use wasmsched::scheduler::plugins::dynamic_resources::Allocation;
 use wasmsched::scheduler::{Attempt, ClusterEvent, Scheduler, SchedulerConfig};
 
 use super::*;

@@ -165,7 +165,9 @@ fn a_device_search_past_the_filter_timeout_gives_the_node_up() {
     let mut manifests = Manifests::default();
     manifests.add_text("test", &yaml);
     let options = SimOptions {
-        dra_filter_timeout: wasmsched::cluster::devices::FilterTimeout(std::time::Duration::from_millis(200)),
+        dra_filter_timeout: wasmsched::scheduler::plugins::dynamic_resources::FilterTimeout(
+            std::time::Duration::from_millis(200),
+        ),
         ..SimOptions::default()
     };
     let r = crate::common::returns("a search bounded by the filter timeout", move || {

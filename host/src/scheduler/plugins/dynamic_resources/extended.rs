@@ -10,9 +10,9 @@
 
 use wasmsched_runtime::NodeFacts;
 
+use super::devices::claims::{Alternative, Mode, Request};
+use super::devices::{Claim, Devices, ExtendedClaim};
 use crate::cluster::PodInfo;
-use crate::cluster::devices::objects::{Alternative, Mode, Request};
-use crate::cluster::devices::{Claim, Devices, ExtendedClaim};
 use crate::cluster::extended_requests::ExtendedContainer;
 
 /// A claim made for the pod in an earlier binding cycle: every node

@@ -23,15 +23,18 @@ use std::sync::Arc;
 use wasmsched_rules::required_affinity_matches;
 use wasmsched_runtime::{NodeFacts, NodeSelectorTerm};
 
-use crate::cluster::devices::objects::RESERVED_FOR_MAX;
-use crate::cluster::devices::{
-    Allocation, Claim, ClaimReservation, DeviceReservation, Devices, ExtendedClaim, in_memory_extended_claim,
-};
 use crate::cluster::{ClusterState, PodInfo};
+use devices::claims::RESERVED_FOR_MAX;
+use devices::{Claim, in_memory_extended_claim};
 
 mod allocator;
+pub mod devices;
 pub mod extended;
 mod post_filter;
+
+/// The face the rest of the scheduler and the backends see.
+pub use devices::claims::{DELETE_PROTECTION, EXTENDED_RESOURCE_CLAIM};
+pub use devices::{Allocated, Allocation, ClaimReservation, DeviceReservation, Devices, ExtendedClaim, FilterTimeout};
 
 use extended::PodExtended;
 
