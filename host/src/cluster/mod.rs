@@ -29,4 +29,4 @@ pub use pod_constraints::{AffinityTerm, LabelSelector, PodConstraints, SpreadCon
 pub use pod_counts::{MatchingPods, Namespaces, PerNode, PodClause};
 pub use requests::{PodRequests, RequestError, pod_requests};
 pub use state::{ClusterState, EVICTION_UNCONFIRMED};
-pub use volumes::{VolumeReservation, Volumes};
+pub use volumes::Volumes;

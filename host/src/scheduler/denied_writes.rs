@@ -68,9 +68,8 @@ impl DeniedWrites {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::VolumeReservation;
-    use crate::cluster::volumes::Provision;
     use crate::scheduler::plugins::dynamic_resources::{ClaimReservation, DeviceReservation, ExtendedClaim};
+    use crate::scheduler::plugins::volume_binding::{Provision, VolumeReservation};
 
     fn reserved(volumes: VolumeReservation, devices: DeviceReservation) -> Reservation {
         Reservation { volumes, devices }

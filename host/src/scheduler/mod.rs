@@ -40,7 +40,7 @@ pub use events::{
     Change, ClusterEvent, EventRecord, EventReport, InvalidPod, KindInfo, ObjectKey, WATCHED_KINDS, WatchedKind,
 };
 pub use parallel::{AttemptWorkers, Backpressure};
-pub use plugins::preemption::{Preemption, Victim};
+pub use plugins::default_preemption::{Preemption, Victim};
 pub use plugins::reasons::ReasonHistogram;
 pub use plugins::scores::{BuiltinScoring, ScorePart};
 pub use policy_set::{FailurePolicy, PolicySet, WeightedPolicy};

@@ -243,3 +243,57 @@ fn a_loop_between_two_files_is_found() {
     let found = loop_through(&edges, &vec!["a".to_string()]).expect("a → b → a");
     assert_eq!(found, vec![vec!["a".to_string()], vec!["b".to_string()]]);
 }
+
+/// `path` as named in `from`, made absolute (no re-export followed).
+fn absolute(from: &Module, path: &str) -> Module {
+    let segments: Vec<&str> = path.split("::").map(|s| s.split(" as ").next().unwrap_or(s).trim()).collect();
+    match segments.first() {
+        Some(&"crate") => segments[1..].iter().map(|s| s.to_string()).collect(),
+        _ => {
+            let mut at = from.clone();
+            let ups = segments.iter().take_while(|s| **s == "super").count();
+            at.truncate(at.len().saturating_sub(ups));
+            at.into_iter().chain(segments[ups..].iter().map(|s| s.to_string())).collect()
+        }
+    }
+}
+
+/// A kube plugin with a folder of its own (`scheduler/plugins/<name>/`)
+/// is met through its face, the folder's `mod.rs`: nothing outside the
+/// folder names a file inside it.
+#[test]
+fn a_plugin_folder_is_reached_only_through_its_face() {
+    let src = src();
+    let modules = modules(&src);
+    let plugins = |m: &Module| m.len() >= 3 && m[0] == "scheduler" && m[1] == "plugins";
+    let folders: BTreeSet<Module> = modules
+        .keys()
+        .filter(|m| plugins(m) && m.len() == 3 && src.join(m.join("/")).join("mod.rs").is_file())
+        .cloned()
+        .collect();
+    for expected in ["dynamic_resources", "volume_binding", "default_preemption", "node_resources"] {
+        let folder = vec!["scheduler".to_string(), "plugins".to_string(), expected.to_string()];
+        assert!(folders.contains(&folder), "plugins/{expected}/ is not a folder any more: update this test");
+    }
+    let mut reaches = Vec::new();
+    for (module, text) in &modules {
+        for path in named_paths(text) {
+            let target = absolute(module, &path);
+            let Some(folder) = folders.iter().find(|f| target.starts_with(f)) else { continue };
+            let inner = target.get(3).is_some_and(|sub| modules.contains_key(&[&folder[..], &[sub.clone()]].concat()));
+            if inner && !module.starts_with(folder) {
+                reaches.push(format!("{} → {}", module.join("/"), target.join("::")));
+            }
+        }
+    }
+    assert!(reaches.is_empty(), "reached past a plugin's face:\n{}", reaches.join("\n"));
+}
+
+#[test]
+fn a_path_past_a_plugin_face_is_found() {
+    let from = vec!["kubernetes".to_string(), "writes".to_string()];
+    let path = "crate::scheduler::plugins::dynamic_resources::devices::claims::DELETE_PROTECTION";
+    assert_eq!(absolute(&from, path)[..4], ["scheduler", "plugins", "dynamic_resources", "devices"]);
+    let inside = vec!["scheduler".to_string(), "plugins".to_string(), "dynamic_resources".to_string()];
+    assert_eq!(absolute(&inside, "super::filters::reject"), ["scheduler", "plugins", "filters", "reject"]);
+}

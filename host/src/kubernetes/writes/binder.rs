@@ -22,7 +22,7 @@ use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
-use crate::cluster::{PodInfo, VolumeReservation};
+use crate::cluster::PodInfo;
 use crate::kubernetes::writes::bind_gate::BindGate;
 use crate::kubernetes::writes::denied::{self, Denials};
 use crate::kubernetes::writes::group_barrier::GroupBarrier;
@@ -32,6 +32,7 @@ use crate::kubernetes::writes::{claim_reservation, device_binding, pod_condition
 use crate::scheduler::Backpressure;
 use crate::scheduler::plugins::dynamic_resources::DeviceReservation;
 use crate::scheduler::plugins::reservation::Reservation;
+use crate::scheduler::plugins::volume_binding::VolumeReservation;
 use crate::scheduler_metrics::SchedulerMetrics;
 
 /// A binding slower than this is abandoned and retried.

@@ -13,8 +13,9 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::cluster::PodInfo;
-use crate::cluster::volumes::{BIND_COMPLETED, BOUND_BY_CONTROLLER, SELECTED_NODE, VolumeReservation};
+use crate::cluster::volumes::{BIND_COMPLETED, BOUND_BY_CONTROLLER, SELECTED_NODE};
 use crate::kubernetes::writes::denied::{self, Denials};
+use crate::scheduler::plugins::volume_binding::VolumeReservation;
 
 /// Why PreBind failed: the pod goes back to the queue with backoff, its
 /// reservation reverted.

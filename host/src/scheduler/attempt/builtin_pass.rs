@@ -7,11 +7,12 @@
 use crate::cluster::{ClusterState, PodInfo};
 use crate::scheduler::attempt::record::{NodeRecord, Verdict};
 use crate::scheduler::parallel::workers::AttemptWorkers;
-use crate::scheduler::plugins::filters;
+use crate::scheduler::plugins::node_resources::BalancedColumn;
 use crate::scheduler::plugins::pod_claims::{PodClaims, Rejection};
-use crate::scheduler::plugins::reasons::ReasonHistogram;
-use crate::scheduler::plugins::scores::{BalancedColumn, BuiltinInputs, BuiltinScoring};
+use crate::scheduler::plugins::reasons::{self, ReasonHistogram};
+use crate::scheduler::plugins::scores::{BuiltinInputs, BuiltinScoring, ScorePart};
 use crate::scheduler::plugins::topology::TopologyFilters;
+use crate::scheduler::plugins::{filters, node_resources};
 use crate::scheduler::sampling::NodeWindow;
 use wasmsched_runtime::{Candidate, NodeId, TableNode};
 
@@ -138,7 +139,7 @@ pub(super) fn builtin_pass_over(
     // nodes (docs/benchmarks.md, "Instruction counts").
     let table = state.table();
     let capacity = table.len().min(window.find);
-    let balanced = BalancedColumn::of(pod, scoring, capacity);
+    let balanced = BalancedColumn::of(pod, scoring.weight(ScorePart::NodeResourcesBalancedAllocation), capacity);
     let mut pre = BuiltinPass::empty(table.len(), capacity, detail, window.start, balanced);
     let claims = match PodClaims::resolve(pod, state) {
         Ok(claims) => claims,
@@ -184,7 +185,7 @@ fn filter_nodes_with<'a>(
     topology: impl Fn(NodeId) -> Result<(), &'static str>,
 ) {
     let detail = pre.detail;
-    let quick = filters::RequestsOnly::of(pod, claims);
+    let quick = node_resources::RequestsOnly::of(pod, claims);
     for node in nodes {
         if pre.candidates.len() >= find {
             break;
@@ -197,7 +198,7 @@ fn filter_nodes_with<'a>(
             Some(quick) if quick.fits(node.fit, node_state) => Ok(()),
             _ => filters::run(pod, node, node_state, claims, state),
         };
-        match passed.and_then(|()| topology(id).or_else(filters::reject)) {
+        match passed.and_then(|()| topology(id).or_else(reasons::reject)) {
             Ok(()) => {
                 pre.candidates.push(node_state.usage.candidate(id));
                 pre.balanced.push(node.fit, &node_state.usage);

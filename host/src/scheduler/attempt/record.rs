@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::scheduler::plugins::default_preemption::Preemption;
 use crate::scheduler::plugins::dynamic_resources::Deallocation;
 use crate::scheduler::plugins::pod_claims::RejectedBy;
-use crate::scheduler::plugins::preemption::Preemption;
 use crate::scheduler::policy_set::FailurePolicy;
 
 #[derive(Debug, Clone, Serialize)]

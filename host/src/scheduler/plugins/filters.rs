@@ -7,22 +7,14 @@
 //! `unreachable`, `memory-pressure`, … added by the node lifecycle
 //! controller), so a NotReady node is judged by its taints alone.
 
-use wasmsched_rules::tolerates;
-use wasmsched_runtime::{NodeFacts, NodeFit, TableNode, TaintEffect};
+use wasmsched_runtime::{NodeFacts, TableNode};
 
 use crate::cluster::{ClusterState, NodeState, NodeUsage, PodInfo};
-use crate::scheduler::plugins::dynamic_resources::Devices;
 use crate::scheduler::plugins::pod_claims::PodClaims;
 use crate::scheduler::plugins::volume_binding::PodVolumes;
-use crate::scheduler::plugins::{
-    node_affinity, node_volume_limits, taint_toleration, volume_restrictions, volume_zone,
-};
-
-pub const NODE_UNSCHEDULABLE: &str = "node(s) were unschedulable";
-pub const NODE_NAME_MISMATCH: &str = "node(s) didn't match the requested node name";
-pub const NODE_PORTS_CONFLICT: &str = "node(s) didn't have free ports for the requested pod ports";
-pub const TOO_MANY_PODS: &str = "Too many pods";
-pub const UNDECLARED_FEATURES: &str = "node(s) didn't match Pod's required features";
+use crate::scheduler::plugins::volume_zone;
+use crate::scheduler::plugins::{node_affinity, node_declared_features, node_name, node_ports, node_resources};
+use crate::scheduler::plugins::{node_unschedulable, node_volume_limits, taint_toleration, volume_restrictions};
 
 /// Runs the built-in filters that read the node, what is placed on it
 /// (`node_state`) and the pod's claims (`claims`, resolved in `cluster`);
@@ -33,7 +25,8 @@ pub const UNDECLARED_FEATURES: &str = "node(s) didn't match Pod's required featu
 /// The cordon, taint and resource filters read the node's fit; its facts,
 /// behind a pointer, are read only for what the pod asks of them (a node
 /// name, labels, a taint to tolerate, an extended resource, its claims).
-/// The attempt's loop runs this only where [`RequestsOnly`] cannot pass
+/// The attempt's loop runs this only where
+/// [`RequestsOnly`](node_resources::RequestsOnly) cannot pass
 /// the node.
 pub fn run(
     pod: &PodInfo,
@@ -43,66 +36,20 @@ pub fn run(
     cluster: &ClusterState,
 ) -> Result<(), Vec<String>> {
     let TableNode { facts, fit, .. } = node;
-    node_unschedulable(pod, fit)?;
-    node_name(pod, facts)?;
+    node_unschedulable::filter(pod, fit)?;
+    node_name::filter(pod, facts)?;
     if fit.tainted {
         taint_toleration::filter(pod, facts)?;
     }
     node_affinity::filter(pod, facts)?;
     // Placed pods, and nominated pods that come first (their room is held).
     let usage = node_state.usage_for(pod);
-    node_ports(pod, &usage)?;
-    node_resources_fit(pod, node, &usage, claims)?;
+    node_ports::filter(pod, &usage)?;
+    node_resources::filter(pod, node, &usage, claims)?;
     if claims.checks_nodes {
         claim_filters(pod, facts, &usage, claims, cluster)?;
     }
-    node_declared_features(pod, node_state)
-}
-
-/// A pod that the filters judge by its cpu, memory and storage requests
-/// alone: it names no node, selects no node labels, needs no host port,
-/// extended resource, declared feature or check of its claims on nodes.
-/// On a node that is neither cordoned nor tainted and holds no nominated
-/// pod, every filter of [`run`] then passes if those requests fit, so
-/// `fits` passes such a node without running them. A node it does not
-/// pass goes through [`run`] as any other, which gives the reasons.
-#[derive(Debug, Clone, Copy)]
-pub struct RequestsOnly {
-    milli_cpu: u64,
-    memory: u64,
-    ephemeral_storage: u64,
-}
-
-impl RequestsOnly {
-    pub fn of(pod: &PodInfo, claims: &PodClaims) -> Option<RequestsOnly> {
-        let want = &pod.requests.resources;
-        let facts = &pod.facts;
-        let plain = pod.node_name.is_none()
-            && facts.node_selector.is_empty()
-            && facts.required_node_affinity.is_empty()
-            && pod.host_ports.is_empty()
-            && want.scalar.is_empty()
-            && !claims.checks_nodes
-            && pod.required_features.is_empty();
-        plain.then_some(RequestsOnly {
-            milli_cpu: want.milli_cpu,
-            memory: want.memory,
-            ephemeral_storage: want.ephemeral_storage,
-        })
-    }
-
-    /// Whether `run` would surely pass the node: `false` says nothing.
-    #[inline]
-    pub fn fits(&self, fit: &NodeFit, node_state: &NodeState) -> bool {
-        let usage = &node_state.usage;
-        !fit.unschedulable
-            && !fit.tainted
-            && node_state.nominated.is_empty()
-            && !too_many_pods(usage.pods, fit.allocatable_pods)
-            && !insufficient(self.milli_cpu, fit.allocatable_milli_cpu, usage.milli_cpu)
-            && !insufficient(self.memory, fit.allocatable_memory, usage.memory)
-            && !insufficient(self.ephemeral_storage, fit.allocatable_ephemeral_storage, usage.ephemeral_storage)
-    }
+    node_declared_features::filter(pod, node_state)
 }
 
 /// The volume filters, then DynamicResources, for a pod whose claims have
@@ -139,147 +86,10 @@ fn volume_filters(
     volume_zone::check(node, volumes)
 }
 
-/// Whether evicting pods could clear a node's rejection: kube's
-/// `Unschedulable`, as opposed to `UnschedulableAndUnresolvable`, which
-/// preemption does not try. Resources are resolvable unless the pod asks
-/// for more than the node has at all; topology spread's skew and both
-/// anti-affinity rules are; a label, a taint, a node affinity, a cordon, a
-/// pod affinity with no match or a policy's verdict are not.
-pub fn resolvable_by_eviction(pod: &PodInfo, node: &NodeFacts, reasons: &[String], devices: &Devices) -> bool {
-    use wasmsched_rules::pod_affinity::{ANTI_AFFINITY_MISMATCH, EXISTING_ANTI_AFFINITY_MISMATCH};
-    use wasmsched_rules::topology_spread::SKEW_EXCEEDED;
-    let resolvable = |r: &String| {
-        r.starts_with("Insufficient ")
-            || [
-                NODE_PORTS_CONFLICT,
-                TOO_MANY_PODS,
-                volume_restrictions::DISK_CONFLICT,
-                node_volume_limits::MAX_VOLUME_COUNT_EXCEEDED,
-                volume_restrictions::READ_WRITE_ONCE_POD_CONFLICT,
-                SKEW_EXCEEDED,
-                ANTI_AFFINITY_MISMATCH,
-                EXISTING_ANTI_AFFINITY_MISMATCH,
-            ]
-            .contains(&r.as_str())
-    };
-    !reasons.is_empty() && reasons.iter().all(resolvable) && !exceeds_allocatable(pod, node, devices)
-}
-
-/// The pod asks for more of some resource than the node has in all
-/// (devices backing an extended resource the node does not offer aside).
-fn exceeds_allocatable(pod: &PodInfo, node: &NodeFacts, devices: &Devices) -> bool {
-    let want = &pod.requests.resources;
-    let alloc = &node.allocatable;
-    alloc.pods == 0
-        || want.milli_cpu > alloc.milli_cpu
-        || want.memory > alloc.memory
-        || want.ephemeral_storage > alloc.ephemeral_storage
-        || want.scalar.iter().any(|(name, amount)| {
-            let allocatable = alloc.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
-            *amount > allocatable && (allocatable > 0 || devices.class_for_resource(name).is_none())
-        })
-}
-
-/// NodeDeclaredFeatures: the node declares every feature the pod's spec
-/// needs. kube-scheduler v1.36 runs it after NodeResourcesFit (seen on its
-/// messages); a node that lacks one is unresolvable by eviction.
-fn node_declared_features(pod: &PodInfo, node_state: &NodeState) -> Result<(), Vec<String>> {
-    if pod.required_features.is_subset_of(node_state.features) {
-        return Ok(());
-    }
-    reject(UNDECLARED_FEATURES)
-}
-
-/// One reason, as a failing filter reports it.
-pub fn reject(reason: &str) -> Result<(), Vec<String>> {
-    Err(vec![reason.to_string()])
-}
-
-/// NodeUnschedulable: `spec.unschedulable` unless the pod tolerates
-/// `node.kubernetes.io/unschedulable:NoSchedule`.
-fn node_unschedulable(pod: &PodInfo, fit: &NodeFit) -> Result<(), Vec<String>> {
-    if !fit.unschedulable {
-        return Ok(());
-    }
-    let cordoned = ("node.kubernetes.io/unschedulable", "", TaintEffect::NoSchedule);
-    if tolerates(&pod.facts.tolerations, &cordoned) { Ok(()) } else { reject(NODE_UNSCHEDULABLE) }
-}
-
-fn node_name(pod: &PodInfo, node: &NodeFacts) -> Result<(), Vec<String>> {
-    match &pod.node_name {
-        Some(name) if *name != node.name => reject(NODE_NAME_MISMATCH),
-        _ => Ok(()),
-    }
-}
-
-fn node_ports(pod: &PodInfo, usage: &NodeUsage) -> Result<(), Vec<String>> {
-    let conflict = pod.host_ports.iter().any(|want| usage.host_ports.iter().any(|used| want.conflicts(used)));
-    if conflict { reject(NODE_PORTS_CONFLICT) } else { Ok(()) }
-}
-
-/// NodeResourcesFit: pod count, then every requested resource that does not
-/// fit in `allocatable - requested`; all of them are reported. An extended
-/// resource the node does not offer but a DeviceClass backs is left to
-/// DynamicResources (DRAExtendedResource).
-fn node_resources_fit(
-    pod: &PodInfo,
-    node: TableNode<'_>,
-    usage: &NodeUsage,
-    claims: &PodClaims,
-) -> Result<(), Vec<String>> {
-    let mut reasons = Vec::new();
-    let fit = node.fit;
-    if too_many_pods(usage.pods, fit.allocatable_pods) {
-        reasons.push(TOO_MANY_PODS.to_string());
-    }
-    let want = &pod.requests.resources;
-    if insufficient(want.milli_cpu, fit.allocatable_milli_cpu, usage.milli_cpu) {
-        reasons.push("Insufficient cpu".into());
-    }
-    if insufficient(want.memory, fit.allocatable_memory, usage.memory) {
-        reasons.push("Insufficient memory".into());
-    }
-    if insufficient(want.ephemeral_storage, fit.allocatable_ephemeral_storage, usage.ephemeral_storage) {
-        reasons.push("Insufficient ephemeral-storage".into());
-    }
-    for (name, amount) in &want.scalar {
-        let offered = &node.facts.allocatable.scalar;
-        let allocatable = offered.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
-        if allocatable == 0 && claims.devices.backs(name) {
-            continue;
-        }
-        if insufficient(*amount, allocatable, usage.scalar(name)) {
-            reasons.push(format!("Insufficient {name}"));
-        }
-    }
-    if reasons.is_empty() { Ok(()) } else { Err(reasons) }
-}
-
-/// Whether NodeResourcesFit surely rejects `pod` where `usage` is placed:
-/// one pod too many, or too little cpu, memory or ephemeral storage left
-/// (extended resources are left to [`run`]). `false` says nothing.
-pub fn surely_short(pod: &PodInfo, fit: &NodeFit, usage: &NodeUsage) -> bool {
-    let want = &pod.requests.resources;
-    too_many_pods(usage.pods, fit.allocatable_pods)
-        || insufficient(want.milli_cpu, fit.allocatable_milli_cpu, usage.milli_cpu)
-        || insufficient(want.memory, fit.allocatable_memory, usage.memory)
-        || insufficient(want.ephemeral_storage, fit.allocatable_ephemeral_storage, usage.ephemeral_storage)
-}
-
-/// NodeResourcesFit on the pod count: one more would exceed the node's.
-fn too_many_pods(placed: u32, allocatable: u32) -> bool {
-    placed + 1 > allocatable
-}
-
-/// NodeResourcesFit on one resource: the pod asks for some, and more than
-/// the node has left.
-fn insufficient(want: u64, allocatable: u64, used: u64) -> bool {
-    want > 0 && want > allocatable.saturating_sub(used)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::plugins::node_resources::RequestsOnly;
     use k8s_openapi::api::core::v1::{Node, Pod};
     use serde_json::{Value, json};
 

@@ -6,8 +6,8 @@
 //! (docs/benchmarks.md, "Issue 17, fifth session").
 
 use crate::cluster::{ClusterState, NodeState, PlacedPod, PodInfo};
-use crate::scheduler::plugins::filters;
 use crate::scheduler::plugins::pod_claims::PodClaims;
+use crate::scheduler::plugins::{filters, node_resources};
 use crate::scheduler::queue::{Offer, RoomOffer};
 use wasmsched_runtime::NodeId;
 
@@ -108,7 +108,7 @@ impl<'a> Room<'a> {
     /// backlog is pods larger than any one deletion's room.
     pub fn may_fit(&self, waiting: &PodInfo) -> bool {
         let table = self.state.table();
-        table.node(self.id).is_some_and(|n| !filters::surely_short(waiting, n.fit, &self.node.usage))
+        table.node(self.id).is_some_and(|n| !node_resources::surely_short(waiting, n.fit, &self.node.usage))
     }
 
     /// No pod can go in: the node holds as many pods as it may.

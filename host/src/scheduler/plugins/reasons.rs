@@ -69,6 +69,11 @@ impl ReasonHistogram {
     }
 }
 
+/// One reason, as a failing filter reports it.
+pub fn reject(reason: &str) -> Result<(), Vec<String>> {
+    Err(vec![reason.to_string()])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

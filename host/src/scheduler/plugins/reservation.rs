@@ -4,8 +4,9 @@
 //! backend's PreBind writes it, and Unreserve reverts it, part by part in
 //! the same order.
 
-use crate::cluster::{ClusterState, PodInfo, VolumeReservation};
+use crate::cluster::{ClusterState, PodInfo};
 use crate::scheduler::plugins::dynamic_resources::DeviceReservation;
+use crate::scheduler::plugins::volume_binding::VolumeReservation;
 use crate::scheduler::plugins::{dynamic_resources, volume_binding};
 
 #[derive(Debug, Clone, Default)]

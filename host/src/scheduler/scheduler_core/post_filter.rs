@@ -7,9 +7,9 @@ use super::{Nomination, Scheduler};
 use crate::cluster::{PodInfo, PodKey};
 use crate::scheduler::attempt::pod_seed;
 use crate::scheduler::attempt::record::AttemptRecord;
+use crate::scheduler::plugins::default_preemption::{self as preemption, NOT_HELPFUL, Preemption};
 use crate::scheduler::plugins::dynamic_resources::{self, NO_CLAIMS};
 use crate::scheduler::plugins::pod_claims::RejectedBy;
-use crate::scheduler::plugins::preemption::{self, NOT_HELPFUL, Preemption};
 
 impl Scheduler {
     /// kube's PostFilter for a pod no node can take, its plugins in kube's

@@ -8,7 +8,8 @@
 use wasmsched_rules::required_affinity_matches;
 use wasmsched_runtime::NodeFacts;
 
-use crate::cluster::volumes::{Claim, Provision, StaticBinding, Volume, VolumeReservation};
+use super::{Provision, StaticBinding, VolumeReservation};
+use crate::cluster::volumes::{Claim, Volume};
 use crate::cluster::{LabelSelector, Volumes};
 
 use super::{BIND_CONFLICT, NOT_ENOUGH_SPACE};

@@ -18,10 +18,13 @@ use std::borrow::Cow;
 use wasmsched_rules::required_affinity_matches;
 use wasmsched_runtime::{NodeFacts, NodeSelectorTerm};
 
-use crate::cluster::volumes::{Claim, VolumeReservation};
+use crate::cluster::volumes::Claim;
 use crate::cluster::{ClusterState, PlacedPod, PodInfo, Volumes};
 
 mod matching;
+mod reservation;
+
+pub use reservation::{Provision, StaticBinding, VolumeReservation};
 
 /// A node a bound volume's node affinity excludes.
 pub const VOLUME_NODE_AFFINITY_CONFLICT: &str = "node(s) didn't match PersistentVolume's node affinity";

@@ -20,7 +20,7 @@ use std::time::Duration;
 use super::{GANG_UNSCHEDULABLE, Gang};
 use crate::cluster::{PodInfo, PodKey};
 use crate::scheduler::attempt::record::AttemptRecord;
-use crate::scheduler::plugins::preemption::Preemption;
+use crate::scheduler::plugins::default_preemption::Preemption;
 use crate::scheduler::scheduler_core::{Attempt, Nomination, Scheduler};
 
 /// What PostFilter found for one member of a gang short of its quorum.

@@ -5,7 +5,7 @@
 //! victims and holds the room (`ClusterState::nominate`).
 //!
 //! As in kube: only nodes whose rejection eviction can clear are tried
-//! (`filters::resolvable_by_eviction`); the dry run re-runs the built-in
+//! (`resolvable_by_eviction`); the dry run re-runs the built-in
 //! filters, topology spread and inter-pod affinity with the victims gone;
 //! PodDisruptionBudgets are respected where possible; the search starts at
 //! a seeded offset and stops once it has max(10% of the nodes, 100)
@@ -17,9 +17,13 @@ use wasmsched_runtime::NodeId;
 
 use crate::cluster::{ClusterState, NodeState, PlacedPod, PodInfo, PodKey};
 use crate::scheduler::plugins::filters;
+
+mod resolvable;
+
 use crate::scheduler::plugins::pod_claims::PodClaims;
-use crate::scheduler::plugins::reasons::ReasonHistogram;
+use crate::scheduler::plugins::reasons::{self, ReasonHistogram};
 use crate::scheduler::plugins::topology::TopologyFilters;
+use resolvable::resolvable_by_eviction;
 
 pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
 pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
@@ -98,7 +102,7 @@ pub fn preempt(pod: &PodInfo, state: &ClusterState, seed: u64) -> Result<Preempt
     let rejection = |id: NodeId| -> Option<Vec<String>> {
         let (visited, node) = (state.table().node(id)?, state.node(id)?);
         let result = filters::run(pod, visited, node, &claims, state)
-            .and_then(|()| topology.as_ref().map_or(Ok(()), |t| t.check(id)).or_else(filters::reject));
+            .and_then(|()| topology.as_ref().map_or(Ok(()), |t| t.check(id)).or_else(reasons::reject));
         result.err()
     };
     let table = state.table();
@@ -107,7 +111,7 @@ pub fn preempt(pod: &PodInfo, state: &ClusterState, seed: u64) -> Result<Preempt
     let nominated = state.nomination(&pod.key).and_then(|n| table.id_of(n).zip(table.get(table.id_of(n)?)));
     if let Some((id, facts)) = nominated {
         let resolvable =
-            rejection(id).is_some_and(|reasons| filters::resolvable_by_eviction(pod, facts, &reasons, state.devices()));
+            rejection(id).is_some_and(|reasons| resolvable_by_eviction(pod, facts, &reasons, state.devices()));
         let waiting = state.pods_on(&facts.name).any(|(_, p)| p.priority < pod.facts.priority && p.terminating);
         if resolvable && waiting {
             return keep(VICTIMS_TERMINATING);
@@ -117,7 +121,7 @@ pub fn preempt(pod: &PodInfo, state: &ClusterState, seed: u64) -> Result<Preempt
     let potential: Vec<NodeId> = table
         .iter()
         .filter(|(id, facts)| {
-            rejection(*id).is_some_and(|reasons| filters::resolvable_by_eviction(pod, facts, &reasons, state.devices()))
+            rejection(*id).is_some_and(|reasons| resolvable_by_eviction(pod, facts, &reasons, state.devices()))
         })
         .map(|(id, _)| id)
         .collect();
@@ -197,7 +201,7 @@ fn dry_run<'a>(
         }
         filters::run(pod, visited, &after, &claims.without(&evicted), state)?;
         match topology {
-            Some(t) => t.without(id, &evicted).check(id).or_else(filters::reject),
+            Some(t) => t.without(id, &evicted).check(id).or_else(reasons::reject),
             None => Ok(()),
         }
     };
