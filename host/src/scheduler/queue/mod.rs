@@ -22,12 +22,21 @@
 //! Time is passed in (`now` since an arbitrary origin) so the simulator can
 //! run on virtual time and tests need no sleeps.
 
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::{PodInfo, PodKey};
+
+mod order;
+mod rooms;
+mod sizes;
+
+use order::{ActiveKey, MovedKey};
+use rooms::OpenRoom;
+pub use rooms::{Offer, RoomOffer};
+pub use sizes::QueueSizes;
 
 pub const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -66,90 +75,6 @@ struct Entry {
     taken_at: u64,
     /// The node whose room it was retried for, until it is attempted.
     room: Option<String>,
-}
-
-/// Room a pod left on a node, and the pods retried for it.
-#[derive(Debug, Default)]
-struct OpenRoom {
-    /// Attempts begun when it opened: pods attempted later saw the room.
-    opened: u64,
-    /// Retried for it and not attempted yet.
-    retried: HashSet<PodKey>,
-}
-
-/// A node's room, as `fill_room` offers it to waiting pods.
-pub trait RoomOffer {
-    /// Whether `pod` may fit in what is left now: `false` only where it
-    /// surely does not. A cheap check, before the order is settled.
-    fn may_fit(&self, pod: &PodInfo) -> bool;
-    /// Offers what is left to `pod`.
-    fn offer(&mut self, pod: &PodInfo) -> Offer;
-}
-
-/// What a room says of a pod offered to it (`fill_room`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Offer {
-    /// It may fit, and its share is now held for it: retry it.
-    Taken,
-    /// It does not fit there.
-    Refused,
-    /// Nothing more fits: offer no other pod.
-    Full,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-struct ActiveKey {
-    priority: i32,
-    seq: Reverse<u64>,
-    key: PodKey,
-}
-
-impl Ord for ActiveKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.priority, self.seq).cmp(&(other.priority, other.seq))
-    }
-}
-
-/// A pod a cluster event moved to backoff, in kube's backoff order: the
-/// whole second its backoff ends, then priority, then the order of moves.
-/// `BinaryHeap` is a max-heap, so the first in that order is the greatest.
-#[derive(Debug, PartialEq, Eq)]
-struct MovedKey {
-    until_secs: u64,
-    priority: i32,
-    seq: u64,
-    key: PodKey,
-}
-
-impl Ord for MovedKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (Reverse(self.until_secs), self.priority, Reverse(self.seq)).cmp(&(
-            Reverse(other.until_secs),
-            other.priority,
-            Reverse(other.seq),
-        ))
-    }
-}
-
-impl PartialOrd for MovedKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialOrd for ActiveKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-/// Queue sizes, for `wasmsched_pending_pods{queue}`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct QueueSizes {
-    pub active: usize,
-    pub backoff: usize,
-    pub unschedulable: usize,
-    pub gated: usize,
 }
 
 #[derive(Debug, Default)]
@@ -488,86 +413,6 @@ impl SchedulingQueue {
         }
     }
 
-    /// Offers the room on `node` to the unschedulable pods attempted
-    /// before it opened, in queue order (highest priority, then the
-    /// longest waiting), and retries those `offer` takes until it answers
-    /// `Full`. `reopen`: a pod just left the node, so the room opens anew
-    /// and every unschedulable pod is offered it; otherwise the pods
-    /// attempted since it opened saw it and are passed over.
-    ///
-    /// The pods left waiting are not forgotten: once the retried ones were
-    /// all attempted (`settled_rooms`), the room, if anything is left of
-    /// it, goes to the next.
-    pub fn fill_room(&mut self, node: &str, reopen: bool, now: Duration, room: &mut impl RoomOffer) {
-        let takes = self.takes;
-        let open =
-            self.rooms.entry(node.to_string()).or_insert_with(|| OpenRoom { opened: takes, ..OpenRoom::default() });
-        if reopen {
-            open.opened = takes;
-        }
-        let opened = open.opened;
-        // Only the pods that may fit are put in order: a backlog is mostly
-        // pods larger than the room, and sorting all of them at every
-        // deletion cost more than the retries it saved.
-        let mut offered: Vec<(Reverse<i32>, Duration, &PodKey)> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| {
-                matches!(e.location, Location::Unschedulable { .. }) && e.taken_at <= opened && room.may_fit(&e.info)
-            })
-            .map(|(k, e)| (Reverse(e.info.facts.priority), e.last_attempt, k))
-            .collect();
-        offered.sort_unstable();
-        let mut taken = Vec::new();
-        for (_, _, key) in offered {
-            match room.offer(&self.entries[key].info) {
-                Offer::Taken => taken.push(key.clone()),
-                Offer::Refused => {}
-                Offer::Full => break,
-            }
-        }
-        for key in &taken {
-            self.requeue(key, now);
-            if let Some(e) = self.entries.get_mut(key) {
-                e.room = Some(node.to_string());
-            }
-        }
-        let room = self.rooms.get_mut(node).expect("opened above");
-        room.retried.extend(taken);
-        if room.retried.is_empty() {
-            self.rooms.remove(node);
-        }
-    }
-
-    /// The pods retried for the room on `node` and not attempted yet:
-    /// their shares of it are held.
-    pub fn retried_for(&self, node: &str) -> impl Iterator<Item = &PodInfo> {
-        self.rooms
-            .get(node)
-            .into_iter()
-            .flat_map(|r| r.retried.iter())
-            .filter_map(|k| Some(&*self.entries.get(k)?.info))
-    }
-
-    /// The rooms whose retried pods were all attempted since the last
-    /// call: each is to be offered again (`fill_room`, not reopened).
-    pub fn settled_rooms(&mut self) -> Vec<String> {
-        let mut settled = std::mem::take(&mut self.settled);
-        settled.retain(|node| self.rooms.get(node).is_some_and(|r| r.retried.is_empty()));
-        settled
-    }
-
-    /// `key` no longer waits for the room it was retried for: attempted,
-    /// gone or held back. The last one to go settles the room.
-    fn leave_room(&mut self, key: &PodKey) {
-        let Some(node) = self.entries.get_mut(key).and_then(|e| e.room.take()) else { return };
-        let Some(room) = self.rooms.get_mut(&node) else { return };
-        room.retried.remove(key);
-        if room.retried.is_empty() && !self.settled.contains(&node) {
-            self.settled.push(node);
-        }
-    }
-
     /// A pod was placed somewhere (assumed or bound): unschedulable pods
     /// with constraints on other pods may fit now (an affinity satisfied, a
     /// spread minimum raised), as kube-scheduler moves them on an assigned
@@ -634,39 +479,6 @@ impl SchedulingQueue {
             Location::Backoff { .. } => !e.error_backoff,
             _ => false,
         })
-    }
-
-    pub fn sizes(&self) -> QueueSizes {
-        let mut s = QueueSizes::default();
-        for e in self.entries.values() {
-            match e.location {
-                Location::Active | Location::Parked => s.active += 1,
-                Location::Backoff { .. } => s.backoff += 1,
-                Location::Unschedulable { .. } => s.unschedulable += 1,
-                Location::Gated => s.gated += 1,
-                Location::InFlight => {}
-            }
-        }
-        s
-    }
-
-    /// Every pod queued and not in flight: waiting, due, or not attempted
-    /// yet.
-    pub fn queued(&self) -> impl Iterator<Item = &Arc<PodInfo>> {
-        self.entries.values().filter(|e| e.location != Location::InFlight).map(|e| &e.info)
-    }
-
-    /// Pods waiting as unschedulable or gated, or backing off after an
-    /// error, with their attempts.
-    pub fn waiting(&self) -> impl Iterator<Item = (&Arc<PodInfo>, Location)> {
-        self.entries
-            .values()
-            .filter(|e| match e.location {
-                Location::Unschedulable { .. } | Location::Gated => true,
-                Location::Backoff { .. } => e.error_backoff,
-                _ => false,
-            })
-            .map(|e| (&e.info, e.location))
     }
 }
 
