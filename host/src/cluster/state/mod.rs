@@ -24,17 +24,11 @@ use super::volumes::Volumes;
 use crate::scheduler::plugins::dynamic_resources::Devices;
 use wasmsched_runtime::{NodeId, NodeTable, SlotLayout, TaintEffect};
 
-/// How long a pod this scheduler has started to delete counts as
-/// terminating without the watch saying so (`ClusterState::expire_evictions`).
-/// Longer than the 60 s a graceful API server restart can hold a watch.
-pub const EVICTION_UNCONFIRMED: Duration = Duration::from_secs(90);
+mod evictions;
+mod nominations;
 
-/// A deletion this scheduler started, not yet seen by the watch.
-#[derive(Debug, Clone)]
-struct Eviction {
-    uid: String,
-    since: Duration,
-}
+pub use evictions::EVICTION_UNCONFIRMED;
+use evictions::Eviction;
 
 #[derive(Debug, Default)]
 pub struct ClusterState {
@@ -203,69 +197,6 @@ impl ClusterState {
         self.count_claims(&placed, true);
         self.count_group(&pod.key, &placed, true);
         self.pods.insert(pod.key.clone(), placed);
-    }
-
-    /// A pod this scheduler has started to delete (a preemption's victim)
-    /// counts as terminating at once, as the watch will soon report it:
-    /// until then a retry of its preemptor would otherwise find it still
-    /// running and preempt again, and another preemption could count on
-    /// its room. It stays terminating until the pod is gone, or until
-    /// [`EVICTION_UNCONFIRMED`] passes without the watch saying so.
-    pub fn mark_terminating(&mut self, key: &PodKey, now: Duration) {
-        let Some(placed) = self.pods.get(key).filter(|p| !p.terminating) else { return };
-        self.evicting.insert(key.clone(), Eviction { uid: placed.uid.clone(), since: now });
-        self.next_eviction_check.get_or_insert(now + EVICTION_UNCONFIRMED);
-        self.set_terminating(key, true);
-    }
-
-    /// Takes back a [`Self::mark_terminating`] whose deletion was never
-    /// sent (a gang's preemption that did not stand).
-    pub fn unmark_terminating(&mut self, key: &PodKey) {
-        if self.evicting.remove(key).is_some() {
-            self.set_terminating(key, false);
-        }
-    }
-
-    /// Evictions the watch has not confirmed within
-    /// [`EVICTION_UNCONFIRMED`]: the deletion failed (a 403, say) or the
-    /// watch is far behind. The pod counts as running again, so that its
-    /// preemptor, which waits for it, can try again. Returns whether any
-    /// expired (the caller retries unschedulable pods).
-    pub fn expire_evictions(&mut self, now: Duration) -> bool {
-        if self.next_eviction_check.is_none_or(|due| now < due) {
-            return false;
-        }
-        let expired: Vec<PodKey> = self
-            .evicting
-            .iter()
-            .filter(|(_, e)| now >= e.since + EVICTION_UNCONFIRMED)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in &expired {
-            self.evicting.remove(key);
-            self.set_terminating(key, false);
-        }
-        self.next_eviction_check = self.evicting.values().map(|e| e.since + EVICTION_UNCONFIRMED).min();
-        !expired.is_empty()
-    }
-
-    /// When `expire_evictions` next has something to do.
-    pub fn next_eviction_check(&self) -> Option<Duration> {
-        self.next_eviction_check
-    }
-
-    /// Recounts a placed pod as terminating or not.
-    fn set_terminating(&mut self, key: &PodKey, terminating: bool) {
-        let Some(placed) = self.pods.get(key).filter(|p| p.terminating != terminating).cloned() else { return };
-        let id = self.table.id_of(&placed.node);
-        if let Some(id) = id {
-            self.count(&placed, id, false);
-        }
-        let changed = placed.with_terminating(terminating);
-        if let Some(id) = id {
-            self.count(&changed, id, true);
-        }
-        self.pods.insert(key.clone(), changed);
     }
 
     /// A pod deleted or finished: whatever `mark_terminating` kept of it
@@ -508,36 +439,6 @@ impl ClusterState {
     /// The pods placed on the node called `name`.
     pub fn pods_on(&self, name: &str) -> impl Iterator<Item = (&PodKey, &PlacedPod)> {
         self.by_node.get(name).into_iter().flatten().filter_map(|k| self.pods.get(k).map(|p| (k, p)))
-    }
-
-    /// Holds room on `node` for `pod` (a preemption nominated it there);
-    /// replaces an earlier nomination of the pod.
-    pub fn nominate(&mut self, pod: &PodInfo, node: &str) {
-        self.unnominate(&pod.key);
-        let nominated = NominatedPod::of(pod, node);
-        if let Some(state) = self.state_mut(node) {
-            state.nominated.push(nominated.clone());
-        }
-        self.nominations.insert(pod.key.clone(), nominated);
-    }
-
-    /// Stops holding room for a pod; returns the node it was nominated to.
-    pub fn unnominate(&mut self, key: &PodKey) -> Option<String> {
-        let nominated = self.nominations.remove(key)?;
-        if let Some(state) = self.state_mut(&nominated.held.node) {
-            state.nominated.retain(|n| &n.key != key);
-        }
-        Some(nominated.held.node)
-    }
-
-    /// The node a pod is nominated to.
-    pub fn nomination(&self, key: &PodKey) -> Option<&str> {
-        self.nominations.get(key).map(|n| n.held.node.as_str())
-    }
-
-    /// The pods nominated to the node called `name`.
-    pub fn nominated_to<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a NominatedPod> {
-        self.nominations.values().filter(move |n| n.held.node == name)
     }
 
     /// A PodDisruptionBudget added or updated; returns whether it changed.
