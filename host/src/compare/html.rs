@@ -86,7 +86,7 @@ fn chart(out: &mut String, o: &Outcome) {
 
 /// One row per node: its cpu and memory bars on a 0–100 % axis, and both
 /// figures at the end of the row.
-fn bars(out: &mut String, nodes: &[&crate::sim::run::NodeUtilisation]) {
+fn bars(out: &mut String, nodes: &[&crate::sim::utilisation::NodeUtilisation]) {
     let (label, bar, row) = (150.0, 300.0, 16.0);
     let height = row * nodes.len() as f64 + 4.0;
     let _ = write!(
@@ -125,7 +125,7 @@ fn bars(out: &mut String, nodes: &[&crate::sim::run::NodeUtilisation]) {
 
 /// How many nodes fall in each tenth of cpu and of memory requested: two
 /// bars a tenth, on a count axis.
-fn histogram(out: &mut String, nodes: &[&crate::sim::run::NodeUtilisation]) {
+fn histogram(out: &mut String, nodes: &[&crate::sim::utilisation::NodeUtilisation]) {
     let tenth = |percent: f64| ((percent / 10.0) as usize).min(9);
     let (mut cpu, mut mem) = ([0usize; 10], [0usize; 10]);
     for n in nodes {

@@ -14,7 +14,8 @@ use serde::Serialize;
 use crate::sim::SimReport;
 use crate::sim::groups::GroupSummary;
 use crate::sim::replay::ReplayReport;
-use crate::sim::run::{NodeUtilisation, Unplaced};
+use crate::sim::run::Unplaced;
+use crate::sim::utilisation::NodeUtilisation;
 
 pub use html::html;
 pub use table::{ROWS as SUMMARY_ROWS, table};

@@ -1,5 +1,6 @@
 //! The embedded simulator: one of the two backends of the scheduling core.
 
+mod budgets;
 mod claim_templates;
 pub mod groups;
 pub mod load;
@@ -8,6 +9,7 @@ pub mod replay;
 pub mod replay_report;
 pub mod report;
 pub mod run;
+pub mod utilisation;
 pub mod write;
 
 pub use load::Manifests;

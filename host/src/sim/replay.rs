@@ -18,7 +18,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
-use super::run::{NodeUtilisation, SimOptions, Unplaced, utilisation};
+use super::run::{SimOptions, Unplaced};
+use super::utilisation::{NodeUtilisation, utilisation};
 use crate::cluster::{PodInfo, PodKey};
 use crate::record::{Attempted, BindingRecord, Entry, read_journal};
 use crate::scheduler::POLICY_ANNOTATION;

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
 use k8s_openapi::api::resource::v1::ResourceClaim;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 
+use super::budgets::simulated_budget;
 use super::load::Manifests;
-use crate::cluster::{ClusterState, DisruptionBudget, PodKey};
+use super::utilisation::{NodeUtilisation, utilisation};
+use crate::cluster::PodKey;
 use crate::scheduler::experiments::{CandidateCounts, Experiments};
 use crate::scheduler::plugins::dynamic_resources::Deallocation;
 use crate::scheduler::policy_set::{ShadowCandidate, WeightedPolicy};
@@ -105,33 +105,6 @@ pub struct Unplaced {
     pub message: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct NodeUtilisation {
-    pub node: String,
-    pub ready: bool,
-    pub milli_cpu_requested: u64,
-    pub milli_cpu_allocatable: u64,
-    pub memory_requested: u64,
-    pub memory_allocatable: u64,
-    pub pods: u32,
-    pub pods_allocatable: u32,
-}
-
-impl NodeUtilisation {
-    /// Requested cpu, in percent of allocatable (0 on a node with none).
-    pub fn cpu_percent(&self) -> f64 {
-        percent(self.milli_cpu_requested, self.milli_cpu_allocatable)
-    }
-
-    pub fn memory_percent(&self) -> f64 {
-        percent(self.memory_requested, self.memory_allocatable)
-    }
-}
-
-fn percent(used: u64, total: u64) -> f64 {
-    if total == 0 { 0.0 } else { used as f64 * 100.0 / total as f64 }
-}
-
 #[derive(Debug, Serialize)]
 pub struct SimReport {
     pub nodes: usize,
@@ -177,53 +150,6 @@ pub struct SimReport {
     /// What each shadow candidate would have done.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub experiments: Vec<CandidateCounts>,
-}
-
-/// A budget as the disruption controller would keep it: one given without
-/// a status gets `disruptionsAllowed` from its spec and the matching pods
-/// that have a node (the simulator's pods are all healthy).
-fn simulated_budget(budget: &PodDisruptionBudget, pods: &[Pod]) -> PodDisruptionBudget {
-    if budget.status.is_some() {
-        return budget.clone();
-    }
-    let probe = DisruptionBudget::of(budget);
-    let healthy = pods
-        .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-        .filter(|p| {
-            let labels: Vec<(String, String)> = p.metadata.labels.clone().unwrap_or_default().into_iter().collect();
-            let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
-            probe.covers(namespace, p.metadata.name.as_deref().unwrap_or_default(), &labels)
-        })
-        .count() as i32;
-    let mut budget = budget.clone();
-    budget.status = Some(PodDisruptionBudgetStatus {
-        disruptions_allowed: Some(disruptions_allowed(budget.spec.as_ref(), healthy)),
-        current_healthy: Some(healthy),
-        expected_pods: Some(healthy),
-        ..Default::default()
-    });
-    budget
-}
-
-/// The disruption controller's arithmetic, with every matching pod
-/// expected and healthy: `minAvailable` leaves the rest, `maxUnavailable`
-/// allows that many (percentages of the pods, rounded up); neither set
-/// allows none.
-fn disruptions_allowed(spec: Option<&PodDisruptionBudgetSpec>, healthy: i32) -> i32 {
-    let amount = |v: &IntOrString| match v {
-        IntOrString::Int(n) => *n,
-        IntOrString::String(s) => {
-            let percent: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
-            ((percent * i64::from(healthy) + 99) / 100) as i32
-        }
-    };
-    let allowed = match spec {
-        Some(PodDisruptionBudgetSpec { min_available: Some(min), .. }) => healthy - amount(min),
-        Some(PodDisruptionBudgetSpec { max_unavailable: Some(max), .. }) => amount(max),
-        _ => 0,
-    };
-    allowed.max(0)
 }
 
 fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -551,24 +477,4 @@ fn report(scheduler: &Scheduler, loaded: Loaded, drive: Drive, wall_time: Durati
         scored_nodes: drive.scored_nodes,
         experiments: drive.experiments.candidates().cloned().collect(),
     }
-}
-
-pub(crate) fn utilisation(state: &ClusterState) -> Vec<NodeUtilisation> {
-    state
-        .table()
-        .iter()
-        .filter_map(|(id, facts)| {
-            let node = state.node(id)?;
-            Some(NodeUtilisation {
-                node: facts.name.clone(),
-                ready: node.ready,
-                milli_cpu_requested: node.usage.milli_cpu,
-                milli_cpu_allocatable: facts.allocatable.milli_cpu,
-                memory_requested: node.usage.memory,
-                memory_allocatable: facts.allocatable.memory,
-                pods: node.usage.pods,
-                pods_allocatable: facts.allocatable.pods,
-            })
-        })
-        .collect()
 }

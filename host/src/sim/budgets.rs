@@ -1,0 +1,55 @@
+//! PodDisruptionBudgets as the disruption controller would keep them in
+//! the simulated cluster, which has no controller.
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::cluster::DisruptionBudget;
+
+/// A budget as the disruption controller would keep it: one given without
+/// a status gets `disruptionsAllowed` from its spec and the matching pods
+/// that have a node (the simulator's pods are all healthy).
+pub fn simulated_budget(budget: &PodDisruptionBudget, pods: &[Pod]) -> PodDisruptionBudget {
+    if budget.status.is_some() {
+        return budget.clone();
+    }
+    let probe = DisruptionBudget::of(budget);
+    let healthy = pods
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .filter(|p| {
+            let labels: Vec<(String, String)> = p.metadata.labels.clone().unwrap_or_default().into_iter().collect();
+            let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
+            probe.covers(namespace, p.metadata.name.as_deref().unwrap_or_default(), &labels)
+        })
+        .count() as i32;
+    let mut budget = budget.clone();
+    budget.status = Some(PodDisruptionBudgetStatus {
+        disruptions_allowed: Some(disruptions_allowed(budget.spec.as_ref(), healthy)),
+        current_healthy: Some(healthy),
+        expected_pods: Some(healthy),
+        ..Default::default()
+    });
+    budget
+}
+
+/// The disruption controller's arithmetic, with every matching pod
+/// expected and healthy: `minAvailable` leaves the rest, `maxUnavailable`
+/// allows that many (percentages of the pods, rounded up); neither set
+/// allows none.
+fn disruptions_allowed(spec: Option<&PodDisruptionBudgetSpec>, healthy: i32) -> i32 {
+    let amount = |v: &IntOrString| match v {
+        IntOrString::Int(n) => *n,
+        IntOrString::String(s) => {
+            let percent: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
+            ((percent * i64::from(healthy) + 99) / 100) as i32
+        }
+    };
+    let allowed = match spec {
+        Some(PodDisruptionBudgetSpec { min_available: Some(min), .. }) => healthy - amount(min),
+        Some(PodDisruptionBudgetSpec { max_unavailable: Some(max), .. }) => amount(max),
+        _ => 0,
+    };
+    allowed.max(0)
+}
