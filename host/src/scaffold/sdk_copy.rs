@@ -20,7 +20,8 @@ pub const FILES: &[(&str, &str)] = &[
     ("wasmsched-sdk/src/rules.rs", include_str!("../../../sdk/src/rules.rs")),
     ("wasmsched-sdk/src/runtime.rs", include_str!("../../../sdk/src/runtime.rs")),
     ("wasmsched-sdk/src/test_host.rs", include_str!("../../../sdk/src/test_host.rs")),
-    ("wasmsched-sdk/src/testing.rs", include_str!("../../../sdk/src/testing.rs")),
+    ("wasmsched-sdk/src/testing/builders.rs", include_str!("../../../sdk/src/testing/builders.rs")),
+    ("wasmsched-sdk/src/testing/mod.rs", include_str!("../../../sdk/src/testing/mod.rs")),
     ("wasmsched-sdk/src/view.rs", include_str!("../../../sdk/src/view.rs")),
     ("wasmsched-sdk/src/wire.rs", include_str!("../../../sdk/src/wire.rs")),
     ("wasmsched-rules/Cargo.toml", RULES_MANIFEST),
@@ -79,12 +80,19 @@ mod tests {
         for (dir, vendored) in
             [("sdk/src", "wasmsched-sdk/src"), ("rules/src", "wasmsched-rules/src"), ("wit/0.4.0", "wit/0.4.0")]
         {
-            for entry in std::fs::read_dir(root.join(dir)).unwrap() {
-                let name = entry.unwrap().file_name().into_string().unwrap();
-                let path = format!("{vendored}/{name}");
-                let copied = FILES.iter().find(|(p, _)| *p == path);
-                let on_disk = std::fs::read_to_string(root.join(dir).join(&name)).unwrap();
-                assert_eq!(copied.map(|(_, c)| *c), Some(on_disk.as_str()), "{dir}/{name} is not copied as it is");
+            let mut dirs = vec![String::new()];
+            while let Some(sub) = dirs.pop() {
+                for entry in std::fs::read_dir(root.join(dir).join(&sub)).unwrap() {
+                    let entry = entry.unwrap();
+                    let name = format!("{sub}{}", entry.file_name().into_string().unwrap());
+                    if entry.path().is_dir() {
+                        dirs.push(format!("{name}/"));
+                        continue;
+                    }
+                    let copied = FILES.iter().find(|(p, _)| *p == format!("{vendored}/{name}"));
+                    let on_disk = std::fs::read_to_string(root.join(dir).join(&name)).unwrap();
+                    assert_eq!(copied.map(|(_, c)| *c), Some(on_disk.as_str()), "{dir}/{name} is not copied as it is");
+                }
             }
         }
     }

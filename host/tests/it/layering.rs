@@ -280,7 +280,9 @@ fn a_plugin_folder_is_reached_only_through_its_face() {
         for path in named_paths(text) {
             let target = absolute(module, &path);
             let Some(folder) = folders.iter().find(|f| target.starts_with(f)) else { continue };
-            let inner = target.get(3).is_some_and(|sub| modules.contains_key(&[&folder[..], &[sub.clone()]].concat()));
+            let inner = target
+                .get(3)
+                .is_some_and(|sub| modules.contains_key(&[&folder[..], std::slice::from_ref(sub)].concat()));
             if inner && !module.starts_with(folder) {
                 reaches.push(format!("{} → {}", module.join("/"), target.join("::")));
             }

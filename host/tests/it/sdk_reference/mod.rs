@@ -42,7 +42,8 @@ const RUST: Language = Language {
         ("sdk/src/parts.rs", "wasmsched_sdk::ScoreParts"),
         ("sdk/src/groups.rs", "wasmsched_sdk::PlacementView"),
         ("rules/src/rng.rs", "wasmsched_sdk::SplitMix64"),
-        ("sdk/src/testing.rs", "wasmsched_sdk::testing"),
+        ("sdk/src/testing/mod.rs", "wasmsched_sdk::testing"),
+        ("sdk/src/testing/builders.rs", "wasmsched_sdk::testing"),
     ],
     column: |row| row.0,
 };
