@@ -21,29 +21,25 @@
 //! scheduler starts; SteadyStateClusterResourceClaimTemplate is a steady
 //! state, not a backlog (`steady`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::scheduling::v1alpha2::PodGroup;
 use k8s_openapi::api::storage::v1::CSINode;
-use kube::api::{DeleteParams, ListParams, PostParams};
-use kube::runtime::watcher;
+use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use super::BenchResult;
 use super::cluster::node_json;
-use super::pod_needs::{self, Need, Needs};
+use super::pod_needs::{self, Needs};
 use super::topology::Shape;
 
 pub mod breakdown;
@@ -59,14 +55,15 @@ mod soak_check;
 mod soak_tenants;
 mod steady;
 
+mod objects;
+mod processes;
+
 use claim_controller::{ClaimController, wait_claims};
-
-/// Requests in flight while the cluster is filled.
-const CREATE_CONCURRENCY: usize = 32;
-
-/// The PriorityClass of PreemptionBasic's measured pods: the API server's
-/// Priority admission refuses a pod that sets `spec.priority` itself.
-const HIGH_PRIORITY_CLASS: &str = "wasmsched-drain-high";
+use objects::{
+    HIGH_PRIORITY_CLASS, attempts_by_result, create_all, create_if_missing, create_needs, delete_pods,
+    finish_deletions, for_apiserver, measured_pod, metrics_of, release, wait_bound,
+};
+use processes::{Running, Scheduler, kit, status_mib};
 
 pub struct Drain {
     /// The control plane's state directory (`up.sh STATE_DIR` ran).
@@ -452,384 +449,5 @@ impl Drain {
         let classes: Api<DeviceClass> = Api::all(client.clone());
         classes.delete_collection(&DeleteParams::default(), &ours).await?;
         Ok(())
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scheduler {
-    Kube,
-    Wasmsched,
-    /// Bindings only, no decision (`null_binder`).
-    NullBinder,
-    /// Bindings and a `Scheduled` Event per pod.
-    NullBinderEvents,
-}
-
-impl Scheduler {
-    fn name(self) -> &'static str {
-        match self {
-            Scheduler::Kube => "kube-scheduler",
-            Scheduler::Wasmsched => "wasmsched",
-            Scheduler::NullBinder => "null-binder",
-            Scheduler::NullBinderEvents => "null-binder-with-events",
-        }
-    }
-
-    fn scheduler_name(self) -> &'static str {
-        match self {
-            Scheduler::Kube => "default-scheduler",
-            Scheduler::Wasmsched => "wasmsched",
-            Scheduler::NullBinder | Scheduler::NullBinderEvents => "null-binder",
-        }
-    }
-}
-
-enum Running {
-    Kube,
-    /// Its process, until stopped (then `None`: its reaped id may be
-    /// another process's).
-    Wasmsched(Option<Child>, std::net::SocketAddr),
-    /// The null binder, a task of this process.
-    Null(tokio::task::JoinHandle<()>, null_binder::BindingTime),
-}
-
-impl Running {
-    /// The scheduler's process: for the null binder, this one.
-    fn pid(&self, state_dir: &Path) -> Option<u32> {
-        match self {
-            Running::Kube => {
-                std::fs::read_to_string(state_dir.join("run/kube-scheduler.pid")).ok()?.trim().parse().ok()
-            }
-            Running::Wasmsched(child, _) => child.as_ref().map(Child::id),
-            Running::Null(..) => Some(std::process::id()),
-        }
-    }
-
-    /// The scheduler process's peak resident set (VmHWM), 0 if unknown.
-    fn peak_rss_mib(&self, state_dir: &Path) -> f64 {
-        let pid = match self {
-            Running::Null(..) => return 0.0,
-            _ => self.pid(state_dir).unwrap_or_default(),
-        };
-        status_mib(pid, "VmHWM:")
-    }
-
-    fn stop(&mut self, state_dir: &Path) {
-        match self {
-            Running::Kube => {
-                let _ =
-                    Command::new(kit("kube-scheduler.sh")).arg(state_dir).arg("stop").stdout(Stdio::null()).status();
-            }
-            Running::Wasmsched(child, _) => kill_group(child.take()),
-            Running::Null(task, _) => task.abort(),
-        }
-    }
-}
-
-/// A memory figure of a process's `/proc/PID/status` (`VmHWM:`,
-/// `VmRSS:`), in MiB; 0 if unknown.
-fn status_mib(pid: u32, field: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok());
-    kib.map_or(0.0, |kib| kib / 1024.0)
-}
-
-/// A drain that fails half-way still ends the wasmsched it started.
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Running::Wasmsched(child, _) = self {
-            kill_group(child.take());
-        }
-    }
-}
-
-/// Kills wasmsched with its process group (it leads one): a wrapper given
-/// as `--wasmsched-binary` (heaptrack's script, say) runs it as a child,
-/// which killing the wrapper alone left scheduling beside the next drain.
-fn kill_group(child: Option<Child>) {
-    let Some(mut child) = child else { return };
-    if let Ok(pid) = i32::try_from(child.id()) {
-        // SAFETY: sends a signal to the group this drain started; no memory
-        // is shared.
-        unsafe { libc::kill(-pid, libc::SIGKILL) };
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-/// A script of the control-plane kit: `$KCP_KIT`, or
-/// `../shared/kube-control-plane`.
-fn kit(script: &str) -> PathBuf {
-    let dir = std::env::var_os("KCP_KIT").map(PathBuf::from).unwrap_or_else(|| "../shared/kube-control-plane".into());
-    dir.join(script)
-}
-
-/// Creates every object of `bodies`, `CREATE_CONCURRENCY` at a time.
-async fn create_all<K>(api: &Api<K>, bodies: impl Iterator<Item = Value>) -> anyhow::Result<()>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let objects: Vec<K> = bodies.map(serde_json::from_value).collect::<Result<_, _>>()?;
-    let params = PostParams::default();
-    futures::stream::iter(objects.iter().map(|o| api.create(&params, o)))
-        .buffer_unordered(CREATE_CONCURRENCY)
-        .try_for_each(|_| async { Ok(()) })
-        .await?;
-    Ok(())
-}
-
-/// The measured pod number `i` of `scheduler`, labelled `drain-run:
-/// label`.
-fn measured_pod(shape: Shape, scheduler: Scheduler, i: usize, label: &str) -> Value {
-    let name = format!("{}-{i:06}", scheduler.name());
-    let mut pod = for_apiserver(shape.pod(name, shape.namespaces().1, None, true, scheduler.scheduler_name()));
-    pod["metadata"]["labels"]["drain-run"] = json!(label);
-    pod
-}
-
-/// A shape's pod as the API server takes it: a priority given by its
-/// class, not by `spec.priority` (priority 0 needs no class).
-fn for_apiserver(mut pod: Value) -> Value {
-    let Some(spec) = pod["spec"].as_object_mut() else { return pod };
-    if let Some(priority) = spec.remove("priority")
-        && priority.as_i64().is_some_and(|p| p > 0)
-    {
-        spec.insert("priorityClassName".into(), json!(HIGH_PRIORITY_CLASS));
-    }
-    pod
-}
-
-async fn create_if_missing<K>(api: &Api<K>, object: &K) -> anyhow::Result<()>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    match api.create(&PostParams::default(), object).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The kubelet's part in a preemption, for the pods of `run`: a bound pod
-/// deleted gracefully is deleted for good at once (grace period 0), as if
-/// its containers had stopped, so the preemptor's room is freed. `first`
-/// gets the moment the first such deletion was seen.
-async fn finish_deletions(
-    client: Client,
-    namespace: &'static str,
-    run: String,
-    first: Arc<OnceLock<Instant>>,
-) -> anyhow::Result<()> {
-    let api: Api<Pod> = Api::namespaced(client, namespace);
-    let config = watcher::Config::default().labels(&format!("drain-run={run}"));
-    let mut events = watcher(api.clone(), config).boxed();
-    while let Some(event) = events.try_next().await? {
-        let (watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) = event else { continue };
-        if pod.metadata.deletion_timestamp.is_none() {
-            continue;
-        }
-        first.get_or_init(Instant::now);
-        let (api, name) = (api.clone(), pod.metadata.name.unwrap_or_default());
-        tokio::spawn(async move {
-            let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
-            if let Err(e) = api.delete(&name, &now).await
-                && !matches!(&e, kube::Error::Api(status) if status.code == 404)
-            {
-                eprintln!("finishing the deletion of {name}: {e}");
-            }
-        });
-    }
-    Ok(())
-}
-
-/// wasmsched's `wasmsched_schedule_attempts_total` by result, its
-/// preemptions and their victims, read from its metrics endpoint; empty
-/// if it cannot be read.
-async fn attempts_by_result(http: std::net::SocketAddr) -> Vec<(String, f64)> {
-    let text = metrics_of(http).await;
-    let sum_by = |metric: &str, by: &str| metrics_text::sum_by(&text, metric, by);
-    let one = |metric: &str| metrics_text::series(&text, metric).next().map(|(_, v)| v);
-    let mut totals: Vec<(String, f64)> = Vec::new();
-    let attempts = sum_by("wasmsched_schedule_attempts_total", "result");
-    totals.extend(attempts.into_iter().map(|(result, n)| (format!("{result}Attempts"), n)));
-    // Evictions beyond what the workload needs would show here.
-    totals.extend(one("wasmsched_preemptions_total").map(|n| ("preemptions".to_string(), n)));
-    totals.extend(one("wasmsched_preemption_victims_sum").map(|n| ("victims".to_string(), n)));
-    // What its watches delivered, by resource: beside the API server's
-    // count of watch events, the share that was wasmsched's.
-    let watched = sum_by("wasmsched_watch_events_total", "resource");
-    totals.extend(watched.into_iter().map(|(resource, n)| (format!("schedulerWatchEvents {resource}"), n)));
-    // Over every result: the binding requests' time, for bindings in flight.
-    let binding = sum_by("wasmsched_binding_duration_seconds_sum", "result");
-    totals.push(("bindingSeconds".into(), binding.values().sum()));
-    // The attempts' own time, against the scheduling loop's CPU.
-    let attempting = sum_by("wasmsched_scheduling_attempt_duration_seconds_sum", "result");
-    totals.push(("attemptSeconds".into(), attempting.values().sum()));
-    // Group cycles (gangs), and their mean time.
-    let cycles: f64 = sum_by("scheduler_podgroup_schedule_attempts_total", "result").values().sum();
-    let took: f64 = sum_by("scheduler_podgroup_scheduling_attempt_duration_seconds_sum", "result").values().sum();
-    if cycles > 0.0 {
-        totals.extend([("groupCycles".to_string(), cycles), ("groupCycleMeanMs".to_string(), took * 1e3 / cycles)]);
-    }
-    // Shadow candidates' work, over all of them: evaluated or dropped.
-    let shadow = sum_by("wasmsched_shadow_attempts_total", "result");
-    totals.extend(shadow.into_iter().map(|(result, n)| (format!("shadow_{result}"), n)));
-    totals
-}
-
-/// wasmsched's `/metrics` text (empty if it cannot be read).
-async fn metrics_of(http: std::net::SocketAddr) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut text = String::new();
-    if let Ok(mut stream) = tokio::net::TcpStream::connect(http).await {
-        let request = format!("GET /metrics HTTP/1.0\r\nHost: {http}\r\n\r\n");
-        if stream.write_all(request.as_bytes()).await.is_ok() {
-            let _ = stream.read_to_string(&mut text).await;
-        }
-    }
-    text
-}
-
-/// When the first and the last of `pods` were seen bound, and how many
-/// went to each node.
-async fn wait_bound(
-    client: &Client,
-    namespace: &str,
-    pods: &HashSet<String>,
-    first_bound: tokio::sync::oneshot::Sender<Instant>,
-) -> anyhow::Result<(Instant, Instant, HashMap<String, usize>)> {
-    let mut first_bound = Some(first_bound);
-    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let config = watcher::Config::default().fields("spec.nodeName!=");
-    let mut events = watcher(api, config).boxed();
-    let mut bound = HashSet::new();
-    let mut per_node = HashMap::new();
-    let mut first = None;
-    let deadline = Instant::now() + Duration::from_secs(600);
-    while bound.len() < pods.len() {
-        let next = tokio::time::timeout_at(deadline.into(), events.next()).await;
-        let event = match next {
-            Ok(Some(event)) => event.context("watching the measured pods")?,
-            Ok(None) => bail!("the watch ended"),
-            Err(_) => bail!("{} of {} pods bound after 600 s", bound.len(), pods.len()),
-        };
-        if let watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) = event {
-            let name = pod.metadata.name.unwrap_or_default();
-            if pods.contains(&name) && bound.insert(name) {
-                let at = *first.get_or_insert_with(Instant::now);
-                if let Some(tell) = first_bound.take() {
-                    let _ = tell.send(at);
-                }
-                let node = pod.spec.and_then(|s| s.node_name).unwrap_or_default();
-                *per_node.entry(node).or_default() += 1;
-            }
-        }
-    }
-    Ok((first.unwrap_or_else(Instant::now), Instant::now(), per_node))
-}
-
-async fn delete_pods(client: &Client, namespace: &str, selector: &str) -> anyhow::Result<()> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
-    let listed = ListParams::default().labels(selector);
-    api.delete_collection(&now, &listed).await?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !api.list(&listed).await?.items.is_empty() {
-        if Instant::now() > deadline {
-            bail!("pods {selector} not deleted after 120 s");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Ok(())
-}
-
-/// Creates `needs` (the namespaced ones in `namespace`), labelled with
-/// `run` as `drain-run`.
-async fn create_needs(client: &Client, namespace: &str, needs: Vec<Need>, run: &str) -> anyhow::Result<()> {
-    let labelled = |mut v: Value| {
-        v["metadata"]["labels"] = json!({"drain-run": run});
-        v
-    };
-    let (mut classes, mut slices, mut resource_claims, mut csi_nodes, mut volumes, mut claims) =
-        (vec![], vec![], vec![], vec![], vec![], vec![]);
-    let (mut templates, mut groups) = (vec![], vec![]);
-    for need in needs {
-        match need {
-            Need::DeviceClass(v) => classes.push(labelled(v)),
-            Need::ResourceSlice(v) => slices.push(labelled(v)),
-            Need::ResourceClaim(v) => resource_claims.push(labelled(v)),
-            Need::ClaimTemplate(v) => templates.push(labelled(v)),
-            Need::CsiNode(v) => csi_nodes.push(labelled(v)),
-            Need::Volume(v) => volumes.push(labelled(v)),
-            Need::Claim(v) => claims.push(labelled(v)),
-            Need::PodGroup(v) => groups.push(labelled(v)),
-        }
-    }
-    for class in classes {
-        create_if_missing(&Api::<DeviceClass>::all(client.clone()), &serde_json::from_value(class)?).await?;
-    }
-    create_all(&Api::<ResourceSlice>::all(client.clone()), slices.into_iter()).await?;
-    create_all(&Api::<CSINode>::all(client.clone()), csi_nodes.into_iter()).await?;
-    create_all(&Api::<PersistentVolume>::all(client.clone()), volumes.into_iter()).await?;
-    if !namespace.is_empty() {
-        create_all(&Api::<ResourceClaim>::namespaced(client.clone(), namespace), resource_claims.into_iter()).await?;
-        let template_api = Api::<ResourceClaimTemplate>::namespaced(client.clone(), namespace);
-        create_all(&template_api, templates.into_iter()).await?;
-        create_all(&Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace), claims.into_iter()).await?;
-        if !groups.is_empty() {
-            let api = Api::<PodGroup>::namespaced(client.clone(), namespace);
-            create_all(&api, groups.into_iter()).await.context(
-                "creating PodGroups: gangs need a kit with the gates on (KCP_APISERVER_EXTRA_ARGS and \
-                 KCP_SCHEDULER_EXTRA_ARGS, docs/benchmarks.md)",
-            )?;
-        }
-    }
-    Ok(())
-}
-
-/// What the pods of `run` had made for them, released and deleted: the
-/// controllers' part once the pods are gone (they remove the finalizers:
-/// the scheduler's delete-protection on a ResourceClaim, the
-/// storage-object-in-use protection on claims and volumes).
-async fn release(client: &Client, namespace: &str, run: &str) -> anyhow::Result<()> {
-    let ours = ListParams::default().labels(&format!("drain-run={run}"));
-    release_kind(&Api::<ResourceClaim>::namespaced(client.clone(), namespace), &ours).await?;
-    release_kind(&Api::<ResourceClaimTemplate>::namespaced(client.clone(), namespace), &ours).await?;
-    release_kind(&Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace), &ours).await?;
-    release_kind(&Api::<PersistentVolume>::all(client.clone()), &ours).await?;
-    // The PodGroups' protection is the controller-manager's to lift; on an
-    // API server that serves none, there are none.
-    match release_kind(&Api::<PodGroup>::namespaced(client.clone(), namespace), &ours).await {
-        Err(e) if matches!(e.downcast_ref(), Some(kube::Error::Api(s)) if s.code == 404) => Ok(()),
-        other => other,
-    }
-}
-
-async fn release_kind<K>(api: &Api<K>, ours: &ListParams) -> anyhow::Result<()>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let names: Vec<String> = api.list(ours).await?.items.into_iter().filter_map(|o| o.meta().name.clone()).collect();
-    futures::stream::iter(names.iter().map(|name| unprotect(api, name)))
-        .buffer_unordered(CREATE_CONCURRENCY)
-        .try_for_each(|_| async { Ok(()) })
-        .await?;
-    api.delete_collection(&DeleteParams::default(), ours).await?;
-    Ok(())
-}
-
-/// Removes the finalizers of `name`; gone already is fine (a controller
-/// still running may delete it meanwhile).
-async fn unprotect<K>(api: &Api<K>, name: &str) -> kube::Result<()>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let patch = kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}}));
-    match api.patch(name, &kube::api::PatchParams::default(), &patch).await {
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        other => other.map(|_| ()),
     }
 }
