@@ -150,66 +150,11 @@ impl PodInfo {
         let no_spec = PodSpec::default();
         let spec = pod.spec.as_ref().unwrap_or(&no_spec);
         let meta = &pod.metadata;
-        let host_ports = spec
-            .containers
-            .iter()
-            .chain(spec.init_containers.iter().flatten().filter(|c| c.restart_policy.as_deref() == Some("Always")))
-            .flat_map(|c| c.ports.iter().flatten())
-            .filter(|p| p.host_port.is_some_and(|hp| hp > 0))
-            .map(|p| HostPort {
-                ip: p.host_ip.clone().unwrap_or_default(),
-                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
-                port: p.host_port.unwrap_or_default(),
-            })
-            .collect();
-        let node_affinity = spec.affinity.as_ref().and_then(|a| a.node_affinity.as_ref());
-        let required = node_affinity
-            .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
-            .map(|s| s.node_selector_terms.iter().map(selector_term).collect())
-            .unwrap_or_default();
-        let containers = spec.containers.iter().chain(spec.init_containers.iter().flatten());
-        let preferences = PodPreferences {
-            node_affinity: node_affinity
-                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
-                .into_iter()
-                .flatten()
-                .map(|p| (p.weight, selector_term(&p.preference)))
-                .collect(),
-            images: containers
-                .clone()
-                .filter_map(|c| c.image.as_deref())
-                .map(wasmsched_rules::scoring::normalized_image_name)
-                .collect(),
-            containers: containers.count(),
-            best_effort: requests.resources.milli_cpu == 0 && requests.resources.memory == 0,
-        };
-        let facts = PodFacts {
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
-            uid: meta.uid.clone().unwrap_or_default(),
-            labels: meta.labels.clone().unwrap_or_default().into_iter().collect(),
-            annotations: meta.annotations.clone().unwrap_or_default().into_iter().collect(),
-            priority: spec.priority.unwrap_or(0),
-            requests: requests.resources.clone(),
-            nonzero_milli_cpu: requests.nonzero_milli_cpu,
-            nonzero_memory: requests.nonzero_memory,
-            node_selector: spec.node_selector.clone().unwrap_or_default().into_iter().collect(),
-            required_node_affinity: required,
-            tolerations: spec.tolerations.iter().flatten().map(toleration).collect(),
-            // Told during an attempt, from the cluster's state then.
-            group: None,
-        };
+        let host_ports = host_ports(spec);
+        let preferences = PodPreferences::of(spec, &requests);
+        let facts = pod_facts(spec, meta, &key, &requests);
         let constraints = PodConstraints::of(spec, &key.namespace, meta.labels.as_ref().unwrap_or(&Default::default()));
-        let claims = spec
-            .volumes
-            .iter()
-            .flatten()
-            .filter_map(|v| match (&v.persistent_volume_claim, &v.ephemeral) {
-                (Some(claim), _) => Some(PodClaim { name: claim.claim_name.clone(), ephemeral: false }),
-                (None, Some(_)) => Some(PodClaim { name: format!("{}-{}", key.name, v.name), ephemeral: true }),
-                (None, None) => None,
-            })
-            .collect();
+        let claims = volume_claims(spec, &key);
         let disks = spec.volumes.iter().flatten().filter_map(Disk::of).collect();
         let (group, group_by_label) = group_of(spec, meta);
         Ok(PodInfo {
@@ -394,4 +339,84 @@ pub fn node_facts(node: &Node) -> Result<(NodeFacts, bool), String> {
         name,
     };
     Ok((facts, ready))
+}
+
+/// The host ports of the pod's containers and sidecars (init containers
+/// that keep running), as NodePorts reads them.
+fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten().filter(|c| c.restart_policy.as_deref() == Some("Always")))
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter(|p| p.host_port.is_some_and(|hp| hp > 0))
+        .map(|p| HostPort {
+            ip: p.host_ip.clone().unwrap_or_default(),
+            protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+            port: p.host_port.unwrap_or_default(),
+        })
+        .collect()
+}
+
+impl PodPreferences {
+    /// What the pod prefers, for the built-in scores.
+    fn of(spec: &PodSpec, requests: &PodRequests) -> PodPreferences {
+        let node_affinity = spec.affinity.as_ref().and_then(|a| a.node_affinity.as_ref());
+        let containers = spec.containers.iter().chain(spec.init_containers.iter().flatten());
+        PodPreferences {
+            node_affinity: node_affinity
+                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|p| (p.weight, selector_term(&p.preference)))
+                .collect(),
+            images: containers
+                .clone()
+                .filter_map(|c| c.image.as_deref())
+                .map(wasmsched_rules::scoring::normalized_image_name)
+                .collect(),
+            containers: containers.count(),
+            best_effort: requests.resources.milli_cpu == 0 && requests.resources.memory == 0,
+        }
+    }
+}
+
+/// What policies see of the pod.
+fn pod_facts(spec: &PodSpec, meta: &ObjectMeta, key: &PodKey, requests: &PodRequests) -> PodFacts {
+    let required = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+        .map(|s| s.node_selector_terms.iter().map(selector_term).collect())
+        .unwrap_or_default();
+    PodFacts {
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        labels: meta.labels.clone().unwrap_or_default().into_iter().collect(),
+        annotations: meta.annotations.clone().unwrap_or_default().into_iter().collect(),
+        priority: spec.priority.unwrap_or(0),
+        requests: requests.resources.clone(),
+        nonzero_milli_cpu: requests.nonzero_milli_cpu,
+        nonzero_memory: requests.nonzero_memory,
+        node_selector: spec.node_selector.clone().unwrap_or_default().into_iter().collect(),
+        required_node_affinity: required,
+        tolerations: spec.tolerations.iter().flatten().map(toleration).collect(),
+        // Told during an attempt, from the cluster's state then.
+        group: None,
+    }
+}
+
+/// The pod's PersistentVolumeClaims, its generic ephemeral volumes' claims
+/// included (named `<pod>-<volume>`).
+fn volume_claims(spec: &PodSpec, key: &PodKey) -> Vec<PodClaim> {
+    spec.volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| match (&v.persistent_volume_claim, &v.ephemeral) {
+            (Some(claim), _) => Some(PodClaim { name: claim.claim_name.clone(), ephemeral: false }),
+            (None, Some(_)) => Some(PodClaim { name: format!("{}-{}", key.name, v.name), ephemeral: true }),
+            (None, None) => None,
+        })
+        .collect()
 }

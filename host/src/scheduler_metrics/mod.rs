@@ -8,11 +8,12 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::scheduler::experiments::shadow::CandidateKey;
-use crate::scheduler::experiments::shadow::ShadowResult;
+use crate::scheduler::experiments::shadow::{CandidateKey, ShadowResult};
 use crate::scheduler::{AttemptRecord, GroupOutcome, QueueSizes};
 
+mod experiments;
 mod pod_groups;
+mod policies;
 
 /// Buckets in seconds for scheduling attempts and bindings (kube-scheduler
 /// uses exponential buckets from 1 ms; ours start lower: wasm attempts are
@@ -22,8 +23,6 @@ const LATENCY_BUCKETS: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
 const CALL_BUCKETS: &[f64] = &[0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.01, 0.1];
 /// Victims per preemption, as kube-scheduler's `scheduler_preemption_victims`.
 const VICTIM_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
-const RANK_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 5.0, 10.0, 25.0, 100.0];
-const REGRET_BUCKETS: &[f64] = &[0.0, 1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0];
 
 type Labels = Vec<String>;
 
@@ -96,23 +95,13 @@ pub struct SchedulerMetrics {
     pending_reports: Family<f64>,
     record_queue: Family<f64>,
     record_dropped: Family<f64>,
-    policy_calls: Family<Histogram>,
-    policy_failures: Family<f64>,
-    fallbacks: Family<f64>,
     binding_duration: Family<Histogram>,
     leader: Family<f64>,
     watch_events: Family<f64>,
-    policy_reloads: Family<f64>,
-    tenant_reloads: Family<f64>,
     preemptions: Family<f64>,
     preemption_victims: Family<Histogram>,
-    shadow_attempts: Family<f64>,
-    shadow_pending: Family<f64>,
-    shadow_failures: Family<f64>,
-    shadow_rank: Family<Histogram>,
-    shadow_regret: Family<Histogram>,
-    canary_decisions: Family<f64>,
-    canary_stops: Family<f64>,
+    experiments: experiments::ExperimentMetrics,
+    policies: policies::PolicyMetrics,
     pod_groups: pod_groups::PodGroupMetrics,
 }
 
@@ -151,21 +140,6 @@ impl SchedulerMetrics {
                 "Inputs and decisions left out of the recording because its writer fell behind: a replay of it is not complete.",
                 &[],
             ),
-            policy_calls: Family::new(
-                "wasmsched_policy_call_duration_seconds",
-                "Duration of one call into a WebAssembly policy, by policy and phase.",
-                &["policy", "phase"],
-            ),
-            policy_failures: Family::new(
-                "wasmsched_policy_failures_total",
-                "Policy calls that failed (trap, deadline, out_of_memory, malformed_result, ...), by tenant (empty for a profile's policies), policy and kind.",
-                &["tenant", "policy", "kind"],
-            ),
-            fallbacks: Family::new(
-                "wasmsched_fallback_total",
-                "Scheduling attempts decided by the built-in least-allocated fallback because a policy failed.",
-                &["profile"],
-            ),
             binding_duration: Family::new(
                 "wasmsched_binding_duration_seconds",
                 "Binding latency in seconds (the pods/binding request), by result.",
@@ -181,16 +155,6 @@ impl SchedulerMetrics {
                 "Watch events applied to the scheduler's cache, by resource.",
                 &["resource"],
             ),
-            policy_reloads: Family::new(
-                "wasmsched_policy_reloads_total",
-                "Policy updates from a ConfigMap, by profile and result (accepted or rejected).",
-                &["profile", "result"],
-            ),
-            tenant_reloads: Family::new(
-                "wasmsched_tenant_policy_reloads_total",
-                "Tenant policy ConfigMap updates, by tenant (namespace) and result (accepted, rejected or disabled).",
-                &["tenant", "result"],
-            ),
             preemptions: Family::new(
                 "wasmsched_preemptions_total",
                 "Preemptions started: a pod nominated to a node and lower-priority pods evicted there.",
@@ -201,41 +165,8 @@ impl SchedulerMetrics {
                 "Number of pods evicted per preemption.",
                 &[],
             ),
-            shadow_attempts: Family::new(
-                "wasmsched_shadow_attempts_total",
-                "Attempts a shadow candidate was due to see beside the deciding policies, each by one result: it would have chosen the same node (agree), another that scores as high by its own totals (tie), another (differ); a call of its evaluation failed (failed, and nothing else is counted of it); or it missed the attempt because shadow work was behind (dropped). tenant is the namespace of a tenant's candidate, empty for a profile's.",
-                &["profile", "tenant", "candidate", "result"],
-            ),
-            shadow_pending: Family::new(
-                "wasmsched_shadow_pending_changes_total",
-                "Pods a shadow candidate would have left pending where the deciding policies placed them (would_leave_pending), and the reverse (would_place).",
-                &["profile", "tenant", "candidate", "change"],
-            ),
-            shadow_failures: Family::new(
-                "wasmsched_shadow_failures_total",
-                "Shadow evaluations in which a policy call failed (trap, deadline, memory, bad result): no agreement, rank or regret is counted of them.",
-                &["profile", "tenant", "candidate"],
-            ),
-            shadow_rank: Family::new(
-                "wasmsched_shadow_rank_of_decided",
-                "The rank a shadow candidate gives the node the deciding policies chose (1: its best).",
-                &["profile", "tenant", "candidate"],
-            ),
-            shadow_regret: Family::new(
-                "wasmsched_shadow_regret",
-                "The points by which a shadow candidate's best node leads the node the deciding policies chose, in its own totals.",
-                &["profile", "tenant", "candidate"],
-            ),
-            canary_decisions: Family::new(
-                "wasmsched_canary_decisions_total",
-                "Pods a candidate decided as a canary, in the place of the deciding policy it replaces.",
-                &["profile", "candidate"],
-            ),
-            canary_stops: Family::new(
-                "wasmsched_canary_stopped_total",
-                "Canaries stopped by their guard rail (too many failures within their window).",
-                &["profile", "candidate"],
-            ),
+            experiments: experiments::ExperimentMetrics::new(),
+            policies: policies::PolicyMetrics::new(),
             pod_groups: pod_groups::PodGroupMetrics::new(),
         }
     }
@@ -250,15 +181,16 @@ impl SchedulerMetrics {
         self.attempts.with(&[result, profile], |v| *v += 1.0);
         self.attempt_duration.with(&[result, profile], |h| h.observe(LATENCY_BUCKETS, record.duration.as_secs_f64()));
         for call in &record.policy_calls {
-            self.policy_calls
+            self.policies
+                .policy_calls
                 .with(&[&call.policy, call.phase], |h| h.observe(CALL_BUCKETS, call.duration.as_secs_f64()));
             if let Some(kind) = call.failure {
                 let tenant = record.tenant.as_deref().unwrap_or("");
-                self.policy_failures.with(&[tenant, &call.policy, kind], |v| *v += 1.0);
+                self.policies.policy_failures.with(&[tenant, &call.policy, kind], |v| *v += 1.0);
             }
         }
         if record.fallback.is_some() {
-            self.fallbacks.with(&[profile], |v| *v += 1.0);
+            self.policies.fallbacks.with(&[profile], |v| *v += 1.0);
         }
     }
 
@@ -298,11 +230,11 @@ impl SchedulerMetrics {
     }
 
     pub fn policy_reload(&self, profile: &str, result: &str) {
-        self.policy_reloads.with(&[profile, result], |v| *v += 1.0);
+        self.policies.policy_reloads.with(&[profile, result], |v| *v += 1.0);
     }
 
     pub fn tenant_reload(&self, tenant: &str, result: &str) {
-        self.tenant_reloads.with(&[tenant, result], |v| *v += 1.0);
+        self.policies.tenant_reloads.with(&[tenant, result], |v| *v += 1.0);
     }
 
     pub fn preemption(&self, victims: usize) {
@@ -316,57 +248,33 @@ impl SchedulerMetrics {
 
     /// What a shadow candidate would have done with one attempt.
     pub fn shadow(&self, r: &ShadowResult) {
-        let (profile, candidate) = (r.profile.as_str(), r.candidate.as_str());
-        let tenant = r.tenant.as_deref().unwrap_or("");
-        let verdict = r.verdict();
-        self.shadow_attempts.with(&[profile, tenant, candidate, verdict.as_str()], |v| *v += 1.0);
-        let change = match (&r.decided, &r.would_choose) {
-            (Some(_), None) => Some("would_leave_pending"),
-            (None, Some(_)) => Some("would_place"),
-            _ => None,
-        };
-        if let Some(change) = change {
-            self.shadow_pending.with(&[profile, tenant, candidate, change], |v| *v += 1.0);
-        }
-        if r.failure.is_some() {
-            self.shadow_failures.with(&[profile, tenant, candidate], |v| *v += 1.0);
-        }
-        if let (Some(rank), Some(regret)) = (r.rank_of_decided, r.regret) {
-            self.shadow_rank.with(&[profile, tenant, candidate], |h| h.observe(RANK_BUCKETS, rank as f64));
-            self.shadow_regret.with(&[profile, tenant, candidate], |h| h.observe(REGRET_BUCKETS, regret));
-        }
+        self.experiments.shadow(r);
     }
 
     pub fn canary_decision(&self, profile: &str, candidate: &str) {
-        self.canary_decisions.with(&[profile, candidate], |v| *v += 1.0);
+        self.experiments.canary_decisions.with(&[profile, candidate], |v| *v += 1.0);
     }
 
     pub fn canary_stopped(&self, profile: &str, candidate: &str) {
-        self.canary_stops.with(&[profile, candidate], |v| *v += 1.0);
+        self.experiments.canary_stops.with(&[profile, candidate], |v| *v += 1.0);
     }
 
     /// Attempts a candidate missed: shadow work was behind.
     pub fn shadow_dropped(&self, key: &CandidateKey, n: u64) {
-        let (profile, tenant) = (key.profile.as_str(), key.tenant.as_deref().unwrap_or(""));
-        self.shadow_attempts.with(&[profile, tenant, &key.candidate, "dropped"], |v| *v += n as f64);
+        self.experiments.dropped(key, n);
     }
 
-    fn counters(&self) -> [&Family<f64>; 13] {
-        [
-            &self.canary_decisions,
-            &self.canary_stops,
-            &self.shadow_attempts,
-            &self.shadow_pending,
-            &self.shadow_failures,
+    fn counters(&self) -> impl Iterator<Item = &Family<f64>> {
+        self.experiments.counters().into_iter().chain([
             &self.preemptions,
             &self.attempts,
-            &self.policy_failures,
-            &self.fallbacks,
+            &self.policies.policy_failures,
+            &self.policies.fallbacks,
             &self.watch_events,
-            &self.policy_reloads,
-            &self.tenant_reloads,
+            &self.policies.policy_reloads,
+            &self.policies.tenant_reloads,
             &self.record_dropped,
-        ]
+        ])
     }
 
     /// A group cycle's decision.
@@ -400,11 +308,10 @@ impl SchedulerMetrics {
             render_scalar(&mut out, f, "gauge");
         }
         render_histogram(&mut out, &self.attempt_duration, LATENCY_BUCKETS);
-        render_histogram(&mut out, &self.policy_calls, CALL_BUCKETS);
+        render_histogram(&mut out, &self.policies.policy_calls, CALL_BUCKETS);
         render_histogram(&mut out, &self.binding_duration, LATENCY_BUCKETS);
         render_histogram(&mut out, &self.preemption_victims, VICTIM_BUCKETS);
-        render_histogram(&mut out, &self.shadow_rank, RANK_BUCKETS);
-        render_histogram(&mut out, &self.shadow_regret, REGRET_BUCKETS);
+        self.experiments.render_histograms(&mut out);
         self.pod_groups.render(&mut out);
         crate::heap::render(&mut out);
         out
