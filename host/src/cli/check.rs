@@ -55,6 +55,45 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn print_report(policy: &LoadedPolicy, report: &SmokeReport, logs: &[String], cost: Option<Duration>) {
+    print_policy(policy, cost);
+    print_smoke_run(report);
+    for line in logs {
+        println!("  log: {line}");
+    }
+    // Each error once: the failure itself is the FAIL line below.
+    let failure = report.failure().map(ToString::to_string);
+    for result in [report.filter.as_ref().map(|r| r.as_ref().err()), report.score.as_ref().map(|r| r.as_ref().err())]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| Some(e.to_string()) != failure)
+    {
+        println!("  {}: {result}", if failure.is_some() { "error" } else { "note" });
+    }
+    // The SDKs reject a node their function raised on (`policy error:
+    // …`): a policy that raises on the smoke run's plain nodes has a bug
+    // the verdicts above would hide.
+    if let Some(Ok(outcome)) = &report.filter {
+        let raised: Vec<&str> = (0..report.nodes.len())
+            .filter_map(|i| outcome.rejection(i))
+            .filter(|r| r.starts_with("policy error: "))
+            .collect();
+        if let Some(first) = raised.first() {
+            println!(
+                "WARN  the filter raised on {} of {} nodes, which rejects them: {first}",
+                raised.len(),
+                report.nodes.len()
+            );
+        }
+    }
+    match report.failure() {
+        Some(e) => println!("FAIL  {e}"),
+        None => println!("OK    {} is ready to schedule", policy.info.name),
+    }
+}
+
+/// What the policy is, where it came from and what it may use.
+fn print_policy(policy: &LoadedPolicy, cost: Option<Duration>) {
     let p = &policy.provenance;
     let info = &policy.info;
     let phases: Vec<&str> = [(info.phases.filter, "filter"), (info.phases.score, "score")]
@@ -96,6 +135,10 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport, logs: &[String], co
         policy.limits().memory_bytes >> 20,
         policy.limits().call_deadline.as_millis()
     );
+}
+
+/// The smoke run: each synthetic node's verdict and raw score.
+fn print_smoke_run(report: &SmokeReport) {
     let pod = &report.pod;
     println!(
         "smoke run   pod {}/{} ({}m cpu, {} MiB) over {} synthetic nodes in {:.2} ms",
@@ -119,39 +162,6 @@ fn print_report(policy: &LoadedPolicy, report: &SmokeReport, logs: &[String], co
             Some(Err(e)) => outcome_word(e).to_string(),
         };
         println!("  {node:<8} {filter:<44} {score}");
-    }
-    for line in logs {
-        println!("  log: {line}");
-    }
-    // Each error once: the failure itself is the FAIL line below.
-    let failure = report.failure().map(ToString::to_string);
-    for result in [report.filter.as_ref().map(|r| r.as_ref().err()), report.score.as_ref().map(|r| r.as_ref().err())]
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| Some(e.to_string()) != failure)
-    {
-        println!("  {}: {result}", if failure.is_some() { "error" } else { "note" });
-    }
-    // The SDKs reject a node their function raised on (`policy error:
-    // …`): a policy that raises on the smoke run's plain nodes has a bug
-    // the verdicts above would hide.
-    if let Some(Ok(outcome)) = &report.filter {
-        let raised: Vec<&str> = (0..report.nodes.len())
-            .filter_map(|i| outcome.rejection(i))
-            .filter(|r| r.starts_with("policy error: "))
-            .collect();
-        if let Some(first) = raised.first() {
-            println!(
-                "WARN  the filter raised on {} of {} nodes, which rejects them: {first}",
-                raised.len(),
-                report.nodes.len()
-            );
-        }
-    }
-    match report.failure() {
-        Some(e) => println!("FAIL  {e}"),
-        None => println!("OK    {} is ready to schedule", info.name),
     }
 }
 

@@ -249,6 +249,35 @@ fn group_cycle(c: &GroupCycle) -> String {
 }
 
 pub fn explain(record: &AttemptRecord) -> String {
+    let mut out = explain_head(record);
+    let width = record.node_records.iter().map(|n| n.node.len()).max().unwrap_or(4).max(4);
+    let columns = score_columns(record);
+    if !columns.is_empty() {
+        let _ = writeln!(
+            out,
+            "Score: the sum of weight × normalised score (0-100) over the built-in parts and the policies; \
+             each column shows raw → normalised"
+        );
+    }
+    let mut header = format!("\n{:<width$}  {:<10}", "NODE", "VERDICT");
+    for (heading, w) in &columns {
+        let _ = write!(header, "  {heading:>w$}");
+    }
+    header.push_str("     TOTAL");
+    let _ = writeln!(out, "{header}");
+    let mut rows: Vec<&NodeRecord> = record.node_records.iter().collect();
+    rows.sort_by(|a, b| {
+        b.total.unwrap_or(f64::NEG_INFINITY).total_cmp(&a.total.unwrap_or(f64::NEG_INFINITY)).then(a.node.cmp(&b.node))
+    });
+    for n in &rows {
+        out.push_str(&node_row(record, n, &columns, width));
+    }
+    out.push_str(&breakdowns(&rows, width));
+    out
+}
+
+/// What the attempt saw, the policies it called and how it ended.
+fn explain_head(record: &AttemptRecord) -> String {
     let mut out = String::new();
     let sampled = if record.evaluated < record.nodes {
         let why = record.sampled_because.as_deref().unwrap_or("node sampling");
@@ -281,6 +310,13 @@ pub fn explain(record: &AttemptRecord) -> String {
             }
         }
     }
+    out.push_str(&outcome(record));
+    out
+}
+
+/// The attempt's end: the node, or why none, and what else was said.
+fn outcome(record: &AttemptRecord) -> String {
+    let mut out = String::new();
     match (&record.chosen, &record.message) {
         (Some(node), _) => {
             let _ = writeln!(out, "Chosen: {node} in {:.2} ms", record.duration.as_secs_f64() * 1e3);
@@ -302,10 +338,13 @@ pub fn explain(record: &AttemptRecord) -> String {
     if !record.ignored_constraints.is_empty() {
         let _ = writeln!(out, "Not evaluated (not implemented yet): {}", record.ignored_constraints.join(", "));
     }
-    let width = record.node_records.iter().map(|n| n.node.len()).max().unwrap_or(4).max(4);
-    // One column per score part (built-in parts, then the policies), as
-    // wide as its heading.
-    let columns: Vec<(String, usize)> = record
+    out
+}
+
+/// One column per score part (built-in parts, then the policies), as wide
+/// as its heading.
+fn score_columns(record: &AttemptRecord) -> Vec<(String, usize)> {
+    record
         .node_records
         .iter()
         .find(|n| !n.scores.is_empty())
@@ -319,42 +358,23 @@ pub fn explain(record: &AttemptRecord) -> String {
                 })
                 .collect()
         })
-        .unwrap_or_default();
-    if !columns.is_empty() {
-        let _ = writeln!(
-            out,
-            "Score: the sum of weight × normalised score (0-100) over the built-in parts and the policies; \
-             each column shows raw → normalised"
-        );
-    }
-    let mut header = format!("\n{:<width$}  {:<10}", "NODE", "VERDICT");
-    for (heading, w) in &columns {
-        let _ = write!(header, "  {heading:>w$}");
-    }
-    header.push_str("     TOTAL");
-    let _ = writeln!(out, "{header}");
-    let mut rows: Vec<&NodeRecord> = record.node_records.iter().collect();
-    rows.sort_by(|a, b| {
-        b.total.unwrap_or(f64::NEG_INFINITY).total_cmp(&a.total.unwrap_or(f64::NEG_INFINITY)).then(a.node.cmp(&b.node))
-    });
-    for n in &rows {
-        let marker = if record.chosen.as_deref() == Some(n.node.as_str()) { " *" } else { "" };
-        match &n.verdict {
-            Verdict::Feasible => {
-                let mut line = format!("{:<width$}  {:<10}", n.node, "feasible");
-                for (s, (_, w)) in n.scores.iter().zip(&columns) {
-                    let _ = write!(line, "  {:>w$}", format!("{} → {:.1}", trim_float(s.raw), s.normalized));
-                }
-                let _ = write!(line, "  {:>8.1}{marker}", n.total.unwrap_or_default());
-                let _ = writeln!(out, "{line}");
+        .unwrap_or_default()
+}
+
+/// A node's line: its scores and total, or what rejected it.
+fn node_row(record: &AttemptRecord, n: &NodeRecord, columns: &[(String, usize)], width: usize) -> String {
+    let marker = if record.chosen.as_deref() == Some(n.node.as_str()) { " *" } else { "" };
+    match &n.verdict {
+        Verdict::Feasible => {
+            let mut line = format!("{:<width$}  {:<10}", n.node, "feasible");
+            for (s, (_, w)) in n.scores.iter().zip(columns) {
+                let _ = write!(line, "  {:>w$}", format!("{} → {:.1}", trim_float(s.raw), s.normalized));
             }
-            Verdict::Rejected { by, reasons } => {
-                let _ = writeln!(out, "{:<width$}  rejected by {by}: {}", n.node, reasons.join(", "));
-            }
+            let _ = write!(line, "  {:>8.1}{marker}", n.total.unwrap_or_default());
+            format!("{line}\n")
         }
+        Verdict::Rejected { by, reasons } => format!("{:<width$}  rejected by {by}: {}\n", n.node, reasons.join(", ")),
     }
-    out.push_str(&breakdowns(&rows, width));
-    out
 }
 
 /// The policies' own breakdowns of their raw scores (contract 0.2), a line

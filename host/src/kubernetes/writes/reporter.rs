@@ -173,64 +173,75 @@ impl PodReporter {
                 if let Some(deallocation) = deallocate {
                     claim_reservation::deallocate(&self.client, &deallocation).await;
                 }
-                let now = Instant::now();
-                match self.last_failure.get_mut(&pod.key) {
-                    // The same failure again: counted; sent as the event's
-                    // series at most once per interval.
-                    Some(series) if series.message == message => {
-                        series.count += 1 + repeats as i32;
-                        if now.duration_since(series.last_sent) >= self.failed_interval {
-                            series.last_sent = now;
-                            let patch = json!({"series": {
-                                "count": series.count,
-                                "lastObservedTime": MicroTime(jiff::Timestamp::now()),
-                            }});
-                            let (namespace, name) = (pod.key.namespace.clone(), series.event_name.clone());
-                            self.patch(namespace, name, patch).await;
-                        }
-                    }
-                    _ => {
-                        let note = match &fallback {
-                            Some(why) => format!("{message} (a policy failed: {why})"),
-                            None => message.clone(),
-                        };
-                        let event_name = self.create(&pod, "Warning", "FailedScheduling", "Scheduling", note).await;
-                        let count = 1 + repeats as i32;
-                        let series = FailureSeries { message: message.clone(), last_sent: now, event_name, count };
-                        self.last_failure.insert(pod.key.clone(), series);
-                    }
+                self.failed_event(&pod, &message, fallback, repeats).await;
+                self.unschedulable(pod, message, error, nomination).await;
+            }
+        }
+    }
+
+    /// The `FailedScheduling` event of an unschedulable pod: a new one, or
+    /// the same failure again counted, and sent as the event's series at
+    /// most once per interval.
+    async fn failed_event(&mut self, pod: &PodRef, message: &str, fallback: Option<String>, repeats: u32) {
+        let now = Instant::now();
+        match self.last_failure.get_mut(&pod.key) {
+            Some(series) if series.message == message => {
+                series.count += 1 + repeats as i32;
+                if now.duration_since(series.last_sent) >= self.failed_interval {
+                    series.last_sent = now;
+                    let patch = json!({"series": {
+                        "count": series.count,
+                        "lastObservedTime": MicroTime(jiff::Timestamp::now()),
+                    }});
+                    let (namespace, name) = (pod.key.namespace.clone(), series.event_name.clone());
+                    self.patch(namespace, name, patch).await;
                 }
-                let condition_changed = self.last_condition.get(&pod.key) != Some(&message);
-                if condition_changed {
-                    self.last_condition.insert(pod.key.clone(), message.clone());
+            }
+            _ => {
+                let note = match &fallback {
+                    Some(why) => format!("{message} (a policy failed: {why})"),
+                    None => message.to_string(),
+                };
+                let event_name = self.create(pod, "Warning", "FailedScheduling", "Scheduling", note).await;
+                let count = 1 + repeats as i32;
+                let series = FailureSeries { message: message.to_string(), last_sent: now, event_name, count };
+                self.last_failure.insert(pod.key.clone(), series);
+            }
+        }
+    }
+
+    /// The condition and nomination of an unschedulable pod, each written
+    /// when it changed; a preemption's evictions.
+    async fn unschedulable(&mut self, pod: PodRef, message: String, error: bool, nomination: Nomination) {
+        let condition_changed = self.last_condition.get(&pod.key) != Some(&message);
+        if condition_changed {
+            self.last_condition.insert(pod.key.clone(), message.clone());
+        }
+        let condition = condition_changed.then_some(message);
+        if error {
+            // kube's failure handler for an error: the condition, and any
+            // nomination cleared (no preemption ran).
+            if condition.is_some() || nomination == Nomination::Cleared {
+                let message = self.last_condition.get(&pod.key).cloned().unwrap_or_default();
+                let status = pod_condition::not_scheduled("SchedulerError", message.clone());
+                self.write_status(&pod, status, Some(message)).await;
+            }
+            return;
+        }
+        match nomination {
+            Nomination::Unchanged => {
+                if let Some(message) = condition {
+                    let status = pod_condition::unschedulable(Some(message.clone()), None);
+                    self.write_status(&pod, status, Some(message)).await;
                 }
-                let condition = condition_changed.then_some(message);
-                if error {
-                    // kube's failure handler for an error: the condition,
-                    // and any nomination cleared (no preemption ran).
-                    if condition.is_some() || nomination == Nomination::Cleared {
-                        let message = self.last_condition.get(&pod.key).cloned().unwrap_or_default();
-                        let status = pod_condition::not_scheduled("SchedulerError", message.clone());
-                        self.write_status(&pod, status, Some(message)).await;
-                    }
-                    return;
-                }
-                match nomination {
-                    Nomination::Unchanged => {
-                        if let Some(message) = condition {
-                            let status = pod_condition::unschedulable(Some(message.clone()), None);
-                            self.write_status(&pod, status, Some(message)).await;
-                        }
-                    }
-                    Nomination::Cleared => {
-                        let status = pod_condition::unschedulable(condition.clone(), Some(None));
-                        self.write_status(&pod, status, condition).await
-                    }
-                    Nomination::Preempting { preemption, displaced } => {
-                        let status = pod_condition::unschedulable(condition.clone(), Some(Some(&preemption.node)));
-                        self.preempt(pod, (status, condition), preemption, displaced).await;
-                    }
-                }
+            }
+            Nomination::Cleared => {
+                let status = pod_condition::unschedulable(condition.clone(), Some(None));
+                self.write_status(&pod, status, condition).await
+            }
+            Nomination::Preempting { preemption, displaced } => {
+                let status = pod_condition::unschedulable(condition.clone(), Some(Some(&preemption.node)));
+                self.preempt(pod, (status, condition), preemption, displaced).await;
             }
         }
     }
