@@ -137,38 +137,49 @@ impl PolicyConfigMapSource {
             };
             seen = true;
             let files = files_of(&cm);
-            // Compiling blocks: the updates go to a blocking thread and back.
-            let Some(mut u) = updates.take() else { return };
-            let (u, outcome) = match tokio::task::spawn_blocking(move || {
-                let outcome = u.offer(&files);
-                (u, outcome)
-            })
-            .await
-            {
-                Ok(done) => done,
-                Err(e) => {
-                    tracing::error!(configmap = %self.configmap, error = %e, "loading the policy update panicked");
-                    return;
-                }
-            };
+            let Some(u) = updates.take() else { return };
+            let Some((u, outcome)) = self.offer(u, files).await else { return };
             updates = Some(u);
-            match outcome {
-                Outcome::Rejected { why, consequence } => {
-                    let note = format!("policy update rejected: {why}; {consequence}");
-                    let reason = ("Warning", "PolicyRejected");
-                    configmap_event(&client, &cm, reason, note, &self.profile, &self.instance).await;
-                }
-                Outcome::Accepted { refused_candidates } => {
-                    for why in refused_candidates {
-                        let note = format!(
-                            "candidate refused: {why}; it is not tried, and the deciding policies of this update are live"
-                        );
-                        let reason = ("Warning", "CandidateRejected");
-                        configmap_event(&client, &cm, reason, note, &self.profile, &self.instance).await;
-                    }
+            self.tell(&client, &cm, outcome).await;
+            status.set_synced(&self.configmap.source_name());
+        }
+    }
+
+    /// Offers `files` to the updates on a blocking thread (compiling
+    /// blocks) and takes them back; `None` if that thread panicked.
+    async fn offer<T: From<ProfilePolicies> + Send + 'static>(
+        &self,
+        mut updates: ProfileUpdates<T>,
+        files: BTreeMap<String, Vec<u8>>,
+    ) -> Option<(ProfileUpdates<T>, Outcome)> {
+        let done = tokio::task::spawn_blocking(move || {
+            let outcome = updates.offer(&files);
+            (updates, outcome)
+        })
+        .await;
+        done.inspect_err(|e| {
+            tracing::error!(configmap = %self.configmap, error = %e, "loading the policy update panicked");
+        })
+        .ok()
+    }
+
+    /// Says on the ConfigMap what was refused of an update.
+    async fn tell(&self, client: &kube::Client, cm: &ConfigMap, outcome: Outcome) {
+        match outcome {
+            Outcome::Rejected { why, consequence } => {
+                let note = format!("policy update rejected: {why}; {consequence}");
+                let reason = ("Warning", "PolicyRejected");
+                configmap_event(client, cm, reason, note, &self.profile, &self.instance).await;
+            }
+            Outcome::Accepted { refused_candidates } => {
+                for why in refused_candidates {
+                    let note = format!(
+                        "candidate refused: {why}; it is not tried, and the deciding policies of this update are live"
+                    );
+                    let reason = ("Warning", "CandidateRejected");
+                    configmap_event(client, cm, reason, note, &self.profile, &self.instance).await;
                 }
             }
-            status.set_synced(&self.configmap.source_name());
         }
     }
 }

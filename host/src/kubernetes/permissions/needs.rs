@@ -182,42 +182,8 @@ pub fn needs<S>(config: &RunConfig<S>, lease_namespace: &str) -> Vec<Need> {
     for (verb, group, resource, subresource, gate, used_for) in WRITES {
         needs.push(everywhere(verb, group, resource, subresource, gate, used_for));
     }
-    let le = &config.leader_election;
-    if le.enabled {
-        let namespace = if le.namespace.is_empty() { lease_namespace } else { &le.namespace };
-        for (verb, name) in [("create", None), ("get", Some(le.name.clone())), ("update", Some(le.name.clone()))] {
-            let permission = Permission {
-                verb,
-                group: "coordination.k8s.io",
-                resource: "leases",
-                subresource: "",
-                namespace: Some(namespace.to_string()),
-                name,
-            };
-            needs.push(Need { permission, gate: Gate::LeaderElection, used_for: "leader election among replicas" });
-        }
-    }
-    for profile in &config.profiles {
-        if let PolicyOrigin::ConfigMap(cm) = &profile.origin {
-            let in_ns = |verb, group, resource| Permission {
-                verb,
-                group,
-                resource,
-                subresource: "",
-                namespace: Some(cm.namespace.clone()),
-                name: None,
-            };
-            for verb in ["list", "watch"] {
-                let permission = in_ns(verb, "", "configmaps");
-                needs.push(Need { permission, gate: Gate::Policies, used_for: "the profile's policy ConfigMap" });
-            }
-            let permission = in_ns("get", "", "configmaps");
-            let used_for = "that ConfigMap read for a CanaryStopped Event";
-            needs.push(Need { permission, gate: Gate::Policies, used_for });
-            let permission = in_ns("create", "events.k8s.io", "events");
-            needs.push(Need { permission, gate: Gate::Policies, used_for: "PolicyRejected Events on that ConfigMap" });
-        }
-    }
+    needs.extend(lease_needs(config, lease_namespace));
+    needs.extend(configmap_needs(config));
     if config.tenants.settings.enabled {
         for verb in ["list", "watch"] {
             needs.push(everywhere(verb, "", "configmaps", "", Gate::Tenants, "tenants' policy ConfigMaps"));
@@ -240,6 +206,54 @@ pub fn needs<S>(config: &RunConfig<S>, lease_namespace: &str) -> Vec<Need> {
         needs.push(everywhere("list", "metrics.k8s.io", "nodes", "", Gate::NodeMetrics, used_for));
     }
     dedupe(needs)
+}
+
+/// Leader election's Lease, where it is on.
+fn lease_needs<S>(config: &RunConfig<S>, lease_namespace: &str) -> Vec<Need> {
+    let mut needs = Vec::new();
+    let le = &config.leader_election;
+    if le.enabled {
+        let namespace = if le.namespace.is_empty() { lease_namespace } else { &le.namespace };
+        for (verb, name) in [("create", None), ("get", Some(le.name.clone())), ("update", Some(le.name.clone()))] {
+            let permission = Permission {
+                verb,
+                group: "coordination.k8s.io",
+                resource: "leases",
+                subresource: "",
+                namespace: Some(namespace.to_string()),
+                name,
+            };
+            needs.push(Need { permission, gate: Gate::LeaderElection, used_for: "leader election among replicas" });
+        }
+    }
+    needs
+}
+
+/// Each profile's policy ConfigMap: read, watched, and told of refusals.
+fn configmap_needs<S>(config: &RunConfig<S>) -> Vec<Need> {
+    let mut needs = Vec::new();
+    for profile in &config.profiles {
+        if let PolicyOrigin::ConfigMap(cm) = &profile.origin {
+            let in_ns = |verb, group, resource| Permission {
+                verb,
+                group,
+                resource,
+                subresource: "",
+                namespace: Some(cm.namespace.clone()),
+                name: None,
+            };
+            for verb in ["list", "watch"] {
+                let permission = in_ns(verb, "", "configmaps");
+                needs.push(Need { permission, gate: Gate::Policies, used_for: "the profile's policy ConfigMap" });
+            }
+            let permission = in_ns("get", "", "configmaps");
+            let used_for = "that ConfigMap read for a CanaryStopped Event";
+            needs.push(Need { permission, gate: Gate::Policies, used_for });
+            let permission = in_ns("create", "events.k8s.io", "events");
+            needs.push(Need { permission, gate: Gate::Policies, used_for: "PolicyRejected Events on that ConfigMap" });
+        }
+    }
+    needs
 }
 
 /// One line per permission: a permission two features use keeps the

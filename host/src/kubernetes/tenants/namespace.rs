@@ -144,17 +144,36 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
             return;
         }
 
+        match self.validate(&name, &cm).await {
+            Ok(bundle) => self.accept(name, cm, bundle),
+            Err(why) => {
+                let consequence = if self.accepted.contains_key(&name) {
+                    "the active version stays"
+                } else {
+                    "no version of it is active: pods that opt in to its policies are placed by the built-in scoring"
+                };
+                tracing::warn!(tenant = %namespace, configmap = %name, error = %why, "tenant policy update rejected; {consequence}");
+                self.context.metrics.tenant_reload(&namespace, "rejected");
+                self.note(cm, "Warning", "PolicyRejected", format!("policy update rejected: {why}; {consequence}"));
+            }
+        }
+    }
+
+    /// Validates the ConfigMap's bundle within the namespace's compile
+    /// budget: the policies the namespace's other ConfigMaps supply are
+    /// taken.
+    async fn validate(&mut self, name: &str, cm: &ConfigMap) -> Result<ValidBundle, String> {
         // What the namespace's other ConfigMaps already supply.
         let taken: Vec<String> = self
             .accepted
             .iter()
-            .filter(|(n, _)| **n != name)
+            .filter(|(n, _)| n.as_str() != name)
             .flat_map(|(_, a)| a.policies.iter().map(|(p, _)| p.clone()))
             .collect();
-        let origin = format!("configmap {namespace}/{name}");
-        let files = files_of(&cm);
+        let origin = format!("configmap {}/{name}", self.namespace);
+        let files = files_of(cm);
         let validator = self.context.validator.clone();
-        let valid = match self.budget.refusal(std::time::Instant::now()) {
+        match self.budget.refusal(std::time::Instant::now()) {
             Some(refused) => Err(refused),
             None => {
                 let slot = self.context.compiles.acquire().await;
@@ -169,46 +188,34 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
                 self.budget.spend(std::time::Instant::now(), cpu);
                 valid
             }
-        };
-
-        match valid {
-            Ok(ValidBundle { names, set, refused_candidates }) => {
-                let candidates = set.candidates;
-                let policies: Vec<(String, WeightedPolicy)> = names.into_iter().zip(set.policies).collect();
-                let active = ActivePolicy::of_tenant(&namespace, &policies, &candidates);
-                let summary = active
-                    .iter()
-                    .map(|a| {
-                        let shadow = a.shadow.as_ref().map(|s| format!(", shadow candidate: {s}")).unwrap_or_default();
-                        format!("{} ({} sha256:{}{shadow})", a.name, a.version, a.sha256.get(..12).unwrap_or(""))
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                tracing::info!(tenant = %namespace, configmap = %name, policies = %summary, "tenant policies accepted");
-                self.context.metrics.tenant_reload(&namespace, "accepted");
-                for why in refused_candidates {
-                    tracing::warn!(tenant = %namespace, configmap = %name, error = %why, "tenant candidate refused; the rest is live");
-                    let text =
-                        format!("candidate refused: {why}; it is not tried, and the rest of this ConfigMap is live");
-                    self.note(cm.clone(), "Warning", "CandidateRejected", text);
-                }
-                self.accepted.insert(name, Accepted { policies, candidates, active });
-                self.publish();
-                let text =
-                    format!("policies loaded: {summary}; pods opt in with the annotation {POLICY_ANNOTATION}: NAME");
-                self.note(cm, "Normal", "PolicyAccepted", text);
-            }
-            Err(why) => {
-                let consequence = if self.accepted.contains_key(&name) {
-                    "the active version stays"
-                } else {
-                    "no version of it is active: pods that opt in to its policies are placed by the built-in scoring"
-                };
-                tracing::warn!(tenant = %namespace, configmap = %name, error = %why, "tenant policy update rejected; {consequence}");
-                self.context.metrics.tenant_reload(&namespace, "rejected");
-                self.note(cm, "Warning", "PolicyRejected", format!("policy update rejected: {why}; {consequence}"));
-            }
         }
+    }
+
+    /// Makes a validated bundle live and says so on its ConfigMap.
+    fn accept(&mut self, name: String, cm: ConfigMap, ValidBundle { names, set, refused_candidates }: ValidBundle) {
+        let namespace = self.namespace.clone();
+        let candidates = set.candidates;
+        let policies: Vec<(String, WeightedPolicy)> = names.into_iter().zip(set.policies).collect();
+        let active = ActivePolicy::of_tenant(&namespace, &policies, &candidates);
+        let summary = active
+            .iter()
+            .map(|a| {
+                let shadow = a.shadow.as_ref().map(|s| format!(", shadow candidate: {s}")).unwrap_or_default();
+                format!("{} ({} sha256:{}{shadow})", a.name, a.version, a.sha256.get(..12).unwrap_or(""))
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        tracing::info!(tenant = %namespace, configmap = %name, policies = %summary, "tenant policies accepted");
+        self.context.metrics.tenant_reload(&namespace, "accepted");
+        for why in refused_candidates {
+            tracing::warn!(tenant = %namespace, configmap = %name, error = %why, "tenant candidate refused; the rest is live");
+            let text = format!("candidate refused: {why}; it is not tried, and the rest of this ConfigMap is live");
+            self.note(cm.clone(), "Warning", "CandidateRejected", text);
+        }
+        self.accepted.insert(name, Accepted { policies, candidates, active });
+        self.publish();
+        let text = format!("policies loaded: {summary}; pods opt in with the annotation {POLICY_ANNOTATION}: NAME");
+        self.note(cm, "Normal", "PolicyAccepted", text);
     }
 
     fn forget(&mut self, name: &str) {
