@@ -69,23 +69,7 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize, candidates:
     for i in 0..nodes {
         fake.create("v1", "nodes", "", node_json(i));
     }
-    let engine = PolicyEngine::new().map_err(|e| e.to_string())?;
-    let policy =
-        engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).map_err(|e| e.to_string())?;
-    let mut policies = PolicySet::new(vec![WeightedPolicy::new(Arc::new(policy), 1)]);
-    for i in 0..candidates {
-        let source = wasmsched::default_policy::source();
-        let policy = engine.load(&source, "{}", PolicyLimits::default()).map_err(|e| e.to_string())?;
-        policies.candidates.push(ShadowCandidate {
-            name: format!("shadow-{i}"),
-            policy: Arc::new(policy),
-            replaces: Some("least-allocated".into()),
-            weight: 1,
-            failure_policy: Default::default(),
-            sample_rate: 1.0,
-            canary: None,
-        });
-    }
+    let policies = policies(candidates)?;
     let mut config = RunConfig::new(vec![ProfileConfig::with_policies("wasmsched", policies)]);
     config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
     config.bind_concurrency = bind_concurrency;
@@ -119,13 +103,75 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize, candidates:
     let shadow: Vec<(u64, u64)> = running.status.experiments().candidates().map(|c| (c.seen, c.dropped)).collect();
     running.shutdown().await;
 
-    let (bind_sum, binds) = sum_and_count(&metrics, "wasmsched_binding_duration_seconds", "{result=\"bound\"}");
     let (score_sum, scores) = sum_and_count(
         &metrics,
         "wasmsched_policy_call_duration_seconds",
         "{policy=\"least-allocated\",phase=\"score\"}",
     );
-    let (attempt_sum, attempts) = sum_and_count(&metrics, ATTEMPT_DURATION, &format!("{{{SCHEDULED}}}"));
+    let run = Run { bind_concurrency, candidates, created, wall, shadow: &shadow };
+    let (details, notes) = details(&metrics, &run, &cpu_before, &cpu_after);
+    Ok(BenchResult {
+        workload: "EndToEnd".into(),
+        variant: match candidates {
+            0 => format!("fake API server, wasm least-allocated, {bind_concurrency} bindings in flight"),
+            n => format!(
+                "fake API server, wasm least-allocated, {bind_concurrency} bindings in flight, {n} shadow candidates"
+            ),
+        },
+        nodes,
+        pods,
+        pods_per_second: pods as f64 / wall.as_secs_f64(),
+        attempt_p50_us: histogram_quantile_us(&metrics, ATTEMPT_DURATION, SCHEDULED, 0.5),
+        attempt_p99_us: histogram_quantile_us(&metrics, ATTEMPT_DURATION, SCHEDULED, 0.99),
+        policy_ns_per_node: (scores > 0.0).then(|| score_sum / scores / nodes as f64 * 1e9),
+        peak_rss_mib: peak_rss_mib(),
+        wall_seconds: wall.as_secs_f64(),
+        details,
+        notes,
+    })
+}
+
+/// The deciding least-allocated policy, and as many candidates of it.
+fn policies(candidates: usize) -> Result<PolicySet, String> {
+    let engine = PolicyEngine::new().map_err(|e| e.to_string())?;
+    let policy =
+        engine.load(&wasmsched::default_policy::source(), "{}", PolicyLimits::default()).map_err(|e| e.to_string())?;
+    let mut policies = PolicySet::new(vec![WeightedPolicy::new(Arc::new(policy), 1)]);
+    for i in 0..candidates {
+        let source = wasmsched::default_policy::source();
+        let policy = engine.load(&source, "{}", PolicyLimits::default()).map_err(|e| e.to_string())?;
+        policies.candidates.push(ShadowCandidate {
+            name: format!("shadow-{i}"),
+            policy: Arc::new(policy),
+            replaces: Some("least-allocated".into()),
+            weight: 1,
+            failure_policy: Default::default(),
+            sample_rate: 1.0,
+            canary: None,
+        });
+    }
+    Ok(policies)
+}
+
+/// What one run was, for its details and notes.
+struct Run<'a> {
+    bind_concurrency: usize,
+    candidates: usize,
+    created: Duration,
+    wall: Duration,
+    shadow: &'a [(u64, u64)],
+}
+
+/// The run's figures from the scheduler's metrics, and where its CPU went.
+fn details(
+    metrics: &str,
+    run: &Run,
+    cpu_before: &BTreeMap<String, f64>,
+    cpu_after: &BTreeMap<String, f64>,
+) -> (BTreeMap<String, f64>, Vec<String>) {
+    let Run { bind_concurrency, candidates, created, wall, shadow } = *run;
+    let (bind_sum, binds) = sum_and_count(metrics, "wasmsched_binding_duration_seconds", "{result=\"bound\"}");
+    let (attempt_sum, attempts) = sum_and_count(metrics, ATTEMPT_DURATION, &format!("{{{SCHEDULED}}}"));
     let mut details = BTreeMap::new();
     details.insert("bindConcurrency".into(), bind_concurrency as f64);
     details.insert("bindingRoundTripMs".into(), bind_sum / binds.max(1.0) * 1e3);
@@ -146,32 +192,14 @@ pub async fn run(nodes: usize, pods: usize, bind_concurrency: usize, candidates:
         ),
         format!("CPU by thread during the run (wall {:.2} s):", wall.as_secs_f64()),
     ];
-    for (thread, after) in &cpu_after {
+    for (thread, after) in cpu_after {
         let used = after - cpu_before.get(thread).copied().unwrap_or(0.0);
         if used >= 0.005 {
             details.insert(format!("cpuSeconds[{thread}]"), used);
             notes.push(format!("  {thread:<24} {used:>6.2} s"));
         }
     }
-    Ok(BenchResult {
-        workload: "EndToEnd".into(),
-        variant: match candidates {
-            0 => format!("fake API server, wasm least-allocated, {bind_concurrency} bindings in flight"),
-            n => format!(
-                "fake API server, wasm least-allocated, {bind_concurrency} bindings in flight, {n} shadow candidates"
-            ),
-        },
-        nodes,
-        pods,
-        pods_per_second: pods as f64 / wall.as_secs_f64(),
-        attempt_p50_us: histogram_quantile_us(&metrics, ATTEMPT_DURATION, SCHEDULED, 0.5),
-        attempt_p99_us: histogram_quantile_us(&metrics, ATTEMPT_DURATION, SCHEDULED, 0.99),
-        policy_ns_per_node: (scores > 0.0).then(|| score_sum / scores / nodes as f64 * 1e9),
-        peak_rss_mib: peak_rss_mib(),
-        wall_seconds: wall.as_secs_f64(),
-        details,
-        notes,
-    })
+    (details, notes)
 }
 
 #[cfg(test)]

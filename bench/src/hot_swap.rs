@@ -143,26 +143,7 @@ fn measure(compile: &Compile, nodes: usize, duration: Duration, updates: Updates
     // `swap_every` and hands it over.
     let (tx, arrivals) = mpsc::channel::<(Instant, PolicySet)>();
     let (stop_tx, stop) = mpsc::channel::<()>();
-    let updater = match &updates {
-        Updates::Every(swap_every) => {
-            let (compile, swap_every) = (compile.clone(), *swap_every);
-            let thread = std::thread::Builder::new().name("policy-update".into()).spawn(move || {
-                while stop.recv_timeout(swap_every).is_err() {
-                    let began = Instant::now();
-                    match compile() {
-                        Ok(set) => {
-                            if tx.send((began, set)).is_err() {
-                                return;
-                            }
-                        }
-                        Err(e) => eprintln!("HotSwap: the update failed to load: {e}"),
-                    }
-                }
-            });
-            Some(thread.map_err(|e| e.to_string())?)
-        }
-        Updates::None(_) => None,
-    };
+    let updater = updater(compile, &updates, tx, stop)?;
     // Warming (`PolicySet::warm`): a version that arrives is synced with the
     // node table on its own thread, as the kube backend's scheduling loop
     // does, and swapped in when that is done.
@@ -202,26 +183,8 @@ fn measure(compile: &Compile, nodes: usize, duration: Duration, updates: Updates
         }
         let now = origin.elapsed();
         let _ = scheduler.apply(ClusterEvent::applied(pod(run.placed)), now);
-        match scheduler.schedule_next(now) {
-            Some(Attempt::Placed { pod, node, record, .. }) => {
-                run.fallbacks += usize::from(record.fallback.is_some());
-                if std::mem::take(&mut just_swapped) {
-                    run.first_after_swap.push(record.duration);
-                }
-                run.durations.push(record.duration);
-                scheduler.binding_succeeded(&pod, &node);
-                if let Some(oldest) = run.placed.checked_sub(nodes * RESIDENT_PER_NODE) {
-                    let key = ObjectKey { namespace: POD_NAMESPACE.into(), name: pod_name(oldest) };
-                    let _ = scheduler.apply(ClusterEvent::deleted::<Pod>(key, None), now);
-                }
-                run.placed += 1;
-                let w = (started.elapsed().as_millis() / WINDOW.as_millis()) as usize;
-                if let Some(slot) = run.windows.get_mut(w) {
-                    *slot += 1;
-                }
-            }
-            other => return Err(format!("HotSwap: pod {} was not placed: {other:?}", run.placed)),
-        }
+        let attempt = scheduler.schedule_next(now);
+        run.placed_one(&mut scheduler, attempt, nodes, (started, now), &mut just_swapped)?;
     }
     run.wall = started.elapsed();
     let _ = stop_tx.send(());
@@ -231,6 +194,69 @@ fn measure(compile: &Compile, nodes: usize, duration: Duration, updates: Updates
     // Whole windows only.
     run.windows.truncate((run.wall.as_millis() / WINDOW.as_millis()) as usize);
     Ok(run)
+}
+
+/// The thread that loads a new version every `swap_every`, if updates
+/// come that way.
+fn updater(
+    compile: &Compile,
+    updates: &Updates,
+    tx: mpsc::Sender<(Instant, PolicySet)>,
+    stop: mpsc::Receiver<()>,
+) -> Result<Option<std::thread::JoinHandle<()>>, String> {
+    Ok(match updates {
+        Updates::Every(swap_every) => {
+            let (compile, swap_every) = (compile.clone(), *swap_every);
+            let thread = std::thread::Builder::new().name("policy-update".into()).spawn(move || {
+                while stop.recv_timeout(swap_every).is_err() {
+                    let began = Instant::now();
+                    match compile() {
+                        Ok(set) => {
+                            if tx.send((began, set)).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => eprintln!("HotSwap: the update failed to load: {e}"),
+                    }
+                }
+            });
+            Some(thread.map_err(|e| e.to_string())?)
+        }
+        Updates::None(_) => None,
+    })
+}
+
+impl Run {
+    /// Counts a placed pod, and deletes the oldest resident one so that the
+    /// cluster stays at its size.
+    fn placed_one(
+        &mut self,
+        scheduler: &mut Scheduler,
+        attempt: Option<Attempt>,
+        nodes: usize,
+        (started, now): (Instant, Duration),
+        just_swapped: &mut bool,
+    ) -> Result<(), String> {
+        let Some(Attempt::Placed { pod, node, record, .. }) = attempt else {
+            return Err(format!("HotSwap: pod {} was not placed: {attempt:?}", self.placed));
+        };
+        self.fallbacks += usize::from(record.fallback.is_some());
+        if std::mem::take(just_swapped) {
+            self.first_after_swap.push(record.duration);
+        }
+        self.durations.push(record.duration);
+        scheduler.binding_succeeded(&pod, &node);
+        if let Some(oldest) = self.placed.checked_sub(nodes * RESIDENT_PER_NODE) {
+            let key = ObjectKey { namespace: POD_NAMESPACE.into(), name: pod_name(oldest) };
+            let _ = scheduler.apply(ClusterEvent::deleted::<Pod>(key, None), now);
+        }
+        self.placed += 1;
+        let w = (started.elapsed().as_millis() / WINDOW.as_millis()) as usize;
+        if let Some(slot) = self.windows.get_mut(w) {
+            *slot += 1;
+        }
+        Ok(())
+    }
 }
 
 /// The throughput of the seconds that start at given instants, against the

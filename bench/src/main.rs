@@ -4,7 +4,7 @@
 //! own. Prints a table and the performance targets; `--json FILE` writes
 //! every result.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
@@ -399,6 +399,29 @@ fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if let Some(state_dir) = &args.real_apiserver {
         return drain_beside_kube(&args, state_dir);
     }
+    let specs = chosen_specs(&args)?;
+    let exe = std::env::current_exe().context("finding this executable")?;
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    eprintln!("wasmsched-bench on {cores} cores{}", if args.quick { " (--quick: smoke sizes)" } else { "" });
+    let results = specs.iter().map(|spec| run_child(&exe, spec)).collect::<anyhow::Result<Vec<_>>>()?;
+    print!("{}", table(&results));
+    let judged = targets(&results);
+    if !judged.is_empty() {
+        println!("\nTargets on this machine ({cores} cores):");
+        for line in judged {
+            println!("  {line}");
+        }
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&results)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("results written to {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The configurations the arguments ask for, each run in a child.
+fn chosen_specs(args: &BenchArgs) -> anyhow::Result<Vec<Spec>> {
     let workloads = if args.workloads.is_empty() {
         vec![
             Workload::SchedulingBasic,
@@ -451,41 +474,24 @@ fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             })
             .collect();
     }
-    let exe = std::env::current_exe().context("finding this executable")?;
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    eprintln!("wasmsched-bench on {cores} cores{}", if args.quick { " (--quick: smoke sizes)" } else { "" });
-    let mut results = Vec::new();
-    for spec in specs {
-        eprintln!(
-            "running {:?} {} nodes / {} pods{}",
-            spec.workload,
-            spec.nodes,
-            spec.pods,
-            if spec.native { " (native)" } else { "" }
-        );
-        let out = Command::new(&exe)
-            .args(["--one", &serde_json::to_string(&spec)?])
-            .output()
-            .context("running a benchmark child process")?;
-        if !out.status.success() {
-            bail!("{:?} failed: {}", spec.workload, String::from_utf8_lossy(&out.stderr).trim());
-        }
-        let result: BenchResult = serde_json::from_slice(&out.stdout)
-            .with_context(|| format!("reading the result of {:?}", spec.workload))?;
-        results.push(result);
+    Ok(specs)
+}
+
+/// Runs one configuration in a child process of its own.
+fn run_child(exe: &Path, spec: &Spec) -> anyhow::Result<BenchResult> {
+    eprintln!(
+        "running {:?} {} nodes / {} pods{}",
+        spec.workload,
+        spec.nodes,
+        spec.pods,
+        if spec.native { " (native)" } else { "" }
+    );
+    let out = Command::new(exe)
+        .args(["--one", &serde_json::to_string(spec)?])
+        .output()
+        .context("running a benchmark child process")?;
+    if !out.status.success() {
+        bail!("{:?} failed: {}", spec.workload, String::from_utf8_lossy(&out.stderr).trim());
     }
-    print!("{}", table(&results));
-    let judged = targets(&results);
-    if !judged.is_empty() {
-        println!("\nTargets on this machine ({cores} cores):");
-        for line in judged {
-            println!("  {line}");
-        }
-    }
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&results)? + "\n")
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("results written to {}", path.display());
-    }
-    Ok(ExitCode::SUCCESS)
+    serde_json::from_slice(&out.stdout).with_context(|| format!("reading the result of {:?}", spec.workload))
 }

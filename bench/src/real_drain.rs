@@ -26,7 +26,7 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
@@ -172,20 +172,12 @@ impl Drain {
         let timing = wait_bound(client, namespace, &pods, first_bound).await;
         let at_last = breakdown::Sample::default().cpu(&processes, Instant::now()).with_requests(client).await;
         // The events a scheduler writes behind its bindings, given a minute.
-        let told = match &mut told {
-            Some(watch) => {
-                let seen = tokio::time::timeout(Duration::from_secs(60), &mut *watch).await;
-                watch.abort();
-                seen.ok().and_then(Result::ok).flatten()
-            }
+        let told = match told.as_mut() {
+            Some(watch) => reported::within_a_minute(watch).await,
             None => None,
         };
         let peak_rss_mib = process.peak_rss_mib(&self.state_dir);
-        let attempts = match &process {
-            Running::Wasmsched(_, http) => attempts_by_result(*http).await,
-            Running::Null(_, binding) => vec![binding.seconds()],
-            Running::Kube => Vec::new(),
-        };
+        let attempts = process.attempts().await;
         process.stop(&self.state_dir);
         if let Some(kubelet) = kubelet {
             kubelet.abort();

@@ -44,6 +44,15 @@ pub(super) enum Running {
 }
 
 impl Running {
+    /// The scheduler's attempts and binding time, as its metrics say.
+    pub(super) async fn attempts(&self) -> Vec<(String, f64)> {
+        match self {
+            Running::Wasmsched(_, http) => super::objects::attempts_by_result(*http).await,
+            Running::Null(_, binding) => vec![binding.seconds()],
+            Running::Kube => Vec::new(),
+        }
+    }
+
     /// The scheduler's process: for the null binder, this one.
     pub(super) fn pid(&self, state_dir: &Path) -> Option<u32> {
         match self {

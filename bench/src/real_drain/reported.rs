@@ -10,7 +10,7 @@
 //! them in the drain's window would load the API server it measures.
 
 use std::collections::HashSet;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -64,4 +64,11 @@ pub async fn watch(client: &Client, namespace: &str, label: &str) -> anyhow::Res
         }
         Some(Instant::now())
     }))
+}
+
+/// When the last event was seen, waiting a minute at most for it.
+pub async fn within_a_minute(watch: &mut JoinHandle<Option<Instant>>) -> Option<Instant> {
+    let seen = tokio::time::timeout(Duration::from_secs(60), &mut *watch).await;
+    watch.abort();
+    seen.ok().and_then(Result::ok).flatten()
 }

@@ -290,7 +290,6 @@ impl SchedulerMetrics {
     pub fn counter(&self, name: &str, labels: &[&str]) -> f64 {
         let key: Labels = labels.iter().map(|s| s.to_string()).collect();
         self.counters()
-            .into_iter()
             .chain(self.gauges())
             .chain([self.pod_groups.attempts()])
             .find(|f| f.name == name)
