@@ -32,21 +32,7 @@ fn configmap(policy: &str) -> BTreeMap<String, ByteString> {
 /// `rate`: pods created per second, steadily (in 10 ms ticks).
 async fn run(rate: usize) {
     let fake = FakeApiServer::start();
-    for i in 0..NODES {
-        let name = format!("node-{i:05}");
-        let mut labels = json!({"kubernetes.io/hostname": name});
-        if i % 2 == 0 {
-            labels["karpenter.sh/capacity-type"] = json!("spot");
-        }
-        fake.create(
-            "v1",
-            "nodes",
-            "",
-            json!({"metadata": {"name": name, "labels": labels},
-                   "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "pods": "500"},
-                              "conditions": [{"type": "Ready", "status": "True"}]}}),
-        );
-    }
+    add_nodes(&fake);
     let client = kube::Client::try_from(kube::Config::new(fake.url().parse().unwrap())).unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "wasmsched");
     let initial = ConfigMap {
@@ -68,34 +54,9 @@ async fn run(rate: usize) {
     }
     let payloads = [configmap("spot-first"), configmap("least-allocated")];
 
-    // Steady load from its own thread: the fake's create is synchronous.
     let fake = std::sync::Arc::new(fake);
     let total = rate * (SWAP_EVERY.as_secs() as usize * (SWAPS + 1));
-    let producer = {
-        let fake = fake.clone();
-        std::thread::spawn(move || {
-            let start = Instant::now();
-            let per_tick = rate / 100;
-            for tick in 0..total / per_tick {
-                let due = start + Duration::from_millis(10 * tick as u64);
-                if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                    std::thread::sleep(wait);
-                }
-                for j in 0..per_tick {
-                    let i = tick * per_tick + j;
-                    fake.create(
-                        "v1",
-                        "pods",
-                        "perf",
-                        json!({"metadata": {"name": format!("pod-{i:06}")},
-                               "spec": {"schedulerName": "wasmsched",
-                                        "containers": [{"name": "c", "image": "pause",
-                                                        "resources": {"requests": {"cpu": "10m", "memory": "10Mi"}}}]}}),
-                    );
-                }
-            }
-        })
-    };
+    let producer = produce(fake.clone(), rate, total);
     // Bindings over time, sampled every 10 ms.
     let sampler = {
         let fake = fake.clone();
@@ -135,6 +96,71 @@ async fn run(rate: usize) {
         + m.counter("wasmsched_schedule_attempts_total", &["unschedulable", "wasmsched"]);
     running.shutdown().await;
 
+    report(rate, total, &samples, &swaps, failed);
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let args: Vec<String> = std::env::args().collect();
+    let rates: Vec<usize> = match args.iter().find_map(|a| a.strip_prefix("--rate=")) {
+        Some(r) => vec![r.parse().expect("--rate=PODS_PER_SECOND")],
+        // Comfortable load, then close to what the backend sustains here.
+        None => vec![2000, 4000],
+    };
+    for rate in rates {
+        runtime.block_on(run(rate));
+        println!();
+    }
+}
+
+/// The cluster: every other node a spot node.
+fn add_nodes(fake: &FakeApiServer) {
+    for i in 0..NODES {
+        let name = format!("node-{i:05}");
+        let mut labels = json!({"kubernetes.io/hostname": name});
+        if i % 2 == 0 {
+            labels["karpenter.sh/capacity-type"] = json!("spot");
+        }
+        fake.create(
+            "v1",
+            "nodes",
+            "",
+            json!({"metadata": {"name": name, "labels": labels},
+                   "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "pods": "500"},
+                              "conditions": [{"type": "Ready", "status": "True"}]}}),
+        );
+    }
+}
+
+/// Steady load from its own thread (the fake's create is synchronous):
+/// `rate` pods a second, in ticks of 10 ms, `total` in all.
+fn produce(fake: std::sync::Arc<FakeApiServer>, rate: usize, total: usize) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let start = Instant::now();
+        let per_tick = rate / 100;
+        for tick in 0..total / per_tick {
+            let due = start + Duration::from_millis(10 * tick as u64);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            for j in 0..per_tick {
+                let i = tick * per_tick + j;
+                fake.create(
+                    "v1",
+                    "pods",
+                    "perf",
+                    json!({"metadata": {"name": format!("pod-{i:06}")},
+                           "spec": {"schedulerName": "wasmsched",
+                                    "containers": [{"name": "c", "image": "pause",
+                                                    "resources": {"requests": {"cpu": "10m", "memory": "10Mi"}}}]}}),
+                );
+            }
+        }
+    })
+}
+
+/// The steady binding rate, and each swap's latency and the rate after it.
+fn report(rate: usize, total: usize, samples: &[(Duration, usize)], swaps: &[(Duration, Duration)], failed: f64) {
     // Binding rate per bucket, from the samples.
     let bound_at = |t: Duration| samples.iter().take_while(|(at, _)| *at <= t).last().map_or(0, |(_, b)| *b);
     let rate_in = |from: Duration, to: Duration| (bound_at(to) - bound_at(from)) as f64 / (to - from).as_secs_f64();
@@ -159,18 +185,4 @@ async fn run(rate: usize) {
         );
     }
     println!("  attempts that failed or fell back during the run: {failed}");
-}
-
-fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let args: Vec<String> = std::env::args().collect();
-    let rates: Vec<usize> = match args.iter().find_map(|a| a.strip_prefix("--rate=")) {
-        Some(r) => vec![r.parse().expect("--rate=PODS_PER_SECOND")],
-        // Comfortable load, then close to what the backend sustains here.
-        None => vec![2000, 4000],
-    };
-    for rate in rates {
-        runtime.block_on(run(rate));
-        println!();
-    }
 }

@@ -267,6 +267,28 @@ impl proto_nodes::HostNodeTable for ProtoState {
     }
 }
 
+/// The prototype component of shapes B and C, over `nodes`.
+fn instantiate_prototype(
+    engine: &PolicyEngine,
+    nodes: Vec<NodeFacts>,
+) -> (wasmtime::Store<ProtoState>, prototype::Prototype) {
+    let wasm = std::fs::read(policy_wasm("wit-prototypes")).unwrap();
+    let component = wasmtime::component::Component::from_binary(engine.engine(), &wasm).unwrap();
+    let mut linker = wasmtime::component::Linker::<ProtoState>::new(engine.engine());
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).unwrap();
+    prototype::Prototype::add_to_linker::<ProtoState, wasmtime::component::HasSelf<ProtoState>>(&mut linker, |s| s)
+        .unwrap();
+    let state = ProtoState {
+        wasi: wasmtime_wasi::WasiCtx::builder().build(),
+        table: wasmtime::component::ResourceTable::new(),
+        nodes,
+    };
+    let mut store = wasmtime::Store::new(engine.engine(), state);
+    store.set_epoch_deadline(u64::MAX / 2);
+    let proto = prototype::Prototype::instantiate(&mut store, &component, &linker).unwrap();
+    (store, proto)
+}
+
 fn contract_shapes(engine: &PolicyEngine) {
     use prototype::exports::wasmsched::prototype::scorer::{FullNode, Usage};
     const NODES: usize = 5000;
@@ -302,21 +324,8 @@ fn contract_shapes(engine: &PolicyEngine) {
     row("A: node table + deltas, numeric candidates (chosen)", a_numeric, a_label);
 
     // B and C: the prototype component.
-    let wasm = std::fs::read(policy_wasm("wit-prototypes")).unwrap();
-    let component = wasmtime::component::Component::from_binary(engine.engine(), &wasm).unwrap();
-    let mut linker = wasmtime::component::Linker::<ProtoState>::new(engine.engine());
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).unwrap();
-    prototype::Prototype::add_to_linker::<ProtoState, wasmtime::component::HasSelf<ProtoState>>(&mut linker, |s| s)
-        .unwrap();
     let nodes: Vec<NodeFacts> = (0..NODES).map(node_facts).collect();
-    let state = ProtoState {
-        wasi: wasmtime_wasi::WasiCtx::builder().build(),
-        table: wasmtime::component::ResourceTable::new(),
-        nodes: nodes.clone(),
-    };
-    let mut store = wasmtime::Store::new(engine.engine(), state);
-    store.set_epoch_deadline(u64::MAX / 2);
-    let proto = prototype::Prototype::instantiate(&mut store, &component, &linker).unwrap();
+    let (mut store, proto) = instantiate_prototype(engine, nodes.clone());
     let scorer = proto.wasmsched_prototype_scorer();
     let ids: Vec<u32> = (0..NODES as u32).collect();
     let usage: Vec<Usage> = candidates

@@ -36,6 +36,7 @@ mod sdk_docs;
 mod sdk_reference;
 mod shadow;
 mod simulate_cli;
+mod sizes;
 mod source_policies;
 mod storage_properties;
 mod team_fit;
