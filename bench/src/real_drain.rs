@@ -60,10 +60,10 @@ mod processes;
 
 use claim_controller::{ClaimController, wait_claims};
 use objects::{
-    HIGH_PRIORITY_CLASS, attempts_by_result, create_all, create_if_missing, create_needs, delete_pods,
-    finish_deletions, for_apiserver, measured_pod, metrics_of, release, wait_bound,
+    HIGH_PRIORITY_CLASS, create_all, create_if_missing, create_needs, delete_pods, finish_deletions, for_apiserver,
+    measured_pod, release, wait_bound,
 };
-use processes::{Running, Scheduler, kit, status_mib};
+use processes::{Running, Scheduler, attempts_by_result, kit, metrics_of, status_mib};
 
 pub struct Drain {
     /// The control plane's state directory (`up.sh STATE_DIR` ran).

@@ -1,7 +1,7 @@
 //! The schedulers a drain runs, as processes: started, measured, stopped
 //! with their process group.
 
-use super::null_binder;
+use super::{metrics_text, null_binder};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -47,7 +47,7 @@ impl Running {
     /// The scheduler's attempts and binding time, as its metrics say.
     pub(super) async fn attempts(&self) -> Vec<(String, f64)> {
         match self {
-            Running::Wasmsched(_, http) => super::objects::attempts_by_result(*http).await,
+            Running::Wasmsched(_, http) => attempts_by_result(*http).await,
             Running::Null(_, binding) => vec![binding.seconds()],
             Running::Kube => Vec::new(),
         }
@@ -124,4 +124,51 @@ pub(super) fn kill_group(child: Option<Child>) {
 pub(super) fn kit(script: &str) -> PathBuf {
     let dir = std::env::var_os("KCP_KIT").map(PathBuf::from).unwrap_or_else(|| "../shared/kube-control-plane".into());
     dir.join(script)
+}
+/// wasmsched's `wasmsched_schedule_attempts_total` by result, its
+/// preemptions and their victims, read from its metrics endpoint; empty
+/// if it cannot be read.
+pub(super) async fn attempts_by_result(http: std::net::SocketAddr) -> Vec<(String, f64)> {
+    let text = metrics_of(http).await;
+    let sum_by = |metric: &str, by: &str| metrics_text::sum_by(&text, metric, by);
+    let one = |metric: &str| metrics_text::series(&text, metric).next().map(|(_, v)| v);
+    let mut totals: Vec<(String, f64)> = Vec::new();
+    let attempts = sum_by("wasmsched_schedule_attempts_total", "result");
+    totals.extend(attempts.into_iter().map(|(result, n)| (format!("{result}Attempts"), n)));
+    // Evictions beyond what the workload needs would show here.
+    totals.extend(one("wasmsched_preemptions_total").map(|n| ("preemptions".to_string(), n)));
+    totals.extend(one("wasmsched_preemption_victims_sum").map(|n| ("victims".to_string(), n)));
+    // What its watches delivered, by resource: beside the API server's
+    // count of watch events, the share that was wasmsched's.
+    let watched = sum_by("wasmsched_watch_events_total", "resource");
+    totals.extend(watched.into_iter().map(|(resource, n)| (format!("schedulerWatchEvents {resource}"), n)));
+    // Over every result: the binding requests' time, for bindings in flight.
+    let binding = sum_by("wasmsched_binding_duration_seconds_sum", "result");
+    totals.push(("bindingSeconds".into(), binding.values().sum()));
+    // The attempts' own time, against the scheduling loop's CPU.
+    let attempting = sum_by("wasmsched_scheduling_attempt_duration_seconds_sum", "result");
+    totals.push(("attemptSeconds".into(), attempting.values().sum()));
+    // Group cycles (gangs), and their mean time.
+    let cycles: f64 = sum_by("scheduler_podgroup_schedule_attempts_total", "result").values().sum();
+    let took: f64 = sum_by("scheduler_podgroup_scheduling_attempt_duration_seconds_sum", "result").values().sum();
+    if cycles > 0.0 {
+        totals.extend([("groupCycles".to_string(), cycles), ("groupCycleMeanMs".to_string(), took * 1e3 / cycles)]);
+    }
+    // Shadow candidates' work, over all of them: evaluated or dropped.
+    let shadow = sum_by("wasmsched_shadow_attempts_total", "result");
+    totals.extend(shadow.into_iter().map(|(result, n)| (format!("shadow_{result}"), n)));
+    totals
+}
+
+/// wasmsched's `/metrics` text (empty if it cannot be read).
+pub(super) async fn metrics_of(http: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut text = String::new();
+    if let Ok(mut stream) = tokio::net::TcpStream::connect(http).await {
+        let request = format!("GET /metrics HTTP/1.0\r\nHost: {http}\r\n\r\n");
+        if stream.write_all(request.as_bytes()).await.is_ok() {
+            let _ = stream.read_to_string(&mut text).await;
+        }
+    }
+    text
 }

@@ -346,7 +346,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         if let Some(addr) = running.http_addr {
             eprintln!("serving /healthz /readyz /metrics /policies on http://{addr}");
         }
-        if let Some(lease) = running.status.lease() {
+        if let Some(lease) = running.status.lease.lease() {
             eprintln!("leader election on Lease {lease}");
         }
         wait_for_termination().await;

@@ -38,7 +38,7 @@ fn text(code: u16, content_type: &str, body: String) -> Reply {
 pub fn respond(status: &SchedulerStatus, path: &str, query: &str) -> Response<Full<Bytes>> {
     match path {
         "/healthz" | "/livez" => {
-            let stalled = status.loop_stalled_for();
+            let stalled = status.heartbeat.stalled_for();
             if stalled > STALLED_AFTER_SECS {
                 text(500, "text/plain", format!("[-]scheduling-loop stalled for {stalled:.0}s\n"))
             } else {
@@ -103,7 +103,7 @@ async fn experiments(status: &SchedulerStatus, gate: &ExperimentsGate, query: &s
             return text(refusal.code, "text/plain", refusal.message + "\n");
         }
     }
-    if let Some(lease) = status.lease().filter(|_| !status.is_leader()) {
+    if let Some(lease) = status.lease.lease().filter(|_| !status.is_leader()) {
         // Its counts would be empty: say where they are instead.
         let why = format!(
             "this replica is on standby: shadow candidates are tried by the leader of Lease {lease}; \

@@ -26,7 +26,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::kubernetes::config::LeaderElectionConfig;
-use crate::kubernetes::scheduler_status::SchedulerStatus;
+use crate::kubernetes::scheduler_status::LeaseHealth;
 use crate::kubernetes::writes::denied;
 
 /// A failure that goes on is logged again at most this often.
@@ -65,7 +65,7 @@ impl LeaseError {
 pub struct LeaderElector {
     api: Api<Lease>,
     config: LeaderElectionConfig,
-    status: Arc<SchedulerStatus>,
+    health: Arc<LeaseHealth>,
     /// The failure being reported, and when it was last logged.
     reported: Option<(String, Instant)>,
     /// The holder and renew time we last saw, and when we saw them change.
@@ -86,11 +86,11 @@ fn now() -> MicroTime {
 
 impl LeaderElector {
     /// `config.namespace` must be resolved (not empty).
-    pub fn new(client: kube::Client, config: LeaderElectionConfig, status: Arc<SchedulerStatus>) -> Self {
+    pub fn new(client: kube::Client, config: LeaderElectionConfig, health: Arc<LeaseHealth>) -> Self {
         LeaderElector {
             api: Api::namespaced(client, &config.namespace),
             config,
-            status,
+            health,
             reported: None,
             observed: None,
         }
@@ -121,7 +121,7 @@ impl LeaderElector {
         } else {
             format!("could not {} Lease {lease}: {message}", e.verb)
         };
-        self.status.set_lease_problem(Some((problem.clone(), e.forbidden())));
+        self.health.set_problem(Some((problem.clone(), e.forbidden())));
         let due = self.reported.as_ref().is_none_or(|(last, at)| *last != problem || at.elapsed() >= REPEAT_LOG);
         if due {
             if e.forbidden() {
@@ -137,7 +137,7 @@ impl LeaderElector {
         if self.reported.take().is_some() {
             tracing::info!(lease = %self.lease_name(), identity = %self.config.identity, "leader election: the Lease works again");
         }
-        self.status.set_lease_problem(None);
+        self.health.set_problem(None);
     }
 
     /// One acquire-or-renew round.

@@ -21,7 +21,7 @@ use crate::kubernetes::leader::LeaderElector;
 use crate::kubernetes::permissions;
 use crate::kubernetes::permissions::preflight::{self, Preflight};
 use crate::kubernetes::scheduler_status::{ActivePolicy, SchedulerStatus};
-use crate::kubernetes::scheduling_loop::{Input, SchedulingLoop};
+use crate::kubernetes::scheduling_loop::{Input, LoopStatus, SchedulingLoop};
 use crate::kubernetes::tenants::configmaps::{self as tenant_configmaps, TenantConfigMapSource};
 use crate::kubernetes::watch::sources::Source;
 use crate::kubernetes::writes::binder::{self, BindRequest, BinderSettings};
@@ -94,7 +94,9 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     let preflight = Preflight {
         client: client.clone(),
         needs: permissions::needs(&config, &le.namespace),
-        status: status.clone(),
+        review: status.permissions.clone(),
+        gate: status.gate.clone(),
+        denials: status.denials.clone(),
         inputs: inputs_tx.clone(),
     };
     tokio::spawn(preflight.run(shutdown_rx.clone()));
@@ -122,9 +124,10 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
             .run(reports_rx),
     );
     let recorder = config.record.clone().map(Recorder::start).transpose().map_err(|e| anyhow::anyhow!(e))?;
-    let core = SchedulingLoop::new(scheduler, (inputs_tx.clone(), inputs_rx), binds_tx, reports_tx, status.clone())
-        .with_recorder(recorder)
-        .with_shadow_work(config.shadow_work);
+    let core =
+        SchedulingLoop::new(scheduler, (inputs_tx.clone(), inputs_rx), binds_tx, reports_tx, loop_status(&status))
+            .with_recorder(recorder)
+            .with_shadow_work(config.shadow_work);
     let core_thread = std::thread::Builder::new().name("scheduling-loop".into()).spawn(move || core.run())?;
 
     let grace = config.shutdown_write_grace;
@@ -209,17 +212,20 @@ impl Sources {
             let controller = config.profiles[0].scheduler_name.clone();
             let settings = (tenants.settings.clone(), tenants.compile_budget);
             let source = TenantConfigMapSource::new(settings, validator, controller, le.identity.clone());
-            watches.push(tokio::spawn(source.run(client.clone(), inputs.clone(), status.clone())));
+            let parts = (status.metrics.clone(), status.synced.clone());
+            watches.push(tokio::spawn(source.run(client.clone(), inputs.clone(), parts)));
         }
         let validator = Arc::new(BundleValidator::for_profiles(engine, config.policy_limits.clone(), fetcher));
         for (profile, dir) in self.dirs {
             let source = PolicyDirSource::new(dir, profile, validator.clone());
-            let (tx, status) = (inputs.clone(), status.clone());
-            std::thread::Builder::new().name("policy-dir".into()).spawn(move || source.run(tx, status))?;
+            let parts = (status.metrics.clone(), status.synced.clone(), status.gate.clone());
+            let tx = inputs.clone();
+            std::thread::Builder::new().name("policy-dir".into()).spawn(move || source.run(tx, parts))?;
         }
         for (profile, configmap) in self.configmaps {
             let source = PolicyConfigMapSource::new(configmap, profile, validator.clone(), le.identity.clone());
-            watches.push(tokio::spawn(source.run(client.clone(), inputs.clone(), status.clone())));
+            let parts = (status.metrics.clone(), status.synced.clone());
+            watches.push(tokio::spawn(source.run(client.clone(), inputs.clone(), parts)));
         }
         Ok(watches)
     }
@@ -289,7 +295,7 @@ fn start_node_metrics(
     status.set_node_metrics(cache.clone());
     let http = reqwest::Client::builder().build()?;
     Refresher { cache: cache.clone(), http, kube: Some(client.clone()) }.spawn(shutdown);
-    let ready = status.clone();
+    let ready = status.synced.clone();
     let first_refresh = cache.clone();
     tokio::spawn(async move {
         while !first_refresh.first_refresh_done() {
@@ -321,7 +327,7 @@ fn spawn_leadership(
         }
         mirror_status.set_leader(false);
     });
-    let elector = LeaderElector::new(client.clone(), le.clone(), status.clone()).run(leader_tx, lease_stop_rx);
+    let elector = LeaderElector::new(client.clone(), le.clone(), status.lease.clone()).run(leader_tx, lease_stop_rx);
     (Some(tokio::spawn(elector)), lease_stop_tx)
 }
 
@@ -372,5 +378,18 @@ impl Stages {
             let _ = e.await;
         }
         tracing::info!("shut down");
+    }
+}
+
+/// The parts of the status the scheduling loop writes.
+fn loop_status(status: &SchedulerStatus) -> LoopStatus {
+    LoopStatus {
+        metrics: status.metrics.clone(),
+        experiments: status.experiments.clone(),
+        heartbeat: status.heartbeat.clone(),
+        synced: status.synced.clone(),
+        policies: status.policies.clone(),
+        gate: status.gate.clone(),
+        permissions: status.permissions.clone(),
     }
 }

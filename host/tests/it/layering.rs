@@ -299,3 +299,20 @@ fn a_path_past_a_plugin_face_is_found() {
     let inside = vec!["scheduler".to_string(), "plugins".to_string(), "dynamic_resources".to_string()];
     assert_eq!(absolute(&inside, "super::filters::reject"), ["scheduler", "plugins", "filters", "reject"]);
 }
+
+/// A running scheduler's status is held whole only by what starts its
+/// tasks (`kubernetes/run.rs`) and what shows it (`kubernetes/http.rs`);
+/// every task is handed the parts it writes.
+#[test]
+fn the_scheduler_status_is_held_only_where_tasks_start_and_it_is_shown() {
+    let modules = modules(&src());
+    let holders: Vec<String> = modules
+        .iter()
+        .filter(|(m, text)| {
+            let own = m.first().is_some_and(|k| k == "kubernetes") && m.get(1).is_some_and(|f| f == "scheduler_status");
+            !own && text.contains("SchedulerStatus")
+        })
+        .map(|(m, _)| m.join("/"))
+        .collect();
+    assert_eq!(holders, ["kubernetes", "kubernetes/http", "kubernetes/run"], "SchedulerStatus is passed beyond them");
+}

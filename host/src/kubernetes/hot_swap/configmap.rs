@@ -18,11 +18,12 @@ use kube::Api;
 use kube::runtime::watcher;
 
 use crate::kubernetes::hot_swap::profile_updates::{Outcome, ProfilePolicies, ProfileUpdates};
-use crate::kubernetes::scheduler_status::SchedulerStatus;
+use crate::kubernetes::scheduler_status::SyncedSources;
 use crate::kubernetes::watch::decode::{self, Observed};
 use crate::kubernetes::watch::retry::{FailureKind, WatchTarget, classify};
 use crate::kubernetes::writes::events::configmap_event;
 use crate::policy::validator::BundleValidator;
+use crate::scheduler_metrics::SchedulerMetrics;
 
 /// `NAMESPACE/NAME` of a policy ConfigMap.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +83,7 @@ impl PolicyConfigMapSource {
         self,
         client: kube::Client,
         tx: std::sync::mpsc::Sender<T>,
-        status: Arc<SchedulerStatus>,
+        (metrics, synced): (Arc<SchedulerMetrics>, Arc<SyncedSources>),
     ) {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.configmap.namespace);
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.configmap.name));
@@ -94,8 +95,7 @@ impl PolicyConfigMapSource {
         };
         let mut changes = decode::watch(api, config, target).boxed();
         let origin = format!("configmap {}", self.configmap);
-        let mut updates =
-            Some(ProfileUpdates::new(&self.profile, origin, self.validator.clone(), tx, status.metrics.clone()));
+        let mut updates = Some(ProfileUpdates::new(&self.profile, origin, self.validator.clone(), tx, metrics));
         // Whether any version of the ConfigMap has been seen.
         let mut seen = false;
         // Said once: the ConfigMap may not be read.
@@ -111,7 +111,7 @@ impl PolicyConfigMapSource {
                             u.unavailable(&why);
                         }
                     }
-                    status.set_synced(&self.configmap.source_name());
+                    synced.set_synced(&self.configmap.source_name());
                     continue;
                 }
                 Ok(Observed::Deleted(_)) => {
@@ -130,7 +130,7 @@ impl PolicyConfigMapSource {
                         if let Some(u) = updates.as_mut() {
                             u.unavailable(&why);
                         }
-                        status.set_synced(&self.configmap.source_name());
+                        synced.set_synced(&self.configmap.source_name());
                     }
                     continue;
                 }
@@ -141,7 +141,7 @@ impl PolicyConfigMapSource {
             let Some((u, outcome)) = self.offer(u, files).await else { return };
             updates = Some(u);
             self.tell(&client, &cm, outcome).await;
-            status.set_synced(&self.configmap.source_name());
+            synced.set_synced(&self.configmap.source_name());
         }
     }
 

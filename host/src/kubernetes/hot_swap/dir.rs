@@ -9,9 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::kubernetes::hot_swap::profile_updates::{ProfilePolicies, ProfileUpdates};
-use crate::kubernetes::scheduler_status::SchedulerStatus;
+use crate::kubernetes::scheduler_status::SyncedSources;
+use crate::kubernetes::writes::bind_gate::BindGate;
 use crate::policy::directory::{DirWatcher, bundle_digest, read_bundle_dir};
 use crate::policy::validator::BundleValidator;
+use crate::scheduler_metrics::SchedulerMetrics;
 
 /// Quiet time after the last change before the directory is read.
 const SETTLE: Duration = Duration::from_millis(150);
@@ -35,7 +37,11 @@ impl PolicyDirSource {
     }
 
     /// Runs on its own thread until the scheduling loop is gone.
-    pub fn run<T: From<ProfilePolicies>>(self, tx: std::sync::mpsc::Sender<T>, status: Arc<SchedulerStatus>) {
+    pub fn run<T: From<ProfilePolicies>>(
+        self,
+        tx: std::sync::mpsc::Sender<T>,
+        (metrics, synced, gate): (Arc<SchedulerMetrics>, Arc<SyncedSources>, Arc<BindGate>),
+    ) {
         let watcher = match DirWatcher::new(&self.dir, SETTLE) {
             Ok(w) => Some(w),
             Err(e) => {
@@ -44,8 +50,7 @@ impl PolicyDirSource {
             }
         };
         let origin = format!("dir {}", self.dir.display());
-        let mut updates =
-            ProfileUpdates::new(&self.profile, origin, self.validator.clone(), tx, status.metrics.clone());
+        let mut updates = ProfileUpdates::new(&self.profile, origin, self.validator.clone(), tx, metrics);
         let mut last_digest: Option<String> = None;
         loop {
             match read_bundle_dir(&self.dir) {
@@ -61,8 +66,8 @@ impl PolicyDirSource {
                     updates.unavailable(&format!("policy dir {}: {e}", self.dir.display()));
                 }
             }
-            status.set_synced(&Self::source_name(&self.dir));
-            if status.is_stopping() {
+            synced.set_synced(&Self::source_name(&self.dir));
+            if gate.is_stopping() {
                 return;
             }
             match &watcher {

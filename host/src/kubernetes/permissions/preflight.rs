@@ -17,8 +17,10 @@ use tokio::time::Instant;
 use super::advice;
 use super::needs::{Gate, Need, Permission};
 use super::review::{self, Reviewed, Verdict};
-use crate::kubernetes::scheduler_status::{PermissionsShown, SchedulerStatus};
+use crate::kubernetes::scheduler_status::{PermissionReview, PermissionsShown};
 use crate::kubernetes::scheduling_loop::Input;
+use crate::kubernetes::writes::bind_gate::BindGate;
+use crate::kubernetes::writes::denied::Denials;
 
 /// The readiness check of the first review: no pod is decided before it.
 pub const SOURCE_NAME: &str = "permissions";
@@ -72,7 +74,9 @@ impl PermissionReport {
 pub struct Preflight {
     pub client: kube::Client,
     pub needs: Vec<Need>,
-    pub status: Arc<SchedulerStatus>,
+    pub review: Arc<PermissionReview>,
+    pub gate: Arc<BindGate>,
+    pub denials: Denials,
     pub inputs: Sender<Input>,
 }
 
@@ -85,10 +89,10 @@ impl Preflight {
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
-                _ = self.status.permissions_recheck.notified() => next = Instant::now(),
+                _ = self.review.recheck.notified() => next = Instant::now(),
                 _ = shutdown.wait_for(|s| *s) => return,
             }
-            let leader = self.status.is_leader();
+            let leader = self.gate.is_leader();
             let won = leader && !was_leader;
             was_leader = leader;
             if !won && Instant::now() < next {
@@ -107,10 +111,10 @@ impl Preflight {
         let report = PermissionReport { identity, checked_at, permissions: reviewed };
         say(&report, said);
         for r in report.missing() {
-            self.status.denials.said_elsewhere(r.need.permission.verb, &denial_label(&r.need.permission));
+            self.denials.said_elsewhere(r.need.permission.verb, &denial_label(&r.need.permission));
         }
         let _ = self.inputs.send(Input::Permissions(advice::denied_writes(&report.permissions)));
-        self.status.set_permissions(report.shown());
+        self.review.set(report.shown());
         // Through the loop, after the denied writes: no attempt between.
         let _ = self.inputs.send(Input::Synced(SOURCE_NAME.to_string()));
         report

@@ -14,14 +14,17 @@ use crate::kubernetes::writes::report_queue::ReportSender;
 
 use crate::kubernetes::hot_swap::profile_updates::ProfilePolicies;
 use crate::kubernetes::hot_swap::warm::{PolicyWarmer, Warmed};
-use crate::kubernetes::scheduler_status::SchedulerStatus;
+use crate::kubernetes::scheduler_status::{Heartbeat, ListedPolicies, PermissionReview, SyncedSources};
 use crate::kubernetes::shadow_worker::{ShadowWork, ShadowWorker};
 use crate::kubernetes::tenants::namespace::TenantPolicies;
 use crate::kubernetes::tenants::workers::TenantWorkers;
+use crate::kubernetes::writes::bind_gate::BindGate;
 use crate::kubernetes::writes::binder::{BindOutcome, BindRequest, BindResult};
 use crate::kubernetes::writes::group_barrier::GroupBarrier;
 use crate::kubernetes::writes::reporter::{PodRef, Report};
 use crate::record::{Attempted, BindingRecord, Recorder};
+use crate::scheduler::experiments::Experiments;
+use crate::scheduler_metrics::SchedulerMetrics;
 mod input;
 
 pub use input::Input;
@@ -39,12 +42,29 @@ const MAX_INPUTS: usize = 4096;
 /// The loop wakes at least this often (liveness, metrics, due pods).
 const IDLE_WAKE: Duration = Duration::from_secs(1);
 
+/// The parts of the scheduler's status the loop writes.
+pub struct LoopStatus {
+    pub metrics: Arc<SchedulerMetrics>,
+    pub experiments: Arc<std::sync::Mutex<Experiments>>,
+    pub heartbeat: Arc<Heartbeat>,
+    pub synced: Arc<SyncedSources>,
+    pub policies: Arc<ListedPolicies>,
+    pub gate: Arc<BindGate>,
+    pub permissions: Arc<PermissionReview>,
+}
+
+impl LoopStatus {
+    fn experiments(&self) -> std::sync::MutexGuard<'_, Experiments> {
+        self.experiments.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 pub struct SchedulingLoop {
     scheduler: Scheduler,
     inputs: Receiver<Input>,
     binds: UnboundedSender<BindRequest>,
     reports: ReportSender,
-    status: Arc<SchedulerStatus>,
+    status: LoopStatus,
     /// Bindings handed to the binder whose result has not come back.
     bindings_in_flight: usize,
     /// Stop requested: take no new pods, exit once bindings are done.
@@ -67,7 +87,7 @@ impl SchedulingLoop {
         (loopback, inputs): (Sender<Input>, Receiver<Input>),
         binds: UnboundedSender<BindRequest>,
         reports: ReportSender,
-        status: Arc<SchedulerStatus>,
+        status: LoopStatus,
     ) -> Self {
         SchedulingLoop {
             scheduler,
@@ -101,7 +121,7 @@ impl SchedulingLoop {
         let mut last_gauges = Instant::now() - IDLE_WAKE;
         let mut wait = Duration::ZERO;
         loop {
-            self.status.heartbeat();
+            self.status.heartbeat.beat();
             // Inputs: block only when there was nothing to schedule.
             match self.inputs.recv_timeout(wait) {
                 Err(RecvTimeoutError::Disconnected) => return,
@@ -132,7 +152,7 @@ impl SchedulingLoop {
                 last_gauges = Instant::now();
             }
 
-            let can_schedule = self.may_place() && self.status.all_synced();
+            let can_schedule = self.may_place() && self.status.synced.all_synced();
             let mut attempted = 0;
             if can_schedule {
                 while attempted < BATCH {
@@ -182,19 +202,19 @@ impl SchedulingLoop {
             recorder.policies(now, &profile, names.collect());
         }
         self.scheduler.set_policies(&profile, set);
-        self.status.set_profile_policies(&profile, active);
+        self.status.policies.set_profile(&profile, active);
     }
 
     /// Whether attempts may place pods: this replica leads and is not
     /// shutting down.
     fn may_place(&self) -> bool {
-        self.status.is_leader() && !self.status.is_stopping() && !self.draining
+        self.status.gate.is_leader() && !self.status.gate.is_stopping() && !self.draining
     }
 
     fn apply(&mut self, input: Input, now: Duration) {
         match input {
             Input::Cluster(event) => self.cluster_event(event, now),
-            Input::Synced(source) => self.status.set_synced(&source),
+            Input::Synced(source) => self.status.synced.set_synced(&source),
             Input::Served(kind, served) => {
                 self.scheduler.set_served(kind, served);
                 self.tell_unserved_group_members();
@@ -240,7 +260,7 @@ impl SchedulingLoop {
                     recorder.tenant_policies(now, &namespace, names.collect());
                 }
                 self.scheduler.set_tenant_policies(&namespace, policies, candidates);
-                self.status.set_tenant_policies(&namespace, active);
+                self.status.policies.set_tenant(&namespace, active);
             }
             Input::Permissions(denied) => {
                 if let Some(recorder) = &self.recorder {
@@ -301,7 +321,7 @@ impl SchedulingLoop {
             // Said once, for every pod, by `Denials`; the preflight looks
             // again, and keeps out the pods that need what is missing.
             BindOutcome::Forbidden(why) => {
-                self.status.permissions_recheck.notify_one();
+                self.status.permissions.recheck.notify_one();
                 tracing::debug!(pod = %request.pod.key, error = %why, "binding forbidden; retrying with backoff");
                 self.scheduler.binding_failed(&request.pod, true, now);
             }

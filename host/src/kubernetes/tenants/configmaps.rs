@@ -19,7 +19,7 @@ use kube::Api;
 use kube::runtime::watcher;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::kubernetes::scheduler_status::SchedulerStatus;
+use crate::kubernetes::scheduler_status::SyncedSources;
 use crate::kubernetes::tenants::compile_budget::BudgetSettings;
 use crate::kubernetes::tenants::namespace::{
     Note, Tenant, TenantContext, TenantPolicies, Validate, Work, compile_slots,
@@ -28,6 +28,7 @@ use crate::kubernetes::watch::decode::{self, ObjectKey, Observed};
 use crate::kubernetes::watch::retry::WatchTarget;
 use crate::kubernetes::writes::events::configmap_event;
 use crate::scheduler::{POLICY_CONFIGMAP_LABEL, TenantSettings};
+use crate::scheduler_metrics::SchedulerMetrics;
 
 /// The readiness check of this source.
 pub const SOURCE_NAME: &str = "tenant policy configmaps";
@@ -55,7 +56,7 @@ impl<V: Validate> TenantConfigMapSource<V> {
         self,
         client: kube::Client,
         tx: std::sync::mpsc::Sender<T>,
-        status: Arc<SchedulerStatus>,
+        (metrics, synced_sources): (Arc<SchedulerMetrics>, Arc<SyncedSources>),
     ) {
         let api: Api<ConfigMap> = Api::all(client.clone());
         let config = watcher::Config::default().labels(&format!("{POLICY_CONFIGMAP_LABEL}=true"));
@@ -74,7 +75,7 @@ impl<V: Validate> TenantConfigMapSource<V> {
             settings: self.settings,
             validator: self.validator,
             tx,
-            metrics: status.metrics.clone(),
+            metrics,
             notes: notes_tx,
             compiles: Semaphore::new(compile_slots()),
             compile_budget: self.budget,
@@ -99,12 +100,12 @@ impl<V: Validate> TenantConfigMapSource<V> {
                     if !synced {
                         synced = true;
                         let done = tenants.barrier();
-                        let status = status.clone();
+                        let sources = synced_sources.clone();
                         tokio::spawn(async move {
                             for d in done {
                                 let _ = d.await;
                             }
-                            status.set_synced(SOURCE_NAME);
+                            sources.set_synced(SOURCE_NAME);
                         });
                     }
                 }
@@ -113,7 +114,7 @@ impl<V: Validate> TenantConfigMapSource<V> {
                 // goes ready without them; `with_retry` says so once and
                 // keeps retrying.
                 Err(_) if !synced => {
-                    status.set_synced(SOURCE_NAME);
+                    synced_sources.set_synced(SOURCE_NAME);
                     synced = true;
                 }
                 Err(_) => {}
