@@ -13,6 +13,7 @@ mod code_map;
 mod compare_cli;
 mod deploy_manifests;
 mod dev_cli;
+mod docs_match;
 mod first_policy;
 mod fuzzing;
 mod group_parity;

@@ -36,7 +36,9 @@
 //! (`kubernetes/writes/`, the simulator's store); the plugin folders say
 //! what is written.
 
+#[doc = include_str!("default_preemption/README.md")]
 pub mod default_preemption;
+#[doc = include_str!("dynamic_resources/README.md")]
 pub mod dynamic_resources;
 pub mod filters;
 pub mod inter_pod_affinity;
@@ -52,9 +54,12 @@ pub mod pod_topology_spread;
 pub mod queueing_hints;
 pub mod reasons;
 pub mod reservation;
+#[doc = include_str!("scores.md")]
 pub mod scores;
 pub mod taint_toleration;
+#[doc = include_str!("topology.md")]
 pub mod topology;
+#[doc = include_str!("volume_binding/README.md")]
 pub mod volume_binding;
 pub mod volume_restrictions;
 pub mod volume_zone;

@@ -1,7 +1,7 @@
 //! The built-in score: kube-scheduler's default score plugins other than
 //! NodeResourcesFit, whose place the policies take, with kube's default
 //! weights. Each part scores the feasible nodes 0..=100 as its kube plugin
-//! does (docs/architecture.md, "Scoring"); the attempt adds `weight × part`
+//! does (`scores.md`, this module's docs); the attempt adds `weight × part`
 //! to the policies' `weight × normalised score`.
 //!
 //! The parts read the cluster model (pod counts, images), so their inputs

@@ -30,6 +30,7 @@ use wasmsched_runtime::{NoMetrics, NodeMetrics};
 mod binding;
 mod cluster_events;
 mod conclude;
+#[doc = include_str!("gangs/README.md")]
 mod gangs;
 mod post_filter;
 mod recorded;
