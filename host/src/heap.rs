@@ -1,8 +1,7 @@
 //! The allocator's own account of the heap, for `/metrics`: the bytes
 //! the program holds and the bytes freed but kept by the allocator. A
 //! resident set that grows while the bytes held do not is the allocator's
-//! fragmentation, not something the scheduler keeps (docs/benchmarks.md,
-//! "The churn soak").
+//! fragmentation, not something the scheduler keeps (docs/benchmarks.md).
 
 use std::fmt::Write as _;
 

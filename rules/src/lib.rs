@@ -23,7 +23,7 @@
 //! The rules the filters call once per node are `#[inline]`: without the
 //! hint, these generic functions from another crate were left as calls in
 //! the filters' per-node loop, which cost the attempt a few percent
-//! (docs/benchmarks.md, "The redesign step").
+//! (docs/benchmarks.md).
 
 pub mod answers;
 pub mod label_selector;

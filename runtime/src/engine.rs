@@ -61,7 +61,7 @@ pub struct PolicyEngine {
 /// (its own loop runs about 12 % more). A large one is an
 /// interpreter (Python, JavaScript), whose calls Cranelift's
 /// optimisations make about 10 % faster, and whose compile a cache
-/// directory keeps (docs/benchmarks.md, "Compile time").
+/// directory keeps (docs/benchmarks.md).
 pub const OPTIMIZE_ABOVE_BYTES: usize = 1 << 20;
 
 /// One engine, its linker and its epoch ticker: a component compiled by

@@ -25,7 +25,7 @@ pub(crate) fn engine_config(parallel: bool, opt_level: OptLevel, incremental: Op
     config.cranelift_opt_level(opt_level);
     // `WASMSCHED_PERF_MAP=1`: name every compiled policy function in
     // /tmp/perf-PID.map, so `perf record` / `perf report` attribute time
-    // inside policies (docs/benchmarks.md, "Profiling a policy").
+    // inside policies (docs/benchmarks.md).
     if std::env::var_os("WASMSCHED_PERF_MAP").is_some_and(|v| v == "1") {
         config.profiler(wasmtime::ProfilingStrategy::PerfMap);
     }

@@ -67,7 +67,7 @@ pub struct NodeFacts {
 /// let the cordon and taint filters pass a node without reading its facts.
 /// The node table keeps it beside each slot, so a pass over all nodes walks
 /// one array instead of following each node's pointer into the heap
-/// (docs/benchmarks.md, "The filter pass's memory").
+/// (docs/benchmarks.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NodeFit {
     pub allocatable_milli_cpu: u64,

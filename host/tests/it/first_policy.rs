@@ -7,8 +7,7 @@
 //! (a node copied and renamed, with a disk no other node has). The policy
 //! decides there: the new node wins, and the control plane is refused to
 //! the pod that tolerates its taint. A misspelled setting is refused with
-//! the name meant. Each step's time is printed (docs/benchmarks.md,
-//! "A policy author's first hour").
+//! the name meant. Each step's time is printed (docs/benchmarks.md).
 
 use std::path::Path;
 use std::time::Instant;

@@ -154,8 +154,7 @@ impl Default for TenantConfig {
 /// Bindings in flight at once unless `--bind-concurrency` says otherwise.
 /// kube-scheduler binds each pod on a goroutine of its own, as many at once
 /// as its client's rate allows; 16 held the drain of a backlog to about
-/// 1,000 pods/s on a real API server (docs/benchmarks.md, "Parallel
-/// attempts"). 128 stays under kube-apiserver's default of 200 mutating
+/// 1,000 pods/s on a real API server (docs/benchmarks.md). 128 stays under kube-apiserver's default of 200 mutating
 /// requests in flight, with room for events and status patches.
 pub const DEFAULT_BIND_CONCURRENCY: usize = 128;
 

@@ -58,9 +58,9 @@ pub struct PodReporter {
     preemptions: Arc<Semaphore>,
 }
 
-/// With 8, a churn soak's reports fell far behind its attempts (docs/benchmarks.md,
-/// "The churn soak"); bindings (128) and preemptions (32) leave this much of
-/// kube-apiserver's 200 mutating requests in flight.
+/// With 8, a churn soak's reports fell far behind its attempts; bindings
+/// (128) and preemptions (32) leave this much of kube-apiserver's 200
+/// mutating requests in flight.
 const CONCURRENCY: usize = 32;
 const PREEMPTIONS_IN_FLIGHT: usize = 32;
 

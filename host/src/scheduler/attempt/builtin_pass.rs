@@ -136,7 +136,7 @@ pub(super) fn builtin_pass_over(
 ) -> BuiltinPass {
     // Sized for every node (or the sample) up front: growing it by
     // doubling cost a dozen reallocations and copies per attempt at 5,000
-    // nodes (docs/benchmarks.md, "Instruction counts").
+    // nodes (docs/benchmarks.md).
     let table = state.table();
     let capacity = table.len().min(window.find);
     let balanced = BalancedColumn::of(pod, scoring.weight(ScorePart::NodeResourcesBalancedAllocation), capacity);

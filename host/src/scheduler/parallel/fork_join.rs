@@ -4,7 +4,7 @@
 //! no core (a busy machine) or is still waking up. Between forks a helper
 //! spins for a while before it sleeps: an attempt is ~100 µs, and waking a
 //! sleeping thread costs a good part of that (on a virtual machine, more:
-//! docs/benchmarks.md, "Parallel attempts"). A general pool (rayon's)
+//! docs/benchmarks.md). A general pool (rayon's)
 //! sleeps almost at once and made split attempts slower than unsplit ones.
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};

@@ -21,7 +21,7 @@ use super::fork_join::ForkJoinPool;
 
 /// Below this many nodes an attempt runs on the scheduling thread alone:
 /// waking the workers costs more than the split saves. Where the crossover
-/// lies was measured (docs/benchmarks.md, "Parallel attempts").
+/// lies was measured (docs/benchmarks.md).
 pub const SPLIT_FROM_NODES: usize = 1_000;
 
 /// Each worker gets at least this many nodes (or candidates): fewer would
@@ -171,8 +171,7 @@ impl AttemptWorkers {
     /// caller made: large buffers are then allocated and freed on the
     /// caller's thread. glibc gives each thread its own heap and hands a
     /// helper's freed pages back to the kernel, so a buffer a helper made
-    /// cost it a page fault per 4 KiB on every attempt (docs/benchmarks.md,
-    /// "Parallel attempts").
+    /// cost it a page fault per 4 KiB on every attempt (docs/benchmarks.md).
     pub fn fill<S: Send>(
         &self,
         slices: &[Range<usize>],

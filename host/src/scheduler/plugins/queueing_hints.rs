@@ -3,7 +3,7 @@
 //! its earlier "no" into something else. A retry costs a filter pass over
 //! every node, and without hints each deletion of a preemption's victim
 //! retried every pod waiting for its own victims elsewhere
-//! (docs/benchmarks.md, "Issue 17, fifth session").
+//! (docs/benchmarks.md).
 
 use crate::cluster::{ClusterState, NodeState, PlacedPod, PodInfo};
 use crate::scheduler::plugins::pod_claims::PodClaims;
@@ -28,8 +28,7 @@ use wasmsched_runtime::NodeId;
 /// (which already counted that pod as evictable). Nor does any pod leaving
 /// a node with nothing left to evict: preemption there is the filters' own
 /// check. Without that, in a cluster of pods of one priority every
-/// deletion retried every waiting pod (docs/benchmarks.md, "The churn
-/// soak").
+/// deletion retried every waiting pod (docs/benchmarks.md).
 pub struct AfterPodGone<'a> {
     gone: &'a PlacedPod,
     state: &'a ClusterState,
@@ -62,8 +61,7 @@ impl<'a> AfterPodGone<'a> {
 /// pod it lets in counts as placed there for the next. A deletion retries
 /// as many of the pods that fit as the freed room can hold, not all of
 /// them: with thousands waiting, retrying every one per deletion cost a
-/// filter pass over every node each, for one placement (docs/benchmarks.md,
-/// "The churn soak").
+/// filter pass over every node each, for one placement (docs/benchmarks.md).
 pub struct Room<'a> {
     state: &'a ClusterState,
     id: NodeId,
