@@ -139,7 +139,8 @@ pub(super) fn builtin_pass_over(
     // nodes (docs/benchmarks.md).
     let table = state.table();
     let capacity = table.len().min(window.find);
-    let balanced = BalancedColumn::of(pod, scoring.weight(ScorePart::NodeResourcesBalancedAllocation), capacity);
+    let balanced =
+        BalancedColumn::of(pod, scoring.weight(ScorePart::of(&node_resources::BALANCED_ALLOCATION)), capacity);
     let mut pre = BuiltinPass::empty(table.len(), capacity, detail, window.start, balanced);
     let claims = match PodClaims::resolve(pod, state) {
         Ok(claims) => claims,

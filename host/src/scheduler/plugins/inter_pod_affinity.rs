@@ -10,6 +10,14 @@ use wasmsched_rules::{InterPodCounts, NodeDomains, inter_pod_filter};
 use wasmsched_runtime::{Candidate, NodeId};
 
 use crate::cluster::{AffinityTerm, ClusterState, Domains, Namespaces, PlacedPod, PodClause, PodInfo};
+use crate::scheduler::plugins::score_part::{PartInputs, ScorePlugin};
+
+/// InterPodAffinity's score: preferred terms of the pod and of placed pods.
+pub const SCORE: ScorePlugin = ScorePlugin {
+    name: "InterPodAffinity",
+    default_weight: 2,
+    inputs: |cx| raw_scores(cx.pod, cx.state, cx.candidates).map(PartInputs::MinMax),
+};
 
 /// The filter's counts for one attempt: kube's three tallies per domain of
 /// each topology key the terms use (see `wasmsched_rules::pod_affinity`).

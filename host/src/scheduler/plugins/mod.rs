@@ -18,6 +18,7 @@
 //!   attempt, devices allocated per node with the classes' and requests'
 //!   CEL selectors, the device tables, and what the chosen node needs
 //!   reserved for PreBind;
+//! - `image_locality`: ImageLocality's score;
 //! - `pod_topology_spread`, `inter_pod_affinity`: each plugin's counting of
 //!   other pods, filter and score; `topology` runs both filters together;
 //! - `default_preemption/`: the PostFilter, and which rejections eviction
@@ -25,7 +26,8 @@
 //!
 //! and what they share:
 //! - `filters`: the Filter extension point, every filter in kube's order;
-//! - `scores`: the built-in score parts and their default weights;
+//! - `scores`: the built-in score parts, registered in `SCORE_PLUGINS` (a
+//!   plugin's `SCORE`, the `ScorePlugin` of `score_part`), weighed;
 //! - `pod_claims`: a pod's volume and device claims, resolved once;
 //! - `queueing_hints`: which waiting pods a cluster event may let in;
 //! - `reasons`: the rejection reasons, counted into kube's message;
@@ -41,6 +43,7 @@ pub mod default_preemption;
 #[doc = include_str!("dynamic_resources/README.md")]
 pub mod dynamic_resources;
 pub mod filters;
+pub mod image_locality;
 pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_declared_features;
@@ -54,6 +57,7 @@ pub mod pod_topology_spread;
 pub mod queueing_hints;
 pub mod reasons;
 pub mod reservation;
+pub mod score_part;
 #[doc = include_str!("scores.md")]
 pub mod scores;
 pub mod taint_toleration;

@@ -7,6 +7,15 @@ use wasmsched_rules::{node_selector_matches, required_affinity_matches};
 use wasmsched_runtime::{Candidate, NodeFacts};
 
 use crate::cluster::{ClusterState, PodInfo};
+use crate::scheduler::plugins::score_part::{PartContext, PartInputs, ScorePlugin};
+
+/// NodeAffinity's score: the weights of the preferred terms a node matches.
+pub const SCORE: ScorePlugin = ScorePlugin { name: "NodeAffinity", default_weight: 2, inputs: score_inputs };
+
+fn score_inputs(cx: &PartContext) -> Option<PartInputs> {
+    let raw = raw_scores(cx.pod, cx.state, cx.candidates)?;
+    Some(PartInputs::Normalized { raw, reverse: false })
+}
 
 pub const NODE_AFFINITY_MISMATCH: &str = "node(s) didn't match Pod's node affinity/selector";
 

@@ -7,12 +7,20 @@
 
 use std::sync::Arc;
 
-use wasmsched_rules::scoring::{spread_score, spread_weight};
+use wasmsched_rules::scoring::{spread_normalize, spread_score, spread_weight};
 use wasmsched_rules::topology_spread::{MISSING_TOPOLOGY_LABEL, SKEW_EXCEEDED};
 use wasmsched_rules::{DomainCounts, first_untolerated, node_selector_matches, required_affinity_matches, skew_allows};
 use wasmsched_runtime::{Candidate, NodeId};
 
 use crate::cluster::{ClusterState, Domains, Namespaces, PlacedPod, PodClause, PodInfo, SpreadConstraint};
+use crate::scheduler::plugins::score_part::{OwnInputs, PartInputs, ScorePlugin};
+
+/// PodTopologySpread's score, for the pod's `ScheduleAnyway` constraints.
+pub const SCORE: ScorePlugin = ScorePlugin {
+    name: "PodTopologySpread",
+    default_weight: 2,
+    inputs: |cx| score_inputs(cx.pod, cx.state, cx.candidates).map(|s| PartInputs::Own(Box::new(s))),
+};
 
 /// One `DoNotSchedule` constraint, counted.
 #[derive(Debug, Clone)]
@@ -176,6 +184,26 @@ impl SpreadInputs {
                 ))
             })
             .collect()
+    }
+}
+
+impl OwnInputs for SpreadInputs {
+    fn boxed_clone(&self) -> Box<dyn OwnInputs> {
+        Box::new(self.clone())
+    }
+
+    fn retain(&mut self, keep: &[bool]) {
+        let mut i = 0;
+        self.cells.retain(|_| {
+            i += 1;
+            keep[i - 1]
+        });
+    }
+
+    fn scores(&self) -> (Vec<i64>, Vec<i64>) {
+        let raw = SpreadInputs::scores(self);
+        let normalized = spread_normalize(&raw);
+        (raw.iter().map(|s| s.unwrap_or(0)).collect(), normalized)
     }
 }
 

@@ -12,64 +12,56 @@
 
 use std::fmt;
 
-use wasmsched_rules::scoring::{
-    default_normalize, image_locality, inter_pod_normalize, scaled_image_score, spread_normalize,
-};
+use wasmsched_rules::scoring::{default_normalize, inter_pod_normalize};
 use wasmsched_runtime::Candidate;
 
 use crate::cluster::{ClusterState, PodInfo};
-use crate::scheduler::plugins::node_resources::BalancedColumn;
-use crate::scheduler::plugins::pod_topology_spread::SpreadInputs;
-use crate::scheduler::plugins::{inter_pod_affinity, pod_topology_spread};
+use crate::scheduler::plugins::node_resources::{self, BalancedColumn};
+use crate::scheduler::plugins::score_part::{PartContext, PartInputs, ScorePlugin};
+use crate::scheduler::plugins::{image_locality, inter_pod_affinity, pod_topology_spread};
 use crate::scheduler::plugins::{node_affinity, taint_toleration};
 
-/// One part of the built-in score, named as its kube-scheduler plugin.
+/// The built-in score parts, in kube-scheduler's order: a plugin's score
+/// is registered here, by the one line of its `SCORE`.
+pub const SCORE_PLUGINS: [&ScorePlugin; 6] = [
+    &taint_toleration::SCORE,
+    &node_affinity::SCORE,
+    &pod_topology_spread::SCORE,
+    &inter_pod_affinity::SCORE,
+    &node_resources::BALANCED_ALLOCATION,
+    &image_locality::SCORE,
+];
+
+/// One part of the built-in score: a place in [`SCORE_PLUGINS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ScorePart {
-    TaintToleration,
-    NodeAffinity,
-    PodTopologySpread,
-    InterPodAffinity,
-    NodeResourcesBalancedAllocation,
-    ImageLocality,
-}
+pub struct ScorePart(usize);
 
 impl ScorePart {
-    pub const ALL: [ScorePart; 6] = [
-        ScorePart::TaintToleration,
-        ScorePart::NodeAffinity,
-        ScorePart::PodTopologySpread,
-        ScorePart::InterPodAffinity,
-        ScorePart::NodeResourcesBalancedAllocation,
-        ScorePart::ImageLocality,
-    ];
+    /// Every part, in [`SCORE_PLUGINS`]' order.
+    pub fn all() -> impl Iterator<Item = ScorePart> {
+        (0..SCORE_PLUGINS.len()).map(ScorePart)
+    }
+
+    fn plugin(self) -> &'static ScorePlugin {
+        SCORE_PLUGINS[self.0]
+    }
 
     pub fn name(self) -> &'static str {
-        match self {
-            ScorePart::TaintToleration => "TaintToleration",
-            ScorePart::NodeAffinity => "NodeAffinity",
-            ScorePart::PodTopologySpread => "PodTopologySpread",
-            ScorePart::InterPodAffinity => "InterPodAffinity",
-            ScorePart::NodeResourcesBalancedAllocation => "NodeResourcesBalancedAllocation",
-            ScorePart::ImageLocality => "ImageLocality",
-        }
+        self.plugin().name
     }
 
     /// kube-scheduler v1.36's default profile's weight.
     pub fn default_weight(self) -> u32 {
-        match self {
-            ScorePart::TaintToleration => 3,
-            ScorePart::NodeAffinity | ScorePart::PodTopologySpread | ScorePart::InterPodAffinity => 2,
-            ScorePart::NodeResourcesBalancedAllocation | ScorePart::ImageLocality => 1,
-        }
+        self.plugin().default_weight
     }
 
     pub fn from_name(name: &str) -> Option<ScorePart> {
-        ScorePart::ALL.into_iter().find(|p| p.name() == name)
+        ScorePart::all().find(|p| p.name() == name)
     }
 
-    fn index(self) -> usize {
-        ScorePart::ALL.iter().position(|p| *p == self).expect("every part is in ALL")
+    /// The part of `plugin`.
+    pub fn of(plugin: &ScorePlugin) -> ScorePart {
+        ScorePart::from_name(plugin.name).expect("every score plugin is in SCORE_PLUGINS")
     }
 }
 
@@ -82,13 +74,13 @@ impl fmt::Display for ScorePart {
 /// A profile's weights for the built-in parts; 0 turns a part off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BuiltinScoring {
-    weights: [u32; ScorePart::ALL.len()],
+    weights: [u32; SCORE_PLUGINS.len()],
 }
 
 impl Default for BuiltinScoring {
     /// kube-scheduler's default profile.
     fn default() -> Self {
-        BuiltinScoring { weights: ScorePart::ALL.map(ScorePart::default_weight) }
+        BuiltinScoring { weights: SCORE_PLUGINS.map(|p| p.default_weight) }
     }
 }
 
@@ -98,47 +90,27 @@ impl BuiltinScoring {
     pub fn configured(disabled: &[String], weights: &[(String, u32)]) -> Result<BuiltinScoring, String> {
         let part = |name: &str| {
             ScorePart::from_name(name).ok_or_else(|| {
-                let known: Vec<&str> = ScorePart::ALL.iter().map(|p| p.name()).collect();
+                let known: Vec<&str> = ScorePart::all().map(ScorePart::name).collect();
                 format!("unknown built-in score {name:?}; known: {}", known.join(", "))
             })
         };
         let mut scoring = BuiltinScoring::default();
         for name in disabled {
             if name == "*" {
-                scoring.weights = [0; ScorePart::ALL.len()];
+                scoring.weights = [0; SCORE_PLUGINS.len()];
             } else {
-                scoring.weights[part(name)?.index()] = 0;
+                scoring.weights[part(name)?.0] = 0;
             }
         }
         for (name, weight) in weights {
-            scoring.weights[part(name)?.index()] = *weight;
+            scoring.weights[part(name)?.0] = *weight;
         }
         Ok(scoring)
     }
 
     pub fn weight(&self, part: ScorePart) -> u32 {
-        self.weights[part.index()]
+        self.weights[part.0]
     }
-}
-
-/// One part's inputs for each candidate, in the candidates' order.
-#[derive(Debug, Clone)]
-enum PartInputs {
-    /// Every node scores the same: `raw` normalises to `normalized`.
-    Uniform {
-        raw: i64,
-        normalized: i64,
-    },
-    /// kube's `DefaultNormalizeScore`.
-    Normalized {
-        raw: Vec<i64>,
-        reverse: bool,
-    },
-    /// Already 0..=100.
-    Final(Vec<i64>),
-    Spread(SpreadInputs),
-    /// Min-max over the candidates.
-    MinMax(Vec<i64>),
 }
 
 /// The built-in parts that apply to one attempt, with their inputs per
@@ -218,26 +190,15 @@ impl BuiltinInputs {
         scoring: &BuiltinScoring,
         balanced: BalancedColumn,
     ) -> Self {
-        let mut balanced = balanced.into_scores();
+        let balanced = std::cell::Cell::new(balanced.into_scores());
+        let context = PartContext { pod, state, candidates, balanced: &balanced };
         let mut parts = Vec::new();
-        for part in ScorePart::ALL {
+        for part in ScorePart::all() {
             let weight = scoring.weight(part);
             if weight == 0 || candidates.is_empty() {
                 continue;
             }
-            let inputs = match part {
-                ScorePart::TaintToleration => Some(taint_toleration(pod, state, candidates)),
-                ScorePart::NodeAffinity => node_affinity(pod, state, candidates),
-                ScorePart::PodTopologySpread => {
-                    pod_topology_spread::score_inputs(pod, state, candidates).map(PartInputs::Spread)
-                }
-                ScorePart::InterPodAffinity => {
-                    inter_pod_affinity::raw_scores(pod, state, candidates).map(PartInputs::MinMax)
-                }
-                ScorePart::NodeResourcesBalancedAllocation => balanced.take().map(PartInputs::Final),
-                ScorePart::ImageLocality => Some(images(pod, state, candidates)),
-            };
-            if let Some(inputs) = inputs {
+            if let Some(inputs) = (part.plugin().inputs)(&context) {
                 parts.push((part, weight, inputs));
             }
         }
@@ -260,7 +221,7 @@ impl BuiltinInputs {
                 PartInputs::Normalized { raw, .. } | PartInputs::Final(raw) | PartInputs::MinMax(raw) => {
                     filter(raw, keep)
                 }
-                PartInputs::Spread(spread) => filter(&mut spread.cells, keep),
+                PartInputs::Own(own) => own.retain(keep),
             }
         }
     }
@@ -285,59 +246,13 @@ impl BuiltinInputs {
                         inter_pod_normalize(&mut normalized);
                         (Column::PerNode(raw), Some(Column::PerNode(normalized)))
                     }
-                    PartInputs::Spread(spread) => {
-                        let raw = spread.scores();
-                        let normalized = spread_normalize(&raw);
-                        (
-                            Column::PerNode(raw.iter().map(|s| s.unwrap_or(0)).collect()),
-                            Some(Column::PerNode(normalized)),
-                        )
+                    PartInputs::Own(own) => {
+                        let (raw, normalized) = own.scores();
+                        (Column::PerNode(raw), Some(Column::PerNode(normalized)))
                     }
                 };
                 PartScores { part, weight, raw, normalized }
             })
             .collect()
     }
-}
-
-fn taint_toleration(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> PartInputs {
-    match taint_toleration::raw_scores(pod, state, candidates) {
-        Some(raw) => PartInputs::Normalized { raw, reverse: true },
-        None => PartInputs::Uniform { raw: 0, normalized: 100 },
-    }
-}
-
-fn node_affinity(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> Option<PartInputs> {
-    let raw = node_affinity::raw_scores(pod, state, candidates)?;
-    Some(PartInputs::Normalized { raw, reverse: false })
-}
-
-fn images(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> PartInputs {
-    let images = state.images();
-    let total = state.node_count();
-    // The pod's images that some node has, with how many nodes have each.
-    let present: Vec<(&str, usize)> = pod
-        .preferences
-        .images
-        .iter()
-        .map(|name| (name.as_str(), images.nodes_with(name)))
-        .filter(|(_, nodes)| *nodes > 0)
-        .collect();
-    let containers = pod.preferences.containers;
-    if present.is_empty() {
-        return PartInputs::Uniform { raw: 0, normalized: image_locality(0, containers) };
-    }
-    let scores = candidates
-        .iter()
-        .map(|c| {
-            let sum = present
-                .iter()
-                .filter_map(|&(name, nodes)| {
-                    images.size_on(c.node, name).map(|size| scaled_image_score(size, nodes, total))
-                })
-                .sum();
-            image_locality(sum, containers)
-        })
-        .collect();
-    PartInputs::Final(scores)
 }

@@ -7,6 +7,19 @@ use wasmsched_rules::scoring::intolerable_prefer_no_schedule;
 use wasmsched_runtime::{Candidate, NodeFacts};
 
 use crate::cluster::{ClusterState, PodInfo};
+use crate::scheduler::plugins::score_part::{PartContext, PartInputs, ScorePlugin};
+
+/// TaintToleration's score: fewer PreferNoSchedule taints the pod does not
+/// tolerate score higher (normalised in reverse); uniform where the
+/// cluster has none.
+pub const SCORE: ScorePlugin = ScorePlugin { name: "TaintToleration", default_weight: 3, inputs: score_inputs };
+
+fn score_inputs(cx: &PartContext) -> Option<PartInputs> {
+    Some(match raw_scores(cx.pod, cx.state, cx.candidates) {
+        Some(raw) => PartInputs::Normalized { raw, reverse: true },
+        None => PartInputs::Uniform { raw: 0, normalized: 100 },
+    })
+}
 
 pub const UNTOLERATED_TAINT: &str = "node(s) had untolerated taint(s)";
 

@@ -5,6 +5,15 @@ use wasmsched_rules::scoring::balanced_cpu_memory;
 use wasmsched_runtime::NodeFit;
 
 use crate::cluster::{NodeUsage, PodInfo};
+use crate::scheduler::plugins::score_part::{PartInputs, ScorePlugin};
+
+/// NodeResourcesBalancedAllocation's score: the column the filter pass
+/// took ([`BalancedColumn`]), where the part applies.
+pub const SCORE: ScorePlugin = ScorePlugin {
+    name: "NodeResourcesBalancedAllocation",
+    default_weight: 1,
+    inputs: |cx| cx.balanced.take().map(PartInputs::Final),
+};
 
 /// NodeResourcesBalancedAllocation's scores, one per candidate, taken as
 /// the filter pass finds each: the node's fit and usage are at hand there,

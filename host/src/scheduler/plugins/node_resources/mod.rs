@@ -7,5 +7,5 @@
 mod balanced_allocation;
 mod fit;
 
-pub use balanced_allocation::BalancedColumn;
+pub use balanced_allocation::{BalancedColumn, SCORE as BALANCED_ALLOCATION};
 pub use fit::{RequestsOnly, TOO_MANY_PODS, filter, surely_short};
