@@ -72,7 +72,7 @@ impl Scheduler {
     /// A claim made, or changed: the pods held for their claims look again
     /// (kube's queueing hint for claims).
     fn resource_claims_changed(&mut self, change: Change<ResourceClaim>, now: Duration) -> EventReport {
-        for key in std::mem::take(&mut self.claim_waits).into_keys() {
+        for key in self.claim_waits.claim_changed() {
             self.queue.release(&key);
         }
         self.stored(devices, change, now)
@@ -254,7 +254,7 @@ impl Scheduler {
             return;
         }
         self.queue.remove(key);
-        self.claim_waits.remove(key);
+        self.claim_waits.forget(key);
         self.invalid.retain(|i| &i.key != key);
         self.state.unnominate(key);
         self.placed_pod_gone(key, now);

@@ -144,7 +144,7 @@ pub struct Scheduler {
     /// The threads a large cluster's attempts are split over.
     workers: AttemptWorkers,
     /// Pods held until their ResourceClaims can be used, and why.
-    claim_waits: HashMap<PodKey, String>,
+    claim_waits: dynamic_resources::ClaimWaits,
     /// Writes the backend found this identity may not make.
     denied: DeniedWrites,
     /// The profiles' canaries, and the work the shadow candidates wait
@@ -214,7 +214,7 @@ impl Scheduler {
             parked: HashMap::new(),
             next_start_node: 0,
             workers: AttemptWorkers::default(),
-            claim_waits: HashMap::new(),
+            claim_waits: dynamic_resources::ClaimWaits::default(),
             denied: DeniedWrites::default(),
             experiments: LiveExperiments::default(),
             gangs: gangs::Gangs::default(),
@@ -292,7 +292,7 @@ impl Scheduler {
     /// Why a pod held back waits for its ResourceClaims (kube writes
     /// nothing on it meanwhile).
     pub fn claim_wait(&self, key: &PodKey) -> Option<&str> {
-        self.claim_waits.get(key).map(String::as_str)
+        self.claim_waits.why(key)
     }
 
     /// Pods waiting for a cluster change or a gate.
@@ -402,15 +402,11 @@ impl Scheduler {
     /// DynamicResources' PreEnqueue: `pod`'s claims exist and may be
     /// used; else it is held until they change.
     fn claims_usable(&mut self, pod: &PodInfo) -> bool {
-        if let Err(why) = dynamic_resources::pre_enqueue(pod, &self.state) {
+        let admitted = self.claim_waits.admits(pod, &self.state);
+        if !admitted {
             self.queue.hold(&pod.key);
-            self.claim_waits.insert(pod.key.clone(), why);
-            return false;
         }
-        if !self.claim_waits.is_empty() {
-            self.claim_waits.remove(&pod.key);
-        }
-        true
+        admitted
     }
 
     /// Whether `pod`'s profile is known (only such pods are queued; one

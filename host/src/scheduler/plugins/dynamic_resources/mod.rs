@@ -1,6 +1,6 @@
 //! DynamicResources, as kube-scheduler v1.36 judges a pod's
 //! ResourceClaims.
-//! - PreEnqueue (`pre_enqueue`) keeps the pod out of the queue, silently,
+//! - PreEnqueue (`pre_enqueue::ClaimWaits`) keeps the pod out of the queue, silently,
 //!   while a claim is not made yet (from a template), missing, being
 //!   deleted or not the pod's own.
 //! - PreFilter (`PodDevices::resolve`) rejects the pod as a whole when a
@@ -31,6 +31,7 @@ mod allocator;
 pub mod devices;
 pub mod extended;
 mod post_filter;
+mod pre_enqueue;
 
 /// The face the rest of the scheduler and the backends see.
 pub use devices::claims::{DELETE_PROTECTION, EXTENDED_RESOURCE_CLAIM};
@@ -40,6 +41,7 @@ use extended::PodExtended;
 
 use allocator::ClaimPlan;
 pub use post_filter::{Deallocation, NO_CLAIMS, post_filter};
+pub use pre_enqueue::ClaimWaits;
 
 /// A node where the pod's claims to allocate cannot all get devices.
 pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
@@ -173,16 +175,6 @@ impl PodDevices {
             Err(e) => Err(vec![e]),
         }
     }
-}
-
-/// kube's PreEnqueue: `Err` says why the pod may not be attempted yet (a
-/// claim to wait for); nothing is written on the pod meanwhile.
-pub fn pre_enqueue(pod: &PodInfo, state: &ClusterState) -> Result<(), String> {
-    for claim_ref in &pod.device_claims {
-        let name = claim_name(pod, claim_ref)?;
-        usable_claim(pod, name, claim_ref.from_template, state.devices())?;
-    }
-    Ok(())
 }
 
 /// The name of the claim a pod's entry stands for; a template's claim the
