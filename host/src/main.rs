@@ -1,7 +1,7 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod cli;
 
@@ -74,6 +74,19 @@ fn log_filter() -> tracing_subscriber::EnvFilter {
     }
 }
 
+/// The command line, named as it was run: `kubectl wasmsched` when kubectl
+/// runs this binary as its plugin (`kubectl-wasmsched` on the PATH), so
+/// that usage and errors show the command the user typed.
+fn parse() -> Cli {
+    let program = std::env::args_os().next().unwrap_or_default();
+    let name = std::path::Path::new(&program).file_stem().map(|n| n.to_string_lossy().into_owned());
+    if name.as_deref() != Some("kubectl-wasmsched") {
+        return Cli::parse();
+    }
+    let matches = Cli::command().bin_name("kubectl wasmsched").get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(log_filter())
@@ -81,7 +94,7 @@ fn main() -> ExitCode {
         // Colour codes only for a person at a terminal, not in log files.
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let cli = Cli::parse();
+    let cli = parse();
     wasmsched_runtime::show_host_frames(cli.verbose);
     let result = match cli.command {
         Command::Simulate(args) => cli::simulate::run(args),

@@ -486,14 +486,17 @@ async fn a_candidate_added_by_a_configmap_update_is_tried_and_never_decides() {
     assert!(metrics.contains(differ), "{metrics}");
     // What an operator runs: the same, as a table and as YAML.
     let server = format!("http://{}", s.scheduler.http_addr.unwrap());
-    let experiments = move |extra: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmsched"))
-            .args(["experiments", "--server", &server])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).to_string()
+    let experiments = {
+        let server = server.clone();
+        move |extra: &[&str]| {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+                .args(["experiments", "--server", &server])
+                .args(extra)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).to_string()
+        }
     };
     let table = tokio::task::spawn_blocking({
         let experiments = experiments.clone();
@@ -505,6 +508,11 @@ async fn a_candidate_added_by_a_configmap_update_is_tried_and_never_decides() {
     assert!(table.contains("spot-first differs on:"), "{table}");
     let yaml = tokio::task::spawn_blocking(move || experiments(&["-o", "yaml"])).await.unwrap();
     assert!(yaml.contains("candidate: spot-first") && yaml.contains(&format!("seen: {seen}")), "{yaml}");
+    // The same, as a kubectl plugin: the binary on the PATH as
+    // `kubectl-wasmsched`, run by the real kubectl.
+    let (plugins, by_kubectl) = tokio::task::spawn_blocking(move || kubectl_plugin(&server)).await.unwrap();
+    assert!(plugins.contains("kubectl-wasmsched"), "kubectl plugin list: {plugins}");
+    assert!(by_kubectl.contains("candidate: spot-first"), "kubectl wasmsched experiments: {by_kubectl}");
 
     // A candidate for an entry the bundle does not have is refused, alone.
     replace_configmap(&s, with_candidate(b"shadow: {replaces: most-allocated}\n".to_vec())).await;
@@ -595,4 +603,19 @@ async fn a_canary_decides_for_its_share_and_a_failing_one_is_stopped_with_an_eve
     let metric = s.scheduler.status.metrics.counter("wasmsched_canary_stopped_total", &[PROFILE, "hostile"]);
     assert_eq!(metric, 1.0);
     s.scheduler.shutdown().await;
+}
+
+/// `kubectl plugin list` and `kubectl wasmsched experiments -o yaml`, with
+/// this build on the PATH as `kubectl-wasmsched`, as an operator installs
+/// it.
+fn kubectl_plugin(server: &str) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_wasmsched"), dir.path().join("kubectl-wasmsched")).unwrap();
+    let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
+    let kubectl = |args: &[&str]| {
+        let out = std::process::Command::new("kubectl").args(args).env("PATH", &path).output().expect("kubectl runs");
+        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    (kubectl(&["plugin", "list"]), kubectl(&["wasmsched", "experiments", "--server", server, "-o", "yaml"]))
 }
