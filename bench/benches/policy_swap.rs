@@ -92,8 +92,8 @@ async fn run(rate: usize) {
     let samples = sampler.await.unwrap();
     let m = &running.status.metrics;
     let failed = m.counter("wasmsched_fallback_total", &["wasmsched"])
-        + m.counter("wasmsched_schedule_attempts_total", &["error", "wasmsched"])
-        + m.counter("wasmsched_schedule_attempts_total", &["unschedulable", "wasmsched"]);
+        + m.counter("scheduler_schedule_attempts_total", &["wasmsched", "error"])
+        + m.counter("scheduler_schedule_attempts_total", &["wasmsched", "unschedulable"]);
     running.shutdown().await;
 
     report(rate, total, &samples, &swaps, failed);

@@ -125,7 +125,7 @@ pub(super) fn kit(script: &str) -> PathBuf {
     let dir = std::env::var_os("KCP_KIT").map(PathBuf::from).unwrap_or_else(|| "../shared/kube-control-plane".into());
     dir.join(script)
 }
-/// wasmsched's `wasmsched_schedule_attempts_total` by result, its
+/// wasmsched's `scheduler_schedule_attempts_total` by result, its
 /// preemptions and their victims, read from its metrics endpoint; empty
 /// if it cannot be read.
 pub(super) async fn attempts_by_result(http: std::net::SocketAddr) -> Vec<(String, f64)> {
@@ -133,21 +133,22 @@ pub(super) async fn attempts_by_result(http: std::net::SocketAddr) -> Vec<(Strin
     let sum_by = |metric: &str, by: &str| metrics_text::sum_by(&text, metric, by);
     let one = |metric: &str| metrics_text::series(&text, metric).next().map(|(_, v)| v);
     let mut totals: Vec<(String, f64)> = Vec::new();
-    let attempts = sum_by("wasmsched_schedule_attempts_total", "result");
+    let attempts = sum_by("scheduler_schedule_attempts_total", "result");
     totals.extend(attempts.into_iter().map(|(result, n)| (format!("{result}Attempts"), n)));
     // Evictions beyond what the workload needs would show here.
-    totals.extend(one("wasmsched_preemptions_total").map(|n| ("preemptions".to_string(), n)));
-    totals.extend(one("wasmsched_preemption_victims_sum").map(|n| ("victims".to_string(), n)));
+    totals.extend(one("scheduler_preemption_victims_count").map(|n| ("preemptions".to_string(), n)));
+    totals.extend(one("scheduler_preemption_victims_sum").map(|n| ("victims".to_string(), n)));
     // What its watches delivered, by resource: beside the API server's
     // count of watch events, the share that was wasmsched's.
     let watched = sum_by("wasmsched_watch_events_total", "resource");
     totals.extend(watched.into_iter().map(|(resource, n)| (format!("schedulerWatchEvents {resource}"), n)));
-    // Over every result: the binding requests' time, for bindings in flight.
-    let binding = sum_by("wasmsched_binding_duration_seconds_sum", "result");
-    totals.push(("bindingSeconds".into(), binding.values().sum()));
-    // The attempts' own time, against the scheduling loop's CPU.
-    let attempting = sum_by("wasmsched_scheduling_attempt_duration_seconds_sum", "result");
-    totals.push(("attemptSeconds".into(), attempting.values().sum()));
+    // Over every status: the binding requests' time, for bindings in flight.
+    let binding = extension_point_sum(&text, "Bind");
+    totals.push(("bindingSeconds".into(), binding));
+    // The attempts' own time (the algorithm's), against the scheduling
+    // loop's CPU.
+    let attempting = one("scheduler_scheduling_algorithm_duration_seconds_sum").unwrap_or(0.0);
+    totals.push(("attemptSeconds".into(), attempting));
     // Group cycles (gangs), and their mean time.
     let cycles: f64 = sum_by("scheduler_podgroup_schedule_attempts_total", "result").values().sum();
     let took: f64 = sum_by("scheduler_podgroup_scheduling_attempt_duration_seconds_sum", "result").values().sum();
@@ -171,4 +172,13 @@ pub(super) async fn metrics_of(http: std::net::SocketAddr) -> String {
         }
     }
     text
+}
+
+/// The seconds spent at one extension point (`Bind`, `PreBind`), over
+/// every profile and status.
+fn extension_point_sum(text: &str, point: &str) -> f64 {
+    metrics_text::series(text, "scheduler_framework_extension_point_duration_seconds_sum")
+        .filter(|(labels, _)| metrics_text::label(labels, "extension_point") == Some(point))
+        .map(|(_, v)| v)
+        .sum()
 }

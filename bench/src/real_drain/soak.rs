@@ -199,7 +199,7 @@ async fn one(
 async fn serving(process: &Running, namespaces: &[String]) -> anyhow::Result<()> {
     let Running::Wasmsched(_, http) = process else { return Ok(()) };
     let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline && !metrics_of(*http).await.contains("wasmsched_pending_pods{") {
+    while Instant::now() < deadline && !metrics_of(*http).await.contains("scheduler_pending_pods{") {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let accepted = soak_tenants::wait_accepted(Duration::from_secs(60), || metrics_of(*http), namespaces).await;
@@ -305,8 +305,8 @@ async fn scheduler_metrics(drain: &Drain, process: &Running) -> (f64, Option<Str
     match process {
         Running::Wasmsched(_, http) => {
             let text = metrics_of(*http).await;
-            let attempts = metrics_text::series(&text, "wasmsched_schedule_attempts_total").map(|(_, n)| n).sum();
-            let queues = metrics_text::sum_by(&text, "wasmsched_pending_pods", "queue");
+            let attempts = metrics_text::series(&text, "scheduler_schedule_attempts_total").map(|(_, n)| n).sum();
+            let queues = metrics_text::sum_by(&text, "scheduler_pending_pods", "queue");
             let one = |metric: &str| metrics_text::series(&text, metric).map(|(_, n)| n).sum::<f64>();
             let reports = one("wasmsched_pending_reports");
             let heap = metrics_text::sum_by(&text, "wasmsched_heap_bytes", "state");

@@ -5,6 +5,8 @@ use std::path::Path;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+use super::client_metrics::RequestMetricsLayer;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("reading kubeconfig {path}: {source}")]
@@ -48,5 +50,7 @@ pub async fn connect_as(
     if let Some(user) = user {
         config.auth_info.impersonate = Some(user.to_string());
     }
-    kube::Client::try_from(config).map_err(ClientError::Client)
+    let host = config.cluster_url.authority().map(|a| a.to_string()).unwrap_or_default();
+    let builder = kube::client::ClientBuilder::try_from(config).map_err(ClientError::Client)?;
+    Ok(builder.with_layer(&RequestMetricsLayer { host }).build())
 }

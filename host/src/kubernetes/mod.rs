@@ -31,6 +31,7 @@
 //! - `run`: wires them together and shuts them down in order.
 
 pub mod client;
+mod client_metrics;
 pub mod config;
 pub mod experiments_access;
 mod hot_swap;

@@ -44,7 +44,7 @@ pub use plugins::default_preemption::{Preemption, Victim};
 pub use plugins::reasons::ReasonHistogram;
 pub use plugins::scores::{BuiltinScoring, ScorePart};
 pub use policy_set::{FailurePolicy, PolicySet, WeightedPolicy};
-pub use queue::QueueSizes;
+pub use queue::{QueueEvent, QueueSizes};
 pub use sampling::{NodeSampling, NodeWindow};
 pub use scheduler_core::{
     Attempt, CanaryStop, GANG_UNSCHEDULABLE, GroupOutcome, MAX_JOBS_PER_TENANT, NodeLayout, Nomination,

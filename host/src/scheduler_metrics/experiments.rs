@@ -1,7 +1,7 @@
 //! The experiments' metrics: each shadow candidate's verdicts, ranks and
 //! regret, and each canary's decisions and stops.
 
-use super::{Family, Histogram, render_histogram};
+use super::family::{Family, Histogram, render_histogram};
 use crate::scheduler::experiments::shadow::{CandidateKey, ShadowResult};
 
 const RANK_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 5.0, 10.0, 25.0, 100.0];

@@ -1,105 +1,40 @@
-//! The scheduler's own Prometheus metrics (`wasmsched_*`, modelled on
-//! kube-scheduler's `scheduler_*`), rendered in the text exposition format
-//! for `/metrics`. Hand-written rather than a metrics crate: a handful of
-//! families, label sets known in advance, and no global registry.
+//! The scheduler's Prometheus metrics, rendered in the text exposition
+//! format for `/metrics`: kube-scheduler's families under kube's names
+//! (`scheduling`), client-go's request families (`rest_client`), the
+//! process families (`process`), and `wasmsched_*` for what only wasmsched
+//! has: policies, experiments, reports, recording. docs/operators.md maps
+//! them. Hand-written rather than a metrics crate: a handful of families,
+//! label sets known in advance, and no global registry but the client's.
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::scheduler::AttemptRecord;
+use crate::scheduler::GroupOutcome;
 use crate::scheduler::experiments::shadow::{CandidateKey, ShadowResult};
-use crate::scheduler::{AttemptRecord, GroupOutcome, QueueSizes};
 
 mod experiments;
+mod family;
 mod pod_groups;
 mod policies;
+mod process;
+mod rest_client;
+mod scheduling;
 
-/// Buckets in seconds for scheduling attempts and bindings (kube-scheduler
-/// uses exponential buckets from 1 ms; ours start lower: wasm attempts are
-/// sub-millisecond at small scale).
-const LATENCY_BUCKETS: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
-/// Policy calls are shorter still.
+use family::{Family, render_histogram, render_scalar};
+pub use rest_client::REST_CLIENT;
+pub use scheduling::QueueView;
+
+/// Policy calls are far shorter than kube's extension points.
 const CALL_BUCKETS: &[f64] = &[0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.01, 0.1];
-/// Victims per preemption, as kube-scheduler's `scheduler_preemption_victims`.
-const VICTIM_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
-
-type Labels = Vec<String>;
-
-struct Family<V> {
-    name: &'static str,
-    help: &'static str,
-    labels: &'static [&'static str],
-    values: Mutex<BTreeMap<Labels, V>>,
-}
-
-impl<V: Default> Family<V> {
-    const fn new(name: &'static str, help: &'static str, labels: &'static [&'static str]) -> Self {
-        Family { name, help, labels, values: Mutex::new(BTreeMap::new()) }
-    }
-
-    /// Updates the value of one label set. Label strings are allocated only
-    /// the first time a set is seen, since this runs for every attempt; a
-    /// family holds a handful of sets, so a scan finds it.
-    fn with(&self, labels: &[&str], f: impl FnOnce(&mut V)) {
-        debug_assert_eq!(labels.len(), self.labels.len(), "{}", self.name);
-        let mut values = self.values.lock().unwrap_or_else(|e| e.into_inner());
-        let seen = values.iter_mut().find(|(k, _)| k.iter().map(String::as_str).eq(labels.iter().copied()));
-        match seen {
-            Some((_, value)) => f(value),
-            None => f(values.entry(labels.iter().map(|s| s.to_string()).collect()).or_default()),
-        }
-    }
-
-    fn label_text(&self, values: &[String], extra: Option<(&str, &str)>) -> String {
-        let mut pairs: Vec<String> =
-            self.labels.iter().zip(values).map(|(k, v)| format!("{k}=\"{}\"", escape(v))).collect();
-        if let Some((k, v)) = extra {
-            pairs.push(format!("{k}=\"{v}\""));
-        }
-        if pairs.is_empty() { String::new() } else { format!("{{{}}}", pairs.join(",")) }
-    }
-}
-
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
-#[derive(Default)]
-struct Histogram {
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
-}
-
-impl Histogram {
-    fn observe(&mut self, buckets: &[f64], v: f64) {
-        if self.counts.is_empty() {
-            self.counts = vec![0; buckets.len()];
-        }
-        for (c, &b) in self.counts.iter_mut().zip(buckets) {
-            if v <= b {
-                *c += 1;
-            }
-        }
-        self.sum += v;
-        self.count += 1;
-    }
-}
 
 /// Every metric the scheduler exports.
 pub struct SchedulerMetrics {
-    attempts: Family<f64>,
-    attempt_duration: Family<Histogram>,
-    pending: Family<f64>,
+    scheduling: scheduling::SchedulingMetrics,
     pending_reports: Family<f64>,
     record_queue: Family<f64>,
     record_dropped: Family<f64>,
-    binding_duration: Family<Histogram>,
     leader: Family<f64>,
     watch_events: Family<f64>,
-    preemptions: Family<f64>,
-    preemption_victims: Family<Histogram>,
     experiments: experiments::ExperimentMetrics,
     policies: policies::PolicyMetrics,
     pod_groups: pod_groups::PodGroupMetrics,
@@ -114,17 +49,7 @@ impl Default for SchedulerMetrics {
 impl SchedulerMetrics {
     pub const fn new() -> Self {
         SchedulerMetrics {
-            attempts: Family::new(
-                "wasmsched_schedule_attempts_total",
-                "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
-                &["result", "profile"],
-            ),
-            attempt_duration: Family::new(
-                "wasmsched_scheduling_attempt_duration_seconds",
-                "Scheduling attempt latency in seconds (filters, policies and scoring; binding excluded).",
-                &["result", "profile"],
-            ),
-            pending: Family::new("wasmsched_pending_pods", "Number of pending pods, by the queue type.", &["queue"]),
+            scheduling: scheduling::SchedulingMetrics::new(),
             pending_reports: Family::new(
                 "wasmsched_pending_reports",
                 "Reports (Events, PodScheduled conditions, nominations) waiting to be written; a pod's newer report replaces its waiting one.",
@@ -140,30 +65,15 @@ impl SchedulerMetrics {
                 "Inputs and decisions left out of the recording because its writer fell behind: a replay of it is not complete.",
                 &[],
             ),
-            binding_duration: Family::new(
-                "wasmsched_binding_duration_seconds",
-                "Binding latency in seconds (the pods/binding request), by result.",
-                &["result"],
-            ),
             leader: Family::new(
-                "wasmsched_leader",
-                "1 if this replica holds the leader lease (or leader election is off), else 0.",
-                &[],
+                "leader_election_master_status",
+                "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+                &["name"],
             ),
             watch_events: Family::new(
                 "wasmsched_watch_events_total",
                 "Watch events applied to the scheduler's cache, by resource.",
                 &["resource"],
-            ),
-            preemptions: Family::new(
-                "wasmsched_preemptions_total",
-                "Preemptions started: a pod nominated to a node and lower-priority pods evicted there.",
-                &[],
-            ),
-            preemption_victims: Family::new(
-                "wasmsched_preemption_victims",
-                "Number of pods evicted per preemption.",
-                &[],
             ),
             experiments: experiments::ExperimentMetrics::new(),
             policies: policies::PolicyMetrics::new(),
@@ -171,15 +81,11 @@ impl SchedulerMetrics {
         }
     }
 
-    /// Records one scheduling attempt: its result, duration and policy calls.
+    /// Records one attempt's scheduling cycle: kube's families (an attempt
+    /// that chose a node is counted when its binding answers), and its
+    /// policy calls, failures and fallback.
     pub fn attempt(&self, profile: &str, record: &AttemptRecord) {
-        let result = match (&record.chosen, &record.error) {
-            (Some(_), _) => "scheduled",
-            (None, Some(_)) => "error",
-            (None, None) => "unschedulable",
-        };
-        self.attempts.with(&[result, profile], |v| *v += 1.0);
-        self.attempt_duration.with(&[result, profile], |h| h.observe(LATENCY_BUCKETS, record.duration.as_secs_f64()));
+        self.scheduling.attempt(profile, record);
         for call in &record.policy_calls {
             self.policies
                 .policy_calls
@@ -194,25 +100,25 @@ impl SchedulerMetrics {
         }
     }
 
-    /// An attempt that could not run (e.g. an invalid pod), or whose
-    /// binding cycle failed.
-    pub fn attempt_error(&self, profile: &str) {
-        self.attempts.with(&["error", profile], |v| *v += 1.0);
+    /// An attempt that could not run (an invalid pod), or whose binding
+    /// cycle failed (`took`: since the attempt began).
+    pub fn attempt_error(&self, profile: &str, took: Duration) {
+        self.scheduling.concluded(profile, "error", took);
     }
 
-    pub fn binding(&self, result: &str, took: Duration) {
-        self.binding_duration.with(&[result], |h| h.observe(LATENCY_BUCKETS, took.as_secs_f64()));
+    /// A pod bound: its attempt, binding included, and (when known) its
+    /// attempts and the time since the first began.
+    pub fn bound(&self, profile: &str, took: Duration, sli: Option<(u32, Duration)>) {
+        self.scheduling.bound(profile, took, sli);
     }
 
-    pub fn queue(&self, sizes: QueueSizes) {
-        for (queue, n) in [
-            ("active", sizes.active),
-            ("backoff", sizes.backoff),
-            ("unschedulable", sizes.unschedulable),
-            ("gated", sizes.gated),
-        ] {
-            self.pending.with(&[queue], |v| *v = n as f64);
-        }
+    /// PreBind's or Bind's time, by kube's status (`Success`, `Error`).
+    pub fn extension_point(&self, point: &str, profile: &str, status: &str, took: Duration) {
+        self.scheduling.extension_point(point, profile, status, took);
+    }
+
+    pub fn queue(&self, view: QueueView<'_>) {
+        self.scheduling.queue(view);
     }
 
     pub fn pending_reports(&self, n: usize) {
@@ -225,8 +131,9 @@ impl SchedulerMetrics {
         self.record_dropped.with(&[], |v| *v = dropped as f64);
     }
 
-    pub fn set_leader(&self, leader: bool) {
-        self.leader.with(&[], |v| *v = if leader { 1.0 } else { 0.0 });
+    /// Whether this replica holds lease `name` (or leader election is off).
+    pub fn set_leader(&self, name: &str, leader: bool) {
+        self.leader.with(&[name], |v| *v = if leader { 1.0 } else { 0.0 });
     }
 
     pub fn policy_reload(&self, profile: &str, result: &str) {
@@ -237,9 +144,9 @@ impl SchedulerMetrics {
         self.policies.tenant_reloads.with(&[tenant, result], |v| *v += 1.0);
     }
 
+    /// A preemption chose its victims.
     pub fn preemption(&self, victims: usize) {
-        self.preemptions.with(&[], |v| *v += 1.0);
-        self.preemption_victims.with(&[], |h| h.observe(VICTIM_BUCKETS, victims as f64));
+        self.scheduling.preemption_victims(victims);
     }
 
     pub fn watch_event(&self, resource: &str) {
@@ -264,10 +171,22 @@ impl SchedulerMetrics {
         self.experiments.dropped(key, n);
     }
 
+    /// A group cycle's decision.
+    pub fn pod_group(&self, outcome: &GroupOutcome) {
+        self.pod_groups.observe(outcome);
+    }
+
     fn counters(&self) -> impl Iterator<Item = &Family<f64>> {
+        self.scheduling.counters().into_iter().chain(self.own_counters())
+    }
+
+    fn gauges(&self) -> impl Iterator<Item = &Family<f64>> {
+        self.scheduling.gauges().into_iter().chain(self.own_gauges())
+    }
+
+    /// wasmsched's own counters (`scheduling` renders kube's).
+    fn own_counters(&self) -> impl Iterator<Item = &Family<f64>> {
         self.experiments.counters().into_iter().chain([
-            &self.preemptions,
-            &self.attempts,
             &self.policies.policy_failures,
             &self.policies.fallbacks,
             &self.watch_events,
@@ -277,18 +196,13 @@ impl SchedulerMetrics {
         ])
     }
 
-    /// A group cycle's decision.
-    pub fn pod_group(&self, outcome: &GroupOutcome) {
-        self.pod_groups.observe(outcome);
-    }
-
-    fn gauges(&self) -> [&Family<f64>; 4] {
-        [&self.pending, &self.pending_reports, &self.record_queue, &self.leader]
+    fn own_gauges(&self) -> [&Family<f64>; 3] {
+        [&self.pending_reports, &self.record_queue, &self.leader]
     }
 
     /// A counter's or gauge's current value, for tests.
     pub fn counter(&self, name: &str, labels: &[&str]) -> f64 {
-        let key: Labels = labels.iter().map(|s| s.to_string()).collect();
+        let key: Vec<String> = labels.iter().map(|s| s.to_string()).collect();
         self.counters()
             .chain(self.gauges())
             .chain([self.pod_groups.attempts()])
@@ -300,67 +214,66 @@ impl SchedulerMetrics {
     /// The Prometheus text exposition format (version 0.0.4).
     pub fn render(&self) -> String {
         let mut out = String::new();
-        for f in self.counters() {
+        self.scheduling.render(&mut out);
+        for f in self.own_counters() {
             render_scalar(&mut out, f, "counter");
         }
-        for f in self.gauges() {
+        for f in self.own_gauges() {
             render_scalar(&mut out, f, "gauge");
         }
-        render_histogram(&mut out, &self.attempt_duration, LATENCY_BUCKETS);
         render_histogram(&mut out, &self.policies.policy_calls, CALL_BUCKETS);
-        render_histogram(&mut out, &self.binding_duration, LATENCY_BUCKETS);
-        render_histogram(&mut out, &self.preemption_victims, VICTIM_BUCKETS);
         self.experiments.render_histograms(&mut out);
         self.pod_groups.render(&mut out);
+        REST_CLIENT.render(&mut out);
+        process::render(&mut out);
         crate::heap::render(&mut out);
         out
-    }
-}
-
-fn render_scalar(out: &mut String, f: &Family<f64>, kind: &str) {
-    let _ = writeln!(out, "# HELP {} {}\n# TYPE {} {kind}", f.name, f.help, f.name);
-    for (labels, v) in f.values.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-        let _ = writeln!(out, "{}{} {v}", f.name, f.label_text(labels, None));
-    }
-}
-
-fn render_histogram(out: &mut String, f: &Family<Histogram>, buckets: &[f64]) {
-    let _ = writeln!(out, "# HELP {} {}\n# TYPE {} histogram", f.name, f.help, f.name);
-    for (labels, h) in f.values.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-        for (b, c) in buckets.iter().zip(&h.counts) {
-            let _ = writeln!(out, "{}_bucket{} {c}", f.name, f.label_text(labels, Some(("le", &b.to_string()))));
-        }
-        let _ = writeln!(out, "{}_bucket{} {}", f.name, f.label_text(labels, Some(("le", "+Inf"))), h.count);
-        let _ = writeln!(out, "{}_sum{} {}", f.name, f.label_text(labels, None), h.sum);
-        let _ = writeln!(out, "{}_count{} {}", f.name, f.label_text(labels, None), h.count);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::QueueSizes;
 
     #[test]
     fn renders_counters_gauges_and_cumulative_buckets() {
         let m = SchedulerMetrics::new();
-        m.binding("bound", Duration::from_micros(300));
-        m.binding("bound", Duration::from_millis(30));
-        m.queue(QueueSizes { active: 2, backoff: 0, unschedulable: 1, gated: 0 });
-        m.set_leader(true);
+        m.extension_point("Bind", "p", "Success", Duration::from_micros(300));
+        m.extension_point("Bind", "p", "Success", Duration::from_millis(30));
+        let by_plugin = [(("p".to_string(), "NodeResourcesFit".to_string()), 1)].into_iter().collect();
+        let incoming = [("UnschedulablePodAdd", "active", 3)];
+        let sizes = QueueSizes { active: 2, backoff: 0, unschedulable: 1, gated: 0 };
+        m.queue(QueueView { sizes, incoming: &incoming, unschedulable_by_plugin: &by_plugin });
+        m.set_leader("wasmsched", true);
+        m.bound("p", Duration::from_millis(3), Some((2, Duration::from_millis(1500))));
         let text = m.render();
-        assert!(text.contains("# TYPE wasmsched_binding_duration_seconds histogram"), "{text}");
-        assert!(text.contains("wasmsched_binding_duration_seconds_bucket{result=\"bound\",le=\"0.0005\"} 1"), "{text}");
-        assert!(text.contains("wasmsched_binding_duration_seconds_bucket{result=\"bound\",le=\"0.05\"} 2"), "{text}");
-        assert!(text.contains("wasmsched_binding_duration_seconds_bucket{result=\"bound\",le=\"+Inf\"} 2"), "{text}");
-        assert!(text.contains("wasmsched_binding_duration_seconds_count{result=\"bound\"} 2"), "{text}");
-        assert!(text.contains("wasmsched_pending_pods{queue=\"unschedulable\"} 1"), "{text}");
-        assert!(text.contains("wasmsched_leader 1"), "{text}");
-        assert_eq!(m.counter("wasmsched_pending_pods", &["active"]), 2.0);
+        let point = "scheduler_framework_extension_point_duration_seconds";
+        assert!(text.contains(&format!("# TYPE {point} histogram")), "{text}");
+        let labels = "extension_point=\"Bind\",profile=\"p\",status=\"Success\"";
+        assert!(text.contains(&format!("{point}_bucket{{{labels},le=\"0.0004\"}} 1")), "{text}");
+        assert!(text.contains(&format!("{point}_bucket{{{labels},le=\"0.0512\"}} 2")), "{text}");
+        assert!(text.contains(&format!("{point}_bucket{{{labels},le=\"+Inf\"}} 2")), "{text}");
+        assert!(text.contains(&format!("{point}_count{{{labels}}} 2")), "{text}");
+        assert!(text.contains("scheduler_pending_pods{queue=\"unschedulable\"} 1"), "{text}");
+        assert!(text.contains("scheduler_unschedulable_pods{plugin=\"NodeResourcesFit\",profile=\"p\"} 1"), "{text}");
+        assert!(
+            text.contains("scheduler_queue_incoming_pods_total{event=\"UnschedulablePodAdd\",queue=\"active\"} 3"),
+            "{text}"
+        );
+        assert!(text.contains("scheduler_pod_scheduling_sli_duration_seconds_count{attempts=\"2\"} 1"), "{text}");
+        assert!(text.contains("scheduler_schedule_attempts_total{profile=\"p\",result=\"scheduled\"} 1"), "{text}");
+        assert!(text.contains("leader_election_master_status{name=\"wasmsched\"} 1"), "{text}");
+        assert_eq!(m.counter("scheduler_pending_pods", &["active"]), 2.0);
     }
 
     #[test]
-    fn label_values_are_escaped() {
-        let f: Family<f64> = Family::new("x", "h", &["a"]);
-        assert_eq!(f.label_text(&["say \"hi\"\n".to_string()], None), "{a=\"say \\\"hi\\\"\\n\"}");
+    fn each_family_is_rendered_once() {
+        let text = SchedulerMetrics::new().render();
+        let mut types: Vec<&str> = text.lines().filter(|l| l.starts_with("# TYPE ")).collect();
+        let all = types.len();
+        types.sort();
+        types.dedup();
+        assert_eq!(types.len(), all, "{text}");
     }
 }

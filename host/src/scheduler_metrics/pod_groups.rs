@@ -1,12 +1,11 @@
 //! kube-scheduler's metrics of group cycles (v1.36, behind
 //! `GenericWorkload`), under its names, labels and buckets.
 
-use super::{Family, Histogram, render_histogram, render_scalar};
+use super::family::{Family, Histogram, render_histogram, render_scalar};
 use crate::scheduler::GroupOutcome;
 
-/// kube's `ExponentialBuckets(0.001, 2, 15)`: 1 ms to about 16 s.
-const GROUP_BUCKETS: &[f64] =
-    &[0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192, 16.384];
+/// kube's buckets for group cycles are its attempts' buckets.
+const GROUP_BUCKETS: &[f64] = super::scheduling::ATTEMPT_BUCKETS;
 
 pub(super) struct PodGroupMetrics {
     attempts: Family<f64>,

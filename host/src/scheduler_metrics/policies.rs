@@ -1,7 +1,7 @@
 //! The policies' metrics: each call's duration, failures, fallbacks and
 //! ConfigMap updates of profiles' and tenants' policies.
 
-use super::{Family, Histogram};
+use super::family::{Family, Histogram};
 
 pub(super) struct PolicyMetrics {
     pub(super) policy_calls: Family<Histogram>,

@@ -184,7 +184,7 @@ async fn a_valid_update_swaps_in_under_load_without_a_failed_attempt() {
     assert!(before.contains("n0") || before.contains("n1"), "least-allocated used on-demand nodes too: {before:?}");
     let m = &s.scheduler.status.metrics;
     assert_eq!(m.counter("wasmsched_fallback_total", &[PROFILE]), 0.0, "no attempt failed during the swap");
-    assert_eq!(m.counter("wasmsched_schedule_attempts_total", &["error", PROFILE]), 0.0);
+    assert_eq!(m.counter("scheduler_schedule_attempts_total", &[PROFILE, "error"]), 0.0);
     assert_eq!(m.counter("wasmsched_policy_reloads_total", &[PROFILE, "accepted"]), 2.0);
     let policies = s.scheduler.status.policies();
     assert!(policies[0].source.ends_with("spot-first.wasm.gz"), "{:?}", policies[0].source);

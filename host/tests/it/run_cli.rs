@@ -87,7 +87,7 @@ fn run_schedules_serves_health_and_releases_its_lease_on_sigterm() {
     assert_eq!(lease["spec"]["holderIdentity"], "cli-test");
     let (code, metrics) = http_get(port, "/metrics").unwrap();
     assert_eq!(code, 200);
-    assert!(metrics.contains("wasmsched_leader 1"), "{metrics}");
+    assert!(metrics.contains("leader_election_master_status{name=\"wasmsched\"} 1"), "{metrics}");
 
     let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(status.success());

@@ -135,10 +135,12 @@ impl ControlPlane {
     /// default-scheduler`. A fresh one each time: after the API server
     /// restarts, a running kube-scheduler's caches can stay behind for a
     /// while, and an oracle must see the cluster as it is.
-    pub fn restart_kube_scheduler(&self) -> Result<(), String> {
+    /// Returns its secure port's URL (`/metrics` there answers the admin
+    /// token).
+    pub fn restart_kube_scheduler(&self) -> Result<String, String> {
         let state = self.state_dir.to_string_lossy().to_string();
         run_script("kube-scheduler.sh", &[&state, "stop"])?;
-        run_script_with("kube-scheduler.sh", &[&state, "start"], &self.settings).map(|_| ())
+        run_script_with("kube-scheduler.sh", &[&state, "start"], &self.settings)
     }
 }
 

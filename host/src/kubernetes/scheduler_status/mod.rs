@@ -23,8 +23,11 @@ pub use parts::{Heartbeat, LeaseHealth, PermissionReview, PermissionsShown, Sync
 /// holds it whole (`run.rs`), and the endpoints that show it (`http.rs`);
 /// each task is handed the parts it writes.
 pub struct SchedulerStatus {
-    /// The scheduler's own metrics (`wasmsched_*`).
+    /// The scheduler's metrics (kube's families and `wasmsched_*`).
     pub metrics: Arc<SchedulerMetrics>,
+    /// The lease's name, as `leader_election_master_status{name}` says it
+    /// (`wasmsched` without leader election).
+    lease_name: String,
     /// Permissions found missing, each said once.
     pub denials: Denials,
     /// Whether binding cycles may go on (leading, not stopping).
@@ -44,8 +47,15 @@ pub struct SchedulerStatus {
 impl SchedulerStatus {
     pub fn new(lease: Option<String>, sources: &[String], policies: Vec<ActivePolicy>) -> Self {
         let leader_election = lease.is_some();
+        // `NAMESPACE/NAME as IDENTITY`: the metric names the Lease by NAME.
+        let lease_name = lease
+            .as_deref()
+            .and_then(|l| l.split(" as ").next()?.rsplit('/').next())
+            .unwrap_or("wasmsched")
+            .to_string();
         let status = SchedulerStatus {
             metrics: Arc::new(SchedulerMetrics::new()),
+            lease_name,
             denials: Denials::default(),
             gate: Arc::new(BindGate::new(!leader_election)),
             synced: Arc::new(SyncedSources::new(sources)),
@@ -56,7 +66,7 @@ impl SchedulerStatus {
             permissions: Arc::new(PermissionReview::default()),
             experiments: Arc::new(Mutex::new(Experiments::default())),
         };
-        status.metrics.set_leader(!leader_election);
+        status.metrics.set_leader(&status.lease_name, !leader_election);
         status
     }
 
@@ -96,7 +106,7 @@ impl SchedulerStatus {
 
     pub fn set_leader(&self, leader: bool) {
         self.gate.set_leader(leader);
-        self.metrics.set_leader(leader);
+        self.metrics.set_leader(&self.lease_name, leader);
     }
 
     /// Follows whether binding cycles may go on (leading, not stopping).

@@ -24,7 +24,7 @@ use crate::kubernetes::writes::group_barrier::GroupBarrier;
 use crate::kubernetes::writes::reporter::{PodRef, Report};
 use crate::record::{Attempted, BindingRecord, Recorder};
 use crate::scheduler::experiments::Experiments;
-use crate::scheduler_metrics::SchedulerMetrics;
+use crate::scheduler_metrics::{QueueView, SchedulerMetrics};
 mod input;
 
 pub use input::Input;
@@ -144,7 +144,7 @@ impl SchedulingLoop {
                 return;
             }
             if last_gauges.elapsed() >= IDLE_WAKE {
-                self.status.metrics.queue(self.scheduler.queue_sizes());
+                self.queue_metrics();
                 self.status.metrics.pending_reports(self.reports.len());
                 if let Some(recorder) = &self.recorder {
                     self.status.metrics.record_writer(recorder.queued(), recorder.dropped());
@@ -184,6 +184,18 @@ impl SchedulingLoop {
                 IDLE_WAKE.min(Duration::from_millis(100))
             };
         }
+    }
+
+    /// The queue's gauges and incoming counts, as of now.
+    fn queue_metrics(&self) {
+        let incoming = self.scheduler.queue_incoming();
+        let unschedulable_by_plugin = self.scheduler.unschedulable_by_plugin();
+        let sizes = self.scheduler.queue_sizes();
+        self.status.metrics.queue(QueueView {
+            sizes,
+            incoming: &incoming,
+            unschedulable_by_plugin: &unschedulable_by_plugin,
+        });
     }
 
     /// Members of PodGroups no version of which is served (of kube's, or
@@ -288,6 +300,17 @@ impl SchedulingLoop {
             };
             recorder.binding(now, binding);
         }
+        let (profile, took) = (&request.pod.scheduler_name, now.saturating_sub(request.attempt_started));
+        match &outcome {
+            BindOutcome::Bound => {
+                let sli = self.scheduler.attempts_of(&request.pod.key).map(|(n, first)| (n, now.saturating_sub(first)));
+                self.status.metrics.bound(profile, took, sli);
+            }
+            // kube counts a failed binding cycle as an attempt's error; a
+            // replica that stopped leading made no attempt of it.
+            BindOutcome::Abandoned(_) => {}
+            _ => self.status.metrics.attempt_error(profile, took),
+        }
         match outcome {
             BindOutcome::Bound => {
                 self.scheduler.binding_succeeded(&request.pod, &request.node);
@@ -310,8 +333,6 @@ impl SchedulingLoop {
             BindOutcome::PreBindFailed(message) => {
                 tracing::warn!(pod = %request.pod.key, node = %request.node, %message, "binding cycle failed; retrying with backoff");
                 self.scheduler.binding_failed(&request.pod, true, now);
-                // kube counts a failed binding cycle as an attempt's error.
-                self.status.metrics.attempt_error(&request.pod.scheduler_name);
                 self.reports.send(Report::Failed { pod: PodRef::from(&*request.pod), message });
             }
             BindOutcome::Abandoned(why) => {
@@ -353,7 +374,7 @@ impl SchedulingLoop {
             EventReport::Invalid(InvalidPod { key, pod, message }) => {
                 tracing::warn!(pod = %key, %message, "pod cannot be scheduled as written");
                 let pod = PodRef::from(&*pod);
-                self.status.metrics.attempt_error(&pod.scheduler_name);
+                self.status.metrics.attempt_error(&pod.scheduler_name, Duration::ZERO);
                 let nomination = Nomination::Unchanged;
                 let report =
                     Report::Unschedulable { pod, message, error: false, fallback: None, nomination, deallocate: None };
@@ -384,7 +405,7 @@ impl SchedulingLoop {
                 }
                 let gang = self.gang_barrier(record.group.as_ref());
                 let (fallback, canary) = (record.fallback, record.canary);
-                let request = BindRequest { pod, node, fallback, canary, reserved, gang };
+                let request = BindRequest { pod, node, fallback, canary, reserved, gang, attempt_started: now };
                 match self.binds.send(request) {
                     Ok(()) => self.bindings_in_flight += 1,
                     // The binder is gone (shutting down): forget the assumption.

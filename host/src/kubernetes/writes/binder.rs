@@ -133,6 +133,9 @@ pub struct BindRequest {
     /// For a member of a gang placed in one group cycle: the members bound
     /// together, once every one passed PreBind, or none.
     pub gang: Option<Arc<GroupBarrier>>,
+    /// When its attempt began, on the scheduling loop's clock: kube's
+    /// attempt duration runs to the binding's answer.
+    pub attempt_started: Duration,
 }
 
 /// What the binder tells the scheduling loop.
@@ -194,7 +197,8 @@ pub async fn run<T: From<BindResult> + Send + 'static>(
             let (outcome, took) =
                 binding_cycle(&client, &request, &context, (slots, permit), settings.volume_bind_timeout).await;
             if let Some(took) = took {
-                context.metrics.binding(outcome.label(), took);
+                let status = if outcome == BindOutcome::Bound { "Success" } else { "Error" };
+                context.metrics.extension_point("Bind", &request.pod.scheduler_name, status, took);
             }
             let _ = results.send(T::from(BindResult { request, outcome }));
         });
@@ -219,7 +223,13 @@ async fn binding_cycle(
     let mut devices = request.reserved.devices.clone();
     let prebound = match (request.reserved.is_empty(), &request.gang) {
         (true, _) => cycle.go_on(),
-        (false, None) => cycle.prebind(&mut devices, volume_bind_timeout).await.and_then(|()| cycle.go_on()),
+        (false, None) => {
+            let started = std::time::Instant::now();
+            let prebound = cycle.prebind(&mut devices, volume_bind_timeout).await;
+            let status = if prebound.is_ok() { "Success" } else { "Error" };
+            context.metrics.extension_point("PreBind", &request.pod.scheduler_name, status, started.elapsed());
+            prebound.and_then(|()| cycle.go_on())
+        }
         // A member still in PreBind stops once its gang failed.
         (false, Some(gang)) => {
             let stopped = tokio::select! {

@@ -15,6 +15,7 @@ use crate::scheduler::attempt::record::{
     AttemptRecord, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, ScorePart, Verdict,
 };
 use crate::scheduler::plugins::reasons::ReasonHistogram;
+use crate::scheduler::plugins::rejected_by::plugin_of;
 use crate::scheduler::plugins::scores::{BuiltinInputs, PartScores};
 use crate::scheduler::policy_calls::{AttemptCalls, CallScope};
 use crate::scheduler::policy_set::{FailurePolicy, PolicySet, least_allocated};
@@ -41,6 +42,8 @@ struct Survivors {
     /// For each candidate, its entry in `records` (with detail only).
     record_index: Vec<usize>,
     detail: bool,
+    /// The policies whose filters turned a node down.
+    rejecting: Vec<String>,
 }
 
 /// The policy calls of one attempt, and what their failures leave.
@@ -85,8 +88,10 @@ pub fn policy_pass(
     let calls_for = AttemptCalls { scope, pod: &pod.facts, nodes };
     let fallback = policies.unavailable.clone();
     let mut calls = Calls { pod, policies, calls_for, made: Vec::new(), fallback };
-    let mut survivors = Survivors { candidates, builtin, histogram, records, record_index, detail };
+    let rejecting = Vec::new();
+    let mut survivors = Survivors { candidates, builtin, histogram, records, record_index, detail, rejecting };
     let error = calls.filter(&mut survivors);
+    let filtered_in = started.elapsed();
 
     let mut record = AttemptRecord {
         evaluated,
@@ -94,9 +99,10 @@ pub fn policy_pass(
         feasible: survivors.candidates.len(),
         ignored_constraints: ignored_constraints.iter().map(|c| c.to_string()).collect(),
         pod_rejected: pod_rejection.as_ref().map(|r| r.by),
+        filtered_in,
         ..AttemptRecord::new(pod.key.to_string(), attempt, nodes, versions(policies))
     };
-    let Survivors { mut candidates, builtin, histogram, mut records, record_index, .. } = survivors;
+    let Survivors { mut candidates, builtin, histogram, mut records, record_index, rejecting, .. } = survivors;
     if error.is_some() {
         // No decision was made: nothing is offered to fall back on.
         candidates.clear();
@@ -104,6 +110,7 @@ pub fn policy_pass(
         record.message = error.clone();
         record.error = error;
     } else if candidates.is_empty() {
+        record.rejected_by = rejected_by(&histogram, pod_rejection.as_ref().map(|r| r.by.plugin()), rejecting);
         record.message = Some(match pod_rejection {
             Some(rejection) => format!("0/{nodes} nodes are available: {}.", rejection.message),
             None => histogram.message(nodes),
@@ -161,10 +168,29 @@ impl Survivors {
         }
         if kept.len() < n {
             self.builtin.retain(&keep);
+            self.rejecting.push(policy.to_string());
         }
         self.candidates = kept;
         self.record_index = kept_index;
     }
+}
+
+/// The kube plugins whose reasons the attempt counted (or the one that
+/// rejected the pod whatever the node), then the policies that turned
+/// nodes down: each once.
+fn rejected_by(
+    histogram: &ReasonHistogram,
+    pod_rejected_by: Option<&'static str>,
+    policies: Vec<String>,
+) -> Vec<String> {
+    let mut plugins: Vec<String> = Vec::new();
+    let named = pod_rejected_by.into_iter().chain(histogram.reasons().filter_map(plugin_of));
+    for plugin in named.map(str::to_string).chain(policies) {
+        if !plugins.contains(&plugin) {
+            plugins.push(plugin);
+        }
+    }
+    plugins
 }
 
 /// The name, version, digest and weight of every policy, for the record.

@@ -164,6 +164,17 @@ pub struct AttemptRecord {
     pub group: Option<GroupCycle>,
     #[serde(serialize_with = "micros")]
     pub duration: Duration,
+    /// Of `duration`, the filters' part (built-in and policies'); the
+    /// rest scored.
+    #[serde(skip)]
+    pub filtered_in: Duration,
+    /// The plugins and policies that turned nodes down, when no node was
+    /// chosen (kube's unschedulable plugins).
+    #[serde(skip)]
+    pub rejected_by: Vec<String>,
+    /// How long PostFilter (preemption) took, when it ran.
+    #[serde(skip)]
+    pub post_filter: Option<Duration>,
     #[serde(skip)]
     pub policy_calls: Vec<PolicyCall>,
     /// Per-node detail; only collected when asked for (it is large).
@@ -195,6 +206,9 @@ impl AttemptRecord {
             fallback: None,
             group: None,
             duration: Duration::ZERO,
+            filtered_in: Duration::ZERO,
+            rejected_by: Vec::new(),
+            post_filter: None,
             policy_calls: Vec::new(),
             node_records: Vec::new(),
         }

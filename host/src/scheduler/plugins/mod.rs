@@ -31,6 +31,8 @@
 //! - `pod_claims`: a pod's volume and device claims, resolved once;
 //! - `queueing_hints`: which waiting pods a cluster event may let in;
 //! - `reasons`: the rejection reasons, counted into kube's message;
+//! - `rejected_by`: which plugin a reason is, for the unschedulable pods'
+//!   metric;
 //! - `reservation`: what an attempt reserved for the binding cycle, each
 //!   plugin's part in one value.
 //!
@@ -56,6 +58,7 @@ pub mod pod_claims;
 pub mod pod_topology_spread;
 pub mod queueing_hints;
 pub mod reasons;
+pub mod rejected_by;
 pub mod reservation;
 pub mod score_part;
 #[doc = include_str!("scores.md")]

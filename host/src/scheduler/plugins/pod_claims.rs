@@ -26,6 +26,16 @@ pub enum RejectedBy {
     DynamicResources,
 }
 
+impl RejectedBy {
+    /// kube's name of the plugin.
+    pub fn plugin(self) -> &'static str {
+        match self {
+            RejectedBy::VolumeBinding => "VolumeBinding",
+            RejectedBy::DynamicResources => "DynamicResources",
+        }
+    }
+}
+
 /// A pod rejected whatever the node, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {

@@ -56,6 +56,11 @@ impl ReasonHistogram {
         }
     }
 
+    /// Every reason counted, once each.
+    pub fn reasons(&self) -> impl Iterator<Item = &str> {
+        self.counts.iter().map(|(r, _)| r.as_str())
+    }
+
     /// `0/5 nodes are available: 1 node(s) had untolerated taint(s), 4
     /// Insufficient cpu.` — entries `"<count> <reason>"` sorted as strings,
     /// as kube-scheduler's FitError does.

@@ -29,10 +29,13 @@ use std::time::Duration;
 
 use crate::cluster::{PodInfo, PodKey};
 
+mod incoming;
+mod members;
 mod order;
 mod rooms;
 mod sizes;
 
+pub use incoming::{Incoming, QueueEvent};
 use order::{ActiveKey, MovedKey};
 use rooms::OpenRoom;
 pub use rooms::{Offer, RoomOffer};
@@ -75,6 +78,10 @@ struct Entry {
     taken_at: u64,
     /// The node whose room it was retried for, until it is attempted.
     room: Option<String>,
+    /// When its first attempt began (kube's `InitialAttemptTimestamp`).
+    first_attempt: Option<Duration>,
+    /// The plugins (and policies) that rejected it, while unschedulable.
+    rejected_by: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -100,6 +107,8 @@ pub struct SchedulingQueue {
     /// Rooms whose retried pods were all attempted: offered again by
     /// `fill_room` (`settled_rooms`).
     settled: Vec<String>,
+    /// Pods moved into each part, by what moved them.
+    incoming: Incoming,
 }
 
 /// Backoff after `attempts` failed attempts: 1 s, 2 s, 4 s, 8 s, 10 s, …
@@ -113,7 +122,12 @@ impl SchedulingQueue {
         Self::default()
     }
 
-    fn push_active(&mut self, key: &PodKey) {
+    /// Into active; counted as incoming when `event` moved it (a parked
+    /// pod's turn is no move: it never left active).
+    fn push_active(&mut self, key: &PodKey, event: Option<QueueEvent>) {
+        if let Some(event) = event {
+            self.incoming.add(event, "active");
+        }
         self.next_seq += 1;
         let seq = self.next_seq;
         if let Some(e) = self.entries.get_mut(key) {
@@ -133,12 +147,12 @@ impl SchedulingQueue {
                 let priority_changed = e.info.facts.priority != info.facts.priority;
                 e.info = info;
                 match (was_gated, gated) {
-                    (true, false) => self.push_active(&key),
+                    (true, false) => self.push_active(&key, Some(QueueEvent::POD_UPDATE)),
                     (false, true) if e.location != Location::InFlight => {
                         e.location = Location::Gated;
                         self.leave_room(&key);
                     }
-                    _ if priority_changed && e.location == Location::Active => self.push_active(&key),
+                    _ if priority_changed && e.location == Location::Active => self.push_active(&key, None),
                     _ => {}
                 }
             }
@@ -154,10 +168,14 @@ impl SchedulingQueue {
                         error_backoff: false,
                         taken_at: 0,
                         room: None,
+                        first_attempt: None,
+                        rejected_by: Vec::new(),
                     },
                 );
-                if !gated {
-                    self.push_active(&key);
+                if gated {
+                    self.incoming.add(QueueEvent::POD_ADD, "gated");
+                } else {
+                    self.push_active(&key, Some(QueueEvent::POD_ADD));
                 }
             }
         }
@@ -191,55 +209,11 @@ impl SchedulingQueue {
         }
     }
 
-    /// Replay: a pod a recording's snapshot found waiting, set aside
-    /// (parked) until `take_recorded` names it.
-    pub fn set_aside(&mut self, key: &PodKey) -> bool {
-        match self.entries.get_mut(key) {
-            Some(e) if e.location != Location::InFlight => {
-                e.location = Location::Parked;
-                self.leave_room(key);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Replay: the recording attempted `key` after `attempts` attempts
-    /// (`None`: as many as the queue counted): taken from wherever it
-    /// waits, with that count.
-    pub fn take_recorded(&mut self, key: &PodKey, attempts: Option<u32>, now: Duration) -> Option<(Arc<PodInfo>, u32)> {
-        let e = self.entries.get_mut(key).filter(|e| e.location != Location::InFlight)?;
-        e.attempts = attempts.unwrap_or(e.attempts);
-        self.take(key, now)
-    }
-
-    /// The queued pods of PodGroup `group` in `namespace` that a group
-    /// cycle can take: not in flight or parked, and not gated by their own
-    /// `schedulingGates`. In a fixed order: priority first, then name.
-    pub fn group_members(&self, namespace: &str, group: &str) -> Vec<PodKey> {
-        let mut members: Vec<(i32, &PodKey)> = self
-            .entries
-            .iter()
-            .filter(|(k, e)| k.namespace == namespace && e.info.group.as_deref() == Some(group) && !e.info.gated)
-            .filter(|(_, e)| !matches!(e.location, Location::InFlight | Location::Parked))
-            .map(|(k, e)| (e.info.facts.priority, k))
-            .collect();
-        members.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-        members.into_iter().map(|(_, k)| k.clone()).collect()
-    }
-
-    /// A group cycle takes `key` with its gang, from wherever it waits.
-    pub fn take_member(&mut self, key: &PodKey, now: Duration) -> Option<(Arc<PodInfo>, u32)> {
-        self.entries.get(key).filter(|e| !matches!(e.location, Location::InFlight | Location::Parked))?;
-        self.leave_room(key);
-        self.take(key, now)
-    }
-
     /// A parked pod's turn: back to active. False if it is not parked any
     /// more (deleted, or bound by someone else).
     pub fn unpark(&mut self, key: &PodKey) -> bool {
         if self.entries.get(key).is_some_and(|e| e.location == Location::Parked) {
-            self.push_active(key);
+            self.push_active(key, None);
             return true;
         }
         false
@@ -249,8 +223,20 @@ impl SchedulingQueue {
     /// answer arrived too late to use): straight back to active.
     pub fn retry_now(&mut self, key: &PodKey) {
         if self.entries.get(key).is_some_and(|e| e.location == Location::InFlight) {
-            self.push_active(key);
+            self.push_active(key, Some(QueueEvent::FORCE_ACTIVATE));
         }
+    }
+
+    /// For a pod being bound: its attempts, this one included, and when
+    /// the first began (kube's SLI counts from there).
+    pub fn attempts_of(&self, key: &PodKey) -> Option<(u32, Duration)> {
+        let e = self.entries.get(key)?;
+        Some((e.attempts + 1, e.first_attempt?))
+    }
+
+    /// Pods moved into each part, by what moved them.
+    pub fn incoming(&self) -> &Incoming {
+        &self.incoming
     }
 
     pub fn location(&self, key: &PodKey) -> Option<Location> {
@@ -275,15 +261,21 @@ impl SchedulingQueue {
         if self.earliest_due.is_none_or(|due| due > now) {
             return;
         }
-        let mut due: Vec<(Duration, PodKey)> = self
+        let mut due: Vec<(Duration, PodKey, QueueEvent)> = self
             .entries
             .iter()
-            .filter_map(|(k, e)| Self::due_at(e.location).filter(|d| *d <= now).map(|d| (d, k.clone())))
+            .filter_map(|(k, e)| {
+                let event = match e.location {
+                    Location::Backoff { .. } => QueueEvent::BACKOFF_COMPLETE,
+                    _ => QueueEvent::UNSCHEDULABLE_TIMEOUT,
+                };
+                Self::due_at(e.location).filter(|d| *d <= now).map(|d| (d, k.clone(), event))
+            })
             .collect();
         // The first due first, then by name: the same on every run.
         due.sort();
-        for (_, key) in due {
-            self.push_active(&key);
+        for (_, key, event) in due {
+            self.push_active(&key, Some(event));
         }
         self.earliest_due = self.scan_due();
     }
@@ -311,6 +303,7 @@ impl SchedulingQueue {
         let e = self.entries.get_mut(key)?;
         e.location = Location::InFlight;
         e.last_attempt = now;
+        e.first_attempt.get_or_insert(now);
         e.taken_at = self.takes;
         Some((e.info.clone(), e.attempts))
     }
@@ -345,11 +338,11 @@ impl SchedulingQueue {
         }
     }
 
-    /// A held pod may be attempted again; one gated by its own
-    /// `schedulingGates` stays.
-    pub fn release(&mut self, key: &PodKey) {
+    /// A held pod may be attempted again (`event` let it); one gated by
+    /// its own `schedulingGates` stays.
+    pub fn release(&mut self, key: &PodKey, event: QueueEvent) {
         if self.entries.get(key).is_some_and(|e| e.location == Location::Gated && !e.info.gated) {
-            self.push_active(key);
+            self.push_active(key, Some(event));
         }
     }
 
@@ -365,16 +358,20 @@ impl SchedulingQueue {
             e.location = Location::Backoff { until: now + backoff_for(e.attempts) };
             e.error_backoff = true;
             let location = e.location;
+            self.incoming.add(QueueEvent::ATTEMPT_FAILURE, "backoff");
             self.note_due(location);
         }
     }
 
     /// No node could take the pod: wait for a cluster change.
-    pub fn unschedulable(&mut self, key: &PodKey, now: Duration) {
+    /// `rejected_by`: the plugins and policies that turned nodes down.
+    pub fn unschedulable(&mut self, key: &PodKey, now: Duration, rejected_by: Vec<String>) {
         self.leave_room(key);
         if let Some(e) = self.entries.get_mut(key) {
             e.attempts += 1;
             e.location = Location::Unschedulable { since: now };
+            e.rejected_by = rejected_by;
+            self.incoming.add(QueueEvent::ATTEMPT_FAILURE, "unschedulable");
             if e.info.constraints.as_deref().is_some_and(|c| c.filters_on_pods()) {
                 self.waiting_on_pods.insert(key.clone());
             }
@@ -385,31 +382,31 @@ impl SchedulingQueue {
     /// A change that may make unschedulable pods fit (a node added or
     /// updated, a pod deleted): they go back to active, or to backoff if
     /// their backoff has not expired yet, as kube moves them.
-    pub fn cluster_changed(&mut self, now: Duration) {
-        self.cluster_changed_for(now, |_| true);
+    pub fn cluster_changed(&mut self, now: Duration, event: QueueEvent) {
+        self.cluster_changed_for(now, event, |_| true);
         self.waiting_on_pods.clear();
     }
 
     /// As `cluster_changed`, for the unschedulable pods that `may_fit`
     /// says the change may let in (`queueing_hints.rs`).
-    pub fn cluster_changed_for(&mut self, now: Duration, may_fit: impl Fn(&PodInfo) -> bool) {
+    pub fn cluster_changed_for(&mut self, now: Duration, event: QueueEvent, may_fit: impl Fn(&PodInfo) -> bool) {
         let waiting: Vec<(Duration, PodKey)> = self
             .entries
             .iter()
             .filter(|(_, e)| matches!(e.location, Location::Unschedulable { .. }) && may_fit(&e.info))
             .map(|(k, e)| (e.last_attempt, k.clone()))
             .collect();
-        self.requeue_in_order(waiting, now);
+        self.requeue_in_order(waiting, now, event);
     }
 
     /// Requeues `waiting` (each with its last attempt) in a fixed order,
     /// the longest waiting first, then by name, so that the same inputs
     /// always give the same queue: a replay depends on it, and a hash
     /// map's order differs by process.
-    fn requeue_in_order(&mut self, mut waiting: Vec<(Duration, PodKey)>, now: Duration) {
+    fn requeue_in_order(&mut self, mut waiting: Vec<(Duration, PodKey)>, now: Duration, event: QueueEvent) {
         waiting.sort_unstable();
         for (_, key) in waiting {
-            self.requeue(&key, now);
+            self.requeue(&key, now, event);
         }
     }
 
@@ -423,20 +420,23 @@ impl SchedulingQueue {
             .into_iter()
             .filter_map(|k| Some((self.entries.get(&k)?.last_attempt, k)))
             .collect();
-        self.requeue_in_order(waiting, now);
+        self.requeue_in_order(waiting, now, QueueEvent::ASSIGNED_POD_ADD);
     }
 
     /// An unschedulable pod back to active, or to backoff if its backoff
     /// has not expired yet; a pod elsewhere stays where it is.
-    pub fn requeue(&mut self, key: &PodKey, now: Duration) {
+    pub fn requeue(&mut self, key: &PodKey, now: Duration, event: QueueEvent) {
         let Some(e) = self.entries.get_mut(key) else { return };
         if !matches!(e.location, Location::Unschedulable { .. }) {
             return;
         }
+        e.rejected_by.clear();
         let until = e.last_attempt + backoff_for(e.attempts);
         if until <= now {
-            self.push_active(key);
+            self.push_active(key, Some(event));
         } else {
+            self.incoming.add(event, "backoff");
+            let Some(e) = self.entries.get_mut(key) else { return };
             e.location = Location::Backoff { until };
             e.error_backoff = false;
             self.next_seq += 1;
@@ -553,17 +553,17 @@ mod tests {
         let mut q = SchedulingQueue::new();
         q.add_or_update(pod("p", 0, false));
         q.pop(T0).unwrap();
-        q.unschedulable(&key("p"), T0);
+        q.unschedulable(&key("p"), T0, Vec::new());
         assert!(!q.has_work());
         assert!(q.pop(Duration::from_secs(299)).is_none());
         assert!(q.pop(Duration::from_secs(300)).is_some(), "flushed after five minutes");
-        q.unschedulable(&key("p"), Duration::from_secs(300));
+        q.unschedulable(&key("p"), Duration::from_secs(300), Vec::new());
         // A node appears 5 s later: attempt 2 backs off 2 s, already over.
-        q.cluster_changed(Duration::from_secs(305));
+        q.cluster_changed(Duration::from_secs(305), QueueEvent::NODE_CHANGE);
         assert!(q.pop(Duration::from_secs(305)).is_some());
         // A change right after an attempt: back off first.
-        q.unschedulable(&key("p"), Duration::from_secs(305));
-        q.cluster_changed(Duration::from_secs(305));
+        q.unschedulable(&key("p"), Duration::from_secs(305), Vec::new());
+        q.cluster_changed(Duration::from_secs(305), QueueEvent::NODE_CHANGE);
         assert_eq!(q.location(&key("p")), Some(Location::Backoff { until: Duration::from_secs(309) }));
     }
 
@@ -576,11 +576,11 @@ mod tests {
         for _ in 0..3 {
             q.pop(T0).unwrap();
         }
-        q.unschedulable(&key("low"), T0);
-        q.unschedulable(&key("high"), T0);
+        q.unschedulable(&key("low"), T0, Vec::new());
+        q.unschedulable(&key("high"), T0, Vec::new());
         q.backoff(&key("erred"), T0);
         // A change right after the attempts: both back off until 1 s...
-        q.cluster_changed(Duration::from_millis(100));
+        q.cluster_changed(Duration::from_millis(100), QueueEvent::NODE_CHANGE);
         // ...but nothing is active, so they go now, the higher priority
         // first; the pod whose binding failed waits its backoff out.
         let popped = |q: &mut SchedulingQueue, at| q.pop(at).map(|(p, _)| p.key.name.clone());
@@ -589,8 +589,8 @@ mod tests {
         assert_eq!(popped(&mut q, Duration::from_millis(100)), None);
         assert_eq!(popped(&mut q, Duration::from_secs(1)).as_deref(), Some("erred"));
         // An active pod still goes before any in backoff.
-        q.unschedulable(&key("low"), Duration::from_secs(1));
-        q.cluster_changed(Duration::from_secs(1));
+        q.unschedulable(&key("low"), Duration::from_secs(1), Vec::new());
+        q.cluster_changed(Duration::from_secs(1), QueueEvent::NODE_CHANGE);
         q.add_or_update(pod("new", 0, false));
         assert_eq!(popped(&mut q, Duration::from_secs(1)).as_deref(), Some("new"));
         assert_eq!(popped(&mut q, Duration::from_secs(1)).as_deref(), Some("low"));
@@ -615,7 +615,7 @@ mod tests {
             q.add_or_update(pod(name, priority, false));
             let at = Duration::from_secs(i as u64);
             q.pop(at).unwrap();
-            q.unschedulable(&key(name), at);
+            q.unschedulable(&key(name), at, Vec::new());
         }
         q
     }
@@ -681,10 +681,10 @@ mod tests {
         // Both are attempted and go elsewhere or nowhere: the room is
         // settled, and offered again to those that did not see it.
         let (first, _) = q.pop(now).unwrap();
-        q.unschedulable(&first.key, now);
+        q.unschedulable(&first.key, now, Vec::new());
         assert!(q.settled_rooms().is_empty(), "one retried pod still holds its share");
         let (second, _) = q.pop(now).unwrap();
-        q.unschedulable(&second.key, now);
+        q.unschedulable(&second.key, now, Vec::new());
         assert_eq!(q.settled_rooms(), ["n1"]);
         assert!(q.settled_rooms().is_empty(), "said once");
         let mut offered = Refuses(Vec::new());

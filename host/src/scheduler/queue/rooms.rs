@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use super::{Location, SchedulingQueue};
+use super::{Location, QueueEvent, SchedulingQueue};
 use crate::cluster::{PodInfo, PodKey};
 
 /// Room a pod left on a node, and the pods retried for it.
@@ -78,7 +78,7 @@ impl SchedulingQueue {
             }
         }
         for key in &taken {
-            self.requeue(key, now);
+            self.requeue(key, now, QueueEvent::ASSIGNED_POD_DELETE);
             if let Some(e) = self.entries.get_mut(key) {
                 e.room = Some(node.to_string());
             }

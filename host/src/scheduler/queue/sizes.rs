@@ -1,11 +1,12 @@
 //! What the queue holds, as the metrics and the reports read it.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{Location, SchedulingQueue};
 use crate::cluster::PodInfo;
 
-/// Queue sizes, for `wasmsched_pending_pods{queue}`.
+/// Queue sizes, for `scheduler_pending_pods{queue}`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueSizes {
     pub active: usize,
@@ -27,6 +28,19 @@ impl SchedulingQueue {
             }
         }
         s
+    }
+
+    /// Unschedulable pods by profile and by each plugin or policy that
+    /// rejected them (kube's `scheduler_unschedulable_pods{plugin,profile}`:
+    /// a pod counts once for every plugin that turned it down).
+    pub fn unschedulable_by_plugin(&self) -> BTreeMap<(String, String), usize> {
+        let mut counts = BTreeMap::new();
+        for e in self.entries.values().filter(|e| matches!(e.location, Location::Unschedulable { .. })) {
+            for plugin in &e.rejected_by {
+                *counts.entry((e.info.scheduler_name.clone(), plugin.clone())).or_default() += 1;
+            }
+        }
+        counts
     }
 
     /// Every pod queued and not in flight: waiting, due, or not attempted

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::Scheduler;
 use crate::cluster::PodInfo;
+use crate::scheduler::queue::QueueEvent;
 
 impl Scheduler {
     /// The binding was accepted: the assumed pod is now bound.
@@ -27,7 +28,7 @@ impl Scheduler {
         if self.undo_placement(pod) {
             // What it held may let a waiting pod in, as kube retries
             // waiting pods after a failed binding cycle.
-            self.queue.cluster_changed(now);
+            self.queue.cluster_changed(now, QueueEvent::ASSIGNED_POD_DELETE);
         }
         if retry {
             self.queue.backoff(&pod.key, now);

@@ -17,6 +17,7 @@ use crate::cluster::{ClusterState, PodInfo, PodKey, Volumes};
 use crate::scheduler::events::{Change, ClusterEvent, EventReport, InvalidPod, ObjectKey};
 use crate::scheduler::plugins::dynamic_resources::Devices;
 use crate::scheduler::plugins::queueing_hints::{AfterPodGone, Room};
+use crate::scheduler::queue::QueueEvent;
 
 /// Where a pod stands for this scheduler: the one place that decides
 /// which pods are ours to place.
@@ -43,10 +44,12 @@ macro_rules! apply_by_kind {
     )*) => {
         impl Scheduler {
             /// Applies one cluster event; returns what the backend must
-            /// report.
+            /// report. A stored kind's change moves pods as `<Kind>Change`.
             pub fn apply(&mut self, event: ClusterEvent, now: Duration) -> EventReport {
                 match event {
-                    $(ClusterEvent::$variant(change) => self.$apply($($store,)? change, now),)*
+                    $(ClusterEvent::$variant(change) => {
+                        self.$apply($($store, QueueEvent(concat!($name, "Change")),)? change, now)
+                    })*
                 }
             }
         }
@@ -72,10 +75,11 @@ impl Scheduler {
     /// A claim made, or changed: the pods held for their claims look again
     /// (kube's queueing hint for claims).
     fn resource_claims_changed(&mut self, change: Change<ResourceClaim>, now: Duration) -> EventReport {
+        let event = QueueEvent("ResourceClaimChange");
         for key in self.claim_waits.claim_changed() {
-            self.queue.release(&key);
+            self.queue.release(&key, event);
         }
-        self.stored(devices, change, now)
+        self.stored(devices, event, change, now)
     }
 
     /// A PodGroup made, changed or gone: the members held for it look
@@ -83,7 +87,7 @@ impl Scheduler {
     fn pod_groups_changed<G: GroupObject>(&mut self, change: Change<G>, now: Duration) -> EventReport {
         if apply_to(self.state.pod_groups_mut(), change) {
             self.release_gangs();
-            self.queue.cluster_changed(now);
+            self.queue.cluster_changed(now, QueueEvent::POD_GROUP_CHANGE);
         }
         EventReport::Nothing
     }
@@ -106,7 +110,7 @@ impl Scheduler {
     fn nodes_changed(&mut self, change: Change<Node>, now: Duration) -> EventReport {
         match change {
             Change::Applied(node) => match self.state.upsert_node(&node) {
-                Ok((_, true)) => self.queue.cluster_changed(now),
+                Ok((_, true)) => self.queue.cluster_changed(now, QueueEvent::NODE_CHANGE),
                 Ok((_, false)) => {}
                 Err(e) => return EventReport::Ignored(e),
             },
@@ -147,11 +151,12 @@ impl Scheduler {
     fn stored<K, S: KindStore<K>>(
         &mut self,
         store: fn(&mut Self) -> &mut S,
+        event: QueueEvent,
         change: Change<K>,
         now: Duration,
     ) -> EventReport {
         if apply_to(store(self), change) {
-            self.queue.cluster_changed(now);
+            self.queue.cluster_changed(now, event);
         }
         EventReport::Nothing
     }
@@ -185,7 +190,7 @@ impl Scheduler {
                 self.queue.pod_placed(now);
             }
             if shrank {
-                self.queue.cluster_changed(now);
+                self.queue.cluster_changed(now, QueueEvent::ASSIGNED_POD_UPDATE);
             }
             return EventReport::Nothing;
         }
@@ -265,7 +270,7 @@ impl Scheduler {
     fn placed_pod_gone(&mut self, key: &PodKey, now: Duration) {
         let Some(gone) = self.state.pod_gone(key) else { return };
         let hint = AfterPodGone::new(&gone, &self.state);
-        self.queue.cluster_changed_for(now, |waiting| hint.retry(waiting));
+        self.queue.cluster_changed_for(now, QueueEvent::ASSIGNED_POD_DELETE, |waiting| hint.retry(waiting));
         self.fill_room(&gone.node, true, now);
     }
 

@@ -11,6 +11,7 @@ use crate::cluster::PodInfo;
 use crate::scheduler::attempt::record::AttemptRecord;
 use crate::scheduler::denied_writes::DeniedWrites;
 use crate::scheduler::plugins::reservation::Reservation;
+use crate::scheduler::queue::QueueEvent;
 
 impl Scheduler {
     /// The attempt's end: place the pod on the chosen node (assumed until
@@ -49,10 +50,15 @@ impl Scheduler {
             None => {
                 let mut record = record;
                 let nomination = match post_filter {
-                    true => self.preempt(&pod, &mut record, now),
+                    true => {
+                        let started = std::time::Instant::now();
+                        let nomination = self.preempt(&pod, &mut record, now);
+                        record.post_filter = Some(started.elapsed());
+                        nomination
+                    }
                     false => Nomination::Unchanged,
                 };
-                self.queue.unschedulable(&pod.key, now);
+                self.queue.unschedulable(&pod.key, now, record.rejected_by.clone());
                 Attempt::Unschedulable { pod, record, nomination }
             }
         }
@@ -66,7 +72,7 @@ impl Scheduler {
         self.undo_placement(&pod);
         record.chosen = None;
         record.message = Some(why);
-        self.queue.unschedulable(&pod.key, now);
+        self.queue.unschedulable(&pod.key, now, Vec::new());
         Attempt::Unschedulable { pod, record, nomination: Nomination::Unchanged }
     }
 
@@ -74,7 +80,7 @@ impl Scheduler {
     /// write that is now allowed are tried again.
     pub fn set_denied_writes(&mut self, denied: DeniedWrites, now: Duration) {
         if self.denied.loosened_by(&denied) {
-            self.queue.cluster_changed(now);
+            self.queue.cluster_changed(now, QueueEvent::PERMISSION_CHANGE);
         }
         self.denied = denied;
     }

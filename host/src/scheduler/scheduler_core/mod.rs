@@ -21,7 +21,7 @@ use crate::scheduler::plugins::dynamic_resources;
 use crate::scheduler::plugins::reservation::Reservation;
 use crate::scheduler::plugins::scores::BuiltinScoring;
 use crate::scheduler::policy_set::PolicySet;
-use crate::scheduler::queue::{QueueSizes, SchedulingQueue};
+use crate::scheduler::queue::{QueueEvent, QueueSizes, SchedulingQueue};
 use crate::scheduler::sampling::{NodeSampling, NodeWindow};
 use crate::scheduler::tenants::{Route, TenantJob, TenantPolicies};
 use wasmsched_runtime::PolicyContext;
@@ -285,6 +285,23 @@ impl Scheduler {
         self.queue.sizes()
     }
 
+    /// Pods moved into each part of the queue so far, by what moved them:
+    /// `(event, queue, pods)`.
+    pub fn queue_incoming(&self) -> Vec<(&'static str, &'static str, u64)> {
+        self.queue.incoming().totals().collect()
+    }
+
+    /// Unschedulable pods by profile and rejecting plugin.
+    pub fn unschedulable_by_plugin(&self) -> std::collections::BTreeMap<(String, String), usize> {
+        self.queue.unschedulable_by_plugin()
+    }
+
+    /// For a pod being bound: its attempts (this one included) and when
+    /// the first began.
+    pub fn attempts_of(&self, key: &PodKey) -> Option<(u32, Duration)> {
+        self.queue.attempts_of(key)
+    }
+
     pub fn invalid_pods(&self) -> &[InvalidPod] {
         &self.invalid
     }
@@ -308,7 +325,7 @@ impl Scheduler {
     /// The next attempt, if any pod is due at `now`.
     pub fn schedule_next(&mut self, now: Duration) -> Option<Attempt> {
         if self.state.expire_evictions(now) {
-            self.queue.cluster_changed(now);
+            self.queue.cluster_changed(now, QueueEvent::ASSIGNED_POD_DELETE);
         }
         loop {
             // A group cycle's outcomes go out one by one, before any

@@ -10,6 +10,7 @@ use crate::scheduler::attempt::record::AttemptRecord;
 use crate::scheduler::plugins::default_preemption::{self as preemption, NOT_HELPFUL, Preemption};
 use crate::scheduler::plugins::dynamic_resources::{self, NO_CLAIMS};
 use crate::scheduler::plugins::pod_claims::RejectedBy;
+use crate::scheduler::queue::QueueEvent;
 
 impl Scheduler {
     /// kube's PostFilter for a pod no node can take, its plugins in kube's
@@ -84,7 +85,7 @@ impl Scheduler {
             .collect();
         for key in &displaced {
             self.state.unnominate(key);
-            self.queue.requeue(key, now);
+            self.queue.requeue(key, now, QueueEvent::FORCE_ACTIVATE);
         }
         self.state.nominate(pod, &preemption.node);
         for victim in &preemption.victims {

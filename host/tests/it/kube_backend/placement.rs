@@ -44,10 +44,13 @@ async fn binds_pods_respecting_filters_and_the_policy() {
 
     let (code, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
     assert_eq!(code, 200);
-    let scheduled =
-        format!("wasmsched_schedule_attempts_total{{result=\"scheduled\",profile=\"{}\"}} 7", c.scheduler_name());
+    let profile = c.scheduler_name();
+    let scheduled = format!("scheduler_schedule_attempts_total{{profile=\"{profile}\",result=\"scheduled\"}} 7");
     assert!(metrics.contains(&scheduled), "{metrics}");
-    assert!(metrics.contains("wasmsched_binding_duration_seconds_count{result=\"bound\"} 7"), "{metrics}");
+    let bind = "scheduler_framework_extension_point_duration_seconds_count{extension_point=\"Bind\"";
+    assert!(metrics.contains(&format!("{bind},profile=\"{profile}\",status=\"Success\"}} 7")), "{metrics}");
+    let sli = "scheduler_pod_scheduling_sli_duration_seconds_count{attempts=\"1\"}";
+    assert!(metrics.lines().any(|l| l.starts_with(sli)), "{metrics}");
     assert!(
         metrics.contains("wasmsched_policy_call_duration_seconds_count{policy=\"least-allocated\",phase=\"score\"}")
     );
@@ -167,7 +170,7 @@ async fn unschedulable_pod_is_reported_then_bound_when_room_appears() {
     }
     let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
     let prefix =
-        format!("wasmsched_schedule_attempts_total{{result=\"unschedulable\",profile=\"{}\"}} ", c.scheduler_name());
+        format!("scheduler_schedule_attempts_total{{profile=\"{}\",result=\"unschedulable\"}} ", c.scheduler_name());
     let attempts: f64 =
         metrics.lines().find_map(|l| l.strip_prefix(&prefix)).and_then(|v| v.parse().ok()).unwrap_or(0.0);
     assert!(attempts >= 3.0, "the pod was retried on node changes: {attempts} attempts");
@@ -216,7 +219,7 @@ async fn each_profile_schedules_its_own_pods_and_reports_as_itself() {
         assert!(note.contains("invalid pod") && note.contains("lots"), "{note}");
         let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
         let error =
-            format!("wasmsched_schedule_attempts_total{{result=\"error\",profile=\"{}\"}} 1", c.scheduler_name());
+            format!("scheduler_schedule_attempts_total{{profile=\"{}\",result=\"error\"}} 1", c.scheduler_name());
         assert!(metrics.contains(&error), "{metrics}");
     }
     s.shutdown().await;

@@ -169,7 +169,7 @@ async fn apiserver_restarts_and_expired_watches_lose_no_pod() {
     let deadline = crate::common::hang_guard();
     loop {
         let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
-        if metrics.contains("wasmsched_pending_pods{queue=\"unschedulable\"} 0") {
+        if metrics.contains("scheduler_pending_pods{queue=\"unschedulable\"} 0") {
             break;
         }
         assert!(Instant::now() < deadline, "the deleted unschedulable pod is still queued: {metrics}");
@@ -228,10 +228,15 @@ async fn pod_deleted_mid_attempt_is_dropped_cleanly() {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
     for queue in ["active", "backoff", "unschedulable"] {
-        assert!(metrics.contains(&format!("wasmsched_pending_pods{{queue=\"{queue}\"}} 0")), "{queue}: {metrics}");
+        assert!(metrics.contains(&format!("scheduler_pending_pods{{queue=\"{queue}\"}} 0")), "{queue}: {metrics}");
     }
-    assert!(metrics.contains("wasmsched_binding_duration_seconds_count{result=\"dropped\"} 1"), "{metrics}");
-    assert!(metrics.contains("wasmsched_binding_duration_seconds_count{result=\"error\"} 1"), "{metrics}");
+    // The pod gone and the refused binding: both a Bind that failed, and
+    // an attempt's error, as kube counts them.
+    let bind = "scheduler_framework_extension_point_duration_seconds_count{extension_point=\"Bind\"";
+    let profile = c.scheduler_name();
+    assert!(metrics.contains(&format!("{bind},profile=\"{profile}\",status=\"Error\"}} 2")), "{metrics}");
+    let errors = format!("scheduler_schedule_attempts_total{{profile=\"{profile}\",result=\"error\"}} 2");
+    assert!(metrics.contains(&errors), "{metrics}");
     s.shutdown().await;
 }
 
@@ -261,8 +266,10 @@ async fn a_bound_pod_is_not_rebound_after_a_relist() {
     assert_eq!(fake.bindings("default/raced"), 1);
     assert_eq!(fake.binding_conflicts(), 1, "our bind got the 409");
     let (_, metrics) = http_get(s.http_addr.unwrap(), "/metrics").await;
-    assert!(metrics.contains("wasmsched_binding_duration_seconds_count{result=\"dropped\"} 1"), "{metrics}");
-    assert!(metrics.contains("wasmsched_pending_pods{queue=\"backoff\"} 0"), "{metrics}");
+    let bind = "scheduler_framework_extension_point_duration_seconds_count{extension_point=\"Bind\"";
+    let profile = c.scheduler_name();
+    assert!(metrics.contains(&format!("{bind},profile=\"{profile}\",status=\"Error\"}} 1")), "{metrics}");
+    assert!(metrics.contains("scheduler_pending_pods{queue=\"backoff\"} 0"), "{metrics}");
     s.shutdown().await;
 }
 

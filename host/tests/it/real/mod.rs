@@ -184,8 +184,9 @@ impl Real {
         text
     }
 
-    pub fn start_oracle(&self) {
-        self.control_plane.restart_kube_scheduler().unwrap_or_else(|e| panic!("{e}"));
+    /// kube-scheduler, fresh; its secure port's URL.
+    pub fn start_oracle(&self) -> String {
+        self.control_plane.restart_kube_scheduler().unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// This test's name for `name` (nodes and label values are

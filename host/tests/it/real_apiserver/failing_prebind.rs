@@ -125,7 +125,8 @@ async fn drain(real: &Real, round: &str) -> Duration {
 /// Attempts so far that failed in the binding cycle (`result="error"`).
 pub(super) fn failed_cycles(ours: &wasmsched::kubernetes::RunningScheduler) -> f64 {
     let metrics = ours.status.render_metrics();
-    let line = metrics.lines().find(|l| l.starts_with("wasmsched_schedule_attempts_total{result=\"error\""));
+    let line =
+        metrics.lines().find(|l| l.starts_with("scheduler_schedule_attempts_total{") && l.contains("result=\"error\""));
     line.and_then(|l| l.rsplit(' ').next()?.parse().ok()).unwrap_or(0.0)
 }
 

@@ -84,7 +84,7 @@ fn a_failing_filter_keeps_its_pod_pending_until_the_data_is_fixed_unless_ignored
         tokio::time::sleep(Duration::from_secs(2)).await;
         let still = real.pods_named(&names).await;
         assert_eq!(Outcome::of(&still[0]), Outcome::Pending, "a failed filter placed the pod");
-        assert!(ours.status.metrics.counter("wasmsched_schedule_attempts_total", &["error", "wasmsched-guard"]) >= 1.0);
+        assert!(ours.status.metrics.counter("scheduler_schedule_attempts_total", &["wasmsched-guard", "error"]) >= 1.0);
 
         // The node's data fixed: the retry (backoff) places it where the
         // policy allows.

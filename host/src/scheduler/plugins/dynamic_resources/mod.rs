@@ -40,6 +40,8 @@ pub use devices::{Allocated, Allocation, ClaimReservation, DeviceReservation, De
 use extended::PodExtended;
 
 use allocator::ClaimPlan;
+pub use allocator::TIMED_OUT;
+pub use extended::STALE;
 pub use post_filter::{Deallocation, NO_CLAIMS, post_filter};
 pub use pre_enqueue::ClaimWaits;
 

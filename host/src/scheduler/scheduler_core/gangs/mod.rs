@@ -44,6 +44,7 @@ mod shadowing;
 
 pub use served::{no_coscheduling_groups_served, no_pod_groups_served, unserved_group_message};
 
+use crate::scheduler::queue::QueueEvent;
 use placement::{CycleFacts, PlacementChoice};
 
 /// kube-scheduler v1.36.2's message for a gang member that fit while the
@@ -351,7 +352,7 @@ impl Scheduler {
         self.undo_placement(&pod);
         record.chosen = None;
         record.message = Some(GANG_UNSCHEDULABLE.to_string());
-        self.queue.unschedulable(&pod.key, now);
+        self.queue.unschedulable(&pod.key, now, vec!["GangScheduling".to_string()]);
         Attempt::Unschedulable { pod, record, nomination: Nomination::Unchanged }
     }
 
@@ -376,7 +377,7 @@ impl Scheduler {
     /// Every held gang member looks again (a PodGroup made or changed).
     pub(super) fn release_gangs(&mut self) {
         for key in std::mem::take(&mut self.gangs.waits).into_values().flatten() {
-            self.queue.release(&key);
+            self.queue.release(&key, QueueEvent::POD_GROUP_CHANGE);
         }
     }
 
