@@ -71,10 +71,7 @@ fn free_port() -> u16 {
 }
 
 fn prometheus_binary() -> Option<PathBuf> {
-    let candidates = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join("prometheus")).collect::<Vec<_>>())
-        .unwrap_or_default();
-    candidates.into_iter().chain([PathBuf::from("/usr/bin/prometheus")]).find(|p| p.is_file())
+    crate::common::prometheus::binary("prometheus")
 }
 
 struct Prometheus {

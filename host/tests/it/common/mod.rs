@@ -5,6 +5,7 @@
 
 pub mod gang_manifests;
 mod hang_guard;
+pub mod prometheus;
 
 use std::time::Duration;
 
