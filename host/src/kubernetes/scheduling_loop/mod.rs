@@ -303,7 +303,7 @@ impl SchedulingLoop {
         let (profile, took) = (&request.pod.scheduler_name, now.saturating_sub(request.attempt_started));
         match &outcome {
             BindOutcome::Bound => {
-                let sli = self.scheduler.attempts_of(&request.pod.key).map(|(n, first)| (n, now.saturating_sub(first)));
+                let sli = request.attempts.map(|(n, first)| (n, now.saturating_sub(first)));
                 self.status.metrics.bound(profile, took, sli);
             }
             // kube counts a failed binding cycle as an attempt's error; a
@@ -405,7 +405,11 @@ impl SchedulingLoop {
                 }
                 let gang = self.gang_barrier(record.group.as_ref());
                 let (fallback, canary) = (record.fallback, record.canary);
-                let request = BindRequest { pod, node, fallback, canary, reserved, gang, attempt_started: now };
+                // Asked now: the pod leaves the queue once the watch sees
+                // it bound, which may come before the binding's answer.
+                let attempts = self.scheduler.attempts_of(&pod.key);
+                let request =
+                    BindRequest { pod, node, fallback, canary, reserved, gang, attempt_started: now, attempts };
                 match self.binds.send(request) {
                     Ok(()) => self.bindings_in_flight += 1,
                     // The binder is gone (shutting down): forget the assumption.

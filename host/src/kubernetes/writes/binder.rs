@@ -136,6 +136,9 @@ pub struct BindRequest {
     /// When its attempt began, on the scheduling loop's clock: kube's
     /// attempt duration runs to the binding's answer.
     pub attempt_started: Duration,
+    /// Its attempts, this one included, and when the first began (kube's
+    /// SLI runs from there to the binding).
+    pub attempts: Option<(u32, Duration)>,
 }
 
 /// What the binder tells the scheduling loop.

@@ -20,6 +20,11 @@ impl RunningBinary {
         RunningBinary { child, port, log }
     }
 
+    /// The port of its endpoints (`/metrics` for a scraper).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     fn readyz(&self) -> Option<(u16, String)> {
         self.get("/readyz?verbose")
     }

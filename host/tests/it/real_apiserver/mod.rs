@@ -83,6 +83,8 @@ mod gang_prebind;
 mod gang_preemption;
 mod gang_topology;
 mod gangs;
+mod metric_families;
+mod monitoring;
 mod operator_install;
 mod oracle;
 mod permissions;

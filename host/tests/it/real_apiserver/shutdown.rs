@@ -28,16 +28,16 @@ const SCHEDULER: &str = "wasmsched-shutdown";
 const OUTLASTS_THE_GUARD: &str = "600s";
 
 /// Replicas of `wasmsched run` on one Lease in the test's namespace.
-struct Replicas<'a> {
+pub(super) struct Replicas<'a> {
     real: &'a Real,
-    kubeconfig: PathBuf,
-    lease: String,
+    pub(super) kubeconfig: PathBuf,
+    pub(super) lease: String,
 }
 
 impl<'a> Replicas<'a> {
     /// deploy/'s identity, plus a Role for this test's Lease (deploy/'s
     /// own is `wasmsched/wasmsched`, which other tests use).
-    async fn new(real: &'a Real) -> Replicas<'a> {
+    pub(super) async fn new(real: &'a Real) -> Replicas<'a> {
         let kubeconfig = real.deploy_identity().await;
         let (ns, lease) = (real.namespace.clone(), real.own("lease"));
         real.apply_yaml(&format!(
