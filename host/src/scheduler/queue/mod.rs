@@ -511,6 +511,35 @@ mod tests {
         assert_eq!(order, ["high", "low-old", "low-new"]);
     }
 
+    /// What the metrics read: pods moved in by event and part, the
+    /// unschedulable ones by the plugins that turned them down, a pod's
+    /// attempts and when the first began.
+    #[test]
+    fn moves_are_counted_by_event_and_rejections_by_plugin() {
+        let mut q = SchedulingQueue::new();
+        q.add_or_update(pod("p", 0, false));
+        q.add_or_update(pod("g", 0, true));
+        q.pop(Duration::from_secs(2)).unwrap();
+        q.unschedulable(&key("p"), Duration::from_secs(3), vec!["NodeResourcesFit".into(), "spot-only".into()]);
+        let by_plugin = q.unschedulable_by_plugin();
+        assert_eq!(by_plugin.get(&("default-scheduler".into(), "NodeResourcesFit".into())), Some(&1));
+        assert_eq!(by_plugin.len(), 2);
+        q.cluster_changed(Duration::from_secs(10), QueueEvent::NODE_CHANGE);
+        assert!(q.unschedulable_by_plugin().is_empty());
+        q.pop(Duration::from_secs(11)).unwrap();
+        assert_eq!(q.attempts_of(&key("p")), Some((2, Duration::from_secs(2))), "from the first attempt");
+        let totals: Vec<_> = q.incoming().totals().collect();
+        assert_eq!(
+            totals,
+            [
+                ("UnschedulablePodAdd", "active", 1),
+                ("UnschedulablePodAdd", "gated", 1),
+                ("ScheduleAttemptFailure", "unschedulable", 1),
+                ("NodeChange", "active", 1),
+            ]
+        );
+    }
+
     #[test]
     fn backoff_doubles_to_ten_seconds() {
         assert_eq!(

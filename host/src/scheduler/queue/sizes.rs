@@ -34,13 +34,14 @@ impl SchedulingQueue {
     /// rejected them (kube's `scheduler_unschedulable_pods{plugin,profile}`:
     /// a pod counts once for every plugin that turned it down).
     pub fn unschedulable_by_plugin(&self) -> BTreeMap<(String, String), usize> {
-        let mut counts = BTreeMap::new();
+        // Counted by reference: a backlog holds many pods and few keys.
+        let mut counts: BTreeMap<(&str, &str), usize> = BTreeMap::new();
         for e in self.entries.values().filter(|e| matches!(e.location, Location::Unschedulable { .. })) {
             for plugin in &e.rejected_by {
-                *counts.entry((e.info.scheduler_name.clone(), plugin.clone())).or_default() += 1;
+                *counts.entry((e.info.scheduler_name.as_str(), plugin.as_str())).or_default() += 1;
             }
         }
-        counts
+        counts.into_iter().map(|((profile, plugin), n)| ((profile.to_string(), plugin.to_string()), n)).collect()
     }
 
     /// Every pod queued and not in flight: waiting, due, or not attempted
