@@ -13,7 +13,6 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -66,62 +65,16 @@ async fn serve(handler: Handler) -> SocketAddr {
     addr
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 fn prometheus_binary() -> Option<PathBuf> {
     crate::common::prometheus::binary("prometheus")
 }
 
-struct Prometheus {
-    /// Stopped (with its group) on drop, pass or panic.
-    child: wasmsched_test_support::process::Guarded,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Prometheus {
-    /// Starts Prometheus scraping `target` every second; waits until ready.
-    async fn start(binary: &PathBuf, target: SocketAddr) -> Prometheus {
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nscrape_configs:\n- job_name: exporter\n  static_configs: [{{targets: ['{target}']}}]\n"
-            ),
-        )
-        .unwrap();
-        let port = free_port();
-        let child = wasmsched_test_support::process::spawn(
-            Command::new(binary)
-                .arg(format!("--config.file={}", config.display()))
-                .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-                .arg("--log.level=warn")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null()),
-        )
-        .expect("start prometheus");
-        let url = format!("http://127.0.0.1:{port}");
-        let http = reqwest::Client::new();
-        let deadline = crate::common::hang_guard();
-        loop {
-            if let Ok(r) = http.get(format!("{url}/-/ready")).send().await
-                && r.status().is_success()
-            {
-                break;
-            }
-            assert!(Instant::now() < deadline, "prometheus did not become ready");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Prometheus { child, url, _dir: dir }
-    }
-
-    fn stop(&mut self) {
-        self.child.kill_all();
-    }
+/// Prometheus scraping `target` every second.
+async fn start_prometheus(binary: &std::path::Path, target: SocketAddr) -> crate::common::prometheus::Server {
+    let config = format!(
+        "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nscrape_configs:\n- job_name: exporter\n  static_configs: [{{targets: ['{target}']}}]\n"
+    );
+    crate::common::prometheus::Server::start(binary, &config, &[]).await
 }
 
 async fn http_latency() -> PolicySet {
@@ -208,7 +161,7 @@ async fn placements_follow_prometheus_and_survive_it_going_away() {
         }))
         .await
     };
-    let mut prometheus = Prometheus::start(&binary, exporter).await;
+    let mut prometheus = start_prometheus(&binary, exporter).await;
     let spec = MetricSpec {
         ttl: Duration::from_secs(2),
         max_staleness: Duration::from_secs(4),

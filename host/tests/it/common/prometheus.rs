@@ -23,3 +23,52 @@ pub fn required(name: &str) -> Option<PathBuf> {
     }
     found
 }
+
+/// A Prometheus server on a free loopback port, with its configuration
+/// and data in a folder of its own; stopped (with its group) on drop.
+pub struct Server {
+    child: wasmsched_test_support::process::Guarded,
+    pub url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts `binary` with `config` (prometheus.yml) and the `files`
+    /// beside it (rule files it names); waits until it is ready.
+    pub async fn start(binary: &std::path::Path, config: &str, files: &[(&str, String)]) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = wasmsched_test_support::process::spawn(
+            std::process::Command::new(binary)
+                .current_dir(dir.path())
+                .arg("--config.file=prometheus.yml")
+                .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .arg("--log.level=warn")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null()),
+        )
+        .expect("start prometheus");
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = crate::common::hang_guard();
+        while reqwest::get(format!("{url}/-/ready")).await.map_or(true, |r| !r.status().is_success()) {
+            assert!(std::time::Instant::now() < deadline, "prometheus did not become ready");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        Server { child, url, _dir: dir }
+    }
+
+    pub fn stop(&mut self) {
+        self.child.kill_all();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.child.kill_all();
+    }
+}

@@ -19,7 +19,7 @@
 use super::*;
 
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -128,18 +128,13 @@ fn our_rules_now() -> String {
 }
 
 struct Prometheus {
-    child: wasmsched_test_support::process::Guarded,
-    url: String,
-    _dir: tempfile::TempDir,
+    server: crate::common::prometheus::Server,
 }
 
 impl Prometheus {
     /// Scraping `wasmsched` (plain HTTP) and `kube_scheduler` (its secure
     /// port, the admin's token) every second, with both rule files.
     async fn start(binary: &std::path::Path, wasmsched: u16, kube_scheduler: &str, token: &str) -> Prometheus {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("standard.yaml"), standard_rules()).unwrap();
-        std::fs::write(dir.path().join("wasmsched.yaml"), our_rules_now()).unwrap();
         let kube_target = kube_scheduler.trim_start_matches("https://");
         let config = format!(
             "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
@@ -149,30 +144,13 @@ impl Prometheus {
              - job_name: kube-scheduler\n  scheme: https\n  tls_config: {{insecure_skip_verify: true}}\n\
              \x20 authorization: {{credentials: '{token}'}}\n  static_configs: [{{targets: ['{kube_target}']}}]\n"
         );
-        std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = wasmsched_test_support::process::spawn(
-            Command::new(binary)
-                .current_dir(dir.path())
-                .arg("--config.file=prometheus.yml")
-                .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-                .arg("--log.level=warn")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null()),
-        )
-        .expect("start prometheus");
-        let url = format!("http://127.0.0.1:{port}");
-        let deadline = crate::common::hang_guard();
-        while reqwest::get(format!("{url}/-/ready")).await.map_or(true, |r| !r.status().is_success()) {
-            assert!(Instant::now() < deadline, "prometheus did not become ready");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Prometheus { child, url, _dir: dir }
+        let rules = [("standard.yaml", standard_rules()), ("wasmsched.yaml", our_rules_now())];
+        Prometheus { server: crate::common::prometheus::Server::start(binary, &config, &rules).await }
     }
 
     async fn api(&self, path: &str, query: &[(&str, &str)]) -> Value {
-        let response = reqwest::Client::new().get(format!("{}{path}", self.url)).query(query).send().await.unwrap();
+        let url = format!("{}{path}", self.server.url);
+        let response = reqwest::Client::new().get(url).query(query).send().await.unwrap();
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["status"], "success", "{path} {query:?}: {body}");
         body["data"].clone()
@@ -191,12 +169,6 @@ impl Prometheus {
     }
 }
 
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        self.child.kill_all();
-    }
-}
-
 /// The admin's bearer token: kube-scheduler's `/metrics` asks for one.
 fn admin_token(real: &Real) -> String {
     let curlrc = std::fs::read_to_string(real.control_plane.state_dir.join("admin.curlrc")).unwrap();
@@ -208,8 +180,9 @@ fn admin_token(real: &Real) -> String {
 /// which fails to score hostile pods (the built-in scoring decides those).
 /// Candidates: spot-first, and `looping`, which runs past its deadline on
 /// hostile pods (failed evaluations, and a shadow worker kept busy).
-/// `canary` decides every pod in least-allocated's place until its
-/// failures on hostile pods stop it.
+/// `canary` decides half the pods (by their hash) in least-allocated's
+/// place until its failures on hostile pods stop it; the candidates watch
+/// the other half.
 fn profile_policies() -> Vec<(&'static str, Vec<u8>)> {
     let hostile = real::wasm("hostile");
     vec![
@@ -223,7 +196,7 @@ fn profile_policies() -> Vec<(&'static str, Vec<u8>)> {
         ("canary.wasm", hostile),
         (
             "canary.yaml",
-            b"config: {mode: decline}\nshadow: {replaces: least-allocated, canary: {percent: 100}}\n".to_vec(),
+            b"config: {mode: decline}\nshadow: {replaces: least-allocated, canary: {percent: 50}}\n".to_vec(),
         ),
     ]
 }
@@ -380,6 +353,28 @@ async fn wait_firing(prometheus: &Prometheus, alerts: &[&str]) {
     .await;
 }
 
+/// Pods `{prefix}{i}` of `spec`, one at a time, until the scheduler's
+/// `/metrics` has a line starting with `line`.
+async fn feed_until(real: &Real, ours: &RunningBinary, prefix: &str, spec: &Value, line: &str) -> Vec<String> {
+    let deadline = crate::common::hang_guard();
+    let mut names = Vec::new();
+    while !ours.get("/metrics").is_some_and(|(_, text)| text.lines().any(|l| l.starts_with(line))) {
+        if Instant::now() > deadline {
+            let text = ours.get("/metrics").map(|(_, t)| t).unwrap_or_default();
+            let shadow: Vec<&str> = text.lines().filter(|l| l.contains("shadow") || l.contains("canary")).collect();
+            let policies = ours.get("/policies").map(|(_, t)| t).unwrap_or_default();
+            let experiments = ours.get("/experiments").map(|(_, t)| t).unwrap_or_default();
+            panic!(
+                "no {line} in /metrics after {} more pods:\n{}\n{policies}\n{experiments}",
+                names.len(),
+                shadow.join("\n")
+            );
+        }
+        names.extend(create(real, &format!("{prefix}{}-", names.len()), 1, spec, Duration::from_millis(500)).await);
+    }
+    names
+}
+
 /// Every pod of `names` bound.
 async fn wait_all_bound(real: &Real, names: &[String]) {
     for name in names {
@@ -414,14 +409,23 @@ fn prometheus_reads_wasmsched_in_the_standard_scheduler_dashboard_and_its_own() 
         })
         .await;
 
-        // 2. Pods: ordinary ones one by one (the candidates see each),
-        //    hostile ones (the deciding `declining` and the canary fail on
-        //    them; `looping` runs to its deadline), a burst of hostile ones
-        //    (shadow work past its backlog), the namespace's tenant pods,
-        //    and one no node can take.
+        // 2. Pods: ordinary ones one by one (the canary decides half, the
+        //    candidates watch the others), hostile ones (the deciding
+        //    `declining` and the canary fail on them; `looping` runs to
+        //    its deadline), a burst of hostile ones (shadow work past its
+        //    backlog), the namespace's tenant pods, and one no node can
+        //    take. Which pods the canary takes is its hash's choice, and
+        //    shadow work past its backlog is dropped: each stage adds a
+        //    pod at a time until what it is for has happened.
         let spaced = Duration::from_millis(300);
         let mut placed = create(&real, "plain-", 6, &pod("100m", false, false), spaced).await;
+        let regret = "wasmsched_shadow_regret_count{";
+        placed.extend(feed_until(&real, &ours, "plain-more-", &pod("100m", false, false), regret).await);
         placed.extend(create(&real, "hostile-", 6, &pod("100m", true, false), spaced).await);
+        let failed = "wasmsched_shadow_failures_total{";
+        placed.extend(feed_until(&real, &ours, "hostile-more-", &pod("100m", true, false), failed).await);
+        let stopped = "wasmsched_canary_stopped_total{";
+        placed.extend(feed_until(&real, &ours, "hostile-canary-", &pod("100m", true, false), stopped).await);
         placed.extend(create(&real, "burst-", 12, &pod("100m", true, false), Duration::ZERO).await);
         placed.extend(create(&real, "tenant-", 2, &pod("100m", false, true), spaced).await);
         placed.extend(create(&real, "tenant-hostile-", 2, &pod("100m", true, true), spaced).await);
