@@ -168,7 +168,8 @@ mod tests {
         let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
         let mut gate = ExperimentsGate::new(ExperimentsAccess::Authorized, kube::Client::try_from(config).unwrap());
         gate.reviews = Arc::new(tokio::sync::Semaphore::new(0));
-        let status = SchedulerStatus::new(None, &[], vec![]);
+        let off = crate::kubernetes::config::LeaderElectionConfig { enabled: false, ..Default::default() };
+        let status = SchedulerStatus::new(&off, &[], vec![]);
         let reply = experiments(&status, &gate, "", Some("Bearer t")).await;
         assert_eq!(reply.status().as_u16(), 429);
         let reply = experiments(&status, &gate, "namespace=Bad_Name", None).await;

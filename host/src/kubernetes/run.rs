@@ -70,7 +70,7 @@ pub async fn start(client: kube::Client, config: RunConfig) -> anyhow::Result<Ru
     anyhow::ensure!(!config.profiles.is_empty(), "at least one profile is required");
     let sources = Sources::of(&config);
     let le = lease_settings(&client, &config);
-    let status = Arc::new(SchedulerStatus::new(le.lease(), &sources.names(&config), active_policies(&config)));
+    let status = Arc::new(SchedulerStatus::new(&le, &sources.names(&config), active_policies(&config)));
     let tenants = config.tenants.clone();
     let backpressure = Backpressure::default();
     let mut scheduler = build_scheduler(&config, &backpressure)?;

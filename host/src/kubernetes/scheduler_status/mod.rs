@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::kubernetes::config::LeaderElectionConfig;
 use crate::kubernetes::writes::bind_gate::BindGate;
 use crate::kubernetes::writes::binder::BinderContext;
 use crate::kubernetes::writes::denied::Denials;
@@ -45,14 +46,9 @@ pub struct SchedulerStatus {
 }
 
 impl SchedulerStatus {
-    pub fn new(lease: Option<String>, sources: &[String], policies: Vec<ActivePolicy>) -> Self {
-        let leader_election = lease.is_some();
-        // `NAMESPACE/NAME as IDENTITY`: the metric names the Lease by NAME.
-        let lease_name = lease
-            .as_deref()
-            .and_then(|l| l.split(" as ").next()?.rsplit('/').next())
-            .unwrap_or("wasmsched")
-            .to_string();
+    pub fn new(election: &LeaderElectionConfig, sources: &[String], policies: Vec<ActivePolicy>) -> Self {
+        let (lease, leader_election) = (election.lease(), election.enabled);
+        let lease_name = if leader_election { election.name.clone() } else { "wasmsched".to_string() };
         let status = SchedulerStatus {
             metrics: Arc::new(SchedulerMetrics::new()),
             lease_name,

@@ -42,8 +42,9 @@ struct Survivors {
     /// For each candidate, its entry in `records` (with detail only).
     record_index: Vec<usize>,
     detail: bool,
-    /// The policies whose filters turned a node down.
-    rejecting: Vec<String>,
+    /// The policies (their places in the set) whose filters turned a node
+    /// down; named only if no node is left.
+    rejecting: Vec<usize>,
 }
 
 /// The policy calls of one attempt, and what their failures leave.
@@ -110,7 +111,8 @@ pub fn policy_pass(
         record.message = error.clone();
         record.error = error;
     } else if candidates.is_empty() {
-        record.rejected_by = rejected_by(&histogram, pod_rejection.as_ref().map(|r| r.by.plugin()), rejecting);
+        let policies = rejecting.iter().map(|&i| policies.policies[i].policy.name());
+        record.rejected_by = rejected_by(&histogram, pod_rejection.as_ref().map(|r| r.by.plugin()), policies);
         record.message = Some(match pod_rejection {
             Some(rejection) => format!("0/{nodes} nodes are available: {}.", rejection.message),
             None => histogram.message(nodes),
@@ -143,7 +145,7 @@ pub fn policy_pass(
 impl Survivors {
     /// Keeps the candidates `rejection` has no reason for; counts and
     /// records the others' reasons against `policy`.
-    fn keep<'r>(&mut self, policy: &str, rejection: impl Fn(usize) -> Option<&'r str>) {
+    fn keep<'r>(&mut self, (policy, place): (&str, usize), rejection: impl Fn(usize) -> Option<&'r str>) {
         let n = self.candidates.len();
         let (mut kept, mut kept_index, mut keep) =
             (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
@@ -168,7 +170,7 @@ impl Survivors {
         }
         if kept.len() < n {
             self.builtin.retain(&keep);
-            self.rejecting.push(policy.to_string());
+            self.rejecting.push(place);
         }
         self.candidates = kept;
         self.record_index = kept_index;
@@ -178,16 +180,17 @@ impl Survivors {
 /// The kube plugins whose reasons the attempt counted (or the one that
 /// rejected the pod whatever the node), then the policies that turned
 /// nodes down: each once.
-fn rejected_by(
-    histogram: &ReasonHistogram,
-    pod_rejected_by: Option<&'static str>,
-    policies: Vec<String>,
+fn rejected_by<'a>(
+    histogram: &'a ReasonHistogram,
+    pod_rejected_by: Option<&'a str>,
+    policies: impl Iterator<Item = &'a str>,
 ) -> Vec<String> {
     let mut plugins: Vec<String> = Vec::new();
-    let named = pod_rejected_by.into_iter().chain(histogram.reasons().filter_map(plugin_of));
-    for plugin in named.map(str::to_string).chain(policies) {
-        if !plugins.contains(&plugin) {
-            plugins.push(plugin);
+    let kube = histogram.reasons().filter_map(|reason| -> Option<&'a str> { plugin_of(reason) });
+    let named = pod_rejected_by.into_iter().chain(kube).chain(policies);
+    for plugin in named {
+        if !plugins.iter().any(|p| p == plugin) {
+            plugins.push(plugin.to_string());
         }
     }
     plugins
@@ -241,13 +244,14 @@ impl Calls<'_> {
     /// is `Ignore`: then it is skipped, and the attempt goes on with the
     /// built-in fallback, saying so.
     fn filter(&mut self, survivors: &mut Survivors) -> Option<String> {
-        for wp in self.policies.policies.iter().filter(|wp| wp.policy.info.phases.filter) {
+        let filters = self.policies.policies.iter().enumerate().filter(|(_, wp)| wp.policy.info.phases.filter);
+        for (place, wp) in filters {
             if survivors.candidates.is_empty() {
                 break;
             }
             let name = wp.policy.name();
             match self.calls_for.filter(&mut self.made, wp, &survivors.candidates) {
-                Ok(outcome) => survivors.keep(name, |i| outcome.rejection(i)),
+                Ok(outcome) => survivors.keep((name, place), |i| outcome.rejection(i)),
                 Err(e) if wp.failure_policy == FailurePolicy::Fail => {
                     if failure_log::first_time(name, "filter", &e.to_string()) {
                         tracing::warn!(pod = %self.pod.key, policy = name, error = %e, "policy filter failed; the pod waits (failurePolicy: Fail); the same error again is logged at debug level");
