@@ -51,6 +51,9 @@ pub struct PolicyEngine {
     compiled: Mutex<HashMap<String, Component>>,
     /// The interpreters' files, read once while they stay as they are.
     interpreter_files: InterpreterFiles,
+    /// Held while an interpreter compiles: a second policy of its
+    /// language waits for that compile instead of making its own.
+    interpreter_compile: Mutex<()>,
 }
 
 /// Policies larger than this compile with Cranelift's optimisations
@@ -120,6 +123,7 @@ impl PolicyEngine {
             interpreters: Interpreters::default(),
             compiled: Mutex::new(HashMap::new()),
             interpreter_files: InterpreterFiles::default(),
+            interpreter_compile: Mutex::new(()),
         })
     }
 
@@ -255,14 +259,27 @@ impl PolicyEngine {
             }
         };
         let started = Instant::now();
-        let (tier, component, from_cache) = self.compiled(&runs, runs_sha256, &limits, program.is_some())?;
+        let (tier, component, from_cache) = match program {
+            None => self.compiled(&runs, runs_sha256, &limits, false)?,
+            Some(_) => self.interpreter_compiled(&runs, runs_sha256)?,
+        };
         let compile_time = started.elapsed();
+        let image = component.image_range();
+        let code_bytes = (image.end as usize).saturating_sub(image.start as usize);
 
         let origin = source.origin.clone();
         let contract = ContractVersion::detect(&tier.engine, &origin, &component)?;
         let template = Template::new(&tier.linker, &origin, &component, contract)?;
-        let provenance =
-            Provenance { origin, sha256: own, size: source.bytes.len(), compile_time, from_cache, interpreter };
+        let provenance = Provenance {
+            origin,
+            sha256: own,
+            size: source.bytes.len(),
+            compile_time,
+            from_cache,
+            interpreter,
+            code_bytes,
+            language: source.language,
+        };
         let mut loaded = LoadedPolicy::new(
             tier.engine.clone(),
             tier.ticker.clone(),
@@ -301,6 +318,20 @@ impl PolicyEngine {
     /// sha256.
     fn read_interpreter(&self, language: Language) -> Result<(PolicySource, String), String> {
         self.interpreter_files.read(&self.interpreters.find(language)?)
+    }
+
+    /// An interpreter compiled, once per engine however many policies of
+    /// its language load at once, and within the scheduler's own bounds
+    /// (`PolicyLimits::default`): it is the scheduler's, not the policy's.
+    /// Its CPU is charged to no caller's [`cpu_time::measure`]: a tenant
+    /// pays for its own source only.
+    fn interpreter_compiled(
+        &self,
+        interpreter: &PolicySource,
+        sha256: String,
+    ) -> Result<(&Tier, Component, bool), PolicyError> {
+        let _one_at_a_time = self.interpreter_compile.lock().unwrap_or_else(|e| e.into_inner());
+        cpu_time::exempt(|| self.compiled(interpreter, sha256, &PolicyLimits::default(), true))
     }
 
     /// `source` compiled, from the process's or the directory's cache when

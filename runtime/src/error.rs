@@ -30,8 +30,9 @@ pub enum PolicyError {
     Config { policy: String, message: String },
     #[error("{policy}: trapped in {phase}: {message}")]
     Trap { policy: String, phase: &'static str, message: String },
-    #[error("{policy}: {phase} exceeded its {deadline:?} deadline")]
-    DeadlineExceeded { policy: String, phase: &'static str, deadline: Duration },
+    /// `backstop`: stopped at the wall-clock backstop, not for its CPU.
+    #[error("{policy}: {phase} exceeded its {deadline:?} deadline{}", how_late(*.backstop))]
+    DeadlineExceeded { policy: String, phase: &'static str, deadline: Duration, backstop: bool },
     #[error(
         "{policy}: out of memory in {phase}: growing a {what} would hold {requested} bytes in all, over the instance's cap of {limit} (its memories and tables together)"
     )]
@@ -42,6 +43,18 @@ pub enum PolicyError {
     Declined { policy: String, phase: &'static str, message: String },
     #[error("{policy}: {message}")]
     Host { policy: String, message: String },
+}
+
+/// How a call passed its deadline: in CPU time, or at the wall-clock
+/// backstop (`call_clock.rs`).
+fn how_late(backstop: bool) -> String {
+    match backstop {
+        false => " of CPU time".to_string(),
+        true => format!(
+            " (it ran {}x that in wall-clock time without using it in CPU time: the machine gave it no core)",
+            crate::call_clock::WALL_BACKSTOP_FACTOR
+        ),
+    }
 }
 
 impl PolicyError {
@@ -69,6 +82,18 @@ impl PolicyError {
             PolicyError::Malformed { .. } => "malformed_result",
             PolicyError::Declined { .. } => "declined",
             PolicyError::Host { .. } => "host",
+        }
+    }
+
+    /// The phase a call failed in; `""` for a failure outside a call.
+    pub fn phase(&self) -> &'static str {
+        match self {
+            PolicyError::Trap { phase, .. }
+            | PolicyError::DeadlineExceeded { phase, .. }
+            | PolicyError::OutOfMemory { phase, .. }
+            | PolicyError::Malformed { phase, .. }
+            | PolicyError::Declined { phase, .. } => phase,
+            _ => "",
         }
     }
 

@@ -44,6 +44,8 @@ pub(crate) struct HostState {
     log_budget: Arc<MinuteBudget>,
     /// When set, policy log lines are also kept here (for `wasmsched check`).
     pub(crate) captured_logs: Option<Vec<String>>,
+    /// The deadline of the call in progress.
+    pub(crate) clock: crate::call_clock::CallClock,
 }
 
 /// Clocks that never move: policies get no time source (decisions must
@@ -108,6 +110,7 @@ impl HostState {
             max_log_lines_per_call,
             log_budget,
             captured_logs: None,
+            clock: crate::call_clock::CallClock::start(Duration::ZERO),
         }
     }
 

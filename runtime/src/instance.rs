@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use wasmtime::{Engine, Store, Trap};
 
+use crate::call_clock::{CallClock, Stopped};
 use crate::contract::{Bindings, Template};
 use crate::error::PolicyError;
 use crate::host_state::HostState;
 use crate::limits::PolicyLimits;
 use crate::node_table::{NodeSync, NodeTable, SyncPoint};
 use crate::source::Program;
-use crate::ticker::EPOCH_TICK;
 
 /// Time a `sync-nodes` call may take per node record it carries, on top of
 /// the call deadline: the first sync sends every node, and its cost grows
@@ -75,10 +75,13 @@ impl InstanceFactory {
             self.log_budget.clone(),
         );
         state.program = self.program.clone();
+        state.clock = CallClock::start(self.limits.call_deadline);
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
-        store.epoch_deadline_trap();
-        store.set_epoch_deadline(deadline_ticks(self.limits.call_deadline));
+        // Past its deadline in wall time, a call goes on while its CPU time
+        // is under the deadline (`call_clock.rs`).
+        store.epoch_deadline_callback(|mut store| Ok(store.data_mut().clock.decide()));
+        store.set_epoch_deadline(store.data().clock.first_ticks());
         store.set_hostcall_fuel(self.limits.max_transfer_bytes);
         let bindings = self
             .template
@@ -121,7 +124,8 @@ impl PolicyInstance {
         Ok(sent)
     }
 
-    /// One guarded crossing: fresh deadline, failure classified.
+    /// One guarded crossing: a fresh deadline in the CPU time of the
+    /// calling thread, the failure classified.
     pub(crate) fn call<R>(
         &mut self,
         name: &Arc<str>,
@@ -129,16 +133,13 @@ impl PolicyInstance {
         deadline: Duration,
         f: impl FnOnce(&mut Store<HostState>, &Bindings) -> wasmtime::Result<R>,
     ) -> Result<R, PolicyError> {
-        self.store.data_mut().begin_call();
-        self.store.set_epoch_deadline(deadline_ticks(deadline));
+        let state = self.store.data_mut();
+        state.begin_call();
+        state.clock = CallClock::start(deadline);
+        let first = state.clock.first_ticks();
+        self.store.set_epoch_deadline(first);
         f(&mut self.store, &self.bindings).map_err(|e| classify(name, phase, deadline, &self.store, e))
     }
-}
-
-/// Ticks to wait so that at least `deadline` passes: the current tick is
-/// partly over, so add one.
-fn deadline_ticks(deadline: Duration) -> u64 {
-    (deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64).max(1) + 1
 }
 
 /// Names the failure: a denied memory growth explains whatever trap followed
@@ -164,7 +165,10 @@ fn classify(
         return PolicyError::Trap { policy, phase, message };
     }
     match e.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => PolicyError::DeadlineExceeded { policy, phase, deadline },
+        Some(Trap::Interrupt) => {
+            let backstop = store.data().clock.stopped == Some(Stopped::Wall);
+            PolicyError::DeadlineExceeded { policy, phase, deadline, backstop }
+        }
         Some(trap) => {
             // What the policy said (a traceback) is the message; wasmtime's
             // wasm backtrace is the host's, shown only when asked for.

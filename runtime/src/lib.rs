@@ -11,6 +11,7 @@
 //! - [`facts`]: what the host tells a policy, in version-independent types.
 
 mod cache;
+mod call_clock;
 pub mod compile_worker;
 mod contract;
 pub mod cpu_time;
@@ -20,6 +21,7 @@ mod engine_config;
 mod error;
 pub mod facts;
 mod facts_rules;
+pub mod failure_lines;
 mod guest_words;
 mod host_state;
 mod incremental;
@@ -37,6 +39,7 @@ mod source;
 mod stderr_tail;
 mod ticker;
 
+pub use call_clock::WALL_BACKSTOP_FACTOR;
 pub use contract::{ContractVersion, SUPPORTED as SUPPORTED_CONTRACT};
 pub use declarations::INDEPENDENT_NODES_SECTION;
 pub use engine::PolicyEngine;
@@ -45,7 +48,7 @@ pub use facts::*;
 pub use guest_words::show_host_frames;
 pub use instance::SYNC_TIME_PER_NODE;
 pub use interpreter::Interpreters;
-pub use limits::PolicyLimits;
+pub use limits::{PolicyLimits, default_max_instances};
 pub use loaded::{LoadedPolicy, PolicyContext, Provenance};
 pub use node_metrics::{NoMetrics, NodeMetrics};
 pub use node_table::{NodeSync, NodeTable, SlotLayout, SyncPoint, TableNode};

@@ -23,6 +23,10 @@ pub struct PolicyLimits {
     /// hostcall fuel, counted as it copies, so strings and lists (aliased
     /// ones included) past it are never copied at all.
     pub max_transfer_bytes: usize,
+    /// Instances one policy may have at once, each with `memory_bytes`:
+    /// a call that finds them all busy waits for one. What the policy can
+    /// reach is this many caps (`LoadedPolicy::reachable_bytes`).
+    pub max_instances: usize,
 }
 
 /// Defaults that interpreter-based policies (Python, JavaScript) work with
@@ -42,8 +46,16 @@ impl Default for PolicyLimits {
             // A filter answer for 5,000 nodes, each with a 1 KiB reason,
             // is 5 MiB; wasmtime's own default is 128 MiB.
             max_transfer_bytes: 16 << 20,
+            max_instances: default_max_instances(),
         }
     }
+}
+
+/// An operator's policy may be split over an attempt's workers (one per
+/// core, at most 16), beside the scheduling thread and the shadow
+/// candidates' worker: one instance each, so no call waits for one.
+pub fn default_max_instances() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(16) + 2
 }
 
 /// A compile's wall-clock bound, in multiples of its CPU bound: room for

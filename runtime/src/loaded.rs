@@ -4,7 +4,7 @@
 //! trapped; never per pod.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use wasmtime::Engine;
@@ -31,6 +31,11 @@ pub struct Provenance {
     /// For a source policy, the interpreter component that runs it
     /// (its file and sha256); `sha256` above is the source's.
     pub interpreter: Option<String>,
+    /// The compiled code it runs, in memory: its own component's, or for
+    /// a source policy its interpreter's, which every policy of that
+    /// language shares (`language`).
+    pub code_bytes: usize,
+    pub language: Option<crate::source::Language>,
 }
 
 /// What a policy call reads besides its arguments.
@@ -56,9 +61,20 @@ pub struct LoadedPolicy {
     factory: InstanceFactory,
     /// The name `describe` gave, as errors and logs use it.
     name: Arc<str>,
-    idle: Mutex<Vec<PolicyInstance>>,
+    pool: Mutex<Pool>,
+    /// Signalled when an instance goes back to the pool or is discarded.
+    returned: Condvar,
     node_records_sent: AtomicU64,
     node_cost: NodeCost,
+    /// Its failures' log lines, a few a minute (`failure_lines.rs`).
+    pub failure_lines: crate::failure_lines::FailureLines,
+}
+
+/// A policy's instances: those idle, and how many exist (idle or in a
+/// call).
+struct Pool {
+    idle: Vec<PolicyInstance>,
+    live: usize,
 }
 
 impl std::fmt::Debug for LoadedPolicy {
@@ -121,9 +137,11 @@ impl LoadedPolicy {
             _ticker: ticker,
             factory,
             name,
-            idle: Mutex::new(vec![instance]),
+            pool: Mutex::new(Pool { idle: vec![instance], live: 1 }),
+            returned: Condvar::new(),
             node_records_sent: AtomicU64::new(0),
             node_cost: NodeCost::default(),
+            failure_lines: Default::default(),
         })
     }
 
@@ -134,6 +152,26 @@ impl LoadedPolicy {
     /// Instances created so far, including replacements for poisoned ones.
     pub fn instances_created(&self) -> u64 {
         self.factory.created()
+    }
+
+    /// The memory this policy's instances can reach at most: each
+    /// instance's cap, as many instances as it may have at once
+    /// ([`PolicyLimits::max_instances`]), and its own compiled code (a
+    /// source policy's interpreter is shared: [`Self::shared_code`]).
+    pub fn reachable_bytes(&self) -> u64 {
+        let limits = self.limits();
+        let instances = (limits.memory_bytes as u64).saturating_mul(limits.max_instances as u64);
+        let own_code = match self.provenance.language {
+            Some(_) => 0,
+            None => self.provenance.code_bytes as u64,
+        };
+        instances.saturating_add(own_code)
+    }
+
+    /// The interpreter's compiled code a source policy runs on, which
+    /// every policy of its language shares: its language and size.
+    pub fn shared_code(&self) -> Option<(crate::source::Language, u64)> {
+        self.provenance.language.map(|language| (language, self.provenance.code_bytes as u64))
     }
 
     pub fn limits(&self) -> &PolicyLimits {
@@ -164,18 +202,13 @@ impl LoadedPolicy {
 
     /// Keeps policy log lines of subsequent calls in memory (for `check`).
     pub fn capture_logs(&self) {
-        for instance in self.idle.lock().expect("pool lock").iter_mut() {
+        for instance in self.pool().idle.iter_mut() {
             instance.store.data_mut().captured_logs.get_or_insert_with(Vec::new);
         }
     }
 
     pub fn captured_logs(&self) -> Vec<String> {
-        self.idle
-            .lock()
-            .expect("pool lock")
-            .iter()
-            .flat_map(|i| i.store.data().captured_logs.clone().unwrap_or_default())
-            .collect()
+        self.pool().idle.iter().flat_map(|i| i.store.data().captured_logs.clone().unwrap_or_default()).collect()
     }
 
     /// Runs `f` on an idle instance (creating one if none is idle) and returns
@@ -185,11 +218,7 @@ impl LoadedPolicy {
         ctx: &PolicyContext,
         f: impl FnOnce(&mut PolicyInstance) -> Result<R, PolicyError>,
     ) -> Result<R, PolicyError> {
-        let idle = self.idle.lock().expect("pool lock").pop();
-        let mut instance = match idle {
-            Some(instance) => instance,
-            None => self.factory.instantiate(&self.name)?,
-        };
+        let mut instance = self.take()?;
         instance.store.data_mut().nodes = Some(ctx.nodes.clone());
         instance.store.data_mut().node_metrics = Some(ctx.node_metrics.clone());
         let result = instance.sync(&self.name, self.limits().call_deadline, &ctx.nodes).and_then(|sent| {
@@ -201,11 +230,46 @@ impl LoadedPolicy {
         instance.store.data_mut().node_metrics = None;
         match &result {
             Err(e) if e.poisons_instance() => {
-                tracing::warn!(policy = %self.name, error = %e, "discarding policy instance");
+                self.give_back(None);
+                crate::failure_lines::discarded(&self.failure_lines, &self.name, e);
             }
-            _ => self.idle.lock().expect("pool lock").push(instance),
+            _ => self.give_back(Some(instance)),
         }
         result
+    }
+
+    fn pool(&self) -> MutexGuard<'_, Pool> {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// An idle instance, or a new one while the policy has fewer than
+    /// its `max_instances`; else waits for one to come back. A caller
+    /// holds one instance at a time and every call ends by its deadline,
+    /// so the wait ends.
+    fn take(&self) -> Result<PolicyInstance, PolicyError> {
+        let mut pool = self.pool();
+        loop {
+            if let Some(instance) = pool.idle.pop() {
+                return Ok(instance);
+            }
+            if pool.live < self.limits().max_instances.max(1) {
+                pool.live += 1;
+                drop(pool);
+                return self.factory.instantiate(&self.name).inspect_err(|_| self.give_back(None));
+            }
+            pool = self.returned.wait(pool).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Returns an instance to the pool, or (`None`) says one was discarded.
+    fn give_back(&self, instance: Option<PolicyInstance>) {
+        let mut pool = self.pool();
+        match instance {
+            Some(instance) => pool.idle.push(instance),
+            None => pool.live -= 1,
+        }
+        drop(pool);
+        self.returned.notify_one();
     }
 
     /// Runs one call over `candidates` nodes, counting its CPU toward

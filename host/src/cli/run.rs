@@ -160,6 +160,12 @@ pub struct TenantArgs {
     /// Policies per tenant namespace (default 4).
     #[arg(long, value_name = "N")]
     pub tenant_max_policies: Option<usize>,
+    /// Memory every tenant's policies together may reach: each instance's
+    /// cap, their compiled code and the interpreters'. Past it a tenant's
+    /// ConfigMap is refused (default: a quarter of the container's memory
+    /// limit, from its cgroup; 1Gi without one).
+    #[arg(long, value_name = "QUANTITY")]
+    pub tenant_memory_total: Option<String>,
     /// CPU time a namespace's policy compiles may use per
     /// --tenant-compile-budget-window; past it its updates are refused
     /// until the window frees (default 60s). CPU, not wall time: waiting
@@ -200,6 +206,7 @@ impl TenantArgs {
             deadline: duration("--tenant-deadline", &self.tenant_deadline)?,
             max_policy_bytes: quantity("--tenant-max-policy-size", &self.tenant_max_policy_size)?,
             max_policies: self.tenant_max_policies,
+            memory_total: quantity("--tenant-memory-total", &self.tenant_memory_total)?.map(|b| b as u64),
             compile_budget: duration("--tenant-compile-budget", &self.tenant_compile_budget)?,
             compile_budget_window: duration("--tenant-compile-budget-window", &self.tenant_compile_budget_window)?,
             compile_cpu_time: duration("--tenant-compile-cpu-time", &self.tenant_compile_cpu_time)?,

@@ -60,6 +60,10 @@ pub fn respond(status: &SchedulerStatus, path: &str, query: &str) -> Response<Fu
             let body = serde_json::to_string_pretty(&status.policies()).unwrap_or_else(|_| "[]".into());
             text(200, "application/json", body + "\n")
         }
+        "/policies/memory" => {
+            let body = serde_json::to_string_pretty(&status.tenant_memory()).unwrap_or_else(|_| "null".into());
+            text(200, "application/json", body + "\n")
+        }
         "/permissions" => {
             let body = status.permissions_json().unwrap_or_else(|| "null".into());
             text(200, "application/json", body + "\n")

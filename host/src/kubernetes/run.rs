@@ -29,6 +29,7 @@ use crate::kubernetes::writes::report_queue;
 use crate::kubernetes::writes::reporter::PodReporter;
 use crate::node_metrics::MetricsCache;
 use crate::node_metrics::refresher::Refresher;
+use crate::policy::memory_budget::{self, TenantMemory, mib};
 use crate::policy::remote::Fetcher;
 use crate::policy::validator::BundleValidator;
 use crate::record::Recorder;
@@ -210,7 +211,9 @@ impl Sources {
                 &tenants.allowed_registries,
             ));
             let controller = config.profiles[0].scheduler_name.clone();
-            let settings = (tenants.settings.clone(), tenants.compile_budget);
+            let memory = Arc::new(TenantMemory::new(tenant_memory_total(tenants)));
+            status.set_tenant_memory(memory.clone());
+            let settings = (tenants.settings.clone(), tenants.compile_budget, memory);
             let source = TenantConfigMapSource::new(settings, validator, controller, le.identity.clone());
             let parts = (status.metrics.clone(), status.synced.clone());
             watches.push(tokio::spawn(source.run(client.clone(), inputs.clone(), parts)));
@@ -233,6 +236,17 @@ impl Sources {
 
 /// The Lease settings, its namespace filled in: in a pod its own, outside
 /// a cluster the kubeconfig context's.
+/// The memory every tenant's policies together may reach: the operator's,
+/// or a share of the container's limit; said once at start.
+fn tenant_memory_total(tenants: &TenantConfig) -> u64 {
+    let (total, why) = match tenants.memory_total {
+        Some(total) => (total, "tenants.memoryTotal (--tenant-memory-total)".to_string()),
+        None => memory_budget::default_total(),
+    };
+    tracing::info!(total = %mib(total), "the tenants' policies together may reach {}: {why}", mib(total));
+    total
+}
+
 fn lease_settings(client: &kube::Client, config: &RunConfig) -> LeaderElectionConfig {
     let mut le = config.leader_election.clone();
     if le.namespace.is_empty() {

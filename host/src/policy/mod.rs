@@ -7,6 +7,7 @@ pub mod bundle;
 mod config;
 pub mod directory;
 pub mod flags;
+pub mod memory_budget;
 pub mod oci;
 pub mod remote;
 pub mod validator;

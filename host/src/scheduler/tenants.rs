@@ -31,7 +31,8 @@ pub const POLICY_CONFIGMAP_LABEL: &str = "wasmsched.io/policy";
 
 /// The confinement of a tenant policy unless operators say otherwise:
 /// 32 MiB per instance, 50 ms per call, 4 MiB of wasm, 5 log lines a call,
-/// 4 MiB handed to the host per crossing.
+/// 4 MiB handed to the host per crossing, one instance (a tenant's pods
+/// are decided on its one thread; its candidates' calls wait their turn).
 pub fn default_tenant_limits() -> PolicyLimits {
     PolicyLimits {
         memory_bytes: 32 << 20,
@@ -42,6 +43,7 @@ pub fn default_tenant_limits() -> PolicyLimits {
         // most ten times that, waiting for a core on a busy node.
         compile_cpu: std::time::Duration::from_secs(30),
         max_transfer_bytes: 4 << 20,
+        max_instances: 1,
     }
 }
 

@@ -14,6 +14,7 @@ use crate::scheduler::experiments::shadow::{CandidateKey, ShadowResult};
 
 mod experiments;
 mod family;
+mod memory;
 mod pod_groups;
 mod policies;
 mod process;
@@ -38,6 +39,7 @@ pub struct SchedulerMetrics {
     experiments: experiments::ExperimentMetrics,
     policies: policies::PolicyMetrics,
     pod_groups: pod_groups::PodGroupMetrics,
+    memory: memory::MemoryMetrics,
 }
 
 impl Default for SchedulerMetrics {
@@ -78,6 +80,7 @@ impl SchedulerMetrics {
             experiments: experiments::ExperimentMetrics::new(),
             policies: policies::PolicyMetrics::new(),
             pod_groups: pod_groups::PodGroupMetrics::new(),
+            memory: memory::MemoryMetrics::new(),
         }
     }
 
@@ -171,6 +174,19 @@ impl SchedulerMetrics {
         self.experiments.dropped(key, n);
     }
 
+    /// What each policy can reach: (profile, tenant, policy) and bytes.
+    pub fn policy_memory(&self, policies: impl IntoIterator<Item = ([String; 3], u64)>) {
+        self.memory.reachable.replace(policies.into_iter().map(|(labels, bytes)| (labels.to_vec(), bytes as f64)));
+    }
+
+    /// The tenants' budget: its total, and what each holder holds.
+    pub fn tenant_memory(&self, total: u64, holders: &[(String, u64)]) {
+        self.memory.budget.with(&[], |v| *v = total as f64);
+        let held: u64 = holders.iter().map(|(_, bytes)| bytes).sum();
+        self.memory.left.with(&[], |v| *v = total.saturating_sub(held) as f64);
+        self.memory.held.replace(holders.iter().map(|(holder, bytes)| (vec![holder.clone()], *bytes as f64)));
+    }
+
     /// A group cycle's decision.
     pub fn pod_group(&self, outcome: &GroupOutcome) {
         self.pod_groups.observe(outcome);
@@ -196,8 +212,8 @@ impl SchedulerMetrics {
         ])
     }
 
-    fn own_gauges(&self) -> [&Family<f64>; 3] {
-        [&self.pending_reports, &self.record_queue, &self.leader]
+    fn own_gauges(&self) -> impl Iterator<Item = &Family<f64>> {
+        [&self.pending_reports, &self.record_queue, &self.leader].into_iter().chain(self.memory.gauges())
     }
 
     /// A counter's or gauge's current value, for tests.

@@ -90,6 +90,65 @@ fn a_hostile_tenant_grows_the_schedulers_memory_and_log_only_within_its_caps() {
     assert!(!stderr.lines().any(|l| l.starts_with("2026-01-01T00:00:00Z")), "a forged line");
 }
 
+/// A tenant whose policy fails every call (a panic of 120 KB, of which a
+/// trap keeps the last 4 KiB, in filter and in score) for a minute of pods: the log gains the
+/// first line of each kind and phase, then one a minute with a count, each
+/// with at most 4 KiB of the policy's text (docs/security.md), however
+/// many calls failed.
+#[test]
+fn a_tenant_failing_on_every_call_for_a_minute_adds_a_bounded_log() {
+    let (fake, dir, kubeconfig) = fake_with_kubeconfig();
+    for name in ["n1", "n2", "n3"] {
+        fake.create(
+            "v1",
+            "nodes",
+            "",
+            json!({"metadata": {"name": name}, "status": {"allocatable": {"cpu": "64", "memory": "64Gi", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}),
+        );
+    }
+    let log = dir.path().join("stderr");
+    let port = free_port();
+    let mut child = process::spawn(
+        wasmsched()
+            .args(["run", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(["--http-addr", &format!("127.0.0.1:{port}"), "--leader-elect=false"])
+            .args(["--tenant-compile-budget=1h", "--tenant-deadline=5s"])
+            .env("WASMSCHED_LOG", "info")
+            .stderr(Stdio::from(std::fs::File::create(&log).unwrap())),
+    )
+    .unwrap();
+    let mut tenant = Tenant { fake: &fake, port, previous: None, pods: 0 };
+    tenant.put_policy("hostile-long-panic", "long-panic");
+    let deadline = crate::common::hang_guard();
+    while !tenant.loaded("hostile-long-panic") {
+        assert!(Instant::now() < deadline, "never loaded: {:?}", tenant.configmap_events());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let loaded = std::fs::metadata(&log).unwrap().len();
+    // A pod every quarter second for a minute and a bit: two failed calls
+    // each (its filter's, ignored, and its score's, which falls back).
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(65) {
+        tenant.create_pod("hostile-long-panic");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let placed = tenant.wait_placed(0);
+    child.kill_all();
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    let added = &stderr[loaded as usize..];
+    let lines = |what: &str| added.lines().filter(|l| l.contains(what)).count();
+    let (discarded, failed) = (lines("discarding policy instance"), lines("failed; "));
+    eprintln!("{placed} pods, {} bytes of log, {discarded} discard lines, {failed} failure lines", added.len());
+    // Per phase (filter, score) and kind (failed, discarded): the first
+    // line and one a minute later, each at most 4 KiB of the policy's
+    // text beside the host's own words.
+    assert!(discarded <= 4 && failed <= 4, "{discarded} discard and {failed} failure lines for {placed} pods");
+    assert!(added.lines().all(|l| l.len() < 6 << 10), "a line past 4 KiB of the policy's text and its prefix");
+    assert!(added.len() < 48 << 10, "{} bytes of log in a minute of failures", added.len());
+    assert!(placed >= 200, "only {placed} pods were placed");
+}
+
 /// The tenant `team`, its ConfigMap, and the pods it opts in.
 struct Tenant<'a> {
     fake: &'a FakeApiServer,
@@ -116,23 +175,34 @@ impl Tenant<'_> {
         }
         let first = self.pods;
         for _ in 0..4 {
-            let pod = format!("p{}", self.pods);
-            self.pods += 1;
-            self.fake.create(
-                "v1",
-                "pods",
-                "team",
-                json!({"metadata": {"name": pod, "labels": {"hostile": "true"}, "annotations": {"wasmsched.io/policy": name}},
-                       "spec": {"schedulerName": "wasmsched", "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m"}}}]}}),
-            );
+            self.create_pod(&name);
         }
+        self.wait_placed(first);
+    }
+
+    /// A hostile pod that opts in to the tenant's policy `name`.
+    fn create_pod(&mut self, name: &str) {
+        let pod = format!("p{}", self.pods);
+        self.pods += 1;
+        self.fake.create(
+            "v1",
+            "pods",
+            "team",
+            json!({"metadata": {"name": pod, "labels": {"hostile": "true"}, "annotations": {"wasmsched.io/policy": name}},
+                   "spec": {"schedulerName": "wasmsched", "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m"}}}]}}),
+        );
+    }
+
+    /// Waits for the pods from `first` on to be placed; how many that is.
+    fn wait_placed(&self, first: usize) -> usize {
         for i in first..self.pods {
             let deadline = crate::common::hang_guard();
             while self.fake.get("v1", "pods", "team", &format!("p{i}")).unwrap()["spec"]["nodeName"].is_null() {
-                assert!(Instant::now() < deadline, "p{i} ({mode}) was never placed");
+                assert!(Instant::now() < deadline, "p{i} was never placed");
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
+        self.pods - first
     }
 
     /// The tenant's ConfigMap with `name` alone (the previous policy goes).

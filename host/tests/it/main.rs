@@ -8,6 +8,7 @@
 mod common;
 mod real;
 
+mod call_deadlines;
 mod check_cli;
 mod code_map;
 mod compare_cli;
@@ -43,6 +44,7 @@ mod sizes;
 mod source_policies;
 mod storage_properties;
 mod team_fit;
+mod tenant_interpreters;
 mod tenants;
 mod toolkit_parity;
 mod topology_properties;

@@ -215,7 +215,9 @@ fn an_endless_loop_is_stopped_at_its_deadline_and_the_instance_replaced() {
     let looping = policy.clone();
     let err = crate::common::returns("the looping call", move || hostile_then_normal(&looping, "score"));
     assert!(matches!(err, PolicyError::DeadlineExceeded { phase: "score", .. }), "{err}");
-    assert_eq!(err.to_string(), "hostile: score exceeded its 50ms deadline");
+    // Of CPU time, or at the wall-clock backstop on a machine that gave
+    // the call no core.
+    assert!(err.to_string().starts_with("hostile: score exceeded its 50ms deadline"), "{err}");
     assert_eq!(policy.instances_created(), created + 1, "the trapped instance was replaced once");
 }
 

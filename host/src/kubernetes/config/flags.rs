@@ -57,6 +57,7 @@ pub struct TenantFlags {
     pub deadline: Option<Duration>,
     pub max_policy_bytes: Option<usize>,
     pub max_policies: Option<usize>,
+    pub memory_total: Option<u64>,
     pub compile_budget: Option<Duration>,
     pub compile_budget_window: Option<Duration>,
     pub compile_cpu_time: Option<Duration>,

@@ -131,6 +131,10 @@ pub struct TenantConfig {
     pub limits: PolicyLimits,
     /// Policies one namespace may have, over all its ConfigMaps.
     pub max_policies: usize,
+    /// What every tenant's policies together may reach
+    /// (`policy::memory_budget`); `None`: a share of the container's
+    /// memory limit.
+    pub memory_total: Option<u64>,
     /// The CPU one namespace's compiles may use per window.
     pub compile_budget: BudgetSettings,
     /// Registries (`HOST[:PORT]`) tenants may name pinned `oci://`
@@ -145,6 +149,7 @@ impl Default for TenantConfig {
             settings: TenantSettings::default(),
             limits: default_tenant_limits(),
             max_policies: 4,
+            memory_total: None,
             compile_budget: BudgetSettings::default(),
             allowed_registries: Vec::new(),
         }

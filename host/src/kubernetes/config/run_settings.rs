@@ -69,6 +69,10 @@ pub(super) fn tenants(file: Option<&ConfigurationFile>, flags: &TenantFlags) -> 
                 wasmsched_rules::quantity::value(size).map_err(|e| at(format!("maxPolicySize: {e}")))? as usize;
         }
         t.max_policies = f.max_policies.unwrap_or(t.max_policies);
+        if let Some(total) = &f.memory_total {
+            let bytes = wasmsched_rules::quantity::value(total).map_err(|e| at(format!("memoryTotal: {e}")))?;
+            t.memory_total = Some(bytes as u64);
+        }
         for (field, value, slot) in [
             ("compileBudget", &f.compile_budget, &mut t.compile_budget.cpu),
             ("compileBudgetWindow", &f.compile_budget_window, &mut t.compile_budget.window),
@@ -86,6 +90,7 @@ pub(super) fn tenants(file: Option<&ConfigurationFile>, flags: &TenantFlags) -> 
     t.limits.call_deadline = flags.deadline.unwrap_or(t.limits.call_deadline);
     t.limits.max_wasm_bytes = flags.max_policy_bytes.unwrap_or(t.limits.max_wasm_bytes);
     t.max_policies = flags.max_policies.unwrap_or(t.max_policies);
+    t.memory_total = flags.memory_total.or(t.memory_total);
     t.compile_budget.cpu = flags.compile_budget.unwrap_or(t.compile_budget.cpu);
     t.compile_budget.window = flags.compile_budget_window.unwrap_or(t.compile_budget.window);
     t.limits.compile_cpu = flags.compile_cpu_time.unwrap_or(t.limits.compile_cpu);

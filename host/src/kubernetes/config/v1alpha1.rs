@@ -35,6 +35,7 @@
 //!   deadline: 50ms
 //!   maxPolicySize: 4Mi
 //!   maxPolicies: 4              # per namespace
+//!   memoryTotal: 256Mi          # every tenant together (default: a quarter of the container's limit)
 //!   compileBudget: 60s          # CPU a namespace's compiles may use per window
 //!   compileBudgetWindow: 10m
 //!   compileCpuTime: 30s         # one compile's CPU (its wall time: 10x)
@@ -95,6 +96,8 @@ pub struct TenantsFile {
     pub deadline: Option<String>,
     pub max_policy_size: Option<String>,
     pub max_policies: Option<usize>,
+    /// What every tenant's policies together may reach.
+    pub memory_total: Option<String>,
     /// CPU a namespace's compiles may use per `compileBudgetWindow`.
     pub compile_budget: Option<String>,
     pub compile_budget_window: Option<String>,

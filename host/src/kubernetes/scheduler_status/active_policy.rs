@@ -30,6 +30,11 @@ pub struct ActivePolicy {
     /// (`replaces NAME`) or `added`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shadow: Option<String>,
+    /// What its instances can reach at most: each instance's memory cap
+    /// times the instances it may have, and its own compiled code (a
+    /// source policy's interpreter is shared, and counted once in the
+    /// tenants' budget: `/policies/memory`).
+    pub reachable_memory_bytes: u64,
 }
 
 impl ActivePolicy {
@@ -85,6 +90,7 @@ impl ActivePolicy {
             failure_policy,
             loaded_at: loaded_at.to_string(),
             shadow: None,
+            reachable_memory_bytes: policy.reachable_bytes(),
         }
     }
 }

@@ -2,13 +2,14 @@
 //! active policies and the metrics. Shared by every task of a running
 //! scheduler.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::kubernetes::config::LeaderElectionConfig;
 use crate::kubernetes::writes::bind_gate::BindGate;
 use crate::kubernetes::writes::binder::BinderContext;
 use crate::kubernetes::writes::denied::Denials;
 use crate::node_metrics::MetricsCache;
+use crate::policy::memory_budget::{MemoryView, TenantMemory};
 use crate::scheduler::Backpressure;
 use crate::scheduler::experiments::Experiments;
 use crate::scheduler_metrics::SchedulerMetrics;
@@ -43,6 +44,9 @@ pub struct SchedulerStatus {
     /// What the profiles' shadow candidates would have done (the shadow
     /// worker records, `/experiments` reads).
     pub experiments: Arc<Mutex<Experiments>>,
+    /// The memory every tenant's policies together may reach, when
+    /// tenants' policies are on.
+    tenant_memory: OnceLock<Arc<TenantMemory>>,
 }
 
 impl SchedulerStatus {
@@ -61,6 +65,7 @@ impl SchedulerStatus {
             lease: Arc::new(LeaseHealth::new(lease)),
             permissions: Arc::new(PermissionReview::default()),
             experiments: Arc::new(Mutex::new(Experiments::default())),
+            tenant_memory: OnceLock::new(),
         };
         status.metrics.set_leader(&status.lease_name, !leader_election);
         status
@@ -81,8 +86,26 @@ impl SchedulerStatus {
         *self.node_metrics.lock().unwrap_or_else(|e| e.into_inner()) = Some(cache);
     }
 
+    pub fn set_tenant_memory(&self, memory: Arc<TenantMemory>) {
+        let _ = self.tenant_memory.set(memory);
+    }
+
+    /// `/policies/memory`: the tenants' budget, `None` without tenants.
+    pub fn tenant_memory(&self) -> Option<MemoryView> {
+        self.tenant_memory.get().map(|m| m.view())
+    }
+
     /// `/metrics`: the scheduler's families, then the node metric cache's.
     pub fn render_metrics(&self) -> String {
+        let reachable = self
+            .policies()
+            .into_iter()
+            .map(|p| ([p.profile, p.tenant.unwrap_or_default(), p.name], p.reachable_memory_bytes));
+        self.metrics.policy_memory(reachable);
+        if let Some(view) = self.tenant_memory() {
+            let holders: Vec<(String, u64)> = view.holders.into_iter().map(|h| (h.holder, h.bytes)).collect();
+            self.metrics.tenant_memory(view.total_bytes, &holders);
+        }
         let mut text = self.metrics.render();
         if let Some(cache) = self.node_metrics.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             text.push_str(&cache.render());

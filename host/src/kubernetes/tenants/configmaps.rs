@@ -27,6 +27,7 @@ use crate::kubernetes::tenants::namespace::{
 use crate::kubernetes::watch::decode::{self, ObjectKey, Observed};
 use crate::kubernetes::watch::retry::WatchTarget;
 use crate::kubernetes::writes::events::configmap_event;
+use crate::policy::memory_budget::TenantMemory;
 use crate::scheduler::{POLICY_CONFIGMAP_LABEL, TenantSettings};
 use crate::scheduler_metrics::SchedulerMetrics;
 
@@ -36,6 +37,8 @@ pub const SOURCE_NAME: &str = "tenant policy configmaps";
 pub struct TenantConfigMapSource<V> {
     settings: TenantSettings,
     budget: BudgetSettings,
+    /// The memory every tenant's policies together may reach.
+    memory: Arc<TenantMemory>,
     validator: Arc<V>,
     /// The events' reporting controller (the first profile's name).
     controller: String,
@@ -44,12 +47,12 @@ pub struct TenantConfigMapSource<V> {
 
 impl<V: Validate> TenantConfigMapSource<V> {
     pub fn new(
-        (settings, budget): (TenantSettings, BudgetSettings),
+        (settings, budget, memory): (TenantSettings, BudgetSettings, Arc<TenantMemory>),
         validator: Arc<V>,
         controller: String,
         instance: String,
     ) -> Self {
-        TenantConfigMapSource { settings, budget, validator, controller, instance }
+        TenantConfigMapSource { settings, budget, memory, validator, controller, instance }
     }
 
     pub async fn run<T: From<TenantPolicies> + Send + 'static>(
@@ -79,11 +82,15 @@ impl<V: Validate> TenantConfigMapSource<V> {
             notes: notes_tx,
             compiles: Semaphore::new(compile_slots()),
             compile_budget: self.budget,
+            memory: self.memory.clone(),
         });
         let mut tenants = Tenants::new(context.clone());
         let mut synced = false;
+        // The first list, held until it is whole: decided oldest first.
+        let mut first_list = Vec::new();
         while let Some(change) = changes.next().await {
             match change {
+                Ok(Observed::Applied(cm)) if !synced => first_list.push(cm),
                 Ok(Observed::Applied(cm)) => {
                     let key = ObjectKey::of(&cm);
                     tenants.send(&key.namespace, Work::Apply(Box::new(cm)));
@@ -99,6 +106,7 @@ impl<V: Validate> TenantConfigMapSource<V> {
                     }
                     if !synced {
                         synced = true;
+                        tenants.first_list(std::mem::take(&mut first_list));
                         let done = tenants.barrier();
                         let sources = synced_sources.clone();
                         tokio::spawn(async move {
@@ -116,6 +124,7 @@ impl<V: Validate> TenantConfigMapSource<V> {
                 Err(_) if !synced => {
                     synced_sources.set_synced(SOURCE_NAME);
                     synced = true;
+                    tenants.first_list(std::mem::take(&mut first_list));
                 }
                 Err(_) => {}
             }
@@ -132,6 +141,17 @@ struct Tenants<V, T> {
 impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenants<V, T> {
     fn new(context: Arc<TenantContext<V, T>>) -> Self {
         Tenants { context, workers: HashMap::new() }
+    }
+
+    /// The ConfigMaps of the first list, to be decided oldest first: the
+    /// memory budget keeps the tenants a restart finds running.
+    fn first_list(&mut self, mut listed: Vec<ConfigMap>) {
+        listed.sort_by_cached_key(TenantMemory::ticket);
+        self.context.memory.first_list(&listed);
+        for cm in listed {
+            let key = ObjectKey::of(&cm);
+            self.send(&key.namespace, Work::Apply(Box::new(cm)));
+        }
     }
 
     fn send(&mut self, namespace: &str, work: Work) {
@@ -220,6 +240,7 @@ mod tests {
             notes,
             compiles,
             compile_budget: BudgetSettings::default(),
+            memory: Arc::new(TenantMemory::listed(u64::MAX)),
         });
         let mut tenants = Tenants::new(context);
 

@@ -15,6 +15,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use super::compile_budget::{BudgetSettings, CompileBudget};
 use crate::kubernetes::hot_swap::configmap::files_of;
 use crate::kubernetes::scheduler_status::ActivePolicy;
+use crate::policy::memory_budget::{Age, Need, TenantMemory};
 use crate::policy::validator::{BundleValidator, ValidBundle};
 use crate::scheduler::policy_set::{ShadowCandidate, WeightedPolicy};
 use crate::scheduler::{POLICY_ANNOTATION, TenantSettings};
@@ -68,6 +69,8 @@ pub struct TenantContext<V, T> {
     pub compiles: Semaphore,
     /// The CPU each tenant's validations may use per window.
     pub compile_budget: BudgetSettings,
+    /// The memory every tenant's policies together may reach.
+    pub memory: Arc<TenantMemory>,
 }
 
 /// How many tenant compiles may run at once: half the cores, and never
@@ -84,6 +87,15 @@ pub enum Work {
     Forget(String),
     /// Answer once everything queued before is done.
     Barrier(oneshot::Sender<()>),
+}
+
+/// What a validated bundle's policies and candidates can reach, and the
+/// interpreters they run on.
+fn need_of(bundle: &ValidBundle) -> Need {
+    let policies = bundle.set.policies.iter().map(|wp| &wp.policy);
+    let all: Vec<_> = policies.chain(bundle.set.candidates.iter().map(|c| &c.policy)).collect();
+    let interpreters = all.iter().filter_map(|p| p.shared_code()).collect();
+    Need { own: all.iter().map(|p| p.reachable_bytes()).sum(), interpreters }
 }
 
 /// An Event to post on a ConfigMap.
@@ -128,7 +140,15 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
         }
     }
 
+    /// Decides one version of a ConfigMap, and says it is decided: the
+    /// budget's first list waits for it.
     async fn apply(&mut self, cm: ConfigMap) {
+        let ticket = TenantMemory::ticket(&cm);
+        self.decide(cm, &ticket).await;
+        self.context.memory.decided(&ticket);
+    }
+
+    async fn decide(&mut self, cm: ConfigMap, ticket: &Age) {
         let namespace = self.namespace.clone();
         let name = cm.metadata.name.clone().unwrap_or_default();
         let settings = &self.context.settings;
@@ -144,19 +164,28 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
             return;
         }
 
-        match self.validate(&name, &cm).await {
+        let valid = match self.validate(&name, &cm).await {
+            // Within the budget of every tenant together, or not at all.
+            Ok(bundle) => self.context.memory.claim(ticket, &need_of(&bundle)).await.map(|()| bundle),
+            Err(why) => Err(why),
+        };
+        match valid {
             Ok(bundle) => self.accept(name, cm, bundle),
-            Err(why) => {
-                let consequence = if self.accepted.contains_key(&name) {
-                    "the active version stays"
-                } else {
-                    "no version of it is active: pods that opt in to its policies are placed by the built-in scoring"
-                };
-                tracing::warn!(tenant = %namespace, configmap = %name, error = %why, "tenant policy update rejected; {consequence}");
-                self.context.metrics.tenant_reload(&namespace, "rejected");
-                self.note(cm, "Warning", "PolicyRejected", format!("policy update rejected: {why}; {consequence}"));
-            }
+            Err(why) => self.reject(name, cm, why),
         }
+    }
+
+    fn reject(&mut self, name: String, cm: ConfigMap, why: String) {
+        let namespace = &self.namespace;
+        let consequence = if self.accepted.contains_key(&name) {
+            "the active version stays"
+        } else {
+            "no version of it is active: pods that opt in to its policies are placed by the built-in scoring"
+        };
+        let error = wasmsched_runtime::failure_lines::cut(&why);
+        tracing::warn!(tenant = %namespace, configmap = %name, %error, "tenant policy update rejected; {consequence}");
+        self.context.metrics.tenant_reload(namespace, "rejected");
+        self.note(cm, "Warning", "PolicyRejected", format!("policy update rejected: {why}; {consequence}"));
     }
 
     /// Validates the ConfigMap's bundle within the namespace's compile
@@ -220,6 +249,7 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
 
     fn forget(&mut self, name: &str) {
         if self.accepted.remove(name).is_some() {
+            self.context.memory.release(&(self.namespace.clone(), name.to_string()));
             tracing::info!(tenant = %self.namespace, configmap = %name, "tenant policy configmap removed; its policies stop");
             self.publish();
         }
@@ -281,6 +311,7 @@ mod tests {
             notes,
             compiles: Semaphore::new(2),
             compile_budget,
+            memory: Arc::new(TenantMemory::listed(u64::MAX)),
         });
         let (work, queue) = mpsc::unbounded_channel();
         for version in 0..updates {

@@ -1,40 +1,24 @@
-//! A policy's failure, logged once per distinct error: the same traceback
-//! for every pod of a backlog says nothing new and buries the first. The
-//! repeats go to the debug log; every failure is still counted
+//! A policy's failure, logged at most once a minute per policy and phase:
+//! the same traceback for every pod of a backlog says nothing new and
+//! buries the first, and a tenant's policy that fails on every call must
+//! not grow the scheduler's log without bound (docs/security.md). The
+//! ones held back go to the debug log; every failure is still counted
 //! (`wasmsched_policy_failures_total`) and told to its pod.
 
-use std::collections::HashSet;
-use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Mutex;
+use wasmsched_runtime::LoadedPolicy;
+use wasmsched_runtime::failure_lines::cut;
 
-/// Distinct errors remembered; past it the memory starts again, so a
-/// policy failing in ever new ways is still heard from.
-const REMEMBERED: usize = 1024;
+/// What a warning line about a policy's failure adds to its message.
+pub(crate) const THROTTLED: &str =
+    "the next failures of this policy in this phase are counted and written once a minute";
 
-static SEEN: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
-
-/// Whether `error` of `policy` in `phase` is new to this process.
-pub(crate) fn first_time(policy: &str, phase: &str, error: &str) -> bool {
-    let mut hasher = DefaultHasher::new();
-    (policy, phase, error).hash(&mut hasher);
-    let key = hasher.finish();
-    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
-    let seen = seen.get_or_insert_with(HashSet::new);
-    if seen.len() >= REMEMBERED {
-        seen.clear();
-    }
-    seen.insert(key)
+/// Whether a line about `policy`'s failure in `phase` is written now:
+/// `Some(n)`, with the `n` held back since the last; `None`: debug only.
+pub(crate) fn heard(policy: &LoadedPolicy, phase: &'static str) -> Option<u64> {
+    policy.failure_lines.hear("failed", phase)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_error_is_new_once() {
-        assert!(first_time("p-once", "filter", "KeyError: 'x'"));
-        assert!(!first_time("p-once", "filter", "KeyError: 'x'"));
-        assert!(first_time("p-once", "score", "KeyError: 'x'"));
-        assert!(first_time("p-once", "filter", "KeyError: 'y'"));
-    }
+/// The failure's text as a log line keeps it: at most 4 KiB of it.
+pub(crate) fn text(e: &impl std::fmt::Display) -> String {
+    cut(&e.to_string()).into_owned()
 }

@@ -253,18 +253,20 @@ impl Calls<'_> {
             match self.calls_for.filter(&mut self.made, wp, &survivors.candidates) {
                 Ok(outcome) => survivors.keep((name, place), |i| outcome.rejection(i)),
                 Err(e) if wp.failure_policy == FailurePolicy::Fail => {
-                    if failure_log::first_time(name, "filter", &e.to_string()) {
-                        tracing::warn!(pod = %self.pod.key, policy = name, error = %e, "policy filter failed; the pod waits (failurePolicy: Fail); the same error again is logged at debug level");
+                    if let Some(held_back) = failure_log::heard(&wp.policy, "filter") {
+                        let error = failure_log::text(&e);
+                        tracing::warn!(pod = %self.pod.key, policy = name, %error, held_back, "policy filter failed; the pod waits (failurePolicy: Fail); {}", failure_log::THROTTLED);
                     } else {
-                        tracing::debug!(pod = %self.pod.key, policy = name, "policy filter failed again, as before; the pod waits");
+                        tracing::debug!(pod = %self.pod.key, policy = name, "policy filter failed again; the pod waits");
                     }
                     return Some(format!("running {name:?} filter plugin: {e}"));
                 }
                 Err(e) => {
-                    if failure_log::first_time(name, "filter", &e.to_string()) {
-                        tracing::warn!(pod = %self.pod.key, policy = name, error = %e, "policy filter failed; ignored (failurePolicy: Ignore); the same error again is logged at debug level");
+                    if let Some(held_back) = failure_log::heard(&wp.policy, "filter") {
+                        let error = failure_log::text(&e);
+                        tracing::warn!(pod = %self.pod.key, policy = name, %error, held_back, "policy filter failed; ignored (failurePolicy: Ignore); {}", failure_log::THROTTLED);
                     } else {
-                        tracing::debug!(pod = %self.pod.key, policy = name, "policy filter failed again, as before; ignored");
+                        tracing::debug!(pod = %self.pod.key, policy = name, "policy filter failed again; ignored");
                     }
                     self.fallback.get_or_insert_with(|| {
                         format!("the filter of {name:?} failed and was ignored (failurePolicy: Ignore): {e}")
@@ -300,10 +302,11 @@ impl Calls<'_> {
                     }
                     Err(e) => {
                         let name = wp.policy.name();
-                        if failure_log::first_time(name, "score", &e.to_string()) {
-                            tracing::warn!(pod = %self.pod.key, policy = name, error = %e, "policy score failed; using the built-in fallback; the same error again is logged at debug level");
+                        if let Some(held_back) = failure_log::heard(&wp.policy, "score") {
+                            let error = failure_log::text(&e);
+                            tracing::warn!(pod = %self.pod.key, policy = name, %error, held_back, "policy score failed; using the built-in fallback; {}", failure_log::THROTTLED);
                         } else {
-                            tracing::debug!(pod = %self.pod.key, policy = name, "policy score failed again, as before; using the built-in fallback");
+                            tracing::debug!(pod = %self.pod.key, policy = name, "policy score failed again; using the built-in fallback");
                         }
                         self.fallback = Some(e.to_string());
                         break;

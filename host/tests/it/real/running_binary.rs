@@ -20,6 +20,11 @@ impl RunningBinary {
         RunningBinary { child, port, log }
     }
 
+    /// Its process id (its `/proc` entry: memory).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The port of its endpoints (`/metrics` for a scraper).
     pub fn port(&self) -> u16 {
         self.port

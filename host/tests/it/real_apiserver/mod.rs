@@ -98,6 +98,7 @@ mod scoring;
 mod shutdown;
 mod tenant_commands;
 mod tenant_experiments;
+mod tenant_memory;
 mod topology_spread;
 mod training_job;
 mod volumes;

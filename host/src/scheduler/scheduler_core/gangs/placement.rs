@@ -156,20 +156,22 @@ impl Scheduler {
             Ok(request) => Ok(request),
             Err(e) if placing.failure_policy == FailurePolicy::Ignore => {
                 let name = placing.policy.name();
-                if failure_log::first_time(name, "placement-domains", &e.to_string()) {
-                    tracing::warn!(policy = %name, error = %e, "placement-domains failed: the gang is placed over every node (failurePolicy Ignore); the same error again is logged at debug level");
+                if let Some(held_back) = failure_log::heard(&placing.policy, "placement-domains") {
+                    let error = failure_log::text(&e);
+                    tracing::warn!(policy = %name, %error, held_back, "placement-domains failed: the gang is placed over every node (failurePolicy Ignore); {}", failure_log::THROTTLED);
                 } else {
-                    tracing::debug!(policy = %name, "placement-domains failed again, as before; placed over every node");
+                    tracing::debug!(policy = %name, "placement-domains failed again; placed over every node");
                 }
                 let note = format!("{e}; placed over every node (failurePolicy Ignore)");
                 Err(PlacementChoice::Everywhere { note: Some(note) })
             }
             Err(e) => {
                 let name = placing.policy.name();
-                if failure_log::first_time(name, "placement-domains", &e.to_string()) {
-                    tracing::warn!(policy = %name, error = %e, "placement-domains failed: the group cycle fails (failurePolicy Fail); the same error again is logged at debug level");
+                if let Some(held_back) = failure_log::heard(&placing.policy, "placement-domains") {
+                    let error = failure_log::text(&e);
+                    tracing::warn!(policy = %name, %error, held_back, "placement-domains failed: the group cycle fails (failurePolicy Fail); {}", failure_log::THROTTLED);
                 } else {
-                    tracing::debug!(policy = %name, "placement-domains failed again, as before; the group cycle fails");
+                    tracing::debug!(policy = %name, "placement-domains failed again; the group cycle fails");
                 }
                 Err(PlacementChoice::Failed(format!("running {name:?} placement-domains: {e}")))
             }
@@ -284,10 +286,11 @@ impl Scheduler {
         let scores = match placing.policy.score_placement(&self.policy_context(), &first.facts, &placements) {
             Ok(scores) => scores,
             Err(e) => {
-                if failure_log::first_time(&name, "score-placement", &e.to_string()) {
-                    tracing::warn!(policy = %name, error = %e, placements = of, "score-placement failed: first feasible placement taken; the same error again is logged at debug level");
+                if let Some(held_back) = failure_log::heard(&placing.policy, "score-placement") {
+                    let error = failure_log::text(&e);
+                    tracing::warn!(policy = %name, %error, held_back, placements = of, "score-placement failed: first feasible placement taken; {}", failure_log::THROTTLED);
                 } else {
-                    tracing::debug!(policy = %name, placements = of, "score-placement failed again, as before");
+                    tracing::debug!(policy = %name, placements = of, "score-placement failed again");
                 }
                 return Some((feasible.swap_remove(0), format!("the first: {e}")));
             }
