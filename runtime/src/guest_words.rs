@@ -32,6 +32,12 @@ const WRAPPERS: &[&str] =
 /// raised: the traceback before it says what happened.
 const PYTHON_RUNTIME_PANIC: &str = "Python function threw an";
 
+/// What ComponentizeJS says when a method whose answer may be an error
+/// (`result<_, string>`) throws anything but a string: wasmsched's
+/// interpreter has told the author's exception (its words and stack)
+/// before it rethrew it, so that the call traps.
+const JS_RETHROWN: &str = "expected a string, received";
+
 /// Lines the interpreters' runtimes add that say nothing to an author.
 const NOISE: &[&str] = &["note: run with `RUST_BACKTRACE=1`", "Redirecting call to abort() to mozalloc_abort"];
 
@@ -49,6 +55,10 @@ pub(crate) fn authors_words(stderr: &str) -> String {
             continue;
         }
         if NOISE.iter().any(|n| line.starts_with(n)) {
+            continue;
+        }
+        if line.starts_with(JS_RETHROWN) && !out.is_empty() {
+            lines.next_if(|l| l.trim() == "Stack:");
             continue;
         }
         if line.trim_start().starts_with("File \"") && WRAPPERS.iter().any(|w| line.contains(w)) {
@@ -98,6 +108,14 @@ mod tests {
     fn a_javascript_stack_keeps_the_authors_frames() {
         let stderr = "nope is not defined\nStack:\n  describe@bad.js:3:5\n  describe@sdk/js/wasmsched-interpreter.js:110:19\n  export_policy_0_3_0$describe@/tmp/184bf445f026/sources/initializer.js:313:15\n\nRedirecting call to abort() to mozalloc_abort\n";
         assert_eq!(authors_words(stderr), "nope is not defined\nStack:\n  describe@bad.js:3:5");
+    }
+
+    #[test]
+    fn a_javascript_exception_in_a_call_is_told_once_in_its_own_words() {
+        let stderr = "TypeError: can't convert BigInt to number\nStack:\n  score@bigint.js:9:17\nexpected a string, received [object]\nStack:\n\nRedirecting call to abort() to mozalloc_abort\n";
+        assert_eq!(authors_words(stderr), "TypeError: can't convert BigInt to number\nStack:\n  score@bigint.js:9:17");
+        // Alone, the bindings' words are all there is: kept.
+        assert_eq!(authors_words("expected a string, received [object]\n"), "expected a string, received [object]");
     }
 
     #[test]

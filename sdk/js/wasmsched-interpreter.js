@@ -37,6 +37,8 @@ const IMPORT = /^([ \t]*)import\s+(?:([\s\S]*?)\s+from\s+)?(["'])([^"'\n]+)\3[ \
 const EXPORT_DECLARATION = /^([ \t]*)export\s+((?:async\s+)?function\*?|class|const|let|var)\s+([A-Za-z_$][\w$]*)/gm;
 // `export { a, b as c };`
 const EXPORT_LIST = /^([ \t]*)export\s*\{([^}]*)\}[ \t]*;?/gm;
+// `import(` of a module at run time (static imports are gone by then).
+const DYNAMIC_IMPORT = /\bimport\s*\(/g;
 
 class SourceError extends Error {}
 
@@ -88,6 +90,7 @@ function asFunctionBody(path, text) {
     }
     return indent + sameLines(match);
   });
+  body = body.replace(DYNAMIC_IMPORT, "__importAtRunTime(");
   if (/^[ \t]*export\s+default\b/m.test(body)) {
     throw new SourceError(`${path}: \`export default\`: a policy exports \`policy\` by name (export const policy = {...})`);
   }
@@ -104,13 +107,69 @@ function load() {
   const { path, text } = all[0];
   // The body starts on the header's line, so that line numbers are the
   // file's (the Function constructor would add two lines before it).
-  const source = `(function (__import) {${asFunctionBody(path, text)}\n})\n//# sourceURL=${path}`;
-  const module = (0, eval)(source)((specifier) => MODULES[specifier]);
+  const source = `(function (__import, __importAtRunTime, fetch) {${asFunctionBody(path, text)}\n})\n//# sourceURL=${path}`;
+  const module = (0, eval)(source)((specifier) => MODULES[specifier], importAtRunTime, noNetwork);
   if (module.policy === undefined) {
     throw new SourceError(`${path} exports no \`policy\` (export const policy = { describe() {...}, ... })`);
   }
   loaded = module.policy;
   return loaded;
+}
+
+// What a policy has instead of `import()` and `fetch()`: it runs on what
+// the scheduler hands it, and reaches nothing else.
+function importAtRunTime(specifier) {
+  throw new Error(
+    `import(${JSON.stringify(specifier)}): a policy cannot load modules as it runs; import what it uses at the top of its file (the host interface and the SDK's helpers)`,
+  );
+}
+
+function noNetwork(resource) {
+  throw new Error(
+    `fetch(${JSON.stringify(String(resource))}): a policy has no network; it decides on what the scheduler hands it (the pod, the nodes, node metrics, its settings)`,
+  );
+}
+
+// Frames of a stack an author reads; the rest are counted.
+const SHOWN_FRAMES = 12;
+
+// An exception as its author reads it: its message, then the frames of the
+// stack (file:line:column), as ComponentizeJS prints an uncaught one.
+function authorsWords(e) {
+  if (!(e instanceof Error)) {
+    let shown;
+    try {
+      shown = JSON.stringify(e);
+    } catch {
+      shown = undefined;
+    }
+    return `uncaught exception: ${shown ?? String(e)}`;
+  }
+  // A recursion's frames, one line a run: `f@x.js:3:5 (1000 times)`.
+  const runs = [];
+  for (const frame of String(e.stack ?? "").split("\n").map((f) => f.trim()).filter((f) => f !== "")) {
+    const last = runs[runs.length - 1];
+    if (last !== undefined && last.frame === frame) last.times += 1;
+    else runs.push({ frame, times: 1 });
+  }
+  const kept = runs.slice(0, SHOWN_FRAMES).map(({ frame, times }) => `  ${frame}${times > 1 ? ` (${times} times)` : ""}`);
+  if (runs.length > SHOWN_FRAMES) kept.push(`  … ${runs.length - SHOWN_FRAMES} more frames`);
+  return [`${e.name}: ${e.message}`, "Stack:", ...kept].join("\n");
+}
+
+// Runs a method whose contract answer may be an error (a `result`): a
+// thrown string is that error, the policy's own words (a setting refused,
+// a call declined); anything else thrown is the policy failing, told on
+// stderr in its words and line before the call traps, as an uncaught
+// exception in any other method is.
+function guarded(call) {
+  try {
+    return call();
+  } catch (e) {
+    if (typeof e === "string") throw e;
+    console.error(authorsWords(e));
+    throw e;
+  }
 }
 
 // A record made of a 0.3 policy's `describe()`, completed for 0.4: it
@@ -124,19 +183,19 @@ export const policy = {
     return described(load().describe());
   },
   init() {
-    return load().init();
+    return guarded(() => load().init());
   },
   syncNodes(reset, changes) {
     return load().syncNodes(reset, changes);
   },
   filter(pod, candidates) {
-    return load().filter(pod, candidates);
+    return guarded(() => load().filter(pod, candidates));
   },
   score(pod, candidates, seed) {
-    return load().score(pod, candidates, seed);
+    return guarded(() => load().score(pod, candidates, seed));
   },
   explainScore(pod, candidates, seed) {
-    return load().explainScore(pod, candidates, seed);
+    return guarded(() => load().explainScore(pod, candidates, seed));
   },
   // The place phase (contract 0.4). A policy that declares it and leaves
   // one of these out gets the Rust SDK's defaults: no domains (the group
@@ -144,11 +203,12 @@ export const policy = {
   placementDomains(pod) {
     const policy = load();
     // `null` is none too, as a policy run natively by its tests may say it.
-    return policy.placementDomains === undefined ? undefined : (policy.placementDomains(pod) ?? undefined);
+    if (policy.placementDomains === undefined) return undefined;
+    return guarded(() => policy.placementDomains(pod) ?? undefined);
   },
   scorePlacement(pod, placements) {
     const policy = load();
     if (policy.scorePlacement === undefined) return new Uint8Array(8 * placements.length);
-    return policy.scorePlacement(pod, placements);
+    return guarded(() => policy.scorePlacement(pod, placements));
   },
 };

@@ -173,3 +173,45 @@ fn an_error_in_a_source_policy_reads_as_its_languages_own() {
         assert!(!said.contains(host_side), "{host_side}:\n{said}");
     }
 }
+
+/// A JavaScript exception thrown in a call (not a string, which is the
+/// policy's own answer: a declined call) fails the call in the author's
+/// words, with the file's line: a `TypeError`, a recursion too deep, and
+/// what a policy may not do at run time, `import()` and `fetch()`, each
+/// said so. Never ComponentizeJS's `expected a string, received [object]`
+/// or a wasm backtrace ending in `unreachable`.
+#[test]
+fn a_javascript_exception_in_a_call_keeps_its_words_and_line() {
+    let Some(_) = interpreters() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let cases = [
+        ("bigint", "return 1n + candidates.nodes.length;", "TypeError: can't convert BigInt to number"),
+        ("recursion", "const deep = (n) => deep(n + 1) + 1;\n    return deep(0);", "InternalError: too much recursion"),
+        (
+            "import",
+            r#"return import("./other.js");"#,
+            r#"Error: import("./other.js"): a policy cannot load modules as it runs"#,
+        ),
+        (
+            "fetch",
+            r#"return fetch("http://example.com/prices");"#,
+            r#"Error: fetch("http://example.com/prices"): a policy has no network"#,
+        ),
+    ];
+    for (name, body, words) in cases {
+        let file = dir.path().join(format!("{name}.js"));
+        let source = format!(
+            "export const policy = {{\n  describe() {{\n    return {{ name: \"thrower\", version: \"0.1.0\", description: \"throws in score\",\n      phases: {{ filter: false, score: true, place: false }}, scoreOrder: \"higher-is-better\", independentNodes: false }};\n  }},\n  init() {{}},\n  syncNodes(reset, changes) {{}},\n  score(pod, candidates, seed) {{\n    {body}\n  }},\n}};\n"
+        );
+        std::fs::write(&file, source).unwrap();
+        let out = wasmsched(&["check", path(&file), "--cache-dir", path(&cache)]);
+        let said = text(&out.stdout);
+        assert!(!out.status.success(), "{name}: {said}");
+        assert!(said.contains(&format!("thrower: trapped in score: {words}")), "{name}:\n{said}");
+        assert!(said.contains(&format!("@{name}.js:9:")), "{name}: the file's own line:\n{said}");
+        for host_side in ["expected a string", "wasm backtrace", "unreachable", "wasmsched-interpreter.js"] {
+            assert!(!said.contains(host_side), "{name}: {host_side}:\n{said}");
+        }
+    }
+}

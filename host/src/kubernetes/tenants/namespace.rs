@@ -21,6 +21,7 @@ use crate::scheduler::policy_set::{ShadowCandidate, WeightedPolicy};
 use crate::scheduler::{POLICY_ANNOTATION, TenantSettings};
 use crate::scheduler_metrics::SchedulerMetrics;
 use wasmsched_runtime::cpu_time::measure;
+use wasmsched_runtime::failure_lines::{FailureLines, cut};
 
 /// Every valid policy of one tenant now (empty: none), for the
 /// scheduling loop.
@@ -119,12 +120,16 @@ pub struct Tenant<V, T> {
     /// By ConfigMap name.
     accepted: BTreeMap<String, Accepted>,
     budget: CompileBudget,
+    /// Its refusals' log lines, a few a minute: each carries what the
+    /// tenant sent (docs/security.md); every one still gets its Event.
+    lines: FailureLines,
 }
 
 impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
     pub fn new(namespace: &str, context: Arc<TenantContext<V, T>>) -> Self {
         let budget = CompileBudget::new(context.compile_budget);
-        Tenant { namespace: namespace.to_string(), context, accepted: BTreeMap::new(), budget }
+        let lines = FailureLines::default();
+        Tenant { namespace: namespace.to_string(), context, accepted: BTreeMap::new(), budget, lines }
     }
 
     /// Runs until the queue closes.
@@ -182,8 +187,13 @@ impl<V: Validate, T: From<TenantPolicies> + Send + 'static> Tenant<V, T> {
         } else {
             "no version of it is active: pods that opt in to its policies are placed by the built-in scoring"
         };
-        let error = wasmsched_runtime::failure_lines::cut(&why);
-        tracing::warn!(tenant = %namespace, configmap = %name, %error, "tenant policy update rejected; {consequence}");
+        match self.lines.hear("rejected", "update") {
+            Some(held_back) => {
+                let error = cut(&why);
+                tracing::warn!(tenant = %namespace, configmap = %name, %error, held_back, "tenant policy update rejected; {consequence}; the next rejections of this namespace are counted and written once a minute");
+            }
+            None => tracing::debug!(tenant = %namespace, configmap = %name, "tenant policy update rejected again"),
+        }
         self.context.metrics.tenant_reload(namespace, "rejected");
         self.note(cm, "Warning", "PolicyRejected", format!("policy update rejected: {why}; {consequence}"));
     }
