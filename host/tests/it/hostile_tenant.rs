@@ -34,34 +34,9 @@ const MODES: [&str; 8] =
 #[test]
 fn a_hostile_tenant_grows_the_schedulers_memory_and_log_only_within_its_caps() {
     let (fake, dir, kubeconfig) = fake_with_kubeconfig();
-    for name in ["n1", "n2", "n3"] {
-        fake.create(
-            "v1",
-            "nodes",
-            "",
-            json!({"metadata": {"name": name}, "status": {"allocatable": {"cpu": "64", "memory": "64Gi", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}),
-        );
-    }
     let log = dir.path().join("stderr");
     let port = free_port();
-    let mut child = process::spawn(
-        wasmsched()
-            .args(["run", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .args(["--http-addr", &format!("127.0.0.1:{port}"), "--leader-elect=false"])
-            // The budget has its own tests (`compile_budget`, `namespace`):
-            // here a busy machine's slow compiles must not end the phases.
-            .args(["--tenant-compile-budget=1h"])
-            // Nor is the per-call deadline: `forge-log` moves 96 MiB of
-            // log text a call through a debug build's host, which used
-            // 50 ms of CPU on a busy machine (its smoke run then refused
-            // the policy). The deadline has its own tests (`check_cli`,
-            // `policy_runtime`).
-            .args(["--tenant-deadline=5s"])
-            .env("WASMSCHED_LOG", "info")
-            .stderr(Stdio::from(std::fs::File::create(&log).unwrap())),
-    )
-    .unwrap();
+    let mut child = run_with_three_nodes(&fake, &kubeconfig, port, &log);
     let mut tenant = Tenant { fake: &fake, port, previous: None, pods: 0 };
     // The baseline: the same component, well-behaved, through the same steps.
     tenant.phase("none");
@@ -91,33 +66,16 @@ fn a_hostile_tenant_grows_the_schedulers_memory_and_log_only_within_its_caps() {
 }
 
 /// A tenant whose policy fails every call (a panic of 120 KB, of which a
-/// trap keeps the last 4 KiB, in filter and in score) for a minute of pods: the log gains the
+/// trap keeps the last 4 KiB) for a minute of pods: the log gains the
 /// first line of each kind and phase, then one a minute with a count, each
 /// with at most 4 KiB of the policy's text (docs/security.md), however
 /// many calls failed.
 #[test]
 fn a_tenant_failing_on_every_call_for_a_minute_adds_a_bounded_log() {
     let (fake, dir, kubeconfig) = fake_with_kubeconfig();
-    for name in ["n1", "n2", "n3"] {
-        fake.create(
-            "v1",
-            "nodes",
-            "",
-            json!({"metadata": {"name": name}, "status": {"allocatable": {"cpu": "64", "memory": "64Gi", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}),
-        );
-    }
     let log = dir.path().join("stderr");
     let port = free_port();
-    let mut child = process::spawn(
-        wasmsched()
-            .args(["run", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .args(["--http-addr", &format!("127.0.0.1:{port}"), "--leader-elect=false"])
-            .args(["--tenant-compile-budget=1h", "--tenant-deadline=5s"])
-            .env("WASMSCHED_LOG", "info")
-            .stderr(Stdio::from(std::fs::File::create(&log).unwrap())),
-    )
-    .unwrap();
+    let mut child = run_with_three_nodes(&fake, &kubeconfig, port, &log);
     let mut tenant = Tenant { fake: &fake, port, previous: None, pods: 0 };
     tenant.put_policy("hostile-long-panic", "long-panic");
     let deadline = crate::common::hang_guard();
@@ -147,6 +105,41 @@ fn a_tenant_failing_on_every_call_for_a_minute_adds_a_bounded_log() {
     assert!(added.lines().all(|l| l.len() < 6 << 10), "a line past 4 KiB of the policy's text and its prefix");
     assert!(added.len() < 48 << 10, "{} bytes of log in a minute of failures", added.len());
     assert!(placed >= 200, "only {placed} pods were placed");
+}
+
+/// Three large nodes, and `wasmsched run` logging at info to `log`.
+fn run_with_three_nodes(
+    fake: &FakeApiServer,
+    kubeconfig: &std::path::Path,
+    port: u16,
+    log: &std::path::Path,
+) -> process::Guarded {
+    for name in ["n1", "n2", "n3"] {
+        fake.create(
+            "v1",
+            "nodes",
+            "",
+            json!({"metadata": {"name": name}, "status": {"allocatable": {"cpu": "64", "memory": "64Gi", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}),
+        );
+    }
+    process::spawn(
+        wasmsched()
+            .args(["run", "--kubeconfig"])
+            .arg(kubeconfig)
+            .args(["--http-addr", &format!("127.0.0.1:{port}"), "--leader-elect=false"])
+            // The budget has its own tests (`compile_budget`, `namespace`):
+            // here a busy machine's slow compiles must not end the phases.
+            .args(["--tenant-compile-budget=1h"])
+            // Nor is the per-call deadline: `forge-log` moves 96 MiB of
+            // log text a call through a debug build's host, which used
+            // 50 ms of CPU on a busy machine (its smoke run then refused
+            // the policy). The deadline has its own tests (`check_cli`,
+            // `call_deadlines`, `policy_runtime`).
+            .args(["--tenant-deadline=5s"])
+            .env("WASMSCHED_LOG", "info")
+            .stderr(Stdio::from(std::fs::File::create(log).unwrap())),
+    )
+    .unwrap()
 }
 
 /// The tenant `team`, its ConfigMap, and the pods it opts in.
