@@ -45,10 +45,14 @@ fn tenants_together_stay_within_one_memory_budget_across_a_restart() {
             real.add_node(&format!("mem-n{n}"), &node).await;
         }
         let kubeconfig = real.deploy_identity().await;
-        let held_before = held_by_others(&real, &kubeconfig).await;
+        // One cache for the three starts: an older tenant's source policy
+        // compiles its interpreter once.
+        let cache = tempfile::tempdir().unwrap();
+        let cache_flag = format!("--cache-dir={}", cache.path().display());
+        let held_before = held_by_others(&real, &kubeconfig, &cache_flag).await;
         let total = held_before + SHARE;
         let budget_flag = format!("--tenant-memory-total={total}");
-        let flags = ["--leader-elect=false", &budget_flag, "--tenant-compile-budget=1h"];
+        let flags = ["--leader-elect=false", &budget_flag, "--tenant-compile-budget=1h", &cache_flag];
         let run = real.run_binary(&kubeconfig, &flags).await;
         run.wait_readyz_mentions("readyz check passed").await;
         let readyz = Readyz::watch(run.port());
@@ -110,8 +114,9 @@ fn tenants_together_stay_within_one_memory_budget_across_a_restart() {
 
 /// What the tenants' policies already on the cluster hold, as a
 /// scheduler started with room for all of them finds it.
-async fn held_by_others(real: &Real, kubeconfig: &std::path::Path) -> u64 {
-    let probe = real.run_binary(kubeconfig, &["--leader-elect=false", "--tenant-memory-total=1Ti"]).await;
+async fn held_by_others(real: &Real, kubeconfig: &std::path::Path, cache_flag: &str) -> u64 {
+    let flags = ["--leader-elect=false", "--tenant-memory-total=1Ti", cache_flag];
+    let probe = real.run_binary(kubeconfig, &flags).await;
     probe.wait_readyz_mentions("readyz check passed").await;
     let held = memory_view(&probe)["heldBytes"].as_u64().unwrap();
     drop(probe.stop());
