@@ -3,8 +3,10 @@
 //! policy failing on every call adds a bounded number of bytes to the
 //! scheduler's log however often it fails and whatever it says
 //! (docs/security.md). Each line keeps at most [`MAX_POLICY_TEXT_BYTES`]
-//! of the policy's text. Every failure is still counted in the metrics and
-//! told to its pod.
+//! of the policy's text, its control characters escaped as the policy's
+//! own log lines are, so a traceback can never pass for a line of the
+//! host's. Every failure is still counted in the metrics and told to its
+//! pod.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -59,17 +61,11 @@ impl FailureLines {
     }
 }
 
-/// `text` cut to [`MAX_POLICY_TEXT_BYTES`] at a character boundary,
-/// saying how much was cut.
-pub fn cut(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.len() <= MAX_POLICY_TEXT_BYTES {
-        return text.into();
-    }
-    let mut end = MAX_POLICY_TEXT_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…(+{} bytes)", &text[..end], text.len() - end).into()
+/// `text` as one log line keeps it: control characters escaped, cut to
+/// [`MAX_POLICY_TEXT_BYTES`] at a character boundary, saying how much was
+/// cut (`policy_log::clean`, as a policy's own lines are).
+pub fn cut(text: &str) -> String {
+    crate::policy_log::clean(text, MAX_POLICY_TEXT_BYTES)
 }
 
 /// The line that says an instance was thrown away after `e`.
@@ -104,8 +100,9 @@ mod tests {
     }
 
     #[test]
-    fn a_long_text_is_cut_at_a_character() {
+    fn a_long_text_is_cut_at_a_character_and_cannot_start_a_line() {
         assert_eq!(cut("short"), "short");
+        assert_eq!(cut("boom\n2026-01-01T00:00:00Z  INFO forged"), "boom\\n2026-01-01T00:00:00Z  INFO forged");
         let long = "é".repeat(MAX_POLICY_TEXT_BYTES);
         let cut = cut(&long);
         assert!(cut.len() <= MAX_POLICY_TEXT_BYTES + 20, "{}", cut.len());

@@ -70,6 +70,23 @@ pub struct LoadedPolicy {
     pub failure_lines: crate::failure_lines::FailureLines,
 }
 
+/// An instance taken from the pool for one call. Dropped still holding it
+/// (a panic in the host's code, which a tenant's job catches), it is
+/// discarded, so its place in the pool is freed rather than lost: with a
+/// tenant's one instance, the next call would wait for ever.
+struct Taken<'p> {
+    policy: &'p LoadedPolicy,
+    instance: Option<PolicyInstance>,
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        if self.instance.take().is_some() {
+            self.policy.give_back(None);
+        }
+    }
+}
+
 /// A policy's instances: those idle, and how many exist (idle or in a
 /// call).
 struct Pool {
@@ -218,22 +235,24 @@ impl LoadedPolicy {
         ctx: &PolicyContext,
         f: impl FnOnce(&mut PolicyInstance) -> Result<R, PolicyError>,
     ) -> Result<R, PolicyError> {
-        let mut instance = self.take()?;
+        let mut taken = Taken { policy: self, instance: Some(self.take()?) };
+        let instance = taken.instance.as_mut().expect("taken just above");
         instance.store.data_mut().nodes = Some(ctx.nodes.clone());
         instance.store.data_mut().node_metrics = Some(ctx.node_metrics.clone());
         let result = instance.sync(&self.name, self.limits().call_deadline, &ctx.nodes).and_then(|sent| {
             self.node_records_sent.fetch_add(sent, Ordering::Relaxed);
-            f(&mut instance)
+            f(instance)
         });
         // Do not keep the table alive between calls: the owner may mutate it.
         instance.store.data_mut().nodes = None;
         instance.store.data_mut().node_metrics = None;
+        let instance = taken.instance.take();
         match &result {
             Err(e) if e.poisons_instance() => {
                 self.give_back(None);
                 crate::failure_lines::discarded(&self.failure_lines, &self.name, e);
             }
-            _ => self.give_back(Some(instance)),
+            _ => self.give_back(instance),
         }
         result
     }

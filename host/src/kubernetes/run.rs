@@ -234,8 +234,6 @@ impl Sources {
     }
 }
 
-/// The Lease settings, its namespace filled in: in a pod its own, outside
-/// a cluster the kubeconfig context's.
 /// The memory every tenant's policies together may reach: the operator's,
 /// or a share of the container's limit; said once at start.
 fn tenant_memory_total(tenants: &TenantConfig) -> u64 {
@@ -247,6 +245,8 @@ fn tenant_memory_total(tenants: &TenantConfig) -> u64 {
     total
 }
 
+/// The Lease settings, its namespace filled in: in a pod its own, outside
+/// a cluster the kubeconfig context's.
 fn lease_settings(client: &kube::Client, config: &RunConfig) -> LeaderElectionConfig {
     let mut le = config.leader_election.clone();
     if le.namespace.is_empty() {

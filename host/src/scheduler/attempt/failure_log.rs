@@ -20,5 +20,5 @@ pub(crate) fn heard(policy: &LoadedPolicy, phase: &'static str) -> Option<u64> {
 
 /// The failure's text as a log line keeps it: at most 4 KiB of it.
 pub(crate) fn text(e: &impl std::fmt::Display) -> String {
-    cut(&e.to_string()).into_owned()
+    cut(&e.to_string())
 }
