@@ -46,6 +46,7 @@ async fn run(rate: usize) {
         origin: PolicyOrigin::ConfigMap(ConfigMapRef { namespace: "wasmsched".into(), name: "policies".into() }),
         sampling: Default::default(),
         scoring: Default::default(),
+        plugin_args: Default::default(),
     }]);
     config.leader_election = LeaderElectionConfig { enabled: false, ..LeaderElectionConfig::default() };
     let running = wasmsched::kubernetes::start(client.clone(), config).await.unwrap();

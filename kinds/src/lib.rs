@@ -137,6 +137,25 @@ macro_rules! watched_kinds {
                 api: "scheduling.x-k8s.io/v1alpha1", resource: "podgroups", kind: "PodGroup", scope: namespaced,
                 field: coscheduling_pod_groups, apply: pod_groups_changed,
             },
+            /// Services, ReplicationControllers, ReplicaSets and StatefulSets:
+            /// their selectors are what PodTopologySpread's default
+            /// constraints spread a pod from (kube's `DefaultSelector`).
+            Service(k8s_openapi::api::core::v1::Service) {
+                api: "v1", resource: "services", kind: "Service", scope: namespaced,
+                field: services, apply: stored(default_spread),
+            },
+            ReplicationController(k8s_openapi::api::core::v1::ReplicationController) {
+                api: "v1", resource: "replicationcontrollers", kind: "ReplicationController", scope: namespaced,
+                field: replication_controllers, apply: stored(default_spread),
+            },
+            ReplicaSet(k8s_openapi::api::apps::v1::ReplicaSet) {
+                api: "apps/v1", resource: "replicasets", kind: "ReplicaSet", scope: namespaced,
+                field: replica_sets, apply: stored(default_spread),
+            },
+            StatefulSet(k8s_openapi::api::apps::v1::StatefulSet) {
+                api: "apps/v1", resource: "statefulsets", kind: "StatefulSet", scope: namespaced,
+                field: stateful_sets, apply: stored(default_spread),
+            },
         }
     };
 }

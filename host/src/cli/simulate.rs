@@ -95,6 +95,12 @@ pub struct SimulateArgs {
     /// `*`: all of them). Repeatable.
     #[arg(long = "disable-builtin-score", value_name = "NAME")]
     pub disable_builtin_score: Vec<String>,
+    /// kube plugins' args, as a profile's `pluginConfig` gives them in the
+    /// configuration file (a YAML list: PodTopologySpread's
+    /// `defaultingType` and `defaultConstraints`, DynamicResources'
+    /// `filterTimeout`).
+    #[arg(long = "plugin-config", value_name = "FILE")]
+    pub plugin_config: Option<std::path::PathBuf>,
     /// Threads an attempt over 1,000 nodes or more is split over
     /// (kube-scheduler's `parallelism`). Default: the cores, at most 16.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -308,9 +314,9 @@ pub(super) fn simulate_cluster(args: &SimulateArgs) -> anyhow::Result<(wasmsched
         sampling: NodeSampling::or_auto(args.percentage_of_nodes_to_score, args.sample_policies_slower_than),
         scoring: BuiltinScoring::configured(&args.disable_builtin_score, &[])
             .map_err(|e| anyhow::anyhow!("--disable-builtin-score: {e}"))?,
+        plugin_args: plugin_args(args)?,
         workers: AttemptWorkers::new(args.parallelism.map_or_else(AttemptWorkers::default_threads, usize::from))
             .context("starting the --parallelism threads")?,
-        dra_filter_timeout: Default::default(),
         progress: Some(Arc::new(move |placed, pending| {
             if placed % 256 == 0 {
                 progress_bar.set_length(pending);
@@ -330,6 +336,12 @@ pub(super) fn simulate_cluster(args: &SimulateArgs) -> anyhow::Result<(wasmsched
     Ok((sim, label))
 }
 
+/// `--plugin-config FILE`'s args; kube's defaults without it.
+fn plugin_args(args: &SimulateArgs) -> anyhow::Result<wasmsched::scheduler::plugins::args::PluginArgs> {
+    let Some(path) = &args.plugin_config else { return Ok(Default::default()) };
+    wasmsched::kubernetes::config::read_plugin_config(path).map_err(|e| anyhow::anyhow!("--plugin-config {e}"))
+}
+
 /// `--replay DIR`: the recording's inputs through the core with the
 /// policies given.
 fn run_replay(args: &SimulateArgs, dir: &std::path::Path) -> anyhow::Result<String> {
@@ -342,6 +354,7 @@ fn run_replay(args: &SimulateArgs, dir: &std::path::Path) -> anyhow::Result<Stri
         sampling: NodeSampling::or_auto(args.percentage_of_nodes_to_score, args.sample_policies_slower_than),
         scoring: BuiltinScoring::configured(&args.disable_builtin_score, &[])
             .map_err(|e| anyhow::anyhow!("--disable-builtin-score: {e}"))?,
+        plugin_args: plugin_args(args)?,
         workers: AttemptWorkers::new(args.parallelism.map_or_else(AttemptWorkers::default_threads, usize::from))
             .context("starting the --parallelism threads")?,
         ..SimOptions::default()

@@ -106,6 +106,9 @@ pub struct PodInfo {
     pub extended_containers: Vec<super::extended_requests::ExtendedContainer>,
     /// The node features its spec needs (NodeDeclaredFeatures).
     pub required_features: super::declared_features::FeatureSet,
+    /// Its controller, where PodTopologySpread's default constraints read
+    /// that kind's selector.
+    pub controller: Option<super::controllers::ControllerRef>,
 }
 
 /// One of a pod's ResourceClaims, as kube's `resourceclaim.Name` resolves
@@ -163,6 +166,7 @@ impl PodInfo {
             disks,
             device_claims: device_claims(pod),
             required_features: super::declared_features::FeatureSet::required_by(spec),
+            controller: super::controllers::ControllerRef::of(meta),
             extended_containers: match requests.resources.scalar.is_empty() {
                 true => vec![],
                 false => super::extended_requests::extended_containers(spec),

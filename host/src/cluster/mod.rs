@@ -2,8 +2,10 @@
 //! per-node accounting of bound and assumed pods.
 
 pub mod assumed;
+pub mod controllers;
 pub mod convert;
 pub mod declared_features;
+pub mod default_spread;
 pub mod disks;
 pub mod disruption_budgets;
 pub mod domains;

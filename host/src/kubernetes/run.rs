@@ -274,7 +274,7 @@ fn build_scheduler(config: &RunConfig, backpressure: &Backpressure) -> anyhow::R
             seed: config.seed,
             sampling: first.sampling,
             scoring: first.scoring,
-            dra_filter_timeout: Default::default(),
+            plugin_args: first.plugin_args.clone(),
         },
         first.initial_policies(),
     )
@@ -289,6 +289,7 @@ fn build_scheduler(config: &RunConfig, backpressure: &Backpressure) -> anyhow::R
             policies: p.initial_policies(),
             sampling: p.sampling,
             scoring: p.scoring,
+            plugin_args: p.plugin_args.clone(),
         });
     }
     scheduler.configure_tenants(config.tenants.settings.clone());

@@ -72,13 +72,13 @@ pub fn replay(dir: &Path, policies: PolicySet, options: &SimOptions) -> Result<R
         seed: header.seed,
         sampling: options.sampling,
         scoring: options.scoring,
-        dra_filter_timeout: options.dra_filter_timeout,
+        plugin_args: options.plugin_args.clone(),
     };
     let mut scheduler = Scheduler::new(config, policies).with_workers(options.workers.clone());
     for name in header.profiles.iter().skip(1) {
         let policies = PolicySet::default();
-        let (sampling, scoring) = (options.sampling, options.scoring);
-        scheduler.add_profile(Profile { scheduler_name: name.clone(), policies, sampling, scoring });
+        let (sampling, scoring, plugin_args) = (options.sampling, options.scoring, options.plugin_args.clone());
+        scheduler.add_profile(Profile { scheduler_name: name.clone(), policies, sampling, scoring, plugin_args });
     }
     let mut run = Replay::new(scheduler, Tenants::of(options));
     run.tenants.apply_all(&mut run.scheduler);

@@ -47,8 +47,9 @@ pub struct SimOptions {
     pub scoring: BuiltinScoring,
     /// The threads large clusters' attempts are split over (`--parallelism`).
     pub workers: AttemptWorkers,
-    /// How long one node's device search may take.
-    pub dra_filter_timeout: crate::scheduler::plugins::dynamic_resources::FilterTimeout,
+    /// The plugins' arguments (a profile's `pluginConfig`: default spread
+    /// constraints, the device search's timeout).
+    pub plugin_args: crate::scheduler::plugins::args::PluginArgs,
 }
 
 impl Default for SimOptions {
@@ -63,7 +64,7 @@ impl Default for SimOptions {
             sampling: NodeSampling::default(),
             scoring: BuiltinScoring::default(),
             workers: AttemptWorkers::default(),
-            dra_filter_timeout: Default::default(),
+            plugin_args: Default::default(),
         }
     }
 }
@@ -199,7 +200,7 @@ fn new_scheduler(policies: PolicySet, metrics: Arc<dyn NodeMetrics>, options: &S
         seed: options.seed,
         sampling: options.sampling,
         scoring: options.scoring,
-        dra_filter_timeout: options.dra_filter_timeout,
+        plugin_args: options.plugin_args.clone(),
     };
     let mut scheduler =
         Scheduler::new(config, policies).with_node_metrics(metrics).with_workers(options.workers.clone());

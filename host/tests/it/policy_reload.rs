@@ -76,6 +76,7 @@ async fn setup_with(initial: Option<ConfigMap>, limits: PolicyLimits, dir: Optio
         origin,
         sampling: Default::default(),
         scoring: Default::default(),
+        plugin_args: Default::default(),
     });
     config.policy_limits = limits;
     let scheduler = common::start_ready(client.clone(), config).await;
@@ -431,6 +432,7 @@ async fn a_candidate_added_by_a_configmap_update_is_tried_and_never_decides() {
         origin,
         sampling: Default::default(),
         scoring: Default::default(),
+        plugin_args: Default::default(),
     });
     config.http_addr = Some("127.0.0.1:0".parse().unwrap());
     // The fake API server reviews no tokens: the real one's test

@@ -142,6 +142,17 @@ impl ControlPlane {
         run_script("kube-scheduler.sh", &[&state, "stop"])?;
         run_script_with("kube-scheduler.sh", &[&state, "start"], &self.settings)
     }
+
+    /// As `restart_kube_scheduler`, with the KubeSchedulerConfiguration at
+    /// `config` (its profiles and plugin args; the kit's
+    /// `KCP_SCHEDULER_CONFIG`). The next plain restart drops it.
+    pub fn restart_kube_scheduler_with_config(&self, config: &Path) -> Result<String, String> {
+        let state = self.state_dir.to_string_lossy().to_string();
+        run_script("kube-scheduler.sh", &[&state, "stop"])?;
+        let mut settings = self.settings.clone();
+        settings.push(("KCP_SCHEDULER_CONFIG".into(), config.to_string_lossy().into_owned()));
+        run_script_with("kube-scheduler.sh", &[&state, "start"], &settings)
+    }
 }
 
 /// The real kube-controller-manager, running `controllers` only, until

@@ -85,6 +85,9 @@ pub struct ClusterState {
     group_members: HashMap<(String, String), BTreeMap<String, String>>,
     /// The PodGroups, by namespace and name.
     pod_groups: super::pod_groups::PodGroups,
+    /// PodTopologySpread's default constraints and the selectors they
+    /// read (Services and controllers).
+    default_spread: super::default_spread::DefaultSpread,
 }
 
 impl ClusterState {
@@ -412,6 +415,14 @@ impl ClusterState {
 
     pub fn devices(&self) -> &Devices {
         &self.devices
+    }
+
+    pub fn default_spread(&self) -> &super::default_spread::DefaultSpread {
+        &self.default_spread
+    }
+
+    pub fn default_spread_mut(&mut self) -> &mut super::default_spread::DefaultSpread {
+        &mut self.default_spread
     }
 
     pub fn devices_mut(&mut self) -> &mut Devices {

@@ -22,7 +22,8 @@ pub fn load(mut resolved: Resolved, engine: &PolicyEngine, fetcher: &Fetcher) ->
                 PolicyOrigin::ConfigMap(cm) => PolicyOrigin::ConfigMap(cm),
                 PolicyOrigin::Dir(dir) => PolicyOrigin::Dir(dir),
             };
-            Ok(ProfileConfig { scheduler_name: p.scheduler_name, origin, sampling: p.sampling, scoring: p.scoring })
+            let (sampling, scoring, plugin_args) = (p.sampling, p.scoring, p.plugin_args);
+            Ok(ProfileConfig { scheduler_name: p.scheduler_name, origin, sampling, scoring, plugin_args })
         })
         .collect::<Result<_, ConfigError>>()?;
     Ok(resolved.with_profiles(profiles))

@@ -8,6 +8,7 @@
 
 mod flags;
 mod load;
+mod plugin_config;
 mod resolve;
 mod run_settings;
 pub mod v1alpha1;
@@ -19,6 +20,7 @@ use std::time::Duration;
 use crate::kubernetes::hot_swap::configmap::ConfigMapRef;
 use crate::kubernetes::tenants::compile_budget::BudgetSettings;
 use crate::node_metrics::MetricSpec;
+use crate::scheduler::plugins::args::PluginArgs;
 use crate::scheduler::{
     AttemptWorkers, BuiltinScoring, NodeSampling, PolicySet, TenantSettings, default_tenant_limits,
 };
@@ -26,6 +28,7 @@ use wasmsched_runtime::PolicyLimits;
 
 pub use flags::{Flags, LeaderElectionFlags, TenantFlags};
 pub use load::load;
+pub use plugin_config::read_plugin_config;
 pub use resolve::{PolicyConfig, PolicyLocation, PolicyPlan, ShadowPlan, resolve};
 pub use v1alpha1::{ConfigError, ConfigurationFile};
 
@@ -50,6 +53,8 @@ pub struct ProfileConfig<S = PolicySet> {
     pub sampling: NodeSampling,
     /// The built-in score parts and their weights (`builtinScores`).
     pub scoring: BuiltinScoring,
+    /// Its plugins' arguments (`pluginConfig`).
+    pub plugin_args: PluginArgs,
 }
 
 impl ProfileConfig {
@@ -60,6 +65,7 @@ impl ProfileConfig {
             origin: PolicyOrigin::Specs(policies),
             scoring: BuiltinScoring::default(),
             sampling: NodeSampling::default(),
+            plugin_args: PluginArgs::default(),
         }
     }
 

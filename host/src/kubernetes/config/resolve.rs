@@ -156,6 +156,7 @@ fn flag_profile(flags: &Flags) -> Result<ProfileConfig<Vec<PolicyPlan>>, String>
         origin,
         sampling: NodeSampling::or_auto(flags.sampling, flags.sample_slower_than),
         scoring: BuiltinScoring::default(),
+        plugin_args: Default::default(),
     })
 }
 
@@ -203,7 +204,8 @@ fn file_profile(
             BuiltinScoring::configured(&b.disabled, &weights).map_err(|e| format!("{here}: builtinScores: {e}"))?
         }
     };
-    Ok(ProfileConfig { scheduler_name: profile.scheduler_name.clone(), origin, sampling, scoring })
+    let plugin_args = super::plugin_config::resolve(&profile.plugin_config).map_err(|e| format!("{here}: {e}"))?;
+    Ok(ProfileConfig { scheduler_name: profile.scheduler_name.clone(), origin, sampling, scoring, plugin_args })
 }
 
 fn file_policy(p: &PolicyFile, dir: &Path, base: &PolicyLimits, at: String) -> Result<PolicyPlan, String> {

@@ -19,6 +19,11 @@
 //!   builtinScores:                  # kube-scheduler's score plugins
 //!     disabled: [ImageLocality]     # "*": all of them
 //!     weights: {TaintToleration: 5}
+//!   pluginConfig:                   # kube plugins' args, as kube-scheduler takes them
+//!   - name: PodTopologySpread
+//!     args: {defaultingType: List, defaultConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}]}
+//!   - name: DynamicResources
+//!     args: {filterTimeout: 5s}
 //!   policies:
 //!   - path: /etc/wasmsched/policies/http-latency.wasm
 //!     weight: 2
@@ -142,6 +147,10 @@ pub struct ProfileFile {
     /// The built-in score parts: kube-scheduler's defaults unless changed.
     #[serde(default)]
     pub builtin_scores: Option<BuiltinScoresFile>,
+    /// kube plugins' args, as KubeSchedulerConfiguration gives them
+    /// (`super::plugin_config`).
+    #[serde(default)]
+    pub plugin_config: Vec<super::plugin_config::PluginConfigFile>,
 }
 
 /// `builtinScores`: parts turned off (`"*"`: all) and weights changed, by

@@ -25,6 +25,7 @@
 //!   could clear;
 //!
 //! and what they share:
+//! - `args`: a profile's plugin arguments (`pluginConfig`);
 //! - `filters`: the Filter extension point, every filter in kube's order;
 //! - `scores`: the built-in score parts, registered in `SCORE_PLUGINS` (a
 //!   plugin's `SCORE`, the `ScorePlugin` of `score_part`), weighed;
@@ -40,6 +41,7 @@
 //! (`kubernetes/writes/`, the simulator's store); the plugin folders say
 //! what is written.
 
+pub mod args;
 #[doc = include_str!("default_preemption/README.md")]
 pub mod default_preemption;
 #[doc = include_str!("dynamic_resources/README.md")]

@@ -12,6 +12,7 @@ use wasmsched_rules::topology_spread::{MISSING_TOPOLOGY_LABEL, SKEW_EXCEEDED};
 use wasmsched_rules::{DomainCounts, first_untolerated, node_selector_matches, required_affinity_matches, skew_allows};
 use wasmsched_runtime::{Candidate, NodeId};
 
+use crate::cluster::default_spread::{DefaultConstraints, HOSTNAME};
 use crate::cluster::{ClusterState, Domains, Namespaces, PlacedPod, PodClause, PodInfo, SpreadConstraint};
 use crate::scheduler::plugins::score_part::{OwnInputs, PartInputs, ScorePlugin};
 
@@ -65,8 +66,8 @@ impl SpreadCheck {
 /// namespace per domain, over the nodes that carry every such constraint's
 /// key and pass the constraint's node inclusion policies.
 pub(super) fn spread_checks(pod: &PodInfo, state: &ClusterState) -> Vec<SpreadCheck> {
-    let Some(constraints) = pod.constraints.as_deref() else { return Vec::new() };
-    let hard: Vec<&SpreadConstraint> = constraints.spread.iter().filter(|c| c.hard).collect();
+    let defaults = state.default_spread().constraints_for(pod, true);
+    let (hard, _) = chosen(pod, defaults.as_ref(), true);
     if hard.is_empty() {
         return Vec::new();
     }
@@ -86,6 +87,24 @@ pub(super) fn spread_checks(pod: &PodInfo, state: &ClusterState) -> Vec<SpreadCh
             }
         })
         .collect()
+}
+
+/// The pod's constraints of one kind (`hard`, or `ScheduleAnyway`): its
+/// own, or where it has none its profile's `defaults` (kube's
+/// `getConstraints`); and whether a node must carry every one's key to be
+/// counted and scored, which kube waives for its system defaults alone.
+fn chosen<'a>(
+    pod: &'a PodInfo,
+    defaults: Option<&'a DefaultConstraints>,
+    hard: bool,
+) -> (Vec<&'a SpreadConstraint>, bool) {
+    match defaults {
+        Some(d) => (d.constraints.iter().collect(), !d.system),
+        None => {
+            let own = pod.constraints.as_deref().map(|c| &c.spread[..]).unwrap_or_default();
+            (own.iter().filter(|c| c.hard == hard).collect(), true)
+        }
+    }
 }
 
 /// For one spread constraint, the live pods it selects in the pod's
@@ -141,19 +160,25 @@ fn spread_domain_counts(
 }
 
 /// PodTopologySpread's inputs: per candidate, for each `ScheduleAnyway`
-/// constraint, its domain and matching pods there; `None` for a node
-/// missing a constraint's key, which kube scores 0.
+/// constraint, its domain and matching pods there (`None` where the node
+/// lacks the key); a candidate is `None` altogether where it must carry
+/// every key and does not, which kube scores 0.
 #[derive(Debug, Clone)]
 pub(super) struct SpreadInputs {
     /// `(maxSkew, whether the key is kubernetes.io/hostname)`.
     constraints: Vec<(u32, bool)>,
     /// Per candidate, in candidate order (filtered with them).
-    pub(super) cells: Vec<Option<Vec<(usize, u32)>>>,
+    pub(super) cells: Vec<Option<Cell>>,
 }
+
+/// One candidate's `(domain, matching pods)` per constraint; `None` where
+/// it lacks the constraint's key.
+pub(super) type Cell = Vec<Option<(usize, u32)>>;
 
 impl SpreadInputs {
     /// kube's per-node spread score, with each constraint's weight from
-    /// the number of its domains among the candidates left.
+    /// the number of its domains among the candidates left (nodes
+    /// without the key together count as one, as kube's empty value).
     pub(super) fn scores(&self) -> Vec<Option<i64>> {
         let scored = self.cells.iter().flatten();
         let weights: Vec<f64> = self
@@ -164,7 +189,7 @@ impl SpreadInputs {
                 let domains = if hostname {
                     scored.clone().count()
                 } else {
-                    let mut seen: Vec<usize> = scored.clone().map(|cell| cell[i].0).collect();
+                    let mut seen: Vec<Option<usize>> = scored.clone().map(|cell| cell[i].map(|(d, _)| d)).collect();
                     seen.sort_unstable();
                     seen.dedup();
                     seen.len()
@@ -180,7 +205,7 @@ impl SpreadInputs {
                     cell.iter()
                         .zip(&self.constraints)
                         .zip(&weights)
-                        .map(|((&(_, count), &(skew, _)), &w)| (count, skew, w)),
+                        .filter_map(|((entry, &(skew, _)), &w)| entry.map(|(_, count)| (count, skew, w))),
                 ))
             })
             .collect()
@@ -208,26 +233,29 @@ impl OwnInputs for SpreadInputs {
 }
 
 /// The score's inputs for the candidates: `None` when the pod has no
-/// `ScheduleAnyway` constraint (the part is left out).
+/// `ScheduleAnyway` constraint, of its own or by default (the part is
+/// left out).
 pub(super) fn score_inputs(pod: &PodInfo, state: &ClusterState, candidates: &[Candidate]) -> Option<SpreadInputs> {
-    let soft: Vec<&SpreadConstraint> = pod.constraints.as_deref()?.spread.iter().filter(|c| !c.hard).collect();
+    let defaults = state.default_spread().constraints_for(pod, false);
+    let (soft, require_all) = chosen(pod, defaults.as_ref(), false);
     if soft.is_empty() {
         return None;
     }
     let keys: Vec<_> = soft.iter().map(|c| state.domains(&c.topology_key)).collect();
+    let required = if require_all { &keys[..] } else { &[] };
     let counts: Vec<_> =
-        soft.iter().zip(&keys).map(|(c, domains)| spread_domain_counts(pod, state, c, &keys, domains).0).collect();
+        soft.iter().zip(&keys).map(|(c, domains)| spread_domain_counts(pod, state, c, required, domains).0).collect();
     let cells = candidates
         .iter()
         .map(|c| {
-            keys.iter()
+            let cell: Vec<_> = keys
+                .iter()
                 .zip(&counts)
                 .map(|(domains, counts)| domains.of(c.node).map(|d| (d, counts.count(d))))
-                .collect::<Option<Vec<_>>>()
+                .collect();
+            (!require_all || cell.iter().all(Option::is_some)).then_some(cell)
         })
         .collect();
     let constraints = soft.iter().map(|c| (c.max_skew, c.topology_key == HOSTNAME)).collect();
     Some(SpreadInputs { constraints, cells })
 }
-
-const HOSTNAME: &str = "kubernetes.io/hostname";

@@ -8,7 +8,7 @@
 use crate::cluster::{ClusterState, NodeState, PlacedPod, PodInfo};
 use crate::scheduler::plugins::pod_claims::PodClaims;
 use crate::scheduler::plugins::{filters, node_resources};
-use crate::scheduler::queue::{Offer, RoomOffer};
+use crate::scheduler::queue::{Offer, RoomOffer, filters_on_pods};
 use wasmsched_runtime::NodeId;
 
 /// Which of the pods no node could take must be retried now that `gone`
@@ -43,9 +43,10 @@ impl<'a> AfterPodGone<'a> {
     }
 
     /// Whether `waiting` is retried whatever room the deletion left.
-    pub fn retry(&self, waiting: &PodInfo) -> bool {
+    /// `rejected_by`: the plugins that rejected it.
+    pub fn retry(&self, waiting: &PodInfo, rejected_by: &[String]) -> bool {
         let gone = self.gone;
-        if !gone.anti_affinity().is_empty() || waiting.constraints.as_deref().is_some_and(|c| c.filters_on_pods()) {
+        if !gone.anti_affinity().is_empty() || filters_on_pods(waiting, rejected_by) {
             return true;
         }
         let priority = waiting.facts.priority;
@@ -168,7 +169,7 @@ mod tests {
     /// Whether the deletion retries `waiting` when it is the first pod
     /// offered the room.
     fn may_fit_after_pod_gone(waiting: &PodInfo, gone: &PlacedPod, state: &ClusterState) -> bool {
-        AfterPodGone::new(gone, state).retry(waiting)
+        AfterPodGone::new(gone, state).retry(waiting, &[])
             || Room::open(state, &gone.node).is_some_and(|mut r| r.offer(waiting))
     }
 

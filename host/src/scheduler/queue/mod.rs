@@ -372,7 +372,7 @@ impl SchedulingQueue {
             e.location = Location::Unschedulable { since: now };
             e.rejected_by = rejected_by;
             self.incoming.add(QueueEvent::ATTEMPT_FAILURE, "unschedulable");
-            if e.info.constraints.as_deref().is_some_and(|c| c.filters_on_pods()) {
+            if filters_on_pods(&e.info, &e.rejected_by) {
                 self.waiting_on_pods.insert(key.clone());
             }
             self.note_due(Location::Unschedulable { since: now });
@@ -383,17 +383,23 @@ impl SchedulingQueue {
     /// updated, a pod deleted): they go back to active, or to backoff if
     /// their backoff has not expired yet, as kube moves them.
     pub fn cluster_changed(&mut self, now: Duration, event: QueueEvent) {
-        self.cluster_changed_for(now, event, |_| true);
+        self.cluster_changed_for(now, event, |_, _| true);
         self.waiting_on_pods.clear();
     }
 
     /// As `cluster_changed`, for the unschedulable pods that `may_fit`
     /// says the change may let in (`queueing_hints.rs`).
-    pub fn cluster_changed_for(&mut self, now: Duration, event: QueueEvent, may_fit: impl Fn(&PodInfo) -> bool) {
+    /// `may_fit` reads the pod and the plugins that rejected it.
+    pub fn cluster_changed_for(
+        &mut self,
+        now: Duration,
+        event: QueueEvent,
+        may_fit: impl Fn(&PodInfo, &[String]) -> bool,
+    ) {
         let waiting: Vec<(Duration, PodKey)> = self
             .entries
             .iter()
-            .filter(|(_, e)| matches!(e.location, Location::Unschedulable { .. }) && may_fit(&e.info))
+            .filter(|(_, e)| matches!(e.location, Location::Unschedulable { .. }) && may_fit(&e.info, &e.rejected_by))
             .map(|(k, e)| (e.last_attempt, k.clone()))
             .collect();
         self.requeue_in_order(waiting, now, event);
@@ -480,6 +486,14 @@ impl SchedulingQueue {
             _ => false,
         })
     }
+}
+
+/// Whether another pod's change may let `pod` in through its filters on
+/// pods: it has required terms or `DoNotSchedule` constraints of its own,
+/// or PodTopologySpread rejected it (its profile's default constraints).
+pub fn filters_on_pods(pod: &PodInfo, rejected_by: &[String]) -> bool {
+    pod.constraints.as_deref().is_some_and(|c| c.filters_on_pods())
+        || rejected_by.iter().any(|p| p == "PodTopologySpread")
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use super::Scheduler;
 use super::stores::{KindStore, apply_to, gone_from};
 use crate::cluster::convert::{bound_node, is_terminal, scheduler_name};
+use crate::cluster::default_spread::DefaultSpread;
 use crate::cluster::pod_groups::GroupObject;
 use crate::cluster::{ClusterState, PodInfo, PodKey, Volumes};
 use crate::scheduler::events::{Change, ClusterEvent, EventReport, InvalidPod, ObjectKey};
@@ -61,6 +62,10 @@ wasmsched_kinds::watched_kinds!(apply_by_kind);
 /// The stores a kind can be `stored` in.
 fn state(s: &mut Scheduler) -> &mut ClusterState {
     &mut s.state
+}
+
+fn default_spread(s: &mut Scheduler) -> &mut DefaultSpread {
+    s.state.default_spread_mut()
 }
 
 fn volumes(s: &mut Scheduler) -> &mut Volumes {
@@ -270,7 +275,9 @@ impl Scheduler {
     fn placed_pod_gone(&mut self, key: &PodKey, now: Duration) {
         let Some(gone) = self.state.pod_gone(key) else { return };
         let hint = AfterPodGone::new(&gone, &self.state);
-        self.queue.cluster_changed_for(now, QueueEvent::ASSIGNED_POD_DELETE, |waiting| hint.retry(waiting));
+        self.queue.cluster_changed_for(now, QueueEvent::ASSIGNED_POD_DELETE, |waiting, rejected_by| {
+            hint.retry(waiting, rejected_by)
+        });
         self.fill_room(&gone.node, true, now);
     }
 

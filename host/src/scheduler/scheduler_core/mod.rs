@@ -16,6 +16,7 @@ use crate::scheduler::experiments::live::{Decided, LiveExperiments, Watchers};
 use crate::scheduler::experiments::outbox::{ShadowOf, Shadowing, shadow_jobs};
 use crate::scheduler::experiments::shadow::ShadowJob;
 use crate::scheduler::parallel::workers::AttemptWorkers;
+use crate::scheduler::plugins::args::PluginArgs;
 use crate::scheduler::plugins::default_preemption::Preemption;
 use crate::scheduler::plugins::dynamic_resources;
 use crate::scheduler::plugins::reservation::Reservation;
@@ -56,8 +57,8 @@ pub struct SchedulerConfig {
     pub sampling: NodeSampling,
     /// The first profile's built-in score parts.
     pub scoring: BuiltinScoring,
-    /// How long one node's device search may take.
-    pub dra_filter_timeout: crate::scheduler::plugins::dynamic_resources::FilterTimeout,
+    /// The first profile's plugin arguments (`pluginConfig`).
+    pub plugin_args: PluginArgs,
 }
 
 /// One scheduler name, the policies that decide for its pods and how many
@@ -68,6 +69,8 @@ pub struct Profile {
     pub sampling: NodeSampling,
     /// The built-in score parts and their weights (kube's by default).
     pub scoring: BuiltinScoring,
+    /// Its plugins' arguments (`pluginConfig`).
+    pub plugin_args: PluginArgs,
 }
 
 impl Default for SchedulerConfig {
@@ -77,7 +80,7 @@ impl Default for SchedulerConfig {
             seed: 0,
             sampling: NodeSampling::default(),
             scoring: BuiltinScoring::default(),
-            dra_filter_timeout: Default::default(),
+            plugin_args: PluginArgs::default(),
         }
     }
 }
@@ -198,10 +201,11 @@ impl Scheduler {
                 policies,
                 sampling: config.sampling,
                 scoring: config.scoring,
+                plugin_args: config.plugin_args.clone(),
             }],
             state: {
                 let mut state = ClusterState::new();
-                state.devices_mut().set_filter_timeout(config.dra_filter_timeout);
+                config.plugin_args.apply_to(&config.scheduler_name, &mut state);
                 state
             },
             config,
@@ -234,6 +238,7 @@ impl Scheduler {
 
     /// Adds a profile, or replaces an existing one of the same name.
     pub fn add_profile(&mut self, profile: Profile) {
+        profile.plugin_args.apply_to(&profile.scheduler_name, &mut self.state);
         match self.profiles.iter_mut().find(|p| p.scheduler_name == profile.scheduler_name) {
             Some(existing) => *existing = profile,
             None => self.profiles.push(profile),
@@ -253,6 +258,7 @@ impl Scheduler {
                 policies,
                 sampling: NodeSampling::default(),
                 scoring: BuiltinScoring::default(),
+                plugin_args: PluginArgs::default(),
             }),
         }
     }

@@ -6,11 +6,14 @@
 
 use std::collections::HashSet;
 
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment};
 
+use crate::cluster::controllers::ControllerKind;
+use crate::cluster::default_spread::DefaultSpread;
 use crate::cluster::pod_groups::{GroupObject, PodGroups};
 use crate::cluster::{ClusterState, DisruptionBudget, Volumes};
 use crate::scheduler::events::{Change, ObjectKey};
@@ -228,4 +231,53 @@ stores! { cluster-scoped:
 stores! { namespaced:
     PersistentVolumeClaim => Volumes { claim_upserted, claim_deleted, claim_keys }
     CSIStorageCapacity => Volumes { capacity_upserted, capacity_deleted, capacity_keys }
+}
+
+/// Services and controllers give PodTopologySpread's default constraints
+/// their selectors. kube registers no event of these kinds for the plugin
+/// (a pod waits for a pod or node change), and neither does this: none
+/// makes a pod worth retrying.
+impl KindStore<Service> for DefaultSpread {
+    fn upsert(&mut self, service: &Service) -> bool {
+        self.service_upserted(service);
+        false
+    }
+
+    fn remove(&mut self, key: &ObjectKey) -> bool {
+        self.service_deleted(&key.namespace, &key.name);
+        false
+    }
+
+    fn held(&self) -> Vec<ObjectKey> {
+        self.service_keys()
+            .map(|(namespace, name)| ObjectKey { namespace: namespace.into(), name: name.into() })
+            .collect()
+    }
+}
+
+macro_rules! controllers {
+    ($($kind:ty => $variant:ident, $upserted:ident;)*) => {$(
+        impl KindStore<$kind> for DefaultSpread {
+            fn upsert(&mut self, object: &$kind) -> bool {
+                self.$upserted(object);
+                false
+            }
+
+            fn remove(&mut self, key: &ObjectKey) -> bool {
+                self.controller_deleted(ControllerKind::$variant, &key.namespace, &key.name);
+                false
+            }
+
+            fn held(&self) -> Vec<ObjectKey> {
+                let key = |(namespace, name): (&str, &str)| ObjectKey { namespace: namespace.into(), name: name.into() };
+                self.controller_keys(ControllerKind::$variant).map(key).collect()
+            }
+        }
+    )*};
+}
+
+controllers! {
+    ReplicationController => ReplicationController, replication_controller_upserted;
+    ReplicaSet => ReplicaSet, replica_set_upserted;
+    StatefulSet => StatefulSet, stateful_set_upserted;
 }

@@ -189,6 +189,14 @@ impl Real {
         self.control_plane.restart_kube_scheduler().unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// kube-scheduler, fresh, with the KubeSchedulerConfiguration `yaml`
+    /// (until the next `start_oracle`).
+    pub fn start_oracle_configured(&self, yaml: &str) -> String {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), yaml).unwrap();
+        self.control_plane.restart_kube_scheduler_with_config(file.path()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// This test's name for `name` (nodes and label values are
     /// cluster-wide).
     pub fn own(&self, name: &str) -> String {
@@ -231,7 +239,8 @@ impl Real {
 
     /// Creates `{prefix}{name}` for every pod (class labels made this
     /// test's own), all at once or `spacing` apart; returns the names. A
-    /// `labels` member of a spec is the pod's labels.
+    /// `labels` member of a spec is the pod's labels, an `ownerReferences`
+    /// member its owners.
     pub async fn create_pods(
         &self,
         prefix: &str,
@@ -245,6 +254,7 @@ impl Real {
             .map(|(name, spec)| {
                 let mut spec = spec.clone();
                 let labels = spec.as_object_mut().and_then(|s| s.remove("labels")).unwrap_or(json!({}));
+                let owners = spec.as_object_mut().and_then(|s| s.remove("ownerReferences"));
                 spec["schedulerName"] = json!(scheduler_name);
                 if let Some(class) = spec.pointer("/nodeSelector/wasmsched-class").and_then(Value::as_str) {
                     spec["nodeSelector"]["wasmsched-class"] = json!(self.own(class));
@@ -256,7 +266,10 @@ impl Real {
                     *value = json!(self.own(value.as_str().unwrap_or_default()));
                 }
                 let name = format!("{prefix}{name}");
-                let metadata = json!({"name": name, "labels": labels});
+                let mut metadata = json!({"name": name, "labels": labels});
+                if let Some(owners) = owners {
+                    metadata["ownerReferences"] = owners;
+                }
                 (name.clone(), serde_json::from_value(json!({"metadata": metadata, "spec": spec})).unwrap())
             })
             .collect();

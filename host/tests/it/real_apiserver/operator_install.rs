@@ -52,6 +52,7 @@ fn the_readme_install_applies_and_a_rebuilt_policy_swaps_in() {
             origin: PolicyOrigin::ConfigMap(cm),
             sampling: Default::default(),
             scoring: Default::default(),
+            plugin_args: Default::default(),
         }]);
         config.leader_election.namespace = "wasmsched".into();
         config.leader_election.name = "wasmsched".into();

@@ -165,9 +165,12 @@ fn a_device_search_past_the_filter_timeout_gives_the_node_up() {
     let mut manifests = Manifests::default();
     manifests.add_text("test", &yaml);
     let options = SimOptions {
-        dra_filter_timeout: wasmsched::scheduler::plugins::dynamic_resources::FilterTimeout(
-            std::time::Duration::from_millis(200),
-        ),
+        plugin_args: wasmsched::scheduler::plugins::args::PluginArgs {
+            dra_filter_timeout: wasmsched::scheduler::plugins::dynamic_resources::FilterTimeout(
+                std::time::Duration::from_millis(200),
+            ),
+            ..Default::default()
+        },
         ..SimOptions::default()
     };
     let r = crate::common::returns("a search bounded by the filter timeout", move || {

@@ -49,6 +49,7 @@ fn message(report: &SimReport, pod: &str) -> String {
 
 mod cache;
 mod consumable_capacity;
+mod default_spread;
 mod device_allocation;
 mod devices;
 mod events;

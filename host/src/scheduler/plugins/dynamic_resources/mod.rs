@@ -136,7 +136,7 @@ impl PodDevices {
         if plans.is_empty() {
             return Ok(());
         }
-        match allocator::fits(&plans, devices, node) {
+        match allocator::fits(&plans, devices, node, devices.filter_timeout(&pod.scheduler_name)) {
             Ok(true) => Ok(()),
             Ok(false) => Err(vec![CANNOT_ALLOCATE.to_string()]),
             Err(e) => Err(vec![e]),
@@ -171,7 +171,7 @@ impl PodDevices {
         if plans.is_empty() {
             return Ok((vec![], None));
         }
-        match allocator::allocate(&plans, devices, node) {
+        match allocator::allocate(&plans, devices, node, devices.filter_timeout(&pod.scheduler_name)) {
             Ok(Some(allocations)) => Ok((allocations, extended)),
             Ok(None) => Err(vec![CANNOT_ALLOCATE.to_string()]),
             Err(e) => Err(vec![e]),

@@ -15,7 +15,7 @@ mod result;
 use super::devices::capacity;
 use super::devices::cel::{Attribute, qualified};
 use super::devices::claims::{Alternative, Mode, tolerated};
-use super::devices::{Allocation, Consumption, Device, Devices, Reach, Slice};
+use super::devices::{Allocation, Consumption, Device, Devices, FilterTimeout, Reach, Slice};
 use super::devices::{Claim, cel::Selector};
 
 /// A compiled selector, or why it does not compile.
@@ -60,9 +60,15 @@ struct Choice {
 
 /// Whether `plans` can all be allocated on this node (the Filter); `Err`
 /// is a selector that failed to compile or evaluate.
-pub fn fits(plans: &[ClaimPlan], devices: &Devices, node: &wasmsched_runtime::NodeFacts) -> Result<bool, String> {
+/// `timeout`: how long the search may take (the pod's profile's).
+pub fn fits(
+    plans: &[ClaimPlan],
+    devices: &Devices,
+    node: &wasmsched_runtime::NodeFacts,
+    timeout: FilterTimeout,
+) -> Result<bool, String> {
     let candidates = candidates(devices, node);
-    Search::new(plans, &candidates, devices).claim_from(0, 0)
+    Search::new(plans, &candidates, devices, timeout).claim_from(0, 0)
 }
 
 /// The node is given up when its search passes the filter timeout (kube's
@@ -75,9 +81,10 @@ pub fn allocate(
     plans: &[ClaimPlan],
     devices: &Devices,
     node: &wasmsched_runtime::NodeFacts,
+    timeout: FilterTimeout,
 ) -> Result<Option<Vec<Allocation>>, String> {
     let candidates = candidates(devices, node);
-    let mut search = Search::new(plans, &candidates, devices);
+    let mut search = Search::new(plans, &candidates, devices, timeout);
     if !search.claim_from(0, 0)? {
         return Ok(None);
     }
@@ -120,7 +127,12 @@ struct Search<'p, 'c> {
 const CLOCK_EVERY: u32 = 1024;
 
 impl<'p, 'c> Search<'p, 'c> {
-    fn new(plans: &'p [ClaimPlan], candidates: &'c [Candidate<'c>], devices: &'c Devices) -> Self {
+    fn new(
+        plans: &'p [ClaimPlan],
+        candidates: &'c [Candidate<'c>],
+        devices: &'c Devices,
+        timeout: FilterTimeout,
+    ) -> Self {
         Search {
             plans,
             candidates,
@@ -129,7 +141,7 @@ impl<'p, 'c> Search<'p, 'c> {
             sharing: vec![],
             counters: vec![],
             devices,
-            deadline: Some(devices.filter_timeout().0).filter(|t| !t.is_zero()).map(|t| Instant::now() + t),
+            deadline: Some(timeout.0).filter(|t| !t.is_zero()).map(|t| Instant::now() + t),
             tried: 0,
         }
     }

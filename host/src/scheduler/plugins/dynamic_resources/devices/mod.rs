@@ -61,8 +61,9 @@ pub struct Devices {
     shared: HashMap<DeviceId, SharedUse>,
     /// Compiled selectors by expression; `Err` is the compiler's message.
     selectors: HashMap<String, Arc<Result<cel::Selector, String>>>,
-    /// How long one node's device search may take.
-    filter_timeout: FilterTimeout,
+    /// Per profile (scheduler name), how long one node's device search
+    /// may take; a profile not named has kube's default.
+    filter_timeouts: HashMap<String, FilterTimeout>,
 }
 
 /// How long the search for one node's devices may take before the node is
@@ -86,12 +87,13 @@ struct SharedUse {
 }
 
 impl Devices {
-    pub fn filter_timeout(&self) -> FilterTimeout {
-        self.filter_timeout
+    /// The filter timeout of the profile `scheduler_name`.
+    pub fn filter_timeout(&self, scheduler_name: &str) -> FilterTimeout {
+        self.filter_timeouts.get(scheduler_name).copied().unwrap_or_default()
     }
 
-    pub fn set_filter_timeout(&mut self, timeout: FilterTimeout) {
-        self.filter_timeout = timeout;
+    pub fn set_filter_timeout(&mut self, scheduler_name: &str, timeout: FilterTimeout) {
+        self.filter_timeouts.insert(scheduler_name.to_string(), timeout);
     }
 
     pub fn slice_upserted(&mut self, slice: &ResourceSlice) {
