@@ -64,6 +64,17 @@ pub fn score_problem<'a>(scores: &[f64], candidates: usize, node: impl Fn(usize)
     ))
 }
 
+/// The scores of a policy that declares them absolute (contract 0.5's
+/// `score-scale`): each in 0..100, as kube's Score plugins give them.
+pub fn absolute_score_problem<'a>(scores: &[f64], node: impl Fn(usize) -> &'a str) -> Option<String> {
+    let (i, score) = scores.iter().enumerate().find(|(_, s)| !(0.0..=100.0).contains(*s))?;
+    Some(format!(
+        "the score for node {} (candidate {i}) is {}; the policy declares absolute scores, which lie in 0..100",
+        node(i),
+        number(*score)
+    ))
+}
+
 /// An explain-score answer: one breakdown per candidate, each of at most
 /// [`MAX_SCORE_PARTS`] named parts with values in a score's range.
 pub fn parts_problem(breakdowns: &[Vec<(&str, f64)>], candidates: usize) -> Option<String> {

@@ -169,6 +169,17 @@ pub enum ScoreOrder {
     LowerIsBetter,
 }
 
+/// How a policy's raw scores become the 0..100 the host adds (contract
+/// 0.5's `score-scale`; earlier versions normalise).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ScoreScale {
+    /// Min-max over the candidates, following the score order.
+    #[default]
+    Normalised,
+    /// Already 0..100, added as they are (as kube adds a Score plugin's).
+    Absolute,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Phases {
     pub filter: bool,
@@ -197,6 +208,8 @@ pub struct PolicyInfo {
     /// (contract 0.3's `policy-info`; earlier versions say it in a custom
     /// section, `declarations`).
     pub independent_nodes: bool,
+    /// How its raw scores become 0..100.
+    pub score_scale: ScoreScale,
 }
 
 /// A policy's filter answer: per candidate, `None` if feasible, else the

@@ -334,7 +334,8 @@ impl LoadedPolicy {
     }
 
     /// The policy's raw scores over `candidates`, validated: one per
-    /// candidate, finite, magnitude at most 2^53.
+    /// candidate, finite, magnitude at most 2^53 (in 0..100 where the
+    /// policy declares them absolute).
     pub fn score(
         &self,
         ctx: &PolicyContext,
@@ -353,7 +354,10 @@ impl LoadedPolicy {
             .map_err(|refusal| refused(&self.name, "score", refusal))?;
         // Named by the node, which the author can find in the cluster.
         let node = |i: usize| ctx.nodes.name(candidates[i].node).unwrap_or("?");
-        if let Some(problem) = answers::score_problem(&scores, candidates.len(), node) {
+        let absolute = self.info.score_scale == crate::facts::ScoreScale::Absolute;
+        let problem = answers::score_problem(&scores, candidates.len(), node)
+            .or_else(|| absolute.then(|| answers::absolute_score_problem(&scores, node)).flatten());
+        if let Some(problem) = problem {
             return Err(PolicyError::Malformed { policy: self.name.to_string(), phase: "score", problem });
         }
         Ok(scores)

@@ -54,8 +54,8 @@ mod wire;
 pub use bindings::exports::wasmsched::policy::policy::ScorePart;
 pub use bindings::wasmsched::policy::types::{
     DomainRequest, GroupInfo, LogLevel, MemberPlacement, MetricSample, NodeChange, NodeId, NodeInfo, NodeSelectorTerm,
-    PodInfo, PolicyInfo, Resources, ScoreOrder, SelectorOperator, SelectorRequirement, Taint, TaintEffect, Toleration,
-    TolerationOperator,
+    PodInfo, PolicyInfo, Resources, ScoreOrder, ScoreScale, SelectorOperator, SelectorRequirement, Taint, TaintEffect,
+    Toleration, TolerationOperator,
 };
 pub use columns::{Columns, Verdicts};
 pub use config::Config;
@@ -71,7 +71,7 @@ pub use wasmsched_rules::quantity;
 pub use wire::{Candidates, Column, Word};
 
 /// The WIT package version this SDK builds policies against.
-pub const WIT_VERSION: &str = "0.4.0";
+pub const WIT_VERSION: &str = "0.5.0";
 
 /// Exports a type implementing [`Policy`] as the component's
 /// `wasmsched:policy/policy` interface. Use it once per policy crate.

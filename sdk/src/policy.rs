@@ -1,4 +1,6 @@
-use crate::{Attempt, Columns, Config, DomainRequest, NodeView, PlacementView, Pod, ScoreOrder, ScoreParts, Verdicts};
+use crate::{
+    Attempt, Columns, Config, DomainRequest, NodeView, PlacementView, Pod, ScoreOrder, ScoreParts, ScoreScale, Verdicts,
+};
 
 /// Which phases a policy takes part in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +42,14 @@ pub trait Policy: Sized + 'static {
     /// Whether a higher or a lower raw score is better. The host normalises
     /// either way to kube-scheduler's 0..100, 100 best.
     const SCORE_ORDER: ScoreOrder = ScoreOrder::HigherIsBetter;
+    /// How the host turns raw scores into the 0..100 it adds: `Normalised`
+    /// (the default) maps each call's scores by min-max, so any unit
+    /// works; `Absolute` takes them as they are, as kube-scheduler takes a
+    /// Score plugin's, and each must then lie in 0..100. Choose `Absolute`
+    /// for a score that reproduces or sits beside kube's own (a node's
+    /// free share, say): a small difference then stays small beside
+    /// PodTopologySpread and the other built-in parts.
+    const SCORE_SCALE: ScoreScale = ScoreScale::Normalised;
     /// Set `true` when each node's verdict and score depend only on the pod
     /// and that node (and its metrics), never on the other candidates, their
     /// number or order: every policy written with [`Policy::filter`] and

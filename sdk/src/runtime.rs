@@ -17,6 +17,7 @@ pub fn describe<P: Policy>() -> PolicyInfo {
         description: P::DESCRIPTION.to_string(),
         phases: wit::Phases { filter, score, place },
         score_order: P::SCORE_ORDER,
+        score_scale: P::SCORE_SCALE,
         independent_nodes: P::INDEPENDENT_NODES,
     }
 }

@@ -10,7 +10,7 @@ use clap::Args;
 use std::time::Duration;
 
 use wasmsched_runtime::smoke::{SmokeReport, cost_run, smoke_run};
-use wasmsched_runtime::{LoadedPolicy, PolicyError, ScoreOrder};
+use wasmsched_runtime::{LoadedPolicy, PolicyError, ScoreOrder, ScoreScale};
 
 use wasmsched::policy::flags::{LimitArgs, announce_long_compile, policy_source, read_config};
 
@@ -100,10 +100,16 @@ fn print_policy(policy: &LoadedPolicy, cost: Option<Duration>) {
         .into_iter()
         .filter_map(|(on, name)| on.then_some(name))
         .collect();
-    let order = match (info.phases.score, info.score_order) {
-        (false, _) => "",
-        (true, ScoreOrder::HigherIsBetter) => " (higher raw score is better)",
-        (true, ScoreOrder::LowerIsBetter) => " (lower raw score is better)",
+    let order = match (info.phases.score, info.score_order, info.score_scale) {
+        (false, _, _) => "",
+        (true, ScoreOrder::HigherIsBetter, ScoreScale::Normalised) => " (higher raw score is better)",
+        (true, ScoreOrder::LowerIsBetter, ScoreScale::Normalised) => " (lower raw score is better)",
+        (true, ScoreOrder::HigherIsBetter, ScoreScale::Absolute) => {
+            " (absolute 0..100, added as it is; higher is better)"
+        }
+        (true, ScoreOrder::LowerIsBetter, ScoreScale::Absolute) => {
+            " (absolute 0..100, 100 - score added; lower is better)"
+        }
     };
     println!("policy      {} {}{}", info.name, info.version, dash(&info.description));
     println!("file        {} ({:.1} KiB, sha256 {})", p.origin, p.size as f64 / 1024.0, &p.sha256[..16]);

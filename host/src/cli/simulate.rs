@@ -32,7 +32,8 @@ pub enum OutputFormat {
 #[derive(Args, Debug)]
 pub struct SimulateArgs {
     /// Kubernetes YAML/JSON files or directories with Nodes and Pods (also
-    /// `kubectl get nodes,pods -A -o yaml` dumps). None: the bundled scenario.
+    /// `kubectl get nodes,pods,services,replicasets,statefulsets -A -o yaml`
+    /// dumps). None: the bundled scenario.
     pub inputs: Vec<PathBuf>,
     /// A policy: PATH[,weight=N][,config=FILE][,failurePolicy=Fail|Ignore].
     /// Repeatable. None: the embedded least-allocated policy. A failed

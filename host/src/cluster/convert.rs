@@ -99,6 +99,9 @@ pub struct PodInfo {
     pub claims: Vec<PodClaim>,
     /// The in-tree disks it mounts (VolumeRestrictions).
     pub disks: Vec<Disk>,
+    /// Its inline in-tree volumes migrated to CSI, as (driver, volume
+    /// handle) (NodeVolumeLimits).
+    pub inline_attachable: Vec<(String, String)>,
     /// The ResourceClaims it names (`spec.resourceClaims`): DRA devices.
     pub device_claims: Vec<DeviceClaimRef>,
     /// Its containers' extended resource requests, which devices may back
@@ -159,11 +162,13 @@ impl PodInfo {
         let constraints = PodConstraints::of(spec, &key.namespace, meta.labels.as_ref().unwrap_or(&Default::default()));
         let claims = volume_claims(spec, &key);
         let disks = spec.volumes.iter().flatten().filter_map(Disk::of).collect();
+        let inline_attachable = spec.volumes.iter().flatten().filter_map(super::csi_migration::of_inline).collect();
         let (group, group_by_label) = group_of(spec, meta);
         Ok(PodInfo {
             preferences,
             claims,
             disks,
+            inline_attachable,
             device_claims: device_claims(pod),
             required_features: super::declared_features::FeatureSet::required_by(spec),
             controller: super::controllers::ControllerRef::of(meta),

@@ -4,6 +4,7 @@
 pub mod assumed;
 pub mod controllers;
 pub mod convert;
+pub mod csi_migration;
 pub mod declared_features;
 pub mod default_spread;
 pub mod disks;

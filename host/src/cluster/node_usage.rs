@@ -32,6 +32,9 @@ pub struct NodeUsage {
     /// The claims its pods' volumes use, as (namespace, name) (NodeVolumeLimits
     /// counts the distinct volumes they stand for).
     pub claims: Vec<(String, String)>,
+    /// Its pods' inline in-tree volumes migrated to CSI, as (driver,
+    /// volume handle) (NodeVolumeLimits).
+    pub inline_attachable: Vec<(String, String)>,
 }
 
 impl NodeUsage {
@@ -49,6 +52,7 @@ impl NodeUsage {
         self.host_ports.extend(pod.host_ports.iter().cloned());
         self.disks.extend(pod.disks.iter().cloned());
         self.claims.extend(pod.claims.iter().map(|c| (pod.namespace.clone(), c.clone())));
+        self.inline_attachable.extend(pod.inline_attachable.iter().cloned());
     }
 
     pub(crate) fn remove(&mut self, pod: &PlacedPod) {
@@ -72,6 +76,9 @@ impl NodeUsage {
         }
         for claim in &pod.claims {
             remove_one(&mut self.claims, |(ns, c)| *ns == pod.namespace && c == claim);
+        }
+        for volume in &pod.inline_attachable {
+            remove_one(&mut self.inline_attachable, |v| v == volume);
         }
     }
 
@@ -112,6 +119,8 @@ pub struct PlacedPod {
     disks: Vec<Disk>,
     /// The names of the claims its volumes use, in its namespace.
     pub claims: Vec<String>,
+    /// Its inline in-tree volumes migrated to CSI (NodeVolumeLimits).
+    inline_attachable: Vec<(String, String)>,
     pub assumed: bool,
     pub uid: String,
     pub namespace: String,
@@ -145,6 +154,7 @@ impl PlacedPod {
             host_ports: pod.host_ports.clone(),
             disks: pod.disks.clone(),
             claims: pod.claims.iter().map(|c| c.name.clone()).collect(),
+            inline_attachable: pod.inline_attachable.clone(),
             assumed,
             uid: pod.uid.clone(),
             namespace: pod.key.namespace.clone(),

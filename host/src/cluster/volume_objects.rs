@@ -67,7 +67,8 @@ pub struct Volume {
     /// Its zone and region labels (VolumeZone): the label, and the values
     /// a node's label may have (a label may list several, `a__b`).
     pub zones: Vec<(String, Vec<String>)>,
-    /// A CSI volume's driver and volume handle (NodeVolumeLimits).
+    /// A CSI volume's driver and volume handle, or a migrated in-tree
+    /// volume's as translated (NodeVolumeLimits).
     pub csi: Option<(String, String)>,
     /// `spec.storageClassName` (empty: no class).
     pub class: String,
@@ -174,7 +175,8 @@ impl Volume {
                 .map(|r| r.node_selector_terms.iter().map(selector_term).collect())
                 .unwrap_or_default(),
             zones: zones_of(volume),
-            csi: spec.and_then(|s| s.csi.as_ref()).map(|c| (c.driver.clone(), c.volume_handle.clone())),
+            csi: spec
+                .and_then(|s| super::csi_migration::of_volume(s, meta.labels.as_ref().unwrap_or(&Default::default()))),
             class: spec.and_then(|s| s.storage_class_name.clone()).unwrap_or_default(),
             capacity: bytes(spec.and_then(|s| s.capacity.as_ref()?.get("storage"))).unwrap_or(0),
             claim_ref: spec.and_then(|s| s.claim_ref.as_ref()).map(|r| ClaimRef {

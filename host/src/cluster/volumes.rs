@@ -205,18 +205,20 @@ impl Volumes {
     }
 
     /// The CSI volume a claim stands for, as NodeVolumeLimits counts it:
-    /// its bound volume's driver and handle; for a claim not bound yet (or
-    /// whose volume is gone), its class's provisioner and a handle of its
-    /// own, so that each such claim counts once. `None`: not a CSI volume,
-    /// or the claim is unknown (a volume migrated from an in-tree plugin
-    /// is not translated).
+    /// its bound volume's driver and handle (an in-tree volume's as
+    /// migrated, `csi_migration`); for a claim not bound yet (or whose
+    /// volume is gone), its class's provisioner (or the driver an in-tree
+    /// provisioner was migrated to) and a handle of its own, so that each
+    /// such claim counts once. `None`: not a CSI volume, or the claim is
+    /// unknown.
     pub fn attachable(&self, namespace: &str, claim: &str) -> Option<(String, String)> {
         let found = self.claim(namespace, claim)?;
         if let Some(volume) = found.volume.as_deref().and_then(|v| self.volume(v)) {
             return volume.csi.clone();
         }
         let class = self.classes.get(found.storage_class.as_deref()?)?;
-        Some((class.provisioner.clone(), format!("unbound claim {namespace}/{claim}")))
+        let driver = super::csi_migration::counted_driver(&class.provisioner)?;
+        Some((driver.to_string(), format!("unbound claim {namespace}/{claim}")))
     }
 }
 

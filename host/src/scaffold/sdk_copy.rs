@@ -5,7 +5,7 @@
 //! depends on (wit-bindgen, serde) are fetched.
 
 /// (path under `vendor/`, contents). `sdk/` and `rules/` keep their
-/// layout, so the SDK's `../wit/0.4.0` path resolves as it does here.
+/// layout, so the SDK's `../wit/0.5.0` path resolves as it does here.
 pub const FILES: &[(&str, &str)] = &[
     ("wasmsched-sdk/Cargo.toml", SDK_MANIFEST),
     ("wasmsched-sdk/src/bindings.rs", include_str!("../../../sdk/src/bindings.rs")),
@@ -37,7 +37,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("wasmsched-rules/src/scoring.rs", include_str!("../../../rules/src/scoring.rs")),
     ("wasmsched-rules/src/taints.rs", include_str!("../../../rules/src/taints.rs")),
     ("wasmsched-rules/src/topology_spread.rs", include_str!("../../../rules/src/topology_spread.rs")),
-    ("wit/0.4.0/policy.wit", include_str!("../../../wit/0.4.0/policy.wit")),
+    ("wit/0.5.0/policy.wit", include_str!("../../../wit/0.5.0/policy.wit")),
 ];
 
 /// The workspace's manifests inherit from it; the copies say it all.
@@ -78,7 +78,7 @@ mod tests {
     fn every_source_file_is_copied() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         for (dir, vendored) in
-            [("sdk/src", "wasmsched-sdk/src"), ("rules/src", "wasmsched-rules/src"), ("wit/0.4.0", "wit/0.4.0")]
+            [("sdk/src", "wasmsched-sdk/src"), ("rules/src", "wasmsched-rules/src"), ("wit/0.5.0", "wit/0.5.0")]
         {
             let mut dirs = vec![String::new()];
             while let Some(sub) = dirs.pop() {

@@ -24,8 +24,8 @@ fn a_good_policy_prints_metadata_and_smoke_run() {
     let text = stdout(&out);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("policy      least-allocated 0.1.0"), "{text}");
-    assert!(text.contains("contract    wasmsched:policy@0.4.0"), "{text}");
-    assert!(text.contains("phases      score (higher raw score is better)"), "{text}");
+    assert!(text.contains("contract    wasmsched:policy@0.5.0"), "{text}");
+    assert!(text.contains("phases      score (absolute 0..100, added as it is; higher is better)"), "{text}");
     assert!(text.contains("nodes       judged one by one: "), "{text}");
     assert!(
         text.contains(" CPU a node (256 synthetic nodes), within the 500 ns bound, so every node is evaluated"),
@@ -45,7 +45,7 @@ fn a_policy_for_another_contract_version_fails_with_the_fix() {
     let out = check(&[path(&policy_wasm("old-wit"))]);
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
-    assert!(text.contains("built against wasmsched:policy@0.0.9; this scheduler supports 0.1.x, 0.2.x, 0.3.x and 0.4.x. Rebuild it with a matching wasmsched-sdk"), "{text}");
+    assert!(text.contains("built against wasmsched:policy@0.0.9; this scheduler supports 0.1.x, 0.2.x, 0.3.x, 0.4.x and 0.5.x. Rebuild it with a matching wasmsched-sdk"), "{text}");
 }
 
 #[test]

@@ -81,7 +81,7 @@ fn every_seed_policy_loads_describes_itself_and_passes_its_smoke_run() {
         let policy = load(name, "{}", PolicyLimits::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(policy.info.name, *name);
         // Built with the Rust SDK, which speaks the newest contract.
-        assert_eq!(policy.contract, ContractVersion::V0_4);
+        assert_eq!(policy.contract, ContractVersion::V0_5);
         assert!(policy.info.phases.filter || policy.info.phases.score || policy.info.phases.place);
         let report = smoke_run(&policy);
         assert!(report.failure().is_none(), "{name}: {:?}", report.failure());
@@ -381,6 +381,12 @@ fn malformed_results_are_rejected_with_what_is_wrong() {
             "hostile: malformed score result: the score for node a (candidate 0) is 1e300; scores must be finite, \
              |score| <= 2^53",
         ),
+        (
+            "absolute-150",
+            "score",
+            "hostile: malformed score result: the score for node a (candidate 0) is 1.5e2; the policy declares \
+             absolute scores, which lie in 0..100",
+        ),
         ("short", "filter", "hostile: malformed filter result: 2 verdicts for 3 candidates"),
         (
             "bad-verdict",
@@ -460,7 +466,7 @@ fn failures_at_load_time_name_the_problem() {
     let err = engine().load(&source("old-wit"), "{}", PolicyLimits::default()).unwrap_err();
     assert_eq!(err.kind(), "incompatible_version");
     assert!(
-        err.to_string().ends_with("old_wit.wasm: built against wasmsched:policy@0.0.9; this scheduler supports 0.1.x, 0.2.x, 0.3.x and 0.4.x. Rebuild it with a matching wasmsched-sdk"),
+        err.to_string().ends_with("old_wit.wasm: built against wasmsched:policy@0.0.9; this scheduler supports 0.1.x, 0.2.x, 0.3.x, 0.4.x and 0.5.x. Rebuild it with a matching wasmsched-sdk"),
         "{err}"
     );
 

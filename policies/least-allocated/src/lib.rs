@@ -12,6 +12,8 @@ impl Policy for LeastAllocated {
     const DESCRIPTION: &'static str = "kube-scheduler's LeastAllocated on cpu and memory";
     const PHASES: Phases = Phases::SCORE;
     const INDEPENDENT_NODES: bool = true;
+    // kube's 0..100, added as kube adds NodeResourcesFit's.
+    const SCORE_SCALE: ScoreScale = ScoreScale::Absolute;
 
     fn new(_config: &Config) -> Result<Self, String> {
         Ok(LeastAllocated)

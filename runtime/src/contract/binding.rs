@@ -12,12 +12,22 @@
 /// frozen directory, `$version` the version it names, `$independent`
 /// whether a `describe` answer declares independent nodes (0.3 says so in
 /// `policy-info`; earlier versions only in a custom section,
-/// `declarations`).
+/// `declarations`); `$place` whether it takes the `place` phase (0.4) and
+/// `$scale` its score scale (0.5; earlier versions normalise).
 macro_rules! contract_binding {
     ($wit:literal, $version:literal, $independent:expr) => {
         super::binding::contract_binding!($wit, $version, $independent, |_| false, pod: []);
     };
     ($wit:literal, $version:literal, $independent:expr, $place:expr, pod: [$($field:ident: $conv:path),*]) => {
+        super::binding::contract_binding!(
+            $wit, $version, $independent, $place, |_| crate::facts::ScoreScale::Normalised,
+            pod: [$($field: $conv),*]
+        );
+    };
+    (
+        $wit:literal, $version:literal, $independent:expr, $place:expr, $scale:expr,
+        pod: [$($field:ident: $conv:path),*]
+    ) => {
         use wasmtime::Store;
         use wasmtime::component::{HasSelf, Linker};
 
@@ -87,6 +97,8 @@ macro_rules! contract_binding {
                 let independent_nodes = independent(&info);
                 let place: fn(&wit::PolicyInfo) -> bool = $place;
                 let place = place(&info);
+                let scale: fn(&wit::PolicyInfo) -> facts::ScoreScale = $scale;
+                let score_scale = scale(&info);
                 Ok(facts::PolicyInfo {
                     name: info.name,
                     version: info.version,
@@ -97,6 +109,7 @@ macro_rules! contract_binding {
                         wit::ScoreOrder::LowerIsBetter => facts::ScoreOrder::LowerIsBetter,
                     },
                     independent_nodes,
+                    score_scale,
                 })
             }
 
@@ -440,4 +453,55 @@ macro_rules! explain_score {
     };
 }
 
-pub(crate) use {contract_binding, explain_score, number_columns, packed_columns};
+/// 0.4's `place` phase and the pod's group, the same in every version
+/// since: a gang's placement domains and the scores of its placements.
+macro_rules! placement_calls {
+    () => {
+        fn group_info(p: &facts::PodFacts) -> Option<wit::GroupInfo> {
+            let g = p.group.as_deref()?;
+            Some(wit::GroupInfo {
+                name: g.name.clone(),
+                min_count: g.min_count,
+                members: g.members,
+                placed: g.placed.iter().map(member).collect(),
+            })
+        }
+
+        fn member(m: &facts::MemberPlacement) -> wit::MemberPlacement {
+            wit::MemberPlacement { pod: m.pod.clone(), node: m.node }
+        }
+
+        impl Bindings {
+            pub(crate) fn placement_domains(
+                &self,
+                store: &mut Store<HostState>,
+                pod: &facts::PodFacts,
+            ) -> wasmtime::Result<Result<Option<facts::PlacementDomains>, String>> {
+                let answer = self.guest().call_placement_domains(store, &pod_info(pod))?;
+                Ok(answer.map(|d| d.map(|d| facts::PlacementDomains { key: d.key, required: d.required })))
+            }
+
+            pub(crate) fn score_placement(
+                &self,
+                store: &mut Store<HostState>,
+                pod: &facts::PodFacts,
+                placements: &[facts::Placement],
+            ) -> wasmtime::Result<Result<Vec<f64>, Refusal>> {
+                let placements: Vec<wit::Placement> = placements
+                    .iter()
+                    .map(|p| wit::Placement {
+                        domain: p.domain.clone(),
+                        members: p.members.iter().map(member).collect(),
+                        unplaced: p.unplaced,
+                    })
+                    .collect();
+                let answer = self.guest().call_score_placement(store, &pod_info(pod), &placements)?;
+                Ok(answer
+                    .map_err(Refusal::Declined)
+                    .and_then(|bytes| super::binding::unpack(&bytes, "placement scores", "f64", f64::from_le_bytes)))
+            }
+        }
+    };
+}
+
+pub(crate) use {contract_binding, explain_score, number_columns, packed_columns, placement_calls};

@@ -11,6 +11,7 @@ mod v0_1;
 mod v0_2;
 mod v0_3;
 mod v0_4;
+mod v0_5;
 
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store};
@@ -23,7 +24,7 @@ use crate::node_table::NodeSync;
 const POLICY_INTERFACE: &str = "wasmsched:policy/policy";
 
 /// The versions accepted, as `wasmsched check` and errors print them.
-pub const SUPPORTED: &str = "0.1.x, 0.2.x, 0.3.x and 0.4.x";
+pub const SUPPORTED: &str = "0.1.x, 0.2.x, 0.3.x, 0.4.x and 0.5.x";
 
 /// A filter answer as the guest gave it: distinct reasons, one code per
 /// candidate (0 = passes, n = the n-th reason).
@@ -45,6 +46,7 @@ pub enum ContractVersion {
     V0_2,
     V0_3,
     V0_4,
+    V0_5,
 }
 
 impl ContractVersion {
@@ -54,6 +56,7 @@ impl ContractVersion {
             ContractVersion::V0_2 => v0_2::VERSION,
             ContractVersion::V0_3 => v0_3::VERSION,
             ContractVersion::V0_4 => v0_4::VERSION,
+            ContractVersion::V0_5 => v0_5::VERSION,
         }
     }
 
@@ -77,6 +80,7 @@ impl ContractVersion {
             (Some("0"), Some("2")) => Ok(ContractVersion::V0_2),
             (Some("0"), Some("3")) => Ok(ContractVersion::V0_3),
             (Some("0"), Some("4")) => Ok(ContractVersion::V0_4),
+            (Some("0"), Some("5")) => Ok(ContractVersion::V0_5),
             _ => Err(PolicyError::IncompatibleVersion {
                 source_name: origin.to_string(),
                 found: if found.is_empty() { "(unversioned)".into() } else { found.to_string() },
@@ -103,7 +107,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     v0_1::add_to_linker(linker)?;
     v0_2::add_to_linker(linker)?;
     v0_3::add_to_linker(linker)?;
-    v0_4::add_to_linker(linker)
+    v0_4::add_to_linker(linker)?;
+    v0_5::add_to_linker(linker)
 }
 
 /// A component pre-instantiated against its contract version.
@@ -112,6 +117,7 @@ pub(crate) enum Template {
     V0_2(v0_2::SchedulerPolicyPre<HostState>),
     V0_3(v0_3::SchedulerPolicyPre<HostState>),
     V0_4(v0_4::SchedulerPolicyPre<HostState>),
+    V0_5(v0_5::SchedulerPolicyPre<HostState>),
 }
 
 impl Template {
@@ -135,6 +141,7 @@ impl Template {
             ContractVersion::V0_2 => Ok(Template::V0_2(v0_2::SchedulerPolicyPre::new(pre).map_err(missing)?)),
             ContractVersion::V0_3 => Ok(Template::V0_3(v0_3::SchedulerPolicyPre::new(pre).map_err(missing)?)),
             ContractVersion::V0_4 => Ok(Template::V0_4(v0_4::SchedulerPolicyPre::new(pre).map_err(missing)?)),
+            ContractVersion::V0_5 => Ok(Template::V0_5(v0_5::SchedulerPolicyPre::new(pre).map_err(missing)?)),
         }
     }
 
@@ -144,6 +151,7 @@ impl Template {
             Template::V0_2(pre) => v0_2::Bindings::instantiate(pre, store).map(Bindings::V0_2),
             Template::V0_3(pre) => v0_3::Bindings::instantiate(pre, store).map(Bindings::V0_3),
             Template::V0_4(pre) => v0_4::Bindings::instantiate(pre, store).map(Bindings::V0_4),
+            Template::V0_5(pre) => v0_5::Bindings::instantiate(pre, store).map(Bindings::V0_5),
         }
     }
 }
@@ -155,6 +163,7 @@ pub(crate) enum Bindings {
     V0_2(v0_2::Bindings),
     V0_3(v0_3::Bindings),
     V0_4(v0_4::Bindings),
+    V0_5(v0_5::Bindings),
 }
 
 impl Bindings {
@@ -164,6 +173,7 @@ impl Bindings {
             Bindings::V0_2(b) => b.describe(store),
             Bindings::V0_3(b) => b.describe(store),
             Bindings::V0_4(b) => b.describe(store),
+            Bindings::V0_5(b) => b.describe(store),
         }
     }
 
@@ -173,6 +183,7 @@ impl Bindings {
             Bindings::V0_2(b) => b.init(store),
             Bindings::V0_3(b) => b.init(store),
             Bindings::V0_4(b) => b.init(store),
+            Bindings::V0_5(b) => b.init(store),
         }
     }
 
@@ -182,6 +193,7 @@ impl Bindings {
             Bindings::V0_2(b) => b.sync_nodes(store, sync),
             Bindings::V0_3(b) => b.sync_nodes(store, sync),
             Bindings::V0_4(b) => b.sync_nodes(store, sync),
+            Bindings::V0_5(b) => b.sync_nodes(store, sync),
         }
     }
 
@@ -196,6 +208,7 @@ impl Bindings {
             Bindings::V0_2(b) => b.filter(store, pod, candidates),
             Bindings::V0_3(b) => b.filter(store, pod, candidates),
             Bindings::V0_4(b) => b.filter(store, pod, candidates),
+            Bindings::V0_5(b) => b.filter(store, pod, candidates),
         }
     }
 
@@ -211,6 +224,7 @@ impl Bindings {
             Bindings::V0_2(b) => b.score(store, pod, candidates, seed),
             Bindings::V0_3(b) => b.score(store, pod, candidates, seed),
             Bindings::V0_4(b) => b.score(store, pod, candidates, seed),
+            Bindings::V0_5(b) => b.score(store, pod, candidates, seed),
         }
     }
 
@@ -228,6 +242,7 @@ impl Bindings {
             Bindings::V0_2(b) => b.explain_score(store, pod, candidates, seed).map(Some),
             Bindings::V0_3(b) => b.explain_score(store, pod, candidates, seed).map(Some),
             Bindings::V0_4(b) => b.explain_score(store, pod, candidates, seed).map(Some),
+            Bindings::V0_5(b) => b.explain_score(store, pod, candidates, seed).map(Some),
         }
     }
 
@@ -240,6 +255,7 @@ impl Bindings {
     ) -> wasmtime::Result<Result<Option<PlacementDomains>, String>> {
         match self {
             Bindings::V0_4(b) => b.placement_domains(store, pod),
+            Bindings::V0_5(b) => b.placement_domains(store, pod),
             _ => Ok(Ok(None)),
         }
     }
@@ -253,6 +269,7 @@ impl Bindings {
     ) -> wasmtime::Result<Result<Vec<f64>, Refusal>> {
         match self {
             Bindings::V0_4(b) => b.score_placement(store, pod, placements),
+            Bindings::V0_5(b) => b.score_placement(store, pod, placements),
             _ => Ok(Err(Refusal::Declined("its contract has no score-placement (0.4 on)".into()))),
         }
     }

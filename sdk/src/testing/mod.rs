@@ -21,7 +21,8 @@ use crate::wire::pack;
 mod builders;
 
 use crate::{
-    Candidates, DomainRequest, MemberPlacement, MetricSample, NodeChange, NodeId, Policy, ScoreOrder, ScoreParts, Usage,
+    Candidates, DomainRequest, MemberPlacement, MetricSample, NodeChange, NodeId, Policy, ScoreOrder, ScoreParts,
+    ScoreScale, Usage,
 };
 use builders::id_in;
 pub use builders::{NodeBuilder, PodBuilder};
@@ -177,7 +178,10 @@ impl<P: Policy> Harness<P> {
             .run(|instance, candidates, names| instance.score(pod.info_on(names), candidates, seed))
             .map_err(|e| refused(P::NAME, "score", e))?;
         let node = |i: usize| self.names[i].as_str();
-        if let Some(problem) = answers::score_problem(&scores, self.names.len(), node) {
+        let absolute = P::SCORE_SCALE == ScoreScale::Absolute;
+        let problem = answers::score_problem(&scores, self.names.len(), node)
+            .or_else(|| absolute.then(|| answers::absolute_score_problem(&scores, node)).flatten());
+        if let Some(problem) = problem {
             return Err(format!("{}: malformed score result: {problem}", P::NAME));
         }
         Ok(self.names.iter().cloned().zip(scores).collect())

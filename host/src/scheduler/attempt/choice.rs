@@ -4,7 +4,18 @@
 use std::cell::RefCell;
 
 use wasmsched_rules::SplitMix64;
-use wasmsched_runtime::{Candidate, ScoreOrder};
+use wasmsched_runtime::{Candidate, ScoreOrder, ScoreScale};
+
+/// A policy's raw scores as the 0..100 added to the totals: as they are
+/// where it declares them absolute (kube's Score plugins' scale; already
+/// checked to lie in 0..100), otherwise `normalize`d.
+pub fn scaled(raw: &[f64], order: ScoreOrder, scale: ScoreScale) -> Vec<f64> {
+    match (scale, order) {
+        (ScoreScale::Normalised, _) => normalize(raw, order),
+        (ScoreScale::Absolute, ScoreOrder::HigherIsBetter) => raw.to_vec(),
+        (ScoreScale::Absolute, ScoreOrder::LowerIsBetter) => raw.iter().map(|r| 100.0 - r).collect(),
+    }
+}
 
 /// Min-max to 0..100 with 100 best; all equal → 100 (no preference).
 pub fn normalize(raw: &[f64], order: ScoreOrder) -> Vec<f64> {
@@ -116,6 +127,9 @@ mod tests {
         assert_eq!(normalize(&[7.0, 7.0], ScoreOrder::LowerIsBetter), vec![100.0, 100.0]);
         assert_eq!(normalize(&[-5.0, 5.0], ScoreOrder::HigherIsBetter), vec![0.0, 100.0]);
         assert_eq!(normalize(&[], ScoreOrder::HigherIsBetter), Vec::<f64>::new());
+        let absolute = |raw: &[f64], order| scaled(raw, order, ScoreScale::Absolute);
+        assert_eq!(absolute(&[99.0, 98.0, 96.0], ScoreOrder::HigherIsBetter), vec![99.0, 98.0, 96.0]);
+        assert_eq!(absolute(&[10.0, 30.0], ScoreOrder::LowerIsBetter), vec![90.0, 70.0]);
     }
 
     #[test]

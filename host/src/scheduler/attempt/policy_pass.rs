@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use super::builtin_pass::BuiltinPass;
-use super::choice::{normalize, pick_best};
+use super::choice::{pick_best, scaled};
 use super::failure_log;
 use super::pod_seed;
 use crate::cluster::PodInfo;
@@ -297,7 +297,8 @@ impl Calls<'_> {
             for wp in &scoring {
                 match self.calls_for.score(&mut self.made, wp, candidates, pod_seed) {
                     Ok(raw) => {
-                        let normalized = normalize(&raw, wp.policy.info.score_order);
+                        let info = &wp.policy.info;
+                        let normalized = scaled(&raw, info.score_order, info.score_scale);
                         per_policy.push((wp.policy.name().to_string(), wp.weight, raw, normalized));
                     }
                     Err(e) => {

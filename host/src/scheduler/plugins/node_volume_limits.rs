@@ -4,7 +4,11 @@
 //! already attach, would exceed it, with the volumes its VolumeAttachments
 //! say are attached (those of pods gone included). Volumes are counted
 //! once each, by driver and volume handle; a claim not bound yet counts as
-//! one volume of its class's provisioner. Eviction can clear it.
+//! one volume of its class's provisioner. In-tree volumes of the plugins
+//! still migrated in v1.36 (AWS EBS, GCE PD, Azure Disk, Cinder,
+//! Portworx), in PersistentVolumes or inline in a pod, count as their CSI
+//! driver's, translated as kube's csi-translation-lib translates them
+//! (`cluster/csi_migration.rs`). Eviction can clear it.
 
 use std::collections::HashSet;
 
@@ -24,7 +28,8 @@ pub fn check(
     volumes: &PodVolumes,
     state: &ClusterState,
 ) -> Result<(), Vec<String>> {
-    let within = volumes.attach_headroom.is_some_and(|headroom| usage.claims.len() <= headroom);
+    let in_use = usage.claims.len() + usage.inline_attachable.len();
+    let within = volumes.attach_headroom.is_some_and(|headroom| in_use <= headroom);
     if volumes.attachable.is_empty() || within {
         return Ok(());
     }
@@ -44,14 +49,14 @@ fn exceeds(
     state: &ClusterState,
 ) -> bool {
     let mut attachments = state.volumes().attached_to(node).peekable();
-    if usage.claims.is_empty() && attachments.peek().is_none() {
+    if usage.claims.is_empty() && usage.inline_attachable.is_empty() && attachments.peek().is_none() {
         // Nothing attached yet (most nodes): no set of what is.
         return limits
             .iter()
             .any(|(driver, limit)| volumes.attachable.iter().filter(|(d, _)| d == driver).count() > *limit as usize);
     }
-    let of_pods: HashSet<(String, String)> =
-        usage.claims.iter().filter_map(|(namespace, claim)| state.volumes().attachable(namespace, claim)).collect();
+    let of_claims = usage.claims.iter().filter_map(|(namespace, claim)| state.volumes().attachable(namespace, claim));
+    let of_pods: HashSet<(String, String)> = of_claims.chain(usage.inline_attachable.iter().cloned()).collect();
     // Only the pods' volumes are taken from the new ones: a volume still
     // attached from a pod that is gone counts again when a new pod uses
     // it, as kube counts it.

@@ -212,11 +212,7 @@ fn disagreements(kube: &[(&str, Ended)], ours: &[(&str, Ended)]) -> Vec<String> 
 fn services_and_controllers_spread_pods_as_kube_schedulers_system_defaults() {
     let Some(real) = Real::start("default-spread") else { return };
     real.block_on(async {
-        // kube's own scoring on wasmsched's side (no policy): the embedded
-        // least-allocated policy's scores are normalised min-max, which
-        // outweighs the spread (docs/architecture.md, "Scores").
-        let builtin = PolicySet::default();
-        let (kube, ours) = beside_kube_with(&real, "wasmsched-default-spread", builtin, system_cases).await;
+        let (kube, ours) = beside_kube(&real, "wasmsched-default-spread", system_cases).await;
         let served = &kube[0].1;
         // The table: kube-scheduler spreads the Service's pods.
         assert_eq!(served.zones, BTreeMap::from([("a".into(), 2), ("b".into(), 2), ("c".into(), 2)]), "{kube:?}");
@@ -262,7 +258,7 @@ fn a_profiles_listed_default_constraints_filter_as_kube_schedulers() {
         let kube = listed_case(&real, "k", "kube-listed").await;
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), LISTED).unwrap();
-        let mut profile = ProfileConfig::with_policies("wasmsched-listed", PolicySet::default());
+        let mut profile = ProfileConfig::with_policies("wasmsched-listed", default_policies());
         profile.plugin_args = wasmsched::kubernetes::config::read_plugin_config(file.path()).unwrap();
         let mut config = common::single_replica(profile);
         config.tenants.settings.enabled = false;

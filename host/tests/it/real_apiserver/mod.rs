@@ -62,21 +62,9 @@ async fn start_default_wasmsched(real: &Real, scheduler_name: &str) -> wasmsched
 /// wasmsched profile `scheduler_name` (side `w`), on the same objects:
 /// the oracle's result, then ours.
 async fn beside_kube<T>(real: &Real, scheduler_name: &str, scenario: impl AsyncFn(&Real, &str, &str) -> T) -> (T, T) {
-    beside_kube_with(real, scheduler_name, default_policies(), scenario).await
-}
-
-/// As `beside_kube`, wasmsched's profile decided by `policies`.
-async fn beside_kube_with<T>(
-    real: &Real,
-    scheduler_name: &str,
-    policies: PolicySet,
-    scenario: impl AsyncFn(&Real, &str, &str) -> T,
-) -> (T, T) {
     real.start_oracle();
     let kube = scenario(real, "k", "default-scheduler").await;
-    let mut config = common::single_replica(ProfileConfig::with_policies(scheduler_name, policies));
-    config.tenants.settings.enabled = false;
-    let ours_scheduler = real.start_wasmsched(config).await;
+    let ours_scheduler = start_default_wasmsched(real, scheduler_name).await;
     let ours = scenario(real, "w", scheduler_name).await;
     ours_scheduler.shutdown().await;
     (kube, ours)
@@ -98,6 +86,7 @@ mod gang_preemption;
 mod gang_topology;
 mod gangs;
 mod metric_families;
+mod migrated_volumes;
 mod monitoring;
 mod operator_install;
 mod oracle;

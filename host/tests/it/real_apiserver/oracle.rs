@@ -33,9 +33,14 @@ enum Class {
     /// Required affinity to the class on the zone: the first pod goes to any
     /// zone, the rest follow it.
     SelfAffinity,
+    /// No constraints of their own, selected by a Service: spread by
+    /// PodTopologySpread's system default constraints.
+    Served,
+    /// No constraints of their own, controlled by a ReplicaSet: likewise.
+    Owned,
 }
 
-const CLASSES: [Class; 10] = [
+const CLASSES: [Class; 12] = [
     Class::Selector,
     Class::Affinity,
     Class::Tainted,
@@ -46,6 +51,8 @@ const CLASSES: [Class; 10] = [
     Class::AntiAffinity,
     Class::Spread,
     Class::SelfAffinity,
+    Class::Served,
+    Class::Owned,
 ];
 
 const ZONE: &str = "topology.kubernetes.io/zone";
@@ -53,6 +60,9 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 /// A random cluster: nodes, and pods in creation order.
 struct Case {
     nodes: Vec<(String, Value)>,
+    /// Services and ReplicaSets (name, kind, selector): created once, in the
+    /// namespace both schedulers' pods share.
+    selecting: Vec<(String, &'static str, Value)>,
     /// Pod name suffix and spec, without `schedulerName`.
     pods: Vec<(String, Value)>,
 }
@@ -60,6 +70,7 @@ struct Case {
 fn random_case(rng: &mut Rng, seed: u64) -> Case {
     let mut nodes = Vec::new();
     let mut pods = Vec::new();
+    let mut selecting = Vec::new();
     let classes = 2 + rng.below(3) as usize;
     for k in 0..classes {
         // Consecutive seeds cover every class; the sizes are random.
@@ -67,9 +78,15 @@ fn random_case(rng: &mut Rng, seed: u64) -> Case {
         let label = format!("c{seed}-{k}");
         // Spread and affinity outcomes depend on where earlier pods went
         // unless room is ample: their nodes are big, their pods small.
-        let zoned = matches!(class, Class::Spread | Class::SelfAffinity);
+        let zoned = matches!(class, Class::Spread | Class::SelfAffinity | Class::Served | Class::Owned);
         let node_count = if zoned { 2 + rng.below(4) } else { 1 + rng.below(3) };
         let zones = 2 + rng.below(2);
+        // Defaults only score: with as many nodes in every zone, the
+        // counts per zone do not hang on kube-scheduler's random ties.
+        let node_count = match class {
+            Class::Served | Class::Owned => zones * (1 + rng.below(2)),
+            _ => node_count,
+        };
         let zoneless = class == Class::Spread && rng.below(2) == 0;
         for n in 0..node_count {
             let cpu = if zoned { "8" } else { ["1", "2", "4"][rng.below(3) as usize] };
@@ -144,6 +161,13 @@ fn random_case(rng: &mut Rng, seed: u64) -> Case {
                 spec["affinity"] = json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                     {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"class": label}}}]}});
             }
+            Class::Served => selecting.push((format!("{label}-svc"), "Service", json!({"class": label}))),
+            Class::Owned => {
+                let name = format!("{label}-rs");
+                spec["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name,
+                    "uid": format!("uid-{name}"), "controller": true}]);
+                selecting.push((name, "ReplicaSet", json!({"class": label})));
+            }
             _ => {}
         }
         spec["labels"] = json!({"class": label});
@@ -153,7 +177,7 @@ fn random_case(rng: &mut Rng, seed: u64) -> Case {
     }
     // Interleave the classes, as workloads arrive.
     rng.shuffle(&mut pods);
-    Case { nodes, pods }
+    Case { nodes, selecting, pods }
 }
 
 /// The pods' outcomes, by the name suffix each scheduler's copy shares.
@@ -170,6 +194,9 @@ fn outcomes(pods: &[Pod], prefix: &str) -> BTreeMap<String, Outcome> {
 async fn compare(real: &Real, case: &Case, spacing: Duration, label: &str) {
     for (name, node) in &case.nodes {
         real.add_node(name, node).await;
+    }
+    for (name, kind, selector) in &case.selecting {
+        create_selecting(real, name, kind, selector).await;
     }
     real.settle().await;
 
@@ -253,6 +280,32 @@ async fn compare(real: &Real, case: &Case, spacing: Duration, label: &str) {
     eprintln!("{label}: {} pods on {} nodes agree ({refused} unschedulable)", want.len(), case.nodes.len());
 }
 
+/// A Service or ReplicaSet (of no replicas) selecting `selector` (the
+/// pods' class label, as they carry it).
+async fn create_selecting(real: &Real, name: &str, kind: &str, selector: &Value) {
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::Service;
+    let labels = selector.clone();
+    let (admin, namespace, params) = (real.admin.clone(), &real.namespace, kube::api::PostParams::default());
+    let metadata = json!({"name": name});
+    match kind {
+        "Service" => {
+            let service = json!({"metadata": metadata, "spec": {"clusterIP": "None", "selector": labels}});
+            let api: kube::Api<Service> = kube::Api::namespaced(admin, namespace);
+            api.create(&params, &serde_json::from_value(service).unwrap()).await.unwrap();
+        }
+        _ => {
+            let template = json!({"metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}});
+            let spec = json!({"replicas": 0, "selector": {"matchLabels": labels}, "template": template});
+            let api: kube::Api<ReplicaSet> = kube::Api::namespaced(admin, namespace);
+            api.create(&params, &serde_json::from_value(json!({"metadata": metadata, "spec": spec})).unwrap())
+                .await
+                .unwrap();
+        }
+    }
+}
+
 /// Random clusters of `seeds`, each compared with kube-scheduler.
 fn differential(label: &str, seeds: std::ops::RangeInclusive<u64>, spacing: Duration) {
     let Some(real) = Real::start(label) else { return };
@@ -289,7 +342,7 @@ fn agrees_with_kube_scheduler_on_the_forty_pod_burst() {
             .collect();
         let spec = json!({"nodeSelector": {"wasmsched-class": "forty"}, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "500m"}}}]});
         let pods = (0..40).map(|i| (format!("forty-p{i}"), spec.clone())).collect();
-        let case = Case { nodes, pods };
+        let case = Case { nodes, selecting: Vec::new(), pods };
         compare(&real, &case, Duration::ZERO, "forty").await;
     });
 }

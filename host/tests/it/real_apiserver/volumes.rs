@@ -115,7 +115,7 @@ fn binds_volumes_as_kube_scheduler_does() {
 /// A volume `pv` of `source` (its volume source and any node affinity),
 /// labelled `labels`, and the claim `claim` bound to it as the
 /// PersistentVolume controller leaves them, both with access mode `mode`.
-async fn bound_volume(real: &Real, (pv, claim): (&str, &str), labels: Value, source: Value, mode: &str) {
+pub(super) async fn bound_volume(real: &Real, (pv, claim): (&str, &str), labels: Value, source: Value, mode: &str) {
     let mut spec = json!({"capacity": {"storage": "1Gi"}, "accessModes": [mode], "storageClassName": "local",
                           "claimRef": {"namespace": real.namespace, "name": claim}});
     spec.as_object_mut().unwrap().extend(source.as_object().unwrap().clone());
@@ -130,7 +130,7 @@ async fn bound_volume(real: &Real, (pv, claim): (&str, &str), labels: Value, sou
 }
 
 /// Every claim of the test's namespace, and the volumes named.
-async fn delete_volumes(real: &Real, volumes: &[String]) {
+pub(super) async fn delete_volumes(real: &Real, volumes: &[String]) {
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(real.admin.clone(), &real.namespace);
     claims.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap();
     let api: Api<PersistentVolume> = Api::all(real.admin.clone());
@@ -158,7 +158,7 @@ async fn outcomes_of(real: &Real, side: &str, pods: &[(String, Value)], schedule
     outcomes
 }
 
-fn node_shape(labels: Value) -> Value {
+pub(super) fn node_shape(labels: Value) -> Value {
     json!({"labels": labels, "spec": {}, "cpu": "2", "memory": "4Gi", "pods": "110"})
 }
 

@@ -213,6 +213,48 @@ fn a_node_attaches_no_more_csi_volumes_than_its_csinode_allows() {
     assert!(r.unschedulable.is_empty(), "{:?}", r.unschedulable);
 }
 
+/// In-tree volumes of a plugin migrated to CSI count against their CSI
+/// driver's limit: an EBS PersistentVolume (`aws://ZONE/vol-…` and
+/// `vol-…` are one volume), an inline EBS volume, a claim of the in-tree
+/// provisioner not bound yet. A vSphere class is not counted.
+#[test]
+fn migrated_in_tree_volumes_count_against_their_csi_drivers_limit() {
+    let ebs = |name: &str, claim: &str, id: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {name}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], storageClassName: local, claimRef: {{namespace: t, name: {claim}}}, awsElasticBlockStore: {{volumeID: '{id}'}}}}\n"
+        )
+    };
+    let inline = |id: &str| format!("  volumes:\n  - {{name: v, awsElasticBlockStore: {{volumeID: {id}}}}}\n");
+    let mut yaml = node("n0", "8", "8Gi", "") + &csi_node("n0", "ebs.csi.aws.com", 2);
+    yaml += &(ebs("pv-a", "a", "aws://us-east-1a/vol-a") + &claim("a", "pv-a", true));
+    yaml += &pod("first", "1", &using("a"));
+    // The same volume by its bare id: no new attachment.
+    yaml += &pod("same-volume", "1", &inline("vol-a"));
+    yaml += &pod("second", "1", &inline("vol-b"));
+    yaml += &pod("third", "1", &inline("vol-c"));
+    let r = run_with(&yaml, PolicySet::default(), 0);
+    for p in ["first", "same-volume", "second"] {
+        assert_eq!(placed(&r, p).as_deref(), Some("n0"), "{p}: {:?}", r.unschedulable);
+    }
+    assert!(message(&r, "third").starts_with("0/1 nodes are available: 1 node(s) exceed max volume count."));
+    // A claim of the in-tree provisioner, not bound yet, counts as one more.
+    let class = |provisioner: &str| {
+        format!(
+            "---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: slow}}\nprovisioner: {provisioner}\nvolumeBindingMode: WaitForFirstConsumer\n"
+        )
+    };
+    let unbound = "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: fresh, namespace: t}\nspec: {storageClassName: slow, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n";
+    let base = node("n0", "8", "8Gi", "")
+        + &csi_node("n0", "ebs.csi.aws.com", 1)
+        + &pod("holder", "1", &inline("vol-a"))
+        + unbound
+        + &pod("claimer", "1", &using("fresh"));
+    let r = run_with(&(base.clone() + &class("kubernetes.io/aws-ebs")), PolicySet::default(), 0);
+    assert!(message(&r, "claimer").starts_with("0/1 nodes are available: 1 node(s) exceed max volume count."));
+    let r = run_with(&(base + &class("kubernetes.io/vsphere-volume")), PolicySet::default(), 0);
+    assert_eq!(placed(&r, "claimer").as_deref(), Some("n0"), "{:?}", r.unschedulable);
+}
+
 /// A VolumeAttachment of volume `pv` to `node` by `attacher`.
 fn attachment(name: &str, pv: &str, node: &str, attacher: &str) -> String {
     format!(

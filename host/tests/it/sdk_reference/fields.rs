@@ -3,8 +3,9 @@
 //! spelling: the attributes an author reads, which the helpers' list
 //! (`toolkit.rs`) does not hold.
 
-/// The contract every SDK builds against: the newest, which the Rust SDK
-/// vendors and the Python and JavaScript interpreters speak.
+/// The contract whose records every SDK's views carry: 0.4, which the
+/// Python and JavaScript interpreters speak (the Rust SDK's 0.5 adds only
+/// the score scale to `policy-info`).
 const CONTRACT: &str = "wit/0.4.0/policy.wit";
 
 /// (view, record, what the view is called in a policy's code).

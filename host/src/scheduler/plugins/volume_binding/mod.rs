@@ -57,8 +57,8 @@ pub struct PodVolumes {
     read_write_once_pod: Vec<String>,
     /// How many of those a placed pod uses: kube's `conflictingPVCRefCount`.
     pub read_write_once_pod_in_use: usize,
-    /// The CSI volumes its claims stand for, as (driver, volume handle),
-    /// once each (NodeVolumeLimits).
+    /// The CSI volumes its claims and inline in-tree volumes stand for,
+    /// as (driver, volume handle), once each (NodeVolumeLimits).
     pub attachable: Vec<(String, String)>,
     /// A node whose pods use at most this many claims cannot exceed its
     /// attach limits with this pod's volumes, whatever they are: the
@@ -75,7 +75,16 @@ impl PodVolumes {
     /// rejects the pod on every node.
     pub fn resolve(pod: &PodInfo, state: &ClusterState) -> Result<PodVolumes, String> {
         let mut resolved = PodVolumes { checks_nodes: !pod.disks.is_empty(), ..PodVolumes::default() };
+        for volume in &pod.inline_attachable {
+            if !resolved.attachable.contains(volume) {
+                resolved.attachable.push(volume.clone());
+            }
+        }
         if pod.claims.is_empty() {
+            if !resolved.attachable.is_empty() {
+                resolved.attach_headroom = attach_headroom(&resolved.attachable, state);
+                resolved.checks_nodes = true;
+            }
             return Ok(resolved);
         }
         resolved.namespace = pod.key.namespace.clone();
@@ -152,8 +161,9 @@ impl PodVolumes {
     }
 }
 
-/// How many claims a node's pods may use before NodeVolumeLimits must
-/// look at the node: a node's pods attach at most one volume per claim,
+/// How many claims and inline volumes a node's pods may use before
+/// NodeVolumeLimits must look at the node: a node's pods attach at most
+/// one volume per claim or inline volume,
 /// besides at most `most_attached_on_a_node` by VolumeAttachments, and no
 /// node allows fewer than the driver's floor. Exact, not a sample: a node
 /// within the headroom passes the full check too.
