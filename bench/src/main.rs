@@ -93,6 +93,12 @@ pub struct BenchArgs {
     /// (kube-scheduler's drain of a large backlog takes minutes).
     #[arg(long, requires = "real_apiserver")]
     pub without_kube_scheduler: bool,
+    /// With --real-apiserver: kube-scheduler's `percentageOfNodesToScore`
+    /// (0: its adaptive default, as it ships; default 100, every node, as
+    /// wasmsched's embedded policy scores them).
+    #[arg(long, value_name = "PERCENT", default_value_t = 100, requires = "real_apiserver",
+          value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub kube_percentage_of_nodes_to_score: u8,
     /// With --real-apiserver: instead of the drains, a churn soak of this
     /// length (e.g. 30m) beside kube-scheduler: pods of random size arrive
     /// at 40 a second on 50 nodes of 16 cpu (--nodes), each deleted 20 s
@@ -175,7 +181,8 @@ fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
         | Workload::SteadyStateClusterResourceClaimTemplate
         | Workload::SchedulingCsiPvs
         | Workload::GangScheduling8
-        | Workload::GangScheduling64 => {
+        | Workload::GangScheduling64
+        | Workload::SchedulingDeployments => {
             let shape = spec.workload.shape().expect("an inter-pod workload");
             topology::run(shape, spec.nodes, spec.pods, deadline, options)
         }
@@ -287,12 +294,13 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
     let mut results = Vec::new();
     for &shape in &shapes {
         for &nodes in sizes {
-            let mut drain = topology_drain(state_dir, &wasmsched, shape, nodes);
+            let mut drain = Drain::new(state_dir, &wasmsched, shape, nodes);
             drain.parallelism = args.parallelism.first().map(|&n| usize::from(n));
             drain.shadow_candidates = args.shadow_candidates.first().copied().unwrap_or(0);
             drain.record = args.record_drain.clone();
             drain.backlog = args.backlog;
             drain.kube_scheduler = !args.without_kube_scheduler;
+            drain.kube_percentage = args.kube_percentage_of_nodes_to_score;
             drain.rounds = usize::from(args.rounds);
             drain.policy = args.policy.clone();
             drain.cache_dir = args.limits.cache_dir.clone();
@@ -307,26 +315,6 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn topology_drain(state_dir: &std::path::Path, wasmsched: &std::path::Path, shape: Shape, nodes: usize) -> Drain {
-    let (state_dir, wasmsched) = (state_dir.to_path_buf(), wasmsched.to_path_buf());
-    Drain {
-        state_dir,
-        wasmsched,
-        shape,
-        nodes,
-        parallelism: None,
-        shadow_candidates: 0,
-        record: None,
-        backlog: None,
-        kube_scheduler: true,
-        identity: None,
-        rounds: 1,
-        tenant_policies: false,
-        policy: None,
-        cache_dir: None,
-    }
 }
 
 fn main() -> ExitCode {
@@ -358,7 +346,7 @@ fn soak_beside_kube(args: &BenchArgs, state_dir: &std::path::Path, duration: Dur
         None => std::env::current_exe()?.with_file_name("wasmsched"),
     };
     anyhow::ensure!(wasmsched.is_file(), "{} not found: build it or pass --wasmsched-binary", wasmsched.display());
-    let mut drain = topology_drain(state_dir, &wasmsched, Shape::Basic, args.nodes.first().copied().unwrap_or(50));
+    let mut drain = Drain::new(state_dir, &wasmsched, Shape::Basic, args.nodes.first().copied().unwrap_or(50));
     drain.parallelism = args.parallelism.first().map(|&n| usize::from(n));
     drain.record = args.record_drain.clone();
     drain.kube_scheduler = !args.without_kube_scheduler;

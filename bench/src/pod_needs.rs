@@ -31,6 +31,9 @@ pub enum Needs {
     /// Gangs of this many pods, each group's PodGroup (minCount: all of
     /// them) made before its first member.
     Gangs(u32),
+    /// Groups of this many pods, each group's Service (selecting its
+    /// `app` label) made before its first member: a Deployment's shape.
+    Services(u32),
 }
 
 const GPU_DRIVER: &str = "gpu.example.com";
@@ -46,6 +49,7 @@ pub enum Need {
     Volume(Value),
     Claim(Value),
     PodGroup(Value),
+    Service(Value),
 }
 
 /// What the nodes publish besides themselves.
@@ -71,6 +75,10 @@ pub fn for_pod(needs: Needs, pod: &str, namespace: &str) -> Vec<Need> {
             (group, 0) => vec![Need::PodGroup(pod_group(&group, namespace, size))],
             _ => vec![],
         },
+        Needs::Services(size) => match gang_of(pod, size) {
+            (group, 0) => vec![Need::Service(service(&app_of(&group), namespace))],
+            _ => vec![],
+        },
         _ => vec![],
     }
 }
@@ -84,6 +92,26 @@ fn gang_of(pod: &str, size: u32) -> (String, u64) {
     let number: u64 = number.parse().unwrap_or(0);
     let size = u64::from(size.max(1));
     (format!("{prefix}gang-{:05}", number / size), number % size)
+}
+
+/// The labels a measured pod carries for its needs: its group's `app`.
+pub fn labels(needs: Needs, pod: &str) -> Value {
+    match needs {
+        Needs::Services(size) => json!({"app": app_of(&gang_of(pod, size).0)}),
+        _ => json!({}),
+    }
+}
+
+/// A group of pods as a Deployment's app: `PREFIX-app-K`.
+fn app_of(group: &str) -> String {
+    group.replace("gang-", "app-")
+}
+
+/// A headless Service selecting the group `name` (no cluster IP to
+/// allocate: only its selector matters here).
+fn service(name: &str, namespace: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterIP": "None", "selector": {"app": name}}})
 }
 
 fn pod_group(name: &str, namespace: &str, size: u32) -> Value {

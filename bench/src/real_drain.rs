@@ -5,7 +5,8 @@
 //! while no scheduler runs; then the scheduler starts, and the drain is
 //! timed from its first binding to its last, as a watch sees them.
 //! kube-scheduler runs with its client QPS lifted to 5,000 and every node
-//! scored (`percentageOfNodesToScore: 100`), as wasmsched scores them.
+//! scored (`percentageOfNodesToScore: 100`), as wasmsched scores them, or
+//! at its adaptive default (`--kube-percentage-of-nodes-to-score 0`).
 //!
 //! PreemptionBasic's victims must go for the preemptors to bind, and with
 //! no kubelet a deleted bound pod stays Terminating: a stand-in
@@ -84,6 +85,9 @@ pub struct Drain {
     pub backlog: Option<usize>,
     /// kube-scheduler drains too (before wasmsched, in the first round).
     pub kube_scheduler: bool,
+    /// kube-scheduler's `percentageOfNodesToScore` (0: its adaptive
+    /// default).
+    pub kube_percentage: u8,
     /// The kubeconfig wasmsched runs with; unset, the kit's
     /// `scheduler.kubeconfig` (system:kube-scheduler).
     pub identity: Option<PathBuf>,
@@ -103,6 +107,29 @@ pub struct Drain {
 }
 
 impl Drain {
+    /// `shape` at `nodes` nodes, drained once by kube-scheduler (every
+    /// node scored) and wasmsched, nothing else set.
+    pub fn new(state_dir: &std::path::Path, wasmsched: &std::path::Path, shape: Shape, nodes: usize) -> Drain {
+        let (state_dir, wasmsched) = (state_dir.to_path_buf(), wasmsched.to_path_buf());
+        Drain {
+            state_dir,
+            wasmsched,
+            shape,
+            nodes,
+            parallelism: None,
+            shadow_candidates: 0,
+            record: None,
+            backlog: None,
+            kube_scheduler: true,
+            kube_percentage: 100,
+            identity: None,
+            rounds: 1,
+            tenant_policies: false,
+            policy: None,
+            cache_dir: None,
+        }
+    }
+
     /// kube-scheduler's result, then wasmsched's.
     pub async fn run(&self) -> anyhow::Result<Vec<BenchResult>> {
         let kubeconfig = self.state_dir.join("admin.kubeconfig");
@@ -347,8 +374,9 @@ impl Drain {
                     format!(
                         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
                          clientConnection:\n  kubeconfig: {}\n  qps: 5000\n  burst: 5000\n\
-                         percentageOfNodesToScore: 100\nleaderElection:\n  leaderElect: false\n",
-                        self.state_dir.join("scheduler.kubeconfig").display()
+                         percentageOfNodesToScore: {}\nleaderElection:\n  leaderElect: false\n",
+                        self.state_dir.join("scheduler.kubeconfig").display(),
+                        self.kube_percentage
                     ),
                 )?;
                 // `start` leaves a running kube-scheduler alone (the one the

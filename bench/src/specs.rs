@@ -44,6 +44,9 @@ pub enum Workload {
     #[value(name = "gang-scheduling-64")]
     #[serde(rename = "gang-scheduling-64")]
     GangScheduling64,
+    /// Deployment-shaped pods: groups of 20, each selected by a Service of
+    /// its own and spread by PodTopologySpread's system defaults.
+    SchedulingDeployments,
 }
 
 impl Workload {
@@ -60,6 +63,7 @@ impl Workload {
             Workload::SchedulingCsiPvs => Some(Shape::CsiVolumes),
             Workload::GangScheduling8 => Some(Shape::Gangs { size: 8 }),
             Workload::GangScheduling64 => Some(Shape::Gangs { size: 64 }),
+            Workload::SchedulingDeployments => Some(Shape::Deployments { size: 20 }),
             _ => None,
         }
     }
@@ -165,7 +169,8 @@ pub(crate) fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
             | Workload::SteadyStateClusterResourceClaimTemplate
             | Workload::SchedulingCsiPvs
             | Workload::GangScheduling8
-            | Workload::GangScheduling64 => {
+            | Workload::GangScheduling64
+            | Workload::SchedulingDeployments => {
                 let shape = w.shape().expect("an inter-pod workload");
                 for nodes in if quick { &[500][..] } else { &[500, 5000][..] } {
                     out.push(spec(*w, *nodes, shape.kube_pods(*nodes).1, false));

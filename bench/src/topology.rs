@@ -60,6 +60,10 @@ pub enum Shape {
     /// Gangs: the measured pods in PodGroups of `size` members, each
     /// placed all or nothing (minCount: all of them).
     Gangs { size: u32 },
+    /// Deployments: the measured pods in groups of `size`, each selected
+    /// by a Service of its own, so PodTopologySpread's system default
+    /// constraints spread each group over nodes and zones.
+    Deployments { size: u32 },
 }
 
 impl Shape {
@@ -84,6 +88,7 @@ impl Shape {
             Shape::Gangs { size: 8 } => "GangScheduling8",
             Shape::Gangs { size: 64 } => "GangScheduling64",
             Shape::Gangs { .. } => "GangScheduling",
+            Shape::Deployments { .. } => "SchedulingDeployments",
         }
     }
 
@@ -104,6 +109,9 @@ impl Shape {
             Shape::ResourceClaims | Shape::ClaimTemplates | Shape::CsiVolumes => (0, 1000),
             // Whole gangs: 128 of 8, or 16 of 64.
             Shape::Gangs { .. } => (0, 1024),
+            // SchedulingBasic's init pods; 50 Services of 20 pods.
+            Shape::Deployments { .. } if big => (1000, 1000),
+            Shape::Deployments { .. } => (500, 1000),
             // Pending at any time, not in all.
             Shape::SteadyClaimTemplates => (0, 200),
         }
@@ -116,6 +124,7 @@ impl Shape {
             Shape::ClaimTemplates | Shape::SteadyClaimTemplates => Needs::ClaimTemplates,
             Shape::CsiVolumes => Needs::CsiVolumes,
             Shape::Gangs { size } => Needs::Gangs(size),
+            Shape::Deployments { size } => Needs::Services(size),
             _ => Needs::Nothing,
         }
     }
@@ -131,7 +140,8 @@ impl Shape {
             | Shape::ClaimTemplates
             | Shape::SteadyClaimTemplates
             | Shape::CsiVolumes
-            | Shape::Gangs { .. } => ("default", "default"),
+            | Shape::Gangs { .. }
+            | Shape::Deployments { .. } => ("default", "default"),
             _ => ("sched-0", "sched-1"),
         }
     }
@@ -163,7 +173,10 @@ impl Shape {
             | Shape::SteadyClaimTemplates
             | Shape::CsiVolumes
             | Shape::Gangs { .. } => (json!({}), pod_needs::in_pod_spec(self.needs(), &name, scheduler)),
-            Shape::TopologySpreading | Shape::Basic | Shape::Preemption => (json!({}), json!({})),
+            Shape::Deployments { .. } if measured => (pod_needs::labels(self.needs(), &name), json!({})),
+            Shape::TopologySpreading | Shape::Basic | Shape::Preemption | Shape::Deployments { .. } => {
+                (json!({}), json!({}))
+            }
             Shape::SpreadAndAntiAffinity => {
                 // Alternate by the pod's number: its name ends in it.
                 let odd = name.ends_with(['1', '3', '5', '7', '9']);
@@ -237,6 +250,7 @@ fn add(manifests: &mut Manifests, need: Need) {
         Need::Volume(v) => manifests.objects.volumes.push(parse(v)),
         Need::Claim(v) => manifests.objects.claims.push(parse(v)),
         Need::PodGroup(v) => manifests.objects.pod_groups.push(parse(v)),
+        Need::Service(v) => manifests.objects.services.push(parse(v)),
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Service};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use k8s_openapi::api::scheduling::v1alpha2::PodGroup;
 use k8s_openapi::api::storage::v1::CSINode;
@@ -168,7 +168,7 @@ pub(super) async fn create_needs(client: &Client, namespace: &str, needs: Vec<Ne
     };
     let (mut classes, mut slices, mut resource_claims, mut csi_nodes, mut volumes, mut claims) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
-    let (mut templates, mut groups) = (vec![], vec![]);
+    let (mut templates, mut groups, mut services) = (vec![], vec![], vec![]);
     for need in needs {
         match need {
             Need::DeviceClass(v) => classes.push(labelled(v)),
@@ -179,6 +179,7 @@ pub(super) async fn create_needs(client: &Client, namespace: &str, needs: Vec<Ne
             Need::Volume(v) => volumes.push(labelled(v)),
             Need::Claim(v) => claims.push(labelled(v)),
             Need::PodGroup(v) => groups.push(labelled(v)),
+            Need::Service(v) => services.push(labelled(v)),
         }
     }
     for class in classes {
@@ -192,6 +193,7 @@ pub(super) async fn create_needs(client: &Client, namespace: &str, needs: Vec<Ne
         let template_api = Api::<ResourceClaimTemplate>::namespaced(client.clone(), namespace);
         create_all(&template_api, templates.into_iter()).await?;
         create_all(&Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace), claims.into_iter()).await?;
+        create_all(&Api::<Service>::namespaced(client.clone(), namespace), services.into_iter()).await?;
         if !groups.is_empty() {
             let api = Api::<PodGroup>::namespaced(client.clone(), namespace);
             create_all(&api, groups.into_iter()).await.context(
@@ -213,6 +215,7 @@ pub(super) async fn release(client: &Client, namespace: &str, run: &str) -> anyh
     release_kind(&Api::<ResourceClaimTemplate>::namespaced(client.clone(), namespace), &ours).await?;
     release_kind(&Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace), &ours).await?;
     release_kind(&Api::<PersistentVolume>::all(client.clone()), &ours).await?;
+    Api::<Service>::namespaced(client.clone(), namespace).delete_collection(&DeleteParams::default(), &ours).await?;
     // The PodGroups' protection is the controller-manager's to lift; on an
     // API server that serves none, there are none.
     match release_kind(&Api::<PodGroup>::namespaced(client.clone(), namespace), &ours).await {

@@ -7,6 +7,7 @@
 //! each match in this file.
 
 mod binding;
+mod placement;
 mod v0_1;
 mod v0_2;
 mod v0_3;

@@ -11,4 +11,4 @@ super::binding::contract_binding!(
 );
 super::binding::explain_score!();
 super::binding::packed_columns!();
-super::binding::placement_calls!();
+super::placement::placement_calls!();

@@ -15,4 +15,4 @@ super::binding::contract_binding!(
 );
 super::binding::explain_score!();
 super::binding::packed_columns!();
-super::binding::placement_calls!();
+super::placement::placement_calls!();
