@@ -161,52 +161,52 @@ fn spread_domain_counts(
 
 /// PodTopologySpread's inputs: per candidate, for each `ScheduleAnyway`
 /// constraint, its domain and matching pods there (`None` where the node
-/// lacks the key); a candidate is `None` altogether where it must carry
-/// every key and does not, which kube scores 0.
+/// lacks the key); a candidate is not scored at all where it must carry
+/// every key and does not, which kube scores 0. Flat, candidate after
+/// candidate: no allocation per candidate.
 #[derive(Debug, Clone)]
 pub(super) struct SpreadInputs {
-    /// `(maxSkew, whether the key is kubernetes.io/hostname)`.
-    constraints: Vec<(u32, bool)>,
+    /// `(maxSkew, whether the key is kubernetes.io/hostname, how many
+    /// domains the key has)`.
+    constraints: Vec<(u32, bool, usize)>,
     /// Per candidate, in candidate order (filtered with them).
-    pub(super) cells: Vec<Option<Cell>>,
+    scored: Vec<bool>,
+    /// Per candidate, one cell per constraint.
+    cells: Vec<Option<(u32, u32)>>,
 }
-
-/// One candidate's `(domain, matching pods)` per constraint; `None` where
-/// it lacks the constraint's key.
-pub(super) type Cell = Vec<Option<(usize, u32)>>;
 
 impl SpreadInputs {
     /// kube's per-node spread score, with each constraint's weight from
     /// the number of its domains among the candidates left (nodes
     /// without the key together count as one, as kube's empty value).
     pub(super) fn scores(&self) -> Vec<Option<i64>> {
-        let scored = self.cells.iter().flatten();
+        let width = self.constraints.len();
+        let rows = || self.cells.chunks_exact(width).zip(&self.scored).filter(|(_, s)| **s).map(|(row, _)| row);
+        let scored = rows().count();
         let weights: Vec<f64> = self
             .constraints
             .iter()
             .enumerate()
-            .map(|(i, &(_, hostname))| {
-                let domains = if hostname {
-                    scored.clone().count()
-                } else {
-                    let mut seen: Vec<Option<usize>> = scored.clone().map(|cell| cell[i].map(|(d, _)| d)).collect();
-                    seen.sort_unstable();
-                    seen.dedup();
-                    seen.len()
-                };
-                spread_weight(domains)
+            .map(|(i, &(_, hostname, domains))| {
+                if hostname {
+                    return spread_weight(scored);
+                }
+                // The last slot: nodes without the key.
+                let mut seen = vec![false; domains + 1];
+                for row in rows() {
+                    seen[row[i].map_or(domains, |(d, _)| d as usize)] = true;
+                }
+                spread_weight(seen.iter().filter(|s| **s).count())
             })
             .collect();
         self.cells
-            .iter()
-            .map(|cell| {
-                let cell = cell.as_ref()?;
-                Some(spread_score(
-                    cell.iter()
-                        .zip(&self.constraints)
-                        .zip(&weights)
-                        .filter_map(|((entry, &(skew, _)), &w)| entry.map(|(_, count)| (count, skew, w))),
-                ))
+            .chunks_exact(width)
+            .zip(&self.scored)
+            .map(|(row, scored)| {
+                scored.then(|| {
+                    let parts = row.iter().zip(&self.constraints).zip(&weights);
+                    spread_score(parts.filter_map(|((cell, &(skew, ..)), &w)| cell.map(|(_, count)| (count, skew, w))))
+                })
             })
             .collect()
     }
@@ -218,8 +218,14 @@ impl OwnInputs for SpreadInputs {
     }
 
     fn retain(&mut self, keep: &[bool]) {
+        let width = self.constraints.len();
         let mut i = 0;
         self.cells.retain(|_| {
+            i += 1;
+            keep[(i - 1) / width]
+        });
+        let mut i = 0;
+        self.scored.retain(|_| {
             i += 1;
             keep[i - 1]
         });
@@ -245,17 +251,16 @@ pub(super) fn score_inputs(pod: &PodInfo, state: &ClusterState, candidates: &[Ca
     let required = if require_all { &keys[..] } else { &[] };
     let counts: Vec<_> =
         soft.iter().zip(&keys).map(|(c, domains)| spread_domain_counts(pod, state, c, required, domains).0).collect();
-    let cells = candidates
-        .iter()
-        .map(|c| {
-            let cell: Vec<_> = keys
-                .iter()
-                .zip(&counts)
-                .map(|(domains, counts)| domains.of(c.node).map(|d| (d, counts.count(d))))
-                .collect();
-            (!require_all || cell.iter().all(Option::is_some)).then_some(cell)
-        })
-        .collect();
-    let constraints = soft.iter().map(|c| (c.max_skew, c.topology_key == HOSTNAME)).collect();
-    Some(SpreadInputs { constraints, cells })
+    let mut cells = Vec::with_capacity(candidates.len() * keys.len());
+    let mut scored = Vec::with_capacity(candidates.len());
+    for c in candidates {
+        let row =
+            keys.iter().zip(&counts).map(|(domains, counts)| domains.of(c.node).map(|d| (d as u32, counts.count(d))));
+        let start = cells.len();
+        cells.extend(row);
+        scored.push(!require_all || cells[start..].iter().all(Option::is_some));
+    }
+    let constraints =
+        soft.iter().zip(&keys).map(|(c, domains)| (c.max_skew, c.topology_key == HOSTNAME, domains.count())).collect();
+    Some(SpreadInputs { constraints, scored, cells })
 }

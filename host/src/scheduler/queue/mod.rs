@@ -525,6 +525,24 @@ mod tests {
         assert_eq!(order, ["high", "low-old", "low-new"]);
     }
 
+    /// A pod that PodTopologySpread rejected (by its profile's default
+    /// constraints: it has none of its own) waits on other pods, and an
+    /// assigned pod's arrival retries it; one rejected for room does not.
+    #[test]
+    fn a_pod_rejected_by_spread_is_retried_when_a_pod_is_placed() {
+        let mut q = SchedulingQueue::new();
+        q.add_or_update(pod("spread", 0, false));
+        q.add_or_update(pod("full", 0, false));
+        q.pop(T0).unwrap();
+        q.pop(T0).unwrap();
+        q.unschedulable(&key("spread"), T0, vec!["PodTopologySpread".into()]);
+        q.unschedulable(&key("full"), T0, vec!["NodeResourcesFit".into()]);
+        q.pod_placed(Duration::from_secs(60));
+        let popped: Vec<String> =
+            std::iter::from_fn(|| q.pop(Duration::from_secs(60)).map(|(p, _)| p.key.name.clone())).collect();
+        assert_eq!(popped, ["spread"]);
+    }
+
     /// What the metrics read: pods moved in by event and part, the
     /// unschedulable ones by the plugins that turned them down, a pod's
     /// attempts and when the first began.
