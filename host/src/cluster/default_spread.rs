@@ -105,9 +105,9 @@ impl DefaultSpread {
     fn selector_of(&self, pod: &PodInfo) -> Option<LabelSelector> {
         let labels = &pod.facts.labels;
         let mut set: BTreeMap<&str, &str> = BTreeMap::new();
+        let label = |key: &str| labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
         for selector in self.services.get(&pod.key.namespace).into_iter().flat_map(|s| s.values()) {
-            let requirements = LabelSelector { match_labels: selector.clone(), match_expressions: Vec::new() };
-            if requirements.matches(labels) {
+            if selector.iter().all(|(k, v)| label(k) == Some(v.as_str())) {
                 set.extend(selector.iter().map(|(k, v)| (k.as_str(), v.as_str())));
             }
         }
