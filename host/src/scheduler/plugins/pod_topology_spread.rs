@@ -249,13 +249,21 @@ pub(super) fn score_inputs(pod: &PodInfo, state: &ClusterState, candidates: &[Ca
     }
     let keys: Vec<_> = soft.iter().map(|c| state.domains(&c.topology_key)).collect();
     let required = if require_all { &keys[..] } else { &[] };
-    let counts: Vec<_> =
-        soft.iter().zip(&keys).map(|(c, domains)| spread_domain_counts(pod, state, c, required, domains).0).collect();
+    let counts: Vec<Counted> = soft
+        .iter()
+        .zip(&keys)
+        .map(|(c, domains)| match c.topology_key == HOSTNAME {
+            true => Counted::OnNode(on_candidates(pod, state, c, candidates)),
+            false => Counted::InDomain(spread_domain_counts(pod, state, c, required, domains).0),
+        })
+        .collect();
     let mut cells = Vec::with_capacity(candidates.len() * keys.len());
     let mut scored = Vec::with_capacity(candidates.len());
-    for c in candidates {
-        let row =
-            keys.iter().zip(&counts).map(|(domains, counts)| domains.of(c.node).map(|d| (d as u32, counts.count(d))));
+    for (i, c) in candidates.iter().enumerate() {
+        let row = keys.iter().zip(&counts).map(|(domains, counted)| {
+            let d = domains.of(c.node)?;
+            Some((d as u32, counted.count(d, i)))
+        });
         let start = cells.len();
         cells.extend(row);
         scored.push(!require_all || cells[start..].iter().all(Option::is_some));
@@ -263,4 +271,32 @@ pub(super) fn score_inputs(pod: &PodInfo, state: &ClusterState, candidates: &[Ca
     let constraints =
         soft.iter().zip(&keys).map(|(c, domains)| (c.max_skew, c.topology_key == HOSTNAME, domains.count())).collect();
     Some(SpreadInputs { constraints, scored, cells })
+}
+
+/// A constraint's matching pods as a candidate's score reads them: per
+/// domain, or, for `kubernetes.io/hostname`, on the candidate itself, as
+/// kube's Score counts them there (no pass over every node).
+enum Counted {
+    InDomain(DomainCounts),
+    /// Per candidate, in candidate order.
+    OnNode(Vec<u32>),
+}
+
+impl Counted {
+    fn count(&self, domain: usize, candidate: usize) -> u32 {
+        match self {
+            Counted::InDomain(counts) => counts.count(domain),
+            Counted::OnNode(counts) => counts[candidate],
+        }
+    }
+}
+
+/// The live pods `c` selects in the pod's namespace on each candidate.
+fn on_candidates(pod: &PodInfo, state: &ClusterState, c: &SpreadConstraint, candidates: &[Candidate]) -> Vec<u32> {
+    let Some(selector) = &c.selector else { return vec![0; candidates.len()] };
+    let clause =
+        PodClause { namespaces: Namespaces::Only(vec![pod.key.namespace.clone()]), selector: selector.clone() };
+    state.matching_pods(std::slice::from_ref(&clause), |per_node| {
+        candidates.iter().map(|c| per_node.get(c.node as usize).map_or(0, |m| m.live)).collect()
+    })
 }
