@@ -17,7 +17,8 @@ use wasmsched_runtime::{SelectorOperator, SelectorRequirement};
 
 use super::controllers::ControllerKind;
 use super::convert::PodInfo;
-use super::pod_constraints::{LabelSelector, SpreadConstraint};
+use super::pod_constraints::{LabelList, LabelSelector, SpreadConstraint};
+use wasmsched_rules::Labels;
 
 /// kube's label keys of the system defaults.
 pub const HOSTNAME: &str = "kubernetes.io/hostname";
@@ -105,9 +106,9 @@ impl DefaultSpread {
     fn selector_of(&self, pod: &PodInfo) -> Option<LabelSelector> {
         let labels = &pod.facts.labels;
         let mut set: BTreeMap<&str, &str> = BTreeMap::new();
-        let label = |key: &str| labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+        let labels = LabelList(labels);
         for selector in self.services.get(&pod.key.namespace).into_iter().flat_map(|s| s.values()) {
-            if selector.iter().all(|(k, v)| label(k) == Some(v.as_str())) {
+            if selector.iter().all(|(k, v)| labels.label(k) == Some(v.as_str())) {
                 set.extend(selector.iter().map(|(k, v)| (k.as_str(), v.as_str())));
             }
         }
