@@ -2,7 +2,7 @@ use std::time::Duration;
 
 /// Every way a policy can fail, each contained: the scheduler places the pod
 /// with its fallback and records which of these happened.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum PolicyError {
     #[error("{source_name}: {size} bytes is over the {limit}-byte policy size limit")]
     TooLarge { source_name: String, size: usize, limit: usize },

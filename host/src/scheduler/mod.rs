@@ -32,6 +32,7 @@ pub mod policy_set;
 pub mod queue;
 pub mod sampling;
 mod scheduler_core;
+mod tenant_work;
 pub mod tenants;
 
 pub use attempt::record::{AttemptRecord, GroupCycle, NodeRecord, PolicyCall, PolicyScore, PolicyVersion, Verdict};

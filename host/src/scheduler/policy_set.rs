@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::cluster::PodInfo;
+use crate::scheduler::attempt::GivenAnswers;
 use crate::scheduler::parallel::workers::AttemptWorkers;
 use wasmsched_runtime::{Candidate, LoadedPolicy, NodeTable, PolicyContext};
 
@@ -80,16 +81,24 @@ pub struct PolicySet {
     pub unavailable: Option<String>,
     /// Tried beside `policies` on the attempts they see, never deciding.
     pub candidates: Vec<ShadowCandidate>,
+    /// The policies' answers for one pod, given ahead: its attempt reads
+    /// them and calls nothing (a tenant's gang member, in its group cycle).
+    pub given: Option<Arc<GivenAnswers>>,
 }
 
 impl PolicySet {
     pub fn new(policies: Vec<WeightedPolicy>) -> Self {
-        PolicySet { policies, unavailable: None, candidates: Vec::new() }
+        PolicySet { policies, unavailable: None, candidates: Vec::new(), given: None }
     }
 
     /// No policy, and why: pods are scored by the built-in fallback.
     pub fn unavailable(why: impl Into<String>) -> Self {
-        PolicySet { policies: Vec::new(), unavailable: Some(why.into()), candidates: Vec::new() }
+        PolicySet { policies: Vec::new(), unavailable: Some(why.into()), candidates: Vec::new(), given: None }
+    }
+
+    /// The same policies, deciding one pod by `answers` given ahead.
+    pub fn answered(&self, answers: GivenAnswers) -> Self {
+        PolicySet { given: Some(Arc::new(answers)), ..self.clone() }
     }
 
     /// Syncs every policy's instance with `ctx`'s node table ([`LoadedPolicy::warm`]).

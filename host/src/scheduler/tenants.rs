@@ -12,17 +12,13 @@
 //! way to ask about other pods.
 
 use std::collections::{BTreeSet, HashMap};
-use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
-use std::time::Instant;
 
-use super::policy_calls::CallScope;
-use super::policy_set::{PolicySet, ShadowCandidate, WeightedPolicy};
+use super::policy_set::{ShadowCandidate, WeightedPolicy};
 use crate::cluster::PodInfo;
-use crate::panic_text::panic_text;
-use crate::scheduler::attempt::{AttemptOutcome, BuiltinPass, policy_pass};
-use crate::scheduler::parallel::workers::AttemptWorkers;
-use wasmsched_runtime::{LoadedPolicy, NodeTable, PolicyContext, PolicyLimits};
+use wasmsched_runtime::{LoadedPolicy, PolicyLimits};
+
+pub(crate) use super::tenant_work::{JudgedMember, MemberJob, TenantAnswer, TenantShadows, TenantWork};
+pub use super::tenant_work::{TenantJob, TenantVerdict};
 
 /// The pod annotation that opts a pod in to one of its namespace's policies.
 pub const POLICY_ANNOTATION: &str = "wasmsched.io/policy";
@@ -151,72 +147,5 @@ impl TenantPolicies {
                 ),
             },
         }
-    }
-}
-
-/// The rest of one attempt, for a tenant's policy to finish anywhere.
-pub struct TenantJob {
-    pub tenant: String,
-    pub pod: Arc<PodInfo>,
-    pub(crate) attempt: u32,
-    /// The tenant's one policy, as the version the attempt started with.
-    pub(crate) policies: PolicySet,
-    pub(crate) pre: BuiltinPass,
-    pub(crate) ctx: PolicyContext,
-    pub(crate) seed: u64,
-    pub(crate) started: Instant,
-    /// The tenant's candidates that see this attempt, tried once the
-    /// verdict says what was decided.
-    pub(crate) shadows: Option<TenantShadows>,
-}
-
-/// What a tenant pod's candidates need to be tried on its attempt.
-pub(crate) struct TenantShadows {
-    pub candidates: Vec<ShadowCandidate>,
-    /// A copy of the built-in pass the tenant's policy decides on.
-    pub pass: BuiltinPass,
-    /// The tenant's policy, which a candidate joins or replaces.
-    pub policies: PolicySet,
-    pub attempt: u32,
-}
-
-impl std::fmt::Debug for TenantJob {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TenantJob").field("tenant", &self.tenant).field("pod", &self.pod.key).finish_non_exhaustive()
-    }
-}
-
-impl TenantJob {
-    /// Runs the tenant's policy (blocking: up to its deadlines). Always
-    /// answers, even if the evaluation panicked, so the pod is never lost.
-    pub fn run(self) -> TenantVerdict {
-        let TenantJob { tenant, pod, attempt, policies, pre, ctx, seed, started, shadows } = self;
-        // A tenant's policy runs on its job's thread alone: its instances
-        // are the tenant's, not the attempt workers'.
-        let scope = CallScope { ctx: &ctx, workers: &AttemptWorkers::default() };
-        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            policy_pass(pre, &pod, &policies, scope, seed, attempt, started)
-        }))
-        .map_err(|panic| format!("evaluating the tenant policy panicked: {}", panic_text(&*panic)));
-        TenantVerdict { tenant, pod, outcome, nodes: ctx.nodes, shadows }
-    }
-}
-
-/// A tenant policy's answer, to be applied by the core.
-pub struct TenantVerdict {
-    pub tenant: String,
-    pub pod: Arc<PodInfo>,
-    pub(crate) outcome: Result<AttemptOutcome, String>,
-    /// The node table the attempt was made on (ids are resolved by name).
-    pub(crate) nodes: Arc<NodeTable>,
-    pub(crate) shadows: Option<TenantShadows>,
-}
-
-impl std::fmt::Debug for TenantVerdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TenantVerdict")
-            .field("tenant", &self.tenant)
-            .field("pod", &self.pod.key)
-            .finish_non_exhaustive()
     }
 }

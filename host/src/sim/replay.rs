@@ -112,6 +112,8 @@ struct Replay {
     /// Tenant pods handed to their policy, decided when the recording's
     /// verdict comes.
     jobs: HashMap<PodKey, Box<TenantJob>>,
+    /// The job each handed-out pod waits on, by the job's first pod.
+    job_of: HashMap<PodKey, PodKey>,
     /// Pods the recording handed to a tenant's policy and the replay
     /// decided at once: compared when the recording's decision comes.
     early: HashMap<PodKey, Attempted>,
@@ -132,6 +134,7 @@ impl Replay {
             fresh: HashSet::new(),
             tenants,
             jobs: HashMap::new(),
+            job_of: HashMap::new(),
             early: HashMap::new(),
             experiments: Experiments::default(),
             attempts: 0,
@@ -163,6 +166,10 @@ impl Replay {
     fn evaluate(&mut self, now: Duration, pod: String, attempt: u32) {
         match self.next_attempt(&key_of(&pod), attempt, now) {
             Some(Attempt::Evaluate(job)) => {
+                // A gang's job answers whichever member's attempt comes first.
+                for key in job.pods() {
+                    self.job_of.insert(key, job.pod.key.clone());
+                }
                 self.jobs.insert(job.pod.key.clone(), job);
             }
             Some(other) => {
@@ -227,7 +234,8 @@ impl Replay {
             self.recorded_placed.insert(key_of(&recorded.pod));
         }
         let key = key_of(&recorded.pod);
-        let replayed = if let Some(job) = self.jobs.remove(&key) {
+        let job = self.job_of.remove(&key).and_then(|first| self.jobs.remove(&first));
+        let replayed = if let Some(job) = job {
             // The tenant's verdict, on the cluster as it is when it came.
             let verdict = job.run();
             self.scheduler.tenant_verdict(verdict, now).and_then(|a| self.conclude(a, &recorded, now))

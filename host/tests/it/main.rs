@@ -44,6 +44,7 @@ mod sizes;
 mod source_policies;
 mod storage_properties;
 mod team_fit;
+mod tenant_gangs;
 mod tenant_interpreters;
 mod tenants;
 mod toolkit_parity;

@@ -97,6 +97,18 @@ impl BuiltinPass {
         }
     }
 
+    /// The candidates alone, without the built-in scores' inputs: for
+    /// policies asked about them ahead of the attempt ([`super::answers_ahead`]).
+    pub fn of_candidates(candidates: Vec<Candidate>, nodes: usize) -> Self {
+        let found = candidates.len();
+        BuiltinPass {
+            candidates,
+            feasible_builtin: found,
+            evaluated: nodes,
+            ..BuiltinPass::empty(nodes, 0, false, 0, BalancedColumn::default())
+        }
+    }
+
     /// Nodes the attempt may not use, counted as rejected for `reason`
     /// and as evaluated (they were, by where they are).
     pub(super) fn count_outside(&mut self, nodes: usize, reason: &str) {

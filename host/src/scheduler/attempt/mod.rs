@@ -11,6 +11,7 @@
 mod builtin_pass;
 mod choice;
 pub(crate) mod failure_log;
+mod given;
 mod policy_pass;
 pub mod record;
 mod scope;
@@ -22,7 +23,8 @@ use wasmsched_rules::SplitMix64;
 
 pub use builtin_pass::{BuiltinPass, builtin_pass};
 pub use choice::{normalize, pick_best};
-pub use policy_pass::{AttemptOutcome, policy_pass, versions};
+pub use given::{GivenAnswers, NOT_ASKED};
+pub use policy_pass::{AttemptOutcome, answers_ahead, policy_pass, versions};
 pub use scope::PlacementScope;
 
 use crate::cluster::{ClusterState, PodInfo};

@@ -9,6 +9,7 @@ use std::time::Instant;
 use super::builtin_pass::BuiltinPass;
 use super::choice::{pick_best, scaled};
 use super::failure_log;
+use super::given::{GivenAnswers, NOT_ASKED};
 use super::pod_seed;
 use crate::cluster::PodInfo;
 use crate::scheduler::attempt::record::{
@@ -55,6 +56,17 @@ struct Calls<'a> {
     made: Vec<PolicyCall>,
     /// Why the built-in fallback scores instead of the policies.
     fallback: Option<String>,
+    given: Given<'a>,
+}
+
+/// Where the policies' answers come from.
+enum Given<'a> {
+    /// Their calls.
+    Called,
+    /// Their calls, each answer kept for a later attempt.
+    Keep(Box<GivenAnswers>),
+    /// Answers given ahead (the set's `given`): no call is made.
+    Read(&'a GivenAnswers),
 }
 
 /// A scoring policy's (or the fallback's) scores: name, weight, raw and
@@ -62,7 +74,8 @@ struct Calls<'a> {
 type PolicyScores = (String, u32, Vec<f64>, Vec<f64>);
 
 /// Policy filters, policy scores, the weighted sum and the best node, over
-/// what the built-in pass left.
+/// what the built-in pass left (by the answers the set was given ahead,
+/// where it was).
 pub fn policy_pass(
     pre: BuiltinPass,
     pod: &PodInfo,
@@ -72,6 +85,37 @@ pub fn policy_pass(
     attempt: u32,
     started: Instant,
 ) -> AttemptOutcome {
+    let given = policies.given.as_deref().map_or(Given::Called, Given::Read);
+    pass(pre, pod, policies, scope, (seed, attempt, started), given).0
+}
+
+/// The policies' answers for `pod` over the candidates of `pre`, kept for
+/// its attempt later (`PolicySet::given`): the calls its policy pass
+/// makes, and the calls' records (for the metrics).
+pub fn answers_ahead(
+    pre: BuiltinPass,
+    pod: &PodInfo,
+    policies: &PolicySet,
+    scope: CallScope<'_>,
+    seed: u64,
+    attempt: u32,
+) -> (GivenAnswers, Vec<PolicyCall>) {
+    let mut kept = GivenAnswers::default();
+    kept.keep_asked(&scope.ctx.nodes, &pre.candidates);
+    let (outcome, given) =
+        pass(pre, pod, policies, scope, (seed, attempt, Instant::now()), Given::Keep(Box::new(kept)));
+    let Given::Keep(kept) = given else { unreachable!("kept answers stay kept") };
+    (*kept, outcome.record.policy_calls)
+}
+
+fn pass<'a>(
+    pre: BuiltinPass,
+    pod: &'a PodInfo,
+    policies: &'a PolicySet,
+    scope: CallScope<'a>,
+    (seed, attempt, started): (u64, u32, Instant),
+    given: Given<'a>,
+) -> (AttemptOutcome, Given<'a>) {
     let BuiltinPass {
         candidates,
         builtin,
@@ -88,7 +132,7 @@ pub fn policy_pass(
     } = pre;
     let calls_for = AttemptCalls { scope, pod: &pod.facts, nodes };
     let fallback = policies.unavailable.clone();
-    let mut calls = Calls { pod, policies, calls_for, made: Vec::new(), fallback };
+    let mut calls = Calls { pod, policies, calls_for, made: Vec::new(), fallback, given };
     let rejecting = Vec::new();
     let mut survivors = Survivors { candidates, builtin, histogram, records, record_index, detail, rejecting };
     let error = calls.filter(&mut survivors);
@@ -123,7 +167,7 @@ pub fn policy_pass(
         record.policy_calls = calls.made;
         record.node_records = records;
         record.duration = started.elapsed();
-        return AttemptOutcome { record, candidates, totals: Vec::new(), best: None };
+        return (AttemptOutcome { record, candidates, totals: Vec::new(), best: None }, calls.given);
     }
 
     let pod_seed = pod_seed(seed, pod, attempt);
@@ -139,7 +183,7 @@ pub fn policy_pass(
     record.policy_calls = calls.made;
     record.node_records = records;
     record.duration = started.elapsed();
-    AttemptOutcome { record, candidates, totals, best: Some(chosen) }
+    (AttemptOutcome { record, candidates, totals, best: Some(chosen) }, calls.given)
 }
 
 impl Survivors {
@@ -222,6 +266,10 @@ impl Calls<'_> {
         per_policy: &[PolicyScores],
         pod_seed: u64,
     ) -> Vec<Vec<Vec<ScorePart>>> {
+        if matches!(self.given, Given::Read(_)) {
+            // Its policies run elsewhere: their scores are shown whole.
+            return vec![Vec::new(); per_policy.len()];
+        }
         per_policy
             .iter()
             .map(|(name, ..)| {
@@ -244,13 +292,26 @@ impl Calls<'_> {
     /// is `Ignore`: then it is skipped, and the attempt goes on with the
     /// built-in fallback, saying so.
     fn filter(&mut self, survivors: &mut Survivors) -> Option<String> {
+        let nodes = &self.calls_for.scope.ctx.nodes;
+        if let (Given::Read(given), Some(first)) = (&self.given, self.policies.policies.first()) {
+            // Nodes that fit only since the policies answered: never judged.
+            let asked: Vec<bool> = survivors.candidates.iter().map(|c| given.was_asked(nodes, c)).collect();
+            survivors.keep((first.policy.name(), 0), |i| (!asked[i]).then_some(NOT_ASKED));
+        }
         let filters = self.policies.policies.iter().enumerate().filter(|(_, wp)| wp.policy.info.phases.filter);
         for (place, wp) in filters {
             if survivors.candidates.is_empty() {
                 break;
             }
             let name = wp.policy.name();
-            match self.calls_for.filter(&mut self.made, wp, &survivors.candidates) {
+            let answer = match &self.given {
+                Given::Read(given) => given.filter(place, name, nodes, &survivors.candidates),
+                _ => self.calls_for.filter(&mut self.made, wp, &survivors.candidates),
+            };
+            if let Given::Keep(kept) = &mut self.given {
+                kept.keep_filter(place, nodes, &survivors.candidates, &answer);
+            }
+            match answer {
                 Ok(outcome) => survivors.keep((name, place), |i| outcome.rejection(i)),
                 Err(e) if wp.failure_policy == FailurePolicy::Fail => {
                     if let Some(held_back) = failure_log::heard(&wp.policy, "filter") {
@@ -294,8 +355,16 @@ impl Calls<'_> {
         let mut per_policy: Vec<PolicyScores> = Vec::new();
         let scoring: Vec<_> = self.policies.policies.iter().filter(|wp| wp.policy.info.phases.score).collect();
         if self.fallback.is_none() {
-            for wp in &scoring {
-                match self.calls_for.score(&mut self.made, wp, candidates, pod_seed) {
+            let nodes = &self.calls_for.scope.ctx.nodes;
+            for (place, wp) in self.policies.policies.iter().enumerate().filter(|(_, wp)| wp.policy.info.phases.score) {
+                let answer = match &self.given {
+                    Given::Read(given) => given.score(place, wp.policy.name(), nodes, candidates),
+                    _ => self.calls_for.score(&mut self.made, wp, candidates, pod_seed),
+                };
+                if let Given::Keep(kept) = &mut self.given {
+                    kept.keep_score(place, nodes, candidates, &answer);
+                }
+                match answer {
                     Ok(raw) => {
                         let info = &wp.policy.info;
                         let normalized = scaled(&raw, info.score_order, info.score_scale);

@@ -106,7 +106,8 @@ pub enum Attempt {
 enum Mode {
     /// Alone: its tenant's policy may decide it.
     Pod,
-    /// As a gang's member, by its profile's policies; PostFilter runs in
+    /// As a gang's member, by its profile's policies or those its group
+    /// cycle was given (its tenant's, judged ahead); PostFilter runs in
     /// the attempt, or waits for the gang's (`post_filter: false`).
     Member { post_filter: bool },
 }
@@ -368,21 +369,27 @@ impl Scheduler {
 
     /// One pod's attempt, alone or as a gang's member (`mode`).
     fn pod_attempt(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Duration, mode: Mode) -> Option<Attempt> {
-        if !self.claims_usable(&pod) || !self.knows_profile(&pod, mode) {
+        if !self.claims_usable(&pod) || !self.knows_profile(&pod) {
             return None;
         }
         let (attempt, in_cycle) = (attempts + 1, mode == (Mode::Member { post_filter: false }));
         // Borrowed through the field, not `self.profile()`: the scheduler's
         // other fields change while it is held.
         let profile = self.profiles.iter().find(|p| p.scheduler_name == pod.scheduler_name)?;
+        // A member's policies, where its group cycle was given others.
+        let member = if mode == Mode::Pod { None } else { self.gangs.given.get(&pod.key).cloned() };
         let unavailable;
-        let (policies, tenant) = match if mode == Mode::Pod { self.tenants.route(&pod) } else { Route::Profile } {
-            Route::Profile => (&profile.policies, None),
-            Route::Missing { tenant, why } => {
-                unavailable = PolicySet::unavailable(why);
-                (&unavailable, Some(tenant))
-            }
-            Route::Tenant { tenant, policy } => return self.hand_to_tenant((tenant, policy), pod, attempt, now),
+        let (policies, tenant) = match (&member, mode) {
+            (Some(member), _) => (&member.policies, Some(member.tenant.clone())),
+            (None, Mode::Member { .. }) => (&profile.policies, None),
+            (None, Mode::Pod) => match self.tenants.route(&pod) {
+                Route::Profile => (&profile.policies, None),
+                Route::Missing { tenant, why } => {
+                    unavailable = PolicySet::unavailable(why);
+                    (&unavailable, Some(tenant))
+                }
+                Route::Tenant { tenant, policy } => return self.hand_to_tenant((tenant, policy), pod, attempt, now),
+            },
         };
         let watchers = watchers(&self.tenants, self.gangs.shadowing(), &pod, policies, mode);
         // Out of `self` while the attempt runs: the attempt reads the whole
@@ -401,6 +408,10 @@ impl Scheduler {
             next_start = start;
             record
         });
+        if let Some(member) = &member {
+            // The calls its answers took, on the tenant's thread.
+            record.policy_calls.splice(0..0, member.calls.iter().cloned());
+        }
         let window = setup.window;
         self.experiments = experiments;
         self.attempted(window, next_start, jobs, in_cycle);
@@ -434,10 +445,7 @@ impl Scheduler {
 
     /// Whether `pod`'s profile is known (only such pods are queued; one
     /// gone meanwhile is done with).
-    fn knows_profile(&mut self, pod: &PodInfo, mode: Mode) -> bool {
-        if mode != Mode::Pod {
-            self.note_member_tenant(pod);
-        }
+    fn knows_profile(&mut self, pod: &PodInfo) -> bool {
         let known = self.profile(&pod.scheduler_name).is_some();
         if !known {
             self.queue.done(&pod.key);

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Attempt, MAX_JOBS_PER_TENANT, Scheduler, ShadowOf, Shadowing, shadow_jobs};
-use crate::cluster::PodInfo;
+use crate::cluster::{PodInfo, PodKey};
+use crate::scheduler::attempt::AttemptOutcome;
 use crate::scheduler::attempt::{BuiltinPass, builtin_pass, policy_pass};
 use crate::scheduler::experiments::shadow::CandidateKey;
 use crate::scheduler::parallel::workers::AttemptWorkers;
@@ -18,7 +19,7 @@ use crate::scheduler::policy_calls::CallScope;
 use crate::scheduler::policy_set::{PolicySet, ShadowCandidate, WeightedPolicy};
 use crate::scheduler::queue::Location;
 use crate::scheduler::sampling::NodeWindow;
-use crate::scheduler::tenants::{TenantJob, TenantSettings, TenantShadows, TenantVerdict};
+use crate::scheduler::tenants::{TenantAnswer, TenantJob, TenantSettings, TenantShadows, TenantVerdict, TenantWork};
 use wasmsched_runtime::{NodeTable, PolicyContext};
 
 impl Scheduler {
@@ -49,11 +50,8 @@ impl Scheduler {
         attempt: u32,
         now: Duration,
     ) -> Option<Attempt> {
-        if self.tenant_jobs.get(&tenant).is_some_and(|n| *n >= MAX_JOBS_PER_TENANT) {
-            // Bounded: each job holds a copy of the candidates, and pods
-            // that wait here still get a newly swapped version.
-            self.queue.park(&pod.key);
-            self.parked.entry(tenant).or_default().push_back(pod.key.clone());
+        if self.tenant_busy(&tenant) {
+            self.park_for_turn(tenant, &pod.key);
             return None;
         }
         let started = std::time::Instant::now();
@@ -75,8 +73,22 @@ impl Scheduler {
             return Some(self.conclude(pod, record, now, true));
         }
         *self.tenant_jobs.entry(tenant.clone()).or_default() += 1;
-        let job = TenantJob { tenant, pod, attempt, policies, pre, ctx, seed, started, shadows };
+        let work = TenantWork::Pod { policies, pre, shadows };
+        let job = TenantJob { tenant, pod, attempt, work, ctx, seed, started };
         Some(Attempt::Evaluate(Box::new(job)))
+    }
+
+    /// Whether `tenant` has its share of jobs out. Bounded: each job holds
+    /// a copy of candidates, and pods that wait their turn still get a
+    /// newly swapped version.
+    pub(super) fn tenant_busy(&self, tenant: &str) -> bool {
+        self.tenant_jobs.get(tenant).is_some_and(|n| *n >= MAX_JOBS_PER_TENANT)
+    }
+
+    /// An in-flight pod waits for its tenant to have room for a job.
+    pub(super) fn park_for_turn(&mut self, tenant: String, key: &PodKey) {
+        self.queue.park(key);
+        self.parked.entry(tenant).or_default().push_back(key.clone());
     }
 
     /// The tenant's candidates that see this attempt, with what they need
@@ -124,13 +136,29 @@ impl Scheduler {
         self.experiments.outbox.add(jobs);
     }
 
-    /// A tenant policy answered. The pod is placed on the best node that
-    /// still passes the built-in filters now (others were placed while the
-    /// policy ran); if none does, it is tried again. `None` when the pod
-    /// went away meanwhile, or the attempt is tried again.
+    /// A tenant policy answered: for a pod, its verdict; for a gang, its
+    /// members' answers, with which its group cycle runs now. `None` when
+    /// the pods went away meanwhile, or are tried again.
     pub fn tenant_verdict(&mut self, verdict: TenantVerdict, now: Duration) -> Option<Attempt> {
-        let TenantVerdict { tenant, pod, outcome, nodes, shadows } = verdict;
+        let TenantVerdict { tenant, pod, answer, nodes } = verdict;
         self.tenant_job_done(&tenant);
+        match answer {
+            TenantAnswer::Pod { outcome, shadows } => self.pod_verdict((tenant, pod), outcome, nodes, shadows, now),
+            TenantAnswer::Gang { members, judged } => self.gang_verdict(&tenant, members, judged, now),
+        }
+    }
+
+    /// The pod is placed on the best node that still passes the built-in
+    /// filters now (others were placed while the policy ran); if none
+    /// does, it is tried again.
+    fn pod_verdict(
+        &mut self,
+        (tenant, pod): (String, Arc<PodInfo>),
+        outcome: Result<AttemptOutcome, String>,
+        nodes: Arc<NodeTable>,
+        shadows: Option<TenantShadows>,
+        now: Duration,
+    ) -> Option<Attempt> {
         let current = self.queue.get(&pod.key).filter(|p| p.uid == pod.uid);
         if current.is_none() || self.queue.location(&pod.key) != Some(Location::InFlight) {
             // Deleted, recreated or bound by someone else while evaluated.
@@ -189,7 +217,7 @@ impl Scheduler {
     }
 
     /// One job of `tenant` answered: the next parked pod of it may go.
-    fn tenant_job_done(&mut self, tenant: &str) {
+    pub(super) fn tenant_job_done(&mut self, tenant: &str) {
         if let Some(n) = self.tenant_jobs.get_mut(tenant) {
             *n = n.saturating_sub(1);
         }
@@ -224,8 +252,8 @@ impl Scheduler {
     /// leading, or is shutting down): the pod goes back to the queue.
     pub fn tenant_verdict_discarded(&mut self, verdict: TenantVerdict) {
         self.tenant_job_done(&verdict.tenant);
-        if self.queue.location(&verdict.pod.key) == Some(Location::InFlight) {
-            self.queue.retry_now(&verdict.pod.key);
+        for key in verdict.pods() {
+            self.queue.retry_now(&key);
         }
     }
 }

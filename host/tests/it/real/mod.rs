@@ -239,8 +239,8 @@ impl Real {
 
     /// Creates `{prefix}{name}` for every pod (class labels made this
     /// test's own), all at once or `spacing` apart; returns the names. A
-    /// `labels` member of a spec is the pod's labels, an `ownerReferences`
-    /// member its owners.
+    /// `labels` member of a spec is the pod's labels; `ownerReferences`
+    /// and `annotations` members its owners and annotations.
     pub async fn create_pods(
         &self,
         prefix: &str,
@@ -255,6 +255,7 @@ impl Real {
                 let mut spec = spec.clone();
                 let labels = spec.as_object_mut().and_then(|s| s.remove("labels")).unwrap_or(json!({}));
                 let owners = spec.as_object_mut().and_then(|s| s.remove("ownerReferences"));
+                let annotations = spec.as_object_mut().and_then(|s| s.remove("annotations"));
                 spec["schedulerName"] = json!(scheduler_name);
                 if let Some(class) = spec.pointer("/nodeSelector/wasmsched-class").and_then(Value::as_str) {
                     spec["nodeSelector"]["wasmsched-class"] = json!(self.own(class));
@@ -269,6 +270,9 @@ impl Real {
                 let mut metadata = json!({"name": name, "labels": labels});
                 if let Some(owners) = owners {
                     metadata["ownerReferences"] = owners;
+                }
+                if let Some(annotations) = annotations {
+                    metadata["annotations"] = annotations;
                 }
                 (name.clone(), serde_json::from_value(json!({"metadata": metadata, "spec": spec})).unwrap())
             })

@@ -101,6 +101,7 @@ mod scoring;
 mod shutdown;
 mod tenant_commands;
 mod tenant_experiments;
+mod tenant_gangs;
 mod tenant_memory;
 mod topology_spread;
 mod training_job;

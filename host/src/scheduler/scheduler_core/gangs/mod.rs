@@ -22,7 +22,9 @@
 //!   any unschedulable pod does (not kube's busy loop).
 //!
 //! The outcomes go to the backend one at a time, through `schedule_next`,
-//! before any other pod is popped.
+//! before any other pod is popped. A gang whose members opted in to their
+//! namespace's policy has them judged on the tenant's thread first
+//! (`tenant`); its cycle runs when the answers are back.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -34,13 +36,13 @@ use crate::cluster::{PodInfo, PodKey};
 use crate::scheduler::attempt::record::{AttemptRecord, GroupCycle, PolicyVersion};
 use crate::scheduler::attempt::versions;
 use crate::scheduler::plugins::dynamic_resources;
-use crate::scheduler::tenants::Route;
 
 mod min_resources;
 mod placement;
 mod preemption;
 mod served;
 mod shadowing;
+mod tenant;
 
 pub use served::{no_coscheduling_groups_served, no_pod_groups_served, unserved_group_message};
 
@@ -106,8 +108,11 @@ pub(super) struct Gangs {
     /// While a shadowed group cycle runs: its members' shadow jobs, judged
     /// together once it has decided.
     shadowing: Option<Vec<crate::scheduler::experiments::shadow::ShadowJob>>,
-    /// Namespaces told that their policy does not decide gang members.
+    /// Namespaces told that their policy's place phase is not asked.
     tenants_told: HashSet<String>,
+    /// In a group cycle: the members decided by other policies than their
+    /// profile's (their tenant's, judged ahead).
+    pub(super) given: HashMap<PodKey, tenant::MemberPolicies>,
 }
 
 impl Gangs {
@@ -159,6 +164,14 @@ impl Scheduler {
             }
             return None;
         }
+        if let Some(tenant) = self.gang_tenant(&pod, &others)
+            && self.tenant_busy(&tenant)
+        {
+            // Its members are judged in one of the tenant's jobs, when
+            // the tenant has room for one.
+            self.park_for_turn(tenant, &pod.key);
+            return None;
+        }
         self.gangs.waits.remove(&(gang.namespace.clone(), gang.name.clone()));
         let mut members = vec![(pod, attempts)];
         members.extend(others.iter().filter_map(|key| self.queue.take_member(key, now)));
@@ -166,8 +179,7 @@ impl Scheduler {
         // then name): a replay, which pops as the recording's attempts
         // come, runs the cycle as the live one ran.
         members.sort_by(|(a, _), (b, _)| b.facts.priority.cmp(&a.facts.priority).then_with(|| a.key.cmp(&b.key)));
-        self.group_cycle(&gang, placed, members, now);
-        self.gangs.next_outcome()
+        self.start_group_cycle(&gang, placed, members, now)
     }
 
     /// Attempts every member on the same state (in the domain its placing
@@ -328,6 +340,9 @@ impl Scheduler {
     /// The policies that decide the cycle's members (their profile's), as
     /// records name them.
     fn cycle_policies(&self, members: &[(Arc<PodInfo>, u32)]) -> Vec<PolicyVersion> {
+        if let Some(given) = members.first().and_then(|(pod, _)| self.gangs.given.get(&pod.key)) {
+            return versions(&given.policies);
+        }
         let profile = members.first().and_then(|(pod, _)| self.profile(&pod.scheduler_name));
         profile.map(|p| versions(&p.policies)).unwrap_or_default()
     }
@@ -354,24 +369,6 @@ impl Scheduler {
         record.message = Some(GANG_UNSCHEDULABLE.to_string());
         self.queue.unschedulable(&pod.key, now, vec!["GangScheduling".to_string()]);
         Attempt::Unschedulable { pod, record, nomination: Nomination::Unchanged }
-    }
-
-    /// A gang member is decided by its profile's policies (a tenant's run
-    /// off this thread, pod by pod, while the group cycle runs on it): a
-    /// member that opted in to its namespace's policy has that said in the
-    /// log, once per namespace.
-    pub(in crate::scheduler::scheduler_core) fn note_member_tenant(&mut self, pod: &PodInfo) {
-        if self.gangs.tenants_told.contains(&pod.key.namespace) || matches!(self.tenants.route(pod), Route::Profile) {
-            return;
-        }
-        self.gangs.tenants_told.insert(pod.key.namespace.clone());
-        tracing::info!(
-            namespace = %pod.key.namespace,
-            pod = %pod.key,
-            group = pod.group.as_deref().unwrap_or_default(),
-            "a PodGroup's members are decided by their profile's policies, not their namespace's own: the \
-             namespace's policy decides its pods that are in no gang"
-        );
     }
 
     /// Every held gang member looks again (a PodGroup made or changed).

@@ -206,10 +206,12 @@ impl Scheduler {
         let mut placed: Vec<Arc<PodInfo>> = Vec::new();
         for (pod, attempts) in members {
             let told = self.told_pod(pod);
+            // Its tenant's answers, where it was judged by them.
+            let member = self.gangs.given.get(&pod.key).map(|m| m.policies.clone());
             let input = AttemptInput {
                 pod: &told,
                 state: &self.state,
-                policies,
+                policies: member.as_ref().unwrap_or(policies),
                 scoring: &scoring,
                 node_metrics: &self.node_metrics,
                 seed: self.config.seed,
