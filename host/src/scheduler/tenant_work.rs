@@ -117,7 +117,7 @@ impl MemberJob {
     fn judge(self, scope: CallScope<'_>, seed: u64) -> JudgedMember {
         let MemberJob { pod, attempt, policies, candidates } = self;
         let pre = BuiltinPass::of_candidates(Arc::unwrap_or_clone(candidates), scope.ctx.nodes.len());
-        let (answers, calls) = answers_ahead(pre, &pod, &policies, scope, seed, attempt);
+        let (answers, calls) = answers_ahead((&pod, &policies), pre, scope, (seed, attempt));
         JudgedMember { pod: pod.key.clone(), policies: policies.answered(answers), calls }
     }
 }

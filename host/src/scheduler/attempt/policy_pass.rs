@@ -93,12 +93,10 @@ pub fn policy_pass(
 /// its attempt later (`PolicySet::given`): the calls its policy pass
 /// makes, and the calls' records (for the metrics).
 pub fn answers_ahead(
+    (pod, policies): (&PodInfo, &PolicySet),
     pre: BuiltinPass,
-    pod: &PodInfo,
-    policies: &PolicySet,
     scope: CallScope<'_>,
-    seed: u64,
-    attempt: u32,
+    (seed, attempt): (u64, u32),
 ) -> (GivenAnswers, Vec<PolicyCall>) {
     let mut kept = GivenAnswers::default();
     kept.keep_asked(&scope.ctx.nodes, &pre.candidates);
