@@ -117,8 +117,8 @@ async fn refresh_cost() {
 /// of `wasmsched-bench`.
 fn throughput() {
     let results = [
-        scheduling_basic::run(NODES, PODS, Scoring::Wasm, None, SimOptions::default()).unwrap(),
-        scheduling_basic::run(NODES, PODS, Scoring::WithMetrics, None, SimOptions::default()).unwrap(),
+        scheduling_basic::run((NODES, PODS, 0), Scoring::Wasm, None, SimOptions::default()).unwrap(),
+        scheduling_basic::run((NODES, PODS, 0), Scoring::WithMetrics, None, SimOptions::default()).unwrap(),
     ];
     println!();
     print!("{}", wasmsched_bench::table(&results));

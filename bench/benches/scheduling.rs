@@ -13,12 +13,12 @@ use wasmsched_bench::table;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--test") {
-        run(20, 40, Scoring::Native, None, SimOptions::default()).unwrap();
+        run((20, 40, 0), Scoring::Native, None, SimOptions::default()).unwrap();
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--one") {
-        let nodes = args[i + 1].parse().unwrap();
-        let pods = args[i + 2].parse().unwrap();
+        let nodes: usize = args[i + 1].parse().unwrap();
+        let pods: usize = args[i + 2].parse().unwrap();
         let scoring = match args[i + 3].as_str() {
             "wasm" => Scoring::Wasm,
             "native" => Scoring::Native,
@@ -26,7 +26,7 @@ fn main() {
         };
         println!(
             "{}",
-            serde_json::to_string(&run(nodes, pods, scoring, None, SimOptions::default()).unwrap()).unwrap()
+            serde_json::to_string(&run((nodes, pods, 0), scoring, None, SimOptions::default()).unwrap()).unwrap()
         );
         return;
     }

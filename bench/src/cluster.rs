@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Container, ContainerPort, Node, NodeStatus, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use wasmsched::sim::Manifests;
 
@@ -91,6 +91,53 @@ pub fn pod(i: usize) -> Pod {
                 }),
                 ..Default::default()
             }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// `manifests` with `bound` pods already placed, as a live cluster's are:
+/// each with two containers, a ReplicaSet owner and a port, none with an
+/// inter-pod term, over the nodes in turn.
+pub fn with_bound(mut manifests: Manifests, bound: usize) -> Manifests {
+    let nodes = manifests.objects.nodes.len().max(1);
+    manifests.objects.pods.extend((0..bound).map(|j| bound_pod(j, nodes)));
+    manifests
+}
+
+fn bound_pod(j: usize, nodes: usize) -> Pod {
+    let app = format!("app-{:05}", j / 30);
+    let owner = OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "ReplicaSet".into(),
+        name: app.clone(),
+        uid: format!("rs-{}", j / 30),
+        controller: Some(true),
+        ..Default::default()
+    };
+    let container = |name: &str, cpu: &str, memory: &str, port: Option<i32>| Container {
+        name: name.into(),
+        image: Some(format!("registry.example.com/{name}:v1")),
+        ports: port.map(|p| vec![ContainerPort { container_port: p, ..Default::default() }]),
+        resources: Some(ResourceRequirements {
+            requests: Some(quantities(&[("cpu", cpu), ("memory", memory)])),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(format!("{app}-{j:06}")),
+            namespace: Some(format!("bound-{}", j % 50)),
+            uid: Some(format!("bound-{j}")),
+            labels: Some(BTreeMap::from([("app".to_string(), app)])),
+            owner_references: Some(vec![owner]),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some(format!("node-{:05}", j % nodes)),
+            containers: vec![container("main", "100m", "100Mi", Some(8080)), container("proxy", "10m", "16Mi", None)],
             ..Default::default()
         }),
         ..Default::default()

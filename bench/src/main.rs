@@ -73,6 +73,11 @@ pub struct BenchArgs {
     /// passes the first to `wasmsched run`. Default: the cores, at most 16.
     #[arg(long = "parallelism", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub parallelism: Vec<u16>,
+    /// This many pods already bound (two containers, a ReplicaSet owner, a
+    /// port; no inter-pod term): in SchedulingBasic and WithMetrics, and
+    /// with --real-apiserver, before either scheduler starts.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub bound_pods: usize,
     /// EndToEnd with this many shadow candidates beside the deciding policy
     /// (repeatable: `--shadow-candidates 0 --shadow-candidates 2` compares
     /// within one run), at 500 and 5,000 nodes. With --real-apiserver, the
@@ -163,9 +168,11 @@ fn run_one(spec: &Spec) -> anyhow::Result<BenchResult> {
     let result = match spec.workload {
         Workload::SchedulingBasic => {
             let scoring = if spec.native { Scoring::Native } else { Scoring::Wasm };
-            scheduling_basic::run(spec.nodes, spec.pods, scoring, deadline, options)
+            scheduling_basic::run((spec.nodes, spec.pods, spec.bound_pods), scoring, deadline, options)
         }
-        Workload::WithMetrics => scheduling_basic::run(spec.nodes, spec.pods, Scoring::WithMetrics, deadline, options),
+        Workload::WithMetrics => {
+            scheduling_basic::run((spec.nodes, spec.pods, spec.bound_pods), Scoring::WithMetrics, deadline, options)
+        }
         Workload::HotSwap => hot_swap::run(spec.nodes, Duration::from_secs(spec.seconds), Duration::from_secs(1)),
         Workload::EndToEnd => {
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -301,6 +308,7 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
             drain.backlog = args.backlog;
             drain.kube_scheduler = !args.without_kube_scheduler;
             drain.kube_percentage = args.kube_percentage_of_nodes_to_score;
+            drain.bound_pods = args.bound_pods;
             drain.rounds = usize::from(args.rounds);
             drain.policy = args.policy.clone();
             drain.cache_dir = args.limits.cache_dir.clone();
@@ -440,9 +448,9 @@ fn chosen_specs(args: &BenchArgs) -> anyhow::Result<Vec<Spec>> {
         }
         None => specs(&workloads, args.quick),
     };
-    if let Some(sampling) = args.percentage_of_nodes_to_score {
-        for spec in specs.iter_mut().filter(|s| matches!(s.workload, Workload::SchedulingBasic | Workload::WithMetrics))
-        {
+    for spec in specs.iter_mut().filter(|s| matches!(s.workload, Workload::SchedulingBasic | Workload::WithMetrics)) {
+        spec.bound_pods = args.bound_pods;
+        if let Some(sampling) = args.percentage_of_nodes_to_score {
             spec.percentage_of_nodes_to_score = sampling.as_percentage();
         }
     }

@@ -43,6 +43,7 @@ use super::cluster::node_json;
 use super::pod_needs::{self, Needs};
 use super::topology::Shape;
 
+mod bound_pods;
 pub mod breakdown;
 mod claim_controller;
 pub mod deploy_identity;
@@ -104,6 +105,9 @@ pub struct Drain {
     /// from its first binding.
     pub policy: Option<String>,
     pub cache_dir: Option<PathBuf>,
+    /// Pods bound before either drain (`--bound-pods`): the load both
+    /// schedulers list when they start and count in every attempt.
+    pub bound_pods: usize,
 }
 
 impl Drain {
@@ -127,6 +131,7 @@ impl Drain {
             tenant_policies: false,
             policy: None,
             cache_dir: None,
+            bound_pods: 0,
         }
     }
 
@@ -283,6 +288,7 @@ impl Drain {
             node
         });
         create_all(&nodes, bodies).await.context("creating nodes")?;
+        bound_pods::create(client, run, self.bound_pods, self.nodes).await.context("creating the bound pods")?;
         create_needs(client, "", pod_needs::for_nodes(shape.needs(), self.nodes), run)
             .await
             .context("creating what nodes publish")
@@ -459,6 +465,7 @@ impl Drain {
     /// Deletes what `fill` created.
     async fn empty(&self, client: &Client, run: &str) -> anyhow::Result<()> {
         delete_pods(client, self.shape.namespaces().0, &format!("drain-run={run}")).await?;
+        bound_pods::delete(client, run).await?;
         let nodes: Api<Node> = Api::all(client.clone());
         let ours = ListParams::default().labels(&format!("drain-run={run}"));
         nodes.delete_collection(&DeleteParams::default(), &ours).await?;

@@ -57,8 +57,7 @@ pub fn filled_cache(nodes: usize) -> Arc<MetricsCache> {
 /// `call_deadline` overrides the policy's default call deadline: under
 /// valgrind (instruction counting) calls run ~50× slower than natively.
 pub fn run(
-    nodes: usize,
-    pods: usize,
+    (nodes, pods, bound): (usize, usize, usize),
     scoring: Scoring,
     call_deadline: Option<Duration>,
     options: SimOptions,
@@ -84,7 +83,8 @@ pub fn run(
         ),
     };
     let workload = if scoring == Scoring::WithMetrics { "WithMetrics" } else { "SchedulingBasic" };
-    measure(cluster(nodes, pods), pods, policies, metrics, workload, scoring.label(), options)
+    let manifests = crate::cluster::with_bound(cluster(nodes, pods), bound);
+    measure(manifests, pods, policies, metrics, workload, scoring.label(), options)
 }
 
 /// SchedulingBasic with a policy of the caller's (`wasmsched-bench

@@ -98,6 +98,10 @@ pub(crate) struct Spec {
     /// EndToEnd: shadow candidates beside the deciding policy.
     #[serde(default)]
     pub(crate) shadow_candidates: usize,
+    /// SchedulingBasic / WithMetrics: pods already bound before the
+    /// measured ones come (`--bound-pods`).
+    #[serde(default)]
+    pub(crate) bound_pods: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -142,6 +146,7 @@ pub(crate) fn specs(workloads: &[Workload], quick: bool) -> Vec<Spec> {
         percentage_of_nodes_to_score: None,
         parallelism: None,
         shadow_candidates: 0,
+        bound_pods: 0,
     };
     let sizes: &[(usize, usize)] = if quick { &[(500, 1000)] } else { &[(500, 1000), (5000, 10000)] };
     let big = *sizes.last().expect("a size");
@@ -251,6 +256,7 @@ pub(crate) fn custom_specs(custom: &CustomPolicy, sizes: &[(usize, usize)]) -> V
             percentage_of_nodes_to_score: None,
             parallelism: None,
             shadow_candidates: 0,
+            bound_pods: 0,
         })
         .collect()
 }

@@ -117,7 +117,8 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
                 Outcome::of_replay(name, &label, &report)
             }
             None => {
-                let manifests = super::simulate::read_manifests(&args.inputs, args.skip_invalid, Manifests::default())?;
+                let manifests =
+                    super::simulate::read_manifests(&args.inputs, args.skip_invalid, Manifests::default(), &mut Some)?;
                 let report =
                     simulate(manifests, policies, Arc::new(NoMetrics), &options).map_err(anyhow::Error::msg)?;
                 Outcome::of_simulation(name, &label, &report)

@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use wasmsched::node_metrics::StaticMetrics;
 use wasmsched::scheduler::{AttemptWorkers, BuiltinScoring, NodeSampling};
-use wasmsched::sim::{DEFAULT_METRICS, DEFAULT_SCENARIO, Manifests, SimOptions, report, simulate};
+use wasmsched::sim::{DEFAULT_METRICS, DEFAULT_SCENARIO, Manifests, SimOptions, Simulation, TakeBound, report};
 use wasmsched_runtime::{NoMetrics, NodeMetrics};
 
 use super::watch::FileWatcher;
@@ -205,20 +205,21 @@ fn write_cluster(args: &SimulateArgs, file: &std::path::Path) -> anyhow::Result<
 /// refused (nothing scheduled) if a document is malformed unless
 /// `--skip-invalid`.
 fn read_cluster(args: &SimulateArgs, manifests: Manifests) -> anyhow::Result<Manifests> {
-    read_manifests(&args.inputs, args.skip_invalid, manifests)
+    read_manifests(&args.inputs, args.skip_invalid, manifests, &mut Some)
 }
 
 /// `inputs` (none: the bundled scenario) into `manifests`, as `simulate`
-/// and `compare` read them.
+/// and `compare` read them, each bound pod handed to `take` as it is read.
 pub(super) fn read_manifests(
     inputs: &[PathBuf],
     skip_invalid: bool,
     mut manifests: Manifests,
+    take: TakeBound<'_>,
 ) -> anyhow::Result<Manifests> {
     if inputs.is_empty() {
         manifests.add_text("bundled scenario", DEFAULT_SCENARIO);
     } else {
-        manifests.add_paths(inputs).map_err(anyhow::Error::msg)?;
+        manifests.add_paths_taking(inputs, take).map_err(anyhow::Error::msg)?;
     }
     manifests.admit_priorities();
     for problem in &manifests.problems {
@@ -301,7 +302,6 @@ fn explained(sim: &wasmsched::sim::SimReport, which: &[String], scheduler: &str)
 /// report, and the policies' label for its table.
 pub(super) fn simulate_cluster(args: &SimulateArgs) -> anyhow::Result<(wasmsched::sim::SimReport, String)> {
     let limits = args.limits.to_limits()?;
-    let manifests = read_cluster(args, Manifests::default())?;
     let Loaded { policies, label, tenants, tenant_candidates } = load_all(args, &limits)?;
     let bar = ProgressBar::new(0);
     bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} pods placed {elapsed}").expect("template"));
@@ -332,7 +332,12 @@ pub(super) fn simulate_cluster(args: &SimulateArgs) -> anyhow::Result<(wasmsched
         }
         None => Arc::new(NoMetrics),
     };
-    let sim = simulate(manifests, policies, metrics, &options).map_err(anyhow::Error::msg)?;
+    // The core takes each bound pod as it is read: a dump of a large
+    // cluster is never held whole.
+    let mut simulation = Simulation::new(policies, metrics, &options);
+    let manifests =
+        read_manifests(&args.inputs, args.skip_invalid, Manifests::default(), &mut |pod| simulation.take_bound(pod))?;
+    let sim = simulation.run(manifests, &options).map_err(anyhow::Error::msg)?;
     bar.finish_and_clear();
     Ok((sim, label))
 }

@@ -1,7 +1,6 @@
 //! PodDisruptionBudgets as the disruption controller would keep them in
 //! the simulated cluster, which has no controller.
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -9,21 +8,16 @@ use crate::cluster::DisruptionBudget;
 
 /// A budget as the disruption controller would keep it: one given without
 /// a status gets `disruptionsAllowed` from its spec and the matching pods
-/// that have a node (the simulator's pods are all healthy).
-pub fn simulated_budget(budget: &PodDisruptionBudget, pods: &[Pod]) -> PodDisruptionBudget {
+/// that have a node (`covered` counts them; the simulator's pods are all
+/// healthy).
+pub fn simulated_budget(
+    budget: &PodDisruptionBudget,
+    covered: impl Fn(&DisruptionBudget) -> usize,
+) -> PodDisruptionBudget {
     if budget.status.is_some() {
         return budget.clone();
     }
-    let probe = DisruptionBudget::of(budget);
-    let healthy = pods
-        .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-        .filter(|p| {
-            let labels: Vec<(String, String)> = p.metadata.labels.clone().unwrap_or_default().into_iter().collect();
-            let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
-            probe.covers(namespace, p.metadata.name.as_deref().unwrap_or_default(), &labels)
-        })
-        .count() as i32;
+    let healthy = i32::try_from(covered(&DisruptionBudget::of(budget))).unwrap_or(i32::MAX);
     let mut budget = budget.clone();
     budget.status = Some(PodDisruptionBudgetStatus {
         disruptions_allowed: Some(disruptions_allowed(budget.spec.as_ref(), healthy)),

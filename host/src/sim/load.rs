@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::Metadata;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -32,8 +33,9 @@ fn kinds() -> String {
     kinds.join(", ")
 }
 
-/// The largest cluster file read: a dump of 50,000 pods is about half.
-const MAX_DUMP_BYTES: usize = 512 << 20;
+/// What takes a bound pod as soon as it is read (a simulation's core, so
+/// that the `Pod` is not kept); it gives back a pod it does not take.
+pub type TakeBound<'a> = &'a mut dyn FnMut(Pod) -> Option<Pod>;
 
 #[derive(Debug, Default)]
 pub struct Manifests {
@@ -54,6 +56,8 @@ pub struct Manifests {
     pub documents: Option<Vec<serde_yaml::Value>>,
     /// Where each object was first read, by kind, namespace and name.
     first_at: HashMap<(String, String, String), String>,
+    /// Bound pods read and taken as they were read (not in `objects`).
+    pub bound_taken: usize,
 }
 
 impl Manifests {
@@ -71,7 +75,7 @@ impl Manifests {
             let at = format!("{origin}: document {}", index + 1);
             match serde_yaml::Value::deserialize(document) {
                 Ok(serde_yaml::Value::Null) => {}
-                Ok(value) => self.add_value(&at, value),
+                Ok(value) => self.add_value(&at, value, &mut Some),
                 Err(e) => {
                     self.problems.push(format!("{at}: {e}"));
                     // The YAML stream cannot be resumed after a syntax error.
@@ -81,22 +85,32 @@ impl Manifests {
         }
     }
 
-    fn add_value(&mut self, at: &str, value: serde_yaml::Value) {
+    fn add_value(&mut self, at: &str, mut value: serde_yaml::Value, take: TakeBound<'_>) {
         let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or_default().to_string();
         let api_version = value.get("apiVersion").and_then(|k| k.as_str()).unwrap_or_default().to_string();
         if kind == "List" || kind.ends_with("List") {
-            let items = value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default();
-            for (i, item) in items.into_iter().enumerate() {
-                self.add_value(&format!("{at}, item {}", i + 1), item);
+            let items = value.get_mut("items").and_then(|i| i.as_sequence_mut()).map(std::mem::take);
+            for (i, item) in items.unwrap_or_default().into_iter().enumerate() {
+                self.add_value(&format!("{at}, item {}", i + 1), item, take);
             }
             return;
         }
         if kind.is_empty() {
             return self.problems.push(format!("{at}: no `kind` (expected {} or List)", kinds()));
         }
-        let Manifests { objects, priority_classes, claim_templates, problems, documents, first_at, .. } = self;
+        let Manifests {
+            objects, priority_classes, claim_templates, problems, documents, first_at, bound_taken, ..
+        } = self;
         let mut reader = Reader { at, value: Some(value), problems, documents, first_at };
         match kind.as_str() {
+            "Pod" if api_version == "v1" => {
+                let Some(pod) = reader.read::<Pod>(&kind, true) else { return };
+                let kept = if Self::bound_and_admitted(&pod, priority_classes) { take(pod) } else { Some(pod) };
+                match kept {
+                    Some(pod) => objects.pods.push(pod),
+                    None => *bound_taken += 1,
+                }
+            }
             "PriorityClass" => priority_classes.extend(reader.read(&kind, false)),
             "ResourceClaimTemplate" => claim_templates.extend(reader.read(&kind, true)),
             _ if objects.read(&api_version, &kind, &mut reader) => {}
@@ -147,6 +161,18 @@ impl Manifests {
         }
     }
 
+    /// Whether `pod` is bound and needs nothing of what is read later: a
+    /// priority given, or its class's known (a pod the Priority admission
+    /// still has to resolve waits for every class to be read).
+    fn bound_and_admitted(pod: &Pod, classes: &[PriorityClass]) -> bool {
+        let Some(spec) = pod.spec.as_ref().filter(|s| s.node_name.is_some()) else { return false };
+        match (&spec.priority, &spec.priority_class_name) {
+            (Some(_), _) => true,
+            (None, Some(name)) => classes.iter().any(|c| c.metadata.name.as_ref() == Some(name)),
+            (None, None) => !classes.iter().any(|c| c.global_default == Some(true)),
+        }
+    }
+
     /// Reads files and directories (recursively: `*.yaml`, `*.yml`, `*.json`).
     pub fn read_paths(paths: &[PathBuf]) -> Result<Manifests, String> {
         let mut manifests = Manifests::default();
@@ -155,16 +181,24 @@ impl Manifests {
     }
 
     /// Reads files and directories (their `.yaml`, `.yml` and `.json`
-    /// files, sorted) into these manifests.
+    /// files, gzipped or not, sorted) into these manifests.
     pub fn add_paths(&mut self, paths: &[PathBuf]) -> Result<(), String> {
+        self.add_paths_taking(paths, &mut Some)
+    }
+
+    /// As `add_paths`, each bound pod handed to `take` as it is read
+    /// (a simulation's core keeps what it needs of it, not the `Pod`).
+    pub fn add_paths_taking(&mut self, paths: &[PathBuf], take: TakeBound<'_>) -> Result<(), String> {
         let mut files = Vec::new();
         for path in paths {
             collect(path, &mut files).map_err(|e| format!("{}: {e}", path.display()))?;
         }
         for file in files {
-            let text = wasmsched_runtime::read_text_bounded(&file, MAX_DUMP_BYTES, "cluster file size")
-                .map_err(|e| format!("{}: {e}; split the dump into several files", file.display()))?;
-            self.add_text(&file.display().to_string(), &text);
+            let problem = super::stream::read_objects(&file, &mut |at, value| self.add_value(&at, value, take));
+            if let Err(problem) = problem {
+                // The rest of that file cannot be read past a syntax error.
+                self.problems.push(problem);
+            }
         }
         Ok(())
     }
@@ -227,7 +261,9 @@ fn collect(path: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
             std::fs::read_dir(path)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
         entries.sort();
         for entry in entries {
-            let manifest = entry.extension().is_some_and(|e| e == "yaml" || e == "yml" || e == "json");
+            let name = entry.to_string_lossy();
+            let name = name.trim_end_matches(".gz");
+            let manifest = [".yaml", ".yml", ".json"].iter().any(|e| name.ends_with(e));
             if entry.is_dir() || manifest {
                 collect(&entry, files)?;
             }

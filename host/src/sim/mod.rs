@@ -8,13 +8,15 @@ pub mod objects;
 pub mod replay;
 pub mod replay_report;
 pub mod report;
+mod results;
 pub mod run;
+mod stream;
 pub mod utilisation;
 pub mod write;
 
-pub use load::Manifests;
+pub use load::{Manifests, TakeBound};
 pub use objects::ClusterObjects;
-pub use run::{SimOptions, SimReport, simulate};
+pub use run::{SimOptions, SimReport, Simulation, simulate};
 
 /// The bundled scenario `wasmsched simulate` runs with no arguments.
 pub const DEFAULT_SCENARIO: &str = include_str!("default-scenario.yaml");

@@ -10,13 +10,14 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
-use serde::Serialize;
 
 use super::budgets::simulated_budget;
 use super::load::Manifests;
-use super::utilisation::{NodeUtilisation, utilisation};
+pub use super::results::{Placement, PreemptionRecord, SimReport, Unplaced};
+use super::utilisation::utilisation;
+use crate::cluster::DisruptionBudget;
 use crate::cluster::PodKey;
-use crate::scheduler::experiments::{CandidateCounts, Experiments};
+use crate::scheduler::experiments::Experiments;
 use crate::scheduler::plugins::dynamic_resources::Deallocation;
 use crate::scheduler::policy_set::{ShadowCandidate, WeightedPolicy};
 use crate::scheduler::{
@@ -69,105 +70,6 @@ impl Default for SimOptions {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct Placement {
-    pub pod: String,
-    pub node: String,
-    pub attempts: u32,
-    /// The tenant whose policy decided (the pod opted in to it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tenant: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<String>,
-    /// The candidate that decided, as a canary.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub canary: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub ignored_constraints: Vec<String>,
-    /// What the pod's claims got on the node (PreBind's writes, which the
-    /// simulator takes as made): `claim → volume` or `claim → provisioned
-    /// on node`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub reserved: Vec<String>,
-}
-
-/// A preemption: the pod nominated to `node`, and the pods evicted there.
-#[derive(Debug, Clone, Serialize)]
-pub struct PreemptionRecord {
-    pub preemptor: String,
-    pub node: String,
-    pub victims: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Unplaced {
-    pub pod: String,
-    pub reason: String,
-    pub message: String,
-}
-
-#[derive(Debug, Serialize)]
-pub struct SimReport {
-    pub nodes: usize,
-    /// Pods that already had a node: counted as load.
-    pub bound_before: usize,
-    pub pending: usize,
-    /// Where pods are at the end (evicted pods are not).
-    pub placements: Vec<Placement>,
-    /// Evictions for higher-priority pods, in order.
-    pub preemptions: Vec<PreemptionRecord>,
-    pub unschedulable: Vec<Unplaced>,
-    /// Pending pods of other schedulers, left alone.
-    pub other_schedulers: usize,
-    pub attempts: u64,
-    pub fallbacks: u64,
-    #[serde(serialize_with = "millis")]
-    pub wall_time: Duration,
-    pub utilisation: Vec<NodeUtilisation>,
-    /// Each `--explain` pod's last attempt record, with per-node detail,
-    /// in the order of their first attempts.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub explained: Vec<AttemptRecord>,
-    /// The PodGroups, as the simulation ends (none: left out).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub groups: Vec<super::groups::GroupSummary>,
-    /// The input pods, by key, to print placed pods back as YAML.
-    #[serde(skip)]
-    pub input_pods: Vec<Arc<Pod>>,
-    /// How long each attempt took (filters, policies, choice), for
-    /// latency percentiles.
-    #[serde(skip)]
-    pub attempt_durations: Vec<Duration>,
-    /// How long each group cycle took (every member's attempt, PostFilter
-    /// and undoing).
-    #[serde(skip)]
-    pub group_cycle_durations: Vec<Duration>,
-    /// Time spent in policy score calls, and the candidates they scored:
-    /// the per-node policy cost.
-    #[serde(skip)]
-    pub score_time: Duration,
-    #[serde(skip)]
-    pub scored_nodes: u64,
-    /// What each shadow candidate would have done.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub experiments: Vec<CandidateCounts>,
-}
-
-fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64() * 1e3)
-}
-
-impl SimReport {
-    /// The explained attempt of the pod `which` names (NAME or
-    /// NAMESPACE/NAME), if it was one of `--explain`'s and was attempted.
-    pub fn explained(&self, which: &str) -> Option<&AttemptRecord> {
-        self.explained.iter().find(|record| match which.split_once('/') {
-            Some(_) => record.pod == which,
-            None => record.pod.rsplit_once('/').map_or(record.pod.as_str(), |(_, name)| name) == which,
-        })
-    }
-}
-
 fn matches_explain(which: &str, key: &PodKey) -> bool {
     match which.split_once('/') {
         Some((ns, name)) => key.namespace == ns && key.name == name,
@@ -185,12 +87,46 @@ pub fn simulate(
     metrics: Arc<dyn NodeMetrics>,
     options: &SimOptions,
 ) -> Result<SimReport, String> {
-    let started = Instant::now();
-    let mut scheduler = new_scheduler(policies, metrics, options);
-    let mut loaded = load(&mut scheduler, manifests)?;
-    let claims = std::mem::take(&mut loaded.claims);
-    let drive = drive(&mut scheduler, loaded.pending, claims, options);
-    Ok(report(&scheduler, loaded, drive, started.elapsed()))
+    Simulation::new(policies, metrics, options).run(manifests, options)
+}
+
+/// A simulation being loaded: the core, which takes the bound pods of a
+/// dump as they are read (`take_bound`), then the rest (`run`).
+pub struct Simulation {
+    scheduler: Scheduler,
+    /// Bound pods taken as they were read.
+    bound_before: usize,
+}
+
+impl Simulation {
+    pub fn new(policies: PolicySet, metrics: Arc<dyn NodeMetrics>, options: &SimOptions) -> Simulation {
+        Simulation { scheduler: new_scheduler(policies, metrics, options), bound_before: 0 }
+    }
+
+    /// A pod read from the dump: one already bound is counted as load at
+    /// once, and only what the core keeps of it stays (`PlacedPod`);
+    /// any other is given back, to be read with the rest.
+    pub fn take_bound(&mut self, pod: Pod) -> Option<Pod> {
+        match self.scheduler.standing(&pod) {
+            PodStanding::Bound => self.bound_before += 1,
+            PodStanding::Terminal => {}
+            PodStanding::Ours | PodStanding::OtherScheduler => return Some(pod),
+        }
+        let _ = self.scheduler.apply(ClusterEvent::applied(pod), Duration::ZERO);
+        None
+    }
+
+    /// The rest of the manifests loaded, the queue driven to its end, and
+    /// the report.
+    pub fn run(self, manifests: Manifests, options: &SimOptions) -> Result<SimReport, String> {
+        let started = Instant::now();
+        let Simulation { mut scheduler, bound_before } = self;
+        let mut loaded = load(&mut scheduler, manifests)?;
+        loaded.bound_before += bound_before;
+        let claims = std::mem::take(&mut loaded.claims);
+        let drive = drive(&mut scheduler, loaded.pending, claims, options);
+        Ok(report(&scheduler, loaded, drive, started.elapsed()))
+    }
 }
 
 /// The core as `options` configure it, tenants' policies included.
@@ -239,7 +175,8 @@ fn load(scheduler: &mut Scheduler, mut manifests: Manifests) -> Result<Loaded, S
     super::claim_templates::make_claims(&mut manifests);
     let mut objects = manifests.objects;
     let pods = std::mem::take(&mut objects.pods);
-    objects.budgets = objects.budgets.iter().map(|b| simulated_budget(b, &pods)).collect();
+    let budgets = objects.budgets.iter().map(|b| simulated_budget(b, |probe| covered(scheduler, &pods, probe)));
+    objects.budgets = budgets.collect();
     // The claims are held once: by their events and by the simulator's
     // copy of the API server (what a deallocation writes to).
     let claims: Vec<Arc<ResourceClaim>> =
@@ -266,6 +203,18 @@ fn load(scheduler: &mut Scheduler, mut manifests: Manifests) -> Result<Loaded, S
     }
     loaded.input_pods = input_pods;
     Ok(loaded)
+}
+
+/// How many pods with a node `budget` covers: the core's (taken as they
+/// were read) and those still to load.
+fn covered(scheduler: &Scheduler, pods: &[Pod], budget: &DisruptionBudget) -> usize {
+    let placed = scheduler.state().placed_pods().filter(|(key, p)| budget.covers(&p.namespace, &key.name, &p.labels));
+    let to_load = pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()).filter(|p| {
+        let meta = &p.metadata;
+        let labels: Vec<(String, String)> = meta.labels.clone().unwrap_or_default().into_iter().collect();
+        budget.covers(meta.namespace.as_deref().unwrap_or("default"), meta.name.as_deref().unwrap_or_default(), &labels)
+    });
+    placed.count() + to_load.count()
 }
 
 /// What driving the queue to its end produced.

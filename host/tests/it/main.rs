@@ -15,6 +15,7 @@ mod compare_cli;
 mod deploy_manifests;
 mod dev_cli;
 mod docs_match;
+mod dump_reading;
 mod first_policy;
 mod fuzzing;
 mod group_parity;

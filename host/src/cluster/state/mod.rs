@@ -331,6 +331,11 @@ impl ClusterState {
         self.pods.iter().map(|(k, p)| (k, p.assumed))
     }
 
+    /// Every placed pod, as the core keeps it.
+    pub fn placed_pods(&self) -> impl Iterator<Item = (&PodKey, &PlacedPod)> {
+        self.pods.iter()
+    }
+
     /// As `placement`, with the UID of the pod that was placed.
     pub fn placement_uid(&self, key: &PodKey) -> Option<(&str, bool, &str)> {
         self.pods.get(key).map(|p| (p.node.as_str(), p.assumed, p.uid.as_str()))
