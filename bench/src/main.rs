@@ -84,6 +84,10 @@ pub struct BenchArgs {
     /// first is how many wasmsched's drain (or soak) runs beside its policy.
     #[arg(long = "shadow-candidates", value_name = "N")]
     pub shadow_candidates: Vec<usize>,
+    /// With --real-apiserver: wasmsched drains as deploy/'s ServiceAccount
+    /// (its namespace, RBAC and FlowSchema applied with kubectl).
+    #[arg(long, requires = "real_apiserver")]
+    pub as_deploy: bool,
     /// With --real-apiserver: wasmsched records its drain (`run --record`)
     /// under this directory, to measure what recording costs.
     #[arg(long, value_name = "DIR", requires = "real_apiserver")]
@@ -309,6 +313,9 @@ fn drain_beside_kube(args: &BenchArgs, state_dir: &std::path::Path) -> anyhow::R
             drain.kube_scheduler = !args.without_kube_scheduler;
             drain.kube_percentage = args.kube_percentage_of_nodes_to_score;
             drain.bound_pods = args.bound_pods;
+            if args.as_deploy {
+                drain.identity = Some(deploy_identity::kubeconfig(state_dir, Duration::from_secs(3600))?);
+            }
             drain.rounds = usize::from(args.rounds);
             drain.policy = args.policy.clone();
             drain.cache_dir = args.limits.cache_dir.clone();
