@@ -103,9 +103,9 @@ pub struct BenchArgs {
     #[arg(long, requires = "real_apiserver")]
     pub without_kube_scheduler: bool,
     /// With --real-apiserver: kube-scheduler's `percentageOfNodesToScore`
-    /// (0: its adaptive default, as it ships; default 100, every node, as
-    /// wasmsched's embedded policy scores them).
-    #[arg(long, value_name = "PERCENT", default_value_t = 100, requires = "real_apiserver",
+    /// (default 0: its adaptive default, as it ships; 100 scores every node,
+    /// as wasmsched's embedded policy does: label such figures so).
+    #[arg(long, value_name = "PERCENT", default_value_t = 0, requires = "real_apiserver",
           value_parser = clap::value_parser!(u8).range(0..=100))]
     pub kube_percentage_of_nodes_to_score: u8,
     /// With --real-apiserver: instead of the drains, a churn soak of this

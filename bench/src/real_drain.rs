@@ -4,9 +4,10 @@
 //! scheduler in its own process. The measured pods are created first,
 //! while no scheduler runs; then the scheduler starts, and the drain is
 //! timed from its first binding to its last, as a watch sees them.
-//! kube-scheduler runs with its client QPS lifted to 5,000 and every node
-//! scored (`percentageOfNodesToScore: 100`), as wasmsched scores them, or
-//! at its adaptive default (`--kube-percentage-of-nodes-to-score 0`).
+//! kube-scheduler runs with its client QPS lifted to 5,000 (as kube's
+//! scheduler_perf runs it), at its adaptive `percentageOfNodesToScore` as
+//! it ships, or scoring every node (`--kube-percentage-of-nodes-to-score
+//! 100`), as wasmsched's embedded policy scores them.
 //!
 //! PreemptionBasic's victims must go for the preemptors to bind, and with
 //! no kubelet a deleted bound pod stays Terminating: a stand-in
@@ -111,8 +112,8 @@ pub struct Drain {
 }
 
 impl Drain {
-    /// `shape` at `nodes` nodes, drained once by kube-scheduler (every
-    /// node scored) and wasmsched, nothing else set.
+    /// `shape` at `nodes` nodes, drained once by kube-scheduler (as it
+    /// ships: adaptive node sampling) and wasmsched, nothing else set.
     pub fn new(state_dir: &std::path::Path, wasmsched: &std::path::Path, shape: Shape, nodes: usize) -> Drain {
         let (state_dir, wasmsched) = (state_dir.to_path_buf(), wasmsched.to_path_buf());
         Drain {
@@ -125,7 +126,7 @@ impl Drain {
             record: None,
             backlog: None,
             kube_scheduler: true,
-            kube_percentage: 100,
+            kube_percentage: 0,
             identity: None,
             rounds: 1,
             tenant_policies: false,
