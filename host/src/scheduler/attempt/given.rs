@@ -82,15 +82,19 @@ impl GivenAnswers {
         let verdicts =
             self.filters.get(&place).ok_or_else(|| not_given(policy, "filter"))?.as_ref().map_err(Clone::clone)?;
         let mut outcome = FilterOutcome { reasons: Vec::new(), verdicts: Vec::with_capacity(candidates.len()) };
+        // A policy may give every node a reason of its own: indexed, not
+        // searched, so thousands of them cost no square.
+        let mut index: HashMap<&str, usize> = HashMap::new();
         for c in candidates {
-            let reason =
-                verdicts.get(nodes.name(c.node).unwrap_or_default()).cloned().unwrap_or(Some(NOT_ASKED.into()));
-            outcome.verdicts.push(reason.map(|r| match outcome.reasons.iter().position(|known| *known == r) {
-                Some(i) => i,
-                None => {
-                    outcome.reasons.push(r);
+            let reason = match verdicts.get(nodes.name(c.node).unwrap_or_default()) {
+                Some(verdict) => verdict.as_deref(),
+                None => Some(NOT_ASKED),
+            };
+            outcome.verdicts.push(reason.map(|r| {
+                *index.entry(r).or_insert_with(|| {
+                    outcome.reasons.push(r.to_string());
                     outcome.reasons.len() - 1
-                }
+                })
             }));
         }
         Ok(outcome)
